@@ -1,0 +1,87 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { LockService } from './domain/lock-service.js';
+import type { LockStore } from './store/store.js';
+import { registerErrorHandling } from './http/error-handler.js';
+import { sendProblem } from './http/problem.js';
+import { lockRoutes } from './http/routes/locks.js';
+import { healthRoutes } from './http/routes/health.js';
+import { docsRoutes } from './http/routes/docs.js';
+import { RequestLog } from './observability/request-log.js';
+
+export interface AppDeps {
+  readonly locks: LockService;
+  readonly store: LockStore;
+  readonly logger: FastifyBaseLogger;
+}
+
+/**
+ * 4 KiB: the largest valid request (a 128-character holder, a ttl) is under 300 bytes; anything much
+ * larger is a mistake or an attack, and is refused before it is parsed.
+ */
+export const BODY_LIMIT_BYTES = 4096;
+
+export const API_INFO = {
+  title: 'keyholder',
+  version: '0.1.0',
+  description:
+    'A lock service over REST. Take, renew and release named locks; every grant carries a secret owner token ' +
+    '(proves who holds it) and a fencing token (a per-key number that only goes up) for the protected resource ' +
+    'to reject stale holders. Errors are application/problem+json (RFC 9457) with a stable `code`.',
+};
+
+/** Builds the app: plugins and routes. Never reads the environment and never listens. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    logController: new RequestLog(),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
+    // get a 400 naming the key, not a 404 from the router.
+    routerOptions: { maxParamLength: 2048 },
+    // During shutdown we answer problem+json ourselves (see the preClose hook) instead of Fastify's JSON.
+    return503OnClosing: false,
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    if (closing) {
+      reply.header('connection', 'close');
+      return sendProblem(request, reply, 'shutting_down', 'the server is shutting down; retry on another instance', {
+        retryAfterMs: 1000,
+      });
+    }
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: API_INFO,
+      tags: [
+        { name: 'locks', description: 'Take, renew, release and inspect named locks' },
+        { name: 'health', description: 'Liveness and readiness probes' },
+      ],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+
+  await app.register(lockRoutes, { locks: deps.locks });
+  await app.register(healthRoutes, { store: deps.store });
+  await app.register(docsRoutes);
+  return app;
+}

@@ -1,0 +1,147 @@
+import { z } from 'zod';
+
+/**
+ * Environment -> configuration, parsed once at start-up. Every variable has a default that is safe for
+ * a developer's laptop; production must say explicitly when it wants the embedded store.
+ */
+
+/** An integer from an env string; empty strings count as unset so `FOO=` falls back to the default. */
+const intFromEnv = (min: number, max: number) =>
+  z.preprocess(
+    (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
+    z.number().int().min(min).max(max),
+  );
+
+const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+
+const EnvSchema = z
+  .object({
+    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development')),
+    /** 3000: the documented default; callers configure it once. */
+    PORT: intFromEnv(0, 65535).default(3000),
+    /** Loopback by default so a laptop never exposes an open lock service; containers set 0.0.0.0. */
+    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1')),
+    LOG_LEVEL: z.preprocess(
+      emptyAsUndefined,
+      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    ),
+    /** Unset means the embedded store: zero setup, but locks live in this process only. */
+    REDIS_URL: z.preprocess(
+      emptyAsUndefined,
+      z
+        .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
+        .optional(),
+    ),
+    /**
+     * Which store to use. `auto` picks Redis when REDIS_URL is set, the embedded store otherwise.
+     * Production must name `memory` explicitly to run on the embedded store, because a second instance
+     * would silently hand out the same locks again.
+     */
+    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto')),
+    /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
+    REDIS_KEY_PREFIX: z.preprocess(
+      emptyAsUndefined,
+      z
+        .string()
+        .regex(/^[A-Za-z0-9:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 : _ . -')
+        .default('keyholder:'),
+    ),
+    /**
+     * 500 ms: a healthy Redis answers a lock script in well under a millisecond, so a command that takes
+     * this long means Redis is sick; callers get a quick 503 instead of waiting for the OS TCP timeout.
+     */
+    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000).default(500),
+    /** 100 ms: shorter leases expire before a network round trip completes and protect nothing. */
+    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000).default(100),
+    /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
+    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000).default(3_600_000),
+    /**
+     * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
+     * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
+     * of the clock and small clock steps. After it, an idle key leaves no state behind.
+     */
+    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000).default(600_000),
+    /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
+    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000).default(10_000),
+  })
+  .superRefine((env, ctx) => {
+    if (env.LOCK_MIN_TTL_MS > env.LOCK_MAX_TTL_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['LOCK_MIN_TTL_MS'],
+        message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
+      });
+    }
+    if (env.KEYHOLDER_STORE === 'redis' && env.REDIS_URL === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'is required when KEYHOLDER_STORE=redis' });
+    }
+    if (env.KEYHOLDER_STORE === 'memory' && env.REDIS_URL !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['KEYHOLDER_STORE'],
+        message: 'is memory but REDIS_URL is set; unset one of them so the store in use is unambiguous',
+      });
+    }
+    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && env.REDIS_URL === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_URL'],
+        message:
+          'is not set and NODE_ENV=production: the embedded store keeps locks in this one process. ' +
+          'Set REDIS_URL, or set KEYHOLDER_STORE=memory to run on the embedded store on purpose',
+      });
+    }
+  });
+
+export interface Config {
+  readonly nodeEnv: 'development' | 'production' | 'test';
+  readonly port: number;
+  readonly host: string;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly store:
+    | { readonly kind: 'memory' }
+    | { readonly kind: 'redis'; readonly url: string; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+  readonly limits: LockLimits;
+  readonly fenceGraceMs: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+export interface LockLimits {
+  readonly minTtlMs: number;
+  readonly maxTtlMs: number;
+}
+
+/** Thrown for invalid configuration; the message names every offending variable. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+export const DEFAULT_LIMITS: LockLimits = Object.freeze({ minTtlMs: 100, maxTtlMs: 3_600_000 });
+
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.') || '(env)'}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && e.REDIS_URL !== undefined);
+  return Object.freeze({
+    nodeEnv: e.NODE_ENV,
+    port: e.PORT,
+    host: e.HOST,
+    logLevel: e.LOG_LEVEL,
+    store:
+      useRedis && e.REDIS_URL !== undefined
+        ? Object.freeze({
+            kind: 'redis' as const,
+            url: e.REDIS_URL,
+            keyPrefix: e.REDIS_KEY_PREFIX,
+            commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+          })
+        : Object.freeze({ kind: 'memory' as const }),
+    limits: Object.freeze({ minTtlMs: e.LOCK_MIN_TTL_MS, maxTtlMs: e.LOCK_MAX_TTL_MS }),
+    fenceGraceMs: e.FENCE_GRACE_MS,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  });
+}

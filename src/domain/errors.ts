@@ -1,0 +1,61 @@
+/**
+ * Domain errors. Each carries a stable machine-readable `code` that clients may switch on; the HTTP
+ * layer maps codes to statuses in one table (src/http/problem.ts), so nothing here knows about HTTP.
+ */
+export type DomainErrorCode = 'invalid_request' | 'lock_held' | 'not_owner' | 'store_unavailable';
+
+export abstract class DomainError extends Error {
+  abstract readonly code: DomainErrorCode;
+}
+
+/** The request is well-formed JSON but breaks a lock rule (for example a TTL outside the bounds). */
+export class InvalidRequestError extends DomainError {
+  readonly code = 'invalid_request';
+  override readonly name = 'InvalidRequestError';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`);
+  }
+}
+
+/** Someone else holds the lock. `retryAfterMs` is the time left on their lease: the earliest it can free up. */
+export class LockHeldError extends DomainError {
+  readonly code = 'lock_held';
+  override readonly name = 'LockHeldError';
+  constructor(
+    readonly key: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(`lock "${key}" is held by another owner`);
+  }
+}
+
+/**
+ * The owner token does not hold the lock: it expired, was released, or was taken over. The caller's
+ * critical section may have run unprotected; it must not assume it still holds anything.
+ */
+export class NotOwnerError extends DomainError {
+  readonly code = 'not_owner';
+  override readonly name = 'NotOwnerError';
+  constructor(readonly key: string) {
+    super(`this owner token does not hold lock "${key}" (it expired, was released, or was never granted)`);
+  }
+}
+
+/**
+ * The store could not give a certain answer (down, slow past the command timeout, or the answer came
+ * back too late to be useful). Nothing was granted; the caller should retry later.
+ */
+export class StoreUnavailableError extends DomainError {
+  readonly code = 'store_unavailable';
+  override readonly name = 'StoreUnavailableError';
+  constructor(
+    message: string,
+    readonly retryAfterMs = 1000,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

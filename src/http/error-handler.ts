@@ -1,0 +1,89 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { DomainError, InvalidRequestError, LockHeldError, StoreUnavailableError } from '../domain/errors.js';
+import { sendProblem } from './problem.js';
+import { LOCK_KEY_PATTERN } from './schemas/locks.js';
+
+type Field = { field: string; message: string };
+
+/** Turns a zod validation failure into one entry per offending field, e.g. `ttlMs` or `key`. */
+function validationFields(error: FastifyError & { validation: unknown[] }, context: string | undefined): Field[] {
+  const where = context === 'params' ? '' : (context ?? 'body');
+  return (error.validation as Array<{ instancePath?: string; message?: string; params?: { keys?: string[] } }>).map(
+    (v) => {
+      const path = (v.instancePath ?? '').split('/').filter(Boolean).join('.');
+      const unknownKeys = v.params?.keys;
+      const field = unknownKeys?.length ? unknownKeys.join(', ') : path || where || 'body';
+      return { field, message: v.message ?? 'is invalid' };
+    },
+  );
+}
+
+/**
+ * The one error handler: domain errors, validation failures and Fastify's own errors all become
+ * problem+json with a stable code. 5xx details are logged, never sent: no stack traces to clients.
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    if (hasZodFastifySchemaValidationErrors(error)) {
+      const errors = validationFields(error, error.validationContext);
+      const detail = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
+      return sendProblem(request, reply, 'invalid_request', detail, { errors });
+    }
+    if (error instanceof DomainError) {
+      if (error instanceof LockHeldError) {
+        return sendProblem(request, reply, 'lock_held', error.message, { retryAfterMs: error.retryAfterMs });
+      }
+      if (error instanceof StoreUnavailableError) {
+        request.log.warn({ err: error.message }, 'store unavailable');
+        return sendProblem(request, reply, 'store_unavailable', 'the lock store is unavailable; nothing was granted or changed for certain', {
+          retryAfterMs: error.retryAfterMs,
+        });
+      }
+      if (error instanceof InvalidRequestError) {
+        return sendProblem(request, reply, 'invalid_request', error.message, { errors: [{ field: error.field, message: error.message }] });
+      }
+      return sendProblem(request, reply, error.code, error.message);
+    }
+    switch (error.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return sendProblem(request, reply, 'payload_too_large', error.message);
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return sendProblem(request, reply, 'unsupported_media_type', 'the request body must be application/json');
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return sendProblem(request, reply, 'invalid_request', 'the body is empty but the content type is application/json', {
+          errors: [{ field: 'body', message: 'must be a JSON object' }],
+        });
+      default:
+        break;
+    }
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      // Malformed JSON, prototype-pollution keys, bad content-length: the client's fault, said plainly.
+      const detail = error instanceof SyntaxError ? `the body is not valid JSON: ${error.message}` : error.message;
+      return sendProblem(request, reply, status === 404 ? 'not_found' : status === 413 ? 'payload_too_large' : status === 415 ? 'unsupported_media_type' : 'invalid_request', detail);
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return sendProblem(request, reply, 'internal_error', 'an internal error occurred; it has been logged');
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    // A path under /v1/locks/ that matched no route usually means a key the router cannot take (a `/`
+    // in it, say): say what is wrong with the key rather than a bare 404.
+    const path = request.url.split('?')[0] ?? '';
+    const match = /^\/v1\/locks\/(.+?)(?:\/(acquire|renew|release))?$/.exec(path);
+    if (match?.[1] !== undefined) {
+      let key = match[1];
+      try {
+        key = decodeURIComponent(key);
+      } catch {
+        // Left as sent: it is invalid either way.
+      }
+      if (!LOCK_KEY_PATTERN.test(key)) {
+        const message = 'must be 1 to 256 characters from A-Z a-z 0-9 . _ - : @';
+        return sendProblem(request, reply, 'invalid_request', `key: ${message}`, { errors: [{ field: 'key', message }] });
+      }
+    }
+    return sendProblem(request, reply, 'not_found', `no route for ${request.method} ${path}`);
+  });
+}

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { LockStore } from '../../store/store.js';
+import { sendProblem } from '../problem.js';
+import { problemResponses } from './responses.js';
+
+const Live = z.object({ status: z.literal('ok') }).meta({ id: 'Liveness' });
+const Ready = z
+  .object({ status: z.literal('ready'), store: z.enum(['memory', 'redis']) })
+  .meta({ id: 'Readiness', description: 'The service can grant locks; store says which store it uses.' });
+
+export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (app, { store }) => {
+  app.get(
+    '/livez',
+    {
+      schema: {
+        operationId: 'liveness',
+        summary: 'Is the process alive?',
+        description: 'Always 200 while the process runs, even when the store is down: restarting would not help.',
+        tags: ['health'],
+        response: { 200: Live },
+      },
+      logLevel: 'warn',
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        operationId: 'readiness',
+        summary: 'Can the service grant locks now?',
+        description: '200 when the store answers; 503 store_unavailable when it does not (load balancers should route elsewhere).',
+        tags: ['health'],
+        response: {
+          200: Ready,
+          ...problemResponses({ 503: 'store_unavailable: the store does not answer' }),
+        },
+      },
+      logLevel: 'warn',
+    },
+    async (request, reply) => {
+      try {
+        await store.ping();
+      } catch {
+        return sendProblem(request, reply, 'store_unavailable', `the ${store.kind} store does not answer`, {
+          retryAfterMs: 1000,
+          store: store.kind,
+        });
+      }
+      return { status: 'ready' as const, store: store.kind };
+    },
+  );
+};

@@ -1,0 +1,144 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { LockService } from '../../domain/lock-service.js';
+import {
+  AcquireRequest,
+  AcquireResponse,
+  LockKeyParams,
+  LockStatus,
+  ReleaseRequest,
+  ReleaseResponse,
+  RenewRequest,
+  RenewResponse,
+} from '../schemas/locks.js';
+import { problemResponses } from './responses.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+const COMMON_ERRORS = {
+  400: 'invalid_request: a field is missing or malformed (the problem names it)',
+  413: 'payload_too_large: the body is over the limit',
+  415: 'unsupported_media_type: the body is not application/json',
+  503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
+} as const;
+
+export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
+  app.post(
+    '/v1/locks/:key/acquire',
+    {
+      schema: {
+        operationId: 'acquireLock',
+        summary: 'Take a lock',
+        description:
+          'Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and ' +
+          'release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held ' +
+          'with Retry-After: the time left on the current lease.',
+        tags: ['locks'],
+        params: LockKeyParams,
+        body: AcquireRequest,
+        response: {
+          200: AcquireResponse,
+          ...problemResponses({
+            ...COMMON_ERRORS,
+            409: 'lock_held: another owner holds the lock; retryAfterMs and Retry-After say when its lease ends',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const grant = await locks.acquire(request.params.key, request.body.ttlMs, request.body.holder ?? null);
+      return {
+        key: grant.key,
+        ownerToken: grant.ownerToken,
+        fencingToken: grant.fencingToken,
+        ttlMs: grant.ttlMs,
+        expiresAt: iso(grant.expiresAtMs),
+        holder: grant.holder,
+      };
+    },
+  );
+
+  app.post(
+    '/v1/locks/:key/renew',
+    {
+      schema: {
+        operationId: 'renewLock',
+        summary: 'Extend a held lease',
+        description:
+          'Sets the lease to end ttlMs from now, only if ownerToken holds a live lease. The fencing token stays the one ' +
+          'issued at acquire.',
+        tags: ['locks'],
+        params: LockKeyParams,
+        body: RenewRequest,
+        response: {
+          200: RenewResponse,
+          ...problemResponses({
+            ...COMMON_ERRORS,
+            409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const renewal = await locks.renew(request.params.key, request.body.ownerToken, request.body.ttlMs);
+      return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+    },
+  );
+
+  app.post(
+    '/v1/locks/:key/release',
+    {
+      schema: {
+        operationId: 'releaseLock',
+        summary: 'Give a lock back',
+        description: 'Frees the lock, only if ownerToken holds a live lease. A wrong or stale token changes nothing.',
+        tags: ['locks'],
+        params: LockKeyParams,
+        body: ReleaseRequest,
+        response: {
+          200: ReleaseResponse,
+          ...problemResponses({
+            ...COMMON_ERRORS,
+            409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      await locks.release(request.params.key, request.body.ownerToken);
+      return { key: request.params.key, released: true as const };
+    },
+  );
+
+  app.get(
+    '/v1/locks/:key',
+    {
+      schema: {
+        operationId: 'inspectLock',
+        summary: 'See who holds a lock',
+        description: 'Reports whether the lock is held and, if so, by which holder label, fencing token and until when. Never the owner token.',
+        tags: ['locks'],
+        params: LockKeyParams,
+        response: {
+          200: LockStatus,
+          ...problemResponses({
+            400: COMMON_ERRORS[400],
+            503: COMMON_ERRORS[503],
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const key = request.params.key;
+      const state = await locks.inspect(key);
+      if (state === null) return { key, held: false };
+      return {
+        key,
+        held: true,
+        holder: state.holder,
+        fencingToken: state.fencingToken,
+        expiresAt: iso(state.expiresAtMs),
+        ttlRemainingMs: state.ttlRemainingMs,
+      };
+    },
+  );
+};

@@ -1,0 +1,121 @@
+import { z } from 'zod';
+
+/**
+ * The request and response schemas of the lock API: the single source for validation, response
+ * serialization, TypeScript types and the OpenAPI document. Named schemas (`.meta({ id })`) become
+ * `$ref`s under components/schemas.
+ */
+
+export const LOCK_KEY_PATTERN = /^[A-Za-z0-9._\-:@]{1,256}$/;
+
+export const LockKeyParams = z.object({
+  key: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[A-Za-z0-9._\-:@]+$/, 'must contain only A-Z a-z 0-9 . _ - : @')
+    .meta({
+      description: 'Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @',
+      examples: ['user_email_send_lock:42'],
+    }),
+});
+
+const TtlMs = z
+  .number()
+  .int()
+  .positive()
+  .max(2_147_483_647)
+  .meta({
+    description:
+      'Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.',
+    examples: [30000],
+  });
+
+const OwnerToken = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{16,128}$/, 'must be the ownerToken returned by acquire')
+  .meta({
+    description: 'The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.',
+    examples: ['q3HbVfYJm3cS1kQxv7x8XA'],
+  });
+
+const FencingToken = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(Number.MAX_SAFE_INTEGER)
+  .meta({
+    description:
+      'Per-key number, strictly greater than every token issued before for this key. Pass it to the protected ' +
+      'resource, which must reject any write carrying a lower token than it has seen.',
+    examples: [1764496077123456],
+  });
+
+const ExpiresAt = z.iso.datetime().meta({
+  description: 'When the lease ends (UTC), measured on the store clock.',
+  examples: ['2026-11-30T10:00:30.000Z'],
+});
+
+const Holder = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+$/u, 'must be printable characters only')
+  .meta({
+    description: 'Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.',
+    examples: ['consumer-7'],
+  });
+
+export const AcquireRequest = z
+  .strictObject({
+    ttlMs: TtlMs,
+    holder: Holder.optional(),
+  })
+  .meta({ id: 'AcquireRequest' });
+
+export const AcquireResponse = z
+  .object({
+    key: z.string(),
+    ownerToken: OwnerToken,
+    fencingToken: FencingToken,
+    ttlMs: z.number().int(),
+    expiresAt: ExpiresAt,
+    holder: Holder.nullable(),
+  })
+  .meta({ id: 'LockGrant', description: 'A granted lease.' });
+
+export const RenewRequest = z
+  .strictObject({
+    ownerToken: OwnerToken,
+    ttlMs: TtlMs,
+  })
+  .meta({ id: 'RenewRequest' });
+
+export const RenewResponse = z
+  .object({
+    key: z.string(),
+    fencingToken: FencingToken,
+    ttlMs: z.number().int(),
+    expiresAt: ExpiresAt,
+  })
+  .meta({ id: 'LockRenewal', description: 'A renewed lease. The fencing token is the one issued at acquire.' });
+
+export const ReleaseRequest = z.strictObject({ ownerToken: OwnerToken }).meta({ id: 'ReleaseRequest' });
+
+export const ReleaseResponse = z
+  .object({ key: z.string(), released: z.literal(true) })
+  .meta({ id: 'LockRelease' });
+
+export const LockStatus = z
+  .object({
+    key: z.string(),
+    held: z.boolean(),
+    holder: Holder.nullable().optional(),
+    fencingToken: FencingToken.optional(),
+    expiresAt: ExpiresAt.optional(),
+    ttlRemainingMs: z.number().int().nonnegative().optional(),
+  })
+  .meta({
+    id: 'LockStatus',
+    description: 'Who holds a lock right now. holder, fencingToken, expiresAt and ttlRemainingMs appear only when held.',
+  });

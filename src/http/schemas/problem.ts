@@ -1,0 +1,41 @@
+import { z } from 'zod';
+
+/** Every stable error code the API can answer with. Clients switch on these, never on `title`. */
+export const PROBLEM_CODES = [
+  'invalid_request',
+  'not_found',
+  'method_not_allowed',
+  'payload_too_large',
+  'unsupported_media_type',
+  'lock_held',
+  'not_owner',
+  'store_unavailable',
+  'shutting_down',
+  'internal_error',
+] as const;
+
+export type ProblemCode = (typeof PROBLEM_CODES)[number];
+
+/** RFC 9457 problem details, plus keyholder's stable `code`. */
+export const Problem = z
+  .object({
+    type: z.string().meta({ description: 'URI naming the problem type', examples: ['urn:keyholder:problem:lock_held'] }),
+    title: z.string().meta({ examples: ['Lock is held'] }),
+    status: z.number().int().meta({ examples: [409] }),
+    detail: z.string().meta({ examples: ['lock "invoice:42" is held by another owner'] }),
+    code: z.enum(PROBLEM_CODES).meta({ description: 'Stable machine-readable error code' }),
+    instance: z.string().optional().meta({ description: 'The request path' }),
+    retryAfterMs: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'lock_held and store_unavailable: milliseconds after which a retry may succeed' }),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .meta({ description: 'invalid_request: each offending field and what is wrong with it' }),
+    store: z.enum(['memory', 'redis']).optional().meta({ description: 'store_unavailable on /readyz: the store kind' }),
+  })
+  .meta({ id: 'Problem', description: 'An error, as RFC 9457 problem details (application/problem+json).' });
+
+export type ProblemBody = z.infer<typeof Problem>;

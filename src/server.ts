@@ -1,0 +1,60 @@
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { LockService } from './domain/lock-service.js';
+import { createLogger } from './observability/logger.js';
+import { createStore } from './store/create-store.js';
+
+/** Reads the environment, builds the store and the app, listens, and closes gracefully on a signal. */
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`keyholder: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  const logger = createLogger(config.logLevel);
+  const store = createStore(config, logger);
+  const locks = new LockService(store, config.limits);
+  const app = await buildApp({ locks, store, logger });
+  app.addHook('onClose', async () => {
+    await store.close();
+  });
+
+  let shuttingDown = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    // If in-flight requests do not finish in time, exit anyway rather than hang a deploy.
+    const timer = setTimeout(() => {
+      logger.warn({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    app.close().then(
+      () => {
+        logger.info('shut down cleanly');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+
+  await app.listen({ port: config.port, host: config.host });
+  logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`keyholder: failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,47 @@
+/**
+ * The contract every lock store implements, in domain terms. Each method is ONE atomic step in the
+ * store: there is no window between checking the owner and changing the lock. The store owns time:
+ * expiry is measured on the store's clock, never computed from a caller's clock.
+ */
+
+export interface Grant {
+  readonly fencingToken: number;
+  /** When the lease ends, in Unix milliseconds on the store's clock. */
+  readonly expiresAtMs: number;
+}
+
+export type AcquireOutcome =
+  | ({ readonly acquired: true } & Grant)
+  | { readonly acquired: false; /** Time left on the current holder's lease. */ readonly retryAfterMs: number };
+
+export type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
+
+export interface LockState {
+  readonly holder: string | null;
+  readonly fencingToken: number;
+  readonly expiresAtMs: number;
+  readonly ttlRemainingMs: number;
+}
+
+export interface AcquireInput {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string | null;
+}
+
+export interface LockStore {
+  /** What kind of store this is, for health output and logs. */
+  readonly kind: 'memory' | 'redis';
+  /** Grants the lock if it is free (or its lease ran out); otherwise reports the time left on it. */
+  acquire(input: AcquireInput): Promise<AcquireOutcome>;
+  /** Extends the lease to `ttlMs` from now, only if `ownerToken` holds a live lease. Keeps the fencing token. */
+  renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
+  /** Frees the lock, only if `ownerToken` holds a live lease. Returns whether it did. */
+  release(key: string, ownerToken: string): Promise<boolean>;
+  /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
+  inspect(key: string): Promise<LockState | null>;
+  /** Resolves when the store can serve requests; rejects otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

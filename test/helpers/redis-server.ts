@@ -1,0 +1,144 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** A free TCP port on loopback, chosen by the OS. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function assertRedisInstalled(): void {
+  const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new Error(
+      'redis-server is not installed, and the tests need a real one. Install it with ' +
+        '`sudo apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis` (macOS).',
+    );
+  }
+}
+
+export interface RedisServerOptions {
+  /** Keep an append-only file, so a restart keeps the data (as a production Redis should). */
+  readonly appendOnly?: boolean;
+}
+
+/**
+ * A real redis-server process on a free loopback port, owned by one test file. Never touches the
+ * machine's Redis on 6379. Can be killed and restarted on the same port and data directory.
+ */
+export class RedisServer {
+  private child: ChildProcess | undefined;
+  readonly dir: string;
+
+  private constructor(
+    readonly port: number,
+    private readonly options: RedisServerOptions,
+  ) {
+    this.dir = mkdtempSync(join(tmpdir(), 'keyholder-redis-'));
+  }
+
+  static async start(options: RedisServerOptions = {}): Promise<RedisServer> {
+    assertRedisInstalled();
+    const server = new RedisServer(await freePort(), options);
+    await server.launch();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined;
+  }
+
+  async launch(): Promise<void> {
+    const args = [
+      '--port', String(this.port),
+      '--bind', '127.0.0.1',
+      '--dir', this.dir,
+      '--save', '',
+      '--appendonly', this.options.appendOnly ? 'yes' : 'no',
+      '--appendfsync', 'always',
+      '--maxmemory-policy', 'noeviction',
+      '--daemonize', 'no',
+      '--loglevel', 'warning',
+    ];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child = child;
+    child.once('exit', () => {
+      if (this.child === child) this.child = undefined;
+    });
+    await this.waitUntilReady();
+  }
+
+  private async waitUntilReady(): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const client = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        // With an append-only file, Redis answers LOADING until the data is back.
+        if ((await client.ping()) === 'PONG') return;
+      } catch {
+        if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
+        await new Promise((r) => setTimeout(r, 25));
+      } finally {
+        client.disconnect();
+      }
+    }
+  }
+
+  /** Kills the process (SIGKILL by default: no chance to save anything). */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(signal);
+    await exited;
+  }
+
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.launch();
+  }
+
+  /** SIGSTOP / SIGCONT: a Redis that holds connections open but answers nothing. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  /** A plain client for assertions and for simulating operators (FLUSHALL, DEL). */
+  client(): Redis {
+    const client = new Redis(this.url, { maxRetriesPerRequest: 1 });
+    client.on('error', () => undefined);
+    return client;
+  }
+
+  async stop(): Promise<void> {
+    this.resume();
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
