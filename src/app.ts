@@ -2,7 +2,6 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import {
   jsonSchemaTransform,
-  jsonSchemaTransformObject,
   serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
@@ -10,6 +9,7 @@ import {
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { openApiTransformObject } from './http/openapi.js';
 import { sendProblem } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -77,7 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ],
     },
     transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    transformObject: openApiTransformObject,
   });
 
   await app.register(lockRoutes, { locks: deps.locks });

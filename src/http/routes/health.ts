@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockStore } from '../../store/store.js';
 import { sendProblem } from '../problem.js';
-import { problemResponses } from './responses.js';
+import { jsonResponse, problemResponses } from './responses.js';
 
 const Live = z.object({ status: z.literal('ok') }).meta({ id: 'Liveness' });
 const Ready = z
@@ -18,7 +18,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (
         summary: 'Is the process alive?',
         description: 'Always 200 while the process runs, even when the store is down: restarting would not help.',
         tags: ['health'],
-        response: { 200: Live },
+        response: { 200: jsonResponse(Live, 'The process is alive') },
       },
       logLevel: 'warn',
     },
@@ -34,7 +34,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (
         description: '200 when the store answers; 503 store_unavailable when it does not (load balancers should route elsewhere).',
         tags: ['health'],
         response: {
-          200: Ready,
+          200: jsonResponse(Ready, 'Ready: the store answers'),
           ...problemResponses({ 503: 'store_unavailable: the store does not answer' }),
         },
       },

@@ -10,7 +10,7 @@ import {
   RenewRequest,
   RenewResponse,
 } from '../schemas/locks.js';
-import { problemResponses } from './responses.js';
+import { jsonResponse, problemResponses } from './responses.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -36,7 +36,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         params: LockKeyParams,
         body: AcquireRequest,
         response: {
-          200: AcquireResponse,
+          200: jsonResponse(AcquireResponse, 'Granted: the caller holds the lock until expiresAt unless it renews'),
           ...problemResponses({
             ...COMMON_ERRORS,
             409: 'lock_held: another owner holds the lock; retryAfterMs and Retry-After say when its lease ends',
@@ -70,7 +70,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         params: LockKeyParams,
         body: RenewRequest,
         response: {
-          200: RenewResponse,
+          200: jsonResponse(RenewResponse, 'Renewed: the lease now ends at expiresAt; the fencing token is unchanged'),
           ...problemResponses({
             ...COMMON_ERRORS,
             409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
@@ -95,7 +95,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         params: LockKeyParams,
         body: ReleaseRequest,
         response: {
-          200: ReleaseResponse,
+          200: jsonResponse(ReleaseResponse, 'Released: the lock is free for the next caller'),
           ...problemResponses({
             ...COMMON_ERRORS,
             409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
@@ -119,7 +119,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         tags: ['locks'],
         params: LockKeyParams,
         response: {
-          200: LockStatus,
+          200: jsonResponse(LockStatus, 'The lock\'s current state'),
           ...problemResponses({
             400: COMMON_ERRORS[400],
             503: COMMON_ERRORS[503],

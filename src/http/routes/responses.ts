@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { Problem } from '../schemas/problem.js';
 
 /**
@@ -5,9 +6,15 @@ import { Problem } from '../schemas/problem.js';
  * The error handler writes these bodies itself, so they all share one shape.
  */
 export function problemResponses<S extends number>(statuses: Record<S, string>) {
-  const out = {} as Record<S, { description: string; content: { 'application/problem+json': { schema: typeof Problem } } }>;
-  for (const [status, description] of Object.entries(statuses) as Array<[string, string]>) {
+  type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };
+  const out: Partial<Record<S, ProblemResponse>> = {};
+  for (const [status, description] of Object.entries<string>(statuses)) {
     out[Number(status) as S] = { description, content: { 'application/problem+json': { schema: Problem } } };
   }
-  return out;
+  return out as Record<S, ProblemResponse>;
+}
+
+/** Declares a JSON success response with its own description (instead of swagger's "Default Response"). */
+export function jsonResponse<T extends z.ZodType>(schema: T, description: string) {
+  return { description, content: { 'application/json': { schema } } };
 }

@@ -60,7 +60,8 @@ const Holder = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+$/u, 'must be printable characters only')
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
+  .regex(/^[^\x00-\x1F\x7F]+$/, 'must be printable characters only (no control characters)')
   .meta({
     description: 'Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.',
     examples: ['consumer-7'],
@@ -78,7 +79,7 @@ export const AcquireResponse = z
     key: z.string(),
     ownerToken: OwnerToken,
     fencingToken: FencingToken,
-    ttlMs: z.number().int(),
+    ttlMs: z.number().int().positive(),
     expiresAt: ExpiresAt,
     holder: Holder.nullable(),
   })
@@ -95,7 +96,7 @@ export const RenewResponse = z
   .object({
     key: z.string(),
     fencingToken: FencingToken,
-    ttlMs: z.number().int(),
+    ttlMs: z.number().int().positive(),
     expiresAt: ExpiresAt,
   })
   .meta({ id: 'LockRenewal', description: 'A renewed lease. The fencing token is the one issued at acquire.' });

@@ -1,0 +1,145 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './redis-server.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface KeyholderProcessOptions {
+  /** Extra environment; PORT and HOST are chosen here. */
+  readonly env?: Record<string, string>;
+  /** Run the compiled server (dist/server.js) instead of the TypeScript source through tsx. */
+  readonly compiled?: boolean;
+  /** Wait until /readyz answers 200 (default) or only until /livez does. */
+  readonly waitFor?: 'readyz' | 'livez';
+}
+
+/**
+ * A real keyholder server process on a free loopback port, for tests that kill, pause or restart it,
+ * or that need several instances at once. Its log lines are collected in `logs`.
+ */
+export class KeyholderProcess {
+  private child: ChildProcess | undefined;
+  readonly logs: string[] = [];
+  private exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+
+  private constructor(
+    readonly port: number,
+    private readonly options: KeyholderProcessOptions,
+  ) {}
+
+  static async start(options: KeyholderProcessOptions = {}): Promise<KeyholderProcess> {
+    const proc = new KeyholderProcess(await freePort(), options);
+    await proc.launch();
+    return proc;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get exit(): { code: number | null; signal: NodeJS.Signals | null } | undefined {
+    return this.exitInfo;
+  }
+
+  async launch(): Promise<void> {
+    const args = this.options.compiled ? ['dist/server.js'] : ['--import', 'tsx', 'src/server.ts'];
+    this.exitInfo = undefined;
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'info',
+        ...this.options.env,
+        PORT: String(this.port),
+        HOST: '127.0.0.1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    const collect = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) this.logs.push(line);
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    child.once('exit', (code, signal) => {
+      this.exitInfo = { code, signal };
+      if (this.child === child) this.child = undefined;
+    });
+    await this.waitUntil(this.options.waitFor ?? 'readyz');
+  }
+
+  async waitUntil(path: 'readyz' | 'livez', timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.exitInfo) {
+        throw new Error(`keyholder exited (${JSON.stringify(this.exitInfo)}) before /${path}:\n${this.logs.join('\n')}`);
+      }
+      try {
+        const res = await fetch(`${this.url}/${path}`, { signal: AbortSignal.timeout(1_000) });
+        if (res.status === 200) return;
+      } catch {
+        // Not listening yet.
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`keyholder on ${this.port} never answered 200 on /${path}:\n${this.logs.join('\n')}`);
+  }
+
+  /** Sends a signal and waits for the process to exit. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    child.kill('SIGCONT');
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(signal);
+    await exited;
+  }
+
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  /** Parsed JSON log lines (non-JSON lines are skipped). */
+  jsonLogs(): Array<Record<string, unknown>> {
+    return this.logs.flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+  }
+}
+
+/** A tiny JSON client over fetch for tests that talk to a real server. */
+export async function call(
+  baseUrl: string,
+  method: 'GET' | 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+  timeoutMs = 5_000,
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}

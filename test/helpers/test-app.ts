@@ -1,0 +1,43 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { DEFAULT_LIMITS, type LockLimits } from '../../src/config.js';
+import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import type { LockStore } from '../../src/store/store.js';
+
+export interface TestApp {
+  readonly app: FastifyInstance;
+  readonly store: LockStore;
+  /** Every log line the app wrote, as text. */
+  readonly logs: string[];
+  close(): Promise<void>;
+}
+
+/** Builds the app in-process (no listening socket unless a test asks) over the given store. */
+export async function buildTestApp(
+  options: { store?: LockStore; limits?: LockLimits; observer?: LockObserver; logLevel?: string } = {},
+): Promise<TestApp> {
+  const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logger = createLogger(options.logLevel ?? 'info', sink);
+  const locks = new LockService(store, options.limits ?? DEFAULT_LIMITS, options.observer);
+  const app = await buildApp({ locks, store, logger });
+  await app.ready();
+  return {
+    app,
+    store,
+    logs,
+    close: async () => {
+      await app.close();
+      await store.close();
+    },
+  };
+}
