@@ -44,12 +44,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new RequestLog(),
     bodyLimit: BODY_LIMIT_BYTES,
     // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
-    // get a 400 naming the key, not a 404 from the router.
-    routerOptions: { maxParamLength: 2048 },
+    // get a 400 naming the key, not a 414 from the router. Node's header size limit bounds URLs anyway.
+    routerOptions: { maxParamLength: 16_384 },
     // During shutdown we answer problem+json ourselves (see the preClose hook) instead of Fastify's JSON.
     return503OnClosing: false,
   }).withTypeProvider<ZodTypeProvider>();
 
+  // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
+  // plain-text body and answer 400 where 415 says what is wrong.
+  app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);

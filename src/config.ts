@@ -6,10 +6,10 @@ import { z } from 'zod';
  */
 
 /** An integer from an env string; empty strings count as unset so `FOO=` falls back to the default. */
-const intFromEnv = (min: number, max: number) =>
+const intFromEnv = (min: number, max: number, fallback: number) =>
   z.preprocess(
     (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-    z.number().int().min(min).max(max),
+    z.number().int().min(min).max(max).default(fallback),
   );
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
@@ -18,7 +18,7 @@ const EnvSchema = z
   .object({
     NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development')),
     /** 3000: the documented default; callers configure it once. */
-    PORT: intFromEnv(0, 65535).default(3000),
+    PORT: intFromEnv(0, 65535, 3000),
     /** Loopback by default so a laptop never exposes an open lock service; containers set 0.0.0.0. */
     HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1')),
     LOG_LEVEL: z.preprocess(
@@ -50,19 +50,19 @@ const EnvSchema = z
      * 500 ms: a healthy Redis answers a lock script in well under a millisecond, so a command that takes
      * this long means Redis is sick; callers get a quick 503 instead of waiting for the OS TCP timeout.
      */
-    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000).default(500),
+    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500),
     /** 100 ms: shorter leases expire before a network round trip completes and protect nothing. */
-    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000).default(100),
+    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100),
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
-    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000).default(3_600_000),
+    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000),
     /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
      */
-    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000).default(600_000),
+    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
-    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000).default(10_000),
+    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000),
   })
   .superRefine((env, ctx) => {
     if (env.LOCK_MIN_TTL_MS > env.LOCK_MAX_TTL_MS) {

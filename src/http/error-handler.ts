@@ -71,19 +71,28 @@ export function registerErrorHandling(app: FastifyInstance): void {
     // A path under /v1/locks/ that matched no route usually means a key the router cannot take (a `/`
     // in it, say): say what is wrong with the key rather than a bare 404.
     const path = request.url.split('?')[0] ?? '';
-    const match = /^\/v1\/locks\/(.+?)(?:\/(acquire|renew|release))?$/.exec(path);
-    if (match?.[1] !== undefined) {
-      let key = match[1];
-      try {
-        key = decodeURIComponent(key);
-      } catch {
-        // Left as sent: it is invalid either way.
-      }
-      if (!LOCK_KEY_PATTERN.test(key)) {
-        const message = 'must be 1 to 256 characters from A-Z a-z 0-9 . _ - : @';
-        return sendProblem(request, reply, 'invalid_request', `key: ${message}`, { errors: [{ field: 'key', message }] });
-      }
+    const candidate = lockKeyOfUnroutedPath(request.method, path);
+    if (candidate !== undefined && !LOCK_KEY_PATTERN.test(candidate)) {
+      const message = 'must be 1 to 256 characters from A-Z a-z 0-9 . _ - : @';
+      return sendProblem(request, reply, 'invalid_request', `key: ${message}`, { errors: [{ field: 'key', message }] });
     }
     return sendProblem(request, reply, 'not_found', `no route for ${request.method} ${path}`);
   });
+}
+
+/**
+ * The lock key a request meant, for a path under /v1/locks/ that matched no route (`GET /v1/locks/a/b`,
+ * `POST /v1/locks/a/b/acquire`): everything between the prefix and the action. Undefined when the path
+ * is not a lock operation at all (an unknown action, a wrong method), which stays a 404.
+ */
+function lockKeyOfUnroutedPath(method: string, path: string): string | undefined {
+  const match = /^\/v1\/locks\/(.+?)(?:\/(acquire|renew|release))?$/.exec(path);
+  if (!match?.[1]) return undefined;
+  const isOperation = (method === 'POST' && match[2] !== undefined) || (method === 'GET' && match[2] === undefined);
+  if (!isOperation) return undefined;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return match[1];
+  }
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { openRedisStore } from '../helpers/redis-store.js';
 import type { LockStore } from '../../src/store/store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
@@ -14,19 +14,8 @@ afterAll(async () => {
   await server.stop();
 });
 
-const open = async ({ fenceGraceMs }: { fenceGraceMs: number }): Promise<LockStore> => {
-  const store = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs });
-  // The store connects in the background; wait until it answers.
-  for (let i = 0; i < 200; i++) {
-    try {
-      await store.ping();
-      return store;
-    } catch {
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
-  throw new Error('Redis store never became ready');
-};
+const open = ({ fenceGraceMs }: { fenceGraceMs: number }): Promise<LockStore> =>
+  openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs });
 
 describeStoreContract('redis', {
   open,

@@ -1,0 +1,103 @@
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+
+/**
+ * Every malformed request gets a clear problem+json with a stable code, and the server keeps serving:
+ * each case is followed by a good request.
+ */
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+async function stillServes() {
+  await request(t.app.server).get('/livez').expect(200);
+}
+
+type Case = {
+  name: string;
+  path?: string;
+  body?: string;
+  contentType?: string | null;
+  status: number;
+  code: string;
+  field?: string;
+};
+
+const json = (v: unknown) => JSON.stringify(v);
+
+const cases: Case[] = [
+  { name: 'missing body', body: '', contentType: null, status: 400, code: 'invalid_request', field: 'body' },
+  { name: 'empty JSON body', body: '', status: 400, code: 'invalid_request' },
+  { name: 'missing ttlMs', body: json({}), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs as string', body: json({ ttlMs: '30000' }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs negative', body: json({ ttlMs: -5 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs zero', body: json({ ttlMs: 0 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs fractional', body: json({ ttlMs: 1500.5 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs huge', body: '{"ttlMs": 1e300}', status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs below the configured minimum', body: json({ ttlMs: 99 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs above the configured maximum', body: json({ ttlMs: 3_600_001 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs null', body: json({ ttlMs: null }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'holder not a string', body: json({ ttlMs: 1000, holder: 7 }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder empty', body: json({ ttlMs: 1000, holder: '' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder too long', body: json({ ttlMs: 1000, holder: 'h'.repeat(129) }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with control characters', body: json({ ttlMs: 1000, holder: 'a\nb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'unknown field', body: json({ ttlMs: 1000, owner: 'me' }), status: 400, code: 'invalid_request', field: 'owner' },
+  { name: 'body is an array', body: json([1, 2]), status: 400, code: 'invalid_request' },
+  { name: 'body is a string', body: json('hello'), status: 400, code: 'invalid_request' },
+  { name: 'malformed JSON', body: '{"ttlMs": ', status: 400, code: 'invalid_request' },
+  { name: '__proto__ key', body: '{"ttlMs": 1000, "__proto__": {"admin": true}}', status: 400, code: 'invalid_request' },
+  { name: 'constructor.prototype key', body: '{"ttlMs": 1000, "constructor": {"prototype": {"admin": true}}}', status: 400, code: 'invalid_request' },
+  { name: 'text/plain body', body: 'ttlMs=1000', contentType: 'text/plain', status: 415, code: 'unsupported_media_type' },
+  { name: 'form body', body: 'ttlMs=1000', contentType: 'application/x-www-form-urlencoded', status: 415, code: 'unsupported_media_type' },
+  { name: 'oversized body', body: json({ ttlMs: 1000, holder: 'x'.repeat(10_000) }), status: 413, code: 'payload_too_large' },
+  { name: 'key with a space', path: '/v1/locks/a%20b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with an encoded slash', path: '/v1/locks/a%2Fb/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with a raw slash', path: '/v1/locks/a/b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with braces', path: '/v1/locks/%7Bx%7D/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with unicode', path: '/v1/locks/%C3%A9t%C3%A9/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key of 257 characters', path: `/v1/locks/${'k'.repeat(257)}/acquire`, body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key of 3000 characters', path: `/v1/locks/${'k'.repeat(3000)}/acquire`, body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'release without ownerToken', path: '/v1/locks/x/release', body: json({}), status: 400, code: 'invalid_request', field: 'ownerToken' },
+  { name: 'release with a malformed ownerToken', path: '/v1/locks/x/release', body: json({ ownerToken: 'not a token!' }), status: 400, code: 'invalid_request', field: 'ownerToken' },
+  { name: 'renew without ttlMs', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'renew with ttlMs out of bounds', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 5 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+];
+
+describe('bad input', () => {
+  for (const c of cases) {
+    it(`${c.name} -> ${c.status} ${c.code}`, async () => {
+      let req = request(t.app.server).post(c.path ?? '/v1/locks/bad-input/acquire');
+      if (c.contentType !== null) req = req.set('content-type', c.contentType ?? 'application/json');
+      const res = c.body === '' && c.contentType === null ? await req : await req.send(c.body ?? '');
+      expect(res.status).toBe(c.status);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ status: c.status, code: c.code });
+      expect(res.body.detail).toEqual(expect.any(String));
+      if (c.field) {
+        expect(res.body.errors?.map((e: { field: string }) => e.field)).toContain(c.field);
+        expect(res.body.detail).toContain(c.field);
+      }
+      await stillServes();
+    });
+  }
+
+  it('GET with an invalid key -> 400 naming the key', async () => {
+    const res = await request(t.app.server).get('/v1/locks/bad%20key');
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('invalid_request');
+    expect(res.body.errors[0].field).toBe('key');
+  });
+
+  it('a prototype-pollution attempt leaves Object.prototype clean', async () => {
+    await request(t.app.server)
+      .post('/v1/locks/pp/acquire')
+      .set('content-type', 'application/json')
+      .send('{"ttlMs": 1000, "__proto__": {"polluted": true}}');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});

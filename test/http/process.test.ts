@@ -1,0 +1,80 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
+
+/** The real server process: start-up messages, restart behaviour, logs and graceful shutdown. */
+const running: KeyholderProcess[] = [];
+afterAll(async () => {
+  await Promise.all(running.map((p) => p.stop('SIGKILL')));
+});
+
+async function start(env: Record<string, string> = {}) {
+  const proc = await KeyholderProcess.start({ env });
+  running.push(proc);
+  return proc;
+}
+
+describe('server process', () => {
+  it('warns once that the embedded store is not shared, and /readyz names it', async () => {
+    const proc = await start();
+    const warnings = proc.jsonLogs().filter((l) => l.level === 40 && String(l.msg).includes('embedded store'));
+    expect(warnings).toHaveLength(1);
+    expect((await call(proc.url, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'memory' });
+    await proc.stop();
+  });
+
+  it('embedded store: tokens after a restart are greater than every token before', async () => {
+    const proc = await start();
+    let highest = 0;
+    for (let i = 0; i < 30; i++) {
+      const grant = await call(proc.url, 'POST', '/v1/locks/restart-me/acquire', { ttlMs: 60_000 });
+      highest = grant.body.fencingToken as number;
+      await call(proc.url, 'POST', '/v1/locks/restart-me/release', { ownerToken: grant.body.ownerToken });
+    }
+    await proc.stop('SIGKILL');
+    await proc.launch();
+    const after = await call(proc.url, 'POST', '/v1/locks/restart-me/acquire', { ttlMs: 60_000 });
+    expect(after.status).toBe(200);
+    expect(after.body.fencingToken as number).toBeGreaterThan(highest);
+    await proc.stop();
+  });
+
+  it('writes one log line per request with method, route, status, duration and key, and never an owner token', async () => {
+    const proc = await start();
+    const grant = await call(proc.url, 'POST', '/v1/locks/logged/acquire', { ttlMs: 10_000, holder: 'w1' });
+    const token = grant.body.ownerToken as string;
+    await call(proc.url, 'POST', '/v1/locks/logged/renew', { ownerToken: token, ttlMs: 10_000 });
+    await call(proc.url, 'POST', '/v1/locks/logged/release', { ownerToken: token });
+    await call(proc.url, 'POST', '/v1/locks/logged/release', { ownerToken: token });
+    await call(proc.url, 'POST', '/v1/locks/logged/renew', { ownerToken: token, ttlMs: 5 });
+    await proc.stop();
+    const requestLines = proc.jsonLogs().filter((l) => l.msg === 'request' && l.key === 'logged');
+    expect(requestLines).toHaveLength(5);
+    expect(requestLines[0]).toMatchObject({ method: 'POST', route: '/v1/locks/:key/acquire', status: 200, key: 'logged' });
+    expect(typeof requestLines[0]?.durationMs).toBe('number');
+    expect(requestLines.map((l) => l.status)).toEqual([200, 200, 200, 409, 400]);
+    expect(proc.logs.join('\n')).not.toContain(token);
+  });
+
+  it('LOG_LEVEL is honoured', async () => {
+    const proc = await start({ LOG_LEVEL: 'warn' });
+    await call(proc.url, 'POST', '/v1/locks/quiet/acquire', { ttlMs: 1_000 });
+    await proc.stop();
+    expect(proc.jsonLogs().filter((l) => l.msg === 'request')).toHaveLength(0);
+  });
+
+  it('SIGTERM: finishes cleanly and exits 0', async () => {
+    const proc = await start();
+    await proc.stop('SIGTERM');
+    expect(proc.exit).toEqual({ code: 0, signal: null });
+    expect(proc.logs.join('\n')).toContain('shut down cleanly');
+  });
+
+  it('invalid configuration exits with a message naming the variable', async () => {
+    await expect(KeyholderProcess.start({ env: { LOCK_MAX_TTL_MS: 'lots' }, waitFor: 'livez' })).rejects.toThrow(
+      /LOCK_MAX_TTL_MS/,
+    );
+    await expect(KeyholderProcess.start({ env: { NODE_ENV: 'production' }, waitFor: 'livez' })).rejects.toThrow(
+      /REDIS_URL.*KEYHOLDER_STORE=memory/s,
+    );
+  });
+});
