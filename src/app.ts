@@ -60,6 +60,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    // Waiting callers are in-flight requests: answer them now (503 shutting_down) so close does not hang.
+    deps.locks.shutdown();
   });
   app.addHook('onRequest', async (request, reply) => {
     if (closing) {

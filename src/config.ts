@@ -55,6 +55,12 @@ const EnvSchema = z
     LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100),
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
     LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000),
+    /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
+    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000),
+    /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
+    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000),
+    /** 10,000: callers one instance keeps waiting at once; each costs memory and an open connection. */
+    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000),
     /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
@@ -109,6 +115,9 @@ export interface Config {
 export interface LockLimits {
   readonly minTtlMs: number;
   readonly maxTtlMs: number;
+  readonly maxWaitMs: number;
+  readonly maxWaitersPerKey: number;
+  readonly maxWaitersPerInstance: number;
 }
 
 /** Thrown for invalid configuration; the message names every offending variable. */
@@ -116,7 +125,13 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-export const DEFAULT_LIMITS: LockLimits = Object.freeze({ minTtlMs: 100, maxTtlMs: 3_600_000 });
+export const DEFAULT_LIMITS: LockLimits = Object.freeze({
+  minTtlMs: 100,
+  maxTtlMs: 3_600_000,
+  maxWaitMs: 60_000,
+  maxWaitersPerKey: 1000,
+  maxWaitersPerInstance: 10_000,
+});
 
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
@@ -140,7 +155,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
             commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
           })
         : Object.freeze({ kind: 'memory' as const }),
-    limits: Object.freeze({ minTtlMs: e.LOCK_MIN_TTL_MS, maxTtlMs: e.LOCK_MAX_TTL_MS }),
+    limits: Object.freeze({
+      minTtlMs: e.LOCK_MIN_TTL_MS,
+      maxTtlMs: e.LOCK_MAX_TTL_MS,
+      maxWaitMs: e.LOCK_MAX_WAIT_MS,
+      maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
+      maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
+    }),
     fenceGraceMs: e.FENCE_GRACE_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
   });

@@ -2,7 +2,7 @@
  * Domain errors. Each carries a stable machine-readable `code` that clients may switch on; the HTTP
  * layer maps codes to statuses in one table (src/http/problem.ts), so nothing here knows about HTTP.
  */
-export type DomainErrorCode = 'invalid_request' | 'lock_held' | 'not_owner' | 'store_unavailable';
+export type DomainErrorCode = 'invalid_request' | 'lock_held' | 'not_owner' | 'store_unavailable' | 'too_many_waiters' | 'shutting_down';
 
 export abstract class DomainError extends Error {
   abstract readonly code: DomainErrorCode;
@@ -57,5 +57,37 @@ export class StoreUnavailableError extends DomainError {
     options?: { cause?: unknown },
   ) {
     super(message, options);
+  }
+}
+
+/**
+ * The wait queue is full (for this key, or on this instance). Queues are capped so waiting callers
+ * cannot exhaust memory; the caller should retry later or not wait.
+ */
+export class TooManyWaitersError extends DomainError {
+  readonly code = 'too_many_waiters';
+  override readonly name = 'TooManyWaitersError';
+  constructor(
+    readonly scope: 'key' | 'instance',
+    readonly retryAfterMs = 1000,
+  ) {
+    super(scope === 'key' ? 'too many callers are already waiting for this lock' : 'this instance has too many waiting callers');
+  }
+}
+
+/** The instance is shutting down: waiting requests are answered at once instead of holding up the exit. */
+export class ShuttingDownError extends DomainError {
+  readonly code = 'shutting_down';
+  override readonly name = 'ShuttingDownError';
+  constructor() {
+    super('the server is shutting down; retry on another instance');
+  }
+}
+
+/** The caller went away while waiting; there is nobody to answer. */
+export class WaitAbortedError extends Error {
+  override readonly name = 'WaitAbortedError';
+  constructor() {
+    super('the caller disconnected while waiting');
   }
 }

@@ -2,10 +2,28 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from '../config.js';
 import type { LockState, LockStore } from '../store/store.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, StoreUnavailableError } from './errors.js';
+import {
+  InvalidRequestError,
+  LockHeldError,
+  NotOwnerError,
+  ShuttingDownError,
+  StoreUnavailableError,
+  TooManyWaitersError,
+  WaitAbortedError,
+} from './errors.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
-export type Outcome = 'acquired' | 'held' | 'renewed' | 'released' | 'not_owner' | 'inspected' | 'invalid' | 'error';
+export type Outcome =
+  | 'acquired'
+  | 'held'
+  | 'renewed'
+  | 'released'
+  | 'not_owner'
+  | 'inspected'
+  | 'invalid'
+  | 'too_many_waiters'
+  | 'aborted'
+  | 'error';
 
 /**
  * What the lock service reports as it works, so metrics (or anything else) can listen without the
@@ -15,6 +33,16 @@ export interface LockObserver {
   operation?(op: Operation, outcome: Outcome, durationSeconds: number): void;
   /** A renew or release arrived after its lease was gone: the caller's critical section ran unprotected. */
   lostLease?(op: 'renew' | 'release'): void;
+  /** A caller that asked to wait was answered after `seconds` in the queue (granted or not). */
+  waited?(seconds: number, granted: boolean): void;
+}
+
+export interface AcquireOptions {
+  readonly holder?: string | null;
+  /** Wait up to this long in the key's queue when the lock is held; 0 = answer at once. */
+  readonly waitMs?: number;
+  /** Aborted when the caller goes away; a wait ends and any lease handed to it is given back. */
+  readonly signal?: AbortSignal;
 }
 
 export interface LockGrant {
@@ -54,26 +82,78 @@ const LATE_REPLY_FRACTION = 0.5;
  * when it is certain and still fresh. It talks to a LockStore and knows nothing of HTTP or Redis.
  */
 export class LockService {
+  /** Aborted at shutdown: every wait ends at once instead of holding up the exit. */
+  private readonly closing = new AbortController();
+  private waiting = 0;
+
   constructor(
     private readonly store: LockStore,
     private readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {}
 
+  /** Callers of this instance waiting for a lock right now. */
+  get waitingCallers(): number {
+    return this.waiting;
+  }
+
+  /** Answers every waiting caller with ShuttingDownError; called once shutdown begins. */
+  shutdown(): void {
+    this.closing.abort(new ShuttingDownError());
+  }
+
   get storeKind(): LockStore['kind'] {
     return this.store.kind;
   }
 
-  async acquire(key: string, ttlMs: number, holder: string | null = null): Promise<LockGrant> {
+  async acquire(key: string, ttlMs: number, options: AcquireOptions = {}): Promise<LockGrant> {
+    const holder = options.holder ?? null;
+    const waitMs = options.waitMs ?? 0;
     return this.observe('acquire', async () => {
       this.checkTtl(ttlMs);
+      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
+        throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
+      }
       const ownerToken = newOwnerToken();
-      const sentAt = performance.now();
-      const outcome = await this.store.acquire({ key, ownerToken, ttlMs, holder });
-      if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
-      await this.refuseIfLate(key, ownerToken, ttlMs, sentAt);
-      return { key, ownerToken, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, holder };
+      if (waitMs === 0) {
+        const outcome = await this.store.acquire({ key, ownerToken, ttlMs, holder });
+        if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+        await this.refuseIfLate(key, ownerToken, ttlMs, outcome.decidedAt);
+        return { key, ownerToken, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, holder };
+      }
+      return this.acquireWaiting(key, ownerToken, ttlMs, holder, waitMs, options.signal);
     });
+  }
+
+  private async acquireWaiting(
+    key: string,
+    ownerToken: string,
+    ttlMs: number,
+    holder: string | null,
+    waitMs: number,
+    callerSignal: AbortSignal | undefined,
+  ): Promise<LockGrant> {
+    if (this.closing.signal.aborted) throw new ShuttingDownError();
+    if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
+    const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
+    const started = performance.now();
+    this.waiting++;
+    let granted = false;
+    try {
+      const outcome = await this.store.acquire({ key, ownerToken, ttlMs, holder, waitMs, signal });
+      if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+      granted = true;
+      // The caller left while the grant was on its way: nobody will use this lease, give it back.
+      if (callerSignal?.aborted) {
+        await this.store.release(key, ownerToken).catch(() => undefined);
+        throw new WaitAbortedError();
+      }
+      await this.refuseIfLate(key, ownerToken, ttlMs, outcome.decidedAt);
+      return { key, ownerToken, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, holder };
+    } finally {
+      this.waiting--;
+      this.observer.waited?.((performance.now() - started) / 1000, granted);
+    }
   }
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
@@ -136,6 +216,8 @@ export class LockService {
       if (err instanceof LockHeldError) outcome = 'held';
       else if (err instanceof NotOwnerError) outcome = 'not_owner';
       else if (err instanceof InvalidRequestError) outcome = 'invalid';
+      else if (err instanceof TooManyWaitersError) outcome = 'too_many_waiters';
+      else if (err instanceof WaitAbortedError || err instanceof ShuttingDownError) outcome = 'aborted';
       throw err;
     } finally {
       this.observer.operation?.(op, outcome, (performance.now() - started) / 1000);

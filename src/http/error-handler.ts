@@ -1,6 +1,13 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { DomainError, InvalidRequestError, LockHeldError, StoreUnavailableError } from '../domain/errors.js';
+import {
+  DomainError,
+  InvalidRequestError,
+  LockHeldError,
+  StoreUnavailableError,
+  TooManyWaitersError,
+  WaitAbortedError,
+} from '../domain/errors.js';
 import { sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 
@@ -30,7 +37,15 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const detail = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
       return sendProblem(request, reply, 'invalid_request', detail, { errors });
     }
+    if (error instanceof WaitAbortedError) {
+      // The caller disconnected while waiting: there is nobody to read an answer. Close quietly.
+      request.log.info('caller left while waiting');
+      return sendProblem(request, reply, 'lock_held', 'the caller disconnected while waiting');
+    }
     if (error instanceof DomainError) {
+      if (error instanceof TooManyWaitersError) {
+        return sendProblem(request, reply, 'too_many_waiters', error.message, { retryAfterMs: error.retryAfterMs });
+      }
       if (error instanceof LockHeldError) {
         return sendProblem(request, reply, 'lock_held', error.message, { retryAfterMs: error.retryAfterMs });
       }
@@ -42,6 +57,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       }
       if (error instanceof InvalidRequestError) {
         return sendProblem(request, reply, 'invalid_request', error.message, { errors: [{ field: error.field, message: error.message }] });
+      }
+      if (error.code === 'shutting_down') {
+        reply.header('connection', 'close');
+        return sendProblem(request, reply, 'shutting_down', error.message, { retryAfterMs: 1000 });
       }
       return sendProblem(request, reply, error.code, error.message);
     }

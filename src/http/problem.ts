@@ -14,6 +14,7 @@ export const PROBLEMS: Readonly<Record<ProblemCode, { readonly status: number; r
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   lock_held: { status: 409, title: 'Lock is held' },
+  too_many_waiters: { status: 429, title: 'Too many waiting callers' },
   not_owner: { status: 409, title: 'Not the lock owner' },
   store_unavailable: { status: 503, title: 'Lock store unavailable' },
   shutting_down: { status: 503, title: 'Server is shutting down' },

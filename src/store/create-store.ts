@@ -11,6 +11,7 @@ export function createStore(config: Config, log: Logger): LockStore {
       keyPrefix: config.store.keyPrefix,
       commandTimeoutMs: config.store.commandTimeoutMs,
       fenceGraceMs: config.fenceGraceMs,
+      maxWaitersPerKey: config.limits.maxWaitersPerKey,
       log,
     });
   }
@@ -18,5 +19,5 @@ export function createStore(config: Config, log: Logger): LockStore {
     { store: 'memory' },
     'using the embedded store: locks are held in this process only and are NOT shared between instances; set REDIS_URL to share them',
   );
-  return new MemoryStore({ fenceGraceMs: config.fenceGraceMs });
+  return new MemoryStore({ fenceGraceMs: config.fenceGraceMs, maxWaitersPerKey: config.limits.maxWaitersPerKey });
 }

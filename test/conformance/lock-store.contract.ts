@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/store/store.js';
+import { describeWaitingContract } from './waiting.contract.js';
 
 /**
  * One behaviour contract for every lock store. A backend is done when this suite passes against it.
@@ -9,7 +10,9 @@ import type { LockStore } from '../../src/store/store.js';
  */
 export interface StoreHarness {
   /** A store with the given fencing grace period (ms). */
-  open(options: { fenceGraceMs: number }): Promise<LockStore>;
+  open(options: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore>;
+  /** Another handle on the same data, as a second keyholder instance would have. */
+  peer(store: LockStore): Promise<LockStore>;
   /** Loses every lock's data as the backend can in real life (process restart, FLUSHALL). Returns the store to use after. */
   loseData(store: LockStore): Promise<LockStore>;
   /** Whether the backend keeps any state for `key` (for the "no state kept for ever" rule). */
@@ -198,4 +201,5 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       await expect(store.ping()).resolves.toBeUndefined();
     });
   });
+  describeWaitingContract(name, harness);
 }

@@ -2,7 +2,9 @@ import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
 
 describeStoreContract('embedded (memory)', {
-  open: async ({ fenceGraceMs }) => new MemoryStore({ fenceGraceMs, sweepIntervalMs: 0 }),
+  open: async ({ fenceGraceMs, maxWaitersPerKey }) => new MemoryStore({ fenceGraceMs, sweepIntervalMs: 0, maxWaitersPerKey }),
+  // One process, one map: every instance of the embedded store is the same store.
+  peer: async (store) => store,
   // The embedded store loses everything when its process restarts: a new instance is exactly that.
   loseData: async (store) => {
     await store.close();

@@ -14,11 +14,13 @@ afterAll(async () => {
   await server.stop();
 });
 
-const open = ({ fenceGraceMs }: { fenceGraceMs: number }): Promise<LockStore> =>
-  openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs });
+const open = ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
+  openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs, maxWaitersPerKey });
 
 describeStoreContract('redis', {
   open,
+  // A second RedisStore on the same Redis is exactly a second keyholder instance.
+  peer: () => open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 }),
   // What an operator's FLUSHALL (or a restart without persistence) does to the data.
   loseData: async (store) => {
     const client = server.client();

@@ -4,13 +4,14 @@ import type { RedisServer } from './redis-server.js';
 /** A RedisStore on a test server, resolved once it answers (it connects in the background). */
 export async function openRedisStore(
   server: RedisServer,
-  options: { keyPrefix?: string; commandTimeoutMs?: number; fenceGraceMs?: number } = {},
+  options: { keyPrefix?: string; commandTimeoutMs?: number; fenceGraceMs?: number; maxWaitersPerKey?: number } = {},
 ): Promise<RedisStore> {
   const store = new RedisStore({
     url: server.url,
     keyPrefix: options.keyPrefix ?? 'test:',
     commandTimeoutMs: options.commandTimeoutMs ?? 1_000,
     fenceGraceMs: options.fenceGraceMs ?? 60_000,
+    maxWaitersPerKey: options.maxWaitersPerKey,
   });
   await eventually(() => store.ping(), 10_000);
   return store;

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { WaitAbortedError } from '../../domain/errors.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
   AcquireRequest,
@@ -31,7 +32,8 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         description:
           'Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and ' +
           'release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held ' +
-          'with Retry-After: the time left on the current lease.',
+          'with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair ' +
+          'FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out.',
         tags: ['locks'],
         params: LockKeyParams,
         body: AcquireRequest,
@@ -39,13 +41,24 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           200: jsonResponse(AcquireResponse, 'Granted: the caller holds the lock until expiresAt unless it renews'),
           ...problemResponses({
             ...COMMON_ERRORS,
-            409: 'lock_held: another owner holds the lock; retryAfterMs and Retry-After say when its lease ends',
+            409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
+            429: 'too_many_waiters: the wait queue of this lock, or of this instance, is full; retry after Retry-After',
           }),
         },
       },
     },
-    async (request) => {
-      const grant = await locks.acquire(request.params.key, request.body.ttlMs, request.body.holder ?? null);
+    async (request, reply) => {
+      const { ttlMs, holder, waitMs } = request.body;
+      let signal: AbortSignal | undefined;
+      if (waitMs) {
+        // A waiting caller that disconnects must leave the queue (and give back a lease handed to it).
+        const controller = new AbortController();
+        reply.raw.once('close', () => {
+          if (!reply.raw.writableFinished) controller.abort(new WaitAbortedError());
+        });
+        signal = controller.signal;
+      }
+      const grant = await locks.acquire(request.params.key, ttlMs, { holder: holder ?? null, waitMs, signal });
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,
@@ -138,6 +151,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         fencingToken: state.fencingToken,
         expiresAt: iso(state.expiresAtMs),
         ttlRemainingMs: state.ttlRemainingMs,
+        waiters: state.waiters,
       };
     },
   );

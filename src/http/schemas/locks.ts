@@ -67,10 +67,23 @@ const Holder = z
     examples: ['consumer-7'],
   });
 
+const WaitMs = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2_147_483_647)
+  .meta({
+    description:
+      'If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is ' +
+      'released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.',
+    examples: [10000],
+  });
+
 export const AcquireRequest = z
   .strictObject({
     ttlMs: TtlMs,
     holder: Holder.optional(),
+    waitMs: WaitMs.optional(),
   })
   .meta({ id: 'AcquireRequest' });
 
@@ -115,8 +128,10 @@ export const LockStatus = z
     fencingToken: FencingToken.optional(),
     expiresAt: ExpiresAt.optional(),
     ttlRemainingMs: z.number().int().nonnegative().optional(),
+    waiters: z.number().int().nonnegative().optional().meta({ description: 'Callers queued for this lock' }),
   })
   .meta({
     id: 'LockStatus',
-    description: 'Who holds a lock right now. holder, fencingToken, expiresAt and ttlRemainingMs appear only when held.',
+    description:
+      'Who holds a lock right now. holder, fencingToken, expiresAt, ttlRemainingMs and waiters appear only when held.',
   });

@@ -8,6 +8,7 @@ export const PROBLEM_CODES = [
   'payload_too_large',
   'unsupported_media_type',
   'lock_held',
+  'too_many_waiters',
   'not_owner',
   'store_unavailable',
   'shutting_down',

@@ -1,4 +1,5 @@
-import { StoreUnavailableError } from '../../domain/errors.js';
+import { performance } from 'node:perf_hooks';
+import { StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { type Clock, monotonicWallClock, nextFencingToken } from '../clock.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
 
@@ -12,28 +13,45 @@ interface Entry {
   retainUntilMs: number;
 }
 
+interface Waiter {
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string | null;
+  /** Hands the lock to this waiter (called at most once, by settle). */
+  grant(fencingToken: number, expiresAtMs: number): void;
+}
+
 export interface MemoryStoreOptions {
   /** How long a key's last fencing token is kept after its lease ends. */
   readonly fenceGraceMs: number;
   readonly clock?: Clock;
   /** How often forgotten keys are swept out; 0 disables the timer (tests sweep by hand). */
   readonly sweepIntervalMs?: number;
+  /** Most callers queued on one key at once. */
+  readonly maxWaitersPerKey?: number;
 }
 
 /**
  * The embedded store: locks held in this process's memory. Zero setup, and every operation is atomic
  * because it runs synchronously on the one event loop. Locks are NOT shared between processes.
  * Fencing tokens stay increasing across restarts because they are floored at the wall clock.
+ *
+ * Waiting: each key has a FIFO queue. A release hands the lock straight to the queue's head (only that
+ * waiter wakes); a lease that runs out is handed over by a timer set for its end.
  */
 export class MemoryStore implements LockStore {
   readonly kind = 'memory';
   private readonly entries = new Map<string, Entry>();
+  private readonly queues = new Map<string, Waiter[]>();
+  private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private readonly clock: Clock;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
+  private readonly maxWaitersPerKey: number;
   private closed = false;
 
   constructor(private readonly options: MemoryStoreOptions) {
     this.clock = options.clock ?? monotonicWallClock;
+    this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -52,77 +70,151 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  acquire({ key, ownerToken, ttlMs, holder }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
+    const decidedAt = performance.now();
     const now = this.clock();
-    const entry = this.entries.get(key);
-    if (entry?.ownerToken != null && entry.expiresAtMs > now) {
-      return Promise.resolve({ acquired: false, retryAfterMs: Math.ceil(entry.expiresAtMs - now) });
+    this.settle(key, now);
+    const live = this.liveEntry(key, now);
+    if (live === undefined) {
+      const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now);
+      return { acquired: true, fencingToken, expiresAtMs, decidedAt };
     }
-    const fencingToken = nextFencingToken(entry?.fencingToken ?? 0, now);
-    const expiresAtMs = Math.floor(now) + ttlMs;
-    this.entries.set(key, {
-      ownerToken,
-      holder,
-      fencingToken,
-      expiresAtMs,
-      retainUntilMs: expiresAtMs + this.options.fenceGraceMs,
+    const retryAfterMs = Math.max(1, Math.ceil(live.expiresAtMs - now));
+    if (waitMs <= 0) return { acquired: false, retryAfterMs };
+    const queue = this.queues.get(key) ?? [];
+    if (queue.length >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
+    signal?.throwIfAborted();
+
+    return new Promise<AcquireOutcome>((resolve, reject) => {
+      const leave = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const q = this.queues.get(key);
+        const at = q?.indexOf(waiter) ?? -1;
+        if (q && at >= 0) q.splice(at, 1);
+        if (q?.length === 0) this.queues.delete(key);
+      };
+      const waiter: Waiter = {
+        ownerToken,
+        ttlMs,
+        holder,
+        grant: (fencingToken, expiresAtMs) => {
+          leave();
+          resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
+        },
+      };
+      const timer = setTimeout(() => {
+        leave();
+        const current = this.liveEntry(key, this.clock());
+        resolve({ acquired: false, retryAfterMs: current ? Math.max(1, Math.ceil(current.expiresAtMs - this.clock())) : 1 });
+      }, waitMs);
+      const onAbort = () => {
+        leave();
+        const reason: unknown = signal?.reason;
+        reject(reason instanceof Error ? reason : new WaitAbortedError());
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      queue.push(waiter);
+      this.queues.set(key, queue);
+      this.scheduleHandOver(key);
     });
-    return Promise.resolve({ acquired: true, fencingToken, expiresAtMs });
   }
 
-  renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
+  async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
-    if (entry?.ownerToken !== ownerToken) return Promise.resolve({ renewed: false });
+    if (entry?.ownerToken !== ownerToken) return { renewed: false };
     entry.expiresAtMs = Math.floor(now) + ttlMs;
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
-    return Promise.resolve({ renewed: true, fencingToken: entry.fencingToken, expiresAtMs: entry.expiresAtMs });
+    this.scheduleHandOver(key);
+    return { renewed: true, fencingToken: entry.fencingToken, expiresAtMs: entry.expiresAtMs };
   }
 
-  release(key: string, ownerToken: string): Promise<boolean> {
+  async release(key: string, ownerToken: string): Promise<boolean> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
-    if (entry?.ownerToken !== ownerToken) return Promise.resolve(false);
+    if (entry?.ownerToken !== ownerToken) return false;
     entry.ownerToken = null;
     entry.holder = null;
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
-    return Promise.resolve(true);
+    this.settle(key, now);
+    return true;
   }
 
-  inspect(key: string): Promise<LockState | null> {
+  async inspect(key: string): Promise<LockState | null> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
-    if (entry === undefined) return Promise.resolve(null);
-    return Promise.resolve({
+    if (entry === undefined) return null;
+    return {
       holder: entry.holder,
       fencingToken: entry.fencingToken,
       expiresAtMs: entry.expiresAtMs,
       ttlRemainingMs: Math.max(0, Math.ceil(entry.expiresAtMs - now)),
-    });
+      waiters: this.queues.get(key)?.length ?? 0,
+    };
   }
 
-  ping(): Promise<void> {
+  async ping(): Promise<void> {
     this.assertOpen();
-    return Promise.resolve();
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.closed = true;
     if (this.sweepTimer) clearInterval(this.sweepTimer);
-    return Promise.resolve();
+    for (const timer of this.expiryTimers.values()) clearTimeout(timer);
+    this.expiryTimers.clear();
   }
 
   /** Forgets keys whose lease and grace period are both over. */
   sweep(): void {
     const now = this.clock();
     for (const [key, entry] of this.entries) {
-      if (entry.retainUntilMs <= now) this.entries.delete(key);
+      if (entry.retainUntilMs <= now && !this.queues.has(key)) this.entries.delete(key);
     }
+  }
+
+  private grant(key: string, ownerToken: string, ttlMs: number, holder: string | null, now: number): Entry {
+    const previous = this.entries.get(key);
+    const expiresAtMs = Math.floor(now) + ttlMs;
+    const entry: Entry = {
+      ownerToken,
+      holder,
+      fencingToken: nextFencingToken(previous?.fencingToken ?? 0, now),
+      expiresAtMs,
+      retainUntilMs: expiresAtMs + this.options.fenceGraceMs,
+    };
+    this.entries.set(key, entry);
+    return entry;
+  }
+
+  /** If the lock is free and someone is queued, hands it to the head of the queue (and only to it). */
+  private settle(key: string, now: number): void {
+    if (this.liveEntry(key, now) !== undefined) return;
+    const head = this.queues.get(key)?.[0];
+    if (head === undefined) return;
+    const entry = this.grant(key, head.ownerToken, head.ttlMs, head.holder, now);
+    head.grant(entry.fencingToken, entry.expiresAtMs);
+    this.scheduleHandOver(key);
+  }
+
+  /** While callers are queued, wakes up when the current lease ends to hand the lock on. */
+  private scheduleHandOver(key: string): void {
+    clearTimeout(this.expiryTimers.get(key));
+    this.expiryTimers.delete(key);
+    if (!this.queues.has(key) || this.closed) return;
+    const entry = this.liveEntry(key, this.clock());
+    if (entry === undefined) return;
+    const timer = setTimeout(() => {
+      this.expiryTimers.delete(key);
+      this.settle(key, this.clock());
+      this.scheduleHandOver(key);
+    }, Math.max(0, entry.expiresAtMs - this.clock()) + 1);
+    this.expiryTimers.set(key, timer);
   }
 
   private liveEntry(key: string, now: number): Entry | undefined {

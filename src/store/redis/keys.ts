@@ -10,4 +10,15 @@ export class KeySpace {
   lock(key: string): string {
     return `${this.prefix}{${key}}`;
   }
+
+  /** The three keys a waiting-aware script takes: lock hash, wait queue (ZSET), waiter records (HASH). */
+  lockWithQueue(key: string): [string, string, string] {
+    const lock = this.lock(key);
+    return [lock, `${lock}:q`, `${lock}:w`];
+  }
+
+  /** Pub/sub channel prefix on which hand-overs are announced to the waiting caller's instance. */
+  grantChannelPrefix(): string {
+    return `${this.prefix}grants:`;
+  }
 }

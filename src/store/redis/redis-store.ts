@@ -1,9 +1,12 @@
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { StoreUnavailableError } from '../../domain/errors.js';
+import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
 import { KeySpace } from './keys.js';
-import { parseAcquire, parseInspect, parseRelease, parseRenew } from './replies.js';
+import { parseAcquire, parseHandOver, parseHeartbeat, parseInspect, parseLease, parseRelease, type LeaseReply } from './replies.js';
 import { defineScripts } from './scripts.js';
+import { WaitRoom, type Waiter } from './wait-room.js';
 
 export interface RedisStoreOptions {
   readonly url: string;
@@ -12,6 +15,8 @@ export interface RedisStoreOptions {
   readonly commandTimeoutMs: number;
   /** How long a lock's hash (and so its last fencing token) outlives its lease. */
   readonly fenceGraceMs: number;
+  /** Most callers queued on one key at once, across all instances. */
+  readonly maxWaitersPerKey?: number;
   readonly log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
 
@@ -19,18 +24,40 @@ export interface RedisStoreOptions {
 const RECONNECT_MAX_DELAY_MS = 1000;
 
 /**
+ * 1 s: how often an instance tells Redis its waiters are still there. A waiter whose instance died
+ * stops being refreshed and is skipped after WAITER_LIVENESS_MS, so it never receives a grant nobody
+ * will use for longer than that.
+ */
+const HEARTBEAT_INTERVAL_MS = 1000;
+const WAITER_LIVENESS_MS = 3000;
+
+const newId = () => randomBytes(9).toString('base64url');
+
+/**
  * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
  * keyholder instances can share one Redis.
+ *
+ * Waiting: a caller that waits is queued in Redis (FIFO across all instances). A release or a lease
+ * running out hands the lock to the first live waiter inside the same script and announces it on that
+ * waiter's instance channel: one message, to one instance, per hand-over. Each instance holds one
+ * subscriber connection, not one connection per waiter.
  */
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
   private readonly redis: Redis;
+  private readonly subscriber: Redis;
   private readonly keys: KeySpace;
   private readonly graceMs: number;
+  private readonly maxWaitersPerKey: number;
+  /** This process's identity for hand-over messages. */
+  private readonly instanceId = newId();
+  private readonly room: WaitRoom;
+  private readonly heartbeat: NodeJS.Timeout;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
+    this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
     this.redis = new Redis(options.url, {
       commandTimeout: options.commandTimeoutMs,
       connectTimeout: Math.max(options.commandTimeoutMs, 1000),
@@ -45,6 +72,21 @@ export class RedisStore implements LockStore {
       lazyConnect: false,
     });
     defineScripts(this.redis);
+    // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect.
+    this.subscriber = this.redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false, commandTimeout: undefined });
+    this.subscriber.on('error', () => undefined);
+    this.subscriber.on('message', (_channel: string, message: string) => this.onHandOverMessage(message));
+    this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
+
+    this.room = new WaitRoom({
+      confirm: (waiter) => this.confirm(waiter),
+      cancel: (waiter) => this.cancel(waiter),
+      release: (key, ownerToken) => this.release(key, ownerToken),
+      visit: (key, waiters) => this.visit(key, waiters),
+    });
+    this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
+    this.heartbeat.unref();
+
     const log = options.log;
     let wasReady = false;
     this.redis.on('ready', () => {
@@ -58,36 +100,73 @@ export class RedisStore implements LockStore {
     });
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder }: AcquireInput): Promise<AcquireOutcome> {
-    const reply = await this.call(async () =>
-      parseAcquire(await this.redis.khAcquire(this.keys.lock(key), ownerToken, ttlMs, holder ?? '', this.graceMs)),
-    );
-    return reply.granted
-      ? { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs }
-      : { acquired: false, retryAfterMs: reply.retryAfterMs };
+  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+    const waiterId = waitMs > 0 ? newId() : '-';
+    // Registered before the script runs: a hand-over message may arrive before the script's reply.
+    const waiter = waitMs > 0 ? this.room.register({ id: waiterId, key, ownerToken, ttlMs }) : undefined;
+    const decidedAt = performance.now();
+    let reply;
+    try {
+      signal?.throwIfAborted();
+      reply = await this.call(async () =>
+        parseAcquire(
+          await this.redis.khAcquire(
+            ...this.keys.lockWithQueue(key),
+            ownerToken,
+            ttlMs,
+            holder ?? '',
+            this.graceMs,
+            waitMs,
+            waiterId,
+            this.instanceId,
+            this.maxWaitersPerKey,
+            WAITER_LIVENESS_MS,
+            this.keys.grantChannelPrefix(),
+            key,
+          ),
+        ),
+      );
+    } catch (err) {
+      waiter?.drop();
+      throw err;
+    }
+    if (reply.kind !== 'queued') waiter?.drop();
+    switch (reply.kind) {
+      case 'granted':
+        return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+      case 'held':
+        return { acquired: false, retryAfterMs: reply.retryAfterMs };
+      case 'queue_full':
+        throw new TooManyWaitersError('key', reply.retryAfterMs);
+      case 'queued':
+        if (!waiter) throw new StoreUnavailableError('queued without a waiter');
+        return waiter.wait(waitMs, reply.retryAfterMs, signal);
+    }
   }
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
-    const reply = await this.call(async () =>
-      parseRenew(await this.redis.khRenew(this.keys.lock(key), ownerToken, ttlMs, this.graceMs)),
-    );
-    return reply.renewed
-      ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs }
-      : { renewed: false };
+    const reply = await this.renewLease(key, ownerToken, ttlMs);
+    return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
   }
 
   async release(key: string, ownerToken: string): Promise<boolean> {
-    return this.call(async () => parseRelease(await this.redis.khRelease(this.keys.lock(key), ownerToken, this.graceMs)));
+    return this.call(async () =>
+      parseRelease(
+        await this.redis.khRelease(...this.keys.lockWithQueue(key), ownerToken, this.graceMs, this.keys.grantChannelPrefix(), key),
+      ),
+    );
   }
 
   async inspect(key: string): Promise<LockState | null> {
-    const reply = await this.call(async () => parseInspect(await this.redis.khInspect(this.keys.lock(key))));
+    const [lock, queue] = this.keys.lockWithQueue(key);
+    const reply = await this.call(async () => parseInspect(await this.redis.khInspect(lock, queue)));
     if (!reply.held) return null;
     return {
       holder: reply.holder,
       fencingToken: reply.fencingToken,
       expiresAtMs: reply.expiresAtMs,
       ttlRemainingMs: reply.ttlRemainingMs,
+      waiters: reply.waiters,
     };
   }
 
@@ -96,11 +175,56 @@ export class RedisStore implements LockStore {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.heartbeat);
+    await this.room.closeAll(new StoreUnavailableError('the store is closing'));
+    this.subscriber.disconnect();
     try {
       await this.redis.quit();
     } catch {
       this.redis.disconnect();
     }
+  }
+
+  private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
+    return this.call(async () => parseLease('renew', await this.redis.khRenew(this.keys.lock(key), ownerToken, ttlMs, this.graceMs)));
+  }
+
+  /**
+   * A waiter was handed the lock. Renewing it confirms the lease is still this waiter's and restarts
+   * its full TTL from now, so the caller gets the lease it asked for however long the message took.
+   */
+  private async confirm(waiter: Waiter): Promise<AcquireOutcome> {
+    const decidedAt = performance.now();
+    const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
+    if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
+    return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+  }
+
+  private cancel(waiter: Waiter): Promise<LeaseReply> {
+    return this.call(async () =>
+      parseLease('cancel', await this.redis.khCancel(...this.keys.lockWithQueue(waiter.key), waiter.id, waiter.ownerToken)),
+    );
+  }
+
+  private visit(key: string, waiters: readonly Waiter[]) {
+    const pairs = waiters.flatMap((w) => [w.id, w.ownerToken]);
+    return this.call(async () =>
+      parseHeartbeat(
+        await this.redis.khHeartbeat(
+          ...this.keys.lockWithQueue(key),
+          WAITER_LIVENESS_MS,
+          this.graceMs,
+          this.keys.grantChannelPrefix(),
+          key,
+          ...pairs,
+        ),
+      ),
+    );
+  }
+
+  private onHandOverMessage(message: string): void {
+    const handOver = parseHandOver(message);
+    if (handOver) this.room.granted(handOver.waiterId);
   }
 
   /**

@@ -15,31 +15,34 @@ function int(script: string, reply: unknown, value: unknown): number {
 }
 
 export type AcquireReply =
-  | { granted: true; fencingToken: number; expiresAtMs: number }
-  | { granted: false; retryAfterMs: number };
+  | { kind: 'granted'; fencingToken: number; expiresAtMs: number }
+  | { kind: 'held' | 'queue_full' | 'queued'; retryAfterMs: number };
+
+const ACQUIRE_KINDS = { 0: 'held', 2: 'queue_full', 3: 'queued' } as const;
 
 export function parseAcquire(reply: unknown): AcquireReply {
   if (Array.isArray(reply)) {
     if (reply.length === 3 && reply[0] === 1) {
-      return { granted: true, fencingToken: int('acquire', reply, reply[1]), expiresAtMs: int('acquire', reply, reply[2]) };
+      return { kind: 'granted', fencingToken: int('acquire', reply, reply[1]), expiresAtMs: int('acquire', reply, reply[2]) };
     }
-    if (reply.length === 2 && reply[0] === 0) {
-      return { granted: false, retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };
+    if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3)) {
+      return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3], retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };
     }
   }
   throw new UnexpectedReplyError('acquire', reply);
 }
 
-export type RenewReply = { renewed: true; fencingToken: number; expiresAtMs: number } | { renewed: false };
+export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
 
-export function parseRenew(reply: unknown): RenewReply {
+/** renew and cancel answer alike: {1, fencingToken, expiresAtMs} or {0}. */
+export function parseLease(script: string, reply: unknown): LeaseReply {
   if (Array.isArray(reply)) {
     if (reply.length === 3 && reply[0] === 1) {
-      return { renewed: true, fencingToken: int('renew', reply, reply[1]), expiresAtMs: int('renew', reply, reply[2]) };
+      return { held: true, fencingToken: int(script, reply, reply[1]), expiresAtMs: int(script, reply, reply[2]) };
     }
-    if (reply.length === 1 && reply[0] === 0) return { renewed: false };
+    if (reply.length === 1 && reply[0] === 0) return { held: false };
   }
-  throw new UnexpectedReplyError('renew', reply);
+  throw new UnexpectedReplyError(script, reply);
 }
 
 export function parseRelease(reply: unknown): boolean {
@@ -48,21 +51,39 @@ export function parseRelease(reply: unknown): boolean {
 }
 
 export type InspectReply =
-  | { held: true; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number; holder: string | null }
+  | { held: true; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number; holder: string | null; waiters: number }
   | { held: false };
 
 export function parseInspect(reply: unknown): InspectReply {
   if (Array.isArray(reply)) {
-    if (reply.length === 5 && reply[0] === 1 && typeof reply[4] === 'string') {
+    if (reply.length === 6 && reply[0] === 1 && typeof reply[4] === 'string') {
       return {
         held: true,
         fencingToken: int('inspect', reply, reply[1]),
         expiresAtMs: int('inspect', reply, reply[2]),
         ttlRemainingMs: int('inspect', reply, reply[3]),
         holder: reply[4] === '' ? null : reply[4],
+        waiters: int('inspect', reply, reply[5]),
       };
     }
     if (reply.length === 1 && reply[0] === 0) return { held: false };
   }
   throw new UnexpectedReplyError('inspect', reply);
+}
+
+export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterId: string | null } {
+  if (Array.isArray(reply) && reply.length === 2 && typeof reply[1] === 'string') {
+    return { remainingLeaseMs: int('heartbeat', reply, reply[0]), grantedWaiterId: reply[1] === '' ? null : reply[1] };
+  }
+  throw new UnexpectedReplyError('heartbeat', reply);
+}
+
+/** A hand-over announcement: "waiterId|fencingToken|expiresAtMs|lockName". */
+export function parseHandOver(message: string): { waiterId: string; fencingToken: number; expiresAtMs: number; key: string } | null {
+  const match = /^([^|]+)\|(\d+)\|(\d+)\|(.+)$/.exec(message);
+  if (!match) return null;
+  const fencingToken = Number(match[2]);
+  const expiresAtMs = Number(match[3]);
+  if (!Number.isSafeInteger(fencingToken) || !Number.isSafeInteger(expiresAtMs)) return null;
+  return { waiterId: match[1] as string, fencingToken, expiresAtMs, key: match[4] as string };
 }

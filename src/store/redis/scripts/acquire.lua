@@ -1,46 +1,65 @@
 --[[
-acquire: grant the lock if nobody holds a live lease on it.
+acquire: grant the lock if it is free and nobody is queued; otherwise queue the caller (when it
+waits) or refuse. Uses the _handover.lua prelude.
 
-One hash per lock (all fields in one key, so one lock costs one key):
+Lock hash (one key per lock; the key expires at lease end + grace, so an idle lock leaves nothing):
   o = owner token of the live lease (absent when free)
   e = lease end, Unix ms on the Redis clock (absent when free)
   h = holder label (optional)
   t = last fencing token issued for this lock
-The key itself expires at lease end + grace, so an idle lock leaves nothing behind.
 
 KEYS[1]  the lock hash
+KEYS[2]  the lock's wait queue (ZSET)
+KEYS[3]  the lock's waiter records (HASH)
 ARGV[1]  owner token of the new lease
 ARGV[2]  lease length, ms (integer > 0)
 ARGV[3]  holder label, "" for none
 ARGV[4]  fencing grace, ms: how long the hash outlives the lease
+ARGV[5]  wait, ms: 0 = do not wait
+ARGV[6]  waiter id (unique; used when queued)
+ARGV[7]  instance id of the caller's keyholder (its grant channel)
+ARGV[8]  most waiters allowed on this lock
+ARGV[9]  waiter liveness, ms: a queued waiter is dropped if its instance stops refreshing it this long
+ARGV[10] grant channel prefix
+ARGV[11] lock name (for the hand-over message)
 
 Returns:
-  {1, fencingToken, expiresAtMs}   granted
-  {0, retryAfterMs}                held by a live lease; retryAfterMs = time left on it (>= 1)
+  {1, fencingToken, expiresAtMs}   granted to the caller
+  {0, retryAfterMs}                held (or others are queued) and the caller does not wait
+  {2, retryAfterMs}                held and the queue is full
+  {3, retryAfterMs}                queued; the grant will come as a hand-over message
 ]]
-local now = redis.call('TIME')
-local nowUs = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local nowMs = math.floor(nowUs / 1000)
+local nowMs, nowUs = now()
+local graceMs = tonumber(ARGV[4])
+-- A lease that ran out with callers queued belongs to the first of them, not to this newcomer.
+handOver(KEYS, graceMs, ARGV[10], ARGV[11], nowMs, nowUs)
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-if cur[1] and expiresAt and expiresAt > nowMs then
-  return {0, expiresAt - nowMs}
+if not (cur[1] and expiresAt and expiresAt > nowMs) then
+  -- Free, and (after handOver) nobody live is queued.
+  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs, nowMs, nowUs)
+  return {1, token, leaseEnd}
 end
 
--- Floor at the Redis clock in microseconds: if the hash was lost (restart without persistence,
--- FLUSHALL, a deleted key) the next token is still above every token issued before.
--- Values stay below 2^53, so Lua's doubles hold them exactly.
-local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)
-local ttl = tonumber(ARGV[2])
-local newExpiresAt = nowMs + ttl
-
--- %.0f: tostring() would print large numbers in exponent form and lose digits.
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'e', string.format('%.0f', newExpiresAt), 't', string.format('%.0f', token))
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'h', ARGV[3])
-else
-  redis.call('HDEL', KEYS[1], 'h')
+local retryAfter = math.max(1, expiresAt - nowMs)
+local waitMs = tonumber(ARGV[5])
+if waitMs <= 0 then
+  return {0, retryAfter}
 end
-redis.call('PEXPIRE', KEYS[1], ttl + tonumber(ARGV[4]))
-return {1, token, newExpiresAt}
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[8]) then
+  return {2, retryAfter}
+end
+
+local deadline = nowMs + waitMs
+local aliveUntil = math.min(deadline, nowMs + tonumber(ARGV[9]))
+redis.call('ZADD', KEYS[2], nowUs, ARGV[6])
+redis.call('HSET', KEYS[3], ARGV[6], fmt(aliveUntil) .. '|' .. fmt(deadline) .. '|' .. ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[7] .. '|' .. ARGV[3])
+-- The queue outlives its longest wait, and then disappears with nothing left behind.
+local keep = waitMs + 1000
+for i = 2, 3 do
+  if redis.call('PTTL', KEYS[i]) < keep then
+    redis.call('PEXPIRE', KEYS[i], keep)
+  end
+end
+return {3, retryAfter}

@@ -1,18 +1,21 @@
 --[[
-release: free a live lease, only for its owner. The last fencing token stays (for the grace period),
-so the next grant is numbered above it even inside the same microsecond.
-Hash layout: see acquire.lua.
+release: free a live lease, only for its owner, and hand the lock to the first live waiter.
+The last fencing token stays in the hash (for the grace period), so the next grant is numbered above
+it even inside the same microsecond. Uses the _handover.lua prelude; hash layout: see acquire.lua.
 
 KEYS[1]  the lock hash
+KEYS[2]  the lock's wait queue (ZSET)
+KEYS[3]  the lock's waiter records (HASH)
 ARGV[1]  owner token
 ARGV[2]  fencing grace, ms
+ARGV[3]  grant channel prefix
+ARGV[4]  lock name (for the hand-over message)
 
 Returns:
-  1   released
+  1   released (and handed over if someone was queued)
   0   this token holds no live lease (expired, released, taken, unknown); nothing changed
 ]]
-local now = redis.call('TIME')
-local nowMs = math.floor((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
+local nowMs, nowUs = now()
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
 local expiresAt = tonumber(cur[2])
@@ -22,4 +25,5 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4], nowMs, nowUs)
 return 1

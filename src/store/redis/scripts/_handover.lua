@@ -1,0 +1,70 @@
+--[[
+Shared prelude (not a command of its own): prepended to the scripts that may find a lock free while
+callers are queued for it (acquire, release, heartbeat). Defines:
+
+  now()  -> nowMs, nowUs             the Redis clock
+  fmt(n) -> string                   an integer as digits (tostring would use exponent form)
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs) -> token, expiresAtMs
+  handOver(KEYS, graceMs, channelPrefix, lockName, nowMs, nowUs) -> waiterId or nil
+
+The wait queue of a lock is two keys beside its hash, sharing its hash tag:
+  queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
+  waiters HASH   waiter id -> "aliveUntilMs|deadlineMs|ttlMs|ownerToken|instanceId|holder"
+A waiter is live while both aliveUntilMs (pushed forward by its instance's heartbeat) and deadlineMs
+(the end of its waitMs) are in the future. Dead waiters are dropped when they reach the head.
+
+handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
+instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
+]]
+local function now()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(us / 1000), us
+end
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
+-- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
+-- Values stay below 2^53, so Lua's doubles hold them exactly.
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs)
+  local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
+  local expiresAt = nowMs + ttlMs
+  redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
+  if holder ~= '' then
+    redis.call('HSET', lockKey, 'h', holder)
+  else
+    redis.call('HDEL', lockKey, 'h')
+  end
+  redis.call('PEXPIRE', lockKey, ttlMs + graceMs)
+  return token, expiresAt
+end
+
+local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
+  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  local expiresAt = tonumber(cur[2])
+  if cur[1] and expiresAt and expiresAt > nowMs then
+    return nil
+  end
+  while true do
+    local head = redis.call('ZRANGE', keys[2], 0, 0)
+    if #head == 0 then
+      return nil
+    end
+    local id = head[1]
+    local raw = redis.call('HGET', keys[3], id)
+    redis.call('ZREM', keys[2], id)
+    redis.call('HDEL', keys[3], id)
+    if raw then
+      local aliveUntil, deadline, ttl, owner, instance, holder =
+        string.match(raw, '^(%d+)|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
+      if aliveUntil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs then
+        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, nowMs, nowUs)
+        redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
+        return id
+      end
+    end
+  end
+end

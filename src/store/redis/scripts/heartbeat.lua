@@ -1,0 +1,46 @@
+--[[
+heartbeat: an instance's periodic (and lease-end) visit to a lock it has callers waiting on. Keeps
+its waiters alive, hands a lock whose lease ran out to the first live waiter, and reports whether one
+of its own waiters now holds the lock (in case the hand-over message was missed).
+Uses the _handover.lua prelude.
+
+KEYS[1]  the lock hash
+KEYS[2]  the lock's wait queue (ZSET)
+KEYS[3]  the lock's waiter records (HASH)
+ARGV[1]  waiter liveness, ms
+ARGV[2]  fencing grace, ms
+ARGV[3]  grant channel prefix
+ARGV[4]  lock name
+ARGV[5], ARGV[6], ...  pairs of (waiter id, owner token) of this instance's waiters on this lock
+
+Returns:
+  {remainingLeaseMs, grantedWaiterId}   remainingLeaseMs: time left on the current lease, 0 when
+                                        free; grantedWaiterId: the waiter of this instance that holds
+                                        the lock now, or ""
+]]
+local nowMs, nowUs = now()
+local liveness = tonumber(ARGV[1])
+
+for i = 5, #ARGV, 2 do
+  local raw = redis.call('HGET', KEYS[3], ARGV[i])
+  if raw then
+    local aliveUntil, rest = string.match(raw, '^(%d+)|(%d+|.*)$')
+    local deadline = tonumber(string.match(rest, '^(%d+)'))
+    redis.call('HSET', KEYS[3], ARGV[i], fmt(math.min(deadline, nowMs + liveness)) .. '|' .. rest)
+  end
+end
+
+handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4], nowMs, nowUs)
+
+local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
+local expiresAt = tonumber(cur[2])
+if not (cur[1] and expiresAt and expiresAt > nowMs) then
+  return {0, ''}
+end
+local granted = ''
+for i = 5, #ARGV, 2 do
+  if ARGV[i + 1] == cur[1] then
+    granted = ARGV[i]
+  end
+end
+return {expiresAt - nowMs, granted}

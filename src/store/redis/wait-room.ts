@@ -1,0 +1,235 @@
+import type { AcquireOutcome } from '../store.js';
+import type { LeaseReply } from './replies.js';
+
+/** A caller of this instance queued for a lock in Redis. */
+export interface Waiter {
+  readonly id: string;
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+}
+
+/** What the room needs from the store: each is one script call. */
+export interface WaitRoomOps {
+  /** The waiter was handed the lock: confirm (and restart) its lease. Rejects if the lease is gone. */
+  confirm(waiter: Waiter): Promise<AcquireOutcome>;
+  /** Takes the waiter out of the queue; says whether it was granted the lock in the meantime. */
+  cancel(waiter: Waiter): Promise<LeaseReply>;
+  release(key: string, ownerToken: string): Promise<boolean>;
+  /** Refreshes these waiters, hands over an expired lease, and reports time left and any grant to them. */
+  visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }>;
+}
+
+type State =
+  /** Registered; the acquire script has not answered yet. */
+  | 'pending'
+  /** In the queue, waiting for a hand-over. */
+  | 'waiting'
+  /** Leaving: being confirmed, cancelled or cleaned up. */
+  | 'settling'
+  | 'done';
+
+/**
+ * 60 s: how long a finished waiter's id is remembered, so that a hand-over message arriving late for
+ * it is recognised (and ignored) rather than mistaken for something new.
+ */
+const RETIRED_WAITER_MEMORY_MS = 60_000;
+
+class LocalWaiter implements Waiter {
+  state: State = 'pending';
+  grantedEarly = false;
+  timer: NodeJS.Timeout | undefined;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  readonly outcome: Promise<AcquireOutcome>;
+  resolve!: (outcome: AcquireOutcome) => void;
+  reject!: (err: unknown) => void;
+
+  constructor(
+    readonly id: string,
+    readonly key: string,
+    readonly ownerToken: string,
+    readonly ttlMs: number,
+    private readonly room: WaitRoom,
+  ) {
+    this.outcome = new Promise<AcquireOutcome>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+  }
+
+  /** Waits in the queue: the script answered "queued". */
+  wait(waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<AcquireOutcome> {
+    return this.room.startWaiting(this, waitMs, retryAfterMs, signal);
+  }
+
+  /** The script did not queue this caller (granted at once, refused, or failed). */
+  drop(): void {
+    this.room.forget(this);
+  }
+}
+
+/**
+ * This instance's callers waiting for locks in Redis: it turns hand-over messages, heartbeats, time-outs
+ * and disconnects into exactly one answer per waiter, and makes sure a lease handed to a caller that
+ * has gone is released again (the next waiter then gets it).
+ */
+export class WaitRoom {
+  private readonly waiters = new Map<string, LocalWaiter>();
+  private readonly byKey = new Map<string, Set<LocalWaiter>>();
+  private readonly keyTimers = new Map<string, NodeJS.Timeout>();
+  private readonly remainingLeaseMs = new Map<string, number>();
+
+  constructor(private readonly ops: WaitRoomOps) {}
+
+  get size(): number {
+    let n = 0;
+    for (const set of this.byKey.values()) n += set.size;
+    return n;
+  }
+
+  register(waiter: Waiter): LocalWaiter {
+    const local = new LocalWaiter(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
+    this.waiters.set(local.id, local);
+    let set = this.byKey.get(local.key);
+    if (!set) this.byKey.set(local.key, (set = new Set()));
+    set.add(local);
+    return local;
+  }
+
+  startWaiting(waiter: LocalWaiter, waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<AcquireOutcome> {
+    waiter.state = 'waiting';
+    this.remainingLeaseMs.set(waiter.key, retryAfterMs);
+    if (waiter.grantedEarly) {
+      this.settleGranted(waiter);
+      return waiter.outcome;
+    }
+    waiter.timer = setTimeout(() => this.onTimeout(waiter), waitMs);
+    if (signal) {
+      waiter.signal = signal;
+      waiter.onAbort = () => this.onAbort(waiter);
+      if (signal.aborted) waiter.onAbort();
+      else signal.addEventListener('abort', waiter.onAbort, { once: true });
+    }
+    this.scheduleVisit(waiter.key, retryAfterMs);
+    return waiter.outcome;
+  }
+
+  /** A hand-over message (or a heartbeat) says this waiter now holds the lock. */
+  granted(id: string): void {
+    const waiter = this.waiters.get(id);
+    if (!waiter) return;
+    if (waiter.state === 'pending') waiter.grantedEarly = true;
+    else if (waiter.state === 'waiting') this.settleGranted(waiter);
+  }
+
+  /** Heartbeat for every key this instance has waiters on. */
+  visitAll(): void {
+    for (const key of this.byKey.keys()) this.visitKey(key);
+  }
+
+  async closeAll(reason: unknown): Promise<void> {
+    for (const timer of this.keyTimers.values()) clearTimeout(timer);
+    this.keyTimers.clear();
+    const leaving = [...this.waiters.values()].filter((w) => w.state === 'waiting' || w.state === 'pending');
+    await Promise.allSettled(
+      leaving.map(async (waiter) => {
+        this.leave(waiter);
+        waiter.reject(reason);
+        const reply = await this.ops.cancel(waiter);
+        if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);
+      }),
+    );
+  }
+
+  forget(waiter: LocalWaiter): void {
+    this.leave(waiter);
+    waiter.state = 'done';
+    this.waiters.delete(waiter.id);
+  }
+
+  private settleGranted(waiter: LocalWaiter): void {
+    this.leave(waiter);
+    this.ops.confirm(waiter).then(
+      (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
+      (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
+    );
+  }
+
+  private onTimeout(waiter: LocalWaiter): void {
+    if (waiter.state !== 'waiting') return;
+    this.leave(waiter);
+    this.ops
+      .cancel(waiter)
+      .then(async (reply): Promise<AcquireOutcome> => {
+        // Granted just as the wait ran out: the caller gets the lock rather than a 409.
+        if (reply.held) return this.ops.confirm(waiter);
+        return { acquired: false, retryAfterMs: Math.max(1, this.remainingLeaseMs.get(waiter.key) ?? 1) };
+      })
+      .then(
+        (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
+        (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
+      );
+  }
+
+  private onAbort(waiter: LocalWaiter): void {
+    if (waiter.state !== 'waiting') return;
+    this.leave(waiter);
+    const reason: unknown = waiter.signal?.reason;
+    this.finish(waiter, () => waiter.reject(reason));
+    // Nobody will use a lease handed to this caller: give it back so the next waiter gets it.
+    void this.ops
+      .cancel(waiter)
+      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))
+      .catch(() => undefined);
+  }
+
+  /** Takes the waiter out of this instance's bookkeeping (not yet out of the map of known ids). */
+  private leave(waiter: LocalWaiter): void {
+    waiter.state = 'settling';
+    clearTimeout(waiter.timer);
+    if (waiter.signal && waiter.onAbort) waiter.signal.removeEventListener('abort', waiter.onAbort);
+    const set = this.byKey.get(waiter.key);
+    set?.delete(waiter);
+    if (set?.size === 0) {
+      this.byKey.delete(waiter.key);
+      this.remainingLeaseMs.delete(waiter.key);
+      clearTimeout(this.keyTimers.get(waiter.key));
+      this.keyTimers.delete(waiter.key);
+    }
+  }
+
+  private finish(waiter: LocalWaiter, answer: () => void): void {
+    waiter.state = 'done';
+    answer();
+    setTimeout(() => this.waiters.delete(waiter.id), RETIRED_WAITER_MEMORY_MS).unref();
+  }
+
+  private waitingOn(key: string): LocalWaiter[] {
+    return [...(this.byKey.get(key) ?? [])].filter((w) => w.state === 'waiting');
+  }
+
+  /** Visits a key when its current lease is due to end, so an expired lease is handed over promptly. */
+  private scheduleVisit(key: string, inMs: number): void {
+    clearTimeout(this.keyTimers.get(key));
+    const timer = setTimeout(() => this.visitKey(key), Math.max(0, inMs) + 2);
+    timer.unref();
+    this.keyTimers.set(key, timer);
+  }
+
+  private visitKey(key: string): void {
+    const waiting = this.waitingOn(key);
+    if (waiting.length === 0) return;
+    this.ops.visit(key, waiting).then(
+      ({ remainingLeaseMs, grantedWaiterId }) => {
+        if (grantedWaiterId) this.granted(grantedWaiterId);
+        if (this.byKey.has(key)) {
+          this.remainingLeaseMs.set(key, remainingLeaseMs);
+          if (remainingLeaseMs > 0) this.scheduleVisit(key, remainingLeaseMs);
+        }
+      },
+      // Redis unreachable: the next heartbeat tries again; waits that run out answer on their own.
+      () => undefined,
+    );
+  }
+}

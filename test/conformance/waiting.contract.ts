@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TooManyWaitersError } from '../../src/domain/errors.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { AcquireOutcome, LockStore } from '../../src/store/store.js';
+import type { StoreHarness } from './lock-store.contract.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
+
+type Result = AcquireOutcome & { ownerToken: string; answeredAt: number };
+
+/** Waiting for a held lock: fair, prompt, bounded, and leak-free. Part of the one store contract. */
+export function describeWaitingContract(name: string, harness: StoreHarness): void {
+  describe(`lock store contract, waiting: ${name}`, () => {
+    /** Three handles on one shared store: three keyholder instances (the embedded store shares one map). */
+    let instances: LockStore[];
+
+    beforeAll(async () => {
+      const first = await harness.open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 });
+      instances = [first, await harness.peer(first), await harness.peer(first)];
+    });
+    afterAll(async () => {
+      for (const store of new Set(instances)) await store.close();
+    });
+
+    const acquire = async (
+      store: LockStore,
+      key: string,
+      options: { ttlMs?: number; waitMs?: number; signal?: AbortSignal } = {},
+    ): Promise<Result> => {
+      const ownerToken = newOwnerToken();
+      const outcome = await store.acquire({
+        key,
+        ownerToken,
+        ttlMs: options.ttlMs ?? 5_000,
+        holder: null,
+        waitMs: options.waitMs ?? 0,
+        signal: options.signal,
+      });
+      return { ...outcome, ownerToken, answeredAt: performance.now() };
+    };
+    const store = (i: number) => instances[i % instances.length] as LockStore;
+
+    it('a waiter is granted the lock when it is released, within milliseconds', async () => {
+      const key = uniqueKey('release');
+      const holder = await acquire(store(0), key);
+      const waiting = acquire(store(1), key, { waitMs: 5_000 });
+      await sleep(100);
+      const releasedAt = performance.now();
+      expect(await store(0).release(key, holder.ownerToken)).toBe(true);
+      const waiter = await waiting;
+      expect(waiter.acquired).toBe(true);
+      if (!waiter.acquired || !holder.acquired) return;
+      expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
+      expect(waiter.answeredAt - releasedAt).toBeLessThan(1_000);
+      expect((await store(2).inspect(key))?.fencingToken).toBe(waiter.fencingToken);
+    });
+
+    it('a waiter is granted the lock when the holder’s lease expires', async () => {
+      const key = uniqueKey('expiry');
+      const holder = await acquire(store(0), key, { ttlMs: 300 });
+      const waiter = await acquire(store(1), key, { waitMs: 5_000 });
+      expect(waiter.acquired).toBe(true);
+      if (!waiter.acquired || !holder.acquired) return;
+      expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
+      // The old holder can no longer touch it.
+      expect(await store(0).release(key, holder.ownerToken)).toBe(false);
+    });
+
+    it('a wait that runs out answers "not acquired" and leaves the queue', async () => {
+      const key = uniqueKey('timeout');
+      await acquire(store(0), key, { ttlMs: 5_000 });
+      const started = performance.now();
+      const waiter = await acquire(store(1), key, { waitMs: 300 });
+      expect(waiter.acquired).toBe(false);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+      expect((await store(2).inspect(key))?.waiters).toBe(0);
+    });
+
+    it('waiters are granted in arrival order (FIFO), across instances', async () => {
+      const key = uniqueKey('fifo');
+      const first = await acquire(store(0), key, { ttlMs: 5_000 });
+      const order: number[] = [];
+      const waiters: Array<Promise<Result>> = [];
+      for (let i = 0; i < 4; i++) {
+        waiters.push(
+          acquire(store(i), key, { waitMs: 10_000 }).then((r) => {
+            order.push(i);
+            return r;
+          }),
+        );
+        await sleep(30); // arrival order is well defined
+      }
+      let current = first;
+      for (let i = 0; i < 4; i++) {
+        expect(await store(i).release(key, current.ownerToken)).toBe(true);
+        current = await (waiters[i] as Promise<Result>);
+        expect(current.acquired).toBe(true);
+      }
+      expect(order).toEqual([0, 1, 2, 3]);
+    });
+
+    it('a caller that does not wait does not jump a queue', async () => {
+      const key = uniqueKey('nojump');
+      const holder = await acquire(store(0), key, { ttlMs: 5_000 });
+      const waiting = acquire(store(1), key, { waitMs: 5_000 });
+      await sleep(50);
+      await store(0).release(key, holder.ownerToken);
+      const newcomer = await acquire(store(2), key);
+      expect(newcomer.acquired).toBe(false);
+      expect((await waiting).acquired).toBe(true);
+    });
+
+    it('a waiter whose caller leaves is taken out of the queue; the next waiter gets the lock', async () => {
+      const key = uniqueKey('abort');
+      const holder = await acquire(store(0), key, { ttlMs: 5_000 });
+      const controller = new AbortController();
+      const leaving = acquire(store(1), key, { waitMs: 5_000, signal: controller.signal });
+      await sleep(30);
+      const staying = acquire(store(2), key, { waitMs: 5_000 });
+      await sleep(30);
+      controller.abort(new Error('caller left'));
+      await expect(leaving).rejects.toThrow('caller left');
+      await store(0).release(key, holder.ownerToken);
+      const next = await staying;
+      expect(next.acquired).toBe(true);
+    });
+
+    it('a full queue refuses more waiters with TooManyWaitersError', async () => {
+      const key = uniqueKey('cap');
+      const holder = await acquire(store(0), key, { ttlMs: 5_000 });
+      const queued = Array.from({ length: 5 }, (_, i) => acquire(store(i), key, { waitMs: 2_000 }));
+      await sleep(100);
+      await expect(acquire(store(1), key, { waitMs: 2_000 })).rejects.toBeInstanceOf(TooManyWaitersError);
+      // Clean up: release and let each queued waiter take and give back the lock.
+      await store(0).release(key, holder.ownerToken);
+      for (const [i, waiting] of queued.entries()) {
+        const r = await waiting;
+        if (r.acquired) await store(i).release(key, r.ownerToken);
+      }
+    });
+
+    it('fencing tokens strictly increase across hand-overs', async () => {
+      const key = uniqueKey('tokens');
+      const holder = await acquire(store(0), key, { ttlMs: 5_000 });
+      const waiters: Array<Promise<Result>> = [];
+      for (let i = 0; i < 4; i++) {
+        waiters.push(acquire(store(i), key, { waitMs: 10_000 }));
+        await sleep(20);
+      }
+      const tokens: number[] = [holder.acquired ? holder.fencingToken : 0];
+      let current = holder;
+      for (const [i, waiting] of waiters.entries()) {
+        await store(i).release(key, current.ownerToken);
+        current = await waiting;
+        if (!current.acquired) throw new Error('not granted');
+        tokens.push(current.fencingToken);
+      }
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] as number);
+    });
+  });
+}
