@@ -30,9 +30,16 @@ const OPERATION_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 /** Hold times: from a quick critical section up to the 1 hour maximum lease. */
 const HOLD_BUCKETS_SECONDS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
 
+const NON_COUNTER_TOTALS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    // prom-client names these gauges `_total`, which Prometheus reserves for counters (promtool rejects
+    // them); the same counts stay available per type in nodejs_active_handles/requests/resources.
+    for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
+  }
 
   const operations = new Counter({
     name: 'keyholder_lock_operations_total',
