@@ -19,7 +19,7 @@ async function value(metrics: Metrics, name: string, labels: Record<string, stri
   const { values } = await metric.get();
   const match = values.find(
     (v) =>
-      (v.metricName ?? name) === name &&
+      ((v as { metricName?: string }).metricName ?? name) === name &&
       Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
   );
   return match?.value ?? 0;
@@ -156,7 +156,7 @@ async function histogramPart(
   return values
     .filter(
       (v) =>
-        v.metricName === `${name}_${part}` &&
+        (v as { metricName?: string }).metricName === `${name}_${part}` &&
         Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
     )
     .reduce((sum, v) => sum + v.value, 0);
