@@ -14,12 +14,16 @@ import { sendProblem } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
+import { metricsRoutes } from './http/routes/metrics.js';
+import type { Metrics } from './observability/metrics.js';
 import { RequestLog } from './observability/request-log.js';
 
 export interface AppDeps {
   readonly locks: LockService;
   readonly store: LockStore;
   readonly logger: FastifyBaseLogger;
+  /** Served at GET /metrics when given (server.ts always gives it; see createMetrics). */
+  readonly metrics?: Metrics;
 }
 
 /**
@@ -35,6 +39,7 @@ export const API_INFO = {
     'A lock service over REST. Take, renew and release named locks; every grant carries a secret owner token ' +
     '(proves who holds it) and a fencing token (a per-key number that only goes up) for the protected resource ' +
     'to reject stale holders. Errors are application/problem+json (RFC 9457) with a stable `code`.',
+  license: { name: 'MIT', identifier: 'MIT' },
 };
 
 /** Builds the app: plugins and routes. Never reads the environment and never listens. */
@@ -76,6 +81,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     openapi: {
       openapi: '3.1.0',
       info: API_INFO,
+      // Relative: the document describes whichever keyholder serves it (the /docs page calls that one).
+      servers: [{ url: '/', description: 'The keyholder serving this document' }],
       tags: [
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
         { name: 'health', description: 'Liveness and readiness probes' },
@@ -88,5 +95,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(lockRoutes, { locks: deps.locks });
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);
+  if (deps.metrics) await app.register(metricsRoutes, { metrics: deps.metrics });
   return app;
 }

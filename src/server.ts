@@ -2,6 +2,7 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { LockService } from './domain/lock-service.js';
 import { createLogger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
 import { createStore } from './store/create-store.js';
 
 /** Reads the environment, builds the store and the app, listens, and closes gracefully on a signal. */
@@ -18,9 +19,11 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel);
-  const store = createStore(config, logger);
-  const locks = new LockService(store, config.limits);
-  const app = await buildApp({ locks, store, logger });
+  const metrics = createMetrics();
+  const store = metrics.instrumentStore(createStore(config, logger));
+  const locks = new LockService(store, config.limits, metrics.lockObserver);
+  metrics.countWaitingCallers(() => locks.waitingCallers);
+  const app = await buildApp({ locks, store, logger, metrics });
   app.addHook('onClose', async () => {
     await store.close();
   });

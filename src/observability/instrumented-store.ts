@@ -1,0 +1,84 @@
+import { performance } from 'node:perf_hooks';
+import { DomainError, StoreUnavailableError } from '../domain/errors.js';
+import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store/store.js';
+import type { LeaseTracker } from './lease-tracker.js';
+
+export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping';
+export type StoreCallResult = 'ok' | 'unavailable' | 'error';
+
+/** Where an instrumented store reports each call; implemented by the metrics module. */
+export interface StoreCallSink {
+  /** One store call finished: answered, could not answer (down, timed out), or failed otherwise (a bug). */
+  storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number): void;
+  /** How long a lease granted here was held, observed when it is released here. */
+  leaseHeld(heldSeconds: number): void;
+}
+
+/**
+ * A LockStore decorator that times every call, tracks the store's health from the answers, and tells
+ * the lease tracker about grants, renewals and releases. It changes no answer and no error.
+ */
+export class InstrumentedStore implements LockStore {
+  readonly kind: LockStore['kind'];
+
+  constructor(
+    private readonly inner: LockStore,
+    private readonly sink: StoreCallSink,
+    private readonly leases: LeaseTracker,
+  ) {
+    this.kind = inner.kind;
+  }
+
+  async acquire(input: AcquireInput): Promise<AcquireOutcome> {
+    // A waiting acquire's duration is mostly the wait (reported as keyholder_lock_wait_seconds), not
+    // store latency: time only the calls that answer at once.
+    const outcome = input.waitMs ? await this.inner.acquire(input) : await this.timed('acquire', () => this.inner.acquire(input));
+    if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+    return outcome;
+  }
+
+  async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
+    const outcome = await this.timed('renew', () => this.inner.renew(key, ownerToken, ttlMs));
+    if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+    return outcome;
+  }
+
+  async release(key: string, ownerToken: string): Promise<boolean> {
+    const released = await this.timed('release', () => this.inner.release(key, ownerToken));
+    if (released) {
+      const heldSeconds = this.leases.released(ownerToken);
+      if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+    }
+    return released;
+  }
+
+  inspect(key: string): Promise<LockState | null> {
+    return this.timed('inspect', () => this.inner.inspect(key));
+  }
+
+  ping(): Promise<void> {
+    return this.timed('ping', () => this.inner.ping());
+  }
+
+  async close(): Promise<void> {
+    this.leases.clear();
+    await this.inner.close();
+  }
+
+  private async timed<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    let result: StoreCallResult = 'error';
+    try {
+      const value = await run();
+      result = 'ok';
+      return value;
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) result = 'unavailable';
+      // Any other domain answer (a full wait queue, say) is the store working as it should.
+      else if (err instanceof DomainError) result = 'ok';
+      throw err;
+    } finally {
+      this.sink.storeCall(op, result, (performance.now() - started) / 1000);
+    }
+  }
+}

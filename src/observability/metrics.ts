@@ -1,0 +1,163 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { LockObserver } from '../domain/lock-service.js';
+import type { LockStore } from '../store/store.js';
+import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
+import { LeaseTracker } from './lease-tracker.js';
+
+/**
+ * Prometheus metrics for one app. Names follow Prometheus conventions: a `keyholder_` prefix, base
+ * units (seconds), `_total` on counters. Labels take a few fixed values each (operation, outcome,
+ * result, store kind); a lock key is never a label, since every key would become its own series.
+ */
+export interface Metrics {
+  /** This app's own registry (not prom-client's global one), so a process can build many apps. */
+  readonly registry: Registry;
+  /** Pass to LockService: counts operations and lost leases. */
+  readonly lockObserver: LockObserver;
+  /** Wraps the store so its latency, health and the leases granted here are measured. */
+  instrumentStore(store: LockStore): LockStore;
+  /** Where the keyholder_waiting_callers gauge reads its value (LockService.waitingCallers). */
+  countWaitingCallers(count: () => number): void;
+  /** The exposition text and its content type, for GET /metrics. */
+  render(): Promise<{ contentType: string; body: string }>;
+}
+
+export interface MetricsOptions {
+  /** Process and Node.js runtime metrics (CPU, memory, event loop lag, GC). Default true. */
+  readonly defaultMetrics?: boolean;
+}
+
+/** Lock operations: well under a millisecond on a healthy store, up to the 500 ms command timeout. */
+const OPERATION_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Hold times: from a quick critical section up to the 1 hour maximum lease. */
+const HOLD_BUCKETS_SECONDS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
+
+const NON_COUNTER_TOTALS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    // prom-client names these gauges `_total`, which Prometheus reserves for counters (promtool rejects
+    // them); the same counts stay available per type in nodejs_active_handles/requests/resources.
+    for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
+  }
+
+  const operations = new Counter({
+    name: 'keyholder_lock_operations_total',
+    help: 'Lock operations handled, by operation (acquire, renew, release, inspect) and outcome (acquired, held, renewed, released, not_owner, inspected, invalid, too_many_waiters, aborted, error).',
+    labelNames: ['operation', 'outcome'] as const,
+    registers: [registry],
+  });
+  const operationSeconds = new Histogram({
+    name: 'keyholder_lock_operation_duration_seconds',
+    help: 'Time to answer a lock operation, store round trip included, by operation; operation="acquire" is the acquire latency.',
+    labelNames: ['operation'] as const,
+    buckets: OPERATION_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  const lostLeases = new Counter({
+    name: 'keyholder_lost_leases_total',
+    help: 'Renews or releases that came after the lease was gone (expired, released or taken over): the caller ran its critical section unprotected.',
+    labelNames: ['operation'] as const,
+    registers: [registry],
+  });
+  // Present at 0 from the start, so rate() and increase() alerts see the first loss.
+  for (const op of ['renew', 'release'] as const) lostLeases.labels(op).inc(0);
+
+  const waitSeconds = new Histogram({
+    name: 'keyholder_lock_wait_seconds',
+    help: 'Time an acquire with waitMs spent waiting for a held lock, by outcome (granted, not_granted).',
+    labelNames: ['outcome'] as const,
+    buckets: HOLD_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'keyholder_waiting_callers',
+    help: 'Callers of this instance waiting for a held lock right now.',
+    registers: [registry],
+    collect() {
+      this.set(waitingCallers());
+    },
+  });
+  let waitingCallers: () => number = () => 0;
+
+  const holdSeconds = new Histogram({
+    name: 'keyholder_lock_hold_seconds',
+    help: 'Time from grant to release, for leases granted and released through this instance.',
+    buckets: HOLD_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  const expiredLeases = new Counter({
+    name: 'keyholder_leases_expired_total',
+    help: 'Leases granted by this instance that ran out without a release through this instance.',
+    registers: [registry],
+  });
+  const leases = new LeaseTracker({ expired: () => expiredLeases.inc() });
+  new Gauge({
+    name: 'keyholder_locks_held',
+    help: 'Leases granted by this instance that are neither released nor expired.',
+    registers: [registry],
+    collect() {
+      this.set(leases.size);
+    },
+  });
+
+  const storeSeconds = new Histogram({
+    name: 'keyholder_store_operation_duration_seconds',
+    help: 'Store call latency by operation (acquire, renew, release, inspect, ping) and result (ok, unavailable, error).',
+    labelNames: ['operation', 'result'] as const,
+    buckets: OPERATION_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  let instrumented: LockStore | undefined;
+  const storeUp = new Gauge({
+    name: 'keyholder_store_up',
+    help: 'Whether the lock store answers (1) or not (0), checked with a ping at each scrape; store is its kind.',
+    labelNames: ['store'] as const,
+    registers: [registry],
+    async collect() {
+      // A ping per scrape keeps the gauge true on an idle instance; its result lands via storeCall.
+      await instrumented?.ping().catch(() => undefined);
+    },
+  });
+
+  const sink: StoreCallSink = {
+    storeCall(op, result, durationSeconds) {
+      storeSeconds.labels(op, result).observe(durationSeconds);
+      if (instrumented === undefined || result === 'error') return;
+      storeUp.labels(instrumented.kind).set(result === 'ok' ? 1 : 0);
+    },
+    leaseHeld(heldSeconds) {
+      holdSeconds.observe(heldSeconds);
+    },
+  };
+
+  const lockObserver: LockObserver = {
+    operation(op, outcome, durationSeconds) {
+      operations.labels(op, outcome).inc();
+      operationSeconds.labels(op).observe(durationSeconds);
+    },
+    lostLease(op) {
+      lostLeases.labels(op).inc();
+    },
+    waited(seconds, granted) {
+      waitSeconds.labels(granted ? 'granted' : 'not_granted').observe(seconds);
+    },
+  };
+
+  return {
+    registry,
+    lockObserver,
+    countWaitingCallers(count: () => number) {
+      waitingCallers = count;
+    },
+    instrumentStore(store) {
+      instrumented = new InstrumentedStore(store, sink, leases);
+      return instrumented;
+    },
+    async render() {
+      return { contentType: registry.contentType, body: await registry.metrics() };
+    },
+  };
+}

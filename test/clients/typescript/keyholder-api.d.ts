@@ -1,0 +1,607 @@
+// Generated from openapi.yaml by openapi-typescript (npm run openapi). Do not edit: regenerate.
+
+export interface paths {
+    "/v1/locks/{key}/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a lock
+         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out.
+         */
+        post: operations["acquireLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/locks/{key}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend a held lease
+         * @description Sets the lease to end ttlMs from now, only if ownerToken holds a live lease. The fencing token stays the one issued at acquire.
+         */
+        post: operations["renewLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/locks/{key}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a lock back
+         * @description Frees the lock, only if ownerToken holds a live lease. A wrong or stale token changes nothing.
+         */
+        post: operations["releaseLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/locks/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * See who holds a lock
+         * @description Reports whether the lock is held and, if so, by which holder label, fencing token and until when. Never the owner token.
+         */
+        get: operations["inspectLock"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/livez": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Is the process alive?
+         * @description Always 200 while the process runs, even when the store is down: restarting would not help.
+         */
+        get: operations["liveness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Can the service grant locks now?
+         * @description 200 when the store answers; 503 store_unavailable when it does not (load balancers should route elsewhere).
+         */
+        get: operations["readiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
+export type webhooks = Record<string, never>;
+export interface components {
+    schemas: {
+        AcquireRequest: {
+            /**
+             * @description Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.
+             * @example 30000
+             */
+            ttlMs: number;
+            /**
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @example consumer-7
+             */
+            holder?: string;
+            /**
+             * @description If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.
+             * @example 10000
+             */
+            waitMs?: number;
+        };
+        RenewRequest: {
+            /**
+             * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.
+             * @example 30000
+             */
+            ttlMs: number;
+        };
+        ReleaseRequest: {
+            /**
+             * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+        };
+        /** @description A granted lease. */
+        LockGrant: {
+            key: string;
+            /**
+             * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+             * @example 1764496077123456
+             */
+            fencingToken: number;
+            ttlMs: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt: string;
+            holder: string | null;
+        };
+        /** @description A renewed lease. The fencing token is the one issued at acquire. */
+        LockRenewal: {
+            key: string;
+            /**
+             * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+             * @example 1764496077123456
+             */
+            fencingToken: number;
+            ttlMs: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt: string;
+        };
+        LockRelease: {
+            key: string;
+            /** @constant */
+            released: true;
+        };
+        /** @description Who holds a lock right now. holder, fencingToken, expiresAt, ttlRemainingMs and waiters appear only when held. */
+        LockStatus: {
+            key: string;
+            held: boolean;
+            holder?: string | null;
+            /**
+             * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+             * @example 1764496077123456
+             */
+            fencingToken?: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt?: string;
+            ttlRemainingMs?: number;
+            /** @description Callers queued for this lock */
+            waiters?: number;
+        };
+        /** @description An error, as RFC 9457 problem details (application/problem+json). */
+        Problem: {
+            /**
+             * @description URI naming the problem type
+             * @example urn:keyholder:problem:lock_held
+             */
+            type: string;
+            /** @example Lock is held */
+            title: string;
+            /** @example 409 */
+            status: number;
+            /** @example lock "invoice:42" is held by another owner */
+            detail: string;
+            /**
+             * @description Stable machine-readable error code
+             * @enum {string}
+             */
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "store_unavailable" | "shutting_down" | "internal_error";
+            /** @description The request path */
+            instance?: string;
+            /** @description lock_held and store_unavailable: milliseconds after which a retry may succeed */
+            retryAfterMs?: number;
+            /** @description invalid_request: each offending field and what is wrong with it */
+            errors?: {
+                field: string;
+                message: string;
+            }[];
+            /**
+             * @description store_unavailable on /readyz: the store kind
+             * @enum {string}
+             */
+            store?: "memory" | "redis";
+        };
+        Liveness: {
+            /** @constant */
+            status: "ok";
+        };
+        /** @description The service can grant locks; store says which store it uses. */
+        Readiness: {
+            /** @constant */
+            status: "ready";
+            /** @enum {string} */
+            store: "memory" | "redis";
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    acquireLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted: the caller holds the lock until expiresAt unless it renews */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockGrant"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_waiters: the wait queue of this lock, or of this instance, is full; retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renewLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description Renewed: the lease now ends at expiresAt; the fencing token is unchanged */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRenewal"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Released: the lock is free for the next caller */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    inspectLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The lock's current state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockStatus"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    liveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is alive */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Liveness"];
+                };
+            };
+        };
+    };
+    readiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready: the store answers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description store_unavailable: the store does not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+}

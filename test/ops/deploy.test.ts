@@ -1,0 +1,247 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { loadConfig } from '../../src/config.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { call } from '../helpers/keyholder-process.js';
+import { RedisServer, freePort } from '../helpers/redis-server.js';
+import { requireTool } from '../helpers/tools.js';
+import { copyParts, execForm, instructions, parseDockerfile, stageEnv, type Stage } from './dockerfile.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
+
+interface ComposeService {
+  image?: string;
+  build?: unknown;
+  command?: string[] | string;
+  environment?: Record<string, string | number>;
+  ports?: string[];
+  volumes?: string[];
+  depends_on?: Record<string, { condition: string }> | string[];
+  healthcheck?: { test: string[] | string };
+}
+
+const dockerfile = parseDockerfile(read('Dockerfile'));
+const compose = parse(read('docker-compose.yml')) as { services: Record<string, ComposeService> };
+const promConfig = parse(read('deploy/prometheus.yml')) as {
+  rule_files?: string[];
+  scrape_configs: Array<{ job_name: string; metrics_path?: string; static_configs: Array<{ targets: string[] }> }>;
+};
+
+const runtime = dockerfile.stages.at(-1) as Stage;
+const service = (name: string): ComposeService => {
+  const s = compose.services[name];
+  if (!s) throw new Error(`docker-compose.yml has no ${name} service`);
+  return s;
+};
+const composeEnv = (): Record<string, string> =>
+  Object.fromEntries(Object.entries(service('keyholder').environment ?? {}).map(([k, v]) => [k, String(v)]));
+/** What the container sees: the image's ENV, then compose's environment on top. */
+const containerEnv = () => ({ ...stageEnv(runtime), ...composeEnv() });
+
+describe('Dockerfile', () => {
+  it('builds in one stage and runs on a small Node 20 image as a non-root user', () => {
+    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
+    expect(runtime.image).toMatch(/^node:20-(alpine|slim|bookworm-slim)$/);
+    const user = instructions(runtime, 'USER').at(-1)?.args;
+    expect(user).toBeDefined();
+    expect(['root', '0']).not.toContain(user);
+    expect(stageEnv(runtime).HOST).toBe('0.0.0.0');
+    expect(instructions(runtime, 'RUN').map((r) => r.args).join('\n')).toMatch(/npm ci --omit=dev/);
+    expect(instructions(dockerfile.stages[0] as Stage, 'RUN').map((r) => r.args)).toContain('npm run build');
+  });
+
+  it('checks health on /readyz without curl', () => {
+    const healthcheck = instructions(runtime, 'HEALTHCHECK').at(-1)?.args ?? '';
+    const command = execForm(healthcheck);
+    expect(command.join(' ')).toContain('/readyz');
+    expect(command[0]).not.toBe('curl');
+  });
+
+  it('starts with node directly, so SIGTERM reaches the server', () => {
+    expect(execForm(instructions(runtime, 'CMD').at(-1)?.args ?? '')).toEqual(['node', 'dist/server.js']);
+  });
+});
+
+describe('docker-compose.yml and deploy/prometheus.yml', () => {
+  it('runs Redis with an append-only file and no eviction, and checks its health', () => {
+    const redis = service('redis');
+    const command = Array.isArray(redis.command) ? redis.command.join(' ') : (redis.command ?? '');
+    expect(command).toMatch(/--appendonly yes/);
+    expect(command).toMatch(/--maxmemory-policy noeviction/);
+    expect(redis.healthcheck?.test).toBeDefined();
+  });
+
+  it('starts keyholder only once Redis is healthy', () => {
+    const keyholder = service('keyholder');
+    expect(keyholder.build).toBeDefined();
+    expect(keyholder.depends_on).toMatchObject({ redis: { condition: 'service_healthy' } });
+  });
+
+  it('sets an environment that the service accepts, using the compose Redis', () => {
+    const config = loadConfig(containerEnv());
+    expect(config.nodeEnv).toBe('production');
+    expect(config.host).toBe('0.0.0.0');
+    expect(config.store).toMatchObject({ kind: 'redis', url: 'redis://redis:6379' });
+    expect(service('keyholder').ports).toContain(`${config.port}:${config.port}`);
+  });
+
+  it('has Prometheus scrape keyholder on its port and path, with the alert rules mounted', () => {
+    const port = loadConfig(containerEnv()).port;
+    const job = promConfig.scrape_configs.find((j) => j.job_name === 'keyholder');
+    expect(job?.metrics_path ?? '/metrics').toBe('/metrics');
+    expect(job?.static_configs.flatMap((s) => s.targets)).toContain(`keyholder:${port}`);
+
+    const mounts = service('prometheus').volumes ?? [];
+    expect(mounts).toContain('./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro');
+    for (const file of promConfig.rule_files ?? []) {
+      expect(mounts).toContain(`./deploy/${file}:/etc/prometheus/${file}:ro`);
+    }
+  });
+
+  it('passes promtool check config and check rules', () => {
+    requireTool('promtool', 'prometheus');
+    const config = spawnSync('promtool', ['check', 'config', 'prometheus.yml'], { cwd: join(ROOT, 'deploy'), encoding: 'utf8' });
+    expect(config.status, config.stdout + config.stderr).toBe(0);
+    for (const file of promConfig.rule_files ?? []) {
+      const rules = spawnSync('promtool', ['check', 'rules', file], { cwd: join(ROOT, 'deploy'), encoding: 'utf8' });
+      expect(rules.status, rules.stdout + rules.stderr).toBe(0);
+    }
+  });
+});
+
+describe('README', () => {
+  it('documents every environment variable of src/config.ts in the Deploy table', () => {
+    const readme = read('README.md');
+    const variables = [...read('src/config.ts').matchAll(/^ {4}([A-Z][A-Z0-9_]+): /gm)].map((m) => m[1]);
+    expect(variables.length).toBeGreaterThan(5);
+    for (const name of variables) expect(readme, `README "Deploy" misses ${name}`).toContain(`| \`${name}\``);
+  });
+
+  it('documents every keyholder metric in Observe', () => {
+    const readme = read('README.md');
+    const names = createMetrics({ defaultMetrics: false })
+      .registry.getMetricsAsArray()
+      .map((m) => m.name);
+    for (const name of names) expect(readme, `README "Observe" misses ${name}`).toContain(`\`${name}\``);
+  });
+});
+
+/**
+ * Replays the Dockerfile without a Docker engine: the build stage's COPY and RUN steps in one temp
+ * dir (its `npm ci` replaced by this checkout's node_modules), the runtime stage's in another (its
+ * `npm ci --omit=dev` for real), then the image's exact CMD with the compose environment, pointed at
+ * a real redis-server on loopback.
+ */
+describe('the image start command, replayed outside Docker', () => {
+  let redis: RedisServer;
+  const dirs: string[] = [];
+
+  beforeAll(async () => {
+    requireTool('npm', 'npm');
+    redis = await RedisServer.start({ appendOnly: true });
+  });
+
+  afterAll(async () => {
+    await redis?.stop();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  function workdir(stage: Stage): string {
+    const dir = instructions(stage, 'WORKDIR').at(-1)?.args;
+    if (!dir) throw new Error('each stage sets a WORKDIR');
+    return dir;
+  }
+
+  function run(command: string, cwd: string, env: NodeJS.ProcessEnv = process.env): void {
+    const result = spawnSync('sh', ['-c', command], { cwd, env, encoding: 'utf8', timeout: 240_000 });
+    if (result.status !== 0) throw new Error(`\`${command}\` failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
+  }
+
+  /** Replays COPY and RUN; `stageDirs` maps earlier stages' names to where they were replayed. */
+  function replay(stage: Stage, into: string, stageDirs: Map<string, { dir: string; workdir: string }>): void {
+    for (const { keyword, args } of stage.instructions) {
+      if (keyword === 'COPY') {
+        const { from, sources, dest } = copyParts(args);
+        const origin = from === undefined ? undefined : stageDirs.get(from);
+        if (from !== undefined && !origin) throw new Error(`COPY --from=${from}: unknown stage`);
+        const intoDir = dest.endsWith('/') || dest === '.' || dest === './' || sources.length > 1;
+        for (const source of sources) {
+          const sourcePath = origin ? join(origin.dir, source.replace(new RegExp(`^${origin.workdir}/?`), '')) : join(ROOT, source);
+          const target = intoDir ? join(into, dest, basename(source)) : join(into, dest);
+          cpSync(sourcePath, target, { recursive: true });
+        }
+      } else if (keyword === 'RUN') {
+        for (const step of args.split('&&').map((s) => s.trim())) {
+          // Leave the machine's npm cache alone.
+          if (/^npm cache clean/.test(step)) continue;
+          if (/^npm ci\b/.test(step) && !step.includes('--omit=dev')) {
+            // The build stage's full install: this checkout's node_modules, from the same lock file.
+            symlinkSync(join(ROOT, 'node_modules'), join(into, 'node_modules'), 'dir');
+            continue;
+          }
+          run(step, into, { ...process.env, npm_config_prefer_offline: 'true', npm_config_update_notifier: 'false' });
+        }
+      }
+    }
+  }
+
+  it('serves /readyz 200 and grants a lock over Redis, then stops cleanly on SIGTERM', async () => {
+    const stageDirs = new Map<string, { dir: string; workdir: string }>();
+    for (const stage of dockerfile.stages) {
+      const dir = mkdtempSync(join(tmpdir(), `keyholder-image-${stage.name ?? 'stage'}-`));
+      dirs.push(dir);
+      mkdirSync(dir, { recursive: true });
+      replay(stage, dir, stageDirs);
+      if (stage.name) stageDirs.set(stage.name, { dir, workdir: workdir(stage) });
+    }
+    const appDir = dirs.at(-1) as string;
+
+    const port = await freePort();
+    const env = {
+      PATH: process.env.PATH ?? '',
+      ...containerEnv(),
+      // The compose network's names become loopback here; everything else is the compose environment.
+      REDIS_URL: redis.url,
+      REDIS_KEY_PREFIX: `kh-image-${port}:`,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+    };
+    const [command, ...args] = execForm(instructions(runtime, 'CMD').at(-1)?.args ?? '');
+    const child = spawn(command ?? 'node', args, { cwd: appDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const logs: string[] = [];
+    child.stdout.on('data', (b: Buffer) => logs.push(b.toString()));
+    child.stderr.on('data', (b: Buffer) => logs.push(b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      const deadline = Date.now() + 20_000;
+      let ready = 0;
+      while (ready !== 200) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
+        ready = await fetch(`${base}/readyz`).then((r) => r.status, () => 0);
+        if (ready !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await call(base, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'redis' });
+
+      // The Lua scripts made it into the image: a real grant over Redis.
+      const granted = await call(base, 'POST', '/v1/locks/image-check/acquire', { ttlMs: 5_000 });
+      expect(granted.status).toBe(200);
+      expect((await fetch(`${base}/metrics`)).status).toBe(200);
+      expect((await fetch(`${base}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);
+
+      // The HEALTHCHECK command, run as the container would.
+      const [hcCommand, ...hcArgs] = execForm(instructions(runtime, 'HEALTHCHECK').at(-1)?.args ?? '');
+      const healthcheck = spawnSync(hcCommand ?? 'node', hcArgs, { cwd: appDir, env, encoding: 'utf8', timeout: 10_000 });
+      expect(healthcheck.status, healthcheck.stderr).toBe(0);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  }, 300_000);
+});

@@ -1,0 +1,163 @@
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { LockService } from '../../src/domain/lock-service.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
+import type { LockStore } from '../../src/store/store.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { requireTool } from '../helpers/tools.js';
+
+/** The value of one series in the registry (0 when it does not exist yet). */
+async function value(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric named ${name}`);
+  const { values } = await metric.get();
+  const match = values.find(
+    (v) =>
+      ((v as { metricName?: string }).metricName ?? name) === name &&
+      Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
+  );
+  return match?.value ?? 0;
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('metrics over a real Redis', () => {
+  let redis: RedisServer;
+  let metrics: Metrics;
+  let store: LockStore;
+  let app: FastifyInstance;
+  const key = (name: string) => `metrics-${randomUUID()}-${name}`;
+  const post = (path: string, body: unknown) => app.inject({ method: 'POST', url: path, payload: body as object });
+
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+    metrics = createMetrics();
+    store = metrics.instrumentStore(
+      new RedisStore({ url: redis.url, keyPrefix: `kh-metrics-${randomUUID()}:`, commandTimeoutMs: 500, fenceGraceMs: 60_000 }),
+    );
+    await until(async () => store.ping().then(() => true, () => false), 10_000);
+    const locks = new LockService(store, DEFAULT_LIMITS, metrics.lockObserver);
+    app = await buildApp({ locks, store, logger: createLogger('silent'), metrics });
+    await app.ready();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+    await redis?.stop();
+  });
+
+  it('counts operations by outcome, hold time, held leases and lost leases', async () => {
+    const k = key('cycle');
+    const granted = await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 });
+    expect(granted.statusCode).toBe(200);
+    const { ownerToken } = granted.json<{ ownerToken: string }>();
+    expect(await value(metrics, 'keyholder_locks_held')).toBe(1);
+
+    expect((await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).statusCode).toBe(409);
+    expect((await post(`/v1/locks/${k}/renew`, { ownerToken, ttlMs: 5_000 })).statusCode).toBe(200);
+    expect((await post(`/v1/locks/${k}/release`, { ownerToken })).statusCode).toBe(200);
+    expect((await post(`/v1/locks/${k}/renew`, { ownerToken, ttlMs: 5_000 })).statusCode).toBe(409);
+    expect((await post(`/v1/locks/${k}/release`, { ownerToken })).statusCode).toBe(409);
+    expect((await post(`/v1/locks/${k}/acquire`, { ttlMs: 1 })).statusCode).toBe(400);
+
+    const ops = 'keyholder_lock_operations_total';
+    expect(await value(metrics, ops, { operation: 'acquire', outcome: 'acquired' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'acquire', outcome: 'held' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'acquire', outcome: 'invalid' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'renew', outcome: 'renewed' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'renew', outcome: 'not_owner' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'release', outcome: 'released' })).toBe(1);
+    expect(await value(metrics, ops, { operation: 'release', outcome: 'not_owner' })).toBe(1);
+    expect(await value(metrics, 'keyholder_lost_leases_total', { operation: 'renew' })).toBe(1);
+    expect(await value(metrics, 'keyholder_lost_leases_total', { operation: 'release' })).toBe(1);
+    expect(await value(metrics, 'keyholder_locks_held')).toBe(0);
+  });
+
+  it('observes the hold time at release and the acquire latency', async () => {
+    const before = await histogramCount(metrics, 'keyholder_lock_hold_seconds');
+    const sumBefore = await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum');
+    const k = key('hold');
+    const { ownerToken } = (await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).json<{ ownerToken: string }>();
+    await new Promise((r) => setTimeout(r, 50));
+    await post(`/v1/locks/${k}/release`, { ownerToken });
+    expect(await histogramCount(metrics, 'keyholder_lock_hold_seconds')).toBe(before + 1);
+    // A lower bound only: the lock was held for at least the 50 ms sleep, however slow the machine.
+    expect((await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum')) - sumBefore).toBeGreaterThanOrEqual(0.045);
+    expect(await histogramCount(metrics, 'keyholder_lock_operation_duration_seconds', { operation: 'acquire' })).toBeGreaterThan(0);
+    expect(await histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'acquire', result: 'ok' })).toBeGreaterThan(0);
+  });
+
+  it('drops a lease from locks_held when it expires unreleased', async () => {
+    const expiredBefore = await value(metrics, 'keyholder_leases_expired_total');
+    expect((await post(`/v1/locks/${key('expire')}/acquire`, { ttlMs: 150 })).statusCode).toBe(200);
+    expect(await value(metrics, 'keyholder_locks_held')).toBe(1);
+    await until(async () => (await value(metrics, 'keyholder_locks_held')) === 0, 5_000);
+    expect(await value(metrics, 'keyholder_leases_expired_total')).toBe(expiredBefore + 1);
+  });
+
+  it('serves /metrics in a format promtool accepts', async () => {
+    requireTool('promtool', 'prometheus');
+    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(res.body).toContain('process_cpu_seconds_total');
+    expect(res.body).toContain('nodejs_eventloop_lag_seconds');
+    const check = spawnSync('promtool', ['check', 'metrics'], { input: res.body, encoding: 'utf8' });
+    expect(check.stdout + check.stderr).toBe('');
+    expect(check.status).toBe(0);
+  });
+
+  it('builds any number of apps in one process (one registry each)', () => {
+    expect(() => [createMetrics(), createMetrics()]).not.toThrow();
+  });
+
+  it('reports store_up 0 while Redis is down and 1 once it is back', async () => {
+    const scrape = async () => (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(await scrape()).toContain('keyholder_store_up{store="redis"} 1');
+    await redis.kill();
+    expect(await scrape()).toContain('keyholder_store_up{store="redis"} 0');
+    expect((await post(`/v1/locks/${key('down')}/acquire`, { ttlMs: 1_000 })).statusCode).toBe(503);
+    expect(await value(metrics, 'keyholder_lock_operations_total', { operation: 'acquire', outcome: 'error' })).toBe(1);
+    expect(
+      await histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'acquire', result: 'unavailable' }),
+    ).toBe(1);
+    await redis.launch();
+    await until(async () => (await scrape()).includes('keyholder_store_up{store="redis"} 1'), 15_000);
+  });
+});
+
+function histogramCount(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
+  return histogramPart(metrics, name, 'count', labels);
+}
+
+/** A histogram's _count or _sum, added up over the series that match `labels`. */
+async function histogramPart(
+  metrics: Metrics,
+  name: string,
+  part: 'count' | 'sum',
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric named ${name}`);
+  const { values } = await metric.get();
+  return values
+    .filter(
+      (v) =>
+        (v as { metricName?: string }).metricName === `${name}_${part}` &&
+        Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
+    )
+    .reduce((sum, v) => sum + v.value, 0);
+}
