@@ -109,6 +109,8 @@ export interface Config {
 export interface LockLimits {
   readonly minTtlMs: number;
   readonly maxTtlMs: number;
+  /** Most locks one namespace may hold at once; 0 or absent means no cap. */
+  readonly maxHeldLocksPerNamespace?: number;
 }
 
 /** Thrown for invalid configuration; the message names every offending variable. */

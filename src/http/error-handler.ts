@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { DomainError, InvalidRequestError, LockHeldError, StoreUnavailableError } from '../domain/errors.js';
+import { DomainError, InvalidRequestError, LockHeldError, QuotaExceededError, StoreUnavailableError } from '../domain/errors.js';
+import { RateLimitedError } from './rate-limit.js';
 import { sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 
@@ -40,10 +41,16 @@ export function registerErrorHandling(app: FastifyInstance): void {
           retryAfterMs: error.retryAfterMs,
         });
       }
+      if (error instanceof QuotaExceededError) {
+        return sendProblem(request, reply, 'quota_exceeded', error.message, { retryAfterMs: error.retryAfterMs });
+      }
       if (error instanceof InvalidRequestError) {
         return sendProblem(request, reply, 'invalid_request', error.message, { errors: [{ field: error.field, message: error.message }] });
       }
       return sendProblem(request, reply, error.code, error.message);
+    }
+    if (error instanceof RateLimitedError) {
+      return sendProblem(request, reply, 'rate_limited', error.message, { retryAfterMs: error.retryAfterMs });
     }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
