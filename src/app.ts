@@ -5,6 +5,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import type { HttpTimeouts } from './config.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
@@ -28,17 +29,6 @@ export interface AppDeps {
   readonly rateLimit?: RateLimitSettings;
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
-}
-
-export interface HttpTimeouts {
-  /** The whole request (headers and body) must arrive within this, or the connection is closed. */
-  readonly requestTimeoutMs: number;
-  /** The request headers must arrive within this: what stops a client that sends them a byte at a time. */
-  readonly headersTimeoutMs: number;
-  /** An idle keep-alive connection is closed after this. */
-  readonly keepAliveTimeoutMs: number;
-  /** A socket with no traffic either way is closed after this; it must outlast the longest response. */
-  readonly connectionTimeoutMs: number;
 }
 
 export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({

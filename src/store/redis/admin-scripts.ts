@@ -77,7 +77,7 @@ export function parseScan(reply: unknown): { cursor: string; keys: string[] } {
     Array.isArray(reply[1]) &&
     reply[1].every((k) => typeof k === 'string')
   ) {
-    return { cursor: reply[0], keys: reply[1] as string[] };
+    return { cursor: reply[0], keys: reply[1] };
   }
   throw new UnexpectedReplyError('scan', reply);
 }
