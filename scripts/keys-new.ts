@@ -36,5 +36,5 @@ const entry = { id, hash: hashApiKey(key), namespace, scopes: scopes as Scope[] 
 process.stdout.write(
   `API key (shown once; give it to the key's owner, store it as a secret):\n  ${key}\n\n` +
     `Add under "keys:" in the keys file (KEYHOLDER_API_KEYS_FILE), then send the server SIGHUP:\n` +
-    stringify([entry], { flowLevel: 2 }).replace(/^/gm, '  '),
+    stringify([entry]).replace(/^/gm, '  '),
 );
