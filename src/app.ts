@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import {
@@ -79,6 +81,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // During shutdown we answer problem+json ourselves (see the preClose hook) instead of Fastify's JSON.
     return503OnClosing: false,
   }).withTypeProvider<ZodTypeProvider>();
+
+  // Node's headers timeout starts at a request's first byte, so a client that connects and sends
+  // nothing would hold its socket for the whole idle timeout. Until the first request arrives, give it
+  // only the headers timeout; from then on the usual idle timeout applies.
+  app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
+  app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

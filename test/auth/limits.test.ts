@@ -150,6 +150,27 @@ describe('slow clients', () => {
     }
   });
 
+  it('a connection that sends nothing at all is closed after the headers timeout, not the idle timeout', async () => {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const started = Date.now();
+    const closedAfterMs = await Promise.race([
+      new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started))),
+      sleep(15_000).then(() => -1),
+    ]);
+    socket.destroy();
+    expect(closedAfterMs).toBeGreaterThan(0);
+    expect(closedAfterMs).toBeLessThan(10_000);
+  });
+
+  it('a keep-alive connection survives between requests and serves the next one', async () => {
+    const first = await fetch(`http://127.0.0.1:${port}/v1/locks/ka`, { headers: A });
+    expect(first.status).toBe(200);
+    await first.text();
+    await sleep(1_000);
+    expect((await fetch(`http://127.0.0.1:${port}/v1/locks/ka`, { headers: A })).status).toBe(200);
+  });
+
   it('a body larger than the limit is refused with 413 before it is read in full', async () => {
     const res = await t.app.inject({
       method: 'POST',
