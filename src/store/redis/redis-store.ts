@@ -116,17 +116,17 @@ export class RedisStore implements LockStore {
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     const pattern = this.keys.lockPattern(prefix);
     let next = cursor ?? '0';
-    const found: string[] = [];
+    const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS; round++) {
       const page = await this.call(async () => parseScan(await this.redis.scan(next, 'MATCH', pattern, 'COUNT', limit)));
       next = page.cursor;
       for (const redisKey of page.keys) {
         const id = this.keys.lockIdOf(redisKey);
-        if (id !== null && !found.includes(id)) found.push(id);
+        if (id !== null) found.add(id);
       }
-      if (next === '0' || found.length >= limit) break;
+      if (next === '0' || found.size >= limit) break;
     }
-    const states = await Promise.all(found.map(async (id) => ({ id, state: await this.inspect(id) })));
+    const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
     const locks: HeldLock[] = [];
     for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
     return { locks, nextCursor: next === '0' ? null : next };
