@@ -1,15 +1,20 @@
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import {
-  jsonSchemaTransform,
   serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import type { HttpTimeouts } from './config.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
-import { openApiTransformObject } from './http/openapi.js';
+import { openApiTransform, openApiTransformObject } from './http/openapi.js';
+import { type AuthMode, registerAuth } from './http/auth.js';
+import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
+import { adminRoutes } from './http/routes/admin.js';
 import { sendProblem } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -24,7 +29,26 @@ export interface AppDeps {
   readonly logger: FastifyBaseLogger;
   /** Served at GET /metrics when given (server.ts always gives it; see createMetrics). */
   readonly metrics?: Metrics;
+  /** Who may call what; open (no keys) when absent. */
+  readonly auth?: AuthMode;
+  /** Per-key request rate; none when absent. */
+  readonly rateLimit?: RateLimitSettings;
+  /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
+  readonly httpTimeouts?: HttpTimeouts;
 }
+
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({
+  requestTimeoutMs: 10_000,
+  headersTimeoutMs: 5_000,
+  keepAliveTimeoutMs: 5_000,
+  connectionTimeoutMs: 75_000,
+});
+
+/**
+ * How often Node checks connections against the headers and request timeouts. Node's default (30 s)
+ * would let a slow client hold a connection for up to 30 s past the timeout.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
 /**
  * 4 KiB: the largest valid request (a 128-character holder, a ttl) is under 300 bytes; anything much
@@ -44,8 +68,16 @@ export const API_INFO = {
 
 /** Builds the app: plugins and routes. Never reads the environment and never listens. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const timeouts = deps.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS;
   const app = Fastify({
     loggerInstance: deps.logger,
+    requestTimeout: timeouts.requestTimeoutMs,
+    keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+    connectionTimeout: timeouts.connectionTimeoutMs,
+    http: {
+      headersTimeout: timeouts.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
+    },
     logController: new RequestLog(),
     bodyLimit: BODY_LIMIT_BYTES,
     // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
@@ -58,6 +90,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
   // plain-text body and answer 400 where 415 says what is wrong.
   app.removeContentTypeParser('text/plain');
+  // Node's headers timeout starts at a request's first byte, so a client that connects and sends
+  // nothing would hold its socket for the whole idle timeout. Until the first request arrives, give it
+  // only the headers timeout; from then on the usual idle timeout applies.
+  app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
+  app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
+
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
@@ -76,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       });
     }
   });
+  registerAuth(app, deps.auth ?? { mode: 'open' });
 
   await app.register(fastifySwagger, {
     openapi: {
@@ -86,13 +125,30 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       tags: [
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
         { name: 'health', description: 'Liveness and readiness probes' },
+        { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
       ],
+      components: {
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key from the operator (npm run keys:new). Scope `locks` covers the lock routes in the key\'s ' +
+              'namespace; scope `admin` the admin routes in every namespace. Without a key: 401 unauthenticated; ' +
+              'without the scope: 403 forbidden.',
+          },
+        },
+      },
+      security: [{ bearerAuth: [] }],
     },
-    transform: jsonSchemaTransform,
+    transform: openApiTransform,
     transformObject: openApiTransformObject,
   });
 
+  // After the auth hook and before the routes (see rate-limit.ts).
+  await registerRateLimit(app, deps.rateLimit ?? { max: 0, windowMs: 1000 });
   await app.register(lockRoutes, { locks: deps.locks });
+  await app.register(adminRoutes, { locks: deps.locks });
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);
   if (deps.metrics) await app.register(metricsRoutes, { metrics: deps.metrics });

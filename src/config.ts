@@ -69,8 +69,68 @@ const EnvSchema = z
     FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
     SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000),
+    /** The API keys file (YAML or JSON, hashes only). Unset means open mode, which production must ask for. */
+    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional()),
+    /** `open` runs without API keys on purpose; `keys` insists on the keys file. Unset: keys if the file is set. */
+    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional()),
+    /**
+     * 1000 requests per 10 s per API key (100/s on average): well above a busy worker pool's renew and
+     * poll traffic, low enough that one runaway client cannot starve the rest. 0 turns it off.
+     */
+    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 1000),
+    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000),
+    /**
+     * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the
+     * memory one leaking client can pin in the store. 0 means no cap (and no quota bookkeeping).
+     */
+    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000),
+    /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
+    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000),
+    /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
+    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    /** 5 s: an idle keep-alive connection is closed; clients reconnect cheaply. */
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    /**
+     * 75 s without any traffic on a socket closes it. It must outlast the longest response the server
+     * takes to produce (a server-side wait of up to LOCK_MAX_WAIT_MS), so it is long; the two timeouts above are what
+     * stop slow clients. 0 disables it.
+     */
+    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000),
   })
   .superRefine((env, ctx) => {
+    if (env.KEYHOLDER_AUTH === 'keys' && env.KEYHOLDER_API_KEYS_FILE === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['KEYHOLDER_API_KEYS_FILE'], message: 'is required when KEYHOLDER_AUTH=keys' });
+    }
+    if (env.KEYHOLDER_AUTH === 'open' && env.KEYHOLDER_API_KEYS_FILE !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['KEYHOLDER_AUTH'],
+        message: 'is open but KEYHOLDER_API_KEYS_FILE is set; unset one of them so it is clear whether keys are checked',
+      });
+    }
+    if (env.NODE_ENV === 'production' && env.KEYHOLDER_API_KEYS_FILE === undefined && env.KEYHOLDER_AUTH !== 'open') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['KEYHOLDER_API_KEYS_FILE'],
+        message:
+          'is not set and NODE_ENV=production: without API keys anyone who can reach the service can take and ' +
+          'force-release every lock. Set KEYHOLDER_API_KEYS_FILE, or set KEYHOLDER_AUTH=open to run without keys on purpose',
+      });
+    }
+    if (env.HTTP_CONNECTION_TIMEOUT_MS > 0 && env.HTTP_CONNECTION_TIMEOUT_MS <= env.LOCK_MAX_WAIT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['HTTP_CONNECTION_TIMEOUT_MS'],
+        message: `must be longer than LOCK_MAX_WAIT_MS (${env.LOCK_MAX_WAIT_MS}), or a waiting caller's connection is cut`,
+      });
+    }
+    if (env.HTTP_HEADERS_TIMEOUT_MS > env.HTTP_REQUEST_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['HTTP_HEADERS_TIMEOUT_MS'],
+        message: `must not exceed HTTP_REQUEST_TIMEOUT_MS (${env.HTTP_REQUEST_TIMEOUT_MS})`,
+      });
+    }
     if (env.LOCK_MIN_TTL_MS > env.LOCK_MAX_TTL_MS) {
       ctx.addIssue({
         code: 'custom',
@@ -110,6 +170,20 @@ export interface Config {
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;
+  readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
+  readonly rateLimit: { readonly max: number; readonly windowMs: number };
+  readonly httpTimeouts: HttpTimeouts;
+}
+
+export interface HttpTimeouts {
+  /** The whole request (headers and body) must arrive within this, or the connection is closed. */
+  readonly requestTimeoutMs: number;
+  /** The request headers must arrive within this: what stops a client that sends them a byte at a time. */
+  readonly headersTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number;
+  /** A socket with no traffic either way is closed after this (0: never); it must outlast the longest response. */
+  readonly connectionTimeoutMs: number;
 }
 
 export interface LockLimits {
@@ -118,6 +192,8 @@ export interface LockLimits {
   readonly maxWaitMs: number;
   readonly maxWaitersPerKey: number;
   readonly maxWaitersPerInstance: number;
+  /** Most locks one namespace may hold at once; 0 or absent means no cap. */
+  readonly maxHeldLocksPerNamespace?: number;
 }
 
 /** Thrown for invalid configuration; the message names every offending variable. */
@@ -161,8 +237,20 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxWaitMs: e.LOCK_MAX_WAIT_MS,
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
+      maxHeldLocksPerNamespace: e.NAMESPACE_MAX_HELD_LOCKS,
     }),
     fenceGraceMs: e.FENCE_GRACE_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    auth:
+      e.KEYHOLDER_API_KEYS_FILE === undefined
+        ? Object.freeze({ mode: 'open' as const })
+        : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
+    rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
+    httpTimeouts: Object.freeze({
+      requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      connectionTimeoutMs: e.HTTP_CONNECTION_TIMEOUT_MS,
+    }),
   });
 }

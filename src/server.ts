@@ -1,4 +1,6 @@
 import { buildApp } from './app.js';
+import { KeysFileError } from './auth/api-keys.js';
+import { type AccessSetup, setUpAccess } from './auth/setup.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { LockService } from './domain/lock-service.js';
 import { createLogger } from './observability/logger.js';
@@ -19,13 +21,32 @@ async function main(): Promise<void> {
   }
 
   const logger = createLogger(config.logLevel);
+  let access: AccessSetup;
+  try {
+    access = setUpAccess(config, logger);
+  } catch (err) {
+    if (err instanceof KeysFileError) {
+      process.stderr.write(`keyholder: KEYHOLDER_API_KEYS_FILE: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
   const metrics = createMetrics();
   const store = metrics.instrumentStore(createStore(config, logger));
   const locks = new LockService(store, config.limits, metrics.lockObserver);
   metrics.countWaitingCallers(() => locks.waitingCallers);
-  const app = await buildApp({ locks, store, logger, metrics });
+  const app = await buildApp({
+    locks,
+    store,
+    logger,
+    metrics,
+    auth: access.auth,
+    rateLimit: access.rateLimit,
+    httpTimeouts: config.httpTimeouts,
+  });
   app.addHook('onClose', async () => {
     await store.close();
+    await access.close();
   });
 
   let shuttingDown = false;

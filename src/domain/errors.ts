@@ -2,7 +2,14 @@
  * Domain errors. Each carries a stable machine-readable `code` that clients may switch on; the HTTP
  * layer maps codes to statuses in one table (src/http/problem.ts), so nothing here knows about HTTP.
  */
-export type DomainErrorCode = 'invalid_request' | 'lock_held' | 'not_owner' | 'store_unavailable' | 'too_many_waiters' | 'shutting_down';
+export type DomainErrorCode =
+  | 'invalid_request'
+  | 'lock_held'
+  | 'not_owner'
+  | 'store_unavailable'
+  | 'too_many_waiters'
+  | 'shutting_down'
+  | 'quota_exceeded';
 
 export abstract class DomainError extends Error {
   abstract readonly code: DomainErrorCode;
@@ -89,5 +96,21 @@ export class WaitAbortedError extends Error {
   override readonly name = 'WaitAbortedError';
   constructor() {
     super('the caller disconnected while waiting');
+  }
+}
+
+/**
+ * The namespace already holds as many locks as it may hold at once. Nothing was granted; a slot frees
+ * up when one of its leases is released or expires, at the latest after `retryAfterMs`.
+ */
+export class QuotaExceededError extends DomainError {
+  readonly code = 'quota_exceeded';
+  override readonly name = 'QuotaExceededError';
+  constructor(
+    readonly namespace: string,
+    readonly maxHeldLocks: number,
+    readonly retryAfterMs: number,
+  ) {
+    super(`namespace "${namespace}" already holds its limit of ${maxHeldLocks} locks at once`);
   }
 }

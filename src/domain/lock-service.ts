@@ -1,16 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from '../config.js';
-import type { LockState, LockStore } from '../store/store.js';
+import type { Grant, LockState, LockStore } from '../store/store.js';
 import {
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
+  QuotaExceededError,
   ShuttingDownError,
   StoreUnavailableError,
   TooManyWaitersError,
   WaitAbortedError,
 } from './errors.js';
+import { lockId, parseLockId } from './namespaces.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 export type Outcome =
@@ -23,6 +25,7 @@ export type Outcome =
   | 'invalid'
   | 'too_many_waiters'
   | 'aborted'
+  | 'quota_exceeded'
   | 'error';
 
 /**
@@ -60,6 +63,34 @@ export interface LockRenewal {
   readonly ttlMs: number;
   readonly expiresAtMs: number;
 }
+
+/** A held lock as an administrator sees it: where it is and who holds it, never the owner token. */
+export interface HeldLockView extends LockState {
+  readonly namespace: string;
+  readonly key: string;
+}
+
+export interface ListHeldQuery {
+  /** Only this namespace; undefined lists every namespace. */
+  readonly namespace?: string;
+  /** Only keys starting with this (needs `namespace`); "" for all. */
+  readonly prefix: string;
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+/** What a force release evicted, for the caller's audit trail. */
+export interface Eviction {
+  readonly holder: string | null;
+  readonly fencingToken: number;
+}
+
+/**
+ * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the
+ * lease could; after the grant it is moved to the lease's exact end. Erring long means a namespace is
+ * at worst refused a lock a moment early, never allowed one over its cap.
+ */
+const SLOT_MARGIN_MS = 1000;
 
 /**
  * 16 bytes = 128 bits from the OS CSPRNG: unguessable, so only the caller that was granted a lease can
@@ -106,7 +137,14 @@ export class LockService {
     return this.store.kind;
   }
 
-  async acquire(key: string, ttlMs: number, options: AcquireOptions = {}): Promise<LockGrant> {
+  /**
+   * Every method takes the caller's namespace and composes the store's id from it (namespaces.ts), so
+   * the same key in two namespaces is two locks with their own fencing sequences. With a cap on locks
+   * held per namespace, a grant first takes a quota slot (see SlotStore) and gives it back if the lock
+   * is not granted. A caller that waits holds its slot while it waits: the quota check cannot run inside
+   * the hand-over, whose keys live in the lock's own Cluster slot.
+   */
+  async acquire(namespace: string, key: string, ttlMs: number, options: AcquireOptions = {}): Promise<LockGrant> {
     const holder = options.holder ?? null;
     const waitMs = options.waitMs ?? 0;
     return this.observe('acquire', async () => {
@@ -114,25 +152,45 @@ export class LockService {
       if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
         throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
       }
+      const id = lockId(namespace, key);
       const ownerToken = newOwnerToken();
-      if (waitMs === 0) {
-        const outcome = await this.store.acquire({ key, ownerToken, ttlMs, holder });
-        if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
-        await this.refuseIfLate(key, ownerToken, ttlMs, outcome.decidedAt);
-        return { key, ownerToken, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, holder };
+      const quota = this.limits.maxHeldLocksPerNamespace ?? 0;
+      if (quota > 0) {
+        const slot = await this.store.reserveSlot(namespace, ownerToken, waitMs + ttlMs + SLOT_MARGIN_MS, quota);
+        if (!slot.reserved) throw new QuotaExceededError(namespace, quota, slot.retryAfterMs);
       }
-      return this.acquireWaiting(key, ownerToken, ttlMs, holder, waitMs, options.signal);
+      let granted = false;
+      try {
+        const grant =
+          waitMs === 0
+            ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
+            : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
+        granted = true;
+        if (quota > 0) await this.store.extendSlot(namespace, ownerToken, grant.expiresAtMs).catch(() => undefined);
+        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder };
+      } finally {
+        // Best effort: a slot left behind only counts until it ends by itself.
+        if (quota > 0 && !granted) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
+      }
     });
   }
 
+  private async acquireNow(id: string, key: string, ownerToken: string, ttlMs: number, holder: string | null): Promise<Grant> {
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder });
+    if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+    await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+    return outcome;
+  }
+
   private async acquireWaiting(
+    id: string,
     key: string,
     ownerToken: string,
     ttlMs: number,
     holder: string | null,
     waitMs: number,
     callerSignal: AbortSignal | undefined,
-  ): Promise<LockGrant> {
+  ): Promise<Grant> {
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
     const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
@@ -140,48 +198,88 @@ export class LockService {
     this.waiting++;
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key, ownerToken, ttlMs, holder, waitMs, signal });
+      const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, waitMs, signal });
       if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
       granted = true;
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
-        await this.store.release(key, ownerToken).catch(() => undefined);
+        await this.store.release(id, ownerToken).catch(() => undefined);
         throw new WaitAbortedError();
       }
-      await this.refuseIfLate(key, ownerToken, ttlMs, outcome.decidedAt);
-      return { key, ownerToken, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, holder };
+      await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+      return outcome;
     } finally {
       this.waiting--;
       this.observer.waited?.((performance.now() - started) / 1000, granted);
     }
   }
 
-  async renew(key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
+  async renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
     return this.observe('renew', async () => {
       this.checkTtl(ttlMs);
+      const id = lockId(namespace, key);
       const sentAt = performance.now();
-      const outcome = await this.store.renew(key, ownerToken, ttlMs);
+      const outcome = await this.store.renew(id, ownerToken, ttlMs);
       if (!outcome.renewed) {
         this.observer.lostLease?.('renew');
         throw new NotOwnerError(key);
       }
-      await this.refuseIfLate(key, ownerToken, ttlMs, sentAt);
+      await this.refuseIfLate(id, ownerToken, ttlMs, sentAt);
+      if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
+        await this.store.extendSlot(namespace, ownerToken, outcome.expiresAtMs).catch(() => undefined);
+      }
       return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs };
     });
   }
 
-  async release(key: string, ownerToken: string): Promise<void> {
+  async release(namespace: string, key: string, ownerToken: string): Promise<void> {
     return this.observe('release', async () => {
-      const released = await this.store.release(key, ownerToken);
+      const released = await this.store.release(lockId(namespace, key), ownerToken);
       if (!released) {
         this.observer.lostLease?.('release');
         throw new NotOwnerError(key);
       }
+      await this.freeSlot(namespace, ownerToken);
     });
   }
 
-  async inspect(key: string): Promise<LockState | null> {
-    return this.observe('inspect', () => this.store.inspect(key));
+  async inspect(namespace: string, key: string): Promise<LockState | null> {
+    return this.observe('inspect', () => this.store.inspect(lockId(namespace, key)));
+  }
+
+  /**
+   * An administrator's override: frees the lock whoever holds it. The store keeps the fencing sequence,
+   * so the next grant's token is above the evicted one, and the evicted owner token stops working.
+   * Returns what was evicted (for the audit log), or null when the lock was not held.
+   */
+  async forceRelease(namespace: string, key: string): Promise<Eviction | null> {
+    const outcome = await this.store.forceRelease(lockId(namespace, key));
+    if (!outcome.released) return null;
+    await this.freeSlot(namespace, outcome.evictedOwnerToken);
+    return { holder: outcome.holder, fencingToken: outcome.fencingToken };
+  }
+
+  /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */
+  async listHeld(query: ListHeldQuery): Promise<{ locks: HeldLockView[]; nextCursor: string | null }> {
+    if (query.namespace === undefined && query.prefix !== '') {
+      throw new InvalidRequestError('prefix', 'needs namespace: a key prefix is matched inside one namespace');
+    }
+    const prefix = query.namespace === undefined ? '' : lockId(query.namespace, query.prefix);
+    const page = await this.store.list({ prefix, limit: query.limit, cursor: query.cursor });
+    const locks: HeldLockView[] = [];
+    for (const { key: id, ...state } of page.locks) {
+      // Ids no namespace produced (state written before namespaces existed) are not anyone's to see.
+      const parsed = parseLockId(id);
+      if (parsed !== null) locks.push({ ...parsed, ...state });
+    }
+    return { locks, nextCursor: page.nextCursor };
+  }
+
+  private async freeSlot(namespace: string, ownerToken: string): Promise<void> {
+    if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
+      // Best effort: a slot left behind ends by itself when the lease would have.
+      await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
+    }
   }
 
   private checkTtl(ttlMs: number): void {
@@ -196,10 +294,10 @@ export class LockService {
    * flight; reporting it as held would let two callers believe they hold the lock. Give the lease back
    * and report the store as unavailable instead.
    */
-  private async refuseIfLate(key: string, ownerToken: string, ttlMs: number, sentAt: number): Promise<void> {
+  private async refuseIfLate(id: string, ownerToken: string, ttlMs: number, sentAt: number): Promise<void> {
     const elapsedMs = performance.now() - sentAt;
     if (elapsedMs < ttlMs * LATE_REPLY_FRACTION) return;
-    await this.store.release(key, ownerToken).catch(() => undefined);
+    await this.store.release(id, ownerToken).catch(() => undefined);
     throw new StoreUnavailableError(
       `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${ttlMs} ms lease; it was given back`,
     );
@@ -218,6 +316,7 @@ export class LockService {
       else if (err instanceof InvalidRequestError) outcome = 'invalid';
       else if (err instanceof TooManyWaitersError) outcome = 'too_many_waiters';
       else if (err instanceof WaitAbortedError || err instanceof ShuttingDownError) outcome = 'aborted';
+      else if (err instanceof QuotaExceededError) outcome = 'quota_exceeded';
       throw err;
     } finally {
       this.observer.operation?.(op, outcome, (performance.now() - started) / 1000);

@@ -4,10 +4,12 @@ import {
   DomainError,
   InvalidRequestError,
   LockHeldError,
+  QuotaExceededError,
   StoreUnavailableError,
   TooManyWaitersError,
   WaitAbortedError,
 } from '../domain/errors.js';
+import { RateLimitedError } from './rate-limit.js';
 import { sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 
@@ -55,6 +57,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
           retryAfterMs: error.retryAfterMs,
         });
       }
+      if (error instanceof QuotaExceededError) {
+        return sendProblem(request, reply, 'quota_exceeded', error.message, { retryAfterMs: error.retryAfterMs });
+      }
       if (error instanceof InvalidRequestError) {
         return sendProblem(request, reply, 'invalid_request', error.message, { errors: [{ field: error.field, message: error.message }] });
       }
@@ -63,6 +68,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
         return sendProblem(request, reply, 'shutting_down', error.message, { retryAfterMs: 1000 });
       }
       return sendProblem(request, reply, error.code, error.message);
+    }
+    if (error instanceof RateLimitedError) {
+      return sendProblem(request, reply, 'rate_limited', error.message, { retryAfterMs: error.retryAfterMs });
     }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':

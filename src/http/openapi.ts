@@ -1,4 +1,5 @@
-import { jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { accessFor } from './auth.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
 type Doc = Record<string, unknown> & { components?: { schemas?: Record<string, unknown> } };
@@ -26,4 +27,19 @@ export const openApiTransformObject: TransformObject = (input) => {
   let text = JSON.stringify({ ...doc, components: { ...doc.components, schemas: kept } });
   for (const [from, to] of renames) if (from !== to) text = text.split(refName(from)).join(refName(to));
   return JSON.parse(text) as ReturnType<TransformObject>;
+};
+
+type Transform = typeof jsonSchemaTransform;
+
+/**
+ * The zod transform, plus each operation's security from the access table: public routes say
+ * `security: []`, so the document's global bearer requirement does not apply to them.
+ */
+export const openApiTransform: Transform = (input) => {
+  const out = jsonSchemaTransform(input);
+  const methods = Array.isArray(input.route.method) ? input.route.method : [input.route.method];
+  if (methods.every((m) => accessFor(m, input.route.url) === 'public')) {
+    return { ...out, schema: { ...out.schema, security: [] } };
+  }
+  return out;
 };

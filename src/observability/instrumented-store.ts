@@ -1,9 +1,19 @@
 import { performance } from 'node:perf_hooks';
 import { DomainError, StoreUnavailableError } from '../domain/errors.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store/store.js';
+import type {
+  AcquireInput,
+  AcquireOutcome,
+  ForceReleaseOutcome,
+  ListPage,
+  ListQuery,
+  LockState,
+  LockStore,
+  RenewOutcome,
+  SlotOutcome,
+} from '../store/store.js';
 import type { LeaseTracker } from './lease-tracker.js';
 
-export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping';
+export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';
 export type StoreCallResult = 'ok' | 'unavailable' | 'error';
 
 /** Where an instrumented store reports each call; implemented by the metrics module. */
@@ -58,6 +68,28 @@ export class InstrumentedStore implements LockStore {
 
   ping(): Promise<void> {
     return this.timed('ping', () => this.inner.ping());
+  }
+
+  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+    const outcome = await this.timed('force_release', () => this.inner.forceRelease(key));
+    if (outcome.released) this.leases.released(outcome.evictedOwnerToken);
+    return outcome;
+  }
+
+  list(query: ListQuery): Promise<ListPage> {
+    return this.timed('list', () => this.inner.list(query));
+  }
+
+  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+    return this.timed('slot', () => this.inner.reserveSlot(namespace, slotId, ttlMs, maxSlots));
+  }
+
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs));
+  }
+
+  freeSlot(namespace: string, slotId: string): Promise<void> {
+    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId));
   }
 
   async close(): Promise<void> {

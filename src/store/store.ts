@@ -50,7 +50,60 @@ export interface AcquireInput {
   readonly signal?: AbortSignal;
 }
 
-export interface LockStore {
+/** A held lock as an administrator's listing shows it. Never carries the owner token. */
+export interface HeldLock extends LockState {
+  /** The store's id of the lock (the lock service composes it; the store treats it as opaque). */
+  readonly key: string;
+}
+
+export interface ListQuery {
+  /** Only ids starting with this; "" for all. */
+  readonly prefix: string;
+  /** Page size the store aims for (see LockStore.list for how exact it is). */
+  readonly limit: number;
+  /** Where the previous page stopped; undefined for the first page. Opaque to callers. */
+  readonly cursor?: string;
+}
+
+export interface ListPage {
+  readonly locks: readonly HeldLock[];
+  /** Pass back to get the next page; null when the listing is complete. */
+  readonly nextCursor: string | null;
+}
+
+/**
+ * What a force release did. `evictedOwnerToken` is for the lock service's own bookkeeping (freeing the
+ * evicted lease's quota slot); it is never sent to a client or written to a log.
+ */
+export type ForceReleaseOutcome =
+  | {
+      readonly released: true;
+      readonly holder: string | null;
+      readonly fencingToken: number;
+      readonly evictedOwnerToken: string;
+    }
+  | { readonly released: false };
+
+export type SlotOutcome = { readonly reserved: true } | { readonly reserved: false; readonly retryAfterMs: number };
+
+/**
+ * Per-namespace cap on leases held at once. A slot is one lease's claim on its namespace's quota,
+ * named by the lease's owner token and ending when the lease would end. Slots are kept apart from
+ * the lock records (see the lock service for why), and each slot operation is atomic on its own.
+ */
+export interface SlotStore {
+  /**
+   * Takes a slot for `slotId` until `ttlMs` from now (store clock) if fewer than `maxSlots` live slots
+   * exist in `namespace`; otherwise says when the earliest one ends. Expired slots never count.
+   */
+  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome>;
+  /** Moves an existing slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot. */
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void>;
+  /** Gives a slot back; does nothing for an unknown slot. */
+  freeSlot(namespace: string, slotId: string): Promise<void>;
+}
+
+export interface LockStore extends SlotStore {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis';
   /**
@@ -65,6 +118,18 @@ export interface LockStore {
   release(key: string, ownerToken: string): Promise<boolean>;
   /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
   inspect(key: string): Promise<LockState | null>;
+  /**
+   * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
+   * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token
+   * can no longer renew or release.
+   */
+  forceRelease(key: string): Promise<ForceReleaseOutcome>;
+  /**
+   * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
+   * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold
+   * about `limit` locks (SCAN's COUNT is a hint), so only `nextCursor: null` means the end.
+   */
+  list(query: ListQuery): Promise<ListPage>;
   /** Resolves when the store can serve requests; rejects otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -197,6 +197,112 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       }
     });
 
+    it('force release frees a held lock whoever holds it; the evicted token is dead; the next token is higher', async () => {
+      const key = uniqueKey('force');
+      const grant = await acquire(key, 60_000, 'stuck-worker');
+      if (!grant.acquired) throw new Error('not granted');
+      const outcome = await store.forceRelease(key);
+      expect(outcome).toEqual({
+        released: true,
+        holder: 'stuck-worker',
+        fencingToken: grant.fencingToken,
+        evictedOwnerToken: grant.ownerToken,
+      });
+      expect(await store.inspect(key)).toBeNull();
+      expect(await store.renew(key, grant.ownerToken, 60_000)).toEqual({ renewed: false });
+      expect(await store.release(key, grant.ownerToken)).toBe(false);
+      const next = await acquire(key);
+      expect(next.acquired).toBe(true);
+      if (next.acquired) expect(next.fencingToken).toBeGreaterThan(grant.fencingToken);
+      // The evicted owner cannot touch the new holder's lease either.
+      expect(await store.release(key, grant.ownerToken)).toBe(false);
+      expect((await store.inspect(key))?.fencingToken).toBe(next.acquired ? next.fencingToken : -1);
+    });
+
+    it('force release of a free, expired or unknown lock changes nothing', async () => {
+      expect(await store.forceRelease(uniqueKey('force-unknown'))).toEqual({ released: false });
+      const key = uniqueKey('force-expired');
+      await acquire(key, 100);
+      await sleep(200);
+      expect(await store.forceRelease(key)).toEqual({ released: false });
+    });
+
+    it('list pages through held locks under a prefix, never showing owner tokens or free locks', async () => {
+      const prefix = `${uniqueKey('list')}/`;
+      const held = new Map<string, number>();
+      const tokens: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        const grant = await acquire(`${prefix}k${i}`, 30_000, `h${i}`);
+        if (!grant.acquired) throw new Error('not granted');
+        held.set(`${prefix}k${i}`, grant.fencingToken);
+        tokens.push(grant.ownerToken);
+      }
+      // Released and expired locks, and locks outside the prefix, are not listed.
+      const released = await acquire(`${prefix}released`);
+      if (released.acquired) await store.release(`${prefix}released`, released.ownerToken);
+      await acquire(`${prefix}expired`, 100);
+      await acquire(`${uniqueKey('other')}/k0`);
+      await sleep(200);
+
+      const seen = new Map<string, number>();
+      let cursor: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const result = await store.list({ prefix, limit: 3, cursor });
+        expect(JSON.stringify(result)).not.toMatch(new RegExp(tokens.join('|')));
+        for (const lock of result.locks) {
+          expect(lock.key.startsWith(prefix)).toBe(true);
+          expect(lock.holder).toMatch(/^h\d$/);
+          expect(lock.ttlRemainingMs).toBeGreaterThan(0);
+          seen.set(lock.key, lock.fencingToken);
+        }
+        if (result.nextCursor === null) break;
+        cursor = result.nextCursor;
+      }
+      expect(seen).toEqual(held);
+    });
+
+    it('quota slots: at most maxSlots live slots per namespace; freed or ended slots make room', async () => {
+      const ns = uniqueKey('quota');
+      expect(await store.reserveSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });
+      expect(await store.reserveSlot(ns, 'b', 300, 2)).toEqual({ reserved: true });
+      const full = await store.reserveSlot(ns, 'c', 5_000, 2);
+      expect(full.reserved).toBe(false);
+      if (!full.reserved) {
+        expect(full.retryAfterMs).toBeGreaterThan(0);
+        expect(full.retryAfterMs).toBeLessThanOrEqual(300);
+      }
+      // Another namespace has its own slots.
+      expect(await store.reserveSlot(uniqueKey('quota-other'), 'c', 5_000, 2)).toEqual({ reserved: true });
+      // An ended slot stops counting by itself.
+      await sleep(400);
+      expect(await store.reserveSlot(ns, 'c', 5_000, 2)).toEqual({ reserved: true });
+      expect((await store.reserveSlot(ns, 'd', 5_000, 2)).reserved).toBe(false);
+      // A freed slot makes room at once; freeing an unknown one is harmless.
+      await store.freeSlot(ns, 'a');
+      await store.freeSlot(ns, 'nobody');
+      expect(await store.reserveSlot(ns, 'd', 5_000, 2)).toEqual({ reserved: true });
+    });
+
+    it('quota slots: extend moves a slot later, never earlier, and never creates one', async () => {
+      const ns = uniqueKey('quota-extend');
+      expect(await store.reserveSlot(ns, 'a', 200, 1)).toEqual({ reserved: true });
+      await store.extendSlot(ns, 'a', Date.now() + 5_000);
+      await store.extendSlot(ns, 'a', Date.now() + 10);
+      await store.extendSlot(ns, 'ghost', Date.now() + 5_000);
+      await sleep(350);
+      // Still held by the extended slot "a"; "ghost" was never created.
+      const full = await store.reserveSlot(ns, 'b', 1_000, 1);
+      expect(full.reserved).toBe(false);
+      await store.freeSlot(ns, 'a');
+      expect(await store.reserveSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
+    });
+
+    it('200 concurrent slot reservations against a cap of 5: exactly 5 succeed', async () => {
+      const ns = uniqueKey('quota-race');
+      const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveSlot(ns, `s${i}`, 5_000, 5)));
+      expect(outcomes.filter((o) => o.reserved)).toHaveLength(5);
+    });
+
     it('ping answers while the store is up', async () => {
       await expect(store.ping()).resolves.toBeUndefined();
     });

@@ -54,6 +54,8 @@ export class KeyholderProcess {
         PATH: process.env.PATH ?? '',
         NODE_ENV: 'test',
         LOG_LEVEL: 'info',
+        // Load-shaped tests send thousands of requests from one address; tests of the limiter set their own.
+        RATE_LIMIT_MAX: '0',
         ...this.options.env,
         PORT: String(this.port),
         HOST: '127.0.0.1',
@@ -73,7 +75,7 @@ export class KeyholderProcess {
     await this.waitUntil(this.options.waitFor ?? 'readyz');
   }
 
-  async waitUntil(path: 'readyz' | 'livez', timeoutMs = 20_000): Promise<void> {
+  async waitUntil(path: 'readyz' | 'livez', timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       if (this.exitInfo) {

@@ -1,9 +1,12 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { DEFAULT_LIMITS, type LockLimits } from '../../src/config.js';
+import { DEFAULT_LIMITS, type HttpTimeouts, type LockLimits } from '../../src/config.js';
+import type { AuthMode } from '../../src/http/auth.js';
+import type { RateLimitSettings } from '../../src/http/rate-limit.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
+import type { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LockStore } from '../../src/store/store.js';
 
@@ -17,7 +20,16 @@ export interface TestApp {
 
 /** Builds the app in-process (no listening socket unless a test asks) over the given store. */
 export async function buildTestApp(
-  options: { store?: LockStore; limits?: LockLimits; observer?: LockObserver; logLevel?: string } = {},
+  options: {
+    store?: LockStore;
+    limits?: LockLimits;
+    observer?: LockObserver;
+    logLevel?: string;
+    auth?: AuthMode;
+    rateLimit?: RateLimitSettings;
+    httpTimeouts?: HttpTimeouts;
+    metrics?: Metrics;
+  } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
   const logs: string[] = [];
@@ -29,7 +41,15 @@ export async function buildTestApp(
   });
   const logger = createLogger(options.logLevel ?? 'info', sink);
   const locks = new LockService(store, options.limits ?? DEFAULT_LIMITS, options.observer);
-  const app = await buildApp({ locks, store, logger });
+  const app = await buildApp({
+    locks,
+    store,
+    logger,
+    auth: options.auth,
+    rateLimit: options.rateLimit,
+    httpTimeouts: options.httpTimeouts,
+    metrics: options.metrics,
+  });
   await app.ready();
   return {
     app,

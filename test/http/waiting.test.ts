@@ -91,9 +91,9 @@ describe('waiting for a held lock', () => {
 
   it('a full queue on the key answers 429 too_many_waiters with Retry-After, and recovers', async () => {
     const holder = await post('/v1/locks/w6/acquire', { ttlMs: 30_000 });
-    const queued = [1, 2, 3].map(() => post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 400 }));
+    const queued = [1, 2, 3].map(() => post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 1_500 }));
     await sleep(100);
-    const refused = await post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 400 });
+    const refused = await post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 1_500 });
     expect(refused.status).toBe(429);
     expect(refused.body.code).toBe('too_many_waiters');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);

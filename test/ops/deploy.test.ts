@@ -1,10 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { hashApiKey, newApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { call } from '../helpers/keyholder-process.js';
@@ -203,11 +204,17 @@ describe('the image start command, replayed outside Docker', () => {
     const appDir = dirs.at(-1) as string;
 
     const port = await freePort();
+    const apiKey = newApiKey();
+    const keysFile = join(appDir, 'test-api-keys.json');
+    writeFileSync(keysFile, JSON.stringify({ keys: [{ id: 'image-test', hash: hashApiKey(apiKey), namespace: 'image', scopes: ['locks'] }] }));
     const env = {
       PATH: process.env.PATH ?? '',
       ...containerEnv(),
       // The compose network's names become loopback here; everything else is the compose environment.
       REDIS_URL: redis.url,
+      // In place of the compose volume (deploy/api-keys.yml, empty until the operator adds keys): a
+      // keys file with one key of this test's.
+      KEYHOLDER_API_KEYS_FILE: keysFile,
       REDIS_KEY_PREFIX: `kh-image-${port}:`,
       HOST: '127.0.0.1',
       PORT: String(port),
@@ -230,7 +237,11 @@ describe('the image start command, replayed outside Docker', () => {
       expect((await call(base, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'redis' });
 
       // The Lua scripts made it into the image: a real grant over Redis.
-      const granted = await call(base, 'POST', '/v1/locks/image-check/acquire', { ttlMs: 5_000 });
+      const granted = await fetch(`${base}/v1/locks/image-check/acquire`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ ttlMs: 5_000 }),
+      });
       expect(granted.status).toBe(200);
       expect((await fetch(`${base}/metrics`)).status).toBe(200);
       expect((await fetch(`${base}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);

@@ -22,7 +22,7 @@ beforeAll(async () => {
     Array.from({ length: INSTANCES }, () => KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' } })),
   );
   instances.push(...started);
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   await Promise.all(instances.map((i) => i.stop()));

@@ -12,7 +12,7 @@ beforeAll(async () => {
   instances.push(
     ...(await Promise.all([0, 1, 2].map(() => KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' } })))),
   );
-}, 60_000);
+}, 180_000);
 afterAll(async () => {
   await Promise.all(instances.map((i) => i.stop('SIGKILL')));
   await redis.stop();

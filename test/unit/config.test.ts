@@ -45,7 +45,8 @@ describe('config', () => {
   }
 
   it('production may run the embedded store when asked for explicitly', () => {
-    expect(loadConfig({ NODE_ENV: 'production', KEYHOLDER_STORE: 'memory' }).store.kind).toBe('memory');
-    expect(loadConfig({ NODE_ENV: 'production', REDIS_URL: 'redis://r:6379' }).store.kind).toBe('redis');
+    const open = { KEYHOLDER_AUTH: 'open' };
+    expect(loadConfig({ NODE_ENV: 'production', KEYHOLDER_STORE: 'memory', ...open }).store.kind).toBe('memory');
+    expect(loadConfig({ NODE_ENV: 'production', REDIS_URL: 'redis://r:6379', ...open }).store.kind).toBe('redis');
   });
 });

@@ -11,6 +11,7 @@ import {
   RenewRequest,
   RenewResponse,
 } from '../schemas/locks.js';
+import { principalOf } from '../auth.js';
 import { jsonResponse, problemResponses } from './responses.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -19,6 +20,9 @@ const COMMON_ERRORS = {
   400: 'invalid_request: a field is missing or malformed (the problem names it)',
   413: 'payload_too_large: the body is over the limit',
   415: 'unsupported_media_type: the body is not application/json',
+  401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
+  403: 'forbidden: the API key lacks the `locks` scope',
+  429: 'rate_limited: too many requests for this API key; retry after Retry-After',
   503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
 } as const;
 
@@ -42,7 +46,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           ...problemResponses({
             ...COMMON_ERRORS,
             409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
-            429: 'too_many_waiters: the wait queue of this lock, or of this instance, is full; retry after Retry-After',
+            429:
+              'too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many ' +
+              'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
           }),
         },
       },
@@ -58,7 +64,11 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         });
         signal = controller.signal;
       }
-      const grant = await locks.acquire(request.params.key, ttlMs, { holder: holder ?? null, waitMs, signal });
+      const grant = await locks.acquire(principalOf(request).namespace, request.params.key, ttlMs, {
+        holder: holder ?? null,
+        waitMs,
+        signal,
+      });
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,
@@ -92,7 +102,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       },
     },
     async (request) => {
-      const renewal = await locks.renew(request.params.key, request.body.ownerToken, request.body.ttlMs);
+      const renewal = await locks.renew(principalOf(request).namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
@@ -117,7 +127,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       },
     },
     async (request) => {
-      await locks.release(request.params.key, request.body.ownerToken);
+      await locks.release(principalOf(request).namespace, request.params.key, request.body.ownerToken);
       return { key: request.params.key, released: true as const };
     },
   );
@@ -135,6 +145,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           200: jsonResponse(LockStatus, 'The lock\'s current state'),
           ...problemResponses({
             400: COMMON_ERRORS[400],
+            401: COMMON_ERRORS[401],
+            403: COMMON_ERRORS[403],
+            429: COMMON_ERRORS[429],
             503: COMMON_ERRORS[503],
           }),
         },
@@ -142,7 +155,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     },
     async (request) => {
       const key = request.params.key;
-      const state = await locks.inspect(key);
+      const state = await locks.inspect(principalOf(request).namespace, key);
       if (state === null) return { key, held: false };
       return {
         key,

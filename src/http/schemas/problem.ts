@@ -10,6 +10,10 @@ export const PROBLEM_CODES = [
   'lock_held',
   'too_many_waiters',
   'not_owner',
+  'unauthenticated',
+  'forbidden',
+  'rate_limited',
+  'quota_exceeded',
   'store_unavailable',
   'shutting_down',
   'internal_error',
@@ -30,7 +34,10 @@ export const Problem = z
       .number()
       .int()
       .optional()
-      .meta({ description: 'lock_held and store_unavailable: milliseconds after which a retry may succeed' }),
+      .meta({
+        description:
+          'lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed',
+      }),
     errors: z
       .array(z.object({ field: z.string(), message: z.string() }))
       .optional()

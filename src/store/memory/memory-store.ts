@@ -1,7 +1,18 @@
 import { performance } from 'node:perf_hooks';
 import { StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { type Clock, monotonicWallClock, nextFencingToken } from '../clock.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
+import type {
+  AcquireInput,
+  AcquireOutcome,
+  ForceReleaseOutcome,
+  HeldLock,
+  ListPage,
+  ListQuery,
+  LockState,
+  LockStore,
+  RenewOutcome,
+  SlotOutcome,
+} from '../store.js';
 
 interface Entry {
   /** null once released: the entry then only keeps the key's last fencing token until `retainUntilMs`. */
@@ -44,6 +55,8 @@ export class MemoryStore implements LockStore {
   private readonly entries = new Map<string, Entry>();
   private readonly queues = new Map<string, Waiter[]>();
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
+  /** Quota slots: namespace -> slot id -> slot end (Unix ms). */
+  private readonly slots = new Map<string, Map<string, number>>();
   private readonly clock: Clock;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly maxWaitersPerKey: number;
@@ -159,6 +172,84 @@ export class MemoryStore implements LockStore {
     };
   }
 
+  forceRelease(key: string): Promise<ForceReleaseOutcome> {
+    this.assertOpen();
+    const now = this.clock();
+    const entry = this.liveEntry(key, now);
+    if (entry?.ownerToken == null) return Promise.resolve({ released: false });
+    const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
+    // Same end state as an owner's release: no owner, last fencing token kept for the grace period.
+    entry.ownerToken = null;
+    entry.holder = null;
+    entry.expiresAtMs = Math.floor(now);
+    entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
+    this.settle(key, now);
+    return Promise.resolve({ released: true, ...evicted });
+  }
+
+  /**
+   * Walks the map in id order from the cursor (the last id of the previous page). Sorting on every page
+   * costs O(n log n), acceptable for the embedded store's sizes, and makes pages exact: no lock is shown
+   * twice and a page never holds more than `limit` locks.
+   */
+  list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    this.assertOpen();
+    const now = this.clock();
+    const ids: string[] = [];
+    for (const [id, entry] of this.entries) {
+      if (!id.startsWith(prefix) || (cursor !== undefined && id <= cursor)) continue;
+      if (entry.ownerToken != null && entry.expiresAtMs > now) ids.push(id);
+    }
+    ids.sort();
+    const page = ids.slice(0, limit);
+    const locks: HeldLock[] = page.map((id) => {
+      const entry = this.entries.get(id) as Entry;
+      return {
+        key: id,
+        holder: entry.holder,
+        fencingToken: entry.fencingToken,
+        expiresAtMs: entry.expiresAtMs,
+        ttlRemainingMs: Math.max(0, Math.ceil(entry.expiresAtMs - now)),
+        waiters: this.queues.get(id)?.length ?? 0,
+      };
+    });
+    const last = page[page.length - 1];
+    return Promise.resolve({ locks, nextCursor: ids.length > limit && last !== undefined ? last : null });
+  }
+
+  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+    this.assertOpen();
+    const now = this.clock();
+    const slots = this.slots.get(namespace) ?? new Map<string, number>();
+    let earliestEndMs = Infinity;
+    for (const [id, endMs] of slots) {
+      if (endMs <= now) slots.delete(id);
+      else earliestEndMs = Math.min(earliestEndMs, endMs);
+    }
+    if (slots.size >= maxSlots && !slots.has(slotId)) {
+      return Promise.resolve({ reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) });
+    }
+    slots.set(slotId, Math.max(slots.get(slotId) ?? 0, Math.floor(now) + ttlMs));
+    this.slots.set(namespace, slots);
+    return Promise.resolve({ reserved: true });
+  }
+
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+    this.assertOpen();
+    const slots = this.slots.get(namespace);
+    const endMs = slots?.get(slotId);
+    if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(slotId, expiresAtMs);
+    return Promise.resolve();
+  }
+
+  freeSlot(namespace: string, slotId: string): Promise<void> {
+    this.assertOpen();
+    const slots = this.slots.get(namespace);
+    slots?.delete(slotId);
+    if (slots?.size === 0) this.slots.delete(namespace);
+    return Promise.resolve();
+  }
+
   async ping(): Promise<void> {
     this.assertOpen();
   }
@@ -175,6 +266,10 @@ export class MemoryStore implements LockStore {
     const now = this.clock();
     for (const [key, entry] of this.entries) {
       if (entry.retainUntilMs <= now && !this.queues.has(key)) this.entries.delete(key);
+    }
+    for (const [namespace, slots] of this.slots) {
+      for (const [id, endMs] of slots) if (endMs <= now) slots.delete(id);
+      if (slots.size === 0) this.slots.delete(namespace);
     }
   }
 

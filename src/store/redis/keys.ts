@@ -21,4 +21,29 @@ export class KeySpace {
   grantChannelPrefix(): string {
     return `${this.prefix}grants:`;
   }
+  /**
+   * The sorted set of a namespace's quota slots (member = slot id, score = slot end in Unix ms). Its
+   * own key, tagged by the namespace: slot scripts touch only this key, so they work on a Cluster too.
+   */
+  slots(namespace: string): string {
+    return `${this.prefix}slots:{${namespace}}`;
+  }
+
+  /** A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix`. */
+  lockPattern(idPrefix: string): string {
+    return `${escapeGlob(this.prefix)}{${escapeGlob(idPrefix)}*}`;
+  }
+
+  /** The lock id inside a lock hash's name, or null for a name that is not a lock hash. */
+  lockIdOf(redisKey: string): string | null {
+    const head = `${this.prefix}{`;
+    if (!redisKey.startsWith(head) || !redisKey.endsWith('}')) return null;
+    const id = redisKey.slice(head.length, -1);
+    return id === '' || /[{}]/.test(id) ? null : id;
+  }
+}
+
+/** Escapes the characters SCAN MATCH treats as glob syntax, so a prefix matches only itself. */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }

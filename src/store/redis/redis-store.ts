@@ -3,6 +3,8 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
+import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
 import { KeySpace } from './keys.js';
 import { parseAcquire, parseHandOver, parseHeartbeat, parseInspect, parseLease, parseRelease, type LeaseReply } from './replies.js';
 import { defineScripts } from './scripts.js';
@@ -19,6 +21,12 @@ export interface RedisStoreOptions {
   readonly maxWaitersPerKey?: number;
   readonly log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
+
+/**
+ * 10 SCAN calls per listing page at most: bounds one admin request's work when matching keys are
+ * sparse; the page then comes back short (even empty) with a cursor to go on from.
+ */
+const LIST_MAX_SCAN_ROUNDS = 10;
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
@@ -87,6 +95,7 @@ export class RedisStore implements LockStore {
     this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
 
+    defineAdminScripts(this.redis);
     const log = options.log;
     let wasReady = false;
     this.redis.on('ready', () => {
@@ -168,6 +177,54 @@ export class RedisStore implements LockStore {
       ttlRemainingMs: reply.ttlRemainingMs,
       waiters: reply.waiters,
     };
+  }
+
+  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+    const reply = await this.call(async () => parseForceRelease(
+        await this.redis.khForceRelease(...this.keys.lockWithQueue(key), this.graceMs, this.keys.grantChannelPrefix(), key),
+      ));
+    return reply.released
+      ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }
+      : { released: false };
+  }
+
+  /**
+   * SCAN with MATCH and COUNT (never KEYS): each call walks a bounded part of the keyspace, so a listing
+   * never blocks Redis however many keys it holds. The keys found are read with the inspect script (on
+   * the Redis clock, without the owner token); lock hashes that only remember a fencing token are
+   * skipped. A page may hold a few more or fewer than `limit` locks; only a null cursor means the end.
+   */
+  async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    const pattern = this.keys.lockPattern(prefix);
+    let next = cursor ?? '0';
+    const found = new Set<string>();
+    for (let round = 0; round < LIST_MAX_SCAN_ROUNDS; round++) {
+      const page = await this.call(async () => parseScan(await this.redis.scan(next, 'MATCH', pattern, 'COUNT', limit)));
+      next = page.cursor;
+      for (const redisKey of page.keys) {
+        const id = this.keys.lockIdOf(redisKey);
+        if (id !== null) found.add(id);
+      }
+      if (next === '0' || found.size >= limit) break;
+    }
+    const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
+    const locks: HeldLock[] = [];
+    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    return { locks, nextCursor: next === '0' ? null : next };
+  }
+
+  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+    return this.call(async () =>
+      parseSlotReserve(await this.redis.khSlotReserve(this.keys.slots(namespace), slotId, ttlMs, maxSlots)),
+    );
+  }
+
+  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+    await this.call(async () => parseSlotExtend(await this.redis.khSlotExtend(this.keys.slots(namespace), slotId, expiresAtMs)));
+  }
+
+  async freeSlot(namespace: string, slotId: string): Promise<void> {
+    await this.call(() => this.redis.zrem(this.keys.slots(namespace), slotId));
   }
 
   async ping(): Promise<void> {

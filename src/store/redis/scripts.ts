@@ -20,10 +20,15 @@ export function loadScript(file: string): string {
   return readFileSync(new URL(`./scripts/${file}`, import.meta.url), 'utf8');
 }
 
+/** A script's source, with the _handover.lua prelude in front when it can hand a lock to a waiter. */
+export function composeScript(file: string, prelude: boolean): string {
+  return prelude ? `${loadScript('_handover.lua')}\n${loadScript(file)}` : loadScript(file);
+}
+
 /** The full source of a command's script, prelude included. */
 export function scriptSource(name: keyof typeof SCRIPTS): string {
   const { file, prelude } = SCRIPTS[name];
-  return prelude ? `${loadScript('_handover.lua')}\n${loadScript(file)}` : loadScript(file);
+  return composeScript(file, prelude);
 }
 
 export function defineScripts(redis: Redis): void {

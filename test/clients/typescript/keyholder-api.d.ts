@@ -75,6 +75,30 @@ export interface paths {
         get: operations["inspectLock"];
         put?: never;
         post?: never;
+        /**
+         * Force-release a stuck lock (admin)
+         * @description Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted holder's late writes.
+         */
+        delete: operations["forceReleaseLock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/locks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List held locks (admin)
+         * @description Pages through the locks held right now, in one namespace or all of them, with holder, fencing token and expiry; never owner tokens. Walks the store incrementally (Redis SCAN), so it never blocks the store.
+         */
+        get: operations["listLocks"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -224,6 +248,32 @@ export interface components {
             /** @description Callers queued for this lock */
             waiters?: number;
         };
+        /** @description One page of held locks. Owner tokens are never shown. */
+        LockList: {
+            locks: {
+                namespace: string;
+                key: string;
+                holder: string | null;
+                fencingToken: number;
+                /** Format: date-time */
+                expiresAt: string;
+                ttlRemainingMs: number;
+            }[];
+            /** @description Pass as cursor for the next page; null when the listing is complete */
+            nextCursor: string | null;
+        };
+        /** @description The lock was freed; the evicted owner token no longer renews or releases it. */
+        ForceRelease: {
+            namespace: string;
+            key: string;
+            /** @constant */
+            released: true;
+            evicted: {
+                holder: string | null;
+                /** @description The evicted lease's fencing token; every later grant of this lock has a higher one */
+                fencingToken: number;
+            };
+        };
         /** @description An error, as RFC 9457 problem details (application/problem+json). */
         Problem: {
             /**
@@ -241,10 +291,10 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "store_unavailable" | "shutting_down" | "internal_error";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error";
             /** @description The request path */
             instance?: string;
-            /** @description lock_held and store_unavailable: milliseconds after which a retry may succeed */
+            /** @description lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
             retryAfterMs?: number;
             /** @description invalid_request: each offending field and what is wrong with it */
             errors?: {
@@ -314,6 +364,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends */
             409: {
                 headers: {
@@ -341,7 +409,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description too_many_waiters: the wait queue of this lock, or of this instance, is full; retry after Retry-After */
+            /** @description too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -398,6 +466,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
@@ -418,6 +504,15 @@ export interface operations {
             };
             /** @description unsupported_media_type: the body is not application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -473,6 +568,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
@@ -493,6 +606,15 @@ export interface operations {
             };
             /** @description unsupported_media_type: the body is not application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -544,7 +666,200 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    forceReleaseLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the lock to free (required: an override names its target in full)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Freed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForceRelease"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: nobody holds this lock; nothing changed */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listLocks: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only this namespace. Without it, every namespace is listed (and prefix must be empty).
+                 * @example team-a
+                 */
+                namespace?: string;
+                /**
+                 * @description Only lock keys starting with this (needs namespace)
+                 * @example invoice:
+                 */
+                prefix?: string;
+                /** @description Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about this many (its SCAN COUNT), and may show a lock on two pages. */
+                limit?: number;
+                /** @description nextCursor from the previous page; omit for the first page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of held locks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockList"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
             503: {
                 headers: {
                     [name: string]: unknown;

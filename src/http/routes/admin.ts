@@ -1,0 +1,99 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { LockService } from '../../domain/lock-service.js';
+import { principalOf } from '../auth.js';
+import { sendProblem } from '../problem.js';
+import { ForceReleaseQuery, ForceReleaseResponse, ListLocksQuery, LockList } from '../schemas/admin.js';
+import { LockKeyParams } from '../schemas/locks.js';
+import { jsonResponse, problemResponses } from './responses.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+const ADMIN_ERRORS = {
+  400: 'invalid_request: a parameter is missing or malformed (the problem names it)',
+  401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
+  403: 'forbidden: the API key lacks the `admin` scope',
+  429: 'rate_limited: too many requests for this API key; retry after Retry-After',
+  503: 'store_unavailable: the store did not answer; nothing was changed for certain',
+} as const;
+
+/** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
+const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
+const decodeCursor = (cursor: string | undefined) => (cursor === undefined ? undefined : Buffer.from(cursor, 'base64url').toString('utf8'));
+
+/** Operator routes (scope `admin`, any namespace): see held locks, free a stuck one. */
+export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
+  app.get(
+    '/v1/locks',
+    {
+      schema: {
+        operationId: 'listLocks',
+        summary: 'List held locks (admin)',
+        description:
+          'Pages through the locks held right now, in one namespace or all of them, with holder, fencing token and ' +
+          'expiry; never owner tokens. Walks the store incrementally (Redis SCAN), so it never blocks the store.',
+        tags: ['admin'],
+        querystring: ListLocksQuery,
+        response: { 200: jsonResponse(LockList, 'One page of held locks'), ...problemResponses(ADMIN_ERRORS) },
+      },
+    },
+    async (request) => {
+      const { namespace, prefix, limit, cursor } = request.query;
+      const page = await locks.listHeld({ namespace, prefix, limit, cursor: decodeCursor(cursor) });
+      return {
+        locks: page.locks.map((l) => ({
+          namespace: l.namespace,
+          key: l.key,
+          holder: l.holder,
+          fencingToken: l.fencingToken,
+          expiresAt: iso(l.expiresAtMs),
+          ttlRemainingMs: l.ttlRemainingMs,
+        })),
+        nextCursor: encodeCursor(page.nextCursor),
+      };
+    },
+  );
+
+  app.delete(
+    '/v1/locks/:key',
+    {
+      schema: {
+        operationId: 'forceReleaseLock',
+        summary: 'Force-release a stuck lock (admin)',
+        description:
+          'Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing ' +
+          'token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant\'s fencing ' +
+          'token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted ' +
+          'holder\'s late writes.',
+        tags: ['admin'],
+        params: LockKeyParams,
+        querystring: ForceReleaseQuery,
+        response: {
+          200: jsonResponse(ForceReleaseResponse, 'Freed'),
+          ...problemResponses({ ...ADMIN_ERRORS, 404: 'not_found: nobody holds this lock; nothing changed' }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { key } = request.params;
+      const { namespace } = request.query;
+      const evicted = await locks.forceRelease(namespace, key);
+      if (evicted === null) {
+        return sendProblem(request, reply, 'not_found', `nobody holds lock "${key}" in namespace "${namespace}"; nothing changed`);
+      }
+      // The audit trail: warn, so it is kept at the usual production log levels.
+      request.log.warn(
+        {
+          audit: 'force_release',
+          actor: principalOf(request).keyId,
+          namespace,
+          key,
+          evictedHolder: evicted.holder,
+          evictedFencingToken: evicted.fencingToken,
+          at: new Date().toISOString(),
+        },
+        'audit: lock force-released',
+      );
+      return { namespace, key, released: true as const, evicted };
+    },
+  );
+};

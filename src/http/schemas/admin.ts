@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
+
+/** Request and response schemas of the administrator's routes (list held locks, force release). */
+
+const Namespace = z
+  .string()
+  .regex(NAMESPACE_PATTERN, 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit')
+  .meta({ description: 'A team\'s namespace, as given to its API keys', examples: ['team-a'] });
+
+export const ListLocksQuery = z.strictObject({
+  namespace: Namespace.optional().meta({
+    description: 'Only this namespace. Without it, every namespace is listed (and prefix must be empty).',
+  }),
+  prefix: z
+    .string()
+    .max(256)
+    .regex(/^[A-Za-z0-9._\-:@]*$/, 'must contain only A-Z a-z 0-9 . _ - : @')
+    .default('')
+    .meta({ description: 'Only lock keys starting with this (needs namespace)', examples: ['invoice:'] }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(100)
+    .meta({
+      description:
+        'Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about ' +
+        'this many (its SCAN COUNT), and may show a lock on two pages.',
+    }),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,1024}$/, 'must be a nextCursor returned by this route')
+    .optional()
+    .meta({ description: 'nextCursor from the previous page; omit for the first page' }),
+});
+
+const HeldLock = z.object({
+  namespace: z.string(),
+  key: z.string(),
+  holder: z.string().nullable(),
+  fencingToken: z.number().int().nonnegative(),
+  expiresAt: z.iso.datetime(),
+  ttlRemainingMs: z.number().int().nonnegative(),
+});
+
+export const LockList = z
+  .object({
+    locks: z.array(HeldLock),
+    nextCursor: z.string().nullable().meta({ description: 'Pass as cursor for the next page; null when the listing is complete' }),
+  })
+  .meta({ id: 'LockList', description: 'One page of held locks. Owner tokens are never shown.' });
+
+export const ForceReleaseQuery = z.strictObject({
+  namespace: Namespace.meta({ description: 'The namespace of the lock to free (required: an override names its target in full)' }),
+});
+
+export const ForceReleaseResponse = z
+  .object({
+    namespace: z.string(),
+    key: z.string(),
+    released: z.literal(true),
+    evicted: z.object({
+      holder: z.string().nullable(),
+      fencingToken: z.number().int().nonnegative().meta({
+        description: 'The evicted lease\'s fencing token; every later grant of this lock has a higher one',
+      }),
+    }),
+  })
+  .meta({ id: 'ForceRelease', description: 'The lock was freed; the evicted owner token no longer renews or releases it.' });

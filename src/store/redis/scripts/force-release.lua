@@ -1,0 +1,30 @@
+--[[
+force-release: free a live lease whoever holds it (an administrator's override). Like release.lua
+it keeps the last fencing token (for the grace period), so the next grant is numbered above the
+evicted one; and the evicted owner token is gone, so it can no longer renew or release.
+If callers are queued, the lock goes to the first of them, as on release.
+Uses the _handover.lua prelude; hash layout: see acquire.lua.
+
+KEYS[1]  the lock hash
+KEYS[2]  the lock's wait queue (ZSET)
+KEYS[3]  the lock's waiter records (HASH)
+ARGV[1]  fencing grace, ms
+ARGV[2]  grant channel prefix
+ARGV[3]  lock name (for the hand-over message)
+
+Returns:
+  {1, fencingToken, holder, evictedOwnerToken}   released; holder is "" when none was given
+  {0}                                            no live lease; nothing changed
+]]
+local nowMs, nowUs = now()
+
+local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
+local expiresAt = tonumber(cur[2])
+if not cur[1] or not expiresAt or expiresAt <= nowMs then
+  return {0}
+end
+
+redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
+handOver(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3], nowMs, nowUs)
+return {1, tonumber(cur[3]), cur[4] or '', cur[1]}

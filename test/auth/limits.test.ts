@@ -1,0 +1,184 @@
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { bearer, makeKeys } from '../helpers/api-keys.js';
+import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const keys = makeKeys([
+  { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
+  { id: 'team-b-key', namespace: 'team-b', scopes: ['locks'] },
+  { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
+]);
+const A = bearer(keys.plain['team-a-key'] ?? '');
+const B = bearer(keys.plain['team-b-key'] ?? '');
+const ADMIN = bearer(keys.plain['ops-key'] ?? '');
+
+describe('rate limit per API key', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, rateLimit: { max: 5, windowMs: 3_000 } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('the request over the limit gets 429 rate_limited with Retry-After; other keys and probes are unaffected; it recovers', async () => {
+    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: '/v1/locks/r', headers: A })).statusCode).toBe(200);
+    const limited = await t.app.inject({ method: 'GET', url: '/v1/locks/r', headers: A });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.headers['content-type']).toContain('application/problem+json');
+    const body = limited.json<{ code: string; retryAfterMs: number }>();
+    expect(body.code).toBe('rate_limited');
+    const retryAfterS = Number(limited.headers['retry-after']);
+    expect(retryAfterS).toBeGreaterThanOrEqual(1);
+    expect(retryAfterS).toBeLessThanOrEqual(3);
+
+    expect((await t.app.inject({ method: 'GET', url: '/v1/locks/r', headers: B })).statusCode).toBe(200);
+    for (let i = 0; i < 10; i++) expect((await t.app.inject({ method: 'GET', url: '/livez' })).statusCode).toBe(200);
+    // Requests refused with 401 are not counted against anyone.
+    expect((await t.app.inject({ method: 'GET', url: '/v1/locks/r' })).statusCode).toBe(401);
+
+    await sleep(body.retryAfterMs + 100);
+    expect((await t.app.inject({ method: 'GET', url: '/v1/locks/r', headers: A })).statusCode).toBe(200);
+  });
+});
+
+describe('cap on locks held at once per namespace', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await buildTestApp({
+      auth: { mode: 'keys', keyring: keys.keyring() },
+      limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 3 },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const acquire = (key: string, headers: Record<string, string>, ttlMs = 30_000) =>
+    t.app.inject({ method: 'POST', url: `/v1/locks/${key}/acquire`, headers, payload: { ttlMs } });
+
+  it('the lock over the cap gets 429 quota_exceeded with Retry-After; a release, an expiry or a force release makes room', async () => {
+    const tokens: string[] = [];
+    for (const key of ['q1', 'q2']) {
+      const res = await acquire(key, A);
+      expect(res.statusCode).toBe(200);
+      tokens.push(res.json<{ ownerToken: string }>().ownerToken);
+    }
+    // Contending for a held lock does not use up slots.
+    for (let i = 0; i < 5; i++) expect((await acquire('q1', A)).statusCode).toBe(409);
+    expect((await acquire('q-short', A, 400)).statusCode).toBe(200);
+    // At the cap every acquire is refused with quota_exceeded, even one for a lock that is held anyway.
+    expect((await acquire('q1', A)).json()).toMatchObject({ code: 'quota_exceeded' });
+
+    const refused = await acquire('q4', A);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toMatchObject({ code: 'quota_exceeded', status: 429 });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // Another namespace has its own quota.
+    expect((await acquire('q4', B)).statusCode).toBe(200);
+
+    // The short lease expires by itself and stops counting.
+    await sleep(1_600);
+    expect((await acquire('q4', A)).statusCode).toBe(200);
+    expect((await acquire('q5', A)).statusCode).toBe(429);
+
+    // A release makes room.
+    await t.app.inject({ method: 'POST', url: '/v1/locks/q1/release', headers: A, payload: { ownerToken: tokens[0] } });
+    expect((await acquire('q5', A)).statusCode).toBe(200);
+    expect((await acquire('q6', A)).statusCode).toBe(429);
+
+    // A force release makes room too.
+    expect((await t.app.inject({ method: 'DELETE', url: '/v1/locks/q2?namespace=team-a', headers: ADMIN })).statusCode).toBe(200);
+    expect((await acquire('q6', A)).statusCode).toBe(200);
+  });
+
+  it('concurrent acquires of distinct keys never exceed the cap', async () => {
+    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => acquire(`race-${i}`, B)));
+    // team-b already holds q4.
+    expect(outcomes.filter((r) => r.statusCode === 200)).toHaveLength(2);
+    expect(outcomes.filter((r) => r.statusCode === 429)).toHaveLength(38);
+  });
+});
+
+describe('slow clients', () => {
+  let t: TestApp;
+  let port: number;
+  beforeAll(async () => {
+    t = await buildTestApp({
+      auth: { mode: 'keys', keyring: keys.keyring() },
+      httpTimeouts: { requestTimeoutMs: 3_000, headersTimeoutMs: 1_500, keepAliveTimeoutMs: 2_000, connectionTimeoutMs: 60_000 },
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('a connection sending its headers one byte a second is closed within the headers timeout; others are served meanwhile', async () => {
+    const request = `GET /v1/locks/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${keys.plain['team-a-key']}\r\n\r\n`;
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
+    const started = Date.now();
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)));
+    let sent = 0;
+    // One byte a second: the whole request would take well over a minute.
+    const timer = setInterval(() => {
+      if (!socket.destroyed && sent < request.length) socket.write(request[sent++] ?? '');
+    }, 1_000);
+    try {
+      // Served while the slow client is still connected.
+      await sleep(500);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/locks/fast`, { headers: A });
+      expect(res.status).toBe(200);
+      const closedAfterMs = await Promise.race([closed, sleep(15_000).then(() => -1)]);
+      // 1.5 s timeout + up to 1 s between Node's checks; generous slack for a loaded machine.
+      expect(closedAfterMs).toBeGreaterThan(0);
+      expect(closedAfterMs).toBeLessThan(10_000);
+      expect(sent).toBeLessThan(request.length);
+      // Node answers 408 before closing.
+      expect(received).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      clearInterval(timer);
+      socket.destroy();
+    }
+  });
+
+  it('a connection that sends nothing at all is closed after the headers timeout, not the idle timeout', async () => {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const started = Date.now();
+    const closedAfterMs = await Promise.race([
+      new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started))),
+      sleep(15_000).then(() => -1),
+    ]);
+    socket.destroy();
+    expect(closedAfterMs).toBeGreaterThan(0);
+    expect(closedAfterMs).toBeLessThan(10_000);
+  });
+
+  it('a keep-alive connection survives between requests and serves the next one', async () => {
+    const first = await fetch(`http://127.0.0.1:${port}/v1/locks/ka`, { headers: A });
+    expect(first.status).toBe(200);
+    await first.text();
+    await sleep(1_000);
+    expect((await fetch(`http://127.0.0.1:${port}/v1/locks/ka`, { headers: A })).status).toBe(200);
+  });
+
+  it('a body larger than the limit is refused with 413 before it is read in full', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/v1/locks/big/acquire',
+      headers: { ...A, 'content-type': 'application/json' },
+      payload: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) }),
+    });
+    expect(res.statusCode).toBe(413);
+    expect(res.json()).toMatchObject({ code: 'payload_too_large' });
+  });
+});
