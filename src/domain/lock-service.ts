@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from '../config.js';
 import type { LockState, LockStore } from '../store/store.js';
+import { randomBase64url } from './random.js';
 import {
   InvalidRequestError,
   LockHeldError,
@@ -68,7 +68,7 @@ export interface LockRenewal {
 const OWNER_TOKEN_BYTES = 16;
 
 export function newOwnerToken(): string {
-  return randomBytes(OWNER_TOKEN_BYTES).toString('base64url');
+  return randomBase64url(OWNER_TOKEN_BYTES);
 }
 
 /**
