@@ -326,6 +326,17 @@ function usedMemory(info: string): number {
   return Number(match[1]);
 }
 
+/** MEMORY STATS as numbers (its nested db.N entries are skipped). */
+async function memoryStats(redis: Redis): Promise<Record<string, number>> {
+  const flat = (await redis.call('MEMORY', 'STATS')) as unknown[];
+  const out: Record<string, number> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const value = flat[i + 1];
+    if (typeof value === 'number') out[String(flat[i])] = value;
+  }
+  return out;
+}
+
 async function countKeys(redis: Redis, pattern: string): Promise<number> {
   let cursor = '0';
   let n = 0;
@@ -355,6 +366,7 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
   try {
     await sleep(300);
     const baselineBytes = usedMemory(await redis.info('memory'));
+    const baselineStats = await memoryStats(redis);
     const tokens: string[] = [];
     await forEachLimited(task.locks, 50, async (i) => {
       const res = await post(pool, `/v1/locks/bench-mem:${i}/acquire`, { ttlMs: 120_000 });
@@ -363,6 +375,7 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
     });
     await sleep(300);
     const heldBytes = usedMemory(await redis.info('memory'));
+    const heldStats = await memoryStats(redis);
     const memoryUsageOfOneLock = Number(await redis.call('MEMORY', 'USAGE', keys.lock('bench-mem:0')));
     await forEachLimited(task.locks, 50, async (i) => {
       const res = await post(pool, `/v1/locks/bench-mem:${i}/release`, { ownerToken: tokens[i] });
@@ -382,6 +395,15 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
     const msUntilGone = performance.now() - releasedAt;
     await sleep(300);
     const afterGraceBytes = usedMemory(await redis.info('memory'));
+    const afterStats = await memoryStats(redis);
+    // Where the bytes went, per lock: the MEMORY STATS fields that moved by more than a byte per lock.
+    const statsDeltaPerLock: Record<string, [number, number]> = {};
+    for (const [field, base] of Object.entries(baselineStats)) {
+      if (!/^(overhead|clients|dataset|keys\.bytes|db|functions|lua|aof|replication|total\.allocated|startup)/.test(field)) continue;
+      const held = ((heldStats[field] ?? base) - base) / task.locks;
+      const after = ((afterStats[field] ?? base) - base) / task.locks;
+      if (Math.abs(held) >= 1 || Math.abs(after) >= 1) statsDeltaPerLock[field] = [held, after];
+    }
     return {
       locks: task.locks,
       baselineBytes,
@@ -392,6 +414,7 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
       keysAfterGrace,
       msUntilGone,
       memoryUsageOfOneLock,
+      statsDeltaPerLock,
     };
   } finally {
     await pool.close();

@@ -84,6 +84,8 @@ export interface MemoryResult {
   readonly msUntilGone: number;
   /** MEMORY USAGE of one held lock's hash (Redis's own estimate, key and expiry included). */
   readonly memoryUsageOfOneLock: number;
+  /** MEMORY STATS fields that moved, per lock: [held - baseline, after the grace - baseline]. */
+  readonly statsDeltaPerLock: Record<string, [number, number]>;
 }
 
 export interface ChainResult {

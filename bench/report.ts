@@ -183,7 +183,12 @@ function memorySection(m: MemoryResult, graceMs: number): string {
     `| just released (fencing token kept for FENCE_GRACE_MS=${graceMs}) | ${num(m.releasedBytes, 0)} B | ${per(m.releasedBytes)} B | ${m.keysAfterRelease} |`,
     `| after the grace (all gone ${num(m.msUntilGone, 0)} ms after release) | ${num(m.afterGraceBytes, 0)} B | ${per(m.afterGraceBytes)} B | ${m.keysAfterGrace} |`,
     '',
-    `MEMORY USAGE of one held lock's hash: ${m.memoryUsageOfOneLock} B (Redis's estimate of key, value and expiry).`,
+    `MEMORY USAGE of one held lock's hash: ${m.memoryUsageOfOneLock} B (Redis's estimate of key, value and expiry). ` +
+      'MEMORY STATS fields that moved, bytes per lock (held / after the grace): ' +
+      Object.entries(m.statsDeltaPerLock)
+        .map(([field, [held, after]]) => `${field} ${num(held, 1)} / ${num(after, 1)}`)
+        .join(', ') +
+      '.',
   ].join('\n');
 }
 
