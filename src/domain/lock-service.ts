@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from '../config.js';
 import type { Grant, LockState, LockStore } from '../store/store.js';
+import { randomBase64url } from './random.js';
 import {
   InvalidRequestError,
   LockHeldError,
@@ -87,8 +87,10 @@ export interface Eviction {
 
 /**
  * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the
- * lease could; after the grant it is moved to the lease's exact end. Erring long means a namespace is
- * at worst refused a lock a moment early, never allowed one over its cap.
+ * lease could (wait included). It is not moved to the lease's exact end after the grant: that would
+ * cost a store round trip on every acquire to give the slot back at most this much (plus the unused
+ * wait) earlier. Erring long means a namespace is at worst refused a lock a moment early, never
+ * allowed one over its cap; a release frees the slot at once, a renew extends it.
  */
 const SLOT_MARGIN_MS = 1000;
 
@@ -99,7 +101,7 @@ const SLOT_MARGIN_MS = 1000;
 const OWNER_TOKEN_BYTES = 16;
 
 export function newOwnerToken(): string {
-  return randomBytes(OWNER_TOKEN_BYTES).toString('base64url');
+  return randomBase64url(OWNER_TOKEN_BYTES);
 }
 
 /**
@@ -166,7 +168,6 @@ export class LockService {
             ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
             : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
         granted = true;
-        if (quota > 0) await this.store.extendSlot(namespace, ownerToken, grant.expiresAtMs).catch(() => undefined);
         return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder };
       } finally {
         // Best effort: a slot left behind only counts until it ends by itself.

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { randomBase64url } from '../../domain/random.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
 import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
@@ -39,7 +39,7 @@ const RECONNECT_MAX_DELAY_MS = 1000;
 const HEARTBEAT_INTERVAL_MS = 1000;
 const WAITER_LIVENESS_MS = 3000;
 
-const newId = () => randomBytes(9).toString('base64url');
+const newId = () => randomBase64url(9);
 
 /**
  * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of

@@ -1,0 +1,566 @@
+import { randomBytes } from 'node:crypto';
+import { lockId } from '../src/domain/namespaces.js';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import hdr from 'hdr-histogram-js';
+import { Redis } from 'ioredis';
+import { Pool } from 'undici';
+import { KeySpace } from '../src/store/redis/keys.js';
+import { parseAcquire, parseRelease } from '../src/store/redis/replies.js';
+import { defineScripts } from '../src/store/redis/scripts.js';
+import { cpuSeconds } from './cpu.js';
+import type {
+  ChainResult,
+  ChainTask,
+  ExpiryResult,
+  ExpiryTask,
+  LoopResult,
+  LoopTask,
+  MemoryResult,
+  MemoryTask,
+  Percentiles,
+  Task,
+  TaskResult,
+  WorkerMessage,
+} from './protocol.js';
+
+/**
+ * The load generator: a process of its own (forked by bench/run.ts), so the client's CPU is never the
+ * server's. HTTP goes through undici pools (one keep-alive connection per concurrent client);
+ * latencies are recorded in HDR histograms (microsecond resolution).
+ */
+
+/** 10,000 distinct keys for the "per-user lock" scenarios: never two clients on one key at once. */
+const DISTINCT_KEYS = 10_000;
+/** keyholder runs with API keys on, as in production: bench/run.ts hands the worker one key. */
+/** The namespace of the key bench/run.ts creates. */
+const BENCH_NAMESPACE = 'bench';
+
+const AUTH_HEADERS: Record<string, string> = process.env.KEYHOLDER_BENCH_API_KEY
+  ? { authorization: `Bearer ${process.env.KEYHOLDER_BENCH_API_KEY}` }
+  : {};
+const JSON_HEADERS = { 'content-type': 'application/json', ...AUTH_HEADERS };
+
+class Latency {
+  private readonly histogram = hdr.build({
+    lowestDiscernibleValue: 1,
+    highestTrackableValue: 600_000_000,
+    numberOfSignificantValueDigits: 3,
+  });
+
+  record(ms: number): void {
+    this.histogram.recordValue(Math.max(1, Math.round(ms * 1000)));
+  }
+
+  summary(): Percentiles {
+    const at = (p: number) => this.histogram.getValueAtPercentile(p) / 1000;
+    return { count: this.histogram.totalCount, p50: at(50), p99: at(99), p999: at(99.9), max: this.histogram.maxValue / 1000 };
+  }
+}
+
+/** Hand-off timing: each grant on a single-holder key follows the release sent just before it. */
+class HandOffClock {
+  readonly fromSent = new Latency();
+  readonly fromAnswered = new Latency();
+  grantsBeforeReleaseAnswer = 0;
+  private last: { sentAt: number; answeredAt?: number; nextGrantAt?: number } | undefined;
+
+  granted(at: number, counting: boolean): void {
+    const prev = this.last;
+    this.last = undefined;
+    if (!prev || !counting) return;
+    this.fromSent.record(at - prev.sentAt);
+    prev.nextGrantAt = at;
+    if (prev.answeredAt !== undefined) this.answered(prev.nextGrantAt - prev.answeredAt);
+  }
+
+  releaseSent(at: number): { answered(at: number): void } {
+    const record: { sentAt: number; answeredAt?: number; nextGrantAt?: number } = { sentAt: at };
+    this.last = record;
+    return {
+      answered: (answeredAt: number) => {
+        record.answeredAt = answeredAt;
+        if (record.nextGrantAt !== undefined) this.answered(record.nextGrantAt - answeredAt);
+      },
+    };
+  }
+
+  private answered(ms: number): void {
+    // The grant reached the client before the release's own answer: the hand-off took no time from
+    // the releaser's point of view.
+    if (ms < 0) this.grantsBeforeReleaseAnswer++;
+    this.fromAnswered.record(Math.max(0, ms));
+  }
+}
+
+async function post(
+  pool: Pool,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = JSON_HEADERS,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await pool.request({ method: 'POST', path, headers, body: JSON.stringify(body) });
+  const json = (await res.body.json()) as Record<string, unknown>;
+  return { status: res.statusCode, json };
+}
+
+async function get(pool: Pool, path: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await pool.request({ method: 'GET', path, headers: AUTH_HEADERS });
+  const json = (await res.body.json()) as Record<string, unknown>;
+  return { status: res.statusCode, json };
+}
+
+/** One measured run: counts units and records latencies only inside the measured window. */
+class Run {
+  measuring = false;
+  stopping = false;
+  units = 0;
+  readonly latency = new Map<string, Latency>();
+  readonly errors: Record<string, number> = {};
+
+  record(op: string, ms: number): void {
+    if (!this.measuring) return;
+    let h = this.latency.get(op);
+    if (!h) this.latency.set(op, (h = new Latency()));
+    h.record(ms);
+  }
+
+  error(op: string, status: number | string): void {
+    if (!this.measuring) return;
+    const name = `${op} ${status}`;
+    this.errors[name] = (this.errors[name] ?? 0) + 1;
+  }
+
+  done(): void {
+    if (this.measuring) this.units++;
+  }
+}
+
+type Unit = (run: Run) => Promise<void>;
+
+interface Scenario {
+  /** Prepares client `i` (takes its lock, say) and returns its unit of work. */
+  client(i: number): Promise<Unit>;
+  close(): Promise<void>;
+  handOff?: HandOffClock;
+}
+
+function httpScenario(task: LoopTask): Scenario {
+  const pool = new Pool(task.target, { connections: task.concurrency, pipelining: 1, keepAliveTimeout: 60_000 });
+  const close = () => pool.close();
+  let next = 0;
+  const now = () => performance.now();
+
+  switch (task.scenario) {
+    case 'pairs':
+      return {
+        close,
+        client: async () => async (run) => {
+          const key = `bench-pair:${next++ % DISTINCT_KEYS}`;
+          const t0 = now();
+          const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000 });
+          const t1 = now();
+          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          run.record('acquire', t1 - t0);
+          const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
+          const t2 = now();
+          if (released.status !== 200) return run.error('release', released.status);
+          run.record('release', t2 - t1);
+          run.record('pair', t2 - t0);
+          run.done();
+        },
+      };
+    case 'hot': {
+      const clock = new HandOffClock();
+      const key = `bench-hot:${task.tag}`;
+      return {
+        close,
+        handOff: clock,
+        client: async () => async (run) => {
+          const t0 = now();
+          const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 10_000 });
+          const t1 = now();
+          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          clock.granted(t1, run.measuring);
+          run.record('acquire', t1 - t0);
+          const release = clock.releaseSent(now());
+          const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
+          const t2 = now();
+          release.answered(t2);
+          if (released.status !== 200) return run.error('release', released.status);
+          run.record('release', t2 - t1);
+          run.done();
+        },
+      };
+    }
+    case 'renew':
+      return {
+        close,
+        client: async (i) => {
+          const key = `bench-renew:${task.tag}:${i}`;
+          const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
+          if (acquired.status !== 200) throw new Error(`renew setup: acquire answered ${acquired.status}`);
+          const body = { ownerToken: acquired.json.ownerToken, ttlMs: 60_000 };
+          return async (run) => {
+            const t0 = now();
+            const renewed = await post(pool, `/v1/locks/${key}/renew`, body);
+            if (renewed.status !== 200) return run.error('renew', renewed.status);
+            run.record('renew', now() - t0);
+            run.done();
+          };
+        },
+      };
+    case 'floor-http':
+      return {
+        close,
+        client: async () => async (run) => {
+          const t0 = now();
+          const echoed = await post(pool, '/echo', { ttlMs: 30_000 });
+          if (echoed.status !== 200) return run.error('request', echoed.status);
+          run.record('request', now() - t0);
+          run.done();
+        },
+      };
+    case 'peer-etcd': {
+      const b64 = (s: string) => Buffer.from(s).toString('base64');
+      // etcd reads an Authorization header as its own auth token: send it none.
+      const etcdPost = (path: string, body: unknown) => post(pool, path, body, { 'content-type': 'application/json' });
+      return {
+        close,
+        client: async () => async (run) => {
+          const key = `bench-etcd:${next++ % DISTINCT_KEYS}`;
+          const t0 = now();
+          // 10 s leases: each pair leaves one lease behind until it runs out, as a crashed holder would.
+          const lease = await etcdPost('/v3/lease/grant', { TTL: 10 });
+          const t1 = now();
+          if (lease.status !== 200 || typeof lease.json.ID !== 'string') return run.error('lease', lease.status);
+          const locked = await etcdPost('/v3/lock/lock', { name: b64(key), lease: lease.json.ID });
+          const t2 = now();
+          if (locked.status !== 200 || typeof locked.json.key !== 'string') return run.error('lock', locked.status);
+          const unlocked = await etcdPost('/v3/lock/unlock', { key: locked.json.key });
+          const t3 = now();
+          if (unlocked.status !== 200) return run.error('unlock', unlocked.status);
+          run.record('lease', t1 - t0);
+          run.record('lock', t2 - t1);
+          run.record('unlock', t3 - t2);
+          run.record('pair', t3 - t0);
+          run.done();
+        },
+      };
+    }
+    case 'floor-redis':
+      throw new Error('floor-redis is not an HTTP scenario');
+  }
+}
+
+/** The Redis floor: keyholder's own acquire and release scripts, called straight from ioredis. */
+function redisScenario(task: LoopTask): Scenario {
+  // The same client options as the Redis store (auto-pipelining on), so only the HTTP layer differs.
+  const redis = new Redis(task.target, { enableAutoPipelining: true, maxRetriesPerRequest: 0, commandTimeout: 5_000 });
+  defineScripts(redis);
+  const keys = new KeySpace('bench-floor:');
+  const instanceId = randomBytes(9).toString('base64url');
+  const graceMs = 600_000;
+  let next = 0;
+  return {
+    close: async () => {
+      await redis.quit();
+    },
+    client: async () => async (run) => {
+      const key = `bench-pair:${next++ % DISTINCT_KEYS}`;
+      const ownerToken = randomBytes(16).toString('base64url');
+      const t0 = performance.now();
+      const acquired = parseAcquire(
+        await redis.khAcquire(...keys.lockWithQueue(key), ownerToken, 30_000, '', graceMs, 0, '-', instanceId, 1000, 3000, keys.grantChannelPrefix(), key),
+      );
+      const t1 = performance.now();
+      if (acquired.kind !== 'granted') return run.error('acquire', acquired.kind);
+      run.record('acquire', t1 - t0);
+      const released = parseRelease(await redis.khRelease(...keys.lockWithQueue(key), ownerToken, graceMs, keys.grantChannelPrefix(), key));
+      const t2 = performance.now();
+      if (!released) return run.error('release', 'not_owner');
+      run.record('release', t2 - t1);
+      run.record('pair', t2 - t0);
+      run.done();
+    },
+  };
+}
+
+async function runLoop(task: LoopTask): Promise<LoopResult> {
+  const scenario = task.scenario === 'floor-redis' ? redisScenario(task) : httpScenario(task);
+  const units = await Promise.all(Array.from({ length: task.concurrency }, (_, i) => scenario.client(i)));
+  const run = new Run();
+  const clients = units.map(async (unit) => {
+    while (!run.stopping) {
+      try {
+        await unit(run);
+      } catch (err) {
+        run.error('exception', (err as Error).message.slice(0, 60));
+      }
+    }
+  });
+  const cpu = () => ({
+    server: task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
+    redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
+  });
+  await sleep(task.warmMs);
+  const cpuBefore = cpu();
+  const startedAt = performance.now();
+  run.measuring = true;
+  await sleep(task.durationMs);
+  run.measuring = false;
+  const seconds = (performance.now() - startedAt) / 1000;
+  const cpuAfter = cpu();
+  run.stopping = true;
+  await Promise.all(clients);
+  await scenario.close();
+  const diff = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : b - a);
+  const latency: Record<string, Percentiles> = {};
+  for (const [op, h] of run.latency) latency[op] = h.summary();
+  return {
+    units: run.units,
+    seconds,
+    unitsPerSecond: run.units / seconds,
+    latency,
+    errors: run.errors,
+    serverCpuSeconds: diff(cpuBefore.server, cpuAfter.server),
+    redisCpuSeconds: diff(cpuBefore.redis, cpuAfter.redis),
+    ...(scenario.handOff
+      ? {
+          handOffFromReleaseSent: scenario.handOff.fromSent.summary(),
+          handOffFromReleaseAnswered: scenario.handOff.fromAnswered.summary(),
+          grantsBeforeReleaseAnswer: scenario.handOff.grantsBeforeReleaseAnswer,
+        }
+      : {}),
+  };
+}
+
+function usedMemory(info: string): number {
+  const match = /^used_memory:(\d+)/m.exec(info);
+  if (!match) throw new Error('INFO memory has no used_memory');
+  return Number(match[1]);
+}
+
+/** MEMORY STATS as numbers (its nested db.N entries are skipped). */
+async function memoryStats(redis: Redis): Promise<Record<string, number>> {
+  const flat = (await redis.call('MEMORY', 'STATS')) as unknown[];
+  const out: Record<string, number> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const value = flat[i + 1];
+    if (typeof value === 'number') out[String(flat[i])] = value;
+  }
+  return out;
+}
+
+async function countKeys(redis: Redis, pattern: string): Promise<number> {
+  let cursor = '0';
+  let n = 0;
+  do {
+    const [nextCursor, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = nextCursor;
+    n += found.length;
+  } while (cursor !== '0');
+  return n;
+}
+
+/** Runs `fn` over 0..n-1 with at most `concurrency` calls in flight. */
+async function forEachLimited(n: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, concurrency) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
+}
+
+async function runMemory(task: MemoryTask): Promise<MemoryResult> {
+  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
+  const pool = new Pool(task.keyholderUrl, { connections: 50 });
+  const keys = new KeySpace(task.keyPrefix);
+  // The bench key's namespace is part of each lock's id in Redis (src/domain/namespaces.ts).
+  const id = (key: string) => lockId(BENCH_NAMESPACE, key);
+  const pattern = `${task.keyPrefix}{${id('bench-mem:')}*`;
+  try {
+    await sleep(300);
+    const baselineBytes = usedMemory(await redis.info('memory'));
+    const baselineStats = await memoryStats(redis);
+    const tokens: string[] = [];
+    await forEachLimited(task.locks, 50, async (i) => {
+      const res = await post(pool, `/v1/locks/bench-mem:${i}/acquire`, { ttlMs: 120_000 });
+      if (res.status !== 200) throw new Error(`memory: acquire answered ${res.status}`);
+      tokens[i] = res.json.ownerToken as string;
+    });
+    await sleep(300);
+    const heldBytes = usedMemory(await redis.info('memory'));
+    const heldStats = await memoryStats(redis);
+    const memoryUsageOfOneLock = Number(await redis.call('MEMORY', 'USAGE', keys.lock(id('bench-mem:0'))));
+    await forEachLimited(task.locks, 50, async (i) => {
+      const res = await post(pool, `/v1/locks/bench-mem:${i}/release`, { ownerToken: tokens[i] });
+      if (res.status !== 200) throw new Error(`memory: release answered ${res.status}`);
+    });
+    const releasedAt = performance.now();
+    const releasedBytes = usedMemory(await redis.info('memory'));
+    const keysAfterRelease = await countKeys(redis, pattern);
+    // Past the grace, Redis's own expiry removes the idle keys (actively, in the background).
+    await sleep(task.fenceGraceMs);
+    let keysAfterGrace = await countKeys(redis, pattern);
+    const deadline = performance.now() + 30_000;
+    while (keysAfterGrace > 0 && performance.now() < deadline) {
+      await sleep(100);
+      keysAfterGrace = await countKeys(redis, pattern);
+    }
+    const msUntilGone = performance.now() - releasedAt;
+    await sleep(300);
+    const afterGraceBytes = usedMemory(await redis.info('memory'));
+    const afterStats = await memoryStats(redis);
+    // Where the bytes went, per lock: the MEMORY STATS fields that moved by more than a byte per lock.
+    const statsDeltaPerLock: Record<string, [number, number]> = {};
+    for (const [field, base] of Object.entries(baselineStats)) {
+      if (!/^(overhead|clients|dataset|keys\.bytes|db|functions|lua|aof|replication|total\.allocated|startup)/.test(field)) continue;
+      const held = ((heldStats[field] ?? base) - base) / task.locks;
+      const after = ((afterStats[field] ?? base) - base) / task.locks;
+      if (Math.abs(held) >= 1 || Math.abs(after) >= 1) statsDeltaPerLock[field] = [held, after];
+    }
+    return {
+      locks: task.locks,
+      baselineBytes,
+      heldBytes,
+      releasedBytes,
+      keysAfterRelease,
+      afterGraceBytes,
+      keysAfterGrace,
+      msUntilGone,
+      memoryUsageOfOneLock,
+      statsDeltaPerLock,
+    };
+  } finally {
+    await pool.close();
+    redis.disconnect();
+  }
+}
+
+function commandStats(info: string): Map<string, number> {
+  const calls = new Map<string, number>();
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(match[1] as string, Number(match[2]));
+  return calls;
+}
+
+async function runChain(task: ChainTask): Promise<ChainResult> {
+  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
+  const pool = new Pool(task.keyholderUrl, { connections: task.waiters + 2, keepAliveTimeout: 120_000 });
+  const clock = new HandOffClock();
+  const breakdown: Record<string, number> = {};
+  let handOffs = 0;
+  let failures = 0;
+  let seconds = 0;
+  try {
+    for (let cycle = 0; cycle < task.cycles; cycle++) {
+      const key = `bench-chain:${task.tag}:${task.waiters}:${cycle}`;
+      const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
+      if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${holder.status}`);
+      let counting = false;
+      const waiters = Array.from({ length: task.waiters }, async () => {
+        const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
+        if (acquired.status !== 200) {
+          failures++;
+          return;
+        }
+        clock.granted(performance.now(), counting);
+        handOffs++;
+        const release = clock.releaseSent(performance.now());
+        const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
+        release.answered(performance.now());
+        if (released.status !== 200) failures++;
+      });
+      // Every waiter queued before the clock starts: only hand-offs are counted, not queueing.
+      const queuedBy = performance.now() + 60_000;
+      for (;;) {
+        const state = await get(pool, `/v1/locks/${key}`);
+        if (state.json.waiters === task.waiters) break;
+        if (performance.now() > queuedBy) throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued`);
+        await sleep(20);
+      }
+      const before = commandStats(await redis.info('commandstats'));
+      const startedAt = performance.now();
+      counting = true;
+      const release = clock.releaseSent(performance.now());
+      const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: holder.json.ownerToken });
+      release.answered(performance.now());
+      if (released.status !== 200) failures++;
+      await Promise.all(waiters);
+      seconds += (performance.now() - startedAt) / 1000;
+      const after = commandStats(await redis.info('commandstats'));
+      for (const [name, calls] of after) {
+        // Our own INFO calls are not part of the hand-offs.
+        if (name === 'info') continue;
+        const delta = calls - (before.get(name) ?? 0);
+        if (delta > 0) breakdown[name] = (breakdown[name] ?? 0) + delta;
+      }
+    }
+  } finally {
+    await pool.close();
+    redis.disconnect();
+  }
+  const total = Object.values(breakdown).reduce((a, b) => a + b, 0);
+  const scriptCalls = (breakdown.evalsha ?? 0) + (breakdown.eval ?? 0);
+  return {
+    waiters: task.waiters,
+    handOffs,
+    failures,
+    seconds,
+    commandsPerHandOff: total / Math.max(1, handOffs),
+    scriptCallsPerHandOff: scriptCalls / Math.max(1, handOffs),
+    commandBreakdown: Object.fromEntries(Object.entries(breakdown).map(([k, v]) => [k, v / Math.max(1, handOffs)])),
+    handOffFromReleaseAnswered: clock.fromAnswered.summary(),
+    handOffFromReleaseSent: clock.fromSent.summary(),
+  };
+}
+
+async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
+  const pool = new Pool(task.keyholderUrl, { connections: 4 });
+  const samples: number[] = [];
+  let failures = 0;
+  try {
+    for (let i = 0; i < task.repeats; i++) {
+      const key = `bench-expiry:${task.tag}:${i}`;
+      // A holder that crashes: it never renews nor releases.
+      const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: task.ttlMs });
+      if (holder.status !== 200) throw new Error(`expiry: holder's acquire answered ${holder.status}`);
+      const expiresAtMs = Date.parse(holder.json.expiresAt as string);
+      const waiter = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: task.ttlMs + 5_000 });
+      // expiresAt is on the Redis clock: the same host clock as this one.
+      const grantedAtMs = performance.timeOrigin + performance.now();
+      if (waiter.status !== 200) {
+        failures++;
+        continue;
+      }
+      samples.push(grantedAtMs - expiresAtMs);
+      await post(pool, `/v1/locks/${key}/release`, { ownerToken: waiter.json.ownerToken });
+    }
+  } finally {
+    await pool.close();
+  }
+  return { samples, failures };
+}
+
+function runTask(task: Task): Promise<TaskResult> {
+  switch (task.kind) {
+    case 'loop':
+      return runLoop(task);
+    case 'memory':
+      return runMemory(task);
+    case 'chain':
+      return runChain(task);
+    case 'expiry':
+      return runExpiry(task);
+  }
+}
+
+process.on('message', (task: Task) => {
+  const reply = (message: WorkerMessage) => process.send?.(message);
+  runTask(task).then(
+    (result) => reply({ ok: true, result }),
+    (err: unknown) => reply({ ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err) }),
+  );
+});
+process.on('disconnect', () => process.exit(0));

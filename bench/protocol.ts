@@ -1,0 +1,112 @@
+/** Messages between the benchmark runner and its load-generating worker process. */
+
+export type LoopScenario = 'pairs' | 'hot' | 'renew' | 'floor-http' | 'floor-redis' | 'peer-etcd';
+
+export interface LoopTask {
+  readonly kind: 'loop';
+  readonly scenario: LoopScenario;
+  /** Base URL of the HTTP target (keyholder, the floor or etcd); the Redis URL for floor-redis. */
+  readonly target: string;
+  readonly concurrency: number;
+  readonly warmMs: number;
+  readonly durationMs: number;
+  /** Distinguishes the keys of one run from another's (renew and hot key start from fresh locks). */
+  readonly tag: string;
+  /** Processes whose CPU time is read at the start and end of the measured window. */
+  readonly serverPid?: number;
+  readonly redisPid?: number;
+}
+
+export interface MemoryTask {
+  readonly kind: 'memory';
+  readonly keyholderUrl: string;
+  readonly redisUrl: string;
+  readonly keyPrefix: string;
+  readonly locks: number;
+  readonly fenceGraceMs: number;
+}
+
+export interface ChainTask {
+  readonly kind: 'chain';
+  readonly keyholderUrl: string;
+  readonly redisUrl: string;
+  readonly waiters: number;
+  /** How many times the whole chain (holder + waiters) is run; figures are summed over them. */
+  readonly cycles: number;
+  readonly tag: string;
+}
+
+export interface ExpiryTask {
+  readonly kind: 'expiry';
+  readonly keyholderUrl: string;
+  readonly repeats: number;
+  readonly ttlMs: number;
+  readonly tag: string;
+}
+
+export type Task = LoopTask | MemoryTask | ChainTask | ExpiryTask;
+
+/** Latency percentiles in milliseconds. */
+export interface Percentiles {
+  readonly count: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly p999: number;
+  readonly max: number;
+}
+
+export interface LoopResult {
+  /** Completed units (a pair, a hand-off, a renew, a request) in the measured window. */
+  readonly units: number;
+  readonly seconds: number;
+  readonly unitsPerSecond: number;
+  readonly latency: Record<string, Percentiles>;
+  /** Answers other than the expected success, by operation and status. */
+  readonly errors: Record<string, number>;
+  readonly serverCpuSeconds?: number;
+  readonly redisCpuSeconds?: number;
+  /** Hot key only: next waiter's 200 after the release was sent / after the release was answered. */
+  readonly handOffFromReleaseSent?: Percentiles;
+  readonly handOffFromReleaseAnswered?: Percentiles;
+  /** Hot key only: hand-offs whose grant reached the client before the release's own answer. */
+  readonly grantsBeforeReleaseAnswer?: number;
+}
+
+export interface MemoryResult {
+  readonly locks: number;
+  readonly baselineBytes: number;
+  readonly heldBytes: number;
+  /** Right after release: the keys still hold the last fencing token until FENCE_GRACE_MS runs out. */
+  readonly releasedBytes: number;
+  readonly keysAfterRelease: number;
+  readonly afterGraceBytes: number;
+  readonly keysAfterGrace: number;
+  readonly msUntilGone: number;
+  /** MEMORY USAGE of one held lock's hash (Redis's own estimate, key and expiry included). */
+  readonly memoryUsageOfOneLock: number;
+  /** MEMORY STATS fields that moved, per lock: [held - baseline, after the grace - baseline]. */
+  readonly statsDeltaPerLock: Record<string, [number, number]>;
+}
+
+export interface ChainResult {
+  readonly waiters: number;
+  readonly handOffs: number;
+  readonly failures: number;
+  readonly seconds: number;
+  /** Every Redis command executed (those run inside scripts included), per hand-off. */
+  readonly commandsPerHandOff: number;
+  /** Commands sent by clients (script calls, PUBLISH excluded as it runs inside scripts), per hand-off. */
+  readonly scriptCallsPerHandOff: number;
+  readonly commandBreakdown: Record<string, number>;
+  readonly handOffFromReleaseAnswered: Percentiles;
+  readonly handOffFromReleaseSent: Percentiles;
+}
+
+export interface ExpiryResult {
+  readonly samples: number[];
+  readonly failures: number;
+}
+
+export type TaskResult = LoopResult | MemoryResult | ChainResult | ExpiryResult;
+
+export type WorkerMessage = { readonly ok: true; readonly result: TaskResult } | { readonly ok: false; readonly error: string };

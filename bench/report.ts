@@ -1,0 +1,267 @@
+import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult } from './protocol.js';
+
+/** Turns the measurements of every round into the Markdown report. Numbers only; no judgement here but the targets. */
+
+export interface Machine {
+  readonly cpus: number;
+  readonly cpuModel: string;
+  readonly node: string;
+  readonly redis: string;
+  readonly etcd: string | null;
+  readonly loadBefore: string;
+  readonly loadAfter: string;
+  readonly date: string;
+}
+
+export interface Settings {
+  readonly rounds: number;
+  readonly warmMs: number;
+  readonly durationMs: number;
+  readonly concurrencies: readonly number[];
+}
+
+export type Results = Map<LoopScenario, Map<number, LoopResult[]>>;
+
+export interface Report {
+  readonly machine: Machine;
+  readonly settings: Settings;
+  readonly results: Results;
+  readonly memory?: MemoryResult;
+  readonly chains: readonly ChainResult[];
+  readonly expiry?: ExpiryResult;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+function num(value: number, digits: number): string {
+  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+/** "median (min-max)" over rounds; just the value when there is one round. */
+function spread(values: readonly (number | undefined)[], digits: number): string {
+  const known = values.filter((v): v is number => v !== undefined && Number.isFinite(v));
+  if (known.length === 0) return 'n/a';
+  const m = num(median(known), digits);
+  if (known.length === 1) return m;
+  return `${m} (${num(Math.min(...known), digits)}–${num(Math.max(...known), digits)})`;
+}
+
+const SCENARIOS: ReadonlyArray<{ id: LoopScenario; name: string; unit: string; op: string }> = [
+  { id: 'pairs', name: 'keyholder pairs (10,000 keys)', unit: 'pairs/s', op: 'acquire' },
+  { id: 'hot', name: 'keyholder hot key, waitMs', unit: 'hand-offs/s', op: 'acquire' },
+  { id: 'renew', name: 'keyholder renew', unit: 'renews/s', op: 'renew' },
+  { id: 'floor-http', name: 'floor-http (bare Fastify)', unit: 'req/s', op: 'request' },
+  { id: 'floor-redis', name: 'floor-redis (Lua via ioredis)', unit: 'pairs/s', op: 'acquire' },
+  { id: 'peer-etcd', name: 'peer-etcd (lease+lock+unlock)', unit: 'pairs/s', op: 'lock' },
+];
+
+const perThousand = (cpu: number | undefined, units: number) => (cpu === undefined || units === 0 ? undefined : (cpu / units) * 1000);
+
+function rounds(results: Results, id: LoopScenario, c: number): LoopResult[] {
+  return results.get(id)?.get(c) ?? [];
+}
+
+export function resultsTable(report: Report): string {
+  const lines = [
+    '| scenario | c | throughput | latency of | p50 ms | p99 ms | p99.9 ms | server CPU s / 1k | Redis CPU s / 1k | errors |',
+    '| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const c of report.settings.concurrencies) {
+    for (const s of SCENARIOS) {
+      const rs = rounds(report.results, s.id, c);
+      if (rs.length === 0) continue;
+      const lat = rs.map((r) => r.latency[s.op]);
+      const errors = rs.reduce((n, r) => n + Object.values(r.errors).reduce((a, b) => a + b, 0), 0);
+      lines.push(
+        `| ${s.name} | ${c} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} ${s.unit} | ${s.op} | ` +
+          `${spread(lat.map((l) => l?.p50), 2)} | ${spread(lat.map((l) => l?.p99), 2)} | ${spread(lat.map((l) => l?.p999), 2)} | ` +
+          `${spread(rs.map((r) => perThousand(r.serverCpuSeconds, r.units)), 3)} | ` +
+          `${s.id === 'peer-etcd' || s.id === 'floor-http' ? '–' : spread(rs.map((r) => perThousand(r.redisCpuSeconds, r.units)), 3)} | ${errors} |`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+interface Target {
+  readonly name: string;
+  readonly goal: string;
+  readonly values: number[];
+  readonly digits: number;
+  readonly met: (v: number) => boolean;
+}
+
+/** Ratios are computed within each round (same load on the machine), then summarised over rounds. */
+function perRound(a: LoopResult[], b: LoopResult[], f: (x: LoopResult, y: LoopResult) => number | undefined): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    const v = f(a[i] as LoopResult, b[i] as LoopResult);
+    if (v !== undefined && Number.isFinite(v)) out.push(v);
+  }
+  return out;
+}
+
+export function targets(report: Report): Target[] {
+  const r = report.results;
+  const list: Target[] = [];
+  const pairs50 = rounds(r, 'pairs', 50);
+  list.push({
+    name: 'pairs/s ÷ floor-http req/s (c=50)',
+    goal: '≥ 0.35',
+    values: perRound(pairs50, rounds(r, 'floor-http', 50), (x, y) => x.unitsPerSecond / y.unitsPerSecond),
+    digits: 3,
+    met: (v) => v >= 0.35,
+  });
+  list.push({
+    name: 'acquire p99 ÷ floor-http p99 (c=50)',
+    goal: '≤ 3',
+    values: perRound(pairs50, rounds(r, 'floor-http', 50), (x, y) =>
+      x.latency.acquire && y.latency.request ? x.latency.acquire.p99 / y.latency.request.p99 : undefined,
+    ),
+    digits: 2,
+    met: (v) => v <= 3,
+  });
+  for (const c of report.settings.concurrencies) {
+    const etcd = rounds(r, 'peer-etcd', c);
+    if (etcd.length > 0) {
+      list.push({
+        name: `pairs/s ÷ peer-etcd pairs/s (c=${c})`,
+        goal: '≥ 5',
+        values: perRound(rounds(r, 'pairs', c), etcd, (x, y) => x.unitsPerSecond / y.unitsPerSecond),
+        digits: 2,
+        met: (v) => v >= 5,
+      });
+    }
+  }
+  for (const c of report.settings.concurrencies) {
+    list.push({
+      name: `Redis CPU per pair ÷ floor-redis (c=${c})`,
+      goal: '≤ 1.5',
+      values: perRound(rounds(r, 'pairs', c), rounds(r, 'floor-redis', c), (x, y) => {
+        const a = perThousand(x.redisCpuSeconds, x.units);
+        const b = perThousand(y.redisCpuSeconds, y.units);
+        return a === undefined || b === undefined || b === 0 ? undefined : a / b;
+      }),
+      digits: 2,
+      met: (v) => v <= 1.5,
+    });
+  }
+  return list;
+}
+
+function targetsTable(report: Report): string {
+  const lines = ['| target | goal | measured, median (min–max) over rounds | met |', '| --- | --- | ---: | --- |'];
+  for (const t of targets(report)) {
+    const met = t.values.length === 0 ? 'n/a' : t.met(median(t.values)) ? 'yes' : '**no**';
+    lines.push(`| ${t.name} | ${t.goal} | ${spread(t.values, t.digits)} | ${met} |`);
+  }
+  const m = report.memory;
+  if (m) {
+    const perLock = (m.heldBytes - m.baselineBytes) / m.locks;
+    const perIdle = (m.afterGraceBytes - m.baselineBytes) / m.locks;
+    lines.push(`| Redis memory per held lock | ≤ 200 B | ${num(perLock, 0)} B | ${perLock <= 200 ? 'yes' : '**no**'} |`);
+    lines.push(
+      `| Redis memory per idle key after the grace | 0 B | ${num(perIdle, 1)} B (${m.keysAfterGrace} keys left) | ${m.keysAfterGrace === 0 && perIdle <= 8 ? 'yes' : '**no**'} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function memorySection(m: MemoryResult, graceMs: number): string {
+  const per = (bytes: number) => num((bytes - m.baselineBytes) / m.locks, 1);
+  return [
+    `${num(m.locks, 0)} locks held at once (no holder label), INFO memory used_memory against the baseline before:`,
+    '',
+    '| state | used_memory | per lock | keys |',
+    '| --- | ---: | ---: | ---: |',
+    `| baseline | ${num(m.baselineBytes, 0)} B | | |`,
+    `| ${num(m.locks, 0)} locks held | ${num(m.heldBytes, 0)} B | ${per(m.heldBytes)} B | ${m.locks} |`,
+    `| just released (fencing token kept for FENCE_GRACE_MS=${graceMs}) | ${num(m.releasedBytes, 0)} B | ${per(m.releasedBytes)} B | ${m.keysAfterRelease} |`,
+    `| after the grace (all gone ${num(m.msUntilGone, 0)} ms after release) | ${num(m.afterGraceBytes, 0)} B | ${per(m.afterGraceBytes)} B | ${m.keysAfterGrace} |`,
+    '',
+    `MEMORY USAGE of one held lock's hash: ${m.memoryUsageOfOneLock} B (Redis's estimate of key, value and expiry). ` +
+      'MEMORY STATS fields that moved, bytes per lock (held / after the grace): ' +
+      Object.entries(m.statsDeltaPerLock)
+        .map(([field, [held, after]]) => `${field} ${num(held, 1)} / ${num(after, 1)}`)
+        .join(', ') +
+      '.',
+  ].join('\n');
+}
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
+function waitingSection(report: Report): string {
+  const out: string[] = [];
+  const hot = report.settings.concurrencies.map((c) => ({ c, rs: rounds(report.results, 'hot', c) })).filter((h) => h.rs.length > 0);
+  if (hot.length > 0) {
+    out.push('Hand-off under load (hot-key scenario: every client waits on one key, takes it, releases at once):', '');
+    out.push('| clients | hand-offs/s | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | grants before the release answer |');
+    out.push('| ---: | ---: | ---: | ---: | ---: |');
+    for (const { c, rs } of hot) {
+      const a = rs.map((r) => r.handOffFromReleaseAnswered);
+      const s = rs.map((r) => r.handOffFromReleaseSent);
+      const before = rs.reduce((n, r) => n + (r.grantsBeforeReleaseAnswer ?? 0), 0);
+      const total = rs.reduce((n, r) => n + (r.handOffFromReleaseAnswered?.count ?? 0), 0);
+      out.push(
+        `| ${c} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} | ${spread(a.map((x) => x?.p50), 2)} / ${spread(a.map((x) => x?.p99), 2)} | ` +
+          `${spread(s.map((x) => x?.p50), 2)} / ${spread(s.map((x) => x?.p99), 2)} | ${total ? num((100 * before) / total, 0) : 0} % |`,
+      );
+    }
+    out.push('');
+  }
+  if (report.chains.length > 0) {
+    out.push('A queue drained by hand-offs (N waiters queued on one key, then the holder releases; each waiter releases as soon as it is granted):', '');
+    out.push('| waiters queued | hand-offs | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | Redis commands per hand-off (all) | script calls per hand-off | breakdown per hand-off |');
+    out.push('| ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+    for (const ch of report.chains) {
+      const breakdown = Object.entries(ch.commandBreakdown)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k} ${num(v, 2)}`)
+        .join(', ');
+      out.push(
+        `| ${num(ch.waiters, 0)} | ${ch.handOffs}${ch.failures ? ` (${ch.failures} failed)` : ''} | ${num(ch.handOffFromReleaseAnswered.p50, 2)} / ${num(ch.handOffFromReleaseAnswered.p99, 2)} | ` +
+          `${num(ch.handOffFromReleaseSent.p50, 2)} / ${num(ch.handOffFromReleaseSent.p99, 2)} | ${num(ch.commandsPerHandOff, 1)} | ${num(ch.scriptCallsPerHandOff, 2)} | ${breakdown} |`,
+      );
+    }
+    out.push('');
+  }
+  const e = report.expiry;
+  if (e && e.samples.length > 0) {
+    out.push(
+      `Grant delay after a crashed holder's lease expires (holder never releases; lease end on the Redis clock → waiter's 200), ` +
+        `${e.samples.length} samples${e.failures ? `, ${e.failures} failed` : ''}: ` +
+        `median ${num(median(e.samples), 1)} ms, p99 ${num(percentile(e.samples, 99), 1)} ms, min ${num(Math.min(...e.samples), 1)} ms, max ${num(Math.max(...e.samples), 1)} ms.`,
+    );
+  }
+  return out.join('\n');
+}
+
+export function renderReport(report: Report, memoryGraceMs: number): string {
+  const m = report.machine;
+  const s = report.settings;
+  const parts = [
+    '## keyholder benchmark',
+    '',
+    `Machine: ${m.cpus} CPUs (${m.cpuModel}), Node ${m.node}, Redis ${m.redis}${m.etcd ? `, etcd ${m.etcd}` : ', etcd not installed (peer-etcd skipped)'}. ` +
+      `Load average (1/5/15 min) before: ${m.loadBefore}; after: ${m.loadAfter}. ${m.date}.`,
+    `${s.rounds} round(s); each scenario ${s.warmMs} ms warm-up then ${s.durationMs} ms measured, at concurrency ${s.concurrencies.join(' and ')}. ` +
+      'Cells: median over rounds (min–max). CPU: user+system seconds of the process per 1,000 units of the throughput column.',
+    '',
+    resultsTable(report),
+    '',
+    '### Targets',
+    '',
+    targetsTable(report),
+    '',
+  ];
+  if (report.memory) parts.push('### Redis memory', '', memorySection(report.memory, memoryGraceMs), '');
+  parts.push('### Waiting', '', waitingSection(report), '');
+  return parts.join('\n');
+}

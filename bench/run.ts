@@ -1,0 +1,243 @@
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
+import { RedisServer } from '../test/helpers/redis-server.js';
+import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
+import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startKeyholder, type OwnedProcess } from './procs.js';
+import { renderReport, type Report, type Results } from './report.js';
+
+/**
+ * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
+ * a bare-Fastify floor and, when installed, etcd, all on loopback; drives them from a separate load
+ * process; prints a Markdown report on stdout and a progress line on stderr.
+ */
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    'duration-ms': { type: 'string' },
+    scenarios: { type: 'string' },
+    'no-waiting': { type: 'boolean', default: false },
+    'no-memory': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    out: { type: 'string' },
+  },
+});
+
+const quick = args.quick ?? false;
+const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+const settings = {
+  rounds: Number(args.rounds ?? (quick ? 1 : 3)),
+  warmMs: quick ? 300 : 1000,
+  durationMs: Number(args['duration-ms'] ?? (quick ? 1500 : 5000)),
+  concurrencies: quick ? [50] : [50, 200],
+};
+const selected = args.scenarios ? (args.scenarios.split(',') as LoopScenario[]) : ALL_SCENARIOS;
+/** The memory measurement's grace: short, so the idle keys are seen to disappear. */
+const MEMORY_FENCE_GRACE_MS = 1000;
+
+const tty = process.stderr.isTTY;
+function progress(line: string): void {
+  if (tty) process.stderr.write(`\r\x1b[K${line}`);
+  else process.stderr.write(`${line}\n`);
+}
+
+class LoadWorker {
+  private readonly child: ChildProcess;
+  constructor() {
+    this.child = fork(join(ROOT, 'bench/load-worker.ts'), [], {
+      cwd: ROOT,
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+  }
+
+  run<T extends TaskResult>(task: Task): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`load worker exited (${code}) during ${task.kind}`));
+      this.child.once('exit', onExit);
+      this.child.once('message', (message: WorkerMessage) => {
+        this.child.off('exit', onExit);
+        if (message.ok) resolve(message.result as T);
+        else reject(new Error(`load worker failed: ${message.error}`));
+      });
+      this.child.send(task);
+    });
+  }
+
+  stop(): void {
+    this.child.disconnect();
+  }
+}
+
+function loadAverage(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+function cpuModel(): string {
+  const match = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+  return match?.[1]?.trim() ?? 'unknown';
+}
+
+function redisVersion(): string {
+  const out = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  return /v=(\S+)/.exec(out)?.[1] ?? 'unknown';
+}
+
+async function main(): Promise<void> {
+  const loadBefore = loadAverage();
+  const dir = benchDir();
+  const owned: OwnedProcess[] = [];
+  let redis: RedisServer | undefined;
+  let worker: LoadWorker | undefined;
+  try {
+    progress('starting redis-server, keyholder, floor-http' + (etcdInstalled() ? ', etcd' : ''));
+    redis = await RedisServer.start();
+    const redisPid = redis.pid as number;
+    const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.tmp/bench-profiles')}`] : [];
+    // Production settings: API keys on (one key, as a service's worker pool would use), the rate
+    // limiter on but with a ceiling the load never reaches (one key at full speed would otherwise be
+    // measured against its own 429s), the per-namespace quota at its default.
+    const apiKey = newApiKey();
+    const keysFile = join(dir, 'api-keys.json');
+    writeFileSync(
+      keysFile,
+      JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }),
+    );
+    process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
+    const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000' };
+    const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);
+    owned.push(keyholder.proc);
+    // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
+    // seen to go) and room for 1,000 waiters on one key.
+    // The quota is off there so the memory figure is the lock's own state (see README "Performance").
+    const aux = await startKeyholder('keyholder-aux', redis.url, dir, {
+      ...access,
+      NAMESPACE_MAX_HELD_LOCKS: '0',
+      REDIS_KEY_PREFIX: 'khaux:',
+      FENCE_GRACE_MS: String(MEMORY_FENCE_GRACE_MS),
+      WAITERS_PER_KEY_MAX: '1024',
+    });
+    owned.push(aux.proc);
+    const floor = await startFloorHttp(dir);
+    owned.push(floor.proc);
+    const etcd = etcdInstalled() && selected.includes('peer-etcd') ? await startEtcd(dir) : undefined;
+    if (etcd) owned.push(etcd.proc);
+    worker = new LoadWorker();
+
+    let memory: MemoryResult | undefined;
+    if (!args['no-memory']) {
+      progress('memory: holding locks, releasing, waiting past the grace');
+      memory = await worker.run<MemoryResult>({
+        kind: 'memory',
+        keyholderUrl: aux.url,
+        redisUrl: redis.url,
+        keyPrefix: 'khaux:',
+        locks: quick ? 2_000 : 10_000,
+        fenceGraceMs: MEMORY_FENCE_GRACE_MS,
+      });
+    }
+
+    const results: Results = new Map();
+    const targetOf = (s: LoopScenario): { url: string; pid: number; proc?: OwnedProcess } | undefined => {
+      switch (s) {
+        case 'pairs':
+        case 'hot':
+        case 'renew':
+          return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };
+        case 'floor-http':
+          return { url: floor.url, pid: floor.proc.pid, proc: floor.proc };
+        case 'floor-redis':
+          return { url: (redis as RedisServer).url, pid: redisPid };
+        case 'peer-etcd':
+          return etcd ? { url: etcd.url, pid: etcd.proc.pid, proc: etcd.proc } : undefined;
+      }
+    };
+    for (let round = 1; round <= settings.rounds; round++) {
+      for (const c of settings.concurrencies) {
+        for (const scenario of ALL_SCENARIOS.filter((s) => selected.includes(s))) {
+          const target = targetOf(scenario);
+          if (!target) continue;
+          progress(`round ${round}/${settings.rounds}  ${scenario} c=${c}  (load ${loadAverage()})`);
+          const result = await worker.run<LoopResult>({
+            kind: 'loop',
+            scenario,
+            target: target.url,
+            concurrency: c,
+            warmMs: settings.warmMs,
+            durationMs: settings.durationMs,
+            tag: `${round}-${c}-${Date.now()}`,
+            serverPid: scenario === 'floor-redis' ? undefined : target.pid,
+            redisPid: scenario === 'floor-http' || scenario === 'peer-etcd' ? undefined : redisPid,
+          });
+          // Logs of a scenario are not kept: a full run would otherwise write gigabytes.
+          target.proc?.truncateLog();
+          let byC = results.get(scenario);
+          if (!byC) results.set(scenario, (byC = new Map<number, LoopResult[]>()));
+          byC.set(c, [...(byC.get(c) ?? []), result]);
+          progress(
+            `round ${round}/${settings.rounds}  ${scenario} c=${c}: ${result.unitsPerSecond.toFixed(0)}/s` +
+              (Object.keys(result.errors).length ? `  errors ${JSON.stringify(result.errors)}` : ''),
+          );
+        }
+      }
+    }
+
+    const chains: ChainResult[] = [];
+    let expiry: ExpiryResult | undefined;
+    if (!args['no-waiting']) {
+      for (const [waiters, cycles] of [
+        [1, quick ? 10 : 50],
+        [100, quick ? 1 : 3],
+        [1000, 1],
+      ] as const) {
+        progress(`waiting: draining a queue of ${waiters} waiter(s) × ${cycles}`);
+        chains.push(
+          await worker.run<ChainResult>({ kind: 'chain', keyholderUrl: aux.url, redisUrl: redis.url, waiters, cycles, tag: String(Date.now()) }),
+        );
+      }
+      progress('waiting: grant delay after a lease expires');
+      expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
+    }
+
+    const report: Report = {
+      machine: {
+        cpus: availableParallelism(),
+        cpuModel: cpuModel(),
+        node: process.versions.node,
+        redis: redisVersion(),
+        etcd: etcdInstalled() ? etcdVersion() : null,
+        loadBefore,
+        loadAfter: loadAverage(),
+        date: new Date().toISOString(),
+      },
+      settings,
+      results,
+      memory,
+      chains,
+      expiry,
+    };
+    progress('done\n');
+    const text = renderReport(report, MEMORY_FENCE_GRACE_MS);
+    process.stdout.write(text);
+    if (args.out) writeFileSync(args.out, text);
+    if (args.out) writeFileSync(`${args.out}.json`, JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1));
+  } finally {
+    worker?.stop();
+    for (const proc of owned.reverse()) await proc.stop().catch(() => undefined);
+    await redis?.stop();
+    removeDir(dir);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
