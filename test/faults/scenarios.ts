@@ -279,23 +279,29 @@ export async function redisDataLoss(cluster: Cluster, scale: Scale): Promise<Sce
   }, report);
 }
 
-/** 7. Network faults between one instance and Redis: delay, black hole, resets mid-script, dropped replies. */
+/**
+ * 7. Network faults between one instance and Redis: delay past the command timeout, black hole,
+ * connection resets mid-script, replies dropped for a long stretch, and replies dropped in short bursts
+ * (a few replies lost on a connection that then carries on).
+ */
 export async function networkFaults(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
   const target = 0;
   const proxy = cluster.proxies[target];
   if (!proxy) throw new Error('no proxy');
   const windowMs = scale === 'short' ? 1_500 : 2_500;
-  const gapMs = 1_500;
-  const kinds = ['delay', 'blackhole', 'resets', 'dropReplies'] as const;
+  const gapMs = 2_000;
+  const finalGapMs = 4_000;
+  const kinds = ['delay', 'blackhole', 'resets', 'dropReplies', 'replyDropBursts'] as const;
   const rounds = scale === 'short' ? 1 : 2;
   const driver = new Driver({
     urls: cluster.urls,
     clients: CLIENTS,
     keys: keysFor('net'),
     ttlMs: TTL_MS,
-    durationMs: (windowMs + gapMs) * kinds.length * rounds + gapMs,
+    durationMs: (windowMs + gapMs) * kinds.length * rounds + finalGapMs,
   });
   const windows: Array<{ kind: string; startMs: number; endMs: number }> = [];
+  let healedAt = Number.POSITIVE_INFINITY;
   const faults = (async () => {
     for (let r = 0; r < rounds; r++) {
       for (const kind of kinds) {
@@ -304,10 +310,15 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
         if (kind === 'delay') proxy.set({ kind: 'delay', delayMs: 1_000 });
         if (kind === 'blackhole') proxy.set({ kind: 'blackhole' });
         if (kind === 'dropReplies') proxy.set({ kind: 'dropReplies' });
-        if (kind === 'resets') {
+        if (kind === 'resets' || kind === 'replyDropBursts') {
           while (driver.clock.nowMs() - startMs < windowMs) {
-            proxy.resetAll();
-            await sleep(50 + Math.random() * 100);
+            if (kind === 'resets') proxy.resetAll();
+            else {
+              proxy.set({ kind: 'dropReplies' });
+              await sleep(10 + Math.random() * 20);
+              proxy.heal();
+            }
+            await sleep(50 + Math.random() * 150);
           }
         } else {
           await sleep(windowMs);
@@ -315,9 +326,11 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
         proxy.heal();
         const endMs = driver.clock.nowMs();
         windows.push({ kind, startMs, endMs });
-        driver.fault(kind, target, startMs, endMs, kind === 'resets' ? 'some' : 'none');
+        // Inside resets and short drop bursts some calls get through, so a 200 there is legitimate.
+        driver.fault(kind, target, startMs, endMs, kind === 'resets' || kind === 'replyDropBursts' ? 'some' : 'none');
       }
     }
+    healedAt = driver.clock.nowMs();
   })();
   await Promise.all([driver.run(), faults]);
   const ops = lockOps(driver);
@@ -334,12 +347,15 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     if (a === 0) windowsWithout503++;
     if (b === 0) windowsWithoutOthersServing++;
   }
-  return result('7 network faults', driver, `${windows.length} proxy faults (${kinds.join(', ')})`, {
+  const servedAfterHeal = ops.filter((o) => o.instance === target && o.startMs >= healedAt && o.outcome === 'ok').length;
+  return result('7 network faults', driver, `${windows.length} proxy faults on 1 of 3 instances (${kinds.join(', ')})`, {
     windowsWhereAffectedNever503: windowsWithout503,
     windowsWhereOthersStopped: windowsWithoutOthersServing,
+    affectedNeverRecovered: servedAfterHeal === 0 ? 1 : 0,
   }, {
     affectedInstance503s: affected503,
     othersServed200s: othersServed,
+    affectedServed200sAfterHeal: servedAfterHeal,
     connectionResets: proxy.stats.resets,
     bytesDropped: proxy.stats.bytesDropped,
   });

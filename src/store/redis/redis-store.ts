@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
 import { KeySpace } from './keys.js';
-import { parseAcquire, parseInspect, parseRelease, parseRenew } from './replies.js';
+import { MisalignedReplyError, parseAcquire, parseInspect, parseRelease, parseRenew } from './replies.js';
 import { defineScripts } from './scripts.js';
 
 export interface RedisStoreOptions {
@@ -14,6 +15,9 @@ export interface RedisStoreOptions {
   readonly fenceGraceMs: number;
   readonly log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
+
+/** ioredis's message when a command outlives `commandTimeout`. */
+const COMMAND_TIMED_OUT = 'Command timed out';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
@@ -92,7 +96,12 @@ export class RedisStore implements LockStore {
   }
 
   async ping(): Promise<void> {
-    await this.call(() => this.redis.ping());
+    // PING with a message echoes it: a reply meant for another call cannot pass for this one.
+    const nonce = randomBytes(12).toString('base64url');
+    await this.call(async () => {
+      const reply = await this.redis.ping(nonce);
+      if (reply !== nonce) throw new MisalignedReplyError('ping');
+    });
   }
 
   async close(): Promise<void> {
@@ -114,6 +123,11 @@ export class RedisStore implements LockStore {
     try {
       return await run();
     } catch (err) {
+      // After a timeout the reply may still come, or may never come; either way the connection's replies
+      // may now be out of step with its calls. Replace it rather than read answers meant for others.
+      if (err instanceof MisalignedReplyError || (err as Error).message === COMMAND_TIMED_OUT) {
+        this.redis.disconnect(true);
+      }
       throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
     }
   }
