@@ -31,6 +31,9 @@ export class RedisStore implements LockStore {
   private readonly redis: Redis;
   private readonly keys: KeySpace;
   private readonly graceMs: number;
+  /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
+  private connectionEpoch = 0;
+  private probing = false;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -52,6 +55,7 @@ export class RedisStore implements LockStore {
     const log = options.log;
     let wasReady = false;
     this.redis.on('ready', () => {
+      this.connectionEpoch++;
       wasReady = true;
       log?.info({ store: 'redis' }, 'connected to Redis');
     });
@@ -96,12 +100,37 @@ export class RedisStore implements LockStore {
   }
 
   async ping(): Promise<void> {
-    // PING with a message echoes it: a reply meant for another call cannot pass for this one.
+    await this.call(() => this.echoPing());
+  }
+
+  /** PING with a message echoes it: a reply meant for another call cannot pass for this one. */
+  private async echoPing(): Promise<void> {
     const nonce = randomBytes(12).toString('base64url');
-    await this.call(async () => {
-      const reply = await this.redis.ping(nonce);
-      if (reply !== nonce) throw new MisalignedReplyError('ping');
-    });
+    const reply = await this.redis.ping(nonce);
+    if (reply !== nonce) throw new MisalignedReplyError('ping');
+  }
+
+  /**
+   * After a command timed out: one echo PING (with its own timeout) goes behind everything already sent.
+   * Replies come back in order, so if it gets its own echo every earlier reply has been read and the
+   * connection is in step; if it times out or reads another call's reply, a reply was lost and the
+   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING.
+   */
+  private probeAlignment(): void {
+    if (this.probing) return;
+    this.probing = true;
+    const epoch = this.connectionEpoch;
+    this.echoPing()
+      .catch(() => this.replaceConnection(epoch))
+      .finally(() => {
+        this.probing = false;
+      });
+  }
+
+  /** Drops the connection (ioredis reconnects), unless it has already been replaced since `epoch`. */
+  private replaceConnection(epoch: number): void {
+    if (epoch !== this.connectionEpoch || this.redis.status !== 'ready') return;
+    this.redis.disconnect(true);
   }
 
   async close(): Promise<void> {
@@ -123,11 +152,10 @@ export class RedisStore implements LockStore {
     try {
       return await run();
     } catch (err) {
-      // After a timeout the reply may still come, or may never come; either way the connection's replies
-      // may now be out of step with its calls. Replace it rather than read answers meant for others.
-      if (err instanceof MisalignedReplyError || (err as Error).message === COMMAND_TIMED_OUT) {
-        this.redis.disconnect(true);
-      }
+      // A reply meant for another call: this connection's replies are out of step; replace it.
+      if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
+      // After a timeout the reply may only be late (a busy event loop), or lost for good: find out.
+      else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
       throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
     }
   }
