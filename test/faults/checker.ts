@@ -15,9 +15,15 @@ export interface CheckOptions {
    * share one host in these tests, so this only covers rounding and scheduling: a few ms would do.
    */
   readonly driftMarginMs: number;
+  /**
+   * The longest the recording process itself was stalled (event-loop delay) during the run, in ms. An
+   * answer is "expired on arrival" only if it was late by more than this: a stalled caller reading a fresh
+   * answer late is a paused client, not a late answer from the service.
+   */
+  readonly observerLagMs: number;
 }
 
-export const DEFAULT_CHECK_OPTIONS: CheckOptions = Object.freeze({ driftMarginMs: 25 });
+export const DEFAULT_CHECK_OPTIONS: CheckOptions = Object.freeze({ driftMarginMs: 25, observerLagMs: 0 });
 
 export interface Grant {
   readonly id: number;
@@ -154,7 +160,7 @@ export function checkHistory(history: History, options: CheckOptions = DEFAULT_C
   for (const [key, keyWrites] of writesByKey) {
     checkStaleWrites(key, keyWrites, grantsByKey.get(key) ?? [], violations);
   }
-  checkExpiredOnArrival(history, violations);
+  checkExpiredOnArrival(history, options, violations);
   checkUncertainSuccesses(history, violations);
 
   const counts = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, violations[k].length])) as Record<ViolationKind, number>;
@@ -287,11 +293,11 @@ function checkStaleWrites(key: string, writes: readonly WriteOp[], grants: reado
   }
 }
 
-function checkExpiredOnArrival(history: History, out: Violations): void {
+function checkExpiredOnArrival(history: History, options: CheckOptions, out: Violations): void {
   for (const op of history.ops) {
     if (op.type !== 'lock' || op.outcome !== 'ok' || op.kind === 'release') continue;
     if (op.expiresAtMs === undefined || op.receivedWallMs === undefined) continue;
-    if (op.expiresAtMs <= op.receivedWallMs) {
+    if (op.expiresAtMs + options.observerLagMs <= op.receivedWallMs) {
       out.expiredOnArrival.push({ key: op.key, op: op.id, lateByMs: op.receivedWallMs - op.expiresAtMs });
     }
   }

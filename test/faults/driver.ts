@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { FencedResource } from './fenced-resource.js';
 import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome } from './history.js';
 
@@ -40,7 +41,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * Runs N clients against the instances. Each loops: acquire -> write to the fenced resource (in the same
- * tick as the answer) -> hold a little -> maybe renew and write again -> release, and records every
+ * tick as the answer) -> hold a little -> write again -> maybe renew and write again -> release, and records every
  * operation on one monotonic clock. A lease is renewed and released through the instance that granted it;
  * when that instance fails the client abandons the lease (it runs out by itself) and moves on.
  */
@@ -54,9 +55,19 @@ export class Driver {
 
   constructor(private readonly options: DriverOptions) {}
 
+  /** The longest this process's event loop was stalled during the run, in ms (see CheckOptions.observerLagMs). */
+  maxLagMs = 0;
+
   async run(): Promise<DriverResult> {
     const deadline = this.clock.nowMs() + this.options.durationMs;
-    await Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline)));
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    try {
+      await Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline)));
+    } finally {
+      lag.disable();
+      this.maxLagMs = Math.max(this.maxLagMs, lag.max / 1e6);
+    }
     return { ops: this.ops, paused: this.paused, resource: this.resource };
   }
 
@@ -90,6 +101,8 @@ export class Driver {
       // A rejected write means a newer holder exists; the client still gives its lease back.
       this.write(c, key, grantId, token);
       await sleep(Math.random() * ttlMs * 0.2);
+      // A critical section writes more than once; a holder whose lease was lost meanwhile gets fenced here.
+      this.write(c, key, grantId, token);
       if (Math.random() < 0.5) {
         const renew = await this.call('renew', c, key, instance, grantId, ttlMs, { ownerToken: acq.ownerToken, ttlMs });
         if (renew.op.outcome === 'ok') {
@@ -138,6 +151,7 @@ export class Driver {
     const startMs = this.clock.nowMs();
     let status: number | null = null;
     let json: Record<string, unknown> = {};
+    let receivedWallMs = 0;
     try {
       const res = await fetch(url, {
         method: 'POST',
@@ -146,12 +160,12 @@ export class Driver {
         signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
       });
       status = res.status;
+      receivedWallMs = Date.now();
       json = (await res.json()) as Record<string, unknown>;
     } catch {
       // No answer: connection refused or reset, or our own timeout. The outcome is unknown.
     }
     const endMs = this.clock.nowMs();
-    const receivedWallMs = Date.now();
     const outcome: LockOpOutcome =
       status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
     const ok = outcome === 'ok' && kind !== 'release';

@@ -16,6 +16,10 @@ export function printScenario(r: ScenarioResult): void {
     `  stale writes accepted/rejected: ${r.staleWritesAccepted}/${r.staleWritesRejected}`,
     `  figures: ${Object.entries(r.figures).map(([k, n]) => `${k}=${n}`).join(', ') || '-'}`,
   ];
+  for (const kind of VIOLATION_KINDS) {
+    const first = r.report?.violations[kind].slice(0, 3) ?? [];
+    if (first.length > 0) lines.push(`  first ${kind}: ${JSON.stringify(first)}`);
+  }
   console.log(lines.join('\n'));
 }
 
