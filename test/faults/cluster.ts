@@ -37,7 +37,6 @@ export class Cluster {
               REDIS_COMMAND_TIMEOUT_MS: String(options.commandTimeoutMs ?? 250),
               REDIS_KEY_PREFIX: options.keyPrefix ?? 'faults:',
               LOG_LEVEL: 'warn',
-              LOCK_MIN_TTL_MS: '50',
             },
           }),
         );
