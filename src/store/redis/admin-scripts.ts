@@ -1,5 +1,5 @@
 import type { Redis, Result } from 'ioredis';
-import { composeScript } from './scripts.js';
+import { composeScript, defineEchoedScript } from './scripts.js';
 import { UnexpectedReplyError } from './replies.js';
 
 /**
@@ -16,7 +16,7 @@ const ADMIN_SCRIPTS = {
 
 export function defineAdminScripts(redis: Redis): void {
   for (const [name, { file, numberOfKeys, prelude }] of Object.entries(ADMIN_SCRIPTS)) {
-    redis.defineCommand(name, { lua: composeScript(file, prelude), numberOfKeys });
+    defineEchoedScript(redis, name, composeScript(file, prelude), numberOfKeys);
   }
 }
 

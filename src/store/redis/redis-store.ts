@@ -6,7 +6,16 @@ import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome }
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
 import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
 import { KeySpace } from './keys.js';
-import { parseAcquire, parseHandOver, parseHeartbeat, parseInspect, parseLease, parseRelease, type LeaseReply } from './replies.js';
+import {
+  MisalignedReplyError,
+  parseAcquire,
+  parseHandOver,
+  parseHeartbeat,
+  parseInspect,
+  parseLease,
+  parseRelease,
+  type LeaseReply,
+} from './replies.js';
 import { defineScripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
@@ -27,6 +36,9 @@ export interface RedisStoreOptions {
  * sparse; the page then comes back short (even empty) with a cursor to go on from.
  */
 const LIST_MAX_SCAN_ROUNDS = 10;
+
+/** ioredis's message when a command outlives `commandTimeout`. */
+const COMMAND_TIMED_OUT = 'Command timed out';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
@@ -61,6 +73,9 @@ export class RedisStore implements LockStore {
   private readonly instanceId = newId();
   private readonly room: WaitRoom;
   private readonly heartbeat: NodeJS.Timeout;
+  /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
+  private connectionEpoch = 0;
+  private probing = false;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -99,6 +114,7 @@ export class RedisStore implements LockStore {
     const log = options.log;
     let wasReady = false;
     this.redis.on('ready', () => {
+      this.connectionEpoch++;
       wasReady = true;
       log?.info({ store: 'redis' }, 'connected to Redis');
     });
@@ -228,7 +244,37 @@ export class RedisStore implements LockStore {
   }
 
   async ping(): Promise<void> {
-    await this.call(() => this.redis.ping());
+    await this.call(() => this.echoPing());
+  }
+
+  /** PING with a message echoes it: a reply meant for another call cannot pass for this one. */
+  private async echoPing(): Promise<void> {
+    const nonce = randomBase64url(12);
+    const reply = await this.redis.ping(nonce);
+    if (reply !== nonce) throw new MisalignedReplyError('ping');
+  }
+
+  /**
+   * After a command timed out: one echo PING (with its own timeout) goes behind everything already sent.
+   * Replies come back in order, so if it gets its own echo every earlier reply has been read and the
+   * connection is in step; if it times out or reads another call's reply, a reply was lost and the
+   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING.
+   */
+  private probeAlignment(): void {
+    if (this.probing) return;
+    this.probing = true;
+    const epoch = this.connectionEpoch;
+    this.echoPing()
+      .catch(() => this.replaceConnection(epoch))
+      .finally(() => {
+        this.probing = false;
+      });
+  }
+
+  /** Drops the connection (ioredis reconnects), unless it has already been replaced since `epoch`. */
+  private replaceConnection(epoch: number): void {
+    if (epoch !== this.connectionEpoch || this.redis.status !== 'ready') return;
+    this.redis.disconnect(true);
   }
 
   async close(): Promise<void> {
@@ -295,6 +341,10 @@ export class RedisStore implements LockStore {
     try {
       return await run();
     } catch (err) {
+      // A reply meant for another call: this connection's replies are out of step; replace it.
+      if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
+      // After a timeout the reply may only be late (a busy event loop), or lost for good: find out.
+      else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
       throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
     }
   }

@@ -9,6 +9,26 @@ export class UnexpectedReplyError extends Error {
   }
 }
 
+/**
+ * A reply that is not the answer to this call: the connection's replies are out of step with its
+ * calls, so nothing more read from it can be trusted until it is replaced.
+ */
+export class MisalignedReplyError extends Error {
+  override readonly name = 'MisalignedReplyError';
+  constructor(script: string) {
+    super(`reply to ${script} echoes another call's nonce: replies on this connection are out of step`);
+  }
+}
+
+/** Checks a wrapped script reply {nonce, reply} (see withEcho) is the answer to this call, and unwraps it. */
+export function unwrapEcho(script: string, reply: unknown, nonce: string): unknown {
+  if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] !== 'string') {
+    throw new MisalignedReplyError(script);
+  }
+  if (reply[0] !== nonce) throw new MisalignedReplyError(script);
+  return reply[1];
+}
+
 function int(script: string, reply: unknown, value: unknown): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new UnexpectedReplyError(script, reply);
   return value;

@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import { checkHistory, VIOLATION_KINDS, type ViolationKind } from './checker.js';
+import type { FaultWindow, HistoryOp, LockOp, WriteOp } from './history.js';
+
+/**
+ * The checker's own tests: hand-made histories, each with one kind of violation, must be caught; a good
+ * history must pass. Times are ms on the run clock; TTL is 1000 ms; the drift margin is the default.
+ */
+const TTL = 1000;
+let nextId = 1;
+
+function acquire(client: number, key: string, startMs: number, endMs: number, fencingToken: number, extra: Partial<LockOp> = {}): LockOp {
+  const id = nextId++;
+  return { type: 'lock', id, kind: 'acquire', client, key, instance: 0, startMs, endMs, outcome: 'ok', status: 200, grantId: id, ttlMs: TTL, fencingToken, ...extra };
+}
+
+function follow(kind: 'renew' | 'release', grant: LockOp, startMs: number, endMs: number, outcome: LockOp['outcome'] = 'ok'): LockOp {
+  return { type: 'lock', id: nextId++, kind, client: grant.client, key: grant.key, instance: grant.instance, startMs, endMs, outcome, status: outcome === 'ok' ? 200 : 409, grantId: grant.id, ttlMs: TTL };
+}
+
+function write(grant: LockOp, atMs: number, accepted: boolean): WriteOp {
+  return { type: 'write', id: nextId++, client: grant.client, key: grant.key, grantId: grant.id, fencingToken: grant.fencingToken as number, atMs, accepted };
+}
+
+function onlyViolation(ops: HistoryOp[], kind: ViolationKind, faults: FaultWindow[] = []) {
+  const report = checkHistory({ ops, faults });
+  const others = VIOLATION_KINDS.filter((k) => k !== kind && report.counts[k] > 0);
+  return { report, count: report.counts[kind], others };
+}
+
+/** A clean history: three holders one after another, each writing, one renewing. */
+function goodHistory(): HistoryOp[] {
+  const a = acquire(1, 'k', 0, 5, 100);
+  const b = acquire(2, 'k', 400, 405, 200);
+  const c = acquire(3, 'k', 900, 903, 300);
+  return [
+    a, write(a, 5, true), follow('renew', a, 100, 102), follow('release', a, 300, 302),
+    b, write(b, 405, true), follow('release', b, 800, 801),
+    // c's acquire overlaps b's release in time: fine, b stopped counting on the lock when it sent release.
+    c, write(c, 903, true),
+    // a stale write from a, long after, is rejected by the resource: not a violation.
+    write(a, 950, false),
+  ];
+}
+
+describe('history checker', () => {
+  it('passes a good history', () => {
+    const report = checkHistory({ ops: goodHistory(), faults: [] });
+    expect(report.totalViolations).toBe(0);
+    expect(report.grants).toHaveLength(3);
+    expect(report.staleWritesRejected).toBe(1);
+    expect(report.perKey.k?.writesAccepted).toBe(3);
+  });
+
+  it('does not count a grant after the previous lease surely ran out (no release) as an overlap', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const b = acquire(2, 'k', 1000, 1004, 200); // a started at 0 with TTL 1000: surely over by 1000 - drift
+    expect(checkHistory({ ops: [a, b], faults: [] }).totalViolations).toBe(0);
+  });
+
+  it('catches overlapping surely-held windows (and the grant made during a lease)', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const b = acquire(2, 'k', 200, 204, 200); // a holds until ~975 and never released
+    const { count, report } = onlyViolation([a, b], 'overlaps');
+    expect(count).toBe(1);
+    expect(report.violations.overlaps[0]).toMatchObject({ key: 'k', first: a.id, second: b.id });
+    expect(report.counts.grantsDuringLease).toBe(1);
+  });
+
+  it('extends a window by a successful renew, and catches an overlap inside the extension', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const renew = follow('renew', a, 800, 802);
+    const b = acquire(2, 'k', 1200, 1203, 200); // a's lease now runs at least to 1800
+    const { count, others } = onlyViolation([a, renew, b], 'overlaps');
+    expect(count).toBe(1);
+    expect(others).toEqual(['grantsDuringLease']);
+  });
+
+  it('does not extend a window by a renew that failed', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const renew = follow('renew', a, 800, 802, 'conflict');
+    const b = acquire(2, 'k', 1200, 1203, 200);
+    expect(checkHistory({ ops: [a, renew, b], faults: [] }).totalViolations).toBe(0);
+  });
+
+  it('catches a grant made while a lower-token lease was surely held even when its own answer came late', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    // b's acquire ran wholly inside a's window, but its answer arrived after its own lease could have ended.
+    const b = { ...acquire(2, 'k', 300, 900, 200), ttlMs: 100 };
+    const { count } = onlyViolation([a, b], 'grantsDuringLease');
+    expect(count).toBe(1);
+  });
+
+  it('catches a token reset (a later grant with a lower token)', () => {
+    const a = acquire(1, 'k', 0, 5, 1_000_000);
+    const relA = follow('release', a, 100, 101);
+    const b = acquire(2, 'k', 200, 203, 7); // as if the counter had restarted from zero
+    const { count, others } = onlyViolation([a, relA, b], 'tokenRegressions');
+    expect(count).toBe(1);
+    expect(others).toEqual([]);
+  });
+
+  it('does not call concurrent acquires (no real-time order) a regression', () => {
+    const a = acquire(1, 'k', 0, 50, 200);
+    const relA = follow('release', a, 60, 61);
+    const b = acquire(2, 'k', 10, 70, 100); // b started before a ended: either order is allowed
+    expect(checkHistory({ ops: [a, relA, b], faults: [] }).counts.tokenRegressions).toBe(0);
+  });
+
+  it('catches duplicate tokens', () => {
+    const a = acquire(1, 'k', 0, 5, 500);
+    const relA = follow('release', a, 100, 101);
+    const b = acquire(2, 'k', 200, 203, 500);
+    const { count, report } = onlyViolation([a, relA, b], 'duplicateTokens');
+    expect(count).toBe(1);
+    expect(report.violations.duplicateTokens[0]?.grants).toEqual([a.id, b.id]);
+  });
+
+  it('catches a stale write the resource accepted', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const b = acquire(2, 'k', 1100, 1104, 200);
+    // a wakes from a pause after b was granted, and the resource lets its write through.
+    const { count, report } = onlyViolation([a, write(a, 5, true), b, write(b, 1104, true), write(a, 1500, true)], 'staleWritesAccepted');
+    expect(count).toBe(1);
+    expect(report.violations.staleWritesAccepted[0]).toMatchObject({ fencingToken: 100, newerToken: 200 });
+    expect(report.perKey.k?.writesAfterLeaseEnded).toBe(1);
+  });
+
+  it('does not count the same write as stale when it was rejected', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const b = acquire(2, 'k', 1100, 1104, 200);
+    const report = checkHistory({ ops: [a, b, write(b, 1104, true), write(a, 1500, false)], faults: [] });
+    expect(report.totalViolations).toBe(0);
+    expect(report.staleWritesRejected).toBe(1);
+  });
+
+  it('catches a grant whose lease had already ended when the answer arrived', () => {
+    const a = acquire(1, 'k', 0, 2500, 100, { expiresAtMs: 1_000_000, receivedWallMs: 1_001_500 });
+    const { count, others } = onlyViolation([a], 'expiredOnArrival');
+    expect(count).toBe(1);
+    expect(others).toEqual([]);
+  });
+
+  it('catches a success reported while the instance could get no answer from the store', () => {
+    const a = { ...acquire(1, 'k', 1200, 1210, 100), instance: 2 };
+    const elsewhere = { ...acquire(2, 'j', 1200, 1210, 100), instance: 1 };
+    const fault: FaultWindow = { kind: 'blackhole', instance: 2, startMs: 1000, endMs: 3000, replies: 'none' };
+    const { count, report } = onlyViolation([a, elsewhere], 'uncertainSuccesses', [fault]);
+    expect(count).toBe(1);
+    expect(report.violations.uncertainSuccesses[0]).toMatchObject({ op: a.id, instance: 2, fault: 'blackhole' });
+  });
+
+  it('keeps keys apart', () => {
+    const a = acquire(1, 'k', 0, 5, 100);
+    const b = acquire(2, 'other', 200, 204, 50);
+    expect(checkHistory({ ops: [a, b], faults: [] }).totalViolations).toBe(0);
+  });
+});

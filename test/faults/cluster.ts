@@ -1,0 +1,67 @@
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+export interface ClusterOptions {
+  /** Keep an append-only file so a Redis restart keeps the data. */
+  readonly appendOnly: boolean;
+  readonly instances?: number;
+  /** Short, so a sick Redis turns into a quick 503 rather than a stalled request. */
+  readonly commandTimeoutMs?: number;
+  readonly keyPrefix?: string;
+}
+
+/**
+ * One real redis-server, and N keyholder instances each reaching it through its own fault proxy:
+ * keyholder[i] -> proxy[i] -> Redis. Faults injected at proxy[i] hit instance i only.
+ */
+export class Cluster {
+  private constructor(
+    readonly redis: RedisServer,
+    readonly proxies: readonly FaultProxy[],
+    readonly instances: readonly KeyholderProcess[],
+  ) {}
+
+  static async start(options: ClusterOptions): Promise<Cluster> {
+    const redis = await RedisServer.start({ appendOnly: options.appendOnly });
+    const count = options.instances ?? 3;
+    const proxies = await Promise.all(Array.from({ length: count }, () => FaultProxy.start(redis.port)));
+    const instances: KeyholderProcess[] = [];
+    try {
+      // One at a time: three tsx compilations at once on two cores only slow each other down.
+      for (const proxy of proxies) {
+        instances.push(
+          await KeyholderProcess.start({
+            env: {
+              REDIS_URL: proxy.url,
+              REDIS_COMMAND_TIMEOUT_MS: String(options.commandTimeoutMs ?? 250),
+              REDIS_KEY_PREFIX: options.keyPrefix ?? 'faults:',
+              LOG_LEVEL: 'warn',
+            },
+          }),
+        );
+      }
+    } catch (err) {
+      await Promise.all(instances.map((i) => i.stop('SIGKILL')));
+      await Promise.all(proxies.map((p) => p.close()));
+      await redis.stop();
+      throw err;
+    }
+    return new Cluster(redis, proxies, instances);
+  }
+
+  get urls(): string[] {
+    return this.instances.map((i) => i.url);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.instances.map((i) => i.stop('SIGKILL')));
+    await Promise.all(this.proxies.map((p) => p.close()));
+    await this.redis.stop();
+  }
+
+  /** Log lines where an instance refused a store answer that came back too late to trust. */
+  lateAnswersCaught(instance: number): number {
+    return (this.instances[instance]?.logs ?? []).filter((l) => l.includes('too late to trust')).length;
+  }
+}

@@ -1,0 +1,191 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { FencedResource } from './fenced-resource.js';
+import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome } from './history.js';
+
+export interface DriverOptions {
+  readonly urls: readonly string[];
+  readonly clients: number;
+  readonly keys: readonly string[];
+  readonly ttlMs: number;
+  readonly durationMs: number;
+  /** Longer than any pause a scenario injects, so a late answer is still recorded. */
+  readonly httpTimeoutMs?: number;
+  /**
+   * Called after each grant, before the first write: a number > 0 makes that client stop for that
+   * long (a GC pause, a stalled VM) while it believes it holds the lock.
+   */
+  readonly pauseAfterGrant?: (client: number) => number;
+  /** Which instances a client may use for a new acquire; all by default. */
+  readonly liveInstances?: () => readonly number[];
+}
+
+export interface PausedLease {
+  readonly client: number;
+  readonly grantId: number;
+  readonly pausedMs: number;
+  readonly writeAccepted: boolean;
+  readonly renewStatus: number | null;
+  readonly releaseStatus: number | null;
+}
+
+export interface DriverResult {
+  readonly ops: HistoryOp[];
+  readonly paused: PausedLease[];
+  readonly resource: FencedResource;
+}
+
+/** Bounded loops: a client stops at the deadline or after this many leases, whichever comes first. */
+const MAX_LEASES_PER_CLIENT = 100_000;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Runs N clients against the instances. Each loops: acquire -> write to the fenced resource (in the same
+ * tick as the answer) -> hold a little -> write again -> maybe renew and write again -> release, and records every
+ * operation on one monotonic clock. A lease is renewed and released through the instance that granted it;
+ * when that instance fails the client abandons the lease (it runs out by itself) and moves on.
+ */
+export class Driver {
+  readonly clock = new RunClock();
+  readonly resource = new FencedResource();
+  readonly ops: HistoryOp[] = [];
+  readonly faults: FaultWindow[] = [];
+  private readonly paused: PausedLease[] = [];
+  private nextId = 1;
+
+  constructor(private readonly options: DriverOptions) {}
+
+  /** The longest this process's event loop was stalled during the run, in ms (see CheckOptions.observerLagMs). */
+  maxLagMs = 0;
+
+  async run(): Promise<DriverResult> {
+    const deadline = this.clock.nowMs() + this.options.durationMs;
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    try {
+      await Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline)));
+    } finally {
+      lag.disable();
+      this.maxLagMs = Math.max(this.maxLagMs, lag.max / 1e6);
+    }
+    return { ops: this.ops, paused: this.paused, resource: this.resource };
+  }
+
+  /** Marks a fault window in the history (for the uncertain-success check and the report). */
+  fault(kind: string, instance: number | null, startMs: number, endMs: number, replies: FaultWindow['replies']): void {
+    this.faults.push({ kind, instance, startMs, endMs, replies });
+  }
+
+  private async client(c: number, deadlineMs: number): Promise<void> {
+    const { keys, ttlMs } = this.options;
+    for (let lease = 0; lease < MAX_LEASES_PER_CLIENT && this.clock.nowMs() < deadlineMs; lease++) {
+      const key = keys[Math.floor(Math.random() * keys.length)] as string;
+      const live = this.options.liveInstances?.() ?? this.options.urls.map((_, i) => i);
+      const instance = live[Math.floor(Math.random() * live.length)] as number;
+      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}` });
+      if (acq.op.outcome === 'conflict') {
+        await sleep(5 + Math.random() * 20);
+        continue;
+      }
+      if (acq.op.outcome !== 'ok' || acq.ownerToken === undefined || acq.op.fencingToken === undefined) {
+        await sleep(20 + Math.random() * 30);
+        continue;
+      }
+      const grantId = acq.op.id;
+      const token = acq.op.fencingToken;
+      const pauseMs = this.options.pauseAfterGrant?.(c) ?? 0;
+      if (pauseMs > 0) {
+        await this.pausedLease(c, key, instance, grantId, token, acq.ownerToken, pauseMs);
+        continue;
+      }
+      // A rejected write means a newer holder exists; the client still gives its lease back.
+      this.write(c, key, grantId, token);
+      await sleep(Math.random() * ttlMs * 0.2);
+      // A critical section writes more than once; a holder whose lease was lost meanwhile gets fenced here.
+      this.write(c, key, grantId, token);
+      if (Math.random() < 0.5) {
+        const renew = await this.call('renew', c, key, instance, grantId, ttlMs, { ownerToken: acq.ownerToken, ttlMs });
+        if (renew.op.outcome === 'ok') {
+          this.write(c, key, grantId, token);
+          await sleep(Math.random() * ttlMs * 0.1);
+        }
+      }
+      await this.call('release', c, key, instance, grantId, ttlMs, { ownerToken: acq.ownerToken });
+    }
+  }
+
+  /** A client that stops right after its grant, then carries on as if it still held the lock. */
+  private async pausedLease(
+    c: number,
+    key: string,
+    instance: number,
+    grantId: number,
+    token: number,
+    ownerToken: string,
+    pauseMs: number,
+  ): Promise<void> {
+    await sleep(pauseMs);
+    const writeAccepted = this.write(c, key, grantId, token);
+    const renew = await this.call('renew', c, key, instance, grantId, this.options.ttlMs, { ownerToken, ttlMs: this.options.ttlMs });
+    const release = await this.call('release', c, key, instance, grantId, this.options.ttlMs, { ownerToken });
+    this.paused.push({ client: c, grantId, pausedMs: pauseMs, writeAccepted, renewStatus: renew.op.status, releaseStatus: release.op.status });
+  }
+
+  private write(c: number, key: string, grantId: number, fencingToken: number): boolean {
+    const accepted = this.resource.write(key, fencingToken, `c${c}`);
+    this.ops.push({ type: 'write', id: this.nextId++, client: c, key, grantId, fencingToken, atMs: this.clock.nowMs(), accepted });
+    return accepted;
+  }
+
+  private async call(
+    kind: LockOpKind,
+    c: number,
+    key: string,
+    instance: number,
+    grantId: number,
+    ttlMs: number,
+    body: Record<string, unknown>,
+  ): Promise<{ op: LockOp; ownerToken?: string }> {
+    const id = this.nextId++;
+    const url = `${this.options.urls[instance]}/v1/locks/${encodeURIComponent(key)}/${kind}`;
+    const startMs = this.clock.nowMs();
+    let status: number | null = null;
+    let json: Record<string, unknown> = {};
+    let receivedWallMs = 0;
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
+      });
+      status = res.status;
+      receivedWallMs = Date.now();
+      json = (await res.json()) as Record<string, unknown>;
+    } catch {
+      // No answer: connection refused or reset, or our own timeout. The outcome is unknown.
+    }
+    const endMs = this.clock.nowMs();
+    const outcome: LockOpOutcome =
+      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const ok = outcome === 'ok' && kind !== 'release';
+    const op: LockOp = {
+      type: 'lock',
+      id,
+      kind,
+      client: c,
+      key,
+      instance,
+      startMs,
+      endMs,
+      outcome,
+      status,
+      grantId: kind === 'acquire' ? id : grantId,
+      ttlMs,
+      ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
+      ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
+    };
+    this.ops.push(op);
+    return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
+  }
+}

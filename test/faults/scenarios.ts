@@ -1,0 +1,442 @@
+import { checkHistory, DEFAULT_CHECK_OPTIONS, VIOLATION_KINDS, type CheckReport, type ViolationKind } from './checker.js';
+import type { Cluster } from './cluster.js';
+import { Driver } from './driver.js';
+import type { LockOp } from './history.js';
+
+/**
+ * The fault scenarios. Each runs the driver against a cluster, injects its faults, checks the history
+ * and returns its figures; the test files decide the scale and assert on the counts.
+ */
+
+export type Scale = 'short' | 'long';
+
+export interface ScenarioResult {
+  readonly name: string;
+  readonly operations: number;
+  readonly faults: string;
+  readonly counts: Record<ViolationKind, number>;
+  /** Scenario-specific violations (must be 0). */
+  readonly extraViolations: Record<string, number>;
+  /** Figures reported but not violations (e.g. overlaps expected after data loss). */
+  readonly figures: Record<string, number>;
+  readonly staleWritesAccepted: number;
+  readonly staleWritesRejected: number;
+  readonly report?: CheckReport;
+}
+
+export const TTL_MS = 1000;
+const KEYS = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'];
+const CLIENTS = 32;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const lockOps = (d: Driver) => d.ops.filter((op): op is LockOp => op.type === 'lock');
+
+function check(driver: Driver): CheckReport {
+  return checkHistory({ ops: driver.ops, faults: driver.faults }, { ...DEFAULT_CHECK_OPTIONS, observerLagMs: driver.maxLagMs });
+}
+
+function duration(scale: Scale, shortMs: number, longMs: number): number {
+  return scale === 'short' ? shortMs : longMs;
+}
+
+function keysFor(prefix: string): string[] {
+  return KEYS.map((k) => `${prefix}-${k}`);
+}
+
+function result(
+  name: string,
+  driver: Driver,
+  faults: string,
+  extraViolations: Record<string, number> = {},
+  figures: Record<string, number> = {},
+  report: CheckReport = check(driver),
+): ScenarioResult {
+  return {
+    name,
+    operations: driver.ops.length,
+    faults,
+    counts: report.counts,
+    extraViolations,
+    figures: { ...figures, driverMaxLagMs: Math.round(driver.maxLagMs) },
+    staleWritesAccepted: report.counts.staleWritesAccepted,
+    staleWritesRejected: report.staleWritesRejected,
+    report,
+  };
+}
+
+/** 1. No faults at all: the promise in its plainest form. */
+export async function baseline(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const driver = new Driver({ urls: cluster.urls, clients: CLIENTS, keys: keysFor('base'), ttlMs: TTL_MS, durationMs: duration(scale, 4_000, 20_000) });
+  await driver.run();
+  const ops = lockOps(driver);
+  return result('1 baseline', driver, 'none', {}, {
+    grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
+    unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+  });
+}
+
+/** 2. A few clients stop right after a grant for 1.5 to 3 TTLs, then write, renew and release as if nothing happened. */
+export async function pausedClient(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const pausesWanted = scale === 'short' ? 1 : 6;
+  const pauseClients = new Set(Array.from({ length: pausesWanted }, (_, i) => i));
+  // One pause at a time: two paused holders of one key in a row would fence nothing (the resource has
+  // not seen the newer token yet; see the README's limits), which is not what this scenario measures.
+  let nextPauseAtMs = 300;
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: keysFor('pause'),
+    ttlMs: TTL_MS,
+    durationMs: duration(scale, 4_500, 22_000),
+    // Each chosen client pauses once, on a grant some way into the run.
+    pauseAfterGrant: (c) => {
+      const now = driver.clock.nowMs();
+      if (!pauseClients.has(c) || now < nextPauseAtMs) return 0;
+      pauseClients.delete(c);
+      const pauseMs = TTL_MS * (1.5 + Math.random() * 1.5);
+      nextPauseAtMs = now + pauseMs + 300;
+      return pauseMs;
+    },
+  });
+  const { paused } = await driver.run();
+  return result(`2 paused client (${paused.length} pauses)`, driver, `${paused.length} client pauses of 1.5-3 x TTL`, {
+    pausedRenewNot409: paused.filter((p) => p.renewStatus !== 409).length,
+    pausedReleaseNot409: paused.filter((p) => p.releaseStatus !== 409).length,
+  }, {
+    pauses: paused.length,
+    pausedWritesRejected: paused.filter((p) => !p.writeAccepted).length,
+    pausedWritesAcceptedNobodyNewer: paused.filter((p) => p.writeAccepted).length,
+  });
+}
+
+/** 3. A keyholder instance is stopped (SIGSTOP) for 2 TTLs with requests in flight, then continued. */
+export async function pausedInstance(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const pauses = scale === 'short' ? 1 : 3;
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: keysFor('ipause'),
+    ttlMs: TTL_MS,
+    durationMs: duration(scale, 4_000, 6_000 * pauses + 2_000),
+  });
+  const before = cluster.instances.map((_, i) => cluster.lateAnswersCaught(i));
+  const faults = (async () => {
+    for (let n = 0; n < pauses; n++) {
+      await sleep(1_500);
+      const i = n % cluster.instances.length;
+      const start = driver.clock.nowMs();
+      cluster.instances[i]?.pause();
+      await sleep(2 * TTL_MS);
+      cluster.instances[i]?.resume();
+      driver.fault('instance SIGSTOP', i, start, driver.clock.nowMs(), 'some');
+      await sleep(2_500);
+    }
+  })();
+  await Promise.all([driver.run(), faults]);
+  // Give the resumed instances a moment to flush their logs.
+  await sleep(300);
+  const late = cluster.instances.reduce((sum, _, i) => sum + cluster.lateAnswersCaught(i) - (before[i] ?? 0), 0);
+  const ops = lockOps(driver);
+  const answeredAfterPause = ops.filter((o) =>
+    driver.faults.some((f) => f.instance === o.instance && o.startMs < f.endMs && o.endMs > f.endMs),
+  );
+  return result(`3 paused instance`, driver, `${pauses} SIGSTOP of 2 x TTL`, {}, {
+    lateAnswersCaught: late,
+    inFlightAcrossPause: answeredAfterPause.length,
+    inFlightAnswered503: answeredAfterPause.filter((o) => o.outcome === 'unavailable').length,
+    inFlightAnswered200: answeredAfterPause.filter((o) => o.outcome === 'ok').length,
+  });
+}
+
+/** 4. A keyholder instance is killed (-9) mid-traffic: the leases it granted must run out within TTL. */
+export async function killedInstance(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const victim = cluster.instances.length - 1;
+  let alive = cluster.instances.map((_, i) => i);
+  const keys = keysFor('kill');
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys,
+    ttlMs: TTL_MS,
+    durationMs: duration(scale, 5_000, 12_000),
+    liveInstances: () => alive,
+  });
+  const boundMs = 1_000;
+  let killAt = 0;
+  let lastVictimLeaseSeenAt = 0;
+  let probes = 0;
+  const victimTokens = new Set<number>();
+  const faults = (async () => {
+    await sleep(duration(scale, 1_500, 4_000));
+    killAt = driver.clock.nowMs();
+    await cluster.instances[victim]?.stop('SIGKILL');
+    driver.fault('instance SIGKILL', victim, killAt, killAt, 'some');
+    alive = alive.filter((i) => i !== victim);
+    // Watch every key through a live instance until well past TTL + bound.
+    const watchUntil = killAt + TTL_MS + boundMs + 1_000;
+    while (driver.clock.nowMs() < watchUntil) {
+      const states = await Promise.all(keys.map((k) => inspect(cluster.urls[0] as string, k)));
+      probes++;
+      for (const s of states) {
+        if (s?.holder?.endsWith(`@i${victim}`)) {
+          lastVictimLeaseSeenAt = driver.clock.nowMs();
+          if (typeof s.fencingToken === 'number') victimTokens.add(s.fencingToken);
+        }
+      }
+      await sleep(25);
+    }
+  })();
+  await Promise.all([driver.run(), faults]);
+  const clearedAfterMs = lastVictimLeaseSeenAt === 0 ? 0 : lastVictimLeaseSeenAt - killAt;
+  return result('4 killed instance', driver, '1 SIGKILL of a keyholder', {
+    victimLeaseOutlivedTtlPlusBound: clearedAfterMs > TTL_MS + boundMs ? 1 : 0,
+  }, {
+    victimLeasesSeenAfterKill: victimTokens.size,
+    lastVictimLeaseSeenMsAfterKill: Math.round(clearedAfterMs),
+    inspectProbes: probes,
+  });
+}
+
+async function inspect(url: string, key: string): Promise<{ holder?: string | null; fencingToken?: number } | null> {
+  try {
+    const res = await fetch(`${url}/v1/locks/${key}`, { signal: AbortSignal.timeout(2_000) });
+    if (res.status !== 200) return null;
+    const body = (await res.json()) as { held: boolean; holder?: string | null; fencingToken?: number };
+    return body.held ? body : null;
+  } catch {
+    return null;
+  }
+}
+
+/** 5. Redis (with an append-only file) is killed -9 and restarted several times. */
+export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const restarts = scale === 'short' ? 2 : 5;
+  const periodMs = scale === 'short' ? 2_500 : 4_000;
+  const recoverySlackMs = 3_000;
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: keysFor('aof'),
+    ttlMs: TTL_MS,
+    durationMs: periodMs * (restarts + 1),
+  });
+  const downs: Array<{ killAt: number; readyAt: number }> = [];
+  const faults = (async () => {
+    for (let n = 0; n < restarts; n++) {
+      await sleep(periodMs - 700);
+      const killAt = driver.clock.nowMs();
+      await cluster.redis.kill('SIGKILL');
+      await sleep(500);
+      await cluster.redis.launch();
+      const readyAt = driver.clock.nowMs();
+      downs.push({ killAt, readyAt });
+      driver.fault('redis down', null, killAt, readyAt, 'none');
+    }
+  })();
+  await Promise.all([driver.run(), faults]);
+  const ops = lockOps(driver);
+  const unavailable = ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed');
+  const whileUp = unavailable.filter((o) => !downs.some((d) => o.endMs >= d.killAt && o.startMs <= d.readyAt + recoverySlackMs));
+  // Recovery: per restart and instance, from Redis ready to the first certain answer (200 or 409).
+  const recoveries: number[] = [];
+  for (const d of downs) {
+    for (let i = 0; i < cluster.instances.length; i++) {
+      const first = ops.find((o) => o.instance === i && o.startMs >= d.readyAt && (o.outcome === 'ok' || o.outcome === 'conflict'));
+      recoveries.push(first ? first.endMs - d.readyAt : Number.POSITIVE_INFINITY);
+    }
+  }
+  const maxRecoveryMs = Math.max(0, ...recoveries);
+  return result(`5 Redis restarts (AOF)`, driver, `${restarts} Redis kill -9 + restart`, {
+    // A Redis that is up but slow to answer (a loaded machine) also gets a 503: that fails closed and is
+    // not what this counts. Tolerated up to 1% of operations; every one is reported.
+    unavailableWhileRedisUpOver1pc: Math.max(0, whileUp.length - Math.floor(ops.length / 100)),
+    recoveryOverBound: recoveries.filter((r) => r > recoverySlackMs).length,
+  }, {
+    answered503OrNoAnswer: unavailable.length,
+    unavailableWhileRedisUp: whileUp.length,
+    maxRecoveryMs: Math.round(maxRecoveryMs),
+  });
+}
+
+/** 6. Redis without persistence loses its data: restarts and FLUSHALL. Overlaps are expected; fencing must hold. */
+export async function redisDataLoss(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const losses = scale === 'short' ? 2 : 4;
+  const periodMs = 3_000;
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: keysFor('loss'),
+    ttlMs: TTL_MS,
+    durationMs: periodMs * (losses + 1),
+  });
+  const faults = (async () => {
+    for (let n = 0; n < losses; n++) {
+      await sleep(periodMs);
+      const start = driver.clock.nowMs();
+      if (n % 2 === 0) {
+        await cluster.redis.restart();
+        driver.fault('redis restart, no persistence', null, start, driver.clock.nowMs(), 'none');
+      } else {
+        const client = cluster.redis.client();
+        await client.flushall();
+        client.disconnect();
+        driver.fault('FLUSHALL', null, start, start, 'some');
+      }
+    }
+  })();
+  await Promise.all([driver.run(), faults]);
+  const report = check(driver);
+  return result('6 Redis data loss', driver, `${Math.ceil(losses / 2)} restarts without persistence + ${Math.floor(losses / 2)} FLUSHALL`, {}, {
+    overlapsAfterDataLoss: report.counts.overlaps,
+    grantsDuringLeaseAfterDataLoss: report.counts.grantsDuringLease,
+  }, report);
+}
+
+/**
+ * 7. Network faults between one instance and Redis: delay past the command timeout, black hole,
+ * connection resets mid-script, replies dropped for a long stretch, and replies dropped in short bursts
+ * (a few replies lost on a connection that then carries on).
+ */
+export async function networkFaults(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const target = 0;
+  const proxy = cluster.proxies[target];
+  if (!proxy) throw new Error('no proxy');
+  const windowMs = scale === 'short' ? 1_500 : 2_500;
+  const gapMs = 2_000;
+  const finalGapMs = 4_000;
+  const kinds = ['delay', 'blackhole', 'resets', 'dropReplies', 'replyDropBursts'] as const;
+  const rounds = scale === 'short' ? 1 : 2;
+  const driver = new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: keysFor('net'),
+    ttlMs: TTL_MS,
+    durationMs: (windowMs + gapMs) * kinds.length * rounds + finalGapMs,
+  });
+  const windows: Array<{ kind: string; startMs: number; endMs: number }> = [];
+  let healedAt = Number.POSITIVE_INFINITY;
+  const faults = (async () => {
+    for (let r = 0; r < rounds; r++) {
+      for (const kind of kinds) {
+        await sleep(gapMs);
+        const startMs = driver.clock.nowMs();
+        if (kind === 'delay') proxy.set({ kind: 'delay', delayMs: 1_000 });
+        if (kind === 'blackhole') proxy.set({ kind: 'blackhole' });
+        if (kind === 'dropReplies') proxy.set({ kind: 'dropReplies' });
+        if (kind === 'resets' || kind === 'replyDropBursts') {
+          while (driver.clock.nowMs() - startMs < windowMs) {
+            if (kind === 'resets') proxy.resetAll();
+            else {
+              proxy.set({ kind: 'dropReplies' });
+              await sleep(10 + Math.random() * 20);
+              proxy.heal();
+            }
+            await sleep(50 + Math.random() * 150);
+          }
+        } else {
+          await sleep(windowMs);
+        }
+        proxy.heal();
+        const endMs = driver.clock.nowMs();
+        windows.push({ kind, startMs, endMs });
+        // Inside resets and short drop bursts some calls get through, so a 200 there is legitimate.
+        driver.fault(kind, target, startMs, endMs, kind === 'resets' || kind === 'replyDropBursts' ? 'some' : 'none');
+      }
+    }
+    healedAt = driver.clock.nowMs();
+  })();
+  await Promise.all([driver.run(), faults]);
+  const ops = lockOps(driver);
+  const inside = (o: LockOp, w: { startMs: number; endMs: number }) => o.startMs >= w.startMs && o.endMs <= w.endMs;
+  let affected503 = 0;
+  let othersServed = 0;
+  let windowsWithout503 = 0;
+  let windowsWithoutOthersServing = 0;
+  for (const w of windows) {
+    const a = ops.filter((o) => o.instance === target && inside(o, w) && o.outcome === 'unavailable').length;
+    const b = ops.filter((o) => o.instance !== target && inside(o, w) && o.outcome === 'ok').length;
+    affected503 += a;
+    othersServed += b;
+    if (a === 0) windowsWithout503++;
+    if (b === 0) windowsWithoutOthersServing++;
+  }
+  const servedAfterHeal = ops.filter((o) => o.instance === target && o.startMs >= healedAt && o.outcome === 'ok').length;
+  return result('7 network faults', driver, `${windows.length} proxy faults on 1 of 3 instances (${kinds.join(', ')})`, {
+    windowsWhereAffectedNever503: windowsWithout503,
+    windowsWhereOthersStopped: windowsWithoutOthersServing,
+    affectedNeverRecovered: servedAfterHeal === 0 ? 1 : 0,
+  }, {
+    affectedInstance503s: affected503,
+    othersServed200s: othersServed,
+    affectedServed200sAfterHeal: servedAfterHeal,
+    connectionResets: proxy.stats.resets,
+    bytesDropped: proxy.stats.bytesDropped,
+  });
+}
+
+/** 8. Renews and releases with the owner tokens of expired leases, at scale: none may succeed. */
+export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const total = scale === 'short' ? 2_000 : 10_000;
+  const leases = 200;
+  const ttlMs = 100;
+  const urls = cluster.urls;
+  const post = async (url: string, body: unknown) => {
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    } catch {
+      return { status: 0, body: {} };
+    }
+  };
+  const stale: Array<{ key: string; ownerToken: string }> = [];
+  for (let i = 0; i < leases; i += 20) {
+    const batch = await Promise.all(
+      Array.from({ length: 20 }, async (_, j) => {
+        const key = `expired-${i + j}`;
+        const res = await post(`${urls[(i + j) % urls.length]}/v1/locks/${key}/acquire`, { ttlMs });
+        return typeof res.body.ownerToken === 'string' ? { key, ownerToken: res.body.ownerToken } : null;
+      }),
+    );
+    for (const b of batch) if (b) stale.push(b);
+  }
+  await sleep(ttlMs * 3);
+  // Half the keys get a new, live holder: a stale token must not touch someone else's lease either.
+  let retaken = 0;
+  for (const s of stale.filter((_, i) => i % 2 === 0)) {
+    const res = await post(`${urls[0]}/v1/locks/${s.key}/acquire`, { ttlMs: 60_000 });
+    if (res.status === 200) retaken++;
+  }
+  const statuses = new Map<number, number>();
+  let succeeded = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const n = next++;
+      const s = stale[n % stale.length];
+      if (!s) return;
+      const op = n % 2 === 0 ? 'renew' : 'release';
+      const body = op === 'renew' ? { ownerToken: s.ownerToken, ttlMs: 60_000 } : { ownerToken: s.ownerToken };
+      const res = await post(`${urls[n % urls.length]}/v1/locks/${s.key}/${op}`, body);
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      if (res.status === 200) succeeded++;
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+  const counts = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, 0])) as Record<ViolationKind, number>;
+  return {
+    name: '8 expired-lease ops',
+    operations: total,
+    faults: `${stale.length} expired leases (${retaken} retaken)`,
+    counts,
+    extraViolations: { expiredOpsSucceeded: succeeded },
+    // Anything but 200 is safe; 409 is the expected answer, a 503 only says the store was slow to answer.
+    figures: Object.fromEntries([...statuses].map(([s, n]) => [`status${s}`, n])),
+    staleWritesAccepted: 0,
+    staleWritesRejected: 0,
+  };
+}

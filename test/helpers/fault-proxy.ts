@@ -1,0 +1,123 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { freePort } from './redis-server.js';
+
+/**
+ * What the proxy does to traffic right now.
+ * - pass: forward both ways untouched.
+ * - delay: hold every chunk (both ways) for `delayMs` before forwarding, keeping byte order.
+ * - blackhole: swallow every byte both ways; connections stay open and say nothing.
+ * - dropReplies: forward requests to the server, swallow its replies.
+ */
+export type FaultMode = { kind: 'pass' } | { kind: 'delay'; delayMs: number } | { kind: 'blackhole' } | { kind: 'dropReplies' };
+
+interface Pipe {
+  readonly client: Socket;
+  readonly server: Socket;
+}
+
+/**
+ * A TCP proxy on loopback between a client (a keyholder instance) and a server (Redis) that can delay,
+ * black-hole, drop replies, or reset connections on demand. Faults apply to bytes that arrive while
+ * the fault is on; bytes already held by a delay still go out in order afterwards.
+ */
+export class FaultProxy {
+  private mode: FaultMode = { kind: 'pass' };
+  private readonly pipes = new Set<Pipe>();
+  /** Counters for the report. */
+  readonly stats = { connections: 0, resets: 0, bytesDropped: 0, chunksDelayed: 0 };
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly targetPort: number,
+  ) {}
+
+  static async start(targetPort: number): Promise<FaultProxy> {
+    const port = await freePort();
+    const server = createServer();
+    const proxy = new FaultProxy(server, port, targetPort);
+    server.on('connection', (socket) => proxy.accept(socket));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+    return proxy;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get faultKind(): FaultMode['kind'] {
+    return this.mode.kind;
+  }
+
+  set(mode: FaultMode): void {
+    this.mode = mode;
+  }
+
+  heal(): void {
+    this.mode = { kind: 'pass' };
+  }
+
+  /** Resets (TCP RST) every open connection, both sides, as a crashed middlebox would. */
+  resetAll(): number {
+    let count = 0;
+    for (const pipe of this.pipes) {
+      count++;
+      pipe.client.resetAndDestroy();
+      pipe.server.resetAndDestroy();
+    }
+    this.pipes.clear();
+    this.stats.resets += count;
+    return count;
+  }
+
+  async close(): Promise<void> {
+    this.resetAll();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: Socket): void {
+    this.stats.connections++;
+    const server = connect(this.targetPort, '127.0.0.1');
+    const pipe: Pipe = { client, server };
+    this.pipes.add(pipe);
+    client.setNoDelay(true);
+    server.setNoDelay(true);
+    const drop = () => {
+      if (!this.pipes.delete(pipe)) return;
+      client.destroy();
+      server.destroy();
+    };
+    for (const socket of [client, server]) {
+      socket.on('error', drop);
+      socket.on('close', drop);
+    }
+    this.forward(client, server, 'request');
+    this.forward(server, client, 'reply');
+  }
+
+  private forward(from: Socket, to: Socket, direction: 'request' | 'reply'): void {
+    // Chunks held by a delay leave in arrival order: a later chunk never overtakes an earlier one.
+    let releaseAtMs = 0;
+    from.on('data', (chunk: Buffer) => {
+      const mode = this.mode;
+      if (mode.kind === 'blackhole' || (mode.kind === 'dropReplies' && direction === 'reply')) {
+        this.stats.bytesDropped += chunk.length;
+        return;
+      }
+      const now = performance.now();
+      if (mode.kind === 'delay' || releaseAtMs > now) {
+        const delayMs = mode.kind === 'delay' ? mode.delayMs : 0;
+        releaseAtMs = Math.max(releaseAtMs, now + delayMs);
+        this.stats.chunksDelayed++;
+        setTimeout(() => {
+          if (!to.destroyed) to.write(chunk);
+        }, releaseAtMs - now);
+        return;
+      }
+      if (!to.destroyed) to.write(chunk);
+    });
+  }
+}
