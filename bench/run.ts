@@ -109,7 +109,10 @@ async function main(): Promise<void> {
       JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }),
     );
     process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
-    const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000' };
+    // BENCH_ENV (a JSON object) adds keyholder variables for experiments, e.g. '{"NAMESPACE_MAX_HELD_LOCKS":"0"}'
+    // to see what the quota costs; the report's figures are always made without it.
+    const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
+    const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
     const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);
     owned.push(keyholder.proc);
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are

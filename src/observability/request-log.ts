@@ -18,6 +18,8 @@ export class RequestLog extends LogController {
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100,
       key: typeof params?.key === 'string' ? params.key : undefined,
+      // Set by the auth hook on routes that need a caller; absent on public routes.
+      keyId: request.principal?.keyId,
     };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log.info(line, 'request');
