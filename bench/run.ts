@@ -110,7 +110,7 @@ async function main(): Promise<void> {
     );
     process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
     // BENCH_ENV (a JSON object) adds keyholder variables for experiments, e.g. '{"NAMESPACE_MAX_HELD_LOCKS":"0"}'
-    // to see what the quota costs; the report's figures are always made without it.
+    // to see what the quota costs. The figures in the README were made without it.
     const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
     const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
     const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);

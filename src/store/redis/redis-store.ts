@@ -95,8 +95,16 @@ export class RedisStore implements LockStore {
       lazyConnect: false,
     });
     defineScripts(this.redis);
-    // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect.
-    this.subscriber = this.redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false, commandTimeout: undefined });
+    // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect. Its
+    // commands are retried across reconnects (maxRetriesPerRequest: null): with the lock connection's 0,
+    // ioredis's own re-subscribe after a connection reset fails with an error nobody can catch, and
+    // the process dies (found by the network-fault scenario).
+    this.subscriber = this.redis.duplicate({
+      enableOfflineQueue: true,
+      enableAutoPipelining: false,
+      commandTimeout: undefined,
+      maxRetriesPerRequest: null,
+    });
     this.subscriber.on('error', () => undefined);
     this.subscriber.on('message', (_channel: string, message: string) => this.onHandOverMessage(message));
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
