@@ -226,11 +226,17 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
       await sleep(periodMs - 700);
       const killAt = driver.clock.nowMs();
       await cluster.redis.kill('SIGKILL');
+      // Until the kill has taken effect Redis may still answer: the blind window starts once it exited.
+      const deadAt = driver.clock.nowMs();
       await sleep(500);
+      // Redis can answer from the moment its process starts; launch() returns only once this test's own
+      // probe got a PING through, by which time keyholder may rightly have served a request. The window
+      // in which no answer is possible ends when the restart begins.
+      const restartAt = driver.clock.nowMs();
       await cluster.redis.launch();
       const readyAt = driver.clock.nowMs();
       downs.push({ killAt, readyAt });
-      driver.fault('redis down', null, killAt, readyAt, 'none');
+      driver.fault('redis down', null, deadAt, restartAt, 'none');
     }
   })();
   await Promise.all([driver.run(), faults]);
@@ -274,8 +280,13 @@ export async function redisDataLoss(cluster: Cluster, scale: Scale): Promise<Sce
       await sleep(periodMs);
       const start = driver.clock.nowMs();
       if (n % 2 === 0) {
-        await cluster.redis.restart();
-        driver.fault('redis restart, no persistence', null, start, driver.clock.nowMs(), 'none');
+        // Restarted at once, so the window in which no answer is possible is only the instant between
+        // the old process's exit and the new one's start (once started, Redis may answer before this
+        // test's own probe gets through; see redisRestarts).
+        await cluster.redis.kill();
+        const restartAt = driver.clock.nowMs();
+        await cluster.redis.launch();
+        driver.fault('redis restart, no persistence', null, restartAt, restartAt, 'none');
       } else {
         const client = cluster.redis.client();
         await client.flushall();
