@@ -55,13 +55,20 @@ export interface LockGrant {
   readonly ttlMs: number;
   readonly expiresAtMs: number;
   readonly holder: string | null;
+  /** performance.now() when the store command that established the lease was sent (see confirmFresh). */
+  readonly decidedAt: number;
 }
+
+/** A store grant and when the command that made it was sent. */
+type DecidedGrant = Grant & { readonly decidedAt: number };
 
 export interface LockRenewal {
   readonly key: string;
   readonly fencingToken: number;
   readonly ttlMs: number;
   readonly expiresAtMs: number;
+  /** performance.now() when the renewing store command was sent (see confirmFresh). */
+  readonly decidedAt: number;
 }
 
 /** A held lock as an administrator sees it: where it is and who holds it, never the owner token. */
@@ -159,7 +166,7 @@ export class LockService {
       const quota = this.limits.maxHeldLocksPerNamespace ?? 0;
       if (quota > 0 && waitMs === 0) {
         const grant = await this.acquireNowWithSlot(namespace, id, key, ownerToken, ttlMs, holder, quota);
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder };
+        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
       }
       if (quota > 0) {
         const slot = await this.store.reserveSlot(namespace, ownerToken, waitMs + ttlMs + SLOT_MARGIN_MS, quota);
@@ -172,7 +179,7 @@ export class LockService {
             ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
             : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
         granted = true;
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder };
+        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
       } finally {
         // Best effort: a slot left behind only counts until it ends by itself.
         if (quota > 0 && !granted) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
@@ -194,7 +201,7 @@ export class LockService {
     ttlMs: number,
     holder: string | null,
     quota: number,
-  ): Promise<Grant> {
+  ): Promise<DecidedGrant> {
     const [slot, lease] = await Promise.allSettled([
       this.store.reserveSlot(namespace, ownerToken, ttlMs + SLOT_MARGIN_MS, quota),
       this.acquireNow(id, key, ownerToken, ttlMs, holder),
@@ -210,7 +217,7 @@ export class LockService {
     throw new QuotaExceededError(namespace, quota, slot.value.reserved ? 1 : slot.value.retryAfterMs);
   }
 
-  private async acquireNow(id: string, key: string, ownerToken: string, ttlMs: number, holder: string | null): Promise<Grant> {
+  private async acquireNow(id: string, key: string, ownerToken: string, ttlMs: number, holder: string | null): Promise<DecidedGrant> {
     const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder });
     if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
     await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
@@ -225,7 +232,7 @@ export class LockService {
     holder: string | null,
     waitMs: number,
     callerSignal: AbortSignal | undefined,
-  ): Promise<Grant> {
+  ): Promise<DecidedGrant> {
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
     const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
@@ -263,7 +270,7 @@ export class LockService {
       if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
         await this.store.extendSlot(namespace, ownerToken, outcome.expiresAtMs).catch(() => undefined);
       }
-      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs };
+      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt: sentAt };
     });
   }
 
@@ -329,6 +336,16 @@ export class LockService {
    * flight; reporting it as held would let two callers believe they hold the lock. Give the lease back
    * and report the store as unavailable instead.
    */
+  /**
+   * The same check as right after the store answered, made again as the answer is about to leave the
+   * process (the HTTP layer calls it just before writing): a process stopped between the first check
+   * and the write (SIGSTOP, a long GC pause) would otherwise hand out a lease that ran out meanwhile.
+   * It narrows that window to the write itself; it cannot close it (see README, Safety under faults).
+   */
+  async confirmFresh(namespace: string, lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number }): Promise<void> {
+    await this.refuseIfLate(lockId(namespace, lease.key), lease.ownerToken, lease.ttlMs, lease.decidedAt);
+  }
+
   private async refuseIfLate(id: string, ownerToken: string, ttlMs: number, sentAt: number): Promise<void> {
     const elapsedMs = performance.now() - sentAt;
     if (elapsedMs < ttlMs * LATE_REPLY_FRACTION) return;

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyRequest } from 'fastify';
 import { WaitAbortedError } from '../../domain/errors.js';
+import { PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
   AcquireRequest,
@@ -26,7 +28,30 @@ const COMMON_ERRORS = {
   503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
 } as const;
 
+/** Grants and renewals waiting for their last freshness check, by request (see the onSend hook). */
+const leasesToConfirm = new WeakMap<
+  FastifyRequest,
+  { namespace: string; lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number } }
+>();
+
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
+  // The last moment before a grant or renewal is written: if the process was stopped since the store
+  // answered and the lease may be gone, the answer becomes a 503 and the lease is given back.
+  app.addHook('onSend', async (request, reply, payload) => {
+    const pending = leasesToConfirm.get(request);
+    if (pending === undefined || reply.statusCode !== 200) return payload;
+    leasesToConfirm.delete(request);
+    try {
+      await locks.confirmFresh(pending.namespace, pending.lease);
+      return payload;
+    } catch (err) {
+      const detail = err instanceof Error ? err.message : 'the answer was too late to trust';
+      request.log.warn({ err: detail }, 'late answer withheld');
+      reply.code(503).type(PROBLEM_CONTENT_TYPE).header('retry-after', '1');
+      return JSON.stringify(problemBody('store_unavailable', detail, request.url.split('?')[0], { retryAfterMs: 1000 }));
+    }
+  });
+
   app.post(
     '/v1/locks/:key/acquire',
     {
@@ -64,11 +89,13 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         });
         signal = controller.signal;
       }
-      const grant = await locks.acquire(principalOf(request).namespace, request.params.key, ttlMs, {
+      const namespace = principalOf(request).namespace;
+      const grant = await locks.acquire(namespace, request.params.key, ttlMs, {
         holder: holder ?? null,
         waitMs,
         signal,
       });
+      leasesToConfirm.set(request, { namespace, lease: grant });
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,
@@ -102,7 +129,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       },
     },
     async (request) => {
-      const renewal = await locks.renew(principalOf(request).namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
+      const namespace = principalOf(request).namespace;
+      const renewal = await locks.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
+      leasesToConfirm.set(request, { namespace, lease: { ...renewal, ownerToken: request.body.ownerToken } });
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
