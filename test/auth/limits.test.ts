@@ -2,19 +2,12 @@ import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { bearer, makeKeys } from '../helpers/api-keys.js';
+import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const keys = makeKeys([
-  { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
-  { id: 'team-b-key', namespace: 'team-b', scopes: ['locks'] },
-  { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
-]);
-const A = bearer(keys.plain['team-a-key'] ?? '');
-const B = bearer(keys.plain['team-b-key'] ?? '');
-const ADMIN = bearer(keys.plain['ops-key'] ?? '');
+const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
 describe('rate limit per API key', () => {
   let t: TestApp;

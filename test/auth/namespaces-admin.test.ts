@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/store/store.js';
-import { bearer, makeKeys } from '../helpers/api-keys.js';
+import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -11,14 +11,7 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
  * Namespaces isolate teams, and the admin routes see across them, on both stores: the same lock name
  * in two namespaces is two locks; a team's key can neither see nor touch another team's lock.
  */
-const keys = makeKeys([
-  { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
-  { id: 'team-b-key', namespace: 'team-b', scopes: ['locks'] },
-  { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
-]);
-const A = bearer(keys.plain['team-a-key'] ?? '');
-const B = bearer(keys.plain['team-b-key'] ?? '');
-const ADMIN = bearer(keys.plain['ops-key'] ?? '');
+const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
 let redis: RedisServer;
 beforeAll(async () => {

@@ -36,3 +36,21 @@ export function makeKeys(specs: readonly TestKey[]): {
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/**
+ * The usual cast of the auth tests: two teams with `locks` keys in their own namespaces and an
+ * operator with an `admin` key, with the Authorization headers to send as each.
+ */
+export function twoTeamsAndAdmin() {
+  const keys = makeKeys([
+    { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
+    { id: 'team-b-key', namespace: 'team-b', scopes: ['locks'] },
+    { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
+  ]);
+  return {
+    keys,
+    A: bearer(keys.plain['team-a-key'] ?? ''),
+    B: bearer(keys.plain['team-b-key'] ?? ''),
+    ADMIN: bearer(keys.plain['ops-key'] ?? ''),
+  };
+}
