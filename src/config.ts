@@ -14,6 +14,45 @@ const intFromEnv = (min: number, max: number, fallback: number) =>
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
+/** `host:port,host:port`: the seed list of a Sentinel set or a Cluster. */
+const hostPortList = z
+  .string()
+  .transform((v, ctx) => {
+    const out: HostPort[] = [];
+    for (const item of v.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+      const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+      const port = m ? Number(m[2]) : 0;
+      if (!m || port < 1 || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
+        return z.NEVER;
+      }
+      out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+      return z.NEVER;
+    }
+    return out;
+  });
+
+/** `http://host:port,...`: etcd client URLs. */
+const urlList = z
+  .string()
+  .transform((v, ctx) => {
+    const out = v.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    for (const item of out) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
+        return z.NEVER;
+      }
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one URL' });
+      return z.NEVER;
+    }
+    return out;
+  });
+
 const EnvSchema = z
   .object({
     NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development')),
@@ -37,7 +76,44 @@ const EnvSchema = z
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
      * would silently hand out the same locks again.
      */
-    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto')),
+    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto')),
+    /**
+     * Redis behind Sentinel: the sentinels to ask for the current primary (host:port,...). keyholder
+     * follows a failover by itself; calls during the switch answer 503.
+     */
+    REDIS_SENTINELS: z.preprocess(emptyAsUndefined, hostPortList.optional()),
+    /** The primary's name as the sentinels know it (`sentinel monitor <name> ...`). */
+    REDIS_SENTINEL_NAME: z.preprocess(
+      emptyAsUndefined,
+      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -').optional(),
+    ),
+    /** A Redis Cluster: some of its nodes (host:port,...); the client discovers the rest. */
+    REDIS_CLUSTER_NODES: z.preprocess(emptyAsUndefined, hostPortList.optional()),
+    /**
+     * 0: answer a grant once the primary has it (Redis replication is asynchronous). n > 0: answer a
+     * grant or renewal only once WAIT confirms n replicas have it, so a failover to one of them keeps the lease.
+     */
+    REDIS_MIN_REPLICA_ACKS: intFromEnv(0, 16, 0),
+    /**
+     * 100 ms: a healthy replica on the same network acknowledges in about a millisecond; past this the
+     * grant is rolled back and the caller gets a 503 rather than a lease a failover could lose.
+     */
+    REDIS_REPLICA_ACK_TIMEOUT_MS: intFromEnv(1, 60_000, 100),
+    /** The etcd cluster's client URLs (http://host:port,...), for KEYHOLDER_STORE=etcd. */
+    ETCD_ENDPOINTS: z.preprocess(emptyAsUndefined, urlList.optional()),
+    /** Prefix of every etcd key this service writes, so it can share an etcd cluster with other data. */
+    ETCD_KEY_PREFIX: z.preprocess(
+      emptyAsUndefined,
+      z
+        .string()
+        .regex(/^[A-Za-z0-9/:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 / : _ . -')
+        .default('keyholder/'),
+    ),
+    /**
+     * 2 s: an etcd write is a Raft commit (one round trip to a quorum and an fsync), and a leader
+     * election takes about a second; past this the caller gets a 503 rather than a hang.
+     */
+    ETCD_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 2_000),
     /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
     REDIS_KEY_PREFIX: z.preprocess(
       emptyAsUndefined,
@@ -138,17 +214,52 @@ const EnvSchema = z
         message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
       });
     }
-    if (env.KEYHOLDER_STORE === 'redis' && env.REDIS_URL === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'is required when KEYHOLDER_STORE=redis' });
+    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_CLUSTER_NODES'] as const).filter((k) => env[k] !== undefined);
+    if (redisWays.length > 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [redisWays[1] as string],
+        message: `cannot be combined with ${redisWays[0]}; set one way to reach Redis`,
+      });
     }
-    if (env.KEYHOLDER_STORE === 'memory' && env.REDIS_URL !== undefined) {
+    if (env.REDIS_SENTINELS !== undefined && env.REDIS_SENTINEL_NAME === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_SENTINEL_NAME'], message: 'is required with REDIS_SENTINELS' });
+    }
+    if (env.KEYHOLDER_STORE === 'redis' && redisWays.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_URL'],
+        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS, or REDIS_CLUSTER_NODES)',
+      });
+    }
+    if (env.KEYHOLDER_STORE === 'etcd' && env.ETCD_ENDPOINTS === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is required when KEYHOLDER_STORE=etcd' });
+    }
+    if ((env.KEYHOLDER_STORE === 'memory' || env.KEYHOLDER_STORE === 'etcd') && redisWays.length > 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['KEYHOLDER_STORE'],
-        message: 'is memory but REDIS_URL is set; unset one of them so the store in use is unambiguous',
+        message: `is ${env.KEYHOLDER_STORE} but ${redisWays[0]} is set; unset one of them so the store in use is unambiguous`,
       });
     }
-    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && env.REDIS_URL === undefined) {
+    if (env.KEYHOLDER_STORE !== 'etcd' && env.ETCD_ENDPOINTS !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is set but KEYHOLDER_STORE is not etcd' });
+    }
+    if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_CLUSTER_NODES !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_MIN_REPLICA_ACKS'],
+        message: 'is not supported with REDIS_CLUSTER_NODES (use Sentinel or a single primary with replicas)',
+      });
+    }
+    if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_REPLICA_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_REPLICA_ACK_TIMEOUT_MS'],
+        message: `must be shorter than REDIS_COMMAND_TIMEOUT_MS (${env.REDIS_COMMAND_TIMEOUT_MS}), or the wait is cut off as a timeout`,
+      });
+    }
+    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && redisWays.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['REDIS_URL'],
@@ -166,13 +277,42 @@ export interface Config {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly store:
     | { readonly kind: 'memory' }
-    | { readonly kind: 'redis'; readonly url: string; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+    | {
+        readonly kind: 'redis';
+        readonly connection: RedisConnection;
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+        /** Replicas that must confirm a grant before it is answered (WAIT); null = do not wait. */
+        readonly replicaAcks: ReplicaAcks | null;
+      }
+    | {
+        readonly kind: 'etcd';
+        readonly endpoints: readonly string[];
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+      };
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
   readonly rateLimit: { readonly max: number; readonly windowMs: number };
   readonly httpTimeouts: HttpTimeouts;
+}
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** How to reach Redis: one server, a primary found through Sentinel, or a Cluster. */
+export type RedisConnection =
+  | { readonly mode: 'standalone'; readonly url: string }
+  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string }
+  | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[] };
+
+export interface ReplicaAcks {
+  readonly minReplicas: number;
+  readonly timeoutMs: number;
 }
 
 export interface HttpTimeouts {
@@ -216,21 +356,40 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
-  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && e.REDIS_URL !== undefined);
+  const connection: RedisConnection | undefined =
+    e.REDIS_URL !== undefined
+      ? { mode: 'standalone', url: e.REDIS_URL }
+      : e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_NAME !== undefined
+        ? { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, name: e.REDIS_SENTINEL_NAME }
+        : e.REDIS_CLUSTER_NODES !== undefined
+          ? { mode: 'cluster', nodes: e.REDIS_CLUSTER_NODES }
+          : undefined;
+  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && connection !== undefined);
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     store:
-      useRedis && e.REDIS_URL !== undefined
+      e.KEYHOLDER_STORE === 'etcd' && e.ETCD_ENDPOINTS !== undefined
         ? Object.freeze({
-            kind: 'redis' as const,
-            url: e.REDIS_URL,
-            keyPrefix: e.REDIS_KEY_PREFIX,
-            commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+            kind: 'etcd' as const,
+            endpoints: Object.freeze([...e.ETCD_ENDPOINTS]),
+            keyPrefix: e.ETCD_KEY_PREFIX,
+            commandTimeoutMs: e.ETCD_COMMAND_TIMEOUT_MS,
           })
-        : Object.freeze({ kind: 'memory' as const }),
+        : useRedis && connection !== undefined
+          ? Object.freeze({
+              kind: 'redis' as const,
+              connection: Object.freeze(connection),
+              keyPrefix: e.REDIS_KEY_PREFIX,
+              commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+              replicaAcks:
+                e.REDIS_MIN_REPLICA_ACKS > 0
+                  ? Object.freeze({ minReplicas: e.REDIS_MIN_REPLICA_ACKS, timeoutMs: e.REDIS_REPLICA_ACK_TIMEOUT_MS })
+                  : null,
+            })
+          : Object.freeze({ kind: 'memory' as const }),
     limits: Object.freeze({
       minTtlMs: e.LOCK_MIN_TTL_MS,
       maxTtlMs: e.LOCK_MAX_TTL_MS,

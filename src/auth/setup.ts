@@ -1,8 +1,9 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { AuthMode } from '../http/auth.js';
 import type { RateLimitSettings } from '../http/rate-limit.js';
+import { createRedisClient } from '../store/redis/connection.js';
 import { KeyRing, loadKeysFile, reloadKeyRing } from './api-keys.js';
 
 /**
@@ -37,11 +38,11 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   }
 
   let redis: Redis | undefined;
-  if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
+  if (config.store.kind === 'redis' && config.store.connection.mode !== 'cluster' && config.rateLimit.max > 0) {
     // Its own client, set up to fail fast: while Redis is unreachable a counter call errors at once
     // (no offline queue, no retries, a short timeout) and the limiter lets the request through
     // (skipOnError) instead of hanging it or turning it into a 500.
-    redis = new Redis(config.store.url, {
+    redis = createRedisClient(config.store.connection, {
       commandTimeout: config.store.commandTimeoutMs,
       connectTimeout: Math.max(config.store.commandTimeoutMs, 1000),
       enableOfflineQueue: false,
@@ -60,7 +61,7 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   const client = redis;
   return {
     auth,
-    rateLimit: { ...config.rateLimit, redis: client, keyPrefix: config.store.kind === 'redis' ? config.store.keyPrefix : '' },
+    rateLimit: { ...config.rateLimit, redis: client, keyPrefix: config.store.kind === 'memory' ? '' : config.store.keyPrefix },
     close: async () => {
       if (!client) return;
       try {

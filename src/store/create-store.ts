@@ -6,8 +6,11 @@ import type { LockStore } from './store.js';
 
 export function createStore(config: Config, log: Logger): LockStore {
   if (config.store.kind === 'redis') {
+    const { connection } = config.store;
+    if (connection.mode === 'cluster') throw new Error('Redis Cluster is not supported yet');
     return new RedisStore({
-      url: config.store.url,
+      connection,
+      replicaAcks: config.store.replicaAcks,
       keyPrefix: config.store.keyPrefix,
       commandTimeoutMs: config.store.commandTimeoutMs,
       fenceGraceMs: config.fenceGraceMs,
@@ -15,6 +18,7 @@ export function createStore(config: Config, log: Logger): LockStore {
       log,
     });
   }
+  if (config.store.kind === 'etcd') throw new Error('etcd is not supported yet');
   log.warn(
     { store: 'memory' },
     'using the embedded store: locks are held in this process only and are NOT shared between instances; set REDIS_URL to share them',

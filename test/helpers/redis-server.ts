@@ -32,6 +32,8 @@ function assertRedisInstalled(): void {
 export interface RedisServerOptions {
   /** Keep an append-only file, so a restart keeps the data (as a production Redis should). */
   readonly appendOnly?: boolean;
+  /** More redis-server arguments (a replica's --replicaof, cluster mode, ...). */
+  readonly args?: readonly string[];
 }
 
 /**
@@ -49,9 +51,9 @@ export class RedisServer {
     this.dir = mkdtempSync(join(tmpdir(), 'keyholder-redis-'));
   }
 
-  static async start(options: RedisServerOptions = {}): Promise<RedisServer> {
+  static async start(options: RedisServerOptions = {}, port?: number): Promise<RedisServer> {
     assertRedisInstalled();
-    const server = new RedisServer(await freePort(), options);
+    const server = new RedisServer(port ?? (await freePort()), options);
     await server.launch();
     return server;
   }
@@ -79,6 +81,7 @@ export class RedisServer {
       '--maxmemory-policy', 'noeviction',
       '--daemonize', 'no',
       '--loglevel', 'warning',
+      ...(this.options.args ?? []),
     ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;

@@ -1,10 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import type { RedisConnection, ReplicaAcks } from '../../config.js';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
 import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
+import { createRedisClient } from './connection.js';
 import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
@@ -20,7 +22,14 @@ import { defineScripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 export interface RedisStoreOptions {
-  readonly url: string;
+  /** One Redis by URL; or give `connection` for Sentinel. */
+  readonly url?: string;
+  readonly connection?: Exclude<RedisConnection, { mode: 'cluster' }>;
+  /**
+   * Replicas that must confirm each grant and renewal (WAIT) before it is answered; with fewer, the
+   * grant is rolled back and the caller gets a 503. Absent or null: answer once the primary has it.
+   */
+  readonly replicaAcks?: ReplicaAcks | null;
   readonly keyPrefix: string;
   /** Upper bound on one command's round trip; past it the caller gets a 503, not a hang. */
   readonly commandTimeoutMs: number;
@@ -76,12 +85,16 @@ export class RedisStore implements LockStore {
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
   private probing = false;
+  private readonly replicaAcks: ReplicaAcks | null;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    this.redis = new Redis(options.url, {
+    const connection = options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
+    if (!connection) throw new TypeError('RedisStore needs a url or a connection');
+    this.replicaAcks = options.replicaAcks ?? null;
+    this.redis = createRedisClient(connection, {
       commandTimeout: options.commandTimeoutMs,
       connectTimeout: Math.max(options.commandTimeoutMs, 1000),
       // Fail closed at once while disconnected instead of queueing requests that would be answered late.
@@ -166,6 +179,7 @@ export class RedisStore implements LockStore {
     if (reply.kind !== 'queued') waiter?.drop();
     switch (reply.kind) {
       case 'granted':
+        await this.replicated(key, ownerToken, 'grant');
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'held':
         return { acquired: false, retryAfterMs: reply.retryAfterMs };
@@ -179,6 +193,7 @@ export class RedisStore implements LockStore {
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
+    if (reply.held) await this.replicated(key, ownerToken, 'renewal');
     return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
   }
 
@@ -308,6 +323,7 @@ export class RedisStore implements LockStore {
     const decidedAt = performance.now();
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
+    await this.replicated(waiter.key, waiter.ownerToken, 'grant');
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
@@ -336,6 +352,35 @@ export class RedisStore implements LockStore {
   private onHandOverMessage(message: string): void {
     const handOver = parseHandOver(message);
     if (handOver) this.room.granted(handOver.waiterId);
+  }
+
+  /**
+   * With replica acknowledgement on: WAIT on the same connection that ran the script (WAIT counts the
+   * replicas that have every write this connection made so far, and it cannot run inside a script).
+   * Too few in time: the lease is given back by its owner token (one atomic script, so a lease someone
+   * else took meanwhile is untouched) and the caller gets a 503, never a lease that a failover could
+   * hand to someone else. A renewal that was not confirmed is NOT given back: its holder still relies
+   * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
+   * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
+   */
+  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal'): Promise<void> {
+    const acks = this.replicaAcks;
+    if (!acks) return;
+    const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
+    let confirmed: number;
+    try {
+      confirmed = await this.call(() => this.redis.wait(acks.minReplicas, acks.timeoutMs));
+    } catch (err) {
+      // The connection broke or timed out: try to give the lease back; if that cannot reach Redis
+      // either, the lease runs out by its TTL. The caller is told 503 either way.
+      void rollBack();
+      throw err;
+    }
+    if (confirmed >= acks.minReplicas) return;
+    await rollBack();
+    throw new StoreUnavailableError(
+      `the ${what} reached ${confirmed} of ${acks.minReplicas} replicas within ${acks.timeoutMs} ms and was rolled back`,
+    );
   }
 
   /**
