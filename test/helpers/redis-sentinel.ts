@@ -115,7 +115,7 @@ export class SentinelTopology {
           topology.linkProxies.push(proxy);
           upstream = proxy.port;
         }
-        servers.push(await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(upstream)] }));
+        servers.push(await RedisServer.start({ args: ['--repl-diskless-sync-delay', '0', '--replicaof', '127.0.0.1', String(upstream)] }));
       }
       const count = options.sentinels ?? 3;
       const quorum = Math.floor(count / 2) + 1;
@@ -198,6 +198,12 @@ export class SentinelTopology {
       withClient(port, async (c) => ((await c.set('keyholder-test:probe', '1')) === 'OK' ? true : undefined)),
     );
     return port;
+  }
+
+  /** Restarts a killed server as a replica of the current primary, as a supervisor bringing it back would. */
+  async rejoin(port: number): Promise<void> {
+    const primary = await this.primaryPort();
+    await this.server(port).launch(['--replicaof', '127.0.0.1', String(primary)]);
   }
 
   /** A plain client on the current primary, for assertions and for simulating operators. */

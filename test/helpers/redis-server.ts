@@ -70,7 +70,8 @@ export class RedisServer {
     return this.child !== undefined;
   }
 
-  async launch(): Promise<void> {
+  /** Starts the process (again); `extraArgs` apply to this start only (a replica rejoining, say). */
+  async launch(extraArgs: readonly string[] = []): Promise<void> {
     const args = [
       '--port', String(this.port),
       '--bind', '127.0.0.1',
@@ -82,6 +83,7 @@ export class RedisServer {
       '--daemonize', 'no',
       '--loglevel', 'warning',
       ...(this.options.args ?? []),
+      ...extraArgs,
     ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;

@@ -64,16 +64,18 @@ async function run(name: string, acks: number, cutLinkFirst: boolean): Promise<F
         const faultAtMs = driver.clock.nowMs();
         const newPrimary = await topology.waitForNewPrimary(oldPrimary);
         const promotedAtMs = driver.clock.nowMs();
-        // An operator (or a supervisor) restarts the dead server; the sentinels make it a replica of
-        // the new primary, and grants can be acknowledged again.
-        await topology.server(oldPrimary).launch();
+        // A supervisor restarts the dead server as a replica of the new primary. Until a replica is
+        // back, a primary with one replica left has none to acknowledge grants: with acks on, every
+        // grant is refused (503) until then. That is the price of REDIS_MIN_REPLICA_ACKS with one replica.
+        await topology.rejoin(oldPrimary);
+        const rejoinedAtMs = driver.clock.nowMs();
         return {
           faultAtMs,
           // The sentinels cannot even agree the primary is down before DOWN_AFTER_MS: nobody can answer until then.
           blindUntilMs: faultAtMs + DOWN_AFTER_MS,
           description:
             `${cutLinkFirst ? `replication link cut ${LINK_CUT_MS} ms, then ` : ''}primary ${oldPrimary} kill -9; ` +
-            `replica ${newPrimary} promoted after ${Math.round(promotedAtMs - faultAtMs)} ms, old primary restarted; acks ${acks}`,
+            `replica ${newPrimary} promoted after ${Math.round(promotedAtMs - faultAtMs)} ms, old primary rejoined as replica after ${Math.round(rejoinedAtMs - faultAtMs)} ms; acks ${acks}`,
         };
       },
     });
