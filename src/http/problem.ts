@@ -32,7 +32,7 @@ export function problemType(code: ProblemCode): string {
 export interface ProblemExtras {
   readonly retryAfterMs?: number;
   readonly errors?: ReadonlyArray<{ field: string; message: string }>;
-  readonly store?: 'memory' | 'redis';
+  readonly store?: 'memory' | 'redis' | 'etcd';
 }
 
 export function problemBody(code: ProblemCode, detail: string, instance?: string, extras: ProblemExtras = {}): ProblemBody {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { EtcdStore } from './etcd/etcd-store.js';
 import { MemoryStore } from './memory/memory-store.js';
 import { RedisStore } from './redis/redis-store.js';
 import type { LockStore } from './store.js';
@@ -18,7 +19,16 @@ export function createStore(config: Config, log: Logger): LockStore {
       log,
     });
   }
-  if (config.store.kind === 'etcd') throw new Error('etcd is not supported yet');
+  if (config.store.kind === 'etcd') {
+    return new EtcdStore({
+      endpoints: config.store.endpoints,
+      keyPrefix: config.store.keyPrefix,
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      fenceGraceMs: config.fenceGraceMs,
+      maxWaitersPerKey: config.limits.maxWaitersPerKey,
+      log,
+    });
+  }
   log.warn(
     { store: 'memory' },
     'using the embedded store: locks are held in this process only and are NOT shared between instances; set REDIS_URL to share them',

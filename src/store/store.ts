@@ -105,7 +105,7 @@ export interface SlotStore {
 
 export interface LockStore extends SlotStore {
   /** What kind of store this is, for health output and logs. */
-  readonly kind: 'memory' | 'redis';
+  readonly kind: 'memory' | 'redis' | 'etcd';
   /**
    * Grants the lock if it is free (or its lease ran out) and nobody is queued; otherwise waits up to
    * `waitMs` in the key's FIFO queue, or reports the time left on the current lease. Throws
