@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './redis-server.js';
@@ -37,7 +37,9 @@ export class EtcdCluster {
 
   static async start(size = 3): Promise<EtcdCluster> {
     assertEtcdInstalled();
-    const dir = mkdtempSync(join(tmpdir(), 'keyholder-etcd-'));
+    // Data on tmpfs where there is one: every etcd commit is an fsync, and on a disk shared with other
+    // work that alone can take hundreds of ms. The tests are about consensus, not about the disk.
+    const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'keyholder-etcd-'));
     const members: Member[] = [];
     for (let i = 0; i < size; i++) members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), child: undefined });
     const cluster = new EtcdCluster(members, dir);
