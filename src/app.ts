@@ -8,6 +8,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import type { HttpTimeouts } from './config.js';
+import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
@@ -15,7 +16,6 @@ import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { adminRoutes } from './http/routes/admin.js';
-import { sendProblem } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
@@ -106,13 +106,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Waiting callers are in-flight requests: answer them now (503 shutting_down) so close does not hang.
     deps.locks.shutdown();
   });
-  app.addHook('onRequest', async (request, reply) => {
-    if (closing) {
-      reply.header('connection', 'close');
-      return sendProblem(request, reply, 'shutting_down', 'the server is shutting down; retry on another instance', {
-        retryAfterMs: 1000,
-      });
-    }
+  // New requests during shutdown get the same answer as the waiters (the error handler writes it).
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ShuttingDownError();
   });
   registerAuth(app, deps.auth ?? { mode: 'open' });
 

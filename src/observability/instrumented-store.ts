@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { DomainError, StoreUnavailableError } from '../domain/errors.js';
+import { isDomainError } from '../domain/errors.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -105,9 +105,8 @@ export class InstrumentedStore implements LockStore {
       result = 'ok';
       return value;
     } catch (err) {
-      if (err instanceof StoreUnavailableError) result = 'unavailable';
-      // Any other domain answer (a full wait queue, say) is the store working as it should.
-      else if (err instanceof DomainError) result = 'ok';
+      // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
+      if (isDomainError(err)) result = err.code === 'store_unavailable' ? 'unavailable' : 'ok';
       throw err;
     } finally {
       this.sink.storeCall(op, result, (performance.now() - started) / 1000);
