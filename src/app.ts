@@ -7,10 +7,10 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { HttpTimeouts } from './config.js';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
-import type { LockStore } from './store/store.js';
+import type { LockStore } from './domain/lock-store.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
@@ -36,13 +36,6 @@ export interface AppDeps {
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
 }
-
-export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({
-  requestTimeoutMs: 10_000,
-  headersTimeoutMs: 5_000,
-  keepAliveTimeoutMs: 5_000,
-  connectionTimeoutMs: 75_000,
-});
 
 /**
  * How often Node checks connections against the headers and request timeouts. Node's default (30 s)

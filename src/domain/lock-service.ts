@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import type { LockLimits } from '../config.js';
-import type { Grant, LockState, LockStore } from '../store/store.js';
+import type { LockLimits } from './limits.js';
+import type { Grant, LockState, LockStore } from './lock-store.js';
 import { randomBase64url } from './random.js';
 import {
   type DomainErrorCode,

@@ -10,7 +10,7 @@ import type {
   LockStore,
   RenewOutcome,
   SlotOutcome,
-} from '../store/store.js';
+} from '../domain/lock-store.js';
 import type { LeaseTracker } from './lease-tracker.js';
 
 export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
 import { ERRORS } from '../http/problem.js';
-import type { LockStore } from '../store/store.js';
+import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import { LeaseTracker } from './lease-tracker.js';
 

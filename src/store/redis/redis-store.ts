@@ -1,10 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
+import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
+import { createRedisClient } from './client.js';
 import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
@@ -39,9 +40,6 @@ const LIST_MAX_SCAN_ROUNDS = 10;
 
 /** ioredis's message when a command outlives `commandTimeout`. */
 const COMMAND_TIMED_OUT = 'Command timed out';
-
-/** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
-const RECONNECT_MAX_DELAY_MS = 1000;
 
 /**
  * 1 s: how often an instance tells Redis its waiters are still there. A waiter whose instance died
@@ -81,18 +79,16 @@ export class RedisStore implements LockStore {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    this.redis = new Redis(options.url, {
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: Math.max(options.commandTimeoutMs, 1000),
-      // Fail closed at once while disconnected instead of queueing requests that would be answered late.
-      enableOfflineQueue: false,
-      // A command in flight when the connection drops is NOT re-sent: its outcome is unknown, and the
-      // caller is told so (503). Re-sending an acquire could grant a lease nobody knows the token of.
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
-      // Commands issued in the same tick share one round trip: many concurrent lock calls, few syscalls.
-      enableAutoPipelining: true,
-      lazyConnect: false,
+    const log = options.log;
+    this.redis = createRedisClient(options.url, {
+      commandTimeoutMs: options.commandTimeoutMs,
+      // Many concurrent lock calls, few round trips and syscalls.
+      autoPipelining: true,
+      onReady: () => {
+        this.connectionEpoch++;
+        log?.info({ store: 'redis' }, 'connected to Redis');
+      },
+      onLost: (err) => log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back'),
     });
     defineScripts(this.redis);
     // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect. Its
@@ -119,18 +115,6 @@ export class RedisStore implements LockStore {
     this.heartbeat.unref();
 
     defineAdminScripts(this.redis);
-    const log = options.log;
-    let wasReady = false;
-    this.redis.on('ready', () => {
-      this.connectionEpoch++;
-      wasReady = true;
-      log?.info({ store: 'redis' }, 'connected to Redis');
-    });
-    this.redis.on('error', (err: Error) => {
-      // Logged once per outage, not once per reconnect attempt.
-      if (wasReady) log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back');
-      wasReady = false;
-    });
   }
 
   async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
