@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import type { LockLimits } from './domain/limits.js';
+import type { StoreSettings } from './store/create-store.js';
+import type { HostPort, RedisConnection } from './store/redis/client.js';
+
 
 /**
  * Environment -> configuration, parsed once at start-up. Every variable has a default that is safe for
@@ -87,8 +91,6 @@ const EnvSchema = z
       emptyAsUndefined,
       z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -').optional(),
     ),
-    /** A Redis Cluster: some of its nodes (host:port,...); the client discovers the rest. */
-    REDIS_CLUSTER_NODES: z.preprocess(emptyAsUndefined, hostPortList.optional()),
     /**
      * 0: answer a grant once the primary has it (Redis replication is asynchronous). n > 0: answer a
      * grant or renewal only once WAIT confirms n replicas have it, so a failover to one of them keeps the lease.
@@ -214,7 +216,7 @@ const EnvSchema = z
         message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
       });
     }
-    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_CLUSTER_NODES'] as const).filter((k) => env[k] !== undefined);
+    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS'] as const).filter((k) => env[k] !== undefined);
     if (redisWays.length > 1) {
       ctx.addIssue({
         code: 'custom',
@@ -229,7 +231,7 @@ const EnvSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['REDIS_URL'],
-        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS, or REDIS_CLUSTER_NODES)',
+        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS)',
       });
     }
     if (env.KEYHOLDER_STORE === 'etcd' && env.ETCD_ENDPOINTS === undefined) {
@@ -244,13 +246,6 @@ const EnvSchema = z
     }
     if (env.KEYHOLDER_STORE !== 'etcd' && env.ETCD_ENDPOINTS !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is set but KEYHOLDER_STORE is not etcd' });
-    }
-    if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_CLUSTER_NODES !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['REDIS_MIN_REPLICA_ACKS'],
-        message: 'is not supported with REDIS_CLUSTER_NODES (use Sentinel or a single primary with replicas)',
-      });
     }
     if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_REPLICA_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
       ctx.addIssue({
@@ -275,44 +270,13 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  readonly store:
-    | { readonly kind: 'memory' }
-    | {
-        readonly kind: 'redis';
-        readonly connection: RedisConnection;
-        readonly keyPrefix: string;
-        readonly commandTimeoutMs: number;
-        /** Replicas that must confirm a grant before it is answered (WAIT); null = do not wait. */
-        readonly replicaAcks: ReplicaAcks | null;
-      }
-    | {
-        readonly kind: 'etcd';
-        readonly endpoints: readonly string[];
-        readonly keyPrefix: string;
-        readonly commandTimeoutMs: number;
-      };
+  readonly store: StoreSettings['store'];
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
   readonly rateLimit: { readonly max: number; readonly windowMs: number };
   readonly httpTimeouts: HttpTimeouts;
-}
-
-export interface HostPort {
-  readonly host: string;
-  readonly port: number;
-}
-
-/** How to reach Redis: one server, a primary found through Sentinel, or a Cluster. */
-export type RedisConnection =
-  | { readonly mode: 'standalone'; readonly url: string }
-  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string }
-  | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[] };
-
-export interface ReplicaAcks {
-  readonly minReplicas: number;
-  readonly timeoutMs: number;
 }
 
 export interface HttpTimeouts {
@@ -326,28 +290,10 @@ export interface HttpTimeouts {
   readonly connectionTimeoutMs: number;
 }
 
-export interface LockLimits {
-  readonly minTtlMs: number;
-  readonly maxTtlMs: number;
-  readonly maxWaitMs: number;
-  readonly maxWaitersPerKey: number;
-  readonly maxWaitersPerInstance: number;
-  /** Most locks one namespace may hold at once; 0 or absent means no cap. */
-  readonly maxHeldLocksPerNamespace?: number;
-}
-
 /** Thrown for invalid configuration; the message names every offending variable. */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
-
-export const DEFAULT_LIMITS: LockLimits = Object.freeze({
-  minTtlMs: 100,
-  maxTtlMs: 3_600_000,
-  maxWaitMs: 60_000,
-  maxWaitersPerKey: 1000,
-  maxWaitersPerInstance: 10_000,
-});
 
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
@@ -361,9 +307,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { mode: 'standalone', url: e.REDIS_URL }
       : e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_NAME !== undefined
         ? { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, name: e.REDIS_SENTINEL_NAME }
-        : e.REDIS_CLUSTER_NODES !== undefined
-          ? { mode: 'cluster', nodes: e.REDIS_CLUSTER_NODES }
-          : undefined;
+        : undefined;
   const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && connection !== undefined);
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
@@ -413,3 +357,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     }),
   });
 }
+
+/**
+ * The configuration of an empty environment: every value is the schema's default. Tests, tools and
+ * buildApp use its parts (limits, HTTP timeouts) instead of writing the defaults a second time.
+ */
+export const DEFAULT_CONFIG: Config = loadConfig({});
+export const DEFAULT_LIMITS: LockLimits = DEFAULT_CONFIG.limits;
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = DEFAULT_CONFIG.httpTimeouts;

@@ -1,16 +1,36 @@
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { LockStore } from '../domain/lock-store.js';
 import { EtcdStore } from './etcd/etcd-store.js';
 import { MemoryStore } from './memory/memory-store.js';
+import type { RedisConnection, ReplicaAcks } from './redis/client.js';
 import { RedisStore } from './redis/redis-store.js';
-import type { LockStore } from './store.js';
 
-export function createStore(config: Config, log: Logger): LockStore {
+/** What createStore reads of the configuration (Config has this shape). */
+export interface StoreSettings {
+  readonly store:
+    | { readonly kind: 'memory' }
+    | {
+        readonly kind: 'redis';
+        readonly connection: RedisConnection;
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+        /** Replicas that must confirm a grant before it is answered (WAIT); null = do not wait. */
+        readonly replicaAcks: ReplicaAcks | null;
+      }
+    | {
+        readonly kind: 'etcd';
+        readonly endpoints: readonly string[];
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+      };
+  readonly fenceGraceMs: number;
+  readonly limits: { readonly maxWaitersPerKey: number };
+}
+
+export function createStore(config: StoreSettings, log: Logger): LockStore {
   if (config.store.kind === 'redis') {
-    const { connection } = config.store;
-    if (connection.mode === 'cluster') throw new Error('Redis Cluster is not supported yet');
     return new RedisStore({
-      connection,
+      connection: config.store.connection,
       replicaAcks: config.store.replicaAcks,
       keyPrefix: config.store.keyPrefix,
       commandTimeoutMs: config.store.commandTimeoutMs,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import { Etcd3 } from 'etcd3';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { SentinelTopology } from '../helpers/redis-sentinel.js';
 import { eventually } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import type { RedisConnection } from '../../src/config.js';
+import type { RedisConnection } from '../../src/store/redis/client.js';
 import { FaultProxy } from './fault-proxy.js';
 import { freePort, RedisServer } from './redis-server.js';
 

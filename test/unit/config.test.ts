@@ -47,11 +47,6 @@ describe('config', () => {
     });
   });
 
-  it('REDIS_CLUSTER_NODES selects a Redis Cluster', () => {
-    const config = loadConfig({ REDIS_CLUSTER_NODES: 'a:7000,b:7001' });
-    expect(config.store).toMatchObject({ kind: 'redis', connection: { mode: 'cluster', nodes: [{ host: 'a', port: 7000 }, { host: 'b', port: 7001 }] } });
-  });
-
   it('KEYHOLDER_STORE=etcd with ETCD_ENDPOINTS selects etcd', () => {
     const config = loadConfig({ KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379,http://e2:2379' });
     expect(config.store).toEqual({
@@ -82,9 +77,7 @@ describe('config', () => {
     ['sentinel not host:port', { REDIS_SENTINELS: 's1', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
     ['sentinel port out of range', { REDIS_SENTINELS: 's1:99999', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
     ['URL and sentinels at once', { REDIS_URL: 'redis://x:6379', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
-    ['sentinels and cluster at once', { REDIS_SENTINELS: 's1:1', REDIS_SENTINEL_NAME: 'x', REDIS_CLUSTER_NODES: 'c:1' }, 'REDIS_CLUSTER_NODES'],
     ['ack timeout not below the command timeout', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '1', REDIS_REPLICA_ACK_TIMEOUT_MS: '500' }, 'REDIS_REPLICA_ACK_TIMEOUT_MS'],
-    ['replica acks on a cluster', { REDIS_CLUSTER_NODES: 'c:1', REDIS_MIN_REPLICA_ACKS: '1' }, 'REDIS_MIN_REPLICA_ACKS'],
     ['replica acks out of range', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '-1' }, 'REDIS_MIN_REPLICA_ACKS'],
     ['store etcd without endpoints', { KEYHOLDER_STORE: 'etcd' }, 'ETCD_ENDPOINTS'],
     ['etcd endpoint not a URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'e1:2379' }, 'ETCD_ENDPOINTS'],

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import { monotonicWallClock, type Clock } from '../clock.js';
+import { monotonicWallClock, type Clock } from '../memory/clock.js';
 import type { LeaseReply } from '../redis/replies.js';
 import { WaitRoom, type Waiter } from '../redis/wait-room.js';
 import type {
@@ -16,7 +16,7 @@ import type {
   LockStore,
   RenewOutcome,
   SlotOutcome,
-} from '../store.js';
+} from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 
 export interface EtcdStoreOptions {

@@ -1,0 +1,81 @@
+import { Redis, type RedisOptions } from 'ioredis';
+
+/** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
+const RECONNECT_MAX_DELAY_MS = 1000;
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** How to reach Redis: one server by URL, or the primary that a set of Sentinels points at. */
+export type RedisConnection =
+  | { readonly mode: 'standalone'; readonly url: string }
+  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string };
+
+/** Replicas that must confirm a grant (WAIT) before it is answered, and for how long to wait for them. */
+export interface ReplicaAcks {
+  readonly minReplicas: number;
+  readonly timeoutMs: number;
+}
+
+export interface RedisClientOptions {
+  /** Upper bound on one command's round trip; past it the call fails instead of hanging. */
+  readonly commandTimeoutMs: number;
+  /** Commands issued in the same tick share one round trip (the lock store's hot path wants this). */
+  readonly autoPipelining?: boolean;
+  /** Called on the first error after the connection was ready: once per outage, not per reconnect attempt. */
+  readonly onLost?: (err: Error) => void;
+  /** Called each time the connection becomes ready. */
+  readonly onReady?: () => void;
+}
+
+/**
+ * The one way keyholder connects to Redis: set up to fail fast and closed. While disconnected a
+ * command errors at once (no offline queue) instead of being answered late; a command in flight when
+ * the connection drops is NOT re-sent (its outcome is unknown, and re-sending an acquire could grant a
+ * lease nobody knows the token of); reconnection goes on for ever.
+ *
+ * Through Sentinel, every (re)connection first asks the sentinels where the primary is, so a failover
+ * is followed without a restart; calls during the switch fail (503) rather than wait.
+ */
+export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): Redis {
+  const connection: RedisConnection = typeof target === 'string' ? { mode: 'standalone', url: target } : target;
+  const common: RedisOptions = {
+    commandTimeout: options.commandTimeoutMs,
+    connectTimeout: Math.max(options.commandTimeoutMs, 1000),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
+    enableAutoPipelining: options.autoPipelining ?? false,
+    lazyConnect: false,
+  };
+  const redis =
+    connection.mode === 'standalone'
+      ? new Redis(connection.url, common)
+      : new Redis({
+          ...common,
+          sentinels: connection.sentinels.map(({ host, port }) => ({ host, port })),
+          name: connection.name,
+          role: 'master',
+          // Subscribes to +switch-master on a sentinel: the client moves to a new primary as soon as it
+          // is announced, not only once the old connection breaks.
+          failoverDetector: true,
+          // Ask the sentinels again every 100 ms, at most every second: a failover takes seconds.
+          sentinelRetryStrategy: (attempt) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
+          sentinelCommandTimeout: Math.max(options.commandTimeoutMs, 1000),
+          // A primary demoted under the client answers writes with READONLY: reconnect (which asks the
+          // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
+          reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
+        });
+  let wasReady = false;
+  redis.on('ready', () => {
+    wasReady = true;
+    options.onReady?.();
+  });
+  redis.on('error', (err: Error) => {
+    if (wasReady) options.onLost?.(err);
+    wasReady = false;
+  });
+  return redis;
+}
