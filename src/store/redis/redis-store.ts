@@ -91,7 +91,7 @@ export class RedisStore implements LockStore {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    const connection = options.connection ?? (options.url !== undefined ? options.url : undefined);
+    const connection = options.connection ?? options.url;
     if (connection === undefined) throw new TypeError('RedisStore needs a url or a connection');
     this.replicaAcks = options.replicaAcks ?? null;
     const log = options.log;
