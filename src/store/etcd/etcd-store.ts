@@ -234,21 +234,25 @@ export class EtcdStore implements LockStore {
     return { locks, nextCursor: res.more && last !== undefined ? last : null };
   }
 
+  /**
+   * Optimistic: decide on a snapshot of the namespace's slots, then one transaction that writes only if
+   * no reservation happened since (its version key unchanged) and otherwise reads the new snapshot, so
+   * each round under contention is one round trip.
+   */
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+    const slots = this.keys.slots(namespace);
+    const snapshot: IRequestOp[] = [
+      { request_range: { key: this.keys.slotVersion(namespace) } },
+      { request_range: { key: slots.key, range_end: slots.rangeEnd } },
+    ];
+    let read = await this.txn({ success: snapshot });
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const slots = this.keys.slots(namespace);
-      const read = await this.txn({
-        success: [
-          { request_range: { key: this.keys.slotVersion(namespace) } },
-          { request_range: { key: slots.key, range_end: slots.rangeEnd } },
-        ],
-      });
       const version = read.responses[0]?.response_range.kvs[0];
       const nowMs = this.now();
       const all = (read.responses[1]?.response_range.kvs ?? []).map((kv) => ({ kv, e: parseJson<{ e: number }>(kv.value)?.e ?? 0 }));
-      const live = all.filter((s) => s.e > nowMs && this.keys.waiterIdOf(s.kv.key) !== slotId);
+      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== slotId);
       if (live.length >= maxSlots) {
-        return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...live.map((s) => s.e)) - nowMs)) };
+        return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...live.map((x) => x.e)) - nowMs)) };
       }
       const expiresAtMs = nowMs + ttlMs;
       const txn = await this.txn({
@@ -257,10 +261,12 @@ export class EtcdStore implements LockStore {
           await this.putOp(this.keys.slot(namespace, slotId), { e: expiresAtMs }, expiresAtMs),
           { request_put: { key: this.keys.slotVersion(namespace), value: Buffer.from(String(nowMs)) } },
           // Ended slots are dropped here too, so a namespace's range stays short.
-          ...all.filter((s) => s.e <= nowMs).map((s): IRequestOp => ({ request_delete_range: { key: s.kv.key } })),
+          ...all.filter((x) => x.e <= nowMs).map((x): IRequestOp => ({ request_delete_range: { key: x.kv.key } })),
         ],
+        failure: snapshot,
       });
       if (txn.succeeded) return { reserved: true };
+      read = txn;
     }
     throw new StoreUnavailableError('too much contention on one namespace quota to decide in time');
   }
