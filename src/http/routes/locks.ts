@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyRequest } from 'fastify';
-import { isDomainError, StoreUnavailableError, WaitAbortedError } from '../../domain/errors.js';
-import { writeDomainError } from '../problem.js';
+import { WaitAbortedError } from '../../domain/errors.js';
+import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
   AcquireRequest,
@@ -28,27 +27,8 @@ const COMMON_ERRORS = {
   503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
 } as const;
 
-/** Grants and renewals waiting for their last freshness check, by request (see the onSend hook). */
-const leasesToConfirm = new WeakMap<
-  FastifyRequest,
-  { namespace: string; lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number } }
->();
-
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  // The last moment before a grant or renewal is written: if the process was stopped since the store
-  // answered and the lease may be gone, the answer becomes a 503 and the lease is given back.
-  app.addHook('onSend', async (request, reply, payload) => {
-    const pending = leasesToConfirm.get(request);
-    if (pending === undefined || reply.statusCode !== 200) return payload;
-    leasesToConfirm.delete(request);
-    try {
-      await locks.confirmFresh(pending.namespace, pending.lease);
-      return payload;
-    } catch (err) {
-      const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });
-      return writeDomainError(request, reply, error);
-    }
-  });
+  registerFreshAnswers(app, locks);
 
   app.post(
     '/v1/locks/:key/acquire',
@@ -93,7 +73,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         waitMs,
         signal,
       });
-      leasesToConfirm.set(request, { namespace, lease: grant });
+      confirmBeforeSending(request, namespace, grant);
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,
@@ -129,7 +109,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     async (request) => {
       const namespace = principalOf(request).namespace;
       const renewal = await locks.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      leasesToConfirm.set(request, { namespace, lease: { ...renewal, ownerToken: request.body.ownerToken } });
+      confirmBeforeSending(request, namespace, { ...renewal, ownerToken: request.body.ownerToken });
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
