@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { checkHistory, DEFAULT_CHECK_OPTIONS, VIOLATION_KINDS, type CheckReport, type ViolationKind } from './checker.js';
 import type { Cluster } from './cluster.js';
 import { Driver } from './driver.js';
@@ -28,7 +29,6 @@ export const TTL_MS = 1000;
 const KEYS = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'];
 const CLIENTS = 32;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const lockOps = (d: Driver) => d.ops.filter((op): op is LockOp => op.type === 'lock');
 
 function check(driver: Driver): CheckReport {

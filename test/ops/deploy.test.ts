@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writ
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import { hashApiKey, newApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
@@ -227,13 +227,13 @@ describe('the image start command, replayed outside Docker', () => {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       const base = `http://127.0.0.1:${port}`;
-      const deadline = Date.now() + 20_000;
-      let ready = 0;
-      while (ready !== 200) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
-        ready = await fetch(`${base}/readyz`).then((r) => r.status, () => 0);
-        if (ready !== 200) await new Promise((r) => setTimeout(r, 100));
-      }
+      await vi.waitFor(
+        async () => {
+          const ready = child.exitCode === null ? await fetch(`${base}/readyz`).then((r) => r.status, () => 0) : -1;
+          if (ready !== 200) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
+        },
+        { timeout: 20_000, interval: 100 },
+      );
       expect((await call(base, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'redis' });
 
       // The Lua scripts made it into the image: a real grant over Redis.
