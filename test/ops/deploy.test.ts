@@ -192,7 +192,10 @@ describe('the image start command, replayed outside Docker', () => {
     }
   }
 
-  it('serves /readyz 200 and grants a lock over Redis, then stops cleanly on SIGTERM', async () => {
+  let imageDir: string | undefined;
+  /** The runtime stage's directory, replayed once: dist/ and `npm ci --omit=dev`, nothing else. */
+  function imageLayout(): string {
+    if (imageDir !== undefined) return imageDir;
     const stageDirs = new Map<string, { dir: string; workdir: string }>();
     for (const stage of dockerfile.stages) {
       const dir = mkdtempSync(join(tmpdir(), `keyholder-image-${stage.name ?? 'stage'}-`));
@@ -201,7 +204,35 @@ describe('the image start command, replayed outside Docker', () => {
       replay(stage, dir, stageDirs);
       if (stage.name) stageDirs.set(stage.name, { dir, workdir: workdir(stage) });
     }
-    const appDir = dirs.at(-1) as string;
+    const runtimeDir = dirs.at(-1) as string;
+    imageDir = runtimeDir;
+    return runtimeDir;
+  }
+
+  it('mints an API key with the compiled command, from the production dependencies alone', () => {
+    const appDir = imageLayout();
+    // No tsx, no devDependencies, no source: plain node on dist/, as `docker run … node dist/cli/keys-new.js` runs it.
+    const result = spawnSync('node', ['dist/cli/keys-new.js', '--id', 'image-ops', '--namespace', 'ops', '--scopes', 'locks,admin'], {
+      cwd: appDir,
+      env: { PATH: process.env.PATH ?? '' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const key = /^ {2}(kh_\S+)$/m.exec(result.stdout)?.[1] ?? '';
+    const entry = (parse(result.stdout.slice(result.stdout.indexOf('  - id:'))) as Array<Record<string, unknown>>)[0];
+    expect(entry).toEqual({ id: 'image-ops', hash: hashApiKey(key), namespace: 'ops', scopes: ['locks', 'admin'] });
+    const refused = spawnSync('node', ['dist/cli/keys-new.js', '--id', 'bad id', '--namespace', 'ops'], {
+      cwd: appDir,
+      env: { PATH: process.env.PATH ?? '' },
+      encoding: 'utf8',
+    });
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain('--id:');
+  }, 300_000);
+
+  it('serves /readyz 200 and grants a lock over Redis, then stops cleanly on SIGTERM', async () => {
+    const appDir = imageLayout();
 
     const port = await freePort();
     const apiKey = newApiKey();
