@@ -13,6 +13,7 @@ import {
   WaitAbortedError,
 } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
+import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
 
@@ -277,18 +278,12 @@ export class LockService {
     }
   }
 
-  private async observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
-    const started = performance.now();
-    let result: OperationResult = 'error';
-    try {
-      const value = await run();
-      result = 'ok';
-      return value;
-    } catch (err) {
-      if (isDomainError(err)) result = err.code;
-      throw err;
-    } finally {
-      this.observer.operation?.(op, result, (performance.now() - started) / 1000);
-    }
+  private observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
+    return measure<T, OperationResult>(
+      run,
+      'ok',
+      (err) => (isDomainError(err) ? err.code : 'error'),
+      (result, seconds) => this.observer.operation?.(op, result, seconds),
+    );
   }
 }
