@@ -21,7 +21,10 @@ export type AcquireOutcome =
     } & Grant)
   | {
       readonly acquired: false;
-      /** Time left on the current holder's lease (0 when unknown, e.g. a wait that timed out behind others). */
+      /**
+       * Time left on the current holder's lease when the answer was decided (for a wait that ran out:
+       * when it ran out, not when it began); at least 1.
+       */
       readonly retryAfterMs: number;
     };
 
@@ -29,7 +32,10 @@ export type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly ren
 
 export interface LockState {
   readonly holder: string | null;
-  /** Callers queued for this lock. */
+  /**
+   * Callers queued for this lock and still waiting: not those whose wait ran out, who left, or whose
+   * keyholder instance stopped refreshing them (it died). Every store counts the same way.
+   */
   readonly waiters: number;
   readonly fencingToken: number;
   readonly expiresAtMs: number;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/store/store.js';
 import { describeWaitingContract } from './waiting.contract.js';
@@ -305,6 +306,38 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it('ping answers while the store is up', async () => {
       await expect(store.ping()).resolves.toBeUndefined();
+    });
+
+    it('a closed store rejects every method (never throws synchronously) with StoreUnavailableError', async () => {
+      const closed = await harness.open({ fenceGraceMs: 60_000 });
+      await closed.close();
+      const key = uniqueKey('closed');
+      const calls: Record<string, () => Promise<unknown>> = {
+        acquire: () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+        'acquire (waiting)': () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),
+        renew: () => closed.renew(key, newOwnerToken(), 1_000),
+        release: () => closed.release(key, newOwnerToken()),
+        inspect: () => closed.inspect(key),
+        forceRelease: () => closed.forceRelease(key),
+        list: () => closed.list({ prefix: '', limit: 10 }),
+        reserveSlot: () => closed.reserveSlot(key, 's', 1_000, 1),
+        extendSlot: () => closed.extendSlot(key, 's', Date.now() + 1_000),
+        freeSlot: () => closed.freeSlot(key, 's'),
+        ping: () => closed.ping(),
+      };
+      for (const [method, call] of Object.entries(calls)) {
+        // A synchronous throw would escape the `.catch()` callers chain on the promise.
+        let pending: Promise<unknown> | undefined;
+        expect(() => (pending = call()), method).not.toThrow();
+        const err: unknown = await pending?.then(
+          () => new Error(`${method} resolved on a closed store`),
+          (e: unknown) => e,
+        );
+        expect(err, method).toBeInstanceOf(StoreUnavailableError);
+        expect((err as StoreUnavailableError).code, method).toBe('store_unavailable');
+      }
+      // Closing again is harmless.
+      await expect(closed.close()).resolves.toBeUndefined();
     });
   });
   describeWaitingContract(name, harness);

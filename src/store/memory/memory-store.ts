@@ -47,6 +47,9 @@ export interface MemoryStoreOptions {
  * because it runs synchronously on the one event loop. Locks are NOT shared between processes.
  * Fencing tokens stay increasing across restarts because they are floored at the wall clock.
  *
+ * Every method is `async`, so a failure (a closed store) is a rejected promise, as it is for the Redis
+ * store, never a synchronous throw that a caller's `.catch()` would miss.
+ *
  * Waiting: each key has a FIFO queue. A release hands the lock straight to the queue's head (only that
  * waiter wakes); a lease that runs out is handed over by a timer set for its end.
  */
@@ -172,11 +175,11 @@ export class MemoryStore implements LockStore {
     };
   }
 
-  forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
-    if (entry?.ownerToken == null) return Promise.resolve({ released: false });
+    if (entry?.ownerToken == null) return { released: false };
     const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
     // Same end state as an owner's release: no owner, last fencing token kept for the grace period.
     entry.ownerToken = null;
@@ -184,7 +187,7 @@ export class MemoryStore implements LockStore {
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
     this.settle(key, now);
-    return Promise.resolve({ released: true, ...evicted });
+    return { released: true, ...evicted };
   }
 
   /**
@@ -192,7 +195,7 @@ export class MemoryStore implements LockStore {
    * costs O(n log n), acceptable for the embedded store's sizes, and makes pages exact: no lock is shown
    * twice and a page never holds more than `limit` locks.
    */
-  list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+  async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     this.assertOpen();
     const now = this.clock();
     const ids: string[] = [];
@@ -214,10 +217,10 @@ export class MemoryStore implements LockStore {
       };
     });
     const last = page[page.length - 1];
-    return Promise.resolve({ locks, nextCursor: ids.length > limit && last !== undefined ? last : null });
+    return { locks, nextCursor: ids.length > limit && last !== undefined ? last : null };
   }
 
-  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     this.assertOpen();
     const now = this.clock();
     const slots = this.slots.get(namespace) ?? new Map<string, number>();
@@ -227,27 +230,25 @@ export class MemoryStore implements LockStore {
       else earliestEndMs = Math.min(earliestEndMs, endMs);
     }
     if (slots.size >= maxSlots && !slots.has(slotId)) {
-      return Promise.resolve({ reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) });
+      return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) };
     }
     slots.set(slotId, Math.max(slots.get(slotId) ?? 0, Math.floor(now) + ttlMs));
     this.slots.set(namespace, slots);
-    return Promise.resolve({ reserved: true });
+    return { reserved: true };
   }
 
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
     this.assertOpen();
     const slots = this.slots.get(namespace);
     const endMs = slots?.get(slotId);
     if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(slotId, expiresAtMs);
-    return Promise.resolve();
   }
 
-  freeSlot(namespace: string, slotId: string): Promise<void> {
+  async freeSlot(namespace: string, slotId: string): Promise<void> {
     this.assertOpen();
     const slots = this.slots.get(namespace);
     slots?.delete(slotId);
     if (slots?.size === 0) this.slots.delete(namespace);
-    return Promise.resolve();
   }
 
   async ping(): Promise<void> {

@@ -9,11 +9,13 @@ import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
   parseAcquire,
+  parseCancel,
   parseHandOver,
   parseHeartbeat,
   parseInspect,
   parseLease,
   parseRelease,
+  type CancelReply,
   type LeaseReply,
 } from './replies.js';
 import { defineScripts } from './scripts.js';
@@ -191,8 +193,7 @@ export class RedisStore implements LockStore {
   }
 
   async inspect(key: string): Promise<LockState | null> {
-    const [lock, queue] = this.keys.lockWithQueue(key);
-    const reply = await this.call(async () => parseInspect(await this.redis.khInspect(lock, queue)));
+    const reply = await this.call(async () => parseInspect(await this.redis.khInspect(...this.keys.lockWithQueue(key))));
     if (!reply.held) return null;
     return {
       holder: reply.holder,
@@ -311,10 +312,8 @@ export class RedisStore implements LockStore {
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
-  private cancel(waiter: Waiter): Promise<LeaseReply> {
-    return this.call(async () =>
-      parseLease('cancel', await this.redis.khCancel(...this.keys.lockWithQueue(waiter.key), waiter.id, waiter.ownerToken)),
-    );
+  private cancel(waiter: Waiter): Promise<CancelReply> {
+    return this.call(async () => parseCancel(await this.redis.khCancel(...this.keys.lockWithQueue(waiter.key), waiter.id, waiter.ownerToken)));
   }
 
   private visit(key: string, waiters: readonly Waiter[]) {

@@ -13,7 +13,7 @@ const SCRIPTS = {
   khAcquire: { file: 'acquire.lua', numberOfKeys: 3, prelude: true },
   khRenew: { file: 'renew.lua', numberOfKeys: 1, prelude: false },
   khRelease: { file: 'release.lua', numberOfKeys: 3, prelude: true },
-  khInspect: { file: 'inspect.lua', numberOfKeys: 2, prelude: false },
+  khInspect: { file: 'inspect.lua', numberOfKeys: 3, prelude: true },
   khCancel: { file: 'cancel.lua', numberOfKeys: 3, prelude: false },
   khHeartbeat: { file: 'heartbeat.lua', numberOfKeys: 3, prelude: true },
 } as const;
@@ -97,7 +97,7 @@ declare module 'ioredis' {
     khRelease(
       ...args: [...keys: Keys3, ownerToken: string, graceMs: number, channelPrefix: string, lockName: string]
     ): Result<unknown, Context>;
-    khInspect(lockKey: string, queueKey: string): Result<unknown, Context>;
+    khInspect(...keys: Keys3): Result<unknown, Context>;
     khCancel(...args: [...keys: Keys3, waiterId: string, ownerToken: string]): Result<unknown, Context>;
     khHeartbeat(
       ...args: [...keys: Keys3, livenessMs: number, graceMs: number, channelPrefix: string, lockName: string, ...waiterIdAndToken: string[]]

@@ -6,6 +6,8 @@ callers are queued for it (acquire, release, heartbeat). Defines:
   fmt(n) -> string                   an integer as digits (tostring would use exponent form)
   grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs) -> token, expiresAtMs
   handOver(KEYS, graceMs, channelPrefix, lockName, nowMs, nowUs) -> waiterId or nil
+  waiterLive(raw, nowMs) -> boolean   whether a waiter record (below) is live
+  liveWaiters(KEYS, nowMs, prune) -> count of live waiters; with prune, dead ones are dropped
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -42,6 +44,33 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, now
   return token, expiresAt
 end
 
+local function waiterLive(raw, nowMs)
+  local aliveUntil, deadline = string.match(raw, '^(%d+)|(%d+)|')
+  return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
+end
+
+-- Callers queued and still there, the number the embedded store reports too. Dead records (an instance
+-- that died, a wait that ran out before its cancel arrived) are only dropped when they reach the head,
+-- so ZCARD over-counts them. This walks the key's records: O(waiters on this key), at most the per-key
+-- cap, paid only by inspect and by an acquire that finds the queue full, never by a plain acquire,
+-- renew or release.
+local function liveWaiters(keys, nowMs, prune)
+  if redis.call('ZCARD', keys[2]) == 0 then
+    return 0
+  end
+  local records = redis.call('HGETALL', keys[3])
+  local live = 0
+  for i = 1, #records, 2 do
+    if waiterLive(records[i + 1], nowMs) then
+      live = live + 1
+    elseif prune then
+      redis.call('ZREM', keys[2], records[i])
+      redis.call('HDEL', keys[3], records[i])
+    end
+  end
+  return live
+end
+
 local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
   local expiresAt = tonumber(cur[2])
@@ -58,9 +87,8 @@ local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
     redis.call('ZREM', keys[2], id)
     redis.call('HDEL', keys[3], id)
     if raw then
-      local aliveUntil, deadline, ttl, owner, instance, holder =
-        string.match(raw, '^(%d+)|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
-      if aliveUntil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs then
+      local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
+      if ttl and waiterLive(raw, nowMs) then
         local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, nowMs, nowUs)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id
