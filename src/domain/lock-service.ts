@@ -340,7 +340,7 @@ export class LockService {
    * The same check as right after the store answered, made again as the answer is about to leave the
    * process (the HTTP layer calls it just before writing): a process stopped between the first check
    * and the write (SIGSTOP, a long GC pause) would otherwise hand out a lease that ran out meanwhile.
-   * It narrows that window to the write itself; it cannot close it (see README, Safety under faults).
+   * It narrows that window to the write itself; it cannot close it (see docs/safety.md, Limits).
    */
   async confirmFresh(namespace: string, lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number }): Promise<void> {
     await this.refuseIfLate(lockId(namespace, lease.key), lease.ownerToken, lease.ttlMs, lease.decidedAt);

@@ -24,7 +24,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, Access>> = Object.freeze({
   'GET /openapi.json': 'public',
   'GET /openapi.yaml': 'public',
   // Scraped by Prometheus without credentials; it carries counts, never keys or tokens. Keep the port
-  // on a private network (see the threat table in the README).
+  // on a private network (see the threat table in docs/security.md).
   'GET /metrics': 'public',
   'POST /v1/locks/:key/acquire': 'locks',
   'POST /v1/locks/:key/renew': 'locks',
