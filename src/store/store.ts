@@ -52,7 +52,11 @@ export interface AcquireInput {
    * does not wait is refused while others are queued: it never jumps the queue.
    */
   readonly waitMs?: number;
-  /** Aborts a wait (client gone, server shutting down): the waiter leaves the queue and the promise rejects with the signal's reason. */
+  /**
+   * Aborts a wait (client gone, server shutting down): the waiter leaves the queue and the promise
+   * rejects with the signal's reason. Already aborted when the call starts: nothing is taken, not even
+   * a free lock, and the promise rejects the same way.
+   */
   readonly signal?: AbortSignal;
 }
 

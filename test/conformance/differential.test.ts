@@ -45,6 +45,7 @@ type Who = 'latest' | 'older' | 'stranger';
 type Op =
   | { op: 'acquire'; key: number; holder: number; wait: 'none' | 'short' | 'long'; inst: number }
   | { op: 'acquireAndExpire'; key: number; holder: number; inst: number }
+  | { op: 'acquireGone'; key: number; wait: boolean; inst: number }
   | { op: 'renew'; key: number; who: Who; inst: number }
   | { op: 'release'; key: number; who: Who; inst: number }
   | { op: 'inspect'; key: number; inst: number }
@@ -62,6 +63,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ op: fc.constant('acquire' as const), key, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('long' as const), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('acquire' as const), key, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('short' as const), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('acquireAndExpire' as const), key, holder: fc.nat(HOLDERS.length - 1), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('acquireGone' as const), key, wait: fc.boolean(), inst }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('renew' as const), key, who, inst }) },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('release' as const), key, who, inst }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('inspect' as const), key, inst }) },
@@ -274,6 +276,15 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
           const holder = HOLDERS[op.holder] ?? null;
           noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst));
           await new Promise((r) => setTimeout(r, PAST_SHORT_LEASE_MS));
+          break;
+        }
+        case 'acquireGone': {
+          // The caller left before the store got to its request (its signal is already aborted).
+          const k = keyName(op.key);
+          const ownerToken = newOwnerToken();
+          const gone = AbortSignal.abort(new Error('caller left'));
+          const waitMs = op.wait ? LONG_WAIT_MS : 0;
+          noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst));
           break;
         }
         case 'renew': {

@@ -164,6 +164,18 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       expect(next.acquired).toBe(true);
     });
 
+    it('a caller that left before its acquire ran takes nothing, not even a free lock', async () => {
+      const key = uniqueKey('gone');
+      const gone = AbortSignal.abort(new Error('caller left'));
+      await expect(acquire(store(0), key, { waitMs: 1_000, signal: gone })).rejects.toThrow('caller left');
+      expect(await store(1).inspect(key)).toBeNull();
+      const holder = await acquire(store(1), key);
+      expect(holder.acquired).toBe(true);
+      await expect(acquire(store(2), key, { waitMs: 1_000, signal: gone })).rejects.toThrow('caller left');
+      expect((await store(0).inspect(key))?.waiters).toBe(0);
+      await store(1).release(key, holder.ownerToken);
+    });
+
     it('a full queue refuses more waiters with TooManyWaitersError', async () => {
       const key = uniqueKey('cap');
       const holder = await acquire(store(0), key, { ttlMs: 5_000 });

@@ -88,6 +88,8 @@ export class MemoryStore implements LockStore {
 
   async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
+    // A caller that has already left takes nothing, not even a free lock (nobody would release it).
+    signal?.throwIfAborted();
     const decidedAt = performance.now();
     const now = this.clock();
     this.settle(key, now);
@@ -100,7 +102,6 @@ export class MemoryStore implements LockStore {
     if (waitMs <= 0) return { acquired: false, retryAfterMs };
     const queue = this.queues.get(key) ?? [];
     if (queue.length >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
-    signal?.throwIfAborted();
 
     return new Promise<AcquireOutcome>((resolve, reject) => {
       const leave = () => {
