@@ -46,6 +46,7 @@ export interface AcquireInput {
   readonly key: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
+  /** A public label for the lease; null or "" for none (both read back as null). */
   readonly holder: string | null;
   /**
    * How long to wait in the key's FIFO queue when the lock is held (0 = do not wait). A caller that

@@ -39,7 +39,7 @@ const MAX_WAITERS = 3;
 const MAX_SLOTS = 2;
 /** How long Redis may take to deliver what the embedded store has already answered (a hand-over, a cancel). */
 const DELIVERY_TIMEOUT_MS = 5_000;
-const HOLDERS = ['a', 'b', null] as const;
+const HOLDERS = ['a', 'b', null, ''] as const;
 
 type Who = 'latest' | 'older' | 'stranger';
 type Op =

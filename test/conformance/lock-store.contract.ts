@@ -126,6 +126,14 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       if (next.acquired) expect(next.fencingToken).toBeGreaterThan(grant.fencingToken);
     });
 
+    it('an empty holder label is no label', async () => {
+      const key = uniqueKey('empty-holder');
+      const grant = await acquire(key, 5_000, '');
+      expect(grant.acquired).toBe(true);
+      expect((await store.inspect(key))?.holder).toBeNull();
+      expect(await store.forceRelease(key)).toMatchObject({ released: true, holder: null });
+    });
+
     it('inspect shows holder, token and expiry, never the owner token', async () => {
       const key = uniqueKey('inspect');
       const grant = await acquire(key, 5_000, 'consumer-7');

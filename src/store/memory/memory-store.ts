@@ -86,8 +86,10 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
+    // "" is no label, as in Redis (which stores none for it).
+    const holder = label === '' ? null : label;
     // A caller that has already left takes nothing, not even a free lock (nobody would release it).
     signal?.throwIfAborted();
     const decidedAt = performance.now();
