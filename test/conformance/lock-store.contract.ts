@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/store/store.js';
@@ -318,8 +318,15 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it('a closed store rejects every method (never throws synchronously) with StoreUnavailableError', async () => {
       const closed = await harness.open({ fenceGraceMs: 60_000 });
-      await closed.close();
       const key = uniqueKey('closed');
+      // A caller still waiting when the store closes is answered at once, not when its wait runs out.
+      const ownerToken = newOwnerToken();
+      expect((await closed.acquire({ key, ownerToken, ttlMs: 60_000, holder: null })).acquired).toBe(true);
+      const waiting = closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 });
+      await vi.waitFor(async () => expect((await closed.inspect(key))?.waiters).toBe(1), { timeout: 5_000, interval: 10 });
+      const closing = closed.close();
+      await expect(waiting).rejects.toBeInstanceOf(StoreUnavailableError);
+      await closing;
       const calls: Record<string, () => Promise<unknown>> = {
         acquire: () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
         'acquire (waiting)': () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),

@@ -30,6 +30,8 @@ interface Waiter {
   readonly holder: string | null;
   /** Hands the lock to this waiter (called at most once, by settle). */
   grant(fencingToken: number, expiresAtMs: number): void;
+  /** Ends the wait with an error (the store is closing). */
+  fail(err: Error): void;
 }
 
 export interface MemoryStoreOptions {
@@ -121,6 +123,10 @@ export class MemoryStore implements LockStore {
         grant: (fencingToken, expiresAtMs) => {
           leave();
           resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
+        },
+        fail: (err) => {
+          leave();
+          reject(err);
         },
       };
       const timer = setTimeout(() => {
@@ -260,6 +266,10 @@ export class MemoryStore implements LockStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    // Waiting callers get their answer now, as the Redis store gives it, not when their wait runs out.
+    for (const queue of [...this.queues.values()]) {
+      for (const waiter of [...queue]) waiter.fail(new StoreUnavailableError('the embedded store is closing'));
+    }
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     for (const timer of this.expiryTimers.values()) clearTimeout(timer);
     this.expiryTimers.clear();
