@@ -237,6 +237,16 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
     }
   };
 
+  /** The caller of a waiting acquire leaves: both stores must answer it alike (and promptly). */
+  const leave = async (step: string, p: Pending) => {
+    const reason = new Error('caller left');
+    p.memoryLeave.abort(reason);
+    p.redisLeave.abort(reason);
+    await within(p.memory, DELIVERY_TIMEOUT_MS, 'a caller that left');
+    await within(p.redis, DELIVERY_TIMEOUT_MS, 'a caller that left');
+    compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis);
+  };
+
   const both = async (step: string, k: string, call: (store: LockStore) => Promise<unknown>, instIndex: number) => {
     const m = track(call(memory));
     const r = track(call(redisStores[instIndex] as RedisStore));
@@ -339,12 +349,7 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
         case 'leave': {
           const p = pending[op.pick % Math.max(1, pending.length)];
           if (!p) break;
-          const reason = new Error('caller left');
-          p.memoryLeave.abort(reason);
-          p.redisLeave.abort(reason);
-          await within(p.memory, DELIVERY_TIMEOUT_MS, 'a caller that left');
-          await within(p.redis, DELIVERY_TIMEOUT_MS, 'a caller that left');
-          compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis);
+          await leave(step, p);
           pending = pending.filter((w) => w !== p);
           await sameWaiters(p.key);
           break;
@@ -361,14 +366,7 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
       await settleWaiters(step);
     }
     // Whoever still waits leaves; both stores must still have them waiting (not granted behind our back).
-    for (const p of pending) {
-      const reason = new Error('caller left');
-      p.memoryLeave.abort(reason);
-      p.redisLeave.abort(reason);
-      await within(p.memory, DELIVERY_TIMEOUT_MS, 'a caller that left');
-      await within(p.redis, DELIVERY_TIMEOUT_MS, 'a caller that left');
-      compare(`end (waiter on ${p.key})`, p.key, p.memory, p.redis);
-    }
+    for (const p of pending) await leave('end', p);
   } finally {
     for (const p of pending) {
       p.memoryLeave.abort(new Error('sequence over'));
