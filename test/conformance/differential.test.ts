@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 
@@ -15,7 +15,7 @@ import { openRedisStore } from '../helpers/redis-store.js';
  * compared: outcome codes, the order of fencing tokens per key, holders, waiter counts, evicted owner
  * tokens, listings, quota slots. Raw token values and times differ by design and are not compared.
  *
- * Leases are long (30 s), so nothing expires inside a sequence unless an operation says so (a 20 ms
+ * Leases are long (30 s), so nothing expires inside a sequence unless an operation says so (a 10 ms
  * lease, then a pause past its end), and every answer is decided by the operations alone. Waits are either short (they run out, awaited in place) or long (they stay queued
  * until a release or force release hands the lock over, or the caller leaves).
  *
@@ -30,10 +30,10 @@ const PATH = process.env.DIFF_PATH;
 
 const KEYS = 2;
 const LEASE_MS = 30_000;
-const SHORT_WAIT_MS = 25;
+const SHORT_WAIT_MS = 15;
 /** A lease meant to run out: the sequence sleeps past its end before going on, so it has ended in both stores. */
-const SHORT_LEASE_MS = 20;
-const PAST_SHORT_LEASE_MS = 45;
+const SHORT_LEASE_MS = 10;
+const PAST_SHORT_LEASE_MS = 25;
 const LONG_WAIT_MS = 20_000;
 const MAX_WAITERS = 3;
 const MAX_SLOTS = 2;

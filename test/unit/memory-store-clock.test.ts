@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { AcquireOutcome } from '../../src/store/store.js';
+import type { AcquireOutcome } from '../../src/domain/lock-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 /**

@@ -1,13 +1,12 @@
 --[[
-Shared prelude (not a command of its own): prepended to the scripts that may find a lock free while
-callers are queued for it (acquire, release, heartbeat). Defines:
+Shared include (not a command of its own): pulled in with `--- @include "_handover"` by the scripts
+that may find a lock free while callers are queued for it (acquire, release, force-release,
+heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
-  now()  -> nowMs, nowUs             the Redis clock
-  fmt(n) -> string                   an integer as digits (tostring would use exponent form)
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs) -> token, expiresAtMs
-  handOver(KEYS, graceMs, channelPrefix, lockName, nowMs, nowUs) -> waiterId or nil
-  waiterLive(raw, nowMs) -> boolean   whether a waiter record (below) is live
-  liveWaiters(KEYS, nowMs, prune) -> count of live waiters; with prune, dead ones are dropped
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs) -> token, expiresAtMs
+  handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
+  waiterLive(record) -> boolean      whether a waiter record (below) is live
+  liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -18,20 +17,10 @@ A waiter is live while both aliveUntilMs (pushed forward by its instance's heart
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
 ]]
-local function now()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), us
-end
-
-local function fmt(n)
-  return string.format('%.0f', n)
-end
-
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs)
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
@@ -44,8 +33,8 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, now
   return token, expiresAt
 end
 
-local function waiterLive(raw, nowMs)
-  local aliveUntil, deadline = string.match(raw, '^(%d+)|(%d+)|')
+local function waiterLive(record)
+  local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
   return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
 end
 
@@ -54,14 +43,14 @@ end
 -- so ZCARD over-counts them. This walks the key's records: O(waiters on this key), at most the per-key
 -- cap, paid only by inspect and by an acquire that finds the queue full, never by a plain acquire,
 -- renew or release.
-local function liveWaiters(keys, nowMs, prune)
+local function liveWaiters(keys, prune)
   if redis.call('ZCARD', keys[2]) == 0 then
     return 0
   end
   local records = redis.call('HGETALL', keys[3])
   local live = 0
   for i = 1, #records, 2 do
-    if waiterLive(records[i + 1], nowMs) then
+    if waiterLive(records[i + 1]) then
       live = live + 1
     elseif prune then
       redis.call('ZREM', keys[2], records[i])
@@ -71,10 +60,9 @@ local function liveWaiters(keys, nowMs, prune)
   return live
 end
 
-local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
+local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  local expiresAt = tonumber(cur[2])
-  if cur[1] and expiresAt and expiresAt > nowMs then
+  if isLive(cur[1], tonumber(cur[2])) then
     return nil
   end
   while true do
@@ -88,8 +76,8 @@ local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
     redis.call('HDEL', keys[3], id)
     if raw then
       local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
-      if ttl and waiterLive(raw, nowMs) then
-        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, nowMs, nowUs)
+      if ttl and waiterLive(raw) then
+        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id
       end

@@ -13,14 +13,11 @@ Returns:
                                    retryAfterMs: time left on the current lease, 0 when free
   {1, fencingToken, expiresAtMs}   it was already granted the lock and holds a live lease
 ]]
-local t = redis.call('TIME')
-local nowMs = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
-
 redis.call('HDEL', KEYS[3], ARGV[1])
 local wasQueued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-local live = cur[1] and expiresAt and expiresAt > nowMs
+local live = isLive(cur[1], expiresAt)
 if not wasQueued and live and cur[1] == ARGV[2] then
   return {1, tonumber(cur[3]), expiresAt}
 end

@@ -1,6 +1,6 @@
 --[[
 inspect: read the live lease on a lock, timed on the Redis clock. Read-only.
-Uses the _handover.lua prelude (clock, live-waiter count); hash and queue layout: see acquire.lua and
+Includes _handover.lua (the live-waiter count); hash and queue layout: see acquire.lua and
 _handover.lua. The owner token is never returned.
 
 KEYS[1]  the lock hash
@@ -12,11 +12,11 @@ Returns:
                                                                     given; waiters counts live waiters only
   {0}                                                               free
 ]]
-local nowMs = now()
+--- @include "_handover"
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
 local expiresAt = tonumber(cur[2])
-if not cur[1] or not expiresAt or expiresAt <= nowMs then
+if not isLive(cur[1], expiresAt) then
   return {0}
 end
-return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', liveWaiters(KEYS, nowMs, false)}
+return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', liveWaiters(KEYS, false)}
