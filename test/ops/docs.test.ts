@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import GithubSlugger from 'github-slugger';
 import MarkdownIt, { type Token } from 'markdown-it';
 import { describe, expect, it } from 'vitest';
+import { ERRORS } from '../../src/http/problem.js';
+import { PROBLEM_CODES } from '../../src/http/schemas/problem.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { CONFIG_DOC, TABLE_END, TABLE_START, renderConfigTable, withTable } from '../../scripts/config-docs.js';
 
@@ -85,6 +87,13 @@ describe('documentation', () => {
     const variables = [...read('src/config.ts').matchAll(/^ {4}([A-Z][A-Z0-9_]+): /gm)].map((m) => m[1]);
     expect(variables.length).toBeGreaterThan(5);
     for (const name of variables) expect(doc, `docs/configuration.md misses ${name}`).toContain(`| \`${name}\``);
+  });
+
+  it('documents every error code the API sends, with its status, in docs/api.md', () => {
+    const api = read('docs/api.md');
+    for (const code of PROBLEM_CODES) {
+      expect(api, `docs/api.md misses ${code}`).toContain(`| \`${code}\` | ${ERRORS[code].status} |`);
+    }
   });
 
   it('documents every keyholder metric in docs/operations.md', () => {
