@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { setImmediate as flush } from 'node:timers/promises';
+import { setImmediate as flush, setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -228,13 +228,16 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
   /** Both stores count the same live waiters on `k`; Redis may still be cancelling one that left. */
   const sameWaiters = async (k: string) => {
     const expected = (await memory.inspect(k))?.waiters;
-    const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
-    for (;;) {
-      const actual = (await (redisStores[0] as RedisStore).inspect(k))?.waiters;
-      if (actual === expected) return;
-      if (Date.now() > deadline) fail(`waiters on ${k} after a caller left`, expected, actual);
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    let actual: number | undefined;
+    await vi
+      .waitFor(
+        async () => {
+          actual = (await (redisStores[0] as RedisStore).inspect(k))?.waiters;
+          if (actual !== expected) throw new Error('not yet');
+        },
+        { timeout: DELIVERY_TIMEOUT_MS, interval: 5 },
+      )
+      .catch(() => fail(`waiters on ${k}`, expected, actual));
   };
 
   /** The caller of a waiting acquire leaves: both stores must answer it alike (and promptly). */
@@ -285,7 +288,7 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
           const ownerToken = newOwnerToken();
           const holder = HOLDERS[op.holder] ?? null;
           noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst));
-          await new Promise((r) => setTimeout(r, PAST_SHORT_LEASE_MS));
+          await sleep(PAST_SHORT_LEASE_MS);
           break;
         }
         case 'acquireGone': {

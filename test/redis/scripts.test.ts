@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
@@ -201,7 +202,7 @@ describe('heartbeat.lua', () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     await acquire('owner-2', { waitMs: 60_000, waiterId: 'w1' });
     const before = Number((await raw.hget(keys.waiters, 'w1'))?.split('|')[0]);
-    await new Promise((r) => setTimeout(r, 5));
+    await sleep(5);
     const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
     expect(reply).toEqual([int, '']);
     expect(reply[0]).toBeGreaterThan(4_000);
@@ -211,7 +212,7 @@ describe('heartbeat.lua', () => {
   it('{remainingLeaseMs, waiterId}: a lease that ran out is handed to the first live waiter, one of this instance', async () => {
     await acquire('owner-1', { ttlMs: 30 });
     await acquire('owner-2', { waitMs: 60_000, waiterId: 'w1' });
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
     expect(reply).toEqual([int, 'w1']);
     expect(await raw.hget(keys.lock, 'o')).toBe('owner-2');
