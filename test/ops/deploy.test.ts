@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import { hashApiKey, newApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
-import { createMetrics } from '../../src/observability/metrics.js';
 import { call } from '../helpers/keyholder-process.js';
 import { RedisServer, freePort } from '../helpers/redis-server.js';
 import { requireTool } from '../helpers/tools.js';
@@ -113,23 +112,6 @@ describe('docker-compose.yml and deploy/prometheus.yml', () => {
       const rules = spawnSync('promtool', ['check', 'rules', file], { cwd: join(ROOT, 'deploy'), encoding: 'utf8' });
       expect(rules.status, rules.stdout + rules.stderr).toBe(0);
     }
-  });
-});
-
-describe('README', () => {
-  it('documents every environment variable of src/config.ts in the Deploy table', () => {
-    const readme = read('README.md');
-    const variables = [...read('src/config.ts').matchAll(/^ {4}([A-Z][A-Z0-9_]+): /gm)].map((m) => m[1]);
-    expect(variables.length).toBeGreaterThan(5);
-    for (const name of variables) expect(readme, `README "Deploy" misses ${name}`).toContain(`| \`${name}\``);
-  });
-
-  it('documents every keyholder metric in Observe', () => {
-    const readme = read('README.md');
-    const names = createMetrics({ defaultMetrics: false })
-      .registry.getMetricsAsArray()
-      .map((m) => m.name);
-    for (const name of names) expect(readme, `README "Observe" misses ${name}`).toContain(`\`${name}\``);
   });
 });
 

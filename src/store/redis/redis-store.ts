@@ -9,6 +9,7 @@ import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
   parseAcquire,
+  parseCancel,
   parseForceRelease,
   parseHandOver,
   parseHeartbeat,
@@ -19,6 +20,7 @@ import {
   parseSlotExtend,
   parseSlotReserve,
   type AcquireReply,
+  type CancelReply,
   type LeaseReply,
   UnexpectedReplyError,
 } from './replies.js';
@@ -312,12 +314,9 @@ export class RedisStore implements LockStore {
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
-  private cancel(waiter: Waiter): Promise<LeaseReply> {
+  private cancel(waiter: Waiter): Promise<CancelReply> {
     return this.call(async () =>
-      parseLease(
-        'cancel',
-        await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken }),
-      ),
+      parseCancel(await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken })),
     );
   }
 
