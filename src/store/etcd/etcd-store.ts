@@ -3,7 +3,7 @@ import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResp
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { monotonicWallClock, type Clock } from '../memory/clock.js';
-import type { LeaseReply } from '../redis/replies.js';
+import type { CancelReply, LeaseReply } from '../redis/replies.js';
 import { WaitRoom, type Waiter } from '../redis/wait-room.js';
 import type {
   AcquireInput,
@@ -351,7 +351,7 @@ export class EtcdStore implements LockStore {
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
-  private async cancel(waiter: Waiter): Promise<LeaseReply> {
+  private async cancel(waiter: Waiter): Promise<CancelReply> {
     const txn = await this.txn({
       success: [
         { request_delete_range: { key: this.keys.waiter(waiter.key, waiter.id) } },
@@ -363,7 +363,8 @@ export class EtcdStore implements LockStore {
     if (kv && value && value.o === waiter.ownerToken && value.e > this.now()) {
       return { held: true, fencingToken: tokenOf({ kv, value }), expiresAtMs: value.e };
     }
-    return { held: false };
+    // Time left on whoever holds it now: the caller's "not acquired" says when to try again.
+    return { held: false, retryAfterMs: value && value.e > this.now() ? Math.ceil(value.e - this.now()) : 0 };
   }
 
   private async visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }> {
