@@ -22,11 +22,13 @@ export class UsageError extends Error {
 /** The options every command that talks to the server takes. */
 export const CONNECTION_OPTIONS = {
   url: { type: 'string' },
+  'retry-ms': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
 export const CONNECTION_HELP = `
   --url URL        server (default: $KEYHOLDER_URL, else http://127.0.0.1:3000)
+  --retry-ms N     keep retrying 503, 429 and lost connections for up to N ms (default 15000)
   -h, --help       this help
 Environment: KEYHOLDER_URL, KEYHOLDER_API_KEY (sent as a bearer token).`;
 
@@ -57,8 +59,14 @@ export function integer(value: string | undefined, flag: string, min: number): n
   return Number(value);
 }
 
-export function clientFrom(url: string | undefined, env: NodeJS.ProcessEnv): KeyholderClient {
-  const baseUrl = url ?? env.KEYHOLDER_URL ?? 'http://127.0.0.1:3000';
+/** The client for the connection flags (--url, --retry-ms) and the environment. */
+export function clientFrom(values: { url?: string; 'retry-ms'?: string }, env: NodeJS.ProcessEnv): KeyholderClient {
+  const baseUrl = values.url ?? env.KEYHOLDER_URL ?? 'http://127.0.0.1:3000';
   if (!/^https?:\/\/[^\s]+$/.test(baseUrl)) throw new UsageError(`--url / KEYHOLDER_URL must be an http(s) URL (got "${baseUrl}")`);
-  return new KeyholderClient({ baseUrl, apiKey: env.KEYHOLDER_API_KEY || undefined });
+  const retryBudgetMs = integer(values['retry-ms'], '--retry-ms', 0);
+  return new KeyholderClient({
+    baseUrl,
+    apiKey: env.KEYHOLDER_API_KEY || undefined,
+    ...(retryBudgetMs === undefined ? {} : { retryBudgetMs }),
+  });
 }

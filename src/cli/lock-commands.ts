@@ -54,7 +54,7 @@ Exit: 0 acquired, 75 held by someone else, 1 any other error, 2 bad flags.`,
     const key = required(values.key, '--key');
     const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0);
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     return answer(io, () =>
       client.acquireGrant(key, {
         ttlMs,
@@ -84,7 +84,7 @@ Exit: 0 renewed, 75 this token no longer holds the lock (not_owner), 1 any other
     const key = required(values.key, '--key');
     const ownerToken = required(values['owner-token'], '--owner-token');
     const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     return answer(io, () => client.renew(key, ownerToken, ttlMs));
   },
 };
@@ -100,7 +100,7 @@ Exit: 0 released, 75 this token no longer holds the lock (not_owner), 1 any othe
     const { values } = parse(args, { ...CONNECTION_OPTIONS, key: { type: 'string' }, 'owner-token': { type: 'string' } });
     const key = required(values.key, '--key');
     const ownerToken = required(values['owner-token'], '--owner-token');
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     return answer(io, async () => {
       await client.release(key, ownerToken);
       return { key, released: true };
@@ -117,7 +117,7 @@ Exit: 0 answered (held or not), 1 error, 2 bad flags.`,
   async run(args, io) {
     const { values } = parse(args, { ...CONNECTION_OPTIONS, key: { type: 'string' } });
     const key = required(values.key, '--key');
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     return answer(io, () => client.inspect(key));
   },
 };
@@ -140,7 +140,7 @@ Exit: 0 listed, 1 error, 2 bad flags.`,
       cursor: { type: 'string' },
     });
     const limit = integer(values.limit, '--limit', 1);
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     return answer(io, () =>
       client.list({
         ...(values.namespace === undefined ? {} : { namespace: values.namespace }),

@@ -45,7 +45,7 @@ Cron: */5 * * * * keyholder run --key nightly-report --ttl-ms 60000 -- ./report.
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0) ?? 0;
     const killGraceMs = integer(values['kill-grace-ms'], '--kill-grace-ms', 0) ?? 5_000;
     const holder = values.holder ?? `${hostname()}:${process.pid}`.slice(0, 128);
-    const client = clientFrom(values.url, io.env);
+    const client = clientFrom(values, io.env);
     const say = (line: string) => io.stderr(`keyholder run: ${line}\n`);
 
     // A signal while the lock is being taken: give up taking it (and release it if it was just granted).
