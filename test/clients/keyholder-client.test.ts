@@ -81,11 +81,13 @@ describe('TypeScript client against a real server (embedded store)', () => {
     expect(reason).toBeInstanceOf(LeaseLostError);
     expect(reason.reason).toBe('not_owner');
     expect(reason.cause).toBeInstanceOf(NotOwnerError);
-    // Within one renewal period: exactly one renewal was sent after the force release, and it was refused.
-    const after = recorder.sent.filter((r) => r.path.endsWith('/renew') && r.at >= forcedAt);
-    expect(after.map((r) => r.status)).toEqual([409]);
-    // ...and it was the scheduled one (about ttl/3 after the previous send), well before the lease's end.
-    expect(at - forcedAt).toBeLessThan(ttlMs);
+    // Within one renewal period: the renewal that was refused is the last one sent, and at most one was sent
+    // after the force release (none, if one already in flight was refused).
+    const renewals = recorder.sent.filter((r) => r.path.endsWith('/renew'));
+    expect(renewals.at(-1)?.status).toBe(409);
+    expect(at).toBeGreaterThanOrEqual(renewals.at(-1)?.answeredAt ?? Infinity);
+    expect(renewals.filter((r) => r.at >= forcedAt).length).toBeLessThanOrEqual(1);
+    expect(renewals.filter((r) => r.status === 409)).toHaveLength(1);
     await lease.release(); // nothing to give back: resolves
   });
 
@@ -160,16 +162,23 @@ describe('TypeScript client against a real server (embedded store)', () => {
   });
 
   it('429: retries after Retry-After (never sooner), then succeeds', async () => {
-    const limited = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '1500' } });
+    const limited = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '2000' } });
     try {
-      const recorder = recordingFetch();
-      const retries: RetryEvent[] = [];
-      const client = new KeyholderClient({ baseUrl: limited.url, fetch: recorder.fetch, onRetry: (e) => retries.push(e) });
+      // Use up the window (until a 429 is seen), then acquire: its first attempt is refused with 429 and
+      // retried. Should the window roll over in between on a slow machine, start again.
+      let recorder = recordingFetch();
+      let retries: RetryEvent[] = [];
       const k = key('429');
-      // Use up the window, then acquire: the first attempt is refused with 429 and retried.
-      for (let i = 0; i < 3; i++) await fetch(`${limited.url}/v1/locks/${k}`);
-      const grant = await client.acquireGrant(k, { ttlMs: 5_000 });
-      expect(grant.key).toBe(k);
+      for (let round = 0; round < 5 && retries.length === 0; round++) {
+        recorder = recordingFetch();
+        retries = [];
+        const seen = retries;
+        const client = new KeyholderClient({ baseUrl: limited.url, fetch: recorder.fetch, onRetry: (e) => seen.push(e) });
+        while ((await fetch(`${limited.url}/v1/locks/${k}`)).status !== 429);
+        const grant = await client.acquireGrant(k, { ttlMs: 5_000 });
+        expect(grant.key).toBe(k);
+        if (retries.length === 0) await client.release(k, grant.ownerToken);
+      }
       const first = retries[0];
       expect(first?.error.code).toBe('rate_limited');
       expect(first?.error.retryAfterMs).toBeGreaterThan(0);
@@ -177,6 +186,7 @@ describe('TypeScript client against a real server (embedded store)', () => {
       const attempts = recorder.sent.filter((r) => r.path.endsWith('/acquire'));
       expect(attempts[0]?.status).toBe(429);
       expect(attempts.at(-1)?.status).toBe(200);
+      // The retry was sent no sooner than Retry-After after the 429 arrived.
       const gapMs = (attempts[1]?.at ?? 0) - (attempts[0]?.answeredAt ?? Infinity);
       expect(gapMs).toBeGreaterThanOrEqual((first?.error.retryAfterMs ?? Infinity) - 1);
     } finally {
