@@ -123,8 +123,7 @@ export class KeyholderClient {
         // A retry waits only for what is left of the caller's waitMs.
         const waitLeftMs = Math.max(0, Math.floor(waitMs - (monotonicNow() - started)));
         return this.api.POST('/v1/locks/{key}/acquire', {
-          params: { path: { key } },
-          headers: { 'idempotency-key': idempotencyKey },
+          params: { path: { key }, header: { 'Idempotency-Key': idempotencyKey } },
           body: {
             ttlMs: options.ttlMs,
             ...(options.holder === undefined ? {} : { holder: options.holder }),

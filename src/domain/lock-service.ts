@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from './limits.js';
-import type { Grant, LockState, LockStore } from './lock-store.js';
+import type { AcquireOutcome, Grant, LockState, LockStore } from './lock-store.js';
+import { idempotencyScope } from './idempotency.js';
 import { randomBase64url } from './random.js';
 import {
   type DomainErrorCode,
@@ -38,6 +39,11 @@ export interface AcquireOptions {
   readonly waitMs?: number;
   /** Aborted when the caller goes away; a wait ends and any lease handed to it is given back. */
   readonly signal?: AbortSignal;
+  /**
+   * The caller's Idempotency-Key and who sent it: while the lease this acquire grants is live, an acquire
+   * by the same caller with the same key gets that lease back instead of lock_held.
+   */
+  readonly idempotency?: { readonly callerId: string; readonly key: string };
 }
 
 export interface LockGrant {
@@ -52,7 +58,8 @@ export interface LockGrant {
 }
 
 /** A store grant and when the command that made it was sent. */
-type DecidedGrant = Grant & { readonly decidedAt: number };
+/** A grant with the moment its store command was sent (and, for a replay, the earlier lease's owner). */
+type DecidedGrant = Extract<AcquireOutcome, { readonly acquired: true }>;
 
 export interface LockRenewal {
   readonly key: string;
@@ -155,10 +162,20 @@ export class LockService {
       }
       const id = lockId(namespace, key);
       const ownerToken = newOwnerToken();
+      const idem = options.idempotency && idempotencyScope(options.idempotency.callerId, options.idempotency.key);
+      // A replayed grant is the earlier lease: its owner token and holder, not this call's.
+      const answer = (grant: DecidedGrant): LockGrant => ({
+        key,
+        ownerToken: grant.replayed?.ownerToken ?? ownerToken,
+        fencingToken: grant.fencingToken,
+        ttlMs,
+        expiresAtMs: grant.expiresAtMs,
+        holder: grant.replayed ? grant.replayed.holder : holder,
+        decidedAt: grant.decidedAt,
+      });
       const quota = this.limits.maxHeldLocksPerNamespace ?? 0;
       if (quota > 0 && waitMs === 0) {
-        const grant = await this.acquireNowWithSlot(namespace, id, key, ownerToken, ttlMs, holder, quota);
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
+        return answer(await this.acquireNowWithSlot(namespace, id, key, ownerToken, ttlMs, holder, quota, idem));
       }
       if (quota > 0) {
         const slot = await this.store.reserveSlot(namespace, ownerToken, waitMs + ttlMs + SLOT_MARGIN_MS, quota);
@@ -168,10 +185,11 @@ export class LockService {
       try {
         const grant =
           waitMs === 0
-            ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
-            : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
-        granted = true;
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
+            ? await this.acquireNow(id, key, ownerToken, ttlMs, holder, idem)
+            : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal, idem);
+        // A replay's lease already holds its slot; the one reserved for this call is not needed.
+        granted = grant.replayed === undefined;
+        return answer(grant);
       } finally {
         // Best effort: a slot left behind only counts until it ends by itself.
         if (quota > 0 && !granted) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
@@ -193,11 +211,17 @@ export class LockService {
     ttlMs: number,
     holder: string | null,
     quota: number,
+    idem: string | undefined,
   ): Promise<DecidedGrant> {
     const [slot, lease] = await Promise.allSettled([
       this.store.reserveSlot(namespace, ownerToken, ttlMs + SLOT_MARGIN_MS, quota),
-      this.acquireNow(id, key, ownerToken, ttlMs, holder),
+      this.acquireNow(id, key, ownerToken, ttlMs, holder, idem),
     ]);
+    if (lease.status === 'fulfilled' && lease.value.replayed) {
+      // The earlier lease already holds its slot: give back the one reserved for this call.
+      if (slot.status === 'fulfilled' && slot.value.reserved) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
+      return lease.value;
+    }
     if (slot.status === 'fulfilled' && slot.value.reserved) {
       if (lease.status === 'fulfilled') return lease.value;
       // Best effort: a slot left behind only counts until it ends by itself.
@@ -209,10 +233,17 @@ export class LockService {
     throw new QuotaExceededError(namespace, quota, slot.value.reserved ? 1 : slot.value.retryAfterMs);
   }
 
-  private async acquireNow(id: string, key: string, ownerToken: string, ttlMs: number, holder: string | null): Promise<DecidedGrant> {
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder });
+  private async acquireNow(
+    id: string,
+    key: string,
+    ownerToken: string,
+    ttlMs: number,
+    holder: string | null,
+    idempotencyKey: string | undefined,
+  ): Promise<DecidedGrant> {
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey });
     if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
-    await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+    await this.refuseIfLate(id, outcome.replayed?.ownerToken ?? ownerToken, ttlMs, outcome.decidedAt);
     return outcome;
   }
 
@@ -224,6 +255,7 @@ export class LockService {
     holder: string | null,
     waitMs: number,
     callerSignal: AbortSignal | undefined,
+    idempotencyKey: string | undefined,
   ): Promise<DecidedGrant> {
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
@@ -232,15 +264,16 @@ export class LockService {
     this.waiting++;
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, waitMs, signal });
+      const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey });
       if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
       granted = true;
+      const owner = outcome.replayed?.ownerToken ?? ownerToken;
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
-        await this.store.release(id, ownerToken).catch(() => undefined);
+        await this.store.release(id, owner).catch(() => undefined);
         throw new WaitAbortedError();
       }
-      await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+      await this.refuseIfLate(id, owner, ttlMs, outcome.decidedAt);
       return outcome;
     } finally {
       this.waiting--;

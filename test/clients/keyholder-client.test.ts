@@ -122,6 +122,22 @@ describe('TypeScript client against a real server (embedded store)', () => {
     await second.release();
   });
 
+  it('idempotent acquire: a retry with the same Idempotency-Key gets the same grant; another key gets 409', async () => {
+    const k = key('idem');
+    const first = await kh.acquireGrant(k, { ttlMs: 5_000, holder: 'first', idempotencyKey: 'retry-me' });
+    // As if the first answer had been lost: the retry carries the same key and gets that grant back.
+    const retried = await kh.acquireGrant(k, { ttlMs: 5_000, holder: 'first', idempotencyKey: 'retry-me' });
+    expect(retried).toEqual(first);
+    await expect(kh.acquireGrant(k, { ttlMs: 5_000, idempotencyKey: 'another' })).rejects.toBeInstanceOf(LockHeldError);
+    await expect(kh.acquireGrant(k, { ttlMs: 5_000 })).rejects.toBeInstanceOf(LockHeldError);
+    await kh.release(k, first.ownerToken);
+    // Kept only as long as the lease: the same key now takes a new lease.
+    const next = await kh.acquireGrant(k, { ttlMs: 5_000, idempotencyKey: 'retry-me' });
+    expect(next.ownerToken).not.toBe(first.ownerToken);
+    expect(next.fencingToken).toBeGreaterThan(first.fencingToken);
+    await kh.release(k, next.ownerToken);
+  });
+
   it('a paused server (SIGSTOP): the signal aborts at the safe deadline, before the lock can go to anyone else', async () => {
     const k = key('paused');
     const ttlMs = 2_000;

@@ -119,7 +119,7 @@ export class RedisStore implements LockStore {
     this.heartbeat.unref();
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
     const waiterId = waitMs > 0 ? newId() : '-';
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
     const waiter = waitMs > 0 ? this.room.register({ id: waiterId, key, ownerToken, ttlMs }) : undefined;
@@ -140,6 +140,7 @@ export class RedisStore implements LockStore {
             instanceId: this.instanceId,
             maxWaiters: this.maxWaitersPerKey,
             livenessMs: WAITER_LIVENESS_MS,
+            idempotencyKey: idempotencyKey ?? '',
           }),
         ),
       );
@@ -151,6 +152,10 @@ export class RedisStore implements LockStore {
     switch (reply.kind) {
       case 'granted':
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+      case 'replayed': {
+        const { fencingToken, expiresAtMs, ownerToken: owner, holder: label } = reply;
+        return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken: owner, holder: label } };
+      }
       case 'held':
         return { acquired: false, retryAfterMs: reply.retryAfterMs };
       case 'queue_full':
