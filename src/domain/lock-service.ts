@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from './limits.js';
-import type { AcquireOutcome, Grant, LockState, LockStore } from './lock-store.js';
+import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
 import { idempotencyScope } from './idempotency.js';
 import { randomBase64url } from './random.js';
 import {
