@@ -73,8 +73,8 @@ describe('keyholder CLI against a real server', () => {
     const log = file('log');
     const go = file('go');
     const job = `echo "$KEYHOLDER_KEY $KEYHOLDER_FENCING_TOKEN" >> ${log}; while [ ! -e ${go} ]; do sleep 0.05; done`;
-    const a = start(['run', '--key', k, '--ttl-ms', '5000', '--', 'sh', '-c', job], env);
-    const b = start(['run', '--key', k, '--ttl-ms', '5000', '--', 'sh', '-c', job], env);
+    const a = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job], env);
+    const b = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job], env);
     // One of them finds the lock held and gives up while the other's command is still running.
     const first = await Promise.race([a.done, b.done]);
     expect(first.code).toBe(75);
@@ -92,7 +92,7 @@ describe('keyholder CLI against a real server', () => {
     const k = key('queue');
     const log = file('log');
     const job = `echo "start $KEYHOLDER_FENCING_TOKEN" >> ${log}; sleep 0.3; echo "end $KEYHOLDER_FENCING_TOKEN" >> ${log}`;
-    const runs = [0, 1].map(() => start(['run', '--key', k, '--ttl-ms', '5000', '--wait-ms', '30000', '--', 'sh', '-c', job], env));
+    const runs = [0, 1].map(() => start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '30000', '--', 'sh', '-c', job], env));
     const results = await Promise.all(runs.map((r) => r.done));
     expect(results.map((r) => r.code)).toEqual([0, 0]);
     const entries = lines(log).map((l) => l.split(' '));
@@ -108,7 +108,7 @@ describe('keyholder CLI against a real server', () => {
     const pidFile = file('grandchild');
     // The grandchild ignores SIGTERM, so only the SIGKILL after --kill-grace-ms stops it.
     const job = `sh -c 'trap "" TERM; while true; do sleep 0.05; done' & echo $! > ${pidFile}; wait`;
-    const run = start(['run', '--key', k, '--ttl-ms', '3000', '--kill-grace-ms', '500', '--', 'sh', '-c', job], env);
+    const run = start(['run', '--key', k, '--ttl-ms', '6000', '--kill-grace-ms', '500', '--', 'sh', '-c', job], env);
     await vi.waitFor(() => expect(lines(pidFile)).toHaveLength(1), { timeout: 20_000 });
     const grandchild = Number(lines(pidFile)[0]);
     expect(gone(grandchild)).toBe(false);
@@ -130,7 +130,7 @@ describe('keyholder CLI against a real server', () => {
     const k = key('sigterm');
     const out = file('out');
     const job = `trap 'echo got-term >> ${out}; exit 3' TERM; echo started >> ${out}; while true; do sleep 0.05; done`;
-    const run = start(['run', '--key', k, '--ttl-ms', '5000', '--', 'sh', '-c', job], env);
+    const run = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job], env);
     await vi.waitFor(() => expect(lines(out)).toEqual(['started']), { timeout: 20_000 });
     expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: true });
     run.child.kill('SIGTERM');
@@ -142,7 +142,8 @@ describe('keyholder CLI against a real server', () => {
 
   it('acquire, inspect, renew, release, ls: JSON on stdout, problems on stderr, exit 0 / 75 / 1', async () => {
     const k = key('shell');
-    const acquired = await cli('acquire', '--key', k, '--ttl-ms', '5000', '--holder', 'script');
+    // Long leases: each command is a node start-up, which takes seconds on a loaded machine.
+    const acquired = await cli('acquire', '--key', k, '--ttl-ms', '120000', '--holder', 'script');
     expect(acquired.code).toBe(0);
     const grant = JSON.parse(acquired.stdout) as { ownerToken: string; fencingToken: number };
     expect(grant).toMatchObject({ key: k, holder: 'script' });
@@ -155,9 +156,9 @@ describe('keyholder CLI against a real server', () => {
     const inspected = await cli('inspect', '--key', k);
     expect(JSON.parse(inspected.stdout)).toMatchObject({ held: true, holder: 'script', fencingToken: grant.fencingToken });
 
-    const renewed = await cli('renew', '--key', k, '--owner-token', grant.ownerToken, '--ttl-ms', '8000');
+    const renewed = await cli('renew', '--key', k, '--owner-token', grant.ownerToken, '--ttl-ms', '180000');
     expect(renewed.code).toBe(0);
-    expect(JSON.parse(renewed.stdout)).toMatchObject({ fencingToken: grant.fencingToken, ttlMs: 8000 });
+    expect(JSON.parse(renewed.stdout)).toMatchObject({ fencingToken: grant.fencingToken, ttlMs: 180000 });
 
     const listed = await cli('ls', '--namespace', 'default', '--prefix', k);
     expect(listed.code).toBe(0);
