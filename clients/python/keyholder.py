@@ -349,7 +349,7 @@ class Lease:
                 failures += 1
                 # Retry-After is honoured, but never past half of what is left before the safe deadline:
                 # a renewal is the one call whose delay costs the lease, so one more attempt must still fit.
-                delay = min(_retry_delay_s(err.retry_after_ms, failures), self.remaining_s / 2)
+                delay = max(0.01, min(_retry_delay_s(err.retry_after_ms, failures), self.remaining_s / 2))
 
     def _arm_deadline(self):
         if self._deadline_timer:

@@ -173,7 +173,8 @@ export class Lease {
         failures += 1;
         // Retry-After is honoured, but never past half of what is left before the safe deadline: a renewal
         // is the one call whose delay costs the lease, so one more attempt must still fit.
-        delayMs = Math.min(retryDelayMs(err.retryAfterMs, failures, this.transport.backoff), this.remainingMs / 2);
+        // (At least 10 ms, so that a server refusing at once near the deadline is not called in a tight loop.)
+        delayMs = Math.max(10, Math.min(retryDelayMs(err.retryAfterMs, failures, this.transport.backoff), this.remainingMs / 2));
       }
     }
   }
