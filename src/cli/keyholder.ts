@@ -1,10 +1,28 @@
 #!/usr/bin/env node
 import { EXIT, UsageError } from './args.js';
 import { acquire, type Command, inspect, type Io, ls, release, renew } from './lock-commands.js';
+import { runKeysNew } from './keys.js';
 import { run } from './run.js';
 
+/** `keyholder keys new ...`: the API-key command (src/cli/keys.ts), under the one `keyholder` command. */
+const keys: Command = {
+  summary: 'keys new: mint an API key and its keys-file entry',
+  usage: `keyholder keys new --id ID --namespace NS [--scopes locks|admin|locks,admin]
+Prints a new random API key (shown once) and the entry to add under "keys:" in the keys file
+(KEYHOLDER_API_KEYS_FILE; the file holds only the key's hash), then send the server SIGHUP.
+  --id ID          the key's name in logs and the audit trail
+  --namespace NS   the namespace its locks live in
+  --scopes S       locks (default), admin, or locks,admin
+Exit: 0 printed, 2 bad flags.`,
+  async run(args, io) {
+    const [sub, ...rest] = args;
+    if (sub !== 'new') throw new UsageError(sub === undefined ? 'which keys command? (keyholder keys new ...)' : `unknown keys command "${sub}"`);
+    return runKeysNew(rest, { write: io.stdout }, { write: io.stderr });
+  },
+};
+
 /** The `keyholder` command: run a command under a lock, or take, renew, release and look at locks from a shell. */
-const COMMANDS: Readonly<Record<string, Command>> = { run, acquire, renew, release, inspect, ls };
+const COMMANDS: Readonly<Record<string, Command>> = { run, acquire, renew, release, inspect, ls, keys };
 
 function overview(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));

@@ -179,7 +179,7 @@ describe('keyholder CLI against a real server', () => {
   }, 60_000);
 
   it('--help on every command; bad flags are named, exit 2', async () => {
-    for (const command of ['run', 'acquire', 'renew', 'release', 'inspect', 'ls']) {
+    for (const command of ['run', 'acquire', 'renew', 'release', 'inspect', 'ls', 'keys']) {
       const help = await cli(command, '--help');
       expect(help.code, command).toBe(0);
       expect(help.stdout, command).toMatch(new RegExp(`^usage: keyholder ${command}`));
@@ -201,5 +201,14 @@ describe('keyholder CLI against a real server', () => {
     expect(noCommand.code).toBe(2);
     expect(noCommand.stderr).toContain('--');
     expect((await cli('frobnicate')).code).toBe(2);
+
+    const minted = await cli('keys', 'new', '--id', 'team-a', '--namespace', 'team-a', '--scopes', 'locks,admin');
+    expect(minted.code).toBe(0);
+    expect(minted.stdout).toMatch(/\bkh_[A-Za-z0-9_-]{43}\b/);
+    expect(minted.stdout).toContain('hash:');
+    const badScope = await cli('keys', 'new', '--id', 'team-a', '--namespace', 'team-a', '--scopes', 'root');
+    expect(badScope.code).toBe(2);
+    expect(badScope.stderr).toContain('--scopes');
+    expect((await cli('keys', 'old')).code).toBe(2);
   }, 60_000);
 });
