@@ -134,6 +134,51 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.forceRelease(key)).toMatchObject({ released: true, holder: null });
     });
 
+    it('an acquire with the live lease\'s idempotency key gets that lease back; other keys, and the key after the lease, do not', async () => {
+      const key = uniqueKey('idem');
+      const first = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: 'idem-a' });
+      if (!first.acquired) throw new Error('not granted');
+      expect(first.replayed).toBeUndefined();
+
+      // The same idempotency key while the lease is live: the same grant (token, expiry, owner, holder).
+      const again = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 9_000, holder: 'other', idempotencyKey: 'idem-a' });
+      expect(again).toMatchObject({ acquired: true, fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
+      if (!again.acquired || !again.replayed) throw new Error('not replayed');
+      expect(again.replayed.holder).toBe('w1');
+      // The replayed owner token is the live lease's: it renews and releases it.
+      expect(await store.renew(key, again.replayed.ownerToken, 5_000)).toMatchObject({ renewed: true, fencingToken: first.fencingToken });
+
+      // Another idempotency key, or none, is refused as usual; waiting callers too are answered at once.
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired).toBe(false);
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(false);
+      const waited = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000, idempotencyKey: 'idem-a' });
+      expect(waited).toMatchObject({ acquired: true, fencingToken: first.fencingToken, replayed: { ownerToken: again.replayed.ownerToken } });
+
+      // Kept only as long as the lease: after release, the key grants a new lease with a higher token.
+      expect(await store.release(key, again.replayed.ownerToken)).toBe(true);
+      const next = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' });
+      expect(next).toMatchObject({ acquired: true });
+      if (!next.acquired) return;
+      expect(next.replayed).toBeUndefined();
+      expect(next.fencingToken).toBeGreaterThan(first.fencingToken);
+
+      // A lease granted without a key (here: after a force release) never answers an old key.
+      await store.forceRelease(key);
+      const plain = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken: plain, ttlMs: 5_000, holder: null })).acquired).toBe(true);
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired).toBe(false);
+      expect(await store.release(key, plain)).toBe(true);
+
+      // Nor does a lease handed to a waiter when a keyed lease runs out.
+      const keyed = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, idempotencyKey: 'idem-h' });
+      expect(keyed.acquired).toBe(true);
+      const waiter = newOwnerToken();
+      const handed = await store.acquire({ key, ownerToken: waiter, ttlMs: 5_000, holder: null, waitMs: 10_000 });
+      expect(handed).toMatchObject({ acquired: true });
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired).toBe(false);
+      expect(await store.release(key, waiter)).toBe(true);
+    });
+
     it('inspect shows holder, token and expiry, never the owner token', async () => {
       const key = uniqueKey('inspect');
       const grant = await acquire(key, 5_000, 'consumer-7');

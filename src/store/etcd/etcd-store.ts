@@ -45,6 +45,8 @@ interface LockRecord {
   readonly k?: number;
   /** The waiter this lease was handed to, so its instance recognises the hand-over. */
   readonly w?: string;
+  /** The idempotency key the lease was granted with (immediate grants only; gone with the lease). */
+  readonly i?: string;
 }
 
 interface WaiterRecord {
@@ -130,7 +132,7 @@ export class EtcdStore implements LockStore {
     this.heartbeat.unref();
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
     signal?.throwIfAborted();
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const decidedAt = performance.now();
@@ -141,6 +143,16 @@ export class EtcdStore implements LockStore {
         return { acquired: true, fencingToken: tokenOf(lock), expiresAtMs: lock.value.e, decidedAt };
       }
       const live = lock !== null && lock.value.e > nowMs;
+      if (live && idempotencyKey !== undefined && lock.value.i === idempotencyKey && lock.value.o !== '') {
+        // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
+        return {
+          acquired: true,
+          fencingToken: tokenOf(lock),
+          expiresAtMs: lock.value.e,
+          decidedAt,
+          replayed: { ownerToken: lock.value.o, holder: lock.value.h },
+        };
+      }
       if (!live && queued > 0) {
         // Free, but callers are queued: it is theirs, not this newcomer's.
         await this.handOver(key);
@@ -149,7 +161,13 @@ export class EtcdStore implements LockStore {
       if (!live) {
         const expiresAtMs = nowMs + ttlMs;
         // An empty label is no label, as in the other stores.
-        const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: holder || null, k: expiresAtMs + this.graceMs };
+        const record: LockRecord = {
+          o: ownerToken,
+          e: expiresAtMs,
+          h: holder || null,
+          k: expiresAtMs + this.graceMs,
+          ...(idempotencyKey !== undefined ? { i: idempotencyKey } : {}),
+        };
         const txn = await this.txn({
           compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: modOf(lock) }],
           success: [await this.putOp(this.keys.lock(key), record, record.k as number)],
@@ -324,7 +342,7 @@ export class EtcdStore implements LockStore {
 
   // ---- waiting ----
 
-  private async enqueue(input: Required<Omit<AcquireInput, 'signal'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
+  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
@@ -484,7 +502,15 @@ export class EtcdStore implements LockStore {
       if (!lock || lock.value.o !== ownerToken || lock.value.e <= nowMs) return { held: false };
       const fencingToken = tokenOf(lock);
       const expiresAtMs = nowMs + ttlMs;
-      const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: lock.value.h, t: fencingToken, k: expiresAtMs + this.graceMs };
+      const record: LockRecord = {
+        o: ownerToken,
+        e: expiresAtMs,
+        h: lock.value.h,
+        t: fencingToken,
+        k: expiresAtMs + this.graceMs,
+        // A renewal keeps the lease's idempotency key: a retried acquire still finds the same lease.
+        ...(lock.value.i !== undefined ? { i: lock.value.i } : {}),
+      };
       const txn = await this.txn({
         compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
         success: [await this.putOp(this.keys.lock(key), record, record.k as number)],

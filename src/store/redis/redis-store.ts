@@ -157,7 +157,7 @@ export class RedisStore implements LockStore {
     return this.settle(reply, decidedAt, input);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -170,6 +170,7 @@ export class RedisStore implements LockStore {
         instanceId: this.instanceId,
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
+        idempotencyKey: idempotencyKey ?? '',
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -184,6 +185,10 @@ export class RedisStore implements LockStore {
       case 'granted':
         await this.replicated(key, ownerToken, 'grant');
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+      case 'replayed': {
+        const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
+        return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken, holder } };
+      }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
       default:
