@@ -99,7 +99,7 @@ export interface Eviction {
  * wait) earlier. Erring long means a namespace is at worst refused a lock a moment early, never
  * allowed one over its cap; a release frees the slot at once, a renew extends it.
  */
-const SLOT_MARGIN_MS = 1000;
+export const SLOT_MARGIN_MS = 1000;
 
 /**
  * 16 bytes = 128 bits from the OS CSPRNG: unguessable, so only the caller that was granted a lease can

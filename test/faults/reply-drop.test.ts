@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
@@ -26,6 +27,35 @@ describe('Redis store: replies dropped mid-stream', () => {
     await proxy?.close();
     await redis?.stop();
   });
+
+  it('a call never takes another call’s reply as its own after a reply was lost', async () => {
+    // A command timeout far above a scheduling delay: every call below is still waiting for its reply
+    // when the replies come in (they come within milliseconds); the calls left unanswered end with it.
+    const store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 3_000, fenceGraceMs: 60_000 });
+    await waitUntilServing(store);
+    const settle = <T>(p: Promise<T>) => p.then((value) => value, (err: unknown) => err);
+    const acquire = (key: string) => settle(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }));
+    // A lock held by someone else: the true answer to acquiring it is "held".
+    await store.acquire({ key: 'taken', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
+    const dropped = proxy.stats.bytesDropped;
+    proxy.set({ kind: 'dropReplies' });
+    const lost = acquire('taken');
+    // Its reply is gone for good; the connection carries on.
+    await vi.waitFor(() => expect(proxy.stats.bytesDropped).toBeGreaterThan(dropped));
+    proxy.heal();
+    // Two more calls, each in its own round trip (auto-pipelining batches calls made in one tick): with
+    // replies out of step, the one asking for the held lock reads the reply meant for the free one,
+    // a grant, and without the echo check would be told it holds "taken".
+    const asksHeld = acquire('taken');
+    await new Promise((r) => setImmediate(r));
+    const asksFree = acquire(`free-${newOwnerToken()}`);
+    const answer = await asksHeld;
+    expect(answer).toBeInstanceOf(StoreUnavailableError);
+    expect((answer as Error).message).toMatch(/out of step/);
+    await Promise.all([lost, asksFree]);
+    await waitUntilServing(store);
+    await store.close();
+  }, 30_000);
 
   it('never reports a grant that is not its own, and recovers', async () => {
     const checker = redis.client();

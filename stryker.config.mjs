@@ -1,0 +1,26 @@
+// @ts-check
+/**
+ * StrykerJS for the safety core (src/domain, src/store): `npm run test:mutants` runs it, then the
+ * hand-written mutants (test/mutants/run.ts). The vitest config it uses runs only the tests that
+ * exercise the safety core in-process (see test/mutants/vitest.config.ts).
+ * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'test/mutants/vitest.config.ts', related: false },
+  // Each mutant runs only the tests that reached it in the first (dry) run.
+  coverageAnalysis: 'perTest',
+  mutate: ['src/domain/**/*.ts', 'src/store/**/*.ts'],
+  // Two cores: one vitest per core.
+  concurrency: 2,
+  // Lock tests wait on real timers (leases of a few hundred ms): give a mutant room before calling it a time-out.
+  timeoutMS: 10_000,
+  timeoutFactor: 2,
+  reporters: ['progress', 'clear-text', 'json', 'html'],
+  jsonReporter: { fileName: 'reports/mutation/stryker.json' },
+  htmlReporter: { fileName: 'reports/mutation/stryker.html' },
+  ignorePatterns: ['dist', 'coverage', 'test-artifacts', 'reports', 'bench/results', '.tmp'],
+  tempDirName: '.tmp/stryker',
+  cleanTempDir: true,
+  thresholds: { high: 90, low: 85, break: null },
+};
