@@ -15,6 +15,7 @@ export default defineConfig({
       'test/http/locks.test.ts',
       'test/http/waiting.test.ts',
       'test/faults/reply-drop.test.ts',
+      'test/redis/late-reply.test.ts',
     ],
     testTimeout: 30_000,
     hookTimeout: 60_000,
