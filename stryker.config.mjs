@@ -18,6 +18,9 @@ export default {
   // The safety tests mostly wait on real timers (leases of a few hundred ms), not on the CPU: four
   // runners keep two cores busy.
   concurrency: 4,
+  // Above the tests' own 10 s time-out (test/mutants/vitest.config.ts): a hung test is then a failed
+  // test (killed), not a runner StrykerJS has to restart.
+  timeoutMS: 30_000,
   reporters: ['progress', 'clear-text', 'json', 'html'],
   jsonReporter: { fileName: 'reports/mutation/stryker.json' },
   htmlReporter: { fileName: 'reports/mutation/stryker.html' },

@@ -64,6 +64,12 @@ describe('Redis store: replies dropped mid-stream', () => {
     let granted = 0;
     let wrongGrants = 0;
     let unavailable = 0;
+    // Half the calls go to locks that are already held (the true answer is "held"), half to new ones;
+    // the held ones are taken before any fault starts.
+    // A timed-out call (a busy machine) is tried again: either way the key ends up held.
+    for (let i = 0; i < 4; i++) {
+      await vi.waitFor(() => store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), { timeout: 10_000 });
+    }
     const deadline = Date.now() + 3_000;
     // Short bursts of dropped replies while acquires on distinct keys keep flowing.
     const faults = (async () => {
@@ -74,8 +80,6 @@ describe('Redis store: replies dropped mid-stream', () => {
         proxy.heal();
       }
     })();
-    // Half the calls go to locks that are already held (the true answer is "held"), half to new ones.
-    for (let i = 0; i < 4; i++) await store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
     let n = 0;
     const worker = async () => {
       while (Date.now() < deadline) {

@@ -180,7 +180,8 @@ async function main(): Promise<void> {
   const only = args.only?.split(',');
   const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
   const strykerSeconds = args['skip-stryker'] || only ? null : runStryker();
-  const stryker = summariseStryker(join(REPORT_DIR, 'stryker.json'), ROOT);
+  const strykerReport = join(REPORT_DIR, 'stryker.json');
+  if (!only && !existsSync(strykerReport)) throw new Error('no StrykerJS report (reports/mutation/stryker.json): run without --skip-stryker first');
 
   const baselineDir = makeSandbox('baseline');
   const baselineFailure = await runSafetyTests(baselineDir);
@@ -189,6 +190,13 @@ async function main(): Promise<void> {
 
   const planted = await runAll(selected, Number(args.concurrency), runPlanted);
   const totalSeconds = (performance.now() - runStarted) / 1000;
+  console.log(`\n${plantedTable(planted)}\n`);
+  const killed = planted.filter((p) => p.status === 'killed').length;
+  console.log(`planted mutants killed ${killed}/${planted.length}`);
+  if (killed < planted.length) process.exitCode = 1;
+  if (only) return;
+
+  const stryker = summariseStryker(strykerReport, ROOT);
 
   const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
   const report = [
@@ -216,15 +224,12 @@ async function main(): Promise<void> {
     plantedTable(planted),
     '',
   ].join('\n');
-  console.log(`\n${strykerTable(stryker)}\n\n${plantedTable(planted)}\n`);
-  console.log(`Stryker score ${stryker.score.toFixed(1)} %; planted mutants killed ${planted.filter((p) => p.status === 'killed').length}/${planted.length}`);
-  if (!only) {
-    mkdirSync(REPORT_DIR, { recursive: true });
-    writeFileSync(join(REPORT_DIR, 'summary.md'), report);
-    console.log(`written: ${join('reports/mutation/summary.md')}`);
-  }
-  const failed = planted.filter((p) => p.status !== 'killed');
-  if (failed.length > 0 || stryker.score < MIN_STRYKER_SCORE) process.exitCode = 1;
+  console.log(`\n${strykerTable(stryker)}\n`);
+  console.log(`StrykerJS score ${stryker.score.toFixed(1)} % (bar ${MIN_STRYKER_SCORE} %)`);
+  mkdirSync(REPORT_DIR, { recursive: true });
+  writeFileSync(join(REPORT_DIR, 'summary.md'), report);
+  console.log('written: reports/mutation/summary.md');
+  if (stryker.score < MIN_STRYKER_SCORE) process.exitCode = 1;
 }
 
 await main();

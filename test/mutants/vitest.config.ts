@@ -17,7 +17,9 @@ export default defineConfig({
       'test/faults/reply-drop.test.ts',
       'test/redis/late-reply.test.ts',
     ],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // A mutant that makes a wait hang fails its test here, well before StrykerJS's own timeout would
+    // have to kill and restart the whole runner.
+    testTimeout: 10_000,
+    hookTimeout: 30_000,
   },
 });
