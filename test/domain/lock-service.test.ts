@@ -4,7 +4,7 @@ import { DEFAULT_LIMITS } from '../../src/config.js';
 import { QuotaExceededError, WaitAbortedError } from '../../src/domain/errors.js';
 import { LockService, SLOT_MARGIN_MS, type LockGrant } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 
