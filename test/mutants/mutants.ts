@@ -21,8 +21,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'release-no-owner-check',
     file: 'src/store/redis/scripts/release.lua',
-    find: "if cur[1] ~= ARGV[1] or not expiresAt or expiresAt <= nowMs then",
-    replace: 'if not expiresAt or expiresAt <= nowMs then',
+    find: 'if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then',
+    replace: 'if not isLive(cur[1], expiresAt) then',
     what: 'release frees the lock without checking the owner token',
   },
   {
@@ -35,7 +35,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'if cur[1] and expiresAt and expiresAt > nowMs then\n    return nil\n  end',
+    find: "  if isLive(cur[1], tonumber(cur[2])) then\n    return nil\n  end\n",
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },
@@ -56,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'renew-expired-lease',
     file: 'src/store/redis/scripts/renew.lua',
-    find: "if cur[1] ~= ARGV[1] or not expiresAt or expiresAt <= nowMs then",
+    find: 'if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then',
     replace: 'if cur[1] ~= ARGV[1] then',
     what: 'renew accepts a lease that has already expired',
   },
@@ -90,7 +90,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'fencing-clock-only-ts',
-    file: 'src/store/clock.ts',
+    file: 'src/domain/fencing.ts',
     find: 'return Math.max(lastToken + 1, Math.floor(nowMs * 1000));',
     replace: 'return Math.floor(nowMs * 1000);',
     what: 'fencing token from the clock only, without "last + 1" (embedded store)',
@@ -146,7 +146,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'memory-clock-floor-ms',
-    file: 'src/store/clock.ts',
+    file: 'src/domain/fencing.ts',
     find: 'Math.floor(nowMs * 1000)',
     replace: 'Math.floor(nowMs)',
     what: 'fencing clock floor in milliseconds instead of microseconds (embedded store)',
