@@ -72,7 +72,7 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
   it('a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it', async () => {
     const ns = uniqueNamespace();
     const unlimited = new LockService(store, DEFAULT_LIMITS);
-    const queued = async (n: number) => vi.waitFor(async () => expect((await unlimited.inspect(ns, 'w'))?.waiters).toBe(n));
+    const queued = async (n: number) => vi.waitFor(async () => expect((await unlimited.inspect(ns, 'w'))?.waiters).toBe(n), { timeout: 10_000 });
     const holder = await unlimited.acquire(ns, 'w', 60_000);
     const caller = new AbortController();
     const leaving = unlimited.acquire(ns, 'w', 60_000, { waitMs: 10_000, signal: caller.signal }).catch((err: unknown) => err);

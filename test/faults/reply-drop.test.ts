@@ -42,7 +42,7 @@ describe('Redis store: replies dropped mid-stream', () => {
     proxy.set({ kind: 'dropReplies' });
     const lost = acquire('taken');
     // Its reply is gone for good; the connection carries on.
-    await vi.waitFor(() => expect(proxy.stats.bytesDropped).toBeGreaterThan(dropped));
+    await vi.waitFor(() => expect(proxy.stats.bytesDropped).toBeGreaterThan(dropped), { timeout: 10_000 });
     proxy.heal();
     // Two more calls, each in its own round trip (auto-pipelining batches calls made in one tick): with
     // replies out of step, the one asking for the held lock reads the reply meant for the free one,
