@@ -28,8 +28,9 @@ function score(killed: number, timeout: number, survived: number, noCoverage: nu
 }
 
 /** Per-file and overall mutation scores, computed as Stryker does ("mutation score", not "covered"). */
-export function summariseStryker(path: string, root: string): StrykerSummary {
-  const report = JSON.parse(readFileSync(path, 'utf8')) as StrykerReport;
+export function summariseStryker(paths: readonly string[], root: string): StrykerSummary {
+  const report: StrykerReport = { files: {} };
+  for (const path of paths) Object.assign(report.files, (JSON.parse(readFileSync(path, 'utf8')) as StrykerReport).files);
   const files: FileScore[] = [];
   const survivors: Array<{ file: string; line: number; mutator: string; replacement: string }> = [];
   for (const [name, { mutants }] of Object.entries(report.files).sort(([a], [b]) => a.localeCompare(b))) {

@@ -21,9 +21,9 @@ export default defineConfig({
     // module cache each: sharing one saves re-importing Fastify and ioredis for every file of every run.
     // (A plain `vitest run` with this config then does not exit by itself; StrykerJS keeps it running.)
     isolate: false,
-    // A mutant that makes a wait hang fails its test here, well before StrykerJS's own timeout would
+    // A mutant that makes a wait hang fails its test here, before StrykerJS's own timeout would
     // have to kill and restart the whole runner.
-    testTimeout: 10_000,
+    testTimeout: 30_000,
     hookTimeout: 30_000,
   },
 });
