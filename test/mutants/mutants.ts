@@ -28,8 +28,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-to-dead-waiter',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'if aliveUntil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs then',
-    replace: 'if aliveUntil then',
+    find: 'if ttl and waiterLive(raw) then',
+    replace: 'if ttl then',
     what: 'a free lock is handed to a waiter whose instance died or whose wait ran out',
   },
   {
@@ -104,22 +104,22 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'late-grant-guard-off',
-    file: 'src/domain/lock-service.ts',
-    find: 'if (elapsedMs < ttlMs * LATE_REPLY_FRACTION) return;',
+    file: 'src/domain/freshness.ts',
+    find: 'if (elapsedMs < lease.ttlMs * LATE_REPLY_FRACTION) return;',
     replace: 'return;',
     what: 'late-grant guard off: a reply that came back too late is handed out',
   },
   {
     id: 'no-slot-when-waiting',
     file: 'src/domain/lock-service.ts',
-    find: 'if (quota > 0) {\n        const slot = await this.store.reserveSlot(',
-    replace: 'if (quota < 0) {\n        const slot = await this.store.reserveSlot(',
+    find: ': await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));',
+    replace: ': await this.acquireWaiting(request, waitMs, options.signal);',
     what: 'no quota slot taken when waitMs > 0 (quota bypass)',
   },
   {
     id: 'renew-no-slot-extend',
     file: 'src/domain/lock-service.ts',
-    find: 'await this.store.extendSlot(namespace, ownerToken, outcome.expiresAtMs).catch(() => undefined);',
+    find: 'await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);',
     replace: '',
     what: 'renew does not extend the quota slot',
   },

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -63,13 +64,13 @@ describe('several instances on one Redis', () => {
         const answeredAt = performance.now();
         if (res.status === 409) {
           conflicts++;
-          await new Promise((r) => setTimeout(r, Math.random() * 10));
+          await sleep(Math.random() * 10);
           continue;
         }
         expect(res.status).toBe(200);
         const grant: SeenGrant = { key, client: id, fencingToken: res.body.fencingToken as number, requestedAt, answeredAt, releaseRequestedAt: Infinity };
         seen.push(grant);
-        await new Promise((r) => setTimeout(r, Math.random() * 20)); // the critical section
+        await sleep(Math.random() * 20); // the critical section
         grant.releaseRequestedAt = performance.now();
         const released = await call(base, 'POST', `/v1/locks/${key}/release`, { ownerToken: res.body.ownerToken });
         expect(released.status).toBe(200);
