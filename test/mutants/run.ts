@@ -28,6 +28,9 @@ export const SAFETY_TEST_FILES = [
   'test/redis/store-outage.test.ts',
   'test/redis/waiting-instances.test.ts',
   'test/http/waiting.test.ts',
+  'test/unit/memory-store-clock.test.ts',
+  'test/redis/store-state.test.ts',
+  'test/redis/scripts.test.ts',
 ];
 
 /** The bar for StrykerJS's score over src/domain + src/store. */
