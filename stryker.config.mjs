@@ -1,4 +1,5 @@
 // @ts-check
+/* global process */
 /**
  * StrykerJS for the safety core (src/domain, src/store): `npm run test:mutants` runs it, then the
  * hand-written mutants (test/mutants/run.ts). The vitest config it uses runs only the tests that
