@@ -132,8 +132,10 @@ export class EtcdStore implements LockStore {
     this.heartbeat.unref();
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
     signal?.throwIfAborted();
+    // "" is no label, as in the other stores (Redis stores none for it).
+    const holder = label === '' ? null : label;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const decidedAt = performance.now();
       const { lock, queued } = await this.readLock(key);
