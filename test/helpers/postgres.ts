@@ -23,6 +23,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     throw new Error(
       `PostgreSQL is not reachable at ${POSTGRES_ADMIN_URL} (${(err as Error).message}). These tests need a real one: ` +
         'install `postgresql` (Debian) and start it, or point KEYHOLDER_TEST_POSTGRES_URL at a server where the user may CREATE DATABASE.',
+      { cause: err },
     );
   }
   try {
