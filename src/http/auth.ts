@@ -26,6 +26,11 @@ export const ROUTE_ACCESS: Readonly<Record<string, Access>> = Object.freeze({
   // Scraped by Prometheus without credentials; it carries counts, never keys or tokens. Keep the port
   // on a private network (see the threat table in the README).
   'GET /metrics': 'public',
+  // The operator console's page, script and styles: no data in them; what the page shows comes from
+  // the admin routes, with the operator's key.
+  'GET /console': 'public',
+  'GET /console/console.js': 'public',
+  'GET /console/console.css': 'public',
   'POST /v1/locks/:key/acquire': 'locks',
   'POST /v1/locks/:key/renew': 'locks',
   'POST /v1/locks/:key/release': 'locks',

@@ -1,0 +1,25 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startKeyholder, type RunningKeyholder } from '../../examples/lib/keyholder-server.js';
+import { runSchedule, type CronResult } from '../../examples/cron/schedule.js';
+
+/** The cron example, shortened: five servers, five one-second ticks, each server up to 500 ms late. */
+describe('examples/cron', () => {
+  let keyholder: RunningKeyholder;
+  let result: CronResult;
+
+  beforeAll(async () => {
+    keyholder = await startKeyholder();
+    result = await runSchedule({ mode: 'per-tick', keyholderUrl: keyholder.url, servers: 5, ticks: 5, tickMs: 1000, skewMs: 500, workMs: 100 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await keyholder?.stop();
+  });
+
+  it('runs the job exactly once per tick; every other server finds the tick held', () => {
+    expect(result.failures).toEqual([]);
+    expect(result.ticksExactlyOnce).toBe(5);
+    expect(result.runs).toBe(5);
+    expect(result.skipped).toBe(20);
+  });
+});
