@@ -2,7 +2,7 @@
  * The flash sale, three ways: no lock, a lock without fencing, a lock with fenced writes; the last two
  * with lock holders stopped (SIGSTOP) past their lease. Prints one table row per way.
  *
- *   npx tsx examples/flash-sale/demo.ts [--buyers 10] [--units 100] [--pauses 10]
+ *   npx tsx examples/flash-sale/demo.ts [--buyers 10] [--units 100] [--pauses 5] [--ttl-ms 500] [--work-ms 20]
  *
  * Needs PostgreSQL (POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/postgres; the user must
  * be allowed to CREATE DATABASE) and starts its own keyholder server process.
@@ -49,7 +49,7 @@ async function main(): Promise<void> {
     options: {
       buyers: { type: 'string', default: '10' },
       units: { type: 'string', default: '100' },
-      pauses: { type: 'string', default: '10' },
+      pauses: { type: 'string', default: '5' },
       'ttl-ms': { type: 'string', default: '500' },
       'work-ms': { type: 'string', default: '20' },
     },
