@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* global process, fetch, AbortSignal, setInterval, clearInterval */
+/* global process, fetch, AbortSignal, setInterval, clearInterval, setTimeout */
 /**
  * keyholder-run: run a command only if this process gets the lock; the shape of `keyholder run`.
  *
@@ -13,6 +13,8 @@
  * - When the command ends, the lock is released, or with `--keep` left to run out at its TTL: for a
  *   job run once per tick, name the tick in the key and keep it, so a server whose clock is late
  *   cannot take the same tick's lock again after the job finished.
+ * - No answer, 408, 429 or 503 from keyholder: retried with backoff for up to --timeout-ms (30 s); then
+ *   exit code 69 and the command does not run.
  * - The exit code is the command's.
  *
  * Plain JavaScript with no dependencies, so it starts in tens of milliseconds from cron or a timer.
@@ -54,12 +56,16 @@ async function call(op, body) {
   return { status: res.status, body: await res.json().catch(() => ({})) };
 }
 
+// Answers that granted nothing for certain and may change on a retry: no answer at all, 408 (the request
+// was too slow to arrive), 429 (rate limited), 503 (store unavailable or shutting down). Retried with
+// backoff until --timeout-ms; a lock held by another server (409) is final.
+const RETRYABLE = new Set([0, 408, 429, 503]);
+const deadline = Date.now() + Number(values['timeout-ms']);
 let grant;
-try {
-  grant = await call('acquire', { ttlMs, holder: values.holder });
-} catch (err) {
-  process.stderr.write(`keyholder-run: keyholder did not answer (${err.message}); not running\n`);
-  process.exit(69);
+for (let attempt = 0; ; attempt++) {
+  grant = await call('acquire', { ttlMs, holder: values.holder }).catch((err) => ({ status: 0, body: { code: err.message } }));
+  if (!RETRYABLE.has(grant.status) || Date.now() > deadline) break;
+  await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
 }
 if (grant.status === 409) {
   process.stderr.write(`keyholder-run: ${values.key} is held; not running\n`);

@@ -63,9 +63,10 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
             RUN,
             '--key',
             options.mode === 'per-tick' ? `cron:report-${job}:tick-${tick}` : `cron:report-${job}`,
-            // Renewed while the job runs; long enough that a starved host does not lose it between renewals.
+            // Renewed while the job runs. Per tick, kept: it must outlast the latest server's ask by far
+            // (no other cost: the next tick has its own key); a minute covers a starved host's start-up.
             '--ttl-ms',
-            String(options.tickMs * 10),
+            String(options.mode === 'per-tick' ? Math.max(options.tickMs * 10, 60_000) : options.tickMs * 10),
             ...(options.mode === 'per-tick' ? ['--keep'] : []),
             '--holder',
             server,

@@ -20,7 +20,7 @@ export type Mode = 'none' | 'lock' | 'fenced';
 
 export type BuyerEvent =
   | { event: 'ready'; buyer: string }
-  | { event: 'attempt'; buyer: string }
+  | { event: 'attempt'; buyer: string; fencingToken: number | null; applied: boolean }
   | { event: 'pausing'; buyer: string; fencingToken: number }
   | { event: 'rejected'; buyer: string; fencingToken: number; highestSeen: number }
   | { event: 'done'; buyer: string; orders: number; staleRejected: number; lostLeases: number; unavailable: number };
@@ -119,15 +119,16 @@ async function main(): Promise<void> {
     }
     await sleep(workMs); // charge the card, reserve the parcel, ...
 
+    let applied = true;
     if (mode === 'fenced' && grant) {
       const outcome = await fencedWrite(grant.fencingToken);
-      if (outcome === 'applied') orders++;
+      applied = outcome === 'applied';
       if (outcome === 'stale') staleRejected++;
     } else {
       await plainWrite(units, grant?.fencingToken ?? null);
-      orders++;
     }
-    if (mode !== 'none') emit({ event: 'attempt', buyer });
+    if (applied) orders++;
+    if (mode !== 'none') emit({ event: 'attempt', buyer, fencingToken: grant?.fencingToken ?? null, applied });
     if (grant) {
       const released = await keyholder.release(lockKey, grant.ownerToken);
       if (!released.ok && released.code === 'not_owner') lostLeases++;

@@ -73,10 +73,10 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
     let attemptsSincePause = 0;
     let pausesArmed = 0;
     const armedBuyers = new Set<string>();
-    const stopped = new Set<{ buyer: string; child: ChildProcess; othersWrote: boolean; timeUp: boolean }>();
+    const stopped = new Set<{ child: ChildProcess; fencingToken: number; laterWrote: boolean; timeUp: boolean }>();
     const resumeDue = () => {
       for (const paused of stopped) {
-        if (!paused.timeUp || !paused.othersWrote) continue;
+        if (!paused.timeUp || !paused.laterWrote) continue;
         stopped.delete(paused);
         paused.child.kill('SIGCONT');
         totals.pausesDone++;
@@ -110,7 +110,11 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
             break;
           case 'attempt':
             attemptsSincePause++;
-            for (const paused of stopped) if (paused.buyer !== buyer) paused.othersWrote = true;
+            // Only a write from a later lease counts: a buyer slower than its own TTL may still be
+            // writing with an older token than the paused one's.
+            for (const paused of stopped) {
+              if (event.applied && event.fencingToken !== null && event.fencingToken > paused.fencingToken) paused.laterWrote = true;
+            }
             resumeDue();
             if (pausing && pausesArmed < options.pauses && attemptsSincePause >= spacing && !armedBuyers.has(buyer)) {
               pausesArmed++;
@@ -120,10 +124,10 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
             }
             break;
           case 'pausing': {
-            // The buyer has stopped itself holding the lock. Wake it once its lease is long gone and
-            // another buyer has written meanwhile: then its write is stale for certain, however slow
+            // The buyer has stopped itself holding the lock. Wake it once its lease is long gone and a
+            // later lease's write has been applied: then its write is stale for certain, however slow
             // the machine is.
-            const paused = { buyer, child, othersWrote: false, timeUp: false };
+            const paused = { child, fencingToken: event.fencingToken, laterWrote: false, timeUp: false };
             stopped.add(paused);
             setTimeout(() => {
               paused.timeUp = true;

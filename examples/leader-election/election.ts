@@ -115,35 +115,42 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
     }
 
     const rounds: FailoverRound[] = [];
-    let since = 0;
-    for (let round = 0; round < options.rounds; round++) {
+    const elected = (e: ReplicaEvent): e is Extract<ReplicaEvent, { event: 'elected' }> => e.event === 'elected';
+    while (rounds.length < options.rounds) {
       // The current leader: the latest election, once it has written (it is really leading).
-      const elected = await next((e) => e.event === 'elected' && events.indexOf(e) >= since);
-      const leader = elected.replica;
-      await next((e) => e.event === 'write' && e.replica === leader && e.status === 200 && events.indexOf(e) > events.indexOf(elected));
-      const child = children.get(leader)!;
+      const latest = await next((e) => elected(e) && !events.slice(events.indexOf(e) + 1).some(elected));
+      if (!elected(latest)) throw new Error('unreachable');
+      const leader = latest.replica;
+      const since = events.indexOf(latest);
+      const first = await next(
+        (e) => events.indexOf(e) > since && e.replica === leader && ((e.event === 'write' && e.status === 200) || e.event === 'stepped-down'),
+      );
+      // On a starved machine the leader may lose its lease on its own before it writes: start again.
+      if (first.event === 'stepped-down') continue;
       const mark = events.length;
+      const child = children.get(leader)!;
       child.stdin!.write('pause\n');
-      const pausing = await next((e) => e.event === 'pausing' && e.replica === leader && events.indexOf(e) >= mark);
+      const pausing = await next((e) => events.indexOf(e) >= mark && e.replica === leader && (e.event === 'pausing' || e.event === 'stepped-down'));
+      if (pausing.event === 'stepped-down') continue;
       // A new leader, and its first accepted write (the resource now holds a higher token).
-      const successor = await next((e) => e.event === 'elected' && e.replica !== leader && events.indexOf(e) > events.indexOf(pausing));
+      const successor = await next((e) => elected(e) && e.replica !== leader && events.indexOf(e) > events.indexOf(pausing));
+      if (!elected(successor)) throw new Error('unreachable');
       await next((e) => e.event === 'write' && e.replica === successor.replica && e.status === 200 && events.indexOf(e) > events.indexOf(successor));
       const wokeAt = events.length;
       child.kill('SIGCONT');
       const down = await next((e) => e.event === 'stepped-down' && e.replica === leader && events.indexOf(e) >= wokeAt);
-      const staleWrites = events.slice(wokeAt, events.indexOf(down) + 1).filter(
-        (e): e is Extract<ReplicaEvent, { event: 'write' }> => e.event === 'write' && e.replica === leader && e.fencingToken === elected.fencingToken,
-      );
+      const staleWrites = events
+        .slice(wokeAt, events.indexOf(down) + 1)
+        .filter((e): e is Extract<ReplicaEvent, { event: 'write' }> => e.event === 'write' && e.replica === leader && e.fencingToken === latest.fencingToken);
       rounds.push({
         oldLeader: leader,
-        oldToken: elected.fencingToken,
+        oldToken: latest.fencingToken,
         newLeader: successor.replica,
-        newToken: (successor as Extract<ReplicaEvent, { event: 'elected' }>).fencingToken,
+        newToken: successor.fencingToken,
         failoverMs: successor.at - pausing.at,
         staleWritesRejected: staleWrites.filter((e) => e.status === 409).length,
         staleWritesAccepted: staleWrites.filter((e) => e.status === 200).length,
       });
-      since = events.indexOf(successor);
     }
     return {
       rounds,

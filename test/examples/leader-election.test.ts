@@ -6,7 +6,7 @@ import { runElection, type ElectionResult } from '../../examples/leader-election
 describe('examples/leader-election', () => {
   let keyholder: RunningKeyholder;
   let result: ElectionResult;
-  const ttlMs = 1000;
+  const ttlMs = 1500;
   const pollMs = 200;
 
   beforeAll(async () => {
