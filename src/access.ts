@@ -1,31 +1,33 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import type { AuthMode } from '../http/auth.js';
-import type { RateLimitSettings } from '../http/rate-limit.js';
-import { KeyRing, loadKeysFile, reloadKeyRing } from './api-keys.js';
+import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
+import type { Config } from './config.js';
+import type { AuthMode } from './http/auth.js';
+import type { RateLimitSettings } from './http/rate-limit.js';
+import { createRedisClient } from './store/redis/client.js';
 
 /**
- * Builds what buildApp needs for authentication and rate limits from the configuration, and what the
- * server must do about them over its life (reload keys on SIGHUP, close the rate limiter's client).
+ * What buildApp needs for authentication and rate limits, built from the configuration, and what the
+ * server must do about them over its life (reload the keys, close the rate limiter's client).
  */
 export interface AccessSetup {
   readonly auth: AuthMode;
   readonly rateLimit: RateLimitSettings;
+  /** Re-reads the keys file (the server calls it on SIGHUP); absent in open mode. */
+  readonly reloadKeys?: () => void;
   close(): Promise<void>;
 }
 
 /** Throws KeysFileError when the keys file cannot be read or parsed: the server must not start. */
 export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   let auth: AuthMode;
+  let reloadKeys: (() => void) | undefined;
   if (config.auth.mode === 'keys') {
     const keysFile = config.auth.keysFile;
     const keyring = new KeyRing(loadKeysFile(keysFile));
     logger.info({ keysFile, keys: keyring.size }, 'API keys loaded; send SIGHUP to reload them');
     // A reload swaps the key set in place: listening sockets and open connections are untouched.
-    process.on('SIGHUP', () => {
-      reloadKeyRing(keyring, keysFile, logger);
-    });
+    reloadKeys = () => reloadKeyRing(keyring, keysFile, logger);
     auth = { mode: 'keys', keyring };
   } else {
     logger.warn(
@@ -38,28 +40,18 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
 
   let redis: Redis | undefined;
   if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
-    // Its own client, set up to fail fast: while Redis is unreachable a counter call errors at once
-    // (no offline queue, no retries, a short timeout) and the limiter lets the request through
-    // (skipOnError) instead of hanging it or turning it into a 500.
-    redis = new Redis(config.store.url, {
-      commandTimeout: config.store.commandTimeoutMs,
-      connectTimeout: Math.max(config.store.commandTimeoutMs, 1000),
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(attempt * 50, 1000),
-    });
-    let wasReady = false;
-    redis.on('ready', () => {
-      wasReady = true;
-    });
-    redis.on('error', (err: Error) => {
-      if (wasReady) logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back');
-      wasReady = false;
+    // Its own client, failing fast like the store's: while Redis is unreachable a counter call errors
+    // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
+    // it into a 500.
+    redis = createRedisClient(config.store.url, {
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      onLost: (err) => logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
     });
   }
   const client = redis;
   return {
     auth,
+    reloadKeys,
     rateLimit: { ...config.rateLimit, redis: client, keyPrefix: config.store.kind === 'redis' ? config.store.keyPrefix : '' },
     close: async () => {
       if (!client) return;
