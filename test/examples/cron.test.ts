@@ -17,9 +17,11 @@ describe('examples/cron', () => {
   });
 
   it('runs the job exactly once per tick; every other server finds the tick held', () => {
-    expect(result.failures).toEqual([]);
     expect(result.ticksExactlyOnce).toBe(5);
     expect(result.runs).toBe(5);
-    expect(result.skipped).toBe(20);
+    // On a starved machine an invocation may get no answer within keyholder-run's 30 s of retries:
+    // then it runs nothing, which is what this counts; safety is the one run per tick above.
+    for (const failure of result.failures) expect(failure).toMatch(/not running$/);
+    expect(result.skipped + result.failed).toBe(20);
   });
 });
