@@ -1,5 +1,4 @@
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { accessFor } from './auth.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
 type Doc = Record<string, unknown> & { components?: { schemas?: Record<string, unknown> } };
@@ -32,13 +31,12 @@ export const openApiTransformObject: TransformObject = (input) => {
 type Transform = typeof jsonSchemaTransform;
 
 /**
- * The zod transform, plus each operation's security from the access table: public routes say
+ * The zod transform, plus each operation's security from the route's access rule: public routes say
  * `security: []`, so the document's global bearer requirement does not apply to them.
  */
 export const openApiTransform: Transform = (input) => {
   const out = jsonSchemaTransform(input);
-  const methods = Array.isArray(input.route.method) ? input.route.method : [input.route.method];
-  if (methods.every((m) => accessFor(m, input.route.url) === 'public')) {
+  if (input.route.config?.access === 'public') {
     return { ...out, schema: { ...out.schema, security: [] } };
   }
   return out;

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
@@ -22,7 +23,6 @@ export interface StoreHarness {
   teardown?(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
 export function describeStoreContract(name: string, harness: StoreHarness): void {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
@@ -5,7 +6,6 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { AcquireOutcome, LockStore } from '../../src/domain/lock-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
 type Result = AcquireOutcome & { ownerToken: string; answeredAt: number };

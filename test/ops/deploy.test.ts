@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writ
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import { hashApiKey, newApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
@@ -192,7 +192,10 @@ describe('the image start command, replayed outside Docker', () => {
     }
   }
 
-  it('serves /readyz 200 and grants a lock over Redis, then stops cleanly on SIGTERM', async () => {
+  let imageDir: string | undefined;
+  /** The runtime stage's directory, replayed once: dist/ and `npm ci --omit=dev`, nothing else. */
+  function imageLayout(): string {
+    if (imageDir !== undefined) return imageDir;
     const stageDirs = new Map<string, { dir: string; workdir: string }>();
     for (const stage of dockerfile.stages) {
       const dir = mkdtempSync(join(tmpdir(), `keyholder-image-${stage.name ?? 'stage'}-`));
@@ -201,7 +204,35 @@ describe('the image start command, replayed outside Docker', () => {
       replay(stage, dir, stageDirs);
       if (stage.name) stageDirs.set(stage.name, { dir, workdir: workdir(stage) });
     }
-    const appDir = dirs.at(-1) as string;
+    const runtimeDir = dirs.at(-1) as string;
+    imageDir = runtimeDir;
+    return runtimeDir;
+  }
+
+  it('mints an API key with the compiled command, from the production dependencies alone', () => {
+    const appDir = imageLayout();
+    // No tsx, no devDependencies, no source: plain node on dist/, as `docker run … node dist/cli/keys-new.js` runs it.
+    const result = spawnSync('node', ['dist/cli/keys-new.js', '--id', 'image-ops', '--namespace', 'ops', '--scopes', 'locks,admin'], {
+      cwd: appDir,
+      env: { PATH: process.env.PATH ?? '' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const key = /^ {2}(kh_\S+)$/m.exec(result.stdout)?.[1] ?? '';
+    const entry = (parse(result.stdout.slice(result.stdout.indexOf('  - id:'))) as Array<Record<string, unknown>>)[0];
+    expect(entry).toEqual({ id: 'image-ops', hash: hashApiKey(key), namespace: 'ops', scopes: ['locks', 'admin'] });
+    const refused = spawnSync('node', ['dist/cli/keys-new.js', '--id', 'bad id', '--namespace', 'ops'], {
+      cwd: appDir,
+      env: { PATH: process.env.PATH ?? '' },
+      encoding: 'utf8',
+    });
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain('--id:');
+  }, 300_000);
+
+  it('serves /readyz 200 and grants a lock over Redis, then stops cleanly on SIGTERM', async () => {
+    const appDir = imageLayout();
 
     const port = await freePort();
     const apiKey = newApiKey();
@@ -227,13 +258,13 @@ describe('the image start command, replayed outside Docker', () => {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       const base = `http://127.0.0.1:${port}`;
-      const deadline = Date.now() + 20_000;
-      let ready = 0;
-      while (ready !== 200) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
-        ready = await fetch(`${base}/readyz`).then((r) => r.status, () => 0);
-        if (ready !== 200) await new Promise((r) => setTimeout(r, 100));
-      }
+      await vi.waitFor(
+        async () => {
+          const ready = child.exitCode === null ? await fetch(`${base}/readyz`).then((r) => r.status, () => 0) : -1;
+          if (ready !== 200) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
+        },
+        { timeout: 20_000, interval: 100 },
+      );
       expect((await call(base, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'redis' });
 
       // The Lua scripts made it into the image: a real grant over Redis.

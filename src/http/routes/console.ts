@@ -38,7 +38,10 @@ export const consoleRoutes: FastifyPluginAsync = async (app) => {
       .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-cache')
       .send(file.body);
+  // Public: the page, script and styles carry no data; what the page shows comes from the admin
+  // routes, with the operator's key.
+  const options = { schema: { hide: true }, logLevel: 'warn', config: { access: 'public' } } as const;
   for (const [url, file] of Object.entries(files)) {
-    app.get(url, { schema: { hide: true }, logLevel: 'warn' }, async (_request, reply) => send(reply, file));
+    app.get(url, options, async (_request, reply) => send(reply, file));
   }
 };

@@ -7,8 +7,10 @@ import fastifySwaggerUi from '@fastify/swagger-ui';
  * are served from here, so the docs work on a network without internet access.
  */
 export const docsRoutes: FastifyPluginAsync = async (app) => {
-  app.get('/openapi.json', { schema: { hide: true }, logLevel: 'warn' }, async () => app.swagger());
-  app.get('/openapi.yaml', { schema: { hide: true }, logLevel: 'warn' }, async (_request, reply) =>
+  // Public: the document describes the API, not anyone's locks.
+  const options = { schema: { hide: true }, logLevel: 'warn', config: { access: 'public' } } as const;
+  app.get('/openapi.json', options, async () => app.swagger());
+  app.get('/openapi.yaml', options, async (_request, reply) =>
     reply.type('application/yaml').send(app.swagger({ yaml: true })),
   );
   await app.register(fastifySwaggerUi, {

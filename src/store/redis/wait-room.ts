@@ -82,12 +82,6 @@ export class WaitRoom {
 
   constructor(private readonly ops: WaitRoomOps) {}
 
-  get size(): number {
-    let n = 0;
-    for (const set of this.byKey.values()) n += set.size;
-    return n;
-  }
-
   register(waiter: Waiter): LocalWaiter {
     const local = new LocalWaiter(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
     this.waiters.set(local.id, local);
