@@ -8,6 +8,7 @@ import { RedisServer } from '../test/helpers/redis-server.js';
 import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
 import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
+import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -23,6 +24,7 @@ const { values: args } = parseArgs({
     scenarios: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
+    'no-backends': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
   },
@@ -110,14 +112,14 @@ async function main(): Promise<void> {
     );
     process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
     // BENCH_ENV (a JSON object) adds keyholder variables for experiments, e.g. '{"NAMESPACE_MAX_HELD_LOCKS":"0"}'
-    // to see what the quota costs. The figures in the README were made without it.
+    // to see what the quota costs. The figures in docs/performance.md were made without it.
     const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
     const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
     const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);
     owned.push(keyholder.proc);
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
     // seen to go) and room for 1,000 waiters on one key.
-    // The quota is off there so the memory figure is the lock's own state (see README "Performance").
+    // The quota is off there so the memory figure is the lock's own state (see docs/performance.md).
     const aux = await startKeyholder('keyholder-aux', redis.url, dir, {
       ...access,
       NAMESPACE_MAX_HELD_LOCKS: '0',
@@ -207,6 +209,23 @@ async function main(): Promise<void> {
       expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
     }
 
+    let backends: BackendRow[] | undefined;
+    const backendConcurrency = 50;
+    if (!args['no-backends'] && etcdInstalled()) {
+      const w = worker;
+      backends = await measureBackends({
+        oneRedis: keyholder,
+        dir,
+        access,
+        rounds: settings.rounds,
+        warmMs: settings.warmMs,
+        durationMs: settings.durationMs,
+        concurrency: backendConcurrency,
+        runLoop: (task) => w.run<LoopResult>(task),
+        progress,
+      });
+    }
+
     const report: Report = {
       machine: {
         cpus: availableParallelism(),
@@ -225,7 +244,8 @@ async function main(): Promise<void> {
       expiry,
     };
     progress('done\n');
-    const text = renderReport(report, MEMORY_FENCE_GRACE_MS);
+    let text = renderReport(report, MEMORY_FENCE_GRACE_MS);
+    if (backends) text += `\n### Backends\n\n${renderBackends(backends, backendConcurrency)}\n`;
     process.stdout.write(text);
     if (args.out) writeFileSync(args.out, text);
     if (args.out) writeFileSync(`${args.out}.json`, JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1));

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { LockLimits } from './domain/limits.js';
 import type { StoreSettings } from './store/create-store.js';
+import type { HostPort, RedisConnection } from './store/redis/client.js';
 
 
 /**
@@ -17,30 +18,115 @@ const intFromEnv = (min: number, max: number, fallback: number) =>
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
-const EnvSchema = z
+/** `host:port,host:port`: the seed list of a Sentinel set or a Cluster. */
+const hostPortList = z
+  .string()
+  .transform((v, ctx) => {
+    const out: HostPort[] = [];
+    for (const item of v.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+      const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+      const port = m ? Number(m[2]) : 0;
+      if (!m || port < 1 || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
+        return z.NEVER;
+      }
+      out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+      return z.NEVER;
+    }
+    return out;
+  });
+
+/** `http://host:port,...`: etcd client URLs. */
+const urlList = z
+  .string()
+  .transform((v, ctx) => {
+    const out = v.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    for (const item of out) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
+        return z.NEVER;
+      }
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one URL' });
+      return z.NEVER;
+    }
+    return out;
+  });
+
+export const EnvSchema = z
   .object({
-    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development')),
+    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development'))
+      .describe('`production` requires `REDIS_URL` (or `KEYHOLDER_STORE=memory`) and `KEYHOLDER_API_KEYS_FILE` (or `KEYHOLDER_AUTH=open`).'),
     /** 3000: the documented default; callers configure it once. */
-    PORT: intFromEnv(0, 65535, 3000),
+    PORT: intFromEnv(0, 65535, 3000).describe('TCP port to listen on.'),
     /** Loopback by default so a laptop never exposes an open lock service; containers set 0.0.0.0. */
-    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1')),
+    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1'))
+      .describe('Address to listen on. Loopback by default so a laptop never exposes the service; containers set `0.0.0.0`.'),
     LOG_LEVEL: z.preprocess(
       emptyAsUndefined,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    ),
+    ).describe('Least severe level logged. Logs are JSON lines on stdout.'),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
     REDIS_URL: z.preprocess(
       emptyAsUndefined,
       z
         .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
         .optional(),
-    ),
+    ).describe('`redis://` or `rediss://` URL of the Redis that holds the locks. Unset: the embedded store.'),
     /**
      * Which store to use. `auto` picks Redis when REDIS_URL is set, the embedded store otherwise.
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
      * would silently hand out the same locks again.
      */
-    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto')),
+    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto'))
+      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL` or `REDIS_SENTINELS` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.'),
+    /**
+     * Redis behind Sentinel: the sentinels to ask for the current primary (host:port,...). keyholder
+     * follows a failover by itself; calls during the switch answer 503.
+     */
+    REDIS_SENTINELS: z.preprocess(emptyAsUndefined, hostPortList.optional())
+      .describe('`host:port,...` of Redis Sentinels: keyholder asks them for the primary and follows a failover by itself. Instead of `REDIS_URL`; see [Scaling out](scaling.md).'),
+    /** The primary's name as the sentinels know it (`sentinel monitor <name> ...`). */
+    REDIS_SENTINEL_NAME: z.preprocess(
+      emptyAsUndefined,
+      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -').optional(),
+    ).describe('The primary\'s name in `sentinel monitor <name> ...`; required with `REDIS_SENTINELS`.'),
+    /**
+     * 0: answer a grant once the primary has it (Redis replication is asynchronous). n > 0: answer a
+     * grant or renewal only once WAIT confirms n replicas have it, so a failover to one of them keeps the lease.
+     */
+    REDIS_MIN_REPLICA_ACKS: intFromEnv(0, 16, 0).describe(
+      'Replicas that must confirm (`WAIT`) each grant and renewal before it is answered; fewer in time: the grant is rolled back and the caller gets 503.',
+    ),
+    /**
+     * 100 ms: a healthy replica on the same network acknowledges in about a millisecond; past this the
+     * grant is rolled back and the caller gets a 503 rather than a lease a failover could lose.
+     */
+    REDIS_REPLICA_ACK_TIMEOUT_MS: intFromEnv(1, 60_000, 100).describe(
+      'How long a grant waits for those replicas; must be below `REDIS_COMMAND_TIMEOUT_MS`.',
+    ),
+    /** The etcd cluster's client URLs (http://host:port,...), for KEYHOLDER_STORE=etcd. */
+    ETCD_ENDPOINTS: z.preprocess(emptyAsUndefined, urlList.optional())
+      .describe('`http://host:port,...` of the etcd members, for `KEYHOLDER_STORE=etcd`.'),
+    /** Prefix of every etcd key this service writes, so it can share an etcd cluster with other data. */
+    ETCD_KEY_PREFIX: z.preprocess(
+      emptyAsUndefined,
+      z
+        .string()
+        .regex(/^[A-Za-z0-9/:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 / : _ . -')
+        .default('keyholder/'),
+    ).describe('Prefix of every etcd key keyholder writes.'),
+    /**
+     * 2 s: an etcd write is a Raft commit (one round trip to a quorum and an fsync), and a leader
+     * election takes about a second; past this the caller gets a 503 rather than a hang.
+     */
+    ETCD_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 2_000).describe(
+      'Longest wait for one etcd call (a Raft commit; an election takes about a second); past it, 503.',
+    ),
     /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
     REDIS_KEY_PREFIX: z.preprocess(
       emptyAsUndefined,
@@ -48,57 +134,70 @@ const EnvSchema = z
         .string()
         .regex(/^[A-Za-z0-9:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 : _ . -')
         .default('keyholder:'),
-    ),
+    ).describe('Prefix of every Redis key keyholder writes, so it can share a Redis with other data.'),
     /**
      * 500 ms: a healthy Redis answers a lock script in well under a millisecond, so a command that takes
      * this long means Redis is sick; callers get a quick 503 instead of waiting for the OS TCP timeout.
      */
-    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500),
+    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500)
+      .describe('Longest wait for one Redis command; past it the caller gets 503 `store_unavailable`.'),
     /** 100 ms: shorter leases expire before a network round trip completes and protect nothing. */
-    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100),
+    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100).describe('Shortest lease a caller may ask for.'),
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
-    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000),
+    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000)
+      .describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
     /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
-    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000),
+    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
     /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
-    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000),
+    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000)
+      .describe('Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.'),
     /** 10,000: callers one instance keeps waiting at once; each costs memory and an open connection. */
-    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000),
+    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000)
+      .describe('Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.'),
     /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
      */
-    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000),
+    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000)
+      .describe('How long a key\'s fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.'),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
-    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000),
+    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000)
+      .describe('How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator\'s grace period longer (compose: `stop_grace_period: 15s`).'),
     /** The API keys file (YAML or JSON, hashes only). Unset means open mode, which production must ask for. */
-    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional()),
+    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional())
+      .describe('Path of the API keys file (YAML or JSON, hashes only); see [Security](security.md#api-keys). Unset: open mode.'),
     /** `open` runs without API keys on purpose; `keys` insists on the keys file. Unset: keys if the file is set. */
-    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional()),
+    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional())
+      .describe('`open` runs without keys on purpose (required for that with `NODE_ENV=production`); `keys` insists on the file. Unset: keys if the file is set.'),
     /**
      * 1000 requests per 10 s per API key (100/s on average): well above a busy worker pool's renew and
      * poll traffic, low enough that one runaway client cannot starve the rest. 0 turns it off.
      */
-    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 1000),
-    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000),
+    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 1000).describe('Requests per API key per window; 0 turns the limit off.'),
+    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000).describe('The rate limit\'s window.'),
     /**
      * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the
      * memory one leaking client can pin in the store. 0 means no cap (and no quota bookkeeping).
      */
-    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000),
+    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000)
+      .describe('Locks one namespace may hold at once; 0: no cap.'),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
-    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000),
+    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
+      .describe('A whole request (headers and body) must arrive within this.'),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
-    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
+      .describe('Request headers must arrive within this (slow clients are cut off); at most `HTTP_REQUEST_TIMEOUT_MS`.'),
     /** 5 s: an idle keep-alive connection is closed; clients reconnect cheaply. */
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
+      .describe('An idle keep-alive connection is closed after this.'),
     /**
      * 75 s without any traffic on a socket closes it. It must outlast the longest response the server
      * takes to produce (a server-side wait of up to LOCK_MAX_WAIT_MS), so it is long; the two timeouts above are what
      * stop slow clients. 0 disables it.
      */
-    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000),
+    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000)
+      .describe('A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.'),
   })
   .superRefine((env, ctx) => {
     if (env.KEYHOLDER_AUTH === 'keys' && env.KEYHOLDER_API_KEYS_FILE === undefined) {
@@ -141,17 +240,45 @@ const EnvSchema = z
         message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
       });
     }
-    if (env.KEYHOLDER_STORE === 'redis' && env.REDIS_URL === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'is required when KEYHOLDER_STORE=redis' });
+    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS'] as const).filter((k) => env[k] !== undefined);
+    if (redisWays.length > 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [redisWays[1] as string],
+        message: `cannot be combined with ${redisWays[0]}; set one way to reach Redis`,
+      });
     }
-    if (env.KEYHOLDER_STORE === 'memory' && env.REDIS_URL !== undefined) {
+    if (env.REDIS_SENTINELS !== undefined && env.REDIS_SENTINEL_NAME === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_SENTINEL_NAME'], message: 'is required with REDIS_SENTINELS' });
+    }
+    if (env.KEYHOLDER_STORE === 'redis' && redisWays.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_URL'],
+        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS)',
+      });
+    }
+    if (env.KEYHOLDER_STORE === 'etcd' && env.ETCD_ENDPOINTS === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is required when KEYHOLDER_STORE=etcd' });
+    }
+    if ((env.KEYHOLDER_STORE === 'memory' || env.KEYHOLDER_STORE === 'etcd') && redisWays.length > 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['KEYHOLDER_STORE'],
-        message: 'is memory but REDIS_URL is set; unset one of them so the store in use is unambiguous',
+        message: `is ${env.KEYHOLDER_STORE} but ${redisWays[0]} is set; unset one of them so the store in use is unambiguous`,
       });
     }
-    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && env.REDIS_URL === undefined) {
+    if (env.KEYHOLDER_STORE !== 'etcd' && env.ETCD_ENDPOINTS !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is set but KEYHOLDER_STORE is not etcd' });
+    }
+    if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_REPLICA_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_REPLICA_ACK_TIMEOUT_MS'],
+        message: `must be shorter than REDIS_COMMAND_TIMEOUT_MS (${env.REDIS_COMMAND_TIMEOUT_MS}), or the wait is cut off as a timeout`,
+      });
+    }
+    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && redisWays.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['REDIS_URL'],
@@ -199,21 +326,38 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
-  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && e.REDIS_URL !== undefined);
+  const connection: RedisConnection | undefined =
+    e.REDIS_URL !== undefined
+      ? { mode: 'standalone', url: e.REDIS_URL }
+      : e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_NAME !== undefined
+        ? { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, name: e.REDIS_SENTINEL_NAME }
+        : undefined;
+  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && connection !== undefined);
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     store:
-      useRedis && e.REDIS_URL !== undefined
+      e.KEYHOLDER_STORE === 'etcd' && e.ETCD_ENDPOINTS !== undefined
         ? Object.freeze({
-            kind: 'redis' as const,
-            url: e.REDIS_URL,
-            keyPrefix: e.REDIS_KEY_PREFIX,
-            commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+            kind: 'etcd' as const,
+            endpoints: Object.freeze([...e.ETCD_ENDPOINTS]),
+            keyPrefix: e.ETCD_KEY_PREFIX,
+            commandTimeoutMs: e.ETCD_COMMAND_TIMEOUT_MS,
           })
-        : Object.freeze({ kind: 'memory' as const }),
+        : useRedis && connection !== undefined
+          ? Object.freeze({
+              kind: 'redis' as const,
+              connection: Object.freeze(connection),
+              keyPrefix: e.REDIS_KEY_PREFIX,
+              commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+              replicaAcks:
+                e.REDIS_MIN_REPLICA_ACKS > 0
+                  ? Object.freeze({ minReplicas: e.REDIS_MIN_REPLICA_ACKS, timeoutMs: e.REDIS_REPLICA_ACK_TIMEOUT_MS })
+                  : null,
+            })
+          : Object.freeze({ kind: 'memory' as const }),
     limits: Object.freeze({
       minTtlMs: e.LOCK_MIN_TTL_MS,
       maxTtlMs: e.LOCK_MAX_TTL_MS,

@@ -26,7 +26,7 @@ export interface DecidedLease {
  * The lock service checks right after the store answers; the HTTP layer checks again just before the
  * answer is written, because a process stopped in between (SIGSTOP, a long GC pause) would otherwise
  * hand out a lease that ran out meanwhile. That narrows the window to the write itself; it cannot
- * close it (see the README, Safety under faults).
+ * close it (see docs/safety.md, Limits).
  */
 export class FreshnessGuard {
   constructor(private readonly store: Pick<LockStore, 'release'>) {}

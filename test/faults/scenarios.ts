@@ -85,7 +85,7 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
   const pausesWanted = scale === 'short' ? 1 : 6;
   const pauseClients = new Set(Array.from({ length: pausesWanted }, (_, i) => i));
   // One pause at a time: two paused holders of one key in a row would fence nothing (the resource has
-  // not seen the newer token yet; see the README's limits), which is not what this scenario measures.
+  // not seen the newer token yet; see the limits in docs/safety.md), which is not what this scenario measures.
   let nextPauseAtMs = 300;
   const driver = driverFor(cluster, 'pause', duration(scale, 4_500, 22_000), {
     // Each chosen client pauses once, on a grant some way into the run.

@@ -70,6 +70,8 @@ describe('waiting across instances', () => {
     await doomed.stop('SIGKILL');
     // Its waiter stops being refreshed and is skipped once its liveness (3 s) runs out.
     await sleep(3_500);
+    // Only the live waiter is counted from then on.
+    expect((await call(url(2), 'GET', '/v1/locks/orphan')).body.waiters).toBe(1);
     const releasedAt = performance.now();
     expect((await call(url(0), 'POST', '/v1/locks/orphan/release', { ownerToken: holder.body.ownerToken })).status).toBe(200);
     const granted = await survivor;

@@ -307,7 +307,7 @@ export interface components {
              * @description store_unavailable on /readyz: the store kind
              * @enum {string}
              */
-            store?: "memory" | "redis";
+            store?: "memory" | "redis" | "etcd";
         };
         Liveness: {
             /** @constant */
@@ -318,7 +318,7 @@ export interface components {
             /** @constant */
             status: "ready";
             /** @enum {string} */
-            store: "memory" | "redis";
+            store: "memory" | "redis" | "etcd";
         };
     };
     responses: never;
