@@ -10,7 +10,7 @@ describe('examples/cron', () => {
   beforeAll(async () => {
     keyholder = await startKeyholder();
     result = await runSchedule({ mode: 'per-tick', keyholderUrl: keyholder.url, servers: 5, ticks: 5, tickMs: 1000, skewMs: 500, workMs: 100 });
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     await keyholder?.stop();

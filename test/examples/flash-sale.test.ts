@@ -18,7 +18,7 @@ describe('examples/flash-sale', () => {
     const common = { keyholderUrl: keyholder.url, postgresUrl: POSTGRES_ADMIN_URL, buyers: 3, units: 30, ttlMs: 300, workMs: 20, pauses: 2, pauseMs: 900 };
     const runs = await Promise.all((['none', 'lock', 'fenced'] as const).map((mode) => runSale({ ...common, mode })));
     for (const r of runs) results.set(r.mode, r);
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     await keyholder?.stop();

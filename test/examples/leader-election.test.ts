@@ -12,7 +12,7 @@ describe('examples/leader-election', () => {
   beforeAll(async () => {
     keyholder = await startKeyholder();
     result = await runElection({ keyholderUrl: keyholder.url, replicas: 3, ttlMs, pollMs, writeMs: 100, rounds: 2 });
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     await keyholder?.stop();
