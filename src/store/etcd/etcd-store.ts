@@ -148,7 +148,8 @@ export class EtcdStore implements LockStore {
       }
       if (!live) {
         const expiresAtMs = nowMs + ttlMs;
-        const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: holder, k: expiresAtMs + this.graceMs };
+        // An empty label is no label, as in the other stores.
+        const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: holder || null, k: expiresAtMs + this.graceMs };
         const txn = await this.txn({
           compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: modOf(lock) }],
           success: [await this.putOp(this.keys.lock(key), record, record.k as number)],
@@ -327,9 +328,10 @@ export class EtcdStore implements LockStore {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
-      await this.watchLock(input.key);
+      // The waiter's place in the queue is its record's create revision: written first, before anything
+      // else this instance has to set up, so callers queue in the order they arrived.
       const session = await this.sessionLease();
-      const record: WaiterRecord = { o: input.ownerToken, ttl: input.ttlMs, d: this.now() + input.waitMs, h: input.holder };
+      const record: WaiterRecord = { o: input.ownerToken, ttl: input.ttlMs, d: this.now() + input.waitMs, h: input.holder || null };
       await this.call(() =>
         this.client.kv.put({ key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.callOptions()),
       );
@@ -338,8 +340,11 @@ export class EtcdStore implements LockStore {
       throw err;
     }
     const outcome = waiter.wait(input.waitMs, retryAfterMs, input.signal);
-    // The lock may have been freed between the read and the queueing: look again at once.
-    this.room.visitAll();
+    // A hand-over made before the watch is in place is found by this visit (and by every heartbeat);
+    // the visit also covers a lock freed between the read and the queueing.
+    void this.watchLock(input.key)
+      .catch(() => undefined)
+      .then(() => this.room.visitAll());
     return outcome;
   }
 
