@@ -19,6 +19,7 @@ import { adminRoutes } from './http/routes/admin.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
+import { consoleRoutes } from './http/routes/console.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import type { Metrics } from './observability/metrics.js';
 import { RequestLog } from './observability/request-log.js';
@@ -140,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(adminRoutes, { locks: deps.locks });
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);
+  await app.register(consoleRoutes);
   if (deps.metrics) await app.register(metricsRoutes, { metrics: deps.metrics });
   return app;
 }

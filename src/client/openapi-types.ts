@@ -258,6 +258,8 @@ export interface components {
                 /** Format: date-time */
                 expiresAt: string;
                 ttlRemainingMs: number;
+                /** @description Callers queued for this lock */
+                waiters: number;
             }[];
             /** @description Pass as cursor for the next page; null when the listing is complete */
             nextCursor: string | null;

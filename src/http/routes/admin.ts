@@ -47,6 +47,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
           fencingToken: l.fencingToken,
           expiresAt: iso(l.expiresAtMs),
           ttlRemainingMs: l.ttlRemainingMs,
+          waiters: l.waiters,
         })),
         nextCursor: encodeCursor(page.nextCursor),
       };

@@ -43,6 +43,7 @@ const HeldLock = z.object({
   fencingToken: z.number().int().nonnegative(),
   expiresAt: z.iso.datetime(),
   ttlRemainingMs: z.number().int().nonnegative(),
+  waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for this lock' }),
 });
 
 export const LockList = z
