@@ -74,10 +74,12 @@ const EnvSchema = z
     /** `open` runs without API keys on purpose; `keys` insists on the keys file. Unset: keys if the file is set. */
     KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional()),
     /**
-     * 1000 requests per 10 s per API key (100/s on average): well above a busy worker pool's renew and
-     * poll traffic, low enough that one runaway client cannot starve the rest. 0 turns it off.
+     * 20,000 counted requests per 10 s per API key (2,000/s on average). Only acquire, inspect and admin
+     * calls count (renew and release never do), so a team of a few hundred workers each acquiring and
+     * polling a few times a second stays well under it, while a client spinning in a tight loop (several
+     * thousand requests a second) is slowed to it. 0 turns it off.
      */
-    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 1000),
+    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 20_000),
     RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000),
     /**
      * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the

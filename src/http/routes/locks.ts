@@ -110,6 +110,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
   app.post(
     '/v1/locks/:key/renew',
     {
+      // Never refused by a request rate limit (see rate-limit.ts): a holder's renewals are bounded by the
+      // leases its key holds, and refusing one would cost the caller its lease.
+      config: { rateLimit: false },
       schema: {
         operationId: 'renewLock',
         summary: 'Extend a held lease',
@@ -139,6 +142,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
   app.post(
     '/v1/locks/:key/release',
     {
+      // Never refused by a request rate limit (see rate-limit.ts): a holder's renewals are bounded by the
+      // leases its key holds, and refusing one would cost the caller its lease.
+      config: { rateLimit: false },
       schema: {
         operationId: 'releaseLock',
         summary: 'Give a lock back',
