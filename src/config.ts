@@ -62,6 +62,11 @@ const EnvSchema = z
     /** 10,000: callers one instance keeps waiting at once; each costs memory and an open connection. */
     WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000),
     /**
+     * 1000: callers of one namespace one instance keeps waiting at once, a tenth of the instance's room,
+     * so one team's queued callers cannot fill the waiting room the other teams share.
+     */
+    WAITERS_PER_NAMESPACE_MAX: intFromEnv(1, 1_000_000, 1000),
+    /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
@@ -194,6 +199,8 @@ export interface LockLimits {
   readonly maxWaitMs: number;
   readonly maxWaitersPerKey: number;
   readonly maxWaitersPerInstance: number;
+  /** Callers of one namespace one instance keeps waiting at once; absent means the instance cap alone. */
+  readonly maxWaitersPerNamespace?: number;
   /** Most locks one namespace may hold at once; 0 or absent means no cap. */
   readonly maxHeldLocksPerNamespace?: number;
 }
@@ -209,6 +216,7 @@ export const DEFAULT_LIMITS: LockLimits = Object.freeze({
   maxWaitMs: 60_000,
   maxWaitersPerKey: 1000,
   maxWaitersPerInstance: 10_000,
+  maxWaitersPerNamespace: 1000,
 });
 
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
@@ -239,6 +247,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxWaitMs: e.LOCK_MAX_WAIT_MS,
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
+      maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX,
       maxHeldLocksPerNamespace: e.NAMESPACE_MAX_HELD_LOCKS,
     }),
     fenceGraceMs: e.FENCE_GRACE_MS,

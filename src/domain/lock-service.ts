@@ -125,6 +125,8 @@ export class LockService {
   /** Aborted at shutdown: every wait ends at once instead of holding up the exit. */
   private readonly closing = new AbortController();
   private waiting = 0;
+  /** Waiting callers by namespace, for the per-namespace cap; a namespace with none has no entry. */
+  private readonly waitingByNamespace = new Map<string, number>();
 
   constructor(
     private readonly store: LockStore,
@@ -177,7 +179,7 @@ export class LockService {
         const grant =
           waitMs === 0
             ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
-            : await this.acquireWaiting(id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
+            : await this.acquireWaiting(namespace, id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
         granted = true;
         return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
       } finally {
@@ -225,6 +227,7 @@ export class LockService {
   }
 
   private async acquireWaiting(
+    namespace: string,
     id: string,
     key: string,
     ownerToken: string,
@@ -234,10 +237,14 @@ export class LockService {
     callerSignal: AbortSignal | undefined,
   ): Promise<DecidedGrant> {
     if (this.closing.signal.aborted) throw new ShuttingDownError();
+    // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
+    const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
+    if (waitingHere >= (this.limits.maxWaitersPerNamespace ?? Infinity)) throw new TooManyWaitersError('namespace');
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
     const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
     const started = performance.now();
     this.waiting++;
+    this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
       const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, waitMs, signal });
@@ -252,6 +259,9 @@ export class LockService {
       return outcome;
     } finally {
       this.waiting--;
+      const left = (this.waitingByNamespace.get(namespace) ?? 1) - 1;
+      if (left > 0) this.waitingByNamespace.set(namespace, left);
+      else this.waitingByNamespace.delete(namespace);
       this.observer.waited?.((performance.now() - started) / 1000, granted);
     }
   }
