@@ -11,6 +11,7 @@ import type { HttpTimeouts } from './config.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { refuseOversizedExpectations } from './http/body-limit.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
@@ -95,6 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // only the headers timeout; from then on the usual idle timeout applies.
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
   app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
+  refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

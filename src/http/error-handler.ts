@@ -10,6 +10,7 @@ import {
   WaitAbortedError,
 } from '../domain/errors.js';
 import { RateLimitedError } from './rate-limit.js';
+import { drainUnreadBody } from './body-limit.js';
 import { sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 
@@ -33,7 +34,7 @@ function validationFields(error: FastifyError & { validation: unknown[] }, conte
  * problem+json with a stable code. 5xx details are logged, never sent: no stack traces to clients.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (hasZodFastifySchemaValidationErrors(error)) {
       const errors = validationFields(error, error.validationContext);
       const detail = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
@@ -74,8 +75,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        await drainUnreadBody(request, reply);
         return sendProblem(request, reply, 'payload_too_large', error.message);
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        await drainUnreadBody(request, reply);
         return sendProblem(request, reply, 'unsupported_media_type', 'the request body must be application/json');
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
         return sendProblem(request, reply, 'invalid_request', 'the body is empty but the content type is application/json', {
