@@ -164,7 +164,7 @@ describe('2 MiB bodies get 413 problem+json', () => {
           headers: { 'content-type': 'application/json' },
           body,
           ...(streamed ? { duplex: 'half' } : {}),
-        } as RequestInit);
+        });
         const text = await res.text();
         answers.push({ ...answer(res.status, Object.fromEntries(res.headers), Buffer.from(text), false, false) });
       }
