@@ -7,7 +7,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { HttpTimeouts } from './config.js';
+import type { HttpTimeouts, TrustProxy } from './config.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './store/store.js';
 import { registerErrorHandling } from './http/error-handler.js';
@@ -34,6 +34,8 @@ export interface AppDeps {
   readonly auth?: AuthMode;
   /** Per-key request rate; none when absent. */
   readonly rateLimit?: RateLimitSettings;
+  /** Fastify's trustProxy (TRUST_PROXY); false (the socket's peer is the client) when absent. */
+  readonly trustProxy?: TrustProxy;
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
 }
@@ -72,6 +74,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const timeouts = deps.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS;
   const app = Fastify({
     loggerInstance: deps.logger,
+    trustProxy: deps.trustProxy ?? false,
     requestTimeout: timeouts.requestTimeoutMs,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     connectionTimeout: timeouts.connectionTimeoutMs,

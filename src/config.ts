@@ -91,6 +91,19 @@ const EnvSchema = z
      * memory one leaking client can pin in the store. 0 means no cap (and no quota bookkeeping).
      */
     NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000),
+    /**
+     * Fastify's trustProxy: whether X-Forwarded-For (and -Proto, -Host) from the peer are believed, which
+     * decides the client address open mode counts rate limits by and the logs show. Unset/false: the
+     * socket's peer is the client. Behind a load balancer: `true` (trust any peer; only when nothing
+     * else can reach the port), a hop count (`1`), or the balancers' addresses/CIDRs, comma-separated.
+     */
+    TRUST_PROXY: z.preprocess(
+      emptyAsUndefined,
+      z
+        .string()
+        .regex(/^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/, 'must be true, false, a hop count, or comma-separated addresses/CIDRs')
+        .default('false'),
+    ),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
     HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
@@ -180,6 +193,8 @@ export interface Config {
   readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
   readonly rateLimit: { readonly max: number; readonly windowMs: number };
   readonly httpTimeouts: HttpTimeouts;
+  /** Fastify's trustProxy (see TRUST_PROXY). */
+  readonly trustProxy: TrustProxy;
 }
 
 export interface HttpTimeouts {
@@ -257,6 +272,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         ? Object.freeze({ mode: 'open' as const })
         : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
     rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     httpTimeouts: Object.freeze({
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
@@ -264,4 +280,17 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       connectionTimeoutMs: e.HTTP_CONNECTION_TIMEOUT_MS,
     }),
   });
+}
+
+/** What Fastify's trustProxy takes: yes/no, addresses/CIDRs, or a test by hop (0 = the socket's peer). */
+export type TrustProxy = boolean | string | ((address: string, hop: number) => boolean);
+
+function parseTrustProxy(value: string): TrustProxy {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    return (_address, hop) => hop < hops;
+  }
+  return value.split(',').map((part) => part.trim()).join(',');
 }

@@ -43,6 +43,7 @@ async function main(): Promise<void> {
     auth: access.auth,
     rateLimit: access.rateLimit,
     httpTimeouts: config.httpTimeouts,
+    trustProxy: config.trustProxy,
   });
   app.addHook('onClose', async () => {
     await store.close();

@@ -34,6 +34,11 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
         'Set KEYHOLDER_API_KEYS_FILE to require keys (production refuses to start without it unless KEYHOLDER_AUTH=open)',
     );
     auth = { mode: 'open' };
+    // SIGHUP's default action ends the process, and with it every lock of the embedded store. Operators
+    // send it by habit (and to every instance at once): answer it with a log line instead.
+    process.on('SIGHUP', () => {
+      logger.info('SIGHUP: running open, there are no API keys to reload');
+    });
   }
 
   let redis: Redis | undefined;

@@ -77,6 +77,13 @@ function unauthenticated(request: FastifyRequest, reply: FastifyReply, presented
   );
 }
 
+function authorizationHeaders(request: FastifyRequest): number {
+  const raw = request.raw.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 13 && raw[i]?.toLowerCase() === 'authorization') count++;
+  return count;
+}
+
 /**
  * Authenticates every request before its body is read (onRequest), so unauthenticated callers cost
  * one header parse and one hash. Registered on the root instance, it runs for every route, including
@@ -93,6 +100,14 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     } else {
       const header = request.headers.authorization;
       if (header === undefined) return unauthenticated(request, reply, false);
+      // Node keeps the first of several Authorization headers and drops the rest; a proxy may keep the
+      // last. Which key is meant is ambiguous, so neither is used.
+      if (authorizationHeaders(request) > 1) {
+        const message = 'must be sent once';
+        return sendProblem(request, reply, 'invalid_request', `Authorization: ${message}`, {
+          errors: [{ field: 'Authorization', message }],
+        });
+      }
       const token = BEARER.exec(header)?.[1];
       const found = token === undefined ? null : auth.keyring.authenticate(token);
       if (found === null) return unauthenticated(request, reply, true);

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { DEFAULT_LIMITS, type HttpTimeouts, type LockLimits } from '../../src/config.js';
+import { DEFAULT_LIMITS, type HttpTimeouts, type LockLimits, type TrustProxy } from '../../src/config.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
@@ -29,6 +29,7 @@ export async function buildTestApp(
     rateLimit?: RateLimitSettings;
     httpTimeouts?: HttpTimeouts;
     metrics?: Metrics;
+    trustProxy?: TrustProxy;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -49,6 +50,7 @@ export async function buildTestApp(
     rateLimit: options.rateLimit,
     httpTimeouts: options.httpTimeouts,
     metrics: options.metrics,
+    trustProxy: options.trustProxy,
   });
   await app.ready();
   return {
