@@ -16,7 +16,7 @@ import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { adminRoutes } from './http/routes/admin.js';
-import { sendProblem } from './http/problem.js';
+import { problemCodeOf, sendProblem } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
@@ -119,6 +119,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       });
     }
   });
+  const metrics = deps.metrics;
+  if (metrics) {
+    // Every error answer by code, wherever it came from (auth, routing, limits, the lock rules).
+    app.addHook('onResponse', (_request, reply, done) => {
+      if (reply.statusCode >= 400) metrics.problemAnswered(problemCodeOf(reply) ?? 'other');
+      done();
+    });
+  }
   registerAuth(app, deps.auth ?? { mode: 'open' });
 
   await app.register(fastifySwagger, {

@@ -50,6 +50,19 @@ export function problemBody(code: ProblemCode, detail: string, instance?: string
   };
 }
 
+/** The code of the problem each reply answered with, for the metrics' onResponse hook. */
+const answeredProblems = new WeakMap<FastifyReply, ProblemCode>();
+
+/** Records that `reply` answers with problem `code` (sendProblem does it; so must any other writer). */
+export function noteProblem(reply: FastifyReply, code: ProblemCode): void {
+  answeredProblems.set(reply, code);
+}
+
+/** The problem code `reply` answered with, if it answered with one. */
+export function problemCodeOf(reply: FastifyReply): ProblemCode | undefined {
+  return answeredProblems.get(reply);
+}
+
 /**
  * Sends a problem response. The body is serialized here (not by the route's response schema), so
  * every error looks the same whichever path produced it. Retry-After is whole seconds, at least 1.
@@ -62,6 +75,7 @@ export function sendProblem(
   extras: ProblemExtras = {},
 ): FastifyReply {
   const body = problemBody(code, detail, request.url.split('?')[0], extras);
+  noteProblem(reply, code);
   if (extras.retryAfterMs !== undefined) {
     reply.header('retry-after', String(Math.max(1, Math.ceil(extras.retryAfterMs / 1000))));
   }
