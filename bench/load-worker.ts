@@ -257,7 +257,7 @@ function httpScenario(task: LoopTask): Scenario {
 function redisScenario(task: LoopTask): Scenario {
   // The same client options as the Redis store (auto-pipelining on), so only the HTTP layer differs.
   const redis = new Redis(task.target, { enableAutoPipelining: true, maxRetriesPerRequest: 0, commandTimeout: 5_000 });
-  defineScripts(redis);
+  const scripts = defineScripts(redis);
   const keys = new KeySpace('bench-floor:');
   const instanceId = randomBytes(9).toString('base64url');
   const graceMs = 600_000;
@@ -271,12 +271,27 @@ function redisScenario(task: LoopTask): Scenario {
       const ownerToken = randomBytes(16).toString('base64url');
       const t0 = performance.now();
       const acquired = parseAcquire(
-        await redis.khAcquire(...keys.lockWithQueue(key), ownerToken, 30_000, '', graceMs, 0, '-', instanceId, 1000, 3000, keys.grantChannelPrefix(), key),
+        await scripts.run('acquire', {
+          keys: keys.lockKeys(key),
+          ownerToken,
+          ttlMs: 30_000,
+          holder: '',
+          graceMs,
+          waitMs: 0,
+          waiterId: '-',
+          instanceId,
+          maxWaiters: 1000,
+          livenessMs: 3000,
+          channelPrefix: keys.grantChannelPrefix(),
+          lockName: key,
+        }),
       );
       const t1 = performance.now();
       if (acquired.kind !== 'granted') return run.error('acquire', acquired.kind);
       run.record('acquire', t1 - t0);
-      const released = parseRelease(await redis.khRelease(...keys.lockWithQueue(key), ownerToken, graceMs, keys.grantChannelPrefix(), key));
+      const released = parseRelease(
+        await scripts.run('release', { keys: keys.lockKeys(key), ownerToken, graceMs, channelPrefix: keys.grantChannelPrefix(), lockName: key }),
+      );
       const t2 = performance.now();
       if (!released) return run.error('release', 'not_owner');
       run.record('release', t2 - t1);

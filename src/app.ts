@@ -7,16 +7,17 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { HttpTimeouts, TrustProxy } from './config.js';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
+import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
-import type { LockStore } from './store/store.js';
+import type { LockStore } from './domain/lock-store.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { adminRoutes } from './http/routes/admin.js';
-import { problemCodeOf, sendProblem } from './http/problem.js';
+import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
@@ -39,13 +40,6 @@ export interface AppDeps {
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
 }
-
-export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({
-  requestTimeoutMs: 10_000,
-  headersTimeoutMs: 5_000,
-  keepAliveTimeoutMs: 5_000,
-  connectionTimeoutMs: 75_000,
-});
 
 /**
  * How often Node checks connections against the headers and request timeouts. Node's default (30 s)
@@ -111,13 +105,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Waiting callers are in-flight requests: answer them now (503 shutting_down) so close does not hang.
     deps.locks.shutdown();
   });
-  app.addHook('onRequest', async (request, reply) => {
-    if (closing) {
-      reply.header('connection', 'close');
-      return sendProblem(request, reply, 'shutting_down', 'the server is shutting down; retry on another instance', {
-        retryAfterMs: 1000,
-      });
-    }
+  // New requests during shutdown get the same answer as the waiters (the error handler writes it).
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ShuttingDownError();
   });
   const metrics = deps.metrics;
   if (metrics) {

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import type { LockLimits } from './domain/limits.js';
+import type { StoreSettings } from './store/create-store.js';
+
 
 /**
  * Environment -> configuration, parsed once at start-up. Every variable has a default that is safe for
@@ -184,9 +187,7 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  readonly store:
-    | { readonly kind: 'memory' }
-    | { readonly kind: 'redis'; readonly url: string; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+  readonly store: StoreSettings['store'];
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;
@@ -208,31 +209,10 @@ export interface HttpTimeouts {
   readonly connectionTimeoutMs: number;
 }
 
-export interface LockLimits {
-  readonly minTtlMs: number;
-  readonly maxTtlMs: number;
-  readonly maxWaitMs: number;
-  readonly maxWaitersPerKey: number;
-  readonly maxWaitersPerInstance: number;
-  /** Callers of one namespace one instance keeps waiting at once; absent means the instance cap alone. */
-  readonly maxWaitersPerNamespace?: number;
-  /** Most locks one namespace may hold at once; 0 or absent means no cap. */
-  readonly maxHeldLocksPerNamespace?: number;
-}
-
 /** Thrown for invalid configuration; the message names every offending variable. */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
-
-export const DEFAULT_LIMITS: LockLimits = Object.freeze({
-  minTtlMs: 100,
-  maxTtlMs: 3_600_000,
-  maxWaitMs: 60_000,
-  maxWaitersPerKey: 1000,
-  maxWaitersPerInstance: 10_000,
-  maxWaitersPerNamespace: 1000,
-});
 
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
@@ -294,3 +274,11 @@ function parseTrustProxy(value: string): TrustProxy {
   }
   return value.split(',').map((part) => part.trim()).join(',');
 }
+
+/**
+ * The configuration of an empty environment: every value is the schema's default. Tests, tools and
+ * buildApp use its parts (limits, HTTP timeouts) instead of writing the defaults a second time.
+ */
+export const DEFAULT_CONFIG: Config = loadConfig({});
+export const DEFAULT_LIMITS: LockLimits = DEFAULT_CONFIG.limits;
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = DEFAULT_CONFIG.httpTimeouts;

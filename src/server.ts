@@ -1,6 +1,7 @@
+import closeWithGrace from 'close-with-grace';
 import { buildApp } from './app.js';
 import { KeysFileError } from './auth/api-keys.js';
-import { type AccessSetup, setUpAccess } from './auth/setup.js';
+import { type AccessSetup, setUpAccess } from './access.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { LockService } from './domain/lock-service.js';
 import { createLogger } from './observability/logger.js';
@@ -50,30 +51,25 @@ async function main(): Promise<void> {
     await access.close();
   });
 
-  let shuttingDown = false;
-  const shutdown = (signal: NodeJS.Signals) => {
-    if (shuttingDown) return;
-    shuttingDown = true;
-    logger.info({ signal }, 'shutting down: finishing in-flight requests');
-    // If in-flight requests do not finish in time, exit anyway rather than hang a deploy.
-    const timer = setTimeout(() => {
-      logger.warn({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    timer.unref();
-    app.close().then(
-      () => {
-        logger.info('shut down cleanly');
-        process.exit(0);
-      },
-      (err: unknown) => {
-        logger.error({ err }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
+  process.on('SIGHUP', access.reloadKeys);
+
+  // SIGTERM/SIGINT: stop taking requests, finish (or answer) the ones in flight, close the store. If
+  // that takes longer than the shutdown timeout, exit anyway rather than hang a deploy.
+  closeWithGrace(
+    {
+      delay: config.shutdownTimeoutMs,
+      // SIGHUP reloads the API keys (above); it must not stop the server.
+      skip: ['SIGHUP'],
+      logger: { error: (msg: unknown) => logger.error({ err: msg }, 'error while shutting down') },
+      onTimeout: (timeoutMs: number) => logger.warn({ timeoutMs }, 'shutdown timed out; exiting'),
+    },
+    async ({ signal, err }) => {
+      if (err) logger.error({ err }, 'fatal error; shutting down');
+      else logger.info({ signal }, 'shutting down: finishing in-flight requests');
+      await app.close();
+      logger.info('shut down cleanly');
+    },
+  );
 
   await app.listen({ port: config.port, host: config.host });
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');

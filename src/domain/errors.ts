@@ -1,6 +1,8 @@
 /**
- * Domain errors. Each carries a stable machine-readable `code` that clients may switch on; the HTTP
- * layer maps codes to statuses in one table (src/http/problem.ts), so nothing here knows about HTTP.
+ * Domain errors. Each carries a stable machine-readable `code` that clients may switch on and, where a
+ * retry can succeed, `retryAfterMs`. The HTTP status, title and metrics outcome of each code are kept
+ * in one table (src/http/problem.ts), so nothing here knows about HTTP, and adding an error means a
+ * class here and a row there.
  */
 export type DomainErrorCode =
   | 'invalid_request'
@@ -9,21 +11,40 @@ export type DomainErrorCode =
   | 'store_unavailable'
   | 'too_many_waiters'
   | 'shutting_down'
-  | 'quota_exceeded';
+  | 'quota_exceeded'
+  | 'rate_limited'
+  | 'wait_aborted';
+
+/** One offending request field and what is wrong with it. */
+export interface FieldError {
+  readonly field: string;
+  readonly message: string;
+}
 
 export abstract class DomainError extends Error {
   abstract readonly code: DomainErrorCode;
+  /** When set, the earliest a retry may succeed, in ms. */
+  readonly retryAfterMs?: number;
+  /** For invalid_request: each offending field. */
+  readonly fields?: readonly FieldError[];
+}
+
+/** Whether `err` is one of the errors above (and so has a row in the error table). */
+export function isDomainError(err: unknown): err is DomainError {
+  return err instanceof DomainError;
 }
 
 /** The request is well-formed JSON but breaks a lock rule (for example a TTL outside the bounds). */
 export class InvalidRequestError extends DomainError {
   readonly code = 'invalid_request';
   override readonly name = 'InvalidRequestError';
+  override readonly fields: readonly FieldError[];
   constructor(
     readonly field: string,
     message: string,
   ) {
     super(`${field}: ${message}`);
+    this.fields = [{ field, message: this.message }];
   }
 }
 
@@ -33,7 +54,7 @@ export class LockHeldError extends DomainError {
   override readonly name = 'LockHeldError';
   constructor(
     readonly key: string,
-    readonly retryAfterMs: number,
+    override readonly retryAfterMs: number,
   ) {
     super(`lock "${key}" is held by another owner`);
   }
@@ -53,14 +74,15 @@ export class NotOwnerError extends DomainError {
 
 /**
  * The store could not give a certain answer (down, slow past the command timeout, or the answer came
- * back too late to be useful). Nothing was granted; the caller should retry later.
+ * back too late to be useful). Nothing was granted; the caller should retry later. 1 s by default:
+ * about one reconnect attempt of the Redis client.
  */
 export class StoreUnavailableError extends DomainError {
   readonly code = 'store_unavailable';
   override readonly name = 'StoreUnavailableError';
   constructor(
     message: string,
-    readonly retryAfterMs = 1000,
+    override readonly retryAfterMs = 1000,
     options?: { cause?: unknown },
   ) {
     super(message, options);
@@ -76,7 +98,7 @@ export class TooManyWaitersError extends DomainError {
   override readonly name = 'TooManyWaitersError';
   constructor(
     readonly scope: 'key' | 'namespace' | 'instance',
-    readonly retryAfterMs = 1000,
+    override readonly retryAfterMs = 1000,
   ) {
     super(
       scope === 'key'
@@ -88,17 +110,22 @@ export class TooManyWaitersError extends DomainError {
   }
 }
 
-/** The instance is shutting down: waiting requests are answered at once instead of holding up the exit. */
+/**
+ * The instance is shutting down: waiting requests are answered at once instead of holding up the exit.
+ * 1 s: enough for a load balancer to have taken the instance out; the retry goes to another one.
+ */
 export class ShuttingDownError extends DomainError {
   readonly code = 'shutting_down';
   override readonly name = 'ShuttingDownError';
+  override readonly retryAfterMs = 1000;
   constructor() {
     super('the server is shutting down; retry on another instance');
   }
 }
 
 /** The caller went away while waiting; there is nobody to answer. */
-export class WaitAbortedError extends Error {
+export class WaitAbortedError extends DomainError {
+  readonly code = 'wait_aborted';
   override readonly name = 'WaitAbortedError';
   constructor() {
     super('the caller disconnected while waiting');
@@ -115,8 +142,19 @@ export class QuotaExceededError extends DomainError {
   constructor(
     readonly namespace: string,
     readonly maxHeldLocks: number,
-    readonly retryAfterMs: number,
+    override readonly retryAfterMs: number,
   ) {
     super(`namespace "${namespace}" already holds its limit of ${maxHeldLocks} locks at once`);
+  }
+}
+
+/** One API key sent more requests in the window than it may; `retryAfterMs` is when the window frees up. */
+export class RateLimitedError extends DomainError {
+  readonly code = 'rate_limited';
+  override readonly name = 'RateLimitedError';
+  /** Read by @fastify/rate-limit, which sends the status of the error it is given. */
+  readonly statusCode = 429;
+  constructor(override readonly retryAfterMs: number) {
+    super(`too many requests for this API key; retry in ${Math.max(1, Math.ceil(retryAfterMs / 1000))} s`);
   }
 }

@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks';
-import type { LockLimits } from '../config.js';
-import type { Grant, LockState, LockStore } from '../store/store.js';
+import type { LockLimits } from './limits.js';
+import type { Grant, LockState, LockStore } from './lock-store.js';
 import { randomBase64url } from './random.js';
 import {
+  type DomainErrorCode,
+  isDomainError,
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
@@ -15,25 +17,15 @@ import {
 import { lockId, parseLockId } from './namespaces.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
-export type Outcome =
-  | 'acquired'
-  | 'held'
-  | 'renewed'
-  | 'released'
-  | 'not_owner'
-  | 'inspected'
-  | 'invalid'
-  | 'too_many_waiters'
-  | 'aborted'
-  | 'quota_exceeded'
-  | 'error';
+/** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
+export type OperationResult = 'ok' | DomainErrorCode | 'error';
 
 /**
  * What the lock service reports as it works, so metrics (or anything else) can listen without the
  * lock rules knowing about them. Every method is optional.
  */
 export interface LockObserver {
-  operation?(op: Operation, outcome: Outcome, durationSeconds: number): void;
+  operation?(op: Operation, result: OperationResult, durationSeconds: number): void;
   /** A renew or release arrived after its lease was gone: the caller's critical section ran unprotected. */
   lostLease?(op: 'renew' | 'release'): void;
   /** A caller that asked to wait was answered after `seconds` in the queue (granted or not). */
@@ -367,28 +359,16 @@ export class LockService {
 
   private async observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
     const started = performance.now();
-    let outcome: Outcome = 'error';
+    let result: OperationResult = 'error';
     try {
-      const result = await run();
-      outcome = SUCCESS[op];
-      return result;
+      const value = await run();
+      result = 'ok';
+      return value;
     } catch (err) {
-      if (err instanceof LockHeldError) outcome = 'held';
-      else if (err instanceof NotOwnerError) outcome = 'not_owner';
-      else if (err instanceof InvalidRequestError) outcome = 'invalid';
-      else if (err instanceof TooManyWaitersError) outcome = 'too_many_waiters';
-      else if (err instanceof WaitAbortedError || err instanceof ShuttingDownError) outcome = 'aborted';
-      else if (err instanceof QuotaExceededError) outcome = 'quota_exceeded';
+      if (isDomainError(err)) result = err.code;
       throw err;
     } finally {
-      this.observer.operation?.(op, outcome, (performance.now() - started) / 1000);
+      this.observer.operation?.(op, result, (performance.now() - started) / 1000);
     }
   }
 }
-
-const SUCCESS: Record<Operation, Outcome> = {
-  acquire: 'acquired',
-  renew: 'renewed',
-  release: 'released',
-  inspect: 'inspected',
-};

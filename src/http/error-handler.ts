@@ -1,20 +1,15 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import {
-  DomainError,
-  InvalidRequestError,
-  LockHeldError,
-  QuotaExceededError,
-  StoreUnavailableError,
-  TooManyWaitersError,
-  WaitAbortedError,
-} from '../domain/errors.js';
-import { RateLimitedError } from './rate-limit.js';
+import { isDomainError } from '../domain/errors.js';
 import { drainUnreadBody } from './body-limit.js';
-import { sendProblem } from './problem.js';
+import { sendDomainError, sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
+import type { ProblemCode } from './schemas/problem.js';
 
 type Field = { field: string; message: string };
+
+/** Fastify's own 4xx errors whose status has a code of its own; every other 4xx is invalid_request. */
+const CLIENT_ERROR_CODES: Readonly<Partial<Record<number, ProblemCode>>> = { 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type' };
 
 /** Turns a zod validation failure into one entry per offending field, e.g. `ttlMs` or `key`. */
 function validationFields(error: FastifyError & { validation: unknown[] }, context: string | undefined): Field[] {
@@ -40,39 +35,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const detail = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
       return sendProblem(request, reply, 'invalid_request', detail, { errors });
     }
-    if (error instanceof WaitAbortedError) {
-      // The caller disconnected while waiting: there is nobody to read an answer. Close quietly.
-      request.log.info('caller left while waiting');
-      return sendProblem(request, reply, 'lock_held', 'the caller disconnected while waiting');
-    }
-    if (error instanceof DomainError) {
-      if (error instanceof TooManyWaitersError) {
-        return sendProblem(request, reply, 'too_many_waiters', error.message, { retryAfterMs: error.retryAfterMs });
-      }
-      if (error instanceof LockHeldError) {
-        return sendProblem(request, reply, 'lock_held', error.message, { retryAfterMs: error.retryAfterMs });
-      }
-      if (error instanceof StoreUnavailableError) {
-        request.log.warn({ err: error.message }, 'store unavailable');
-        return sendProblem(request, reply, 'store_unavailable', 'the lock store is unavailable; nothing was granted or changed for certain', {
-          retryAfterMs: error.retryAfterMs,
-        });
-      }
-      if (error instanceof QuotaExceededError) {
-        return sendProblem(request, reply, 'quota_exceeded', error.message, { retryAfterMs: error.retryAfterMs });
-      }
-      if (error instanceof InvalidRequestError) {
-        return sendProblem(request, reply, 'invalid_request', error.message, { errors: [{ field: error.field, message: error.message }] });
-      }
-      if (error.code === 'shutting_down') {
-        reply.header('connection', 'close');
-        return sendProblem(request, reply, 'shutting_down', error.message, { retryAfterMs: 1000 });
-      }
-      return sendProblem(request, reply, error.code, error.message);
-    }
-    if (error instanceof RateLimitedError) {
-      return sendProblem(request, reply, 'rate_limited', error.message, { retryAfterMs: error.retryAfterMs });
-    }
+    // Domain errors (and the rate limiter's): their code's row in the error table says the rest.
+    if (isDomainError(error)) return sendDomainError(request, reply, error);
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         await drainUnreadBody(request, reply);
@@ -91,7 +55,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (status >= 400 && status < 500) {
       // Malformed JSON, prototype-pollution keys, bad content-length: the client's fault, said plainly.
       const detail = error instanceof SyntaxError ? `the body is not valid JSON: ${error.message}` : error.message;
-      return sendProblem(request, reply, status === 404 ? 'not_found' : status === 413 ? 'payload_too_large' : status === 415 ? 'unsupported_media_type' : 'invalid_request', detail);
+      return sendProblem(request, reply, CLIENT_ERROR_CODES[status] ?? 'invalid_request', detail);
     }
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(request, reply, 'internal_error', 'an internal error occurred; it has been logged');

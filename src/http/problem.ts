@@ -1,42 +1,83 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { DomainError, DomainErrorCode, FieldError } from '../domain/errors.js';
 import type { ProblemBody, ProblemCode } from './schemas/problem.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
+/** Every code an error can carry: the API's problem codes, and the domain's (one is never sent). */
+export type ErrorCode = ProblemCode | DomainErrorCode;
+
 /**
- * The one table from error code to HTTP status and title. Domain errors, Fastify's own errors and the
- * routes all end up here, so a code always means the same status.
+ * How a lock operation that ended in an error is counted in keyholder_lock_operations_total. The
+ * labels predate this table and dashboards use them, so they are not the codes themselves.
  */
-export const PROBLEMS: Readonly<Record<ProblemCode, { readonly status: number; readonly title: string }>> = Object.freeze({
-  invalid_request: { status: 400, title: 'Invalid request' },
-  not_found: { status: 404, title: 'Not found' },
-  method_not_allowed: { status: 405, title: 'Method not allowed' },
-  payload_too_large: { status: 413, title: 'Request body too large' },
-  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
-  lock_held: { status: 409, title: 'Lock is held' },
-  too_many_waiters: { status: 429, title: 'Too many waiting callers' },
-  not_owner: { status: 409, title: 'Not the lock owner' },
-  unauthenticated: { status: 401, title: 'Authentication required' },
-  forbidden: { status: 403, title: 'Forbidden' },
-  rate_limited: { status: 429, title: 'Too many requests' },
-  quota_exceeded: { status: 429, title: 'Lock quota exceeded' },
-  store_unavailable: { status: 503, title: 'Lock store unavailable' },
-  shutting_down: { status: 503, title: 'Server is shutting down' },
-  internal_error: { status: 500, title: 'Internal server error' },
+export type FailureOutcome = 'held' | 'not_owner' | 'invalid' | 'too_many_waiters' | 'aborted' | 'quota_exceeded' | 'error';
+
+export interface ErrorContract {
+  readonly status: number;
+  readonly title: string;
+  /** The metrics outcome of a lock operation that failed with this code. */
+  readonly outcome: FailureOutcome;
+  /** Sent instead of a domain error's own message (5xx details are logged, not sent). */
+  readonly detail?: string;
+  /** Logged with the error's message when this code is answered. */
+  readonly log?: { readonly level: 'info' | 'warn'; readonly msg: string };
+  /** Answer with `Connection: close`: the client should reconnect (to another instance). */
+  readonly closeConnection?: boolean;
+}
+
+/**
+ * The one table of error codes: HTTP status and title, metrics outcome, and how the answer is written.
+ * Domain errors, Fastify's own errors and the routes all end up here, so a code always means the same
+ * status, and a new error is a class in domain/errors.ts plus a row here.
+ */
+export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze({
+  invalid_request: { status: 400, title: 'Invalid request', outcome: 'invalid' },
+  not_found: { status: 404, title: 'Not found', outcome: 'error' },
+  method_not_allowed: { status: 405, title: 'Method not allowed', outcome: 'error' },
+  payload_too_large: { status: 413, title: 'Request body too large', outcome: 'error' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type', outcome: 'error' },
+  lock_held: { status: 409, title: 'Lock is held', outcome: 'held' },
+  too_many_waiters: { status: 429, title: 'Too many waiting callers', outcome: 'too_many_waiters' },
+  not_owner: { status: 409, title: 'Not the lock owner', outcome: 'not_owner' },
+  unauthenticated: { status: 401, title: 'Authentication required', outcome: 'error' },
+  forbidden: { status: 403, title: 'Forbidden', outcome: 'error' },
+  rate_limited: { status: 429, title: 'Too many requests', outcome: 'error' },
+  quota_exceeded: { status: 429, title: 'Lock quota exceeded', outcome: 'quota_exceeded' },
+  store_unavailable: {
+    status: 503,
+    title: 'Lock store unavailable',
+    outcome: 'error',
+    detail: 'the lock store is unavailable; nothing was granted or changed for certain',
+    log: { level: 'warn', msg: 'store unavailable' },
+  },
+  shutting_down: { status: 503, title: 'Server is shutting down', outcome: 'aborted', closeConnection: true },
+  internal_error: { status: 500, title: 'Internal server error', outcome: 'error' },
+  // The caller disconnected while waiting: nobody reads this answer. 409, as for a wait that ran out.
+  wait_aborted: {
+    status: 409,
+    title: 'Lock is held',
+    outcome: 'aborted',
+    detail: 'the caller disconnected while waiting',
+    log: { level: 'info', msg: 'caller left while waiting' },
+  },
 });
 
-export function problemType(code: ProblemCode): string {
+/** The code a departed waiter's (unread) answer is written with: it must be one the API documents. */
+const SENT_AS: Partial<Record<ErrorCode, ProblemCode>> = { wait_aborted: 'lock_held' };
+
+function problemType(code: ProblemCode): string {
   return `urn:keyholder:problem:${code}`;
 }
 
 export interface ProblemExtras {
   readonly retryAfterMs?: number;
-  readonly errors?: ReadonlyArray<{ field: string; message: string }>;
+  readonly errors?: readonly FieldError[];
   readonly store?: 'memory' | 'redis';
 }
 
-export function problemBody(code: ProblemCode, detail: string, instance?: string, extras: ProblemExtras = {}): ProblemBody {
-  const { status, title } = PROBLEMS[code];
+function problemBody(code: ProblemCode, detail: string, instance?: string, extras: ProblemExtras = {}): ProblemBody {
+  const { status, title } = ERRORS[code];
   return {
     type: problemType(code),
     title,
@@ -64,20 +105,47 @@ export function problemCodeOf(reply: FastifyReply): ProblemCode | undefined {
 }
 
 /**
- * Sends a problem response. The body is serialized here (not by the route's response schema), so
- * every error looks the same whichever path produced it. Retry-After is whole seconds, at least 1.
+ * The one function that writes a problem response: sets the status and headers on `reply` and returns
+ * the serialized body (from onSend, where the body is returned; sendProblem sends it). The body is
+ * serialized here, not by the route's response schema, so every error looks the same whichever path
+ * produced it. Retry-After is whole seconds, at least 1.
  */
-export function sendProblem(
+export function writeProblem(
   request: FastifyRequest,
   reply: FastifyReply,
-  code: ProblemCode,
+  code: ErrorCode,
   detail: string,
   extras: ProblemExtras = {},
-): FastifyReply {
-  const body = problemBody(code, detail, request.url.split('?')[0], extras);
-  noteProblem(reply, code);
+): string {
+  const contract = ERRORS[code];
+  const sentCode = SENT_AS[code] ?? (code as ProblemCode);
+  const body = problemBody(sentCode, detail, request.url.split('?')[0], extras);
+  noteProblem(reply, sentCode);
   if (extras.retryAfterMs !== undefined) {
     reply.header('retry-after', String(Math.max(1, Math.ceil(extras.retryAfterMs / 1000))));
   }
-  return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(body));
+  if (contract.closeConnection) reply.header('connection', 'close');
+  reply.code(body.status).type(PROBLEM_CONTENT_TYPE);
+  return JSON.stringify(body);
+}
+
+export function sendProblem(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  code: ErrorCode,
+  detail: string,
+  extras: ProblemExtras = {},
+): FastifyReply {
+  return reply.send(writeProblem(request, reply, code, detail, extras));
+}
+
+/** A domain error as a problem: its code's row in the table, its message, retryAfterMs and fields. */
+export function writeDomainError(request: FastifyRequest, reply: FastifyReply, error: DomainError): string {
+  const { log, detail } = ERRORS[error.code];
+  if (log) request.log[log.level]({ err: error.message }, log.msg);
+  return writeProblem(request, reply, error.code, detail ?? error.message, { retryAfterMs: error.retryAfterMs, errors: error.fields });
+}
+
+export function sendDomainError(request: FastifyRequest, reply: FastifyReply, error: DomainError): FastifyReply {
+  return reply.send(writeDomainError(request, reply, error));
 }

@@ -1,6 +1,7 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
+import { RateLimitedError } from '../domain/errors.js';
 import { accessFor } from './auth.js';
 
 export interface RateLimitSettings {
@@ -15,15 +16,6 @@ export interface RateLimitSettings {
   readonly redis?: Redis;
   /** Prefix of the counters' Redis keys. */
   readonly keyPrefix?: string;
-}
-
-/** Thrown by the rate limiter; the error handler turns it into 429 rate_limited with Retry-After. */
-export class RateLimitedError extends Error {
-  override readonly name = 'RateLimitedError';
-  readonly statusCode = 429;
-  constructor(readonly retryAfterMs: number) {
-    super(`too many requests for this API key; retry in ${Math.max(1, Math.ceil(retryAfterMs / 1000))} s`);
-  }
 }
 
 /** Authenticated callers are counted by key id (whatever address they call from); open mode by address. */

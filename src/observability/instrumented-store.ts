@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { DomainError, StoreUnavailableError } from '../domain/errors.js';
+import { isDomainError } from '../domain/errors.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -10,7 +10,7 @@ import type {
   LockStore,
   RenewOutcome,
   SlotOutcome,
-} from '../store/store.js';
+} from '../domain/lock-store.js';
 import type { LeaseTracker } from './lease-tracker.js';
 
 export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';
@@ -105,9 +105,8 @@ export class InstrumentedStore implements LockStore {
       result = 'ok';
       return value;
     } catch (err) {
-      if (err instanceof StoreUnavailableError) result = 'unavailable';
-      // Any other domain answer (a full wait queue, say) is the store working as it should.
-      else if (err instanceof DomainError) result = 'ok';
+      // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
+      if (isDomainError(err)) result = err.code === 'store_unavailable' ? 'unavailable' : 'ok';
       throw err;
     } finally {
       this.sink.storeCall(op, result, (performance.now() - started) / 1000);

@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LockObserver } from '../domain/lock-service.js';
+import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
+import { ERRORS } from '../http/problem.js';
 import { PROBLEM_CODES } from '../http/schemas/problem.js';
-import type { LockStore } from '../store/store.js';
+import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import { LeaseTracker } from './lease-tracker.js';
 
@@ -146,8 +147,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   for (const code of PROBLEM_CODES) problems.labels(code).inc(0);
 
   const lockObserver: LockObserver = {
-    operation(op, outcome, durationSeconds) {
-      operations.labels(op, outcome).inc();
+    operation(op, result, durationSeconds) {
+      operations.labels(op, outcomeLabel(op, result)).inc();
       operationSeconds.labels(op).observe(durationSeconds);
     },
     lostLease(op) {
@@ -175,4 +176,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       return { contentType: registry.contentType, body: await registry.metrics() };
     },
   };
+}
+
+const SUCCESS: Readonly<Record<Operation, string>> = { acquire: 'acquired', renew: 'renewed', release: 'released', inspect: 'inspected' };
+
+/** The outcome label of an operation: its success word, or its error code's outcome in the error table. */
+function outcomeLabel(op: Operation, result: OperationResult): string {
+  if (result === 'ok') return SUCCESS[op];
+  return result === 'error' ? 'error' : ERRORS[result].outcome;
 }

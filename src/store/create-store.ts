@@ -1,10 +1,18 @@
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
 import { MemoryStore } from './memory/memory-store.js';
 import { RedisStore } from './redis/redis-store.js';
-import type { LockStore } from './store.js';
+import type { LockStore } from '../domain/lock-store.js';
 
-export function createStore(config: Config, log: Logger): LockStore {
+/** What createStore reads of the configuration (Config has this shape). */
+export interface StoreSettings {
+  readonly store:
+    | { readonly kind: 'memory' }
+    | { readonly kind: 'redis'; readonly url: string; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+  readonly fenceGraceMs: number;
+  readonly limits: { readonly maxWaitersPerKey: number };
+}
+
+export function createStore(config: StoreSettings, log: Logger): LockStore {
   if (config.store.kind === 'redis') {
     return new RedisStore({
       url: config.store.url,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';

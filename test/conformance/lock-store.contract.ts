@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import { openRedisStore } from '../helpers/redis-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { AcquireOutcome, LockStore } from '../../src/store/store.js';
+import type { AcquireOutcome, LockStore } from '../../src/domain/lock-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,14 +1,15 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { DEFAULT_LIMITS, type HttpTimeouts, type LockLimits, type TrustProxy } from '../../src/config.js';
+import { DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/config.js';
+import type { LockLimits } from '../../src/domain/limits.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 
 export interface TestApp {
   readonly app: FastifyInstance;

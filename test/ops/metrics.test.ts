@@ -8,7 +8,7 @@ import { LockService } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { LockStore } from '../../src/store/store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { requireTool } from '../helpers/tools.js';
 

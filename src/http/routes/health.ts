@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { LockStore } from '../../store/store.js';
+import type { LockStore } from '../../domain/lock-store.js';
 import { sendProblem } from '../problem.js';
 import { jsonResponse, problemResponses } from './responses.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
-import { WaitAbortedError } from '../../domain/errors.js';
-import { noteProblem, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
+import { isDomainError, StoreUnavailableError, WaitAbortedError } from '../../domain/errors.js';
+import { writeDomainError } from '../problem.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
   AcquireRequest,
@@ -45,11 +45,8 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       await locks.confirmFresh(pending.namespace, pending.lease);
       return payload;
     } catch (err) {
-      const detail = err instanceof Error ? err.message : 'the answer was too late to trust';
-      request.log.warn({ err: detail }, 'late answer withheld');
-      reply.code(503).type(PROBLEM_CONTENT_TYPE).header('retry-after', '1');
-      noteProblem(reply, 'store_unavailable');
-      return JSON.stringify(problemBody('store_unavailable', detail, request.url.split('?')[0], { retryAfterMs: 1000 }));
+      const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });
+      return writeDomainError(request, reply, error);
     }
   });
 

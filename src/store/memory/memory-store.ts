@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
-import { type Clock, monotonicWallClock, nextFencingToken } from '../clock.js';
+import { nextFencingToken } from '../../domain/fencing.js';
+import { type Clock, monotonicWallClock } from './clock.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -12,7 +13,7 @@ import type {
   LockStore,
   RenewOutcome,
   SlotOutcome,
-} from '../store.js';
+} from '../../domain/lock-store.js';
 
 interface Entry {
   /** null once released: the entry then only keeps the key's last fencing token until `retainUntilMs`. */

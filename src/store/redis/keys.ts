@@ -3,6 +3,15 @@
  * so every key one script touches maps to one Redis Cluster slot. Lock keys cannot contain braces
  * (the API only allows A-Z a-z 0-9 . _ - : @), so the tag is always exactly the lock key.
  */
+export interface LockKeys {
+  /** The hash holding the lease and the last fencing token. */
+  readonly lock: string;
+  /** The wait queue: waiter ids in arrival order (ZSET). */
+  readonly queue: string;
+  /** The waiter records: waiter id -> its record (HASH). */
+  readonly waiters: string;
+}
+
 export class KeySpace {
   constructor(private readonly prefix: string) {}
 
@@ -11,10 +20,10 @@ export class KeySpace {
     return `${this.prefix}{${key}}`;
   }
 
-  /** The three keys a waiting-aware script takes: lock hash, wait queue (ZSET), waiter records (HASH). */
-  lockWithQueue(key: string): [string, string, string] {
+  /** The keys of a lock and its wait queue: lock hash, wait queue (ZSET), waiter records (HASH). */
+  lockKeys(key: string): LockKeys {
     const lock = this.lock(key);
-    return [lock, `${lock}:q`, `${lock}:w`];
+    return { lock, queue: `${lock}:q`, waiters: `${lock}:w` };
   }
 
   /** Pub/sub channel prefix on which hand-overs are announced to the waiting caller's instance. */

@@ -1,22 +1,26 @@
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../store.js';
-import { defineAdminScripts, parseForceRelease, parseScan, parseSlotExtend, parseSlotReserve } from './admin-scripts.js';
+import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
+import { createRedisClient } from './client.js';
 import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
   parseAcquire,
+  parseForceRelease,
   parseHandOver,
   parseHeartbeat,
   parseInspect,
   parseLease,
   parseRelease,
+  parseScan,
+  parseSlotExtend,
+  parseSlotReserve,
   type LeaseReply,
 } from './replies.js';
-import { defineScripts } from './scripts.js';
+import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 export interface RedisStoreOptions {
@@ -39,9 +43,6 @@ const LIST_MAX_SCAN_ROUNDS = 10;
 
 /** ioredis's message when a command outlives `commandTimeout`. */
 const COMMAND_TIMED_OUT = 'Command timed out';
-
-/** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
-const RECONNECT_MAX_DELAY_MS = 1000;
 
 /**
  * 1 s: how often an instance tells Redis its waiters are still there. A waiter whose instance died
@@ -68,6 +69,7 @@ const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
   private readonly redis: Redis;
+  private readonly scripts: Scripts;
   private readonly subscriber: Redis;
   private readonly keys: KeySpace;
   private readonly graceMs: number;
@@ -84,20 +86,18 @@ export class RedisStore implements LockStore {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    this.redis = new Redis(options.url, {
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: Math.max(options.commandTimeoutMs, 1000),
-      // Fail closed at once while disconnected instead of queueing requests that would be answered late.
-      enableOfflineQueue: false,
-      // A command in flight when the connection drops is NOT re-sent: its outcome is unknown, and the
-      // caller is told so (503). Re-sending an acquire could grant a lease nobody knows the token of.
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
-      // Commands issued in the same tick share one round trip: many concurrent lock calls, few syscalls.
-      enableAutoPipelining: true,
-      lazyConnect: false,
+    const log = options.log;
+    this.redis = createRedisClient(options.url, {
+      commandTimeoutMs: options.commandTimeoutMs,
+      // Many concurrent lock calls, few round trips and syscalls.
+      autoPipelining: true,
+      onReady: () => {
+        this.connectionEpoch++;
+        log?.info({ store: 'redis' }, 'connected to Redis');
+      },
+      onLost: (err) => log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back'),
     });
-    defineScripts(this.redis);
+    this.scripts = defineScripts(this.redis);
     // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect. Its
     // commands are retried across reconnects (maxRetriesPerRequest: null): with the lock connection's 0,
     // ioredis's own re-subscribe after a connection reset fails with an error nobody can catch, and
@@ -120,20 +120,6 @@ export class RedisStore implements LockStore {
     });
     this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
-
-    defineAdminScripts(this.redis);
-    const log = options.log;
-    let wasReady = false;
-    this.redis.on('ready', () => {
-      this.connectionEpoch++;
-      wasReady = true;
-      log?.info({ store: 'redis' }, 'connected to Redis');
-    });
-    this.redis.on('error', (err: Error) => {
-      // Logged once per outage, not once per reconnect attempt.
-      if (wasReady) log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back');
-      wasReady = false;
-    });
   }
 
   async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
@@ -146,20 +132,18 @@ export class RedisStore implements LockStore {
       signal?.throwIfAborted();
       reply = await this.call(async () =>
         parseAcquire(
-          await this.redis.khAcquire(
-            ...this.keys.lockWithQueue(key),
+          await this.scripts.run('acquire', {
+            ...this.handOverArgs(key),
+            keys: this.keys.lockKeys(key),
             ownerToken,
             ttlMs,
-            holder ?? '',
-            this.graceMs,
+            holder: holder ?? '',
             waitMs,
             waiterId,
-            this.instanceId,
-            this.maxWaitersPerKey,
-            WAITER_LIVENESS_MS,
-            this.keys.grantChannelPrefix(),
-            key,
-          ),
+            instanceId: this.instanceId,
+            maxWaiters: this.maxWaitersPerKey,
+            livenessMs: WAITER_LIVENESS_MS,
+          }),
         ),
       );
     } catch (err) {
@@ -187,15 +171,12 @@ export class RedisStore implements LockStore {
 
   async release(key: string, ownerToken: string): Promise<boolean> {
     return this.call(async () =>
-      parseRelease(
-        await this.redis.khRelease(...this.keys.lockWithQueue(key), ownerToken, this.graceMs, this.keys.grantChannelPrefix(), key),
-      ),
+      parseRelease(await this.scripts.run('release', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), ownerToken })),
     );
   }
 
   async inspect(key: string): Promise<LockState | null> {
-    const [lock, queue] = this.keys.lockWithQueue(key);
-    const reply = await this.call(async () => parseInspect(await this.redis.khInspect(lock, queue)));
+    const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
     if (!reply.held) return null;
     return {
       holder: reply.holder,
@@ -207,9 +188,9 @@ export class RedisStore implements LockStore {
   }
 
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {
-    const reply = await this.call(async () => parseForceRelease(
-        await this.redis.khForceRelease(...this.keys.lockWithQueue(key), this.graceMs, this.keys.grantChannelPrefix(), key),
-      ));
+    const reply = await this.call(async () =>
+      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key) })),
+    );
     return reply.released
       ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }
       : { released: false };
@@ -247,12 +228,14 @@ export class RedisStore implements LockStore {
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     return this.call(async () =>
-      parseSlotReserve(await this.redis.khSlotReserve(this.keys.slots(namespace), slotId, ttlMs, maxSlots)),
+      parseSlotReserve(await this.scripts.run('slotReserve', { slotsKey: this.keys.slots(namespace), slotId, ttlMs, maxSlots })),
     );
   }
 
   async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
-    await this.call(async () => parseSlotExtend(await this.redis.khSlotExtend(this.keys.slots(namespace), slotId, expiresAtMs)));
+    await this.call(async () =>
+      parseSlotExtend(await this.scripts.run('slotExtend', { slotsKey: this.keys.slots(namespace), slotId, expiresAtMs })),
+    );
   }
 
   async freeSlot(namespace: string, slotId: string): Promise<void> {
@@ -305,7 +288,9 @@ export class RedisStore implements LockStore {
   }
 
   private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
-    return this.call(async () => parseLease('renew', await this.redis.khRenew(this.keys.lock(key), ownerToken, ttlMs, this.graceMs)));
+    return this.call(async () =>
+      parseLease('renew', await this.scripts.run('renew', { lockKey: this.keys.lock(key), ownerToken, ttlMs, graceMs: this.graceMs })),
+    );
   }
 
   /**
@@ -321,29 +306,29 @@ export class RedisStore implements LockStore {
 
   private cancel(waiter: Waiter): Promise<LeaseReply> {
     return this.call(async () =>
-      parseLease('cancel', await this.redis.khCancel(...this.keys.lockWithQueue(waiter.key), waiter.id, waiter.ownerToken)),
+      parseLease(
+        'cancel',
+        await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken }),
+      ),
     );
   }
 
   private visit(key: string, waiters: readonly Waiter[]) {
-    const pairs = waiters.flatMap((w) => [w.id, w.ownerToken]);
     return this.call(async () =>
       parseHeartbeat(
-        await this.redis.khHeartbeat(
-          ...this.keys.lockWithQueue(key),
-          WAITER_LIVENESS_MS,
-          this.graceMs,
-          this.keys.grantChannelPrefix(),
-          key,
-          ...pairs,
-        ),
+        await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
       ),
     );
   }
 
   private onHandOverMessage(message: string): void {
-    const handOver = parseHandOver(message);
-    if (handOver) this.room.granted(handOver.waiterId);
+    const waiterId = parseHandOver(message);
+    if (waiterId !== null) this.room.granted(waiterId);
+  }
+
+  /** What a script needs to hand `key` to the next waiter, should it free the lock. */
+  private handOverArgs(key: string): HandOverArgs {
+    return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
   }
 
   /**

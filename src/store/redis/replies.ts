@@ -98,12 +98,64 @@ export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; gran
   throw new UnexpectedReplyError('heartbeat', reply);
 }
 
-/** A hand-over announcement: "waiterId|fencingToken|expiresAtMs|lockName". */
-export function parseHandOver(message: string): { waiterId: string; fencingToken: number; expiresAtMs: number; key: string } | null {
+/**
+ * The waiter a hand-over announcement ("waiterId|fencingToken|expiresAtMs|lockName") names, or null for
+ * a message of another shape. Only the id is used: the waiter's grant is confirmed with a renew, which
+ * reads the lease from Redis.
+ */
+export function parseHandOver(message: string): string | null {
   const match = /^([^|]+)\|(\d+)\|(\d+)\|(.+)$/.exec(message);
   if (!match) return null;
-  const fencingToken = Number(match[2]);
-  const expiresAtMs = Number(match[3]);
-  if (!Number.isSafeInteger(fencingToken) || !Number.isSafeInteger(expiresAtMs)) return null;
-  return { waiterId: match[1] as string, fencingToken, expiresAtMs, key: match[4] as string };
+  if (!Number.isSafeInteger(Number(match[2])) || !Number.isSafeInteger(Number(match[3]))) return null;
+  return match[1] as string;
+}
+
+export type ForceReleaseReply =
+  | { released: true; fencingToken: number; holder: string | null; ownerToken: string }
+  | { released: false };
+
+export function parseForceRelease(reply: unknown): ForceReleaseReply {
+  if (Array.isArray(reply)) {
+    if (reply.length === 4 && reply[0] === 1 && typeof reply[2] === 'string' && typeof reply[3] === 'string') {
+      return {
+        released: true,
+        fencingToken: int('force-release', reply, reply[1]),
+        holder: reply[2] === '' ? null : reply[2],
+        ownerToken: reply[3],
+      };
+    }
+    if (reply.length === 1 && reply[0] === 0) return { released: false };
+  }
+  throw new UnexpectedReplyError('force-release', reply);
+}
+
+export type SlotReserveReply = { reserved: true } | { reserved: false; retryAfterMs: number };
+
+export function parseSlotReserve(reply: unknown): SlotReserveReply {
+  if (Array.isArray(reply)) {
+    if (reply.length === 1 && reply[0] === 1) return { reserved: true };
+    if (reply.length === 2 && reply[0] === 0) {
+      return { reserved: false, retryAfterMs: Math.max(1, int('slot-reserve', reply, reply[1])) };
+    }
+  }
+  throw new UnexpectedReplyError('slot-reserve', reply);
+}
+
+export function parseSlotExtend(reply: unknown): boolean {
+  if (reply === 1 || reply === 0) return reply === 1;
+  throw new UnexpectedReplyError('slot-extend', reply);
+}
+
+/** SCAN's reply: [next cursor, [keys…]]. */
+export function parseScan(reply: unknown): { cursor: string; keys: string[] } {
+  if (
+    Array.isArray(reply) &&
+    reply.length === 2 &&
+    typeof reply[0] === 'string' &&
+    Array.isArray(reply[1]) &&
+    reply[1].every((k) => typeof k === 'string')
+  ) {
+    return { cursor: reply[0], keys: reply[1] };
+  }
+  throw new UnexpectedReplyError('scan', reply);
 }

@@ -1,36 +1,143 @@
 import { readFileSync } from 'node:fs';
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
+import type { LockKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
 /**
- * The Lua scripts, one file per atomic operation, each registered once with ioredis `defineCommand`
- * (EVALSHA, falling back to EVAL after a Redis restart flushed the script cache). Scripts that can
- * hand a lock to a waiter are prefixed with the shared _handover.lua prelude.
- * The argument and reply types below mirror each script's header comment.
+ * The Lua scripts, one file per atomic operation, in ONE table: each entry names its file and builds
+ * the script's KEYS and ARGV, in the order its header comment lists them, from named arguments. The
+ * scripts are registered once per connection with ioredis `defineCommand` (EVALSHA, falling back to
+ * EVAL after a Redis restart flushed the script cache) and called through `Scripts.run`.
+ *
+ * Every script is _common.lua (the clock read once, number formatting, the live-lease test) followed
+ * by its own file, in which a line `--- @include "name"` stands for name.lua (as in BullMQ).
  */
-const SCRIPTS = {
-  khAcquire: { file: 'acquire.lua', numberOfKeys: 3, prelude: true },
-  khRenew: { file: 'renew.lua', numberOfKeys: 1, prelude: false },
-  khRelease: { file: 'release.lua', numberOfKeys: 3, prelude: true },
-  khInspect: { file: 'inspect.lua', numberOfKeys: 2, prelude: false },
-  khCancel: { file: 'cancel.lua', numberOfKeys: 3, prelude: false },
-  khHeartbeat: { file: 'heartbeat.lua', numberOfKeys: 3, prelude: true },
+
+type Arg = string | number;
+
+/** What a script that may hand the lock to a waiter needs to do so. */
+export interface HandOverArgs {
+  /** How long a lock's hash (and so its last fencing token) outlives its lease, ms. */
+  readonly graceMs: number;
+  /** Prefix of the pub/sub channels hand-overs are announced on (the instance id completes it). */
+  readonly channelPrefix: string;
+  /** The lock's id, as the hand-over message names it. */
+  readonly lockName: string;
+}
+
+export interface AcquireArgs extends HandOverArgs {
+  readonly keys: LockKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** "" for none. */
+  readonly holder: string;
+  /** 0 = do not wait. */
+  readonly waitMs: number;
+  /** Unique per waiting call; "-" when not waiting. */
+  readonly waiterId: string;
+  readonly instanceId: string;
+  readonly maxWaiters: number;
+  readonly livenessMs: number;
+}
+
+export interface RenewArgs {
+  readonly lockKey: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly graceMs: number;
+}
+
+export interface ReleaseArgs extends HandOverArgs {
+  readonly keys: LockKeys;
+  readonly ownerToken: string;
+}
+
+export interface CancelArgs {
+  readonly keys: LockKeys;
+  readonly waiterId: string;
+  readonly ownerToken: string;
+}
+
+export interface HeartbeatArgs extends HandOverArgs {
+  readonly keys: LockKeys;
+  readonly livenessMs: number;
+  /** This instance's waiters on the lock. */
+  readonly waiters: ReadonlyArray<{ readonly id: string; readonly ownerToken: string }>;
+}
+
+export interface ForceReleaseArgs extends HandOverArgs {
+  readonly keys: LockKeys;
+}
+
+export interface SlotReserveArgs {
+  readonly slotsKey: string;
+  readonly slotId: string;
+  readonly ttlMs: number;
+  readonly maxSlots: number;
+}
+
+export interface SlotExtendArgs {
+  readonly slotsKey: string;
+  readonly slotId: string;
+  readonly expiresAtMs: number;
+}
+
+interface ScriptSpec<A> {
+  readonly file: string;
+  readonly numberOfKeys: number;
+  /** KEYS then ARGV, in the order of the script's header. */
+  readonly args: (a: A) => Arg[];
+}
+
+const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): ScriptSpec<A> => ({ file, numberOfKeys, args });
+const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
+
+export const SCRIPTS = {
+  acquire: spec<AcquireArgs>('acquire.lua', 3, (a) => [
+    ...queueKeys(a.keys),
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.graceMs,
+    a.waitMs,
+    a.waiterId,
+    a.instanceId,
+    a.maxWaiters,
+    a.livenessMs,
+    a.channelPrefix,
+    a.lockName,
+  ]),
+  renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
+  release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
+  inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 2, (a) => [a.keys.lock, a.keys.queue]),
+  cancel: spec<CancelArgs>('cancel.lua', 3, (a) => [...queueKeys(a.keys), a.waiterId, a.ownerToken]),
+  heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
+    ...queueKeys(a.keys),
+    a.livenessMs,
+    a.graceMs,
+    a.channelPrefix,
+    a.lockName,
+    ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
+  ]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 3, (a) => [...queueKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
+  slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
 } as const;
 
-export function loadScript(file: string): string {
-  return readFileSync(new URL(`./scripts/${file}`, import.meta.url), 'utf8');
+export type ScriptName = keyof typeof SCRIPTS;
+export type ScriptArgs<N extends ScriptName> = Parameters<(typeof SCRIPTS)[N]['args']>[0];
+
+function loadScript(name: string): string {
+  return readFileSync(new URL(`./scripts/${name}`, import.meta.url), 'utf8');
 }
 
-/** A script's source, with the _handover.lua prelude in front when it can hand a lock to a waiter. */
-export function composeScript(file: string, prelude: boolean): string {
-  return prelude ? `${loadScript('_handover.lua')}\n${loadScript(file)}` : loadScript(file);
-}
+const INCLUDE = /^--- @include "([\w-]+)"$/gm;
 
-/** The full source of a command's script, prelude included (without the echo wrapper). */
-export function scriptSource(name: keyof typeof SCRIPTS): string {
-  const { file, prelude } = SCRIPTS[name];
-  return composeScript(file, prelude);
+/** A script's full source: the prelude, then its file with each include replaced by that file. */
+export function scriptSource(name: ScriptName): string {
+  const body = loadScript(SCRIPTS[name].file).replace(INCLUDE, (_line, include: string) => loadScript(`${include}.lua`));
+  return `${loadScript('_common.lua')}\n${body}`;
 }
 
 /**
@@ -49,58 +156,32 @@ function newNonce(): string {
   return randomBase64url(12);
 }
 
-type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
+/** The scripts as registered on one connection. */
+export interface Scripts {
+  /** Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError. */
+  run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown>;
+}
 
-/**
- * Registers `lua` as command `name` behind the echo wrapper: calling `redis[name](...args)` sends the
- * script with a fresh nonce and resolves to the script's own reply, or rejects with MisalignedReplyError.
- */
-export function defineEchoedScript(redis: Redis, name: string, lua: string, numberOfKeys: number): void {
-  // The raw commands are reached through an index signature: ioredis adds them at run time.
-  const commands = redis as unknown as Record<string, ScriptFn>;
-  const raw = `${name}Echoed`;
-  redis.defineCommand(raw, { lua: withEcho(lua), numberOfKeys });
-  const call = commands[raw] as ScriptFn;
-  commands[name] = async (...args) => {
-    const nonce = newNonce();
-    return unwrapEcho(name, await call.call(redis, ...args, nonce), nonce);
+type Command = (...args: Arg[]) => Promise<unknown>;
+
+/** Each script's ioredis command name: `acquire` -> `khAcquire`. */
+const COMMANDS = Object.fromEntries(
+  Object.keys(SCRIPTS).map((name) => [name, `kh${name.charAt(0).toUpperCase()}${name.slice(1)}`]),
+) as Record<ScriptName, string>;
+
+/** Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. */
+export function defineScripts(redis: Redis): Scripts {
+  // The commands are reached through an index signature: ioredis adds them at run time.
+  const commands = redis as unknown as Record<string, Command>;
+  for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), numberOfKeys: SCRIPTS[name].numberOfKeys });
+  }
+  return {
+    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
+      const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
+      const nonce = newNonce();
+      const command = commands[COMMANDS[name]] as Command;
+      return unwrapEcho(name, await command.call(redis, ...buildArgs(args), nonce), nonce);
+    },
   };
-}
-
-export function defineScripts(redis: Redis): void {
-  for (const name of Object.keys(SCRIPTS) as Array<keyof typeof SCRIPTS>) {
-    defineEchoedScript(redis, name, scriptSource(name), SCRIPTS[name].numberOfKeys);
-  }
-}
-
-type Keys3 = [lock: string, queue: string, waiters: string];
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    khAcquire(
-      ...args: [
-        ...keys: Keys3,
-        ownerToken: string,
-        ttlMs: number,
-        holder: string,
-        graceMs: number,
-        waitMs: number,
-        waiterId: string,
-        instanceId: string,
-        maxWaiters: number,
-        livenessMs: number,
-        channelPrefix: string,
-        lockName: string,
-      ]
-    ): Result<unknown, Context>;
-    khRenew(lockKey: string, ownerToken: string, ttlMs: number, graceMs: number): Result<unknown, Context>;
-    khRelease(
-      ...args: [...keys: Keys3, ownerToken: string, graceMs: number, channelPrefix: string, lockName: string]
-    ): Result<unknown, Context>;
-    khInspect(lockKey: string, queueKey: string): Result<unknown, Context>;
-    khCancel(...args: [...keys: Keys3, waiterId: string, ownerToken: string]): Result<unknown, Context>;
-    khHeartbeat(
-      ...args: [...keys: Keys3, livenessMs: number, graceMs: number, channelPrefix: string, lockName: string, ...waiterIdAndToken: string[]]
-    ): Result<unknown, Context>;
-  }
 }

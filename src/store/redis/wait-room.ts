@@ -1,4 +1,4 @@
-import type { AcquireOutcome } from '../store.js';
+import type { AcquireOutcome } from '../../domain/lock-store.js';
 import type { LeaseReply } from './replies.js';
 
 /** A caller of this instance queued for a lock in Redis. */

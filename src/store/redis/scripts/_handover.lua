@@ -1,11 +1,10 @@
 --[[
-Shared prelude (not a command of its own): prepended to the scripts that may find a lock free while
-callers are queued for it (acquire, release, heartbeat). Defines:
+Shared include (not a command of its own): pulled in with `--- @include "_handover"` by the scripts
+that may find a lock free while callers are queued for it (acquire, release, force-release,
+heartbeat). Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
-  now()  -> nowMs, nowUs             the Redis clock
-  fmt(n) -> string                   an integer as digits (tostring would use exponent form)
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs) -> token, expiresAtMs
-  handOver(KEYS, graceMs, channelPrefix, lockName, nowMs, nowUs) -> waiterId or nil
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs) -> token, expiresAtMs
+  handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -16,20 +15,10 @@ A waiter is live while both aliveUntilMs (pushed forward by its instance's heart
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
 ]]
-local function now()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), us
-end
-
-local function fmt(n)
-  return string.format('%.0f', n)
-end
-
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, nowMs, nowUs)
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
@@ -42,10 +31,9 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, now
   return token, expiresAt
 end
 
-local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
+local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  local expiresAt = tonumber(cur[2])
-  if cur[1] and expiresAt and expiresAt > nowMs then
+  if isLive(cur[1], tonumber(cur[2])) then
     return nil
   end
   while true do
@@ -61,7 +49,7 @@ local function handOver(keys, graceMs, channelPrefix, lockName, nowMs, nowUs)
       local aliveUntil, deadline, ttl, owner, instance, holder =
         string.match(raw, '^(%d+)|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if aliveUntil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs then
-        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, nowMs, nowUs)
+        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id
       end

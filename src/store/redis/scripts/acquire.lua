@@ -1,6 +1,6 @@
 --[[
 acquire: grant the lock if it is free and nobody is queued; otherwise queue the caller (when it
-waits) or refuse. Uses the _handover.lua prelude.
+waits) or refuse.
 
 Lock hash (one key per lock; the key expires at lease end + grace, so an idle lock leaves nothing):
   o = owner token of the live lease (absent when free)
@@ -29,16 +29,17 @@ Returns:
   {2, retryAfterMs}                held and the queue is full
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
 ]]
-local nowMs, nowUs = now()
+--- @include "_handover"
+
 local graceMs = tonumber(ARGV[4])
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer.
-handOver(KEYS, graceMs, ARGV[10], ARGV[11], nowMs, nowUs)
+handOver(KEYS, graceMs, ARGV[10], ARGV[11])
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-if not (cur[1] and expiresAt and expiresAt > nowMs) then
+if not isLive(cur[1], expiresAt) then
   -- Free, and (after handOver) nobody live is queued.
-  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs, nowMs, nowUs)
+  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs)
   return {1, token, leaseEnd}
 end
 

@@ -12,16 +12,13 @@ Returns:
   {0}                              removed from the queue (or already gone); it holds nothing
   {1, fencingToken, expiresAtMs}   it was already granted the lock and holds a live lease
 ]]
-local t = redis.call('TIME')
-local nowMs = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
-
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
   return {0}
 end
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-if cur[1] == ARGV[2] and expiresAt and expiresAt > nowMs then
+if cur[1] == ARGV[2] and isLive(cur[1], expiresAt) then
   return {1, tonumber(cur[3]), expiresAt}
 end
 return {0}

@@ -3,7 +3,7 @@ force-release: free a live lease whoever holds it (an administrator's override).
 it keeps the last fencing token (for the grace period), so the next grant is numbered above the
 evicted one; and the evicted owner token is gone, so it can no longer renew or release.
 If callers are queued, the lock goes to the first of them, as on release.
-Uses the _handover.lua prelude; hash layout: see acquire.lua.
+Hash layout: see acquire.lua.
 
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
@@ -16,15 +16,14 @@ Returns:
   {1, fencingToken, holder, evictedOwnerToken}   released; holder is "" when none was given
   {0}                                            no live lease; nothing changed
 ]]
-local nowMs, nowUs = now()
+--- @include "_handover"
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
-local expiresAt = tonumber(cur[2])
-if not cur[1] or not expiresAt or expiresAt <= nowMs then
+if not isLive(cur[1], tonumber(cur[2])) then
   return {0}
 end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
-handOver(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3], nowMs, nowUs)
+handOver(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return {1, tonumber(cur[3]), cur[4] or '', cur[1]}

@@ -2,7 +2,6 @@
 heartbeat: an instance's periodic (and lease-end) visit to a lock it has callers waiting on. Keeps
 its waiters alive, hands a lock whose lease ran out to the first live waiter, and reports whether one
 of its own waiters now holds the lock (in case the hand-over message was missed).
-Uses the _handover.lua prelude.
 
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
@@ -18,7 +17,8 @@ Returns:
                                         free; grantedWaiterId: the waiter of this instance that holds
                                         the lock now, or ""
 ]]
-local nowMs, nowUs = now()
+--- @include "_handover"
+
 local liveness = tonumber(ARGV[1])
 
 for i = 5, #ARGV, 2 do
@@ -30,11 +30,11 @@ for i = 5, #ARGV, 2 do
   end
 end
 
-handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4], nowMs, nowUs)
+handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
 local expiresAt = tonumber(cur[2])
-if not (cur[1] and expiresAt and expiresAt > nowMs) then
+if not isLive(cur[1], expiresAt) then
   return {0, ''}
 end
 local granted = ''

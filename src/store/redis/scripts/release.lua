@@ -1,7 +1,7 @@
 --[[
 release: free a live lease, only for its owner, and hand the lock to the first live waiter.
 The last fencing token stays in the hash (for the grace period), so the next grant is numbered above
-it even inside the same microsecond. Uses the _handover.lua prelude; hash layout: see acquire.lua.
+it even inside the same microsecond. Hash layout: see acquire.lua.
 
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
@@ -15,15 +15,15 @@ Returns:
   1   released (and handed over if someone was queued)
   0   this token holds no live lease (expired, released, taken, unknown); nothing changed
 ]]
-local nowMs, nowUs = now()
+--- @include "_handover"
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
 local expiresAt = tonumber(cur[2])
-if cur[1] ~= ARGV[1] or not expiresAt or expiresAt <= nowMs then
+if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4], nowMs, nowUs)
+handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1

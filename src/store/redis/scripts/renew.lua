@@ -11,17 +11,14 @@ Returns:
   {1, fencingToken, expiresAtMs}   renewed
   {0}                              this token holds no live lease (expired, released, taken, unknown)
 ]]
-local now = redis.call('TIME')
-local nowMs = math.floor((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
-
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-if cur[1] ~= ARGV[1] or not expiresAt or expiresAt <= nowMs then
+if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return {0}
 end
 
 local ttl = tonumber(ARGV[2])
 local newExpiresAt = nowMs + ttl
-redis.call('HSET', KEYS[1], 'e', string.format('%.0f', newExpiresAt))
+redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
 redis.call('PEXPIRE', KEYS[1], ttl + tonumber(ARGV[3]))
 return {1, tonumber(cur[3]), newExpiresAt}

@@ -15,9 +15,6 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[2], ARGV[1])
-
-local now = redis.call('TIME')
-local nowMs = math.floor((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
 local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(latest[2]) - nowMs))
 return 1

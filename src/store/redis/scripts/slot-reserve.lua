@@ -13,9 +13,6 @@ Returns:
   {1}                 reserved (or the slot already existed; its end moves later, never earlier)
   {0, retryAfterMs}   the namespace is full; retryAfterMs = time until its earliest slot ends (>= 1)
 ]]
-local now = redis.call('TIME')
-local nowMs = math.floor((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
-
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', nowMs)
 local endMs = nowMs + tonumber(ARGV[2])
 

@@ -1,0 +1,46 @@
+/**
+ * The layering rules `npm run lint` enforces (dependency-cruiser). The domain (lock rules) is the
+ * centre: it owns its port (domain/lock-store.ts) and knows nothing of HTTP, stores, auth or metrics;
+ * everything else may depend on it. No folder may reach back into a folder that depends on it.
+ * test/lint/dependency-rules.test.ts shows both rules failing on a fixture.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-folder-cycles',
+      comment: 'Folders depend on each other one way only (e.g. store -> domain, never domain -> store).',
+      severity: 'error',
+      scope: 'folder',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'no-module-cycles',
+      comment: 'No import cycles between modules either.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'domain-is-independent',
+      comment: 'The lock rules know nothing of HTTP, the stores, auth, metrics or the configuration module.',
+      severity: 'error',
+      from: { path: '(^|/)src/domain/' },
+      to: { path: ['(^|/)src/(http|store|auth|observability|cli)/', '(^|/)src/[^/]+\\.ts$'] },
+    },
+    {
+      name: 'no-dev-dependencies-in-src',
+      comment: 'src/ is what runs in the image, where only production dependencies are installed.',
+      severity: 'error',
+      from: { path: '(^|/)src/' },
+      to: { dependencyTypes: ['npm-dev'] },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },
+  },
+};

@@ -1,0 +1,68 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
+import type { Config } from './config.js';
+import type { AuthMode } from './http/auth.js';
+import type { RateLimitSettings } from './http/rate-limit.js';
+import { createRedisClient } from './store/redis/client.js';
+
+/**
+ * What buildApp needs for authentication and rate limits, built from the configuration, and what the
+ * server must do about them over its life (reload the keys, close the rate limiter's client).
+ */
+export interface AccessSetup {
+  readonly auth: AuthMode;
+  readonly rateLimit: RateLimitSettings;
+  /** Re-reads the keys file (the server calls it on SIGHUP); in open mode it only logs. */
+  readonly reloadKeys: () => void;
+  close(): Promise<void>;
+}
+
+/** Throws KeysFileError when the keys file cannot be read or parsed: the server must not start. */
+export function setUpAccess(config: Config, logger: Logger): AccessSetup {
+  let auth: AuthMode;
+  let reloadKeys: () => void;
+  if (config.auth.mode === 'keys') {
+    const keysFile = config.auth.keysFile;
+    const keyring = new KeyRing(loadKeysFile(keysFile));
+    logger.info({ keysFile, keys: keyring.size }, 'API keys loaded; send SIGHUP to reload them');
+    // A reload swaps the key set in place: listening sockets and open connections are untouched.
+    reloadKeys = () => reloadKeyRing(keyring, keysFile, logger);
+    auth = { mode: 'keys', keyring };
+  } else {
+    logger.warn(
+      { auth: 'open' },
+      'running OPEN: no API keys are checked and every caller may take, list and force-release every lock. ' +
+        'Set KEYHOLDER_API_KEYS_FILE to require keys (production refuses to start without it unless KEYHOLDER_AUTH=open)',
+    );
+    auth = { mode: 'open' };
+    // Still handled: SIGHUP's default action ends the process, and with it every lock of the embedded
+    // store. Operators send it by habit (and to every instance at once): a log line answers it.
+    reloadKeys = () => logger.info('SIGHUP: running open, there are no API keys to reload');
+  }
+
+  let redis: Redis | undefined;
+  if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
+    // Its own client, failing fast like the store's: while Redis is unreachable a counter call errors
+    // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
+    // it into a 500.
+    redis = createRedisClient(config.store.url, {
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      onLost: (err) => logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
+    });
+  }
+  const client = redis;
+  return {
+    auth,
+    reloadKeys,
+    rateLimit: { ...config.rateLimit, redis: client, keyPrefix: config.store.kind === 'redis' ? config.store.keyPrefix : '' },
+    close: async () => {
+      if (!client) return;
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
+}

@@ -1,0 +1,28 @@
+--[[
+Shared prelude (not a command of its own): prepended to every script, so each reads the clock the same
+way, once, and tests a lease the same way. Defines:
+
+  nowMs, nowUs            the Redis clock, read once per script: Unix ms and us
+  fmt(n) -> string        an integer as digits (tostring would use exponent form)
+  isLive(owner, endMs)    whether a lock hash's owner (field o) and lease end (field e, a number or nil)
+                          describe a live lease: an owner, and an end after now
+
+Scripts that may hand a lock to a waiter also include _handover.lua (see its header).
+]]
+local nowMs, nowUs
+do
+  local t = redis.call('TIME')
+  nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  nowMs = math.floor(nowUs / 1000)
+end
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+local function isLive(owner, endMs)
+  if not owner or not endMs then
+    return false
+  end
+  return endMs > nowMs
+end
