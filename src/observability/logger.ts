@@ -18,9 +18,11 @@ export const REDACT_PATHS = [
  * parse to the error, Authorization header and body included, as a byte array that neither redaction
  * nor a grep for a leaked key would catch.
  */
-function serializeError(err: Error): ReturnType<typeof pino.stdSerializers.err> {
+function serializeError(err: unknown): unknown {
+  // Lines also log `err` as a plain message string; only errors are serialized.
+  if (!(err instanceof Error)) return err;
   const out = pino.stdSerializers.err(err);
-  if ('rawPacket' in out) delete out.rawPacket;
+  delete out.rawPacket;
   return out;
 }
 
