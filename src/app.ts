@@ -13,6 +13,7 @@ import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './domain/lock-store.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
+import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
@@ -77,6 +78,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
     },
     logController: new RequestLog(),
+    clientErrorHandler,
+    frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
     // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
     // get a 400 naming the key, not a 414 from the router. Node's header size limit bounds URLs anyway.
@@ -94,6 +97,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
   app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
   refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
+  refuseUnknownExpectations(app.server);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -8,6 +8,9 @@ import type { ProblemCode } from './schemas/problem.js';
 
 type Field = { field: string; message: string };
 
+/** The methods a route may be declared with; findRoute tells which of them a path takes. */
+const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
 /** Fastify's own 4xx errors whose status has a code of its own; every other 4xx is invalid_request. */
 const CLIENT_ERROR_CODES: Readonly<Partial<Record<number, ProblemCode>>> = { 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type' };
 
@@ -69,6 +72,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (candidate !== undefined && !LOCK_KEY_PATTERN.test(candidate)) {
       const message = 'must be 1 to 256 characters from A-Z a-z 0-9 . _ - : @';
       return sendProblem(request, reply, 'invalid_request', `key: ${message}`, { errors: [{ field: 'key', message }] });
+    }
+    // A known path asked with a method it does not take: 405, and Allow lists the ones it does.
+    const allowed = ALL_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendProblem(request, reply, 'method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`);
     }
     return sendProblem(request, reply, 'not_found', `no route for ${request.method} ${path}`);
   });

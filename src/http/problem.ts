@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DomainError, DomainErrorCode, FieldError } from '../domain/errors.js';
 import type { ProblemBody, ProblemCode } from './schemas/problem.js';
@@ -35,7 +36,10 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   invalid_request: { status: 400, title: 'Invalid request', outcome: 'invalid' },
   not_found: { status: 404, title: 'Not found', outcome: 'error' },
   method_not_allowed: { status: 405, title: 'Method not allowed', outcome: 'error' },
+  request_timeout: { status: 408, title: 'Request timeout', outcome: 'error' },
   payload_too_large: { status: 413, title: 'Request body too large', outcome: 'error' },
+  headers_too_large: { status: 431, title: 'Request header fields too large', outcome: 'error' },
+  expectation_failed: { status: 417, title: 'Expectation failed', outcome: 'error' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', outcome: 'error' },
   lock_held: { status: 409, title: 'Lock is held', outcome: 'held' },
   too_many_waiters: { status: 429, title: 'Too many waiting callers', outcome: 'too_many_waiters' },
@@ -89,6 +93,23 @@ function problemBody(code: ProblemCode, detail: string, instance?: string, extra
     ...(extras.errors === undefined ? {} : { errors: [...extras.errors] }),
     ...(extras.store === undefined ? {} : { store: extras.store }),
   };
+}
+
+/** A problem body as JSON, for answers written outside Fastify's reply. */
+export function problemJson(code: ProblemCode, detail: string): string {
+  return JSON.stringify(problemBody(code, detail));
+}
+
+/**
+ * A whole HTTP/1.1 problem response as bytes, for the few answers written on the socket before any
+ * request object exists (Node's parser errors). The connection closes after it.
+ */
+export function rawProblemResponse(code: ProblemCode, detail: string): string {
+  const body = problemJson(code, detail);
+  return (
+    `HTTP/1.1 ${ERRORS[code].status} ${STATUS_CODES[ERRORS[code].status] ?? ''}\r\n` +
+    `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
 }
 
 /** The code of the problem each reply answered with, for the metrics' onResponse hook. */
