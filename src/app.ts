@@ -133,6 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
+        { name: 'docs', description: 'This API\'s OpenAPI document' },
       ],
       components: {
         securitySchemes: {

@@ -69,7 +69,12 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
         querystring: ForceReleaseQuery,
         response: {
           200: jsonResponse(ForceReleaseResponse, 'Freed'),
-          ...problemResponses({ ...ADMIN_ERRORS, 404: 'not_found: nobody holds this lock; nothing changed' }),
+          ...problemResponses({
+            ...ADMIN_ERRORS,
+            404: 'not_found: nobody holds this lock; nothing changed',
+            413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
+            415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
+          }),
         },
       },
     },

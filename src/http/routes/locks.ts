@@ -24,7 +24,6 @@ const COMMON_ERRORS = {
   415: 'unsupported_media_type: the body is not application/json',
   401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
   403: 'forbidden: the API key lacks the `locks` scope',
-  429: 'rate_limited: too many requests for this API key; retry after Retry-After',
   503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
 } as const;
 
@@ -180,7 +179,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
             400: COMMON_ERRORS[400],
             401: COMMON_ERRORS[401],
             403: COMMON_ERRORS[403],
-            429: COMMON_ERRORS[429],
+            429: 'rate_limited: too many requests for this API key; retry after Retry-After',
             503: COMMON_ERRORS[503],
           }),
         },
@@ -189,10 +188,10 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     async (request) => {
       const key = request.params.key;
       const state = await locks.inspect(principalOf(request).namespace, key);
-      if (state === null) return { key, held: false };
+      if (state === null) return { key, held: false as const };
       return {
         key,
-        held: true,
+        held: true as const,
         holder: state.holder,
         fencingToken: state.fencingToken,
         expiresAt: iso(state.expiresAtMs),
