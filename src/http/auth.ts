@@ -116,7 +116,9 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     // The request line names the key id (RequestLog reads it from here), never the key itself. Not a
     // child logger per request: creating one costs more than the rest of the hook together.
     request.principal = principal;
-    if (!principal.scopes.has(access)) {
+    // A request no route matched (404, 405) needs a valid key but no scope: its answer reveals nothing,
+    // and a team's key sending the wrong method should hear 405, not 403.
+    if (request.routeOptions.url !== undefined && !principal.scopes.has(access)) {
       return sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`);
     }
   });

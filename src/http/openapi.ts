@@ -1,6 +1,6 @@
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { accessFor } from './auth.js';
-import { HEADERS } from './routes/responses.js';
+import { HEADERS, type HeaderName, STATUS_HEADERS } from './routes/responses.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
 type Doc = Record<string, unknown> & { components?: { schemas?: Record<string, unknown> } };
@@ -44,26 +44,20 @@ type Transform = typeof jsonSchemaTransform;
 export const openApiTransform: Transform = (input) => {
   const out = jsonSchemaTransform(input);
   const methods = Array.isArray(input.route.method) ? input.route.method : [input.route.method];
-  if (methods.every((m) => accessFor(m, input.route.url) === 'public')) {
-    return { ...out, schema: { ...out.schema, security: [] } };
-  }
-  // Routes the request rate limit counts (all but public ones and those opting out, see rate-limit.ts)
-  // send its X-RateLimit-* headers on success and on 429.
+  const isPublic = methods.every((m) => accessFor(m, input.route.url) === 'public');
+  // Each response's headers: those of its status, and on routes the request rate limit counts (all but
+  // the public ones and those opting out, see rate-limit.ts) the limiter's, on every answer but a 401
+  // (authentication runs first, and a refused caller is not counted).
   const config = input.route.config as { rateLimit?: unknown } | undefined;
-  const responses = out.schema.response as Record<string, { headers?: Record<string, unknown> }> | undefined;
-  if (config?.rateLimit !== false && responses) {
-    const rateHeaders = {
-      'X-RateLimit-Limit': HEADERS['X-RateLimit-Limit'],
-      'X-RateLimit-Remaining': HEADERS['X-RateLimit-Remaining'],
-      'X-RateLimit-Reset': HEADERS['X-RateLimit-Reset'],
-    };
-    const withHeaders = Object.fromEntries(
-      Object.entries(responses).map(([status, response]) => [
-        status,
-        /^2\d\d$|^429$/.test(status) ? { ...response, headers: { ...response.headers, ...rateHeaders } } : response,
-      ]),
-    );
-    return { ...out, schema: { ...out.schema, response: withHeaders } };
-  }
-  return out;
+  const counted = !isPublic && config?.rateLimit !== false;
+  const responses = (out.schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  const withHeaders = Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      const names: HeaderName[] = [...(STATUS_HEADERS[status] ?? [])];
+      if (counted && status !== '401') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+      if (names.length === 0) return [status, response];
+      return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
+    }),
+  );
+  return { ...out, schema: { ...out.schema, response: withHeaders, ...(isPublic ? { security: [] } : {}) } };
 };

@@ -17,22 +17,23 @@ export const HEADERS = {
   'X-RateLimit-Reset': { type: 'integer', minimum: 0, description: 'Seconds until the current window ends' },
 } as const satisfies Record<string, HeaderSchema>;
 
-type HeaderName = keyof typeof HEADERS;
+export type HeaderName = keyof typeof HEADERS;
 
-/** Which headers a problem with this status may carry. */
-const PROBLEM_HEADERS: Partial<Record<number, HeaderName[]>> = {
+/**
+ * Which headers a response with this status may carry (`default`: the catch-all problem). The OpenAPI
+ * transform (openapi.ts) writes them into the document, with the rate limiter's on counted routes.
+ */
+export const STATUS_HEADERS: Readonly<Record<string, readonly HeaderName[]>> = {
   401: ['WWW-Authenticate'],
   405: ['Allow'],
   409: ['Retry-After'],
   429: ['Retry-After'],
   503: ['Retry-After'],
+  default: ['Retry-After', 'Allow', 'WWW-Authenticate'],
 };
-
-const pick = (names: readonly HeaderName[]) => Object.fromEntries(names.map((name) => [name, HEADERS[name]]));
 
 type ProblemResponse = {
   description: string;
-  headers?: Record<string, HeaderSchema>;
   content: { 'application/problem+json': { schema: typeof Problem } };
 };
 
@@ -45,18 +46,12 @@ type ProblemResponse = {
 export function problemResponses<S extends number>(statuses: Record<S, string>) {
   const out: Partial<Record<S | 'default', ProblemResponse>> = {};
   for (const [status, description] of Object.entries<string>(statuses)) {
-    const headers = PROBLEM_HEADERS[Number(status)];
-    out[Number(status) as S] = {
-      description,
-      ...(headers ? { headers: pick(headers) } : {}),
-      content: { 'application/problem+json': { schema: Problem } },
-    };
+    out[Number(status) as S] = { description, content: { 'application/problem+json': { schema: Problem } } };
   }
   out.default = {
     description:
       'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
       '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
-    headers: pick(['Retry-After', 'Allow', 'WWW-Authenticate']),
     content: { 'application/problem+json': { schema: Problem } },
   };
   return out as Record<S | 'default', ProblemResponse>;
