@@ -37,7 +37,7 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   if (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
     const message = error.code === 'FST_ERR_BAD_URL' ? 'is not a valid URL (bad percent-encoding)' : 'has a path segment over the length limit';
-    sendProblem(request, reply, 'invalid_request', `the URL ${message}`, { errors: [{ field: 'url', message }] });
+    sendProblem(request, reply, 'invalid_request', `url: ${message}`, { errors: [{ field: 'url', message }] });
     return;
   }
   request.log.error({ err: error }, 'router error');
