@@ -2,6 +2,8 @@
 # keyholder image: build the TypeScript in one stage, run the compiled output on a small Node 20 image.
 #   docker build -t keyholder .
 #   docker run -p 3000:3000 -e REDIS_URL=redis://my-redis:6379 keyholder
+#   docker run --rm keyholder node dist/cli/keys-new.js --id team-a --namespace team-a --scopes locks
+#     (a new API key and its keys-file entry: the key command is compiled into dist/ like the server)
 # See docker-compose.yml for a Redis set up for lock safety and a Prometheus that scrapes keyholder.
 
 ARG NODE_IMAGE=node:20-alpine

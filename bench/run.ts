@@ -110,14 +110,14 @@ async function main(): Promise<void> {
     );
     process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
     // BENCH_ENV (a JSON object) adds keyholder variables for experiments, e.g. '{"NAMESPACE_MAX_HELD_LOCKS":"0"}'
-    // to see what the quota costs. The figures in the README were made without it.
+    // to see what the quota costs. The figures in docs/performance.md were made without it.
     const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
     const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
     const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);
     owned.push(keyholder.proc);
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
     // seen to go) and room for 1,000 waiters on one key.
-    // The quota is off there so the memory figure is the lock's own state (see README "Performance").
+    // The quota is off there so the memory figure is the lock's own state (see docs/performance.md).
     const aux = await startKeyholder('keyholder-aux', redis.url, dir, {
       ...access,
       NAMESPACE_MAX_HELD_LOCKS: '0',

@@ -17,30 +17,33 @@ const intFromEnv = (min: number, max: number, fallback: number) =>
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
-const EnvSchema = z
+export const EnvSchema = z
   .object({
-    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development')),
+    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development'))
+      .describe('`production` requires `REDIS_URL` (or `KEYHOLDER_STORE=memory`) and `KEYHOLDER_API_KEYS_FILE` (or `KEYHOLDER_AUTH=open`).'),
     /** 3000: the documented default; callers configure it once. */
-    PORT: intFromEnv(0, 65535, 3000),
+    PORT: intFromEnv(0, 65535, 3000).describe('TCP port to listen on.'),
     /** Loopback by default so a laptop never exposes an open lock service; containers set 0.0.0.0. */
-    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1')),
+    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1'))
+      .describe('Address to listen on. Loopback by default so a laptop never exposes the service; containers set `0.0.0.0`.'),
     LOG_LEVEL: z.preprocess(
       emptyAsUndefined,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    ),
+    ).describe('Least severe level logged. Logs are JSON lines on stdout.'),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
     REDIS_URL: z.preprocess(
       emptyAsUndefined,
       z
         .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
         .optional(),
-    ),
+    ).describe('`redis://` or `rediss://` URL of the Redis that holds the locks. Unset: the embedded store.'),
     /**
      * Which store to use. `auto` picks Redis when REDIS_URL is set, the embedded store otherwise.
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
      * would silently hand out the same locks again.
      */
-    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto')),
+    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto'))
+      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL` is set, the embedded store otherwise.'),
     /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
     REDIS_KEY_PREFIX: z.preprocess(
       emptyAsUndefined,
@@ -48,77 +51,100 @@ const EnvSchema = z
         .string()
         .regex(/^[A-Za-z0-9:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 : _ . -')
         .default('keyholder:'),
-    ),
+    ).describe('Prefix of every Redis key keyholder writes, so it can share a Redis with other data.'),
     /**
      * 500 ms: a healthy Redis answers a lock script in well under a millisecond, so a command that takes
      * this long means Redis is sick; callers get a quick 503 instead of waiting for the OS TCP timeout.
      */
-    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500),
+    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500)
+      .describe('Longest wait for one Redis command; past it the caller gets 503 `store_unavailable`.'),
     /** 100 ms: shorter leases expire before a network round trip completes and protect nothing. */
-    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100),
+    LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100).describe('Shortest lease a caller may ask for.'),
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
-    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000),
+    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000)
+      .describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
     /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
-    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000),
+    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
     /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
-    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000),
+    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000)
+      .describe('Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.'),
     /** 10,000: callers one instance keeps waiting at once; each costs memory and an open connection. */
-    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000),
+    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000)
+      .describe('Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.'),
     /**
      * 1000: callers of one namespace one instance keeps waiting at once, a tenth of the instance's room,
      * so one team's queued callers cannot fill the waiting room the other teams share.
      */
-    WAITERS_PER_NAMESPACE_MAX: intFromEnv(1, 1_000_000, 1000),
+    WAITERS_PER_NAMESPACE_MAX: intFromEnv(1, 1_000_000, 1000).describe(
+      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`.',
+    ),
     /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
      */
-    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000),
+    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000)
+      .describe('How long a key\'s fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.'),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
-    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000),
+    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000)
+      .describe('How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator\'s grace period longer (compose: `stop_grace_period: 15s`).'),
     /** The API keys file (YAML or JSON, hashes only). Unset means open mode, which production must ask for. */
-    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional()),
+    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional())
+      .describe('Path of the API keys file (YAML or JSON, hashes only); see [Security](security.md#api-keys). Unset: open mode.'),
     /** `open` runs without API keys on purpose; `keys` insists on the keys file. Unset: keys if the file is set. */
-    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional()),
+    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional())
+      .describe('`open` runs without keys on purpose (required for that with `NODE_ENV=production`); `keys` insists on the file. Unset: keys if the file is set.'),
     /**
      * 20,000 counted requests per 10 s per API key (2,000/s on average). Only acquire, inspect and admin
      * calls count (renew and release never do), so a team of a few hundred workers each acquiring and
      * polling a few times a second stays well under it, while a client spinning in a tight loop (several
      * thousand requests a second) is slowed to it. 0 turns it off.
      */
-    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 20_000),
-    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000),
+    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 20_000).describe(
+      'Counted requests (acquire, inspect, admin; never renew or release) per API key per window; 0 turns the limit off.',
+    ),
+    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000).describe('The rate limit\'s window.'),
     /**
      * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the
      * memory one leaking client can pin in the store. 0 means no cap (and no quota bookkeeping).
      */
-    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000),
+    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000)
+      .describe('Locks one namespace may hold at once; 0: no cap.'),
     /**
      * Fastify's trustProxy: whether X-Forwarded-For (and -Proto, -Host) from the peer are believed, which
      * decides the client address open mode counts rate limits by and the logs show. Unset/false: the
      * socket's peer is the client. Behind a load balancer: `true` (trust any peer; only when nothing
      * else can reach the port), a hop count (`1`), or the balancers' addresses/CIDRs, comma-separated.
      */
-    TRUST_PROXY: z.preprocess(
-      emptyAsUndefined,
-      z
-        .string()
-        .regex(/^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/, 'must be true, false, a hop count, or comma-separated addresses/CIDRs')
-        .default('false'),
-    ),
+    TRUST_PROXY: z
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          .regex(/^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/, 'must be true, false, a hop count, or comma-separated addresses/CIDRs')
+          .default('false'),
+      )
+      .describe(
+        'Fastify\'s `trustProxy`: whether `X-Forwarded-For` from the peer names the client (the address open mode rate-limits by ' +
+          'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
+          'or the balancers\' addresses/CIDRs, comma-separated.',
+      ),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
-    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000),
+    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
+      .describe('A whole request (headers and body) must arrive within this.'),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
-    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
+      .describe('Request headers must arrive within this (slow clients are cut off); at most `HTTP_REQUEST_TIMEOUT_MS`.'),
     /** 5 s: an idle keep-alive connection is closed; clients reconnect cheaply. */
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
+      .describe('An idle keep-alive connection is closed after this.'),
     /**
      * 75 s without any traffic on a socket closes it. It must outlast the longest response the server
      * takes to produce (a server-side wait of up to LOCK_MAX_WAIT_MS), so it is long; the two timeouts above are what
      * stop slow clients. 0 disables it.
      */
-    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000),
+    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000)
+      .describe('A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.'),
   })
   .superRefine((env, ctx) => {
     if (env.KEYHOLDER_AUTH === 'keys' && env.KEYHOLDER_API_KEYS_FILE === undefined) {

@@ -8,13 +8,14 @@ import {
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
-  QuotaExceededError,
   ShuttingDownError,
-  StoreUnavailableError,
   TooManyWaitersError,
   WaitAbortedError,
 } from './errors.js';
+import { FreshnessGuard } from './freshness.js';
+import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
+import { type LeaseClaim, NamespaceQuota } from './quota.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
@@ -54,6 +55,20 @@ export interface LockGrant {
 /** A store grant and when the command that made it was sent. */
 type DecidedGrant = Grant & { readonly decidedAt: number };
 
+/** One acquire, as its steps (quota, store, freshness) need it. */
+interface LeaseRequest extends LeaseClaim {
+  readonly key: string;
+  readonly holder: string | null;
+}
+
+/** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
+export interface FreshLease {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly decidedAt: number;
+}
+
 export interface LockRenewal {
   readonly key: string;
   readonly fencingToken: number;
@@ -85,15 +100,6 @@ export interface Eviction {
 }
 
 /**
- * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the
- * lease could (wait included). It is not moved to the lease's exact end after the grant: that would
- * cost a store round trip on every acquire to give the slot back at most this much (plus the unused
- * wait) earlier. Erring long means a namespace is at worst refused a lock a moment early, never
- * allowed one over its cap; a release frees the slot at once, a renew extends it.
- */
-const SLOT_MARGIN_MS = 1000;
-
-/**
  * 16 bytes = 128 bits from the OS CSPRNG: unguessable, so only the caller that was granted a lease can
  * renew or release it. base64url keeps it URL- and JSON-safe (22 characters).
  */
@@ -102,12 +108,6 @@ const OWNER_TOKEN_BYTES = 16;
 export function newOwnerToken(): string {
   return randomBase64url(OWNER_TOKEN_BYTES);
 }
-
-/**
- * A reply that took longer than this fraction of the lease to come back (a paused process, a stalled
- * network) may describe a lease that is already gone or nearly so; it is not handed out as a success.
- */
-const LATE_REPLY_FRACTION = 0.5;
 
 /**
  * The lock rules: TTL bounds, owner tokens, and the guarantee that a grant or renewal is only reported
@@ -120,11 +120,17 @@ export class LockService {
   /** Waiting callers by namespace, for the per-namespace cap; a namespace with none has no entry. */
   private readonly waitingByNamespace = new Map<string, number>();
 
+  private readonly quota: NamespaceQuota;
+  private readonly freshness: FreshnessGuard;
+
   constructor(
     private readonly store: LockStore,
     private readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
-  ) {}
+  ) {
+    this.quota = new NamespaceQuota(store, limits.maxHeldLocksPerNamespace ?? 0);
+    this.freshness = new FreshnessGuard(store);
+  }
 
   /** Callers of this instance waiting for a lock right now. */
   get waitingCallers(): number {
@@ -136,16 +142,10 @@ export class LockService {
     this.closing.abort(new ShuttingDownError());
   }
 
-  get storeKind(): LockStore['kind'] {
-    return this.store.kind;
-  }
-
   /**
    * Every method takes the caller's namespace and composes the store's id from it (namespaces.ts), so
    * the same key in two namespaces is two locks with their own fencing sequences. With a cap on locks
-   * held per namespace, a grant first takes a quota slot (see SlotStore) and gives it back if the lock
-   * is not granted. A caller that waits holds its slot while it waits: the quota check cannot run inside
-   * the hand-over, whose keys live in the lock's own Cluster slot.
+   * held per namespace, a grant also takes a quota slot (see NamespaceQuota).
    */
   async acquire(namespace: string, key: string, ttlMs: number, options: AcquireOptions = {}): Promise<LockGrant> {
     const holder = options.holder ?? null;
@@ -155,79 +155,33 @@ export class LockService {
       if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
         throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
       }
-      const id = lockId(namespace, key);
-      const ownerToken = newOwnerToken();
-      const quota = this.limits.maxHeldLocksPerNamespace ?? 0;
-      if (quota > 0 && waitMs === 0) {
-        const grant = await this.acquireNowWithSlot(namespace, id, key, ownerToken, ttlMs, holder, quota);
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
-      }
-      if (quota > 0) {
-        const slot = await this.store.reserveSlot(namespace, ownerToken, waitMs + ttlMs + SLOT_MARGIN_MS, quota);
-        if (!slot.reserved) throw new QuotaExceededError(namespace, quota, slot.retryAfterMs);
-      }
-      let granted = false;
-      try {
-        const grant =
-          waitMs === 0
-            ? await this.acquireNow(id, key, ownerToken, ttlMs, holder)
-            : await this.acquireWaiting(namespace, id, key, ownerToken, ttlMs, holder, waitMs, options.signal);
-        granted = true;
-        return { key, ownerToken, fencingToken: grant.fencingToken, ttlMs, expiresAtMs: grant.expiresAtMs, holder, decidedAt: grant.decidedAt };
-      } finally {
-        // Best effort: a slot left behind only counts until it ends by itself.
-        if (quota > 0 && !granted) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
-      }
+      const request: LeaseRequest = { namespace, key, id: lockId(namespace, key), ownerToken: newOwnerToken(), ttlMs, holder };
+      const grant =
+        waitMs === 0
+          ? await this.quota.grantNow(request, () => this.acquireNow(request))
+          : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));
+      return {
+        key,
+        ownerToken: request.ownerToken,
+        fencingToken: grant.fencingToken,
+        ttlMs,
+        expiresAtMs: grant.expiresAtMs,
+        holder,
+        decidedAt: grant.decidedAt,
+      };
     });
   }
 
-  /**
-   * The quota slot and the lease are asked for at once: with auto-pipelining both reach Redis in one
-   * round trip instead of two. A lease granted without a slot is given straight back before anyone
-   * hears of it, so no caller is ever told it holds a lock over the namespace's cap (another caller
-   * may, for that instant, be told the lock is held).
-   */
-  private async acquireNowWithSlot(
-    namespace: string,
-    id: string,
-    key: string,
-    ownerToken: string,
-    ttlMs: number,
-    holder: string | null,
-    quota: number,
-  ): Promise<DecidedGrant> {
-    const [slot, lease] = await Promise.allSettled([
-      this.store.reserveSlot(namespace, ownerToken, ttlMs + SLOT_MARGIN_MS, quota),
-      this.acquireNow(id, key, ownerToken, ttlMs, holder),
-    ]);
-    if (slot.status === 'fulfilled' && slot.value.reserved) {
-      if (lease.status === 'fulfilled') return lease.value;
-      // Best effort: a slot left behind only counts until it ends by itself.
-      await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
-      throw lease.reason;
-    }
-    if (lease.status === 'fulfilled') await this.store.release(id, ownerToken).catch(() => undefined);
-    if (slot.status === 'rejected') throw slot.reason;
-    throw new QuotaExceededError(namespace, quota, slot.value.reserved ? 1 : slot.value.retryAfterMs);
-  }
-
-  private async acquireNow(id: string, key: string, ownerToken: string, ttlMs: number, holder: string | null): Promise<DecidedGrant> {
+  private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
+    const { id, key, ownerToken, ttlMs, holder } = request;
     const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder });
     if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
-    await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+    await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
-  private async acquireWaiting(
-    namespace: string,
-    id: string,
-    key: string,
-    ownerToken: string,
-    ttlMs: number,
-    holder: string | null,
-    waitMs: number,
-    callerSignal: AbortSignal | undefined,
-  ): Promise<DecidedGrant> {
+  private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
+    const { namespace, id, key, ownerToken, ttlMs, holder } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
     const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
@@ -247,7 +201,7 @@ export class LockService {
         await this.store.release(id, ownerToken).catch(() => undefined);
         throw new WaitAbortedError();
       }
-      await this.refuseIfLate(id, ownerToken, ttlMs, outcome.decidedAt);
+      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
       return outcome;
     } finally {
       this.waiting--;
@@ -262,17 +216,15 @@ export class LockService {
     return this.observe('renew', async () => {
       this.checkTtl(ttlMs);
       const id = lockId(namespace, key);
-      const sentAt = performance.now();
+      const decidedAt = performance.now();
       const outcome = await this.store.renew(id, ownerToken, ttlMs);
       if (!outcome.renewed) {
         this.observer.lostLease?.('renew');
         throw new NotOwnerError(key);
       }
-      await this.refuseIfLate(id, ownerToken, ttlMs, sentAt);
-      if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
-        await this.store.extendSlot(namespace, ownerToken, outcome.expiresAtMs).catch(() => undefined);
-      }
-      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt: sentAt };
+      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt });
+      await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
+      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
     });
   }
 
@@ -283,7 +235,7 @@ export class LockService {
         this.observer.lostLease?.('release');
         throw new NotOwnerError(key);
       }
-      await this.freeSlot(namespace, ownerToken);
+      await this.quota.free(namespace, ownerToken);
     });
   }
 
@@ -299,7 +251,7 @@ export class LockService {
   async forceRelease(namespace: string, key: string): Promise<Eviction | null> {
     const outcome = await this.store.forceRelease(lockId(namespace, key));
     if (!outcome.released) return null;
-    await this.freeSlot(namespace, outcome.evictedOwnerToken);
+    await this.quota.free(namespace, outcome.evictedOwnerToken);
     return { holder: outcome.holder, fencingToken: outcome.fencingToken };
   }
 
@@ -319,11 +271,13 @@ export class LockService {
     return { locks, nextCursor: page.nextCursor };
   }
 
-  private async freeSlot(namespace: string, ownerToken: string): Promise<void> {
-    if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
-      // Best effort: a slot left behind ends by itself when the lease would have.
-      await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
-    }
+  /**
+   * The late-grant check again, as the answer is about to leave the process (the HTTP layer calls it
+   * just before writing; see FreshnessGuard). Throws StoreUnavailableError, after giving the lease
+   * back, when the lease may have run out since the store decided it.
+   */
+  async confirmFresh(namespace: string, lease: FreshLease): Promise<void> {
+    await this.freshness.refuseIfLate({ ...lease, id: lockId(namespace, lease.key) });
   }
 
   private checkTtl(ttlMs: number): void {
@@ -333,42 +287,12 @@ export class LockService {
     }
   }
 
-  /**
-   * If the store's answer arrived late, the lease it describes may have run out while the reply was in
-   * flight; reporting it as held would let two callers believe they hold the lock. Give the lease back
-   * and report the store as unavailable instead.
-   */
-  /**
-   * The same check as right after the store answered, made again as the answer is about to leave the
-   * process (the HTTP layer calls it just before writing): a process stopped between the first check
-   * and the write (SIGSTOP, a long GC pause) would otherwise hand out a lease that ran out meanwhile.
-   * It narrows that window to the write itself; it cannot close it (see README, Safety under faults).
-   */
-  async confirmFresh(namespace: string, lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number }): Promise<void> {
-    await this.refuseIfLate(lockId(namespace, lease.key), lease.ownerToken, lease.ttlMs, lease.decidedAt);
-  }
-
-  private async refuseIfLate(id: string, ownerToken: string, ttlMs: number, sentAt: number): Promise<void> {
-    const elapsedMs = performance.now() - sentAt;
-    if (elapsedMs < ttlMs * LATE_REPLY_FRACTION) return;
-    await this.store.release(id, ownerToken).catch(() => undefined);
-    throw new StoreUnavailableError(
-      `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${ttlMs} ms lease; it was given back`,
+  private observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
+    return measure<T, OperationResult>(
+      run,
+      'ok',
+      (err) => (isDomainError(err) ? err.code : 'error'),
+      (result, seconds) => this.observer.operation?.(op, result, seconds),
     );
-  }
-
-  private async observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
-    const started = performance.now();
-    let result: OperationResult = 'error';
-    try {
-      const value = await run();
-      result = 'ok';
-      return value;
-    } catch (err) {
-      if (isDomainError(err)) result = err.code;
-      throw err;
-    } finally {
-      this.observer.operation?.(op, result, (performance.now() - started) / 1000);
-    }
   }
 }

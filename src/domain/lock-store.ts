@@ -21,7 +21,10 @@ export type AcquireOutcome =
     } & Grant)
   | {
       readonly acquired: false;
-      /** Time left on the current holder's lease (0 when unknown, e.g. a wait that timed out behind others). */
+      /**
+       * Time left on the current holder's lease when the answer was decided (for a wait that ran out:
+       * when it ran out, not when it began); at least 1.
+       */
       readonly retryAfterMs: number;
     };
 
@@ -29,7 +32,10 @@ export type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly ren
 
 export interface LockState {
   readonly holder: string | null;
-  /** Callers queued for this lock. */
+  /**
+   * Callers queued for this lock and still waiting: not those whose wait ran out, who left, or whose
+   * keyholder instance stopped refreshing them (it died). Every store counts the same way.
+   */
   readonly waiters: number;
   readonly fencingToken: number;
   readonly expiresAtMs: number;
@@ -40,13 +46,18 @@ export interface AcquireInput {
   readonly key: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
+  /** A public label for the lease; null or "" for none (both read back as null). */
   readonly holder: string | null;
   /**
    * How long to wait in the key's FIFO queue when the lock is held (0 = do not wait). A caller that
    * does not wait is refused while others are queued: it never jumps the queue.
    */
   readonly waitMs?: number;
-  /** Aborts a wait (client gone, server shutting down): the waiter leaves the queue and the promise rejects with the signal's reason. */
+  /**
+   * Aborts a wait (client gone, server shutting down): the waiter leaves the queue and the promise
+   * rejects with the signal's reason. Already aborted when the call starts: nothing is taken, not even
+   * a free lock, and the promise rejects the same way.
+   */
   readonly signal?: AbortSignal;
 }
 

@@ -12,35 +12,30 @@ export type AuthMode = { readonly mode: 'open' } | { readonly mode: 'keys'; read
 
 export type Access = 'public' | Scope;
 
-/**
- * The one access table, by method and route pattern. Public: the probes (load balancers and
- * orchestrators call them without credentials, and they reveal only up/ready), the API document and
- * its docs page (they describe the API, not anyone's locks) and the metrics. A route missing here needs `admin`: a new route is
- * closed until someone decides otherwise.
- */
-export const ROUTE_ACCESS: Readonly<Record<string, Access>> = Object.freeze({
-  'GET /livez': 'public',
-  'GET /readyz': 'public',
-  'GET /openapi.json': 'public',
-  'GET /openapi.yaml': 'public',
-  // Scraped by Prometheus without credentials; it carries counts, never keys or tokens. Keep the port
-  // on a private network (see the threat table in the README).
-  'GET /metrics': 'public',
-  'POST /v1/locks/:key/acquire': 'locks',
-  'POST /v1/locks/:key/renew': 'locks',
-  'POST /v1/locks/:key/release': 'locks',
-  'GET /v1/locks/:key': 'locks',
-  'GET /v1/locks': 'admin',
-  'DELETE /v1/locks/:key': 'admin',
-});
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Who may call the route: `public`, or the API key scope it needs. Every route declares it (see
+     * routeRule in routes/responses.ts); a route without one is refused when it is registered.
+     */
+    access?: Access;
+  }
+}
 
-export function accessFor(method: string, routeUrl: string | undefined): Access {
-  if (routeUrl === undefined) return 'admin';
-  // The interactive docs page and its assets: public like the document they show.
-  if (method === 'GET' && (routeUrl === '/docs' || routeUrl.startsWith('/docs/'))) return 'public';
-  // HEAD routes are Fastify's automatic twins of GET routes.
-  const verb = method === 'HEAD' ? 'GET' : method;
-  return ROUTE_ACCESS[`${verb} ${routeUrl}`] ?? 'admin';
+/**
+ * The access rule of the route a request matched, as the route declared it. The interactive docs
+ * page and its assets (routes @fastify/swagger-ui registers) are public like the document they show.
+ * A request that matched no route needs `admin`: a caller without a key learns nothing about which
+ * paths exist.
+ */
+export function accessOf(request: FastifyRequest): Access {
+  const declared = request.routeOptions.config.access;
+  if (declared !== undefined) return declared;
+  return isDocsPage(request.method, request.routeOptions.url) ? 'public' : 'admin';
+}
+
+function isDocsPage(method: string, url: string | undefined): boolean {
+  return (method === 'GET' || method === 'HEAD') && url !== undefined && (url === '/docs' || url.startsWith('/docs/'));
 }
 
 const OPEN_PRINCIPAL: Principal = Object.freeze({
@@ -59,7 +54,7 @@ declare module 'fastify' {
 
 /** The caller of a route behind the auth hook. */
 export function principalOf(request: FastifyRequest): Principal {
-  if (request.principal === null) throw new Error(`no principal on ${request.method} ${request.url}: route missing from ROUTE_ACCESS?`);
+  if (request.principal === null) throw new Error(`no principal on ${request.method} ${request.url}: route without an access rule?`);
   return request.principal;
 }
 
@@ -91,8 +86,15 @@ function authorizationHeaders(request: FastifyRequest): number {
  */
 export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
   app.decorateRequest('principal', null);
+  // A new route is never open (or closed) by accident: it must say who may call it.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (route.config?.access === undefined && !methods.every((m) => isDocsPage(m, route.url))) {
+      throw new Error(`route ${methods.join(',')} ${route.url} declares no access rule (config.access)`);
+    }
+  });
   app.addHook('onRequest', async (request, reply) => {
-    const access = accessFor(request.method, request.routeOptions.url);
+    const access = accessOf(request);
     if (access === 'public') return;
     let principal: Principal;
     if (auth.mode === 'open') {

@@ -1,5 +1,4 @@
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { accessFor } from './auth.js';
 import { HEADERS, type HeaderName, STATUS_HEADERS } from './routes/responses.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
@@ -38,18 +37,16 @@ export const openApiTransformObject: TransformObject = (input) => {
 type Transform = typeof jsonSchemaTransform;
 
 /**
- * The zod transform, plus each operation's security from the access table: public routes say
+ * The zod transform, plus each operation's security from the route's access rule: public routes say
  * `security: []`, so the document's global bearer requirement does not apply to them.
  */
 export const openApiTransform: Transform = (input) => {
   const out = jsonSchemaTransform(input);
-  const methods = Array.isArray(input.route.method) ? input.route.method : [input.route.method];
-  const isPublic = methods.every((m) => accessFor(m, input.route.url) === 'public');
+  const isPublic = input.route.config?.access === 'public';
   // Each response's headers: those of its status, and on routes the request rate limit counts (all but
   // the public ones and those opting out, see rate-limit.ts) the limiter's, on every answer but a 401
   // (authentication runs first, and a refused caller is not counted).
-  const config = input.route.config as { rateLimit?: unknown } | undefined;
-  const counted = !isPublic && config?.rateLimit !== false;
+  const counted = !isPublic && (input.route.config as { rateLimit?: unknown } | undefined)?.rateLimit !== false;
   const responses = (out.schema.response ?? {}) as Record<string, Record<string, unknown>>;
   const withHeaders = Object.fromEntries(
     Object.entries(responses).map(([status, response]) => {

@@ -2,7 +2,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { RateLimitedError } from '../domain/errors.js';
-import { accessFor } from './auth.js';
+import { accessOf } from './auth.js';
 
 export interface RateLimitSettings {
   /** Requests one API key may make per window; 0 turns rate limiting off. */
@@ -41,7 +41,7 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
     max: settings.max,
     timeWindow: settings.windowMs,
     keyGenerator: rateKey,
-    allowList: (request) => accessFor(request.method, request.routeOptions.url) === 'public',
+    allowList: (request) => accessOf(request) === 'public',
     skipOnError: true,
     ...(settings.redis ? { redis: settings.redis, nameSpace: `${settings.keyPrefix ?? ''}ratelimit:` } : {}),
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.ttl),

@@ -1,16 +1,6 @@
-import { performance } from 'node:perf_hooks';
 import { isDomainError } from '../domain/errors.js';
-import type {
-  AcquireInput,
-  AcquireOutcome,
-  ForceReleaseOutcome,
-  ListPage,
-  ListQuery,
-  LockState,
-  LockStore,
-  RenewOutcome,
-  SlotOutcome,
-} from '../domain/lock-store.js';
+import type { AcquireInput, AcquireOutcome, ForceReleaseOutcome, ListPage, ListQuery, LockState, LockStore, RenewOutcome, SlotOutcome } from '../domain/lock-store.js';
+import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
 
 export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';
@@ -97,19 +87,13 @@ export class InstrumentedStore implements LockStore {
     await this.inner.close();
   }
 
-  private async timed<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
-    const started = performance.now();
-    let result: StoreCallResult = 'error';
-    try {
-      const value = await run();
-      result = 'ok';
-      return value;
-    } catch (err) {
+  private timed<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
+    return measure<T, StoreCallResult>(
+      run,
+      'ok',
       // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
-      if (isDomainError(err)) result = err.code === 'store_unavailable' ? 'unavailable' : 'ok';
-      throw err;
-    } finally {
-      this.sink.storeCall(op, result, (performance.now() - started) / 1000);
-    }
+      (err) => (isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error'),
+      (result, seconds) => this.sink.storeCall(op, result, seconds),
+    );
   }
 }

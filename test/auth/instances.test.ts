@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeKeys } from '../helpers/api-keys.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Two real keyholder processes on one real redis-server: rate limits and namespace quotas hold across
  * instances, SIGHUP reloads keys without dropping connections, and a Redis outage turns lock calls
  * into 503s, never 500s. Plus the start-up rules for running without keys.
  */
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const keys = makeKeys([
   { id: 'rate-key', namespace: 'rate-ns', scopes: ['locks'] },
@@ -122,12 +122,14 @@ describe('two instances on one Redis', () => {
       // The new file: only the new key.
       writeFileSync(keysFile, readFileText(later));
       process.kill(one.pid ?? 0, 'SIGHUP');
-      let after = { status: 0, localPort: -1 };
-      for (let i = 0; i < 100 && after.status !== 200; i++) {
-        await sleep(50);
-        after = await viaAgent(later.plain['new-key'] ?? '');
-      }
-      expect(after.status).toBe(200);
+      const after = await vi.waitFor(
+        async () => {
+          const res = await viaAgent(later.plain['new-key'] ?? '');
+          expect(res.status).toBe(200);
+          return res;
+        },
+        { timeout: 10_000, interval: 50 },
+      );
       // Same TCP connection before and after the reload.
       expect(after.localPort).toBe(before.localPort);
       expect((await viaAgent(keys.plain['team-a-key'] ?? '')).status).toBe(401);
@@ -135,19 +137,17 @@ describe('two instances on one Redis', () => {
       // A broken file: an error is logged and the keys in force stay.
       writeFileSync(keysFile, 'keys: [ {id: broken');
       process.kill(one.pid ?? 0, 'SIGHUP');
-      for (let i = 0; i < 100 && !one.logs.some((l) => l.includes('API keys NOT reloaded')); i++) await sleep(50);
+      await vi.waitFor(() => expect(one.logs.some((l) => l.includes('API keys NOT reloaded'))).toBe(true), { timeout: 10_000, interval: 50 });
       expect(one.jsonLogs().find((l) => String(l.msg).includes('API keys NOT reloaded'))).toMatchObject({ level: 50 });
       expect((await viaAgent(later.plain['new-key'] ?? '')).status).toBe(200);
 
       // Back to the original keys for the tests that follow.
       writeFileSync(keysFile, readFileText(keys));
       process.kill(one.pid ?? 0, 'SIGHUP');
-      let restored = 0;
-      for (let i = 0; i < 100 && restored !== 200; i++) {
-        await sleep(50);
-        restored = (await viaAgent(keys.plain['team-b-key'] ?? '')).status;
-      }
-      expect(restored).toBe(200);
+      await vi.waitFor(async () => expect((await viaAgent(keys.plain['team-b-key'] ?? '')).status).toBe(200), {
+        timeout: 10_000,
+        interval: 50,
+      });
     } finally {
       agent.destroy();
     }
@@ -168,12 +168,11 @@ describe('two instances on one Redis', () => {
     }
     await redis.launch();
     await Promise.all([one.waitUntil('readyz'), two.waitUntil('readyz')]);
-    let status = 0;
-    for (let i = 0; i < 100 && status !== 200; i++) {
-      status = (await call(two.url, 'POST', `/v1/locks/up-${i}/acquire`, a, { ttlMs: 5_000 })).status;
-      if (status !== 200) await sleep(50);
-    }
-    expect(status).toBe(200);
+    let attempt = 0;
+    await vi.waitFor(
+      async () => expect((await call(two.url, 'POST', `/v1/locks/up-${attempt++}/acquire`, a, { ttlMs: 5_000 })).status).toBe(200),
+      { timeout: 10_000, interval: 50 },
+    );
     for (const proc of [one, two]) expect(proc.logs.join('\n')).not.toMatch(/"statusCode":500|"status":500/);
   });
 });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -5,7 +6,6 @@ import { DEFAULT_LIMITS } from '../../src/config.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 

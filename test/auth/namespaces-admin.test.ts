@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
@@ -23,15 +23,8 @@ afterAll(async () => {
 
 async function openRedisStore(): Promise<LockStore> {
   const store = new RedisStore({ url: redis.url, keyPrefix: `ns-${randomUUID()}:`, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
-  for (let i = 0; i < 200; i++) {
-    try {
-      await store.ping();
-      return store;
-    } catch {
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
-  throw new Error('Redis store never became ready');
+  await vi.waitFor(() => store.ping(), { timeout: 2_000, interval: 10 });
+  return store;
 }
 
 const STORES: Array<[string, () => Promise<LockStore>]> = [

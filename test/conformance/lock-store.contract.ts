@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
@@ -22,7 +24,6 @@ export interface StoreHarness {
   teardown?(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
 export function describeStoreContract(name: string, harness: StoreHarness): void {
@@ -123,6 +124,14 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const next = await acquire(key);
       expect(next.acquired).toBe(true);
       if (next.acquired) expect(next.fencingToken).toBeGreaterThan(grant.fencingToken);
+    });
+
+    it('an empty holder label is no label', async () => {
+      const key = uniqueKey('empty-holder');
+      const grant = await acquire(key, 5_000, '');
+      expect(grant.acquired).toBe(true);
+      expect((await store.inspect(key))?.holder).toBeNull();
+      expect(await store.forceRelease(key)).toMatchObject({ released: true, holder: null });
     });
 
     it('inspect shows holder, token and expiry, never the owner token', async () => {
@@ -314,6 +323,45 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it('ping answers while the store is up', async () => {
       await expect(store.ping()).resolves.toBeUndefined();
+    });
+
+    it('a closed store rejects every method (never throws synchronously) with StoreUnavailableError', async () => {
+      const closed = await harness.open({ fenceGraceMs: 60_000 });
+      const key = uniqueKey('closed');
+      // A caller still waiting when the store closes is answered at once, not when its wait runs out.
+      const ownerToken = newOwnerToken();
+      expect((await closed.acquire({ key, ownerToken, ttlMs: 60_000, holder: null })).acquired).toBe(true);
+      const waiting = closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 });
+      await vi.waitFor(async () => expect((await closed.inspect(key))?.waiters).toBe(1), { timeout: 5_000, interval: 10 });
+      const closing = closed.close();
+      await expect(waiting).rejects.toBeInstanceOf(StoreUnavailableError);
+      await closing;
+      const calls: Record<string, () => Promise<unknown>> = {
+        acquire: () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+        'acquire (waiting)': () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),
+        renew: () => closed.renew(key, newOwnerToken(), 1_000),
+        release: () => closed.release(key, newOwnerToken()),
+        inspect: () => closed.inspect(key),
+        forceRelease: () => closed.forceRelease(key),
+        list: () => closed.list({ prefix: '', limit: 10 }),
+        reserveSlot: () => closed.reserveSlot(key, 's', 1_000, 1),
+        extendSlot: () => closed.extendSlot(key, 's', Date.now() + 1_000),
+        freeSlot: () => closed.freeSlot(key, 's'),
+        ping: () => closed.ping(),
+      };
+      for (const [method, call] of Object.entries(calls)) {
+        // A synchronous throw would escape the `.catch()` callers chain on the promise.
+        let pending: Promise<unknown> | undefined;
+        expect(() => (pending = call()), method).not.toThrow();
+        const err: unknown = await pending?.then(
+          () => new Error(`${method} resolved on a closed store`),
+          (e: unknown) => e,
+        );
+        expect(err, method).toBeInstanceOf(StoreUnavailableError);
+        expect((err as StoreUnavailableError).code, method).toBe('store_unavailable');
+      }
+      // Closing again is harmless.
+      await expect(closed.close()).resolves.toBeUndefined();
     });
   });
   describeWaitingContract(name, harness);

@@ -1,11 +1,11 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { AcquireOutcome, LockStore } from '../../src/domain/lock-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
 type Result = AcquireOutcome & { ownerToken: string; answeredAt: number };
@@ -78,6 +78,43 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       expect((await store(2).inspect(key))?.waiters).toBe(0);
     });
 
+    it('a wait that runs out says how long the holder’s lease has left now, not when the wait began', async () => {
+      const key = uniqueKey('timeout-retry');
+      const holder = await acquire(store(0), key, { ttlMs: 3_000 });
+      if (!holder.acquired) throw new Error('not granted');
+      const started = Date.now();
+      const waiter = await acquire(store(1), key, { waitMs: 400 });
+      const answered = Date.now();
+      expect(waiter.acquired).toBe(false);
+      if (waiter.acquired) return;
+      // Between the lease's end as seen when the wait ended and when the answer arrived (plus clock slack).
+      expect(waiter.retryAfterMs).toBeLessThanOrEqual(holder.expiresAtMs - (started + 400) + 50);
+      expect(waiter.retryAfterMs).toBeGreaterThanOrEqual(holder.expiresAtMs - answered - 50);
+      await store(0).release(key, holder.ownerToken);
+    });
+
+    it('inspect counts the callers waiting now: queued ones, minus those that left or gave up', async () => {
+      const key = uniqueKey('waiters');
+      const holder = await acquire(store(0), key, { ttlMs: 10_000 });
+      const waiters = async () => (await store(2).inspect(key))?.waiters;
+      expect(await waiters()).toBe(0);
+      const leaving = new AbortController();
+      const left = acquire(store(1), key, { waitMs: 10_000, signal: leaving.signal }).catch((err: unknown) => err);
+      const short = acquire(store(0), key, { waitMs: 300 });
+      const staying = acquire(store(2), key, { waitMs: 10_000 });
+      await vi.waitFor(async () => expect(await waiters()).toBe(3), { timeout: 5_000, interval: 10 });
+      leaving.abort(new Error('caller left'));
+      await left;
+      await vi.waitFor(async () => expect(await waiters()).toBe(2), { timeout: 5_000, interval: 10 });
+      expect((await short).acquired).toBe(false);
+      expect(await waiters()).toBe(1);
+      await store(0).release(key, holder.ownerToken);
+      const next = await staying;
+      expect(next.acquired).toBe(true);
+      expect(await waiters()).toBe(0);
+      await store(2).release(key, next.ownerToken);
+    });
+
     it('waiters are granted in arrival order (FIFO), across instances', async () => {
       const key = uniqueKey('fifo');
       const first = await acquire(store(0), key, { ttlMs: 5_000 });
@@ -125,6 +162,18 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       await store(0).release(key, holder.ownerToken);
       const next = await staying;
       expect(next.acquired).toBe(true);
+    });
+
+    it('a caller that left before its acquire ran takes nothing, not even a free lock', async () => {
+      const key = uniqueKey('gone');
+      const gone = AbortSignal.abort(new Error('caller left'));
+      await expect(acquire(store(0), key, { waitMs: 1_000, signal: gone })).rejects.toThrow('caller left');
+      expect(await store(1).inspect(key)).toBeNull();
+      const holder = await acquire(store(1), key);
+      expect(holder.acquired).toBe(true);
+      await expect(acquire(store(2), key, { waitMs: 1_000, signal: gone })).rejects.toThrow('caller left');
+      expect((await store(0).inspect(key))?.waiters).toBe(0);
+      await store(1).release(key, holder.ownerToken);
     });
 
     it('a full queue refuses more waiters with TooManyWaitersError', async () => {

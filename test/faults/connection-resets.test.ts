@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
@@ -9,7 +10,6 @@ import { RedisServer } from '../helpers/redis-server.js';
  * own re-subscribe of the hand-over channel failed after a reset with an error nobody could catch,
  * and the process exited.
  */
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('connection resets between keyholder and Redis', () => {
   let redis: RedisServer;

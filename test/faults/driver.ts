@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { FencedResource } from './fenced-resource.js';
 import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome } from './history.js';
@@ -37,7 +38,6 @@ export interface DriverResult {
 /** Bounded loops: a client stops at the deadline or after this many leases, whichever comes first. */
 const MAX_LEASES_PER_CLIENT = 100_000;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * Runs N clients against the instances. Each loops: acquire -> write to the fenced resource (in the same

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -74,7 +75,6 @@ describe('Redis store: replies dropped mid-stream', () => {
   }, 30_000);
 });
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function waitUntilServing(store: RedisStore): Promise<void> {
   for (let i = 0; i < 200; i++) {

@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { checkHistory, DEFAULT_CHECK_OPTIONS, VIOLATION_KINDS, type CheckReport, type ViolationKind } from './checker.js';
 import type { Cluster } from './cluster.js';
-import { Driver } from './driver.js';
+import { Driver, type DriverOptions } from './driver.js';
 import type { LockOp } from './history.js';
 
 /**
@@ -28,7 +29,6 @@ export const TTL_MS = 1000;
 const KEYS = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'];
 const CLIENTS = 32;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const lockOps = (d: Driver) => d.ops.filter((op): op is LockOp => op.type === 'lock');
 
 function check(driver: Driver): CheckReport {
@@ -41,6 +41,11 @@ function duration(scale: Scale, shortMs: number, longMs: number): number {
 
 function keysFor(prefix: string): string[] {
   return KEYS.map((k) => `${prefix}-${k}`);
+}
+
+/** A driver with the scenarios' common settings (CLIENTS clients, TTL_MS leases) over `keys`. */
+function driverFor(cluster: Cluster, keys: string | string[], durationMs: number, more: Partial<DriverOptions> = {}): Driver {
+  return new Driver({ urls: cluster.urls, clients: CLIENTS, keys: typeof keys === 'string' ? keysFor(keys) : keys, ttlMs: TTL_MS, durationMs, ...more });
 }
 
 function result(
@@ -66,7 +71,7 @@ function result(
 
 /** 1. No faults at all: the promise in its plainest form. */
 export async function baseline(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
-  const driver = new Driver({ urls: cluster.urls, clients: CLIENTS, keys: keysFor('base'), ttlMs: TTL_MS, durationMs: duration(scale, 4_000, 20_000) });
+  const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000));
   await driver.run();
   const ops = lockOps(driver);
   return result('1 baseline', driver, 'none', {}, {
@@ -82,14 +87,9 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
   let pausesLeft = scale === 'short' ? 1 : 6;
   const pausing = new Set<number>();
   // One pause at a time: two paused holders of one key in a row would fence nothing (the resource has
-  // not seen the newer token yet; see the README's limits), which is not what this scenario measures.
+  // not seen the newer token yet; see the limits in docs/safety.md), which is not what this scenario measures.
   let nextPauseAtMs = 300;
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys: keysFor('pause'),
-    ttlMs: TTL_MS,
-    durationMs: duration(scale, 4_500, 22_000),
+  const driver = driverFor(cluster, 'pause', duration(scale, 4_500, 22_000), {
     // Each chosen client pauses once, on a grant some way into the run.
     pauseAfterGrant: (c) => {
       const now = driver.clock.nowMs();
@@ -115,13 +115,7 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
 /** 3. A keyholder instance is stopped (SIGSTOP) for 2 TTLs with requests in flight, then continued. */
 export async function pausedInstance(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
   const pauses = scale === 'short' ? 1 : 3;
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys: keysFor('ipause'),
-    ttlMs: TTL_MS,
-    durationMs: duration(scale, 4_000, 6_000 * pauses + 2_000),
-  });
+  const driver = driverFor(cluster, 'ipause', duration(scale, 4_000, 6_000 * pauses + 2_000));
   const before = cluster.instances.map((_, i) => cluster.lateAnswersCaught(i));
   const faults = (async () => {
     for (let n = 0; n < pauses; n++) {
@@ -156,14 +150,7 @@ export async function killedInstance(cluster: Cluster, scale: Scale): Promise<Sc
   const victim = cluster.instances.length - 1;
   let alive = cluster.instances.map((_, i) => i);
   const keys = keysFor('kill');
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys,
-    ttlMs: TTL_MS,
-    durationMs: duration(scale, 5_000, 12_000),
-    liveInstances: () => alive,
-  });
+  const driver = driverFor(cluster, keys, duration(scale, 5_000, 12_000), { liveInstances: () => alive });
   const boundMs = 1_000;
   let killAt = 0;
   let lastVictimLeaseSeenAt = 0;
@@ -216,13 +203,7 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
   const restarts = scale === 'short' ? 2 : 5;
   const periodMs = scale === 'short' ? 2_500 : 4_000;
   const recoverySlackMs = 3_000;
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys: keysFor('aof'),
-    ttlMs: TTL_MS,
-    durationMs: periodMs * (restarts + 1),
-  });
+  const driver = driverFor(cluster, 'aof', periodMs * (restarts + 1));
   const downs: Array<{ killAt: number; readyAt: number }> = [];
   const faults = (async () => {
     for (let n = 0; n < restarts; n++) {
@@ -298,13 +279,7 @@ async function probeRecovery(url: string, fromMs: number, driver: Driver, limitM
 export async function redisDataLoss(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
   const losses = scale === 'short' ? 2 : 4;
   const periodMs = 3_000;
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys: keysFor('loss'),
-    ttlMs: TTL_MS,
-    durationMs: periodMs * (losses + 1),
-  });
+  const driver = driverFor(cluster, 'loss', periodMs * (losses + 1));
   const faults = (async () => {
     for (let n = 0; n < losses; n++) {
       await sleep(periodMs);
@@ -347,13 +322,7 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
   const finalGapMs = 4_000;
   const kinds = ['delay', 'blackhole', 'resets', 'dropReplies', 'replyDropBursts'] as const;
   const rounds = scale === 'short' ? 1 : 2;
-  const driver = new Driver({
-    urls: cluster.urls,
-    clients: CLIENTS,
-    keys: keysFor('net'),
-    ttlMs: TTL_MS,
-    durationMs: (windowMs + gapMs) * kinds.length * rounds + finalGapMs,
-  });
+  const driver = driverFor(cluster, 'net', (windowMs + gapMs) * kinds.length * rounds + finalGapMs);
   const windows: Array<{ kind: string; startMs: number; endMs: number }> = [];
   let healedAt = Number.POSITIVE_INFINITY;
   const faults = (async () => {

@@ -1,3 +1,4 @@
+import { vi } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './redis-server.js';
@@ -76,20 +77,21 @@ export class KeyholderProcess {
   }
 
   async waitUntil(path: 'readyz' | 'livez', timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (this.exitInfo) {
-        throw new Error(`keyholder exited (${JSON.stringify(this.exitInfo)}) before /${path}:\n${this.logs.join('\n')}`);
-      }
-      try {
-        const res = await fetch(`${this.url}/${path}`, { signal: AbortSignal.timeout(1_000) });
-        if (res.status === 200) return;
-      } catch {
-        // Not listening yet.
-      }
-      await new Promise((r) => setTimeout(r, 50));
+    const answered = await vi
+      .waitFor(
+        async () => {
+          if (this.exitInfo) return false;
+          const res = await fetch(`${this.url}/${path}`, { signal: AbortSignal.timeout(1_000) });
+          if (res.status !== 200) throw new Error(`/${path} answered ${res.status}`);
+          return true;
+        },
+        { timeout: timeoutMs, interval: 50 },
+      )
+      .catch(() => false);
+    if (this.exitInfo) {
+      throw new Error(`keyholder exited (${JSON.stringify(this.exitInfo)}) before /${path}:\n${this.logs.join('\n')}`);
     }
-    throw new Error(`keyholder on ${this.port} never answered 200 on /${path}:\n${this.logs.join('\n')}`);
+    if (!answered) throw new Error(`keyholder on ${this.port} never answered 200 on /${path}:\n${this.logs.join('\n')}`);
   }
 
   /** Sends a signal and waits for the process to exit. */

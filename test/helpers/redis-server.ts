@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -88,6 +89,7 @@ export class RedisServer {
     await this.waitUntilReady();
   }
 
+  /** Polls with a fresh client until Redis answers PING (a loop, not vi.waitFor: bench/ runs this outside vitest). */
   private async waitUntilReady(): Promise<void> {
     const deadline = Date.now() + 10_000;
     for (;;) {
@@ -99,7 +101,7 @@ export class RedisServer {
         if ((await client.ping()) === 'PONG') return;
       } catch {
         if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
-        await new Promise((r) => setTimeout(r, 25));
+        await sleep(25);
       } finally {
         client.disconnect();
       }

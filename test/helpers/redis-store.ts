@@ -1,5 +1,6 @@
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { RedisServer } from './redis-server.js';
+import { vi } from 'vitest';
 
 /** A RedisStore on a test server, resolved once it answers (it connects in the background). */
 export async function openRedisStore(
@@ -17,16 +18,9 @@ export async function openRedisStore(
   return store;
 }
 
-/** Retries `check` until it resolves or the deadline passes; returns how long it took (ms). */
+/** Retries `check` (vi.waitFor) until it resolves or the deadline passes; returns how long it took (ms). */
 export async function eventually(check: () => Promise<unknown>, timeoutMs: number, intervalMs = 20): Promise<number> {
   const started = Date.now();
-  for (;;) {
-    try {
-      await check();
-      return Date.now() - started;
-    } catch (err) {
-      if (Date.now() - started > timeoutMs) throw err;
-      await new Promise((r) => setTimeout(r, intervalMs));
-    }
-  }
+  await vi.waitFor(check, { timeout: timeoutMs, interval: intervalMs });
+  return Date.now() - started;
 }

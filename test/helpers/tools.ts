@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 
 /**
  * Fails (never skips) when a system tool a test drives is missing, saying which Debian package brings
- * it. .ci/run installs them all; see README "Test prerequisites".
+ * it. .ci/run installs them all; see docs/development.md "Test prerequisites".
  */
 export function requireTool(command: string, debianPackage: string, versionArgs: string[] = ['--version']): void {
   const probe = spawnSync(command, versionArgs, { encoding: 'utf8', timeout: 30_000 });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
@@ -101,7 +102,7 @@ describe('acquire / renew / release / inspect', () => {
 
   it('an expired lease cannot be renewed or released, and the next grant has a higher token', async () => {
     const grant = await request(server()).post('/v1/locks/expiring/acquire').send({ ttlMs: 100 }).expect(200);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     expectProblem(
       await request(server()).post('/v1/locks/expiring/renew').send({ ownerToken: grant.body.ownerToken, ttlMs: 1_000 }),
       409,

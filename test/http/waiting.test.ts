@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,7 +31,6 @@ async function post(path: string, body: unknown, signal?: AbortSignal) {
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown>, at: performance.now() };
 }
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('waiting for a held lock', () => {
   it('is granted the moment the holder releases', async () => {

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { LockService } from '../../src/domain/lock-service.js';
@@ -11,6 +11,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { requireTool } from '../helpers/tools.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The value of one series in the registry (0 when it does not exist yet). */
 async function value(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
@@ -26,11 +27,12 @@ async function value(metrics: Metrics, name: string, labels: Record<string, stri
 }
 
 async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await vi.waitFor(
+    async () => {
+      if (!(await check())) throw new Error(`condition not met within ${timeoutMs} ms`);
+    },
+    { timeout: timeoutMs, interval: 50 },
+  );
 }
 
 describe('metrics over a real Redis', () => {
@@ -111,7 +113,7 @@ describe('metrics over a real Redis', () => {
     const sumBefore = await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum');
     const k = key('hold');
     const { ownerToken } = (await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).json<{ ownerToken: string }>();
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     await post(`/v1/locks/${k}/release`, { ownerToken });
     expect(await histogramCount(metrics, 'keyholder_lock_hold_seconds')).toBe(before + 1);
     // A lower bound only: the lock was held for at least the 50 ms sleep, however slow the machine.

@@ -1,9 +1,10 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { KeyholderProcess, call } from '../helpers/keyholder-process.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -41,11 +42,12 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
   }
 
   async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await check().catch(() => false))) {
-      if (Date.now() > deadline) throw new Error(`Prometheus: ${what} not seen within ${timeoutMs} ms\n${promLogs.join('')}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await vi.waitFor(
+      async () => {
+        if (!(await check().catch(() => false))) throw new Error(`Prometheus: ${what} not seen within ${timeoutMs} ms\n${promLogs.join('')}`);
+      },
+      { timeout: timeoutMs, interval: 250 },
+    );
   }
 
   beforeAll(async () => {
@@ -99,7 +101,7 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     }
     // A release after the lease is gone: the alarm users most need.
     const granted = await call(keyholder.url, 'POST', '/v1/locks/prom-lost/acquire', { ttlMs: 100 });
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect((await call(keyholder.url, 'POST', '/v1/locks/prom-lost/release', { ownerToken: granted.body.ownerToken })).status).toBe(409);
 
     const acquired = 'keyholder_lock_operations_total{job="keyholder",operation="acquire",outcome="acquired"}';

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -48,7 +49,7 @@ describe('several instances on one Redis', () => {
         const res = await call(base, 'POST', `/v1/locks/${key}/acquire`, { ttlMs: TTL_MS, holder: `client-${id}` });
         if (res.status === 409) {
           conflicts++;
-          await new Promise((r) => setTimeout(r, Math.random() * 10));
+          await sleep(Math.random() * 10);
           continue;
         }
         expect(res.status).toBe(200);
@@ -58,7 +59,7 @@ describe('several instances on one Redis', () => {
         // Another holder inside whose lease (measured from its request start) is still valid: a violation.
         if (current && current.leaseEnd > Date.now()) violations.push(`${key}: client ${id} entered while client ${current.client} held it`);
         inside.set(key, { client: id, leaseEnd: requestedAt + TTL_MS });
-        await new Promise((r) => setTimeout(r, Math.random() * 5)); // the critical section
+        await sleep(Math.random() * 5); // the critical section
         if (inside.get(key)?.client === id) inside.set(key, undefined);
         const released = await call(base, 'POST', `/v1/locks/${key}/release`, { ownerToken: res.body.ownerToken });
         expect(released.status).toBe(200);

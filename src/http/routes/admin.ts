@@ -4,17 +4,21 @@ import { principalOf } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ForceReleaseResponse, ListLocksQuery, LockList } from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
-import { jsonResponse, problemResponses } from './responses.js';
+import { jsonResponse, routeRule } from './responses.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
 const ADMIN_ERRORS = {
   400: 'invalid_request: a parameter is missing or malformed (the problem names it)',
-  401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
-  403: 'forbidden: the API key lacks the `admin` scope',
-  429: 'rate_limited: too many requests for this API key; retry after Retry-After',
   503: 'store_unavailable: the store did not answer; nothing was changed for certain',
 } as const;
+const listRule = routeRule('admin', ADMIN_ERRORS);
+const forceReleaseRule = routeRule('admin', {
+  ...ADMIN_ERRORS,
+  404: 'not_found: nobody holds this lock; nothing changed',
+  413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
+  415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
+});
 
 /** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
 const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
@@ -25,6 +29,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
   app.get(
     '/v1/locks',
     {
+      config: listRule.config,
       schema: {
         operationId: 'listLocks',
         summary: 'List held locks (admin)',
@@ -33,7 +38,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
           'expiry; never owner tokens. Walks the store incrementally (Redis SCAN), so it never blocks the store.',
         tags: ['admin'],
         querystring: ListLocksQuery,
-        response: { 200: jsonResponse(LockList, 'One page of held locks'), ...problemResponses(ADMIN_ERRORS) },
+        response: { 200: jsonResponse(LockList, 'One page of held locks'), ...listRule.errors },
       },
     },
     async (request) => {
@@ -56,6 +61,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
   app.delete(
     '/v1/locks/:key',
     {
+      config: forceReleaseRule.config,
       schema: {
         operationId: 'forceReleaseLock',
         summary: 'Force-release a stuck lock (admin)',
@@ -69,12 +75,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
         querystring: ForceReleaseQuery,
         response: {
           200: jsonResponse(ForceReleaseResponse, 'Freed'),
-          ...problemResponses({
-            ...ADMIN_ERRORS,
-            404: 'not_found: nobody holds this lock; nothing changed',
-            413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
-            415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
-          }),
+          ...forceReleaseRule.errors,
         },
       },
     },

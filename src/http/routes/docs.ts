@@ -9,9 +9,12 @@ import { jsonResponse } from './responses.js';
  * are served from here, so the docs work on a network without internet access.
  */
 export const docsRoutes: FastifyPluginAsyncZod = async (app) => {
+  // Public: the document describes the API, not anyone's locks.
+  const config = { access: 'public' } as const;
   app.get(
     '/openapi.json',
     {
+      config,
       schema: {
         operationId: 'openApiJson',
         summary: 'This OpenAPI document, as JSON',
@@ -25,6 +28,7 @@ export const docsRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/openapi.yaml',
     {
+      config,
       schema: {
         operationId: 'openApiYaml',
         summary: 'This OpenAPI document, as YAML',

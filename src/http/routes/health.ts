@@ -2,23 +2,28 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockStore } from '../../domain/lock-store.js';
 import { sendProblem } from '../problem.js';
-import { jsonResponse, problemResponses } from './responses.js';
+import { jsonResponse, routeRule } from './responses.js';
 
 const Live = z.object({ status: z.literal('ok') }).meta({ id: 'Liveness' });
 const Ready = z
   .object({ status: z.literal('ready'), store: z.enum(['memory', 'redis']) })
   .meta({ id: 'Readiness', description: 'The service can grant locks; store says which store it uses.' });
 
+// Load balancers and orchestrators call the probes without credentials; they reveal only up/ready.
+const liveRule = routeRule('public');
+const readyRule = routeRule('public', { 503: 'store_unavailable: the store does not answer' });
+
 export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (app, { store }) => {
   app.get(
     '/livez',
     {
+      config: liveRule.config,
       schema: {
         operationId: 'liveness',
         summary: 'Is the process alive?',
         description: 'Always 200 while the process runs, even when the store is down: restarting would not help.',
         tags: ['health'],
-        response: { 200: jsonResponse(Live, 'The process is alive') },
+        response: { 200: jsonResponse(Live, 'The process is alive'), ...liveRule.errors },
       },
       logLevel: 'warn',
     },
@@ -28,6 +33,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (
   app.get(
     '/readyz',
     {
+      config: readyRule.config,
       schema: {
         operationId: 'readiness',
         summary: 'Can the service grant locks now?',
@@ -35,7 +41,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (
         tags: ['health'],
         response: {
           200: jsonResponse(Ready, 'Ready: the store answers'),
-          ...problemResponses({ 503: 'store_unavailable: the store does not answer' }),
+          ...readyRule.errors,
         },
       },
       logLevel: 'warn',

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyRequest } from 'fastify';
-import { isDomainError, StoreUnavailableError, WaitAbortedError } from '../../domain/errors.js';
-import { writeDomainError } from '../problem.js';
+import { WaitAbortedError } from '../../domain/errors.js';
+import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
   AcquireRequest,
@@ -14,44 +13,41 @@ import {
   RenewResponse,
 } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
-import { jsonResponse, problemResponses } from './responses.js';
+import { jsonResponse, routeRule } from './responses.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
+const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
+/** What every lock operation with a body can answer besides its own refusals. */
 const COMMON_ERRORS = {
-  400: 'invalid_request: a field is missing or malformed (the problem names it)',
+  400: BAD_REQUEST,
   413: 'payload_too_large: the body is over the limit',
   415: 'unsupported_media_type: the body is not application/json',
-  401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
-  403: 'forbidden: the API key lacks the `locks` scope',
-  503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
+  503: STORE_UNAVAILABLE,
 } as const;
+const NOT_OWNER = 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)';
 
-/** Grants and renewals waiting for their last freshness check, by request (see the onSend hook). */
-const leasesToConfirm = new WeakMap<
-  FastifyRequest,
-  { namespace: string; lease: { key: string; ownerToken: string; ttlMs: number; decidedAt: number } }
->();
+const acquireRule = routeRule('locks', {
+  ...COMMON_ERRORS,
+  409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
+  429:
+    'too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many ' +
+    'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
+});
+// Renew and release are never refused by the request rate limit (see rate-limit.ts): a holder's
+// renewals are bounded by the leases its key holds, and refusing one would cost the caller its lease.
+const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
+const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
+const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  // The last moment before a grant or renewal is written: if the process was stopped since the store
-  // answered and the lease may be gone, the answer becomes a 503 and the lease is given back.
-  app.addHook('onSend', async (request, reply, payload) => {
-    const pending = leasesToConfirm.get(request);
-    if (pending === undefined || reply.statusCode !== 200) return payload;
-    leasesToConfirm.delete(request);
-    try {
-      await locks.confirmFresh(pending.namespace, pending.lease);
-      return payload;
-    } catch (err) {
-      const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });
-      return writeDomainError(request, reply, error);
-    }
-  });
+  registerFreshAnswers(app, locks);
 
   app.post(
     '/v1/locks/:key/acquire',
     {
+      config: acquireRule.config,
       schema: {
         operationId: 'acquireLock',
         summary: 'Take a lock',
@@ -65,13 +61,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         body: AcquireRequest,
         response: {
           200: jsonResponse(AcquireResponse, 'Granted: the caller holds the lock until expiresAt unless it renews'),
-          ...problemResponses({
-            ...COMMON_ERRORS,
-            409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
-            429:
-              'too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many ' +
-              'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
-          }),
+          ...acquireRule.errors,
         },
       },
     },
@@ -92,7 +82,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         waitMs,
         signal,
       });
-      leasesToConfirm.set(request, { namespace, lease: grant });
+      confirmBeforeSending(request, namespace, grant);
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,
@@ -107,9 +97,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
   app.post(
     '/v1/locks/:key/renew',
     {
-      // Never refused by a request rate limit (see rate-limit.ts): a holder's renewals are bounded by the
-      // leases its key holds, and refusing one would cost the caller its lease.
-      config: { rateLimit: false },
+      config: renewRule.config,
       schema: {
         operationId: 'renewLock',
         summary: 'Extend a held lease',
@@ -121,17 +109,14 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         body: RenewRequest,
         response: {
           200: jsonResponse(RenewResponse, 'Renewed: the lease now ends at expiresAt; the fencing token is unchanged'),
-          ...problemResponses({
-            ...COMMON_ERRORS,
-            409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
-          }),
+          ...renewRule.errors,
         },
       },
     },
     async (request) => {
       const namespace = principalOf(request).namespace;
       const renewal = await locks.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      leasesToConfirm.set(request, { namespace, lease: { ...renewal, ownerToken: request.body.ownerToken } });
+      confirmBeforeSending(request, namespace, { ...renewal, ownerToken: request.body.ownerToken });
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
@@ -139,9 +124,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
   app.post(
     '/v1/locks/:key/release',
     {
-      // Never refused by a request rate limit (see rate-limit.ts): a holder's renewals are bounded by the
-      // leases its key holds, and refusing one would cost the caller its lease.
-      config: { rateLimit: false },
+      config: releaseRule.config,
       schema: {
         operationId: 'releaseLock',
         summary: 'Give a lock back',
@@ -151,10 +134,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         body: ReleaseRequest,
         response: {
           200: jsonResponse(ReleaseResponse, 'Released: the lock is free for the next caller'),
-          ...problemResponses({
-            ...COMMON_ERRORS,
-            409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)',
-          }),
+          ...releaseRule.errors,
         },
       },
     },
@@ -167,6 +147,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
   app.get(
     '/v1/locks/:key',
     {
+      config: inspectRule.config,
       schema: {
         operationId: 'inspectLock',
         summary: 'See who holds a lock',
@@ -175,13 +156,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         params: LockKeyParams,
         response: {
           200: jsonResponse(LockStatus, 'The lock\'s current state'),
-          ...problemResponses({
-            400: COMMON_ERRORS[400],
-            401: COMMON_ERRORS[401],
-            403: COMMON_ERRORS[403],
-            429: 'rate_limited: too many requests for this API key; retry after Retry-After',
-            503: COMMON_ERRORS[503],
-          }),
+          ...inspectRule.errors,
         },
       },
     },

@@ -7,7 +7,9 @@ export interface MetricsSource {
 
 /** GET /metrics in the Prometheus text format. Kept out of the API document: it is for scrapers. */
 export const metricsRoutes: FastifyPluginAsync<{ metrics: MetricsSource }> = async (app, { metrics }) => {
-  app.get('/metrics', { schema: { hide: true }, logLevel: 'warn' }, async (_request, reply) => {
+  // Public: scraped by Prometheus without credentials; it carries counts, never keys or tokens. Keep
+  // the port on a private network (see the threat table in docs/security.md).
+  app.get('/metrics', { schema: { hide: true }, logLevel: 'warn', config: { access: 'public' } }, async (_request, reply) => {
     const { contentType, body } = await metrics.render();
     return reply.type(contentType).send(body);
   });

@@ -1,5 +1,8 @@
 import type { z } from 'zod';
+import type { Access } from '../auth.js';
 import { Problem } from '../schemas/problem.js';
+
+type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };
 
 type HeaderSchema = { type: 'string' | 'integer'; minimum?: number; description: string };
 
@@ -32,29 +35,50 @@ export const STATUS_HEADERS: Readonly<Record<string, readonly HeaderName[]>> = {
   default: ['Retry-After', 'Allow', 'WWW-Authenticate'],
 };
 
-type ProblemResponse = {
-  description: string;
-  content: { 'application/problem+json': { schema: typeof Problem } };
+/** The catch-all: the errors any route can meet before its own code runs. */
+const ANY_OTHER_ERROR: ProblemResponse = {
+  description:
+    'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
+    '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
+  content: { 'application/problem+json': { schema: Problem } },
 };
 
 /**
- * Declares error responses in a route schema (for the OpenAPI document) as application/problem+json,
- * with the headers each status carries, plus a catch-all `default` for the errors any route can meet
- * before its own code runs (405, 408, 431, 500, ...). The error handler writes these bodies itself, so
- * they all share one shape.
+ * Declares error responses in a route schema (for the OpenAPI document) as application/problem+json.
+ * The error handler writes these bodies itself, so they all share one shape.
  */
-export function problemResponses<S extends number>(statuses: Record<S, string>) {
-  const out: Partial<Record<S | 'default', ProblemResponse>> = {};
-  for (const [status, description] of Object.entries<string>(statuses)) {
-    out[Number(status) as S] = { description, content: { 'application/problem+json': { schema: Problem } } };
+function problemResponses(statuses: Readonly<Record<number, string>>): Record<number | 'default', ProblemResponse> {
+  const out: Record<number | 'default', ProblemResponse> = { default: ANY_OTHER_ERROR };
+  for (const [status, description] of Object.entries(statuses)) {
+    out[Number(status)] = { description, content: { 'application/problem+json': { schema: Problem } } };
   }
-  out.default = {
-    description:
-      'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
-      '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
-    content: { 'application/problem+json': { schema: Problem } },
+  return out;
+}
+
+/** What every route behind an API key can answer, whatever it does (429 only where the rate limit counts). */
+function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Record<number, string> {
+  const errors: Record<number, string> = {
+    401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
+    403: `forbidden: the API key lacks the \`${scope}\` scope`,
   };
-  return out as Record<S | 'default', ProblemResponse>;
+  if (rateLimited) errors[429] = 'rate_limited: too many requests for this API key; retry after Retry-After';
+  return errors;
+}
+
+/**
+ * A route's access rule and its documented error responses, declared once, in the route: `config`
+ * goes in the route options (the auth hook, the rate limiter and the OpenAPI security read it), and
+ * `errors` in its response schema. A route behind a key documents 401, 403 and 429 rate_limited
+ * without saying so; `errors` adds the route's own (a 429 given here replaces the rate_limited one, so
+ * it must mention it). Every route also gets the catch-all `default` problem. `rateLimited: false`
+ * takes the route out of the request rate limit (see rate-limit.ts), and its 429 out of the document.
+ */
+export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean } = {}) {
+  const rateLimited = options.rateLimited ?? true;
+  return {
+    config: { access, ...(rateLimited ? {} : { rateLimit: false as const }) },
+    errors: problemResponses(access === 'public' ? errors : { ...keyErrors(access, rateLimited), ...errors }),
+  };
 }
 
 /** Declares a JSON success response with its own description (instead of swagger's "Default Response"). */

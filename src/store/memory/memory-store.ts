@@ -31,6 +31,8 @@ interface Waiter {
   readonly holder: string | null;
   /** Hands the lock to this waiter (called at most once, by settle). */
   grant(fencingToken: number, expiresAtMs: number): void;
+  /** Ends the wait with an error (the store is closing). */
+  fail(err: Error): void;
 }
 
 export interface MemoryStoreOptions {
@@ -47,6 +49,9 @@ export interface MemoryStoreOptions {
  * The embedded store: locks held in this process's memory. Zero setup, and every operation is atomic
  * because it runs synchronously on the one event loop. Locks are NOT shared between processes.
  * Fencing tokens stay increasing across restarts because they are floored at the wall clock.
+ *
+ * Every method is `async`, so a failure (a closed store) is a rejected promise, as it is for the Redis
+ * store, never a synchronous throw that a caller's `.catch()` would miss.
  *
  * Waiting: each key has a FIFO queue. A release hands the lock straight to the queue's head (only that
  * waiter wakes); a lease that runs out is handed over by a timer set for its end.
@@ -86,8 +91,12 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
+    // "" is no label, as in Redis (which stores none for it).
+    const holder = label === '' ? null : label;
+    // A caller that has already left takes nothing, not even a free lock (nobody would release it).
+    signal?.throwIfAborted();
     const decidedAt = performance.now();
     const now = this.clock();
     this.settle(key, now);
@@ -100,7 +109,6 @@ export class MemoryStore implements LockStore {
     if (waitMs <= 0) return { acquired: false, retryAfterMs };
     const queue = this.queues.get(key) ?? [];
     if (queue.length >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
-    signal?.throwIfAborted();
 
     return new Promise<AcquireOutcome>((resolve, reject) => {
       const leave = () => {
@@ -118,6 +126,10 @@ export class MemoryStore implements LockStore {
         grant: (fencingToken, expiresAtMs) => {
           leave();
           resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
+        },
+        fail: (err) => {
+          leave();
+          reject(err);
         },
       };
       const timer = setTimeout(() => {
@@ -175,11 +187,11 @@ export class MemoryStore implements LockStore {
     };
   }
 
-  forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
-    if (entry?.ownerToken == null) return Promise.resolve({ released: false });
+    if (entry?.ownerToken == null) return { released: false };
     const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
     // Same end state as an owner's release: no owner, last fencing token kept for the grace period.
     entry.ownerToken = null;
@@ -187,7 +199,7 @@ export class MemoryStore implements LockStore {
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
     this.settle(key, now);
-    return Promise.resolve({ released: true, ...evicted });
+    return { released: true, ...evicted };
   }
 
   /**
@@ -195,7 +207,7 @@ export class MemoryStore implements LockStore {
    * costs O(n log n), acceptable for the embedded store's sizes, and makes pages exact: no lock is shown
    * twice and a page never holds more than `limit` locks.
    */
-  list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+  async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     this.assertOpen();
     // A cursor is the last id of a page listed with the same prefix: printable and starting with it.
     // Anything else did not come from here, and answers the same 400 as on Redis.
@@ -222,10 +234,10 @@ export class MemoryStore implements LockStore {
       };
     });
     const last = page[page.length - 1];
-    return Promise.resolve({ locks, nextCursor: ids.length > limit && last !== undefined ? last : null });
+    return { locks, nextCursor: ids.length > limit && last !== undefined ? last : null };
   }
 
-  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     this.assertOpen();
     const now = this.clock();
     const slots = this.slots.get(namespace) ?? new Map<string, number>();
@@ -235,27 +247,25 @@ export class MemoryStore implements LockStore {
       else earliestEndMs = Math.min(earliestEndMs, endMs);
     }
     if (slots.size >= maxSlots && !slots.has(slotId)) {
-      return Promise.resolve({ reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) });
+      return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) };
     }
     slots.set(slotId, Math.max(slots.get(slotId) ?? 0, Math.floor(now) + ttlMs));
     this.slots.set(namespace, slots);
-    return Promise.resolve({ reserved: true });
+    return { reserved: true };
   }
 
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
     this.assertOpen();
     const slots = this.slots.get(namespace);
     const endMs = slots?.get(slotId);
     if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(slotId, expiresAtMs);
-    return Promise.resolve();
   }
 
-  freeSlot(namespace: string, slotId: string): Promise<void> {
+  async freeSlot(namespace: string, slotId: string): Promise<void> {
     this.assertOpen();
     const slots = this.slots.get(namespace);
     slots?.delete(slotId);
     if (slots?.size === 0) this.slots.delete(namespace);
-    return Promise.resolve();
   }
 
   async ping(): Promise<void> {
@@ -264,6 +274,10 @@ export class MemoryStore implements LockStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    // Waiting callers get their answer now, as the Redis store gives it, not when their wait runs out.
+    for (const queue of [...this.queues.values()]) {
+      for (const waiter of [...queue]) waiter.fail(new StoreUnavailableError('the embedded store is closing'));
+    }
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     for (const timer of this.expiryTimers.values()) clearTimeout(timer);
     this.expiryTimers.clear();

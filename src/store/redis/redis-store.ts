@@ -9,6 +9,7 @@ import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
   parseAcquire,
+  parseCancel,
   parseForceRelease,
   parseHandOver,
   parseHeartbeat,
@@ -18,7 +19,10 @@ import {
   parseScan,
   parseSlotExtend,
   parseSlotReserve,
+  type AcquireReply,
+  type CancelReply,
   type LeaseReply,
+  UnexpectedReplyError,
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
@@ -122,45 +126,59 @@ export class RedisStore implements LockStore {
     this.heartbeat.unref();
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
-    const waiterId = waitMs > 0 ? newId() : '-';
+  async acquire(input: AcquireInput): Promise<AcquireOutcome> {
+    const waitMs = input.waitMs ?? 0;
+    if (waitMs <= 0) {
+      const decidedAt = performance.now();
+      input.signal?.throwIfAborted();
+      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt);
+    }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
-    const waiter = waitMs > 0 ? this.room.register({ id: waiterId, key, ownerToken, ttlMs }) : undefined;
+    const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
-    let reply;
+    let reply: AcquireReply;
     try {
-      signal?.throwIfAborted();
-      reply = await this.call(async () =>
-        parseAcquire(
-          await this.scripts.run('acquire', {
-            ...this.handOverArgs(key),
-            keys: this.keys.lockKeys(key),
-            ownerToken,
-            ttlMs,
-            holder: holder ?? '',
-            waitMs,
-            waiterId,
-            instanceId: this.instanceId,
-            maxWaiters: this.maxWaitersPerKey,
-            livenessMs: WAITER_LIVENESS_MS,
-          }),
-        ),
-      );
+      input.signal?.throwIfAborted();
+      reply = await this.runAcquire(input, waitMs, waiter.id);
     } catch (err) {
-      waiter?.drop();
+      waiter.drop();
       throw err;
     }
-    if (reply.kind !== 'queued') waiter?.drop();
+    if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+    waiter.drop();
+    return this.settle(reply, decidedAt);
+  }
+
+  private runAcquire({ key, ownerToken, ttlMs, holder }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+    return this.call(async () => {
+      const raw = await this.scripts.run('acquire', {
+        ...this.handOverArgs(key),
+        keys: this.keys.lockKeys(key),
+        ownerToken,
+        ttlMs,
+        holder: holder ?? '',
+        waitMs,
+        waiterId,
+        instanceId: this.instanceId,
+        maxWaiters: this.maxWaitersPerKey,
+        livenessMs: WAITER_LIVENESS_MS,
+      });
+      const reply = parseAcquire(raw);
+      // acquire.lua queues only a caller that waits.
+      if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);
+      return reply;
+    });
+  }
+
+  /** The answer to an acquire the script settled at once (not queued). */
+  private settle(reply: AcquireReply, decidedAt: number): AcquireOutcome {
     switch (reply.kind) {
       case 'granted':
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
-      case 'held':
-        return { acquired: false, retryAfterMs: reply.retryAfterMs };
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
-      case 'queued':
-        if (!waiter) throw new StoreUnavailableError('queued without a waiter');
-        return waiter.wait(waitMs, reply.retryAfterMs, signal);
+      default:
+        return { acquired: false, retryAfterMs: reply.retryAfterMs };
     }
   }
 
@@ -304,12 +322,9 @@ export class RedisStore implements LockStore {
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
-  private cancel(waiter: Waiter): Promise<LeaseReply> {
+  private cancel(waiter: Waiter): Promise<CancelReply> {
     return this.call(async () =>
-      parseLease(
-        'cancel',
-        await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken }),
-      ),
+      parseCancel(await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken })),
     );
   }
 

@@ -54,7 +54,7 @@ export function parseAcquire(reply: unknown): AcquireReply {
 
 export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
 
-/** renew and cancel answer alike: {1, fencingToken, expiresAtMs} or {0}. */
+/** renew: {1, fencingToken, expiresAtMs} or {0}. */
 export function parseLease(script: string, reply: unknown): LeaseReply {
   if (Array.isArray(reply)) {
     if (reply.length === 3 && reply[0] === 1) {
@@ -63,6 +63,19 @@ export function parseLease(script: string, reply: unknown): LeaseReply {
     if (reply.length === 1 && reply[0] === 0) return { held: false };
   }
   throw new UnexpectedReplyError(script, reply);
+}
+
+export type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
+
+/** cancel: {1, fencingToken, expiresAtMs} (it was granted meanwhile) or {0, remainingLeaseMs}. */
+export function parseCancel(reply: unknown): CancelReply {
+  if (Array.isArray(reply)) {
+    if (reply.length === 3 && reply[0] === 1) {
+      return { held: true, fencingToken: int('cancel', reply, reply[1]), expiresAtMs: int('cancel', reply, reply[2]) };
+    }
+    if (reply.length === 2 && reply[0] === 0) return { held: false, retryAfterMs: int('cancel', reply, reply[1]) };
+  }
+  throw new UnexpectedReplyError('cancel', reply);
 }
 
 export function parseRelease(reply: unknown): boolean {

@@ -110,7 +110,7 @@ export const SCRIPTS = {
   ]),
   renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
-  inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 2, (a) => [a.keys.lock, a.keys.queue]),
+  inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
   cancel: spec<CancelArgs>('cancel.lua', 3, (a) => [...queueKeys(a.keys), a.waiterId, a.ownerToken]),
   heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
     ...queueKeys(a.keys),

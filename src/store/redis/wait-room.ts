@@ -1,5 +1,5 @@
 import type { AcquireOutcome } from '../../domain/lock-store.js';
-import type { LeaseReply } from './replies.js';
+import type { CancelReply } from './replies.js';
 
 /** A caller of this instance queued for a lock in Redis. */
 export interface Waiter {
@@ -13,8 +13,11 @@ export interface Waiter {
 export interface WaitRoomOps {
   /** The waiter was handed the lock: confirm (and restart) its lease. Rejects if the lease is gone. */
   confirm(waiter: Waiter): Promise<AcquireOutcome>;
-  /** Takes the waiter out of the queue; says whether it was granted the lock in the meantime. */
-  cancel(waiter: Waiter): Promise<LeaseReply>;
+  /**
+   * Takes the waiter out of the queue; says whether it was granted the lock in the meantime, and if not,
+   * how long the current lease has left.
+   */
+  cancel(waiter: Waiter): Promise<CancelReply>;
   release(key: string, ownerToken: string): Promise<boolean>;
   /** Refreshes these waiters, hands over an expired lease, and reports time left and any grant to them. */
   visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }>;
@@ -78,15 +81,8 @@ export class WaitRoom {
   private readonly waiters = new Map<string, LocalWaiter>();
   private readonly byKey = new Map<string, Set<LocalWaiter>>();
   private readonly keyTimers = new Map<string, NodeJS.Timeout>();
-  private readonly remainingLeaseMs = new Map<string, number>();
 
   constructor(private readonly ops: WaitRoomOps) {}
-
-  get size(): number {
-    let n = 0;
-    for (const set of this.byKey.values()) n += set.size;
-    return n;
-  }
 
   register(waiter: Waiter): LocalWaiter {
     const local = new LocalWaiter(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
@@ -99,7 +95,6 @@ export class WaitRoom {
 
   startWaiting(waiter: LocalWaiter, waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<AcquireOutcome> {
     waiter.state = 'waiting';
-    this.remainingLeaseMs.set(waiter.key, retryAfterMs);
     if (waiter.grantedEarly) {
       this.settleGranted(waiter);
       return waiter.outcome;
@@ -164,7 +159,8 @@ export class WaitRoom {
       .then(async (reply): Promise<AcquireOutcome> => {
         // Granted just as the wait ran out: the caller gets the lock rather than a 409.
         if (reply.held) return this.ops.confirm(waiter);
-        return { acquired: false, retryAfterMs: Math.max(1, this.remainingLeaseMs.get(waiter.key) ?? 1) };
+        // Time left on the lease as of now (the cancel ran on the Redis clock), not as of the last visit.
+        return { acquired: false, retryAfterMs: Math.max(1, reply.retryAfterMs) };
       })
       .then(
         (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
@@ -193,7 +189,6 @@ export class WaitRoom {
     set?.delete(waiter);
     if (set?.size === 0) {
       this.byKey.delete(waiter.key);
-      this.remainingLeaseMs.delete(waiter.key);
       clearTimeout(this.keyTimers.get(waiter.key));
       this.keyTimers.delete(waiter.key);
     }
@@ -223,10 +218,7 @@ export class WaitRoom {
     this.ops.visit(key, waiting).then(
       ({ remainingLeaseMs, grantedWaiterId }) => {
         if (grantedWaiterId) this.granted(grantedWaiterId);
-        if (this.byKey.has(key)) {
-          this.remainingLeaseMs.set(key, remainingLeaseMs);
-          if (remainingLeaseMs > 0) this.scheduleVisit(key, remainingLeaseMs);
-        }
+        if (this.byKey.has(key) && remainingLeaseMs > 0) this.scheduleVisit(key, remainingLeaseMs);
       },
       // Redis unreachable: the next heartbeat tries again; waits that run out answer on their own.
       () => undefined,

@@ -492,7 +492,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After. */
+            /** @description too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After. */
             429: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1237,6 +1237,21 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Liveness"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -1,10 +1,12 @@
 --[[
 Shared include (not a command of its own): pulled in with `--- @include "_handover"` by the scripts
 that may find a lock free while callers are queued for it (acquire, release, force-release,
-heartbeat). Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
+heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
   grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs) -> token, expiresAtMs
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
+  waiterLive(record) -> boolean      whether a waiter record (below) is live
+  liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -31,6 +33,33 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs)
   return token, expiresAt
 end
 
+local function waiterLive(record)
+  local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
+  return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
+end
+
+-- Callers queued and still there, the number the embedded store reports too. Dead records (an instance
+-- that died, a wait that ran out before its cancel arrived) are only dropped when they reach the head,
+-- so ZCARD over-counts them. This walks the key's records: O(waiters on this key), at most the per-key
+-- cap, paid only by inspect and by an acquire that finds the queue full, never by a plain acquire,
+-- renew or release.
+local function liveWaiters(keys, prune)
+  if redis.call('ZCARD', keys[2]) == 0 then
+    return 0
+  end
+  local records = redis.call('HGETALL', keys[3])
+  local live = 0
+  for i = 1, #records, 2 do
+    if waiterLive(records[i + 1]) then
+      live = live + 1
+    elseif prune then
+      redis.call('ZREM', keys[2], records[i])
+      redis.call('HDEL', keys[3], records[i])
+    end
+  end
+  return live
+end
+
 local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
   if isLive(cur[1], tonumber(cur[2])) then
@@ -46,9 +75,8 @@ local function handOver(keys, graceMs, channelPrefix, lockName)
     redis.call('ZREM', keys[2], id)
     redis.call('HDEL', keys[3], id)
     if raw then
-      local aliveUntil, deadline, ttl, owner, instance, holder =
-        string.match(raw, '^(%d+)|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
-      if aliveUntil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs then
+      local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
+      if ttl and waiterLive(raw) then
         local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id

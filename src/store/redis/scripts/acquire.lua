@@ -26,7 +26,7 @@ ARGV[11] lock name (for the hand-over message)
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
   {0, retryAfterMs}                held (or others are queued) and the caller does not wait
-  {2, retryAfterMs}                held and the queue is full
+  {2, retryAfterMs}                held and the queue already holds ARGV[8] live waiters
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
 ]]
 --- @include "_handover"
@@ -48,7 +48,9 @@ local waitMs = tonumber(ARGV[5])
 if waitMs <= 0 then
   return {0, retryAfter}
 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[8]) then
+-- The cap counts live waiters only; dead records are swept out of a full queue before it refuses anyone.
+local maxWaiters = tonumber(ARGV[8])
+if redis.call('ZCARD', KEYS[2]) >= maxWaiters and liveWaiters(KEYS, true) >= maxWaiters then
   return {2, retryAfter}
 end
 

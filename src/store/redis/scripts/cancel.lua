@@ -9,16 +9,20 @@ ARGV[1]  waiter id
 ARGV[2]  the waiter's owner token
 
 Returns:
-  {0}                              removed from the queue (or already gone); it holds nothing
+  {0, retryAfterMs}                removed from the queue (or already gone); it holds nothing.
+                                   retryAfterMs: time left on the current lease, 0 when free
   {1, fencingToken, expiresAtMs}   it was already granted the lock and holds a live lease
 ]]
 redis.call('HDEL', KEYS[3], ARGV[1])
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
-  return {0}
-end
+local wasQueued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
-if cur[1] == ARGV[2] and isLive(cur[1], expiresAt) then
+local live = isLive(cur[1], expiresAt)
+if not wasQueued and live and cur[1] == ARGV[2] then
   return {1, tonumber(cur[3]), expiresAt}
 end
-return {0}
+-- The caller's "retry after": when the lease it waited behind (or the one that took its place) ends.
+if live then
+  return {0, expiresAt - nowMs}
+end
+return {0, 0}

@@ -1,17 +1,22 @@
 --[[
 inspect: read the live lease on a lock, timed on the Redis clock. Read-only.
-Hash layout: see acquire.lua. The owner token is never returned.
+Includes _handover.lua (the live-waiter count); hash and queue layout: see acquire.lua and
+_handover.lua. The owner token is never returned.
 
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
+KEYS[3]  the lock's waiter records (HASH)
 
 Returns:
-  {1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}   held; holder is "" when none was given
-  {0}                                                      free
+  {1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}   held; holder is "" when none was
+                                                                    given; waiters counts live waiters only
+  {0}                                                               free
 ]]
+--- @include "_handover"
+
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
   return {0}
 end
-return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', redis.call('ZCARD', KEYS[2])}
+return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', liveWaiters(KEYS, false)}

@@ -1,0 +1,42 @@
+import { performance } from 'node:perf_hooks';
+import { StoreUnavailableError } from './errors.js';
+import type { LockStore } from './lock-store.js';
+
+/**
+ * A reply that took longer than this fraction of the lease to come back (a paused process, a stalled
+ * network) may describe a lease that is already gone or nearly so; it is not handed out as a success.
+ */
+export const LATE_REPLY_FRACTION = 0.5;
+
+/** A lease as the freshness guard sees it: which lock, whose, how long, and when the store decided it. */
+export interface DecidedLease {
+  /** The store's id of the lock (namespace and key; see namespaces.ts). */
+  readonly id: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** performance.now() when the store command that established (or renewed) the lease was sent. */
+  readonly decidedAt: number;
+}
+
+/**
+ * The late-grant guard. If the store's answer arrived late, the lease it describes may have run out
+ * while the reply was in flight; reporting it as held would let two callers believe they hold the
+ * lock. The guard gives the lease back and reports the store as unavailable instead.
+ *
+ * The lock service checks right after the store answers; the HTTP layer checks again just before the
+ * answer is written, because a process stopped in between (SIGSTOP, a long GC pause) would otherwise
+ * hand out a lease that ran out meanwhile. That narrows the window to the write itself; it cannot
+ * close it (see docs/safety.md, Limits).
+ */
+export class FreshnessGuard {
+  constructor(private readonly store: Pick<LockStore, 'release'>) {}
+
+  async refuseIfLate(lease: DecidedLease): Promise<void> {
+    const elapsedMs = performance.now() - lease.decidedAt;
+    if (elapsedMs < lease.ttlMs * LATE_REPLY_FRACTION) return;
+    await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
+    throw new StoreUnavailableError(
+      `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; it was given back`,
+    );
+  }
+}

@@ -1,0 +1,83 @@
+import { QuotaExceededError } from './errors.js';
+import type { Grant, LockStore } from './lock-store.js';
+
+/**
+ * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the
+ * lease could (wait included). It is not moved to the lease's exact end after the grant: that would
+ * cost a store round trip on every acquire to give the slot back at most this much (plus the unused
+ * wait) earlier. Erring long means a namespace is at worst refused a lock a moment early, never
+ * allowed one over its cap; a release frees the slot at once, a renew extends it.
+ */
+export const SLOT_MARGIN_MS = 1000;
+
+/** The lease a caller asks for, as the quota needs to know it. */
+export interface LeaseClaim {
+  readonly namespace: string;
+  /** The store's id of the lock. */
+  readonly id: string;
+  /** Also the quota slot's id: one slot per lease. */
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+}
+
+/**
+ * The cap on locks one namespace holds at once, kept as quota slots in the store (see SlotStore). A
+ * slot is taken before (or together with) the grant and given back if the lock is not granted. A
+ * caller that waits holds its slot while it waits: the quota check cannot run inside the hand-over,
+ * whose keys live in the lock's own Cluster slot. Every give-back is best effort: a slot left behind
+ * only counts until it ends by itself.
+ */
+export class NamespaceQuota {
+  constructor(
+    private readonly store: Pick<LockStore, 'reserveSlot' | 'extendSlot' | 'freeSlot' | 'release'>,
+    /** Most locks one namespace may hold at once; 0 means no cap (and no slot bookkeeping). */
+    private readonly maxHeldLocks: number,
+  ) {}
+
+  /**
+   * For an acquire that does not wait. The slot and the lease are asked for at once: with
+   * auto-pipelining both reach Redis in one round trip instead of two. A lease granted without a slot
+   * is given straight back before anyone hears of it, so no caller is ever told it holds a lock over
+   * the namespace's cap (another caller may, for that instant, be told the lock is held).
+   */
+  async grantNow<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
+    if (this.maxHeldLocks <= 0) return acquire();
+    const [slot, lease] = await Promise.allSettled([
+      this.store.reserveSlot(claim.namespace, claim.ownerToken, claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks),
+      acquire(),
+    ]);
+    if (slot.status === 'fulfilled' && slot.value.reserved) {
+      if (lease.status === 'fulfilled') return lease.value;
+      await this.free(claim.namespace, claim.ownerToken);
+      throw lease.reason;
+    }
+    if (lease.status === 'fulfilled') await this.store.release(claim.id, claim.ownerToken).catch(() => undefined);
+    if (slot.status === 'rejected') throw slot.reason;
+    throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.value.reserved ? 1 : slot.value.retryAfterMs);
+  }
+
+  /** For an acquire that may wait `waitMs`: the slot first, held through the wait, given back if not granted. */
+  async grantWaiting<G extends Grant>(claim: LeaseClaim, waitMs: number, acquire: () => Promise<G>): Promise<G> {
+    if (this.maxHeldLocks <= 0) return acquire();
+    const slot = await this.store.reserveSlot(claim.namespace, claim.ownerToken, waitMs + claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks);
+    if (!slot.reserved) throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.retryAfterMs);
+    let granted = false;
+    try {
+      const grant = await acquire();
+      granted = true;
+      return grant;
+    } finally {
+      if (!granted) await this.free(claim.namespace, claim.ownerToken);
+    }
+  }
+
+  /** A renewed lease's slot lasts as long as the lease now does. */
+  async extend(namespace: string, ownerToken: string, expiresAtMs: number): Promise<void> {
+    if (this.maxHeldLocks > 0) await this.store.extendSlot(namespace, ownerToken, expiresAtMs).catch(() => undefined);
+  }
+
+  /** A released (or evicted) lease's slot is free again. */
+  async free(namespace: string, ownerToken: string): Promise<void> {
+    if (this.maxHeldLocks > 0) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
+  }
+}

@@ -1,0 +1,261 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
+import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * Each Lua script on its own, called through the script table on a real redis-server: one case per
+ * return shape its header comment documents, plus the state it leaves in Redis. The store's own tests
+ * go through the parsers; these pin the scripts' contract itself.
+ */
+let server: RedisServer;
+let redis: Redis;
+let raw: Redis;
+let scripts: Scripts;
+const space = new KeySpace('lua:');
+const GRACE_MS = 60_000;
+const CHANNELS = space.grantChannelPrefix();
+let n = 0;
+let lockName: string;
+let keys: LockKeys;
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  scripts = defineScripts(redis);
+  raw = server.client();
+});
+afterAll(async () => {
+  redis.disconnect();
+  raw.disconnect();
+  await server.stop();
+});
+beforeEach(() => {
+  lockName = `k${++n}`;
+  keys = space.lockKeys(lockName);
+});
+
+const int = expect.any(Number) as unknown as number;
+const handOver = { graceMs: GRACE_MS, channelPrefix: CHANNELS };
+
+function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {}) {
+  return scripts.run('acquire', {
+    ...handOver,
+    lockName,
+    keys,
+    ownerToken,
+    ttlMs: options.ttlMs ?? 10_000,
+    holder: options.holder ?? '',
+    waitMs: options.waitMs ?? 0,
+    waiterId: options.waiterId ?? '-',
+    instanceId: 'inst-a',
+    maxWaiters: options.maxWaiters ?? 10,
+    livenessMs: 3_000,
+  });
+}
+const release = (ownerToken: string) => scripts.run('release', { ...handOver, lockName, keys, ownerToken });
+
+/** Resolves with the next message published on `channel`. */
+async function nextMessage(channel: string): Promise<{ next: Promise<string>; done: () => void }> {
+  const sub = server.client();
+  await sub.subscribe(channel);
+  const next = new Promise<string>((resolve) => sub.once('message', (_c: string, message: string) => resolve(message)));
+  return { next, done: () => sub.disconnect() };
+}
+
+describe('acquire.lua', () => {
+  it('{1, fencingToken, expiresAtMs}: granted; the hash holds owner, end, holder and token', async () => {
+    const before = Date.now();
+    const reply = (await acquire('owner-1', { ttlMs: 5_000, holder: 'h' })) as number[];
+    expect(reply).toEqual([1, int, int]);
+    const [, token, end] = reply as [number, number, number];
+    expect(token).toBeGreaterThanOrEqual(before * 1000);
+    expect(end).toBeGreaterThanOrEqual(before + 5_000);
+    expect(await raw.hgetall(keys.lock)).toEqual({ o: 'owner-1', e: String(end), t: String(token), h: 'h' });
+    expect(await raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
+  });
+
+  it('{0, retryAfterMs}: held and the caller does not wait', async () => {
+    await acquire('owner-1', { ttlMs: 5_000 });
+    const reply = (await acquire('owner-2')) as number[];
+    expect(reply).toEqual([0, int]);
+    expect(reply[1]).toBeGreaterThan(4_000);
+    expect(reply[1]).toBeLessThanOrEqual(5_000);
+  });
+
+  it('{3, retryAfterMs}: queued; {2, retryAfterMs}: the queue holds the most live waiters allowed', async () => {
+    await acquire('owner-1', { ttlMs: 5_000 });
+    expect(await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1', maxWaiters: 1 })).toEqual([3, int]);
+    expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
+    expect(await raw.hget(keys.waiters, 'w1')).toMatch(/^\d+\|\d+\|10000\|owner-2\|inst-a\|$/);
+    expect(await acquire('owner-3', { waitMs: 5_000, waiterId: 'w2', maxWaiters: 1 })).toEqual([2, int]);
+  });
+
+  it('a dead waiter does not count toward the cap: it is swept out and the caller queued', async () => {
+    await acquire('owner-1', { ttlMs: 5_000 });
+    await raw.zadd(keys.queue, 1, 'dead');
+    await raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
+    expect(await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1', maxWaiters: 1 })).toEqual([3, int]);
+    expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
+  });
+
+  it('the fencing token is last + 1 when the last one is ahead of the clock', async () => {
+    await raw.hset(keys.lock, 't', '5000000000000000');
+    expect(await acquire('owner-1')).toEqual([1, 5_000_000_000_000_001, int]);
+  });
+});
+
+describe('renew.lua', () => {
+  it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
+    const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
+    const reply = (await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    expect(reply).toEqual([1, token, int]);
+    expect(reply[2]).toBeGreaterThan(end);
+  });
+
+  it('{0}: this token holds no live lease', async () => {
+    await acquire('owner-1');
+    expect(await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+  });
+});
+
+describe('release.lua', () => {
+  it('1: released; the last token stays for the grace period; 0: not the owner', async () => {
+    const [, token] = (await acquire('owner-1')) as [number, number];
+    expect(await release('someone-else')).toBe(0);
+    expect(await release('owner-1')).toBe(1);
+    expect(await raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS - 1_000);
+    expect(await release('owner-1')).toBe(0);
+  });
+
+  it('hands the lock to the first live waiter and announces it on that waiter instance’s channel', async () => {
+    const [, token] = (await acquire('owner-1')) as [number, number];
+    await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1', ttlMs: 7_000 });
+    const message = await nextMessage(`${CHANNELS}inst-a`);
+    try {
+      expect(await release('owner-1')).toBe(1);
+      const [waiterId, grantedToken, end, name] = (await message.next).split('|');
+      expect([waiterId, name]).toEqual(['w1', lockName]);
+      expect(Number(grantedToken)).toBeGreaterThan(token);
+      expect(await raw.hget(keys.lock, 'o')).toBe('owner-2');
+      expect(await raw.hget(keys.lock, 'e')).toBe(end);
+      expect(await raw.zcard(keys.queue)).toBe(0);
+    } finally {
+      message.done();
+    }
+  });
+});
+
+describe('inspect.lua', () => {
+  it('{1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}: held; waiters counts live ones', async () => {
+    const [, token, end] = (await acquire('owner-1', { ttlMs: 5_000, holder: 'worker-7' })) as [number, number, number];
+    await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
+    await raw.zadd(keys.queue, 1, 'dead');
+    await raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
+    const reply = (await scripts.run('inspect', { keys })) as unknown[];
+    expect(reply).toEqual([1, token, end, int, 'worker-7', 1]);
+    expect(reply[3]).toBeLessThanOrEqual(5_000);
+    // Read-only: the dead record is still there.
+    expect(await raw.zcard(keys.queue)).toBe(2);
+  });
+
+  it('holder "" when none was given; {0} when free', async () => {
+    await acquire('owner-1');
+    expect(await scripts.run('inspect', { keys })).toEqual([1, int, int, int, '', 0]);
+    await release('owner-1');
+    expect(await scripts.run('inspect', { keys })).toEqual([0]);
+  });
+});
+
+describe('cancel.lua', () => {
+  it('{0, retryAfterMs}: taken out of the queue; retryAfterMs is the time left on the lease', async () => {
+    await acquire('owner-1', { ttlMs: 5_000 });
+    await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
+    const reply = (await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
+    expect(reply).toEqual([0, int]);
+    expect(reply[1]).toBeGreaterThan(4_000);
+    expect(await raw.zcard(keys.queue)).toBe(0);
+    expect(await raw.hlen(keys.waiters)).toBe(0);
+  });
+
+  it('{1, fencingToken, expiresAtMs}: it had been handed the lock; {0, 0}: gone and the lock is free', async () => {
+    await acquire('owner-1');
+    await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
+    await release('owner-1');
+    const granted = (await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
+    expect(granted).toEqual([1, int, int]);
+    expect(Number(await raw.hget(keys.lock, 't'))).toBe(granted[1]);
+    await release('owner-2');
+    expect(await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })).toEqual([0, 0]);
+  });
+});
+
+describe('heartbeat.lua', () => {
+  const beat = (waiters: Array<{ id: string; ownerToken: string }>) =>
+    scripts.run('heartbeat', { ...handOver, lockName, keys, livenessMs: 3_000, waiters });
+
+  it('{remainingLeaseMs, ""}: refreshes its waiters while the lock is held by someone else', async () => {
+    await acquire('owner-1', { ttlMs: 5_000 });
+    await acquire('owner-2', { waitMs: 60_000, waiterId: 'w1' });
+    const before = Number((await raw.hget(keys.waiters, 'w1'))?.split('|')[0]);
+    await sleep(5);
+    const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
+    expect(reply).toEqual([int, '']);
+    expect(reply[0]).toBeGreaterThan(4_000);
+    expect(Number((await raw.hget(keys.waiters, 'w1'))?.split('|')[0])).toBeGreaterThan(before);
+  });
+
+  it('{remainingLeaseMs, waiterId}: a lease that ran out is handed to the first live waiter, one of this instance', async () => {
+    await acquire('owner-1', { ttlMs: 30 });
+    await acquire('owner-2', { waitMs: 60_000, waiterId: 'w1' });
+    await sleep(50);
+    const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
+    expect(reply).toEqual([int, 'w1']);
+    expect(await raw.hget(keys.lock, 'o')).toBe('owner-2');
+  });
+
+  it('{0, ""}: the lock is free', async () => {
+    expect(await beat([])).toEqual([0, '']);
+  });
+});
+
+describe('force-release.lua', () => {
+  it('{1, fencingToken, holder, evictedOwnerToken}: released whoever held it; {0}: no live lease', async () => {
+    const [, token] = (await acquire('owner-1', { holder: 'stuck' })) as [number, number];
+    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1']);
+    expect(await raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([0]);
+    await acquire('owner-2');
+    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2']);
+  });
+});
+
+describe('slot-reserve.lua and slot-extend.lua', () => {
+  it('{1}: reserved; {0, retryAfterMs}: the namespace is full until its earliest slot ends', async () => {
+    const slotsKey = space.slots(`ns-${lockName}`);
+    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
+    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
+    const full = (await scripts.run('slotReserve', { slotsKey, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
+    expect(full).toEqual([0, int]);
+    expect(full[1]).toBeGreaterThan(2_000);
+    expect(full[1]).toBeLessThanOrEqual(3_000);
+    // An existing slot may always be reserved again (its end only moves later).
+    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
+  });
+
+  it('1: an existing slot moved later (never earlier); 0: no such slot, nothing created', async () => {
+    const slotsKey = space.slots(`ns-${lockName}`);
+    await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
+    const end = Number(await raw.zscore(slotsKey, 'a'));
+    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end + 5_000 })).toBe(1);
+    expect(Number(await raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
+    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end })).toBe(1);
+    expect(Number(await raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
+    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'ghost', expiresAtMs: end })).toBe(0);
+    expect(await raw.zscore(slotsKey, 'ghost')).toBeNull();
+  });
+});

@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { RedisStore } from '../../src/store/redis/redis-store.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { openRedisStore } from '../helpers/redis-store.js';
+
+/**
+ * The Redis store from states a test writes straight into Redis: what the conformance suite cannot
+ * reach through the store's own API (Redis's clock cannot be faked; a dead instance's waiter record).
+ */
+let server: RedisServer;
+let store: RedisStore;
+let raw: Redis;
+const PREFIX = 'state:';
+let n = 0;
+const uniqueKey = () => `k${++n}`;
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  store = await openRedisStore(server, { keyPrefix: PREFIX, maxWaitersPerKey: 2 });
+  raw = server.client();
+});
+afterAll(async () => {
+  raw.disconnect();
+  await store.close();
+  await server.stop();
+});
+
+/** A waiter record as an instance that has since died left it: not refreshed for a long time. */
+async function plantDeadWaiter(key: string, id: string): Promise<void> {
+  const lock = `${PREFIX}{${key}}`;
+  const longAgo = Date.now() - 60_000;
+  await raw.zadd(`${lock}:q`, longAgo * 1000, id);
+  await raw.hset(`${lock}:w`, id, `${longAgo}|${Date.now() + 60_000}|5000|${newOwnerToken()}|dead-instance|`);
+}
+
+describe('redis store: states planted in Redis', () => {
+  it('the next fencing token is exactly last + 1 when the last one is ahead of the clock', async () => {
+    const key = uniqueKey();
+    // Far ahead of the Redis clock in microseconds (~1.8e15 today), still well below 2^53.
+    const last = 5_000_000_000_000_000;
+    await raw.hset(`${PREFIX}{${key}}`, 't', String(last));
+    const ownerToken = newOwnerToken();
+    const first = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
+    expect(first).toMatchObject({ acquired: true, fencingToken: last + 1 });
+    await store.release(key, ownerToken);
+    const second = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+    expect(second).toMatchObject({ acquired: true, fencingToken: last + 2 });
+  });
+
+  it('inspect does not count a dead instance’s waiters', async () => {
+    const key = uniqueKey();
+    const holder = newOwnerToken();
+    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    await plantDeadWaiter(key, 'ghost-1');
+    await plantDeadWaiter(key, 'ghost-2');
+    expect((await store.inspect(key))?.waiters).toBe(0);
+    const waiting = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
+    await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(1);
+    expect((await store.list({ prefix: key, limit: 10 })).locks[0]?.waiters).toBe(1);
+    await store.release(key, holder);
+    expect((await waiting).acquired).toBe(true);
+  });
+
+  it('dead waiters do not fill the queue: they are swept out before anyone is refused', async () => {
+    const key = uniqueKey();
+    const holder = newOwnerToken();
+    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    // The cap is 2 and both places are taken by the dead.
+    await plantDeadWaiter(key, 'ghost-1');
+    await plantDeadWaiter(key, 'ghost-2');
+    const waiters = [0, 1].map(async () => {
+      const ownerToken = newOwnerToken();
+      return { ownerToken, ...(await store.acquire({ key, ownerToken, ttlMs: 1_000, holder: null, waitMs: 5_000 })) };
+    });
+    await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(2);
+    expect(await raw.zcard(`${PREFIX}{${key}}:q`)).toBe(2);
+    // Now the queue really is full of live waiters.
+    await expect(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 })).rejects.toMatchObject({
+      code: 'too_many_waiters',
+    });
+    // Both live waiters are served in turn; the dead are never handed the lock.
+    let current = holder;
+    for (const waiting of waiters) {
+      expect(await store.release(key, current)).toBe(true);
+      const next = await waiting;
+      expect(next.acquired).toBe(true);
+      current = next.ownerToken;
+    }
+    await store.release(key, current);
+  });
+});
