@@ -24,7 +24,7 @@ describe('openapi.yaml', () => {
       'get /v1/locks/{key}': ['200', '400', '401', '403', '429', '503', 'default'],
       'delete /v1/locks/{key}': ['200', '400', '401', '403', '404', '413', '415', '429', '503', 'default'],
       'get /v1/locks': ['200', '400', '401', '403', '429', '503', 'default'],
-      'get /livez': ['200'],
+      'get /livez': ['200', 'default'],
       'get /readyz': ['200', '503', 'default'],
       'get /openapi.json': ['200'],
       'get /openapi.yaml': ['200'],
