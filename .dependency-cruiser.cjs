@@ -30,6 +30,15 @@ module.exports = {
       to: { path: ['(^|/)src/(http|store|auth|observability|cli)/', '(^|/)src/[^/]+\\.ts$'] },
     },
     {
+      name: 'client-is-standalone',
+      comment:
+        'keyholder/client ships into applications: it imports only its own files, node built-ins and openapi-fetch ' +
+        '(no server code, no Fastify, no store driver).',
+      severity: 'error',
+      from: { path: '(^|/)src/client/' },
+      to: { pathNot: ['(^|/)src/client/', '(^|/)node_modules/openapi-fetch/', '(^|/)node_modules/openapi-typescript-helpers/'], dependencyTypesNot: ['core'] },
+    },
+    {
       name: 'no-dev-dependencies-in-src',
       comment: 'src/ is what runs in the image, where only production dependencies are installed.',
       severity: 'error',

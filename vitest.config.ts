@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Long fault runs have their own script (npm run test:faults).
     exclude: ['test/faults/long/**', 'node_modules/**'],
+    // The CLI and the package's client entry run compiled, as users run them: build dist/ when src/ changed.
+    globalSetup: ['test/helpers/build-dist.ts'],
     pool: 'forks',
     // Two cores: more parallel files than that only adds scheduling noise to timing-sensitive tests.
     maxWorkers: 2,

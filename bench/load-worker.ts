@@ -284,6 +284,7 @@ function redisScenario(task: LoopTask): Scenario {
           livenessMs: 3000,
           channelPrefix: keys.grantChannelPrefix(),
           lockName: key,
+          idempotencyKey: '',
         }),
       );
       const t1 = performance.now();

@@ -1,5 +1,5 @@
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -8,12 +8,28 @@ import { RedisServer } from '../test/helpers/redis-server.js';
 import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
 import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
+import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
  * a bare-Fastify floor and, when installed, etcd, all on loopback; drives them from a separate load
- * process; prints a Markdown report on stdout and a progress line on stderr.
+ * process; prints a Markdown report on stdout and a progress line on stderr, and keeps the report and
+ * its raw JSON in bench/results/ (one pair of files per run, plus latest.md and latest.json).
  */
+
+const USAGE = `npm run bench -- [options]
+
+  --quick             one short round at concurrency 50 (about a minute on an idle 2-core machine)
+  --rounds N          rounds of every scenario (default 3; 1 with --quick)
+  --duration-ms MS    measured window per scenario (default 5000; 1500 with --quick)
+  --scenarios a,b     loop scenarios to run (default all: ${['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'].join(', ')})
+  --no-waiting        skip the queue-draining and lease-expiry measurements
+  --no-memory         skip the Redis memory measurement
+  --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
+  --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
+  --no-save           do not write any file
+  --help              this text
+`;
 
 const { values: args } = parseArgs({
   options: {
@@ -23,10 +39,18 @@ const { values: args } = parseArgs({
     scenarios: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
+    'no-backends': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
+    'no-save': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const RESULTS_DIR = join(ROOT, 'bench/results');
 
 const quick = args.quick ?? false;
 const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
@@ -90,6 +114,7 @@ function redisVersion(): string {
 
 async function main(): Promise<void> {
   const loadBefore = loadAverage();
+  const startedAt = new Date().toISOString();
   const dir = benchDir();
   const owned: OwnedProcess[] = [];
   let redis: RedisServer | undefined;
@@ -207,6 +232,23 @@ async function main(): Promise<void> {
       expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
     }
 
+    let backends: BackendRow[] | undefined;
+    const backendConcurrency = 50;
+    if (!args['no-backends'] && etcdInstalled()) {
+      const w = worker;
+      backends = await measureBackends({
+        oneRedis: keyholder,
+        dir,
+        access,
+        rounds: settings.rounds,
+        warmMs: settings.warmMs,
+        durationMs: settings.durationMs,
+        concurrency: backendConcurrency,
+        runLoop: (task) => w.run<LoopResult>(task),
+        progress,
+      });
+    }
+
     const report: Report = {
       machine: {
         cpus: availableParallelism(),
@@ -216,7 +258,8 @@ async function main(): Promise<void> {
         etcd: etcdInstalled() ? etcdVersion() : null,
         loadBefore,
         loadAfter: loadAverage(),
-        date: new Date().toISOString(),
+        date: startedAt,
+        command: ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
       },
       settings,
       results,
@@ -225,10 +268,23 @@ async function main(): Promise<void> {
       expiry,
     };
     progress('done\n');
-    const text = renderReport(report, MEMORY_FENCE_GRACE_MS);
+    let text = renderReport(report, MEMORY_FENCE_GRACE_MS);
+    if (backends) text += `\n### Backends\n\n${renderBackends(backends, backendConcurrency)}\n`;
     process.stdout.write(text);
-    if (args.out) writeFileSync(args.out, text);
-    if (args.out) writeFileSync(`${args.out}.json`, JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1));
+    const json = JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1);
+    if (args.out) {
+      writeFileSync(args.out, text);
+      writeFileSync(`${args.out}.json`, json);
+    } else if (!args['no-save']) {
+      // One file per run, named by its start time, and latest.* for the documents that quote it.
+      mkdirSync(RESULTS_DIR, { recursive: true });
+      const stamp = report.machine.date.replace(/[:.]/g, '-');
+      for (const name of [stamp, 'latest']) {
+        writeFileSync(join(RESULTS_DIR, `${name}.md`), text);
+        writeFileSync(join(RESULTS_DIR, `${name}.json`), `${json}\n`);
+      }
+      process.stderr.write(`written: bench/results/${stamp}.md, .json and bench/results/latest.md, .json\n`);
+    }
   } finally {
     worker?.stop();
     for (const proc of owned.reverse()) await proc.stop().catch(() => undefined);

@@ -7,6 +7,6 @@ const yaml = await generateOpenApiYaml();
 writeFileSync(new URL('../openapi.yaml', import.meta.url), yaml);
 process.stdout.write('wrote openapi.yaml\n');
 
-// And the typed client's types, which a test checks against openapi.yaml the same way.
-writeFileSync(new URL('../test/clients/typescript/keyholder-api.d.ts', import.meta.url), await generateClientTypes(yaml));
-process.stdout.write('wrote test/clients/typescript/keyholder-api.d.ts\n');
+// And the types the client (src/client) compiles from, which a test checks against openapi.yaml the same way.
+writeFileSync(new URL('../src/client/openapi-types.ts', import.meta.url), await generateClientTypes(yaml));
+process.stdout.write('wrote src/client/openapi-types.ts\n');

@@ -46,7 +46,7 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
     // Its own client, failing fast like the store's: while Redis is unreachable a counter call errors
     // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
     // it into a 500.
-    redis = createRedisClient(config.store.url, {
+    redis = createRedisClient(config.store.connection, {
       commandTimeoutMs: config.store.commandTimeoutMs,
       onLost: (err) => logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
     });

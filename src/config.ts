@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { LockLimits } from './domain/limits.js';
 import type { StoreSettings } from './store/create-store.js';
+import type { HostPort, RedisConnection } from './store/redis/client.js';
 
 
 /**
@@ -16,6 +17,45 @@ const intFromEnv = (min: number, max: number, fallback: number) =>
   );
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+
+/** `host:port,host:port`: the seed list of a Sentinel set or a Cluster. */
+const hostPortList = z
+  .string()
+  .transform((v, ctx) => {
+    const out: HostPort[] = [];
+    for (const item of v.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+      const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+      const port = m ? Number(m[2]) : 0;
+      if (!m || port < 1 || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
+        return z.NEVER;
+      }
+      out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+      return z.NEVER;
+    }
+    return out;
+  });
+
+/** `http://host:port,...`: etcd client URLs. */
+const urlList = z
+  .string()
+  .transform((v, ctx) => {
+    const out = v.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    for (const item of out) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
+        return z.NEVER;
+      }
+    }
+    if (out.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'must list at least one URL' });
+      return z.NEVER;
+    }
+    return out;
+  });
 
 export const EnvSchema = z
   .object({
@@ -42,8 +82,51 @@ export const EnvSchema = z
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
      * would silently hand out the same locks again.
      */
-    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis']).default('auto'))
-      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL` is set, the embedded store otherwise.'),
+    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto'))
+      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL` or `REDIS_SENTINELS` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.'),
+    /**
+     * Redis behind Sentinel: the sentinels to ask for the current primary (host:port,...). keyholder
+     * follows a failover by itself; calls during the switch answer 503.
+     */
+    REDIS_SENTINELS: z.preprocess(emptyAsUndefined, hostPortList.optional())
+      .describe('`host:port,...` of Redis Sentinels: keyholder asks them for the primary and follows a failover by itself. Instead of `REDIS_URL`; see [Scaling out](scaling.md).'),
+    /** The primary's name as the sentinels know it (`sentinel monitor <name> ...`). */
+    REDIS_SENTINEL_NAME: z.preprocess(
+      emptyAsUndefined,
+      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -').optional(),
+    ).describe('The primary\'s name in `sentinel monitor <name> ...`; required with `REDIS_SENTINELS`.'),
+    /**
+     * 0: answer a grant once the primary has it (Redis replication is asynchronous). n > 0: answer a
+     * grant or renewal only once WAIT confirms n replicas have it, so a failover to one of them keeps the lease.
+     */
+    REDIS_MIN_REPLICA_ACKS: intFromEnv(0, 16, 0).describe(
+      'Replicas that must confirm (`WAIT`) each grant and renewal before it is answered; fewer in time: the grant is rolled back and the caller gets 503.',
+    ),
+    /**
+     * 100 ms: a healthy replica on the same network acknowledges in about a millisecond; past this the
+     * grant is rolled back and the caller gets a 503 rather than a lease a failover could lose.
+     */
+    REDIS_REPLICA_ACK_TIMEOUT_MS: intFromEnv(1, 60_000, 100).describe(
+      'How long a grant waits for those replicas; must be below `REDIS_COMMAND_TIMEOUT_MS`.',
+    ),
+    /** The etcd cluster's client URLs (http://host:port,...), for KEYHOLDER_STORE=etcd. */
+    ETCD_ENDPOINTS: z.preprocess(emptyAsUndefined, urlList.optional())
+      .describe('`http://host:port,...` of the etcd members, for `KEYHOLDER_STORE=etcd`.'),
+    /** Prefix of every etcd key this service writes, so it can share an etcd cluster with other data. */
+    ETCD_KEY_PREFIX: z.preprocess(
+      emptyAsUndefined,
+      z
+        .string()
+        .regex(/^[A-Za-z0-9/:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 / : _ . -')
+        .default('keyholder/'),
+    ).describe('Prefix of every etcd key keyholder writes.'),
+    /**
+     * 2 s: an etcd write is a Raft commit (one round trip to a quorum and an fsync), and a leader
+     * election takes about a second; past this the caller gets a 503 rather than a hang.
+     */
+    ETCD_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 2_000).describe(
+      'Longest wait for one etcd call (a Raft commit; an election takes about a second); past it, 503.',
+    ),
     /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
     REDIS_KEY_PREFIX: z.preprocess(
       emptyAsUndefined,
@@ -187,17 +270,45 @@ export const EnvSchema = z
         message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
       });
     }
-    if (env.KEYHOLDER_STORE === 'redis' && env.REDIS_URL === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'is required when KEYHOLDER_STORE=redis' });
+    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS'] as const).filter((k) => env[k] !== undefined);
+    if (redisWays.length > 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [redisWays[1] as string],
+        message: `cannot be combined with ${redisWays[0]}; set one way to reach Redis`,
+      });
     }
-    if (env.KEYHOLDER_STORE === 'memory' && env.REDIS_URL !== undefined) {
+    if (env.REDIS_SENTINELS !== undefined && env.REDIS_SENTINEL_NAME === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_SENTINEL_NAME'], message: 'is required with REDIS_SENTINELS' });
+    }
+    if (env.KEYHOLDER_STORE === 'redis' && redisWays.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_URL'],
+        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS)',
+      });
+    }
+    if (env.KEYHOLDER_STORE === 'etcd' && env.ETCD_ENDPOINTS === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is required when KEYHOLDER_STORE=etcd' });
+    }
+    if ((env.KEYHOLDER_STORE === 'memory' || env.KEYHOLDER_STORE === 'etcd') && redisWays.length > 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['KEYHOLDER_STORE'],
-        message: 'is memory but REDIS_URL is set; unset one of them so the store in use is unambiguous',
+        message: `is ${env.KEYHOLDER_STORE} but ${redisWays[0]} is set; unset one of them so the store in use is unambiguous`,
       });
     }
-    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && env.REDIS_URL === undefined) {
+    if (env.KEYHOLDER_STORE !== 'etcd' && env.ETCD_ENDPOINTS !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is set but KEYHOLDER_STORE is not etcd' });
+    }
+    if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_REPLICA_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_REPLICA_ACK_TIMEOUT_MS'],
+        message: `must be shorter than REDIS_COMMAND_TIMEOUT_MS (${env.REDIS_COMMAND_TIMEOUT_MS}), or the wait is cut off as a timeout`,
+      });
+    }
+    if (env.NODE_ENV === 'production' && env.KEYHOLDER_STORE === 'auto' && redisWays.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['REDIS_URL'],
@@ -247,21 +358,38 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
-  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && e.REDIS_URL !== undefined);
+  const connection: RedisConnection | undefined =
+    e.REDIS_URL !== undefined
+      ? { mode: 'standalone', url: e.REDIS_URL }
+      : e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_NAME !== undefined
+        ? { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, name: e.REDIS_SENTINEL_NAME }
+        : undefined;
+  const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && connection !== undefined);
   return Object.freeze({
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     store:
-      useRedis && e.REDIS_URL !== undefined
+      e.KEYHOLDER_STORE === 'etcd' && e.ETCD_ENDPOINTS !== undefined
         ? Object.freeze({
-            kind: 'redis' as const,
-            url: e.REDIS_URL,
-            keyPrefix: e.REDIS_KEY_PREFIX,
-            commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+            kind: 'etcd' as const,
+            endpoints: Object.freeze([...e.ETCD_ENDPOINTS]),
+            keyPrefix: e.ETCD_KEY_PREFIX,
+            commandTimeoutMs: e.ETCD_COMMAND_TIMEOUT_MS,
           })
-        : Object.freeze({ kind: 'memory' as const }),
+        : useRedis && connection !== undefined
+          ? Object.freeze({
+              kind: 'redis' as const,
+              connection: Object.freeze(connection),
+              keyPrefix: e.REDIS_KEY_PREFIX,
+              commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+              replicaAcks:
+                e.REDIS_MIN_REPLICA_ACKS > 0
+                  ? Object.freeze({ minReplicas: e.REDIS_MIN_REPLICA_ACKS, timeoutMs: e.REDIS_REPLICA_ACK_TIMEOUT_MS })
+                  : null,
+            })
+          : Object.freeze({ kind: 'memory' as const }),
     limits: Object.freeze({
       minTtlMs: e.LOCK_MIN_TTL_MS,
       maxTtlMs: e.LOCK_MAX_TTL_MS,

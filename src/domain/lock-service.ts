@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { LockLimits } from './limits.js';
-import type { Grant, LockState, LockStore } from './lock-store.js';
+import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
+import { idempotencyScope } from './idempotency.js';
 import { randomBase64url } from './random.js';
 import {
   type DomainErrorCode,
@@ -39,6 +40,11 @@ export interface AcquireOptions {
   readonly waitMs?: number;
   /** Aborted when the caller goes away; a wait ends and any lease handed to it is given back. */
   readonly signal?: AbortSignal;
+  /**
+   * The caller's Idempotency-Key and who sent it: while the lease this acquire grants is live, an acquire
+   * by the same caller with the same key gets that lease back instead of lock_held.
+   */
+  readonly idempotency?: { readonly callerId: string; readonly key: string };
 }
 
 export interface LockGrant {
@@ -53,12 +59,15 @@ export interface LockGrant {
 }
 
 /** A store grant and when the command that made it was sent. */
-type DecidedGrant = Grant & { readonly decidedAt: number };
+/** (For a replay, also the earlier lease's owner token and holder.) */
+type DecidedGrant = Extract<AcquireOutcome, { readonly acquired: true }>;
 
 /** One acquire, as its steps (quota, store, freshness) need it. */
 interface LeaseRequest extends LeaseClaim {
   readonly key: string;
   readonly holder: string | null;
+  /** The caller-scoped idempotency key the store keeps with the lease (see AcquireOptions.idempotency). */
+  readonly idempotencyKey?: string;
 }
 
 /** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
@@ -155,33 +164,47 @@ export class LockService {
       if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
         throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
       }
-      const request: LeaseRequest = { namespace, key, id: lockId(namespace, key), ownerToken: newOwnerToken(), ttlMs, holder };
+      const { idempotency } = options;
+      const request: LeaseRequest = {
+        namespace,
+        key,
+        id: lockId(namespace, key),
+        ownerToken: newOwnerToken(),
+        ttlMs,
+        holder,
+        ...(idempotency ? { idempotencyKey: idempotencyScope(idempotency.callerId, idempotency.key) } : {}),
+      };
       const grant =
         waitMs === 0
           ? await this.quota.grantNow(request, () => this.acquireNow(request))
           : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));
+      if (grant.replayed) {
+        // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+        await this.quota.free(namespace, request.ownerToken);
+      }
+      // A replay answers with the earlier lease: its owner token and holder, not this call's.
       return {
         key,
-        ownerToken: request.ownerToken,
+        ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
         fencingToken: grant.fencingToken,
         ttlMs,
         expiresAtMs: grant.expiresAtMs,
-        holder,
+        holder: grant.replayed ? grant.replayed.holder : holder,
         decidedAt: grant.decidedAt,
       };
     });
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
-    const { id, key, ownerToken, ttlMs, holder } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder });
+    const { id, key, ownerToken, ttlMs, holder, idempotencyKey } = request;
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey });
     if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
-    await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
+    await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { namespace, id, key, ownerToken, ttlMs, holder } = request;
+    const { namespace, id, key, ttlMs, holder, idempotencyKey } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
     const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
@@ -193,9 +216,10 @@ export class LockService {
     this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, waitMs, signal });
+      const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey });
       if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
       granted = true;
+      const ownerToken = outcome.replayed?.ownerToken ?? request.ownerToken;
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
         await this.store.release(id, ownerToken).catch(() => undefined);

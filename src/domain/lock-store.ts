@@ -18,6 +18,11 @@ export type AcquireOutcome =
        * measures from here whether the answer is still fresh enough to hand out.
        */
       readonly decidedAt: number;
+      /**
+       * Set when the lock was already held by a live lease acquired with the same idempotency key: that
+       * lease is the answer (its owner token and holder, not the ones asked for), and nothing changed.
+       */
+      readonly replayed?: { readonly ownerToken: string; readonly holder: string | null };
     } & Grant)
   | {
       readonly acquired: false;
@@ -59,6 +64,12 @@ export interface AcquireInput {
    * a free lock, and the promise rejects the same way.
    */
   readonly signal?: AbortSignal;
+  /**
+   * Opaque; stored with the lease it grants and gone with it. While that lease is live, an acquire with
+   * the same value is answered with that lease (`replayed`) instead of being refused. Only immediate
+   * grants store it (a lease handed to a waiter does not).
+   */
+  readonly idempotencyKey?: string;
 }
 
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */
@@ -116,7 +127,7 @@ export interface SlotStore {
 
 export interface LockStore extends SlotStore {
   /** What kind of store this is, for health output and logs. */
-  readonly kind: 'memory' | 'redis';
+  readonly kind: 'memory' | 'redis' | 'etcd';
   /**
    * Grants the lock if it is free (or its lease ran out) and nobody is queued; otherwise waits up to
    * `waitMs` in the key's FIFO queue, or reports the time left on the current lease. Throws

@@ -20,6 +20,10 @@ declare module 'fastify' {
      */
     access?: Access;
   }
+  interface FastifyRequest {
+    /** Who is calling; set by the auth hook on every non-public route. */
+    principal: Principal | null;
+  }
 }
 
 /**
@@ -44,13 +48,6 @@ const OPEN_PRINCIPAL: Principal = Object.freeze({
   scopes: new Set<Scope>(SCOPES),
   anonymous: true,
 });
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** Who is calling; set by the auth hook on every non-public route. */
-    principal: Principal | null;
-  }
-}
 
 /** The caller of a route behind the auth hook. */
 export function principalOf(request: FastifyRequest): Principal {

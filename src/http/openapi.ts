@@ -41,7 +41,7 @@ type Transform = typeof jsonSchemaTransform;
  * `security: []`, so the document's global bearer requirement does not apply to them.
  */
 export const openApiTransform: Transform = (input) => {
-  const out = jsonSchemaTransform(input);
+  const out = withCanonicalHeaderNames(jsonSchemaTransform(input));
   const isPublic = input.route.config?.access === 'public';
   // Each response's headers: those of its status, and on routes the request rate limit counts (all but
   // the public ones and those opting out, see rate-limit.ts) the limiter's, on every answer but a 401
@@ -58,3 +58,17 @@ export const openApiTransform: Transform = (input) => {
   );
   return { ...out, schema: { ...out.schema, response: withHeaders, ...(isPublic ? { security: [] } : {}) } };
 };
+
+const canonical = (name: string) => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
+
+/**
+ * Fastify validates headers under their lower-case names; the document names them as people write them
+ * (`Idempotency-Key`), which is the same header: HTTP header names are case-insensitive.
+ */
+function withCanonicalHeaderNames(out: ReturnType<Transform>): ReturnType<Transform> {
+  const headers = (out.schema as { headers?: { properties?: Record<string, unknown>; required?: string[] } }).headers;
+  if (!headers?.properties) return out;
+  const properties = Object.fromEntries(Object.entries(headers.properties).map(([name, schema]) => [canonical(name), schema]));
+  const required = headers.required?.map(canonical);
+  return { ...out, schema: { ...out.schema, headers: { ...headers, properties, ...(required ? { required } : {}) } } };
+}

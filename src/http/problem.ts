@@ -77,7 +77,7 @@ function problemType(code: ProblemCode): string {
 export interface ProblemExtras {
   readonly retryAfterMs?: number;
   readonly errors?: readonly FieldError[];
-  readonly store?: 'memory' | 'redis';
+  readonly store?: 'memory' | 'redis' | 'etcd';
 }
 
 function problemBody(code: ProblemCode, detail: string, instance?: string, extras: ProblemExtras = {}): ProblemBody {

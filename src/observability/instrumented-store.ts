@@ -33,7 +33,8 @@ export class InstrumentedStore implements LockStore {
     // A waiting acquire's duration is mostly the wait (reported as keyholder_lock_wait_seconds), not
     // store latency: time only the calls that answer at once.
     const outcome = input.waitMs ? await this.inner.acquire(input) : await this.timed('acquire', () => this.inner.acquire(input));
-    if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+    // A replay is the earlier lease, already tracked under its own owner token.
+    if (outcome.acquired && outcome.replayed === undefined) this.leases.granted(input.ownerToken, input.ttlMs);
     return outcome;
   }
 

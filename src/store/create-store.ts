@@ -1,13 +1,28 @@
 import type { Logger } from 'pino';
-import { MemoryStore } from './memory/memory-store.js';
-import { RedisStore } from './redis/redis-store.js';
 import type { LockStore } from '../domain/lock-store.js';
+import { EtcdStore } from './etcd/etcd-store.js';
+import { MemoryStore } from './memory/memory-store.js';
+import type { RedisConnection, ReplicaAcks } from './redis/client.js';
+import { RedisStore } from './redis/redis-store.js';
 
 /** What createStore reads of the configuration (Config has this shape). */
 export interface StoreSettings {
   readonly store:
     | { readonly kind: 'memory' }
-    | { readonly kind: 'redis'; readonly url: string; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+    | {
+        readonly kind: 'redis';
+        readonly connection: RedisConnection;
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+        /** Replicas that must confirm a grant before it is answered (WAIT); null = do not wait. */
+        readonly replicaAcks: ReplicaAcks | null;
+      }
+    | {
+        readonly kind: 'etcd';
+        readonly endpoints: readonly string[];
+        readonly keyPrefix: string;
+        readonly commandTimeoutMs: number;
+      };
   readonly fenceGraceMs: number;
   readonly limits: { readonly maxWaitersPerKey: number };
 }
@@ -15,7 +30,18 @@ export interface StoreSettings {
 export function createStore(config: StoreSettings, log: Logger): LockStore {
   if (config.store.kind === 'redis') {
     return new RedisStore({
-      url: config.store.url,
+      connection: config.store.connection,
+      replicaAcks: config.store.replicaAcks,
+      keyPrefix: config.store.keyPrefix,
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      fenceGraceMs: config.fenceGraceMs,
+      maxWaitersPerKey: config.limits.maxWaitersPerKey,
+      log,
+    });
+  }
+  if (config.store.kind === 'etcd') {
+    return new EtcdStore({
+      endpoints: config.store.endpoints,
       keyPrefix: config.store.keyPrefix,
       commandTimeoutMs: config.store.commandTimeoutMs,
       fenceGraceMs: config.fenceGraceMs,

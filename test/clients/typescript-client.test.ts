@@ -5,11 +5,11 @@ import createClient, { type Client } from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateClientTypes } from '../../scripts/client-types.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import type { paths } from './typescript/keyholder-api.js';
+import type { paths } from '../../src/client/openapi-types.js';
 import { SpecValidator } from './typescript/spec-validator.js';
 
 const OPENAPI_PATH = fileURLToPath(new URL('../../openapi.yaml', import.meta.url));
-const TYPES_PATH = fileURLToPath(new URL('./typescript/keyholder-api.d.ts', import.meta.url));
+const TYPES_PATH = fileURLToPath(new URL('../../src/client/openapi-types.ts', import.meta.url));
 
 /**
  * A client generated from the committed openapi.yaml (openapi-typescript types + openapi-fetch) drives
@@ -37,7 +37,7 @@ describe('generated TypeScript client against a running server', () => {
 
   it('uses types generated from the committed openapi.yaml (npm run openapi regenerates them)', async () => {
     const fresh = await generateClientTypes(readFileSync(OPENAPI_PATH, 'utf8'));
-    expect(fresh, 'keyholder-api.d.ts is stale: run `npm run openapi`').toBe(readFileSync(TYPES_PATH, 'utf8'));
+    expect(fresh, 'src/client/openapi-types.ts is stale: run `npm run openapi`').toBe(readFileSync(TYPES_PATH, 'utf8'));
   });
 
   it('is served the same document that is committed', async () => {

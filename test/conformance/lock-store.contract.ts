@@ -103,11 +103,14 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const grant = await acquire(key, 300);
       if (!grant.acquired) throw new Error('not granted');
       await sleep(50);
+      const before = Date.now();
       const renewed = await store.renew(key, grant.ownerToken, 5_000);
       expect(renewed.renewed).toBe(true);
       if (!renewed.renewed) return;
       expect(renewed.fencingToken).toBe(grant.fencingToken);
-      expect(renewed.expiresAtMs).toBeGreaterThan(grant.expiresAtMs);
+      // 5 s from the renew, on the store clock (not from the old lease end); a little slack as above.
+      expect(renewed.expiresAtMs).toBeGreaterThanOrEqual(before + 5_000 - 50);
+      expect(renewed.expiresAtMs).toBeLessThanOrEqual(Date.now() + 5_000 + 50);
       // Past the original lease, the renewed one still holds.
       await sleep(400);
       expect((await store.inspect(key))?.fencingToken).toBe(grant.fencingToken);
@@ -132,6 +135,51 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(grant.acquired).toBe(true);
       expect((await store.inspect(key))?.holder).toBeNull();
       expect(await store.forceRelease(key)).toMatchObject({ released: true, holder: null });
+    });
+
+    it('an acquire with the live lease\'s idempotency key gets that lease back; other keys, and the key after the lease, do not', async () => {
+      const key = uniqueKey('idem');
+      const first = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: 'idem-a' });
+      if (!first.acquired) throw new Error('not granted');
+      expect(first.replayed).toBeUndefined();
+
+      // The same idempotency key while the lease is live: the same grant (token, expiry, owner, holder).
+      const again = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 9_000, holder: 'other', idempotencyKey: 'idem-a' });
+      expect(again).toMatchObject({ acquired: true, fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
+      if (!again.acquired || !again.replayed) throw new Error('not replayed');
+      expect(again.replayed.holder).toBe('w1');
+      // The replayed owner token is the live lease's: it renews and releases it.
+      expect(await store.renew(key, again.replayed.ownerToken, 5_000)).toMatchObject({ renewed: true, fencingToken: first.fencingToken });
+
+      // Another idempotency key, or none, is refused as usual; waiting callers too are answered at once.
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired).toBe(false);
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(false);
+      const waited = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000, idempotencyKey: 'idem-a' });
+      expect(waited).toMatchObject({ acquired: true, fencingToken: first.fencingToken, replayed: { ownerToken: again.replayed.ownerToken } });
+
+      // Kept only as long as the lease: after release, the key grants a new lease with a higher token.
+      expect(await store.release(key, again.replayed.ownerToken)).toBe(true);
+      const next = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' });
+      expect(next).toMatchObject({ acquired: true });
+      if (!next.acquired) return;
+      expect(next.replayed).toBeUndefined();
+      expect(next.fencingToken).toBeGreaterThan(first.fencingToken);
+
+      // A lease granted without a key (here: after a force release) never answers an old key.
+      await store.forceRelease(key);
+      const plain = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken: plain, ttlMs: 5_000, holder: null })).acquired).toBe(true);
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired).toBe(false);
+      expect(await store.release(key, plain)).toBe(true);
+
+      // Nor does a lease handed to a waiter when a keyed lease runs out.
+      const keyed = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, idempotencyKey: 'idem-h' });
+      expect(keyed.acquired).toBe(true);
+      const waiter = newOwnerToken();
+      const handed = await store.acquire({ key, ownerToken: waiter, ttlMs: 5_000, holder: null, waitMs: 10_000 });
+      expect(handed).toMatchObject({ acquired: true });
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired).toBe(false);
+      expect(await store.release(key, waiter)).toBe(true);
     });
 
     it('inspect shows holder, token and expiry, never the owner token', async () => {

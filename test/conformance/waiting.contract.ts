@@ -9,6 +9,14 @@ import type { StoreHarness } from './lock-store.contract.js';
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
 type Result = AcquireOutcome & { ownerToken: string; answeredAt: number };
+type Granted = Extract<Result, { acquired: true }>;
+
+/** Fails the test unless `r` is a grant (instead of skipping what follows), and narrows its type. */
+function granted(r: Result): Granted {
+  expect(r.acquired, 'expected a grant').toBe(true);
+  if (!r.acquired) throw new Error('not granted');
+  return r;
+}
 
 /** Waiting for a held lock: fair, prompt, bounded, and leak-free. Part of the one store contract. */
 export function describeWaitingContract(name: string, harness: StoreHarness): void {
@@ -44,14 +52,12 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
 
     it('a waiter is granted the lock when it is released, within milliseconds', async () => {
       const key = uniqueKey('release');
-      const holder = await acquire(store(0), key);
+      const holder = granted(await acquire(store(0), key));
       const waiting = acquire(store(1), key, { waitMs: 5_000 });
       await sleep(100);
       const releasedAt = performance.now();
       expect(await store(0).release(key, holder.ownerToken)).toBe(true);
-      const waiter = await waiting;
-      expect(waiter.acquired).toBe(true);
-      if (!waiter.acquired || !holder.acquired) return;
+      const waiter = granted(await waiting);
       expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
       expect(waiter.answeredAt - releasedAt).toBeLessThan(1_000);
       expect((await store(2).inspect(key))?.fencingToken).toBe(waiter.fencingToken);
@@ -59,10 +65,8 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
 
     it('a waiter is granted the lock when the holder’s lease expires', async () => {
       const key = uniqueKey('expiry');
-      const holder = await acquire(store(0), key, { ttlMs: 300 });
-      const waiter = await acquire(store(1), key, { waitMs: 5_000 });
-      expect(waiter.acquired).toBe(true);
-      if (!waiter.acquired || !holder.acquired) return;
+      const holder = granted(await acquire(store(0), key, { ttlMs: 300 }));
+      const waiter = granted(await acquire(store(1), key, { waitMs: 5_000 }));
       expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
       // The old holder can no longer touch it.
       expect(await store(0).release(key, holder.ownerToken)).toBe(false);
@@ -198,12 +202,11 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
         waiters.push(acquire(store(i), key, { waitMs: 10_000 }));
         await sleep(20);
       }
-      const tokens: number[] = [holder.acquired ? holder.fencingToken : 0];
+      const tokens: number[] = [granted(holder).fencingToken];
       let current = holder;
       for (const [i, waiting] of waiters.entries()) {
-        await store(i).release(key, current.ownerToken);
-        current = await waiting;
-        if (!current.acquired) throw new Error('not granted');
+        expect(await store(i).release(key, current.ownerToken)).toBe(true);
+        current = granted(await waiting);
         tokens.push(current.fencingToken);
       }
       for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] as number);

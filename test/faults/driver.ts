@@ -137,7 +137,11 @@ export class Driver {
     return accepted;
   }
 
-  private async call(
+  /**
+   * One lock call over HTTP, recorded in the history. Public so a scenario that drives its own sequence
+   * (not the client loop) still gets a history the checker can measure.
+   */
+  async call(
     kind: LockOpKind,
     c: number,
     key: string,

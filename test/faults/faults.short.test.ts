@@ -48,5 +48,9 @@ describe('safety under faults (short)', () => {
     const r = await run(() => expiredLeaseOps(cluster, 'short'));
     expect(violationsOf(r)).toEqual(Object.fromEntries(Object.keys(violationsOf(r)).map((k) => [k, 0])));
     expect(r.figures.status409).toBeGreaterThan(0);
+    // Both operations met both kinds of lease.
+    for (const combination of ['renewRetaken', 'renewUntouched', 'releaseRetaken', 'releaseUntouched']) {
+      expect(r.figures[combination], combination).toBeGreaterThan(0);
+    }
   }, 60_000);
 });

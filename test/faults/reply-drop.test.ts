@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
@@ -28,11 +29,48 @@ describe('Redis store: replies dropped mid-stream', () => {
     await redis?.stop();
   });
 
+  it('a call never takes another call’s reply as its own after a reply was lost', async () => {
+    // With auto-pipelining, ioredis hands the replies that follow a lost one to later calls once the
+    // lost call has timed out; the timeout is well above a scheduling delay, so the calls below are all
+    // sent before it, whatever the machine's load.
+    const store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 1_500, fenceGraceMs: 60_000 });
+    await waitUntilServing(store);
+    const settle = <T>(p: Promise<T>) => p.then((value) => value, (err: unknown) => err);
+    const acquire = (key: string) => settle(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }));
+    // A lock held by someone else: the true answer to acquiring it is "held".
+    await store.acquire({ key: 'taken', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
+    const dropped = proxy.stats.bytesDropped;
+    proxy.set({ kind: 'dropReplies' });
+    const lost = acquire('taken');
+    // Its reply is gone for good; the connection carries on.
+    await vi.waitFor(() => expect(proxy.stats.bytesDropped).toBeGreaterThan(dropped), { timeout: 10_000 });
+    proxy.heal();
+    // Two more calls, each in its own round trip (auto-pipelining batches calls made in one tick): with
+    // replies out of step, the one asking for the held lock reads the reply meant for the free one,
+    // a grant, and without the echo check would be told it holds "taken".
+    const asksHeld = acquire('taken');
+    await new Promise((r) => setImmediate(r));
+    const asksFree = acquire(`free-${newOwnerToken()}`);
+    const answer = await asksHeld;
+    expect(answer).toBeInstanceOf(StoreUnavailableError);
+    expect((answer as Error).message).toMatch(/out of step/);
+    // The store replaced the connection it could no longer trust and serves again.
+    await waitUntilServing(store);
+    await store.close();
+    await Promise.all([lost, asksFree]);
+  }, 30_000);
+
   it('never reports a grant that is not its own, and recovers', async () => {
     const checker = redis.client();
     let granted = 0;
     let wrongGrants = 0;
     let unavailable = 0;
+    // Half the calls go to locks that are already held (the true answer is "held"), half to new ones;
+    // the held ones are taken before any fault starts.
+    // A timed-out call (a busy machine) is tried again: either way the key ends up held.
+    for (let i = 0; i < 4; i++) {
+      await vi.waitFor(() => store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), { timeout: 10_000 });
+    }
     const deadline = Date.now() + 3_000;
     // Short bursts of dropped replies while acquires on distinct keys keep flowing.
     const faults = (async () => {
@@ -43,8 +81,6 @@ describe('Redis store: replies dropped mid-stream', () => {
         proxy.heal();
       }
     })();
-    // Half the calls go to locks that are already held (the true answer is "held"), half to new ones.
-    for (let i = 0; i < 4; i++) await store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
     let n = 0;
     const worker = async () => {
       while (Date.now() < deadline) {

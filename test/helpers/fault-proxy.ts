@@ -5,10 +5,16 @@ import { freePort } from './redis-server.js';
  * What the proxy does to traffic right now.
  * - pass: forward both ways untouched.
  * - delay: hold every chunk (both ways) for `delayMs` before forwarding, keeping byte order.
+ * - delayReplies: forward requests at once (the server acts on them now), hold its replies for `delayMs`.
  * - blackhole: swallow every byte both ways; connections stay open and say nothing.
  * - dropReplies: forward requests to the server, swallow its replies.
  */
-export type FaultMode = { kind: 'pass' } | { kind: 'delay'; delayMs: number } | { kind: 'blackhole' } | { kind: 'dropReplies' };
+export type FaultMode =
+  | { kind: 'pass' }
+  | { kind: 'delay'; delayMs: number }
+  | { kind: 'delayReplies'; delayMs: number }
+  | { kind: 'blackhole' }
+  | { kind: 'dropReplies' };
 
 interface Pipe {
   readonly client: Socket;
@@ -108,8 +114,8 @@ export class FaultProxy {
         return;
       }
       const now = performance.now();
-      if (mode.kind === 'delay' || releaseAtMs > now) {
-        const delayMs = mode.kind === 'delay' ? mode.delayMs : 0;
+      const delayMs = mode.kind === 'delay' || (mode.kind === 'delayReplies' && direction === 'reply') ? mode.delayMs : 0;
+      if (delayMs > 0 || releaseAtMs > now) {
         releaseAtMs = Math.max(releaseAtMs, now + delayMs);
         this.stats.chunksDelayed++;
         setTimeout(() => {

@@ -33,6 +33,8 @@ function assertRedisInstalled(): void {
 export interface RedisServerOptions {
   /** Keep an append-only file, so a restart keeps the data (as a production Redis should). */
   readonly appendOnly?: boolean;
+  /** More redis-server arguments (a replica's --replicaof, cluster mode, ...). */
+  readonly args?: readonly string[];
 }
 
 /**
@@ -50,9 +52,9 @@ export class RedisServer {
     this.dir = mkdtempSync(join(tmpdir(), 'keyholder-redis-'));
   }
 
-  static async start(options: RedisServerOptions = {}): Promise<RedisServer> {
+  static async start(options: RedisServerOptions = {}, port?: number): Promise<RedisServer> {
     assertRedisInstalled();
-    const server = new RedisServer(await freePort(), options);
+    const server = new RedisServer(port ?? (await freePort()), options);
     await server.launch();
     return server;
   }
@@ -69,7 +71,8 @@ export class RedisServer {
     return this.child !== undefined;
   }
 
-  async launch(): Promise<void> {
+  /** Starts the process (again); `extraArgs` apply to this start only (a replica rejoining, say). */
+  async launch(extraArgs: readonly string[] = []): Promise<void> {
     const args = [
       '--port', String(this.port),
       '--bind', '127.0.0.1',
@@ -80,6 +83,8 @@ export class RedisServer {
       '--maxmemory-policy', 'noeviction',
       '--daemonize', 'no',
       '--loglevel', 'warning',
+      ...(this.options.args ?? []),
+      ...extraArgs,
     ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;

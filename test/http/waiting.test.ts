@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
@@ -30,6 +30,12 @@ async function post(path: string, body: unknown, signal?: AbortSignal) {
     signal,
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown>, at: performance.now() };
+}
+
+/** Callers queued on a held lock, as GET /v1/locks/{key} shows them. */
+async function waitersOn(key: string): Promise<unknown> {
+  const res = await fetch(`${base}/v1/locks/${key}`);
+  return ((await res.json()) as { waiters?: number }).waiters;
 }
 
 describe('waiting for a held lock', () => {
@@ -75,24 +81,24 @@ describe('waiting for a held lock', () => {
   it('a caller that disconnects while waiting leaves the queue; the next waiter gets the lock', async () => {
     const holder = await post('/v1/locks/w5/acquire', { ttlMs: 30_000 });
     const controller = new AbortController();
+    const waiters = async () => (await fetch(`${base}/v1/locks/w5`).then((r) => r.json() as Promise<Record<string, unknown>>)).waiters;
     const leaving = post('/v1/locks/w5/acquire', { ttlMs: 30_000, waitMs: 5_000 }, controller.signal).catch((e: Error) => e);
-    await sleep(50);
+    await vi.waitFor(async () => expect(await waiters()).toBe(1), { timeout: 10_000 });
     const staying = post('/v1/locks/w5/acquire', { ttlMs: 30_000, waitMs: 5_000 });
-    await sleep(50);
+    await vi.waitFor(async () => expect(await waiters()).toBe(2), { timeout: 10_000 });
     expect((await post('/v1/locks/w5/acquire', { ttlMs: 1_000 })).status).toBe(409);
     controller.abort();
     expect(await leaving).toBeInstanceOf(Error);
-    await sleep(50);
-    const state = await fetch(`${base}/v1/locks/w5`).then((r) => r.json() as Promise<Record<string, unknown>>);
-    expect(state.waiters).toBe(1);
+    // The server notices the closed connection on its own time: wait for it, then it must hold.
+    await vi.waitFor(async () => expect(await waiters()).toBe(1), { timeout: 10_000 });
     await post('/v1/locks/w5/release', { ownerToken: holder.body.ownerToken });
     expect((await staying).status).toBe(200);
   });
 
   it('a full queue on the key answers 429 too_many_waiters with Retry-After, and recovers', async () => {
     const holder = await post('/v1/locks/w6/acquire', { ttlMs: 30_000 });
-    const queued = [1, 2, 3].map(() => post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 1_500 }));
-    await sleep(100);
+    const queued = [1, 2, 3].map(() => post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 3_000 }));
+    await vi.waitFor(async () => expect(await waitersOn('w6')).toBe(3), { timeout: 10_000, interval: 10 });
     const refused = await post('/v1/locks/w6/acquire', { ttlMs: 30_000, waitMs: 1_500 });
     expect(refused.status).toBe(429);
     expect(refused.body.code).toBe('too_many_waiters');
@@ -104,13 +110,19 @@ describe('waiting for a held lock', () => {
 
   it('a full instance answers 429 too_many_waiters', async () => {
     const keys = ['i1', 'i2', 'i3', 'i4', 'i5', 'i6', 'i7'];
-    for (const key of keys) await post(`/v1/locks/${key}/acquire`, { ttlMs: 30_000 });
-    const waiting = keys.slice(0, 6).map((key) => post(`/v1/locks/${key}/acquire`, { ttlMs: 1_000, waitMs: 400 }));
-    await sleep(100);
+    const holders = await Promise.all(keys.map((key) => post(`/v1/locks/${key}/acquire`, { ttlMs: 30_000 })));
+    const waiting = keys.slice(0, 6).map((key) => post(`/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 10_000 }));
+    // Refused only once all six are queued, however slow the machine is to get them there.
+    await vi.waitFor(async () => expect(await Promise.all(keys.slice(0, 6).map(waitersOn))).toEqual([1, 1, 1, 1, 1, 1]), {
+      timeout: 10_000,
+      interval: 10,
+    });
     const refused = await post('/v1/locks/i7/acquire', { ttlMs: 1_000, waitMs: 400 });
     expect(refused.status).toBe(429);
     expect(refused.body.code).toBe('too_many_waiters');
-    await Promise.all(waiting);
+    // Releasing the holders answers the waiters at once.
+    for (const [i, key] of keys.entries()) await post(`/v1/locks/${key}/release`, { ownerToken: holders[i]?.body.ownerToken });
+    for (const w of await Promise.all(waiting)) expect(w.status).toBe(200);
   });
 });
 

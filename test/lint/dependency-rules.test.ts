@@ -38,7 +38,10 @@ async function check(dir: string): Promise<{ code: number; report: string }> {
   }
 }
 
-describe.concurrent('the dependency rules in npm run lint', () => {
+/** Each case starts dependency-cruiser (and TypeScript) once: seconds on a quiet machine, far more on a busy one. */
+const CRUISE_TIMEOUT_MS = 180_000;
+
+describe('the dependency rules in npm run lint', () => {
   afterAll(() => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
@@ -51,7 +54,7 @@ describe.concurrent('the dependency rules in npm run lint', () => {
     const { code, report } = await check(dir);
     expect(report).toContain('no dependency violations found');
     expect(code).toBe(0);
-  });
+  }, CRUISE_TIMEOUT_MS);
 
   it('fail on a domain module importing http, and on the folder cycle it makes', async () => {
     const dir = fixture({
@@ -62,7 +65,7 @@ describe.concurrent('the dependency rules in npm run lint', () => {
     expect(code).not.toBe(0);
     expect(report).toContain('domain-is-independent: src/domain/rules.ts → src/http/problem.ts');
     expect(report).toContain('no-folder-cycles');
-  });
+  }, CRUISE_TIMEOUT_MS);
 
   it('fail on a folder cycle that no single module cycle shows', async () => {
     const dir = fixture({
@@ -74,5 +77,5 @@ describe.concurrent('the dependency rules in npm run lint', () => {
     expect(code).not.toBe(0);
     expect(report).toMatch(/no-folder-cycles: src\/(store|http) →/);
     expect(report).not.toContain('no-module-cycles');
-  });
+  }, CRUISE_TIMEOUT_MS);
 });

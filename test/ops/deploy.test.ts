@@ -16,6 +16,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 
 interface ComposeService {
+  profiles?: string[];
   image?: string;
   build?: unknown;
   command?: string[] | string;
@@ -87,7 +88,7 @@ describe('docker-compose.yml and deploy/prometheus.yml', () => {
     const config = loadConfig(containerEnv());
     expect(config.nodeEnv).toBe('production');
     expect(config.host).toBe('0.0.0.0');
-    expect(config.store).toMatchObject({ kind: 'redis', url: 'redis://redis:6379' });
+    expect(config.store).toMatchObject({ kind: 'redis', connection: { mode: 'standalone', url: 'redis://redis:6379' } });
     expect(service('keyholder').ports).toContain(`${config.port}:${config.port}`);
   });
 
@@ -152,6 +153,68 @@ function runShell(command: string, env: NodeJS.ProcessEnv): Promise<{ status: nu
     child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
 }
+
+describe('docker-compose.yml profiles for replicated stores', () => {
+  const inProfile = (profile: string) =>
+    Object.entries(compose.services).filter(([, s]) => s.profiles?.includes(profile));
+  const commandOf = (s: ComposeService) => (Array.isArray(s.command) ? s.command.join(' ') : (s.command ?? ''));
+  const envOf = (name: string) =>
+    ({ ...stageEnv(runtime), ...Object.fromEntries(Object.entries(service(name).environment ?? {}).map(([k, v]) => [k, String(v)])) });
+
+  it('keeps the default services out of the profiles, and the profile services out of the default', () => {
+    for (const name of ['redis', 'keyholder', 'prometheus']) expect(service(name).profiles).toBeUndefined();
+    for (const [name, s] of Object.entries(compose.services)) {
+      if (['redis', 'keyholder', 'prometheus'].includes(name)) continue;
+      expect(s.profiles, `${name} belongs to a profile`).toHaveLength(1);
+    }
+  });
+
+  it('--profile sentinel: a primary, two replicas of it and three sentinels with a quorum of two', () => {
+    const services = Object.fromEntries(inProfile('sentinel'));
+    const primary = commandOf(services['redis-primary'] as ComposeService);
+    expect(primary).toMatch(/--appendonly yes/);
+    expect(primary).toMatch(/--maxmemory-policy noeviction/);
+    expect(primary).toMatch(/--min-replicas-to-write 1/);
+    const replicas = Object.keys(services).filter((n) => n.startsWith('redis-replica-'));
+    expect(replicas).toHaveLength(2);
+    for (const r of replicas) {
+      const command = commandOf(services[r] as ComposeService);
+      expect(command).toMatch(/--replicaof redis-primary 6379/);
+      // A replica may be promoted: it carries the primary's safety settings too.
+      expect(command).toMatch(/--appendonly yes.*--maxmemory-policy noeviction.*--min-replicas-to-write 1/);
+    }
+    const sentinels = Object.keys(services).filter((n) => n.startsWith('sentinel-'));
+    expect(sentinels).toHaveLength(3);
+    for (const name of sentinels) {
+      expect(commandOf(services[name] as ComposeService)).toMatch(/sentinel monitor keyholder redis-primary 6379 2\\n.*--sentinel$/);
+    }
+  });
+
+  it('--profile sentinel: keyholder-sentinel finds the primary through all three sentinels and waits for a replica ack', () => {
+    const config = loadConfig(envOf('keyholder-sentinel'));
+    expect(config.store).toMatchObject({
+      kind: 'redis',
+      connection: { mode: 'sentinel', name: 'keyholder', sentinels: [1, 2, 3].map((n) => ({ host: `sentinel-${n}`, port: 26379 })) },
+      replicaAcks: { minReplicas: 1 },
+    });
+    expect(service('keyholder-sentinel').profiles).toEqual(['sentinel']);
+  });
+
+  it('--profile etcd: three etcd members in one initial cluster, and keyholder-etcd on all three', () => {
+    const members = inProfile('etcd').filter(([n]) => n.startsWith('etcd-'));
+    expect(members).toHaveLength(3);
+    const cluster = 'etcd-1=http://etcd-1:2380,etcd-2=http://etcd-2:2380,etcd-3=http://etcd-3:2380';
+    for (const [name, s] of members) {
+      const command = commandOf(s);
+      expect(command).toContain(`--name=${name}`);
+      expect(command).toContain(`--initial-cluster=${cluster}`);
+      expect(command).toContain(`--advertise-client-urls=http://${name}:2379`);
+      expect(s.volumes?.some((v) => v.endsWith(':/etcd-data'))).toBe(true);
+    }
+    const config = loadConfig(envOf('keyholder-etcd'));
+    expect(config.store).toMatchObject({ kind: 'etcd', endpoints: [1, 2, 3].map((n) => `http://etcd-${n}:2379`) });
+  });
+});
 
 /**
  * Replays the Dockerfile without a Docker engine: the build stage's COPY and RUN steps in one temp

@@ -48,6 +48,7 @@ function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number;
     ownerToken,
     ttlMs: options.ttlMs ?? 10_000,
     holder: options.holder ?? '',
+    idempotencyKey: '',
     waitMs: options.waitMs ?? 0,
     waiterId: options.waiterId ?? '-',
     instanceId: 'inst-a',

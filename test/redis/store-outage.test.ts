@@ -30,7 +30,8 @@ const acquire = (key: string, ttlMs = 5_000) => request(t.app.server).post(`/v1/
 async function highestTokenAfterBurst(key: string, grants: number): Promise<number> {
   let highest = 0;
   for (let i = 0; i < grants; i++) {
-    const res = await acquire(key, 1_000).expect(200);
+    // A long lease: the late-reply guard (half the lease) must not turn a slow answer on a busy machine into a 503.
+    const res = await acquire(key, 30_000).expect(200);
     highest = res.body.fencingToken;
     await request(t.app.server).post(`/v1/locks/${key}/release`).send({ ownerToken: res.body.ownerToken }).expect(200);
   }
@@ -50,11 +51,13 @@ describe('Redis outages', () => {
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(elapsed).toBeLessThan(COMMAND_TIMEOUT_MS + 2_000);
-    for (const path of ['/v1/locks/outage-b/renew', '/v1/locks/outage-b/release']) {
-      const r = await request(t.app.server).post(path).send({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1_000 });
-      expect([400, 503]).toContain(r.status);
-    }
-    expect((await request(t.app.server).post('/v1/locks/outage-b/release').send({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' })).status).toBe(503);
+    // Each call well-formed, so the only possible refusal is the store's.
+    const renew = await request(t.app.server).post('/v1/locks/outage-b/renew').send({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1_000 });
+    expect(renew.status).toBe(503);
+    expect(renew.body.code).toBe('store_unavailable');
+    const release = await request(t.app.server).post('/v1/locks/outage-b/release').send({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' });
+    expect(release.status).toBe(503);
+    expect(release.body.code).toBe('store_unavailable');
     expect((await request(t.app.server).get('/v1/locks/outage-b')).status).toBe(503);
     const ready = await request(t.app.server).get('/readyz');
     expect(ready.status).toBe(503);
@@ -62,10 +65,18 @@ describe('Redis outages', () => {
     await request(t.app.server).get('/livez').expect(200);
 
     await redis.launch();
+    // What a fresh connection costs on this machine now: the store's own reconnect needs about as much.
+    const connectStarted = Date.now();
+    const probe = redis.client();
+    await probe.ping();
+    const connectMs = Date.now() - connectStarted;
+    probe.disconnect();
     const recoveryMs = await eventually(async () => {
       await request(t.app.server).get('/readyz').expect(200);
     }, 10_000);
-    expect(recoveryMs).toBeLessThan(10_000);
+    // The store retries at least every RECONNECT_MAX_DELAY_MS (1 s) for ever, so it is back within one
+    // retry period plus a connect, measured above (the probe above already took part of that time).
+    expect(recoveryMs).toBeLessThanOrEqual(1_000 + 2 * connectMs + 500);
     await acquire('outage-c').expect(200);
   });
 

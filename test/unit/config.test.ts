@@ -16,7 +16,45 @@ describe('config', () => {
 
   it('REDIS_URL selects the Redis store', () => {
     const config = loadConfig({ REDIS_URL: 'redis://cache:6379/2', REDIS_COMMAND_TIMEOUT_MS: '250' });
-    expect(config.store).toEqual({ kind: 'redis', url: 'redis://cache:6379/2', keyPrefix: 'keyholder:', commandTimeoutMs: 250 });
+    expect(config.store).toEqual({
+      kind: 'redis',
+      connection: { mode: 'standalone', url: 'redis://cache:6379/2' },
+      keyPrefix: 'keyholder:',
+      commandTimeoutMs: 250,
+      replicaAcks: null,
+    });
+  });
+
+  it('REDIS_SENTINELS and REDIS_SENTINEL_NAME select Redis through Sentinel, with replica acknowledgement', () => {
+    const config = loadConfig({
+      REDIS_SENTINELS: 's1:26379, s2:26379,[::1]:26380',
+      REDIS_SENTINEL_NAME: 'locks',
+      REDIS_MIN_REPLICA_ACKS: '1',
+      REDIS_REPLICA_ACK_TIMEOUT_MS: '50',
+    });
+    expect(config.store).toMatchObject({
+      kind: 'redis',
+      connection: {
+        mode: 'sentinel',
+        name: 'locks',
+        sentinels: [
+          { host: 's1', port: 26379 },
+          { host: 's2', port: 26379 },
+          { host: '::1', port: 26380 },
+        ],
+      },
+      replicaAcks: { minReplicas: 1, timeoutMs: 50 },
+    });
+  });
+
+  it('KEYHOLDER_STORE=etcd with ETCD_ENDPOINTS selects etcd', () => {
+    const config = loadConfig({ KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379,http://e2:2379' });
+    expect(config.store).toEqual({
+      kind: 'etcd',
+      endpoints: ['http://e1:2379', 'http://e2:2379'],
+      keyPrefix: 'keyholder/',
+      commandTimeoutMs: 2_000,
+    });
   });
 
   it('empty variables fall back to defaults', () => {
@@ -34,7 +72,17 @@ describe('config', () => {
     ['command timeout zero', { REDIS_COMMAND_TIMEOUT_MS: '0' }, 'REDIS_COMMAND_TIMEOUT_MS'],
     ['store redis without URL', { KEYHOLDER_STORE: 'redis' }, 'REDIS_URL'],
     ['store memory with a URL', { KEYHOLDER_STORE: 'memory', REDIS_URL: 'redis://x:6379' }, 'KEYHOLDER_STORE'],
-    ['unknown store', { KEYHOLDER_STORE: 'etcd' }, 'KEYHOLDER_STORE'],
+    ['unknown store', { KEYHOLDER_STORE: 'consul' }, 'KEYHOLDER_STORE'],
+    ['sentinels without a name', { REDIS_SENTINELS: 's1:26379' }, 'REDIS_SENTINEL_NAME'],
+    ['sentinel not host:port', { REDIS_SENTINELS: 's1', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
+    ['sentinel port out of range', { REDIS_SENTINELS: 's1:99999', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
+    ['URL and sentinels at once', { REDIS_URL: 'redis://x:6379', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
+    ['ack timeout not below the command timeout', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '1', REDIS_REPLICA_ACK_TIMEOUT_MS: '500' }, 'REDIS_REPLICA_ACK_TIMEOUT_MS'],
+    ['replica acks out of range', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '-1' }, 'REDIS_MIN_REPLICA_ACKS'],
+    ['store etcd without endpoints', { KEYHOLDER_STORE: 'etcd' }, 'ETCD_ENDPOINTS'],
+    ['etcd endpoint not a URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'e1:2379' }, 'ETCD_ENDPOINTS'],
+    ['etcd endpoints without store etcd', { ETCD_ENDPOINTS: 'http://e1:2379' }, 'ETCD_ENDPOINTS'],
+    ['store etcd with a Redis URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379', REDIS_URL: 'redis://x:6379' }, 'KEYHOLDER_STORE'],
     ['production without Redis', { NODE_ENV: 'production' }, 'REDIS_URL'],
   ];
   for (const [name, env, variable] of rejections) {

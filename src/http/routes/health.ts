@@ -6,7 +6,7 @@ import { jsonResponse, routeRule } from './responses.js';
 
 const Live = z.object({ status: z.literal('ok') }).meta({ id: 'Liveness' });
 const Ready = z
-  .object({ status: z.literal('ready'), store: z.enum(['memory', 'redis']) })
+  .object({ status: z.literal('ready'), store: z.enum(['memory', 'redis', 'etcd']) })
   .meta({ id: 'Readiness', description: 'The service can grant locks; store says which store it uses.' });
 
 // Load balancers and orchestrators call the probes without credentials; they reveal only up/ready.

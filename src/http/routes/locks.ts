@@ -3,6 +3,7 @@ import { WaitAbortedError } from '../../domain/errors.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
 import {
+  AcquireHeaders,
   AcquireRequest,
   AcquireResponse,
   LockKeyParams,
@@ -55,9 +56,11 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           'Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and ' +
           'release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held ' +
           'with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair ' +
-          'FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out.',
+          'FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. ' +
+          'A retry carrying the same Idempotency-Key gets the same grant back while its lease is live.',
         tags: ['locks'],
         params: LockKeyParams,
+        headers: AcquireHeaders,
         body: AcquireRequest,
         response: {
           200: jsonResponse(AcquireResponse, 'Granted: the caller holds the lock until expiresAt unless it renews'),
@@ -76,11 +79,14 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         });
         signal = controller.signal;
       }
-      const namespace = principalOf(request).namespace;
+      const principal = principalOf(request);
+      const namespace = principal.namespace;
+      const idempotencyKey = request.headers['idempotency-key'];
       const grant = await locks.acquire(namespace, request.params.key, ttlMs, {
         holder: holder ?? null,
         waitMs,
         signal,
+        idempotency: idempotencyKey === undefined ? undefined : { callerId: principal.keyId, key: idempotencyKey },
       });
       confirmBeforeSending(request, namespace, grant);
       return {

@@ -87,6 +87,22 @@ export const AcquireRequest = z
   })
   .meta({ id: 'AcquireRequest' });
 
+export const AcquireHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .regex(/^[\x21-\x7E]{1,255}$/, 'must be 1 to 255 visible ASCII characters')
+    .optional()
+    .meta({
+      description:
+        'Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted ' +
+        'is live, an acquire with the same Idempotency-Key from the same API key answers 200 with that same grant ' +
+        '(same ownerToken and fencingToken) instead of 409, so a caller whose first answer was lost cannot lock itself ' +
+        'out. Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. ' +
+        'Send a fresh random value (e.g. a UUID) for each logical acquire.',
+      examples: ['4f6b8a52-0d5e-4a9b-9a51-6f1c0c1e2d3a'],
+    }),
+});
+
 export const AcquireResponse = z
   .object({
     key: z.string(),

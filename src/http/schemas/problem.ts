@@ -46,7 +46,7 @@ export const Problem = z
       .array(z.object({ field: z.string(), message: z.string() }))
       .optional()
       .meta({ description: 'invalid_request: each offending field and what is wrong with it' }),
-    store: z.enum(['memory', 'redis']).optional().meta({ description: 'store_unavailable on /readyz: the store kind' }),
+    store: z.enum(['memory', 'redis', 'etcd']).optional().meta({ description: 'store_unavailable on /readyz: the store kind' }),
   })
   .meta({ id: 'Problem', description: 'An error, as RFC 9457 problem details (application/problem+json).' });
 

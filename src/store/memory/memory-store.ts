@@ -19,6 +19,8 @@ interface Entry {
   /** null once released: the entry then only keeps the key's last fencing token until `retainUntilMs`. */
   ownerToken: string | null;
   holder: string | null;
+  /** The idempotency key the lease was acquired with (null for none, and once released). */
+  idempotencyKey: string | null;
   fencingToken: number;
   expiresAtMs: number;
   /** When this entry may be forgotten: lease end plus the fencing grace period. */
@@ -91,7 +93,7 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
     // "" is no label, as in Redis (which stores none for it).
     const holder = label === '' ? null : label;
@@ -102,8 +104,13 @@ export class MemoryStore implements LockStore {
     this.settle(key, now);
     const live = this.liveEntry(key, now);
     if (live === undefined) {
-      const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now);
+      const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now, idempotencyKey ?? null);
       return { acquired: true, fencingToken, expiresAtMs, decidedAt };
+    }
+    if (idempotencyKey !== undefined && live.idempotencyKey === idempotencyKey && live.ownerToken !== null) {
+      // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
+      const { fencingToken, expiresAtMs } = live;
+      return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken: live.ownerToken, holder: live.holder } };
     }
     const retryAfterMs = Math.max(1, Math.ceil(live.expiresAtMs - now));
     if (waitMs <= 0) return { acquired: false, retryAfterMs };
@@ -167,6 +174,7 @@ export class MemoryStore implements LockStore {
     if (entry?.ownerToken !== ownerToken) return false;
     entry.ownerToken = null;
     entry.holder = null;
+    entry.idempotencyKey = null;
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
     this.settle(key, now);
@@ -196,6 +204,7 @@ export class MemoryStore implements LockStore {
     // Same end state as an owner's release: no owner, last fencing token kept for the grace period.
     entry.ownerToken = null;
     entry.holder = null;
+    entry.idempotencyKey = null;
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
     this.settle(key, now);
@@ -295,12 +304,13 @@ export class MemoryStore implements LockStore {
     }
   }
 
-  private grant(key: string, ownerToken: string, ttlMs: number, holder: string | null, now: number): Entry {
+  private grant(key: string, ownerToken: string, ttlMs: number, holder: string | null, now: number, idempotencyKey: string | null): Entry {
     const previous = this.entries.get(key);
     const expiresAtMs = Math.floor(now) + ttlMs;
     const entry: Entry = {
       ownerToken,
       holder,
+      idempotencyKey,
       fencingToken: nextFencingToken(previous?.fencingToken ?? 0, now),
       expiresAtMs,
       retainUntilMs: expiresAtMs + this.options.fenceGraceMs,
@@ -314,7 +324,7 @@ export class MemoryStore implements LockStore {
     if (this.liveEntry(key, now) !== undefined) return;
     const head = this.queues.get(key)?.[0];
     if (head === undefined) return;
-    const entry = this.grant(key, head.ownerToken, head.ttlMs, head.holder, now);
+    const entry = this.grant(key, head.ownerToken, head.ttlMs, head.holder, now, null);
     head.grant(entry.fencingToken, entry.expiresAtMs);
     this.scheduleHandOver(key);
   }

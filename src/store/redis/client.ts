@@ -1,7 +1,23 @@
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** How to reach Redis: one server by URL, or the primary that a set of Sentinels points at. */
+export type RedisConnection =
+  | { readonly mode: 'standalone'; readonly url: string }
+  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string };
+
+/** Replicas that must confirm a grant (WAIT) before it is answered, and for how long to wait for them. */
+export interface ReplicaAcks {
+  readonly minReplicas: number;
+  readonly timeoutMs: number;
+}
 
 export interface RedisClientOptions {
   /** Upper bound on one command's round trip; past it the call fails instead of hanging. */
@@ -19,9 +35,13 @@ export interface RedisClientOptions {
  * command errors at once (no offline queue) instead of being answered late; a command in flight when
  * the connection drops is NOT re-sent (its outcome is unknown, and re-sending an acquire could grant a
  * lease nobody knows the token of); reconnection goes on for ever.
+ *
+ * Through Sentinel, every (re)connection first asks the sentinels where the primary is, so a failover
+ * is followed without a restart; calls during the switch fail (503) rather than wait.
  */
-export function createRedisClient(url: string, options: RedisClientOptions): Redis {
-  const redis = new Redis(url, {
+export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): Redis {
+  const connection: RedisConnection = typeof target === 'string' ? { mode: 'standalone', url: target } : target;
+  const common: RedisOptions = {
     commandTimeout: options.commandTimeoutMs,
     connectTimeout: Math.max(options.commandTimeoutMs, 1000),
     enableOfflineQueue: false,
@@ -29,7 +49,25 @@ export function createRedisClient(url: string, options: RedisClientOptions): Red
     retryStrategy: (attempt) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
     enableAutoPipelining: options.autoPipelining ?? false,
     lazyConnect: false,
-  });
+  };
+  const redis =
+    connection.mode === 'standalone'
+      ? new Redis(connection.url, common)
+      : new Redis({
+          ...common,
+          sentinels: connection.sentinels.map(({ host, port }) => ({ host, port })),
+          name: connection.name,
+          role: 'master',
+          // Subscribes to +switch-master on a sentinel: the client moves to a new primary as soon as it
+          // is announced, not only once the old connection breaks.
+          failoverDetector: true,
+          // Ask the sentinels again every 100 ms, at most every second: a failover takes seconds.
+          sentinelRetryStrategy: (attempt) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
+          sentinelCommandTimeout: Math.max(options.commandTimeoutMs, 1000),
+          // A primary demoted under the client answers writes with READONLY: reconnect (which asks the
+          // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
+          reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
+        });
   let wasReady = false;
   redis.on('ready', () => {
     wasReady = true;

@@ -4,7 +4,7 @@ import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from 
 import { randomBase64url } from '../../domain/random.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
-import { createRedisClient } from './client.js';
+import { createRedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { KeySpace } from './keys.js';
 import {
   MisalignedReplyError,
@@ -28,7 +28,14 @@ import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 export interface RedisStoreOptions {
-  readonly url: string;
+  /** One Redis by URL; or give `connection` for Sentinel. */
+  readonly url?: string;
+  readonly connection?: RedisConnection;
+  /**
+   * Replicas that must confirm each grant and renewal (WAIT) before it is answered; with fewer, the
+   * grant is rolled back and the caller gets a 503. Absent or null: answer once the primary has it.
+   */
+  readonly replicaAcks?: ReplicaAcks | null;
   readonly keyPrefix: string;
   /** Upper bound on one command's round trip; past it the caller gets a 503, not a hang. */
   readonly commandTimeoutMs: number;
@@ -85,13 +92,17 @@ export class RedisStore implements LockStore {
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
   private probing = false;
+  private readonly replicaAcks: ReplicaAcks | null;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
+    const connection = options.connection ?? options.url;
+    if (connection === undefined) throw new TypeError('RedisStore needs a url or a connection');
+    this.replicaAcks = options.replicaAcks ?? null;
     const log = options.log;
-    this.redis = createRedisClient(options.url, {
+    this.redis = createRedisClient(connection, {
       commandTimeoutMs: options.commandTimeoutMs,
       // Many concurrent lock calls, few round trips and syscalls.
       autoPipelining: true,
@@ -131,7 +142,7 @@ export class RedisStore implements LockStore {
     if (waitMs <= 0) {
       const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt);
+      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
     const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
@@ -146,10 +157,10 @@ export class RedisStore implements LockStore {
     }
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
-    return this.settle(reply, decidedAt);
+    return this.settle(reply, decidedAt, input);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -162,6 +173,7 @@ export class RedisStore implements LockStore {
         instanceId: this.instanceId,
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
+        idempotencyKey: idempotencyKey ?? '',
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -171,10 +183,15 @@ export class RedisStore implements LockStore {
   }
 
   /** The answer to an acquire the script settled at once (not queued). */
-  private settle(reply: AcquireReply, decidedAt: number): AcquireOutcome {
+  private async settle(reply: AcquireReply, decidedAt: number, { key, ownerToken }: AcquireInput): Promise<AcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
+        await this.replicated(key, ownerToken, 'grant');
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+      case 'replayed': {
+        const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
+        return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken, holder } };
+      }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
       default:
@@ -184,6 +201,7 @@ export class RedisStore implements LockStore {
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
+    if (reply.held) await this.replicated(key, ownerToken, 'renewal');
     return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
   }
 
@@ -319,6 +337,7 @@ export class RedisStore implements LockStore {
     const decidedAt = performance.now();
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
+    await this.replicated(waiter.key, waiter.ownerToken, 'grant');
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
@@ -344,6 +363,35 @@ export class RedisStore implements LockStore {
   /** What a script needs to hand `key` to the next waiter, should it free the lock. */
   private handOverArgs(key: string): HandOverArgs {
     return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
+  }
+
+  /**
+   * With replica acknowledgement on: WAIT on the same connection that ran the script (WAIT counts the
+   * replicas that have every write this connection made so far, and it cannot run inside a script).
+   * Too few in time: the lease is given back by its owner token (one atomic script, so a lease someone
+   * else took meanwhile is untouched) and the caller gets a 503, never a lease that a failover could
+   * hand to someone else. A renewal that was not confirmed is NOT given back: its holder still relies
+   * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
+   * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
+   */
+  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal'): Promise<void> {
+    const acks = this.replicaAcks;
+    if (!acks) return;
+    const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
+    let confirmed: number;
+    try {
+      confirmed = await this.call(() => this.redis.wait(acks.minReplicas, acks.timeoutMs));
+    } catch (err) {
+      // The connection broke or timed out: try to give the lease back; if that cannot reach Redis
+      // either, the lease runs out by its TTL. The caller is told 503 either way.
+      void rollBack();
+      throw err;
+    }
+    if (confirmed >= acks.minReplicas) return;
+    await rollBack();
+    throw new StoreUnavailableError(
+      `the ${what} reached ${confirmed} of ${acks.minReplicas} replicas within ${acks.timeoutMs} ms and was rolled back`,
+    );
   }
 
   /**

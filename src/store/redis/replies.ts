@@ -36,6 +36,7 @@ function int(script: string, reply: unknown, value: unknown): number {
 
 export type AcquireReply =
   | { kind: 'granted'; fencingToken: number; expiresAtMs: number }
+  | { kind: 'replayed'; fencingToken: number; expiresAtMs: number; ownerToken: string; holder: string | null }
   | { kind: 'held' | 'queue_full' | 'queued'; retryAfterMs: number };
 
 const ACQUIRE_KINDS = { 0: 'held', 2: 'queue_full', 3: 'queued' } as const;
@@ -44,6 +45,15 @@ export function parseAcquire(reply: unknown): AcquireReply {
   if (Array.isArray(reply)) {
     if (reply.length === 3 && reply[0] === 1) {
       return { kind: 'granted', fencingToken: int('acquire', reply, reply[1]), expiresAtMs: int('acquire', reply, reply[2]) };
+    }
+    if (reply.length === 5 && reply[0] === 4 && typeof reply[3] === 'string' && typeof reply[4] === 'string') {
+      return {
+        kind: 'replayed',
+        fencingToken: int('acquire', reply, reply[1]),
+        expiresAtMs: int('acquire', reply, reply[2]),
+        ownerToken: reply[3],
+        holder: reply[4] === '' ? null : reply[4],
+      };
     }
     if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3)) {
       return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3], retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };

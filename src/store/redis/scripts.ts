@@ -39,6 +39,8 @@ export interface AcquireArgs extends HandOverArgs {
   readonly instanceId: string;
   readonly maxWaiters: number;
   readonly livenessMs: number;
+  /** "" for none. */
+  readonly idempotencyKey: string;
 }
 
 export interface RenewArgs {
@@ -107,6 +109,7 @@ export const SCRIPTS = {
     a.livenessMs,
     a.channelPrefix,
     a.lockName,
+    a.idempotencyKey,
   ]),
   renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),

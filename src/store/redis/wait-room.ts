@@ -84,6 +84,11 @@ export class WaitRoom {
 
   constructor(private readonly ops: WaitRoomOps) {}
 
+  /** Whether any caller of this instance still waits for `key`. */
+  hasWaitersOn(key: string): boolean {
+    return (this.byKey.get(key)?.size ?? 0) > 0;
+  }
+
   register(waiter: Waiter): LocalWaiter {
     const local = new LocalWaiter(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
     this.waiters.set(local.id, local);

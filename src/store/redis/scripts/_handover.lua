@@ -3,7 +3,7 @@ Shared include (not a command of its own): pulled in with `--- @include "_handov
 that may find a lock free while callers are queued for it (acquire, release, force-release,
 heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs) -> token, expiresAtMs
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem) -> token, expiresAtMs
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
@@ -20,14 +20,27 @@ instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtM
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs)
+-- The holder label (h) and idempotency key (i) are set when given and otherwise removed, so neither is
+-- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's lease).
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
-  redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
+  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
   if holder ~= '' then
-    redis.call('HSET', lockKey, 'h', holder)
+    set[#set + 1] = 'h'
+    set[#set + 1] = holder
   else
-    redis.call('HDEL', lockKey, 'h')
+    unset[#unset + 1] = 'h'
+  end
+  if idem ~= '' then
+    set[#set + 1] = 'i'
+    set[#set + 1] = idem
+  else
+    unset[#unset + 1] = 'i'
+  end
+  redis.call('HSET', lockKey, unpack(set))
+  if #unset > 0 then
+    redis.call('HDEL', lockKey, unpack(unset))
   end
   redis.call('PEXPIRE', lockKey, ttlMs + graceMs)
   return token, expiresAt
@@ -77,7 +90,7 @@ local function handOver(keys, graceMs, channelPrefix, lockName)
     if raw then
       local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs)
+        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, '')
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id
       end

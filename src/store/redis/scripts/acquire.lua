@@ -6,6 +6,7 @@ Lock hash (one key per lock; the key expires at lease end + grace, so an idle lo
   o = owner token of the live lease (absent when free)
   e = lease end, Unix ms on the Redis clock (absent when free)
   h = holder label (optional)
+  i = idempotency key the live lease was granted with (optional)
   t = last fencing token issued for this lock
 
 KEYS[1]  the lock hash
@@ -22,12 +23,17 @@ ARGV[8]  most waiters allowed on this lock
 ARGV[9]  waiter liveness, ms: a queued waiter is dropped if its instance stops refreshing it this long
 ARGV[10] grant channel prefix
 ARGV[11] lock name (for the hand-over message)
+ARGV[12] idempotency key, "" for none: stored with a lease this call grants; if the live lease was granted
+         with the same one, that lease is the answer
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
   {0, retryAfterMs}                held (or others are queued) and the caller does not wait
   {2, retryAfterMs}                held and the queue already holds ARGV[8] live waiters
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
+  {4, fencingToken, expiresAtMs, ownerToken, holder}
+                                   the live lease was granted with this idempotency key: that lease
+                                   (holder "" for none); nothing changed
 ]]
 --- @include "_handover"
 
@@ -35,12 +41,16 @@ local graceMs = tonumber(ARGV[4])
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer.
 handOver(KEYS, graceMs, ARGV[10], ARGV[11])
 
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
+local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
   -- Free, and (after handOver) nobody live is queued.
-  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs)
+  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs, ARGV[12])
   return {1, token, leaseEnd}
+end
+if ARGV[12] ~= '' and cur[4] == ARGV[12] then
+  -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
+  return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
 end
 
 local retryAfter = math.max(1, expiresAt - nowMs)

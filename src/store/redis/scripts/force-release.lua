@@ -23,7 +23,7 @@ if not isLive(cur[1], tonumber(cur[2])) then
   return {0}
 end
 
-redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
+redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
 handOver(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return {1, tonumber(cur[3]), cur[4] or '', cur[1]}

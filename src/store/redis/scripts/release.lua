@@ -23,7 +23,7 @@ if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
-redis.call('HDEL', KEYS[1], 'o', 'e', 'h')
+redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1

@@ -12,7 +12,7 @@ export interface paths {
         put?: never;
         /**
          * Take a lock
-         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out.
+         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. A retry carrying the same Idempotency-Key gets the same grant back while its lease is live.
          */
         post: operations["acquireLock"];
         delete?: never;
@@ -295,7 +295,7 @@ export interface components {
              * @description store_unavailable on /readyz: the store kind
              * @enum {string}
              */
-            store?: "memory" | "redis";
+            store?: "memory" | "redis" | "etcd";
         };
         /** @description One page of held locks. Owner tokens are never shown. */
         LockList: {
@@ -332,7 +332,7 @@ export interface components {
             /** @constant */
             status: "ready";
             /** @enum {string} */
-            store: "memory" | "redis";
+            store: "memory" | "redis" | "etcd";
         };
         /** @description Nobody holds the lock. */
         FreeLock: {
@@ -373,7 +373,13 @@ export interface operations {
     acquireLock: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted is live, an acquire with the same Idempotency-Key from the same API key answers 200 with that same grant (same ownerToken and fencingToken) instead of 409, so a caller whose first answer was lost cannot lock itself out. Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. Send a fresh random value (e.g. a UUID) for each logical acquire.
+                 * @example 4f6b8a52-0d5e-4a9b-9a51-6f1c0c1e2d3a
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @

@@ -1,0 +1,72 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { KeyholderClient } from '../client/index.js';
+
+/** Exit codes shared by the commands (sysexits.h where one fits). */
+export const EXIT = Object.freeze({
+  ok: 0,
+  /** Anything else went wrong: the server refused, could not be reached, or answered an error. */
+  failed: 1,
+  /** A flag is missing or malformed; the message names it. */
+  usage: 2,
+  /** EX_TEMPFAIL: the lock is someone else's (held, or --wait-ms ran out; not_owner for renew/release). */
+  notAcquired: 75,
+  /** The lease was lost while `run`'s command ran, and the command was stopped. */
+  leaseLost: 76,
+});
+
+/** A usage error: printed with the command's usage line, exit 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** The options every command that talks to the server takes. */
+export const CONNECTION_OPTIONS = {
+  url: { type: 'string' },
+  'retry-ms': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+export const CONNECTION_HELP = `
+  --url URL        server (default: $KEYHOLDER_URL, else http://127.0.0.1:3000)
+  --retry-ms N     keep retrying 503, 429 and lost connections for up to N ms (default 15000)
+  -h, --help       this help
+Environment: KEYHOLDER_URL, KEYHOLDER_API_KEY (sent as a bearer token).`;
+
+/** parseArgs with strict checking; its own messages already name the flag ("Unknown option '--tll-ms'"). */
+export function parse<O extends NonNullable<ParseArgsConfig['options']>>(
+  args: string[],
+  options: O,
+): ReturnType<typeof parseArgs<{ args: string[]; options: O; strict: true }>> {
+  try {
+    return parseArgs({ args, options, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** A required string flag. */
+export function required(value: string | undefined, flag: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${flag} is required`);
+  return value;
+}
+
+/** A whole number of milliseconds (or a count), with the flag named when it is not one. */
+export function integer(value: string | undefined, flag: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(`${flag} must be a whole number >= ${min} (got "${value}")`);
+  }
+  return Number(value);
+}
+
+/** The client for the connection flags (--url, --retry-ms) and the environment. */
+export function clientFrom(values: { url?: string; 'retry-ms'?: string }, env: NodeJS.ProcessEnv): KeyholderClient {
+  const baseUrl = values.url ?? env.KEYHOLDER_URL ?? 'http://127.0.0.1:3000';
+  if (!/^https?:\/\/[^\s]+$/.test(baseUrl)) throw new UsageError(`--url / KEYHOLDER_URL must be an http(s) URL (got "${baseUrl}")`);
+  const retryBudgetMs = integer(values['retry-ms'], '--retry-ms', 0);
+  return new KeyholderClient({
+    baseUrl,
+    apiKey: env.KEYHOLDER_API_KEY || undefined,
+    ...(retryBudgetMs === undefined ? {} : { retryBudgetMs }),
+  });
+}

@@ -1,0 +1,232 @@
+import createClient, { type Client } from 'openapi-fetch';
+import { errorFromResponse, NotOwnerError, unreachable } from './errors.js';
+import { Lease, type LeaseOptions, type LeaseTransport } from './lease.js';
+import type { components, paths } from './openapi-types.js';
+import { type BackoffOptions, monotonicNow, type RetryEvent, withRetries } from './retry.js';
+
+export type LockGrant = components['schemas']['LockGrant'];
+export type LockRenewal = components['schemas']['LockRenewal'];
+export type LockStatus = components['schemas']['LockStatus'];
+export type LockList = components['schemas']['LockList'];
+export type ForceRelease = components['schemas']['ForceRelease'];
+
+export interface KeyholderClientOptions {
+  /** Where the server listens, e.g. http://127.0.0.1:3000. */
+  readonly baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>`; leave out for a server running open. */
+  readonly apiKey?: string | undefined;
+  /** Longest wait for one answer (a waiting acquire adds its waitMs). 10 s: far above a healthy round trip. */
+  readonly requestTimeoutMs?: number;
+  /**
+   * How long one call keeps retrying 503, 429 and lost connections before giving up (a waiting acquire adds
+   * its waitMs). 15 s: rides out a store restart or failover, short enough that a caller learns of an outage.
+   */
+  readonly retryBudgetMs?: number;
+  /** Backoff between retries: 100 ms doubling up to 2 s, with jitter; Retry-After is always honoured. */
+  readonly backoff?: Partial<BackoffOptions>;
+  /** Called before each retry (for logs and metrics). */
+  readonly onRetry?: (event: RetryEvent & { readonly operation: string }) => void;
+  /** A fetch to use instead of the global one. */
+  readonly fetch?: (input: Request) => Promise<Response>;
+}
+
+export interface AcquireOptions extends LeaseOptions {
+  /** Lease length. The server bounds it (by default 100 ms to 1 h). */
+  readonly ttlMs: number;
+  /** If the lock is held, wait up to this long in the server's fair queue (0 or absent: fail at once). */
+  readonly waitMs?: number;
+  /** A label others see (inspect, ls), e.g. a worker name. */
+  readonly holder?: string;
+  /**
+   * Makes retries of this acquire safe: while the grant it made is live, the same key returns that same
+   * grant instead of 409. A fresh random one is used when absent; pass your own to retry across processes.
+   */
+  readonly idempotencyKey?: string;
+  /** Give up (throw the signal's reason) when this aborts. */
+  readonly signal?: AbortSignal;
+  /** Overrides the client's retryBudgetMs for this call. */
+  readonly retryBudgetMs?: number;
+}
+
+interface CallOptions {
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal | undefined;
+  readonly deadlineAt?: number;
+}
+
+type Sent<T> = Promise<{ data?: T; error?: unknown; response: Response }>;
+
+/**
+ * A keyholder client: typed calls over fetch (types generated from openapi.yaml), retries of 503/429 and
+ * lost connections, and leases that renew themselves and say through `lease.signal` when to stop.
+ */
+export class KeyholderClient {
+  private readonly api: Client<paths>;
+  private readonly baseUrl: string;
+  private readonly requestTimeoutMs: number;
+  private readonly retryBudgetMs: number;
+  private readonly backoff: BackoffOptions;
+  private readonly onRetry: KeyholderClientOptions['onRetry'];
+
+  constructor(options: KeyholderClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.retryBudgetMs = options.retryBudgetMs ?? 15_000;
+    this.backoff = { baseDelayMs: 100, maxDelayMs: 2_000, ...options.backoff };
+    this.onRetry = options.onRetry;
+    this.api = createClient<paths>({
+      baseUrl: this.baseUrl,
+      headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
+  }
+
+  /**
+   * Takes the lock and returns a Lease that renews itself at about a third of its TTL until released.
+   * Throws LockHeldError (with retryAfterMs) when it is held past waitMs.
+   */
+  async acquire(key: string, options: AcquireOptions): Promise<Lease> {
+    const sentAt = monotonicNow();
+    const grant = await this.acquireGrant(key, options);
+    const lease = new Lease(this.leaseTransport(), grant, sentAt, options);
+    await lease.start();
+    return lease;
+  }
+
+  /**
+   * Takes the lock, runs `fn` with the lease, and releases it whatever happens; `fn`'s error is rethrown.
+   * When the lease was lost while `fn` ran (lease.signal aborted), this throws the LeaseLostError even if
+   * `fn` returned: its work may have run without the lock, and the caller should know.
+   */
+  async withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
+    const lease = await this.acquire(key, options);
+    let result: T;
+    try {
+      result = await fn(lease);
+    } catch (err) {
+      await lease.release().catch(() => undefined);
+      throw err;
+    }
+    await lease.release();
+    if (lease.signal.aborted) throw lease.signal.reason;
+    return result;
+  }
+
+  /** One acquire, retried with the same Idempotency-Key; the grant without a Lease around it (no renewing). */
+  async acquireGrant(key: string, options: Omit<AcquireOptions, keyof LeaseOptions>): Promise<LockGrant> {
+    const started = monotonicNow();
+    const waitMs = options.waitMs ?? 0;
+    const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
+    return this.call(
+      'acquire',
+      (signal) => {
+        // A retry waits only for what is left of the caller's waitMs.
+        const waitLeftMs = Math.max(0, Math.floor(waitMs - (monotonicNow() - started)));
+        return this.api.POST('/v1/locks/{key}/acquire', {
+          params: { path: { key }, header: { 'Idempotency-Key': idempotencyKey } },
+          body: {
+            ttlMs: options.ttlMs,
+            ...(options.holder === undefined ? {} : { holder: options.holder }),
+            ...(waitMs > 0 ? { waitMs: waitLeftMs } : {}),
+          },
+          signal,
+        });
+      },
+      {
+        timeoutMs: this.requestTimeoutMs + waitMs,
+        signal: options.signal,
+        deadlineAt: started + waitMs + (options.retryBudgetMs ?? this.retryBudgetMs),
+      },
+    );
+  }
+
+  /** Extends a lease to end ttlMs from now. Throws NotOwnerError when the token no longer holds it. */
+  async renew(key: string, ownerToken: string, ttlMs: number, options: CallOptions = {}): Promise<LockRenewal> {
+    return this.call(
+      'renew',
+      (signal) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal }),
+      options,
+    );
+  }
+
+  /** Gives the lock back. Throws NotOwnerError when the token no longer holds it. */
+  async release(key: string, ownerToken: string, options: CallOptions = {}): Promise<void> {
+    await this.call(
+      'release',
+      (signal) => this.api.POST('/v1/locks/{key}/release', { params: { path: { key } }, body: { ownerToken }, signal }),
+      options,
+    );
+  }
+
+  /** Who holds the lock right now (never the owner token). */
+  async inspect(key: string, options: CallOptions = {}): Promise<LockStatus> {
+    return this.call('inspect', (signal) => this.api.GET('/v1/locks/{key}', { params: { path: { key } }, signal }), options);
+  }
+
+  /** One page of held locks (needs an `admin` key when the server checks keys). */
+  async list(
+    query: { namespace?: string; prefix?: string; limit?: number; cursor?: string } = {},
+    options: CallOptions = {},
+  ): Promise<LockList> {
+    return this.call('list', (signal) => this.api.GET('/v1/locks', { params: { query }, signal }), options);
+  }
+
+  /** Frees a lock whoever holds it (needs an `admin` key when the server checks keys). */
+  async forceRelease(key: string, namespace: string, options: CallOptions = {}): Promise<ForceRelease> {
+    return this.call(
+      'forceRelease',
+      (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query: { namespace } }, signal }),
+      options,
+    );
+  }
+
+  /** What a Lease needs from the client: single renew attempts (it schedules its own), and a release. */
+  private leaseTransport(): LeaseTransport {
+    return {
+      backoff: this.backoff,
+      renewOnce: (key, ownerToken, ttlMs, signal, timeoutMs) =>
+        this.call(
+          'renew',
+          (s) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal: s }),
+          { signal, timeoutMs: Math.min(timeoutMs, this.requestTimeoutMs), deadlineAt: 0 },
+        ),
+      release: async (key, ownerToken, deadlineAt) => {
+        try {
+          await this.release(key, ownerToken, { deadlineAt });
+        } catch (err) {
+          // Already not ours (expired, force-released, or an earlier attempt's answer was lost): nothing to give back.
+          if (err instanceof NotOwnerError) return;
+          throw err;
+        }
+      },
+    };
+  }
+
+  /** One operation: each attempt bounded by a timeout, retried while retryable and before the deadline. */
+  private async call<T>(operation: string, send: (signal: AbortSignal) => Sent<T>, options: CallOptions): Promise<T> {
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+    const userSignal = options.signal;
+    return withRetries(
+      async () => {
+        userSignal?.throwIfAborted();
+        const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(timeoutMs)));
+        const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
+        let result: Awaited<Sent<T>>;
+        try {
+          result = await send(signal);
+        } catch (err) {
+          userSignal?.throwIfAborted();
+          throw unreachable(this.baseUrl, err);
+        }
+        if (result.response.ok) return result.data as T;
+        throw errorFromResponse(result.response, result.error);
+      },
+      {
+        ...this.backoff,
+        deadlineAt: options.deadlineAt ?? monotonicNow() + this.retryBudgetMs,
+        signal: userSignal,
+        onRetry: this.onRetry ? (event) => this.onRetry?.({ ...event, operation }) : undefined,
+      },
+    );
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * keyholder's TypeScript client (`import { KeyholderClient } from 'keyholder/client'`). It runs on Node 20+
+ * with the global fetch and imports nothing of the server: its types come from openapi.yaml.
+ */
+export {
+  KeyholderClient,
+  type AcquireOptions,
+  type ForceRelease,
+  type KeyholderClientOptions,
+  type LockGrant,
+  type LockList,
+  type LockRenewal,
+  type LockStatus,
+} from './client.js';
+export {
+  ForbiddenError,
+  InvalidRequestError,
+  KeyholderError,
+  LeaseLostError,
+  LockHeldError,
+  NotFoundError,
+  NotOwnerError,
+  QuotaExceededError,
+  RateLimitedError,
+  TooManyWaitersError,
+  UnauthenticatedError,
+  UnavailableError,
+  type Problem,
+  type ProblemCode,
+} from './errors.js';
+export { Lease, type LeaseOptions } from './lease.js';
+export type { RetryEvent } from './retry.js';
+export type { components, paths } from './openapi-types.js';

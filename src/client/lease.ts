@@ -1,0 +1,217 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KeyholderError, LeaseLostError, NotOwnerError } from './errors.js';
+import type { components } from './openapi-types.js';
+import { type BackoffOptions, monotonicNow, retryDelayMs } from './retry.js';
+
+type LockGrant = components['schemas']['LockGrant'];
+type LockRenewal = components['schemas']['LockRenewal'];
+
+export interface LeaseOptions {
+  /** Renew automatically (default true). Without it the lease still aborts its signal at the safe deadline. */
+  readonly autoRenew?: boolean;
+  /**
+   * Taken off the safe deadline to cover a client clock that runs slow against the store's and a timer that
+   * fires late on a busy event loop. Default: 50 ms + 2% of the TTL.
+   */
+  readonly driftMarginMs?: number;
+}
+
+/** What a lease needs from the client. */
+export interface LeaseTransport {
+  readonly backoff: BackoffOptions;
+  /** One renew attempt, no retries: the lease decides when to try again. */
+  renewOnce(key: string, ownerToken: string, ttlMs: number, signal: AbortSignal, timeoutMs: number): Promise<LockRenewal>;
+  /** Release with retries until `deadlineAt` (monotonic ms); resolves if the token no longer holds the lock. */
+  release(key: string, ownerToken: string, deadlineAt: number): Promise<void>;
+}
+
+/** Renew at about a third of the TTL: two more tries fit before the lease would end. */
+const RENEW_FRACTION = 1 / 3;
+/** ±10% so that many leases taken at once do not renew in lockstep. */
+const RENEW_JITTER = 0.1;
+
+/**
+ * A held lock. It renews itself in the background and aborts `signal` the moment the lease can no longer
+ * be trusted: a renewal refused (not_owner, e.g. force-released), or the safe deadline reached without a
+ * confirmed renewal. The safe deadline is measured on this process's monotonic clock from when the last
+ * confirmed acquire or renewal was *sent*: the server started the lease no earlier than that, so it cannot
+ * end before send time + TTL; the drift margin covers clock-rate differences and late timers.
+ */
+export class Lease {
+  readonly key: string;
+  readonly ownerToken: string;
+  /** Pass it to the protected resource; it must reject writes with a lower token than it has seen. */
+  readonly fencingToken: number;
+  readonly holder: string | null;
+  /** Aborts (reason: LeaseLostError) when the lease is lost. Pass it to the work the lock protects. */
+  readonly signal: AbortSignal;
+
+  private ttlMsValue: number;
+  private expiresAtValue: string;
+  private safeDeadlineAt: number;
+  private readonly driftMarginMs: number;
+  private readonly lostController = new AbortController();
+  /** Stops the renew loop (on release or loss). */
+  private readonly stopController = new AbortController();
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private released = false;
+
+  constructor(
+    private readonly transport: LeaseTransport,
+    grant: LockGrant,
+    sentAt: number,
+    private readonly options: LeaseOptions = {},
+  ) {
+    this.key = grant.key;
+    this.ownerToken = grant.ownerToken;
+    this.fencingToken = grant.fencingToken;
+    this.holder = grant.holder;
+    this.signal = this.lostController.signal;
+    this.ttlMsValue = grant.ttlMs;
+    this.expiresAtValue = grant.expiresAt;
+    this.driftMarginMs = options.driftMarginMs ?? 50 + Math.ceil(grant.ttlMs * 0.02);
+    this.safeDeadlineAt = sentAt + grant.ttlMs - this.driftMarginMs;
+    this.armDeadline();
+  }
+
+  /** The lease's TTL as last granted or renewed. */
+  get ttlMs(): number {
+    return this.ttlMsValue;
+  }
+
+  /** When the server says the lease ends (store clock), as of the last confirmed grant or renewal. */
+  get expiresAt(): string {
+    return this.expiresAtValue;
+  }
+
+  /** Milliseconds left before the safe deadline (0 once passed). */
+  get remainingMs(): number {
+    return Math.max(0, this.safeDeadlineAt - monotonicNow());
+  }
+
+  /** True once the lease was lost (the signal aborted). */
+  get lost(): boolean {
+    return this.signal.aborted;
+  }
+
+  /**
+   * Called once by the client after acquire. A grant that took longer than a renewal period to arrive (a
+   * long wait in the queue, retries) is renewed at once, so the caller starts with a full safe window.
+   */
+  async start(): Promise<void> {
+    if (this.remainingMs < this.ttlMsValue * (1 - RENEW_FRACTION)) await this.renewNow();
+    if (this.signal.aborted) throw this.signal.reason;
+    if (this.options.autoRenew ?? true) void this.renewLoop();
+  }
+
+  /**
+   * Gives the lock back and stops renewing. Resolves once released, or when there is nothing to give back
+   * (the lease was lost or expired). Retries an unreachable server until the lease would have ended anyway.
+   */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    this.stop();
+    if (this.signal.aborted) return;
+    try {
+      await this.transport.release(this.key, this.ownerToken, this.safeDeadlineAt + this.driftMarginMs);
+    } catch (err) {
+      // Unreachable until the lease's own end: the store frees it by TTL, so there is nothing left to do.
+      if (err instanceof KeyholderError && err.retryable && monotonicNow() >= this.safeDeadlineAt) return;
+      throw err;
+    }
+  }
+
+  private get done(): boolean {
+    return this.released || this.signal.aborted;
+  }
+
+  /** One renewal outside the schedule; a failure loses the lease. */
+  private async renewNow(): Promise<void> {
+    const sentAt = monotonicNow();
+    try {
+      const renewal = await this.transport.renewOnce(
+        this.key,
+        this.ownerToken,
+        this.ttlMsValue,
+        this.stopController.signal,
+        Math.max(1, this.safeDeadlineAt - sentAt),
+      );
+      this.confirm(sentAt, renewal);
+    } catch (err) {
+      this.lose(err instanceof NotOwnerError ? 'not_owner' : 'renew_failed', err);
+    }
+  }
+
+  private async renewLoop(): Promise<void> {
+    let failures = 0;
+    let delayMs = this.renewDelayMs();
+    while (!this.done) {
+      try {
+        // ref: false, so a lease alone never keeps the process alive (a forgotten lease just expires).
+        await sleep(delayMs, undefined, { signal: this.stopController.signal, ref: false });
+      } catch {
+        return;
+      }
+      const sentAt = monotonicNow();
+      try {
+        const renewal = await this.transport.renewOnce(
+          this.key,
+          this.ownerToken,
+          this.ttlMsValue,
+          this.stopController.signal,
+          Math.max(1, this.safeDeadlineAt - sentAt),
+        );
+        if (this.done) return;
+        this.confirm(sentAt, renewal);
+        failures = 0;
+        delayMs = this.renewDelayMs();
+      } catch (err) {
+        if (this.done) return;
+        if (err instanceof NotOwnerError) return this.lose('not_owner', err);
+        if (!(err instanceof KeyholderError) || !err.retryable) return this.lose('renew_failed', err);
+        failures += 1;
+        // Retry-After is honoured, but never past half of what is left before the safe deadline: a renewal
+        // is the one call whose delay costs the lease, so one more attempt must still fit.
+        // (At least 10 ms, so that a server refusing at once near the deadline is not called in a tight loop.)
+        delayMs = Math.max(10, Math.min(retryDelayMs(err.retryAfterMs, failures, this.transport.backoff), this.remainingMs / 2));
+      }
+    }
+  }
+
+  private renewDelayMs(): number {
+    const period = this.ttlMsValue * RENEW_FRACTION * (1 - RENEW_JITTER + Math.random() * 2 * RENEW_JITTER);
+    // Counted from the last confirmed send, not from now: a slow answer must not push the next renewal late.
+    return Math.max(0, period - (this.ttlMsValue - this.driftMarginMs - this.remainingMs));
+  }
+
+  private confirm(sentAt: number, renewal: LockRenewal): void {
+    // A confirmation that arrives after the deadline does not un-lose the lease: the signal may already
+    // have told the caller to stop (or its timer is about to).
+    if (monotonicNow() >= this.safeDeadlineAt) return this.lose('deadline');
+    this.ttlMsValue = renewal.ttlMs;
+    this.expiresAtValue = renewal.expiresAt;
+    this.safeDeadlineAt = sentAt + renewal.ttlMs - this.driftMarginMs;
+    this.armDeadline();
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    if (this.done) return;
+    const left = this.safeDeadlineAt - monotonicNow();
+    if (left <= 0) return this.lose('deadline');
+    this.deadlineTimer = setTimeout(() => this.armDeadline(), Math.ceil(left));
+    this.deadlineTimer.unref();
+  }
+
+  private lose(reason: LeaseLostError['reason'], cause?: unknown): void {
+    if (this.done) return;
+    this.stop();
+    this.lostController.abort(new LeaseLostError(this.key, reason, cause === undefined ? undefined : { cause }));
+  }
+
+  private stop(): void {
+    clearTimeout(this.deadlineTimer);
+    this.stopController.abort();
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The one place etcd key names are built. Lock ids (namespace/key) contain only A-Z a-z 0-9 . _ - : @
+ * and one `/`, so `#` safely ends a lock id inside a longer key, and a prefix range never mixes locks.
+ *
+ *   <prefix>lock/<id>              the lock record (JSON, see LockRecord)
+ *   <prefix>queue/<id>#<waiterId>  a queued waiter (JSON, see WaiterRecord); FIFO order = create revision
+ *   <prefix>slot/<ns>#<slotId>     a quota slot ({"e": end ms})
+ *   <prefix>slotver/<ns>           bumped by every reservation: the compare-and-set guard of a namespace's count
+ */
+export class EtcdKeys {
+  constructor(private readonly prefix: string) {}
+
+  lock(id: string): Buffer {
+    return Buffer.from(`${this.prefix}lock/${id}`);
+  }
+
+  lockRange(idPrefix: string): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(`${this.prefix}lock/${idPrefix}`);
+    return { key, rangeEnd: prefixEnd(key) };
+  }
+
+  /** The lock id in a lock record's key, or null. */
+  lockIdOf(key: Buffer): string | null {
+    const head = `${this.prefix}lock/`;
+    const text = key.toString('utf8');
+    return text.startsWith(head) ? text.slice(head.length) : null;
+  }
+
+  waiter(id: string, waiterId: string): Buffer {
+    return Buffer.from(`${this.prefix}queue/${id}#${waiterId}`);
+  }
+
+  queue(id: string): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(`${this.prefix}queue/${id}#`);
+    return { key, rangeEnd: prefixEnd(key) };
+  }
+
+  waiterIdOf(key: Buffer): string {
+    const text = key.toString('utf8');
+    return text.slice(text.lastIndexOf('#') + 1);
+  }
+
+  slot(namespace: string, slotId: string): Buffer {
+    return Buffer.from(`${this.prefix}slot/${namespace}#${slotId}`);
+  }
+
+  slots(namespace: string): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(`${this.prefix}slot/${namespace}#`);
+    return { key, rangeEnd: prefixEnd(key) };
+  }
+
+  slotVersion(namespace: string): Buffer {
+    return Buffer.from(`${this.prefix}slotver/${namespace}`);
+  }
+
+  ping(): Buffer {
+    return Buffer.from(`${this.prefix}ping`);
+  }
+
+  /** Every key this store writes (for tests and operators). */
+  all(): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(this.prefix);
+    return { key, rangeEnd: prefixEnd(key) };
+  }
+}
+
+/** The smallest key above every key starting with `prefix` (etcd's range_end for a prefix). */
+export function prefixEnd(prefix: Buffer): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if ((end[i] as number) < 0xff) {
+      end[i] = (end[i] as number) + 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}

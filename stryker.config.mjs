@@ -1,0 +1,46 @@
+// @ts-check
+/* global process */
+/**
+ * StrykerJS for the safety core (src/domain, src/store): `npm run test:mutants` runs it, then the
+ * hand-written mutants (test/mutants/run.ts). The vitest config it uses runs only the tests that
+ * exercise the safety core in-process (see test/mutants/vitest.config.ts).
+ *
+ * The scope is run in parts (STRYKER_PART, see PARTS), each with its own report, so a slow machine
+ * keeps the parts it finished; `npm run test:mutants` runs every part and sums them up.
+ */
+export const PARTS = {
+  domain: ['src/domain/**/*.ts'],
+  memory: ['src/store/*.ts', 'src/store/memory/**/*.ts'],
+  redis: ['src/store/redis/**/*.ts'],
+};
+const part = /** @type {keyof typeof PARTS | undefined} */ (process.env.STRYKER_PART);
+const name = part ?? 'all';
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'test/mutants/vitest.config.ts', related: false },
+  // Each mutant runs only the tests that reached it in the first (dry) run.
+  coverageAnalysis: 'perTest',
+  // Mutants in module-level code (constants, the script table) would each need every test re-run with
+  // fresh imports; the safety-relevant ones among them are planted by hand instead (test/mutants/mutants.ts).
+  ignoreStatic: true,
+  mutate: part ? PARTS[part] : Object.values(PARTS).flat(),
+  // String literals here are message texts (errors, logs) and Redis key fragments: a changed message is
+  // not a safety bug, and a changed key fragment breaks every store test at once. Leaving them out
+  // keeps the run within its time budget on a 2-core machine.
+  mutator: { excludedMutations: ['StringLiteral'] },
+  // The safety tests mostly wait on real timers (leases of a few hundred ms), not on the CPU: four
+  // runners keep two cores busy.
+  concurrency: 4,
+  // Above the tests' own time-out (test/mutants/vitest.config.ts): a hung test is then a failed test
+  // (killed), not a runner StrykerJS has to kill and restart.
+  timeoutMS: 60_000,
+  reporters: ['progress', 'clear-text', 'json', 'html'],
+  jsonReporter: { fileName: `reports/mutation/stryker-${name}.json` },
+  htmlReporter: { fileName: `reports/mutation/stryker-${name}.html` },
+  ignorePatterns: ['dist', 'coverage', 'test-artifacts', 'reports', 'bench/results', '.tmp'],
+  tempDirName: `.tmp/stryker-${name}`,
+  cleanTempDir: true,
+  thresholds: { high: 90, low: 85, break: null },
+};

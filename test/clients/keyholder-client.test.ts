@@ -1,0 +1,266 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  KeyholderClient,
+  LeaseLostError,
+  LockHeldError,
+  NotOwnerError,
+  type RetryEvent,
+  UnavailableError,
+} from '../../src/client/index.js';
+import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+const key = (name: string) => `ts-lease-${randomUUID().slice(0, 8)}-${name}`;
+
+/** A fetch that records when each request was sent and when its answer came back (monotonic ms). */
+function recordingFetch() {
+  const sent: Array<{ path: string; method: string; at: number; status?: number; answeredAt?: number }> = [];
+  const fetchImpl = async (request: Request) => {
+    const entry: (typeof sent)[number] = { path: new URL(request.url).pathname, method: request.method, at: performance.now() };
+    sent.push(entry);
+    const response = await fetch(request);
+    entry.status = response.status;
+    entry.answeredAt = performance.now();
+    return response;
+  };
+  return { sent, fetch: fetchImpl };
+}
+
+/** Resolves with the time (monotonic ms) the signal aborted. */
+const abortedAt = (signal: AbortSignal) =>
+  new Promise<number>((resolve) => signal.addEventListener('abort', () => resolve(performance.now()), { once: true }));
+
+describe('TypeScript client against a real server (embedded store)', () => {
+  let server: KeyholderProcess;
+  let kh: KeyholderClient;
+
+  beforeAll(async () => {
+    server = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn' } });
+    kh = new KeyholderClient({ baseUrl: server.url });
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('auto-renew keeps a 1 s lease alive for 5 s; release frees it', async () => {
+    const k = key('renew');
+    const recorder = recordingFetch();
+    const client = new KeyholderClient({ baseUrl: server.url, fetch: recorder.fetch });
+    const lease = await client.acquire(k, { ttlMs: 1_000, holder: 'renewer' });
+    const started = performance.now();
+    // Five seconds of checks from outside: the lock stays held by this lease the whole time.
+    while (performance.now() - started < 5_000) {
+      const state = await kh.inspect(k);
+      expect(state).toMatchObject({ held: true, holder: 'renewer', fencingToken: lease.fencingToken });
+      expect(lease.signal.aborted).toBe(false);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await expect(kh.acquireGrant(k, { ttlMs: 1_000 })).rejects.toBeInstanceOf(LockHeldError);
+    const renewals = recorder.sent.filter((r) => r.path.endsWith('/renew'));
+    // About three renewals a second, every one confirmed.
+    expect(renewals.length).toBeGreaterThanOrEqual(12);
+    expect(renewals.every((r) => r.status === 200 || r.status === undefined)).toBe(true);
+    await lease.release();
+    expect(lease.signal.aborted).toBe(false);
+    expect(await kh.inspect(k)).toMatchObject({ held: false });
+  });
+
+  it('a force release aborts lease.signal at the first renewal after it (not_owner)', async () => {
+    const k = key('forced');
+    const recorder = recordingFetch();
+    const client = new KeyholderClient({ baseUrl: server.url, fetch: recorder.fetch });
+    const ttlMs = 3_000;
+    const lease = await client.acquire(k, { ttlMs });
+    const aborted = abortedAt(lease.signal);
+    await kh.forceRelease(k, 'default');
+    const forcedAt = performance.now();
+    const at = await aborted;
+    const reason = lease.signal.reason as LeaseLostError;
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect(reason.reason).toBe('not_owner');
+    expect(reason.cause).toBeInstanceOf(NotOwnerError);
+    // Within one renewal period: the renewal that was refused is the last one sent, and at most one was sent
+    // after the force release (none, if one already in flight was refused).
+    const renewals = recorder.sent.filter((r) => r.path.endsWith('/renew'));
+    expect(renewals.at(-1)?.status).toBe(409);
+    expect(at).toBeGreaterThanOrEqual(renewals.at(-1)?.answeredAt ?? Infinity);
+    expect(renewals.filter((r) => r.at >= forcedAt).length).toBeLessThanOrEqual(1);
+    expect(renewals.filter((r) => r.status === 409)).toHaveLength(1);
+    await lease.release(); // nothing to give back: resolves
+  });
+
+  it('withLock releases after a throw and rethrows; returns fn\'s value otherwise', async () => {
+    const k = key('with');
+    const boom = new Error('boom');
+    let seen: number | undefined;
+    await expect(
+      kh.withLock(k, { ttlMs: 5_000 }, async (lease) => {
+        seen = lease.fencingToken;
+        expect((await kh.inspect(k)).held).toBe(true);
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    expect(seen).toBeGreaterThan(0);
+    expect(await kh.inspect(k)).toMatchObject({ held: false });
+    await expect(kh.withLock(k, { ttlMs: 5_000 }, (lease) => lease.fencingToken)).resolves.toBeGreaterThan(seen ?? 0);
+    expect(await kh.inspect(k)).toMatchObject({ held: false });
+  });
+
+  it('a held lock: LockHeldError with retryAfterMs; waitMs gets it when the holder releases', async () => {
+    const k = key('held');
+    const first = await kh.acquire(k, { ttlMs: 10_000 });
+    const err = await kh.acquire(k, { ttlMs: 1_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LockHeldError);
+    expect((err as LockHeldError).retryAfterMs).toBeGreaterThan(0);
+    const waiting = kh.acquire(k, { ttlMs: 1_000, waitMs: 20_000 });
+    await vi.waitFor(
+      async () => {
+        const state = await kh.inspect(k);
+        expect(state.held ? state.waiters : 0).toBe(1);
+      },
+      { timeout: 10_000 },
+    );
+    await first.release();
+    const second = await waiting;
+    expect(second.fencingToken).toBeGreaterThan(first.fencingToken);
+    await second.release();
+  });
+
+  it('idempotent acquire: a retry with the same Idempotency-Key gets the same grant; another key gets 409', async () => {
+    const k = key('idem');
+    const first = await kh.acquireGrant(k, { ttlMs: 5_000, holder: 'first', idempotencyKey: 'retry-me' });
+    // As if the first answer had been lost: the retry carries the same key and gets that grant back.
+    const retried = await kh.acquireGrant(k, { ttlMs: 5_000, holder: 'first', idempotencyKey: 'retry-me' });
+    expect(retried).toEqual(first);
+    await expect(kh.acquireGrant(k, { ttlMs: 5_000, idempotencyKey: 'another' })).rejects.toBeInstanceOf(LockHeldError);
+    await expect(kh.acquireGrant(k, { ttlMs: 5_000 })).rejects.toBeInstanceOf(LockHeldError);
+    await kh.release(k, first.ownerToken);
+    // Kept only as long as the lease: the same key now takes a new lease.
+    const next = await kh.acquireGrant(k, { ttlMs: 5_000, idempotencyKey: 'retry-me' });
+    expect(next.ownerToken).not.toBe(first.ownerToken);
+    expect(next.fencingToken).toBeGreaterThan(first.fencingToken);
+    await kh.release(k, next.ownerToken);
+  });
+
+  it('a paused server (SIGSTOP): the signal aborts at the safe deadline, before the lock can go to anyone else', async () => {
+    const k = key('paused');
+    const ttlMs = 2_000;
+    const lease = await kh.acquire(k, { ttlMs });
+    // One confirmed renewal first, so the deadline counts from a renewal's send time.
+    const firstExpiry = lease.expiresAt;
+    await vi.waitFor(() => expect(lease.expiresAt).not.toBe(firstExpiry), { timeout: 10_000, interval: 20 });
+
+    const order: string[] = [];
+    lease.signal.addEventListener('abort', () => order.push('aborted'));
+    server.pause();
+    try {
+      // A contender, sent while the server is stopped: it sits in the socket until the server runs again.
+      const contender = new KeyholderClient({ baseUrl: server.url, requestTimeoutMs: 60_000 });
+      const contending = contender.acquireGrant(k, { ttlMs: 5_000, waitMs: 30_000 }).then((grant) => {
+        order.push('contender granted');
+        return grant;
+      });
+      // Resume the server no earlier than the store's own end of the lease (the lease's expiresAt, on this
+      // machine's clock). The client's deadline timer is due earlier in this same process, so it must run first.
+      const resumeInMs = Math.max(0, Date.parse(lease.expiresAt) - Date.now()) + 1;
+      await new Promise<void>((resolve) =>
+        setTimeout(() => {
+          order.push('server resumed');
+          server.resume();
+          resolve();
+        }, resumeInMs),
+      );
+      const grant = await contending;
+      expect(order).toEqual(['aborted', 'server resumed', 'contender granted']);
+      expect((lease.signal.reason as LeaseLostError).reason).toBe('deadline');
+      expect(grant.fencingToken).toBeGreaterThan(lease.fencingToken);
+      await contender.release(k, grant.ownerToken);
+    } finally {
+      server.resume();
+    }
+    await lease.release(); // lost: nothing to give back
+  });
+
+  it('429: retries after Retry-After (never sooner), then succeeds', async () => {
+    const limited = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '2000' } });
+    try {
+      // Use up the window (until a 429 is seen), then acquire: its first attempt is refused with 429 and
+      // retried. Should the window roll over in between on a slow machine, start again.
+      let recorder = recordingFetch();
+      let retries: RetryEvent[] = [];
+      const k = key('429');
+      for (let round = 0; round < 5 && retries.length === 0; round++) {
+        recorder = recordingFetch();
+        retries = [];
+        const seen = retries;
+        const client = new KeyholderClient({ baseUrl: limited.url, fetch: recorder.fetch, onRetry: (e) => seen.push(e) });
+        while ((await fetch(`${limited.url}/v1/locks/${k}`)).status !== 429);
+        const grant = await client.acquireGrant(k, { ttlMs: 5_000 });
+        expect(grant.key).toBe(k);
+        if (retries.length === 0) await client.release(k, grant.ownerToken);
+      }
+      const first = retries[0];
+      expect(first?.error.code).toBe('rate_limited');
+      expect(first?.error.retryAfterMs).toBeGreaterThan(0);
+      expect(first?.delayMs).toBeGreaterThanOrEqual(first?.error.retryAfterMs ?? Infinity);
+      const attempts = recorder.sent.filter((r) => r.path.endsWith('/acquire'));
+      expect(attempts[0]?.status).toBe(429);
+      expect(attempts.at(-1)?.status).toBe(200);
+      // The retry was sent no sooner than Retry-After after the 429 arrived.
+      const gapMs = (attempts[1]?.at ?? 0) - (attempts[0]?.answeredAt ?? Infinity);
+      expect(gapMs).toBeGreaterThanOrEqual((first?.error.retryAfterMs ?? Infinity) - 1);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
+
+describe('TypeScript client: 503 retries against a server whose Redis is down', () => {
+  let redis: RedisServer;
+  let server: KeyholderProcess;
+
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+    server = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url, KEYHOLDER_STORE: 'redis' } });
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  it('retries 503 after Retry-After until Redis is back, and gives up at the deadline', async () => {
+    await redis.kill();
+    // With no time to retry, the 503 is thrown as UnavailableError with its Retry-After.
+    const quick = new KeyholderClient({ baseUrl: server.url, retryBudgetMs: 0 });
+    const err = await quick.acquireGrant(key('503-quick'), { ttlMs: 5_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UnavailableError);
+    expect((err as UnavailableError).status).toBe(503);
+    expect((err as UnavailableError).retryAfterMs).toBeGreaterThan(0);
+
+    const recorder = recordingFetch();
+    const retries: RetryEvent[] = [];
+    let relaunched: Promise<void> | undefined;
+    const client = new KeyholderClient({
+      baseUrl: server.url,
+      fetch: recorder.fetch,
+      retryBudgetMs: 60_000,
+      onRetry: (e) => {
+        retries.push(e);
+        relaunched ??= redis.launch(); // Redis comes back while the client waits to retry.
+      },
+    });
+    const lease = await client.acquire(key('503'), { ttlMs: 5_000 });
+    await relaunched;
+    expect(retries[0]?.error.status).toBe(503);
+    const attempts = recorder.sent.filter((r) => r.path.endsWith('/acquire'));
+    for (let i = 1; i < attempts.length; i++) {
+      const retryAfterMs = retries[i - 1]?.error.retryAfterMs ?? 0;
+      expect((attempts[i]?.at ?? 0) - (attempts[i - 1]?.answeredAt ?? Infinity)).toBeGreaterThanOrEqual(retryAfterMs - 1);
+    }
+    expect(attempts.at(-1)?.status).toBe(200);
+    await lease.release();
+  });
+});

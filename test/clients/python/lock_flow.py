@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Drives clients/python/keyholder.py against a running server; prints one JSON object per step.
+
+    python3 lock_flow.py http://127.0.0.1:3000
+"""
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "clients", "python"))
+import keyholder  # noqa: E402
+
+
+def step(name, **fields):
+    print(json.dumps({"step": name, **fields}), flush=True)
+
+
+def main(url):
+    client = keyholder.Client(url)
+    other = keyholder.Client(url, retry_budget_s=0)
+    key = f"python-lock-{uuid.uuid4()}"
+
+    # A 1 s lease held for 3 s: the background thread renews it; others are refused meanwhile.
+    with client.lock(key, ttl_ms=1000, holder="py") as lease:
+        first_token = lease.fencing_token
+        held_checks = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            state = client.inspect(key)
+            assert state["held"] and state["fencingToken"] == first_token, state
+            assert not lease.lost.is_set(), lease.lost_reason
+            held_checks += 1
+            time.sleep(0.2)
+        try:
+            other.acquire_grant(key, ttl_ms=1000)
+            raise AssertionError("a second acquire succeeded while the lock was held")
+        except keyholder.LockHeldError as err:
+            step("held-elsewhere", code=err.code, status=err.status, retryAfterMs=err.retry_after_ms)
+        step("held", fencingToken=first_token, checks=held_checks, lost=lease.lost.is_set())
+    step("released", held=client.inspect(key)["held"])
+
+    # An error inside the block: released on the way out, the block's error propagates.
+    try:
+        with client.lock(key, ttl_ms=5000) as lease:
+            second_token = lease.fencing_token
+            raise ValueError("boom")
+    except ValueError as err:
+        step("raised", error=str(err), fencingToken=second_token, held=client.inspect(key)["held"])
+
+    # wait_ms: queued behind a holder that lets go after a moment.
+    holder = client.acquire(key, ttl_ms=5000)
+    threading.Timer(0.5, holder.release).start()
+    with client.lock(key, ttl_ms=5000, wait_ms=20000) as lease:
+        step("waited", fencingToken=lease.fencing_token, previous=holder.fencing_token)
+
+    # Force-released while held: `lost` is set, and leaving the block raises LeaseLostError.
+    try:
+        with client.lock(key, ttl_ms=3000) as lease:
+            client.force_release(key, "default")
+            lost_in_time = lease.lost.wait(10)
+            step("lost", set=lost_in_time, reason=lease.lost_reason)
+    except keyholder.LeaseLostError as err:
+        step("lease-lost-error", reason=err.reason)
+    step("end", held=client.inspect(key)["held"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,52 @@
+import { afterAll, beforeAll } from 'vitest';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
+import { SentinelTopology } from '../helpers/redis-sentinel.js';
+import { eventually } from '../helpers/redis-store.js';
+import { describeStoreContract } from './lock-store.contract.js';
+
+/**
+ * The same contract through Redis Sentinel (1 primary, 1 replica, 3 sentinels on loopback), with
+ * replica acknowledgement on: every grant and renewal is answered only once the replica has it.
+ */
+let topology: SentinelTopology;
+const PREFIX = 'contract-sentinel:';
+
+beforeAll(async () => {
+  topology = await SentinelTopology.start({ replicas: 1, sentinels: 3 });
+}, 60_000);
+afterAll(async () => {
+  await topology?.stop();
+});
+
+const open = async ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> => {
+  const store = new RedisStore({
+    connection: topology.connection,
+    replicaAcks: { minReplicas: 1, timeoutMs: 500 },
+    keyPrefix: PREFIX,
+    commandTimeoutMs: 1_000,
+    fenceGraceMs,
+    maxWaitersPerKey,
+  });
+  await eventually(() => store.ping(), 10_000);
+  return store;
+};
+
+describeStoreContract('redis via sentinel, 1 replica ack', {
+  open,
+  peer: () => open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 }),
+  loseData: async (store) => {
+    const client = await topology.primaryClient();
+    await client.flushall();
+    client.disconnect();
+    return store;
+  },
+  hasState: async (_store, key) => {
+    const client = await topology.primaryClient();
+    try {
+      return (await client.exists(`${PREFIX}{${key}}`)) === 1;
+    } finally {
+      client.disconnect();
+    }
+  },
+});

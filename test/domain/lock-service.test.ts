@@ -1,0 +1,97 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { QuotaExceededError, WaitAbortedError } from '../../src/domain/errors.js';
+import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
+import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
+import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { openRedisStore } from '../helpers/redis-store.js';
+
+/**
+ * The lock service's own promises, on every store: a namespace quota that a waiting caller or a renew
+ * cannot slip past, and a lease handed to a caller that has just left is given straight back.
+ */
+let redis: RedisServer;
+
+beforeAll(async () => {
+  redis = await RedisServer.start();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
+
+const STORES: ReadonlyArray<{ name: string; open: () => Promise<LockStore> }> = [
+  { name: 'embedded (memory)', open: async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }) },
+  { name: 'redis', open: () => openRedisStore(redis, { keyPrefix: 'service:' }) },
+];
+
+describe.each(STORES)('lock service over $name', ({ open }) => {
+  let store: LockStore;
+  let locks: LockService;
+
+  beforeAll(async () => {
+    store = await open();
+    locks = new LockService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 });
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it('quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap', async () => {
+    const ns = uniqueNamespace();
+    // Granted at once (the key is free), but asked with waitMs: it must still count against the cap.
+    const waited = await locks.acquire(ns, 'a', 5_000, { waitMs: 1_000 });
+    await expect(locks.acquire(ns, 'b', 5_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await expect(locks.acquire(ns, 'c', 5_000, { waitMs: 1_000 })).rejects.toBeInstanceOf(QuotaExceededError);
+    // Its release gives the slot back at once.
+    await locks.release(ns, 'a', waited.ownerToken);
+    const next = await locks.acquire(ns, 'b', 5_000, { waitMs: 1_000 });
+    await locks.release(ns, 'b', next.ownerToken);
+  });
+
+  it('quota: a renewed lease still counts after the end of the slot its grant reserved', async () => {
+    const ns = uniqueNamespace();
+    const ttlMs = 1_000;
+    const grant = await locks.acquire(ns, 'a', ttlMs);
+    // The grant's slot was reserved before this moment, so it ends by now + ttl + margin at the latest.
+    const originalSlotEndsBy = Date.now() + ttlMs + SLOT_MARGIN_MS;
+    const renewed = await locks.renew(ns, 'a', grant.ownerToken, 60_000);
+    await sleep(originalSlotEndsBy + 100 - Date.now());
+    // The renewed lease is still held, and its slot with it.
+    expect((await locks.inspect(ns, 'a'))?.fencingToken).toBe(renewed.fencingToken);
+    await expect(locks.acquire(ns, 'b', 5_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await locks.release(ns, 'a', grant.ownerToken);
+    const next = await locks.acquire(ns, 'b', 5_000);
+    await locks.release(ns, 'b', next.ownerToken);
+  });
+
+  it('a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it', async () => {
+    const ns = uniqueNamespace();
+    const unlimited = new LockService(store, DEFAULT_LIMITS);
+    const queued = async (n: number) => vi.waitFor(async () => expect((await unlimited.inspect(ns, 'w'))?.waiters).toBe(n), { timeout: 10_000 });
+    const holder = await unlimited.acquire(ns, 'w', 60_000);
+    const caller = new AbortController();
+    const leaving = unlimited.acquire(ns, 'w', 60_000, { waitMs: 10_000, signal: caller.signal }).catch((err: unknown) => err);
+    await queued(1);
+    // A wait that would run out long before the TTL: if the lease handed to the caller that left were
+    // kept, this waiter would time out instead of being granted.
+    const next = unlimited.acquire(ns, 'w', 60_000, { waitMs: 5_000 });
+    await queued(2);
+    // The release hands the lock to the first waiter; its caller leaves in the same tick.
+    const released = unlimited.release(ns, 'w', holder.ownerToken);
+    caller.abort(new WaitAbortedError());
+    await released;
+    expect(await leaving).toBeInstanceOf(WaitAbortedError);
+    const granted: LockGrant = await next;
+    expect(granted.fencingToken).toBeGreaterThan(holder.fencingToken);
+    const state = await unlimited.inspect(ns, 'w');
+    expect(state?.fencingToken).toBe(granted.fencingToken);
+    expect(state?.waiters).toBe(0);
+    await unlimited.release(ns, 'w', granted.ownerToken);
+  });
+});

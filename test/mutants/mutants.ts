@@ -1,0 +1,154 @@
+/**
+ * Hand-written mutants: bugs planted one at a time in a copy of the source, each of which the safety
+ * tests must catch. StrykerJS mutates the TypeScript mechanically; these cover what it cannot reach
+ * (the Lua scripts) and the safety rules that live in module-level constants or one-line guards.
+ *
+ * Each `find` must occur exactly once in its file: when the code moves on and a `find` no longer
+ * matches, the run fails loudly, so this list is kept in step with the code.
+ */
+export interface PlantedMutant {
+  /** Short stable id, used in the report and with --only. */
+  readonly id: string;
+  /** Path from the repository root. */
+  readonly file: string;
+  readonly find: string;
+  readonly replace: string;
+  /** The bug, in words. */
+  readonly what: string;
+}
+
+export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
+  {
+    id: 'release-no-owner-check',
+    file: 'src/store/redis/scripts/release.lua',
+    find: 'if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then',
+    replace: 'if not isLive(cur[1], expiresAt) then',
+    what: 'release frees the lock without checking the owner token',
+  },
+  {
+    id: 'handover-to-dead-waiter',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: 'if ttl and waiterLive(raw) then',
+    replace: 'if ttl then',
+    what: 'a free lock is handed to a waiter whose instance died or whose wait ran out',
+  },
+  {
+    id: 'handover-while-held',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: "  if isLive(cur[1], tonumber(cur[2])) then\n    return nil\n  end\n",
+    replace: '',
+    what: 'the lock is handed to a waiter while it is still held',
+  },
+  {
+    id: 'lease-end-from-second-clock',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: 'local expiresAt = nowMs + ttlMs',
+    replace: 'local expiresAt = math.floor(nowMs / 1000) * 1000 + ttlMs',
+    what: 'lease end computed from a clock truncated to the second (up to 1 s short)',
+  },
+  {
+    id: 'renew-from-old-lease-end',
+    file: 'src/store/redis/scripts/renew.lua',
+    find: 'local newExpiresAt = nowMs + ttl',
+    replace: 'local newExpiresAt = expiresAt + ttl',
+    what: 'renew computes the new lease end from the old end instead of from now',
+  },
+  {
+    id: 'renew-expired-lease',
+    file: 'src/store/redis/scripts/renew.lua',
+    find: 'if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then',
+    replace: 'if cur[1] ~= ARGV[1] then',
+    what: 'renew accepts a lease that has already expired',
+  },
+  {
+    id: 'quota-off-by-one',
+    file: 'src/store/redis/scripts/slot-reserve.lua',
+    find: "redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3])",
+    replace: "redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[3])",
+    what: 'quota count off by one: a namespace may hold one lock over its cap',
+  },
+  {
+    id: 'slot-extend-noop',
+    file: 'src/store/redis/scripts/slot-extend.lua',
+    find: "redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[2], ARGV[1])",
+    replace: '',
+    what: 'renew does not extend the quota slot (Redis)',
+  },
+  {
+    id: 'clock-floor-ms',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)',
+    replace: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowMs)',
+    what: 'fencing clock floor in milliseconds instead of microseconds (Redis)',
+  },
+  {
+    id: 'fencing-clock-only-lua',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)',
+    replace: 'local token = nowUs',
+    what: 'fencing token from the clock only, without "last + 1" (Redis)',
+  },
+  {
+    id: 'fencing-clock-only-ts',
+    file: 'src/domain/fencing.ts',
+    find: 'return Math.max(lastToken + 1, Math.floor(nowMs * 1000));',
+    replace: 'return Math.floor(nowMs * 1000);',
+    what: 'fencing token from the clock only, without "last + 1" (embedded store)',
+  },
+  {
+    id: 'reply-nonce-unchecked',
+    file: 'src/store/redis/replies.ts',
+    find: 'if (reply[0] !== nonce) throw new MisalignedReplyError(script);',
+    replace: '',
+    what: "reply-nonce check removed: a call may take another call's reply as its own",
+  },
+  {
+    id: 'late-grant-guard-off',
+    file: 'src/domain/freshness.ts',
+    find: 'if (elapsedMs < lease.ttlMs * LATE_REPLY_FRACTION) return;',
+    replace: 'return;',
+    what: 'late-grant guard off: a reply that came back too late is handed out',
+  },
+  {
+    id: 'no-slot-when-waiting',
+    file: 'src/domain/lock-service.ts',
+    find: ': await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));',
+    replace: ': await this.acquireWaiting(request, waitMs, options.signal);',
+    what: 'no quota slot taken when waitMs > 0 (quota bypass)',
+  },
+  {
+    id: 'renew-no-slot-extend',
+    file: 'src/domain/lock-service.ts',
+    find: 'await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);',
+    replace: '',
+    what: 'renew does not extend the quota slot',
+  },
+  {
+    id: 'waiter-left-lease-kept',
+    file: 'src/domain/lock-service.ts',
+    find: 'if (callerSignal?.aborted) {\n        await this.store.release(id, ownerToken).catch(() => undefined);',
+    replace: 'if (callerSignal?.aborted) {',
+    what: 'lease not given back when the waiting caller left as it was granted',
+  },
+  {
+    id: 'waiter-left-lease-kept-redis',
+    file: 'src/store/redis/wait-room.ts',
+    find: '.then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))',
+    replace: '.then(() => false)',
+    what: 'Redis wait room: a lease handed to a caller that left is not given back',
+  },
+  {
+    id: 'memory-handover-while-held',
+    file: 'src/store/memory/memory-store.ts',
+    find: 'if (this.liveEntry(key, now) !== undefined) return;\n    const head',
+    replace: 'const head',
+    what: 'embedded store: the lock is handed to a waiter while it is still held',
+  },
+  {
+    id: 'memory-clock-floor-ms',
+    file: 'src/domain/fencing.ts',
+    find: 'Math.floor(nowMs * 1000)',
+    replace: 'Math.floor(nowMs)',
+    what: 'fencing clock floor in milliseconds instead of microseconds (embedded store)',
+  },
+];

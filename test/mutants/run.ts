@@ -1,0 +1,257 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
+import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
+
+/**
+ * `npm run test:mutants`: StrykerJS over src/domain and src/store, then every planted mutant
+ * (mutants.ts) run against the safety tests, each in its own copy of the repository. Prints both
+ * tables and writes reports/mutation/summary.md. Exits non-zero when a planted mutant survives, when
+ * a `find` no longer matches, or when the TypeScript score is under the bar.
+ *
+ *   --skip-stryker     report on the last Stryker runs (reports/mutation/stryker-<part>.json) instead of new ones
+ *   --parts a,b        run StrykerJS on these parts of the scope only (stryker.config.mjs PARTS; default all)
+ *   --only id,id       plant only these mutants (the report is then not written)
+ *   --concurrency n    planted mutants run at once (default 2)
+ */
+
+/** Every test file here is part of `npm test`: what kills a planted mutant here, `npm test` catches too. */
+export const SAFETY_TEST_FILES = [
+  'test/conformance/memory-store.test.ts',
+  'test/conformance/redis-store.test.ts',
+  'test/domain/lock-service.test.ts',
+  'test/redis/late-reply.test.ts',
+  'test/faults/reply-drop.test.ts',
+  'test/redis/store-outage.test.ts',
+  'test/redis/waiting-instances.test.ts',
+  'test/http/waiting.test.ts',
+  'test/unit/memory-store-clock.test.ts',
+  'test/redis/store-state.test.ts',
+  'test/redis/scripts.test.ts',
+];
+
+/** The bar for StrykerJS's score over src/domain + src/store. */
+const MIN_STRYKER_SCORE = 85;
+
+const ROOT = resolve(dirname(new URL(import.meta.url).pathname), '../..');
+const REPORT_DIR = join(ROOT, 'reports/mutation');
+const SANDBOXES = join(ROOT, '.tmp/planted');
+
+const { values: args } = parseArgs({
+  options: {
+    'skip-stryker': { type: 'boolean', default: false },
+    only: { type: 'string' },
+    concurrency: { type: 'string', default: '2' },
+    parts: { type: 'string' },
+  },
+});
+
+interface PlantedResult {
+  readonly mutant: PlantedMutant;
+  readonly status: 'killed' | 'survived' | 'no-match';
+  /** The first failing test ("file > suite > test"), or why the run failed without one. */
+  readonly killedBy: string;
+  readonly seconds: number;
+}
+
+/** A copy of the working tree (tracked and new files, not ignored ones) sharing node_modules. */
+function makeSandbox(name: string): string {
+  const dir = join(SANDBOXES, name);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const listed = spawnSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: ROOT, encoding: 'utf8' });
+  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  for (const file of listed.stdout.split('\0').filter(Boolean)) {
+    if (!existsSync(join(ROOT, file))) continue; // deleted in the working tree
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    cpSync(join(ROOT, file), join(dir, file));
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+/** Applies the mutant; false when its `find` does not occur exactly once. */
+function plant(dir: string, mutant: PlantedMutant): boolean {
+  const path = join(dir, mutant.file);
+  if (!existsSync(path)) return false;
+  const source = readFileSync(path, 'utf8');
+  const at = source.indexOf(mutant.find);
+  if (at < 0 || source.indexOf(mutant.find, at + 1) >= 0) return false;
+  writeFileSync(path, source.slice(0, at) + mutant.replace + source.slice(at + mutant.find.length));
+  return true;
+}
+
+interface VitestJson {
+  testResults: Array<{ name: string; status: string; message?: string; assertionResults: Array<{ fullName: string; status: string }> }>;
+}
+
+/** Runs the safety tests in `dir`, stopping at the first failure; returns the first failing test, or null if all passed. */
+function runSafetyTests(dir: string): Promise<string | null> {
+  const out = join(dir, '.tmp/vitest-result.json');
+  return new Promise((resolvePromise) => {
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--bail=1', '--reporter=json', `--outputFile=${out}`, ...SAFETY_TEST_FILES],
+      { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-4000);
+    });
+    child.on('exit', (code) => {
+      if (code === 0) return resolvePromise(null);
+      try {
+        const report = JSON.parse(readFileSync(out, 'utf8')) as VitestJson;
+        for (const file of report.testResults) {
+          const failed = file.assertionResults.find((a) => a.status === 'failed');
+          const relative = file.name.startsWith(dir) ? file.name.slice(dir.length + 1) : file.name;
+          if (failed) return resolvePromise(`${relative} > ${failed.fullName}`);
+          if (file.status === 'failed') return resolvePromise(`${relative} (failed to run: ${(file.message ?? '').split('\n')[0]})`);
+        }
+      } catch {
+        // No report: vitest itself failed.
+      }
+      resolvePromise(`vitest exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' / ')}`);
+    });
+  });
+}
+
+async function runPlanted(mutant: PlantedMutant): Promise<PlantedResult> {
+  const started = performance.now();
+  const dir = makeSandbox(mutant.id);
+  try {
+    if (!plant(dir, mutant)) {
+      return { mutant, status: 'no-match', killedBy: `find does not occur exactly once in ${mutant.file}`, seconds: 0 };
+    }
+    const failure = await runSafetyTests(dir);
+    return {
+      mutant,
+      status: failure === null ? 'survived' : 'killed',
+      killedBy: failure ?? '-',
+      seconds: Math.round((performance.now() - started) / 1000),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await run(items[i] as T);
+      process.stderr.write(`[planted] ${i + 1}/${items.length} done\n`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return results;
+}
+
+/** The parts StrykerJS's scope is run in (stryker.config.mjs PARTS), each with its own report. */
+const STRYKER_PARTS = ['domain', 'memory', 'redis'] as const;
+const strykerReportOf = (part: string) => join(REPORT_DIR, `stryker-${part}.json`);
+
+/** Runs StrykerJS on each part in turn; returns the seconds each took. */
+function runStryker(parts: readonly string[]): Record<string, number> {
+  const seconds: Record<string, number> = {};
+  for (const part of parts) {
+    const started = performance.now();
+    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run'], {
+      cwd: ROOT,
+      stdio: 'inherit',
+      env: { ...process.env, STRYKER_PART: part },
+    });
+    if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
+    seconds[part] = (performance.now() - started) / 1000;
+  }
+  return seconds;
+}
+
+const minutes = (s: number) => `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+
+function plantedTable(results: readonly PlantedResult[]): string {
+  const rows = results.map(
+    (r) => `| ${r.mutant.id} | \`${r.mutant.file}\` | ${r.mutant.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
+  );
+  return ['| mutant | file | planted bug | result | first failing test | s |', '|---|---|---|---|---|---:|', ...rows].join('\n');
+}
+
+function strykerTable(s: StrykerSummary): string {
+  const rows = s.files.map(
+    (f) => `| \`${f.file}\` | ${f.score.toFixed(1)} | ${f.killed} | ${f.timeout} | ${f.survived} | ${f.noCoverage} | ${f.ignored} | ${f.errors} |`,
+  );
+  return [
+    '| file | score % | killed | timed out | survived | no coverage | ignored (static, string literals) | compile/runtime errors |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows,
+    `| **all** | **${s.score.toFixed(1)}** | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.noCoverage} | ${s.ignored} | ${s.errors} |`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const runStarted = performance.now();
+  const only = args.only?.split(',');
+  const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
+  const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
+  const strykerSeconds = args['skip-stryker'] || only ? null : runStryker(parts);
+
+  const baselineDir = makeSandbox('baseline');
+  const baselineFailure = await runSafetyTests(baselineDir);
+  rmSync(baselineDir, { recursive: true, force: true });
+  if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+
+  const planted = await runAll(selected, Number(args.concurrency), runPlanted);
+  const totalSeconds = (performance.now() - runStarted) / 1000;
+  console.log(`\n${plantedTable(planted)}\n`);
+  const killed = planted.filter((p) => p.status === 'killed').length;
+  console.log(`planted mutants killed ${killed}/${planted.length}`);
+  if (killed < planted.length) process.exitCode = 1;
+  if (only) return;
+
+  const reported = STRYKER_PARTS.filter((p) => existsSync(strykerReportOf(p)));
+  const missing = STRYKER_PARTS.filter((p) => !reported.includes(p));
+  const stryker = summariseStryker(reported.map(strykerReportOf), ROOT);
+
+  const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
+  const report = [
+    '# Mutation testing: last run',
+    '',
+    `Run ${new Date().toISOString()} on ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end, Node ${process.version}.`,
+    strykerSeconds === null
+      ? 'StrykerJS: the reports of earlier runs (--skip-stryker).'
+      : `StrykerJS took ${Object.entries(strykerSeconds).map(([p, t]) => `${minutes(t)} (${p})`).join(', ')}.`,
+    missing.length > 0 ? `**Not measured: StrykerJS part(s) ${missing.join(', ')} have no report.**` : 'Every StrykerJS part has a report.',
+    `Whole run: ${minutes(totalSeconds)}.`,
+    '',
+    '## StrykerJS: src/domain and src/store',
+    '',
+    `Mutation score **${stryker.score.toFixed(1)} %** (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
+      'static mutants (module-level code) and string literals are left out (see docs/testing.md). Full reports: `reports/mutation/stryker-<part>.html`.',
+    '',
+    strykerTable(stryker),
+    '',
+    '### Surviving mutants',
+    '',
+    survivors.length === 0 ? 'None.' : survivors.join('\n'),
+    '',
+    '## Planted mutants',
+    '',
+    `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`).`,
+    '',
+    plantedTable(planted),
+    '',
+  ].join('\n');
+  console.log(`\n${strykerTable(stryker)}\n`);
+  console.log(`StrykerJS score ${stryker.score.toFixed(1)} % (bar ${MIN_STRYKER_SCORE} %)`);
+  mkdirSync(REPORT_DIR, { recursive: true });
+  writeFileSync(join(REPORT_DIR, 'summary.md'), report);
+  console.log('written: reports/mutation/summary.md');
+  if (stryker.score < MIN_STRYKER_SCORE || missing.length > 0) process.exitCode = 1;
+}
+
+await main();
