@@ -13,15 +13,15 @@ import { createRedisClient } from './store/redis/client.js';
 export interface AccessSetup {
   readonly auth: AuthMode;
   readonly rateLimit: RateLimitSettings;
-  /** Re-reads the keys file (the server calls it on SIGHUP); absent in open mode. */
-  readonly reloadKeys?: () => void;
+  /** Re-reads the keys file (the server calls it on SIGHUP); in open mode it only logs. */
+  readonly reloadKeys: () => void;
   close(): Promise<void>;
 }
 
 /** Throws KeysFileError when the keys file cannot be read or parsed: the server must not start. */
 export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   let auth: AuthMode;
-  let reloadKeys: (() => void) | undefined;
+  let reloadKeys: () => void;
   if (config.auth.mode === 'keys') {
     const keysFile = config.auth.keysFile;
     const keyring = new KeyRing(loadKeysFile(keysFile));
@@ -36,6 +36,9 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
         'Set KEYHOLDER_API_KEYS_FILE to require keys (production refuses to start without it unless KEYHOLDER_AUTH=open)',
     );
     auth = { mode: 'open' };
+    // Still handled: SIGHUP's default action ends the process, and with it every lock of the embedded
+    // store. Operators send it by habit (and to every instance at once): a log line answers it.
+    reloadKeys = () => logger.info('SIGHUP: running open, there are no API keys to reload');
   }
 
   let redis: Redis | undefined;

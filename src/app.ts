@@ -7,15 +7,18 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from './config.js';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './domain/lock-store.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { refuseOversizedExpectations } from './http/body-limit.js';
+import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { adminRoutes } from './http/routes/admin.js';
+import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
@@ -34,6 +37,8 @@ export interface AppDeps {
   readonly auth?: AuthMode;
   /** Per-key request rate; none when absent. */
   readonly rateLimit?: RateLimitSettings;
+  /** Fastify's trustProxy (TRUST_PROXY); false (the socket's peer is the client) when absent. */
+  readonly trustProxy?: TrustProxy;
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
 }
@@ -65,6 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const timeouts = deps.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS;
   const app = Fastify({
     loggerInstance: deps.logger,
+    trustProxy: deps.trustProxy ?? false,
     requestTimeout: timeouts.requestTimeoutMs,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     connectionTimeout: timeouts.connectionTimeoutMs,
@@ -73,6 +79,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
     },
     logController: new RequestLog(),
+    clientErrorHandler,
+    frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
     // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
     // get a 400 naming the key, not a 414 from the router. Node's header size limit bounds URLs anyway.
@@ -89,6 +97,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // only the headers timeout; from then on the usual idle timeout applies.
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
   app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
+  refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
+  refuseUnknownExpectations(app.server);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -104,6 +114,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async () => {
     if (closing) throw new ShuttingDownError();
   });
+  const metrics = deps.metrics;
+  if (metrics) {
+    // Every error answer by code, wherever it came from (auth, routing, limits, the lock rules).
+    app.addHook('onResponse', (_request, reply, done) => {
+      if (reply.statusCode >= 400) metrics.problemAnswered(problemCodeOf(reply) ?? 'other');
+      done();
+    });
+  }
   registerAuth(app, deps.auth ?? { mode: 'open' });
 
   await app.register(fastifySwagger, {
@@ -116,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
+        { name: 'docs', description: 'This API\'s OpenAPI document' },
       ],
       components: {
         securitySchemes: {

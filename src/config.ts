@@ -155,6 +155,13 @@ export const EnvSchema = z
     WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000)
       .describe('Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.'),
     /**
+     * 1000: callers of one namespace one instance keeps waiting at once, a tenth of the instance's room,
+     * so one team's queued callers cannot fill the waiting room the other teams share.
+     */
+    WAITERS_PER_NAMESPACE_MAX: intFromEnv(1, 1_000_000, 1000).describe(
+      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`.',
+    ),
+    /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
@@ -171,10 +178,14 @@ export const EnvSchema = z
     KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional())
       .describe('`open` runs without keys on purpose (required for that with `NODE_ENV=production`); `keys` insists on the file. Unset: keys if the file is set.'),
     /**
-     * 1000 requests per 10 s per API key (100/s on average): well above a busy worker pool's renew and
-     * poll traffic, low enough that one runaway client cannot starve the rest. 0 turns it off.
+     * 20,000 counted requests per 10 s per API key (2,000/s on average). Only acquire, inspect and admin
+     * calls count (renew and release never do), so a team of a few hundred workers each acquiring and
+     * polling a few times a second stays well under it, while a client spinning in a tight loop (several
+     * thousand requests a second) is slowed to it. 0 turns it off.
      */
-    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 1000).describe('Requests per API key per window; 0 turns the limit off.'),
+    RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 20_000).describe(
+      'Counted requests (acquire, inspect, admin; never renew or release) per API key per window; 0 turns the limit off.',
+    ),
     RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000).describe('The rate limit\'s window.'),
     /**
      * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the
@@ -182,6 +193,25 @@ export const EnvSchema = z
      */
     NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000)
       .describe('Locks one namespace may hold at once; 0: no cap.'),
+    /**
+     * Fastify's trustProxy: whether X-Forwarded-For (and -Proto, -Host) from the peer are believed, which
+     * decides the client address open mode counts rate limits by and the logs show. Unset/false: the
+     * socket's peer is the client. Behind a load balancer: `true` (trust any peer; only when nothing
+     * else can reach the port), a hop count (`1`), or the balancers' addresses/CIDRs, comma-separated.
+     */
+    TRUST_PROXY: z
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          .regex(/^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/, 'must be true, false, a hop count, or comma-separated addresses/CIDRs')
+          .default('false'),
+      )
+      .describe(
+        'Fastify\'s `trustProxy`: whether `X-Forwarded-For` from the peer names the client (the address open mode rate-limits by ' +
+          'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
+          'or the balancers\' addresses/CIDRs, comma-separated.',
+      ),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
     HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
       .describe('A whole request (headers and body) must arrive within this.'),
@@ -301,6 +331,8 @@ export interface Config {
   readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
   readonly rateLimit: { readonly max: number; readonly windowMs: number };
   readonly httpTimeouts: HttpTimeouts;
+  /** Fastify's trustProxy (see TRUST_PROXY). */
+  readonly trustProxy: TrustProxy;
 }
 
 export interface HttpTimeouts {
@@ -364,6 +396,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxWaitMs: e.LOCK_MAX_WAIT_MS,
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
+      maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX,
       maxHeldLocksPerNamespace: e.NAMESPACE_MAX_HELD_LOCKS,
     }),
     fenceGraceMs: e.FENCE_GRACE_MS,
@@ -373,6 +406,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         ? Object.freeze({ mode: 'open' as const })
         : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
     rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     httpTimeouts: Object.freeze({
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
@@ -380,6 +414,19 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       connectionTimeoutMs: e.HTTP_CONNECTION_TIMEOUT_MS,
     }),
   });
+}
+
+/** What Fastify's trustProxy takes: yes/no, addresses/CIDRs, or a test by hop (0 = the socket's peer). */
+export type TrustProxy = boolean | string | ((address: string, hop: number) => boolean);
+
+function parseTrustProxy(value: string): TrustProxy {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    return (_address, hop) => hop < hops;
+  }
+  return value.split(',').map((part) => part.trim()).join(',');
 }
 
 /**

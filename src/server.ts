@@ -44,13 +44,14 @@ async function main(): Promise<void> {
     auth: access.auth,
     rateLimit: access.rateLimit,
     httpTimeouts: config.httpTimeouts,
+    trustProxy: config.trustProxy,
   });
   app.addHook('onClose', async () => {
     await store.close();
     await access.close();
   });
 
-  if (access.reloadKeys) process.on('SIGHUP', access.reloadKeys);
+  process.on('SIGHUP', access.reloadKeys);
 
   // SIGTERM/SIGINT: stop taking requests, finish (or answer) the ones in flight, close the store. If
   // that takes longer than the shutdown timeout, exit anyway rather than hang a deploy.

@@ -3,6 +3,7 @@
  * dist/, so it runs wherever the server does, the image included:
  *   node dist/cli/keys-new.js --id team-a --namespace team-a --scopes locks
  *   node dist/cli/keys-new.js --id ops --namespace ops --scopes locks,admin
+ *   KEY=$(npm run -s keys:new -- --id team-a --namespace team-a --scopes locks --file deploy/api-keys.yml)
  */
 import { runKeysNew } from './keys.js';
 

@@ -1,5 +1,6 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
+import { isSeq, parseDocument, stringify } from 'yaml';
 import { hashApiKey, newApiKey, SCOPES, type Scope } from '../auth/api-keys.js';
 import { NAMESPACE_PATTERN } from '../domain/namespaces.js';
 
@@ -45,9 +46,27 @@ export function describeNewKey({ key, entry }: NewKey): string {
   );
 }
 
+/**
+ * Adds the new key's entry to the keys file `path` (its comments kept), refusing an id already there.
+ * The file must be valid YAML or JSON with a `keys` list (or none yet).
+ */
+export function addToKeysFile(path: string, { entry }: NewKey): void {
+  const doc = parseDocument(readFileSync(path, 'utf8'));
+  if (doc.errors.length > 0) throw new KeyRequestError(`--file: ${path} is not valid YAML: ${doc.errors[0]?.message ?? ''}`);
+  if (doc.get('keys') == null) doc.set('keys', doc.createNode([]));
+  const list = doc.get('keys');
+  if (!isSeq(list)) throw new KeyRequestError(`--file: "keys" in ${path} is not a list`);
+  const existing = (doc.toJS() as { keys?: Array<{ id?: unknown }> | null }).keys ?? [];
+  if (existing.some((k) => k.id === entry.id)) throw new KeyRequestError(`--file: ${path} already has a key with id "${entry.id}"`);
+  list.flow = false;
+  list.items.push(doc.createNode(entry));
+  writeFileSync(path, doc.toString());
+}
+
 export const KEYS_NEW_USAGE =
-  'usage: node dist/cli/keys-new.js --id <id> --namespace <namespace> --scopes <locks|admin|locks,admin>\n' +
-  '   or: npm run keys:new -- --id <id> --namespace <namespace> --scopes <...>';
+  'usage: node dist/cli/keys-new.js --id <id> --namespace <namespace> --scopes <locks|admin|locks,admin> [--file <keys file>]\n' +
+  '   or: npm run keys:new -- --id <id> --namespace <namespace> --scopes <...> [--file <keys file>]\n' +
+  'With --file the entry is added to that keys file and only the key is printed: KEY=$(npm run -s keys:new -- ... --file deploy/api-keys.yml)';
 
 export interface Output {
   write(text: string): unknown;
@@ -55,17 +74,30 @@ export interface Output {
 
 /**
  * The `keys new` command: parses `--id`, `--namespace` and `--scopes` (default `locks`), prints the
- * new key and its keys-file entry. Returns the exit code: 0, or 2 for bad arguments (with usage).
+ * new key and its keys-file entry, or with `--file` adds the entry to that file and prints the key. Returns the exit code: 0, or 2 for bad arguments (with usage).
  */
 export function runKeysNew(argv: readonly string[], out: Output, err: Output): number {
   try {
     const { values } = parseArgs({
       args: [...argv],
-      options: { id: { type: 'string' }, namespace: { type: 'string' }, scopes: { type: 'string', default: 'locks' } },
+      options: {
+        id: { type: 'string' },
+        namespace: { type: 'string' },
+        scopes: { type: 'string', default: 'locks' },
+        file: { type: 'string' },
+      },
       strict: true,
     });
     const scopes = (values.scopes ?? 'locks').split(',').map((s) => s.trim()) as Scope[];
-    out.write(describeNewKey(newKey({ id: values.id ?? '', namespace: values.namespace ?? '', scopes })));
+    const minted = newKey({ id: values.id ?? '', namespace: values.namespace ?? '', scopes });
+    if (values.file === undefined) {
+      out.write(describeNewKey(minted));
+      return 0;
+    }
+    // Only the key on stdout, so a shell can capture it; what was done on stderr.
+    addToKeysFile(values.file, minted);
+    err.write(`Added key "${minted.entry.id}" to ${values.file}; a running server picks it up on SIGHUP.\n`);
+    out.write(`${minted.key}\n`);
     return 0;
   } catch (e) {
     err.write(`${(e as Error).message}\n${KEYS_NEW_USAGE}\n`);

@@ -145,6 +145,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This OpenAPI document, as JSON */
+        get: operations["openApiJson"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi.yaml": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This OpenAPI document, as YAML */
+        get: operations["openApiYaml"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -228,25 +262,40 @@ export interface components {
             /** @constant */
             released: true;
         };
-        /** @description Who holds a lock right now. holder, fencingToken, expiresAt, ttlRemainingMs and waiters appear only when held. */
-        LockStatus: {
-            key: string;
-            held: boolean;
-            holder?: string | null;
+        /** @description Who holds a lock right now. Never the owner token. */
+        LockStatus: components["schemas"]["FreeLock"] | components["schemas"]["HeldLock"];
+        /** @description An error, as RFC 9457 problem details (application/problem+json). */
+        Problem: {
             /**
-             * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
-             * @example 1764496077123456
+             * @description URI naming the problem type
+             * @example urn:keyholder:problem:lock_held
              */
-            fencingToken?: number;
+            type: string;
+            /** @example Lock is held */
+            title: string;
+            /** @example 409 */
+            status: number;
+            /** @example lock "invoice:42" is held by another owner */
+            detail: string;
             /**
-             * Format: date-time
-             * @description When the lease ends (UTC), measured on the store clock.
-             * @example 2026-11-30T10:00:30.000Z
+             * @description Stable machine-readable error code
+             * @enum {string}
              */
-            expiresAt?: string;
-            ttlRemainingMs?: number;
-            /** @description Callers queued for this lock */
-            waiters?: number;
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error";
+            /** @description The request path */
+            instance?: string;
+            /** @description lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
+            retryAfterMs?: number;
+            /** @description invalid_request: each offending field and what is wrong with it */
+            errors?: {
+                field: string;
+                message: string;
+            }[];
+            /**
+             * @description store_unavailable on /readyz: the store kind
+             * @enum {string}
+             */
+            store?: "memory" | "redis" | "etcd";
         };
         /** @description One page of held locks. Owner tokens are never shown. */
         LockList: {
@@ -276,39 +325,6 @@ export interface components {
                 fencingToken: number;
             };
         };
-        /** @description An error, as RFC 9457 problem details (application/problem+json). */
-        Problem: {
-            /**
-             * @description URI naming the problem type
-             * @example urn:keyholder:problem:lock_held
-             */
-            type: string;
-            /** @example Lock is held */
-            title: string;
-            /** @example 409 */
-            status: number;
-            /** @example lock "invoice:42" is held by another owner */
-            detail: string;
-            /**
-             * @description Stable machine-readable error code
-             * @enum {string}
-             */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error";
-            /** @description The request path */
-            instance?: string;
-            /** @description lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
-            retryAfterMs?: number;
-            /** @description invalid_request: each offending field and what is wrong with it */
-            errors?: {
-                field: string;
-                message: string;
-            }[];
-            /**
-             * @description store_unavailable on /readyz: the store kind
-             * @enum {string}
-             */
-            store?: "memory" | "redis" | "etcd";
-        };
         Liveness: {
             /** @constant */
             status: "ok";
@@ -319,6 +335,33 @@ export interface components {
             status: "ready";
             /** @enum {string} */
             store: "memory" | "redis" | "etcd";
+        };
+        /** @description Nobody holds the lock. */
+        FreeLock: {
+            key: string;
+            /** @constant */
+            held: false;
+        };
+        /** @description The lock is held: by which holder label, with which fencing token, until when. */
+        HeldLock: {
+            key: string;
+            /** @constant */
+            held: true;
+            holder: string | null;
+            /**
+             * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+             * @example 1764496077123456
+             */
+            fencingToken: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt: string;
+            ttlRemainingMs: number;
+            /** @description Callers queued for this lock */
+            waiters: number;
         };
     };
     responses: never;
@@ -357,6 +400,12 @@ export interface operations {
             /** @description Granted: the caller holds the lock until expiresAt unless it renews */
             200: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -366,6 +415,12 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -375,6 +430,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -384,6 +441,12 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -393,6 +456,14 @@ export interface operations {
             /** @description lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends */
             409: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -402,6 +473,12 @@ export interface operations {
             /** @description payload_too_large: the body is over the limit */
             413: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -411,15 +488,29 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After. */
+            /** @description too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After. */
             429: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -429,6 +520,35 @@ export interface operations {
             /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
             503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -477,6 +597,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -495,6 +617,8 @@ export interface operations {
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -519,18 +643,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
-            429: {
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
-            503: {
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -579,6 +711,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -597,6 +731,8 @@ export interface operations {
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -621,18 +757,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
-            429: {
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
-            503: {
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -659,6 +803,12 @@ export interface operations {
             /** @description The lock's current state */
             200: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -668,6 +818,12 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -677,6 +833,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -686,6 +844,12 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -695,6 +859,14 @@ export interface operations {
             /** @description rate_limited: too many requests for this API key; retry after Retry-After */
             429: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -704,6 +876,35 @@ export interface operations {
             /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
             503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -736,6 +937,12 @@ export interface operations {
             /** @description Freed */
             200: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -745,6 +952,12 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -754,6 +967,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -763,6 +978,12 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -772,6 +993,42 @@ export interface operations {
             /** @description not_found: nobody holds this lock; nothing changed */
             404: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -781,6 +1038,14 @@ export interface operations {
             /** @description rate_limited: too many requests for this API key; retry after Retry-After */
             429: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -790,6 +1055,35 @@ export interface operations {
             /** @description store_unavailable: the store did not answer; nothing was changed for certain */
             503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -825,6 +1119,12 @@ export interface operations {
             /** @description One page of held locks */
             200: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -834,6 +1134,12 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -843,6 +1149,8 @@ export interface operations {
             /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
             401: {
                 headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -852,6 +1160,12 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -861,6 +1175,14 @@ export interface operations {
             /** @description rate_limited: too many requests for this API key; retry after Retry-After */
             429: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -870,6 +1192,35 @@ export interface operations {
             /** @description store_unavailable: the store did not answer; nothing was changed for certain */
             503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -896,6 +1247,21 @@ export interface operations {
                     "application/json": components["schemas"]["Liveness"];
                 };
             };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     readiness: {
@@ -919,10 +1285,71 @@ export interface operations {
             /** @description store_unavailable: the store does not answer */
             503: {
                 headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    openApiJson: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI 3.1 document */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    openApiYaml: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI 3.1 document */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/yaml": string;
                 };
             };
         };

@@ -90,17 +90,23 @@ export class StoreUnavailableError extends DomainError {
 }
 
 /**
- * The wait queue is full (for this key, or on this instance). Queues are capped so waiting callers
+ * The wait queue is full (for this key, for this namespace on this instance, or on this instance). Queues are capped so waiting callers
  * cannot exhaust memory; the caller should retry later or not wait.
  */
 export class TooManyWaitersError extends DomainError {
   readonly code = 'too_many_waiters';
   override readonly name = 'TooManyWaitersError';
   constructor(
-    readonly scope: 'key' | 'instance',
+    readonly scope: 'key' | 'namespace' | 'instance',
     override readonly retryAfterMs = 1000,
   ) {
-    super(scope === 'key' ? 'too many callers are already waiting for this lock' : 'this instance has too many waiting callers');
+    super(
+      scope === 'key'
+        ? 'too many callers are already waiting for this lock'
+        : scope === 'namespace'
+          ? 'this namespace has too many callers waiting on this instance'
+          : 'this instance has too many waiting callers',
+    );
   }
 }
 

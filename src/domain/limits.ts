@@ -8,6 +8,8 @@ export interface LockLimits {
   readonly maxWaitMs: number;
   readonly maxWaitersPerKey: number;
   readonly maxWaitersPerInstance: number;
+  /** Callers of one namespace one instance keeps waiting at once; absent means the instance cap alone. */
+  readonly maxWaitersPerNamespace?: number;
   /** Most locks one namespace may hold at once; 0 or absent means no cap. */
   readonly maxHeldLocksPerNamespace?: number;
 }

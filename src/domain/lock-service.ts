@@ -126,6 +126,8 @@ export class LockService {
   /** Aborted at shutdown: every wait ends at once instead of holding up the exit. */
   private readonly closing = new AbortController();
   private waiting = 0;
+  /** Waiting callers by namespace, for the per-namespace cap; a namespace with none has no entry. */
+  private readonly waitingByNamespace = new Map<string, number>();
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
@@ -202,12 +204,16 @@ export class LockService {
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { id, key, ttlMs, holder, idempotencyKey } = request;
+    const { namespace, id, key, ttlMs, holder, idempotencyKey } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
+    // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
+    const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
+    if (waitingHere >= (this.limits.maxWaitersPerNamespace ?? Infinity)) throw new TooManyWaitersError('namespace');
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
     const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
     const started = performance.now();
     this.waiting++;
+    this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
       const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey });
@@ -223,6 +229,9 @@ export class LockService {
       return outcome;
     } finally {
       this.waiting--;
+      const left = (this.waitingByNamespace.get(namespace) ?? 1) - 1;
+      if (left > 0) this.waitingByNamespace.set(namespace, left);
+      else this.waitingByNamespace.delete(namespace);
       this.observer.waited?.((performance.now() - started) / 1000, granted);
     }
   }

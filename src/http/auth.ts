@@ -69,6 +69,13 @@ function unauthenticated(request: FastifyRequest, reply: FastifyReply, presented
   );
 }
 
+function authorizationHeaders(request: FastifyRequest): number {
+  const raw = request.raw.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 13 && raw[i]?.toLowerCase() === 'authorization') count++;
+  return count;
+}
+
 /**
  * Authenticates every request before its body is read (onRequest), so unauthenticated callers cost
  * one header parse and one hash. Registered on the root instance, it runs for every route, including
@@ -92,6 +99,14 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     } else {
       const header = request.headers.authorization;
       if (header === undefined) return unauthenticated(request, reply, false);
+      // Node keeps the first of several Authorization headers and drops the rest; a proxy may keep the
+      // last. Which key is meant is ambiguous, so neither is used.
+      if (authorizationHeaders(request) > 1) {
+        const message = 'must be sent once';
+        return sendProblem(request, reply, 'invalid_request', `Authorization: ${message}`, {
+          errors: [{ field: 'Authorization', message }],
+        });
+      }
       const token = BEARER.exec(header)?.[1];
       const found = token === undefined ? null : auth.keyring.authenticate(token);
       if (found === null) return unauthenticated(request, reply, true);
@@ -100,7 +115,9 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     // The request line names the key id (RequestLog reads it from here), never the key itself. Not a
     // child logger per request: creating one costs more than the rest of the hook together.
     request.principal = principal;
-    if (!principal.scopes.has(access)) {
+    // A request no route matched (404, 405) needs a valid key but no scope: its answer reveals nothing,
+    // and a team's key sending the wrong method should hear 405, not 403.
+    if (request.routeOptions.url !== undefined && !principal.scopes.has(access)) {
       return sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`);
     }
   });

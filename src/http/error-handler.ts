@@ -1,11 +1,15 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isDomainError } from '../domain/errors.js';
+import { drainUnreadBody } from './body-limit.js';
 import { sendDomainError, sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 import type { ProblemCode } from './schemas/problem.js';
 
 type Field = { field: string; message: string };
+
+/** The methods a route may be declared with; findRoute tells which of them a path takes. */
+const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 /** Fastify's own 4xx errors whose status has a code of its own; every other 4xx is invalid_request. */
 const CLIENT_ERROR_CODES: Readonly<Partial<Record<number, ProblemCode>>> = { 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type' };
@@ -28,7 +32,7 @@ function validationFields(error: FastifyError & { validation: unknown[] }, conte
  * problem+json with a stable code. 5xx details are logged, never sent: no stack traces to clients.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (hasZodFastifySchemaValidationErrors(error)) {
       const errors = validationFields(error, error.validationContext);
       const detail = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
@@ -38,8 +42,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (isDomainError(error)) return sendDomainError(request, reply, error);
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        await drainUnreadBody(request, reply);
         return sendProblem(request, reply, 'payload_too_large', error.message);
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        await drainUnreadBody(request, reply);
         return sendProblem(request, reply, 'unsupported_media_type', 'the request body must be application/json');
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
         return sendProblem(request, reply, 'invalid_request', 'the body is empty but the content type is application/json', {
@@ -66,6 +72,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (candidate !== undefined && !LOCK_KEY_PATTERN.test(candidate)) {
       const message = 'must be 1 to 256 characters from A-Z a-z 0-9 . _ - : @';
       return sendProblem(request, reply, 'invalid_request', `key: ${message}`, { errors: [{ field: 'key', message }] });
+    }
+    // A known path asked with a method it does not take: 405, and Allow lists the ones it does.
+    const allowed = ALL_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendProblem(request, reply, 'method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`);
     }
     return sendProblem(request, reply, 'not_found', `no route for ${request.method} ${path}`);
   });

@@ -1,4 +1,5 @@
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { HEADERS, type HeaderName, STATUS_HEADERS } from './routes/responses.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
 type Doc = Record<string, unknown> & { components?: { schemas?: Record<string, unknown> } };
@@ -15,7 +16,12 @@ export const openApiTransformObject: TransformObject = (input) => {
 
   const refName = (name: string) => `"#/components/schemas/${name}"`;
   const withoutComponents = JSON.stringify({ ...doc, components: { ...doc.components, schemas: {} } });
+  // Referenced from the paths, or (transitively) from a schema that is.
   const used = Object.keys(schemas).filter((name) => withoutComponents.includes(refName(name)));
+  for (let i = 0; i < used.length; i++) {
+    const text = JSON.stringify(schemas[used[i] ?? '']);
+    for (const name of Object.keys(schemas)) if (!used.includes(name) && text.includes(refName(name))) used.push(name);
+  }
   const renames = new Map<string, string>();
   for (const name of used) {
     const plain = name.endsWith('Input') ? name.slice(0, -'Input'.length) : name;
@@ -36,10 +42,21 @@ type Transform = typeof jsonSchemaTransform;
  */
 export const openApiTransform: Transform = (input) => {
   const out = withCanonicalHeaderNames(jsonSchemaTransform(input));
-  if (input.route.config?.access === 'public') {
-    return { ...out, schema: { ...out.schema, security: [] } };
-  }
-  return out;
+  const isPublic = input.route.config?.access === 'public';
+  // Each response's headers: those of its status, and on routes the request rate limit counts (all but
+  // the public ones and those opting out, see rate-limit.ts) the limiter's, on every answer but a 401
+  // (authentication runs first, and a refused caller is not counted).
+  const counted = !isPublic && (input.route.config as { rateLimit?: unknown } | undefined)?.rateLimit !== false;
+  const responses = (out.schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  const withHeaders = Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      const names: HeaderName[] = [...(STATUS_HEADERS[status] ?? [])];
+      if (counted && status !== '401') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+      if (names.length === 0) return [status, response];
+      return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
+    }),
+  );
+  return { ...out, schema: { ...out.schema, response: withHeaders, ...(isPublic ? { security: [] } : {}) } };
 };
 
 const canonical = (name: string) => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());

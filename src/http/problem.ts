@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DomainError, DomainErrorCode, FieldError } from '../domain/errors.js';
 import type { ProblemBody, ProblemCode } from './schemas/problem.js';
@@ -35,7 +36,10 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   invalid_request: { status: 400, title: 'Invalid request', outcome: 'invalid' },
   not_found: { status: 404, title: 'Not found', outcome: 'error' },
   method_not_allowed: { status: 405, title: 'Method not allowed', outcome: 'error' },
+  request_timeout: { status: 408, title: 'Request timeout', outcome: 'error' },
   payload_too_large: { status: 413, title: 'Request body too large', outcome: 'error' },
+  headers_too_large: { status: 431, title: 'Request header fields too large', outcome: 'error' },
+  expectation_failed: { status: 417, title: 'Expectation failed', outcome: 'error' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', outcome: 'error' },
   lock_held: { status: 409, title: 'Lock is held', outcome: 'held' },
   too_many_waiters: { status: 429, title: 'Too many waiting callers', outcome: 'too_many_waiters' },
@@ -91,6 +95,36 @@ function problemBody(code: ProblemCode, detail: string, instance?: string, extra
   };
 }
 
+/** A problem body as JSON, for answers written outside Fastify's reply. */
+export function problemJson(code: ProblemCode, detail: string): string {
+  return JSON.stringify(problemBody(code, detail));
+}
+
+/**
+ * A whole HTTP/1.1 problem response as bytes, for the few answers written on the socket before any
+ * request object exists (Node's parser errors). The connection closes after it.
+ */
+export function rawProblemResponse(code: ProblemCode, detail: string): string {
+  const body = problemJson(code, detail);
+  return (
+    `HTTP/1.1 ${ERRORS[code].status} ${STATUS_CODES[ERRORS[code].status] ?? ''}\r\n` +
+    `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}
+
+/** The code of the problem each reply answered with, for the metrics' onResponse hook. */
+const answeredProblems = new WeakMap<FastifyReply, ProblemCode>();
+
+/** Records that `reply` answers with problem `code` (sendProblem does it; so must any other writer). */
+export function noteProblem(reply: FastifyReply, code: ProblemCode): void {
+  answeredProblems.set(reply, code);
+}
+
+/** The problem code `reply` answered with, if it answered with one. */
+export function problemCodeOf(reply: FastifyReply): ProblemCode | undefined {
+  return answeredProblems.get(reply);
+}
+
 /**
  * The one function that writes a problem response: sets the status and headers on `reply` and returns
  * the serialized body (from onSend, where the body is returned; sendProblem sends it). The body is
@@ -107,6 +141,7 @@ export function writeProblem(
   const contract = ERRORS[code];
   const sentCode = SENT_AS[code] ?? (code as ProblemCode);
   const body = problemBody(sentCode, detail, request.url.split('?')[0], extras);
+  noteProblem(reply, sentCode);
   if (extras.retryAfterMs !== undefined) {
     reply.header('retry-after', String(Math.max(1, Math.ceil(extras.retryAfterMs / 1000))));
   }

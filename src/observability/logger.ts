@@ -13,13 +13,26 @@ export const REDACT_PATHS = [
   'headers.authorization',
 ];
 
+/**
+ * pino's error serializer, minus `rawPacket`: Node attaches the raw bytes of a request it could not
+ * parse to the error, Authorization header and body included, as a byte array that neither redaction
+ * nor a grep for a leaked key would catch.
+ */
+function serializeError(err: unknown): unknown {
+  // Lines also log `err` as a plain message string; only errors are serialized.
+  if (!(err instanceof Error)) return err;
+  const out = pino.stdSerializers.err(err);
+  delete out.rawPacket;
+  return out;
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const options = {
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     // The request line is written by our own onResponse hook (one line per request); keep req/res lean.
     serializers: {
-      err: pino.stdSerializers.err,
+      err: serializeError,
     },
   };
   return destination ? pino(options, destination) : pino(options);

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
 import { ERRORS } from '../http/problem.js';
+import { PROBLEM_CODES } from '../http/schemas/problem.js';
 import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import { LeaseTracker } from './lease-tracker.js';
@@ -19,6 +20,8 @@ export interface Metrics {
   instrumentStore(store: LockStore): LockStore;
   /** Where the keyholder_waiting_callers gauge reads its value (LockService.waitingCallers). */
   countWaitingCallers(count: () => number): void;
+  /** Counts an error answer by its problem code (every one: 401, 403, 404 and 429 included). */
+  problemAnswered(code: string): void;
   /** The exposition text and its content type, for GET /metrics. */
   render(): Promise<{ contentType: string; body: string }>;
 }
@@ -134,6 +137,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
+  const problems = new Counter({
+    name: 'keyholder_problems_total',
+    help: 'Error answers (application/problem+json) by code: refused callers (unauthenticated, forbidden, rate_limited), unknown routes (not_found), bad input (invalid_request) and the lock outcomes alike.',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
+  // Present at 0 from the start, so an alert on a rise sees the first one.
+  for (const code of PROBLEM_CODES) problems.labels(code).inc(0);
+
   const lockObserver: LockObserver = {
     operation(op, result, durationSeconds) {
       operations.labels(op, outcomeLabel(op, result)).inc();
@@ -156,6 +168,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     instrumentStore(store) {
       instrumented = new InstrumentedStore(store, sink, leases);
       return instrumented;
+    },
+    problemAnswered(code: string) {
+      problems.labels(code).inc();
     },
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() };

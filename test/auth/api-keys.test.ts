@@ -108,7 +108,7 @@ describe('auth configuration', () => {
 
   it('has safe defaults for limits and timeouts', () => {
     const config = loadConfig({});
-    expect(config.rateLimit).toEqual({ max: 1000, windowMs: 10_000 });
+    expect(config.rateLimit).toEqual({ max: 20_000, windowMs: 10_000 });
     expect(config.limits.maxHeldLocksPerNamespace).toBe(10_000);
     expect(config.httpTimeouts).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, connectionTimeoutMs: 75_000 });
   });

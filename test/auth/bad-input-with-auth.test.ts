@@ -8,8 +8,12 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
  * open mode; without a key every one of them is a 401 before the body is even parsed. Afterwards, no
  * API key and no owner token appears anywhere in the logs.
  */
-const keys = makeKeys([{ id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] }]);
+const keys = makeKeys([
+  { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
+  { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
+]);
 const KEY = keys.plain['team-a-key'] ?? '';
+const ADMIN_KEY = keys.plain['ops-key'] ?? '';
 const BAD_KEY = newApiKey();
 
 let t: TestApp;
@@ -26,7 +30,9 @@ afterAll(async () => {
 interface BadCase {
   readonly name: string;
   readonly url: string;
-  readonly method?: 'POST' | 'GET';
+  readonly method?: 'POST' | 'GET' | 'DELETE';
+  /** Sent with the operator's key (scope admin) instead of the team's. */
+  readonly admin?: boolean;
   readonly body?: string;
   readonly contentType?: string;
   readonly status: number;
@@ -34,6 +40,7 @@ interface BadCase {
 }
 
 const token = () => ownerTokens[0] ?? '';
+let served = 0;
 const CASES: Array<() => BadCase> = [
   () => ({ name: 'ttlMs as a string', url: '/v1/locks/k/acquire', body: '{"ttlMs":"1000"}', status: 400, code: 'invalid_request' }),
   () => ({ name: 'holder as a number', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"holder":5}', status: 400, code: 'invalid_request' }),
@@ -55,6 +62,25 @@ const CASES: Array<() => BadCase> = [
   () => ({ name: '__proto__ key', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"__proto__":{"admin":true}}', status: 400, code: 'invalid_request' }),
   () => ({ name: 'constructor.prototype key', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"constructor":{"prototype":{"admin":true}}}', status: 400, code: 'invalid_request' }),
   () => ({ name: 'namespace smuggled in the body', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"namespace":"team-b"}', status: 400, code: 'invalid_request' }),
+  () => ({ name: 'renew with a token of another lock', url: '/v1/locks/not-held/renew', body: JSON.stringify({ ownerToken: token(), ttlMs: 1000 }), status: 409, code: 'not_owner' }),
+  () => ({ name: 'release with a token of another lock', url: '/v1/locks/not-held/release', body: JSON.stringify({ ownerToken: token() }), status: 409, code: 'not_owner' }),
+  () => ({ name: 'acquire of a held lock', url: '/v1/locks/held/acquire', body: '{"ttlMs":1000}', status: 409, code: 'lock_held' }),
+  () => ({ name: 'admin route with a locks-only key', url: '/v1/locks', method: 'GET', status: 403, code: 'forbidden' }),
+  () => ({ name: 'admin list: limit 0', url: '/v1/locks?limit=0', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: limit over 1000', url: '/v1/locks?limit=1001', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: limit not a number', url: '/v1/locks?limit=ten', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: invalid namespace', url: '/v1/locks?namespace=-bad', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: prefix without namespace', url: '/v1/locks?prefix=abc', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: prefix with a bad character', url: '/v1/locks?namespace=team-a&prefix=a%20b', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: cursor with bad characters', url: '/v1/locks?cursor=%21%21', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: cursor it did not return', url: '/v1/locks?cursor=eAB5', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'admin list: unknown query parameter', url: '/v1/locks?owner=me', method: 'GET', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'force release without namespace', url: '/v1/locks/held', method: 'DELETE', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'force release with an invalid namespace', url: '/v1/locks/held?namespace=a/b', method: 'DELETE', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'force release with an invalid key', url: '/v1/locks/a%20b?namespace=team-a', method: 'DELETE', admin: true, status: 400, code: 'invalid_request' }),
+  () => ({ name: 'force release of a free lock', url: '/v1/locks/free-one?namespace=team-a', method: 'DELETE', admin: true, status: 404, code: 'not_found' }),
+  () => ({ name: 'force release with a body that is not JSON', url: '/v1/locks/held?namespace=team-a', method: 'DELETE', admin: true, body: 'x', contentType: 'text/plain', status: 415, code: 'unsupported_media_type' }),
+  () => ({ name: 'lock route with an admin-only key', url: '/v1/locks/k/acquire', admin: true, body: '{"ttlMs":1000}', status: 403, code: 'forbidden' }),
 ];
 
 const send = (c: BadCase, headers: Record<string, string>) =>
@@ -70,10 +96,13 @@ describe('bad input with authentication on', () => {
     const probe = make();
     it(`${probe.name}: ${probe.status} ${probe.code} with a key; 401 without one or with a bad one`, async () => {
       const c = make();
-      const res = await send(c, bearer(KEY));
+      const res = await send(c, bearer(c.admin ? ADMIN_KEY : KEY));
       expect(res.statusCode, res.body).toBe(c.status);
       expect(res.headers['content-type']).toContain('application/problem+json');
       expect(res.json()).toMatchObject({ code: c.code, status: c.status });
+      // A valid request right after is served.
+      const valid = await t.app.inject({ method: 'POST', url: `/v1/locks/valid-${++served}/acquire`, headers: bearer(KEY), payload: { ttlMs: 1000 } });
+      expect(valid.statusCode).toBe(200);
       for (const headers of [{}, bearer(BAD_KEY)]) {
         const refused = await send(c, headers);
         expect(refused.statusCode).toBe(401);

@@ -85,6 +85,17 @@ describe.each(STORES)('namespaces and admin routes on the %s store', (_name, ope
     await post(`/v1/locks/${name}/release`, B, { ownerToken: grantB.ownerToken });
   });
 
+  it('a cursor this route did not return is a 400 on cursor, and the store stays up', async () => {
+    for (const cursor of ['abc', 'bm90IGEgY3Vyc29y', 'eAB5']) {
+      const res = await get(`/v1/locks?cursor=${cursor}`, ADMIN);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.headers['content-type']).toContain('application/problem+json');
+      expect(res.json()).toMatchObject({ code: 'invalid_request', errors: [{ field: 'cursor' }] });
+    }
+    expect((await get('/readyz', {})).statusCode).toBe(200);
+    expect((await get('/v1/locks', ADMIN)).statusCode).toBe(200);
+  });
+
   it('admin lists held locks per namespace or across all, with holder and token, never owner tokens', async () => {
     const prefix = `list-${randomUUID().slice(0, 8)}-`;
     const ownerTokens: string[] = [];

@@ -115,7 +115,13 @@ describe('TypeScript client against a real server (embedded store)', () => {
     expect(err).toBeInstanceOf(LockHeldError);
     expect((err as LockHeldError).retryAfterMs).toBeGreaterThan(0);
     const waiting = kh.acquire(k, { ttlMs: 1_000, waitMs: 20_000 });
-    await vi.waitFor(async () => expect((await kh.inspect(k)).waiters).toBe(1), { timeout: 10_000 });
+    await vi.waitFor(
+      async () => {
+        const state = await kh.inspect(k);
+        expect(state.held ? state.waiters : 0).toBe(1);
+      },
+      { timeout: 10_000 },
+    );
     await first.release();
     const second = await waiting;
     expect(second.fencingToken).toBeGreaterThan(first.fencingToken);

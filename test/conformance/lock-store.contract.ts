@@ -318,6 +318,15 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(seen).toEqual(held);
     });
 
+    it('a cursor that did not come from list is the caller\'s mistake (invalid_request on cursor), not an outage', async () => {
+      const prefix = `${uniqueKey('cursor')}/`;
+      for (const cursor of ['\uFFFD\u0001garbage', 'not a cursor', '99999999999999999999999']) {
+        await expect(store.list({ prefix, limit: 3, cursor })).rejects.toMatchObject({ code: 'invalid_request', field: 'cursor' });
+      }
+      // The store still answers.
+      expect(await store.list({ prefix, limit: 3 })).toEqual({ locks: [], nextCursor: null });
+    });
+
     it('quota slots: at most maxSlots live slots per namespace; freed or ended slots make room', async () => {
       const ns = uniqueKey('quota');
       expect(await store.reserveSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { DEFAULT_LIMITS, type HttpTimeouts } from '../../src/config.js';
+import { DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/config.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
@@ -30,6 +30,7 @@ export async function buildTestApp(
     rateLimit?: RateLimitSettings;
     httpTimeouts?: HttpTimeouts;
     metrics?: Metrics;
+    trustProxy?: TrustProxy;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -50,6 +51,7 @@ export async function buildTestApp(
     rateLimit: options.rateLimit,
     httpTimeouts: options.httpTimeouts,
     metrics: options.metrics,
+    trustProxy: options.trustProxy,
   });
   await app.ready();
   return {

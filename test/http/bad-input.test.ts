@@ -14,8 +14,14 @@ afterAll(async () => {
   await t.close();
 });
 
+let served = 0;
+/** A valid request right after each bad one: the server still grants locks. */
 async function stillServes() {
-  await request(t.app.server).get('/livez').expect(200);
+  await request(t.app.server)
+    .post(`/v1/locks/still-serves-${++served}/acquire`)
+    .set('content-type', 'application/json')
+    .send(JSON.stringify({ ttlMs: 1000 }))
+    .expect(200);
 }
 
 type Case = {
@@ -66,6 +72,39 @@ const cases: Case[] = [
   { name: 'release with a malformed ownerToken', path: '/v1/locks/x/release', body: json({ ownerToken: 'not a token!' }), status: 400, code: 'invalid_request', field: 'ownerToken' },
   { name: 'renew without ttlMs', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 400, code: 'invalid_request', field: 'ttlMs' },
   { name: 'renew with ttlMs out of bounds', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 5 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'waitMs negative', body: json({ ttlMs: 1000, waitMs: -1 }), status: 400, code: 'invalid_request', field: 'waitMs' },
+  { name: 'waitMs as string', body: json({ ttlMs: 1000, waitMs: '10' }), status: 400, code: 'invalid_request', field: 'waitMs' },
+  { name: 'waitMs fractional', body: json({ ttlMs: 1000, waitMs: 1.5 }), status: 400, code: 'invalid_request', field: 'waitMs' },
+  { name: 'waitMs above the configured maximum', body: json({ ttlMs: 1000, waitMs: 60_001 }), status: 400, code: 'invalid_request', field: 'waitMs' },
+  { name: 'waitMs null', body: json({ ttlMs: 1000, waitMs: null }), status: 400, code: 'invalid_request', field: 'waitMs' },
+  { name: 'ttlMs boolean', body: json({ ttlMs: true }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs as an array', body: json({ ttlMs: [1000] }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs as an object', body: json({ ttlMs: { value: 1000 } }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'ttlMs over 2^31', body: json({ ttlMs: 2 ** 31 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'holder as an array', body: json({ ttlMs: 1000, holder: ['a'] }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with an escaped NUL character', body: '{"ttlMs":1000,"holder":"a\\u0000b"}', status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a raw NUL byte (invalid JSON)', body: '{"ttlMs":1000,"holder":"a\u0000b"}', status: 400, code: 'invalid_request' },
+  { name: 'holder with DEL', body: '{"ttlMs":1000,"holder":"a\\u007fb"}', status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'body is null', body: 'null', status: 400, code: 'invalid_request' },
+  { name: 'body is a number', body: '123', status: 400, code: 'invalid_request' },
+  { name: 'body is true', body: 'true', status: 400, code: 'invalid_request' },
+  { name: 'JSON with trailing garbage', body: '{"ttlMs":1000} x', status: 400, code: 'invalid_request' },
+  { name: 'JSON with NaN', body: '{"ttlMs":NaN}', status: 400, code: 'invalid_request' },
+  { name: 'JSON with a single-quoted string', body: "{'ttlMs':1000}", status: 400, code: 'invalid_request' },
+  { name: 'JSON truncated mid-string', body: '{"ttlMs":1000,"holder":"ab', status: 400, code: 'invalid_request' },
+  { name: 'deeply nested JSON', body: `{"ttlMs":1000,"x":${'['.repeat(500)}${']'.repeat(500)}}`, status: 400, code: 'invalid_request' },
+  { name: 'renew with an ownerToken too short', path: '/v1/locks/x/renew', body: json({ ownerToken: 'abc', ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'ownerToken' },
+  { name: 'renew with an unknown field', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000, holder: 'h' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'release with an ownerToken as a number', path: '/v1/locks/x/release', body: json({ ownerToken: 12345 }), status: 400, code: 'invalid_request', field: 'ownerToken' },
+  { name: 'release with an unknown field', path: '/v1/locks/x/release', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
+  { name: 'release with a text/plain body', path: '/v1/locks/x/release', body: 'token', contentType: 'text/plain', status: 415, code: 'unsupported_media_type' },
+  { name: 'renew with an oversized body', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000, pad: 'p'.repeat(5000) }), status: 413, code: 'payload_too_large' },
+  { name: 'content type application/xml', body: '<ttlMs>1000</ttlMs>', contentType: 'application/xml', status: 415, code: 'unsupported_media_type' },
+  { name: 'multipart body', body: '--b\r\n\r\nx\r\n--b--', contentType: 'multipart/form-data; boundary=b', status: 415, code: 'unsupported_media_type' },
+  { name: 'key with a percent sign', path: '/v1/locks/a%25b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with a NUL byte', path: '/v1/locks/a%00b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with bad percent-encoding', path: '/v1/locks/a%E0%A4%A/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'url' },
+  { name: 'unknown action on a lock', path: '/v1/locks/x/steal', body: json({ ttlMs: 1000 }), status: 404, code: 'not_found' },
 ];
 
 describe('bad input', () => {

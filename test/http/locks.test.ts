@@ -143,6 +143,14 @@ describe('unknown routes', () => {
   it('answer 404 not_found as problem+json', async () => {
     expectProblem(await request(server()).get('/nope'), 404, 'not_found');
     expectProblem(await request(server()).post('/v1/locks/abc/explode').send({}), 404, 'not_found');
-    expectProblem(await request(server()).delete('/v1/locks/abc/acquire'), 404, 'not_found');
+  });
+
+  it('answer 405 method_not_allowed with Allow for a known path and the wrong method', async () => {
+    const res = await request(server()).delete('/v1/locks/abc/acquire');
+    expectProblem(res, 405, 'method_not_allowed');
+    expect(res.headers.allow).toBe('POST');
+    const inspect = await request(server()).put('/v1/locks/abc');
+    expectProblem(inspect, 405, 'method_not_allowed');
+    expect(inspect.headers.allow).toBe('GET, HEAD, DELETE');
   });
 });

@@ -1,4 +1,5 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
 
 /** The real server process: start-up messages, restart behaviour, logs and graceful shutdown. */
@@ -11,6 +12,18 @@ async function start(env: Record<string, string> = {}) {
   const proc = await KeyholderProcess.start({ env });
   running.push(proc);
   return proc;
+}
+
+/** Sends raw bytes and returns everything the server answers until it closes the connection. */
+function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.end(bytes));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
+    socket.on('close', () => resolve(received));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer')));
+  });
 }
 
 describe('server process', () => {
@@ -61,6 +74,31 @@ describe('server process', () => {
     await call(proc.url, 'POST', '/v1/locks/quiet/acquire', { ttlMs: 1_000 });
     await proc.stop();
     expect(proc.jsonLogs().filter((l) => l.msg === 'request')).toHaveLength(0);
+  });
+
+  it('SIGHUP in open mode keeps the process and its locks; at trace level a malformed request leaves no raw bytes in the log', async () => {
+    const proc = await start({ LOG_LEVEL: 'trace' });
+    const grant = await call(proc.url, 'POST', '/v1/locks/hup/acquire', { ttlMs: 60_000 });
+    expect(grant.status).toBe(200);
+    process.kill(proc.pid ?? 0, 'SIGHUP');
+    await vi.waitFor(() => expect(proc.logs.join('\n')).toContain('no API keys to reload'), { timeout: 10_000 });
+    expect(proc.exit).toBeUndefined();
+    expect((await call(proc.url, 'GET', '/v1/locks/hup')).body).toMatchObject({ held: true, fencingToken: grant.body.fencingToken });
+
+    const secret = 'kh_rawbytessecret0123456789abcdefghij';
+    const token = grant.body.ownerToken as string;
+    const body = JSON.stringify({ ownerToken: token });
+    const answer = await rawExchange(
+      proc.port,
+      `POST /v1/locks/hup/release HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${secret}\r\nContent-Length: 1x\r\n\r\n${body}`,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    await vi.waitFor(() => expect(proc.logs.join('\n')).toContain('client error'), { timeout: 10_000 });
+    const all = proc.logs.join('\n');
+    expect(all).not.toContain('rawPacket');
+    expect(all).not.toContain(secret);
+    expect(all).not.toContain(token);
+    await proc.stop();
   });
 
   it('SIGTERM: finishes cleanly and exits 0', async () => {

@@ -1,11 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
-import { hashApiKey, newApiKey } from '../../src/auth/api-keys.js';
+import { hashApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
 import { call } from '../helpers/keyholder-process.js';
 import { RedisServer, freePort } from '../helpers/redis-server.js';
@@ -105,6 +105,12 @@ describe('docker-compose.yml and deploy/prometheus.yml', () => {
     }
   });
 
+  it('publishes Prometheus on loopback only (its UI and API have no authentication)', () => {
+    const ports = service('prometheus').ports ?? [];
+    expect(ports.length).toBeGreaterThan(0);
+    for (const port of ports) expect(port).toMatch(/^127\.0\.0\.1:/);
+  });
+
   it('passes promtool check config and check rules', () => {
     requireTool('promtool', 'prometheus');
     const config = spawnSync('promtool', ['check', 'config', 'prometheus.yml'], { cwd: join(ROOT, 'deploy'), encoding: 'utf8' });
@@ -115,6 +121,38 @@ describe('docker-compose.yml and deploy/prometheus.yml', () => {
     }
   });
 });
+
+/** The Deploy section's shell block: the key-creating line and the acquire curl, exactly as documented. */
+function deployCommands(): { createKey: string; acquire: string } {
+  for (const file of ['README.md', 'docs/operations.md']) {
+    let text: string;
+    try {
+      text = read(file);
+    } catch {
+      continue;
+    }
+    for (const block of text.matchAll(/```sh\n([\s\S]*?)```/g)) {
+      const lines = (block[1] ?? '').split('\n');
+      const createKey = lines.find((l) => l.startsWith('KEY=$(npm run -s keys:new'));
+      const acquire = lines.find((l) => l.startsWith('curl') && l.includes('/acquire') && l.includes('$KEY'));
+      if (createKey && acquire && lines.some((l) => l.startsWith('docker compose up'))) return { createKey, acquire };
+    }
+  }
+  throw new Error('the Deploy section has no sh block that creates a key, starts compose and acquires with the key');
+}
+
+/** Runs a shell command without blocking the event loop (the server under test may answer it). */
+function runShell(command: string, env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('sh', ['-c', command], { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
 
 describe('docker-compose.yml profiles for replicated stores', () => {
   const inProfile = (profile: string) =>
@@ -280,9 +318,19 @@ describe('the image start command, replayed outside Docker', () => {
     const appDir = imageLayout();
 
     const port = await freePort();
-    const apiKey = newApiKey();
-    const keysFile = join(appDir, 'test-api-keys.json');
-    writeFileSync(keysFile, JSON.stringify({ keys: [{ id: 'image-test', hash: hashApiKey(apiKey), namespace: 'image', scopes: ['locks'] }] }));
+    // The Deploy section's commands as written: create a key into (a copy of) the shipped, empty keys
+    // file that compose mounts, start, then the acquire curl with the key.
+    const deploy = deployCommands();
+    const keysFile = join(appDir, 'deploy-api-keys.yml');
+    cpSync(join(ROOT, 'deploy/api-keys.yml'), keysFile);
+    const created = spawnSync('sh', ['-c', `${deploy.createKey.replace('deploy/api-keys.yml', keysFile)} && printf %s "$KEY"`], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(created.status, created.stderr).toBe(0);
+    const apiKey = created.stdout.trim();
+    expect(apiKey).toMatch(/^kh_/);
     const env = {
       PATH: process.env.PATH ?? '',
       ...containerEnv(),
@@ -312,13 +360,11 @@ describe('the image start command, replayed outside Docker', () => {
       );
       expect((await call(base, 'GET', '/readyz')).body).toEqual({ status: 'ready', store: 'redis' });
 
-      // The Lua scripts made it into the image: a real grant over Redis.
-      const granted = await fetch(`${base}/v1/locks/image-check/acquire`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
-        body: JSON.stringify({ ttlMs: 5_000 }),
-      });
-      expect(granted.status).toBe(200);
+      // The Lua scripts made it into the image: a real grant over Redis, asked for with the README's curl.
+      requireTool('curl', 'curl');
+      const curl = await runShell(deploy.acquire.replace('localhost:3000', `127.0.0.1:${port}`), { ...process.env, KEY: apiKey });
+      expect(curl.status, curl.stderr).toBe(0);
+      expect(JSON.parse(curl.stdout)).toMatchObject({ key: 'invoice:42', ownerToken: expect.any(String) });
       expect((await fetch(`${base}/metrics`)).status).toBe(200);
       expect((await fetch(`${base}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);
 

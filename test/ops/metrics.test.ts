@@ -88,6 +88,26 @@ describe('metrics over a real Redis', () => {
     expect(await value(metrics, 'keyholder_locks_held')).toBe(0);
   });
 
+  it('counts every error answer by code, 404 included', async () => {
+    const problems = 'keyholder_problems_total';
+    const before = {
+      notFound: await value(metrics, problems, { code: 'not_found' }),
+      invalid: await value(metrics, problems, { code: 'invalid_request' }),
+      held: await value(metrics, problems, { code: 'lock_held' }),
+    };
+    expect((await app.inject({ method: 'GET', url: '/no/such/route' })).statusCode).toBe(404);
+    expect((await post(`/v1/locks/${key('p')}/acquire`, { ttlMs: 'x' })).statusCode).toBe(400);
+    const k = key('held');
+    const { ownerToken } = (await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).json<{ ownerToken: string }>();
+    expect((await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).statusCode).toBe(409);
+    await post(`/v1/locks/${k}/release`, { ownerToken });
+    expect(await value(metrics, problems, { code: 'not_found' })).toBe(before.notFound + 1);
+    expect(await value(metrics, problems, { code: 'invalid_request' })).toBe(before.invalid + 1);
+    expect(await value(metrics, problems, { code: 'lock_held' })).toBe(before.held + 1);
+    // Every code is there from the start.
+    expect((await metrics.render()).body).toContain('keyholder_problems_total{code="forbidden"} 0');
+  });
+
   it('observes the hold time at release and the acquire latency', async () => {
     const before = await histogramCount(metrics, 'keyholder_lock_hold_seconds');
     const sumBefore = await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum');

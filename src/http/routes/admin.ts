@@ -13,7 +13,12 @@ const ADMIN_ERRORS = {
   503: 'store_unavailable: the store did not answer; nothing was changed for certain',
 } as const;
 const listRule = routeRule('admin', ADMIN_ERRORS);
-const forceReleaseRule = routeRule('admin', { ...ADMIN_ERRORS, 404: 'not_found: nobody holds this lock; nothing changed' });
+const forceReleaseRule = routeRule('admin', {
+  ...ADMIN_ERRORS,
+  404: 'not_found: nobody holds this lock; nothing changed',
+  413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
+  415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
+});
 
 /** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
 const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));

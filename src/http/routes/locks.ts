@@ -33,11 +33,13 @@ const acquireRule = routeRule('locks', {
   ...COMMON_ERRORS,
   409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
   429:
-    'too_many_waiters: the wait queue of this lock, or of this instance, is full; rate_limited: too many ' +
+    'too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many ' +
     'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
 });
-const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER });
-const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER });
+// Renew and release are never refused by the request rate limit (see rate-limit.ts): a holder's
+// renewals are bounded by the leases its key holds, and refusing one would cost the caller its lease.
+const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
+const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
@@ -167,10 +169,10 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     async (request) => {
       const key = request.params.key;
       const state = await locks.inspect(principalOf(request).namespace, key);
-      if (state === null) return { key, held: false };
+      if (state === null) return { key, held: false as const };
       return {
         key,
-        held: true,
+        held: true as const,
         holder: state.holder,
         fencingToken: state.fencingToken,
         expiresAt: iso(state.expiresAtMs),

@@ -4,25 +4,65 @@ import { Problem } from '../schemas/problem.js';
 
 type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };
 
+type HeaderSchema = { type: 'string' | 'integer'; minimum?: number; description: string };
+
+/** Response headers the API sends, declared once so every response that carries one says so. */
+export const HEADERS = {
+  'Retry-After': {
+    type: 'integer',
+    minimum: 1,
+    description: 'Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1)',
+  },
+  'WWW-Authenticate': { type: 'string', description: 'The scheme to authenticate with: Bearer (RFC 6750)' },
+  Allow: { type: 'string', description: 'The methods this path takes' },
+  'X-RateLimit-Limit': { type: 'integer', minimum: 0, description: 'Counted requests this API key may make per window' },
+  'X-RateLimit-Remaining': { type: 'integer', minimum: 0, description: 'Counted requests left in the current window' },
+  'X-RateLimit-Reset': { type: 'integer', minimum: 0, description: 'Seconds until the current window ends' },
+} as const satisfies Record<string, HeaderSchema>;
+
+export type HeaderName = keyof typeof HEADERS;
+
+/**
+ * Which headers a response with this status may carry (`default`: the catch-all problem). The OpenAPI
+ * transform (openapi.ts) writes them into the document, with the rate limiter's on counted routes.
+ */
+export const STATUS_HEADERS: Readonly<Record<string, readonly HeaderName[]>> = {
+  401: ['WWW-Authenticate'],
+  405: ['Allow'],
+  409: ['Retry-After'],
+  429: ['Retry-After'],
+  503: ['Retry-After'],
+  default: ['Retry-After', 'Allow', 'WWW-Authenticate'],
+};
+
+/** The catch-all: the errors any route can meet before its own code runs. */
+const ANY_OTHER_ERROR: ProblemResponse = {
+  description:
+    'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
+    '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
+  content: { 'application/problem+json': { schema: Problem } },
+};
+
 /**
  * Declares error responses in a route schema (for the OpenAPI document) as application/problem+json.
  * The error handler writes these bodies itself, so they all share one shape.
  */
-function problemResponses(statuses: Readonly<Record<number, string>>): Record<number, ProblemResponse> {
-  const out: Record<number, ProblemResponse> = {};
+function problemResponses(statuses: Readonly<Record<number, string>>): Record<number | 'default', ProblemResponse> {
+  const out: Record<number | 'default', ProblemResponse> = { default: ANY_OTHER_ERROR };
   for (const [status, description] of Object.entries(statuses)) {
     out[Number(status)] = { description, content: { 'application/problem+json': { schema: Problem } } };
   }
   return out;
 }
 
-/** What every route behind an API key can answer, whatever it does. */
-function keyErrors(scope: Exclude<Access, 'public'>): Record<number, string> {
-  return {
+/** What every route behind an API key can answer, whatever it does (429 only where the rate limit counts). */
+function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Record<number, string> {
+  const errors: Record<number, string> = {
     401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
     403: `forbidden: the API key lacks the \`${scope}\` scope`,
-    429: 'rate_limited: too many requests for this API key; retry after Retry-After',
   };
+  if (rateLimited) errors[429] = 'rate_limited: too many requests for this API key; retry after Retry-After';
+  return errors;
 }
 
 /**
@@ -30,12 +70,14 @@ function keyErrors(scope: Exclude<Access, 'public'>): Record<number, string> {
  * goes in the route options (the auth hook, the rate limiter and the OpenAPI security read it), and
  * `errors` in its response schema. A route behind a key documents 401, 403 and 429 rate_limited
  * without saying so; `errors` adds the route's own (a 429 given here replaces the rate_limited one, so
- * it must mention it).
+ * it must mention it). Every route also gets the catch-all `default` problem. `rateLimited: false`
+ * takes the route out of the request rate limit (see rate-limit.ts), and its 429 out of the document.
  */
-export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}) {
+export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean } = {}) {
+  const rateLimited = options.rateLimited ?? true;
   return {
-    config: { access },
-    errors: problemResponses(access === 'public' ? errors : { ...keyErrors(access), ...errors }),
+    config: { access, ...(rateLimited ? {} : { rateLimit: false as const }) },
+    errors: problemResponses(access === 'public' ? errors : { ...keyErrors(access, rateLimited), ...errors }),
   };
 }
 

@@ -136,18 +136,27 @@ export const ReleaseResponse = z
   .object({ key: z.string(), released: z.literal(true) })
   .meta({ id: 'LockRelease' });
 
-export const LockStatus = z
+const FreeLock = z
   .object({
     key: z.string(),
-    held: z.boolean(),
-    holder: Holder.nullable().optional(),
-    fencingToken: FencingToken.optional(),
-    expiresAt: ExpiresAt.optional(),
-    ttlRemainingMs: z.number().int().nonnegative().optional(),
-    waiters: z.number().int().nonnegative().optional().meta({ description: 'Callers queued for this lock' }),
+    held: z.literal(false),
   })
-  .meta({
-    id: 'LockStatus',
-    description:
-      'Who holds a lock right now. holder, fencingToken, expiresAt, ttlRemainingMs and waiters appear only when held.',
-  });
+  .meta({ id: 'FreeLock', description: 'Nobody holds the lock.' });
+
+const HeldLock = z
+  .object({
+    key: z.string(),
+    held: z.literal(true),
+    holder: Holder.nullable(),
+    fencingToken: FencingToken,
+    expiresAt: ExpiresAt,
+    ttlRemainingMs: z.number().int().nonnegative(),
+    waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for this lock' }),
+  })
+  .meta({ id: 'HeldLock', description: 'The lock is held: by which holder label, with which fencing token, until when.' });
+
+/** Split on `held`, so a held lock always has its fencing token and expiry (generated types say so too). */
+export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).meta({
+  id: 'LockStatus',
+  description: 'Who holds a lock right now. Never the owner token.',
+});

@@ -5,7 +5,10 @@ export const PROBLEM_CODES = [
   'invalid_request',
   'not_found',
   'method_not_allowed',
+  'request_timeout',
   'payload_too_large',
+  'headers_too_large',
+  'expectation_failed',
   'unsupported_media_type',
   'lock_held',
   'too_many_waiters',
@@ -26,13 +29,14 @@ export const Problem = z
   .object({
     type: z.string().meta({ description: 'URI naming the problem type', examples: ['urn:keyholder:problem:lock_held'] }),
     title: z.string().meta({ examples: ['Lock is held'] }),
-    status: z.number().int().meta({ examples: [409] }),
+    status: z.number().int().min(400).max(599).meta({ examples: [409] }),
     detail: z.string().meta({ examples: ['lock "invoice:42" is held by another owner'] }),
     code: z.enum(PROBLEM_CODES).meta({ description: 'Stable machine-readable error code' }),
     instance: z.string().optional().meta({ description: 'The request path' }),
     retryAfterMs: z
       .number()
       .int()
+      .nonnegative()
       .optional()
       .meta({
         description:

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
+import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { type Clock, monotonicWallClock } from './clock.js';
 import type {
@@ -58,6 +58,8 @@ export interface MemoryStoreOptions {
  * Waiting: each key has a FIFO queue. A release hands the lock straight to the queue's head (only that
  * waiter wakes); a lease that runs out is handed over by a timer set for its end.
  */
+const PRINTABLE_ID = /^[\x21-\x7e]+$/;
+
 export class MemoryStore implements LockStore {
   readonly kind = 'memory';
   private readonly entries = new Map<string, Entry>();
@@ -216,6 +218,11 @@ export class MemoryStore implements LockStore {
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     this.assertOpen();
+    // A cursor is the last id of a page listed with the same prefix: printable and starting with it.
+    // Anything else did not come from here, and answers the same 400 as on Redis.
+    if (cursor !== undefined && !(PRINTABLE_ID.test(cursor) && cursor.startsWith(prefix))) {
+      return Promise.reject(new InvalidRequestError('cursor', 'must be a nextCursor returned by this route'));
+    }
     const now = this.clock();
     const ids: string[] = [];
     for (const [id, entry] of this.entries) {

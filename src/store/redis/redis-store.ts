@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
@@ -74,6 +74,9 @@ const newId = () => randomBase64url(9);
  * waiter's instance channel: one message, to one instance, per hand-over. Each instance holds one
  * subscriber connection, not one connection per waiter.
  */
+const SCAN_CURSOR = /^(0|[1-9][0-9]{0,19})$/;
+const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
+
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
   private readonly redis: Redis;
@@ -236,6 +239,11 @@ export class RedisStore implements LockStore {
    * skipped. A page may hold a few more or fewer than `limit` locks; only a null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    // A SCAN cursor is an unsigned 64-bit number. Anything else is the caller's mistake, which Redis
+    // would answer with an error that must not read as the store being down.
+    if (cursor !== undefined && !(SCAN_CURSOR.test(cursor) && BigInt(cursor) <= MAX_SCAN_CURSOR)) {
+      throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
+    }
     const pattern = this.keys.lockPattern(prefix);
     let next = cursor ?? '0';
     const found = new Set<string>();

@@ -26,7 +26,8 @@ export class SpecValidator {
   constructor(openApiPath: string) {
     this.doc = parse(readFileSync(openApiPath, 'utf8')) as OpenApiDoc;
     addFormats(this.ajv);
-    this.ajv.addSchema({ $id: 'components.json', $defs: closeObjects(this.doc.components.schemas) });
+    const defs = JSON.stringify(closeObjects(this.doc.components.schemas)).split('"#/components/schemas/').join('"components.json#/$defs/');
+    this.ajv.addSchema({ $id: 'components.json', $defs: JSON.parse(defs) as object });
   }
 
   /** A validator for a component schema by name, e.g. `Problem`. */

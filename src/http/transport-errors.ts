@@ -1,0 +1,57 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { PROBLEM_CONTENT_TYPE, problemJson, rawProblemResponse, sendProblem } from './problem.js';
+import type { ProblemCode } from './schemas/problem.js';
+
+/**
+ * Errors raised below the routes, by Node's HTTP parser and by Fastify's router, answered as problems
+ * like every other error. Node and Fastify would write plain text or plain JSON here.
+ */
+
+/** Node's parser errors by their code; anything else it cannot parse is a 400. */
+const PARSER_ERRORS: Readonly<Record<string, { code: ProblemCode; detail: string }>> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { code: 'request_timeout', detail: 'the request did not arrive in time' },
+  HPE_HEADER_OVERFLOW: { code: 'headers_too_large', detail: 'the request line and headers are over the size limit' },
+};
+
+/**
+ * Fastify's clientErrorHandler: a request Node could not parse (malformed, headers too large, too slow)
+ * gets a problem and the connection closes. Logged at debug with the error's code and message only:
+ * the error also carries the raw bytes received (`rawPacket`), credentials included.
+ */
+export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS.ErrnoException, socket: Socket): void {
+  // A reset connection has nobody to answer.
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const known = err.code === undefined ? undefined : PARSER_ERRORS[err.code];
+  const { code, detail } = known ?? { code: 'invalid_request' as const, detail: `the request is not valid HTTP/1.1 (${err.code ?? 'unknown'})` };
+  this.log.debug({ err: { code: err.code, message: err.message } }, 'client error');
+  if (socket.writable) socket.end(rawProblemResponse(code, detail));
+  else socket.destroy();
+}
+
+/**
+ * Fastify's frameworkErrors: a URL the router cannot decode (bad percent-encoding) or a path parameter
+ * over the router's length limit is the caller's mistake, a 400 like any other.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    const message = error.code === 'FST_ERR_BAD_URL' ? 'is not a valid URL (bad percent-encoding)' : 'has a path segment over the length limit';
+    sendProblem(request, reply, 'invalid_request', `url: ${message}`, { errors: [{ field: 'url', message }] });
+    return;
+  }
+  request.log.error({ err: error }, 'router error');
+  sendProblem(request, reply, 'internal_error', 'an internal error occurred; it has been logged');
+}
+
+/**
+ * An `Expect` other than `100-continue`: Node answers 417 with an empty body; answer a problem instead.
+ * The body (if any) is not read, so the connection closes after the answer.
+ */
+export function refuseUnknownExpectations(server: Server): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const body = problemJson('expectation_failed', `Expect: ${String(req.headers.expect)} is not supported (only 100-continue)`);
+    res.writeHead(417, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  });
+}

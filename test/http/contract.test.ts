@@ -1,0 +1,164 @@
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { makeKeys } from '../helpers/api-keys.js';
+import { OpenApiContract } from '../helpers/openapi-contract.js';
+import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+
+/**
+ * Every route and every status it declares, driven over real HTTP and each answer checked against
+ * openapi.yaml (status, content type, body schema, headers) as a validating proxy would. The last test
+ * fails if a declared response was never seen: a new status needs a case here.
+ */
+const contract = new OpenApiContract(fileURLToPath(new URL('../../openapi.yaml', import.meta.url)));
+
+const keys = makeKeys([
+  { id: 'team-key', namespace: 'team', scopes: ['locks'] },
+  { id: 'ops-key', namespace: 'ops', scopes: ['admin'] },
+]);
+const TEAM = { authorization: `Bearer ${keys.plain['team-key'] ?? ''}` };
+const OPS = { authorization: `Bearer ${keys.plain['ops-key'] ?? ''}` };
+const JSON_TYPE = { 'content-type': 'application/json' };
+const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) });
+
+interface Case {
+  method: string;
+  url: string;
+  headers?: Record<string, string>;
+  body?: string;
+  status: number;
+}
+
+const apps: TestApp[] = [];
+async function start(options: Parameters<typeof buildTestApp>[0]): Promise<string> {
+  const t = await buildTestApp(options);
+  apps.push(t);
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  return `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+}
+afterAll(async () => {
+  await Promise.all(apps.map((t) => t.close()));
+});
+
+async function drive(base: string, c: Case): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${base}${c.url}`, { method: c.method, headers: c.headers, body: c.body });
+  const body = await res.text();
+  expect(res.status, `${c.method} ${c.url}: ${body}`).toBe(c.status);
+  contract.check({ method: c.method, url: c.url, status: res.status, headers: res.headers, body });
+  return { status: res.status, body };
+}
+
+const auth = () => ({ mode: 'keys' as const, keyring: keys.keyring() });
+
+describe('every route and status against openapi.yaml', () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await start({ auth: auth(), metrics: createMetrics({ defaultMetrics: false }), rateLimit: { max: 10_000, windowMs: 60_000 } });
+  });
+
+  it('the lock routes: success and client errors', async () => {
+    const grant = JSON.parse((await drive(base, { method: 'POST', url: '/v1/locks/c1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}', status: 200 })).body) as {
+      ownerToken: string;
+    };
+    const token = grant.ownerToken;
+    const wrongToken = 'AAAAAAAAAAAAAAAAAAAAAA';
+    const cases: Case[] = [];
+    for (const action of ['acquire', 'renew', 'release'] as const) {
+      const url = `/v1/locks/c1/${action}`;
+      cases.push(
+        { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
+        { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
+        { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
+        { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
+        { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
+      );
+    }
+    cases.push(
+      { method: 'POST', url: '/v1/locks/c1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}', status: 409 },
+      { method: 'POST', url: '/v1/locks/c1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrongToken, ttlMs: 30_000 }), status: 409 },
+      { method: 'POST', url: '/v1/locks/c1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrongToken }), status: 409 },
+      { method: 'GET', url: '/v1/locks/c1', headers: TEAM, status: 200 },
+      { method: 'GET', url: '/v1/locks/free-one', headers: TEAM, status: 200 },
+      { method: 'GET', url: '/v1/locks/bad%20key', headers: TEAM, status: 400 },
+      { method: 'GET', url: '/v1/locks/c1', status: 401 },
+      { method: 'GET', url: '/v1/locks/c1', headers: OPS, status: 403 },
+      { method: 'POST', url: '/v1/locks/c1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: token, ttlMs: 30_000 }), status: 200 },
+      { method: 'POST', url: '/v1/locks/c1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: token }), status: 200 },
+      // Errors every route can meet before its own code runs fall under `default`.
+      { method: 'PUT', url: '/v1/locks/c1', headers: TEAM, status: 405 },
+    );
+    for (const c of cases) {
+      // 405 has no operation of its own to check against: check it against the path's GET.
+      if (c.status === 405) {
+        const res = await fetch(`${base}${c.url}`, { method: c.method, headers: c.headers });
+        const body = await res.text();
+        expect(res.status).toBe(405);
+        expect(res.headers.get('allow')).toBe('GET, HEAD, DELETE');
+        contract.check({ method: 'GET', url: c.url, status: res.status, headers: res.headers, body });
+        continue;
+      }
+      await drive(base, c);
+    }
+  });
+
+  it('the admin routes', async () => {
+    const grant = await fetch(`${base}/v1/locks/stuck/acquire`, { method: 'POST', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}' });
+    expect(grant.status).toBe(200);
+    const cases: Case[] = [
+      { method: 'GET', url: '/v1/locks?namespace=team', headers: OPS, status: 200 },
+      { method: 'GET', url: '/v1/locks?limit=0', headers: OPS, status: 400 },
+      { method: 'GET', url: '/v1/locks', status: 401 },
+      { method: 'GET', url: '/v1/locks', headers: TEAM, status: 403 },
+      { method: 'DELETE', url: '/v1/locks/stuck', headers: OPS, status: 400 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', status: 401 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: TEAM, status: 403 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: OPS, status: 200 },
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: OPS, status: 404 },
+    ];
+    for (const c of cases) await drive(base, c);
+  });
+
+  it('the public routes', async () => {
+    for (const url of ['/livez', '/readyz', '/openapi.json', '/openapi.yaml']) await drive(base, { method: 'GET', url, status: 200 });
+  });
+
+  it('429 on every counted route; never on renew or release', async () => {
+    const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
+    const grant = await fetch(`${limited}/v1/locks/r1/acquire`, { method: 'POST', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}' });
+    expect(grant.status).toBe(200);
+    const { ownerToken } = (await grant.json()) as { ownerToken: string };
+    await drive(limited, { method: 'POST', url: '/v1/locks/r2/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":1000}', status: 429 });
+    await drive(limited, { method: 'GET', url: '/v1/locks/r1', headers: TEAM, status: 429 });
+    await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 });
+    await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 });
+    await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
+    await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
+    await drive(limited, { method: 'DELETE', url: '/v1/locks/r1?namespace=team', headers: OPS, status: 429 });
+  });
+
+  it('503 on every route that needs the store, when it is gone', async () => {
+    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const down = await start({ auth: auth(), store, limits: DEFAULT_LIMITS });
+    await store.close();
+    const token = JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000 });
+    const cases: Case[] = [
+      { method: 'POST', url: '/v1/locks/d/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":1000}', status: 503 },
+      { method: 'POST', url: '/v1/locks/d/renew', headers: { ...TEAM, ...JSON_TYPE }, body: token, status: 503 },
+      { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 503 },
+      { method: 'GET', url: '/v1/locks/d', headers: TEAM, status: 503 },
+      { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
+      { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
+      { method: 'GET', url: '/readyz', status: 503 },
+    ];
+    for (const c of cases) await drive(down, c);
+  });
+
+  it('saw every response openapi.yaml declares', () => {
+    expect(contract.declared().filter((d) => !contract.seen.has(d))).toEqual([]);
+  });
+});
