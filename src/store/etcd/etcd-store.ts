@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
-import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { monotonicWallClock, type Clock } from '../memory/clock.js';
 import type { CancelReply, LeaseReply } from '../redis/replies.js';
@@ -235,6 +235,10 @@ export class EtcdStore implements LockStore {
 
   /** Lock records are read in key order from the cursor (the last id of the previous page). */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    // A cursor is the last id of a page listed with the same prefix: printable and starting with it.
+    if (cursor !== undefined && !(/^[\x21-\x7e]+$/.test(cursor) && cursor.startsWith(prefix))) {
+      throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
+    }
     const range = this.keys.lockRange(prefix);
     const start = cursor !== undefined ? Buffer.concat([this.keys.lock(cursor), Buffer.from([0])]) : range.key;
     const res = await this.call(() =>
