@@ -126,17 +126,22 @@ export class Lease {
     return this.released || this.signal.aborted;
   }
 
+  /** One renewal request, given up on at the safe deadline (nothing it could confirm is of use after it). */
+  private renewOnce(sentAt: number) {
+    return this.transport.renewOnce(
+      this.key,
+      this.ownerToken,
+      this.ttlMsValue,
+      this.stopController.signal,
+      Math.max(1, this.safeDeadlineAt - sentAt),
+    );
+  }
+
   /** One renewal outside the schedule; a failure loses the lease. */
   private async renewNow(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      const renewal = await this.transport.renewOnce(
-        this.key,
-        this.ownerToken,
-        this.ttlMsValue,
-        this.stopController.signal,
-        Math.max(1, this.safeDeadlineAt - sentAt),
-      );
+      const renewal = await this.renewOnce(sentAt);
       this.confirm(sentAt, renewal);
     } catch (err) {
       this.lose(err instanceof NotOwnerError ? 'not_owner' : 'renew_failed', err);
@@ -155,13 +160,7 @@ export class Lease {
       }
       const sentAt = monotonicNow();
       try {
-        const renewal = await this.transport.renewOnce(
-          this.key,
-          this.ownerToken,
-          this.ttlMsValue,
-          this.stopController.signal,
-          Math.max(1, this.safeDeadlineAt - sentAt),
-        );
+        const renewal = await this.renewOnce(sentAt);
         if (this.done) return;
         this.confirm(sentAt, renewal);
         failures = 0;

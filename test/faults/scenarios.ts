@@ -413,6 +413,8 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
     readonly grantId: number;
     readonly ownerToken: string;
     retakenToken?: number;
+    /** The re-take got no certain answer (503 or none): the key may or may not be held by it now. */
+    retakeUncertain?: boolean;
   }
   const stale: Stale[] = [];
   for (let i = 0; i < leases; i += 20) {
@@ -432,6 +434,7 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
     if (i % 2 !== 0) continue;
     const { op } = await driver.call('acquire', leases + i, s.key, 0, 0, retakeTtlMs, { ttlMs: retakeTtlMs });
     if (op.outcome === 'ok') s.retakenToken = op.fencingToken;
+    else if (op.outcome === 'unavailable' || op.outcome === 'failed') s.retakeUncertain = true;
   }
   const attempts = { renewRetaken: 0, renewUntouched: 0, releaseRetaken: 0, releaseUntouched: 0 };
   const statuses = new Map<number, number>();
@@ -458,15 +461,18 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
   for (const s of stale) {
     const state = await inspect(urls[0] as string, s.key);
     if (s.retakenToken !== undefined && state?.fencingToken !== s.retakenToken) retakenLeasesDisturbed++;
-    if (s.retakenToken === undefined && state !== null) untouchedKeysHeld++;
+    // A re-take answered 503 may have been granted all the same (its reply lost or late): only keys
+    // nobody may hold are checked.
+    if (s.retakenToken === undefined && !s.retakeUncertain && state !== null) untouchedKeysHeld++;
   }
   const retaken = stale.filter((s) => s.retakenToken !== undefined).length;
+  const retakesUncertain = stale.filter((s) => s.retakeUncertain).length;
   return result(
     '8 expired-lease ops',
     driver,
     `${stale.length} expired leases (${retaken} retaken)`,
     { expiredOpsSucceeded: succeeded, retakenLeasesDisturbed, untouchedKeysHeld },
     // Anything but 200 is safe; 409 is the expected answer, a 503 only says the store was slow to answer.
-    { ...attempts, ...Object.fromEntries([...statuses].map(([s, n]) => [`status${s}`, n])) },
+    { ...attempts, retakesUncertain, ...Object.fromEntries([...statuses].map(([s, n]) => [`status${s}`, n])) },
   );
 }

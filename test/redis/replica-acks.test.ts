@@ -32,10 +32,12 @@ describe('replica acknowledgement', () => {
     await primary?.stop();
   });
 
-  const open = async (minReplicas: number) => {
+  // The replica's confirmation is waited for this long: room for a loaded machine where an answer is
+  // expected, and short where the test counts on too few replicas.
+  const open = async (minReplicas: number, ackTimeoutMs = 100) => {
     const store = new RedisStore({
       url: primary.url,
-      replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: 100 } : null,
+      replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: ackTimeoutMs } : null,
       keyPrefix: 'acks:',
       commandTimeoutMs: 1_000,
       fenceGraceMs: 60_000,
@@ -46,7 +48,7 @@ describe('replica acknowledgement', () => {
   };
 
   it('answers a grant only once the replica has it', async () => {
-    const store = await open(1);
+    const store = await open(1, 900);
     const ownerToken = newOwnerToken();
     const grant = await store.acquire({ key: 'acked', ownerToken, ttlMs: 5_000, holder: null });
     expect(grant.acquired).toBe(true);

@@ -172,13 +172,21 @@ export class MemoryStore implements LockStore {
     const now = this.clock();
     const entry = this.liveEntry(key, now);
     if (entry?.ownerToken !== ownerToken) return false;
+    this.endLease(key, entry, now);
+    return true;
+  }
+
+  /**
+   * Ends a live lease now, for its owner's release and an administrator's force release alike: no
+   * owner, and the last fencing token kept for the grace period so the next grant is numbered above it.
+   */
+  private endLease(key: string, entry: Entry, now: number): void {
     entry.ownerToken = null;
     entry.holder = null;
     entry.idempotencyKey = null;
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
     this.settle(key, now);
-    return true;
   }
 
   async inspect(key: string): Promise<LockState | null> {
@@ -201,13 +209,7 @@ export class MemoryStore implements LockStore {
     const entry = this.liveEntry(key, now);
     if (entry?.ownerToken == null) return { released: false };
     const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
-    // Same end state as an owner's release: no owner, last fencing token kept for the grace period.
-    entry.ownerToken = null;
-    entry.holder = null;
-    entry.idempotencyKey = null;
-    entry.expiresAtMs = Math.floor(now);
-    entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
-    this.settle(key, now);
+    this.endLease(key, entry, now);
     return { released: true, ...evicted };
   }
 
