@@ -1,16 +1,14 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import { requireTool } from '../helpers/tools.js';
+import { launchOfflineBrowser, type OfflineBrowser } from '../helpers/offline-browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 
 /**
@@ -21,11 +19,8 @@ describe('/console in headless Chromium', () => {
   const cast = twoTeamsAndAdmin();
   let server: TestApp;
   let baseUrl = '';
-  let profileDir = '';
-  let browser: BrowserContext | undefined;
-  const offMachine: string[] = [];
+  let offline: OfflineBrowser | undefined;
   const pageErrors: string[] = [];
-  const requestedUrls: string[] = [];
 
   const api = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
     const res = await fetch(`${baseUrl}${path}`, {
@@ -37,7 +32,6 @@ describe('/console in headless Chromium', () => {
   };
 
   beforeAll(async () => {
-    requireTool(CHROMIUM, 'chromium');
     const metrics = createMetrics({ defaultMetrics: false });
     const store = metrics.instrumentStore(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }));
     server = await buildTestApp({
@@ -61,33 +55,19 @@ describe('/console in headless Chromium', () => {
     await new Promise((r) => setTimeout(r, 250));
     expect((await api('POST', '/v1/locks/short/release', cast.A, { ownerToken: short.body.ownerToken })).status).toBe(409);
 
-    profileDir = mkdtempSync(join(tmpdir(), 'keyholder-chromium-'));
-    browser = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      viewport: { width: 1280, height: 720 },
-    });
-    await browser.route('**/*', async (route) => {
-      const url = route.request().url();
-      requestedUrls.push(url);
-      if (url.startsWith(`${baseUrl}/`)) return route.continue();
-      offMachine.push(url);
-      return route.abort();
-    });
+    offline = await launchOfflineBrowser(baseUrl, { viewport: { width: 1280, height: 720 } });
   });
 
   afterAll(async () => {
-    await browser?.close();
+    await offline?.close();
     await server?.close();
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   });
 
   const rowOf = (page: Page, namespace: string, key: string) => page.locator(`tr[data-namespace="${namespace}"][data-key="${key}"]`);
 
   it('signs in with the admin key, lists, filters and force-releases; saved as a screenshot', async () => {
-    if (!browser) throw new Error('no browser');
-    const page = await browser.newPage();
+    if (!offline) throw new Error('no browser');
+    const page = await offline.context.newPage();
     page.on('pageerror', (err) => pageErrors.push(err.message));
     const res = await page.goto(`${baseUrl}/console`);
     expect(res?.status()).toBe(200);
@@ -141,11 +121,11 @@ describe('/console in headless Chromium', () => {
 
     // The key lives in this tab's session storage, never in a URL.
     expect(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('keyholder.adminKey'))).toBe(cast.keys.plain['ops-key']);
-    for (const url of requestedUrls) expect(url).not.toContain(cast.keys.plain['ops-key']!);
+    for (const url of offline.requested) expect(url).not.toContain(cast.keys.plain['ops-key']!);
     expect(statSync(screenshot).size).toBeGreaterThan(10_000);
     await page.screenshot({ path: join(ARTIFACTS, 'console-after-release.png'), fullPage: true });
 
-    expect(offMachine).toEqual([]);
+    expect(offline.offMachine).toEqual([]);
     expect(pageErrors).toEqual([]);
   });
 });
