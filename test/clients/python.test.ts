@@ -4,10 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { requireTool } from '../helpers/tools.js';
 
-const SCRIPT = fileURLToPath(new URL('./python/lock_flow.py', import.meta.url));
-
-/** clients/python/keyholder.py (standard library only) against a real server: the same lease semantics. */
-describe('Python client (clients/python/keyholder.py) against a running server', () => {
+/**
+ * Python against a real server: a hand-written standard-library client (the API from another language
+ * with no keyholder code at all), and clients/python/keyholder.py with the same lease semantics as the
+ * TypeScript client.
+ */
+describe('Python (standard library only) against a running server', () => {
   let server: KeyholderProcess;
 
   beforeAll(async () => {
@@ -19,8 +21,10 @@ describe('Python client (clients/python/keyholder.py) against a running server',
     await server?.stop();
   });
 
-  it('renews in a background thread, releases on exit, sets lease.lost on a force release', async () => {
-    const child = spawn('python3', ['-I', SCRIPT, server.url], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /** Runs a script from ./python/ against the server; it prints one JSON object per step and nothing on stderr. */
+  async function runScript(name: string): Promise<Array<Record<string, unknown>>> {
+    const script = fileURLToPath(new URL(`./python/${name}`, import.meta.url));
+    const child = spawn('python3', ['-I', script, server.url], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
@@ -28,7 +32,32 @@ describe('Python client (clients/python/keyholder.py) against a running server',
     const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
     expect(stderr).toBe('');
     expect(code).toBe(0);
-    const steps = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    return stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  }
+
+  it('a hand-written client acquires, renews, inspects, releases, and reads the errors', async () => {
+    const steps = await runScript('keyholder_client.py');
+    expect(steps.map((s) => s.step)).toEqual([
+      'acquire',
+      'renew',
+      'inspect',
+      'acquire-held',
+      'renew-bad-ttl',
+      'release',
+      'release-again',
+      'inspect-free',
+    ]);
+    const [acquire, renew, inspect] = steps;
+    expect(renew?.fencingToken).toBe(acquire?.fencingToken);
+    expect(inspect?.fencingToken).toBe(acquire?.fencingToken);
+    expect(steps[3]).toMatchObject({ status: 409, code: 'lock_held' });
+    expect(Number(steps[3]?.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(steps[4]).toMatchObject({ status: 400, code: 'invalid_request' });
+    expect(steps[6]).toMatchObject({ status: 409, code: 'not_owner' });
+  }, 60_000);
+
+  it('clients/python/keyholder.py renews in a background thread, releases on exit, sets lease.lost on a force release', async () => {
+    const steps = await runScript('lock_flow.py');
     const byName = Object.fromEntries(steps.map((s) => [s.step, s]));
     expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end']);
     expect(byName['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
