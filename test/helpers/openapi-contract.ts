@@ -55,6 +55,11 @@ export class OpenApiContract {
     }));
   }
 
+  /** A validator for a component schema by name, e.g. `Problem`. */
+  component(name: string): ValidateFunction {
+    return this.compile(`component:${name}`, { $ref: `components.json#/$defs/${name}` });
+  }
+
   /** Every declared response (`method path status`), `default` aside: what a complete run must see. */
   declared(): string[] {
     const out: string[] = [];
