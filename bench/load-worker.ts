@@ -395,7 +395,7 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
   const keys = new KeySpace(task.keyPrefix);
   // The bench key's namespace is part of each lock's id in Redis (src/domain/namespaces.ts).
   const id = (key: string) => lockId(BENCH_NAMESPACE, key);
-  const pattern = `${task.keyPrefix}{${id('bench-mem:')}*`;
+  const pattern = keys.lockPattern(id('bench-mem:'));
   try {
     await sleep(300);
     const baselineBytes = usedMemory(await redis.info('memory'));

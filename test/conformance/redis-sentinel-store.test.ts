@@ -1,4 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { SentinelTopology } from '../helpers/redis-sentinel.js';
@@ -44,7 +45,7 @@ describeStoreContract('redis via sentinel, 1 replica ack', {
   hasState: async (_store, key) => {
     const client = await topology.primaryClient();
     try {
-      return (await client.exists(`${PREFIX}{${key}}`)) === 1;
+      return (await client.exists(new KeySpace(PREFIX).lock(key))) === 1;
     } finally {
       client.disconnect();
     }

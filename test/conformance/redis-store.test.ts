@@ -1,4 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -31,7 +32,7 @@ describeStoreContract('redis', {
   hasState: async (_store, key) => {
     const client = server.client();
     try {
-      return (await client.exists(`${PREFIX}{${key}}`)) === 1;
+      return (await client.exists(new KeySpace(PREFIX).lock(key))) === 1;
     } finally {
       client.disconnect();
     }

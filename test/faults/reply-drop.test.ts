@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
@@ -92,7 +93,7 @@ describe('Redis store: replies dropped mid-stream', () => {
           if (outcome.acquired) {
             granted++;
             // The lease Redis holds for this key must be this caller's, with the token it was told.
-            const [owner, token] = await checker.hmget(`${PREFIX}{${key}}`, 'o', 't');
+            const [owner, token] = await checker.hmget(new KeySpace(PREFIX).lock(key), 'o', 't');
             if (owner !== ownerToken || Number(token) !== outcome.fencingToken) wrongGrants++;
           }
         } catch {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import type { Redis } from 'ioredis';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -29,10 +30,10 @@ afterAll(async () => {
 
 /** A waiter record as an instance that has since died left it: not refreshed for a long time. */
 async function plantDeadWaiter(key: string, id: string): Promise<void> {
-  const lock = `${PREFIX}{${key}}`;
+  const keys = new KeySpace(PREFIX).lockKeys(key);
   const longAgo = Date.now() - 60_000;
-  await raw.zadd(`${lock}:q`, longAgo * 1000, id);
-  await raw.hset(`${lock}:w`, id, `${longAgo}|${Date.now() + 60_000}|5000|${newOwnerToken()}|dead-instance|`);
+  await raw.zadd(keys.queue, longAgo * 1000, id);
+  await raw.hset(keys.waiters, id, `${longAgo}|${Date.now() + 60_000}|5000|${newOwnerToken()}|dead-instance|`);
 }
 
 describe('redis store: states planted in Redis', () => {
@@ -40,7 +41,7 @@ describe('redis store: states planted in Redis', () => {
     const key = uniqueKey();
     // Far ahead of the Redis clock in microseconds (~1.8e15 today), still well below 2^53.
     const last = 5_000_000_000_000_000;
-    await raw.hset(`${PREFIX}{${key}}`, 't', String(last));
+    await raw.hset(new KeySpace(PREFIX).lock(key), 't', String(last));
     const ownerToken = newOwnerToken();
     const first = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
     expect(first).toMatchObject({ acquired: true, fencingToken: last + 1 });
@@ -75,7 +76,7 @@ describe('redis store: states planted in Redis', () => {
       return { ownerToken, ...(await store.acquire({ key, ownerToken, ttlMs: 1_000, holder: null, waitMs: 5_000 })) };
     });
     await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(2);
-    expect(await raw.zcard(`${PREFIX}{${key}}:q`)).toBe(2);
+    expect(await raw.zcard(new KeySpace(PREFIX).lockKeys(key).queue)).toBe(2);
     // Now the queue really is full of live waiters.
     await expect(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 })).rejects.toMatchObject({
       code: 'too_many_waiters',

@@ -1,7 +1,17 @@
 /**
- * The one place Redis key names are built. Each lock's keys carry the lock key as a hash tag (`{…}`),
- * so every key one script touches maps to one Redis Cluster slot. Lock keys cannot contain braces
- * (the API only allows A-Z a-z 0-9 . _ - : @), so the tag is always exactly the lock key.
+ * The one place Redis key names are built.
+ *
+ * Hash tags: a lock id of the form `group/name` (the lock service's `namespace/key`) is tagged by its
+ * group, `{group}`; an id without `/` is tagged by itself. So every key of one namespace (its locks,
+ * their wait queues, its quota slots) maps to one Redis Cluster slot, and a script may touch any of
+ * them together (a lock and its namespace's quota, or all the locks of one lock set). The price: one
+ * namespace lives on one Cluster shard; a Cluster spreads namespaces, not the locks of one namespace.
+ * Lock ids cannot contain braces (the API allows A-Z a-z 0-9 . _ - : @ and namespaces no braces
+ * either), so the tag is always exactly the group.
+ *
+ * Layout, for prefix P and id `ns/key`: lock hash `P{ns}/key`, its wait queue `P{ns}q/key`, its
+ * waiter records `P{ns}w/key`, the namespace's quota slots `Pslots:{ns}`. The kind letter sits
+ * between the tag and the name, so a lock named `a:q` can never be taken for the queue of `a`.
  */
 export interface LockKeys {
   /** The hash holding the lease and the last fencing token. */
@@ -12,27 +22,47 @@ export interface LockKeys {
   readonly waiters: string;
 }
 
+/** The separator between an id's group (its hash tag) and the rest of it. */
+const GROUP_SEPARATOR = '/';
+
+/** Splits an id into its hash-tag group and the name inside the group ('' when the id has no group). */
+export function splitId(id: string): { group: string; name: string } {
+  const at = id.indexOf(GROUP_SEPARATOR);
+  return at <= 0 ? { group: id, name: '' } : { group: id.slice(0, at), name: id.slice(at + 1) };
+}
+
 export class KeySpace {
   constructor(private readonly prefix: string) {}
 
+  /**
+   * The Redis key of kind `kind` ('' for a lock hash; one letter for the others) for lock id `id`.
+   * New kinds of per-lock state (other primitives) take a new letter here, so they share the slot.
+   */
+  tagged(id: string, kind: string): string {
+    const { group, name } = splitId(id);
+    return name === '' && !id.includes(GROUP_SEPARATOR)
+      ? `${this.prefix}{${group}}${kind}`
+      : `${this.prefix}{${group}}${kind}${GROUP_SEPARATOR}${name}`;
+  }
+
   /** The hash holding a lock's lease and its last fencing token. */
-  lock(key: string): string {
-    return `${this.prefix}{${key}}`;
+  lock(id: string): string {
+    return this.tagged(id, '');
   }
 
   /** The keys of a lock and its wait queue: lock hash, wait queue (ZSET), waiter records (HASH). */
-  lockKeys(key: string): LockKeys {
-    const lock = this.lock(key);
-    return { lock, queue: `${lock}:q`, waiters: `${lock}:w` };
+  lockKeys(id: string): LockKeys {
+    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w') };
   }
 
   /** Pub/sub channel prefix on which hand-overs are announced to the waiting caller's instance. */
   grantChannelPrefix(): string {
     return `${this.prefix}grants:`;
   }
+
   /**
-   * The sorted set of a namespace's quota slots (member = slot id, score = slot end in Unix ms). Its
-   * own key, tagged by the namespace: slot scripts touch only this key, so they work on a Cluster too.
+   * The sorted set of a namespace's quota slots (member = slot id, score = slot end in Unix ms),
+   * tagged by the namespace: the same Cluster slot as the namespace's locks.
    */
   slots(namespace: string): string {
     return `${this.prefix}slots:{${namespace}}`;
@@ -40,15 +70,29 @@ export class KeySpace {
 
   /** A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix`. */
   lockPattern(idPrefix: string): string {
-    return `${escapeGlob(this.prefix)}{${escapeGlob(idPrefix)}*}`;
+    const at = idPrefix.indexOf(GROUP_SEPARATOR);
+    if (at > 0) {
+      const group = idPrefix.slice(0, at);
+      const rest = idPrefix.slice(at + 1);
+      return `${escapeGlob(this.prefix)}{${escapeGlob(group)}}${GROUP_SEPARATOR}${escapeGlob(rest)}*`;
+    }
+    // A prefix that ends inside the group: every group that starts with it (lockIdOf drops the rest).
+    return `${escapeGlob(this.prefix)}{${escapeGlob(idPrefix)}*`;
   }
 
   /** The lock id inside a lock hash's name, or null for a name that is not a lock hash. */
   lockIdOf(redisKey: string): string | null {
     const head = `${this.prefix}{`;
-    if (!redisKey.startsWith(head) || !redisKey.endsWith('}')) return null;
-    const id = redisKey.slice(head.length, -1);
-    return id === '' || /[{}]/.test(id) ? null : id;
+    if (!redisKey.startsWith(head)) return null;
+    const close = redisKey.indexOf('}', head.length);
+    if (close < 0) return null;
+    const group = redisKey.slice(head.length, close);
+    const tail = redisKey.slice(close + 1);
+    if (group === '' || /[{}/]/.test(group)) return null;
+    if (tail === '') return group;
+    if (!tail.startsWith(GROUP_SEPARATOR)) return null; // a queue, a waiter hash or another kind
+    const name = tail.slice(GROUP_SEPARATOR.length);
+    return name === '' || /[{}]/.test(name) ? null : `${group}${GROUP_SEPARATOR}${name}`;
   }
 }
 
