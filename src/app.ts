@@ -20,6 +20,8 @@ import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js'
 import { adminRoutes } from './http/routes/admin.js';
 import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
+import { lockSetRoutes } from './http/routes/lock-sets.js';
+import { LockSetService } from './domain/lock-sets.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
@@ -132,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       servers: [{ url: '/', description: 'The keyholder serving this document' }],
       tags: [
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
+        { name: 'lock sets', description: 'Several locks of one namespace taken, renewed and released together, all or none' },
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
         { name: 'docs', description: 'This API\'s OpenAPI document' },
@@ -157,6 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // After the auth hook and before the routes (see rate-limit.ts).
   await registerRateLimit(app, deps.rateLimit ?? { max: 0, windowMs: 1000 });
   await app.register(lockRoutes, { locks: deps.locks });
+  await app.register(lockSetRoutes, { lockSets: new LockSetService(deps.store, deps.locks.limits, deps.locks) });
   await app.register(adminRoutes, { locks: deps.locks });
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);

@@ -13,7 +13,8 @@ export type DomainErrorCode =
   | 'shutting_down'
   | 'quota_exceeded'
   | 'rate_limited'
-  | 'wait_aborted';
+  | 'wait_aborted'
+  | 'not_supported';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -120,6 +121,21 @@ export class ShuttingDownError extends DomainError {
   override readonly retryAfterMs = 1000;
   constructor() {
     super('the server is shutting down; retry on another instance');
+  }
+}
+
+/**
+ * The configured store does not have this feature (lock sets and lock-delay on etcd). Nothing was
+ * changed; retrying will not help, another deployment (Redis or the embedded store) will.
+ */
+export class NotSupportedError extends DomainError {
+  readonly code = 'not_supported';
+  override readonly name = 'NotSupportedError';
+  constructor(
+    readonly feature: string,
+    readonly store: string,
+  ) {
+    super(`${feature} is not supported by the ${store} store (use the Redis or the embedded store)`);
   }
 }
 

@@ -9,6 +9,7 @@ import {
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
+  NotSupportedError,
   ShuttingDownError,
   TooManyWaitersError,
   WaitAbortedError,
@@ -17,6 +18,7 @@ import { FreshnessGuard } from './freshness.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
+import { ChangeWatch, type IndexedView } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
@@ -45,6 +47,8 @@ export interface AcquireOptions {
    * by the same caller with the same key gets that lease back instead of lock_held.
    */
   readonly idempotency?: { readonly callerId: string; readonly key: string };
+  /** Lock-delay after an expiry (see AcquireInput.lockDelayMs); 0 or absent: none. */
+  readonly lockDelayMs?: number;
 }
 
 export interface LockGrant {
@@ -68,6 +72,7 @@ interface LeaseRequest extends LeaseClaim {
   readonly holder: string | null;
   /** The caller-scoped idempotency key the store keeps with the lease (see AcquireOptions.idempotency). */
   readonly idempotencyKey?: string;
+  readonly lockDelayMs: number;
 }
 
 /** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
@@ -131,14 +136,22 @@ export class LockService {
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** Blocking queries on this instance (one subscription per watched key). */
+  readonly changes: ChangeWatch;
 
   constructor(
     private readonly store: LockStore,
-    private readonly limits: LockLimits,
+    readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {
     this.quota = new NamespaceQuota(store, limits.maxHeldLocksPerNamespace ?? 0);
     this.freshness = new FreshnessGuard(store);
+    this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
+  }
+
+  /** Aborted at shutdown (for the other primitives' waits on this instance). */
+  get closingSignal(): AbortSignal {
+    return this.closing.signal;
   }
 
   /** Callers of this instance waiting for a lock right now. */
@@ -149,6 +162,7 @@ export class LockService {
   /** Answers every waiting caller with ShuttingDownError; called once shutdown begins. */
   shutdown(): void {
     this.closing.abort(new ShuttingDownError());
+    this.changes.closeAll(new ShuttingDownError());
   }
 
   /**
@@ -161,11 +175,11 @@ export class LockService {
     const waitMs = options.waitMs ?? 0;
     return this.observe('acquire', async () => {
       this.checkTtl(ttlMs);
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
-        throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
-      }
+      this.checkWaitMs(waitMs);
+      const lockDelayMs = this.checkLockDelay(options.lockDelayMs ?? 0);
       const { idempotency } = options;
       const request: LeaseRequest = {
+        lockDelayMs,
         namespace,
         key,
         id: lockId(namespace, key),
@@ -196,15 +210,15 @@ export class LockService {
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
-    const { id, key, ownerToken, ttlMs, holder, idempotencyKey } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey });
+    const { id, key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs });
     if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
     await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { namespace, id, key, ttlMs, holder, idempotencyKey } = request;
+    const { namespace, id, key, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
     const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
@@ -216,7 +230,7 @@ export class LockService {
     this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey });
+      const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs });
       if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
       granted = true;
       const ownerToken = outcome.replayed?.ownerToken ?? request.ownerToken;
@@ -268,6 +282,19 @@ export class LockService {
   }
 
   /**
+   * A blocking query (Consul's): the lock's state and watch index, answered at once when the index
+   * differs from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes,
+   * otherwise after `waitMs` with the unchanged state. Clients compare indexes for inequality only.
+   */
+  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedView> {
+    const id = lockId(namespace, key);
+    // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
+    if (index === undefined || waitMs === 0) return this.observe('inspect', () => this.changes.current(id));
+    this.checkWaitMs(waitMs);
+    return this.changes.wait(id, index, waitMs, signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal);
+  }
+
+  /**
    * An administrator's override: frees the lock whoever holds it. The store keeps the fencing sequence,
    * so the next grant's token is above the evicted one, and the evicted owner token stops working.
    * Returns what was evicted (for the audit log), or null when the lock was not held.
@@ -304,7 +331,23 @@ export class LockService {
     await this.freshness.refuseIfLate({ ...lease, id: lockId(namespace, lease.key) });
   }
 
-  private checkTtl(ttlMs: number): void {
+  /** The lock-delay asked for, checked against the bounds and the store. */
+  checkLockDelay(lockDelayMs: number): number {
+    const max = this.limits.maxLockDelayMs ?? 0;
+    if (!Number.isInteger(lockDelayMs) || lockDelayMs < 0 || lockDelayMs > max) {
+      throw new InvalidRequestError('lockDelayMs', `must be an integer from 0 to ${max}`);
+    }
+    if (lockDelayMs > 0 && !this.store.supportsLockDelay) throw new NotSupportedError('lockDelayMs', this.store.kind);
+    return lockDelayMs;
+  }
+
+  checkWaitMs(waitMs: number): void {
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
+      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
+    }
+  }
+
+  checkTtl(ttlMs: number): void {
     const { minTtlMs, maxTtlMs } = this.limits;
     if (!Number.isInteger(ttlMs) || ttlMs < minTtlMs || ttlMs > maxTtlMs) {
       throw new InvalidRequestError('ttlMs', `must be an integer from ${minTtlMs} to ${maxTtlMs}`);

@@ -57,6 +57,9 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   },
   shutting_down: { status: 503, title: 'Server is shutting down', outcome: 'aborted', closeConnection: true },
   internal_error: { status: 500, title: 'Internal server error', outcome: 'error' },
+  // A feature the configured store does not have (lock sets, lock-delay on etcd): not the caller's
+  // mistake, and no retry helps.
+  not_supported: { status: 501, title: 'Not supported by this store', outcome: 'error' },
   // The caller disconnected while waiting: nobody reads this answer. 409, as for a wait that ran out.
   wait_aborted: {
     status: 409,

@@ -1,5 +1,17 @@
 import { isDomainError } from '../domain/errors.js';
-import type { AcquireInput, AcquireOutcome, ForceReleaseOutcome, ListPage, ListQuery, LockState, LockStore, RenewOutcome, SlotOutcome } from '../domain/lock-store.js';
+import type {
+  AcquireInput,
+  AcquireOutcome,
+  ForceReleaseOutcome,
+  IndexedLockState,
+  ListPage,
+  ListQuery,
+  LockSetStore,
+  LockState,
+  LockStore,
+  RenewOutcome,
+  SlotOutcome,
+} from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
 
@@ -20,6 +32,8 @@ export interface StoreCallSink {
  */
 export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
+  readonly supportsLockDelay: boolean;
+  readonly lockSets?: LockSetStore;
 
   constructor(
     private readonly inner: LockStore,
@@ -27,6 +41,31 @@ export class InstrumentedStore implements LockStore {
     private readonly leases: LeaseTracker,
   ) {
     this.kind = inner.kind;
+    this.supportsLockDelay = inner.supportsLockDelay;
+    const sets = inner.lockSets;
+    // A set is timed and tracked as one lease (one owner token), under the lock operations' labels.
+    if (sets !== undefined) {
+      this.lockSets = {
+        acquireSet: async (input) => {
+          const outcome = await this.timed('acquire', () => sets.acquireSet(input));
+          if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+          return outcome;
+        },
+        renewSet: async (keys, ownerToken, ttlMs) => {
+          const outcome = await this.timed('renew', () => sets.renewSet(keys, ownerToken, ttlMs));
+          if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+          return outcome;
+        },
+        releaseSet: async (keys, ownerToken) => {
+          const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
+          if (released) {
+            const heldSeconds = this.leases.released(ownerToken);
+            if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+          }
+          return released;
+        },
+      };
+    }
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
@@ -55,6 +94,14 @@ export class InstrumentedStore implements LockStore {
 
   inspect(key: string): Promise<LockState | null> {
     return this.timed('inspect', () => this.inner.inspect(key));
+  }
+
+  inspectIndexed(key: string): Promise<IndexedLockState> {
+    return this.timed('inspect', () => this.inner.inspectIndexed(key));
+  }
+
+  watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    return this.inner.watchChanges(key, onChange);
   }
 
   ping(): Promise<void> {

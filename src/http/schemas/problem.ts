@@ -20,6 +20,7 @@ export const PROBLEM_CODES = [
   'store_unavailable',
   'shutting_down',
   'internal_error',
+  'not_supported',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];

@@ -61,6 +61,14 @@ export class KeySpace {
   }
 
   /**
+   * Pub/sub channel on which every change of lock `id` is announced (publishChange, _watch.lua). Under the
+   * grant prefix, because the scripts already get that; instance ids never contain ':'.
+   */
+  changeChannel(id: string): string {
+    return `${this.grantChannelPrefix()}changed:${id}`;
+  }
+
+  /**
    * The sorted set of a namespace's quota slots (member = slot id, score = slot end in Unix ms),
    * tagged by the namespace: the same Cluster slot as the namespace's locks.
    */

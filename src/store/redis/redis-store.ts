@@ -2,7 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { KeySpace } from './keys.js';
@@ -10,7 +11,10 @@ import {
   MisalignedReplyError,
   parseAcquire,
   parseCancel,
+  parseFlag,
   parseForceRelease,
+  parseLockSetAcquire,
+  parseLockSetRenew,
   parseHandOver,
   parseHeartbeat,
   parseInspect,
@@ -79,7 +83,14 @@ const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
-  private readonly redis: Redis;
+  readonly supportsLockDelay = true;
+  readonly lockSets: LockSetStore = {
+    acquireSet: (input) => this.acquireSet(input),
+    renewSet: (keys, ownerToken, ttlMs) => this.renewSet(keys, ownerToken, ttlMs),
+    releaseSet: (keys, ownerToken) => this.releaseSet(keys, ownerToken),
+  };
+  /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
+  private readonly changeListeners = new Map<string, Set<() => void>>();  private readonly redis: Redis;
   private readonly scripts: Scripts;
   private readonly subscriber: Redis;
   private readonly keys: KeySpace;
@@ -93,6 +104,7 @@ export class RedisStore implements LockStore {
   private connectionEpoch = 0;
   private probing = false;
   private readonly replicaAcks: ReplicaAcks | null;
+  private readonly commandTimeoutMs: number;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -101,6 +113,7 @@ export class RedisStore implements LockStore {
     const connection = options.connection ?? options.url;
     if (connection === undefined) throw new TypeError('RedisStore needs a url or a connection');
     this.replicaAcks = options.replicaAcks ?? null;
+    this.commandTimeoutMs = options.commandTimeoutMs;
     const log = options.log;
     this.redis = createRedisClient(connection, {
       commandTimeoutMs: options.commandTimeoutMs,
@@ -124,7 +137,15 @@ export class RedisStore implements LockStore {
       maxRetriesPerRequest: null,
     });
     this.subscriber.on('error', () => undefined);
-    this.subscriber.on('message', (_channel: string, message: string) => this.onHandOverMessage(message));
+    this.subscriber.on('message', (channel: string, message: string) => {
+      const listeners = this.changeListeners.get(channel);
+      if (listeners !== undefined) for (const listener of listeners) listener();
+      else this.onHandOverMessage(message);
+    });
+    // Notices published while the subscriber was away are lost: every watcher reads the state again.
+    this.subscriber.on('ready', () => {
+      for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
+    });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
     this.room = new WaitRoom({
@@ -155,12 +176,33 @@ export class RedisStore implements LockStore {
       waiter.drop();
       throw err;
     }
-    if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+    if (reply.kind === 'queued') {
+      const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+      if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);
+      return outcome;
+    }
     waiter.drop();
     return this.settle(reply, decidedAt, input);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  /**
+   * A waiter's record does not carry its lock-delay: the lease handed to it gets it here, right after
+   * the hand-over was confirmed (which restarted its full TTL, so the lease cannot expire in between).
+   * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
+   */
+  private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
+    try {
+      const set = await this.call(async () =>
+        parseFlag('lockDelay', await this.scripts.run('lockDelay', { lockKey: this.keys.lock(key), ownerToken, lockDelayMs: lockDelayMs ?? 0 })),
+      );
+      if (!set) throw new StoreUnavailableError('the lock was handed over, but its lease ended before its lock-delay was set');
+    } catch (err) {
+      await this.release(key, ownerToken).catch(() => false);
+      throw err;
+    }
+  }
+
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -174,6 +216,7 @@ export class RedisStore implements LockStore {
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
+        lockDelayMs: lockDelayMs ?? 0,
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -221,6 +264,123 @@ export class RedisStore implements LockStore {
       ttlRemainingMs: reply.ttlRemainingMs,
       waiters: reply.waiters,
     };
+  }
+
+  async inspectIndexed(key: string): Promise<IndexedLockState> {
+    const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
+    if (!reply.held) {
+      return {
+        state: null,
+        lastFencingToken: reply.lastFencingToken,
+        // On the Redis clock; told as an end time on this clock (the same machine's, or close).
+        ...(reply.lockDelayLeftMs > 0 ? { lockDelayUntilMs: Date.now() + reply.lockDelayLeftMs } : {}),
+      };
+    }
+    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters } = reply;
+    return { state: { holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, lastFencingToken: fencingToken };
+  }
+
+  /**
+   * Subscribes to the key's change channel on the subscriber connection (one SUBSCRIBE per key, however
+   * many local listeners). Resolves once Redis confirmed the subscription; while Redis is unreachable,
+   * rejects with a 503 instead of waiting (the subscriber itself would wait for ever).
+   */
+  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    const channel = this.keys.changeChannel(key);
+    let listeners = this.changeListeners.get(channel);
+    const listener = () => onChange();
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.changeListeners.set(channel, listeners);
+      listeners.add(listener);
+      try {
+        await this.call(() => this.subscribeWithin(channel));
+      } catch (err) {
+        listeners.delete(listener);
+        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) this.changeListeners.delete(channel);
+        throw err;
+      }
+    } else {
+      listeners.add(listener);
+    }
+    const mine = listeners;
+    return () => {
+      mine.delete(listener);
+      if (mine.size === 0 && this.changeListeners.get(channel) === mine) {
+        this.changeListeners.delete(channel);
+        this.subscriber.unsubscribe(channel).catch(() => undefined);
+      }
+    };
+  }
+
+  private subscribeWithin(channel: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(COMMAND_TIMED_OUT)), this.commandTimeoutMs);
+      this.subscriber.subscribe(channel).then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  private async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
+    const decidedAt = performance.now();
+    const reply = await this.call(async () =>
+      parseLockSetAcquire(
+        await this.scripts.run('lockSetAcquire', {
+          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
+          ownerToken,
+          ttlMs,
+          holder: holder ?? '',
+          graceMs: this.graceMs,
+          lockDelayMs: lockDelayMs ?? 0,
+          channelPrefix: this.keys.grantChannelPrefix(),
+        }),
+        keys.length,
+      ),
+    );
+    if (!reply.granted) return { acquired: false, retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
+    if (this.replicaAcks) {
+      // Replica acknowledgement covers the set as one grant: not confirmed in time, the whole set goes back.
+      try {
+        await this.replicated(keys[0] as string, ownerToken, 'grant');
+      } catch (err) {
+        await this.releaseSet(keys, ownerToken).catch(() => false);
+        throw err;
+      }
+    }
+    return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
+  }
+
+  private async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+    const reply = await this.call(async () =>
+      parseLockSetRenew(
+        await this.scripts.run('lockSetRenew', { lockKeys: keys.map((id) => this.keys.lock(id)), ownerToken, ttlMs, graceMs: this.graceMs }),
+        keys.length,
+      ),
+    );
+    if (reply.renewed) await this.replicated(keys[0] as string, ownerToken, 'renewal');
+    return reply;
+  }
+
+  private async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+    return this.call(async () =>
+      parseFlag(
+        'lockSetRelease',
+        await this.scripts.run('lockSetRelease', {
+          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
+          ownerToken,
+          graceMs: this.graceMs,
+          channelPrefix: this.keys.grantChannelPrefix(),
+        }),
+      ),
+    );
   }
 
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {

@@ -95,7 +95,7 @@ export function parseRelease(reply: unknown): boolean {
 
 export type InspectReply =
   | { held: true; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number; holder: string | null; waiters: number }
-  | { held: false };
+  | { held: false; lastFencingToken: number; lockDelayLeftMs: number };
 
 export function parseInspect(reply: unknown): InspectReply {
   if (Array.isArray(reply)) {
@@ -109,9 +109,54 @@ export function parseInspect(reply: unknown): InspectReply {
         waiters: int('inspect', reply, reply[5]),
       };
     }
-    if (reply.length === 1 && reply[0] === 0) return { held: false };
+    if (reply.length === 3 && reply[0] === 0) {
+      return { held: false, lastFencingToken: int('inspect', reply, reply[1]), lockDelayLeftMs: int('inspect', reply, reply[2]) };
+    }
   }
   throw new UnexpectedReplyError('inspect', reply);
+}
+
+export type LockSetReply =
+  | { granted: true; expiresAtMs: number; fencingTokens: number[] }
+  | { granted: false; retryAfterMs: number; busyIndex: number };
+
+/** lock-set-acquire's reply for a set of `size` locks. */
+export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply {
+  if (Array.isArray(reply)) {
+    if (reply[0] === 1 && reply.length === size + 2) {
+      return {
+        granted: true,
+        expiresAtMs: int('lockSetAcquire', reply, reply[1]),
+        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetAcquire', reply, t)),
+      };
+    }
+    if (reply[0] === 0 && reply.length === 3) {
+      const busyIndex = int('lockSetAcquire', reply, reply[2]);
+      if (busyIndex >= 0 && busyIndex < size) return { granted: false, retryAfterMs: int('lockSetAcquire', reply, reply[1]), busyIndex };
+    }
+  }
+  throw new UnexpectedReplyError('lockSetAcquire', reply);
+}
+
+/** lock-set-renew's reply for a set of `size` locks. */
+export function parseLockSetRenew(reply: unknown, size: number): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
+  if (Array.isArray(reply)) {
+    if (reply[0] === 1 && reply.length === size + 2) {
+      return {
+        renewed: true,
+        expiresAtMs: int('lockSetRenew', reply, reply[1]),
+        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetRenew', reply, t)),
+      };
+    }
+    if (reply.length === 1 && reply[0] === 0) return { renewed: false };
+  }
+  throw new UnexpectedReplyError('lockSetRenew', reply);
+}
+
+/** A 0/1 reply (lock-set-release, lock-delay). */
+export function parseFlag(script: string, reply: unknown): boolean {
+  if (reply === 1 || reply === 0) return reply === 1;
+  throw new UnexpectedReplyError(script, reply);
 }
 
 export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterId: string | null } {

@@ -41,6 +41,38 @@ export interface AcquireArgs extends HandOverArgs {
   readonly livenessMs: number;
   /** "" for none. */
   readonly idempotencyKey: string;
+  /** 0 or absent = none. */
+  readonly lockDelayMs?: number;
+}
+
+/** A lock set: each lock's keys and name (its id), in the set's order. */
+export interface LockSetMember {
+  readonly keys: LockKeys;
+  readonly name: string;
+}
+
+export interface LockSetAcquireArgs {
+  readonly members: readonly LockSetMember[];
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string;
+  readonly graceMs: number;
+  readonly lockDelayMs: number;
+  readonly channelPrefix: string;
+}
+
+export interface LockSetRenewArgs {
+  readonly lockKeys: readonly string[];
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly graceMs: number;
+}
+
+export interface LockSetReleaseArgs {
+  readonly members: readonly LockSetMember[];
+  readonly ownerToken: string;
+  readonly graceMs: number;
+  readonly channelPrefix: string;
 }
 
 export interface RenewArgs {
@@ -85,8 +117,12 @@ export interface SlotExtendArgs {
   readonly expiresAtMs: number;
 }
 
+/** numberOfKeys of a script whose key count varies: its args then start with the count (ioredis's convention). */
+const VARIABLE_KEYS = -1;
+
 interface ScriptSpec<A> {
   readonly file: string;
+  /** VARIABLE_KEYS: the first arg is the count. */
   readonly numberOfKeys: number;
   /** KEYS then ARGV, in the order of the script's header. */
   readonly args: (a: A) => Arg[];
@@ -110,6 +146,7 @@ export const SCRIPTS = {
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
+    a.lockDelayMs ?? 0,
   ]),
   renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
@@ -126,6 +163,38 @@ export const SCRIPTS = {
   forceRelease: spec<ForceReleaseArgs>('force-release.lua', 3, (a) => [...queueKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
+  lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
+    a.lockKey,
+    a.ownerToken,
+    a.lockDelayMs,
+  ]),
+  // Lock sets take a variable number of keys: numberOfKeys is given per call (VARIABLE_KEYS).
+  lockSetAcquire: spec<LockSetAcquireArgs>('lock-set-acquire.lua', VARIABLE_KEYS, (a) => [
+    a.members.length * 3,
+    ...a.members.flatMap((m) => queueKeys(m.keys)),
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.graceMs,
+    a.lockDelayMs,
+    a.channelPrefix,
+    ...a.members.map((m) => m.name),
+  ]),
+  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [
+    a.lockKeys.length,
+    ...a.lockKeys,
+    a.ownerToken,
+    a.ttlMs,
+    a.graceMs,
+  ]),
+  lockSetRelease: spec<LockSetReleaseArgs>('lock-set-release.lua', VARIABLE_KEYS, (a) => [
+    a.members.length * 3,
+    ...a.members.flatMap((m) => queueKeys(m.keys)),
+    a.ownerToken,
+    a.graceMs,
+    a.channelPrefix,
+    ...a.members.map((m) => m.name),
+  ]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;
@@ -137,10 +206,20 @@ function loadScript(name: string): string {
 
 const INCLUDE = /^--- @include "([\w-]+)"$/gm;
 
-/** A script's full source: the prelude, then its file with each include replaced by that file. */
+/**
+ * A script's full source: the prelude, then its file with each include replaced by that file. Includes
+ * may include others (_handover includes _watch and _delay); each file is pulled in once, at its first
+ * include.
+ */
 export function scriptSource(name: ScriptName): string {
-  const body = loadScript(SCRIPTS[name].file).replace(INCLUDE, (_line, include: string) => loadScript(`${include}.lua`));
-  return `${loadScript('_common.lua')}\n${body}`;
+  const included = new Set<string>();
+  const expand = (text: string): string =>
+    text.replace(INCLUDE, (_line, include: string) => {
+      if (included.has(include)) return '';
+      included.add(include);
+      return expand(loadScript(`${include}.lua`));
+    });
+  return `${loadScript('_common.lua')}\n${expand(loadScript(SCRIPTS[name].file))}`;
 }
 
 /**
@@ -177,7 +256,9 @@ export function defineScripts(redis: Redis): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
-    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), numberOfKeys: SCRIPTS[name].numberOfKeys });
+    const { numberOfKeys } = SCRIPTS[name];
+    // Without numberOfKeys, ioredis takes the first argument as the key count.
+    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
   }
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {

@@ -14,9 +14,15 @@ The wait queue of a lock is two keys beside its hash, sharing its hash tag:
 A waiter is live while both aliveUntilMs (pushed forward by its instance's heartbeat) and deadlineMs
 (the end of its waitMs) are in the future. Dead waiters are dropped when they reach the head.
 
+The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
+(_delay.lua) is not handed over until the delay ends (a heartbeat then does it).
+
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
 ]]
+--- @include "_watch"
+--- @include "_delay"
+
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
@@ -25,7 +31,7 @@ instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtM
 local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
-  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
+  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {'d'}
   if holder ~= '' then
     set[#set + 1] = 'h'
     set[#set + 1] = holder
@@ -75,7 +81,7 @@ end
 
 local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  if isLive(cur[1], tonumber(cur[2])) then
+  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
     return nil
   end
   while true do
@@ -92,6 +98,7 @@ local function handOver(keys, graceMs, channelPrefix, lockName)
       if ttl and waiterLive(raw) then
         local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, '')
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
+        publishChange(channelPrefix, lockName)
         return id
       end
     end

@@ -25,6 +25,7 @@ ARGV[10] grant channel prefix
 ARGV[11] lock name (for the hand-over message)
 ARGV[12] idempotency key, "" for none: stored with a lease this call grants; if the live lease was granted
          with the same one, that lease is the answer
+ARGV[13] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
@@ -43,17 +44,20 @@ handOver(KEYS, graceMs, ARGV[10], ARGV[11])
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
 local expiresAt = tonumber(cur[2])
-if not isLive(cur[1], expiresAt) then
+local delayLeft = lockDelayLeft(KEYS[1], cur[1], expiresAt)
+if not isLive(cur[1], expiresAt) and delayLeft == 0 then
   -- Free, and (after handOver) nobody live is queued.
   local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs, ARGV[12])
+  setLockDelay(KEYS[1], ARGV[13])
+  publishChange(ARGV[10], ARGV[11])
   return {1, token, leaseEnd}
 end
-if ARGV[12] ~= '' and cur[4] == ARGV[12] then
+if delayLeft == 0 and ARGV[12] ~= '' and cur[4] == ARGV[12] then
   -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
   return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
 end
 
-local retryAfter = math.max(1, expiresAt - nowMs)
+local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
 local waitMs = tonumber(ARGV[5])
 if waitMs <= 0 then
   return {0, retryAfter}

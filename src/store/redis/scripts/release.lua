@@ -25,5 +25,6 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+publishChange(ARGV[3], ARGV[4])
 handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1
