@@ -5,6 +5,7 @@ import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
+import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
 
 /**
  * One behaviour contract for every lock store. A backend is done when this suite passes against it.
@@ -413,4 +414,5 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
     });
   });
   describeWaitingContract(name, harness);
+  describeWatchAndSetsContract(name, harness);
 }
