@@ -69,8 +69,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * See who holds a lock
-         * @description Reports whether the lock is held and, if so, by which holder label, fencing token and until when. Never the owner token.
+         * See who holds a lock (or wait for it to change)
+         * @description Reports whether the lock is held and, if so, by which holder label, fencing token and until when, with the lock's watch index. Never the owner token. A blocking query (like Consul's): with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the lock changes (grant, release, expiry, force release, hand-over), otherwise after M with the unchanged state.
          */
         get: operations["inspectLock"];
         put?: never;
@@ -80,6 +80,66 @@ export interface paths {
          * @description Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted holder's late writes.
          */
         delete: operations["forceReleaseLock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take several locks at once, all or none
+         * @description Grants every key (1 to 16, of the caller's namespace) under one owner token, each with its own fencing token, or none of them. Each key of a held set is held for everyone (a plain acquire of it gets lock_held). Overlapping sets asked for in any order never deadlock: nothing is held while deciding or waiting.
+         */
+        post: operations["acquireLockSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend every lease of a set
+         * @description Sets every key's lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.
+         */
+        post: operations["renewLockSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a set back
+         * @description Frees every key of the set that ownerToken still holds, in one atomic step.
+         */
+        post: operations["releaseLockSet"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -199,6 +259,11 @@ export interface components {
              * @example 10000
              */
             waitMs?: number;
+            /**
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @example 5000
+             */
+            lockDelayMs?: number;
         };
         RenewRequest: {
             /**
@@ -218,6 +283,65 @@ export interface components {
              * @example q3HbVfYJm3cS1kQxv7x8XA
              */
             ownerToken: string;
+        };
+        LockSetAcquireRequest: {
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
+            /**
+             * @description Lease length of every key, ms (bounded as for locks)
+             * @example 30000
+             */
+            ttlMs: number;
+            /** @description Optional public label shown on every key of the set */
+            holder?: string;
+            /** @description If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once. */
+            waitMs?: number;
+            /**
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @example 5000
+             */
+            lockDelayMs?: number;
+        };
+        LockSetRenewRequest: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
+            /**
+             * @description Lease length of every key, ms (bounded as for locks)
+             * @example 30000
+             */
+            ttlMs: number;
+        };
+        LockSetReleaseRequest: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
         };
         /** @description A granted lease. */
         LockGrant: {
@@ -281,7 +405,7 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "not_supported";
             /** @description The request path */
             instance?: string;
             /** @description lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
@@ -325,6 +449,38 @@ export interface components {
                 fencingToken: number;
             };
         };
+        /** @description Every key of the set is held until expiresAt, under one owner token. */
+        LockSetGrant: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
+            locks: {
+                key: string;
+                fencingToken: number;
+            }[];
+            ttlMs: number;
+            /** Format: date-time */
+            expiresAt: string;
+            holder: string | null;
+        };
+        /** @description Every key of the set renewed; fencing tokens unchanged. */
+        LockSetRenewal: {
+            /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
+            locks: {
+                key: string;
+                fencingToken: number;
+            }[];
+            ttlMs: number;
+            /** Format: date-time */
+            expiresAt: string;
+        };
+        LockSetRelease: {
+            /** @constant */
+            released: true;
+        };
         Liveness: {
             /** @constant */
             status: "ok";
@@ -341,12 +497,28 @@ export interface components {
             key: string;
             /** @constant */
             held: false;
+            /**
+             * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
+             * @example 3528064724432477
+             */
+            index: number;
+            /**
+             * Format: date-time
+             * @description Present while the lock-delay of an expired lease runs: the lock cannot be taken before this (UTC).
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            lockDelayUntil?: string;
         };
         /** @description The lock is held: by which holder label, with which fencing token, until when. */
         HeldLock: {
             key: string;
             /** @constant */
             held: true;
+            /**
+             * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
+             * @example 3528064724432477
+             */
+            index: number;
             holder: string | null;
             /**
              * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
@@ -787,7 +959,18 @@ export interface operations {
     };
     inspectLock: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; otherwise when it changes, or after waitMs with the unchanged state.
+                 * @example 3528064724432477
+                 */
+                index?: number;
+                /**
+                 * @description With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an acquire's waitMs (by default 60,000); above is a 400.
+                 * @example 30000
+                 */
+                waitMs?: number;
+            };
             header?: never;
             path: {
                 /**
@@ -1084,6 +1267,428 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description Seconds until the current window ends */
                     "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    acquireLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetAcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted: every key is held until expiresAt */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetGrant"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held: some key of the set is held, in its lock-delay, or has callers queued; nothing was taken. Retry-After: the longest time left. */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks. */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renewLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetRenewRequest"];
+            };
+        };
+        responses: {
+            /** @description Renewed, every key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetRenewal"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token does not hold every key of the set (a lease expired, was released or force-released) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds none of these keys */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
