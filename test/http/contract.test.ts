@@ -136,6 +136,7 @@ describe('every route and status against openapi.yaml', () => {
     await drive(limited, { method: 'GET', url: '/v1/locks/r1', headers: TEAM, status: 429 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 });
+    await drive(limited, { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["r3"],"ttlMs":1000}', status: 429 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
     await drive(limited, { method: 'DELETE', url: '/v1/locks/r1?namespace=team', headers: OPS, status: 429 });
@@ -151,11 +152,46 @@ describe('every route and status against openapi.yaml', () => {
       { method: 'POST', url: '/v1/locks/d/renew', headers: { ...TEAM, ...JSON_TYPE }, body: token, status: 503 },
       { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 503 },
       { method: 'GET', url: '/v1/locks/d', headers: TEAM, status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["d"],"ttlMs":1000}', status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'], ttlMs: 1000 }), status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'] }), status: 503 },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
       { method: 'GET', url: '/readyz', status: 503 },
     ];
     for (const c of cases) await drive(down, c);
+  });
+
+  it('the lock-set routes', async () => {
+    const set = (op: string, body: object, status: number, headers: Record<string, string> = { ...TEAM, ...JSON_TYPE }) =>
+      drive(base, { method: 'POST', url: `/v1/lock-sets/${op}`, headers, body: JSON.stringify(body), status });
+    const grant = JSON.parse((await set('acquire', { keys: ['s1', 's2'], ttlMs: 30_000 }, 200)).body) as { ownerToken: string };
+    const { ownerToken } = grant;
+    const wrongToken = 'AAAAAAAAAAAAAAAAAAAAAA';
+    await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
+    await set('renew', { ownerToken: wrongToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 409);
+    await set('release', { ownerToken: wrongToken, keys: ['s1', 's2'] }, 409);
+    await set('renew', { ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 200);
+    await set('release', { ownerToken, keys: ['s1', 's2'] }, 200);
+    for (const op of ['acquire', 'renew', 'release']) {
+      const url = `/v1/lock-sets/${op}`;
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":[]}', status: 400 });
+      await drive(base, { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 });
+      await drive(base, { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 });
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 });
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'x', status: 415 });
+    }
+    // A store without lock sets (etcd's capabilities): 501 on each route.
+    const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const bare = await start({ auth: auth(), store: Object.assign(Object.create(memory) as MemoryStore, { lockSets: undefined }) });
+    const sets501 = [
+      ['acquire', { keys: ['a'], ttlMs: 1_000 }],
+      ['renew', { ownerToken, keys: ['a'], ttlMs: 1_000 }],
+      ['release', { ownerToken, keys: ['a'] }],
+    ] as const;
+    for (const [op, body] of sets501) {
+      await drive(bare, { method: 'POST', url: `/v1/lock-sets/${op}`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify(body), status: 501 });
+    }
   });
 
   it('saw every response openapi.yaml declares', () => {
