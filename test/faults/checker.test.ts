@@ -155,4 +155,28 @@ describe('history checker', () => {
     const b = acquire(2, 'other', 200, 204, 50);
     expect(checkHistory({ ops: [a, b], faults: [] }).totalViolations).toBe(0);
   });
+
+  describe('lock set all-or-nothing', () => {
+    const set = { id: 9_000, keys: ['a', 'b'] };
+    it('passes a whole set, and a set refused whole', () => {
+      const granted = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 110, { set })];
+      const refusedSet = { id: 9_001, keys: ['a', 'b'] };
+      const refused = ['a', 'b'].map((key) => acquire(2, key, 10, 12, 0, { set: refusedSet, outcome: 'conflict', status: 409, fencingToken: undefined }));
+      expect(checkHistory({ ops: [...granted, ...refused], faults: [] }).totalViolations).toBe(0);
+    });
+
+    it('catches a granted set missing a key\'s token, and a set whose keys\' answers disagree', () => {
+      const partial = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 0, { set, fencingToken: undefined })];
+      expect(onlyViolation(partial, 'lockSetPartial')).toMatchObject({ count: 1, others: [] });
+      const split = { id: 9_002, keys: ['a', 'b'] };
+      const disagree = [acquire(1, 'a', 0, 5, 100, { set: split }), acquire(1, 'b', 0, 5, 0, { set: split, outcome: 'conflict', status: 409, fencingToken: undefined })];
+      expect(onlyViolation(disagree, 'lockSetPartial').count).toBe(1);
+    });
+
+    it('catches a key of a held set granted to someone else (an overlap on that key)', () => {
+      const held = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 110, { set })];
+      const intruder = acquire(2, 'b', 100, 104, 200);
+      expect(onlyViolation([...held, intruder], 'overlaps').count).toBe(1);
+    });
+  });
 });

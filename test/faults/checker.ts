@@ -60,6 +60,12 @@ export interface Violations {
   expiredOnArrival: Array<{ key: string; op: number; lateByMs: number }>;
   /** A 200 for a request made and answered wholly inside a window where the instance could get no answer from the store. */
   uncertainSuccesses: Array<{ op: number; instance: number; fault: string }>;
+  /**
+   * Lock set all-or-nothing: a granted set without a fencing token for every key it asked for (a partial
+   * grant), or a set call whose keys' answers disagree. Holding a key of a set while someone else holds it
+   * shows up as an overlap on that key (each key of a set is its own grant for the per-key checks).
+   */
+  lockSetPartial: Array<{ set: number; keys: readonly string[]; granted: readonly string[] }>;
 }
 
 export type ViolationKind = keyof Violations;
@@ -72,6 +78,7 @@ export const VIOLATION_KINDS: readonly ViolationKind[] = [
   'staleWritesAccepted',
   'expiredOnArrival',
   'uncertainSuccesses',
+  'lockSetPartial',
 ];
 
 export interface KeyFigures {
@@ -100,6 +107,7 @@ function emptyViolations(): Violations {
     staleWritesAccepted: [],
     expiredOnArrival: [],
     uncertainSuccesses: [],
+    lockSetPartial: [],
   };
 }
 
@@ -162,6 +170,7 @@ export function checkHistory(history: History, options: CheckOptions = DEFAULT_C
   }
   checkExpiredOnArrival(history, options, violations);
   checkUncertainSuccesses(history, violations);
+  checkLockSets(history, violations);
 
   const counts = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, violations[k].length])) as Record<ViolationKind, number>;
   const totalViolations = VIOLATION_KINDS.reduce((sum, k) => sum + counts[k], 0);
@@ -313,6 +322,31 @@ function checkUncertainSuccesses(history: History, out: Violations): void {
         (f.instance === null || f.instance === op.instance) && f.startMs <= op.startMs && op.endMs <= f.endMs,
     );
     if (fault) out.uncertainSuccesses.push({ op: op.id, instance: op.instance, fault: fault.kind });
+  }
+}
+
+/**
+ * Lock set all-or-nothing, per set call: every key it asked for has its op, all with one outcome, and a
+ * granted set carries a fencing token for every key. (Mutual exclusion of each key against plain locks and
+ * other sets is the per-key overlap check: a set's key is a grant like any other.)
+ */
+function checkLockSets(history: History, out: Violations): void {
+  const calls = new Map<number, LockOp[]>();
+  for (const op of history.ops) {
+    if (op.type !== 'lock' || op.kind !== 'acquire' || op.set === undefined) continue;
+    const list = calls.get(op.set.id) ?? [];
+    list.push(op);
+    calls.set(op.set.id, list);
+  }
+  for (const [id, ops] of calls) {
+    const keys = (ops[0] as LockOp).set?.keys ?? [];
+    const granted = ops.filter((op) => op.outcome === 'ok' && op.fencingToken !== undefined).map((op) => op.key);
+    const outcomes = new Set(ops.map((op) => op.outcome));
+    const covered = new Set(ops.map((op) => op.key));
+    const whole = keys.every((k) => covered.has(k)) && ops.length === keys.length;
+    if (!whole || outcomes.size > 1 || (outcomes.has('ok') && granted.length !== keys.length)) {
+      out.lockSetPartial.push({ set: id, keys, granted });
+    }
   }
 }
 

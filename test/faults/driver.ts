@@ -18,6 +18,8 @@ export interface DriverOptions {
   readonly pauseAfterGrant?: (client: number) => number;
   /** Which instances a client may use for a new acquire; all by default. */
   readonly liveInstances?: () => readonly number[];
+  /** Share of leases taken as a lock set of two keys (/v1/lock-sets/...) instead of one lock; 0 by default. */
+  readonly setFraction?: number;
 }
 
 export interface PausedLease {
@@ -82,6 +84,14 @@ export class Driver {
       const key = keys[Math.floor(Math.random() * keys.length)] as string;
       const live = this.options.liveInstances?.() ?? this.options.urls.map((_, i) => i);
       const instance = live[Math.floor(Math.random() * live.length)] as number;
+      if (Math.random() < (this.options.setFraction ?? 0)) {
+        let other = keys[Math.floor(Math.random() * keys.length)] as string;
+        if (other === key) other = keys[(keys.indexOf(key) + 1) % keys.length] as string;
+        if (other !== key) {
+          await this.setLease(c, [key, other], instance);
+          continue;
+        }
+      }
       const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}` });
       if (acq.op.outcome === 'conflict') {
         await sleep(5 + Math.random() * 20);
@@ -112,6 +122,90 @@ export class Driver {
       }
       await this.call('release', c, key, instance, grantId, ttlMs, { ownerToken: acq.ownerToken });
     }
+  }
+
+  /**
+   * One lease on a lock set: acquire both keys, write to each with its own token, maybe renew, release.
+   * Recorded as one op per key (see LockOp.set), so each key's share is checked like any grant.
+   */
+  private async setLease(c: number, keys: readonly string[], instance: number): Promise<void> {
+    const { ttlMs } = this.options;
+    const acq = await this.callSet('acquire', c, keys, instance, [], ttlMs, { keys, ttlMs, holder: `c${c}@i${instance}` });
+    if (acq.ops[0]?.outcome !== 'ok' || acq.ownerToken === undefined) {
+      await sleep(acq.ops[0]?.outcome === 'conflict' ? 5 + Math.random() * 20 : 20 + Math.random() * 30);
+      return;
+    }
+    const grants = acq.ops.map((op) => op.id);
+    const writeAll = () => acq.ops.forEach((op) => op.fencingToken !== undefined && this.write(c, op.key, op.id, op.fencingToken));
+    writeAll();
+    await sleep(Math.random() * ttlMs * 0.2);
+    writeAll();
+    if (Math.random() < 0.5) {
+      const renew = await this.callSet('renew', c, keys, instance, grants, ttlMs, { ownerToken: acq.ownerToken, keys, ttlMs });
+      if (renew.ops[0]?.outcome === 'ok') writeAll();
+    }
+    await this.callSet('release', c, keys, instance, grants, ttlMs, { ownerToken: acq.ownerToken, keys });
+  }
+
+  /** One lock-set call over HTTP, recorded as one op per key. */
+  async callSet(
+    kind: LockOpKind,
+    c: number,
+    keys: readonly string[],
+    instance: number,
+    grantIds: readonly number[],
+    ttlMs: number,
+    body: Record<string, unknown>,
+  ): Promise<{ ops: LockOp[]; ownerToken?: string }> {
+    const setId = this.nextId++;
+    const startMs = this.clock.nowMs();
+    let status: number | null = null;
+    let json: Record<string, unknown> = {};
+    let receivedWallMs = 0;
+    try {
+      const res = await fetch(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
+      });
+      status = res.status;
+      receivedWallMs = Date.now();
+      json = (await res.json()) as Record<string, unknown>;
+    } catch {
+      // No answer: the outcome is unknown.
+    }
+    const endMs = this.clock.nowMs();
+    const outcome: LockOpOutcome =
+      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const tokens = new Map<string, number>();
+    if (outcome === 'ok' && Array.isArray(json.locks)) {
+      for (const l of json.locks as Array<{ key: string; fencingToken: number }>) tokens.set(l.key, l.fencingToken);
+    }
+    const expiresAtMs = typeof json.expiresAt === 'string' ? Date.parse(json.expiresAt) : undefined;
+    const ops = keys.map((key, i): LockOp => {
+      const id = this.nextId++;
+      const token = kind !== 'release' ? tokens.get(key) : undefined;
+      return {
+        type: 'lock',
+        id,
+        kind,
+        client: c,
+        key,
+        instance,
+        startMs,
+        endMs,
+        outcome,
+        status,
+        grantId: kind === 'acquire' ? id : (grantIds[i] as number),
+        ttlMs,
+        set: { id: setId, keys },
+        ...(token !== undefined ? { fencingToken: token } : {}),
+        ...(token !== undefined && expiresAtMs !== undefined ? { expiresAtMs, receivedWallMs } : {}),
+      };
+    });
+    this.ops.push(...ops);
+    return { ops, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
   }
 
   /** A client that stops right after its grant, then carries on as if it still held the lock. */

@@ -79,11 +79,13 @@ function result(
 
 /** 1. No faults at all: the promise in its plainest form. */
 export async function baseline(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
-  const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000));
+  // A quarter of the leases are lock sets of two keys: all-or-nothing, and mutual exclusion with plain locks.
+  const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000), { setFraction: 0.25 });
   await driver.run();
   const ops = lockOps(driver);
   return result('1 baseline', driver, 'none', {}, {
     grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
+    lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
     unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
   });
 }
@@ -98,6 +100,7 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
   // not seen the newer token yet; see the limits in docs/safety.md), which is not what this scenario measures.
   let nextPauseAtMs = 300;
   const driver = driverFor(cluster, 'pause', duration(scale, 4_500, 22_000), {
+    setFraction: 0.25,
     // Each chosen client pauses once, on a grant some way into the run.
     pauseAfterGrant: (c) => {
       const now = driver.clock.nowMs();
@@ -211,7 +214,7 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
   const restarts = scale === 'short' ? 2 : 5;
   const periodMs = scale === 'short' ? 2_500 : 4_000;
   const recoverySlackMs = 3_000;
-  const driver = driverFor(cluster, 'aof', periodMs * (restarts + 1));
+  const driver = driverFor(cluster, 'aof', periodMs * (restarts + 1), { setFraction: 0.25 });
   const downs: Array<{ killAt: number; readyAt: number }> = [];
   const faults = (async () => {
     for (let n = 0; n < restarts; n++) {
