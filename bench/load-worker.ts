@@ -21,6 +21,8 @@ import type {
   Percentiles,
   Task,
   TaskResult,
+  WatchResult,
+  WatchTask,
   WorkerMessage,
 } from './protocol.js';
 
@@ -559,6 +561,65 @@ async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
   return { samples, failures };
 }
 
+/**
+ * Watch fan-out: N blocking queries on one key (each its own keep-alive connection), then one change
+ * (alternately a grant and a release); the time from sending the change to each watcher's answer, and
+ * the Redis commands the change cost (INFO commandstats), whatever N is.
+ */
+async function runWatch(task: WatchTask): Promise<WatchResult> {
+  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
+  const pool = new Pool(task.keyholderUrl, { connections: task.watchers + 2, keepAliveTimeout: 120_000, headersTimeout: 0, bodyTimeout: 0 });
+  const wake = new Latency();
+  const breakdown: Record<string, number> = {};
+  const key = `bench-watch:${task.tag}`;
+  let failures = 0;
+  let ownerToken: string | undefined;
+  try {
+    let index = Number((await get(pool, `/v1/locks/${key}`)).json.index);
+    for (let change = 0; change < task.changes; change++) {
+      let sentAt = Number.POSITIVE_INFINITY;
+      const answers = Array.from({ length: task.watchers }, async () => {
+        const res = await get(pool, `/v1/locks/${key}?index=${index}&waitMs=60000`);
+        if (res.status !== 200 || res.json.index === index) failures++;
+        else wake.record(performance.now() - sentAt);
+        return Number(res.json.index);
+      });
+      // Every watcher's request in place before the change (the server holds them open; nothing tells
+      // the client when they all are, so it waits generously: 5 ms per watcher).
+      await sleep(300 + task.watchers * 5);
+      const before = commandStats(await redis.info('commandstats'));
+      sentAt = performance.now();
+      if (ownerToken === undefined) {
+        const granted = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
+        ownerToken = granted.json.ownerToken as string;
+      } else {
+        await post(pool, `/v1/locks/${key}/release`, { ownerToken });
+        ownerToken = undefined;
+      }
+      const indexes = await Promise.all(answers);
+      index = indexes.find((i) => i !== index) ?? index;
+      const after = commandStats(await redis.info('commandstats'));
+      for (const [name, calls] of after) {
+        if (name === 'info') continue;
+        const delta = calls - (before.get(name) ?? 0);
+        if (delta > 0) breakdown[name] = (breakdown[name] ?? 0) + delta;
+      }
+    }
+  } finally {
+    await pool.close();
+    redis.disconnect();
+  }
+  const total = Object.values(breakdown).reduce((a, b) => a + b, 0);
+  return {
+    watchers: task.watchers,
+    changes: task.changes,
+    failures,
+    wake: wake.summary(),
+    commandsPerChange: total / Math.max(1, task.changes),
+    commandBreakdown: Object.fromEntries(Object.entries(breakdown).map(([k, v]) => [k, v / Math.max(1, task.changes)])),
+  };
+}
+
 function runTask(task: Task): Promise<TaskResult> {
   switch (task.kind) {
     case 'loop':
@@ -569,6 +630,8 @@ function runTask(task: Task): Promise<TaskResult> {
       return runChain(task);
     case 'expiry':
       return runExpiry(task);
+    case 'watch':
+      return runWatch(task);
   }
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
-import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
+import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WatchResult, WorkerMessage } from './protocol.js';
 import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
@@ -25,6 +25,7 @@ const USAGE = `npm run bench -- [options]
   --scenarios a,b     loop scenarios to run (default all: ${['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'].join(', ')})
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
+  --no-watch          skip the blocking-query (watch) fan-out measurement
   --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
   --no-save           do not write any file
@@ -39,6 +40,7 @@ const { values: args } = parseArgs({
     scenarios: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
+    'no-watch': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
@@ -232,6 +234,16 @@ async function main(): Promise<void> {
       expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
     }
 
+    const watches: WatchResult[] = [];
+    if (!args['no-watch']) {
+      for (const watchers of [1, 100, 1000]) {
+        progress(`watch: ${watchers} blocking queries on one key, woken by each change`);
+        watches.push(
+          await worker.run<WatchResult>({ kind: 'watch', keyholderUrl: aux.url, redisUrl: redis.url, watchers, changes: quick ? 2 : 6, tag: `${watchers}-${Date.now()}` }),
+        );
+      }
+    }
+
     let backends: BackendRow[] | undefined;
     const backendConcurrency = 50;
     if (!args['no-backends'] && etcdInstalled()) {
@@ -266,6 +278,7 @@ async function main(): Promise<void> {
       memory,
       chains,
       expiry,
+      watches,
     };
     progress('done\n');
     let text = renderReport(report, MEMORY_FENCE_GRACE_MS);

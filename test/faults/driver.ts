@@ -130,7 +130,8 @@ export class Driver {
    */
   private async setLease(c: number, keys: readonly string[], instance: number): Promise<void> {
     const { ttlMs } = this.options;
-    const acq = await this.callSet('acquire', c, keys, instance, [], ttlMs, { keys, ttlMs, holder: `c${c}@i${instance}` });
+    // A set waits (up to one TTL) for its keys: against 32 plain clients on a few keys it would rarely find both free at once.
+    const acq = await this.callSet('acquire', c, keys, instance, [], ttlMs, { keys, ttlMs, waitMs: ttlMs, holder: `c${c}@i${instance}` });
     if (acq.ops[0]?.outcome !== 'ok' || acq.ownerToken === undefined) {
       await sleep(acq.ops[0]?.outcome === 'conflict' ? 5 + Math.random() * 20 : 20 + Math.random() * 30);
       return;
