@@ -83,8 +83,8 @@ export class LockSetService {
           };
         }
         const leftMs = deadline - performance.now();
-        const busyKey = ordered[ids.indexOf(outcome.busyKey)] ?? (ordered[0] as string);
-        if (leftMs <= 0) throw new LockHeldError(busyKey, outcome.retryAfterMs);
+        const busyKey = ordered[ids.indexOf(outcome.busyKey)] ?? ordered[0];
+        if (leftMs <= 0) throw new LockHeldError(busyKey ?? '', outcome.retryAfterMs);
         await this.waitForChange(outcome.busyKey, Math.min(leftMs, outcome.retryAfterMs), options.signal);
       }
     } finally {

@@ -115,7 +115,7 @@ export class ChangeWatch {
 
   /** Ends every wait (shutdown). */
   closeAll(err: Error): void {
-    for (const [id, entry] of this.watched) {
+    for (const entry of this.watched.values()) {
       for (const w of [...entry.watchers]) {
         w.done();
         w.reject(err);

@@ -55,7 +55,7 @@ describe('watch (blocking queries) over HTTP', () => {
 describe('lock-delay over HTTP', () => {
   it('an expired lease with lockDelayMs keeps the key unavailable; inspect shows lockDelayUntil; above the bound is a 400', async () => {
     await acquire('d:1', { ttlMs: 100, lockDelayMs: 2_000 }).expect(200);
-    await expect.poll(async () => (await request(server()).get('/v1/locks/d:1')).body.held, { timeout: 5_000 }).toBe(false);
+    await expect.poll(async () => (await request(server()).get('/v1/locks/d:1')).body.held as boolean, { timeout: 5_000 }).toBe(false);
     const inspected = await request(server()).get('/v1/locks/d:1').expect(200);
     expect(Date.parse(inspected.body.lockDelayUntil)).toBeGreaterThan(Date.now());
     const refused = await acquire('d:1');
