@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool, runProcess } from '../helpers/tools.js';
 
 /**
  * A 2 MiB body gets its 413 problem, never a connection reset: 20 in a row, on one keep-alive
@@ -92,20 +91,6 @@ async function stillServes(): Promise<void> {
   await res.arrayBuffer();
 }
 
-/** Runs a client process without blocking the event loop (the server under test runs in this process). */
-function run(command: string, args: string[], input?: Buffer): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(input);
-  });
-}
-
 async function series(send: () => Promise<Answer>): Promise<Answer[]> {
   const answers: Answer[] = [];
   for (let i = 0; i < ROUNDS; i++) answers.push(await send());
@@ -190,7 +175,7 @@ describe('2 MiB bodies get 413 problem+json', () => {
       { name: 'new connections, no Expect', args: ['-H', 'Connection: close', '-H', 'Expect:'], reused: false },
     ];
     for (const v of variants) {
-      const out = await run(
+      const out = await runProcess(
         'curl',
         [
           '-sS',
@@ -203,7 +188,7 @@ describe('2 MiB bodies get 413 problem+json', () => {
           '\\n%{http_code} %{num_connects} %{content_type}\\n',
           ...urls,
         ],
-        BIG,
+        { input: BIG },
       );
       expect(out.stderr, v.name).toBe('');
       expect(out.status, v.name).toBe(0);
@@ -239,7 +224,7 @@ for _ in range(${ROUNDS}):
     except urllib.error.HTTPError as err:
         print(json.dumps({"status": err.code, "contentType": err.headers.get("Content-Type"), "code": json.loads(err.read()).get("code")}))
 `;
-    const out = await run('python3', ['-I', '-c', script, `${base}${PATH}`]);
+    const out = await runProcess('python3', ['-I', '-c', script, `${base}${PATH}`]);
     expect(out.stderr).toBe('');
     expect(out.status).toBe(0);
     expectAll413(out.stdout.trim().split('\n').map((l) => JSON.parse(l) as Answer));
