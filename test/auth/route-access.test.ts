@@ -153,7 +153,8 @@ describe('every route x {no key, bad key, wrong scope, right scope}', () => {
           expect(operation.responses['401'], where).toBeUndefined();
         } else {
           expect(operation.responses['401']?.description, where).toMatch(/^unauthenticated/);
-          expect(operation.responses['403']?.description, where).toMatch(path.startsWith('/v1/locks/{key}') && method !== 'delete' ? /`locks` scope/ : /`admin` scope/);
+          const lockRoute = (path.startsWith('/v1/locks/{key}') && method !== 'delete') || path.startsWith('/v1/lock-sets/');
+          expect(operation.responses['403']?.description, where).toMatch(lockRoute ? /`locks` scope/ : /`admin` scope/);
         }
       }
     }
