@@ -36,7 +36,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     id: 'memory-lock-set-partial',
     file: 'src/store/memory/memory-store.ts',
     find: 'if (busyKey !== undefined) return { acquired: false',
-    replace: 'if (busyKey === keys[0] && keys.length < 0) return { acquired: false',
+    replace: 'if (busyKey !== undefined && keys.length < 0) return { acquired: false',
     what: 'embedded store: a lock set is granted although one of its keys is busy',
   },
   {
