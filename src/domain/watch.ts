@@ -92,7 +92,7 @@ export class ChangeWatch {
       return await new Promise<IndexedView>((resolve, reject) => {
         const timer = setTimeout(() => {
           done();
-          resolve(entry.last ?? view);
+          resolve(aged(entry.last ?? view));
         }, waitMs);
         const onAbort = () => {
           done();
@@ -191,6 +191,16 @@ export class ChangeWatch {
     clearTimeout(entry.leaseEnd);
     entry.stop?.();
   }
+}
+
+/**
+ * The last view read, with the time left recomputed for now. A timed-out wait answers from it rather
+ * than reading again (a thousand watchers timing out together would be a thousand reads); a renewal
+ * since that read (not a change) is not in it, so expiresAt may be the earlier one.
+ */
+function aged(view: IndexedView): IndexedView {
+  if (view.state === null) return view;
+  return { ...view, state: { ...view.state, ttlRemainingMs: Math.max(0, Math.ceil(view.state.expiresAtMs - Date.now())) } };
 }
 
 function withIndex(view: IndexedLockState): IndexedView {
