@@ -150,10 +150,11 @@ export const EnvSchema = z
     LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
     /**
      * 60 s: the longest lock-delay a caller may ask for. A delay keeps a lock unusable after its holder
-     * vanished, so it is short; it must stay within FENCE_GRACE_MS (the lock's state must outlive it).
+     * vanished, so it is short. The bound in force is the lower of this and FENCE_GRACE_MS (the lock's
+     * state, which carries the delay, must outlive it), so a short grace never makes a config invalid.
      */
     LOCK_MAX_DELAY_MS: intFromEnv(0, 600_000, 60_000)
-      .describe('Longest `lockDelayMs` a caller may ask for (at most `FENCE_GRACE_MS`); above it, 400.'),
+      .describe('Longest `lockDelayMs` a caller may ask for (and never above `FENCE_GRACE_MS`); above it, 400.'),
     /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
     WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000)
       .describe('Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.'),
@@ -267,13 +268,6 @@ export const EnvSchema = z
         code: 'custom',
         path: ['HTTP_HEADERS_TIMEOUT_MS'],
         message: `must not exceed HTTP_REQUEST_TIMEOUT_MS (${env.HTTP_REQUEST_TIMEOUT_MS})`,
-      });
-    }
-    if (env.LOCK_MAX_DELAY_MS > env.FENCE_GRACE_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['LOCK_MAX_DELAY_MS'],
-        message: `must not exceed FENCE_GRACE_MS (${env.FENCE_GRACE_MS}): a lock's state must outlive its lock-delay`,
       });
     }
     if (env.LOCK_MIN_TTL_MS > env.LOCK_MAX_TTL_MS) {
@@ -407,7 +401,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       minTtlMs: e.LOCK_MIN_TTL_MS,
       maxTtlMs: e.LOCK_MAX_TTL_MS,
       maxWaitMs: e.LOCK_MAX_WAIT_MS,
-      maxLockDelayMs: e.LOCK_MAX_DELAY_MS,
+      maxLockDelayMs: Math.min(e.LOCK_MAX_DELAY_MS, e.FENCE_GRACE_MS),
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
       maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX,
