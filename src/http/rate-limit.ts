@@ -1,7 +1,7 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
 import { RateLimitedError } from '../domain/errors.js';
+import type { RedisClient } from '../store/redis/client.js';
 import { accessOf } from './auth.js';
 
 export interface RateLimitSettings {
@@ -13,7 +13,7 @@ export interface RateLimitSettings {
    * (never the lock store's): see server.ts for the options that keep a Redis outage from hanging or
    * failing lock calls.
    */
-  readonly redis?: Redis;
+  readonly redis?: RedisClient;
   /** Prefix of the counters' Redis keys. */
   readonly keyPrefix?: string;
 }

@@ -1,5 +1,7 @@
+import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
+import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
 
@@ -26,4 +28,31 @@ describe('Redis key names', () => {
     expect(space.lockPattern('team')).toBe('kh:{team*');
     expect(space.lockPattern('te*m/')).toBe('kh:{te\\*m}/*');
   });
+
+  it('every script touches keys of one Cluster slot: the lock id\'s namespace (and its quota slots)', () => {
+    const slotOf = (key: string | number) => new Command('exists', [String(key)]).getSlot();
+    for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain']) {
+      const keys = space.lockKeys(id);
+      const hand = { graceMs: 1, channelPrefix: 'kh:grants:', lockName: id };
+      const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
+        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '' },
+        renew: { lockKey: keys.lock, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        release: { ...hand, keys, ownerToken: 'o' },
+        inspect: { keys },
+        cancel: { keys, waiterId: 'w', ownerToken: 'o' },
+        heartbeat: { ...hand, keys, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
+        forceRelease: { ...hand, keys },
+        slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
+        slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
+      };
+      for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+        const spec = SCRIPTS[name];
+        const built = (spec.args as (a: unknown) => (string | number)[])(args[name]);
+        const slots = new Set(built.slice(0, spec.numberOfKeys).map(slotOf));
+        expect(slots.size, name).toBe(1);
+      }
+      if (id.startsWith('team-a/')) expect(slotOf(keys.lock)).toBe(slotOf(space.slots('team-a')));
+    }
+  });
 });
+
