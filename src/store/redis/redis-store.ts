@@ -256,7 +256,7 @@ export class RedisStore implements LockStore {
    * null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
-    const nodes = dataNodes(this.redis);
+    const nodes = await this.call(async () => this.dataNodes());
     let { node, scan } = parseListCursor(cursor, nodes.length);
     const pattern = this.keys.lockPattern(prefix);
     const found = new Set<string>();
@@ -304,9 +304,15 @@ export class RedisStore implements LockStore {
    */
   private async echoPing(): Promise<void> {
     const nonce = randomBase64url(12);
-    const replies = await Promise.all(dataNodes(this.redis).map((node) => node.ping(nonce)));
-    if (replies.length === 0) throw new StoreUnavailableError('no Redis node is known yet');
+    const replies = await Promise.all(this.dataNodes().map((node) => node.ping(nonce)));
     if (replies.some((reply) => reply !== nonce)) throw new MisalignedReplyError('ping');
+  }
+
+  /** The nodes holding data (every master of a Cluster); none known is an outage. */
+  private dataNodes(): ReturnType<typeof dataNodes> {
+    const nodes = dataNodes(this.redis);
+    if (nodes.length === 0) throw new StoreUnavailableError('no Redis node is known yet');
+    return nodes;
   }
 
   /**
