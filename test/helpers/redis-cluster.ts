@@ -204,6 +204,53 @@ export class RedisCluster {
     return port;
   }
 
+  /**
+   * A manual failover (CLUSTER FAILOVER on a replica of `key`'s master): the replica first catches up
+   * with its master, then takes over; nothing acknowledged is lost. Resolves with the new master's port.
+   */
+  async manualFailover(key: string, timeoutMs = 30_000): Promise<{ from: number; to: number }> {
+    const from = await this.masterOf(key);
+    const masterId = (await withClient(from, (c) => c.call('CLUSTER', 'MYID'))) as string;
+    const replica = await until('a replica of the master', timeoutMs, async () => {
+      const text = (await withClient(from, (c) => c.call('CLUSTER', 'NODES'))) as string;
+      const line = text.split('\n').find((l) => l.split(' ')[3] === masterId && !/fail/.test(l.split(' ')[2] ?? ''));
+      return line ? Number(line.split(' ')[1]?.split('@')[0]?.split(':')[1]) : undefined;
+    });
+    await withClient(replica, (c) => c.call('CLUSTER', 'FAILOVER'));
+    const to = await this.waitForFailover(key, from, timeoutMs);
+    return { from, to };
+  }
+
+  /**
+   * Moves `key`'s slot to another master while clients use it, as `redis-cli --cluster reshard` does
+   * for each slot: IMPORTING on the target, MIGRATING on the source, MIGRATE the keys in batches (during
+   * which clients get ASK and TRYAGAIN), then SETSLOT NODE on every master. Resolves with the ports.
+   */
+  async moveSlotOf(key: string): Promise<{ from: number; to: number; keys: number }> {
+    const slot = new Command('exists', [key]).getSlot();
+    const from = await this.masterOf(key);
+    const to = (await this.masterPorts()).find((p) => p !== from);
+    if (to === undefined) throw new Error('no other master to move the slot to');
+    const id = (port: number) => withClient(port, async (c) => (await c.call('CLUSTER', 'MYID')) as string);
+    const [fromId, toId] = [await id(from), await id(to)];
+    await withClient(to, (c) => c.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId));
+    await withClient(from, (c) => c.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId));
+    let moved = 0;
+    await withClient(from, async (c) => {
+      for (;;) {
+        const keys = (await c.call('CLUSTER', 'GETKEYSINSLOT', slot, 2)) as string[];
+        if (keys.length === 0) return;
+        // One batch at a time, so clients meet a half-moved slot (TRYAGAIN) for a while.
+        await c.call('MIGRATE', '127.0.0.1', to, '', 0, 5000, 'KEYS', ...keys);
+        moved += keys.length;
+      }
+    });
+    for (const port of [to, from, ...(await this.masterPorts()).filter((p) => p !== from && p !== to)]) {
+      await withClient(port, (c) => c.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId));
+    }
+    return { from, to, keys: moved };
+  }
+
   /** Restarts a killed node on its port and data directory: it rejoins the cluster (as a replica). */
   async restart(port: number): Promise<void> {
     await this.server(port).launch();

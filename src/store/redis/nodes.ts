@@ -1,5 +1,7 @@
 import { Cluster, Command, type Redis } from 'ioredis';
+import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
+import { MisalignedReplyError } from './replies.js';
 
 /**
  * What differs between one Redis and a Redis Cluster for the store, in one place: which node a command
@@ -50,6 +52,22 @@ export function dataNodes(client: RedisClient): Redis[] {
   if (!(client instanceof Cluster)) return [client];
   const key = (n: Redis) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`;
   return client.nodes('master').sort((a, b) => key(a).localeCompare(key(b)));
+}
+
+/** PING with a message echoes it: a reply meant for another call cannot pass for this one. */
+export async function echoPingOn(node: Redis): Promise<void> {
+  const nonce = randomBase64url(12);
+  if ((await node.ping(nonce)) !== nonce) throw new MisalignedReplyError('ping');
+}
+
+/**
+ * Drops a connection whose replies may be out of step; the client reconnects. On a Cluster only the
+ * one node's connection goes (the client opens a new one on the next command for its slots); without
+ * a node named, or on one Redis, the whole client reconnects.
+ */
+export function dropConnection(client: RedisClient, node?: Redis): void {
+  if (client instanceof Cluster && node !== undefined) node.disconnect();
+  else client.disconnect(true);
 }
 
 /**

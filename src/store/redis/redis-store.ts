@@ -5,7 +5,7 @@ import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome }
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { KeySpace } from './keys.js';
-import { confirmOnReplicas, dataNodes, ownerOf, subscriberFor } from './nodes.js';
+import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
   MisalignedReplyError,
   parseAcquire,
@@ -303,9 +303,7 @@ export class RedisStore implements LockStore {
    * Cluster every master is asked (a PING without a key would reach one node at random).
    */
   private async echoPing(): Promise<void> {
-    const nonce = randomBase64url(12);
-    const replies = await Promise.all(this.dataNodes().map((node) => node.ping(nonce)));
-    if (replies.some((reply) => reply !== nonce)) throw new MisalignedReplyError('ping');
+    await Promise.all(this.dataNodes().map((node) => echoPingOn(node)));
   }
 
   /** The nodes holding data (every master of a Cluster); none known is an outage. */
@@ -319,23 +317,24 @@ export class RedisStore implements LockStore {
    * After a command timed out: one echo PING (with its own timeout) goes behind everything already sent.
    * Replies come back in order, so if it gets its own echo every earlier reply has been read and the
    * connection is in step; if it times out or reads another call's reply, a reply was lost and the
-   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING.
+   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING. On a Cluster
+   * each master's connection is probed, and only one that fails is replaced: a master that died must
+   * not cost the connections to the others (their namespaces keep being served).
    */
   private probeAlignment(): void {
     if (this.probing) return;
     this.probing = true;
     const epoch = this.connectionEpoch;
-    this.echoPing()
-      .catch(() => this.replaceConnection(epoch))
-      .finally(() => {
-        this.probing = false;
-      });
+    const nodes = dataNodes(this.redis);
+    Promise.all(nodes.map((node) => echoPingOn(node).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
+      this.probing = false;
+    });
   }
 
-  /** Drops the connection (ioredis reconnects), unless it has already been replaced since `epoch`. */
-  private replaceConnection(epoch: number): void {
+  /** Drops a connection (ioredis reconnects), unless the client has been reconnected since `epoch`. */
+  private replaceConnection(epoch: number, node?: ReturnType<typeof dataNodes>[number]): void {
     if (epoch !== this.connectionEpoch || this.redis.status !== 'ready') return;
-    this.redis.disconnect(true);
+    dropConnection(this.redis, node);
   }
 
   async close(): Promise<void> {
