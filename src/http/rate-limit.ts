@@ -9,7 +9,9 @@ export interface RateLimitSettings {
   readonly max: number;
   readonly windowMs: number;
   /**
-   * Shared counters, so N instances allow `max` per key in total rather than N x max. Its own client
+   * Shared counters, so N instances allow `max` per key in total rather than N x max. On a Redis
+   * Cluster each counter is one key updated by a one-key script, so it works unchanged (the counters
+   * spread over the masters). Its own client
    * (never the lock store's): see server.ts for the options that keep a Redis outage from hanging or
    * failing lock calls.
    */

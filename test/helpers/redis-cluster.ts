@@ -20,15 +20,15 @@ export interface RedisClusterOptions {
 /** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
 async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let last: unknown;
+  let last: Error | undefined;
   for (;;) {
     try {
       const value = await check();
       if (value !== undefined) return value;
     } catch (err) {
-      last = err;
+      last = err as Error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (${String(last)})` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (${last.message})` : ''}`);
     await sleep(20);
   }
 }

@@ -326,7 +326,7 @@ export class RedisStore implements LockStore {
     this.probing = true;
     const epoch = this.connectionEpoch;
     const nodes = dataNodes(this.redis);
-    Promise.all(nodes.map((node) => echoPingOn(node).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
+    void Promise.all(nodes.map((node) => echoPingOn(node).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
       this.probing = false;
     });
   }
