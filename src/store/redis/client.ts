@@ -116,6 +116,11 @@ function createClusterClient(nodes: readonly HostPort[], common: RedisOptions): 
     retryDelayOnTryAgain: 20,
     retryDelayOnMoved: 0,
     slotsRefreshInterval: SLOTS_REFRESH_INTERVAL_MS,
+    // No CLUSTER INFO ready check: without an offline queue it goes to a random node and fails while
+    // that node's connection is still being made, and a failed check restarts every connection (seen
+    // under load: a client that never became ready). Each command meets the cluster's state anyway
+    // (CLUSTERDOWN answers 503).
+    enableReadyCheck: false,
     slotsRefreshTimeout: Math.max(perNode.commandTimeout ?? 1000, 1000),
   };
   const cluster = new Cluster(

@@ -1,8 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_NAMESPACE, lockId } from '../../../src/domain/namespaces.js';
 import { KeySpace } from '../../../src/store/redis/keys.js';
+import { RedisStore } from '../../../src/store/redis/redis-store.js';
 import { KeyholderProcess } from '../../helpers/keyholder-process.js';
 import { RedisCluster } from '../../helpers/redis-cluster.js';
+import { eventually } from '../../helpers/redis-store.js';
 import type { Driver } from '../driver.js';
 import { failoverUnderTraffic, type FailoverInjection, type FailoverResult } from '../failover.js';
 import { printScenario, publishTable } from '../report.js';
@@ -78,16 +80,60 @@ async function run(
   }
 }
 
+/**
+ * A second namespace's traffic while a master is down: a store in this process taking and giving back
+ * a lock, every 50 ms, in a namespace served by another master. Counts what it got while the fault
+ * lasted, to show a Cluster loses only the dead master's namespaces.
+ */
+async function bystander(cluster: RedisCluster, killedPort: number) {
+  const keys = new KeySpace(KEY_PREFIX);
+  let namespace = 'bystander-0';
+  for (let i = 1; (await cluster.masterOf(keys.lock(lockId(namespace, 'x')))) === killedPort; i++) namespace = `bystander-${i}`;
+  const store = new RedisStore({ connection: cluster.connection, keyPrefix: KEY_PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+  await eventually(() => store.ping(), 10_000);
+  const id = lockId(namespace, 'x');
+  const counts = { grants: 0, failures: 0 };
+  let running = true;
+  const loop = (async () => {
+    for (let n = 0; running; n++) {
+      try {
+        const ownerToken = `bystander-owner-token-${n}`;
+        const outcome = await store.acquire({ key: id, ownerToken, ttlMs: 5_000, holder: null });
+        if (outcome.acquired) {
+          counts.grants++;
+          await store.release(id, ownerToken);
+        }
+      } catch {
+        counts.failures++;
+      }
+      await sleep(50);
+    }
+  })();
+  return {
+    namespace,
+    stop: async () => {
+      running = false;
+      await loop;
+      await store.close();
+      return counts;
+    },
+  };
+}
+
 const SAFE = { overlaps: 0, grantsDuringLease: 0, tokenRegressions: 0, duplicateTokens: 0, staleWritesAccepted: 0 };
 const TIMEOUT_MS = 180_000;
 
 describe('Redis Cluster under traffic', () => {
   it('acks on: kill -9 a master; 503s during the failover, 0 overlaps, 0 token-order violations, then recovery', async () => {
+    let other = { grants: 0, failures: 0 };
     const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver) => {
+      const side = await bystander(cluster, await cluster.masterOf(targetKey));
       const oldMaster = await cluster.killMasterOf(targetKey);
       const faultAtMs = driver.clock.nowMs();
       const newMaster = await cluster.waitForFailover(targetKey, oldMaster);
       const promotedAtMs = driver.clock.nowMs();
+      other = await side.stop();
+      console.log(`[faults] C1: namespace ${side.namespace} on another master, kill to promotion: ${other.grants} grants, ${other.failures} failures`);
       // A supervisor restarts the dead node: it rejoins as a replica of the promoted one. Until then
       // the promoted master has no replica to acknowledge grants: its locks answer 503 until then.
       await cluster.restart(oldMaster);
@@ -105,6 +151,8 @@ describe('Redis Cluster under traffic', () => {
     expect(r.counts).toMatchObject(SAFE);
     expect(r.overlapsWithGrantsBeforeFault).toBe(0);
     expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
+    // Another master's namespace was served while this one was down.
+    expect(other.grants).toBeGreaterThan(0);
   }, TIMEOUT_MS);
 
   it('acks off: CLUSTER FAILOVER on a replica (no data lost by design); 0 overlaps, 0 token-order violations', async () => {
