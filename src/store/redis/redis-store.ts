@@ -300,10 +300,17 @@ export class RedisStore implements LockStore {
 
   /**
    * PING with a message echoes it: a reply meant for another call cannot pass for this one. On a
-   * Cluster every master is asked (a PING without a key would reach one node at random).
+   * Cluster every master is asked (a PING without a key would reach one node at random), and the store
+   * counts as up while any of them answers: every instance shares the Cluster, so a load balancer that
+   * took them all out for one dead master would stop the other masters' namespaces too. Calls on the
+   * dead master's namespaces answer 503 on their own. A reply out of step fails the ping either way.
    */
   private async echoPing(): Promise<void> {
-    await Promise.all(this.dataNodes().map((node) => echoPingOn(node)));
+    const results = await Promise.allSettled(this.dataNodes().map((node) => echoPingOn(node)));
+    const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
+    const misaligned = failures.find((err) => err instanceof MisalignedReplyError);
+    if (misaligned !== undefined) throw misaligned;
+    if (failures.length === results.length && failures[0] !== undefined) throw failures[0];
   }
 
   /** The nodes holding data (every master of a Cluster); none known is an outage. */

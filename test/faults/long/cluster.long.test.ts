@@ -41,7 +41,7 @@ const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 async function run(
   name: string,
   acks: number,
-  inject: (cluster: RedisCluster, driver: Driver) => Promise<FailoverInjection>,
+  inject: (cluster: RedisCluster, driver: Driver, urls: readonly string[]) => Promise<FailoverInjection>,
 ): Promise<FailoverResult> {
   const cluster = await RedisCluster.start({ nodeTimeoutMs: NODE_TIMEOUT_MS });
   const instances: KeyholderProcess[] = [];
@@ -68,7 +68,7 @@ async function run(
       ttlMs: TTL_MS,
       inject: async (driver) => {
         await sleep(FAULT_AT_MS);
-        return inject(cluster, driver);
+        return inject(cluster, driver, instances.map((i) => i.url));
       },
     });
     results.push(r);
@@ -126,10 +126,14 @@ const TIMEOUT_MS = 180_000;
 describe('Redis Cluster under traffic', () => {
   it('acks on: kill -9 a master; 503s during the failover, 0 overlaps, 0 token-order violations, then recovery', async () => {
     let other = { grants: 0, failures: 0 };
-    const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver) => {
+    let readyWhileDown = 0;
+    const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver, urls) => {
       const side = await bystander(cluster, await cluster.masterOf(targetKey));
       const oldMaster = await cluster.killMasterOf(targetKey);
       const faultAtMs = driver.clock.nowMs();
+      // The other masters answer, so the instances stay ready: a load balancer must not take them all out.
+      const ready = await fetch(`${urls[0] ?? ''}/readyz`, { signal: AbortSignal.timeout(5_000) }).catch(() => null);
+      readyWhileDown = ready?.status ?? 0;
       const newMaster = await cluster.waitForFailover(targetKey, oldMaster);
       const promotedAtMs = driver.clock.nowMs();
       other = await side.stop();
@@ -151,8 +155,9 @@ describe('Redis Cluster under traffic', () => {
     expect(r.counts).toMatchObject(SAFE);
     expect(r.overlapsWithGrantsBeforeFault).toBe(0);
     expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
-    // Another master's namespace was served while this one was down.
+    // Another master's namespace was served while this one was down, and the instances stayed ready.
     expect(other.grants).toBeGreaterThan(0);
+    expect(readyWhileDown).toBe(200);
   }, TIMEOUT_MS);
 
   it('acks off: CLUSTER FAILOVER on a replica (no data lost by design); 0 overlaps, 0 token-order violations', async () => {
