@@ -1,10 +1,9 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
 import type { Config } from './config.js';
 import type { AuthMode } from './http/auth.js';
 import type { RateLimitSettings } from './http/rate-limit.js';
-import { createRedisClient } from './store/redis/client.js';
+import { createRedisClient, type RedisClient } from './store/redis/client.js';
 
 /**
  * What buildApp needs for authentication and rate limits, built from the configuration, and what the
@@ -41,7 +40,7 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
     reloadKeys = () => logger.info('SIGHUP: running open, there are no API keys to reload');
   }
 
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
     // Its own client, failing fast like the store's: while Redis is unreachable a counter call errors
     // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning

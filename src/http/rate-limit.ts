@@ -1,7 +1,7 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
 import { RateLimitedError } from '../domain/errors.js';
+import type { RedisClient } from '../store/redis/client.js';
 import { accessOf } from './auth.js';
 
 export interface RateLimitSettings {
@@ -9,11 +9,13 @@ export interface RateLimitSettings {
   readonly max: number;
   readonly windowMs: number;
   /**
-   * Shared counters, so N instances allow `max` per key in total rather than N x max. Its own client
+   * Shared counters, so N instances allow `max` per key in total rather than N x max. On a Redis
+   * Cluster each counter is one key updated by a one-key script, so it works unchanged (the counters
+   * spread over the masters). Its own client
    * (never the lock store's): see server.ts for the options that keep a Redis outage from hanging or
    * failing lock calls.
    */
-  readonly redis?: Redis;
+  readonly redis?: RedisClient;
   /** Prefix of the counters' Redis keys. */
   readonly keyPrefix?: string;
 }

@@ -1,5 +1,7 @@
+import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
+import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
 
@@ -26,4 +28,39 @@ describe('Redis key names', () => {
     expect(space.lockPattern('team')).toBe('kh:{team*');
     expect(space.lockPattern('te*m/')).toBe('kh:{te\\*m}/*');
   });
+
+  it('every script touches keys of one Cluster slot: the lock id\'s namespace (and its quota slots)', () => {
+    const slotOf = (key: string | number) => new Command('exists', [String(key)]).getSlot();
+    for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain']) {
+      const keys = space.lockKeys(id);
+      const hand = { graceMs: 1, channelPrefix: 'kh:grants:', lockName: id };
+      // A lock set's second key: of the same namespace (the service composes every id with one).
+      const second = id.includes('/') ? `${id}-2` : id;
+      const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
+        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '' },
+        renew: { lockKey: keys.lock, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        release: { ...hand, keys, ownerToken: 'o' },
+        inspect: { keys },
+        cancel: { keys, waiterId: 'w', ownerToken: 'o' },
+        heartbeat: { ...hand, keys, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
+        forceRelease: { ...hand, keys },
+        slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
+        slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
+        lockDelay: { lockKey: keys.lock, ownerToken: 'o', lockDelayMs: 1 },
+        lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },
+        lockSetRenew: { lockKeys: [keys.lock, space.lock(second)], ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        lockSetRelease: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', graceMs: 1, channelPrefix: 'kh:grants:' },
+      };
+      for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+        const spec = SCRIPTS[name];
+        const built = (spec.args as (a: unknown) => (string | number)[])(args[name]);
+        // A variable key count (lock sets) comes first in the arguments.
+        const keyArgs = spec.numberOfKeys < 0 ? built.slice(1, 1 + Number(built[0])) : built.slice(0, spec.numberOfKeys);
+        const slots = new Set(keyArgs.map(slotOf));
+        expect(slots.size, name).toBe(1);
+      }
+      if (id.startsWith('team-a/')) expect(slotOf(keys.lock)).toBe(slotOf(space.slots('team-a')));
+    }
+  });
 });
+

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
+import type { RedisClient } from './client.js';
 import type { LockKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
@@ -252,7 +252,7 @@ const COMMANDS = Object.fromEntries(
 ) as Record<ScriptName, string>;
 
 /** Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. */
-export function defineScripts(redis: Redis): Scripts {
+export function defineScripts(redis: RedisClient): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
