@@ -118,7 +118,9 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
 
       it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async (ctx) => {
         if (a.lockSets === undefined) ctx.skip();
-        const [k1, k2, k3] = ['x1', 'x2', 'x3'].map((n) => `${uniqueId('set').split('/')[0]}/${n}`) as [string, string, string];
+        // One namespace for the whole set, as the service composes it (one Cluster slot).
+        const ns = uniqueId('set').split('/')[0] as string;
+        const [k1, k2, k3] = ['x1', 'x2', 'x3'].map((n) => `${ns}/${n}`) as [string, string, string];
         const single = await grant(b, k2);
         const refused = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
         expect(refused.acquired).toBe(false);
