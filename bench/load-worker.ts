@@ -152,6 +152,8 @@ function httpScenario(task: LoopTask): Scenario {
   const now = () => performance.now();
 
   switch (task.scenario) {
+    // floor-lock answers the same two routes (it ignores the API key).
+    case 'floor-lock':
     case 'pairs':
       return {
         close,
@@ -319,7 +321,10 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     server: task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
     redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
   });
+  const stats = task.redisUrl ? new Redis(task.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
+  const commands = async () => (stats ? commandStats(await stats.info('commandstats')) : undefined);
   await sleep(task.warmMs);
+  const commandsBefore = await commands();
   const cpuBefore = cpu();
   const startedAt = performance.now();
   run.measuring = true;
@@ -327,6 +332,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
   run.measuring = false;
   const seconds = (performance.now() - startedAt) / 1000;
   const cpuAfter = cpu();
+  const commandsAfter = await commands();
+  stats?.disconnect();
   run.stopping = true;
   await Promise.all(clients);
   await scenario.close();
@@ -341,6 +348,7 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     errors: run.errors,
     serverCpuSeconds: diff(cpuBefore.server, cpuAfter.server),
     redisCpuSeconds: diff(cpuBefore.redis, cpuAfter.redis),
+    ...(commandsBefore && commandsAfter ? { redisCommands: commandDeltas(commandsBefore, commandsAfter) } : {}),
     ...(scenario.handOff
       ? {
           handOffFromReleaseSent: scenario.handOff.fromSent.summary(),
@@ -459,6 +467,17 @@ function commandStats(info: string): Map<string, number> {
   const calls = new Map<string, number>();
   for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(match[1] as string, Number(match[2]));
   return calls;
+}
+
+/** Calls per command between two INFO commandstats reads; the INFO reads themselves are not counted. */
+function commandDeltas(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, calls] of after) {
+    if (name === 'info') continue;
+    const delta = calls - (before.get(name) ?? 0);
+    if (delta > 0) out[name] = delta;
+  }
+  return out;
 }
 
 async function runChain(task: ChainTask): Promise<ChainResult> {
