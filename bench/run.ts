@@ -25,6 +25,7 @@ const USAGE = `npm run bench -- [options]
   --rounds N          rounds of every scenario (default 3; 1 with --quick)
   --duration-ms MS    measured window per scenario (default 5000; 1500 with --quick)
   --scenarios a,b     loop scenarios to run (default all: ${ALL_SCENARIOS.join(', ')})
+  --concurrency a,b   client concurrencies (default 50,200; 50 with --quick)
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
   --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
@@ -39,6 +40,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     'duration-ms': { type: 'string' },
     scenarios: { type: 'string' },
+    concurrency: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
@@ -59,7 +61,7 @@ const settings = {
   rounds: Number(args.rounds ?? (quick ? 1 : 3)),
   warmMs: quick ? 300 : 1000,
   durationMs: Number(args['duration-ms'] ?? (quick ? 1500 : 5000)),
-  concurrencies: quick ? [50] : [50, 200],
+  concurrencies: args.concurrency ? args.concurrency.split(',').map(Number) : quick ? [50] : [50, 200],
 };
 const selected = args.scenarios ? (args.scenarios.split(',') as LoopScenario[]) : ALL_SCENARIOS;
 /** The memory measurement's grace: short, so the idle keys are seen to disappear. */

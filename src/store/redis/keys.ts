@@ -68,6 +68,14 @@ export class KeySpace {
     return `${this.prefix}slots:{${namespace}}`;
   }
 
+  /**
+   * The counter of one caller's current rate-limit window (`rateKey` names the API key or address).
+   * A key of its own: the rate limiter's batches never share a script with a lock.
+   */
+  rateWindow(rateKey: string): string {
+    return `${this.prefix}ratelimit:${rateKey}`;
+  }
+
   /** A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix`. */
   lockPattern(idPrefix: string): string {
     const at = idPrefix.indexOf(GROUP_SEPARATOR);

@@ -169,6 +169,15 @@ export function parseSlotExtend(reply: unknown): boolean {
   throw new UnexpectedReplyError('slot-extend', reply);
 }
 
+/** rate-lease's reply {granted, windowLeftMs, handedOut}. */
+export function parseRateLease(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
+  if (Array.isArray(reply) && reply.length === 3) {
+    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-lease', reply, v)) as [number, number, number];
+    if (granted >= 0 && windowLeftMs >= 1 && handedOut >= granted) return { granted, windowLeftMs, handedOut };
+  }
+  throw new UnexpectedReplyError('rate-lease', reply);
+}
+
 /** SCAN's reply: [next cursor, [keys…]]. */
 export function parseScan(reply: unknown): { cursor: string; keys: string[] } {
   if (

@@ -85,6 +85,13 @@ export interface SlotExtendArgs {
   readonly expiresAtMs: number;
 }
 
+export interface RateLeaseArgs {
+  readonly windowKey: string;
+  readonly windowMs: number;
+  readonly max: number;
+  readonly wanted: number;
+}
+
 interface ScriptSpec<A> {
   readonly file: string;
   readonly numberOfKeys: number;
@@ -126,6 +133,7 @@ export const SCRIPTS = {
   forceRelease: spec<ForceReleaseArgs>('force-release.lua', 3, (a) => [...queueKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
+  rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;
