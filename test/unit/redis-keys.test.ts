@@ -6,7 +6,7 @@ const space = new KeySpace('kh:');
 describe('Redis key names', () => {
   it('tags every key of one namespace with the namespace, so they share a Cluster slot', () => {
     const keys = space.lockKeys('team-a/orders:1');
-    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1' });
+    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1', slots: 'kh:slots:{team-a}' });
     expect(space.slots('team-a')).toBe('kh:slots:{team-a}');
     expect(space.lock('plain')).toBe('kh:{plain}');
   });
