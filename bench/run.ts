@@ -9,6 +9,7 @@ import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult,
 import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startFloorLock, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
+import { renderProfile, summariseProfiles } from './profile.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -28,7 +29,8 @@ const USAGE = `npm run bench -- [options]
   --concurrency a,b   client concurrencies (default 50,200; 50 with --quick)
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
-  --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
+  --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
+                      keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
   --no-save           do not write any file
   --help              this text
@@ -126,7 +128,8 @@ async function main(): Promise<void> {
     progress('starting redis-server, keyholder, floor-http, floor-lock' + (etcdInstalled() ? ', etcd' : ''));
     redis = await RedisServer.start();
     const redisPid = redis.pid as number;
-    const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.tmp/bench-profiles')}`] : [];
+    const profileDir = join(ROOT, '.tmp/bench-profiles', startedAt.replace(/[:.]/g, '-'));
+    const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
     // Production settings: API keys on (one key, as a service's worker pool would use), the rate
     // limiter on but with a ceiling the load never reaches (one key at full speed would otherwise be
     // measured against its own 429s), the per-namespace quota at its default.
@@ -275,9 +278,15 @@ async function main(): Promise<void> {
       chains,
       expiry,
     };
-    progress('done\n');
     let text = renderReport(report, MEMORY_FENCE_GRACE_MS);
     if (backends) text += `\n### Backends\n\n${renderBackends(backends, backendConcurrency)}\n`;
+    if (args.profile) {
+      // The profile is written when the process exits.
+      progress('profile: stopping keyholder to collect its CPU profile');
+      await keyholder.proc.stop();
+      text += `\n### CPU profile\n\n${renderProfile(summariseProfiles(profileDir, ROOT))}\n`;
+    }
+    progress('done\n');
     process.stdout.write(text);
     const json = JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1);
     if (args.out) {
