@@ -488,6 +488,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
   const breakdown: Record<string, number> = {};
   let handOffs = 0;
   let failures = 0;
+  const refusals: Record<string, number> = {};
   let seconds = 0;
   try {
     for (let cycle = 0; cycle < task.cycles; cycle++) {
@@ -499,6 +500,8 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
         const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
         if (acquired.status !== 200) {
           failures++;
+          const code = `${acquired.status} ${String(acquired.json.code)}`;
+          refusals[code] = (refusals[code] ?? 0) + 1;
           return;
         }
         clock.granted(performance.now(), counting);
@@ -513,7 +516,11 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
       for (;;) {
         const state = await get(pool, `/v1/locks/${key}`);
         if (state.json.waiters === task.waiters) break;
-        if (performance.now() > queuedBy) throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued`);
+        if (performance.now() > queuedBy) {
+          // The waiters still in flight finish before the pool closes.
+          await Promise.allSettled(waiters);
+          throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued; refused: ${JSON.stringify(refusals)}`);
+        }
         await sleep(20);
       }
       const before = commandStats(await redis.info('commandstats'));
