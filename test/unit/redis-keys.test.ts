@@ -8,7 +8,7 @@ const space = new KeySpace('kh:');
 describe('Redis key names', () => {
   it('tags every key of one namespace with the namespace, so they share a Cluster slot', () => {
     const keys = space.lockKeys('team-a/orders:1');
-    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1' });
+    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1', slots: 'kh:slots:{team-a}' });
     expect(space.slots('team-a')).toBe('kh:slots:{team-a}');
     expect(space.lock('plain')).toBe('kh:{plain}');
   });
@@ -35,8 +35,8 @@ describe('Redis key names', () => {
       const keys = space.lockKeys(id);
       const hand = { graceMs: 1, channelPrefix: 'kh:grants:', lockName: id };
       const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
-        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '' },
-        renew: { lockKey: keys.lock, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '', maxSlots: 1 },
+        renew: { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         release: { ...hand, keys, ownerToken: 'o' },
         inspect: { keys },
         cancel: { keys, waiterId: 'w', ownerToken: 'o' },
@@ -44,6 +44,7 @@ describe('Redis key names', () => {
         forceRelease: { ...hand, keys },
         slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
         slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
+        rateLease: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
       };
       for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
         const spec = SCRIPTS[name];

@@ -96,6 +96,8 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
 
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
+  /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
+  readonly quotaInside = true;
   private readonly redis: RedisClient;
   private readonly scripts: Scripts;
   private readonly subscriber: RedisClient;
@@ -174,7 +176,7 @@ export class RedisStore implements LockStore {
     return this.settle(reply, decidedAt, input, servedBy);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -188,6 +190,7 @@ export class RedisStore implements LockStore {
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
+        maxSlots: maxHeldInNamespace ?? 0,
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -208,6 +211,8 @@ export class RedisStore implements LockStore {
       }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
+      case 'quota_full':
+        return { acquired: false, retryAfterMs: reply.retryAfterMs, quotaFull: true };
       default:
         return { acquired: false, retryAfterMs: reply.retryAfterMs };
     }
@@ -357,7 +362,10 @@ export class RedisStore implements LockStore {
 
   private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
     return this.call(async () =>
-      parseLease('renew', await this.scripts.run('renew', { lockKey: this.keys.lock(key), ownerToken, ttlMs, graceMs: this.graceMs })),
+      parseLease(
+        'renew',
+        await this.scripts.run('renew', { lockKey: this.keys.lock(key), slotsKey: this.keys.lockKeys(key).slots, ownerToken, ttlMs, graceMs: this.graceMs }),
+      ),
     );
   }
 
