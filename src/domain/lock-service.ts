@@ -10,6 +10,7 @@ import {
   LockHeldError,
   NotOwnerError,
   NotSupportedError,
+  QuotaExceededError,
   ShuttingDownError,
   TooManyWaitersError,
   WaitAbortedError,
@@ -138,13 +139,18 @@ export class LockService {
   private readonly freshness: FreshnessGuard;
   /** Blocking queries on this instance (one subscription per watched key). */
   readonly changes: ChangeWatch;
+  /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
+  private readonly quotaInStore: number;
 
   constructor(
     private readonly store: LockStore,
     readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {
-    this.quota = new NamespaceQuota(store, limits.maxHeldLocksPerNamespace ?? 0);
+    const maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
+    this.quotaInStore = store.quotaInside ? maxHeld : 0;
+    // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
+    this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
     this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
   }
@@ -194,6 +200,7 @@ export class LockService {
           : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));
       if (grant.replayed) {
         // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+        // (A store with the quota inside takes none for a replay.)
         await this.quota.free(namespace, request.ownerToken);
       }
       // A replay answers with the earlier lease: its owner token and holder, not this call's.
@@ -210,15 +217,15 @@ export class LockService {
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
-    const { id, key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs });
-    if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+    const { id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, ...this.quotaInput() });
+    if (!outcome.acquired) throw this.refusal(request, outcome);
     await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { namespace, id, key, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
+    const { namespace, id, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
     const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
@@ -230,8 +237,18 @@ export class LockService {
     this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs });
-      if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+      const outcome = await this.store.acquire({
+        key: id,
+        ownerToken: request.ownerToken,
+        ttlMs,
+        holder,
+        waitMs,
+        signal,
+        idempotencyKey,
+        lockDelayMs,
+        ...this.quotaInput(),
+      });
+      if (!outcome.acquired) throw this.refusal(request, outcome);
       granted = true;
       const ownerToken = outcome.replayed?.ownerToken ?? request.ownerToken;
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
@@ -345,6 +362,17 @@ export class LockService {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
       throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
     }
+  }
+
+  /** The store's share of the quota, when it keeps it inside its lock steps. */
+  private quotaInput(): { maxHeldInNamespace?: number } {
+    return this.quotaInStore > 0 ? { maxHeldInNamespace: this.quotaInStore } : {};
+  }
+
+  private refusal(request: LeaseRequest, outcome: Extract<AcquireOutcome, { readonly acquired: false }>): Error {
+    return outcome.quotaFull
+      ? new QuotaExceededError(request.namespace, this.quotaInStore, outcome.retryAfterMs)
+      : new LockHeldError(request.key, outcome.retryAfterMs);
   }
 
   checkTtl(ttlMs: number): void {

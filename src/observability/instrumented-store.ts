@@ -34,6 +34,7 @@ export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
   readonly supportsLockDelay: boolean;
   readonly lockSets?: LockSetStore;
+  readonly quotaInside: boolean;
 
   constructor(
     private readonly inner: LockStore,
@@ -66,6 +67,7 @@ export class InstrumentedStore implements LockStore {
         },
       };
     }
+    this.quotaInside = inner.quotaInside ?? false;
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {

@@ -28,8 +28,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'lock-delay-ignored-lua',
     file: 'src/store/redis/scripts/acquire.lua',
-    find: 'if not isLive(cur[1], expiresAt) and delayLeft == 0 then',
-    replace: 'if not isLive(cur[1], expiresAt) then',
+    find: 'local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)',
+    replace: 'local delayLeft = 0',
     what: 'an expired lease\'s lock-delay is ignored: the key is granted at once',
   },
   {

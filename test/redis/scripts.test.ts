@@ -40,7 +40,10 @@ beforeEach(() => {
 const int = expect.any(Number) as unknown as number;
 const handOver = { graceMs: GRACE_MS, channelPrefix: CHANNELS };
 
-function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {}) {
+function acquire(
+  ownerToken: string,
+  options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number; maxSlots?: number; keys?: LockKeys } = {},
+) {
   return scripts.run('acquire', {
     ...handOver,
     lockName,
@@ -54,6 +57,8 @@ function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number;
     instanceId: 'inst-a',
     maxWaiters: options.maxWaiters ?? 10,
     livenessMs: 3_000,
+    maxSlots: options.maxSlots ?? 0,
+    ...(options.keys ? { keys: options.keys } : {}),
   });
 }
 const release = (ownerToken: string) => scripts.run('release', { ...handOver, lockName, keys, ownerToken });
@@ -108,18 +113,38 @@ describe('acquire.lua', () => {
   });
 });
 
+describe('quota slots inside the lock scripts', () => {
+  it('{5, retryAfterMs}: the namespace holds its cap; a release gives the slot back in the same step', async () => {
+    const [a, b] = [space.lockKeys(`${lockName}/a`), space.lockKeys(`${lockName}/b`)];
+    expect(a.slots).toBe(b.slots);
+    expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 5_000 })).toEqual([1, int, int]);
+    const refused = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    expect(refused[0]).toBe(5);
+    expect(refused[1]).toBeGreaterThan(4_000);
+    expect(await raw.zcard(a.slots)).toBe(1);
+    expect(await scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
+    expect(await raw.exists(a.slots)).toBe(0);
+    expect(await acquire('owner-b', { keys: b, maxSlots: 1 })).toEqual([1, int, int]);
+    // A waiter takes its slot when it is queued, and gives it back when it cancels.
+    expect(await acquire('owner-c', { keys: b, maxSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
+    expect(await raw.zcard(b.slots)).toBe(2);
+    expect(await scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
+    expect(await raw.zscore(b.slots, 'owner-c')).toBeNull();
+  });
+});
+
 describe('renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
-    const reply = (await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    const reply = (await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
     expect(reply).toEqual([1, token, int]);
     expect(reply[2]).toBeGreaterThan(end);
   });
 
   it('{0}: this token holds no live lease', async () => {
     await acquire('owner-1');
-    expect(await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
-    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), slotsKey: keys.slots, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 });
 
@@ -288,7 +313,7 @@ describe('change notices (_watch.lua)', () => {
   it('one PUBLISH per grant, per release (with its hand-over), per force release; none for renew or a refusal', async () => {
     expect(await notices(() => acquire('owner-1'))).toBe(1);
     expect(await notices(() => acquire('owner-2'))).toBe(0);
-    expect(await notices(() => scripts.run('renew', { lockKey: keys.lock, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
+    expect(await notices(() => scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     expect(await notices(() => release('owner-1'))).toBe(1);
     expect(await notices(() => scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
@@ -310,6 +335,7 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
       instanceId: 'inst-a',
       maxWaiters: 10,
       livenessMs: 3_000,
+      maxSlots: 0,
       lockDelayMs,
     });
 
@@ -324,20 +350,18 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
     expect(free[2]).toBeGreaterThan(4_000);
     // Released before it expires: no delay.
     const other = space.lockKeys(`${lockName}-b`);
-    const raw2 = await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, lockDelayMs: 5_000 });
+    const raw2 = await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0, lockDelayMs: 5_000 });
     expect(raw2).toEqual([1, int, int]);
     expect(await scripts.run('release', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o' })).toBe(1);
-    expect(await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000 })).toEqual([1, int, int]);
+    expect(await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 })).toEqual([1, int, int]);
   });
 
-  it('lock-delay.lua: 1 sets the delay of a live lease of this owner; 0 otherwise; a new grant drops an old delay', async () => {
+  it('lock-delay.lua: 1 sets the delay of a live lease of this owner (tagged with the owner); 0 otherwise', async () => {
     await acquire('owner-1');
     expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'someone', lockDelayMs: 1_000 })).toBe(0);
     expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'owner-1', lockDelayMs: 1_000 })).toBe(1);
-    expect(await raw.hget(keys.lock, 'd')).toBe('1000');
-    await release('owner-1');
-    await acquire('owner-2');
-    expect(await raw.hget(keys.lock, 'd')).toBeNull();
+    // The delay names its lease's owner: left in the hash after that lease, it never applies to a later one.
+    expect(await raw.hget(keys.lock, 'd')).toBe('owner-1|1000');
   });
 });
 

@@ -8,7 +8,7 @@ const space = new KeySpace('kh:');
 describe('Redis key names', () => {
   it('tags every key of one namespace with the namespace, so they share a Cluster slot', () => {
     const keys = space.lockKeys('team-a/orders:1');
-    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1' });
+    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1', slots: 'kh:slots:{team-a}' });
     expect(space.slots('team-a')).toBe('kh:slots:{team-a}');
     expect(space.lock('plain')).toBe('kh:{plain}');
   });
@@ -37,8 +37,8 @@ describe('Redis key names', () => {
       // A lock set's second key: of the same namespace (the service composes every id with one).
       const second = id.includes('/') ? `${id}-2` : id;
       const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
-        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '' },
-        renew: { lockKey: keys.lock, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '', maxSlots: 1 },
+        renew: { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         release: { ...hand, keys, ownerToken: 'o' },
         inspect: { keys },
         cancel: { keys, waiterId: 'w', ownerToken: 'o' },
@@ -50,6 +50,7 @@ describe('Redis key names', () => {
         lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },
         lockSetRenew: { lockKeys: [keys.lock, space.lock(second)], ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         lockSetRelease: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', graceMs: 1, channelPrefix: 'kh:grants:' },
+        rateLease: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
       };
       for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
         const spec = SCRIPTS[name];

@@ -108,6 +108,8 @@ export class RedisStore implements LockStore {
   };
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
+  /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
+  readonly quotaInside = true;
   private readonly redis: RedisClient;
   private readonly scripts: Scripts;
   private readonly subscriber: RedisClient;
@@ -217,7 +219,7 @@ export class RedisStore implements LockStore {
     }
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -232,6 +234,7 @@ export class RedisStore implements LockStore {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
+        maxSlots: maxHeldInNamespace ?? 0,
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -252,6 +255,8 @@ export class RedisStore implements LockStore {
       }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
+      case 'quota_full':
+        return { acquired: false, retryAfterMs: reply.retryAfterMs, quotaFull: true };
       default:
         return { acquired: false, retryAfterMs: reply.retryAfterMs };
     }
@@ -521,7 +526,10 @@ export class RedisStore implements LockStore {
 
   private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
     return this.call(async () =>
-      parseLease('renew', await this.scripts.run('renew', { lockKey: this.keys.lock(key), ownerToken, ttlMs, graceMs: this.graceMs })),
+      parseLease(
+        'renew',
+        await this.scripts.run('renew', { lockKey: this.keys.lock(key), slotsKey: this.keys.lockKeys(key).slots, ownerToken, ttlMs, graceMs: this.graceMs }),
+      ),
     );
   }
 

@@ -41,6 +41,8 @@ export interface AcquireArgs extends HandOverArgs {
   readonly livenessMs: number;
   /** "" for none. */
   readonly idempotencyKey: string;
+  /** Most quota slots in the lock's namespace; 0 = no quota. */
+  readonly maxSlots: number;
   /** 0 or absent = none. */
   readonly lockDelayMs?: number;
 }
@@ -77,6 +79,8 @@ export interface LockSetReleaseArgs {
 
 export interface RenewArgs {
   readonly lockKey: string;
+  /** The quota slots of the lock's namespace (the lease's slot moves with it). */
+  readonly slotsKey: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly graceMs: number;
@@ -119,6 +123,12 @@ export interface SlotExtendArgs {
 
 /** numberOfKeys of a script whose key count varies: its args then start with the count (ioredis's convention). */
 const VARIABLE_KEYS = -1;
+export interface RateLeaseArgs {
+  readonly windowKey: string;
+  readonly windowMs: number;
+  readonly max: number;
+  readonly wanted: number;
+}
 
 interface ScriptSpec<A> {
   readonly file: string;
@@ -130,10 +140,11 @@ interface ScriptSpec<A> {
 
 const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): ScriptSpec<A> => ({ file, numberOfKeys, args });
 const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
+const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
 
 export const SCRIPTS = {
-  acquire: spec<AcquireArgs>('acquire.lua', 3, (a) => [
-    ...queueKeys(a.keys),
+  acquire: spec<AcquireArgs>('acquire.lua', 4, (a) => [
+    ...allKeys(a.keys),
     a.ownerToken,
     a.ttlMs,
     a.holder,
@@ -146,12 +157,13 @@ export const SCRIPTS = {
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
+    a.maxSlots,
     a.lockDelayMs ?? 0,
   ]),
-  renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
-  release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
+  renew: spec<RenewArgs>('renew.lua', 2, (a) => [a.lockKey, a.slotsKey, a.ownerToken, a.ttlMs, a.graceMs]),
+  release: spec<ReleaseArgs>('release.lua', 4, (a) => [...allKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
-  cancel: spec<CancelArgs>('cancel.lua', 3, (a) => [...queueKeys(a.keys), a.waiterId, a.ownerToken]),
+  cancel: spec<CancelArgs>('cancel.lua', 4, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
   heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
     ...queueKeys(a.keys),
     a.livenessMs,
@@ -160,7 +172,7 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 3, (a) => [...queueKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
@@ -195,6 +207,7 @@ export const SCRIPTS = {
     a.channelPrefix,
     ...a.members.map((m) => m.name),
   ]),
+  rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -3,7 +3,8 @@ Shared include (not a command of its own): pulled in with `--- @include "_handov
 that may find a lock free while callers are queued for it (acquire, release, force-release,
 heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem) -> token, expiresAtMs
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean) -> token, expiresAtMs
+  handOverFree(KEYS, lastToken, graceMs, channelPrefix, lockName) -> waiterId or nil
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
@@ -14,11 +15,11 @@ The wait queue of a lock is two keys beside its hash, sharing its hash tag:
 A waiter is live while both aliveUntilMs (pushed forward by its instance's heartbeat) and deadlineMs
 (the end of its waitMs) are in the future. Dead waiters are dropped when they reach the head.
 
-The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
-(_delay.lua) is not handed over until the delay ends (a heartbeat then does it).
-
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
+
+The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
+(_delay.lua) is not handed over by handOver until the delay ends (a heartbeat then does it).
 ]]
 --- @include "_watch"
 --- @include "_delay"
@@ -28,10 +29,11 @@ instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtM
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
 -- The holder label (h) and idempotency key (i) are set when given and otherwise removed, so neither is
 -- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's lease).
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem)
+-- clean: the caller has read the hash and it holds neither (so there is nothing to remove).
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
-  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {'d'}
+  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
   if holder ~= '' then
     set[#set + 1] = 'h'
     set[#set + 1] = holder
@@ -45,7 +47,7 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, ide
     unset[#unset + 1] = 'i'
   end
   redis.call('HSET', lockKey, unpack(set))
-  if #unset > 0 then
+  if #unset > 0 and not clean then
     redis.call('HDEL', lockKey, unpack(unset))
   end
   redis.call('PEXPIRE', lockKey, ttlMs + graceMs)
@@ -79,11 +81,8 @@ local function liveWaiters(keys, prune)
   return live
 end
 
-local function handOver(keys, graceMs, channelPrefix, lockName)
-  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
-    return nil
-  end
+-- The lock is not live (the caller has checked) and its last fencing token is lastToken.
+local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
   while true do
     local head = redis.call('ZRANGE', keys[2], 0, 0)
     if #head == 0 then
@@ -96,11 +95,19 @@ local function handOver(keys, graceMs, channelPrefix, lockName)
     if raw then
       local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, '')
+        local token, leaseEnd = grantLease(keys[1], lastToken, owner, tonumber(ttl), holder, graceMs, '', false)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         publishChange(channelPrefix, lockName)
         return id
       end
     end
   end
+end
+
+local function handOver(keys, graceMs, channelPrefix, lockName)
+  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
+    return nil
+  end
+  return handOverFree(keys, cur[3], graceMs, channelPrefix, lockName)
 end

@@ -16,5 +16,5 @@ local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
 if cur[1] ~= ARGV[1] or not isLive(cur[1], tonumber(cur[2])) then
   return 0
 end
-setLockDelay(KEYS[1], ARGV[2])
+setLockDelay(KEYS[1], ARGV[1], ARGV[2])
 return 1

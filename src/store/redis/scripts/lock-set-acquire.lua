@@ -58,7 +58,7 @@ local reply = {1, nowMs + ttl}
 for i = 1, n do
   local lockKey = KEYS[3 * i - 2]
   local token = grantLease(lockKey, lastTokens[i], ARGV[1], ttl, ARGV[3], graceMs, '')
-  setLockDelay(lockKey, ARGV[5])
+  setLockDelay(lockKey, ARGV[1], ARGV[5])
   publishChange(ARGV[6], ARGV[6 + i])
   reply[#reply + 1] = token
 end
