@@ -26,6 +26,7 @@ import {
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
+import { RedisPermits } from './redis-permits.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel. */
@@ -87,12 +88,14 @@ export class RedisStore implements LockStore {
   private readonly maxWaitersPerKey: number;
   /** This process's identity for hand-over messages. */
   private readonly instanceId = newId();
-  private readonly room: WaitRoom;
+  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
   private probing = false;
   private readonly replicaAcks: ReplicaAcks | null;
+  /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
+  readonly permits: RedisPermits;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -129,11 +132,26 @@ export class RedisStore implements LockStore {
 
     this.room = new WaitRoom({
       confirm: (waiter) => this.confirm(waiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
-    this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
+    this.permits = new RedisPermits({
+      redis: this.redis,
+      scripts: this.scripts,
+      keys: this.keys,
+      instanceId: this.instanceId,
+      graceMs: this.graceMs,
+      maxWaitersPerKey: this.maxWaitersPerKey,
+      livenessMs: WAITER_LIVENESS_MS,
+      call: (run) => this.call(run),
+      replicated: (what, giveBack) => this.replicated(what, giveBack),
+    });
+    this.heartbeat = setInterval(() => {
+      this.room.visitAll();
+      this.permits.visitAll();
+    }, HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
   }
 
@@ -186,7 +204,7 @@ export class RedisStore implements LockStore {
   private async settle(reply: AcquireReply, decidedAt: number, { key, ownerToken }: AcquireInput): Promise<AcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.replicated(key, ownerToken, 'grant');
+        await this.replicated('grant', () => this.release(key, ownerToken).catch(() => false));
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'replayed': {
         const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
@@ -201,7 +219,7 @@ export class RedisStore implements LockStore {
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
-    if (reply.held) await this.replicated(key, ownerToken, 'renewal');
+    if (reply.held) await this.replicated('renewal', async () => false);
     return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
   }
 
@@ -315,6 +333,7 @@ export class RedisStore implements LockStore {
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();
     try {
       await this.redis.quit();
@@ -337,7 +356,7 @@ export class RedisStore implements LockStore {
     const decidedAt = performance.now();
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
-    await this.replicated(waiter.key, waiter.ownerToken, 'grant');
+    await this.replicated('grant', () => this.release(waiter.key, waiter.ownerToken).catch(() => false));
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
@@ -347,17 +366,21 @@ export class RedisStore implements LockStore {
     );
   }
 
-  private visit(key: string, waiters: readonly Waiter[]) {
-    return this.call(async () =>
+  private async visit(key: string, waiters: readonly Waiter[]) {
+    const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
       parseHeartbeat(
         await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
       ),
     );
+    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
   }
 
   private onHandOverMessage(message: string): void {
     const waiterId = parseHandOver(message);
-    if (waiterId !== null) this.room.granted(waiterId);
+    if (waiterId === null) return;
+    // Waiter ids are unique across both rooms: the one that does not know it ignores it.
+    this.room.granted(waiterId);
+    this.permits.granted(waiterId);
   }
 
   /** What a script needs to hand `key` to the next waiter, should it free the lock. */
@@ -374,10 +397,10 @@ export class RedisStore implements LockStore {
    * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
    * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
    */
-  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal'): Promise<void> {
+  private async replicated(what: 'grant' | 'renewal', giveBack: () => Promise<unknown>): Promise<void> {
     const acks = this.replicaAcks;
     if (!acks) return;
-    const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
+    const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));
     let confirmed: number;
     try {
       confirmed = await this.call(() => this.redis.wait(acks.minReplicas, acks.timeoutMs));
