@@ -181,8 +181,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       primitiveOperations.labels(kind, op, outcomeLabel(op, result)).inc();
       primitiveSeconds.labels(kind, op).observe(durationSeconds);
     },
-    lostLease: lockObserver.lostLease,
-    waited: lockObserver.waited,
+    lostLease(op) {
+      lostLeases.labels(op).inc();
+    },
+    waited(seconds, granted) {
+      waitSeconds.labels(granted ? 'granted' : 'not_granted').observe(seconds);
+    },
   };
 
   return {

@@ -59,7 +59,7 @@ describe('semaphores', () => {
   it('a waiting caller gets the permit another releases', async () => {
     const held = await post('/v1/semaphores/queue/acquire', { limit: 1, ttlMs: 30_000 }).expect(200);
     const waiting = post('/v1/semaphores/queue/acquire', { limit: 1, ttlMs: 30_000, waitMs: 10_000 }).then((r) => r);
-    await expect.poll(async () => (await request(server()).get('/v1/semaphores/queue').set(as('a'))).body.waiters).toBe(1);
+    await expect.poll(async () => ((await request(server()).get('/v1/semaphores/queue').set(as('a'))).body as { waiters: number }).waiters).toBe(1);
     await post('/v1/semaphores/queue/release', { ownerToken: held.body.ownerToken }).expect(200);
     const granted = await waiting;
     expect(granted.status).toBe(200);
@@ -105,7 +105,7 @@ describe('read/write locks', () => {
     expect(refused.headers['retry-after']).toBeDefined();
 
     const writer = post('/v1/rwlocks/config/acquire', { mode: 'write', ttlMs: 30_000, waitMs: 10_000 }).then((r) => r);
-    await expect.poll(async () => (await request(server()).get('/v1/rwlocks/config').set(as('a'))).body.waiters).toBe(1);
+    await expect.poll(async () => ((await request(server()).get('/v1/rwlocks/config').set(as('a'))).body as { waiters: number }).waiters).toBe(1);
     // Read-held, but a writer waits: a new reader is refused.
     await post('/v1/rwlocks/config/acquire', { mode: 'read', ttlMs: 30_000 }).expect(409);
     const inspected = await request(server()).get('/v1/rwlocks/config').set(as('a')).expect(200);
