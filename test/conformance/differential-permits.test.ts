@@ -337,7 +337,13 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
       }
       await settleWaiters(step);
     }
-    for (const p of pending) await leave('end', p);
+    // Whoever still waits leaves, one at a time: a waiter leaving from the head may let the next in.
+    while (pending.length > 0) {
+      const p = pending[0] as Pending;
+      await leave('end', p);
+      pending = pending.filter((w) => w !== p);
+      await settleWaiters('end');
+    }
   } finally {
     for (const p of pending) {
       p.memoryLeave.abort(new Error('sequence over'));
