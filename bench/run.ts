@@ -22,7 +22,7 @@ const USAGE = `npm run bench -- [options]
   --quick             one short round at concurrency 50 (about a minute on an idle 2-core machine)
   --rounds N          rounds of every scenario (default 3; 1 with --quick)
   --duration-ms MS    measured window per scenario (default 5000; 1500 with --quick)
-  --scenarios a,b     loop scenarios to run (default all: ${['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'].join(', ')})
+  --scenarios a,b     loop scenarios to run (default all: ${['floor-http', 'pairs', 'semaphore', 'floor-redis', 'renew', 'hot', 'peer-etcd'].join(', ')})
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
   --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
@@ -53,7 +53,7 @@ if (args.help) {
 const RESULTS_DIR = join(ROOT, 'bench/results');
 
 const quick = args.quick ?? false;
-const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'pairs', 'semaphore', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
 const settings = {
   rounds: Number(args.rounds ?? (quick ? 1 : 3)),
   warmMs: quick ? 300 : 1000,
@@ -174,6 +174,7 @@ async function main(): Promise<void> {
     const targetOf = (s: LoopScenario): { url: string; pid: number; proc?: OwnedProcess } | undefined => {
       switch (s) {
         case 'pairs':
+        case 'semaphore':
         case 'hot':
         case 'renew':
           return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };
