@@ -26,4 +26,20 @@ describe('Redis key names', () => {
     expect(space.lockPattern('team')).toBe('kh:{team*');
     expect(space.lockPattern('te*m/')).toBe('kh:{te\\*m}/*');
   });
+
+  it('gives semaphores and read/write locks their own kinds in the namespace slot, told apart from locks and each other', () => {
+    expect(space.permitKeys('semaphore', 'team-a/checkout')).toEqual({
+      pool: 'kh:{team-a}s/checkout',
+      queue: 'kh:{team-a}sq/checkout',
+      waiters: 'kh:{team-a}sw/checkout',
+      expiries: 'kh:{team-a}se/checkout',
+    });
+    expect(space.permitKeys('rwlock', 'team-a/config').pool).toBe('kh:{team-a}r/config');
+    const sem = space.permitKeys('semaphore', 'team-a/x');
+    expect(space.lockIdOf(sem.pool, 's')).toBe('team-a/x');
+    expect(space.lockIdOf(sem.pool)).toBeNull();
+    expect(space.lockIdOf(sem.pool, 'r')).toBeNull();
+    for (const other of [sem.queue, sem.waiters, sem.expiries, space.lock('team-a/x')]) expect(space.lockIdOf(other, 's')).toBeNull();
+    expect(space.lockPattern('team-a/ch', 's')).toBe('kh:{team-a}s/ch*');
+  });
 });
