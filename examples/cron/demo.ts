@@ -10,8 +10,8 @@ import { runSchedule, type CronMode, type CronResult } from './schedule.js';
 
 export const CRON_LABELS: Record<CronMode, string> = {
   none: 'no lock (cron on every server)',
-  release: 'keyholder-run, one key, released after the job',
-  'per-tick': 'keyholder-run, key per tick, kept (--keep)',
+  release: 'keyholder run, one key, released after the job',
+  'per-tick': 'keyholder run, key per tick, kept (--keep)',
 };
 
 export function cronRow(r: CronResult): Array<string | number> {

@@ -5,13 +5,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 
-const RUN = fileURLToPath(new URL('./keyholder-run.mjs', import.meta.url));
+/** The `keyholder` command as npm installs it (`npm run build` writes dist/). */
+const KEYHOLDER = fileURLToPath(new URL('../../dist/cli/keyholder.js', import.meta.url));
 const JOB = fileURLToPath(new URL('./job.sh', import.meta.url));
 
 /**
  * - `none`: every server runs the job at every tick (what plain cron on five servers does).
- * - `release`: through keyholder-run on one fixed key, released when the job ends.
- * - `per-tick`: through keyholder-run on a key naming the tick, kept until its TTL (`--keep`).
+ * - `release`: through `keyholder run` on one fixed key, released when the job ends.
+ * - `per-tick`: through `keyholder run` on a key naming the tick, kept until its TTL (`--keep`).
  */
 export type CronMode = 'none' | 'release' | 'per-tick';
 
@@ -36,7 +37,7 @@ export interface CronResult {
   readonly ticksMissed: number;
   readonly ticksRunTwiceOrMore: number;
   readonly maxRunsInATick: number;
-  /** keyholder-run calls that found the lock held and did not run the job. */
+  /** `keyholder run` calls that found the lock held and did not run the job (exit 75). */
   readonly skipped: number;
   /** Invocations that failed otherwise (keyholder unreachable, job error): must be 0. */
   readonly failed: number;
@@ -60,7 +61,8 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
       options.mode === 'none'
         ? [JOB, jobCommand.slice(1)]
         : [process.execPath, [
-            RUN,
+            KEYHOLDER,
+            'run',
             '--key',
             options.mode === 'per-tick' ? `cron:report-${job}:tick-${tick}` : `cron:report-${job}`,
             // Renewed while the job runs. Per tick, kept: it must outlast the latest server's ask by far
@@ -72,6 +74,9 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
             server,
             '--url',
             options.keyholderUrl,
+            // A scheduler on a busy host is better late than skipped: nothing runs until keyholder answers.
+            '--retry-ms',
+            '30000',
             '--',
             ...jobCommand,
           ]];

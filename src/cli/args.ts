@@ -28,7 +28,7 @@ export const CONNECTION_OPTIONS = {
 
 export const CONNECTION_HELP = `
   --url URL        server (default: $KEYHOLDER_URL, else http://127.0.0.1:3000)
-  --retry-ms N     keep retrying 503, 429 and lost connections for up to N ms (default 15000)
+  --retry-ms N     keep retrying 503, 429, 408 and lost connections for up to N ms (default 15000)
   -h, --help       this help
 Environment: KEYHOLDER_URL, KEYHOLDER_API_KEY (sent as a bearer token).`;
 

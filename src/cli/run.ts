@@ -12,20 +12,24 @@ const GROUP_POLL_MS = 50;
 
 export const run: Command = {
   summary: 'run a command while holding a lock (renewed; the command is stopped if the lock is lost)',
-  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--kill-grace-ms N] -- COMMAND [ARGS...]
+  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--keep] [--kill-grace-ms N] -- COMMAND [ARGS...]
 Takes the lock, runs COMMAND with KEYHOLDER_KEY and KEYHOLDER_FENCING_TOKEN in its environment, renews the
-lease at about a third of its TTL while it runs, and releases the lock when it exits. SIGINT, SIGTERM and
+lease at about a third of its TTL while it runs, and releases the lock when it exits (with --keep, leaves
+it held until its TTL runs out). SIGINT, SIGTERM and
 SIGHUP are passed on to the command's process group. If the lease is lost (force-released, or not renewed
 in time), the command's whole process group gets SIGTERM, then SIGKILL after --kill-grace-ms.
   --key KEY            the lock's name
   --ttl-ms N           lease length in milliseconds (how long a crashed run keeps others out)
   --wait-ms N          if held, wait up to N ms in the server's fair queue (default 0: give up at once)
   --holder LABEL       a label others see (default: host:pid)
+  --keep               when the command ends, stop renewing but do not release: the lock stays held until
+                       its TTL runs out. For a job run once per tick, name the tick in the key and keep it,
+                       so a server that starts the same tick late finds it taken
   --kill-grace-ms N    time between SIGTERM and SIGKILL when the lease is lost (default 5000)${CONNECTION_HELP}
 Exit: the command's own status (128+signal if a signal ended it); 75 the lock was not acquired (held, or
 --wait-ms ran out); 76 the lease was lost and the command was stopped; 1 keyholder failed; 2 bad flags;
 127 the command could not be started.
-Cron: */5 * * * * keyholder run --key nightly-report --ttl-ms 60000 -- ./report.sh`,
+Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)" --ttl-ms 600000 --keep -- ./report.sh`,
 
   async run(args, io) {
     const dashDash = args.indexOf('--');
@@ -38,6 +42,7 @@ Cron: */5 * * * * keyholder run --key nightly-report --ttl-ms 60000 -- ./report.
       'ttl-ms': { type: 'string' },
       'wait-ms': { type: 'string' },
       holder: { type: 'string' },
+      keep: { type: 'boolean' },
       'kill-grace-ms': { type: 'string' },
     });
     const key = required(values.key, '--key');
@@ -140,10 +145,15 @@ Cron: */5 * * * * keyholder run --key nightly-report --ttl-ms 60000 -- ./report.
       say(`${(lease.signal.reason as Error).message} as the command exited`);
       return EXIT.leaseLost;
     }
-    try {
-      await lease.release();
-    } catch (err) {
-      say(`could not release lock "${key}" (it ends by itself when its TTL runs out): ${(err as Error).message}`);
+    if (values.keep === true) {
+      // Renewals stop; the lease runs out at its TTL and nobody can take the key before that.
+      lease.keep();
+    } else {
+      try {
+        await lease.release();
+      } catch (err) {
+        say(`could not release lock "${key}" (it ends by itself when its TTL runs out): ${(err as Error).message}`);
+      }
     }
     if (result.error) {
       say(`could not start ${command[0]}: ${result.error.message}`);

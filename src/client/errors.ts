@@ -22,9 +22,12 @@ export class KeyholderError extends Error {
     super(message, options);
   }
 
-  /** 503 and 429 answers and lost connections: the same call may succeed later. */
+  /**
+   * 503, 429 and 408 answers and lost connections: the same call may succeed later. (408: the request did
+   * not arrive in time, so the server did nothing with it; a starved client process sees it.)
+   */
   get retryable(): boolean {
-    return this.code === 'unreachable' || this.status === 503 || this.status === 429;
+    return this.code === 'unreachable' || this.status === 503 || this.status === 429 || this.status === 408;
   }
 }
 

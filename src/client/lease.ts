@@ -122,6 +122,17 @@ export class Lease {
     }
   }
 
+  /**
+   * Stops renewing and leaves the lock held until its lease runs out, without releasing it. For work that
+   * must happen once per period (a cron tick named in the key): kept, the key cannot be taken again by
+   * a caller that asks late, after the work is done.
+   */
+  keep(): void {
+    if (this.released) return;
+    this.released = true;
+    this.stop();
+  }
+
   private get done(): boolean {
     return this.released || this.signal.aborted;
   }

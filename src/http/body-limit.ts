@@ -40,7 +40,7 @@ export function refuseOversizedExpectations(server: Server, bodyLimitBytes: numb
  * Called before a request is answered with its body unread (413 on the Content-Length, 415): Fastify
  * asks for `Connection: close`, which would reset the connection under a client still sending. Instead
  * the rest of the body is read into nothing first (resolving when it has all arrived), and the answer
- * keeps the connection open; so a client that sends its whole body before it reads (urllib, curl) reads
+ * keeps the connection open unless the client asked to close it; so a client that sends its whole body before it reads (urllib, curl) reads
  * the 413 and can reuse the connection. Skipped, with the close kept, when the client was told not to
  * send the body (a refused expectation, see above) or announces more than DRAIN_MAX_BYTES; a body that
  * turns out longer than that ends the connection.
@@ -50,7 +50,10 @@ export function drainUnreadBody(request: FastifyRequest, reply: FastifyReply): P
   if (reply.raw.getHeader('connection') === 'close' || raw.destroyed) return Promise.resolve();
   const declared = Number(raw.headers['content-length']);
   if (Number.isFinite(declared) && declared > DRAIN_MAX_BYTES) return Promise.resolve();
-  reply.removeHeader('connection');
+  // Replace Fastify's `close` with what the connection would have had. Not removeHeader: removing the
+  // header tells Node to send no Connection header at all, and then a client that asked for `close`
+  // gets none, reads the connection as reusable, and its next request meets a socket Node has closed.
+  reply.header('connection', reply.raw.shouldKeepAlive ? 'keep-alive' : 'close');
   if (raw.complete) return Promise.resolve();
   return new Promise((resolve) => {
     let drained = 0;

@@ -126,6 +126,20 @@ describe('keyholder CLI against a real server', () => {
     expect(missing.code).toBe(127);
   });
 
+  it('--keep leaves the lock held after the command, until its TTL; without it the lock is released', async () => {
+    const kept = key('kept');
+    const released = key('released');
+    expect((await cli('run', '--key', kept, '--ttl-ms', '60000', '--keep', '--', 'true')).code).toBe(0);
+    expect((await cli('run', '--key', released, '--ttl-ms', '60000', '--', 'true')).code).toBe(0);
+    const keptState = (await call(server.url, 'GET', `/v1/locks/${kept}`)).body as { held: boolean; ttlRemainingMs: number };
+    expect(keptState.held).toBe(true);
+    // Not renewed after the command ended: what is left is what the one grant gave.
+    expect(keptState.ttlRemainingMs).toBeLessThanOrEqual(60_000);
+    expect((await call(server.url, 'GET', `/v1/locks/${released}`)).body).toMatchObject({ held: false });
+    // The same tick started again finds its key taken and does not run.
+    expect((await cli('run', '--key', kept, '--ttl-ms', '60000', '--keep', '--', 'true')).code).toBe(75);
+  });
+
   it('SIGTERM to keyholder run is passed to the command, and the lock is released', async () => {
     const k = key('sigterm');
     const out = file('out');

@@ -9,7 +9,7 @@ import { hashApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config.js';
 import { call } from '../helpers/keyholder-process.js';
 import { RedisServer, freePort } from '../helpers/redis-server.js';
-import { requireTool } from '../helpers/tools.js';
+import { type ProcessOutput, requireTool, runProcess } from '../helpers/tools.js';
 import { copyParts, execForm, instructions, parseDockerfile, stageEnv, type Stage } from './dockerfile.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -142,16 +142,8 @@ function deployCommands(): { createKey: string; acquire: string } {
 }
 
 /** Runs a shell command without blocking the event loop (the server under test may answer it). */
-function runShell(command: string, env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
+function runShell(command: string, env: NodeJS.ProcessEnv): Promise<ProcessOutput> {
+  return runProcess('sh', ['-c', command], { env, timeoutMs: 30_000 });
 }
 
 describe('docker-compose.yml profiles for replicated stores', () => {
