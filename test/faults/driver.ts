@@ -24,6 +24,8 @@ export interface DriverOptions {
    * written to the fenced resource; the checker judges the holders' windows instead.
    */
   readonly primitive?: { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly writeShare: number };
+  /** Acquires wait up to this long in the FIFO queue (default 0: answered at once). */
+  readonly waitMs?: number;
 }
 
 const PRIMITIVE_PATHS = { semaphore: 'semaphores', rwlock: 'rwlocks' } as const;
@@ -91,7 +93,7 @@ export class Driver {
       const live = this.options.liveInstances?.() ?? this.options.urls.map((_, i) => i);
       const instance = live[Math.floor(Math.random() * live.length)] as number;
       const permit = this.permitShape();
-      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit) }, permit);
+      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit), ...(this.options.waitMs ? { waitMs: this.options.waitMs } : {}) }, permit);
       if (acq.op.outcome === 'conflict') {
         await sleep(5 + Math.random() * 20);
         continue;

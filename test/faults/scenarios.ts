@@ -487,12 +487,15 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
 export async function permitsUnderFaults(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
   const durationMs = duration(scale, 6_000, 20_000);
   let pausesLeft = scale === 'short' ? 2 : 6;
+  let grantsSeen = 0;
+  // Every 10th grant pauses its client, until the scenario's pauses are used up.
   const pauseAfterGrant = () => {
-    if (pausesLeft === 0 || Math.random() > 0.02) return 0;
+    if (pausesLeft === 0 || ++grantsSeen % 10 !== 0) return 0;
     pausesLeft--;
     return TTL_MS * (1.5 + Math.random() * 1.5);
   };
-  const common = { clients: CLIENTS / 2, pauseAfterGrant };
+  // Callers wait in the FIFO queue (up to 2 TTLs): a writer gets in between readers, and hand-offs run under the faults.
+  const common = { clients: CLIENTS / 2, pauseAfterGrant, waitMs: 2 * TTL_MS };
   const semaphores = driverFor(cluster, keysFor('sem').slice(0, 2), durationMs, { ...common, primitive: { kind: 'semaphore', limit: 3 } });
   const rwlocks = driverFor(cluster, keysFor('rw').slice(0, 2), durationMs, { ...common, primitive: { kind: 'rwlock', writeShare: 0.25 } });
   const restart = (async () => {
@@ -523,6 +526,7 @@ export async function permitsUnderFaults(cluster: Cluster, scale: Scale): Promis
       rwlockReadGrants: grants(rwlocks).length - writes,
       rwlockWriteGrants: writes,
       pauses: (scale === 'short' ? 2 : 6) - pausesLeft,
+      answered503OrNoAnswer: [...lockOps(semaphores), ...lockOps(rwlocks)].filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
       driverMaxLagMs: Math.round(Math.max(semaphores.maxLagMs, rwlocks.maxLagMs)),
     },
     staleWritesAccepted: counts.staleWritesAccepted,
