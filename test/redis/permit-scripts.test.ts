@@ -130,20 +130,20 @@ describe('permit-renew.lua', () => {
 });
 
 describe('permit-inspect.lua and permit-force-release.lua', () => {
-  it('{1, capacity, waiters, (weight, token, end, holder)...}; {0} when nothing is live; force release returns the evicted', async () => {
+  it('{1, capacity, waiters, nowMs, (weight, token, end, holder)...}; {0} when nothing is live; force release returns the evicted', async () => {
     expect(await scripts.run('permitInspect', { keys })).toEqual([0]);
     const [, t1] = (await acquire('o1', { holder: 'x' })) as number[];
     const [, t2] = (await acquire('o2')) as number[];
     await acquire('w1', { waitMs: 5_000, waiterId: 'id1' });
     const reply = (await scripts.run('permitInspect', { keys })) as unknown[];
-    expect(reply.slice(0, 3)).toEqual([1, 2, 1]);
-    expect(reply.slice(3)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
+    expect(reply.slice(0, 4)).toEqual([1, 2, 1, int]);
+    expect(reply.slice(4)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
     const evicted = (await scripts.run('permitForceRelease', { ...handOver, lockName, keys })) as unknown[];
     expect(evicted).toEqual(['o1', t1, 'x', 'o2', t2, '']);
     // The waiter got one of the freed permits.
     const after = (await scripts.run('permitInspect', { keys })) as unknown[];
     expect(after.slice(0, 3)).toEqual([1, 2, 0]);
-    expect(after[4]).toBeGreaterThan(t2 as number);
+    expect(after[5]).toBeGreaterThan(t2 as number);
     expect(await scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual([]);
   });
 });

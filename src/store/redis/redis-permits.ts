@@ -171,13 +171,12 @@ export class RedisPermits implements PermitStore {
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
     const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key) })));
     if (reply === null) return null;
-    // Scripts read the clock of Redis; time left is measured against the ends it reported, from now.
-    const now = Date.now();
+    // Time left on the Redis clock the script read, as for locks (never this process's clock).
     return {
       capacity: reply.capacity,
       waiters: reply.waiters,
       holders: reply.leases
-        .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, Math.ceil(l.expiresAtMs - now)) }))
+        .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, l.expiresAtMs - reply.nowMs) }))
         .sort((a, b) => a.fencingToken - b.fencingToken),
     };
   }

@@ -220,14 +220,14 @@ export interface PermitLeaseReply {
   readonly holder: string | null;
 }
 
-/** permit-inspect: {1, capacity, waiters, (weight, token, end, holder)...} or {0}. */
-export function parsePermitInspect(reply: unknown): { capacity: number; waiters: number; leases: PermitLeaseReply[] } | null {
+/** permit-inspect: {1, capacity, waiters, nowMs, (weight, token, end, holder)...} or {0}. */
+export function parsePermitInspect(reply: unknown): { capacity: number; waiters: number; nowMs: number; leases: PermitLeaseReply[] } | null {
   const name = 'permit-inspect';
   if (Array.isArray(reply)) {
     if (reply.length === 1 && reply[0] === 0) return null;
-    if (reply.length >= 3 && reply[0] === 1 && (reply.length - 3) % 4 === 0) {
+    if (reply.length >= 4 && reply[0] === 1 && (reply.length - 4) % 4 === 0) {
       const leases: PermitLeaseReply[] = [];
-      for (let i = 3; i < reply.length; i += 4) {
+      for (let i = 4; i < reply.length; i += 4) {
         const holder: unknown = reply[i + 3];
         if (typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
         leases.push({
@@ -237,7 +237,7 @@ export function parsePermitInspect(reply: unknown): { capacity: number; waiters:
           holder: holder === '' ? null : holder,
         });
       }
-      return { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), leases };
+      return { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), nowMs: int(name, reply, reply[3]), leases };
     }
   }
   throw new UnexpectedReplyError(name, reply);
