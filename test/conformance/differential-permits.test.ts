@@ -19,7 +19,7 @@ import { openRedisStore } from '../helpers/redis-store.js';
  *
  *   DIFF_RUNS=2000 DIFF_SEED=42 npx vitest run test/conformance/differential-permits.test.ts
  */
-const RUNS = Number(process.env.DIFF_RUNS ?? 25);
+const RUNS = Number(process.env.DIFF_RUNS ?? 15);
 const SEED = Number(process.env.DIFF_SEED ?? 20_261_201);
 const PATH = process.env.DIFF_PATH;
 
