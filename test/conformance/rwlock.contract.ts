@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
@@ -27,6 +26,9 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
     const take = (key: string, mode: 'read' | 'write', call: Partial<PermitCall> = {}, i = 0) =>
       takePermit(store(i), 'rwlock', key, { weight: WEIGHT[mode], capacity: MAX_READERS, ...call });
     const release = (key: string, ownerToken: string, i = 0) => permitsOf(store(i)).releasePermit('rwlock', key, ownerToken);
+    /** Waits (on conditions, not sleeps) until `n` callers are queued on `key`: arrival order is then settled. */
+    const waitersAre = (key: string, n: number) =>
+      expect.poll(async () => (await permitsOf(store()).inspectPermits('rwlock', key))?.waiters, { timeout: 10_000, interval: 10 }).toBe(n);
 
     it('many readers at once; a writer is refused while any reader holds it', async () => {
       const key = uniqueKey('rw-readers');
@@ -54,17 +56,16 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
     it('writers are not starved: once a writer waits, new readers queue behind it', async () => {
       const key = uniqueKey('rw-no-starve');
       const reader = granted(await take(key, 'read'));
-      const writer = take(key, 'write', { waitMs: 5_000 }, 1);
-      await sleep(50);
+      const writer = take(key, 'write', { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
       // The lock is only read-held, but a writer is queued: a new reader is refused (or queued).
       expect((await take(key, 'read', {}, 2)).acquired).toBe(false);
-      const lateReader = take(key, 'read', { waitMs: 5_000 }, 2);
-      await sleep(50);
-      expect((await permitsOf(store()).inspectPermits('rwlock', key))?.waiters).toBe(2);
+      const lateReader = take(key, 'read', { waitMs: 10_000 }, 2);
+      await waitersAre(key, 2);
       expect(await release(key, reader.ownerToken)).toBe(true);
       const w = granted(await writer);
       expect(w.fencingToken).toBeGreaterThan(reader.fencingToken);
-      await sleep(50);
+      await waitersAre(key, 1);
       expect((await permitsOf(store()).inspectPermits('rwlock', key))?.holders).toHaveLength(1);
       expect(await release(key, w.ownerToken, 1)).toBe(true);
       const r = granted(await lateReader);
@@ -74,12 +75,12 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
     it('a released writer lets in every reader at the head of the queue at once, and stops at the next writer', async () => {
       const key = uniqueKey('rw-batch');
       const w = granted(await take(key, 'write'));
-      const r1 = take(key, 'read', { waitMs: 5_000 }, 1);
-      await sleep(30);
-      const r2 = take(key, 'read', { waitMs: 5_000 }, 2);
-      await sleep(30);
-      const w2 = take(key, 'write', { waitMs: 5_000 }, 0);
-      await sleep(30);
+      const r1 = take(key, 'read', { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      const r2 = take(key, 'read', { waitMs: 10_000 }, 2);
+      await waitersAre(key, 2);
+      const w2 = take(key, 'write', { waitMs: 10_000 }, 0);
+      await waitersAre(key, 3);
       expect(await release(key, w.ownerToken)).toBe(true);
       const [a, b] = [granted(await r1), granted(await r2)];
       expect(b.fencingToken).toBeGreaterThan(a.fencingToken);
@@ -95,9 +96,9 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
     it('a writer that gives up at the head lets the readers behind it in', async () => {
       const key = uniqueKey('rw-giveup');
       const reader = granted(await take(key, 'read', { ttlMs: 5_000 }));
-      const writer = take(key, 'write', { waitMs: 200 }, 1);
-      await sleep(50);
-      const lateReader = take(key, 'read', { waitMs: 5_000 }, 2);
+      const writer = take(key, 'write', { waitMs: 1_000 }, 1);
+      await waitersAre(key, 1);
+      const lateReader = take(key, 'read', { waitMs: 10_000 }, 2);
       expect(await writer).toMatchObject({ acquired: false, reason: 'full' });
       const r = granted(await lateReader);
       expect(r.fencingToken).toBeGreaterThan(reader.fencingToken);
@@ -105,9 +106,10 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
 
     it('a lease that runs out is handed on; renew keeps the token', async () => {
       const key = uniqueKey('rw-expiry');
-      const w = granted(await take(key, 'write', { ttlMs: 300 }));
+      const w = granted(await take(key, 'write', { ttlMs: 10_000 }));
+      // Renewed to a short lease (a holder that crashed after its last renewal): it runs out soon.
       expect(await permitsOf(store(1)).renewPermit('rwlock', key, w.ownerToken, 300)).toMatchObject({ renewed: true, fencingToken: w.fencingToken });
-      const reader = granted(await take(key, 'read', { waitMs: 5_000 }, 2));
+      const reader = granted(await take(key, 'read', { waitMs: 10_000 }, 2));
       expect(reader.fencingToken).toBeGreaterThan(w.fencingToken);
       expect(await permitsOf(store()).renewPermit('rwlock', key, w.ownerToken, 300)).toEqual({ renewed: false });
     });

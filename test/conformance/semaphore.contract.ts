@@ -25,6 +25,9 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
     const store = (i = 0) => instances[i % instances.length] as LockStore;
     const take = (key: string, limit: number, call: Partial<PermitCall> = {}, i = 0) =>
       takePermit(store(i), 'semaphore', key, { weight: 1, capacity: limit, ...call });
+    /** Waits (on conditions, not sleeps) until `n` callers are queued on `key`: arrival order is then settled. */
+    const waitersAre = (key: string, n: number) =>
+      expect.poll(async () => (await permitsOf(store()).inspectPermits('semaphore', key))?.waiters, { timeout: 10_000, interval: 10 }).toBe(n);
 
     it('grants up to limit permits, each with a higher fencing token, then refuses with the time left', async () => {
       const key = uniqueKey('sem-full');
@@ -55,10 +58,13 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
 
     it('each permit is its own lease: one that is not renewed ends alone and its room is free again', async () => {
       const key = uniqueKey('sem-expire');
-      const short = granted(await take(key, 2, { ttlMs: 200 }));
+      const short = granted(await take(key, 2, { ttlMs: 10_000 }));
       const long = granted(await take(key, 2, { ttlMs: 10_000 }, 1));
       expect((await take(key, 2, {}, 2)).acquired).toBe(false);
-      await sleep(short.expiresAtMs - Date.now() + 30);
+      // One permit is left to run out soon (a holder that crashed after its last renewal).
+      const shortened = await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 200);
+      if (!shortened.renewed) throw new Error('not renewed');
+      await sleep(shortened.expiresAtMs - Date.now() + 30);
       const next = granted(await take(key, 2, {}, 2));
       expect(next.fencingToken).toBeGreaterThan(long.fencingToken);
       expect(await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 5_000)).toEqual({ renewed: false });
@@ -87,10 +93,10 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
     it('waiters are granted in arrival order as permits free up, across instances', async () => {
       const key = uniqueKey('sem-fifo');
       const held = granted(await take(key, 1));
-      const first = take(key, 1, { waitMs: 5_000 }, 1);
-      await sleep(50);
-      const second = take(key, 1, { waitMs: 5_000 }, 2);
-      await sleep(50);
+      const first = take(key, 1, { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      const second = take(key, 1, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 2);
       // A newcomer that does not wait never jumps the queue.
       expect((await take(key, 1)).acquired).toBe(false);
       expect((await permitsOf(store()).inspectPermits('semaphore', key))?.waiters).toBe(2);
@@ -104,11 +110,14 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
 
     it('a permit that runs out is handed to the first waiter', async () => {
       const key = uniqueKey('sem-handoff-expiry');
-      granted(await take(key, 1, { ttlMs: 300 }));
-      const started = Date.now();
-      const waiter = granted(await take(key, 1, { waitMs: 5_000 }, 1));
-      expect(Date.now() - started).toBeGreaterThanOrEqual(200);
-      expect(waiter.expiresAtMs).toBeGreaterThan(Date.now());
+      const holder = granted(await take(key, 1, { ttlMs: 10_000 }));
+      const waiting = take(key, 1, { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      const shortened = await permitsOf(store()).renewPermit('semaphore', key, holder.ownerToken, 300);
+      if (!shortened.renewed) throw new Error('not renewed');
+      const waiter = granted(await waiting);
+      expect(Date.now()).toBeGreaterThanOrEqual(shortened.expiresAtMs - 50);
+      expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
     });
 
     it('a wait that runs out gets no permit and says when the first one ends', async () => {
@@ -130,8 +139,8 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       const key = uniqueKey('sem-force');
       const a = granted(await take(key, 2, { holder: 'a' }));
       const b = granted(await take(key, 2, {}, 1));
-      const waiter = take(key, 2, { waitMs: 5_000 }, 2);
-      await sleep(50);
+      const waiter = take(key, 2, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 1);
       const evicted = await permitsOf(store()).forceReleasePermits('semaphore', key);
       expect(evicted.map((e) => [e.holder, e.fencingToken]).sort()).toEqual(
         [
