@@ -36,6 +36,7 @@ export interface StoreCallSink {
 export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
   readonly permits?: PermitStore;
+  readonly quotaInside: boolean;
 
   constructor(
     private readonly inner: LockStore,
@@ -43,6 +44,7 @@ export class InstrumentedStore implements LockStore {
     private readonly leases: LeaseTracker,
   ) {
     this.kind = inner.kind;
+    this.quotaInside = inner.quotaInside ?? false;
     if (inner.permits) this.permits = this.instrumentPermits(inner.permits);
   }
 

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { RenewOutcome } from '../../domain/lock-store.js';
 import type {
@@ -30,7 +31,7 @@ import { WaitRoom, type Waiter } from './wait-room.js';
 
 /** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
 export interface RedisPermitsDeps {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly scripts: Scripts;
   readonly keys: KeySpace;
   readonly instanceId: string;
@@ -40,7 +41,7 @@ export interface RedisPermitsDeps {
   /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
   call<T>(run: () => Promise<T>): Promise<T>;
   /** Waits for replica acknowledgement when configured; a grant not confirmed is given back by `giveBack`. */
-  replicated(what: 'grant' | 'renewal', giveBack: () => Promise<unknown>): Promise<void>;
+  replicated(id: string, what: 'grant' | 'renewal', giveBack: () => Promise<unknown>): Promise<void>;
 }
 
 /** As for locks (redis-store.ts): SCAN rounds per listing page at most. */
@@ -134,7 +135,7 @@ export class RedisPermits implements PermitStore {
   private async settle(reply: PermitAcquireReply, decidedAt: number, input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated('grant', () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
+        await this.deps.replicated(input.key, 'grant', () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'mismatch':
         return { acquired: false, reason: 'mismatch', capacity: reply.capacity, retryAfterMs: reply.retryAfterMs };
@@ -149,7 +150,7 @@ export class RedisPermits implements PermitStore {
     const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
-    await this.deps.replicated('renewal', async () => false);
+    await this.deps.replicated(key, 'renewal', async () => false);
     return { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs };
   }
 
@@ -197,7 +198,7 @@ export class RedisPermits implements PermitStore {
     let next = cursor ?? '0';
     const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS; round++) {
-      const page = await this.deps.call(async () => parseScan(await this.deps.redis.scan(next, 'MATCH', pattern, 'COUNT', limit)));
+      const page = await this.deps.call(async () => parseScan(await (this.deps.redis as Redis).scan(next, 'MATCH', pattern, 'COUNT', limit)));
       next = page.cursor;
       for (const redisKey of page.keys) {
         const id = this.deps.keys.lockIdOf(redisKey, letter);
@@ -217,7 +218,7 @@ export class RedisPermits implements PermitStore {
     const decidedAt = performance.now();
     const reply = await this.renewLease(kind, key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
-    await this.deps.replicated('grant', () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
+    await this.deps.replicated(key, 'grant', () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
