@@ -13,7 +13,11 @@ export type DomainErrorCode =
   | 'shutting_down'
   | 'quota_exceeded'
   | 'rate_limited'
-  | 'wait_aborted';
+  | 'wait_aborted'
+  | 'semaphore_full'
+  | 'limit_mismatch'
+  | 'rwlock_held'
+  | 'not_supported';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -156,5 +160,66 @@ export class RateLimitedError extends DomainError {
   readonly statusCode = 429;
   constructor(override readonly retryAfterMs: number) {
     super(`too many requests for this API key; retry in ${Math.max(1, Math.ceil(retryAfterMs / 1000))} s`);
+  }
+}
+
+/**
+ * Every permit of the semaphore is held by a live lease (or others are queued first). `retryAfterMs` is
+ * the time left on the earliest-ending permit: the earliest one can free up.
+ */
+export class SemaphoreFullError extends DomainError {
+  readonly code = 'semaphore_full';
+  override readonly name = 'SemaphoreFullError';
+  constructor(
+    readonly key: string,
+    override readonly retryAfterMs: number,
+  ) {
+    super(`semaphore "${key}" has no free permit`);
+  }
+}
+
+/**
+ * The caller's `limit` is not the one the semaphore's live permits were granted under. Two limits for one
+ * semaphore would make "at most limit holders" mean nothing, so the caller is refused until every live
+ * permit has ended (`retryAfterMs`: the latest of them, as far as the store knows the earliest).
+ */
+export class LimitMismatchError extends DomainError {
+  readonly code = 'limit_mismatch';
+  override readonly name = 'LimitMismatchError';
+  constructor(
+    readonly key: string,
+    readonly requestedLimit: number,
+    readonly liveLimit: number,
+    override readonly retryAfterMs: number,
+  ) {
+    super(`semaphore "${key}" is held with limit ${liveLimit}; this request asked for limit ${requestedLimit}`);
+  }
+}
+
+/**
+ * The read/write lock is held in a mode that excludes the caller (a writer, or readers when the caller
+ * writes), or a writer is queued ahead. `retryAfterMs`: time left on the earliest-ending lease.
+ */
+export class RwLockHeldError extends DomainError {
+  readonly code = 'rwlock_held';
+  override readonly name = 'RwLockHeldError';
+  constructor(
+    readonly key: string,
+    readonly mode: 'read' | 'write',
+    override readonly retryAfterMs: number,
+  ) {
+    super(`read/write lock "${key}" cannot be taken for ${mode} now`);
+  }
+}
+
+/** The configured store does not implement this primitive (the etcd store has no semaphores or read/write locks). */
+export class NotSupportedError extends DomainError {
+  readonly code = 'not_supported';
+  override readonly name = 'NotSupportedError';
+  constructor(
+    readonly feature: string,
+    readonly storeKind: string,
+  ) {
+    super(`${feature} are not supported by the ${storeKind} store; use the embedded or the Redis store`);
   }
 }

@@ -33,7 +33,12 @@ export interface LockOp {
   readonly expiresAtMs?: number;
   /** Wall clock (Date.now()) when the answer arrived; same host as the store, so comparable with expiresAtMs. */
   readonly receivedWallMs?: number;
+  /** Set on an acquire of a semaphore permit or a read/write lease (absent: a lock). */
+  readonly permit?: PermitShape;
 }
+
+/** What a permit acquire asked for: a semaphore permit under `limit`, or a read or write lease. */
+export type PermitShape = { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly mode: 'read' | 'write' };
 
 export interface WriteOp {
   readonly type: 'write';

@@ -43,7 +43,7 @@ const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { r
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  registerFreshAnswers(app, locks);
+  registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
     '/v1/locks/:key/acquire',
