@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
-import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { RenewOutcome } from '../../domain/lock-store.js';
 import type {
   EvictedPermit,
@@ -23,7 +22,6 @@ import {
   parsePermitHeartbeat,
   parsePermitInspect,
   parseRelease,
-  parseScan,
   type PermitAcquireReply,
 } from './replies.js';
 import type { HandOverArgs, Scripts } from './scripts.js';
@@ -40,14 +38,19 @@ export interface RedisPermitsDeps {
   readonly livenessMs: number;
   /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
   call<T>(run: () => Promise<T>): Promise<T>;
+  /** One listing page of ids over every data node (RedisStore.scanIds: one Redis, or each Cluster master). */
+  scanIds(
+    pattern: string,
+    limit: number,
+    cursor: string | undefined,
+    idOf: (redisKey: string) => string | null,
+  ): Promise<{ ids: string[]; nextCursor: string | null }>;
   /** Waits for replica acknowledgement when configured; a grant not confirmed is given back by `giveBack`. */
-  replicated(id: string, what: 'grant' | 'renewal', giveBack: () => Promise<unknown>): Promise<void>;
+  replicated(id: string, what: 'grant' | 'renewal', servedBy: string | null, giveBack: () => Promise<unknown>): Promise<void>;
+  /** The node that serves `id`'s slot now, read before a script (RedisStore.servedBy; null without acks). */
+  servedBy(id: string): string | null;
 }
 
-/** As for locks (redis-store.ts): SCAN rounds per listing page at most. */
-const LIST_MAX_SCAN_ROUNDS = 10;
-const SCAN_CURSOR = /^(0|[1-9][0-9]{0,19})$/;
-const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 
 /** A waiter id names its kind, so one hand-over message or heartbeat reaches the right room's key. */
 interface PermitWaiter extends Waiter {
@@ -94,10 +97,12 @@ export class RedisPermits implements PermitStore {
     if (waitMs <= 0) {
       const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input);
+      const servedBy = this.deps.servedBy(input.key);
+      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
     }
     const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
+    const servedBy = this.deps.servedBy(input.key);
     let reply: PermitAcquireReply;
     try {
       input.signal?.throwIfAborted();
@@ -108,7 +113,7 @@ export class RedisPermits implements PermitStore {
     }
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
-    return this.settle(reply, decidedAt, input);
+    return this.settle(reply, decidedAt, input, servedBy);
   }
 
   private runAcquire(input: PermitAcquireInput, waitMs: number, waiterId: string): Promise<PermitAcquireReply> {
@@ -132,10 +137,10 @@ export class RedisPermits implements PermitStore {
     });
   }
 
-  private async settle(reply: PermitAcquireReply, decidedAt: number, input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
+  private async settle(reply: PermitAcquireReply, decidedAt: number, input: PermitAcquireInput, servedBy: string | null): Promise<PermitAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated(input.key, 'grant', () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
+        await this.deps.replicated(input.key, 'grant', servedBy, () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'mismatch':
         return { acquired: false, reason: 'mismatch', capacity: reply.capacity, retryAfterMs: reply.retryAfterMs };
@@ -147,10 +152,11 @@ export class RedisPermits implements PermitStore {
   }
 
   async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
+    const servedBy = this.deps.servedBy(key);
     const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
-    await this.deps.replicated(key, 'renewal', async () => false);
+    await this.deps.replicated(key, 'renewal', servedBy, async () => false);
     return { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs };
   }
 
@@ -190,35 +196,27 @@ export class RedisPermits implements PermitStore {
 
   /** As RedisStore.list: SCAN with MATCH (never KEYS), then each key read with the inspect script. */
   async listPermits(kind: PermitKind, { prefix, limit, cursor }: PermitListQuery): Promise<PermitListPage> {
-    if (cursor !== undefined && !(SCAN_CURSOR.test(cursor) && BigInt(cursor) <= MAX_SCAN_CURSOR)) {
-      throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
-    }
     const letter = PERMIT_KIND_LETTER[kind];
-    const pattern = this.deps.keys.lockPattern(prefix, letter);
-    let next = cursor ?? '0';
-    const found = new Set<string>();
-    for (let round = 0; round < LIST_MAX_SCAN_ROUNDS; round++) {
-      const page = await this.deps.call(async () => parseScan(await (this.deps.redis as Redis).scan(next, 'MATCH', pattern, 'COUNT', limit)));
-      next = page.cursor;
-      for (const redisKey of page.keys) {
-        const id = this.deps.keys.lockIdOf(redisKey, letter);
-        if (id !== null && id.startsWith(prefix)) found.add(id);
-      }
-      if (next === '0' || found.size >= limit) break;
-    }
+    const page = await this.deps.scanIds(this.deps.keys.lockPattern(prefix, letter), limit, cursor, (redisKey) => {
+      const id = this.deps.keys.lockIdOf(redisKey, letter);
+      return id !== null && id.startsWith(prefix) ? id : null;
+    });
+    const next = page.nextCursor;
+    const found = page.ids;
     const states = await Promise.all([...found].sort().map(async (key) => ({ key, state: await this.inspectPermits(kind, key) })));
     const entries: Array<{ key: string; state: PermitState }> = [];
     for (const { key, state } of states) if (state !== null) entries.push({ key, state });
-    return { entries, nextCursor: next === '0' ? null : next };
+    return { entries, nextCursor: next };
   }
 
   /** A waiter was handed a lease: renewing it confirms it is still this waiter's and restarts its full TTL. */
   private async confirm(waiter: PermitWaiter): Promise<PermitAcquireOutcome> {
     const { kind, key } = splitRoomKey(waiter.key);
     const decidedAt = performance.now();
+    const servedBy = this.deps.servedBy(key);
     const reply = await this.renewLease(kind, key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
-    await this.deps.replicated(key, 'grant', () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
+    await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 

@@ -160,8 +160,10 @@ export class RedisStore implements LockStore {
       maxWaitersPerKey: this.maxWaitersPerKey,
       livenessMs: WAITER_LIVENESS_MS,
       call: (run) => this.call(run),
+      scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
       // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
-      replicated: (id, what, giveBack) => this.replicated(id, '', what, null, giveBack),
+      replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
+      servedBy: (id) => this.servedBy(id),
     });
     this.heartbeat = setInterval(() => {
       this.room.visitAll();
@@ -280,26 +282,40 @@ export class RedisStore implements LockStore {
    * null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
+    const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
+    const locks: HeldLock[] = [];
+    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    return { locks, nextCursor: page.nextCursor };
+  }
+
+  /**
+   * One listing page of ids: SCAN rounds with MATCH `pattern` over every data node in turn (one, or each
+   * Cluster master), until `limit` ids or LIST_MAX_SCAN_ROUNDS. `idOf` turns a key into an id (null: not
+   * one of the listed kind). Shared by the lock and the permit listings.
+   */
+  private async scanIds(
+    pattern: string,
+    limit: number,
+    cursor: string | undefined,
+    idOf: (redisKey: string) => string | null,
+  ): Promise<{ ids: string[]; nextCursor: string | null }> {
     const nodes = await this.call(async () => this.dataNodes());
     let { node, scan } = parseListCursor(cursor, nodes.length);
-    const pattern = this.keys.lockPattern(prefix);
     const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS && node < nodes.length; round++) {
       const target = nodes[node] as (typeof nodes)[number];
       const page = await this.call(async () => parseScan(await target.scan(scan, 'MATCH', pattern, 'COUNT', limit)));
       scan = page.cursor;
       for (const redisKey of page.keys) {
-        const id = this.keys.lockIdOf(redisKey);
+        const id = idOf(redisKey);
         if (id !== null) found.add(id);
       }
       if (scan === '0') node++;
       if (found.size >= limit) break;
     }
-    const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: HeldLock[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
     const nextCursor = node >= nodes.length ? null : nodes.length === 1 ? scan : `${node}-${scan}`;
-    return { locks, nextCursor };
+    return { ids: [...found], nextCursor };
   }
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
