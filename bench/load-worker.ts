@@ -147,6 +147,10 @@ interface Scenario {
   handOff?: HandOffClock;
 }
 
+/** The semaphore scenario's keys and their limit. */
+const SEMAPHORES = 100;
+const SEMAPHORE_LIMIT = 5;
+
 function httpScenario(task: LoopTask): Scenario {
   const pool = new Pool(task.target, { connections: task.concurrency, pipelining: 1, keepAliveTimeout: 60_000 });
   const close = () => pool.close();
@@ -167,6 +171,26 @@ function httpScenario(task: LoopTask): Scenario {
           if (acquired.status !== 200) return run.error('acquire', acquired.status);
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
+          const t2 = now();
+          if (released.status !== 200) return run.error('release', released.status);
+          run.record('release', t2 - t1);
+          run.record('pair', t2 - t0);
+          run.done();
+        },
+      };
+    case 'semaphore':
+      // Permits on 100 semaphores of limit 5: at c=50 a permit is mostly free, sometimes waited for
+      // (waitMs), so the figure is a permit pair's cost with some FIFO hand-offs mixed in.
+      return {
+        close,
+        client: async () => async (run) => {
+          const key = `bench-sem:${task.tag}:${next++ % SEMAPHORES}`;
+          const t0 = now();
+          const acquired = await post(pool, `/v1/semaphores/${key}/acquire`, { limit: SEMAPHORE_LIMIT, ttlMs: 30_000, waitMs: 10_000 });
+          const t1 = now();
+          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          run.record('acquire', t1 - t0);
+          const released = await post(pool, `/v1/semaphores/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
           if (released.status !== 200) return run.error('release', released.status);
           run.record('release', t2 - t1);

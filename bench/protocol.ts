@@ -1,6 +1,6 @@
 /** Messages between the benchmark runner and its load-generating worker process. */
 
-export type LoopScenario = 'pairs' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
+export type LoopScenario = 'pairs' | 'semaphore' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
 
 export interface LoopTask {
   readonly kind: 'loop';

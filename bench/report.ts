@@ -60,6 +60,7 @@ function spread(values: readonly (number | undefined)[], digits: number): string
  */
 export const SCENARIOS: ReadonlyArray<{ id: LoopScenario; name: string; unit: string; op: string; callsPerUnit: number; calls: string }> = [
   { id: 'pairs', name: 'keyholder pairs (10,000 keys)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release (2 HTTP requests)' },
+  { id: 'semaphore', name: 'keyholder semaphore permits (100 x limit 5, waitMs)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release of one permit (2 HTTP requests)' },
   { id: 'hot', name: 'keyholder hot key, waitMs', unit: 'hand-offs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire with waitMs + release (2 HTTP requests)' },
   { id: 'renew', name: 'keyholder renew', unit: 'renews/s', op: 'renew', callsPerUnit: 1, calls: 'renew (1 HTTP request)' },
   { id: 'floor-http', name: 'floor-http (bare Fastify)', unit: 'req/s', op: 'request', callsPerUnit: 1, calls: 'one JSON echo (1 HTTP request)' },

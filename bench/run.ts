@@ -18,7 +18,7 @@ import { renderProfile, summariseProfiles } from './profile.js';
  * its raw JSON in bench/results/ (one pair of files per run, plus latest.md and latest.json).
  */
 
-const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'semaphore', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
 
 const USAGE = `npm run bench -- [options]
 
@@ -183,6 +183,7 @@ async function main(): Promise<void> {
     const targetOf = (s: LoopScenario): { url: string; pid: number; proc?: OwnedProcess } | undefined => {
       switch (s) {
         case 'pairs':
+        case 'semaphore':
         case 'hot':
         case 'renew':
           return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };

@@ -12,10 +12,10 @@ import {
   NotSupportedError,
   QuotaExceededError,
   ShuttingDownError,
-  TooManyWaitersError,
   WaitAbortedError,
 } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
+import { WaitGate } from './wait-gate.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
@@ -129,11 +129,8 @@ export function newOwnerToken(): string {
  * when it is certain and still fresh. It talks to a LockStore and knows nothing of HTTP or Redis.
  */
 export class LockService {
-  /** Aborted at shutdown: every wait ends at once instead of holding up the exit. */
-  private readonly closing = new AbortController();
-  private waiting = 0;
-  /** Waiting callers by namespace, for the per-namespace cap; a namespace with none has no entry. */
-  private readonly waitingByNamespace = new Map<string, number>();
+  /** This instance's waiting callers, shared with the other primitives (semaphores, read/write locks). */
+  readonly waitGate: WaitGate;
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
@@ -144,9 +141,11 @@ export class LockService {
 
   constructor(
     private readonly store: LockStore,
+    /** The bounds, also read by the other primitives' services (permits.ts). */
     readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {
+    this.waitGate = new WaitGate(limits);
     const maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
     this.quotaInStore = store.quotaInside ? maxHeld : 0;
     // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
@@ -157,17 +156,17 @@ export class LockService {
 
   /** Aborted at shutdown (for the other primitives' waits on this instance). */
   get closingSignal(): AbortSignal {
-    return this.closing.signal;
+    return this.waitGate.signal;
   }
 
   /** Callers of this instance waiting for a lock right now. */
   get waitingCallers(): number {
-    return this.waiting;
+    return this.waitGate.count;
   }
 
   /** Answers every waiting caller with ShuttingDownError; called once shutdown begins. */
   shutdown(): void {
-    this.closing.abort(new ShuttingDownError());
+    this.waitGate.shutdown();
     this.changes.closeAll(new ShuttingDownError());
   }
 
@@ -226,15 +225,9 @@ export class LockService {
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
     const { namespace, id, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
-    if (this.closing.signal.aborted) throw new ShuttingDownError();
-    // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
-    const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
-    if (waitingHere >= (this.limits.maxWaitersPerNamespace ?? Infinity)) throw new TooManyWaitersError('namespace');
-    if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
-    const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
+    const leave = this.waitGate.enter(namespace);
+    const signal = this.waitGate.waitSignal(callerSignal);
     const started = performance.now();
-    this.waiting++;
-    this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
       const outcome = await this.store.acquire({
@@ -259,10 +252,7 @@ export class LockService {
       await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
       return outcome;
     } finally {
-      this.waiting--;
-      const left = (this.waitingByNamespace.get(namespace) ?? 1) - 1;
-      if (left > 0) this.waitingByNamespace.set(namespace, left);
-      else this.waitingByNamespace.delete(namespace);
+      leave();
       this.observer.waited?.((performance.now() - started) / 1000, granted);
     }
   }
@@ -308,7 +298,7 @@ export class LockService {
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
     if (index === undefined || waitMs === 0) return this.observe('inspect', () => this.changes.current(id));
     this.checkWaitMs(waitMs);
-    return this.changes.wait(id, index, waitMs, signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal);
+    return this.changes.wait(id, index, waitMs, this.waitGate.waitSignal(signal));
   }
 
   /**

@@ -3,6 +3,7 @@
  * store: there is no window between checking the owner and changing the lock. The store owns time:
  * expiry is measured on the store's clock, never computed from a caller's clock.
  */
+import type { PermitStore } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -195,6 +196,11 @@ export interface LockSetStore {
 export interface LockStore extends SlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
+  /**
+   * Semaphores and read/write locks (permit-store.ts), when this store has them; absent, those routes
+   * answer 501 not_supported (the etcd store).
+   */
+  readonly permits?: PermitStore;
   /**
    * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
    * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait

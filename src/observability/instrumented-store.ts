@@ -14,8 +14,23 @@ import type {
 } from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
+import type { PermitAcquireInput, PermitAcquireOutcome, PermitKind, PermitListQuery, PermitStore } from '../domain/permit-store.js';
 
-export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';
+export type StoreOperation =
+  | 'acquire'
+  | 'renew'
+  | 'release'
+  | 'inspect'
+  | 'ping'
+  | 'force_release'
+  | 'list'
+  | 'slot'
+  | 'permit_acquire'
+  | 'permit_renew'
+  | 'permit_release'
+  | 'permit_inspect'
+  | 'permit_force_release'
+  | 'permit_list';
 export type StoreCallResult = 'ok' | 'unavailable' | 'error';
 
 /** Where an instrumented store reports each call; implemented by the metrics module. */
@@ -34,6 +49,7 @@ export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
   readonly supportsLockDelay: boolean;
   readonly lockSets?: LockSetStore;
+  readonly permits?: PermitStore;
   readonly quotaInside: boolean;
 
   constructor(
@@ -68,6 +84,40 @@ export class InstrumentedStore implements LockStore {
       };
     }
     this.quotaInside = inner.quotaInside ?? false;
+    if (inner.permits) this.permits = this.instrumentPermits(inner.permits);
+  }
+
+  /** The same for semaphores and read/write locks: timed, and their leases tracked like locks'. */
+  private instrumentPermits(inner: PermitStore): PermitStore {
+    return {
+      acquirePermit: async (input: PermitAcquireInput): Promise<PermitAcquireOutcome> => {
+        const outcome = input.waitMs
+          ? await inner.acquirePermit(input)
+          : await this.timed('permit_acquire', () => inner.acquirePermit(input));
+        if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+        return outcome;
+      },
+      renewPermit: async (kind: PermitKind, key: string, ownerToken: string, ttlMs: number) => {
+        const outcome = await this.timed('permit_renew', () => inner.renewPermit(kind, key, ownerToken, ttlMs));
+        if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+        return outcome;
+      },
+      releasePermit: async (kind: PermitKind, key: string, ownerToken: string) => {
+        const released = await this.timed('permit_release', () => inner.releasePermit(kind, key, ownerToken));
+        if (released) {
+          const heldSeconds = this.leases.released(ownerToken);
+          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+        }
+        return released;
+      },
+      inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
+      forceReleasePermits: async (kind: PermitKind, key: string) => {
+        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key));
+        for (const e of evicted) this.leases.released(e.ownerToken);
+        return evicted;
+      },
+      listPermits: (kind: PermitKind, query: PermitListQuery) => this.timed('permit_list', () => inner.listPermits(kind, query)),
+    };
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {

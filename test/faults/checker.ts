@@ -1,4 +1,4 @@
-import type { FaultWindow, History, LockOp, WriteOp } from './history.js';
+import type { FaultWindow, History, LockOp, PermitShape, WriteOp } from './history.js';
 
 /**
  * The history checker: a pure function from a recorded history to the safety violations in it. It
@@ -35,6 +35,8 @@ export interface Grant {
   /** Surely-held window; empty when endMs <= startMs. */
   readonly heldFromMs: number;
   readonly heldUntilMs: number;
+  /** A semaphore permit or a read/write lease (absent: a lock). */
+  readonly permit?: PermitShape;
 }
 
 export interface Overlap {
@@ -66,6 +68,10 @@ export interface Violations {
    * shows up as an overlap on that key (each key of a set is its own grant for the per-key checks).
    */
   lockSetPartial: Array<{ set: number; keys: readonly string[]; granted: readonly string[] }>;
+  /** An instant at which more semaphore permits were surely held than its limit. */
+  semaphoreOverLimit: Array<{ key: string; atMs: number; holders: number[]; limit: number }>;
+  /** A write lease of a read/write lock surely held together with any other lease of it. */
+  rwlockWriterShared: Array<{ key: string; writer: number; other: number; fromMs: number }>;
 }
 
 export type ViolationKind = keyof Violations;
@@ -79,6 +85,8 @@ export const VIOLATION_KINDS: readonly ViolationKind[] = [
   'expiredOnArrival',
   'uncertainSuccesses',
   'lockSetPartial',
+  'semaphoreOverLimit',
+  'rwlockWriterShared',
 ];
 
 export interface KeyFigures {
@@ -108,6 +116,8 @@ function emptyViolations(): Violations {
     expiredOnArrival: [],
     uncertainSuccesses: [],
     lockSetPartial: [],
+    semaphoreOverLimit: [],
+    rwlockWriterShared: [],
   };
 }
 
@@ -147,6 +157,7 @@ export function buildGrants(history: History, options: CheckOptions = DEFAULT_CH
       acquireEndMs: acq.endMs,
       heldFromMs: acq.endMs,
       heldUntilMs: Math.min(leaseEndLowerBoundMs - options.driftMarginMs, releaseStartMs),
+      ...(acq.permit ? { permit: acq.permit } : {}),
     });
   }
   return grants;
@@ -161,7 +172,9 @@ export function checkHistory(history: History, options: CheckOptions = DEFAULT_C
   const writesByKey = groupBy(writes, (w) => w.key);
 
   for (const [key, keyGrants] of grantsByKey) {
-    checkOverlaps(key, keyGrants, violations);
+    // Several holders at once are what semaphores and read/write locks are for: they have rules of their own.
+    if (keyGrants.some((g) => g.permit)) checkPermitHolders(key, keyGrants, violations);
+    else checkOverlaps(key, keyGrants, violations);
     checkTokenOrder(key, keyGrants, violations);
     checkDuplicates(key, keyGrants, violations);
   }
@@ -236,6 +249,33 @@ function checkOverlaps(key: string, grants: readonly Grant[], out: Violations): 
     for (const low of held) {
       if (low.fencingToken < g.fencingToken && low.heldFromMs <= g.acquireStartMs && g.acquireEndMs <= low.heldUntilMs) {
         out.grantsDuringLease.push({ key, holder: low.id, grant: g.id });
+      }
+    }
+  }
+}
+
+/**
+ * Semaphores: at no instant more surely-held permits than the limit. Read/write locks: a write lease
+ * never surely held together with another lease. A sweep over the windows' starts and ends.
+ */
+function checkPermitHolders(key: string, grants: readonly Grant[], out: Violations): void {
+  const windows = grants.filter((g) => g.heldUntilMs > g.heldFromMs).sort((a, b) => a.heldFromMs - b.heldFromMs);
+  const active: Grant[] = [];
+  for (const g of windows) {
+    for (let i = active.length - 1; i >= 0; i--) if ((active[i] as Grant).heldUntilMs <= g.heldFromMs) active.splice(i, 1);
+    active.push(g);
+    const shape = g.permit;
+    if (shape?.kind === 'semaphore' && active.length > shape.limit) {
+      out.semaphoreOverLimit.push({ key, atMs: g.heldFromMs, holders: active.map((a) => a.id), limit: shape.limit });
+    }
+    if (shape?.kind === 'rwlock') {
+      for (const other of active) {
+        if (other === g) continue;
+        const otherWrites = other.permit?.kind === 'rwlock' && other.permit.mode === 'write';
+        if (shape.mode === 'write' || otherWrites) {
+          const writer = shape.mode === 'write' ? g : other;
+          out.rwlockWriterShared.push({ key, writer: writer.id, other: writer === g ? other.id : g.id, fromMs: g.heldFromMs });
+        }
       }
     }
   }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { FencedResource } from './fenced-resource.js';
-import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome } from './history.js';
+import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome, type PermitShape } from './history.js';
 
 export interface DriverOptions {
   readonly urls: readonly string[];
@@ -20,7 +20,17 @@ export interface DriverOptions {
   readonly liveInstances?: () => readonly number[];
   /** Share of leases taken as a lock set of two keys (/v1/lock-sets/...) instead of one lock; 0 by default. */
   readonly setFraction?: number;
+  /**
+   * Drive semaphores (every permit under `limit`) or read/write locks (a write with probability
+   * `writeShare`, else a read) instead of locks. Several holders at once are then normal, so nothing is
+   * written to the fenced resource; the checker judges the holders' windows instead.
+   */
+  readonly primitive?: { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly writeShare: number };
+  /** Acquires wait up to this long in the FIFO queue (default 0: answered at once). */
+  readonly waitMs?: number;
 }
+
+const PRIMITIVE_PATHS = { semaphore: 'semaphores', rwlock: 'rwlocks' } as const;
 
 export interface PausedLease {
   readonly client: number;
@@ -84,7 +94,8 @@ export class Driver {
       const key = keys[Math.floor(Math.random() * keys.length)] as string;
       const live = this.options.liveInstances?.() ?? this.options.urls.map((_, i) => i);
       const instance = live[Math.floor(Math.random() * live.length)] as number;
-      if (Math.random() < (this.options.setFraction ?? 0)) {
+      const permit = this.permitShape();
+      if (permit === undefined && Math.random() < (this.options.setFraction ?? 0)) {
         let other = keys[Math.floor(Math.random() * keys.length)] as string;
         if (other === key) other = keys[(keys.indexOf(key) + 1) % keys.length] as string;
         if (other !== key) {
@@ -92,7 +103,7 @@ export class Driver {
           continue;
         }
       }
-      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}` });
+      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit), ...(this.options.waitMs ? { waitMs: this.options.waitMs } : {}) }, permit);
       if (acq.op.outcome === 'conflict') {
         await sleep(5 + Math.random() * 20);
         continue;
@@ -226,7 +237,16 @@ export class Driver {
     this.paused.push({ client: c, grantId, pausedMs: pauseMs, writeAccepted, renewStatus: renew.op.status, releaseStatus: release.op.status });
   }
 
+  /** What the next acquire asks for, when driving a permit primitive. */
+  private permitShape(): PermitShape | undefined {
+    const p = this.options.primitive;
+    if (p === undefined) return undefined;
+    return p.kind === 'semaphore' ? { kind: 'semaphore', limit: p.limit } : { kind: 'rwlock', mode: Math.random() < p.writeShare ? 'write' : 'read' };
+  }
+
   private write(c: number, key: string, grantId: number, fencingToken: number): boolean {
+    // Permits are held by several callers at once: a fenced resource would refuse all but the newest.
+    if (this.options.primitive) return true;
     const accepted = this.resource.write(key, fencingToken, `c${c}`);
     this.ops.push({ type: 'write', id: this.nextId++, client: c, key, grantId, fencingToken, atMs: this.clock.nowMs(), accepted });
     return accepted;
@@ -244,9 +264,11 @@ export class Driver {
     grantId: number,
     ttlMs: number,
     body: Record<string, unknown>,
+    permit?: PermitShape,
   ): Promise<{ op: LockOp; ownerToken?: string }> {
     const id = this.nextId++;
-    const url = `${this.options.urls[instance]}/v1/locks/${encodeURIComponent(key)}/${kind}`;
+    const path = this.options.primitive ? PRIMITIVE_PATHS[this.options.primitive.kind] : 'locks';
+    const url = `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`;
     const startMs = this.clock.nowMs();
     let status: number | null = null;
     let json: Record<string, unknown> = {};
@@ -283,8 +305,14 @@ export class Driver {
       ttlMs,
       ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
       ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
+      ...(permit ? { permit } : {}),
     };
     this.ops.push(op);
     return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
   }
+}
+
+function permitBody(permit: PermitShape | undefined): Record<string, unknown> {
+  if (permit === undefined) return {};
+  return permit.kind === 'semaphore' ? { limit: permit.limit } : { mode: permit.mode };
 }

@@ -39,7 +39,12 @@ export interface LockOp {
    * checks), all with the same outcome, times and setId.
    */
   readonly set?: { readonly id: number; readonly keys: readonly string[] };
+  /** Set on an acquire of a semaphore permit or a read/write lease (absent: a lock). */
+  readonly permit?: PermitShape;
 }
+
+/** What a permit acquire asked for: a semaphore permit under `limit`, or a read or write lease. */
+export type PermitShape = { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly mode: 'read' | 'write' };
 
 export interface WriteOp {
   readonly type: 'write';

@@ -138,7 +138,7 @@ export class RedisServer {
         }
       } catch (err) {
         if (err instanceof PortTakenError) throw err;
-        if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
+        if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`, { cause: err });
         await sleep(25);
       } finally {
         client.disconnect();

@@ -194,6 +194,116 @@ describe('every route and status against openapi.yaml', () => {
     }
   });
 
+  describe('semaphores and read/write locks', () => {
+    const PRIMITIVES = [
+      { path: 'semaphores', body: '{"limit":1,"ttlMs":30000}' },
+      { path: 'rwlocks', body: '{"mode":"write","ttlMs":30000}' },
+    ] as const;
+    const wrong = 'AAAAAAAAAAAAAAAAAAAAAA';
+
+    it('their routes: success and client errors', async () => {
+      for (const p of PRIMITIVES) {
+        const at = (rest: string) => `/v1/${p.path}/c1${rest}`;
+        const grant = JSON.parse((await drive(base, { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 })).body) as {
+          ownerToken: string;
+        };
+        const cases: Case[] = [];
+        for (const action of ['acquire', 'renew', 'release'] as const) {
+          const url = at(`/${action}`);
+          cases.push(
+            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
+            { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
+            { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
+            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
+            { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
+          );
+        }
+        cases.push(
+          { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 409 },
+          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong, ttlMs: 30_000 }), status: 409 },
+          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status: 409 },
+          { method: 'GET', url: at(''), headers: TEAM, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}/free-one`, headers: TEAM, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}/bad%20key`, headers: TEAM, status: 400 },
+          { method: 'GET', url: at(''), status: 401 },
+          { method: 'GET', url: at(''), headers: OPS, status: 403 },
+          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken, ttlMs: 30_000 }), status: 200 },
+          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken }), status: 200 },
+        );
+        for (const c of cases) await drive(base, c);
+      }
+      // A semaphore asked for with another limit than its live permits'.
+      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":2,"ttlMs":30000}', status: 200 });
+      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":3,"ttlMs":30000}', status: 409 });
+    });
+
+    it('their admin routes', async () => {
+      for (const p of PRIMITIVES) {
+        await drive(base, { method: 'POST', url: `/v1/${p.path}/stuck/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
+        const url = `/v1/${p.path}/stuck`;
+        const cases: Case[] = [
+          { method: 'GET', url: `/v1/${p.path}?namespace=team`, headers: OPS, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}?limit=0`, headers: OPS, status: 400 },
+          { method: 'GET', url: `/v1/${p.path}`, status: 401 },
+          { method: 'GET', url: `/v1/${p.path}`, headers: TEAM, status: 403 },
+          { method: 'DELETE', url, headers: OPS, status: 400 },
+          { method: 'DELETE', url: `${url}?namespace=team`, status: 401 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: TEAM, status: 403 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 200 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 404 },
+        ];
+        for (const c of cases) await drive(base, c);
+      }
+    });
+
+    it('429 on their counted routes', async () => {
+      for (const p of PRIMITIVES) {
+        const one = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r2/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 429 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}/r1`, headers: TEAM, status: 429 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 200 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 429 });
+        await drive(one, { method: 'DELETE', url: `/v1/${p.path}/r1?namespace=team`, headers: OPS, status: 429 });
+      }
+    });
+
+    it('501 not_supported on a store without them (etcd), 503 when the store is gone', async () => {
+      const bare = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+      // The store as the etcd store is: everything but permits (its methods still run on the real store).
+      const withoutPermits = new Proxy(bare, {
+        get: (target, prop) => {
+          if (prop === 'permits') return undefined;
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const unsupported = await start({ auth: auth(), store: withoutPermits, limits: DEFAULT_LIMITS });
+      const gone = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+      const down = await start({ auth: auth(), store: gone, limits: DEFAULT_LIMITS });
+      await gone.close();
+      const token = JSON.stringify({ ownerToken: wrong, ttlMs: 1000 });
+      for (const p of PRIMITIVES) {
+        for (const [target, status] of [
+          [unsupported, 501],
+          [down, 503],
+        ] as const) {
+          const cases: Case[] = [
+            { method: 'POST', url: `/v1/${p.path}/d/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status },
+            { method: 'POST', url: `/v1/${p.path}/d/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: token, status },
+            { method: 'POST', url: `/v1/${p.path}/d/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status },
+            { method: 'GET', url: `/v1/${p.path}/d`, headers: TEAM, status },
+            { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status },
+            { method: 'DELETE', url: `/v1/${p.path}/d?namespace=team`, headers: OPS, status },
+          ];
+          for (const c of cases) await drive(target, c);
+        }
+      }
+    });
+  });
+
   it('saw every response openapi.yaml declares', () => {
     expect(contract.declared().filter((d) => !contract.seen.has(d))).toEqual([]);
   });

@@ -53,7 +53,7 @@ export function callerGone(reply: { raw: { once(event: 'close', fn: () => void):
 }
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  registerFreshAnswers(app, locks);
+  registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
     '/v1/locks/:key/acquire',

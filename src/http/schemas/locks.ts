@@ -20,7 +20,7 @@ export const LockKeyParams = z.object({
     }),
 });
 
-const TtlMs = z
+export const TtlMs = z
   .number()
   .int()
   .positive()
@@ -31,7 +31,7 @@ const TtlMs = z
     examples: [30000],
   });
 
-const OwnerToken = z
+export const OwnerToken = z
   .string()
   .regex(/^[A-Za-z0-9_-]{16,128}$/, 'must be the ownerToken returned by acquire')
   .meta({
@@ -39,7 +39,7 @@ const OwnerToken = z
     examples: ['q3HbVfYJm3cS1kQxv7x8XA'],
   });
 
-const FencingToken = z
+export const FencingToken = z
   .number()
   .int()
   .nonnegative()
@@ -51,12 +51,12 @@ const FencingToken = z
     examples: [1764496077123456],
   });
 
-const ExpiresAt = z.iso.datetime().meta({
+export const ExpiresAt = z.iso.datetime().meta({
   description: 'When the lease ends (UTC), measured on the store clock.',
   examples: ['2026-11-30T10:00:30.000Z'],
 });
 
-const Holder = z
+export const Holder = z
   .string()
   .min(1)
   .max(128)
@@ -80,7 +80,7 @@ export const LockDelayMs = z
     examples: [5000],
   });
 
-const WaitMs = z
+export const WaitMs = z
   .number()
   .int()
   .nonnegative()

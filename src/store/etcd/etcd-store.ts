@@ -114,7 +114,7 @@ export class EtcdStore implements LockStore {
   private readonly graceMs: number;
   private readonly maxWaitersPerKey: number;
   private readonly now: Clock;
-  private readonly room: WaitRoom;
+  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly bucketLeases = new Map<number, Promise<string>>();
   private session: Lease | undefined;
@@ -130,6 +130,7 @@ export class EtcdStore implements LockStore {
     this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
     this.room = new WaitRoom({
       confirm: (waiter) => this.confirm(waiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
@@ -429,13 +430,13 @@ export class EtcdStore implements LockStore {
     return { held: false, retryAfterMs: value && value.e > this.now() ? Math.ceil(value.e - this.now()) : 0 };
   }
 
-  private async visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }> {
+  private async visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: string[] }> {
     await this.handOver(key);
     const { lock } = await this.readLock(key);
     const nowMs = this.now();
-    if (!lock || lock.value.e <= nowMs) return { remainingLeaseMs: 0, grantedWaiterId: null };
+    if (!lock || lock.value.e <= nowMs) return { remainingLeaseMs: 0, grantedWaiterIds: [] };
     const mine = waiters.find((w) => w.ownerToken === lock.value.o);
-    return { remainingLeaseMs: Math.ceil(lock.value.e - nowMs), grantedWaiterId: mine ? mine.id : null };
+    return { remainingLeaseMs: Math.ceil(lock.value.e - nowMs), grantedWaiterIds: mine ? [mine.id] : [] };
   }
 
   /**

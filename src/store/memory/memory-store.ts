@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { type Clock, monotonicWallClock } from './clock.js';
+import { MemoryPermits } from './memory-permits.js';
 import type {
   AcquireInput,
   IndexedLockState,
@@ -87,10 +88,13 @@ export class MemoryStore implements LockStore {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly maxWaitersPerKey: number;
   private closed = false;
+  /** Semaphores and read/write locks, on the same clock and bounds. */
+  readonly permits: MemoryPermits;
 
   constructor(private readonly options: MemoryStoreOptions) {
     this.clock = options.clock ?? monotonicWallClock;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
+    this.permits = new MemoryPermits({ fenceGraceMs: options.fenceGraceMs, clock: this.clock, maxWaitersPerKey: this.maxWaitersPerKey });
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -399,6 +403,7 @@ export class MemoryStore implements LockStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.permits.close();
     // Waiting callers get their answer now, as the Redis store gives it, not when their wait runs out.
     for (const queue of [...this.queues.values()]) {
       for (const waiter of [...queue]) waiter.fail(new StoreUnavailableError('the embedded store is closing'));
@@ -410,6 +415,7 @@ export class MemoryStore implements LockStore {
 
   /** Forgets keys whose lease and grace period are both over. */
   sweep(): void {
+    this.permits.sweep();
     const now = this.clock();
     for (const [key, entry] of this.entries) {
       if (entry.retainUntilMs <= now && !this.queues.has(key)) this.entries.delete(key);

@@ -30,6 +30,7 @@ import {
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
+import { RedisPermits } from './redis-permits.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
@@ -118,13 +119,15 @@ export class RedisStore implements LockStore {
   private readonly maxWaitersPerKey: number;
   /** This process's identity for hand-over messages. */
   private readonly instanceId = newId();
-  private readonly room: WaitRoom;
+  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
   private probing = false;
   private readonly replicaAcks: ReplicaAcks | null;
   private readonly commandTimeoutMs: number;
+  /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
+  readonly permits: RedisPermits;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -165,11 +168,29 @@ export class RedisStore implements LockStore {
 
     this.room = new WaitRoom({
       confirm: (waiter) => this.confirm(waiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
-    this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
+    this.permits = new RedisPermits({
+      redis: this.redis,
+      scripts: this.scripts,
+      keys: this.keys,
+      instanceId: this.instanceId,
+      graceMs: this.graceMs,
+      maxWaitersPerKey: this.maxWaitersPerKey,
+      livenessMs: WAITER_LIVENESS_MS,
+      call: (run) => this.call(run),
+      scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
+      // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
+      replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
+      servedBy: (id) => this.servedBy(id),
+    });
+    this.heartbeat = setInterval(() => {
+      this.room.visitAll();
+      this.permits.visitAll();
+    }, HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
   }
 
@@ -425,26 +446,40 @@ export class RedisStore implements LockStore {
    * null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
+    const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
+    const locks: HeldLock[] = [];
+    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    return { locks, nextCursor: page.nextCursor };
+  }
+
+  /**
+   * One listing page of ids: SCAN rounds with MATCH `pattern` over every data node in turn (one, or each
+   * Cluster master), until `limit` ids or LIST_MAX_SCAN_ROUNDS. `idOf` turns a key into an id (null: not
+   * one of the listed kind). Shared by the lock and the permit listings.
+   */
+  private async scanIds(
+    pattern: string,
+    limit: number,
+    cursor: string | undefined,
+    idOf: (redisKey: string) => string | null,
+  ): Promise<{ ids: string[]; nextCursor: string | null }> {
     const nodes = await this.call(async () => this.dataNodes());
     let { node, scan } = parseListCursor(cursor, nodes.length);
-    const pattern = this.keys.lockPattern(prefix);
     const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS && node < nodes.length; round++) {
       const target = nodes[node] as (typeof nodes)[number];
       const page = await this.call(async () => parseScan(await target.scan(scan, 'MATCH', pattern, 'COUNT', limit)));
       scan = page.cursor;
       for (const redisKey of page.keys) {
-        const id = this.keys.lockIdOf(redisKey);
+        const id = idOf(redisKey);
         if (id !== null) found.add(id);
       }
       if (scan === '0') node++;
       if (found.size >= limit) break;
     }
-    const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: HeldLock[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
     const nextCursor = node >= nodes.length ? null : nodes.length === 1 ? scan : `${node}-${scan}`;
-    return { locks, nextCursor };
+    return { ids: [...found], nextCursor };
   }
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
@@ -516,6 +551,7 @@ export class RedisStore implements LockStore {
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();
     try {
       await this.redis.quit();
@@ -552,17 +588,21 @@ export class RedisStore implements LockStore {
     );
   }
 
-  private visit(key: string, waiters: readonly Waiter[]) {
-    return this.call(async () =>
+  private async visit(key: string, waiters: readonly Waiter[]) {
+    const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
       parseHeartbeat(
         await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
       ),
     );
+    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
   }
 
   private onHandOverMessage(message: string): void {
     const waiterId = parseHandOver(message);
-    if (waiterId !== null) this.room.granted(waiterId);
+    if (waiterId === null) return;
+    // Waiter ids are unique across both rooms: the one that does not know it ignores it.
+    this.room.granted(waiterId);
+    this.permits.granted(waiterId);
   }
 
   /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */
@@ -585,10 +625,17 @@ export class RedisStore implements LockStore {
    * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
    * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
    */
-  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal', servedBy: string | null): Promise<void> {
+  private async replicated(
+    key: string,
+    ownerToken: string,
+    what: 'grant' | 'renewal',
+    servedBy: string | null,
+    // A semaphore permit or read/write lease is given back through its own script (redis-permits.ts).
+    giveBack: () => Promise<unknown> = () => this.release(key, ownerToken).catch(() => false),
+  ): Promise<void> {
     const acks = this.replicaAcks;
     if (!acks) return;
-    const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
+    const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));
     let confirmed: number;
     try {
       const lockKey = this.keys.lock(key);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
-import type { LockKeys } from './keys.js';
+import type { LockKeys, PermitKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
 /**
@@ -123,6 +123,45 @@ export interface SlotExtendArgs {
 
 /** numberOfKeys of a script whose key count varies: its args then start with the count (ioredis's convention). */
 const VARIABLE_KEYS = -1;
+export interface PermitAcquireArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** "" for none. */
+  readonly holder: string;
+  readonly weight: number;
+  readonly capacity: number;
+  readonly waitMs: number;
+  readonly waiterId: string;
+  readonly instanceId: string;
+  readonly maxWaiters: number;
+  readonly livenessMs: number;
+}
+
+export interface PermitRenewArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly graceMs: number;
+}
+
+export interface PermitReleaseArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+}
+
+export interface PermitCancelArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly waiterId: string;
+  readonly ownerToken: string;
+}
+
+export interface PermitHeartbeatArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly livenessMs: number;
+  readonly waiters: ReadonlyArray<{ readonly id: string; readonly ownerToken: string }>;
+}
+
 export interface RateLeaseArgs {
   readonly windowKey: string;
   readonly windowMs: number;
@@ -140,6 +179,8 @@ interface ScriptSpec<A> {
 
 const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): ScriptSpec<A> => ({ file, numberOfKeys, args });
 const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
+const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expiries];
+const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
 const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
 
 export const SCRIPTS = {
@@ -206,6 +247,36 @@ export const SCRIPTS = {
     a.graceMs,
     a.channelPrefix,
     ...a.members.map((m) => m.name),
+  ]),
+  permitAcquire: spec<PermitAcquireArgs>('permit-acquire.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.weight,
+    a.capacity,
+    a.graceMs,
+    a.waitMs,
+    a.waiterId,
+    a.instanceId,
+    a.maxWaiters,
+    a.livenessMs,
+    a.channelPrefix,
+    a.lockName,
+  ]),
+  permitRenew: spec<PermitRenewArgs>('permit-renew.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, a.ttlMs, a.graceMs]),
+  permitRelease: spec<PermitReleaseArgs>('permit-release.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, ...handOver(a)]),
+  permitCancel: spec<PermitCancelArgs>('permit-cancel.lua', 4, (a) => [...permitKeys(a.keys), a.waiterId, a.ownerToken, ...handOver(a)]),
+  permitHeartbeat: spec<PermitHeartbeatArgs>('permit-heartbeat.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    a.livenessMs,
+    ...handOver(a),
+    ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
+  ]),
+  permitInspect: spec<{ readonly keys: PermitKeys }>('permit-inspect.lua', 4, (a) => permitKeys(a.keys)),
+  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys }>('permit-force-release.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    ...handOver(a),
   ]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;

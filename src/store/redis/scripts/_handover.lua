@@ -8,6 +8,8 @@ heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fm
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
+  refreshWaiters(KEYS, livenessMs, from)   heartbeat: ARGV[from], ARGV[from + 2], ... are waiter ids
+                                     whose records are kept alive another livenessMs (up to their deadline)
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -79,6 +81,17 @@ local function liveWaiters(keys, prune)
     end
   end
   return live
+end
+
+local function refreshWaiters(keys, livenessMs, from)
+  for i = from, #ARGV, 2 do
+    local raw = redis.call('HGET', keys[3], ARGV[i])
+    if raw then
+      local rest = string.match(raw, '^%d+|(%d+|.*)$')
+      local deadline = tonumber(string.match(rest, '^(%d+)'))
+      redis.call('HSET', keys[3], ARGV[i], fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. rest)
+    end
+  end
 end
 
 -- The lock is not live (the caller has checked) and its last fencing token is lastToken.
