@@ -49,8 +49,9 @@ describe('Redis key names', () => {
     const slotOf = (key: string | number) => new Command('exists', [String(key)]).getSlot();
     for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain']) {
       const keys = space.lockKeys(id);
+      const permit = space.permitKeys('semaphore', id);
       const hand = { graceMs: 1, channelPrefix: 'kh:grants:', lockName: id };
-      const args: Partial<{ [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] }> = {
+      const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
         acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '', maxSlots: 1 },
         renew: { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         release: { ...hand, keys, ownerToken: 'o' },
@@ -61,6 +62,13 @@ describe('Redis key names', () => {
         slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
         slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
         rateLease: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
+        permitAcquire: { ...hand, keys: permit, ownerToken: 'o', ttlMs: 1, holder: '', weight: 1, capacity: 1, waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1 },
+        permitRenew: { keys: permit, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        permitRelease: { ...hand, keys: permit, ownerToken: 'o' },
+        permitCancel: { ...hand, keys: permit, waiterId: 'w', ownerToken: 'o' },
+        permitHeartbeat: { ...hand, keys: permit, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
+        permitInspect: { keys: permit },
+        permitForceRelease: { ...hand, keys: permit },
       };
       for (const name of Object.keys(args) as ScriptName[]) {
         const spec = SCRIPTS[name];
