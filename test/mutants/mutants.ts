@@ -152,3 +152,70 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'fencing clock floor in milliseconds instead of microseconds (embedded store)',
   },
 ];
+
+/**
+ * The five bugs `npm test` used to miss (see docs/testing.md), each with the one test that must fail on
+ * it. `npm run test:mutants` plants each and runs that test alone (vitest -t), so the report shows the
+ * named test failing on the named bug, not some other test that happened to fail on a busy machine.
+ * The same test is first run on the unchanged code, where it must pass.
+ */
+export interface FocusedProof {
+  /** The bug, in the words of the table in docs/testing.md. */
+  readonly bug: string;
+  /** Ids from PLANTED_MUTANTS. */
+  readonly mutants: readonly string[];
+  readonly testFile: string;
+  /** The test's full name as vitest prints it (describe > it), matched exactly. */
+  readonly testName: string;
+}
+
+export const FOCUSED_PROOFS: readonly FocusedProof[] = [
+  {
+    bug: 'late-grant guard turned off',
+    mutants: ['late-grant-guard-off'],
+    testFile: 'test/redis/late-reply.test.ts',
+    testName: 'a store reply that arrives past half the lease acquire: 503 store_unavailable, nothing granted, and the lease is given back in Redis at once',
+  },
+  {
+    bug: 'fencing token from the clock only, without "last + 1" (embedded store)',
+    mutants: ['fencing-clock-only-ts'],
+    testFile: 'test/unit/memory-store-clock.test.ts',
+    testName: 'embedded store on a fake clock a frozen clock: each grant inside the same microsecond is numbered last + 1',
+  },
+  {
+    bug: 'fencing token from the clock only, without "last + 1" (Redis)',
+    mutants: ['fencing-clock-only-lua'],
+    testFile: 'test/redis/scripts.test.ts',
+    testName: 'acquire.lua the fencing token is last + 1 when the last one is ahead of the clock',
+  },
+  {
+    bug: 'no quota slot taken when waitMs > 0',
+    mutants: ['no-slot-when-waiting'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap",
+  },
+  {
+    bug: 'renew does not extend the quota slot',
+    mutants: ['renew-no-slot-extend'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' quota: a renewed lease still counts after the end of the slot its grant reserved",
+  },
+  {
+    bug: 'renew does not extend the quota slot (Redis script)',
+    mutants: ['slot-extend-noop'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'redis' quota: a renewed lease still counts after the end of the slot its grant reserved",
+  },
+  {
+    bug: 'lease not given back when the waiting caller has left',
+    mutants: ['waiter-left-lease-kept'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
+  },
+  {
+    bug: 'lease not given back when the waiting caller has left (Redis wait room)',
+    mutants: ['waiter-left-lease-kept-redis'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'redis' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
+  },
+];

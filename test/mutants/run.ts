@@ -3,7 +3,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, write
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
+import { FOCUSED_PROOFS, type FocusedProof, PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
 import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
 
 /**
@@ -16,6 +16,8 @@ import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
  *   --parts a,b        run StrykerJS on these parts of the scope only (stryker.config.mjs PARTS; default all)
  *   --only id,id       plant only these mutants (the report is then not written)
  *   --concurrency n    planted mutants run at once (default 2)
+ *   --skip-focused     leave out the focused proofs (FOCUSED_PROOFS: one named test alone against its bug)
+ *   --focused-only     only the focused proofs (with --only: those of these mutants); no report is written
  */
 
 /** Every test file here is part of `npm test`: what kills a planted mutant here, `npm test` catches too. */
@@ -46,6 +48,8 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     concurrency: { type: 'string', default: '2' },
     parts: { type: 'string' },
+    'skip-focused': { type: 'boolean', default: false },
+    'focused-only': { type: 'boolean', default: false },
   },
 });
 
@@ -90,11 +94,17 @@ interface VitestJson {
 
 /** Runs the safety tests in `dir`, stopping at the first failure; returns the first failing test, or null if all passed. */
 function runSafetyTests(dir: string): Promise<string | null> {
+  return runVitest(dir, ['--bail=1', ...SAFETY_TEST_FILES]);
+}
+
+/** Runs vitest in `dir` with `args`; returns the first failing test ("file > name"), or null if all passed. */
+function runVitest(dir: string, args: readonly string[], onReport?: (report: VitestJson) => void): Promise<string | null> {
   const out = join(dir, '.tmp/vitest-result.json');
+  rmSync(out, { force: true });
   return new Promise((resolvePromise) => {
     const child = spawn(
       process.execPath,
-      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--bail=1', '--reporter=json', `--outputFile=${out}`, ...SAFETY_TEST_FILES],
+      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--reporter=json', `--outputFile=${out}`, ...args],
       { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
     );
     let stderr = '';
@@ -102,6 +112,7 @@ function runSafetyTests(dir: string): Promise<string | null> {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
     child.on('exit', (code) => {
+      if (onReport && existsSync(out)) onReport(JSON.parse(readFileSync(out, 'utf8')) as VitestJson);
       if (code === 0) return resolvePromise(null);
       try {
         const report = JSON.parse(readFileSync(out, 'utf8')) as VitestJson;
@@ -137,6 +148,56 @@ async function runPlanted(mutant: PlantedMutant): Promise<PlantedResult> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+interface FocusedResult {
+  readonly proof: FocusedProof;
+  readonly mutant: string;
+  /** How the named test ended on the unchanged code, then with the mutant planted. */
+  readonly clean: string;
+  readonly mutated: string;
+  readonly seconds: number;
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Runs one named test alone in `dir`; returns its status (passed, failed, or "not run" when no test has that name). */
+async function runNamedTest(dir: string, proof: FocusedProof): Promise<string> {
+  let status = 'not run';
+  await runVitest(dir, [proof.testFile, '-t', `^${escapeRegExp(proof.testName)}$`], (report) => {
+    for (const file of report.testResults) {
+      const found = file.assertionResults.find((a) => a.fullName === proof.testName);
+      if (found) status = found.status;
+      else if (file.status === 'failed') status = `file failed to run: ${(file.message ?? '').split('\n')[0]}`;
+    }
+  });
+  return status;
+}
+
+/** Each focused proof: its test passes on the code as it is, and fails with its mutant planted. */
+async function runFocused(proof: FocusedProof, mutantId: string): Promise<FocusedResult> {
+  const started = performance.now();
+  const mutant = PLANTED_MUTANTS.find((m) => m.id === mutantId);
+  if (!mutant) throw new Error(`focused proof names an unknown mutant ${mutantId}`);
+  const dir = makeSandbox(`focused-${mutantId}`);
+  try {
+    const clean = await runNamedTest(dir, proof);
+    if (!plant(dir, mutant)) return { proof, mutant: mutantId, clean, mutated: 'no-match', seconds: 0 };
+    const mutated = await runNamedTest(dir, proof);
+    return { proof, mutant: mutantId, clean, mutated, seconds: Math.round((performance.now() - started) / 1000) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function focusedTable(results: readonly FocusedResult[]): string {
+  const rows = results.map(
+    (r) =>
+      `| ${r.proof.bug} | ${r.mutant} | \`${r.proof.testFile}\` > ${r.proof.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds} |`,
+  );
+  return ['| bug | mutant | the test, run alone | without the mutant | with it | s |', '|---|---|---|---|---|---:|', ...rows].join('\n');
+}
+
+const proven = (r: FocusedResult) => r.clean === 'passed' && r.mutated === 'failed';
 
 async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length);
@@ -195,10 +256,23 @@ function strykerTable(s: StrykerSummary): string {
 
 async function main(): Promise<void> {
   const runStarted = performance.now();
-  const only = args.only?.split(',');
+  const focusedOnly = args['focused-only'];
+  const only = args.only?.split(',') ?? (focusedOnly ? FOCUSED_PROOFS.flatMap((p) => p.mutants) : undefined);
   const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
   const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
   const strykerSeconds = args['skip-stryker'] || only ? null : runStryker(parts);
+
+  if (focusedOnly) {
+    const focused = await runAll(
+      FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => only?.includes(m)).map((m) => [proof, m] as const)),
+      Number(args.concurrency),
+      ([proof, m]) => runFocused(proof, m),
+    );
+    console.log(`\n${focusedTable(focused)}\n`);
+    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
+    if (!focused.every(proven)) process.exitCode = 1;
+    return;
+  }
 
   const baselineDir = makeSandbox('baseline');
   const baselineFailure = await runSafetyTests(baselineDir);
@@ -206,11 +280,21 @@ async function main(): Promise<void> {
   if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
 
   const planted = await runAll(selected, Number(args.concurrency), runPlanted);
-  const totalSeconds = (performance.now() - runStarted) / 1000;
   console.log(`\n${plantedTable(planted)}\n`);
   const killed = planted.filter((p) => p.status === 'killed').length;
   console.log(`planted mutants killed ${killed}/${planted.length}`);
+  const noMatch = planted.filter((p) => p.status === 'no-match').map((p) => p.mutant.id);
+  if (noMatch.length > 0) console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
   if (killed < planted.length) process.exitCode = 1;
+
+  const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
+  const focused = args['skip-focused'] ? [] : await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
+  if (focused.length > 0) {
+    console.log(`\n${focusedTable(focused)}\n`);
+    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
+    if (!focused.every(proven)) process.exitCode = 1;
+  }
+  const totalSeconds = (performance.now() - runStarted) / 1000;
   if (only) return;
 
   const reported = STRYKER_PARTS.filter((p) => existsSync(strykerReportOf(p)));
@@ -244,6 +328,14 @@ async function main(): Promise<void> {
     `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`).`,
     '',
     plantedTable(planted),
+    '',
+    '## Focused proofs',
+    '',
+    args['skip-focused']
+      ? 'Not run (--skip-focused).'
+      : 'Each bug that `npm test` used to miss, planted alone, and the one test that must catch it run alone against it (`vitest run <file> -t <name>`), first on the unchanged code (it must pass), then with the mutant (it must fail).',
+    '',
+    focused.length > 0 ? focusedTable(focused) : '',
     '',
   ].join('\n');
   console.log(`\n${strykerTable(stryker)}\n`);
