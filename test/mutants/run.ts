@@ -18,10 +18,15 @@ import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
  *   --concurrency n    planted mutants run at once (default 2)
  *   --skip-focused     leave out the focused proofs (FOCUSED_PROOFS: one named test alone against its bug)
  *   --focused-only     only the focused proofs (with --only: those of these mutants); no report is written
+ *   --stryker-only     only StrykerJS (the parts of --parts), then the report
+ *   --report-only      write reports/mutation/summary.md from the last runs' records (stryker-<part>.json and
+ *                      .run.json, planted.run.json), run nothing
  */
 
 /** Every test file here is part of `npm test`: what kills a planted mutant here, `npm test` catches too. */
 export const SAFETY_TEST_FILES = [
+  'test/unit/safety-core.test.ts',
+  'test/unit/memory-store-rules.test.ts',
   'test/conformance/memory-store.test.ts',
   'test/conformance/redis-store.test.ts',
   'test/domain/lock-service.test.ts',
@@ -50,6 +55,8 @@ const { values: args } = parseArgs({
     parts: { type: 'string' },
     'skip-focused': { type: 'boolean', default: false },
     'focused-only': { type: 'boolean', default: false },
+    'stryker-only': { type: 'boolean', default: false },
+    'report-only': { type: 'boolean', default: false },
   },
 });
 
@@ -104,7 +111,7 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
   return new Promise((resolvePromise) => {
     const child = spawn(
       process.execPath,
-      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--reporter=json', `--outputFile=${out}`, ...args],
+      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config=test/mutants/vitest.safety.config.ts', '--reporter=json', `--outputFile=${out}`, ...args],
       { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
     );
     let stderr = '';
@@ -217,20 +224,43 @@ async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item
 const STRYKER_PARTS = ['domain', 'memory', 'redis'] as const;
 const strykerReportOf = (part: string) => join(REPORT_DIR, `stryker-${part}.json`);
 
-/** Runs StrykerJS on each part in turn; returns the seconds each took. */
-function runStryker(parts: readonly string[]): Record<string, number> {
-  const seconds: Record<string, number> = {};
+/** How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at different times still report their own figures. */
+interface RunRecord {
+  readonly startedAt: string;
+  readonly seconds: number;
+  readonly commit: string;
+  /** Load average (1 min) at the start and at the end; the machine is shared. */
+  readonly loadBefore: number;
+  readonly loadAfter: number;
+}
+const runRecordOf = (name: string) => join(REPORT_DIR, `${name}.run.json`);
+const commitNow = () => spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
+
+function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}): void {
+  const entry: RunRecord = {
+    startedAt: startedAt.toISOString(),
+    seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
+    commit: commitNow(),
+    loadBefore,
+    loadAfter: loadavg()[0] as number,
+  };
+  mkdirSync(REPORT_DIR, { recursive: true });
+  writeFileSync(runRecordOf(name), `${JSON.stringify({ ...entry, ...extra }, null, 2)}\n`);
+}
+
+/** Runs StrykerJS on each part in turn (two runners each: the machine is shared), recording each part's run. */
+function runStryker(parts: readonly string[]): void {
   for (const part of parts) {
-    const started = performance.now();
-    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run'], {
+    const startedAt = new Date();
+    const loadBefore = loadavg()[0] as number;
+    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', '--concurrency', '2'], {
       cwd: ROOT,
       stdio: 'inherit',
       env: { ...process.env, STRYKER_PART: part },
     });
     if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
-    seconds[part] = (performance.now() - started) / 1000;
+    record(`stryker-${part}`, startedAt, loadBefore);
   }
-  return seconds;
 }
 
 const minutes = (s: number) => `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
@@ -254,68 +284,48 @@ function strykerTable(s: StrykerSummary): string {
   ].join('\n');
 }
 
-async function main(): Promise<void> {
-  const runStarted = performance.now();
-  const focusedOnly = args['focused-only'];
-  const only = args.only?.split(',') ?? (focusedOnly ? FOCUSED_PROOFS.flatMap((p) => p.mutants) : undefined);
-  const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
-  const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
-  const strykerSeconds = args['skip-stryker'] || only ? null : runStryker(parts);
+interface PlantedRecord extends RunRecord {
+  readonly planted: ReadonlyArray<{ id: string; file: string; what: string; status: string; killedBy: string; seconds: number }>;
+  readonly focused: ReadonlyArray<{ bug: string; mutant: string; testFile: string; testName: string; clean: string; mutated: string; seconds: number }>;
+}
 
-  if (focusedOnly) {
-    const focused = await runAll(
-      FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => only?.includes(m)).map((m) => [proof, m] as const)),
-      Number(args.concurrency),
-      ([proof, m]) => runFocused(proof, m),
-    );
-    console.log(`\n${focusedTable(focused)}\n`);
-    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
-    if (!focused.every(proven)) process.exitCode = 1;
-    return;
-  }
+const readJson = <T>(path: string): T | null => (existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as T) : null);
+const describeRun = (r: RunRecord | null) =>
+  r === null
+    ? 'time not recorded'
+    : `${minutes(r.seconds)} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
 
-  const baselineDir = makeSandbox('baseline');
-  const baselineFailure = await runSafetyTests(baselineDir);
-  rmSync(baselineDir, { recursive: true, force: true });
-  if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
-
-  const planted = await runAll(selected, Number(args.concurrency), runPlanted);
-  console.log(`\n${plantedTable(planted)}\n`);
-  const killed = planted.filter((p) => p.status === 'killed').length;
-  console.log(`planted mutants killed ${killed}/${planted.length}`);
-  const noMatch = planted.filter((p) => p.status === 'no-match').map((p) => p.mutant.id);
-  if (noMatch.length > 0) console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
-  if (killed < planted.length) process.exitCode = 1;
-
-  const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
-  const focused = args['skip-focused'] ? [] : await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
-  if (focused.length > 0) {
-    console.log(`\n${focusedTable(focused)}\n`);
-    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
-    if (!focused.every(proven)) process.exitCode = 1;
-  }
-  const totalSeconds = (performance.now() - runStarted) / 1000;
-  if (only) return;
-
+/** summary.md from the last StrykerJS report of each part and the last planted run, each with its own time, load and commit. */
+function writeReport(): boolean {
   const reported = STRYKER_PARTS.filter((p) => existsSync(strykerReportOf(p)));
   const missing = STRYKER_PARTS.filter((p) => !reported.includes(p));
   const stryker = summariseStryker(reported.map(strykerReportOf), ROOT);
-
+  const perPart = reported.map((p) => {
+    const s = summariseStryker([strykerReportOf(p)], ROOT);
+    return `| ${p} | ${s.score.toFixed(1)} | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.noCoverage} | ${describeRun(readJson<RunRecord>(runRecordOf(`stryker-${p}`)))} |`;
+  });
+  const planted = readJson<PlantedRecord>(runRecordOf('planted'));
   const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
+  const plantedRows = (planted?.planted ?? []).map(
+    (r) => `| ${r.id} | \`${r.file}\` | ${r.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
+  );
+  const focusedRows = (planted?.focused ?? []).map(
+    (r) => `| ${r.bug} | ${r.mutant} | \`${r.testFile}\` > ${r.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds} |`,
+  );
   const report = [
     '# Mutation testing: last run',
     '',
-    `Run ${new Date().toISOString()} on ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end, Node ${process.version}.`,
-    strykerSeconds === null
-      ? 'StrykerJS: the reports of earlier runs (--skip-stryker).'
-      : `StrykerJS took ${Object.entries(strykerSeconds).map(([p, t]) => `${minutes(t)} (${p})`).join(', ')}.`,
+    `Written ${new Date().toISOString()} on ${cpus().length} cores, Node ${process.version}. Each part below was run on its own, at the time, load and commit it names: the machine is shared, so every time is given with its load.`,
     missing.length > 0 ? `**Not measured: StrykerJS part(s) ${missing.join(', ')} have no report.**` : 'Every StrykerJS part has a report.',
-    `Whole run: ${minutes(totalSeconds)}.`,
     '',
     '## StrykerJS: src/domain and src/store',
     '',
-    `Mutation score **${stryker.score.toFixed(1)} %** (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
+    `Mutation score **${stryker.score.toFixed(1)} %** over the parts reported (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
       'static mutants (module-level code) and string literals are left out (see docs/testing.md). Full reports: `reports/mutation/stryker-<part>.html`.',
+    '',
+    '| part | score % | killed | timed out | survived | no coverage | run |',
+    '|---|---:|---:|---:|---:|---:|---|',
+    ...perPart,
     '',
     strykerTable(stryker),
     '',
@@ -325,17 +335,21 @@ async function main(): Promise<void> {
     '',
     '## Planted mutants',
     '',
-    `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`).`,
+    planted === null ? '**Not run.**' : `Run: ${describeRun(planted)}.`,
     '',
-    plantedTable(planted),
+    `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`), up to the first failing test.`,
+    '',
+    '| mutant | file | planted bug | result | first failing test | s |',
+    '|---|---|---|---|---|---:|',
+    ...plantedRows,
     '',
     '## Focused proofs',
     '',
-    args['skip-focused']
-      ? 'Not run (--skip-focused).'
-      : 'Each bug that `npm test` used to miss, planted alone, and the one test that must catch it run alone against it (`vitest run <file> -t <name>`), first on the unchanged code (it must pass), then with the mutant (it must fail).',
+    'Each bug that `npm test` used to miss, planted alone, and the one test that must catch it run alone against it (`vitest run <file> -t <name>`), first on the unchanged code (it must pass), then with the mutant (it must fail).',
     '',
-    focused.length > 0 ? focusedTable(focused) : '',
+    '| bug | mutant | the test, run alone | without the mutant | with it | s |',
+    '|---|---|---|---|---|---:|',
+    ...focusedRows,
     '',
   ].join('\n');
   console.log(`\n${strykerTable(stryker)}\n`);
@@ -343,7 +357,58 @@ async function main(): Promise<void> {
   mkdirSync(REPORT_DIR, { recursive: true });
   writeFileSync(join(REPORT_DIR, 'summary.md'), report);
   console.log('written: reports/mutation/summary.md');
-  if (stryker.score < MIN_STRYKER_SCORE || missing.length > 0) process.exitCode = 1;
+  return stryker.score >= MIN_STRYKER_SCORE && missing.length === 0;
+}
+
+async function main(): Promise<void> {
+  if (args['report-only']) {
+    if (!writeReport()) process.exitCode = 1;
+    return;
+  }
+  const focusedOnly = args['focused-only'];
+  const only = args.only?.split(',') ?? (focusedOnly ? FOCUSED_PROOFS.flatMap((p) => p.mutants) : undefined);
+  const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
+  const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
+  if (!args['skip-stryker'] && !only) runStryker(parts);
+  if (args['stryker-only']) {
+    if (!writeReport()) process.exitCode = 1;
+    return;
+  }
+
+  const startedAt = new Date();
+  const loadBefore = loadavg()[0] as number;
+  let planted: PlantedResult[] = [];
+  if (!focusedOnly) {
+    const baselineDir = makeSandbox('baseline');
+    const baselineFailure = await runSafetyTests(baselineDir);
+    rmSync(baselineDir, { recursive: true, force: true });
+    if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+
+    planted = await runAll(selected, Number(args.concurrency), runPlanted);
+    console.log(`\n${plantedTable(planted)}\n`);
+    const killed = planted.filter((p) => p.status === 'killed').length;
+    console.log(`planted mutants killed ${killed}/${planted.length}`);
+    const noMatch = planted.filter((p) => p.status === 'no-match').map((p) => p.mutant.id);
+    if (noMatch.length > 0) {
+      console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
+    }
+    if (killed < planted.length) process.exitCode = 1;
+  }
+
+  const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
+  const focused = args['skip-focused'] ? [] : await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
+  if (focused.length > 0) {
+    console.log(`\n${focusedTable(focused)}\n`);
+    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
+    if (!focused.every(proven)) process.exitCode = 1;
+  }
+  if (only) return;
+
+  record('planted', startedAt, loadBefore, {
+    planted: planted.map((r) => ({ id: r.mutant.id, file: r.mutant.file, what: r.mutant.what, status: r.status, killedBy: r.killedBy, seconds: r.seconds })),
+    focused: focused.map((r) => ({ bug: r.proof.bug, mutant: r.mutant, testFile: r.proof.testFile, testName: r.proof.testName, clean: r.clean, mutated: r.mutated, seconds: r.seconds })),
+  });
+  if (!writeReport()) process.exitCode = 1;
 }
 
 await main();

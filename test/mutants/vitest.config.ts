@@ -20,6 +20,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const FILES = [
   'test/unit/safety-core.test.ts',
   'test/unit/memory-store-clock.test.ts',
+  'test/unit/memory-store-rules.test.ts',
   'test/unit/redis-keys.test.ts',
   'test/unit/random.test.ts',
   'test/redis/scripts.test.ts',
