@@ -22,6 +22,7 @@ const FILES = [
   'test/unit/memory-store-clock.test.ts',
   'test/unit/memory-store-rules.test.ts',
   'test/unit/redis-keys.test.ts',
+  'test/unit/redis-replies.test.ts',
   'test/unit/random.test.ts',
   'test/redis/scripts.test.ts',
   'test/redis/store-state.test.ts',
