@@ -13,6 +13,7 @@ import {
   WaitAbortedError,
 } from '../../src/domain/errors.js';
 import { nextFencingToken } from '../../src/domain/fencing.js';
+import { idempotencyScope } from '../../src/domain/idempotency.js';
 import { FreshnessGuard, LATE_REPLY_FRACTION } from '../../src/domain/freshness.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
@@ -67,6 +68,18 @@ describe('namespaces: lock ids', () => {
   });
 });
 
+describe('idempotency: the key the store keeps', () => {
+  it('is 22 characters, the same for the same caller and key, and different across callers or keys', () => {
+    const scope = idempotencyScope('caller', 'retry-1');
+    expect(scope).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(idempotencyScope('caller', 'retry-1')).toBe(scope);
+    expect(idempotencyScope('other', 'retry-1')).not.toBe(scope);
+    expect(idempotencyScope('caller', 'retry-2')).not.toBe(scope);
+    // The separator keeps (caller "ab", key "c") apart from (caller "a", key "bc").
+    expect(idempotencyScope('ab', 'c')).not.toBe(idempotencyScope('a', 'bc'));
+  });
+});
+
 describe('fencing: next token', () => {
   it('is last + 1 when the last token is at or ahead of the clock, else the clock in microseconds', () => {
     expect(nextFencingToken(5_000_000, 1_000)).toBe(5_000_001);
@@ -95,8 +108,8 @@ describe('errors: codes and retry hints', () => {
     expect(new TooManyWaitersError('key')).toMatchObject({ code: 'too_many_waiters', scope: 'key', retryAfterMs: 1000 });
     expect(new TooManyWaitersError('key').message).toMatch(/this lock/);
     expect(new TooManyWaitersError('namespace', 7)).toMatchObject({ scope: 'namespace', retryAfterMs: 7 });
-    expect(new TooManyWaitersError('namespace').message).toMatch(/namespace/);
-    expect(new TooManyWaitersError('instance').message).toMatch(/this instance/);
+    expect(new TooManyWaitersError('namespace').message).toMatch(/^this namespace/);
+    expect(new TooManyWaitersError('instance').message).toMatch(/^this instance/);
     expect(new RateLimitedError(10).message).toMatch(/retry in 1 s/);
     expect(new RateLimitedError(2_001).message).toMatch(/retry in 3 s/);
   });
@@ -281,6 +294,8 @@ describe('lock service: waiting callers', () => {
     await waitersAre(locks, 2);
     const w4 = wait('ns', 'c');
     await waitersAre(locks, 3);
+    // ns has two waiting again (w2, w4): still at its cap.
+    await expect(wait('ns', 'c')).rejects.toMatchObject({ scope: 'namespace' });
     await locks.release('ns', 'b', held[1]!.ownerToken);
     await locks.release('ns', 'c', held[2]!.ownerToken);
     await Promise.all([w2, w4]);
