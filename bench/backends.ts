@@ -1,13 +1,16 @@
 import type { LoopResult, LoopTask } from './protocol.js';
 import { startKeyholder, type Keyholder, type OwnedProcess } from './procs.js';
 import { EtcdCluster } from '../test/helpers/etcd-cluster.js';
+import { RedisCluster } from '../test/helpers/redis-cluster.js';
 import { SentinelTopology } from '../test/helpers/redis-sentinel.js';
 
 /**
  * Each replicated backend beside one Redis, in the same run and with the same load: lock pairs
  * (acquire + release on fresh keys) and hand-offs on one hot key, through the built server with
  * production settings. The topologies are the tests' (loopback, real processes): Sentinel with one
- * replica, with and without a replica acknowledgement per grant, and a 3-member etcd cluster.
+ * replica, with and without a replica acknowledgement per grant, a Redis Cluster of 3 masters + 3
+ * replicas (with and without acks), and a 3-member etcd cluster. The load is one namespace, so on the
+ * Cluster it lands on one master: the figures are the cost per namespace, not the Cluster's total.
  */
 export interface BackendRow {
   readonly backend: string;
@@ -36,21 +39,32 @@ export async function measureBackends(options: {
   const owned: OwnedProcess[] = [];
   let sentinel: SentinelTopology | undefined;
   let etcd: EtcdCluster | undefined;
+  let cluster: RedisCluster | undefined;
   try {
-    options.progress('backends: starting a Sentinel topology and a 3-member etcd cluster');
+    options.progress('backends: starting a Sentinel topology, a Redis Cluster and a 3-member etcd cluster');
     sentinel = await SentinelTopology.start({ replicas: 1, sentinels: 3 });
+    cluster = await RedisCluster.start();
     etcd = await EtcdCluster.start(3);
-    // REDIS_URL '' counts as unset: these instances reach their store another way.
-    const viaSentinel = { ...options.access, REDIS_SENTINELS: sentinel.sentinelsEnv, REDIS_SENTINEL_NAME: SentinelTopology.NAME };
-    const sentinelNoAcks = await startKeyholder('kh-sentinel', '', options.dir, { ...viaSentinel, REDIS_KEY_PREFIX: 'bs0:' });
-    owned.push(sentinelNoAcks.proc);
-    const sentinelAcks = await startKeyholder('kh-sentinel-acks', '', options.dir, {
-      ...viaSentinel,
-      REDIS_KEY_PREFIX: 'bs1:',
-      REDIS_MIN_REPLICA_ACKS: '1',
-      REDIS_REPLICA_ACK_TIMEOUT_MS: '100',
+    // REDIS_URL '' counts as unset: these instances reach their store another way. Each replicated
+    // Redis runs twice, without and with a replica acknowledgement per grant, on its own key prefix.
+    const withAndWithoutAcks = async (name: string, prefix: string, env: Record<string, string>) => {
+      const noAcks = await startKeyholder(`kh-${name}`, '', options.dir, { ...options.access, ...env, REDIS_KEY_PREFIX: `${prefix}0:` });
+      owned.push(noAcks.proc);
+      const acks = await startKeyholder(`kh-${name}-acks`, '', options.dir, {
+        ...options.access,
+        ...env,
+        REDIS_KEY_PREFIX: `${prefix}1:`,
+        REDIS_MIN_REPLICA_ACKS: '1',
+        REDIS_REPLICA_ACK_TIMEOUT_MS: '100',
+      });
+      owned.push(acks.proc);
+      return [noAcks, acks] as const;
+    };
+    const [sentinelNoAcks, sentinelAcks] = await withAndWithoutAcks('sentinel', 'bs', {
+      REDIS_SENTINELS: sentinel.sentinelsEnv,
+      REDIS_SENTINEL_NAME: SentinelTopology.NAME,
     });
-    owned.push(sentinelAcks.proc);
+    const [clusterNoAcks, clusterAcks] = await withAndWithoutAcks('cluster', 'bc', { REDIS_CLUSTER_NODES: cluster.nodesEnv });
     const onEtcd = await startKeyholder('kh-etcd', '', options.dir, {
       ...options.access,
       KEYHOLDER_STORE: 'etcd',
@@ -62,6 +76,8 @@ export async function measureBackends(options: {
       ['one Redis (AOF)', options.oneRedis],
       ['Sentinel, no acks', sentinelNoAcks],
       ['Sentinel + 1 replica ack', sentinelAcks],
+      ['Redis Cluster 3+3, no acks', clusterNoAcks],
+      ['Redis Cluster 3+3 + 1 replica ack', clusterAcks],
       ['etcd, 3 members', onEtcd],
     ];
     const rows: BackendRow[] = backends.map(([backend]) => ({ backend, pairs: [], hot: [] }));
@@ -88,6 +104,7 @@ export async function measureBackends(options: {
   } finally {
     for (const proc of owned.reverse()) await proc.stop().catch(() => undefined);
     await sentinel?.stop().catch(() => undefined);
+    await cluster?.stop().catch(() => undefined);
     await etcd?.stop().catch(() => undefined);
   }
 }

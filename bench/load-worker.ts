@@ -152,6 +152,8 @@ function httpScenario(task: LoopTask): Scenario {
   const now = () => performance.now();
 
   switch (task.scenario) {
+    // floor-lock answers the same two routes (it ignores the API key).
+    case 'floor-lock':
     case 'pairs':
       return {
         close,
@@ -285,6 +287,7 @@ function redisScenario(task: LoopTask): Scenario {
           channelPrefix: keys.grantChannelPrefix(),
           lockName: key,
           idempotencyKey: '',
+          maxSlots: 0,
         }),
       );
       const t1 = performance.now();
@@ -319,7 +322,10 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     server: task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
     redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
   });
+  const stats = task.redisUrl ? new Redis(task.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
+  const commands = async () => (stats ? commandStats(await stats.info('commandstats')) : undefined);
   await sleep(task.warmMs);
+  const commandsBefore = await commands();
   const cpuBefore = cpu();
   const startedAt = performance.now();
   run.measuring = true;
@@ -327,6 +333,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
   run.measuring = false;
   const seconds = (performance.now() - startedAt) / 1000;
   const cpuAfter = cpu();
+  const commandsAfter = await commands();
+  stats?.disconnect();
   run.stopping = true;
   await Promise.all(clients);
   await scenario.close();
@@ -341,6 +349,7 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     errors: run.errors,
     serverCpuSeconds: diff(cpuBefore.server, cpuAfter.server),
     redisCpuSeconds: diff(cpuBefore.redis, cpuAfter.redis),
+    ...(commandsBefore && commandsAfter ? { redisCommands: commandDeltas(commandsBefore, commandsAfter) } : {}),
     ...(scenario.handOff
       ? {
           handOffFromReleaseSent: scenario.handOff.fromSent.summary(),
@@ -461,6 +470,17 @@ function commandStats(info: string): Map<string, number> {
   return calls;
 }
 
+/** Calls per command between two INFO commandstats reads; the INFO reads themselves are not counted. */
+function commandDeltas(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, calls] of after) {
+    if (name === 'info') continue;
+    const delta = calls - (before.get(name) ?? 0);
+    if (delta > 0) out[name] = delta;
+  }
+  return out;
+}
+
 async function runChain(task: ChainTask): Promise<ChainResult> {
   const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
   const pool = new Pool(task.keyholderUrl, { connections: task.waiters + 2, keepAliveTimeout: 120_000 });
@@ -468,6 +488,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
   const breakdown: Record<string, number> = {};
   let handOffs = 0;
   let failures = 0;
+  const refusals: Record<string, number> = {};
   let seconds = 0;
   try {
     for (let cycle = 0; cycle < task.cycles; cycle++) {
@@ -479,6 +500,8 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
         const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
         if (acquired.status !== 200) {
           failures++;
+          const code = `${acquired.status} ${String(acquired.json.code)}`;
+          refusals[code] = (refusals[code] ?? 0) + 1;
           return;
         }
         clock.granted(performance.now(), counting);
@@ -493,7 +516,11 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
       for (;;) {
         const state = await get(pool, `/v1/locks/${key}`);
         if (state.json.waiters === task.waiters) break;
-        if (performance.now() > queuedBy) throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued`);
+        if (performance.now() > queuedBy) {
+          // The waiters still in flight finish before the pool closes.
+          await Promise.allSettled(waiters);
+          throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued; refused: ${JSON.stringify(refusals)}`);
+        }
         await sleep(20);
       }
       const before = commandStats(await redis.info('commandstats'));

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../test/helpers/redis-server.js';
 
-/** The processes the benchmark starts and measures: keyholder, the bare-Fastify floor and etcd. */
+/** The processes the benchmark starts and measures: keyholder, the bare-Fastify floor, the lock floor and etcd. */
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -129,6 +129,21 @@ export async function startFloorHttp(dir: string): Promise<Keyholder> {
     process.execPath,
     ['--import', 'tsx', 'bench/floor-http-server.ts'],
     { NODE_ENV: 'production', PORT: String(port) },
+    dir,
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await proc.waitReady(`${url}/ready`);
+  return { proc, url };
+}
+
+/** The lock floor (floor-lock-server.ts): the naive lock service, in its own process, on the same Redis. */
+export async function startFloorLock(dir: string, redisUrl: string): Promise<Keyholder> {
+  const port = await freePort();
+  const proc = OwnedProcess.spawn(
+    'floor-lock',
+    process.execPath,
+    ['--import', 'tsx', 'bench/floor-lock-server.ts'],
+    { NODE_ENV: 'production', PORT: String(port), REDIS_URL: redisUrl },
     dir,
   );
   const url = `http://127.0.0.1:${port}`;

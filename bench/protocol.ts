@@ -1,6 +1,6 @@
 /** Messages between the benchmark runner and its load-generating worker process. */
 
-export type LoopScenario = 'pairs' | 'hot' | 'renew' | 'floor-http' | 'floor-redis' | 'peer-etcd';
+export type LoopScenario = 'pairs' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
 
 export interface LoopTask {
   readonly kind: 'loop';
@@ -15,6 +15,8 @@ export interface LoopTask {
   /** Processes whose CPU time is read at the start and end of the measured window. */
   readonly serverPid?: number;
   readonly redisPid?: number;
+  /** When set, INFO commandstats is read at the start and end of the measured window (see LoopResult.redisCommands). */
+  readonly redisUrl?: string;
 }
 
 export interface MemoryTask {
@@ -65,6 +67,11 @@ export interface LoopResult {
   readonly errors: Record<string, number>;
   readonly serverCpuSeconds?: number;
   readonly redisCpuSeconds?: number;
+  /**
+   * Calls per Redis command in the measured window (INFO commandstats deltas, the reads themselves
+   * left out). Commands a script runs are counted under their own names, the script under evalsha.
+   */
+  readonly redisCommands?: Record<string, number>;
   /** Hot key only: next waiter's 200 after the release was sent / after the release was answered. */
   readonly handOffFromReleaseSent?: Percentiles;
   readonly handOffFromReleaseAnswered?: Percentiles;

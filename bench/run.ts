@@ -6,9 +6,10 @@ import { parseArgs } from 'node:util';
 import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
-import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startKeyholder, type OwnedProcess } from './procs.js';
+import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startFloorLock, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
+import { renderProfile, summariseProfiles } from './profile.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -17,15 +18,19 @@ import { measureBackends, renderBackends, type BackendRow } from './backends.js'
  * its raw JSON in bench/results/ (one pair of files per run, plus latest.md and latest.json).
  */
 
+const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+
 const USAGE = `npm run bench -- [options]
 
   --quick             one short round at concurrency 50 (about a minute on an idle 2-core machine)
   --rounds N          rounds of every scenario (default 3; 1 with --quick)
   --duration-ms MS    measured window per scenario (default 5000; 1500 with --quick)
-  --scenarios a,b     loop scenarios to run (default all: ${['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'].join(', ')})
+  --scenarios a,b     loop scenarios to run (default all: ${ALL_SCENARIOS.join(', ')})
+  --concurrency a,b   client concurrencies (default 50,200; 50 with --quick)
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
-  --profile           run keyholder under --cpu-prof (profiles in .tmp/bench-profiles/)
+  --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
+                      keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
   --no-save           do not write any file
   --help              this text
@@ -37,6 +42,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     'duration-ms': { type: 'string' },
     scenarios: { type: 'string' },
+    concurrency: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
@@ -53,12 +59,11 @@ if (args.help) {
 const RESULTS_DIR = join(ROOT, 'bench/results');
 
 const quick = args.quick ?? false;
-const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
 const settings = {
   rounds: Number(args.rounds ?? (quick ? 1 : 3)),
   warmMs: quick ? 300 : 1000,
   durationMs: Number(args['duration-ms'] ?? (quick ? 1500 : 5000)),
-  concurrencies: quick ? [50] : [50, 200],
+  concurrencies: args.concurrency ? args.concurrency.split(',').map(Number) : quick ? [50] : [50, 200],
 };
 const selected = args.scenarios ? (args.scenarios.split(',') as LoopScenario[]) : ALL_SCENARIOS;
 /** The memory measurement's grace: short, so the idle keys are seen to disappear. */
@@ -120,10 +125,11 @@ async function main(): Promise<void> {
   let redis: RedisServer | undefined;
   let worker: LoadWorker | undefined;
   try {
-    progress('starting redis-server, keyholder, floor-http' + (etcdInstalled() ? ', etcd' : ''));
+    progress('starting redis-server, keyholder, floor-http, floor-lock' + (etcdInstalled() ? ', etcd' : ''));
     redis = await RedisServer.start();
     const redisPid = redis.pid as number;
-    const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.tmp/bench-profiles')}`] : [];
+    const profileDir = join(ROOT, '.tmp/bench-profiles', startedAt.replace(/[:.]/g, '-'));
+    const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
     // Production settings: API keys on (one key, as a service's worker pool would use), the rate
     // limiter on but with a ceiling the load never reaches (one key at full speed would otherwise be
     // measured against its own 429s), the per-namespace quota at its default.
@@ -142,10 +148,9 @@ async function main(): Promise<void> {
     owned.push(keyholder.proc);
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
     // seen to go) and room for 1,000 waiters on one key.
-    // The quota is off there so the memory figure is the lock's own state (see docs/performance.md).
+    // The quota is on (its default), so the memory figure includes its bookkeeping.
     const aux = await startKeyholder('keyholder-aux', redis.url, dir, {
       ...access,
-      NAMESPACE_MAX_HELD_LOCKS: '0',
       REDIS_KEY_PREFIX: 'khaux:',
       FENCE_GRACE_MS: String(MEMORY_FENCE_GRACE_MS),
       WAITERS_PER_KEY_MAX: '1024',
@@ -153,6 +158,8 @@ async function main(): Promise<void> {
     owned.push(aux.proc);
     const floor = await startFloorHttp(dir);
     owned.push(floor.proc);
+    const floorLock = await startFloorLock(dir, redis.url);
+    owned.push(floorLock.proc);
     const etcd = etcdInstalled() && selected.includes('peer-etcd') ? await startEtcd(dir) : undefined;
     if (etcd) owned.push(etcd.proc);
     worker = new LoadWorker();
@@ -179,6 +186,8 @@ async function main(): Promise<void> {
           return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };
         case 'floor-http':
           return { url: floor.url, pid: floor.proc.pid, proc: floor.proc };
+        case 'floor-lock':
+          return { url: floorLock.url, pid: floorLock.proc.pid, proc: floorLock.proc };
         case 'floor-redis':
           return { url: (redis as RedisServer).url, pid: redisPid };
         case 'peer-etcd':
@@ -201,6 +210,8 @@ async function main(): Promise<void> {
             tag: `${round}-${c}-${Date.now()}`,
             serverPid: scenario === 'floor-redis' ? undefined : target.pid,
             redisPid: scenario === 'floor-http' || scenario === 'peer-etcd' ? undefined : redisPid,
+            // Which Redis commands one unit costs, for the scenarios that are one lock pair each.
+            ...(scenario === 'pairs' || scenario === 'floor-lock' || scenario === 'floor-redis' ? { redisUrl: redis.url } : {}),
           });
           // Logs of a scenario are not kept: a full run would otherwise write gigabytes.
           target.proc?.truncateLog();
@@ -267,9 +278,15 @@ async function main(): Promise<void> {
       chains,
       expiry,
     };
-    progress('done\n');
     let text = renderReport(report, MEMORY_FENCE_GRACE_MS);
     if (backends) text += `\n### Backends\n\n${renderBackends(backends, backendConcurrency)}\n`;
+    if (args.profile) {
+      // The profile is written when the process exits.
+      progress('profile: stopping keyholder to collect its CPU profile');
+      await keyholder.proc.stop();
+      text += `\n### CPU profile\n\n${renderProfile(summariseProfiles(profileDir, ROOT))}\n`;
+    }
+    progress('done\n');
     process.stdout.write(text);
     const json = JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1);
     if (args.out) {

@@ -1,10 +1,10 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
 import type { Config } from './config.js';
 import type { AuthMode } from './http/auth.js';
 import type { RateLimitSettings } from './http/rate-limit.js';
-import { createRedisClient } from './store/redis/client.js';
+import { createRedisClient, type RedisClient } from './store/redis/client.js';
+import { RedisRatePermits } from './store/redis/rate-permits.js';
 
 /**
  * What buildApp needs for authentication and rate limits, built from the configuration, and what the
@@ -41,11 +41,11 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
     reloadKeys = () => logger.info('SIGHUP: running open, there are no API keys to reload');
   }
 
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
-    // Its own client, failing fast like the store's: while Redis is unreachable a counter call errors
+    // Its own client, failing fast like the store's: while Redis is unreachable a batch call errors
     // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
-    // it into a 500.
+    // it into a 500. It carries one batch of permits now and then, not a call per request.
     redis = createRedisClient(config.store.connection, {
       commandTimeoutMs: config.store.commandTimeoutMs,
       onLost: (err) => logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
@@ -55,7 +55,10 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   return {
     auth,
     reloadKeys,
-    rateLimit: { ...config.rateLimit, redis: client, keyPrefix: config.store.kind === 'redis' ? config.store.keyPrefix : '' },
+    rateLimit: {
+      ...config.rateLimit,
+      ...(client && config.store.kind === 'redis' ? { permits: new RedisRatePermits(client, config.store.keyPrefix) } : {}),
+    },
     close: async () => {
       if (!client) return;
       try {

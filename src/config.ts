@@ -83,13 +83,19 @@ export const EnvSchema = z
      * would silently hand out the same locks again.
      */
     KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto'))
-      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL` or `REDIS_SENTINELS` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.'),
+      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL`, `REDIS_SENTINELS` or `REDIS_CLUSTER_NODES` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.'),
     /**
      * Redis behind Sentinel: the sentinels to ask for the current primary (host:port,...). keyholder
      * follows a failover by itself; calls during the switch answer 503.
      */
     REDIS_SENTINELS: z.preprocess(emptyAsUndefined, hostPortList.optional())
       .describe('`host:port,...` of Redis Sentinels: keyholder asks them for the primary and follows a failover by itself. Instead of `REDIS_URL`; see [Scaling out](scaling.md).'),
+    /**
+     * Redis Cluster: some of its nodes (host:port,...); the client learns the others and the slot map
+     * from them, follows MOVED/ASK redirections and a master failover by itself.
+     */
+    REDIS_CLUSTER_NODES: z.preprocess(emptyAsUndefined, hostPortList.optional())
+      .describe('`host:port,...` of some Redis Cluster nodes (one is enough, more survive one being down at start): keyholder learns the rest and follows failovers and resharding. Instead of `REDIS_URL`; see [Scaling out](scaling.md#redis-cluster).'),
     /** The primary's name as the sentinels know it (`sentinel monitor <name> ...`). */
     REDIS_SENTINEL_NAME: z.preprocess(
       emptyAsUndefined,
@@ -270,7 +276,7 @@ export const EnvSchema = z
         message: `must not exceed LOCK_MAX_TTL_MS (${env.LOCK_MAX_TTL_MS})`,
       });
     }
-    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS'] as const).filter((k) => env[k] !== undefined);
+    const redisWays = (['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_CLUSTER_NODES'] as const).filter((k) => env[k] !== undefined);
     if (redisWays.length > 1) {
       ctx.addIssue({
         code: 'custom',
@@ -285,7 +291,7 @@ export const EnvSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['REDIS_URL'],
-        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS)',
+        message: 'is required when KEYHOLDER_STORE=redis (or REDIS_SENTINELS, or REDIS_CLUSTER_NODES)',
       });
     }
     if (env.KEYHOLDER_STORE === 'etcd' && env.ETCD_ENDPOINTS === undefined) {
@@ -363,7 +369,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       ? { mode: 'standalone', url: e.REDIS_URL }
       : e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_NAME !== undefined
         ? { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, name: e.REDIS_SENTINEL_NAME }
-        : undefined;
+        : e.REDIS_CLUSTER_NODES !== undefined
+          ? { mode: 'cluster', nodes: e.REDIS_CLUSTER_NODES }
+          : undefined;
   const useRedis = e.KEYHOLDER_STORE === 'redis' || (e.KEYHOLDER_STORE === 'auto' && connection !== undefined);
   return Object.freeze({
     nodeEnv: e.NODE_ENV,

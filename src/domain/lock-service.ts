@@ -9,6 +9,7 @@ import {
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
+  QuotaExceededError,
   ShuttingDownError,
   TooManyWaitersError,
   WaitAbortedError,
@@ -131,13 +132,18 @@ export class LockService {
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
+  private readonly quotaInStore: number;
 
   constructor(
     private readonly store: LockStore,
     private readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {
-    this.quota = new NamespaceQuota(store, limits.maxHeldLocksPerNamespace ?? 0);
+    const maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
+    this.quotaInStore = store.quotaInside ? maxHeld : 0;
+    // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
+    this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
   }
 
@@ -180,6 +186,7 @@ export class LockService {
           : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));
       if (grant.replayed) {
         // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+        // (A store with the quota inside takes none for a replay.)
         await this.quota.free(namespace, request.ownerToken);
       }
       // A replay answers with the earlier lease: its owner token and holder, not this call's.
@@ -196,15 +203,15 @@ export class LockService {
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
-    const { id, key, ownerToken, ttlMs, holder, idempotencyKey } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey });
-    if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+    const { id, ownerToken, ttlMs, holder, idempotencyKey } = request;
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, ...this.quotaInput() });
+    if (!outcome.acquired) throw this.refusal(request, outcome);
     await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { namespace, id, key, ttlMs, holder, idempotencyKey } = request;
+    const { namespace, id, ttlMs, holder, idempotencyKey } = request;
     if (this.closing.signal.aborted) throw new ShuttingDownError();
     // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
     const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
@@ -216,8 +223,17 @@ export class LockService {
     this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
-      const outcome = await this.store.acquire({ key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey });
-      if (!outcome.acquired) throw new LockHeldError(key, outcome.retryAfterMs);
+      const outcome = await this.store.acquire({
+        key: id,
+        ownerToken: request.ownerToken,
+        ttlMs,
+        holder,
+        waitMs,
+        signal,
+        idempotencyKey,
+        ...this.quotaInput(),
+      });
+      if (!outcome.acquired) throw this.refusal(request, outcome);
       granted = true;
       const ownerToken = outcome.replayed?.ownerToken ?? request.ownerToken;
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
@@ -302,6 +318,17 @@ export class LockService {
    */
   async confirmFresh(namespace: string, lease: FreshLease): Promise<void> {
     await this.freshness.refuseIfLate({ ...lease, id: lockId(namespace, lease.key) });
+  }
+
+  /** The store's share of the quota, when it keeps it inside its lock steps. */
+  private quotaInput(): { maxHeldInNamespace?: number } {
+    return this.quotaInStore > 0 ? { maxHeldInNamespace: this.quotaInStore } : {};
+  }
+
+  private refusal(request: LeaseRequest, outcome: Extract<AcquireOutcome, { readonly acquired: false }>): Error {
+    return outcome.quotaFull
+      ? new QuotaExceededError(request.namespace, this.quotaInStore, outcome.retryAfterMs)
+      : new LockHeldError(request.key, outcome.retryAfterMs);
   }
 
   private checkTtl(ttlMs: number): void {

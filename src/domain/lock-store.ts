@@ -28,9 +28,12 @@ export type AcquireOutcome =
       readonly acquired: false;
       /**
        * Time left on the current holder's lease when the answer was decided (for a wait that ran out:
-       * when it ran out, not when it began); at least 1.
+       * when it ran out, not when it began); at least 1. With `quotaFull`: until the namespace's
+       * earliest quota slot ends.
        */
       readonly retryAfterMs: number;
+      /** Only from a store that keeps the quota inside its lock steps: the namespace holds its cap. */
+      readonly quotaFull?: true;
     };
 
 export type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
@@ -70,6 +73,11 @@ export interface AcquireInput {
    * grants store it (a lease handed to a waiter does not).
    */
   readonly idempotencyKey?: string;
+  /**
+   * Only for a store with `quotaInside`: the most leases (held or waited for) the lock's namespace may
+   * have at once; 0 or absent = no cap.
+   */
+  readonly maxHeldInNamespace?: number;
 }
 
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */
@@ -128,6 +136,13 @@ export interface SlotStore {
 export interface LockStore extends SlotStore {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
+  /**
+   * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
+   * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait
+   * give it back, each in the same atomic step. Otherwise the lock service keeps the quota with the
+   * SlotStore calls around them.
+   */
+  readonly quotaInside?: boolean;
   /**
    * Grants the lock if it is free (or its lease ran out) and nobody is queued; otherwise waits up to
    * `waitMs` in the key's FIFO queue, or reports the time left on the current lease. Throws

@@ -1,21 +1,150 @@
-import fastifyRateLimit from '@fastify/rate-limit';
+import fastifyRateLimit, { type FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
+import { performance } from 'node:perf_hooks';
 import { RateLimitedError } from '../domain/errors.js';
 import { accessOf } from './auth.js';
+
+/** Where permits come from when several instances share one limit (the Redis store: RedisRatePermits). */
+export interface PermitSource {
+  /**
+   * Hands this instance up to `wanted` permits of `rateKey`'s current window (of `windowMs`, at most
+   * `max` permits in all); `granted` 0 means the window is spent. `windowLeftMs`: until it ends.
+   */
+  lease(rateKey: string, wanted: number, max: number, windowMs: number): Promise<{ granted: number; windowLeftMs: number; handedOut: number }>;
+}
 
 export interface RateLimitSettings {
   /** Requests one API key may make per window; 0 turns rate limiting off. */
   readonly max: number;
   readonly windowMs: number;
   /**
-   * Shared counters, so N instances allow `max` per key in total rather than N x max. Its own client
-   * (never the lock store's): see server.ts for the options that keep a Redis outage from hanging or
-   * failing lock calls.
+   * Shared permits, so N instances allow `max` per key in total rather than N x max. Absent: each
+   * instance counts on its own. (On a Redis Cluster each caller's window is one key updated by a one-key
+   * script, so it works unchanged; the windows spread over the masters.)
    */
-  readonly redis?: Redis;
-  /** Prefix of the counters' Redis keys. */
-  readonly keyPrefix?: string;
+  readonly permits?: PermitSource;
+}
+
+/**
+ * A batch is at most 1/8 of what is left in the window: while much is left, an instance asks the
+ * shared store rarely; near the limit batches shrink to one permit, so permits an instance holds but
+ * does not use (and so refuses nobody else with) stay a small part of the window.
+ */
+const BATCH_SHARE_OF_REMAINING = 8;
+/**
+ * 1,000 permits per batch at most: at a few thousand requests a second per key, one shared-store call
+ * every few hundred milliseconds, and an instance that dies takes at most this many unused permits
+ * of one key's window with it.
+ */
+const BATCH_MAX = 1000;
+/** Past this many callers' windows in memory, ended ones are dropped (open mode counts by address). */
+const SWEEP_ABOVE_WINDOWS = 10_000;
+
+interface LocalWindow {
+  /** Permits this instance holds and has not spent. */
+  left: number;
+  /** Permits handed out in this window (all instances) as of the last batch. */
+  handedOut: number;
+  /** performance.now() when the window ends. */
+  endsAt: number;
+  /** The batch being fetched, if any: callers that find no permit wait for it instead of asking again. */
+  fetching?: Promise<void>;
+}
+
+type StoreResult = { current: number; ttl: number };
+
+/**
+ * A @fastify/rate-limit store that counts in memory and takes permits from the shared store in
+ * batches (see docs/performance.md#rate-limit), so a counted request costs no Redis round trip.
+ *
+ * Exactness: a permit is taken from the shared window before any request spends it, so all instances
+ * together never let more than `max` requests of one caller through in one window. They may refuse a
+ * few early: permits another instance holds unspent when the window runs dry are not moved (at most
+ * 1/8 of what was left when that instance took its last batch). An instance that crashes loses its
+ * unspent permits for the rest of that window: at most BATCH_MAX fewer requests for that caller
+ * until the window ends, never more.
+ */
+export class BatchedRateStore {
+  private readonly windows = new Map<string, LocalWindow>();
+
+  constructor(private readonly permits: PermitSource) {}
+
+  incr(rateKey: string, done: (err: Error | null, result?: StoreResult) => void, windowMs: number, max: number): void {
+    const window = this.windows.get(rateKey);
+    const now = performance.now();
+    if (window && window.endsAt > now && window.left > 0) {
+      window.left--;
+      done(null, { current: window.handedOut - window.left, ttl: Math.ceil(window.endsAt - now) });
+      return;
+    }
+    this.take(rateKey, windowMs, max).then(
+      (result) => done(null, result),
+      (err: unknown) => done(err as Error),
+    );
+  }
+
+  /** The plugin asks each route's store for a child; every route shares one count per caller. */
+  child(): this {
+    return this;
+  }
+
+  private async take(rateKey: string, windowMs: number, max: number): Promise<StoreResult> {
+    for (;;) {
+      let window = this.windows.get(rateKey);
+      const now = performance.now();
+      if (window && window.endsAt <= now) {
+        this.windows.delete(rateKey);
+        window = undefined;
+      }
+      if (window?.fetching) {
+        await window.fetching;
+        continue;
+      }
+      if (window && window.left > 0) {
+        window.left--;
+        return { current: window.handedOut - window.left, ttl: Math.ceil(window.endsAt - now) };
+      }
+      // The window is spent here and in the shared store: refuse without asking again until it ends.
+      if (window && window.handedOut >= max) return { current: max + 1, ttl: Math.ceil(window.endsAt - now) };
+      const remaining = max - (window?.handedOut ?? 0);
+      const wanted = Math.max(1, Math.min(BATCH_MAX, Math.floor(remaining / BATCH_SHARE_OF_REMAINING)));
+      const fresh: LocalWindow = window ?? { left: 0, handedOut: 0, endsAt: now + windowMs };
+      fresh.fetching = this.permits.lease(rateKey, wanted, max, windowMs).then(
+        (batch) => {
+          fresh.left += batch.granted;
+          fresh.handedOut = batch.handedOut;
+          // A window that is spent is marked so: handedOut may lag other instances' batches.
+          if (batch.granted === 0) fresh.handedOut = Math.max(max, batch.handedOut);
+          fresh.endsAt = performance.now() + batch.windowLeftMs;
+        },
+        (err: unknown) => {
+          this.windows.delete(rateKey);
+          throw err;
+        },
+      );
+      if (!window) {
+        if (this.windows.size >= SWEEP_ABOVE_WINDOWS) this.sweep(now);
+        this.windows.set(rateKey, fresh);
+      }
+      try {
+        await fresh.fetching;
+      } finally {
+        delete fresh.fetching;
+      }
+    }
+  }
+
+  private sweep(now: number): void {
+    for (const [key, window] of this.windows) if (window.endsAt <= now && !window.fetching) this.windows.delete(key);
+  }
+}
+
+function batchedStoreClass(permits: PermitSource): FastifyRateLimitStoreCtor {
+  return class extends BatchedRateStore {
+    constructor() {
+      super(permits);
+    }
+  };
 }
 
 /** Authenticated callers are counted by key id (whatever address they call from); open mode by address. */
@@ -31,11 +160,15 @@ function rateKey(request: FastifyRequest): string {
  * only fault is sharing a key with a noisy poller. Public routes are never counted either. It must be registered after the auth hook and before
  * the routes: it adds its own onRequest hook to each route registered after it, and route hooks run
  * after the root's, so it sees the authenticated principal and never counts requests refused with 401.
- * `skipOnError`: if the counter store fails, requests go through uncounted rather than failing; the
- * lock calls themselves then answer from the lock store (503 if it is the same Redis and it is down).
+ * With shared permits the count is kept in memory and reconciled in batches (BatchedRateStore), so a
+ * counted request costs no store round trip. `skipOnError`: if the shared store fails, requests go
+ * through uncounted rather than failing; the lock calls themselves then answer from the lock store
+ * (503 if it is the same Redis and it is down).
  */
 export async function registerRateLimit(app: FastifyInstance, settings: RateLimitSettings): Promise<void> {
   if (settings.max <= 0) return;
+  // The plugin constructs the store class it is given.
+  const store = settings.permits ? batchedStoreClass(settings.permits) : undefined;
   await app.register(fastifyRateLimit, {
     global: true,
     max: settings.max,
@@ -43,7 +176,7 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
     keyGenerator: rateKey,
     allowList: (request) => accessOf(request) === 'public',
     skipOnError: true,
-    ...(settings.redis ? { redis: settings.redis, nameSpace: `${settings.keyPrefix ?? ''}ratelimit:` } : {}),
+    ...(store ? { store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.ttl),
   });
 }

@@ -20,6 +20,7 @@ export interface StoreCallSink {
  */
 export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
+  readonly quotaInside: boolean;
 
   constructor(
     private readonly inner: LockStore,
@@ -27,6 +28,7 @@ export class InstrumentedStore implements LockStore {
     private readonly leases: LeaseTracker,
   ) {
     this.kind = inner.kind;
+    this.quotaInside = inner.quotaInside ?? false;
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {

@@ -35,5 +35,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       err: serializeError,
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  // Without a destination: stdout, written asynchronously (a line per request would otherwise block
+  // the event loop on every write). No buffering (minLength 0), so lines appear as soon as the write
+  // completes, and pino flushes what is pending when the process exits.
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false, minLength: 0 }));
 }

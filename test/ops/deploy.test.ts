@@ -206,6 +206,28 @@ describe('docker-compose.yml profiles for replicated stores', () => {
     const config = loadConfig(envOf('keyholder-etcd'));
     expect(config.store).toMatchObject({ kind: 'etcd', endpoints: [1, 2, 3].map((n) => `http://etcd-${n}:2379`) });
   });
+
+  it('--profile cluster: six cluster nodes with the safety settings, joined as 3 masters + 3 replicas, keyholder-cluster on all six', () => {
+    const nodes = inProfile('cluster').filter(([n]) => n.startsWith('redis-node-'));
+    expect(nodes).toHaveLength(6);
+    for (const [name, s] of nodes) {
+      const command = commandOf(s);
+      expect(command).toMatch(/--appendonly yes --appendfsync always --maxmemory-policy noeviction --min-replicas-to-write 1/);
+      expect(command).toMatch(/--cluster-enabled yes/);
+      expect(command).toContain(`--cluster-announce-hostname ${name}`);
+      expect(s.volumes?.some((v) => v.endsWith(':/data'))).toBe(true);
+    }
+    const init = service('redis-cluster-init');
+    expect(commandOf(init)).toMatch(/redis-cli --cluster create .*redis-node-\$\$n.*--cluster-replicas 1 --cluster-yes/);
+    expect(Object.keys(init.depends_on ?? {})).toEqual(nodes.map(([n]) => n));
+    const config = loadConfig(envOf('keyholder-cluster'));
+    expect(config.store).toMatchObject({
+      kind: 'redis',
+      connection: { mode: 'cluster', nodes: [1, 2, 3, 4, 5, 6].map((n) => ({ host: `redis-node-${n}`, port: 6379 })) },
+      replicaAcks: { minReplicas: 1 },
+    });
+    expect(service('keyholder-cluster').profiles).toEqual(['cluster']);
+  });
 });
 
 /**

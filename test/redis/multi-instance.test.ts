@@ -67,7 +67,7 @@ describe('several instances on one Redis', () => {
           await sleep(Math.random() * 10);
           continue;
         }
-        expect(res.status).toBe(200);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
         const grant: SeenGrant = { key, client: id, fencingToken: res.body.fencingToken as number, requestedAt, answeredAt, releaseRequestedAt: Infinity };
         seen.push(grant);
         await sleep(Math.random() * 20); // the critical section

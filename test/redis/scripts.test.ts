@@ -40,7 +40,10 @@ beforeEach(() => {
 const int = expect.any(Number) as unknown as number;
 const handOver = { graceMs: GRACE_MS, channelPrefix: CHANNELS };
 
-function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {}) {
+function acquire(
+  ownerToken: string,
+  options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number; maxSlots?: number; keys?: LockKeys } = {},
+) {
   return scripts.run('acquire', {
     ...handOver,
     lockName,
@@ -54,6 +57,8 @@ function acquire(ownerToken: string, options: { ttlMs?: number; waitMs?: number;
     instanceId: 'inst-a',
     maxWaiters: options.maxWaiters ?? 10,
     livenessMs: 3_000,
+    maxSlots: options.maxSlots ?? 0,
+    ...(options.keys ? { keys: options.keys } : {}),
   });
 }
 const release = (ownerToken: string) => scripts.run('release', { ...handOver, lockName, keys, ownerToken });
@@ -108,18 +113,38 @@ describe('acquire.lua', () => {
   });
 });
 
+describe('quota slots inside the lock scripts', () => {
+  it('{5, retryAfterMs}: the namespace holds its cap; a release gives the slot back in the same step', async () => {
+    const [a, b] = [space.lockKeys(`${lockName}/a`), space.lockKeys(`${lockName}/b`)];
+    expect(a.slots).toBe(b.slots);
+    expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 5_000 })).toEqual([1, int, int]);
+    const refused = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    expect(refused[0]).toBe(5);
+    expect(refused[1]).toBeGreaterThan(4_000);
+    expect(await raw.zcard(a.slots)).toBe(1);
+    expect(await scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
+    expect(await raw.exists(a.slots)).toBe(0);
+    expect(await acquire('owner-b', { keys: b, maxSlots: 1 })).toEqual([1, int, int]);
+    // A waiter takes its slot when it is queued, and gives it back when it cancels.
+    expect(await acquire('owner-c', { keys: b, maxSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
+    expect(await raw.zcard(b.slots)).toBe(2);
+    expect(await scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
+    expect(await raw.zscore(b.slots, 'owner-c')).toBeNull();
+  });
+});
+
 describe('renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
-    const reply = (await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    const reply = (await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
     expect(reply).toEqual([1, token, int]);
     expect(reply[2]).toBeGreaterThan(end);
   });
 
   it('{0}: this token holds no live lease', async () => {
     await acquire('owner-1');
-    expect(await scripts.run('renew', { lockKey: keys.lock, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
-    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), slotsKey: keys.slots, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 });
 

@@ -47,6 +47,15 @@ describe('config', () => {
     });
   });
 
+  it('REDIS_CLUSTER_NODES selects a Redis Cluster', () => {
+    const config = loadConfig({ REDIS_CLUSTER_NODES: 'n1:7000,n2:7001' });
+    expect(config.store).toMatchObject({
+      kind: 'redis',
+      connection: { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'n2', port: 7001 }] },
+      replicaAcks: null,
+    });
+  });
+
   it('KEYHOLDER_STORE=etcd with ETCD_ENDPOINTS selects etcd', () => {
     const config = loadConfig({ KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379,http://e2:2379' });
     expect(config.store).toEqual({
@@ -79,6 +88,9 @@ describe('config', () => {
     ['URL and sentinels at once', { REDIS_URL: 'redis://x:6379', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
     ['ack timeout not below the command timeout', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '1', REDIS_REPLICA_ACK_TIMEOUT_MS: '500' }, 'REDIS_REPLICA_ACK_TIMEOUT_MS'],
     ['replica acks out of range', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '-1' }, 'REDIS_MIN_REPLICA_ACKS'],
+    ['cluster node not host:port', { REDIS_CLUSTER_NODES: 'n1' }, 'REDIS_CLUSTER_NODES'],
+    ['URL and cluster nodes at once', { REDIS_URL: 'redis://x:6379', REDIS_CLUSTER_NODES: 'n1:7000' }, 'REDIS_CLUSTER_NODES'],
+    ['store memory with cluster nodes', { KEYHOLDER_STORE: 'memory', REDIS_CLUSTER_NODES: 'n1:7000' }, 'KEYHOLDER_STORE'],
     ['store etcd without endpoints', { KEYHOLDER_STORE: 'etcd' }, 'ETCD_ENDPOINTS'],
     ['etcd endpoint not a URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'e1:2379' }, 'ETCD_ENDPOINTS'],
     ['etcd endpoints without store etcd', { ETCD_ENDPOINTS: 'http://e1:2379' }, 'ETCD_ENDPOINTS'],

@@ -348,7 +348,7 @@ export class EtcdStore implements LockStore {
 
   // ---- waiting ----
 
-  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
+  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {

@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
@@ -8,10 +8,17 @@ export interface HostPort {
   readonly port: number;
 }
 
-/** How to reach Redis: one server by URL, or the primary that a set of Sentinels points at. */
+/**
+ * How to reach Redis: one server by URL, the primary that a set of Sentinels points at, or a Redis
+ * Cluster through some of its nodes (the client learns the rest, and the slot map, from them).
+ */
 export type RedisConnection =
   | { readonly mode: 'standalone'; readonly url: string }
-  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string };
+  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string }
+  | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[] };
+
+/** A client of one Redis (standalone or through Sentinel) or of a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
 
 /** Replicas that must confirm a grant (WAIT) before it is answered, and for how long to wait for them. */
 export interface ReplicaAcks {
@@ -39,7 +46,9 @@ export interface RedisClientOptions {
  * Through Sentinel, every (re)connection first asks the sentinels where the primary is, so a failover
  * is followed without a restart; calls during the switch fail (503) rather than wait.
  */
-export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): Redis {
+export function createRedisClient(target: string | Exclude<RedisConnection, { mode: 'cluster' }>, options: RedisClientOptions): Redis;
+export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): RedisClient;
+export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): RedisClient {
   const connection: RedisConnection = typeof target === 'string' ? { mode: 'standalone', url: target } : target;
   const common: RedisOptions = {
     commandTimeout: options.commandTimeoutMs,
@@ -51,23 +60,25 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     lazyConnect: false,
   };
   const redis =
-    connection.mode === 'standalone'
-      ? new Redis(connection.url, common)
-      : new Redis({
-          ...common,
-          sentinels: connection.sentinels.map(({ host, port }) => ({ host, port })),
-          name: connection.name,
-          role: 'master',
-          // Subscribes to +switch-master on a sentinel: the client moves to a new primary as soon as it
-          // is announced, not only once the old connection breaks.
-          failoverDetector: true,
-          // Ask the sentinels again every 100 ms, at most every second: a failover takes seconds.
-          sentinelRetryStrategy: (attempt) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
-          sentinelCommandTimeout: Math.max(options.commandTimeoutMs, 1000),
-          // A primary demoted under the client answers writes with READONLY: reconnect (which asks the
-          // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
-          reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
-        });
+    connection.mode === 'cluster'
+      ? createClusterClient(connection.nodes, common)
+      : connection.mode === 'standalone'
+        ? new Redis(connection.url, common)
+        : new Redis({
+            ...common,
+            sentinels: connection.sentinels.map(({ host, port }) => ({ host, port })),
+            name: connection.name,
+            role: 'master',
+            // Subscribes to +switch-master on a sentinel: the client moves to a new primary as soon as it
+            // is announced, not only once the old connection breaks.
+            failoverDetector: true,
+            // Ask the sentinels again every 100 ms, at most every second: a failover takes seconds.
+            sentinelRetryStrategy: (attempt) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
+            sentinelCommandTimeout: Math.max(options.commandTimeoutMs, 1000),
+            // A primary demoted under the client answers writes with READONLY: reconnect (which asks the
+            // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
+            reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
+          });
   let wasReady = false;
   redis.on('ready', () => {
     wasReady = true;
@@ -78,4 +89,47 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     wasReady = false;
   });
   return redis;
+}
+
+/** 1 s: how often a Cluster client re-reads the slot map unasked, so a failover is seen within a second. */
+const SLOTS_REFRESH_INTERVAL_MS = 1000;
+
+/**
+ * A Redis Cluster client, failing fast and closed like the others. Redirections are followed: MOVED and
+ * ASK (the slot lives, or is moving, elsewhere) and TRYAGAIN (a slot half moved) mean the node did NOT
+ * run the command, so sending it where the slot now is cannot run it twice. A command whose node
+ * connection closed is never re-sent (retryDelayOnFailover 0: its outcome is unknown), nor is one that
+ * met CLUSTERDOWN (retryDelayOnClusterDown 0): the caller gets a 503 at once, and the slot map is read
+ * again so the next call goes to the promoted replica. Every retry stays inside the command's one
+ * timeout (ioredis arms it once per command).
+ */
+function createClusterClient(nodes: readonly HostPort[], common: RedisOptions): Cluster {
+  const { retryStrategy, enableOfflineQueue, enableAutoPipelining, lazyConnect, ...perNode } = common;
+  const clusterOptions: ClusterOptions = {
+    redisOptions: perNode,
+    enableOfflineQueue,
+    enableAutoPipelining,
+    lazyConnect,
+    clusterRetryStrategy: (attempt) => retryStrategy?.(attempt) ?? RECONNECT_MAX_DELAY_MS,
+    retryDelayOnFailover: 0,
+    retryDelayOnClusterDown: 0,
+    retryDelayOnTryAgain: 20,
+    retryDelayOnMoved: 0,
+    slotsRefreshInterval: SLOTS_REFRESH_INTERVAL_MS,
+    // No CLUSTER INFO ready check: without an offline queue it goes to a random node and fails while
+    // that node's connection is still being made, and a failed check restarts every connection (seen
+    // under load: a client that never became ready). Each command meets the cluster's state anyway
+    // (CLUSTERDOWN answers 503).
+    enableReadyCheck: false,
+    slotsRefreshTimeout: Math.max(perNode.commandTimeout ?? 1000, 1000),
+  };
+  const cluster = new Cluster(
+    nodes.map(({ host, port }) => ({ host, port })),
+    clusterOptions,
+  );
+  // A node lost: its slots are likely being failed over; learn the new owners without waiting.
+  cluster.on('node error', () => {
+    cluster.refreshSlotsCache();
+  });
+  return cluster;
 }

@@ -20,6 +20,8 @@ export interface LockKeys {
   readonly queue: string;
   /** The waiter records: waiter id -> its record (HASH). */
   readonly waiters: string;
+  /** The quota slots of the lock's group (namespace): the same hash tag, so the same Cluster slot. */
+  readonly slots: string;
 }
 
 /** The separator between an id's group (its hash tag) and the rest of it. */
@@ -50,9 +52,9 @@ export class KeySpace {
     return this.tagged(id, '');
   }
 
-  /** The keys of a lock and its wait queue: lock hash, wait queue (ZSET), waiter records (HASH). */
+  /** The keys of a lock, its wait queue and its namespace's quota: lock hash, queue (ZSET), waiter records (HASH), slots (ZSET). */
   lockKeys(id: string): LockKeys {
-    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w') };
+    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w'), slots: this.slots(splitId(id).group) };
   }
 
   /** Pub/sub channel prefix on which hand-overs are announced to the waiting caller's instance. */
@@ -66,6 +68,14 @@ export class KeySpace {
    */
   slots(namespace: string): string {
     return `${this.prefix}slots:{${namespace}}`;
+  }
+
+  /**
+   * The counter of one caller's current rate-limit window (`rateKey` names the API key or address).
+   * A key of its own: the rate limiter's batches never share a script with a lock.
+   */
+  rateWindow(rateKey: string): string {
+    return `${this.prefix}ratelimit:${rateKey}`;
   }
 
   /** A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix`. */

@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
-import { createRedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
+import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { KeySpace } from './keys.js';
+import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
   MisalignedReplyError,
   parseAcquire,
@@ -28,7 +28,7 @@ import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 export interface RedisStoreOptions {
-  /** One Redis by URL; or give `connection` for Sentinel. */
+  /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
   readonly url?: string;
   readonly connection?: RedisConnection;
   /**
@@ -74,14 +74,33 @@ const newId = () => randomBase64url(9);
  * waiter's instance channel: one message, to one instance, per hand-over. Each instance holds one
  * subscriber connection, not one connection per waiter.
  */
-const SCAN_CURSOR = /^(0|[1-9][0-9]{0,19})$/;
+/** A listing cursor: a SCAN cursor, after `<node index>-` on a Cluster. */
+const LIST_CURSOR = /^(?:(0|[1-9][0-9]{0,3})-)?(0|[1-9][0-9]{0,19})$/;
 const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
+
+/**
+ * Where a listing goes on from. A SCAN cursor is an unsigned 64-bit number, and the node index must name
+ * one of the nodes; anything else is the caller's mistake, which Redis would answer with an error that
+ * must not read as the store being down.
+ */
+function parseListCursor(cursor: string | undefined, nodes: number): { node: number; scan: string } {
+  if (cursor === undefined) return { node: 0, scan: '0' };
+  const match = LIST_CURSOR.exec(cursor);
+  const node = Number(match?.[1] ?? 0);
+  const scan = match?.[2];
+  if (scan === undefined || BigInt(scan) > MAX_SCAN_CURSOR || node >= nodes) {
+    throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
+  }
+  return { node, scan };
+}
 
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
-  private readonly redis: Redis;
+  /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
+  readonly quotaInside = true;
+  private readonly redis: RedisClient;
   private readonly scripts: Scripts;
-  private readonly subscriber: Redis;
+  private readonly subscriber: RedisClient;
   private readonly keys: KeySpace;
   private readonly graceMs: number;
   private readonly maxWaitersPerKey: number;
@@ -117,12 +136,7 @@ export class RedisStore implements LockStore {
     // commands are retried across reconnects (maxRetriesPerRequest: null): with the lock connection's 0,
     // ioredis's own re-subscribe after a connection reset fails with an error nobody can catch, and
     // the process dies (found by the network-fault scenario).
-    this.subscriber = this.redis.duplicate({
-      enableOfflineQueue: true,
-      enableAutoPipelining: false,
-      commandTimeout: undefined,
-      maxRetriesPerRequest: null,
-    });
+    this.subscriber = subscriberFor(this.redis);
     this.subscriber.on('error', () => undefined);
     this.subscriber.on('message', (_channel: string, message: string) => this.onHandOverMessage(message));
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
@@ -142,11 +156,13 @@ export class RedisStore implements LockStore {
     if (waitMs <= 0) {
       const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input);
+      const servedBy = this.servedBy(input.key);
+      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
     const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
+    const servedBy = this.servedBy(input.key);
     let reply: AcquireReply;
     try {
       input.signal?.throwIfAborted();
@@ -157,10 +173,10 @@ export class RedisStore implements LockStore {
     }
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
-    return this.settle(reply, decidedAt, input);
+    return this.settle(reply, decidedAt, input, servedBy);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -174,6 +190,7 @@ export class RedisStore implements LockStore {
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
+        maxSlots: maxHeldInNamespace ?? 0,
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -183,10 +200,10 @@ export class RedisStore implements LockStore {
   }
 
   /** The answer to an acquire the script settled at once (not queued). */
-  private async settle(reply: AcquireReply, decidedAt: number, { key, ownerToken }: AcquireInput): Promise<AcquireOutcome> {
+  private async settle(reply: AcquireReply, decidedAt: number, { key, ownerToken }: AcquireInput, servedBy: string | null): Promise<AcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.replicated(key, ownerToken, 'grant');
+        await this.replicated(key, ownerToken, 'grant', servedBy);
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'replayed': {
         const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
@@ -194,14 +211,17 @@ export class RedisStore implements LockStore {
       }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
+      case 'quota_full':
+        return { acquired: false, retryAfterMs: reply.retryAfterMs, quotaFull: true };
       default:
         return { acquired: false, retryAfterMs: reply.retryAfterMs };
     }
   }
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
+    const servedBy = this.servedBy(key);
     const reply = await this.renewLease(key, ownerToken, ttlMs);
-    if (reply.held) await this.replicated(key, ownerToken, 'renewal');
+    if (reply.held) await this.replicated(key, ownerToken, 'renewal', servedBy);
     return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
   }
 
@@ -234,32 +254,33 @@ export class RedisStore implements LockStore {
 
   /**
    * SCAN with MATCH and COUNT (never KEYS): each call walks a bounded part of the keyspace, so a listing
-   * never blocks Redis however many keys it holds. The keys found are read with the inspect script (on
-   * the Redis clock, without the owner token); lock hashes that only remember a fencing token are
-   * skipped. A page may hold a few more or fewer than `limit` locks; only a null cursor means the end.
+   * never blocks Redis however many keys it holds. On a Cluster every master is walked in turn (each
+   * holds only its own slots); the cursor is then `<master index>-<SCAN cursor>`. The keys found are read
+   * with the inspect script (on the Redis clock, without the owner token); lock hashes that only
+   * remember a fencing token are skipped. A page may hold a few more or fewer than `limit` locks; only a
+   * null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
-    // A SCAN cursor is an unsigned 64-bit number. Anything else is the caller's mistake, which Redis
-    // would answer with an error that must not read as the store being down.
-    if (cursor !== undefined && !(SCAN_CURSOR.test(cursor) && BigInt(cursor) <= MAX_SCAN_CURSOR)) {
-      throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
-    }
+    const nodes = await this.call(async () => this.dataNodes());
+    let { node, scan } = parseListCursor(cursor, nodes.length);
     const pattern = this.keys.lockPattern(prefix);
-    let next = cursor ?? '0';
     const found = new Set<string>();
-    for (let round = 0; round < LIST_MAX_SCAN_ROUNDS; round++) {
-      const page = await this.call(async () => parseScan(await this.redis.scan(next, 'MATCH', pattern, 'COUNT', limit)));
-      next = page.cursor;
+    for (let round = 0; round < LIST_MAX_SCAN_ROUNDS && node < nodes.length; round++) {
+      const target = nodes[node] as (typeof nodes)[number];
+      const page = await this.call(async () => parseScan(await target.scan(scan, 'MATCH', pattern, 'COUNT', limit)));
+      scan = page.cursor;
       for (const redisKey of page.keys) {
         const id = this.keys.lockIdOf(redisKey);
         if (id !== null) found.add(id);
       }
-      if (next === '0' || found.size >= limit) break;
+      if (scan === '0') node++;
+      if (found.size >= limit) break;
     }
     const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
     const locks: HeldLock[] = [];
     for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
-    return { locks, nextCursor: next === '0' ? null : next };
+    const nextCursor = node >= nodes.length ? null : nodes.length === 1 ? scan : `${node}-${scan}`;
+    return { locks, nextCursor };
   }
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
@@ -282,34 +303,50 @@ export class RedisStore implements LockStore {
     await this.call(() => this.echoPing());
   }
 
-  /** PING with a message echoes it: a reply meant for another call cannot pass for this one. */
+  /**
+   * PING with a message echoes it: a reply meant for another call cannot pass for this one. On a
+   * Cluster every master is asked (a PING without a key would reach one node at random), and the store
+   * counts as up while any of them answers: every instance shares the Cluster, so a load balancer that
+   * took them all out for one dead master would stop the other masters' namespaces too. Calls on the
+   * dead master's namespaces answer 503 on their own. A reply out of step fails the ping either way.
+   */
   private async echoPing(): Promise<void> {
-    const nonce = randomBase64url(12);
-    const reply = await this.redis.ping(nonce);
-    if (reply !== nonce) throw new MisalignedReplyError('ping');
+    const results = await Promise.allSettled(this.dataNodes().map((node) => echoPingOn(node)));
+    const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
+    const misaligned = failures.find((err) => err instanceof MisalignedReplyError);
+    if (misaligned !== undefined) throw misaligned;
+    if (failures.length === results.length && failures[0] !== undefined) throw failures[0];
+  }
+
+  /** The nodes holding data (every master of a Cluster); none known is an outage. */
+  private dataNodes(): ReturnType<typeof dataNodes> {
+    const nodes = dataNodes(this.redis);
+    if (nodes.length === 0) throw new StoreUnavailableError('no Redis node is known yet');
+    return nodes;
   }
 
   /**
    * After a command timed out: one echo PING (with its own timeout) goes behind everything already sent.
    * Replies come back in order, so if it gets its own echo every earlier reply has been read and the
    * connection is in step; if it times out or reads another call's reply, a reply was lost and the
-   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING.
+   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING. On a Cluster
+   * each master's connection is probed, and only one that fails is replaced: a master that died must
+   * not cost the connections to the others (their namespaces keep being served).
    */
   private probeAlignment(): void {
     if (this.probing) return;
     this.probing = true;
     const epoch = this.connectionEpoch;
-    this.echoPing()
-      .catch(() => this.replaceConnection(epoch))
-      .finally(() => {
-        this.probing = false;
-      });
+    const nodes = dataNodes(this.redis);
+    void Promise.all(nodes.map((node) => echoPingOn(node).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
+      this.probing = false;
+    });
   }
 
-  /** Drops the connection (ioredis reconnects), unless it has already been replaced since `epoch`. */
-  private replaceConnection(epoch: number): void {
+  /** Drops a connection (ioredis reconnects), unless the client has been reconnected since `epoch`. */
+  private replaceConnection(epoch: number, node?: ReturnType<typeof dataNodes>[number]): void {
     if (epoch !== this.connectionEpoch || this.redis.status !== 'ready') return;
-    this.redis.disconnect(true);
+    dropConnection(this.redis, node);
   }
 
   async close(): Promise<void> {
@@ -325,7 +362,10 @@ export class RedisStore implements LockStore {
 
   private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
     return this.call(async () =>
-      parseLease('renew', await this.scripts.run('renew', { lockKey: this.keys.lock(key), ownerToken, ttlMs, graceMs: this.graceMs })),
+      parseLease(
+        'renew',
+        await this.scripts.run('renew', { lockKey: this.keys.lock(key), slotsKey: this.keys.lockKeys(key).slots, ownerToken, ttlMs, graceMs: this.graceMs }),
+      ),
     );
   }
 
@@ -335,9 +375,10 @@ export class RedisStore implements LockStore {
    */
   private async confirm(waiter: Waiter): Promise<AcquireOutcome> {
     const decidedAt = performance.now();
+    const servedBy = this.servedBy(waiter.key);
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
-    await this.replicated(waiter.key, waiter.ownerToken, 'grant');
+    await this.replicated(waiter.key, waiter.ownerToken, 'grant', servedBy);
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
@@ -360,6 +401,11 @@ export class RedisStore implements LockStore {
     if (waiterId !== null) this.room.granted(waiterId);
   }
 
+  /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */
+  private servedBy(key: string): string | null {
+    return this.replicaAcks ? ownerOf(this.redis, this.keys.lock(key)) : null;
+  }
+
   /** What a script needs to hand `key` to the next waiter, should it free the lock. */
   private handOverArgs(key: string): HandOverArgs {
     return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
@@ -367,20 +413,22 @@ export class RedisStore implements LockStore {
 
   /**
    * With replica acknowledgement on: WAIT on the same connection that ran the script (WAIT counts the
-   * replicas that have every write this connection made so far, and it cannot run inside a script).
+   * replicas that have every write this connection made so far, and it cannot run inside a script; on
+   * a Cluster that is the connection to the lock's master, see confirmOnReplicas).
    * Too few in time: the lease is given back by its owner token (one atomic script, so a lease someone
    * else took meanwhile is untouched) and the caller gets a 503, never a lease that a failover could
    * hand to someone else. A renewal that was not confirmed is NOT given back: its holder still relies
    * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
    * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
    */
-  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal'): Promise<void> {
+  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal', servedBy: string | null): Promise<void> {
     const acks = this.replicaAcks;
     if (!acks) return;
     const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
     let confirmed: number;
     try {
-      confirmed = await this.call(() => this.redis.wait(acks.minReplicas, acks.timeoutMs));
+      const lockKey = this.keys.lock(key);
+      confirmed = await this.call(() => confirmOnReplicas(this.redis, lockKey, servedBy, acks.minReplicas, acks.timeoutMs));
     } catch (err) {
       // The connection broke or timed out: try to give the lease back; if that cannot reach Redis
       // either, the lease runs out by its TTL. The caller is told 503 either way.

@@ -37,9 +37,9 @@ function int(script: string, reply: unknown, value: unknown): number {
 export type AcquireReply =
   | { kind: 'granted'; fencingToken: number; expiresAtMs: number }
   | { kind: 'replayed'; fencingToken: number; expiresAtMs: number; ownerToken: string; holder: string | null }
-  | { kind: 'held' | 'queue_full' | 'queued'; retryAfterMs: number };
+  | { kind: 'held' | 'queue_full' | 'queued' | 'quota_full'; retryAfterMs: number };
 
-const ACQUIRE_KINDS = { 0: 'held', 2: 'queue_full', 3: 'queued' } as const;
+const ACQUIRE_KINDS = { 0: 'held', 2: 'queue_full', 3: 'queued', 5: 'quota_full' } as const;
 
 export function parseAcquire(reply: unknown): AcquireReply {
   if (Array.isArray(reply)) {
@@ -55,8 +55,8 @@ export function parseAcquire(reply: unknown): AcquireReply {
         holder: reply[4] === '' ? null : reply[4],
       };
     }
-    if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3)) {
-      return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3], retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };
+    if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3 || reply[0] === 5)) {
+      return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3 | 5], retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };
     }
   }
   throw new UnexpectedReplyError('acquire', reply);
@@ -167,6 +167,15 @@ export function parseSlotReserve(reply: unknown): SlotReserveReply {
 export function parseSlotExtend(reply: unknown): boolean {
   if (reply === 1 || reply === 0) return reply === 1;
   throw new UnexpectedReplyError('slot-extend', reply);
+}
+
+/** rate-lease's reply {granted, windowLeftMs, handedOut}. */
+export function parseRateLease(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
+  if (Array.isArray(reply) && reply.length === 3) {
+    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-lease', reply, v)) as [number, number, number];
+    if (granted >= 0 && windowLeftMs >= 1 && handedOut >= granted) return { granted, windowLeftMs, handedOut };
+  }
+  throw new UnexpectedReplyError('rate-lease', reply);
 }
 
 /** SCAN's reply: [next cursor, [keys…]]. */

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
+import type { RedisClient } from './client.js';
 import type { LockKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
@@ -41,10 +41,14 @@ export interface AcquireArgs extends HandOverArgs {
   readonly livenessMs: number;
   /** "" for none. */
   readonly idempotencyKey: string;
+  /** Most quota slots in the lock's namespace; 0 = no quota. */
+  readonly maxSlots: number;
 }
 
 export interface RenewArgs {
   readonly lockKey: string;
+  /** The quota slots of the lock's namespace (the lease's slot moves with it). */
+  readonly slotsKey: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly graceMs: number;
@@ -85,6 +89,13 @@ export interface SlotExtendArgs {
   readonly expiresAtMs: number;
 }
 
+export interface RateLeaseArgs {
+  readonly windowKey: string;
+  readonly windowMs: number;
+  readonly max: number;
+  readonly wanted: number;
+}
+
 interface ScriptSpec<A> {
   readonly file: string;
   readonly numberOfKeys: number;
@@ -94,10 +105,11 @@ interface ScriptSpec<A> {
 
 const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): ScriptSpec<A> => ({ file, numberOfKeys, args });
 const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
+const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
 
 export const SCRIPTS = {
-  acquire: spec<AcquireArgs>('acquire.lua', 3, (a) => [
-    ...queueKeys(a.keys),
+  acquire: spec<AcquireArgs>('acquire.lua', 4, (a) => [
+    ...allKeys(a.keys),
     a.ownerToken,
     a.ttlMs,
     a.holder,
@@ -110,11 +122,12 @@ export const SCRIPTS = {
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
+    a.maxSlots,
   ]),
-  renew: spec<RenewArgs>('renew.lua', 1, (a) => [a.lockKey, a.ownerToken, a.ttlMs, a.graceMs]),
-  release: spec<ReleaseArgs>('release.lua', 3, (a) => [...queueKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
+  renew: spec<RenewArgs>('renew.lua', 2, (a) => [a.lockKey, a.slotsKey, a.ownerToken, a.ttlMs, a.graceMs]),
+  release: spec<ReleaseArgs>('release.lua', 4, (a) => [...allKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
-  cancel: spec<CancelArgs>('cancel.lua', 3, (a) => [...queueKeys(a.keys), a.waiterId, a.ownerToken]),
+  cancel: spec<CancelArgs>('cancel.lua', 4, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
   heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
     ...queueKeys(a.keys),
     a.livenessMs,
@@ -123,9 +136,10 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 3, (a) => [...queueKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
+  rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;
@@ -173,7 +187,7 @@ const COMMANDS = Object.fromEntries(
 ) as Record<ScriptName, string>;
 
 /** Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. */
-export function defineScripts(redis: Redis): Scripts {
+export function defineScripts(redis: RedisClient): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {

@@ -3,7 +3,8 @@ Shared include (not a command of its own): pulled in with `--- @include "_handov
 that may find a lock free while callers are queued for it (acquire, release, force-release,
 heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
 
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem) -> token, expiresAtMs
+  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean) -> token, expiresAtMs
+  handOverFree(KEYS, lastToken, graceMs, channelPrefix, lockName) -> waiterId or nil
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
@@ -22,7 +23,8 @@ instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtM
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
 -- The holder label (h) and idempotency key (i) are set when given and otherwise removed, so neither is
 -- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's lease).
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem)
+-- clean: the caller has read the hash and it holds neither (so there is nothing to remove).
+local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean)
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
@@ -39,7 +41,7 @@ local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, ide
     unset[#unset + 1] = 'i'
   end
   redis.call('HSET', lockKey, unpack(set))
-  if #unset > 0 then
+  if #unset > 0 and not clean then
     redis.call('HDEL', lockKey, unpack(unset))
   end
   redis.call('PEXPIRE', lockKey, ttlMs + graceMs)
@@ -73,11 +75,8 @@ local function liveWaiters(keys, prune)
   return live
 end
 
-local function handOver(keys, graceMs, channelPrefix, lockName)
-  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  if isLive(cur[1], tonumber(cur[2])) then
-    return nil
-  end
+-- The lock is not live (the caller has checked) and its last fencing token is lastToken.
+local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
   while true do
     local head = redis.call('ZRANGE', keys[2], 0, 0)
     if #head == 0 then
@@ -90,10 +89,18 @@ local function handOver(keys, graceMs, channelPrefix, lockName)
     if raw then
       local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        local token, leaseEnd = grantLease(keys[1], cur[3], owner, tonumber(ttl), holder, graceMs, '')
+        local token, leaseEnd = grantLease(keys[1], lastToken, owner, tonumber(ttl), holder, graceMs, '', false)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
         return id
       end
     end
   end
+end
+
+local function handOver(keys, graceMs, channelPrefix, lockName)
+  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  if isLive(cur[1], tonumber(cur[2])) then
+    return nil
+  end
+  return handOverFree(keys, cur[3], graceMs, channelPrefix, lockName)
 end

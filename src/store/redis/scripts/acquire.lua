@@ -12,6 +12,8 @@ Lock hash (one key per lock; the key expires at lease end + grace, so an idle lo
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
+KEYS[4]  the quota slots of the lock's namespace (ZSET: member = owner token, score = slot end, Unix ms;
+         same hash tag as the lock, so the same Cluster slot; see slot-reserve.lua)
 ARGV[1]  owner token of the new lease
 ARGV[2]  lease length, ms (integer > 0)
 ARGV[3]  holder label, "" for none
@@ -25,6 +27,7 @@ ARGV[10] grant channel prefix
 ARGV[11] lock name (for the hand-over message)
 ARGV[12] idempotency key, "" for none: stored with a lease this call grants; if the live lease was granted
          with the same one, that lease is the answer
+ARGV[13] most quota slots (leases held or waited for) the namespace may have at once; 0 = no quota
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
@@ -34,18 +37,59 @@ Returns:
   {4, fencingToken, expiresAtMs, ownerToken, holder}
                                    the live lease was granted with this idempotency key: that lease
                                    (holder "" for none); nothing changed
+  {5, retryAfterMs}                the namespace holds ARGV[13] slots; retryAfterMs = until the earliest
+                                   ends (>= 1); nothing changed
+
+A grant or a queued wait takes a quota slot in the same step (its score: the lease's end; for a
+waiter, the end of its wait plus its lease). Release, force-release and cancel give it back; renew
+moves it later. Ended slots are only swept when the set is full, so a plain acquire costs ZCARD and
+ZADD.
 ]]
 --- @include "_handover"
 
-local graceMs = tonumber(ARGV[4])
--- A lease that ran out with callers queued belongs to the first of them, not to this newcomer.
-handOver(KEYS, graceMs, ARGV[10], ARGV[11])
+-- Takes a quota slot ending at endMs for member, unless the namespace is full: then returns the time
+-- until its earliest slot ends. The set lives as long as its latest slot.
+local function takeSlot(slotsKey, member, endMs, maxSlots)
+  if maxSlots <= 0 then
+    return nil
+  end
+  local n = redis.call('ZCARD', slotsKey)
+  if n >= maxSlots then
+    n = n - redis.call('ZREMRANGEBYSCORE', slotsKey, '-inf', nowMs)
+    if n >= maxSlots then
+      local earliest = redis.call('ZRANGE', slotsKey, 0, 0, 'WITHSCORES')
+      return math.max(1, tonumber(earliest[2]) - nowMs)
+    end
+  end
+  redis.call('ZADD', slotsKey, endMs, member)
+  local life = endMs - nowMs
+  -- Moved by a second more than needed, so the calls of the next second need not move it again.
+  if n == 0 or redis.call('PTTL', slotsKey) < life then
+    redis.call('PEXPIRE', slotsKey, life + 1000)
+  end
+  return nil
+end
 
+local graceMs = tonumber(ARGV[4])
+local ttlMs = tonumber(ARGV[2])
+local maxSlots = tonumber(ARGV[13])
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
 local expiresAt = tonumber(cur[2])
-if not isLive(cur[1], expiresAt) then
-  -- Free, and (after handOver) nobody live is queued.
-  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], tonumber(ARGV[2]), ARGV[3], graceMs, ARGV[12])
+local live = isLive(cur[1], expiresAt)
+-- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
+-- queue is only looked at when the lock is free (a live lease is refused or queued behind anyway).
+if not live and redis.call('EXISTS', KEYS[2]) == 1 and handOverFree(KEYS, cur[3], graceMs, ARGV[10], ARGV[11]) then
+  cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
+  expiresAt = tonumber(cur[2])
+  live = true
+end
+if not live then
+  -- Free, and nobody live is queued.
+  local full = takeSlot(KEYS[4], ARGV[1], nowMs + ttlMs, maxSlots)
+  if full then
+    return {5, full}
+  end
+  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12], not cur[4] and not cur[5])
   return {1, token, leaseEnd}
 end
 if ARGV[12] ~= '' and cur[4] == ARGV[12] then
@@ -62,6 +106,10 @@ end
 local maxWaiters = tonumber(ARGV[8])
 if redis.call('ZCARD', KEYS[2]) >= maxWaiters and liveWaiters(KEYS, true) >= maxWaiters then
   return {2, retryAfter}
+end
+local full = takeSlot(KEYS[4], ARGV[1], nowMs + waitMs + ttlMs, maxSlots)
+if full then
+  return {5, full}
 end
 
 local deadline = nowMs + waitMs

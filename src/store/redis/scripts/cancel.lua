@@ -5,6 +5,7 @@ lock in the meantime, say so, so that the grant is either delivered or released,
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
+KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): a waiter that holds nothing gives its slot back
 ARGV[1]  waiter id
 ARGV[2]  the waiter's owner token
 
@@ -21,6 +22,7 @@ local live = isLive(cur[1], expiresAt)
 if not wasQueued and live and cur[1] == ARGV[2] then
   return {1, tonumber(cur[3]), expiresAt}
 end
+redis.call('ZREM', KEYS[4], ARGV[2])
 -- The caller's "retry after": when the lease it waited behind (or the one that took its place) ends.
 if live then
   return {0, expiresAt - nowMs}

@@ -8,6 +8,7 @@ Hash layout: see acquire.lua.
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
+KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): the evicted lease's slot is given back
 ARGV[1]  fencing grace, ms
 ARGV[2]  grant channel prefix
 ARGV[3]  lock name (for the hand-over message)
@@ -25,5 +26,6 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
-handOver(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
+redis.call('ZREM', KEYS[4], cur[1])
+handOverFree(KEYS, cur[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return {1, tonumber(cur[3]), cur[4] or '', cur[1]}

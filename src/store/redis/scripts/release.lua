@@ -6,6 +6,7 @@ it even inside the same microsecond. Hash layout: see acquire.lua.
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
+KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): the lease's slot is given back
 ARGV[1]  owner token
 ARGV[2]  fencing grace, ms
 ARGV[3]  grant channel prefix
@@ -17,7 +18,7 @@ Returns:
 ]]
 --- @include "_handover"
 
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
+local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
 local expiresAt = tonumber(cur[2])
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
@@ -25,5 +26,8 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
+redis.call('ZREM', KEYS[4], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  handOverFree(KEYS, cur[3], tonumber(ARGV[2]), ARGV[3], ARGV[4])
+end
 return 1
