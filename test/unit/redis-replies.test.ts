@@ -8,6 +8,7 @@ import {
   parseHandOver,
   parseHeartbeat,
   parseInspect,
+  parseRateLease,
   parseRelease,
   parseScan,
   parseSlotExtend,
@@ -35,6 +36,7 @@ describe('Redis script replies', () => {
     expect(parseAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
     expect(parseAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
     expect(parseAcquire([3, 40])).toEqual({ kind: 'queued', retryAfterMs: 40 });
+    expect(parseAcquire([5, 70])).toEqual({ kind: 'quota_full', retryAfterMs: 70 });
     for (const reply of [
       [1, 7],
       [1, 7, 900, 1],
@@ -44,7 +46,8 @@ describe('Redis script replies', () => {
       [4, 7, 900, 'owner'],
       [4, 7, 900, 1, 'w1'],
       [4, 7, 900, 'owner', 1],
-      [5, 1],
+      [6, 1],
+      [1.5, 1],
       [1, 1, 1, 1, 1],
       [0],
       [0, 1, 2],
@@ -88,6 +91,8 @@ describe('Redis script replies', () => {
     for (const reply of [[1, 7, 'w1'], [1, 7, 1, 'owner'], [1, 7, 'w1', 1], [2, 7, 'w', 'o'], [0, 0], 'x']) {
       expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
     }
+    expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
+    for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x']) expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
     expect(parseScan(['0', ['a', 'b']])).toEqual({ cursor: '0', keys: ['a', 'b'] });
     for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null]) expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
   });
