@@ -225,7 +225,7 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
     bug: 'no quota slot taken when waitMs > 0 (Redis, inside acquire)',
     mutants: ['acquire-no-slot-when-waiting'],
     testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'redis' quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap",
+    testName: "lock service over 'redis' quota: a caller queued behind a held lock holds a slot while it waits",
   },
   {
     bug: 'renew does not extend the quota slot (Redis, inside renew)',

@@ -17,7 +17,8 @@ import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
  *   --only id,id       plant only these mutants (the report is then not written)
  *   --concurrency n    planted mutants run at once (default 2)
  *   --skip-focused     leave out the focused proofs (FOCUSED_PROOFS: one named test alone against its bug)
- *   --focused-only     only the focused proofs (with --only: those of these mutants); no report is written
+ *   --focused-only     only the focused proofs (with --only: those of these mutants); with --update-record
+ *                      their rows replace those of the last planted run's record (marked with when they ran)
  *   --stryker-only     only StrykerJS (the parts of --parts), then the report
  *   --report-only      write reports/mutation/summary.md from the last runs' records (stryker-<part>.json and
  *                      .run.json, planted.run.json), run nothing
@@ -57,6 +58,7 @@ const { values: args } = parseArgs({
     'focused-only': { type: 'boolean', default: false },
     'stryker-only': { type: 'boolean', default: false },
     'report-only': { type: 'boolean', default: false },
+    'update-record': { type: 'boolean', default: false },
   },
 });
 
@@ -204,6 +206,16 @@ function focusedTable(results: readonly FocusedResult[]): string {
   return ['| bug | mutant | the test, run alone | without the mutant | with it | s |', '|---|---|---|---|---|---:|', ...rows].join('\n');
 }
 
+const focusedRow = (r: FocusedResult) => ({
+  bug: r.proof.bug,
+  mutant: r.mutant,
+  testFile: r.proof.testFile,
+  testName: r.proof.testName,
+  clean: r.clean,
+  mutated: r.mutated,
+  seconds: r.seconds,
+});
+
 const proven = (r: FocusedResult) => r.clean === 'passed' && r.mutated === 'failed';
 
 async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item: T) => Promise<R>): Promise<R[]> {
@@ -310,7 +322,8 @@ function writeReport(): boolean {
     (r) => `| ${r.id} | \`${r.file}\` | ${r.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
   );
   const focusedRows = (planted?.focused ?? []).map(
-    (r) => `| ${r.bug} | ${r.mutant} | \`${r.testFile}\` > ${r.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds} |`,
+    (r: PlantedRecord['focused'][number] & { ranAt?: string }) =>
+      `| ${r.bug} | ${r.mutant} | \`${r.testFile}\` > ${r.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds}${r.ranAt ? ` (run again alone ${r.ranAt})` : ''} |`,
   );
   const report = [
     '# Mutation testing: last run',
@@ -406,7 +419,7 @@ async function main(): Promise<void> {
 
   record('planted', startedAt, loadBefore, {
     planted: planted.map((r) => ({ id: r.mutant.id, file: r.mutant.file, what: r.mutant.what, status: r.status, killedBy: r.killedBy, seconds: r.seconds })),
-    focused: focused.map((r) => ({ bug: r.proof.bug, mutant: r.mutant, testFile: r.proof.testFile, testName: r.proof.testName, clean: r.clean, mutated: r.mutated, seconds: r.seconds })),
+    focused: focused.map(focusedRow),
   });
   if (!writeReport()) process.exitCode = 1;
 }
