@@ -415,6 +415,13 @@ async function main(): Promise<void> {
     console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
     if (!focused.every(proven)) process.exitCode = 1;
   }
+  const last = readJson<PlantedRecord>(runRecordOf('planted'));
+  if (focusedOnly && args['update-record'] && last !== null) {
+    // Rows of the last planted run's record are replaced by these newer proofs (each row says when it ran).
+    const fresh = focused.map((r) => ({ ...focusedRow(r), ranAt: `${new Date().toISOString().slice(0, 16)}Z, commit ${commitNow()}` }));
+    const rows = last.focused.map((row) => fresh.find((f) => f.mutant === row.mutant) ?? row);
+    writeFileSync(runRecordOf('planted'), `${JSON.stringify({ ...last, focused: rows }, null, 2)}\n`);
+  }
   if (only) return;
 
   record('planted', startedAt, loadBefore, {
