@@ -21,6 +21,8 @@ import type {
   Percentiles,
   Task,
   TaskResult,
+  WatchResult,
+  WatchTask,
   WorkerMessage,
 } from './protocol.js';
 
@@ -145,6 +147,10 @@ interface Scenario {
   handOff?: HandOffClock;
 }
 
+/** The semaphore scenario's keys and their limit. */
+const SEMAPHORES = 100;
+const SEMAPHORE_LIMIT = 5;
+
 function httpScenario(task: LoopTask): Scenario {
   const pool = new Pool(task.target, { connections: task.concurrency, pipelining: 1, keepAliveTimeout: 60_000 });
   const close = () => pool.close();
@@ -165,6 +171,26 @@ function httpScenario(task: LoopTask): Scenario {
           if (acquired.status !== 200) return run.error('acquire', acquired.status);
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
+          const t2 = now();
+          if (released.status !== 200) return run.error('release', released.status);
+          run.record('release', t2 - t1);
+          run.record('pair', t2 - t0);
+          run.done();
+        },
+      };
+    case 'semaphore':
+      // Permits on 100 semaphores of limit 5: at c=50 a permit is mostly free, sometimes waited for
+      // (waitMs), so the figure is a permit pair's cost with some FIFO hand-offs mixed in.
+      return {
+        close,
+        client: async () => async (run) => {
+          const key = `bench-sem:${task.tag}:${next++ % SEMAPHORES}`;
+          const t0 = now();
+          const acquired = await post(pool, `/v1/semaphores/${key}/acquire`, { limit: SEMAPHORE_LIMIT, ttlMs: 30_000, waitMs: 10_000 });
+          const t1 = now();
+          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          run.record('acquire', t1 - t0);
+          const released = await post(pool, `/v1/semaphores/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
           if (released.status !== 200) return run.error('release', released.status);
           run.record('release', t2 - t1);
@@ -586,6 +612,65 @@ async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
   return { samples, failures };
 }
 
+/**
+ * Watch fan-out: N blocking queries on one key (each its own keep-alive connection), then one change
+ * (alternately a grant and a release); the time from sending the change to each watcher's answer, and
+ * the Redis commands the change cost (INFO commandstats), whatever N is.
+ */
+async function runWatch(task: WatchTask): Promise<WatchResult> {
+  const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
+  const pool = new Pool(task.keyholderUrl, { connections: task.watchers + 2, keepAliveTimeout: 120_000, headersTimeout: 0, bodyTimeout: 0 });
+  const wake = new Latency();
+  const breakdown: Record<string, number> = {};
+  const key = `bench-watch:${task.tag}`;
+  let failures = 0;
+  let ownerToken: string | undefined;
+  try {
+    let index = Number((await get(pool, `/v1/locks/${key}`)).json.index);
+    for (let change = 0; change < task.changes; change++) {
+      let sentAt = Number.POSITIVE_INFINITY;
+      const answers = Array.from({ length: task.watchers }, async () => {
+        const res = await get(pool, `/v1/locks/${key}?index=${index}&waitMs=60000`);
+        if (res.status !== 200 || res.json.index === index) failures++;
+        else wake.record(performance.now() - sentAt);
+        return Number(res.json.index);
+      });
+      // Every watcher's request in place before the change (the server holds them open; nothing tells
+      // the client when they all are, so it waits generously: 5 ms per watcher).
+      await sleep(300 + task.watchers * 5);
+      const before = commandStats(await redis.info('commandstats'));
+      sentAt = performance.now();
+      if (ownerToken === undefined) {
+        const granted = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
+        ownerToken = granted.json.ownerToken as string;
+      } else {
+        await post(pool, `/v1/locks/${key}/release`, { ownerToken });
+        ownerToken = undefined;
+      }
+      const indexes = await Promise.all(answers);
+      index = indexes.find((i) => i !== index) ?? index;
+      const after = commandStats(await redis.info('commandstats'));
+      for (const [name, calls] of after) {
+        if (name === 'info') continue;
+        const delta = calls - (before.get(name) ?? 0);
+        if (delta > 0) breakdown[name] = (breakdown[name] ?? 0) + delta;
+      }
+    }
+  } finally {
+    await pool.close();
+    redis.disconnect();
+  }
+  const total = Object.values(breakdown).reduce((a, b) => a + b, 0);
+  return {
+    watchers: task.watchers,
+    changes: task.changes,
+    failures,
+    wake: wake.summary(),
+    commandsPerChange: total / Math.max(1, task.changes),
+    commandBreakdown: Object.fromEntries(Object.entries(breakdown).map(([k, v]) => [k, v / Math.max(1, task.changes)])),
+  };
+}
+
 function runTask(task: Task): Promise<TaskResult> {
   switch (task.kind) {
     case 'loop':
@@ -596,6 +681,8 @@ function runTask(task: Task): Promise<TaskResult> {
       return runChain(task);
     case 'expiry':
       return runExpiry(task);
+    case 'watch':
+      return runWatch(task);
   }
 }
 

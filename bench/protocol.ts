@@ -1,6 +1,6 @@
 /** Messages between the benchmark runner and its load-generating worker process. */
 
-export type LoopScenario = 'pairs' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
+export type LoopScenario = 'pairs' | 'semaphore' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
 
 export interface LoopTask {
   readonly kind: 'loop';
@@ -46,7 +46,17 @@ export interface ExpiryTask {
   readonly tag: string;
 }
 
-export type Task = LoopTask | MemoryTask | ChainTask | ExpiryTask;
+/** Blocking queries: `watchers` GETs with ?index&waitMs on one key, woken by `changes` grants and releases. */
+export interface WatchTask {
+  readonly kind: 'watch';
+  readonly keyholderUrl: string;
+  readonly redisUrl: string;
+  readonly watchers: number;
+  readonly changes: number;
+  readonly tag: string;
+}
+
+export type Task = LoopTask | MemoryTask | ChainTask | ExpiryTask | WatchTask;
 
 /** Latency percentiles in milliseconds. */
 export interface Percentiles {
@@ -114,6 +124,18 @@ export interface ExpiryResult {
   readonly failures: number;
 }
 
-export type TaskResult = LoopResult | MemoryResult | ChainResult | ExpiryResult;
+export interface WatchResult {
+  readonly watchers: number;
+  readonly changes: number;
+  /** Watcher answers that were not the new state (errors, time-outs). */
+  readonly failures: number;
+  /** From the changing call being sent to each watcher's answer arriving. */
+  readonly wake: Percentiles;
+  /** Every Redis command executed per change (scripts' inner commands included), and the breakdown. */
+  readonly commandsPerChange: number;
+  readonly commandBreakdown: Record<string, number>;
+}
+
+export type TaskResult = LoopResult | MemoryResult | ChainResult | ExpiryResult | WatchResult;
 
 export type WorkerMessage = { readonly ok: true; readonly result: TaskResult } | { readonly ok: false; readonly error: string };

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
-import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WorkerMessage } from './protocol.js';
+import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WatchResult, WorkerMessage } from './protocol.js';
 import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startFloorLock, startKeyholder, type OwnedProcess } from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
@@ -18,7 +18,7 @@ import { renderProfile, summariseProfiles } from './profile.js';
  * its raw JSON in bench/results/ (one pair of files per run, plus latest.md and latest.json).
  */
 
-const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'semaphore', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
 
 const USAGE = `npm run bench -- [options]
 
@@ -29,6 +29,7 @@ const USAGE = `npm run bench -- [options]
   --concurrency a,b   client concurrencies (default 50,200; 50 with --quick)
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
+  --no-watch          skip the blocking-query (watch) fan-out measurement
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
                       keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
@@ -45,6 +46,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string' },
     'no-waiting': { type: 'boolean', default: false },
     'no-memory': { type: 'boolean', default: false },
+    'no-watch': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
@@ -181,6 +183,7 @@ async function main(): Promise<void> {
     const targetOf = (s: LoopScenario): { url: string; pid: number; proc?: OwnedProcess } | undefined => {
       switch (s) {
         case 'pairs':
+        case 'semaphore':
         case 'hot':
         case 'renew':
           return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };
@@ -243,6 +246,16 @@ async function main(): Promise<void> {
       expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
     }
 
+    const watches: WatchResult[] = [];
+    if (!args['no-watch']) {
+      for (const watchers of [1, 100, 1000]) {
+        progress(`watch: ${watchers} blocking queries on one key, woken by each change`);
+        watches.push(
+          await worker.run<WatchResult>({ kind: 'watch', keyholderUrl: aux.url, redisUrl: redis.url, watchers, changes: quick ? 2 : 6, tag: `${watchers}-${Date.now()}` }),
+        );
+      }
+    }
+
     let backends: BackendRow[] | undefined;
     const backendConcurrency = 50;
     if (!args['no-backends'] && etcdInstalled()) {
@@ -277,6 +290,7 @@ async function main(): Promise<void> {
       memory,
       chains,
       expiry,
+      watches,
     };
     let text = renderReport(report, MEMORY_FENCE_GRACE_MS);
     if (backends) text += `\n### Backends\n\n${renderBackends(backends, backendConcurrency)}\n`;

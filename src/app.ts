@@ -11,6 +11,7 @@ import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './con
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './domain/lock-store.js';
+import { createPermitCores, type PermitCores } from './domain/primitives.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
 import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
@@ -20,6 +21,11 @@ import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js'
 import { adminRoutes } from './http/routes/admin.js';
 import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
+import { lockSetRoutes } from './http/routes/lock-sets.js';
+import { LockSetService } from './domain/lock-sets.js';
+import { permitAdminRoutes } from './http/routes/permits.js';
+import { RWLOCK_NAMES, rwLockRoutes } from './http/routes/rwlocks.js';
+import { SEMAPHORE_NAMES, semaphoreRoutes } from './http/routes/semaphores.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
@@ -30,6 +36,8 @@ import { RequestLog } from './observability/request-log.js';
 export interface AppDeps {
   readonly locks: LockService;
   readonly store: LockStore;
+  /** Semaphores and read/write locks; built over `store` with the lock service's bounds when absent. */
+  readonly permits?: PermitCores;
   readonly logger: FastifyBaseLogger;
   /** Served at GET /metrics when given (server.ts always gives it; see createMetrics). */
   readonly metrics?: Metrics;
@@ -132,6 +140,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       servers: [{ url: '/', description: 'The keyholder serving this document' }],
       tags: [
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
+        { name: 'lock sets', description: 'Several locks of one namespace taken, renewed and released together, all or none' },
+        { name: 'semaphores', description: 'At most N holders at once: each permit its own lease with its own fencing token' },
+        { name: 'rwlocks', description: 'Read/write locks: many readers or one writer, writers not starved' },
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
         { name: 'docs', description: 'This API\'s OpenAPI document' },
@@ -142,7 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             type: 'http',
             scheme: 'bearer',
             description:
-              'An API key from the operator (npm run keys:new). Scope `locks` covers the lock routes in the key\'s ' +
+              'An API key from the operator (npm run keys:new). Scope `locks` covers the lock, semaphore and read/write lock routes in the key\'s ' +
               'namespace; scope `admin` the admin routes in every namespace. Without a key: 401 unauthenticated; ' +
               'without the scope: 403 forbidden.',
           },
@@ -157,7 +168,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // After the auth hook and before the routes (see rate-limit.ts).
   await registerRateLimit(app, deps.rateLimit ?? { max: 0, windowMs: 1000 });
   await app.register(lockRoutes, { locks: deps.locks });
+  await app.register(lockSetRoutes, { lockSets: new LockSetService(deps.store, deps.locks.limits, deps.locks) });
+  const permits = deps.permits ?? createPermitCores(deps.store, deps.locks.limits, deps.locks.waitGate, deps.metrics?.permitObserver);
+  await app.register(semaphoreRoutes, { core: permits.semaphores });
+  await app.register(rwLockRoutes, { core: permits.rwlocks });
   await app.register(adminRoutes, { locks: deps.locks });
+  await app.register(permitAdminRoutes(permits.semaphores, SEMAPHORE_NAMES));
+  await app.register(permitAdminRoutes(permits.rwlocks, RWLOCK_NAMES));
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);
   await app.register(consoleRoutes);

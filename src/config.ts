@@ -154,6 +154,13 @@ export const EnvSchema = z
       .describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
     /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
     LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
+    /**
+     * 60 s: the longest lock-delay a caller may ask for. A delay keeps a lock unusable after its holder
+     * vanished, so it is short. The bound in force is the lower of this and FENCE_GRACE_MS (the lock's
+     * state, which carries the delay, must outlive it), so a short grace never makes a config invalid.
+     */
+    LOCK_MAX_DELAY_MS: intFromEnv(0, 600_000, 60_000)
+      .describe('Longest `lockDelayMs` a caller may ask for (and never above `FENCE_GRACE_MS`); above it, 400.'),
     /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
     WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000)
       .describe('Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.'),
@@ -402,6 +409,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       minTtlMs: e.LOCK_MIN_TTL_MS,
       maxTtlMs: e.LOCK_MAX_TTL_MS,
       maxWaitMs: e.LOCK_MAX_WAIT_MS,
+      maxLockDelayMs: Math.min(e.LOCK_MAX_DELAY_MS, e.FENCE_GRACE_MS),
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
       maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX,

@@ -13,7 +13,6 @@ export interface ElectionOptions {
   readonly keyholderUrl: string;
   readonly replicas: number;
   readonly ttlMs: number;
-  readonly pollMs: number;
   readonly writeMs: number;
   /** How many times the current leader is stopped with SIGSTOP (one failover each). */
   readonly rounds: number;
@@ -94,7 +93,6 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
           REPLICA: replica,
           LOCK_KEY: lockKey,
           TTL_MS: String(options.ttlMs),
-          POLL_MS: String(options.pollMs),
           WRITE_MS: String(options.writeMs),
           RESOURCE_URL: resource.url,
           KEYHOLDER_URL: options.keyholderUrl,

@@ -2,14 +2,14 @@
  * One replica of a replicated service that needs exactly one leader (the one that writes). It
  * campaigns for the lock `leader:db`: while it holds it, it renews the lease at a third of the TTL and
  * writes to the shared resource with its fencing token; while it does not, it waits for the lock to be
- * free (VacancyWatch) and tries to take it.
+ * free (a blocking query on the lock, BlockingVacancyWatch) and tries to take it.
  *
  * One JSON line per event on stdout for whoever runs the replicas (the demo or the test). A `pause`
  * line on stdin makes the leader stop itself with SIGSTOP just before its next write (a GC pause
  * between deciding to write and writing); whoever runs it resumes it with SIGCONT.
  */
 import { KeyholderClient } from '../lib/keyholder.js';
-import { PollingVacancyWatch } from './vacancy.js';
+import { BlockingVacancyWatch } from './vacancy.js';
 
 export type ReplicaEvent =
   | { event: 'elected'; replica: string; fencingToken: number; at: number }
@@ -26,11 +26,10 @@ const env = (name: string): string => {
 const replica = env('REPLICA');
 const lockKey = env('LOCK_KEY');
 const ttlMs = Number(env('TTL_MS'));
-const pollMs = Number(env('POLL_MS'));
 const writeMs = Number(env('WRITE_MS'));
 const resourceUrl = env('RESOURCE_URL');
 const keyholder = new KeyholderClient(env('KEYHOLDER_URL'));
-const watch = new PollingVacancyWatch(keyholder, pollMs);
+const watch = new BlockingVacancyWatch(keyholder);
 
 let pauseArmed = false;
 process.stdin.setEncoding('utf8');

@@ -19,6 +19,8 @@ export interface LockStatus {
   readonly fencingToken?: number;
   readonly ttlRemainingMs?: number;
   readonly waiters?: number;
+  /** Watch index: changes on every grant, release, expiry, force release, hand-over. Compare for inequality. */
+  readonly index: number;
 }
 
 export type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly status: number; readonly code: string };
@@ -44,6 +46,14 @@ export class KeyholderClient {
 
   inspect(key: string): Promise<Answer<LockStatus>> {
     return this.call('GET', `/v1/locks/${encodeURIComponent(key)}`);
+  }
+
+  /**
+   * A blocking query: the lock's state as soon as its index differs from `index` (at once if it already
+   * does), or after `waitMs` unchanged.
+   */
+  watch(key: string, index: number, waitMs: number): Promise<Answer<LockStatus>> {
+    return this.call('GET', `/v1/locks/${encodeURIComponent(key)}?index=${index}&waitMs=${waitMs}`, undefined, waitMs + 5_000);
   }
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs = 5_000): Promise<Answer<T>> {

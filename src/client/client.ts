@@ -1,5 +1,5 @@
 import createClient, { type Client } from 'openapi-fetch';
-import { errorFromResponse, NotOwnerError, unreachable } from './errors.js';
+import { errorFromResponse, LockHeldError, NotOwnerError, unreachable } from './errors.js';
 import { Lease, type LeaseOptions, type LeaseTransport } from './lease.js';
 import type { components, paths } from './openapi-types.js';
 import { type BackoffOptions, monotonicNow, type RetryEvent, withRetries } from './retry.js';
@@ -46,6 +46,18 @@ export interface AcquireOptions extends LeaseOptions {
   readonly signal?: AbortSignal;
   /** Overrides the client's retryBudgetMs for this call. */
   readonly retryBudgetMs?: number;
+}
+
+export interface ObserveOptions {
+  /** Longest wait of one blocking query; it is asked again after. 30 s by default (the server bounds it). */
+  readonly waitMs?: number;
+  /** Ends the observation (the iterator returns). */
+  readonly signal?: AbortSignal;
+}
+
+export interface CampaignOptions extends Omit<AcquireOptions, 'waitMs' | 'idempotencyKey'> {
+  /** Longest wait of one turn in the lock's queue; the campaign queues again after it. 30 s by default. */
+  readonly waitMs?: number;
 }
 
 interface CallOptions {
@@ -158,9 +170,63 @@ export class KeyholderClient {
     );
   }
 
-  /** Who holds the lock right now (never the owner token). */
-  async inspect(key: string, options: CallOptions = {}): Promise<LockStatus> {
-    return this.call('inspect', (signal) => this.api.GET('/v1/locks/{key}', { params: { path: { key } }, signal }), options);
+  /**
+   * Who holds the lock right now (never the owner token), with its watch index. With `index` and `waitMs`,
+   * a blocking query: answers when the index differs from `index`, at the latest after `waitMs`.
+   */
+  async inspect(key: string, options: CallOptions & { readonly index?: number; readonly waitMs?: number } = {}): Promise<LockStatus> {
+    const { index, waitMs = 0, ...call } = options;
+    const query = index === undefined ? {} : { index, waitMs };
+    return this.call(
+      'inspect',
+      (signal) => this.api.GET('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
+      { ...call, timeoutMs: (call.timeoutMs ?? this.requestTimeoutMs) + waitMs },
+    );
+  }
+
+  /**
+   * The lock's state now and after every change (grant, release, expiry, force release, hand-over), as
+   * blocking queries: no polling; the server answers the moment the lock changes. For followers in a
+   * leader election: `for await (const s of kh.observe('leader')) console.log(s.held ? s.holder : 'vacant')`.
+   * Changes in quick succession may be seen as one (the latest state). Errors (after the client's retries)
+   * end the iteration by throwing.
+   */
+  async *observe(key: string, options: ObserveOptions = {}): AsyncGenerator<LockStatus, void, undefined> {
+    const waitMs = options.waitMs ?? 30_000;
+    let index: number | undefined;
+    while (!options.signal?.aborted) {
+      let status: LockStatus;
+      try {
+        status = await this.inspect(key, { index, waitMs, signal: options.signal });
+      } catch (err) {
+        if (options.signal?.aborted) return;
+        throw err;
+      }
+      // Compare for inequality only: the index may step down (a free key's state forgotten).
+      if (status.index !== index) {
+        index = status.index;
+        yield status;
+      }
+    }
+  }
+
+  /**
+   * Leader election: resolves with a self-renewing Lease once this caller leads. Candidates wait in the
+   * lock's FIFO queue (`waitMs` per turn, queued again while the signal allows), so the lock passes to the
+   * next candidate the moment the leader releases it or its lease expires. Lead while `lease.signal` is not
+   * aborted, and send `lease.fencingToken` with every write; followers use observe() to learn the leader.
+   */
+  async campaign(key: string, options: CampaignOptions): Promise<Lease> {
+    for (;;) {
+      options.signal?.throwIfAborted();
+      try {
+        return await this.acquire(key, { ...options, waitMs: options.waitMs ?? 30_000 });
+      } catch (err) {
+        // The turn ran out with someone else still leading: queue again.
+        if (err instanceof LockHeldError) continue;
+        throw err;
+      }
+    }
   }
 
   /** One page of held locks (needs an `admin` key when the server checks keys). */

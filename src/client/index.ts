@@ -5,6 +5,8 @@
 export {
   KeyholderClient,
   type AcquireOptions,
+  type CampaignOptions,
+  type ObserveOptions,
   type ForceRelease,
   type KeyholderClientOptions,
   type LockGrant,

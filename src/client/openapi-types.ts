@@ -69,8 +69,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * See who holds a lock
-         * @description Reports whether the lock is held and, if so, by which holder label, fencing token and until when. Never the owner token.
+         * See who holds a lock (or wait for it to change)
+         * @description Reports whether the lock is held and, if so, by which holder label, fencing token and until when, with the lock's watch index. Never the owner token. A blocking query (like Consul's): with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the lock changes (grant, release, expiry, force release, hand-over), otherwise after M with the unchanged state.
          */
         get: operations["inspectLock"];
         put?: never;
@@ -80,6 +80,234 @@ export interface paths {
          * @description Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted holder's late writes.
          */
         delete: operations["forceReleaseLock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take several locks at once, all or none
+         * @description Grants every key (1 to 16, of the caller's namespace) under one owner token, each with its own fencing token, or none of them. Each key of a held set is held for everyone (a plain acquire of it gets lock_held). Overlapping sets asked for in any order never deadlock: nothing is held while deciding or waiting.
+         */
+        post: operations["acquireLockSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend every lease of a set
+         * @description Sets every key's lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.
+         */
+        post: operations["renewLockSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/lock-sets/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a set back
+         * @description Frees every key of the set that ownerToken still holds, in one atomic step.
+         */
+        post: operations["releaseLockSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{key}/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a semaphore permit
+         * @description Grants one permit if fewer than limit are held and nobody is queued. Each permit is a lease of its own, with its own ownerToken, fencingToken (increasing per semaphore) and expiry: a holder that crashes frees its permit when its TTL runs out. When all are held: 409 semaphore_full with Retry-After, or with waitMs a place in a FIFO queue, granted as soon as a permit frees. Every caller must send the semaphore's limit; another one is 409 limit_mismatch.
+         */
+        post: operations["acquireSemaphore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{key}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend a semaphore lease
+         * @description Sets this lease of the semaphore to end ttlMs from now, only if ownerToken holds it live. The fencing token stays the one it was granted with; the other leases are untouched.
+         */
+        post: operations["renewSemaphore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{key}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a semaphore lease back
+         * @description Ends this lease of the semaphore, only if ownerToken holds it live, and hands the room to the first callers queued.
+         */
+        post: operations["releaseSemaphore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * See who holds a semaphore's permits
+         * @description The limit, the permits held and by whom (holder label, fencing token, expiry), and the callers queued. Never owner tokens.
+         */
+        get: operations["inspectSemaphore"];
+        put?: never;
+        post?: never;
+        /**
+         * Force-release every lease of a semaphore (admin)
+         * @description Ends every live lease of the semaphore whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones.
+         */
+        delete: operations["forceReleaseSemaphore"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a read/write lock for reading or writing
+         * @description Many readers or one writer. A read is granted while no writer holds the lock and nobody is queued; a write only when nobody holds it and nobody is queued. Readers and writers wait in one FIFO queue (waitMs), so once a writer waits, later readers queue behind it: writers are not starved. Every grant gets the lock's next fencing token.
+         */
+        post: operations["acquireRwLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend a read/write lock lease
+         * @description Sets this lease of the read/write lock to end ttlMs from now, only if ownerToken holds it live. The fencing token stays the one it was granted with; the other leases are untouched.
+         */
+        post: operations["renewRwLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a read/write lock lease back
+         * @description Ends this lease of the read/write lock, only if ownerToken holds it live, and hands the room to the first callers queued.
+         */
+        post: operations["releaseRwLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * See who holds a read/write lock
+         * @description The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.
+         */
+        get: operations["inspectRwLock"];
+        put?: never;
+        post?: never;
+        /**
+         * Force-release every lease of a read/write lock (admin)
+         * @description Ends every live lease of the read/write lock whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones.
+         */
+        delete: operations["forceReleaseRwLock"];
         options?: never;
         head?: never;
         patch?: never;
@@ -97,6 +325,46 @@ export interface paths {
          * @description Pages through the locks held right now, in one namespace or all of them, with holder, fencing token and expiry; never owner tokens. Walks the store incrementally (Redis SCAN), so it never blocks the store.
          */
         get: operations["listLocks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List held semaphores (admin)
+         * @description Pages through the semaphores with live leases, in one namespace or all, with each lease's holder, fencing token and expiry; never owner tokens.
+         */
+        get: operations["listSemaphores"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List held read/write locks (admin)
+         * @description Pages through the read/write locks with live leases, in one namespace or all, with each lease's holder, fencing token and expiry; never owner tokens.
+         */
+        get: operations["listRwLocks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -199,6 +467,11 @@ export interface components {
              * @example 10000
              */
             waitMs?: number;
+            /**
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @example 5000
+             */
+            lockDelayMs?: number;
         };
         RenewRequest: {
             /**
@@ -218,6 +491,110 @@ export interface components {
              * @example q3HbVfYJm3cS1kQxv7x8XA
              */
             ownerToken: string;
+        };
+        LockSetAcquireRequest: {
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
+            /**
+             * @description Lease length of every key, ms (bounded as for locks)
+             * @example 30000
+             */
+            ttlMs: number;
+            /** @description Optional public label shown on every key of the set */
+            holder?: string;
+            /** @description If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once. */
+            waitMs?: number;
+            /**
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @example 5000
+             */
+            lockDelayMs?: number;
+        };
+        LockSetRenewRequest: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
+            /**
+             * @description Lease length of every key, ms (bounded as for locks)
+             * @example 30000
+             */
+            ttlMs: number;
+        };
+        LockSetReleaseRequest: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description 1 to 16 distinct lock keys, in any order
+             * @example [
+             *       "account:17",
+             *       "account:42"
+             *     ]
+             */
+            keys: string[];
+        };
+        SemaphoreAcquireRequest: {
+            /**
+             * @description Most permits held at once, 1 to 10000. Every caller of one semaphore must send the same limit: while permits are held, another limit is refused with 409 limit_mismatch.
+             * @example 5
+             */
+            limit: number;
+            /**
+             * @description Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.
+             * @example 30000
+             */
+            ttlMs: number;
+            /**
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @example consumer-7
+             */
+            holder?: string;
+            /**
+             * @description If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.
+             * @example 10000
+             */
+            waitMs?: number;
+        };
+        RwLockAcquireRequest: {
+            /**
+             * @description read: shared with other readers (at most 10000); write: exclusive.
+             * @example read
+             * @enum {string}
+             */
+            mode: "read" | "write";
+            /**
+             * @description Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.
+             * @example 30000
+             */
+            ttlMs: number;
+            /**
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @example consumer-7
+             */
+            holder?: string;
+            /**
+             * @description If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.
+             * @example 10000
+             */
+            waitMs?: number;
         };
         /** @description A granted lease. */
         LockGrant: {
@@ -281,10 +658,10 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported";
             /** @description The request path */
             instance?: string;
-            /** @description lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
+            /** @description lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
             retryAfterMs?: number;
             /** @description invalid_request: each offending field and what is wrong with it */
             errors?: {
@@ -325,6 +702,183 @@ export interface components {
                 fencingToken: number;
             };
         };
+        /** @description Every key of the set is held until expiresAt, under one owner token. */
+        LockSetGrant: {
+            /**
+             * @description The set's secret owner token, returned by acquire
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
+            locks: {
+                key: string;
+                fencingToken: number;
+            }[];
+            ttlMs: number;
+            /** Format: date-time */
+            expiresAt: string;
+            holder: string | null;
+        };
+        /** @description Every key of the set renewed; fencing tokens unchanged. */
+        LockSetRenewal: {
+            /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
+            locks: {
+                key: string;
+                fencingToken: number;
+            }[];
+            ttlMs: number;
+            /** Format: date-time */
+            expiresAt: string;
+        };
+        LockSetRelease: {
+            /** @constant */
+            released: true;
+        };
+        /** @description A granted permit: a lease of its own, which ends by itself at expiresAt. */
+        SemaphoreGrant: {
+            key: string;
+            limit: number;
+            /**
+             * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description Per-semaphore number, above every token granted before on this semaphore
+             * @example 1764496077123456
+             */
+            fencingToken: number;
+            ttlMs: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt: string;
+            holder: string | null;
+        };
+        /** @description Who holds a semaphore's permits right now. Never owner tokens. */
+        SemaphoreStatus: {
+            key: string;
+            /** @description The live permits' limit; null when no permit is held */
+            limit: number | null;
+            permitsHeld: number;
+            /** @description The live permits in grant order (never owner tokens) */
+            holders: {
+                holder: string | null;
+                /**
+                 * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+                 * @example 1764496077123456
+                 */
+                fencingToken: number;
+                /**
+                 * Format: date-time
+                 * @description When the lease ends (UTC), measured on the store clock.
+                 * @example 2026-11-30T10:00:30.000Z
+                 */
+                expiresAt: string;
+                ttlRemainingMs: number;
+            }[];
+            /** @description Callers queued for a permit */
+            waiters: number;
+        };
+        /** @description A granted read or write lease. */
+        RwLockGrant: {
+            key: string;
+            /**
+             * @description read: shared with other readers (at most 10000); write: exclusive.
+             * @example read
+             * @enum {string}
+             */
+            mode: "read" | "write";
+            /**
+             * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
+             * @example q3HbVfYJm3cS1kQxv7x8XA
+             */
+            ownerToken: string;
+            /**
+             * @description Per-lock number, above every token granted before on this lock (a write's is above every earlier read's and write's)
+             * @example 1764496077123456
+             */
+            fencingToken: number;
+            ttlMs: number;
+            /**
+             * Format: date-time
+             * @description When the lease ends (UTC), measured on the store clock.
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            expiresAt: string;
+            holder: string | null;
+        };
+        /** @description Who holds a read/write lock right now. Never owner tokens. */
+        RwLockStatus: {
+            key: string;
+            /** @description read (one or more readers), write (one writer), or null when free */
+            mode: ("read" | "write") | null;
+            /** @description The live leases in grant order (never owner tokens) */
+            holders: {
+                holder: string | null;
+                /**
+                 * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+                 * @example 1764496077123456
+                 */
+                fencingToken: number;
+                /**
+                 * Format: date-time
+                 * @description When the lease ends (UTC), measured on the store clock.
+                 * @example 2026-11-30T10:00:30.000Z
+                 */
+                expiresAt: string;
+                ttlRemainingMs: number;
+                /**
+                 * @description read: shared with other readers (at most 10000); write: exclusive.
+                 * @example read
+                 * @enum {string}
+                 */
+                mode: "read" | "write";
+            }[];
+            /** @description Callers queued, readers and writers in one FIFO queue */
+            waiters: number;
+        };
+        /** @description One page of held semaphores or read/write locks. Owner tokens are never shown. */
+        PermitList: {
+            entries: {
+                namespace: string;
+                key: string;
+                /** @description A semaphore's limit (a read/write lock's reader cap) */
+                capacity: number;
+                holders: {
+                    holder: string | null;
+                    /**
+                     * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
+                     * @example 1764496077123456
+                     */
+                    fencingToken: number;
+                    /**
+                     * Format: date-time
+                     * @description When the lease ends (UTC), measured on the store clock.
+                     * @example 2026-11-30T10:00:30.000Z
+                     */
+                    expiresAt: string;
+                    ttlRemainingMs: number;
+                    weight: number;
+                }[];
+                waiters: number;
+            }[];
+            /** @description Pass as cursor for the next page; null when the listing is complete */
+            nextCursor: string | null;
+        };
+        /** @description Every live lease was ended; their owner tokens no longer renew or release. */
+        PermitForceRelease: {
+            namespace: string;
+            key: string;
+            /** @constant */
+            released: true;
+            evicted: {
+                holder: string | null;
+                fencingToken: number;
+            }[];
+        };
         Liveness: {
             /** @constant */
             status: "ok";
@@ -341,12 +895,28 @@ export interface components {
             key: string;
             /** @constant */
             held: false;
+            /**
+             * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
+             * @example 3528064724432477
+             */
+            index: number;
+            /**
+             * Format: date-time
+             * @description Present while the lock-delay of an expired lease runs: the lock cannot be taken before this (UTC).
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            lockDelayUntil?: string;
         };
         /** @description The lock is held: by which holder label, with which fencing token, until when. */
         HeldLock: {
             key: string;
             /** @constant */
             held: true;
+            /**
+             * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
+             * @example 3528064724432477
+             */
+            index: number;
             holder: string | null;
             /**
              * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
@@ -787,7 +1357,18 @@ export interface operations {
     };
     inspectLock: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; otherwise when it changes, or after waitMs with the unchanged state.
+                 * @example 3528064724432477
+                 */
+                index?: number;
+                /**
+                 * @description With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an acquire's waitMs (by default 60,000); above is a 400.
+                 * @example 30000
+                 */
+                waitMs?: number;
+            };
             header?: never;
             path: {
                 /**
@@ -1092,6 +1673,1982 @@ export interface operations {
             };
         };
     };
+    acquireLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetAcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted: every key is held until expiresAt */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetGrant"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held: some key of the set is held, in its lock-delay, or has callers queued; nothing was taken. Retry-After: the longest time left. */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks. */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renewLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetRenewRequest"];
+            };
+        };
+        responses: {
+            /** @description Renewed, every key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetRenewal"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token does not hold every key of the set (a lease expired, was released or force-released) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds none of these keys */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store has no lock sets (etcd) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    acquireSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SemaphoreAcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted: the caller holds one permit until expiresAt unless it renews */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreGrant"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description semaphore_full: every permit is held (or others are queued); retryAfterMs and Retry-After say when the first one ends. limit_mismatch: the live permits were granted with another limit; Retry-After says when the last of them ends. */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_waiters: the wait queue of this key, of this namespace on this instance, or of this instance is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of leases at once. Retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renewSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description Renewed: the lease now ends at expiresAt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRenewal"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    inspectSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The semaphore's current state */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreStatus"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    forceReleaseSemaphore: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the lock to free (required: an override names its target in full)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Freed */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitForceRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: no live lease on this key; nothing changed */
+            404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    acquireRwLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RwLockAcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted: the caller holds a read or write lease until expiresAt */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RwLockGrant"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rwlock_held: held in a mode that excludes this one (a writer; or readers, for a write), or a writer is queued ahead; retryAfterMs and Retry-After say when the first lease ends */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_waiters: the wait queue of this key, of this namespace on this instance, or of this instance is full; rate_limited: too many requests for this API key; or quota_exceeded: the namespace holds its limit of leases at once. Retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renewRwLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description Renewed: the lease now ends at expiresAt */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRenewal"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseRwLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
+            409: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    inspectRwLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The read/write lock's current state */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RwLockStatus"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    forceReleaseRwLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the lock to free (required: an override names its target in full)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Freed */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitForceRelease"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: no live lease on this key; nothing changed */
+            404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listLocks: {
         parameters: {
             query?: {
@@ -1177,6 +3734,310 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSemaphores: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only this namespace. Without it, every namespace is listed (and prefix must be empty).
+                 * @example team-a
+                 */
+                namespace?: string;
+                /**
+                 * @description Only lock keys starting with this (needs namespace)
+                 * @example invoice:
+                 */
+                prefix?: string;
+                /** @description Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about this many (its SCAN COUNT), and may show a lock on two pages. */
+                limit?: number;
+                /** @description nextCursor from the previous page; omit for the first page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of held semaphores */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitList"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            default: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description The methods this path takes */
+                    Allow?: string;
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listRwLocks: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only this namespace. Without it, every namespace is listed (and prefix must be empty).
+                 * @example team-a
+                 */
+                namespace?: string;
+                /**
+                 * @description Only lock keys starting with this (needs namespace)
+                 * @example invoice:
+                 */
+                prefix?: string;
+                /** @description Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about this many (its SCAN COUNT), and may show a lock on two pages. */
+                limit?: number;
+                /** @description nextCursor from the previous page; omit for the first page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of held read/write locks */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitList"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
+            501: {
+                headers: {
                     /** @description Counted requests this API key may make per window */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */

@@ -13,7 +13,11 @@ export type DomainErrorCode =
   | 'shutting_down'
   | 'quota_exceeded'
   | 'rate_limited'
-  | 'wait_aborted';
+  | 'wait_aborted'
+  | 'semaphore_full'
+  | 'limit_mismatch'
+  | 'rwlock_held'
+  | 'not_supported';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -123,6 +127,22 @@ export class ShuttingDownError extends DomainError {
   }
 }
 
+/**
+ * The configured store does not have this feature (on etcd: semaphores, read/write locks, lock sets and
+ * lock-delay). Nothing was changed; retrying will not help, another deployment (Redis or the embedded
+ * store) will.
+ */
+export class NotSupportedError extends DomainError {
+  readonly code = 'not_supported';
+  override readonly name = 'NotSupportedError';
+  constructor(
+    readonly feature: string,
+    readonly store: string,
+  ) {
+    super(`${feature}: not supported by the ${store} store (use the Redis or the embedded store)`);
+  }
+}
+
 /** The caller went away while waiting; there is nobody to answer. */
 export class WaitAbortedError extends DomainError {
   readonly code = 'wait_aborted';
@@ -158,3 +178,53 @@ export class RateLimitedError extends DomainError {
     super(`too many requests for this API key; retry in ${Math.max(1, Math.ceil(retryAfterMs / 1000))} s`);
   }
 }
+
+/**
+ * Every permit of the semaphore is held by a live lease (or others are queued first). `retryAfterMs` is
+ * the time left on the earliest-ending permit: the earliest one can free up.
+ */
+export class SemaphoreFullError extends DomainError {
+  readonly code = 'semaphore_full';
+  override readonly name = 'SemaphoreFullError';
+  constructor(
+    readonly key: string,
+    override readonly retryAfterMs: number,
+  ) {
+    super(`semaphore "${key}" has no free permit`);
+  }
+}
+
+/**
+ * The caller's `limit` is not the one the semaphore's live permits were granted under. Two limits for one
+ * semaphore would make "at most limit holders" mean nothing, so the caller is refused until every live
+ * permit has ended (`retryAfterMs`: the latest of them, as far as the store knows the earliest).
+ */
+export class LimitMismatchError extends DomainError {
+  readonly code = 'limit_mismatch';
+  override readonly name = 'LimitMismatchError';
+  constructor(
+    readonly key: string,
+    readonly requestedLimit: number,
+    readonly liveLimit: number,
+    override readonly retryAfterMs: number,
+  ) {
+    super(`semaphore "${key}" is held with limit ${liveLimit}; this request asked for limit ${requestedLimit}`);
+  }
+}
+
+/**
+ * The read/write lock is held in a mode that excludes the caller (a writer, or readers when the caller
+ * writes), or a writer is queued ahead. `retryAfterMs`: time left on the earliest-ending lease.
+ */
+export class RwLockHeldError extends DomainError {
+  readonly code = 'rwlock_held';
+  override readonly name = 'RwLockHeldError';
+  constructor(
+    readonly key: string,
+    readonly mode: 'read' | 'write',
+    override readonly retryAfterMs: number,
+  ) {
+    super(`read/write lock "${key}" cannot be taken for ${mode} now`);
+  }
+}
+

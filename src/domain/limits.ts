@@ -6,6 +6,8 @@ export interface LockLimits {
   readonly minTtlMs: number;
   readonly maxTtlMs: number;
   readonly maxWaitMs: number;
+  /** Longest lock-delay a caller may ask for; absent means 0 (lock-delay off). */
+  readonly maxLockDelayMs?: number;
   readonly maxWaitersPerKey: number;
   readonly maxWaitersPerInstance: number;
   /** Callers of one namespace one instance keeps waiting at once; absent means the instance cap alone. */

@@ -9,15 +9,17 @@ import {
   InvalidRequestError,
   LockHeldError,
   NotOwnerError,
+  NotSupportedError,
   QuotaExceededError,
   ShuttingDownError,
-  TooManyWaitersError,
   WaitAbortedError,
 } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
+import { WaitGate } from './wait-gate.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
+import { ChangeWatch, type IndexedView } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
@@ -46,6 +48,8 @@ export interface AcquireOptions {
    * by the same caller with the same key gets that lease back instead of lock_held.
    */
   readonly idempotency?: { readonly callerId: string; readonly key: string };
+  /** Lock-delay after an expiry (see AcquireInput.lockDelayMs); 0 or absent: none. */
+  readonly lockDelayMs?: number;
 }
 
 export interface LockGrant {
@@ -69,6 +73,7 @@ interface LeaseRequest extends LeaseClaim {
   readonly holder: string | null;
   /** The caller-scoped idempotency key the store keeps with the lease (see AcquireOptions.idempotency). */
   readonly idempotencyKey?: string;
+  readonly lockDelayMs: number;
 }
 
 /** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
@@ -124,37 +129,45 @@ export function newOwnerToken(): string {
  * when it is certain and still fresh. It talks to a LockStore and knows nothing of HTTP or Redis.
  */
 export class LockService {
-  /** Aborted at shutdown: every wait ends at once instead of holding up the exit. */
-  private readonly closing = new AbortController();
-  private waiting = 0;
-  /** Waiting callers by namespace, for the per-namespace cap; a namespace with none has no entry. */
-  private readonly waitingByNamespace = new Map<string, number>();
+  /** This instance's waiting callers, shared with the other primitives (semaphores, read/write locks). */
+  readonly waitGate: WaitGate;
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** Blocking queries on this instance (one subscription per watched key). */
+  readonly changes: ChangeWatch;
   /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
   private readonly quotaInStore: number;
 
   constructor(
     private readonly store: LockStore,
-    private readonly limits: LockLimits,
+    /** The bounds, also read by the other primitives' services (permits.ts). */
+    readonly limits: LockLimits,
     private readonly observer: LockObserver = {},
   ) {
+    this.waitGate = new WaitGate(limits);
     const maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
     this.quotaInStore = store.quotaInside ? maxHeld : 0;
     // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
     this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
+    this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
+  }
+
+  /** Aborted at shutdown (for the other primitives' waits on this instance). */
+  get closingSignal(): AbortSignal {
+    return this.waitGate.signal;
   }
 
   /** Callers of this instance waiting for a lock right now. */
   get waitingCallers(): number {
-    return this.waiting;
+    return this.waitGate.count;
   }
 
   /** Answers every waiting caller with ShuttingDownError; called once shutdown begins. */
   shutdown(): void {
-    this.closing.abort(new ShuttingDownError());
+    this.waitGate.shutdown();
+    this.changes.closeAll(new ShuttingDownError());
   }
 
   /**
@@ -167,11 +180,11 @@ export class LockService {
     const waitMs = options.waitMs ?? 0;
     return this.observe('acquire', async () => {
       this.checkTtl(ttlMs);
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
-        throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
-      }
+      this.checkWaitMs(waitMs);
+      const lockDelayMs = this.checkLockDelay(options.lockDelayMs ?? 0);
       const { idempotency } = options;
       const request: LeaseRequest = {
+        lockDelayMs,
         namespace,
         key,
         id: lockId(namespace, key),
@@ -203,24 +216,18 @@ export class LockService {
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
-    const { id, ownerToken, ttlMs, holder, idempotencyKey } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, ...this.quotaInput() });
+    const { id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
+    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, ...this.quotaInput() });
     if (!outcome.acquired) throw this.refusal(request, outcome);
     await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
   }
 
   private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
-    const { namespace, id, ttlMs, holder, idempotencyKey } = request;
-    if (this.closing.signal.aborted) throw new ShuttingDownError();
-    // The namespace's own cap first: a team at its cap is told so, even when the instance has room.
-    const waitingHere = this.waitingByNamespace.get(namespace) ?? 0;
-    if (waitingHere >= (this.limits.maxWaitersPerNamespace ?? Infinity)) throw new TooManyWaitersError('namespace');
-    if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
-    const signal = callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
+    const { namespace, id, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
+    const leave = this.waitGate.enter(namespace);
+    const signal = this.waitGate.waitSignal(callerSignal);
     const started = performance.now();
-    this.waiting++;
-    this.waitingByNamespace.set(namespace, waitingHere + 1);
     let granted = false;
     try {
       const outcome = await this.store.acquire({
@@ -231,6 +238,7 @@ export class LockService {
         waitMs,
         signal,
         idempotencyKey,
+        lockDelayMs,
         ...this.quotaInput(),
       });
       if (!outcome.acquired) throw this.refusal(request, outcome);
@@ -244,10 +252,7 @@ export class LockService {
       await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
       return outcome;
     } finally {
-      this.waiting--;
-      const left = (this.waitingByNamespace.get(namespace) ?? 1) - 1;
-      if (left > 0) this.waitingByNamespace.set(namespace, left);
-      else this.waitingByNamespace.delete(namespace);
+      leave();
       this.observer.waited?.((performance.now() - started) / 1000, granted);
     }
   }
@@ -281,6 +286,19 @@ export class LockService {
 
   async inspect(namespace: string, key: string): Promise<LockState | null> {
     return this.observe('inspect', () => this.store.inspect(lockId(namespace, key)));
+  }
+
+  /**
+   * A blocking query (Consul's): the lock's state and watch index, answered at once when the index
+   * differs from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes,
+   * otherwise after `waitMs` with the unchanged state. Clients compare indexes for inequality only.
+   */
+  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedView> {
+    const id = lockId(namespace, key);
+    // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
+    if (index === undefined || waitMs === 0) return this.observe('inspect', () => this.changes.current(id));
+    this.checkWaitMs(waitMs);
+    return this.changes.wait(id, index, waitMs, this.waitGate.waitSignal(signal));
   }
 
   /**
@@ -320,6 +338,22 @@ export class LockService {
     await this.freshness.refuseIfLate({ ...lease, id: lockId(namespace, lease.key) });
   }
 
+  /** The lock-delay asked for, checked against the bounds and the store. */
+  checkLockDelay(lockDelayMs: number): number {
+    const max = this.limits.maxLockDelayMs ?? 0;
+    if (!Number.isInteger(lockDelayMs) || lockDelayMs < 0 || lockDelayMs > max) {
+      throw new InvalidRequestError('lockDelayMs', `must be an integer from 0 to ${max}`);
+    }
+    if (lockDelayMs > 0 && !this.store.supportsLockDelay) throw new NotSupportedError('lockDelayMs', this.store.kind);
+    return lockDelayMs;
+  }
+
+  checkWaitMs(waitMs: number): void {
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
+      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
+    }
+  }
+
   /** The store's share of the quota, when it keeps it inside its lock steps. */
   private quotaInput(): { maxHeldInNamespace?: number } {
     return this.quotaInStore > 0 ? { maxHeldInNamespace: this.quotaInStore } : {};
@@ -331,7 +365,7 @@ export class LockService {
       : new LockHeldError(request.key, outcome.retryAfterMs);
   }
 
-  private checkTtl(ttlMs: number): void {
+  checkTtl(ttlMs: number): void {
     const { minTtlMs, maxTtlMs } = this.limits;
     if (!Number.isInteger(ttlMs) || ttlMs < minTtlMs || ttlMs > maxTtlMs) {
       throw new InvalidRequestError('ttlMs', `must be an integer from ${minTtlMs} to ${maxTtlMs}`);

@@ -3,6 +3,7 @@
  * store: there is no window between checking the owner and changing the lock. The store owns time:
  * expiry is measured on the store's clock, never computed from a caller's clock.
  */
+import type { PermitStore } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -74,6 +75,12 @@ export interface AcquireInput {
    */
   readonly idempotencyKey?: string;
   /**
+   * Lock-delay: when this lease EXPIRES (not released, not force-released), the key stays unavailable
+   * for this long after the lease end (Chubby, Consul). 0 or absent: none. The lock service bounds it
+   * (never above the fencing grace, so the lock's state outlives the delay).
+   */
+  readonly lockDelayMs?: number;
+  /**
    * Only for a store with `quotaInside`: the most leases (held or waited for) the lock's namespace may
    * have at once; 0 or absent = no cap.
    */
@@ -133,9 +140,67 @@ export interface SlotStore {
   freeSlot(namespace: string, slotId: string): Promise<void>;
 }
 
-export interface LockStore extends SlotStore {
+/**
+ * A key's state as a watcher sees it: the live lease (or null) and the last fencing token the store
+ * still remembers for the key (0 when it remembers none). domain/watch.ts turns this into the index.
+ */
+export interface IndexedLockState {
+  readonly state: LockState | null;
+  readonly lastFencingToken: number;
+  /** While an expired lease's lock-delay runs: when it ends (Unix ms, store clock). */
+  readonly lockDelayUntilMs?: number;
+}
+
+/**
+ * Change notices for watched keys. `onChange` is called (at least once, maybe more) after each change
+ * of `key` that any instance made: grant, release, force release, hand-over. A lease that EXPIRES is
+ * not announced (nothing writes at that moment): the watcher times it itself. Resolves once notices
+ * flow (so a state read after it cannot miss a later change); the returned function stops them.
+ */
+export interface ChangeFeed {
+  watchChanges(key: string, onChange: () => void): Promise<() => void>;
+}
+
+/** A lock set: several keys of one namespace held under one owner token, all or none. */
+export interface LockSetInput {
+  /** Store ids, all of one namespace (one Redis Cluster slot), distinct, sorted. */
+  readonly keys: readonly string[];
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string | null;
+  readonly lockDelayMs?: number;
+}
+
+export type LockSetAcquireOutcome =
+  | { readonly acquired: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number; readonly decidedAt: number }
+  /** Nothing was taken. `busyKey`: one key that was held (or delayed, or had callers queued). */
+  | { readonly acquired: false; readonly retryAfterMs: number; readonly busyKey: string };
+
+export type LockSetRenewOutcome =
+  | { readonly renewed: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number }
+  | { readonly renewed: false };
+
+/**
+ * Lock sets, each operation ONE atomic step over all the set's keys (one Lua script on Redis). A
+ * store without them (etcd) leaves `lockSets` undefined and the lock service answers not_supported.
+ */
+export interface LockSetStore {
+  /** Grants every key to `ownerToken` if every key is free (no live lease, no lock-delay, nobody queued); otherwise nothing. */
+  acquireSet(input: LockSetInput): Promise<LockSetAcquireOutcome>;
+  /** Extends every key's lease, only if `ownerToken` holds a live lease on every one; otherwise nothing. */
+  renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome>;
+  /** Frees every key `ownerToken` holds among `keys`; false when it held none of them. */
+  releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean>;
+}
+
+export interface LockStore extends SlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
+  /**
+   * Semaphores and read/write locks (permit-store.ts), when this store has them; absent, those routes
+   * answer 501 not_supported (the etcd store).
+   */
+  readonly permits?: PermitStore;
   /**
    * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
    * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait
@@ -155,6 +220,12 @@ export interface LockStore extends SlotStore {
   release(key: string, ownerToken: string): Promise<boolean>;
   /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
   inspect(key: string): Promise<LockState | null>;
+  /** inspect, with what a watcher's index needs (the last fencing token also when free). */
+  inspectIndexed(key: string): Promise<IndexedLockState>;
+  /** Whether acquire honours `lockDelayMs` (etcd does not: the lock service answers not_supported). */
+  readonly supportsLockDelay: boolean;
+  /** Lock sets, where the store has them. */
+  readonly lockSets?: LockSetStore;
   /**
    * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token

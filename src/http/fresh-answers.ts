@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isDomainError, StoreUnavailableError } from '../domain/errors.js';
-import type { FreshLease, LockService } from '../domain/lock-service.js';
+import type { FreshLease } from '../domain/lock-service.js';
 import { writeDomainError } from './problem.js';
 
 declare module 'fastify' {
@@ -13,16 +13,17 @@ declare module 'fastify' {
 /**
  * The last moment before a grant or renewal is written: if the process was stopped since the store
  * answered and the lease may be gone, the answer becomes a 503 and the lease is given back (see
- * FreshnessGuard). Registered inside the lock routes' plugin, so it runs for those routes only.
+ * FreshnessGuard). Registered inside each primitive's routes plugin (so it runs for those routes only),
+ * with that primitive's check (LockService.confirmFresh, PermitCore.confirmFresh).
  */
-export function registerFreshAnswers(app: FastifyInstance, locks: LockService): void {
+export function registerFreshAnswers(app: FastifyInstance, confirm: (namespace: string, lease: FreshLease) => Promise<void>): void {
   app.decorateRequest('leaseToConfirm', null);
   app.addHook('onSend', async (request, reply, payload) => {
     const pending = request.leaseToConfirm;
     if (pending === null || reply.statusCode !== 200) return payload;
     request.leaseToConfirm = null;
     try {
-      await locks.confirmFresh(pending.namespace, pending.lease);
+      await confirm(pending.namespace, pending.lease);
       return payload;
     } catch (err) {
       const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });

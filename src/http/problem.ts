@@ -12,7 +12,15 @@ export type ErrorCode = ProblemCode | DomainErrorCode;
  * How a lock operation that ended in an error is counted in keyholder_lock_operations_total. The
  * labels predate this table and dashboards use them, so they are not the codes themselves.
  */
-export type FailureOutcome = 'held' | 'not_owner' | 'invalid' | 'too_many_waiters' | 'aborted' | 'quota_exceeded' | 'error';
+export type FailureOutcome =
+  | 'held'
+  | 'not_owner'
+  | 'invalid'
+  | 'too_many_waiters'
+  | 'aborted'
+  | 'quota_exceeded'
+  | 'limit_mismatch'
+  | 'error';
 
 export interface ErrorContract {
   readonly status: number;
@@ -57,6 +65,13 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   },
   shutting_down: { status: 503, title: 'Server is shutting down', outcome: 'aborted', closeConnection: true },
   internal_error: { status: 500, title: 'Internal server error', outcome: 'error' },
+  semaphore_full: { status: 409, title: 'No free permit', outcome: 'held' },
+  // 409, not 400: the same request succeeds once the live permits (granted under another limit) end.
+  limit_mismatch: { status: 409, title: 'Semaphore limit differs', outcome: 'limit_mismatch' },
+  rwlock_held: { status: 409, title: 'Read/write lock is held', outcome: 'held' },
+  // 501: a feature the configured store does not have (on etcd: semaphores, read/write locks, lock
+  // sets, lock-delay). Not the caller's mistake, and no retry helps.
+  not_supported: { status: 501, title: 'Not supported by this store', outcome: 'error' },
   // The caller disconnected while waiting: nobody reads this answer. 409, as for a wait that ran out.
   wait_aborted: {
     status: 409,

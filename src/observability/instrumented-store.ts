@@ -1,9 +1,36 @@
 import { isDomainError } from '../domain/errors.js';
-import type { AcquireInput, AcquireOutcome, ForceReleaseOutcome, ListPage, ListQuery, LockState, LockStore, RenewOutcome, SlotOutcome } from '../domain/lock-store.js';
+import type {
+  AcquireInput,
+  AcquireOutcome,
+  ForceReleaseOutcome,
+  IndexedLockState,
+  ListPage,
+  ListQuery,
+  LockSetStore,
+  LockState,
+  LockStore,
+  RenewOutcome,
+  SlotOutcome,
+} from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
+import type { PermitAcquireInput, PermitAcquireOutcome, PermitKind, PermitListQuery, PermitStore } from '../domain/permit-store.js';
 
-export type StoreOperation = 'acquire' | 'renew' | 'release' | 'inspect' | 'ping' | 'force_release' | 'list' | 'slot';
+export type StoreOperation =
+  | 'acquire'
+  | 'renew'
+  | 'release'
+  | 'inspect'
+  | 'ping'
+  | 'force_release'
+  | 'list'
+  | 'slot'
+  | 'permit_acquire'
+  | 'permit_renew'
+  | 'permit_release'
+  | 'permit_inspect'
+  | 'permit_force_release'
+  | 'permit_list';
 export type StoreCallResult = 'ok' | 'unavailable' | 'error';
 
 /** Where an instrumented store reports each call; implemented by the metrics module. */
@@ -20,6 +47,9 @@ export interface StoreCallSink {
  */
 export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
+  readonly supportsLockDelay: boolean;
+  readonly lockSets?: LockSetStore;
+  readonly permits?: PermitStore;
   readonly quotaInside: boolean;
 
   constructor(
@@ -28,7 +58,66 @@ export class InstrumentedStore implements LockStore {
     private readonly leases: LeaseTracker,
   ) {
     this.kind = inner.kind;
+    this.supportsLockDelay = inner.supportsLockDelay;
+    const sets = inner.lockSets;
+    // A set is timed and tracked as one lease (one owner token), under the lock operations' labels.
+    if (sets !== undefined) {
+      this.lockSets = {
+        acquireSet: async (input) => {
+          const outcome = await this.timed('acquire', () => sets.acquireSet(input));
+          if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+          return outcome;
+        },
+        renewSet: async (keys, ownerToken, ttlMs) => {
+          const outcome = await this.timed('renew', () => sets.renewSet(keys, ownerToken, ttlMs));
+          if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+          return outcome;
+        },
+        releaseSet: async (keys, ownerToken) => {
+          const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
+          if (released) {
+            const heldSeconds = this.leases.released(ownerToken);
+            if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+          }
+          return released;
+        },
+      };
+    }
     this.quotaInside = inner.quotaInside ?? false;
+    if (inner.permits) this.permits = this.instrumentPermits(inner.permits);
+  }
+
+  /** The same for semaphores and read/write locks: timed, and their leases tracked like locks'. */
+  private instrumentPermits(inner: PermitStore): PermitStore {
+    return {
+      acquirePermit: async (input: PermitAcquireInput): Promise<PermitAcquireOutcome> => {
+        const outcome = input.waitMs
+          ? await inner.acquirePermit(input)
+          : await this.timed('permit_acquire', () => inner.acquirePermit(input));
+        if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+        return outcome;
+      },
+      renewPermit: async (kind: PermitKind, key: string, ownerToken: string, ttlMs: number) => {
+        const outcome = await this.timed('permit_renew', () => inner.renewPermit(kind, key, ownerToken, ttlMs));
+        if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+        return outcome;
+      },
+      releasePermit: async (kind: PermitKind, key: string, ownerToken: string) => {
+        const released = await this.timed('permit_release', () => inner.releasePermit(kind, key, ownerToken));
+        if (released) {
+          const heldSeconds = this.leases.released(ownerToken);
+          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+        }
+        return released;
+      },
+      inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
+      forceReleasePermits: async (kind: PermitKind, key: string) => {
+        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key));
+        for (const e of evicted) this.leases.released(e.ownerToken);
+        return evicted;
+      },
+      listPermits: (kind: PermitKind, query: PermitListQuery) => this.timed('permit_list', () => inner.listPermits(kind, query)),
+    };
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
@@ -57,6 +146,14 @@ export class InstrumentedStore implements LockStore {
 
   inspect(key: string): Promise<LockState | null> {
     return this.timed('inspect', () => this.inner.inspect(key));
+  }
+
+  inspectIndexed(key: string): Promise<IndexedLockState> {
+    return this.timed('inspect', () => this.inner.inspectIndexed(key));
+  }
+
+  watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    return this.inner.watchChanges(key, onChange);
   }
 
   ping(): Promise<void> {

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
+import type { PermitObserver } from '../domain/permits.js';
 import { ERRORS } from '../http/problem.js';
 import { PROBLEM_CODES } from '../http/schemas/problem.js';
 import type { LockStore } from '../domain/lock-store.js';
@@ -16,6 +17,8 @@ export interface Metrics {
   readonly registry: Registry;
   /** Pass to LockService: counts operations and lost leases. */
   readonly lockObserver: LockObserver;
+  /** Pass to the semaphore and read/write lock cores: their operations, by primitive. */
+  readonly permitObserver: PermitObserver;
   /** Wraps the store so its latency, health and the leases granted here are measured. */
   instrumentStore(store: LockStore): LockStore;
   /** Where the keyholder_waiting_callers gauge reads its value (LockService.waitingCallers). */
@@ -146,6 +149,20 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Present at 0 from the start, so an alert on a rise sees the first one.
   for (const code of PROBLEM_CODES) problems.labels(code).inc(0);
 
+  const primitiveOperations = new Counter({
+    name: 'keyholder_primitive_operations_total',
+    help: 'Semaphore and read/write lock operations handled, by primitive (semaphore, rwlock), operation (acquire, renew, release, inspect) and outcome (as keyholder_lock_operations_total, plus limit_mismatch).',
+    labelNames: ['primitive', 'operation', 'outcome'] as const,
+    registers: [registry],
+  });
+  const primitiveSeconds = new Histogram({
+    name: 'keyholder_primitive_operation_duration_seconds',
+    help: 'Time to answer a semaphore or read/write lock operation, store round trip (and any wait) included, by primitive and operation.',
+    labelNames: ['primitive', 'operation'] as const,
+    buckets: OPERATION_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+
   const lockObserver: LockObserver = {
     operation(op, result, durationSeconds) {
       operations.labels(op, outcomeLabel(op, result)).inc();
@@ -159,9 +176,23 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
+  const permitObserver: PermitObserver = {
+    operation(kind, op, result, durationSeconds) {
+      primitiveOperations.labels(kind, op, outcomeLabel(op, result)).inc();
+      primitiveSeconds.labels(kind, op).observe(durationSeconds);
+    },
+    lostLease(op) {
+      lostLeases.labels(op).inc();
+    },
+    waited(seconds, granted) {
+      waitSeconds.labels(granted ? 'granted' : 'not_granted').observe(seconds);
+    },
+  };
+
   return {
     registry,
     lockObserver,
+    permitObserver,
     countWaitingCallers(count: () => number) {
       waitingCallers = count;
     },

@@ -81,6 +81,51 @@ const ROUTES: RouteCase[] = [
       return { url: `/v1/locks/${key}?namespace=team-a` };
     },
   },
+  // Semaphores and read/write locks: the `locks` scope in the key's namespace; their admin routes `admin`.
+  ...(['semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => {
+    const body = path === 'semaphores' ? { limit: 10, ttlMs: 5_000 } : { mode: 'read', ttlMs: 5_000 };
+    const hold = async (key: string) => {
+      const res = await send('POST', `/v1/${path}/${key}/acquire`, body, bearer(keys.plain.locker ?? ''));
+      expect(res.statusCode).toBe(200);
+      return res.json<{ ownerToken: string }>().ownerToken;
+    };
+    return [
+      { name: `${path} acquire`, method: 'POST', scope: 'locks', okStatus: 200, prepare: async () => ({ url: `/v1/${path}/${freshKey()}/acquire`, body }) },
+      {
+        name: `${path} renew`,
+        method: 'POST',
+        scope: 'locks',
+        okStatus: 200,
+        prepare: async () => {
+          const key = freshKey();
+          return { url: `/v1/${path}/${key}/renew`, body: { ownerToken: await hold(key), ttlMs: 5_000 } };
+        },
+      },
+      {
+        name: `${path} release`,
+        method: 'POST',
+        scope: 'locks',
+        okStatus: 200,
+        prepare: async () => {
+          const key = freshKey();
+          return { url: `/v1/${path}/${key}/release`, body: { ownerToken: await hold(key) } };
+        },
+      },
+      { name: `${path} inspect`, method: 'GET', scope: 'locks', okStatus: 200, prepare: async () => ({ url: `/v1/${path}/${freshKey()}` }) },
+      { name: `${path} list`, method: 'GET', scope: 'admin', okStatus: 200, prepare: async () => ({ url: `/v1/${path}?namespace=team-a&limit=5` }) },
+      {
+        name: `${path} force release`,
+        method: 'DELETE',
+        scope: 'admin',
+        okStatus: 200,
+        prepare: async () => {
+          const key = freshKey();
+          await hold(key);
+          return { url: `/v1/${path}/${key}?namespace=team-a` };
+        },
+      },
+    ];
+  }),
 ];
 
 const send = async (method: Method, url: string, body: unknown, headers: Record<string, string>) =>
@@ -153,7 +198,8 @@ describe('every route x {no key, bad key, wrong scope, right scope}', () => {
           expect(operation.responses['401'], where).toBeUndefined();
         } else {
           expect(operation.responses['401']?.description, where).toMatch(/^unauthenticated/);
-          expect(operation.responses['403']?.description, where).toMatch(path.startsWith('/v1/locks/{key}') && method !== 'delete' ? /`locks` scope/ : /`admin` scope/);
+          const lockRoute = (/^\/v1\/(locks|semaphores|rwlocks)\/\{key\}/.test(path) && method !== 'delete') || path.startsWith('/v1/lock-sets/');
+          expect(operation.responses['403']?.description, where).toMatch(lockRoute ? /`locks` scope/ : /`admin` scope/);
         }
       }
     }

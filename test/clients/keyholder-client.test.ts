@@ -67,6 +67,28 @@ describe('TypeScript client against a real server (embedded store)', () => {
     expect(await kh.inspect(k)).toMatchObject({ held: false });
   });
 
+  it('campaign() elects one candidate at a time; observe() sees each leader and the vacancy, without polling', async () => {
+    const k = key('election');
+    const stop = new AbortController();
+    const seen: Array<string | null> = [];
+    const watching = (async () => {
+      for await (const status of kh.observe(k, { signal: stop.signal, waitMs: 10_000 })) seen.push(status.held ? status.holder : null);
+    })();
+    const first = await kh.campaign(k, { ttlMs: 5_000, holder: 'first' });
+    const second = kh.campaign(k, { ttlMs: 5_000, holder: 'second' });
+    await vi.waitFor(() => expect(seen).toContain('first'), { timeout: 10_000 });
+    await first.release();
+    const leader = await second;
+    expect(leader.fencingToken).toBeGreaterThan(first.fencingToken);
+    await vi.waitFor(() => expect(seen).toContain('second'), { timeout: 10_000 });
+    await leader.release();
+    await vi.waitFor(() => expect(seen.at(-1)).toBeNull(), { timeout: 10_000 });
+    stop.abort();
+    await watching;
+    // Each state once, in order (a hand-over may skip the vacancy between two leaders).
+    expect(seen.filter((s) => s !== null)).toEqual(['first', 'second']);
+  });
+
   it('a force release aborts lease.signal at the first renewal after it (not_owner)', async () => {
     const k = key('forced');
     const recorder = recordingFetch();

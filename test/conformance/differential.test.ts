@@ -53,7 +53,11 @@ type Op =
   | { op: 'list'; inst: number }
   | { op: 'leave'; pick: number }
   | { op: 'reserveSlot'; slot: number; inst: number }
-  | { op: 'freeSlot'; slot: number; inst: number };
+  | { op: 'freeSlot'; slot: number; inst: number }
+  | { op: 'inspectIndexed'; key: number; inst: number }
+  | { op: 'setAcquire'; holder: number; inst: number }
+  | { op: 'setRenew'; who: Who; inst: number }
+  | { op: 'setRelease'; who: Who; inst: number };
 
 const key = fc.nat(KEYS - 1);
 const inst = fc.nat(1);
@@ -72,6 +76,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('leave' as const), pick: fc.nat(7) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('reserveSlot' as const), slot: fc.nat(3), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('freeSlot' as const), slot: fc.nat(3), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('inspectIndexed' as const), key, inst }) },
+  // A lock set of both keys (all or none, one owner token for the two).
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('setAcquire' as const), holder: fc.nat(HOLDERS.length - 1), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('setRenew' as const), who, inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('setRelease' as const), who, inst }) },
 );
 
 /** A promise whose outcome can be looked at without awaiting it. */
@@ -133,7 +142,7 @@ class TokenRanks {
 }
 
 /** An answer with tokens replaced by ranks and times dropped: what must be equal across stores. */
-function normalize(store: string, ranks: TokenRanks, key: string, answer: Tracked['outcome']): unknown {
+function normalize(store: string, ranks: TokenRanks, key: string, answer: Tracked['outcome'], setKeys: readonly string[] = []): unknown {
   if (!answer) return 'pending';
   if (!answer.ok) {
     const err = answer.error as { code?: string; message?: string };
@@ -147,6 +156,10 @@ function normalize(store: string, ranks: TokenRanks, key: string, answer: Tracke
     // A time: only that it is a sane one is the same in both stores.
     if (field === 'retryAfterMs') out[field] = typeof value === 'number' && value >= 1 && value <= LEASE_MS;
     else if (field === 'fencingToken') out[field] = ranks.rank(store, key, value as number);
+    // A lock set's tokens, one per key (in the set's order); a free key's last token (0: none remembered).
+    else if (field === 'fencingTokens') out[field] = (value as number[]).map((t, i) => ranks.rank(store, setKeys[i] as string, t));
+    else if (field === 'lastFencingToken') out[field] = value === 0 ? 0 : ranks.rank(store, key, value as number);
+    else if (field === 'state') out[field] = normalize(store, ranks, key, { ok: true, value });
     else out[field] = value;
   }
   return out;
@@ -195,9 +208,9 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
   const fail = (step: string, m: unknown, r: unknown): never => {
     throw new Error(`stores disagree at ${step}\n  memory: ${JSON.stringify(m)}\n  redis:  ${JSON.stringify(r)}\n  steps so far:\n    ${log.join('\n    ')}`);
   };
-  const compare = (step: string, k: string, m: Tracked, r: Tracked) => {
-    const a = normalize('memory', ranks, k, m.outcome);
-    const b = normalize('redis', ranks, k, r.outcome);
+  const compare = (step: string, k: string, m: Tracked, r: Tracked, setKeys: readonly string[] = []) => {
+    const a = normalize('memory', ranks, k, m.outcome, setKeys);
+    const b = normalize('redis', ranks, k, r.outcome, setKeys);
     if (JSON.stringify(a) !== JSON.stringify(b)) fail(step, a, b);
     const what = step.includes('(waiter') ? 'waiter' : (step.split('"')[3] ?? step);
     count(`${what}: ${String(JSON.stringify(a)).replace(/"(fencingToken|evictedOwnerToken|holder)":("[^"]*"|\d+|null)/g, '"$1":…')}`);
@@ -250,12 +263,17 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
     compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis);
   };
 
-  const both = async (step: string, k: string, call: (store: LockStore) => Promise<unknown>, instIndex: number) => {
+  const both = async (step: string, k: string, call: (store: LockStore) => Promise<unknown>, instIndex: number, setKeys: readonly string[] = []) => {
     const m = track(call(memory));
     const r = track(call(redisStores[instIndex] as RedisStore));
     await Promise.all([m.promise, r.promise]);
-    return compare(step, k, m, r);
+    return compare(step, k, m, r, setKeys);
   };
+  const setKeys = [keyName(0), keyName(1)];
+  /** Lock-set owner tokens granted, in order. */
+  const sets: string[] = [];
+  const setToken = (w: Who) =>
+    w === 'latest' && sets.length > 0 ? (sets[sets.length - 1] as string) : w === 'older' && sets.length > 1 ? (sets[sets.length - 2] as string) : newOwnerToken();
 
   try {
     for (const [i, op] of ops.entries()) {
@@ -363,6 +381,32 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
         }
         case 'freeSlot': {
           await both(step, ns, (s) => s.freeSlot(ns, `s${op.slot}`), op.inst);
+          break;
+        }
+        case 'inspectIndexed': {
+          const k = keyName(op.key);
+          await both(step, k, (s) => s.inspectIndexed(k), op.inst);
+          break;
+        }
+        case 'setAcquire': {
+          const ownerToken = newOwnerToken();
+          const holder = HOLDERS[op.holder] ?? null;
+          const answer = (await both(step, setKeys[0] as string, (s) => (s.lockSets as NonNullable<LockStore['lockSets']>).acquireSet({ keys: setKeys, ownerToken, ttlMs: LEASE_MS, holder }), op.inst, setKeys)) as { acquired?: boolean };
+          if (answer.acquired === true) {
+            sets.push(ownerToken);
+            // Each key of the set is held by the set's owner token: plain renew and release see it as such.
+            for (const k of setKeys) noteGrant(k, ownerToken, answer);
+          }
+          break;
+        }
+        case 'setRenew': {
+          const token = setToken(op.who);
+          await both(step, setKeys[0] as string, (s) => (s.lockSets as NonNullable<LockStore['lockSets']>).renewSet(setKeys, token, LEASE_MS), op.inst, setKeys);
+          break;
+        }
+        case 'setRelease': {
+          const token = setToken(op.who);
+          await both(step, setKeys[0] as string, (s) => (s.lockSets as NonNullable<LockStore['lockSets']>).releaseSet(setKeys, token), op.inst);
           break;
         }
       }

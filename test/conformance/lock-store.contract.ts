@@ -5,6 +5,9 @@ import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
+import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
+import { describeRwLockContract } from './rwlock.contract.js';
+import { describeSemaphoreContract } from './semaphore.contract.js';
 
 /**
  * One behaviour contract for every lock store. A backend is done when this suite passes against it.
@@ -22,6 +25,8 @@ export interface StoreHarness {
   /** Makes the backend forget what it may forget now (a sweep), where that is not automatic. */
   collect?(store: LockStore): Promise<void>;
   teardown?(): Promise<void>;
+  /** The store has no semaphores or read/write locks (etcd): their contracts are skipped, and it is checked that it says so. */
+  readonly withoutPermits?: true;
 }
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
@@ -429,4 +434,20 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
     });
   });
   describeWaitingContract(name, harness);
+  describeWatchAndSetsContract(name, harness);
+  if (harness.withoutPermits) {
+    describe(`permit primitives: ${name}`, () => {
+      it('has no semaphores or read/write locks (the routes answer 501 not_supported)', async () => {
+        const store = await harness.open({ fenceGraceMs: 60_000 });
+        try {
+          expect(store.permits).toBeUndefined();
+        } finally {
+          await store.close();
+        }
+      });
+    });
+    return;
+  }
+  describeSemaphoreContract(name, harness);
+  describeRwLockContract(name, harness);
 }

@@ -155,4 +155,77 @@ describe('history checker', () => {
     const b = acquire(2, 'other', 200, 204, 50);
     expect(checkHistory({ ops: [a, b], faults: [] }).totalViolations).toBe(0);
   });
+
+  describe('lock set all-or-nothing', () => {
+    const set = { id: 9_000, keys: ['a', 'b'] };
+    it('passes a whole set, and a set refused whole', () => {
+      const granted = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 110, { set })];
+      const refusedSet = { id: 9_001, keys: ['a', 'b'] };
+      const refused = ['a', 'b'].map((key) => acquire(2, key, 10, 12, 0, { set: refusedSet, outcome: 'conflict', status: 409, fencingToken: undefined }));
+      expect(checkHistory({ ops: [...granted, ...refused], faults: [] }).totalViolations).toBe(0);
+    });
+
+    it('catches a granted set missing a key\'s token, and a set whose keys\' answers disagree', () => {
+      const partial = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 0, { set, fencingToken: undefined })];
+      expect(onlyViolation(partial, 'lockSetPartial')).toMatchObject({ count: 1, others: [] });
+      const split = { id: 9_002, keys: ['a', 'b'] };
+      const disagree = [acquire(1, 'a', 0, 5, 100, { set: split }), acquire(1, 'b', 0, 5, 0, { set: split, outcome: 'conflict', status: 409, fencingToken: undefined })];
+      expect(onlyViolation(disagree, 'lockSetPartial').count).toBe(1);
+    });
+
+    it('catches a key of a held set granted to someone else (an overlap on that key)', () => {
+      const held = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 110, { set })];
+      const intruder = acquire(2, 'b', 100, 104, 200);
+      expect(onlyViolation([...held, intruder], 'overlaps').count).toBe(1);
+    });
+  });
+
+  describe('semaphores and read/write locks', () => {
+    const sem = (limit: number) => ({ permit: { kind: 'semaphore' as const, limit } });
+    const rw = (mode: 'read' | 'write') => ({ permit: { kind: 'rwlock' as const, mode } });
+
+    it('passes limit permits held at once, and readers together', () => {
+      const ops = [
+        acquire(1, 's', 0, 5, 100, sem(2)),
+        acquire(2, 's', 10, 15, 200, sem(2)),
+        acquire(3, 'r', 0, 5, 100, rw('read')),
+        acquire(4, 'r', 10, 15, 200, rw('read')),
+      ];
+      expect(checkHistory({ ops, faults: [] }).totalViolations).toBe(0);
+    });
+
+    it('catches more surely-held permits than the limit', () => {
+      const a = acquire(1, 's', 0, 5, 100, sem(2));
+      const b = acquire(2, 's', 10, 15, 200, sem(2));
+      const c = acquire(3, 's', 20, 25, 300, sem(2));
+      const { count, report, others } = onlyViolation([a, b, c], 'semaphoreOverLimit');
+      expect(count).toBe(1);
+      expect(others).toEqual([]);
+      expect(report.violations.semaphoreOverLimit[0]).toMatchObject({ key: 's', limit: 2, holders: [a.id, b.id, c.id] });
+    });
+
+    it('a permit released before the next grant frees its room', () => {
+      const a = acquire(1, 's', 0, 5, 100, sem(1));
+      const b = acquire(2, 's', 200, 205, 200, sem(1));
+      expect(checkHistory({ ops: [a, follow('release', a, 100, 101), b], faults: [] }).totalViolations).toBe(0);
+    });
+
+    it('catches a writer held together with a reader or another writer', () => {
+      const r = acquire(1, 'r', 0, 5, 100, rw('read'));
+      const w = acquire(2, 'r', 10, 15, 200, rw('write'));
+      const w2 = acquire(3, 'r2', 0, 5, 100, rw('write'));
+      const w3 = acquire(4, 'r2', 10, 15, 200, rw('write'));
+      const { count, report, others } = onlyViolation([r, w, w2, w3], 'rwlockWriterShared');
+      expect(count).toBe(2);
+      expect(others).toEqual([]);
+      expect(report.violations.rwlockWriterShared[0]).toMatchObject({ key: 'r', writer: w.id, other: r.id });
+    });
+
+    it('catches a write granted with a token below an earlier read', () => {
+      const r = acquire(1, 'r', 0, 5, 300, rw('read'));
+      const w = acquire(2, 'r', 100, 105, 200, rw('write'));
+      const { count } = onlyViolation([r, follow('release', r, 50, 51), w], 'tokenRegressions');
+      expect(count).toBe(1);
+    });
+  });
 });

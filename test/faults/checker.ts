@@ -1,4 +1,4 @@
-import type { FaultWindow, History, LockOp, WriteOp } from './history.js';
+import type { FaultWindow, History, LockOp, PermitShape, WriteOp } from './history.js';
 
 /**
  * The history checker: a pure function from a recorded history to the safety violations in it. It
@@ -35,6 +35,8 @@ export interface Grant {
   /** Surely-held window; empty when endMs <= startMs. */
   readonly heldFromMs: number;
   readonly heldUntilMs: number;
+  /** A semaphore permit or a read/write lease (absent: a lock). */
+  readonly permit?: PermitShape;
 }
 
 export interface Overlap {
@@ -60,6 +62,16 @@ export interface Violations {
   expiredOnArrival: Array<{ key: string; op: number; lateByMs: number }>;
   /** A 200 for a request made and answered wholly inside a window where the instance could get no answer from the store. */
   uncertainSuccesses: Array<{ op: number; instance: number; fault: string }>;
+  /**
+   * Lock set all-or-nothing: a granted set without a fencing token for every key it asked for (a partial
+   * grant), or a set call whose keys' answers disagree. Holding a key of a set while someone else holds it
+   * shows up as an overlap on that key (each key of a set is its own grant for the per-key checks).
+   */
+  lockSetPartial: Array<{ set: number; keys: readonly string[]; granted: readonly string[] }>;
+  /** An instant at which more semaphore permits were surely held than its limit. */
+  semaphoreOverLimit: Array<{ key: string; atMs: number; holders: number[]; limit: number }>;
+  /** A write lease of a read/write lock surely held together with any other lease of it. */
+  rwlockWriterShared: Array<{ key: string; writer: number; other: number; fromMs: number }>;
 }
 
 export type ViolationKind = keyof Violations;
@@ -72,6 +84,9 @@ export const VIOLATION_KINDS: readonly ViolationKind[] = [
   'staleWritesAccepted',
   'expiredOnArrival',
   'uncertainSuccesses',
+  'lockSetPartial',
+  'semaphoreOverLimit',
+  'rwlockWriterShared',
 ];
 
 export interface KeyFigures {
@@ -100,6 +115,9 @@ function emptyViolations(): Violations {
     staleWritesAccepted: [],
     expiredOnArrival: [],
     uncertainSuccesses: [],
+    lockSetPartial: [],
+    semaphoreOverLimit: [],
+    rwlockWriterShared: [],
   };
 }
 
@@ -139,6 +157,7 @@ export function buildGrants(history: History, options: CheckOptions = DEFAULT_CH
       acquireEndMs: acq.endMs,
       heldFromMs: acq.endMs,
       heldUntilMs: Math.min(leaseEndLowerBoundMs - options.driftMarginMs, releaseStartMs),
+      ...(acq.permit ? { permit: acq.permit } : {}),
     });
   }
   return grants;
@@ -153,7 +172,9 @@ export function checkHistory(history: History, options: CheckOptions = DEFAULT_C
   const writesByKey = groupBy(writes, (w) => w.key);
 
   for (const [key, keyGrants] of grantsByKey) {
-    checkOverlaps(key, keyGrants, violations);
+    // Several holders at once are what semaphores and read/write locks are for: they have rules of their own.
+    if (keyGrants.some((g) => g.permit)) checkPermitHolders(key, keyGrants, violations);
+    else checkOverlaps(key, keyGrants, violations);
     checkTokenOrder(key, keyGrants, violations);
     checkDuplicates(key, keyGrants, violations);
   }
@@ -162,6 +183,7 @@ export function checkHistory(history: History, options: CheckOptions = DEFAULT_C
   }
   checkExpiredOnArrival(history, options, violations);
   checkUncertainSuccesses(history, violations);
+  checkLockSets(history, violations);
 
   const counts = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, violations[k].length])) as Record<ViolationKind, number>;
   const totalViolations = VIOLATION_KINDS.reduce((sum, k) => sum + counts[k], 0);
@@ -227,6 +249,33 @@ function checkOverlaps(key: string, grants: readonly Grant[], out: Violations): 
     for (const low of held) {
       if (low.fencingToken < g.fencingToken && low.heldFromMs <= g.acquireStartMs && g.acquireEndMs <= low.heldUntilMs) {
         out.grantsDuringLease.push({ key, holder: low.id, grant: g.id });
+      }
+    }
+  }
+}
+
+/**
+ * Semaphores: at no instant more surely-held permits than the limit. Read/write locks: a write lease
+ * never surely held together with another lease. A sweep over the windows' starts and ends.
+ */
+function checkPermitHolders(key: string, grants: readonly Grant[], out: Violations): void {
+  const windows = grants.filter((g) => g.heldUntilMs > g.heldFromMs).sort((a, b) => a.heldFromMs - b.heldFromMs);
+  const active: Grant[] = [];
+  for (const g of windows) {
+    for (let i = active.length - 1; i >= 0; i--) if ((active[i] as Grant).heldUntilMs <= g.heldFromMs) active.splice(i, 1);
+    active.push(g);
+    const shape = g.permit;
+    if (shape?.kind === 'semaphore' && active.length > shape.limit) {
+      out.semaphoreOverLimit.push({ key, atMs: g.heldFromMs, holders: active.map((a) => a.id), limit: shape.limit });
+    }
+    if (shape?.kind === 'rwlock') {
+      for (const other of active) {
+        if (other === g) continue;
+        const otherWrites = other.permit?.kind === 'rwlock' && other.permit.mode === 'write';
+        if (shape.mode === 'write' || otherWrites) {
+          const writer = shape.mode === 'write' ? g : other;
+          out.rwlockWriterShared.push({ key, writer: writer.id, other: writer === g ? other.id : g.id, fromMs: g.heldFromMs });
+        }
       }
     }
   }
@@ -313,6 +362,31 @@ function checkUncertainSuccesses(history: History, out: Violations): void {
         (f.instance === null || f.instance === op.instance) && f.startMs <= op.startMs && op.endMs <= f.endMs,
     );
     if (fault) out.uncertainSuccesses.push({ op: op.id, instance: op.instance, fault: fault.kind });
+  }
+}
+
+/**
+ * Lock set all-or-nothing, per set call: every key it asked for has its op, all with one outcome, and a
+ * granted set carries a fencing token for every key. (Mutual exclusion of each key against plain locks and
+ * other sets is the per-key overlap check: a set's key is a grant like any other.)
+ */
+function checkLockSets(history: History, out: Violations): void {
+  const calls = new Map<number, LockOp[]>();
+  for (const op of history.ops) {
+    if (op.type !== 'lock' || op.kind !== 'acquire' || op.set === undefined) continue;
+    const list = calls.get(op.set.id) ?? [];
+    list.push(op);
+    calls.set(op.set.id, list);
+  }
+  for (const [id, ops] of calls) {
+    const keys = (ops[0] as LockOp).set?.keys ?? [];
+    const granted = ops.filter((op) => op.outcome === 'ok' && op.fencingToken !== undefined).map((op) => op.key);
+    const outcomes = new Set(ops.map((op) => op.outcome));
+    const covered = new Set(ops.map((op) => op.key));
+    const whole = keys.every((k) => covered.has(k)) && ops.length === keys.length;
+    if (!whole || outcomes.size > 1 || (outcomes.has('ok') && granted.length !== keys.length)) {
+      out.lockSetPartial.push({ set: id, keys, granted });
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { FencedResource } from './fenced-resource.js';
-import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome } from './history.js';
+import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome, type PermitShape } from './history.js';
 
 export interface DriverOptions {
   readonly urls: readonly string[];
@@ -18,7 +18,19 @@ export interface DriverOptions {
   readonly pauseAfterGrant?: (client: number) => number;
   /** Which instances a client may use for a new acquire; all by default. */
   readonly liveInstances?: () => readonly number[];
+  /** Share of leases taken as a lock set of two keys (/v1/lock-sets/...) instead of one lock; 0 by default. */
+  readonly setFraction?: number;
+  /**
+   * Drive semaphores (every permit under `limit`) or read/write locks (a write with probability
+   * `writeShare`, else a read) instead of locks. Several holders at once are then normal, so nothing is
+   * written to the fenced resource; the checker judges the holders' windows instead.
+   */
+  readonly primitive?: { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly writeShare: number };
+  /** Acquires wait up to this long in the FIFO queue (default 0: answered at once). */
+  readonly waitMs?: number;
 }
+
+const PRIMITIVE_PATHS = { semaphore: 'semaphores', rwlock: 'rwlocks' } as const;
 
 export interface PausedLease {
   readonly client: number;
@@ -82,7 +94,16 @@ export class Driver {
       const key = keys[Math.floor(Math.random() * keys.length)] as string;
       const live = this.options.liveInstances?.() ?? this.options.urls.map((_, i) => i);
       const instance = live[Math.floor(Math.random() * live.length)] as number;
-      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}` });
+      const permit = this.permitShape();
+      if (permit === undefined && Math.random() < (this.options.setFraction ?? 0)) {
+        let other = keys[Math.floor(Math.random() * keys.length)] as string;
+        if (other === key) other = keys[(keys.indexOf(key) + 1) % keys.length] as string;
+        if (other !== key) {
+          await this.setLease(c, [key, other], instance);
+          continue;
+        }
+      }
+      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit), ...(this.options.waitMs ? { waitMs: this.options.waitMs } : {}) }, permit);
       if (acq.op.outcome === 'conflict') {
         await sleep(5 + Math.random() * 20);
         continue;
@@ -114,6 +135,91 @@ export class Driver {
     }
   }
 
+  /**
+   * One lease on a lock set: acquire both keys, write to each with its own token, maybe renew, release.
+   * Recorded as one op per key (see LockOp.set), so each key's share is checked like any grant.
+   */
+  private async setLease(c: number, keys: readonly string[], instance: number): Promise<void> {
+    const { ttlMs } = this.options;
+    // A set waits (up to one TTL) for its keys: against 32 plain clients on a few keys it would rarely find both free at once.
+    const acq = await this.callSet('acquire', c, keys, instance, [], ttlMs, { keys, ttlMs, waitMs: ttlMs, holder: `c${c}@i${instance}` });
+    if (acq.ops[0]?.outcome !== 'ok' || acq.ownerToken === undefined) {
+      await sleep(acq.ops[0]?.outcome === 'conflict' ? 5 + Math.random() * 20 : 20 + Math.random() * 30);
+      return;
+    }
+    const grants = acq.ops.map((op) => op.id);
+    const writeAll = () => acq.ops.forEach((op) => op.fencingToken !== undefined && this.write(c, op.key, op.id, op.fencingToken));
+    writeAll();
+    await sleep(Math.random() * ttlMs * 0.2);
+    writeAll();
+    if (Math.random() < 0.5) {
+      const renew = await this.callSet('renew', c, keys, instance, grants, ttlMs, { ownerToken: acq.ownerToken, keys, ttlMs });
+      if (renew.ops[0]?.outcome === 'ok') writeAll();
+    }
+    await this.callSet('release', c, keys, instance, grants, ttlMs, { ownerToken: acq.ownerToken, keys });
+  }
+
+  /** One lock-set call over HTTP, recorded as one op per key. */
+  async callSet(
+    kind: LockOpKind,
+    c: number,
+    keys: readonly string[],
+    instance: number,
+    grantIds: readonly number[],
+    ttlMs: number,
+    body: Record<string, unknown>,
+  ): Promise<{ ops: LockOp[]; ownerToken?: string }> {
+    const setId = this.nextId++;
+    const startMs = this.clock.nowMs();
+    let status: number | null = null;
+    let json: Record<string, unknown> = {};
+    let receivedWallMs = 0;
+    try {
+      const res = await fetch(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
+      });
+      status = res.status;
+      receivedWallMs = Date.now();
+      json = (await res.json()) as Record<string, unknown>;
+    } catch {
+      // No answer: the outcome is unknown.
+    }
+    const endMs = this.clock.nowMs();
+    const outcome: LockOpOutcome =
+      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const tokens = new Map<string, number>();
+    if (outcome === 'ok' && Array.isArray(json.locks)) {
+      for (const l of json.locks as Array<{ key: string; fencingToken: number }>) tokens.set(l.key, l.fencingToken);
+    }
+    const expiresAtMs = typeof json.expiresAt === 'string' ? Date.parse(json.expiresAt) : undefined;
+    const ops = keys.map((key, i): LockOp => {
+      const id = this.nextId++;
+      const token = kind !== 'release' ? tokens.get(key) : undefined;
+      return {
+        type: 'lock',
+        id,
+        kind,
+        client: c,
+        key,
+        instance,
+        startMs,
+        endMs,
+        outcome,
+        status,
+        grantId: kind === 'acquire' ? id : (grantIds[i] as number),
+        ttlMs,
+        set: { id: setId, keys },
+        ...(token !== undefined ? { fencingToken: token } : {}),
+        ...(token !== undefined && expiresAtMs !== undefined ? { expiresAtMs, receivedWallMs } : {}),
+      };
+    });
+    this.ops.push(...ops);
+    return { ops, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
+  }
+
   /** A client that stops right after its grant, then carries on as if it still held the lock. */
   private async pausedLease(
     c: number,
@@ -131,7 +237,16 @@ export class Driver {
     this.paused.push({ client: c, grantId, pausedMs: pauseMs, writeAccepted, renewStatus: renew.op.status, releaseStatus: release.op.status });
   }
 
+  /** What the next acquire asks for, when driving a permit primitive. */
+  private permitShape(): PermitShape | undefined {
+    const p = this.options.primitive;
+    if (p === undefined) return undefined;
+    return p.kind === 'semaphore' ? { kind: 'semaphore', limit: p.limit } : { kind: 'rwlock', mode: Math.random() < p.writeShare ? 'write' : 'read' };
+  }
+
   private write(c: number, key: string, grantId: number, fencingToken: number): boolean {
+    // Permits are held by several callers at once: a fenced resource would refuse all but the newest.
+    if (this.options.primitive) return true;
     const accepted = this.resource.write(key, fencingToken, `c${c}`);
     this.ops.push({ type: 'write', id: this.nextId++, client: c, key, grantId, fencingToken, atMs: this.clock.nowMs(), accepted });
     return accepted;
@@ -149,9 +264,11 @@ export class Driver {
     grantId: number,
     ttlMs: number,
     body: Record<string, unknown>,
+    permit?: PermitShape,
   ): Promise<{ op: LockOp; ownerToken?: string }> {
     const id = this.nextId++;
-    const url = `${this.options.urls[instance]}/v1/locks/${encodeURIComponent(key)}/${kind}`;
+    const path = this.options.primitive ? PRIMITIVE_PATHS[this.options.primitive.kind] : 'locks';
+    const url = `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`;
     const startMs = this.clock.nowMs();
     let status: number | null = null;
     let json: Record<string, unknown> = {};
@@ -188,8 +305,14 @@ export class Driver {
       ttlMs,
       ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
       ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
+      ...(permit ? { permit } : {}),
     };
     this.ops.push(op);
     return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
   }
+}
+
+function permitBody(permit: PermitShape | undefined): Record<string, unknown> {
+  if (permit === undefined) return {};
+  return permit.kind === 'semaphore' ? { limit: permit.limit } : { mode: permit.mode };
 }

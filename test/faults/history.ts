@@ -33,7 +33,18 @@ export interface LockOp {
   readonly expiresAtMs?: number;
   /** Wall clock (Date.now()) when the answer arrived; same host as the store, so comparable with expiresAtMs. */
   readonly receivedWallMs?: number;
+  /**
+   * Set when this op is one key's share of a lock-set call (/v1/lock-sets/...): the id of that call and
+   * every key it asked for. A set call is recorded as one op per key (each its own grant for the per-key
+   * checks), all with the same outcome, times and setId.
+   */
+  readonly set?: { readonly id: number; readonly keys: readonly string[] };
+  /** Set on an acquire of a semaphore permit or a read/write lease (absent: a lock). */
+  readonly permit?: PermitShape;
 }
+
+/** What a permit acquire asked for: a semaphore permit under `limit`, or a read or write lease. */
+export type PermitShape = { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly mode: 'read' | 'write' };
 
 export interface WriteOp {
   readonly type: 'write';

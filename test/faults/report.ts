@@ -27,15 +27,17 @@ export function printScenario(r: ScenarioResult): void {
 export function formatTable(results: readonly ScenarioResult[]): string {
   const header =
     '| scenario | operations | faults injected | overlaps | grants during a lease | token regressions | duplicate tokens | ' +
-    'expired on arrival | uncertain successes | scenario checks (violations) | stale writes accepted / rejected | other figures |';
-  const rule = '|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|';
+    'expired on arrival | uncertain successes | lock sets not all-or-nothing | semaphore over limit | rwlock writer shared | ' +
+    'scenario checks (violations) | stale writes accepted / rejected | other figures |';
+  const rule = '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|';
   const rows = results.map((r) => {
     const c = r.counts;
     const own = Object.entries(r.extraViolations).map(([k, n]) => `${k} ${n}`).join(', ') || '-';
     const figures = Object.entries(r.figures).map(([k, n]) => `${k} ${n}`).join(', ');
     return (
       `| ${r.name} | ${r.operations} | ${r.faults} | ${c.overlaps} | ${c.grantsDuringLease} | ${c.tokenRegressions} | ` +
-      `${c.duplicateTokens} | ${c.expiredOnArrival} | ${c.uncertainSuccesses} | ${own} | ${r.staleWritesAccepted} / ${r.staleWritesRejected} | ${figures} |`
+      `${c.duplicateTokens} | ${c.expiredOnArrival} | ${c.uncertainSuccesses} | ${c.lockSetPartial} | ${c.semaphoreOverLimit} | ${c.rwlockWriterShared} | ` +
+      `${own} | ${r.staleWritesAccepted} / ${r.staleWritesRejected} | ${figures} |`
     );
   });
   return [header, rule, ...rows].join('\n');

@@ -79,11 +79,13 @@ function result(
 
 /** 1. No faults at all: the promise in its plainest form. */
 export async function baseline(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
-  const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000));
+  // A quarter of the leases are lock sets of two keys: all-or-nothing, and mutual exclusion with plain locks.
+  const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000), { setFraction: 0.25 });
   await driver.run();
   const ops = lockOps(driver);
   return result('1 baseline', driver, 'none', {}, {
     grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
+    lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
     unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
   });
 }
@@ -98,6 +100,7 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
   // not seen the newer token yet; see the limits in docs/safety.md), which is not what this scenario measures.
   let nextPauseAtMs = 300;
   const driver = driverFor(cluster, 'pause', duration(scale, 4_500, 22_000), {
+    setFraction: 0.25,
     // Each chosen client pauses once, on a grant some way into the run.
     pauseAfterGrant: (c) => {
       const now = driver.clock.nowMs();
@@ -211,7 +214,7 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
   const restarts = scale === 'short' ? 2 : 5;
   const periodMs = scale === 'short' ? 2_500 : 4_000;
   const recoverySlackMs = 3_000;
-  const driver = driverFor(cluster, 'aof', periodMs * (restarts + 1));
+  const driver = driverFor(cluster, 'aof', periodMs * (restarts + 1), { setFraction: 0.25 });
   const downs: Array<{ killAt: number; readyAt: number }> = [];
   const faults = (async () => {
     for (let n = 0; n < restarts; n++) {
@@ -475,4 +478,61 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
     // Anything but 200 is safe; 409 is the expected answer, a 503 only says the store was slow to answer.
     { ...attempts, retakesUncertain, ...Object.fromEntries([...statuses].map(([s, n]) => [`status${s}`, n])) },
   );
+}
+
+/**
+ * 9. Semaphores and read/write locks under faults: clients take semaphore permits (limit 3) and
+ * read/write leases (a quarter of them writes) through all three instances, a few of them stop right
+ * after a grant for 1.5 to 3 TTLs and carry on, and Redis (with an append-only file) is killed -9 and
+ * restarted. The checker's permit rules must hold throughout: never more than the limit of permits
+ * surely held at once, never a writer with anyone else, tokens in grant order.
+ */
+export async function permitsUnderFaults(cluster: Cluster, scale: Scale): Promise<ScenarioResult> {
+  const durationMs = duration(scale, 6_000, 20_000);
+  let pausesLeft = scale === 'short' ? 2 : 6;
+  let grantsSeen = 0;
+  // Every 10th grant pauses its client, until the scenario's pauses are used up.
+  const pauseAfterGrant = () => {
+    if (pausesLeft === 0 || ++grantsSeen % 10 !== 0) return 0;
+    pausesLeft--;
+    return TTL_MS * (1.5 + Math.random() * 1.5);
+  };
+  // Callers wait in the FIFO queue (up to 2 TTLs): a writer gets in between readers, and hand-offs run under the faults.
+  const common = { clients: CLIENTS / 2, pauseAfterGrant, waitMs: 2 * TTL_MS };
+  const semaphores = driverFor(cluster, keysFor('sem').slice(0, 2), durationMs, { ...common, primitive: { kind: 'semaphore', limit: 3 } });
+  const rwlocks = driverFor(cluster, keysFor('rw').slice(0, 2), durationMs, { ...common, primitive: { kind: 'rwlock', writeShare: 0.25 } });
+  const restart = (async () => {
+    await sleep(durationMs / 2);
+    await cluster.redis.kill('SIGKILL');
+    const deadAt = [semaphores.clock.nowMs(), rwlocks.clock.nowMs()];
+    await sleep(300);
+    const restartAt = [semaphores.clock.nowMs(), rwlocks.clock.nowMs()];
+    await cluster.redis.launch();
+    semaphores.fault('redis down', null, deadAt[0] as number, restartAt[0] as number, 'none');
+    rwlocks.fault('redis down', null, deadAt[1] as number, restartAt[1] as number, 'none');
+  })();
+  await Promise.all([semaphores.run(), rwlocks.run(), restart]);
+  const reports = [check(semaphores), check(rwlocks)];
+  const counts = Object.fromEntries(
+    (Object.keys(reports[0]?.counts ?? {}) as ViolationKind[]).map((k) => [k, reports.reduce((sum, r) => sum + r.counts[k], 0)]),
+  ) as Record<ViolationKind, number>;
+  const grants = (d: Driver) => lockOps(d).filter((o) => o.kind === 'acquire' && o.outcome === 'ok');
+  const writes = grants(rwlocks).filter((o) => o.permit?.kind === 'rwlock' && o.permit.mode === 'write').length;
+  return {
+    name: '9 semaphores and read/write locks',
+    operations: semaphores.ops.length + rwlocks.ops.length,
+    faults: `client pauses of 1.5-3 x TTL, 1 Redis kill -9 + restart`,
+    counts,
+    extraViolations: {},
+    figures: {
+      semaphoreGrants: grants(semaphores).length,
+      rwlockReadGrants: grants(rwlocks).length - writes,
+      rwlockWriteGrants: writes,
+      pauses: (scale === 'short' ? 2 : 6) - pausesLeft,
+      answered503OrNoAnswer: [...lockOps(semaphores), ...lockOps(rwlocks)].filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+      driverMaxLagMs: Math.round(Math.max(semaphores.maxLagMs, rwlocks.maxLagMs)),
+    },
+    staleWritesAccepted: counts.staleWritesAccepted,
+    staleWritesRejected: 0,
+  };
 }

@@ -6,19 +6,44 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 
-/** A free TCP port on loopback, chosen by the OS. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports for the servers tests start: below Linux's ephemeral range (32768-60999), so an outgoing
+ * connection can never be handed a port a test is about to listen on, and chosen at random so that
+ * parallel test files rarely pick the same one.
+ */
+const TEST_PORTS = { from: 20_000, to: 32_000 } as const;
+/** Ports this process handed out: never handed out twice (a server stopped for a restart keeps its port). */
+const handedOut = new Set<number>();
+
+/** Whether nothing listens on `port` on loopback now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
 }
+
+/**
+ * A TCP port on loopback that nothing listens on, for a server a test starts. Not the OS's listen(0)
+ * pick: that comes from the ephemeral range, where a port just released is soon handed to someone
+ * else (another test file's server, or any outgoing connection) before the test's server binds it.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = TEST_PORTS.from + Math.floor(Math.random() * (TEST_PORTS.to - TEST_PORTS.from));
+    if (handedOut.has(port)) continue;
+    if (await canListen(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port between ${TEST_PORTS.from} and ${TEST_PORTS.to}`);
+}
+
+/** The port a server was to listen on turned out to be another's. */
+class PortTakenError extends Error {}
 
 function assertRedisInstalled(): void {
   const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
@@ -103,9 +128,17 @@ export class RedisServer {
       try {
         await client.connect();
         // With an append-only file, Redis answers LOADING until the data is back.
-        if ((await client.ping()) === 'PONG') return;
-      } catch {
-        if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
+        if ((await client.ping()) === 'PONG') {
+          // Another test's server on this port would answer too: make sure it is ours.
+          const pid = /process_id:(\d+)/.exec(await client.info('server'))?.[1];
+          if (this.child && pid !== String(this.child.pid)) {
+            throw new PortTakenError(`port ${this.port} is served by another redis-server (pid ${pid})`);
+          }
+          return;
+        }
+      } catch (err) {
+        if (err instanceof PortTakenError) throw err;
+        if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`, { cause: err });
         await sleep(25);
       } finally {
         client.disconnect();

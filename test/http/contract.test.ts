@@ -136,6 +136,7 @@ describe('every route and status against openapi.yaml', () => {
     await drive(limited, { method: 'GET', url: '/v1/locks/r1', headers: TEAM, status: 429 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 });
+    await drive(limited, { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["r3"],"ttlMs":1000}', status: 429 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
     await drive(limited, { method: 'DELETE', url: '/v1/locks/r1?namespace=team', headers: OPS, status: 429 });
@@ -151,11 +152,156 @@ describe('every route and status against openapi.yaml', () => {
       { method: 'POST', url: '/v1/locks/d/renew', headers: { ...TEAM, ...JSON_TYPE }, body: token, status: 503 },
       { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 503 },
       { method: 'GET', url: '/v1/locks/d', headers: TEAM, status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["d"],"ttlMs":1000}', status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'], ttlMs: 1000 }), status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'] }), status: 503 },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
       { method: 'GET', url: '/readyz', status: 503 },
     ];
     for (const c of cases) await drive(down, c);
+  });
+
+  it('the lock-set routes', async () => {
+    const set = (op: string, body: object, status: number, headers: Record<string, string> = { ...TEAM, ...JSON_TYPE }) =>
+      drive(base, { method: 'POST', url: `/v1/lock-sets/${op}`, headers, body: JSON.stringify(body), status });
+    const grant = JSON.parse((await set('acquire', { keys: ['s1', 's2'], ttlMs: 30_000 }, 200)).body) as { ownerToken: string };
+    const { ownerToken } = grant;
+    const wrongToken = 'AAAAAAAAAAAAAAAAAAAAAA';
+    await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
+    await set('renew', { ownerToken: wrongToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 409);
+    await set('release', { ownerToken: wrongToken, keys: ['s1', 's2'] }, 409);
+    await set('renew', { ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 200);
+    await set('release', { ownerToken, keys: ['s1', 's2'] }, 200);
+    for (const op of ['acquire', 'renew', 'release']) {
+      const url = `/v1/lock-sets/${op}`;
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":[]}', status: 400 });
+      await drive(base, { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 });
+      await drive(base, { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 });
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 });
+      await drive(base, { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'x', status: 415 });
+    }
+    // A store without lock sets (etcd's capabilities): 501 on each route.
+    const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const bare = await start({ auth: auth(), store: Object.assign(Object.create(memory) as MemoryStore, { lockSets: undefined }) });
+    const sets501 = [
+      ['acquire', { keys: ['a'], ttlMs: 1_000 }],
+      ['renew', { ownerToken, keys: ['a'], ttlMs: 1_000 }],
+      ['release', { ownerToken, keys: ['a'] }],
+    ] as const;
+    for (const [op, body] of sets501) {
+      await drive(bare, { method: 'POST', url: `/v1/lock-sets/${op}`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify(body), status: 501 });
+    }
+  });
+
+  describe('semaphores and read/write locks', () => {
+    const PRIMITIVES = [
+      { path: 'semaphores', body: '{"limit":1,"ttlMs":30000}' },
+      { path: 'rwlocks', body: '{"mode":"write","ttlMs":30000}' },
+    ] as const;
+    const wrong = 'AAAAAAAAAAAAAAAAAAAAAA';
+
+    it('their routes: success and client errors', async () => {
+      for (const p of PRIMITIVES) {
+        const at = (rest: string) => `/v1/${p.path}/c1${rest}`;
+        const grant = JSON.parse((await drive(base, { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 })).body) as {
+          ownerToken: string;
+        };
+        const cases: Case[] = [];
+        for (const action of ['acquire', 'renew', 'release'] as const) {
+          const url = at(`/${action}`);
+          cases.push(
+            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
+            { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
+            { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
+            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
+            { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
+          );
+        }
+        cases.push(
+          { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 409 },
+          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong, ttlMs: 30_000 }), status: 409 },
+          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status: 409 },
+          { method: 'GET', url: at(''), headers: TEAM, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}/free-one`, headers: TEAM, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}/bad%20key`, headers: TEAM, status: 400 },
+          { method: 'GET', url: at(''), status: 401 },
+          { method: 'GET', url: at(''), headers: OPS, status: 403 },
+          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken, ttlMs: 30_000 }), status: 200 },
+          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken }), status: 200 },
+        );
+        for (const c of cases) await drive(base, c);
+      }
+      // A semaphore asked for with another limit than its live permits'.
+      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":2,"ttlMs":30000}', status: 200 });
+      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":3,"ttlMs":30000}', status: 409 });
+    });
+
+    it('their admin routes', async () => {
+      for (const p of PRIMITIVES) {
+        await drive(base, { method: 'POST', url: `/v1/${p.path}/stuck/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
+        const url = `/v1/${p.path}/stuck`;
+        const cases: Case[] = [
+          { method: 'GET', url: `/v1/${p.path}?namespace=team`, headers: OPS, status: 200 },
+          { method: 'GET', url: `/v1/${p.path}?limit=0`, headers: OPS, status: 400 },
+          { method: 'GET', url: `/v1/${p.path}`, status: 401 },
+          { method: 'GET', url: `/v1/${p.path}`, headers: TEAM, status: 403 },
+          { method: 'DELETE', url, headers: OPS, status: 400 },
+          { method: 'DELETE', url: `${url}?namespace=team`, status: 401 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: TEAM, status: 403 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 200 },
+          { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 404 },
+        ];
+        for (const c of cases) await drive(base, c);
+      }
+    });
+
+    it('429 on their counted routes', async () => {
+      for (const p of PRIMITIVES) {
+        const one = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r2/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 429 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}/r1`, headers: TEAM, status: 429 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 200 });
+        await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 429 });
+        await drive(one, { method: 'DELETE', url: `/v1/${p.path}/r1?namespace=team`, headers: OPS, status: 429 });
+      }
+    });
+
+    it('501 not_supported on a store without them (etcd), 503 when the store is gone', async () => {
+      const bare = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+      // The store as the etcd store is: everything but permits (its methods still run on the real store).
+      const withoutPermits = new Proxy(bare, {
+        get: (target, prop) => {
+          if (prop === 'permits') return undefined;
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const unsupported = await start({ auth: auth(), store: withoutPermits, limits: DEFAULT_LIMITS });
+      const gone = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+      const down = await start({ auth: auth(), store: gone, limits: DEFAULT_LIMITS });
+      await gone.close();
+      const token = JSON.stringify({ ownerToken: wrong, ttlMs: 1000 });
+      for (const p of PRIMITIVES) {
+        for (const [target, status] of [
+          [unsupported, 501],
+          [down, 503],
+        ] as const) {
+          const cases: Case[] = [
+            { method: 'POST', url: `/v1/${p.path}/d/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status },
+            { method: 'POST', url: `/v1/${p.path}/d/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: token, status },
+            { method: 'POST', url: `/v1/${p.path}/d/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status },
+            { method: 'GET', url: `/v1/${p.path}/d`, headers: TEAM, status },
+            { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status },
+            { method: 'DELETE', url: `/v1/${p.path}/d?namespace=team`, headers: OPS, status },
+          ];
+          for (const c of cases) await drive(target, c);
+        }
+      }
+    });
   });
 
   it('saw every response openapi.yaml declares', () => {

@@ -60,7 +60,7 @@ describe('acquire / renew / release / inspect', () => {
       .expect(200, { key: 'invoice:42', released: true });
 
     const after = await request(server()).get('/v1/locks/invoice:42').expect(200);
-    expect(after.body).toEqual({ key: 'invoice:42', held: false });
+    expect(after.body).toEqual({ key: 'invoice:42', held: false, index: expect.any(Number) as number });
   });
 
   it('a second acquirer gets 409 lock_held with Retry-After and retryAfterMs', async () => {

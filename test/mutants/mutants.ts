@@ -19,6 +19,27 @@ export interface PlantedMutant {
 
 export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
+    id: 'lock-set-grants-over-busy-keys',
+    file: 'src/store/redis/scripts/lock-set-acquire.lua',
+    find: 'if busy > 0 then\n  return {0, math.max(1, longest), busy - 1}\nend\n',
+    replace: '',
+    what: 'a lock set is granted although one of its keys is held (two holders of that key)',
+  },
+  {
+    id: 'lock-delay-ignored-lua',
+    file: 'src/store/redis/scripts/acquire.lua',
+    find: 'local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)',
+    replace: 'local delayLeft = 0',
+    what: 'an expired lease\'s lock-delay is ignored: the key is granted at once',
+  },
+  {
+    id: 'memory-lock-set-partial',
+    file: 'src/store/memory/memory-store.ts',
+    find: 'if (busyKey !== undefined) return { acquired: false',
+    replace: 'if (busyKey !== undefined && keys.length < 0) return { acquired: false',
+    what: 'embedded store: a lock set is granted although one of its keys is busy',
+  },
+  {
     id: 'release-no-owner-check',
     file: 'src/store/redis/scripts/release.lua',
     find: 'if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then',
@@ -35,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: "  if isLive(cur[1], tonumber(cur[2])) then\n    return nil\n  end\n",
+    find: "  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil\n  end\n",
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },
@@ -161,7 +182,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'memory-handover-while-held',
     file: 'src/store/memory/memory-store.ts',
-    find: 'if (this.liveEntry(key, now) !== undefined) return;\n    const head',
+    find: 'if (this.liveEntry(key, now) !== undefined || this.delayedUntil(key, now) > 0) return;\n    const head',
     replace: 'const head',
     what: 'embedded store: the lock is handed to a waiter while it is still held',
   },

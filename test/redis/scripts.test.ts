@@ -189,11 +189,14 @@ describe('inspect.lua', () => {
     expect(await raw.zcard(keys.queue)).toBe(2);
   });
 
-  it('holder "" when none was given; {0} when free', async () => {
+  it('holder "" when none was given; {0, lastFencingToken, lockDelayLeftMs} when free', async () => {
     await acquire('owner-1');
-    expect(await scripts.run('inspect', { keys })).toEqual([1, int, int, int, '', 0]);
+    const held = (await scripts.run('inspect', { keys })) as unknown[];
+    expect(held).toEqual([1, int, int, int, '', 0]);
     await release('owner-1');
-    expect(await scripts.run('inspect', { keys })).toEqual([0]);
+    expect(await scripts.run('inspect', { keys })).toEqual([0, held[1], 0]);
+    await raw.del(keys.lock);
+    expect(await scripts.run('inspect', { keys })).toEqual([0, 0, 0]);
   });
 });
 
@@ -283,5 +286,113 @@ describe('slot-reserve.lua and slot-extend.lua', () => {
     expect(Number(await raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
     expect(await scripts.run('slotExtend', { slotsKey, slotId: 'ghost', expiresAtMs: end })).toBe(0);
     expect(await raw.zscore(slotsKey, 'ghost')).toBeNull();
+  });
+});
+
+describe('change notices (_watch.lua)', () => {
+  /** Counts the messages on the lock's change channel while `run` runs. */
+  async function notices(run: () => Promise<unknown>): Promise<number> {
+    const sub = server.client();
+    const channel = space.changeChannel(lockName);
+    let count = 0;
+    const marker = new Promise<void>((resolve) =>
+      sub.on('message', (_c: string, message: string) => (message === 'marker' ? resolve() : count++)),
+    );
+    await sub.subscribe(channel);
+    try {
+      await run();
+      // Messages on one channel arrive in order: every notice of `run` comes before this marker.
+      await raw.publish(channel, 'marker');
+      await marker;
+      return count;
+    } finally {
+      sub.disconnect();
+    }
+  }
+
+  it('one PUBLISH per grant, per release (with its hand-over), per force release; none for renew or a refusal', async () => {
+    expect(await notices(() => acquire('owner-1'))).toBe(1);
+    expect(await notices(() => acquire('owner-2'))).toBe(0);
+    expect(await notices(() => scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
+    await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
+    expect(await notices(() => release('owner-1'))).toBe(1);
+    expect(await notices(() => scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
+  });
+});
+
+describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
+  const acquireWithDelay = (ownerToken: string, ttlMs: number, lockDelayMs: number) =>
+    scripts.run('acquire', {
+      ...handOver,
+      lockName,
+      keys,
+      ownerToken,
+      ttlMs,
+      holder: '',
+      idempotencyKey: '',
+      waitMs: 0,
+      waiterId: '-',
+      instanceId: 'inst-a',
+      maxWaiters: 10,
+      livenessMs: 3_000,
+      maxSlots: 0,
+      lockDelayMs,
+    });
+
+  it('an expired lease keeps the lock for its delay ({0, retryAfterMs}); inspect says how long; a release ends it', async () => {
+    expect(await acquireWithDelay('owner-1', 100, 5_000)).toEqual([1, int, int]);
+    await sleep(150);
+    const [kind, retryAfter] = (await acquireWithDelay('owner-2', 1_000, 0)) as number[];
+    expect(kind).toBe(0);
+    expect(retryAfter).toBeGreaterThan(4_000);
+    const free = (await scripts.run('inspect', { keys })) as number[];
+    expect(free[0]).toBe(0);
+    expect(free[2]).toBeGreaterThan(4_000);
+    // Released before it expires: no delay.
+    const other = space.lockKeys(`${lockName}-b`);
+    const raw2 = await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0, lockDelayMs: 5_000 });
+    expect(raw2).toEqual([1, int, int]);
+    expect(await scripts.run('release', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o' })).toBe(1);
+    expect(await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 })).toEqual([1, int, int]);
+  });
+
+  it('lock-delay.lua: 1 sets the delay of a live lease of this owner (tagged with the owner); 0 otherwise', async () => {
+    await acquire('owner-1');
+    expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'someone', lockDelayMs: 1_000 })).toBe(0);
+    expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'owner-1', lockDelayMs: 1_000 })).toBe(1);
+    // The delay names its lease's owner: left in the hash after that lease, it never applies to a later one.
+    expect(await raw.hget(keys.lock, 'd')).toBe('owner-1|1000');
+  });
+});
+
+describe('lock-set scripts', () => {
+  const member = (name: string) => ({ keys: space.lockKeys(`ns/${lockName}-${name}`), name: `ns/${lockName}-${name}` });
+  const setAcquire = (ownerToken: string, names: string[]) =>
+    scripts.run('lockSetAcquire', { members: names.map(member), ownerToken, ttlMs: 10_000, holder: 'h', graceMs: GRACE_MS, lockDelayMs: 0, channelPrefix: CHANNELS });
+
+  it('lock-set-acquire: {1, expiresAtMs, tokens...} for all; {0, retryAfterMs, busyIndex} and nothing taken when one is busy', async () => {
+    expect(await setAcquire('set-1', ['a', 'b'])).toEqual([1, int, int, int]);
+    const refused = (await setAcquire('set-2', ['c', 'b'])) as number[];
+    expect(refused[0]).toBe(0);
+    expect(refused[2]).toBe(1);
+    expect(await raw.exists(member('c').keys.lock)).toBe(0);
+    expect(await raw.hget(member('a').keys.lock, 'o')).toBe('set-1');
+  });
+
+  it('lock-set-renew: {1, expiresAtMs, tokens...} only when the token holds every key; {0} and nothing changed otherwise', async () => {
+    const [, , ta, tb] = (await setAcquire('set-1', ['a', 'b'])) as number[];
+    const lockKeys = ['a', 'b'].map((x) => member(x).keys.lock);
+    expect(await scripts.run('lockSetRenew', { lockKeys, ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([1, int, ta, tb]);
+    expect(await scripts.run('lockSetRenew', { lockKeys: [...lockKeys, member('z').keys.lock], ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
+  });
+
+  it('lock-set-release: 1 frees every key the token holds; 0 when it holds none', async () => {
+    await setAcquire('set-1', ['a', 'b']);
+    const release = (ownerToken: string) =>
+      scripts.run('lockSetRelease', { members: ['a', 'b'].map(member), ownerToken, graceMs: GRACE_MS, channelPrefix: CHANNELS });
+    expect(await release('other')).toBe(0);
+    expect(await release('set-1')).toBe(1);
+    expect(await raw.hget(member('a').keys.lock, 'o')).toBeNull();
+    expect(await release('set-1')).toBe(0);
   });
 });

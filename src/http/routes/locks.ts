@@ -6,6 +6,7 @@ import {
   AcquireHeaders,
   AcquireRequest,
   AcquireResponse,
+  InspectQuery,
   LockKeyParams,
   LockStatus,
   ReleaseRequest,
@@ -42,8 +43,17 @@ const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rat
 const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
+/** An AbortSignal that fires when the caller of a long request goes away before its answer. */
+export function callerGone(reply: { raw: { once(event: 'close', fn: () => void): unknown; writableFinished: boolean } }): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort(new WaitAbortedError());
+  });
+  return controller.signal;
+}
+
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  registerFreshAnswers(app, locks);
+  registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
     '/v1/locks/:key/acquire',
@@ -69,16 +79,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       },
     },
     async (request, reply) => {
-      const { ttlMs, holder, waitMs } = request.body;
-      let signal: AbortSignal | undefined;
-      if (waitMs) {
-        // A waiting caller that disconnects must leave the queue (and give back a lease handed to it).
-        const controller = new AbortController();
-        reply.raw.once('close', () => {
-          if (!reply.raw.writableFinished) controller.abort(new WaitAbortedError());
-        });
-        signal = controller.signal;
-      }
+      const { ttlMs, holder, waitMs, lockDelayMs } = request.body;
+      // A waiting caller that disconnects must leave the queue (and give back a lease handed to it).
+      const signal = waitMs ? callerGone(reply) : undefined;
       const principal = principalOf(request);
       const namespace = principal.namespace;
       const idempotencyKey = request.headers['idempotency-key'];
@@ -86,6 +89,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         holder: holder ?? null,
         waitMs,
         signal,
+        lockDelayMs,
         idempotency: idempotencyKey === undefined ? undefined : { callerId: principal.keyId, key: idempotencyKey },
       });
       confirmBeforeSending(request, namespace, grant);
@@ -156,23 +160,39 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       config: inspectRule.config,
       schema: {
         operationId: 'inspectLock',
-        summary: 'See who holds a lock',
-        description: 'Reports whether the lock is held and, if so, by which holder label, fencing token and until when. Never the owner token.',
+        summary: 'See who holds a lock (or wait for it to change)',
+        description:
+          'Reports whether the lock is held and, if so, by which holder label, fencing token and until when, with the ' +
+          'lock\'s watch index. Never the owner token. A blocking query (like Consul\'s): with ?index=N&waitMs=M the ' +
+          'answer comes at once if the index differs from N, otherwise as soon as the lock changes (grant, release, ' +
+          'expiry, force release, hand-over), otherwise after M with the unchanged state.',
         tags: ['locks'],
         params: LockKeyParams,
+        querystring: InspectQuery,
         response: {
           200: jsonResponse(LockStatus, 'The lock\'s current state'),
           ...inspectRule.errors,
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const key = request.params.key;
-      const state = await locks.inspect(principalOf(request).namespace, key);
-      if (state === null) return { key, held: false as const };
+      const { index, waitMs = 0 } = request.query;
+      const blocking = index !== undefined && waitMs > 0;
+      const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
+      const state = view.state;
+      if (state === null) {
+        return {
+          key,
+          held: false as const,
+          index: view.index,
+          ...(view.lockDelayUntilMs !== undefined ? { lockDelayUntil: iso(view.lockDelayUntilMs) } : {}),
+        };
+      }
       return {
         key,
         held: true as const,
+        index: view.index,
         holder: state.holder,
         fencingToken: state.fencingToken,
         expiresAt: iso(state.expiresAtMs),

@@ -20,7 +20,7 @@ export const LockKeyParams = z.object({
     }),
 });
 
-const TtlMs = z
+export const TtlMs = z
   .number()
   .int()
   .positive()
@@ -31,7 +31,7 @@ const TtlMs = z
     examples: [30000],
   });
 
-const OwnerToken = z
+export const OwnerToken = z
   .string()
   .regex(/^[A-Za-z0-9_-]{16,128}$/, 'must be the ownerToken returned by acquire')
   .meta({
@@ -39,7 +39,7 @@ const OwnerToken = z
     examples: ['q3HbVfYJm3cS1kQxv7x8XA'],
   });
 
-const FencingToken = z
+export const FencingToken = z
   .number()
   .int()
   .nonnegative()
@@ -51,12 +51,12 @@ const FencingToken = z
     examples: [1764496077123456],
   });
 
-const ExpiresAt = z.iso.datetime().meta({
+export const ExpiresAt = z.iso.datetime().meta({
   description: 'When the lease ends (UTC), measured on the store clock.',
   examples: ['2026-11-30T10:00:30.000Z'],
 });
 
-const Holder = z
+export const Holder = z
   .string()
   .min(1)
   .max(128)
@@ -67,7 +67,20 @@ const Holder = z
     examples: ['consumer-7'],
   });
 
-const WaitMs = z
+export const LockDelayMs = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2_147_483_647)
+  .meta({
+    description:
+      'Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for ' +
+      'this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at ' +
+      'once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.',
+    examples: [5000],
+  });
+
+export const WaitMs = z
   .number()
   .int()
   .nonnegative()
@@ -84,6 +97,7 @@ export const AcquireRequest = z
     ttlMs: TtlMs,
     holder: Holder.optional(),
     waitMs: WaitMs.optional(),
+    lockDelayMs: LockDelayMs.optional(),
   })
   .meta({ id: 'AcquireRequest' });
 
@@ -136,10 +150,28 @@ export const ReleaseResponse = z
   .object({ key: z.string(), released: z.literal(true) })
   .meta({ id: 'LockRelease' });
 
+export const WatchIndex = z
+  .number()
+  .int()
+  .positive()
+  .max(Number.MAX_SAFE_INTEGER)
+  .meta({
+    description:
+      'Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over ' +
+      '(2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the ' +
+      'next change. Compare for inequality only: it drops to 1 when a free key\'s state is forgotten after the ' +
+      'fencing grace period.',
+    examples: [3528064724432477],
+  });
+
 const FreeLock = z
   .object({
     key: z.string(),
     held: z.literal(false),
+    index: WatchIndex,
+    lockDelayUntil: ExpiresAt.optional().meta({
+      description: 'Present while the lock-delay of an expired lease runs: the lock cannot be taken before this (UTC).',
+    }),
   })
   .meta({ id: 'FreeLock', description: 'Nobody holds the lock.' });
 
@@ -147,6 +179,7 @@ const HeldLock = z
   .object({
     key: z.string(),
     held: z.literal(true),
+    index: WatchIndex,
     holder: Holder.nullable(),
     fencingToken: FencingToken,
     expiresAt: ExpiresAt,
@@ -159,4 +192,32 @@ const HeldLock = z
 export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).meta({
   id: 'LockStatus',
   description: 'Who holds a lock right now. Never the owner token.',
+});
+
+/** Not strict: inspect took no query before, so a parameter it does not know (a cache-buster) is still ignored. */
+export const InspectQuery = z.object({
+  index: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .max(Number.MAX_SAFE_INTEGER)
+    .optional()
+    .meta({
+      description:
+        'Blocking query: the index from a previous answer. If the lock\'s index differs, the answer comes at once; ' +
+        'otherwise when it changes, or after waitMs with the unchanged state.',
+      examples: [3528064724432477],
+    }),
+  waitMs: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .max(2_147_483_647)
+    .optional()
+    .meta({
+      description:
+        'With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an ' +
+        'acquire\'s waitMs (by default 60,000); above is a 400.',
+      examples: [30000],
+    }),
 });

@@ -20,6 +20,10 @@ export const PROBLEM_CODES = [
   'store_unavailable',
   'shutting_down',
   'internal_error',
+  'semaphore_full',
+  'limit_mismatch',
+  'rwlock_held',
+  'not_supported',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
@@ -40,7 +44,8 @@ export const Problem = z
       .optional()
       .meta({
         description:
-          'lock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed',
+          'lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds ' +
+          'after which a retry may succeed',
       }),
     errors: z
       .array(z.object({ field: z.string(), message: z.string() }))

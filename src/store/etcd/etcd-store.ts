@@ -10,6 +10,7 @@ import type {
   AcquireOutcome,
   ForceReleaseOutcome,
   HeldLock,
+  IndexedLockState,
   ListPage,
   ListQuery,
   LockState,
@@ -102,13 +103,18 @@ const modOf = (r: Observed<unknown> | null) => (r ? r.kv.mod_revision : '0');
  */
 export class EtcdStore implements LockStore {
   readonly kind = 'etcd';
+  /**
+   * Lock-delay and lock sets are not built on etcd (a set would be one multi-key transaction, a delay a
+   * field every grant path checks): the lock service answers 501 not_supported for them.
+   */
+  readonly supportsLockDelay = false;
   private readonly client: Etcd3;
   private readonly keys: EtcdKeys;
   private readonly timeoutMs: number;
   private readonly graceMs: number;
   private readonly maxWaitersPerKey: number;
   private readonly now: Clock;
-  private readonly room: WaitRoom;
+  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly bucketLeases = new Map<number, Promise<string>>();
   private session: Lease | undefined;
@@ -124,6 +130,7 @@ export class EtcdStore implements LockStore {
     this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
     this.room = new WaitRoom({
       confirm: (waiter) => this.confirm(waiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
@@ -216,6 +223,33 @@ export class EtcdStore implements LockStore {
       expiresAtMs: lock.value.e,
       ttlRemainingMs: Math.max(0, Math.floor(lock.value.e - nowMs)),
     };
+  }
+
+  async inspectIndexed(key: string): Promise<IndexedLockState> {
+    const { lock, queued } = await this.readLock(key);
+    const nowMs = this.now();
+    if (!lock) return { state: null, lastFencingToken: 0 };
+    const fencingToken = tokenOf(lock);
+    if (lock.value.e <= nowMs || lock.value.o === '') return { state: null, lastFencingToken: fencingToken };
+    const state = {
+      holder: lock.value.h,
+      waiters: queued,
+      fencingToken,
+      expiresAtMs: lock.value.e,
+      ttlRemainingMs: Math.max(0, Math.floor(lock.value.e - nowMs)),
+    };
+    return { state, lastFencingToken: fencingToken };
+  }
+
+  /** etcd's own watch on the lock record: every put (grant, release, hand-over) or delete is a notice. */
+  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    const watcher = await this.call(() => this.client.watch().key(this.keys.lock(key)).create());
+    watcher.on('put', () => onChange());
+    watcher.on('delete', () => onChange());
+    // A watch that reconnects may have missed events: read again.
+    watcher.on('connected', () => onChange());
+    watcher.on('error', () => undefined);
+    return () => void watcher.cancel().catch(() => undefined);
   }
 
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {
@@ -348,7 +382,7 @@ export class EtcdStore implements LockStore {
 
   // ---- waiting ----
 
-  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
+  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace' | 'lockDelayMs'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
@@ -396,13 +430,13 @@ export class EtcdStore implements LockStore {
     return { held: false, retryAfterMs: value && value.e > this.now() ? Math.ceil(value.e - this.now()) : 0 };
   }
 
-  private async visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }> {
+  private async visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: string[] }> {
     await this.handOver(key);
     const { lock } = await this.readLock(key);
     const nowMs = this.now();
-    if (!lock || lock.value.e <= nowMs) return { remainingLeaseMs: 0, grantedWaiterId: null };
+    if (!lock || lock.value.e <= nowMs) return { remainingLeaseMs: 0, grantedWaiterIds: [] };
     const mine = waiters.find((w) => w.ownerToken === lock.value.o);
-    return { remainingLeaseMs: Math.ceil(lock.value.e - nowMs), grantedWaiterId: mine ? mine.id : null };
+    return { remainingLeaseMs: Math.ceil(lock.value.e - nowMs), grantedWaiterIds: mine ? [mine.id] : [] };
   }
 
   /**

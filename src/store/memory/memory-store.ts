@@ -2,8 +2,14 @@ import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { type Clock, monotonicWallClock } from './clock.js';
+import { MemoryPermits } from './memory-permits.js';
 import type {
   AcquireInput,
+  IndexedLockState,
+  LockSetAcquireOutcome,
+  LockSetInput,
+  LockSetRenewOutcome,
+  LockSetStore,
   AcquireOutcome,
   ForceReleaseOutcome,
   HeldLock,
@@ -25,12 +31,15 @@ interface Entry {
   expiresAtMs: number;
   /** When this entry may be forgotten: lease end plus the fencing grace period. */
   retainUntilMs: number;
+  /** Lock-delay of the live lease: how long the key stays unavailable after it EXPIRES (0: none). */
+  lockDelayMs: number;
 }
 
 interface Waiter {
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly holder: string | null;
+  readonly lockDelayMs: number;
   /** Hands the lock to this waiter (called at most once, by settle). */
   grant(fencingToken: number, expiresAtMs: number): void;
   /** Ends the wait with an error (the store is closing). */
@@ -62,6 +71,14 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 
 export class MemoryStore implements LockStore {
   readonly kind = 'memory';
+  readonly supportsLockDelay = true;
+  readonly lockSets: LockSetStore = {
+    acquireSet: (input) => this.acquireSet(input),
+    renewSet: (keys, ownerToken, ttlMs) => this.renewSet(keys, ownerToken, ttlMs),
+    releaseSet: (keys, ownerToken) => this.releaseSet(keys, ownerToken),
+  };
+  /** Change listeners by key (watch): called after each grant, release, force release and hand-over. */
+  private readonly changeListeners = new Map<string, Set<() => void>>();
   private readonly entries = new Map<string, Entry>();
   private readonly queues = new Map<string, Waiter[]>();
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
@@ -71,10 +88,13 @@ export class MemoryStore implements LockStore {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly maxWaitersPerKey: number;
   private closed = false;
+  /** Semaphores and read/write locks, on the same clock and bounds. */
+  readonly permits: MemoryPermits;
 
   constructor(private readonly options: MemoryStoreOptions) {
     this.clock = options.clock ?? monotonicWallClock;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
+    this.permits = new MemoryPermits({ fenceGraceMs: options.fenceGraceMs, clock: this.clock, maxWaitersPerKey: this.maxWaitersPerKey });
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -93,7 +113,7 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
     // "" is no label, as in Redis (which stores none for it).
     const holder = label === '' ? null : label;
@@ -103,16 +123,17 @@ export class MemoryStore implements LockStore {
     const now = this.clock();
     this.settle(key, now);
     const live = this.liveEntry(key, now);
-    if (live === undefined) {
-      const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now, idempotencyKey ?? null);
+    const delayedUntil = this.delayedUntil(key, now);
+    if (live === undefined && delayedUntil === 0) {
+      const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now, idempotencyKey ?? null, lockDelayMs);
       return { acquired: true, fencingToken, expiresAtMs, decidedAt };
     }
-    if (idempotencyKey !== undefined && live.idempotencyKey === idempotencyKey && live.ownerToken !== null) {
+    if (live !== undefined && idempotencyKey !== undefined && live.idempotencyKey === idempotencyKey && live.ownerToken !== null) {
       // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
       const { fencingToken, expiresAtMs } = live;
       return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken: live.ownerToken, holder: live.holder } };
     }
-    const retryAfterMs = Math.max(1, Math.ceil(live.expiresAtMs - now));
+    const retryAfterMs = Math.max(1, Math.ceil((live?.expiresAtMs ?? delayedUntil) - now));
     if (waitMs <= 0) return { acquired: false, retryAfterMs };
     const queue = this.queues.get(key) ?? [];
     if (queue.length >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
@@ -130,6 +151,7 @@ export class MemoryStore implements LockStore {
         ownerToken,
         ttlMs,
         holder,
+        lockDelayMs,
         grant: (fencingToken, expiresAtMs) => {
           leave();
           resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
@@ -186,6 +208,7 @@ export class MemoryStore implements LockStore {
     entry.idempotencyKey = null;
     entry.expiresAtMs = Math.floor(now);
     entry.retainUntilMs = entry.expiresAtMs + this.options.fenceGraceMs;
+    this.changed(key);
     this.settle(key, now);
   }
 
@@ -201,6 +224,101 @@ export class MemoryStore implements LockStore {
       ttlRemainingMs: Math.max(0, Math.ceil(entry.expiresAtMs - now)),
       waiters: this.queues.get(key)?.length ?? 0,
     };
+  }
+
+  async inspectIndexed(key: string): Promise<IndexedLockState> {
+    const state = await this.inspect(key);
+    const now = this.clock();
+    const delayedUntil = this.delayedUntil(key, now);
+    return {
+      state,
+      lastFencingToken: this.entries.get(key)?.fencingToken ?? 0,
+      ...(delayedUntil > 0 ? { lockDelayUntilMs: delayedUntil } : {}),
+    };
+  }
+
+  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    this.assertOpen();
+    const listeners = this.changeListeners.get(key) ?? new Set<() => void>();
+    const listener = () => onChange();
+    listeners.add(listener);
+    this.changeListeners.set(key, listeners);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.changeListeners.get(key) === listeners) this.changeListeners.delete(key);
+    };
+  }
+
+  /** Tells the watchers of `key` that it changed (after the current step, never inside it). */
+  private changed(key: string): void {
+    const listeners = this.changeListeners.get(key);
+    if (listeners === undefined) return;
+    for (const listener of listeners) queueMicrotask(listener);
+  }
+
+  /** When an expired lease's lock-delay on `key` ends, or 0 when none runs now. */
+  private delayedUntil(key: string, now: number): number {
+    const entry = this.entries.get(key);
+    if (entry?.ownerToken == null || entry.lockDelayMs <= 0 || entry.expiresAtMs > now) return 0;
+    const end = entry.expiresAtMs + entry.lockDelayMs;
+    return end > now ? end : 0;
+  }
+
+  /** Whether `key` can be granted now: no live lease, no lock-delay, nobody queued. */
+  private busyUntil(key: string, now: number): number {
+    const live = this.liveEntry(key, now);
+    if (live !== undefined) return live.expiresAtMs;
+    const delayed = this.delayedUntil(key, now);
+    if (delayed > 0) return delayed;
+    // Callers queued for a free key are about to get it: a set does not jump their queue.
+    return this.queues.has(key) ? now + 1 : 0;
+  }
+
+  private async acquireSet({ keys, ownerToken, ttlMs, holder: label, lockDelayMs = 0 }: LockSetInput): Promise<LockSetAcquireOutcome> {
+    this.assertOpen();
+    const holder = label === '' ? null : label;
+    const decidedAt = performance.now();
+    const now = this.clock();
+    for (const key of keys) this.settle(key, now);
+    let busyKey: string | undefined;
+    let freeAt = 0;
+    for (const key of keys) {
+      const until = this.busyUntil(key, now);
+      if (until > freeAt) {
+        freeAt = until;
+        busyKey ??= key;
+      }
+    }
+    if (busyKey !== undefined) return { acquired: false, retryAfterMs: Math.max(1, Math.ceil(freeAt - now)), busyKey };
+    const fencingTokens = keys.map((key) => this.grant(key, ownerToken, ttlMs, holder, now, null, lockDelayMs).fencingToken);
+    return { acquired: true, fencingTokens, expiresAtMs: Math.floor(now) + ttlMs, decidedAt };
+  }
+
+  private async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+    this.assertOpen();
+    const now = this.clock();
+    const entries = keys.map((key) => this.liveEntry(key, now));
+    if (!entries.every((entry) => entry?.ownerToken === ownerToken)) return { renewed: false };
+    const expiresAtMs = Math.floor(now) + ttlMs;
+    for (const entry of entries as Entry[]) {
+      entry.expiresAtMs = expiresAtMs;
+      entry.retainUntilMs = expiresAtMs + this.options.fenceGraceMs;
+    }
+    for (const key of keys) this.scheduleHandOver(key);
+    return { renewed: true, fencingTokens: (entries as Entry[]).map((e) => e.fencingToken), expiresAtMs };
+  }
+
+  private async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+    this.assertOpen();
+    const now = this.clock();
+    let released = false;
+    for (const key of keys) {
+      const entry = this.liveEntry(key, now);
+      if (entry?.ownerToken !== ownerToken) continue;
+      this.endLease(key, entry, now);
+      released = true;
+    }
+    return released;
   }
 
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {
@@ -285,6 +403,7 @@ export class MemoryStore implements LockStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.permits.close();
     // Waiting callers get their answer now, as the Redis store gives it, not when their wait runs out.
     for (const queue of [...this.queues.values()]) {
       for (const waiter of [...queue]) waiter.fail(new StoreUnavailableError('the embedded store is closing'));
@@ -296,6 +415,7 @@ export class MemoryStore implements LockStore {
 
   /** Forgets keys whose lease and grace period are both over. */
   sweep(): void {
+    this.permits.sweep();
     const now = this.clock();
     for (const [key, entry] of this.entries) {
       if (entry.retainUntilMs <= now && !this.queues.has(key)) this.entries.delete(key);
@@ -306,7 +426,15 @@ export class MemoryStore implements LockStore {
     }
   }
 
-  private grant(key: string, ownerToken: string, ttlMs: number, holder: string | null, now: number, idempotencyKey: string | null): Entry {
+  private grant(
+    key: string,
+    ownerToken: string,
+    ttlMs: number,
+    holder: string | null,
+    now: number,
+    idempotencyKey: string | null,
+    lockDelayMs: number,
+  ): Entry {
     const previous = this.entries.get(key);
     const expiresAtMs = Math.floor(now) + ttlMs;
     const entry: Entry = {
@@ -316,17 +444,19 @@ export class MemoryStore implements LockStore {
       fencingToken: nextFencingToken(previous?.fencingToken ?? 0, now),
       expiresAtMs,
       retainUntilMs: expiresAtMs + this.options.fenceGraceMs,
+      lockDelayMs,
     };
     this.entries.set(key, entry);
+    this.changed(key);
     return entry;
   }
 
   /** If the lock is free and someone is queued, hands it to the head of the queue (and only to it). */
   private settle(key: string, now: number): void {
-    if (this.liveEntry(key, now) !== undefined) return;
+    if (this.liveEntry(key, now) !== undefined || this.delayedUntil(key, now) > 0) return;
     const head = this.queues.get(key)?.[0];
     if (head === undefined) return;
-    const entry = this.grant(key, head.ownerToken, head.ttlMs, head.holder, now, null);
+    const entry = this.grant(key, head.ownerToken, head.ttlMs, head.holder, now, null, head.lockDelayMs);
     head.grant(entry.fencingToken, entry.expiresAtMs);
     this.scheduleHandOver(key);
   }
@@ -336,13 +466,15 @@ export class MemoryStore implements LockStore {
     clearTimeout(this.expiryTimers.get(key));
     this.expiryTimers.delete(key);
     if (!this.queues.has(key) || this.closed) return;
-    const entry = this.liveEntry(key, this.clock());
-    if (entry === undefined) return;
+    const now = this.clock();
+    // Wake at the lease's end, or at the end of the lock-delay that followed it.
+    const wakeAtMs = this.liveEntry(key, now)?.expiresAtMs ?? this.delayedUntil(key, now);
+    if (wakeAtMs === 0) return;
     const timer = setTimeout(() => {
       this.expiryTimers.delete(key);
       this.settle(key, this.clock());
       this.scheduleHandOver(key);
-    }, Math.max(0, entry.expiresAtMs - this.clock()) + 1);
+    }, Math.max(0, wakeAtMs - now) + 1);
     this.expiryTimers.set(key, timer);
   }
 

@@ -24,6 +24,21 @@ export interface LockKeys {
   readonly slots: string;
 }
 
+/**
+ * The keys of one semaphore or read/write lock (see permit-store.ts): its pool hash (capacity, last
+ * fencing token, units in use, one field per live lease), its wait queue and waiter records (laid out
+ * as a lock's), and its leases' ends (ZSET owner token -> end, Unix ms) to find ended ones in order.
+ */
+export interface PermitKeys {
+  readonly pool: string;
+  readonly queue: string;
+  readonly waiters: string;
+  readonly expiries: string;
+}
+
+/** The kind letter of each multi-holder primitive's keys: `P{ns}s/key` a semaphore, `P{ns}r/key` a read/write lock. */
+export const PERMIT_KIND_LETTER = { semaphore: 's', rwlock: 'r' } as const;
+
 /** The separator between an id's group (its hash tag) and the rest of it. */
 const GROUP_SEPARATOR = '/';
 
@@ -57,9 +72,28 @@ export class KeySpace {
     return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w'), slots: this.slots(splitId(id).group) };
   }
 
+  /** The keys of a semaphore (`s`, `sq`, `sw`, `se`) or read/write lock (`r`, `rq`, `rw`, `re`). */
+  permitKeys(kind: keyof typeof PERMIT_KIND_LETTER, id: string): PermitKeys {
+    const letter = PERMIT_KIND_LETTER[kind];
+    return {
+      pool: this.tagged(id, letter),
+      queue: this.tagged(id, `${letter}q`),
+      waiters: this.tagged(id, `${letter}w`),
+      expiries: this.tagged(id, `${letter}e`),
+    };
+  }
+
   /** Pub/sub channel prefix on which hand-overs are announced to the waiting caller's instance. */
   grantChannelPrefix(): string {
     return `${this.prefix}grants:`;
+  }
+
+  /**
+   * Pub/sub channel on which every change of lock `id` is announced (publishChange, _watch.lua). Under the
+   * grant prefix, because the scripts already get that; instance ids never contain ':'.
+   */
+  changeChannel(id: string): string {
+    return `${this.grantChannelPrefix()}changed:${id}`;
   }
 
   /**
@@ -78,20 +112,23 @@ export class KeySpace {
     return `${this.prefix}ratelimit:${rateKey}`;
   }
 
-  /** A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix`. */
-  lockPattern(idPrefix: string): string {
+  /**
+   * A SCAN MATCH pattern for the lock hashes whose lock id starts with `idPrefix` (or, with `kind`, the
+   * keys of that kind: a permit pool's letter).
+   */
+  lockPattern(idPrefix: string, kind = ''): string {
     const at = idPrefix.indexOf(GROUP_SEPARATOR);
     if (at > 0) {
       const group = idPrefix.slice(0, at);
       const rest = idPrefix.slice(at + 1);
-      return `${escapeGlob(this.prefix)}{${escapeGlob(group)}}${GROUP_SEPARATOR}${escapeGlob(rest)}*`;
+      return `${escapeGlob(this.prefix)}{${escapeGlob(group)}}${kind}${GROUP_SEPARATOR}${escapeGlob(rest)}*`;
     }
     // A prefix that ends inside the group: every group that starts with it (lockIdOf drops the rest).
     return `${escapeGlob(this.prefix)}{${escapeGlob(idPrefix)}*`;
   }
 
-  /** The lock id inside a lock hash's name, or null for a name that is not a lock hash. */
-  lockIdOf(redisKey: string): string | null {
+  /** The lock id inside a lock hash's name (or a `kind` key's name), or null for a name that is not one. */
+  lockIdOf(redisKey: string, kind = ''): string | null {
     const head = `${this.prefix}{`;
     if (!redisKey.startsWith(head)) return null;
     const close = redisKey.indexOf('}', head.length);
@@ -99,9 +136,9 @@ export class KeySpace {
     const group = redisKey.slice(head.length, close);
     const tail = redisKey.slice(close + 1);
     if (group === '' || /[{}/]/.test(group)) return null;
-    if (tail === '') return group;
-    if (!tail.startsWith(GROUP_SEPARATOR)) return null; // a queue, a waiter hash or another kind
-    const name = tail.slice(GROUP_SEPARATOR.length);
+    if (tail === kind) return group;
+    if (!tail.startsWith(kind + GROUP_SEPARATOR)) return null; // a queue, a waiter hash or another kind
+    const name = tail.slice(kind.length + GROUP_SEPARATOR.length);
     return name === '' || /[{}]/.test(name) ? null : `${group}${GROUP_SEPARATOR}${name}`;
   }
 }

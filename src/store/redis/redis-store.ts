@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import type { AcquireInput, AcquireOutcome, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { KeySpace } from './keys.js';
@@ -10,7 +11,10 @@ import {
   MisalignedReplyError,
   parseAcquire,
   parseCancel,
+  parseFlag,
   parseForceRelease,
+  parseLockSetAcquire,
+  parseLockSetRenew,
   parseHandOver,
   parseHeartbeat,
   parseInspect,
@@ -26,6 +30,7 @@ import {
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
+import { RedisPermits } from './redis-permits.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
@@ -96,6 +101,14 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
 
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
+  readonly supportsLockDelay = true;
+  readonly lockSets: LockSetStore = {
+    acquireSet: (input) => this.acquireSet(input),
+    renewSet: (keys, ownerToken, ttlMs) => this.renewSet(keys, ownerToken, ttlMs),
+    releaseSet: (keys, ownerToken) => this.releaseSet(keys, ownerToken),
+  };
+  /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
+  private readonly changeListeners = new Map<string, Set<() => void>>();
   /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
   readonly quotaInside = true;
   private readonly redis: RedisClient;
@@ -106,12 +119,15 @@ export class RedisStore implements LockStore {
   private readonly maxWaitersPerKey: number;
   /** This process's identity for hand-over messages. */
   private readonly instanceId = newId();
-  private readonly room: WaitRoom;
+  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
   private probing = false;
   private readonly replicaAcks: ReplicaAcks | null;
+  private readonly commandTimeoutMs: number;
+  /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
+  readonly permits: RedisPermits;
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -120,6 +136,7 @@ export class RedisStore implements LockStore {
     const connection = options.connection ?? options.url;
     if (connection === undefined) throw new TypeError('RedisStore needs a url or a connection');
     this.replicaAcks = options.replicaAcks ?? null;
+    this.commandTimeoutMs = options.commandTimeoutMs;
     const log = options.log;
     this.redis = createRedisClient(connection, {
       commandTimeoutMs: options.commandTimeoutMs,
@@ -138,16 +155,42 @@ export class RedisStore implements LockStore {
     // the process dies (found by the network-fault scenario).
     this.subscriber = subscriberFor(this.redis);
     this.subscriber.on('error', () => undefined);
-    this.subscriber.on('message', (_channel: string, message: string) => this.onHandOverMessage(message));
+    this.subscriber.on('message', (channel: string, message: string) => {
+      const listeners = this.changeListeners.get(channel);
+      if (listeners !== undefined) for (const listener of listeners) listener();
+      else this.onHandOverMessage(message);
+    });
+    // Notices published while the subscriber was away are lost: every watcher reads the state again.
+    this.subscriber.on('ready', () => {
+      for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
+    });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
     this.room = new WaitRoom({
       confirm: (waiter) => this.confirm(waiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
-    this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
+    this.permits = new RedisPermits({
+      redis: this.redis,
+      scripts: this.scripts,
+      keys: this.keys,
+      instanceId: this.instanceId,
+      graceMs: this.graceMs,
+      maxWaitersPerKey: this.maxWaitersPerKey,
+      livenessMs: WAITER_LIVENESS_MS,
+      call: (run) => this.call(run),
+      scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
+      // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
+      replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
+      servedBy: (id) => this.servedBy(id),
+    });
+    this.heartbeat = setInterval(() => {
+      this.room.visitAll();
+      this.permits.visitAll();
+    }, HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
   }
 
@@ -171,12 +214,33 @@ export class RedisStore implements LockStore {
       waiter.drop();
       throw err;
     }
-    if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+    if (reply.kind === 'queued') {
+      const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+      if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);
+      return outcome;
+    }
     waiter.drop();
     return this.settle(reply, decidedAt, input, servedBy);
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  /**
+   * A waiter's record does not carry its lock-delay: the lease handed to it gets it here, right after
+   * the hand-over was confirmed (which restarted its full TTL, so the lease cannot expire in between).
+   * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
+   */
+  private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
+    try {
+      const set = await this.call(async () =>
+        parseFlag('lockDelay', await this.scripts.run('lockDelay', { lockKey: this.keys.lock(key), ownerToken, lockDelayMs: lockDelayMs ?? 0 })),
+      );
+      if (!set) throw new StoreUnavailableError('the lock was handed over, but its lease ended before its lock-delay was set');
+    } catch (err) {
+      await this.release(key, ownerToken).catch(() => false);
+      throw err;
+    }
+  }
+
+  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
     return this.call(async () => {
       const raw = await this.scripts.run('acquire', {
         ...this.handOverArgs(key),
@@ -190,6 +254,7 @@ export class RedisStore implements LockStore {
         maxWaiters: this.maxWaitersPerKey,
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
+        lockDelayMs: lockDelayMs ?? 0,
         maxSlots: maxHeldInNamespace ?? 0,
       });
       const reply = parseAcquire(raw);
@@ -243,6 +308,126 @@ export class RedisStore implements LockStore {
     };
   }
 
+  async inspectIndexed(key: string): Promise<IndexedLockState> {
+    const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
+    if (!reply.held) {
+      return {
+        state: null,
+        lastFencingToken: reply.lastFencingToken,
+        // On the Redis clock; told as an end time on this clock (the same machine's, or close).
+        ...(reply.lockDelayLeftMs > 0 ? { lockDelayUntilMs: Date.now() + reply.lockDelayLeftMs } : {}),
+      };
+    }
+    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters } = reply;
+    return { state: { holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, lastFencingToken: fencingToken };
+  }
+
+  /**
+   * Subscribes to the key's change channel on the subscriber connection (one SUBSCRIBE per key, however
+   * many local listeners). Resolves once Redis confirmed the subscription; while Redis is unreachable,
+   * rejects with a 503 instead of waiting (the subscriber itself would wait for ever).
+   */
+  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    const channel = this.keys.changeChannel(key);
+    let listeners = this.changeListeners.get(channel);
+    const listener = () => onChange();
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.changeListeners.set(channel, listeners);
+      listeners.add(listener);
+      try {
+        await this.call(() => this.subscribeWithin(channel));
+      } catch (err) {
+        listeners.delete(listener);
+        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) this.changeListeners.delete(channel);
+        throw err;
+      }
+    } else {
+      listeners.add(listener);
+    }
+    const mine = listeners;
+    return () => {
+      mine.delete(listener);
+      if (mine.size === 0 && this.changeListeners.get(channel) === mine) {
+        this.changeListeners.delete(channel);
+        this.subscriber.unsubscribe(channel).catch(() => undefined);
+      }
+    };
+  }
+
+  private subscribeWithin(channel: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(COMMAND_TIMED_OUT)), this.commandTimeoutMs);
+      this.subscriber.subscribe(channel).then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  private async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
+    const decidedAt = performance.now();
+    // A set's keys share one slot (one namespace): its first key names the master that serves them all.
+    const servedBy = this.servedBy(keys[0] as string);
+    const reply = await this.call(async () =>
+      parseLockSetAcquire(
+        await this.scripts.run('lockSetAcquire', {
+          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
+          ownerToken,
+          ttlMs,
+          holder: holder ?? '',
+          graceMs: this.graceMs,
+          lockDelayMs: lockDelayMs ?? 0,
+          channelPrefix: this.keys.grantChannelPrefix(),
+        }),
+        keys.length,
+      ),
+    );
+    if (!reply.granted) return { acquired: false, retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
+    if (this.replicaAcks) {
+      // Replica acknowledgement covers the set as one grant: not confirmed in time, the whole set goes back.
+      try {
+        await this.replicated(keys[0] as string, ownerToken, 'grant', servedBy);
+      } catch (err) {
+        await this.releaseSet(keys, ownerToken).catch(() => false);
+        throw err;
+      }
+    }
+    return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
+  }
+
+  private async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+    const servedBy = this.servedBy(keys[0] as string);
+    const reply = await this.call(async () =>
+      parseLockSetRenew(
+        await this.scripts.run('lockSetRenew', { lockKeys: keys.map((id) => this.keys.lock(id)), ownerToken, ttlMs, graceMs: this.graceMs }),
+        keys.length,
+      ),
+    );
+    if (reply.renewed) await this.replicated(keys[0] as string, ownerToken, 'renewal', servedBy);
+    return reply;
+  }
+
+  private async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+    return this.call(async () =>
+      parseFlag(
+        'lockSetRelease',
+        await this.scripts.run('lockSetRelease', {
+          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
+          ownerToken,
+          graceMs: this.graceMs,
+          channelPrefix: this.keys.grantChannelPrefix(),
+        }),
+      ),
+    );
+  }
+
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {
     const reply = await this.call(async () =>
       parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key) })),
@@ -261,26 +446,40 @@ export class RedisStore implements LockStore {
    * null cursor means the end.
    */
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
+    const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
+    const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
+    const locks: HeldLock[] = [];
+    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    return { locks, nextCursor: page.nextCursor };
+  }
+
+  /**
+   * One listing page of ids: SCAN rounds with MATCH `pattern` over every data node in turn (one, or each
+   * Cluster master), until `limit` ids or LIST_MAX_SCAN_ROUNDS. `idOf` turns a key into an id (null: not
+   * one of the listed kind). Shared by the lock and the permit listings.
+   */
+  private async scanIds(
+    pattern: string,
+    limit: number,
+    cursor: string | undefined,
+    idOf: (redisKey: string) => string | null,
+  ): Promise<{ ids: string[]; nextCursor: string | null }> {
     const nodes = await this.call(async () => this.dataNodes());
     let { node, scan } = parseListCursor(cursor, nodes.length);
-    const pattern = this.keys.lockPattern(prefix);
     const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS && node < nodes.length; round++) {
       const target = nodes[node] as (typeof nodes)[number];
       const page = await this.call(async () => parseScan(await target.scan(scan, 'MATCH', pattern, 'COUNT', limit)));
       scan = page.cursor;
       for (const redisKey of page.keys) {
-        const id = this.keys.lockIdOf(redisKey);
+        const id = idOf(redisKey);
         if (id !== null) found.add(id);
       }
       if (scan === '0') node++;
       if (found.size >= limit) break;
     }
-    const states = await Promise.all([...found].map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: HeldLock[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
     const nextCursor = node >= nodes.length ? null : nodes.length === 1 ? scan : `${node}-${scan}`;
-    return { locks, nextCursor };
+    return { ids: [...found], nextCursor };
   }
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
@@ -352,6 +551,7 @@ export class RedisStore implements LockStore {
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();
     try {
       await this.redis.quit();
@@ -388,17 +588,21 @@ export class RedisStore implements LockStore {
     );
   }
 
-  private visit(key: string, waiters: readonly Waiter[]) {
-    return this.call(async () =>
+  private async visit(key: string, waiters: readonly Waiter[]) {
+    const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
       parseHeartbeat(
         await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
       ),
     );
+    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
   }
 
   private onHandOverMessage(message: string): void {
     const waiterId = parseHandOver(message);
-    if (waiterId !== null) this.room.granted(waiterId);
+    if (waiterId === null) return;
+    // Waiter ids are unique across both rooms: the one that does not know it ignores it.
+    this.room.granted(waiterId);
+    this.permits.granted(waiterId);
   }
 
   /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */
@@ -421,10 +625,17 @@ export class RedisStore implements LockStore {
    * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
    * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
    */
-  private async replicated(key: string, ownerToken: string, what: 'grant' | 'renewal', servedBy: string | null): Promise<void> {
+  private async replicated(
+    key: string,
+    ownerToken: string,
+    what: 'grant' | 'renewal',
+    servedBy: string | null,
+    // A semaphore permit or read/write lease is given back through its own script (redis-permits.ts).
+    giveBack: () => Promise<unknown> = () => this.release(key, ownerToken).catch(() => false),
+  ): Promise<void> {
     const acks = this.replicaAcks;
     if (!acks) return;
-    const rollBack = () => (what === 'grant' ? this.release(key, ownerToken).catch(() => false) : Promise.resolve(false));
+    const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));
     let confirmed: number;
     try {
       const lockKey = this.keys.lock(key);

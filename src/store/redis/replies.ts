@@ -95,7 +95,7 @@ export function parseRelease(reply: unknown): boolean {
 
 export type InspectReply =
   | { held: true; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number; holder: string | null; waiters: number }
-  | { held: false };
+  | { held: false; lastFencingToken: number; lockDelayLeftMs: number };
 
 export function parseInspect(reply: unknown): InspectReply {
   if (Array.isArray(reply)) {
@@ -109,9 +109,54 @@ export function parseInspect(reply: unknown): InspectReply {
         waiters: int('inspect', reply, reply[5]),
       };
     }
-    if (reply.length === 1 && reply[0] === 0) return { held: false };
+    if (reply.length === 3 && reply[0] === 0) {
+      return { held: false, lastFencingToken: int('inspect', reply, reply[1]), lockDelayLeftMs: int('inspect', reply, reply[2]) };
+    }
   }
   throw new UnexpectedReplyError('inspect', reply);
+}
+
+export type LockSetReply =
+  | { granted: true; expiresAtMs: number; fencingTokens: number[] }
+  | { granted: false; retryAfterMs: number; busyIndex: number };
+
+/** lock-set-acquire's reply for a set of `size` locks. */
+export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply {
+  if (Array.isArray(reply)) {
+    if (reply[0] === 1 && reply.length === size + 2) {
+      return {
+        granted: true,
+        expiresAtMs: int('lockSetAcquire', reply, reply[1]),
+        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetAcquire', reply, t)),
+      };
+    }
+    if (reply[0] === 0 && reply.length === 3) {
+      const busyIndex = int('lockSetAcquire', reply, reply[2]);
+      if (busyIndex >= 0 && busyIndex < size) return { granted: false, retryAfterMs: int('lockSetAcquire', reply, reply[1]), busyIndex };
+    }
+  }
+  throw new UnexpectedReplyError('lockSetAcquire', reply);
+}
+
+/** lock-set-renew's reply for a set of `size` locks. */
+export function parseLockSetRenew(reply: unknown, size: number): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
+  if (Array.isArray(reply)) {
+    if (reply[0] === 1 && reply.length === size + 2) {
+      return {
+        renewed: true,
+        expiresAtMs: int('lockSetRenew', reply, reply[1]),
+        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetRenew', reply, t)),
+      };
+    }
+    if (reply.length === 1 && reply[0] === 0) return { renewed: false };
+  }
+  throw new UnexpectedReplyError('lockSetRenew', reply);
+}
+
+/** A 0/1 reply (lock-set-release, lock-delay). */
+export function parseFlag(script: string, reply: unknown): boolean {
+  if (reply === 1 || reply === 0) return reply === 1;
+  throw new UnexpectedReplyError(script, reply);
 }
 
 export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterId: string | null } {
@@ -190,4 +235,80 @@ export function parseScan(reply: unknown): { cursor: string; keys: string[] } {
     return { cursor: reply[0], keys: reply[1] };
   }
   throw new UnexpectedReplyError('scan', reply);
+}
+
+export type PermitAcquireReply =
+  | { kind: 'granted'; fencingToken: number; expiresAtMs: number }
+  | { kind: 'held' | 'queue_full' | 'queued'; retryAfterMs: number }
+  | { kind: 'mismatch'; capacity: number; retryAfterMs: number };
+
+/** permit-acquire: {1, token, end}, {0|2|3, retryAfterMs} or {5, liveCapacity, retryAfterMs}. */
+export function parsePermitAcquire(reply: unknown): PermitAcquireReply {
+  const name = 'permit-acquire';
+  if (Array.isArray(reply)) {
+    if (reply.length === 3 && reply[0] === 1) {
+      return { kind: 'granted', fencingToken: int(name, reply, reply[1]), expiresAtMs: int(name, reply, reply[2]) };
+    }
+    if (reply.length === 3 && reply[0] === 5) {
+      return { kind: 'mismatch', capacity: int(name, reply, reply[1]), retryAfterMs: Math.max(1, int(name, reply, reply[2])) };
+    }
+    if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3)) {
+      return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3], retryAfterMs: Math.max(1, int(name, reply, reply[1])) };
+    }
+  }
+  throw new UnexpectedReplyError(name, reply);
+}
+
+/** permit-heartbeat: {remainingMs, grantedWaiterId...}. */
+export function parsePermitHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterIds: string[] } {
+  if (Array.isArray(reply) && reply.length >= 1 && reply.slice(1).every((id) => typeof id === 'string')) {
+    return { remainingLeaseMs: int('permit-heartbeat', reply, reply[0]), grantedWaiterIds: reply.slice(1) as string[] };
+  }
+  throw new UnexpectedReplyError('permit-heartbeat', reply);
+}
+
+export interface PermitLeaseReply {
+  readonly weight: number;
+  readonly fencingToken: number;
+  readonly expiresAtMs: number;
+  readonly holder: string | null;
+}
+
+/** permit-inspect: {1, capacity, waiters, nowMs, (weight, token, end, holder)...} or {0}. */
+export function parsePermitInspect(reply: unknown): { capacity: number; waiters: number; nowMs: number; leases: PermitLeaseReply[] } | null {
+  const name = 'permit-inspect';
+  if (Array.isArray(reply)) {
+    if (reply.length === 1 && reply[0] === 0) return null;
+    if (reply.length >= 4 && reply[0] === 1 && (reply.length - 4) % 4 === 0) {
+      const leases: PermitLeaseReply[] = [];
+      for (let i = 4; i < reply.length; i += 4) {
+        const holder: unknown = reply[i + 3];
+        if (typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
+        leases.push({
+          weight: int(name, reply, reply[i]),
+          fencingToken: int(name, reply, reply[i + 1]),
+          expiresAtMs: int(name, reply, reply[i + 2]),
+          holder: holder === '' ? null : holder,
+        });
+      }
+      return { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), nowMs: int(name, reply, reply[3]), leases };
+    }
+  }
+  throw new UnexpectedReplyError(name, reply);
+}
+
+/** permit-force-release: {(ownerToken, token, holder)...}. */
+export function parsePermitForceRelease(reply: unknown): Array<{ ownerToken: string; fencingToken: number; holder: string | null }> {
+  const name = 'permit-force-release';
+  if (Array.isArray(reply) && reply.length % 3 === 0) {
+    const evicted = [];
+    for (let i = 0; i < reply.length; i += 3) {
+      const owner: unknown = reply[i];
+      const holder: unknown = reply[i + 2];
+      if (typeof owner !== 'string' || typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
+      evicted.push({ ownerToken: owner, fencingToken: int(name, reply, reply[i + 1]), holder: holder === '' ? null : holder });
+    }
+    return evicted;
+  }
+  throw new UnexpectedReplyError(name, reply);
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
-import type { LockKeys } from './keys.js';
+import type { LockKeys, PermitKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
 /**
@@ -43,6 +43,38 @@ export interface AcquireArgs extends HandOverArgs {
   readonly idempotencyKey: string;
   /** Most quota slots in the lock's namespace; 0 = no quota. */
   readonly maxSlots: number;
+  /** 0 or absent = none. */
+  readonly lockDelayMs?: number;
+}
+
+/** A lock set: each lock's keys and name (its id), in the set's order. */
+export interface LockSetMember {
+  readonly keys: LockKeys;
+  readonly name: string;
+}
+
+export interface LockSetAcquireArgs {
+  readonly members: readonly LockSetMember[];
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string;
+  readonly graceMs: number;
+  readonly lockDelayMs: number;
+  readonly channelPrefix: string;
+}
+
+export interface LockSetRenewArgs {
+  readonly lockKeys: readonly string[];
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly graceMs: number;
+}
+
+export interface LockSetReleaseArgs {
+  readonly members: readonly LockSetMember[];
+  readonly ownerToken: string;
+  readonly graceMs: number;
+  readonly channelPrefix: string;
 }
 
 export interface RenewArgs {
@@ -89,6 +121,47 @@ export interface SlotExtendArgs {
   readonly expiresAtMs: number;
 }
 
+/** numberOfKeys of a script whose key count varies: its args then start with the count (ioredis's convention). */
+const VARIABLE_KEYS = -1;
+export interface PermitAcquireArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** "" for none. */
+  readonly holder: string;
+  readonly weight: number;
+  readonly capacity: number;
+  readonly waitMs: number;
+  readonly waiterId: string;
+  readonly instanceId: string;
+  readonly maxWaiters: number;
+  readonly livenessMs: number;
+}
+
+export interface PermitRenewArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly graceMs: number;
+}
+
+export interface PermitReleaseArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly ownerToken: string;
+}
+
+export interface PermitCancelArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly waiterId: string;
+  readonly ownerToken: string;
+}
+
+export interface PermitHeartbeatArgs extends HandOverArgs {
+  readonly keys: PermitKeys;
+  readonly livenessMs: number;
+  readonly waiters: ReadonlyArray<{ readonly id: string; readonly ownerToken: string }>;
+}
+
 export interface RateLeaseArgs {
   readonly windowKey: string;
   readonly windowMs: number;
@@ -98,6 +171,7 @@ export interface RateLeaseArgs {
 
 interface ScriptSpec<A> {
   readonly file: string;
+  /** VARIABLE_KEYS: the first arg is the count. */
   readonly numberOfKeys: number;
   /** KEYS then ARGV, in the order of the script's header. */
   readonly args: (a: A) => Arg[];
@@ -105,6 +179,8 @@ interface ScriptSpec<A> {
 
 const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): ScriptSpec<A> => ({ file, numberOfKeys, args });
 const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
+const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expiries];
+const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
 const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
 
 export const SCRIPTS = {
@@ -123,6 +199,7 @@ export const SCRIPTS = {
     a.lockName,
     a.idempotencyKey,
     a.maxSlots,
+    a.lockDelayMs ?? 0,
   ]),
   renew: spec<RenewArgs>('renew.lua', 2, (a) => [a.lockKey, a.slotsKey, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 4, (a) => [...allKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
@@ -139,6 +216,68 @@ export const SCRIPTS = {
   forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
+  lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
+    a.lockKey,
+    a.ownerToken,
+    a.lockDelayMs,
+  ]),
+  // Lock sets take a variable number of keys: numberOfKeys is given per call (VARIABLE_KEYS).
+  lockSetAcquire: spec<LockSetAcquireArgs>('lock-set-acquire.lua', VARIABLE_KEYS, (a) => [
+    a.members.length * 3,
+    ...a.members.flatMap((m) => queueKeys(m.keys)),
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.graceMs,
+    a.lockDelayMs,
+    a.channelPrefix,
+    ...a.members.map((m) => m.name),
+  ]),
+  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [
+    a.lockKeys.length,
+    ...a.lockKeys,
+    a.ownerToken,
+    a.ttlMs,
+    a.graceMs,
+  ]),
+  lockSetRelease: spec<LockSetReleaseArgs>('lock-set-release.lua', VARIABLE_KEYS, (a) => [
+    a.members.length * 3,
+    ...a.members.flatMap((m) => queueKeys(m.keys)),
+    a.ownerToken,
+    a.graceMs,
+    a.channelPrefix,
+    ...a.members.map((m) => m.name),
+  ]),
+  permitAcquire: spec<PermitAcquireArgs>('permit-acquire.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.weight,
+    a.capacity,
+    a.graceMs,
+    a.waitMs,
+    a.waiterId,
+    a.instanceId,
+    a.maxWaiters,
+    a.livenessMs,
+    a.channelPrefix,
+    a.lockName,
+  ]),
+  permitRenew: spec<PermitRenewArgs>('permit-renew.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, a.ttlMs, a.graceMs]),
+  permitRelease: spec<PermitReleaseArgs>('permit-release.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, ...handOver(a)]),
+  permitCancel: spec<PermitCancelArgs>('permit-cancel.lua', 4, (a) => [...permitKeys(a.keys), a.waiterId, a.ownerToken, ...handOver(a)]),
+  permitHeartbeat: spec<PermitHeartbeatArgs>('permit-heartbeat.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    a.livenessMs,
+    ...handOver(a),
+    ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
+  ]),
+  permitInspect: spec<{ readonly keys: PermitKeys }>('permit-inspect.lua', 4, (a) => permitKeys(a.keys)),
+  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys }>('permit-force-release.lua', 4, (a) => [
+    ...permitKeys(a.keys),
+    ...handOver(a),
+  ]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
@@ -151,10 +290,20 @@ function loadScript(name: string): string {
 
 const INCLUDE = /^--- @include "([\w-]+)"$/gm;
 
-/** A script's full source: the prelude, then its file with each include replaced by that file. */
+/**
+ * A script's full source: the prelude, then its file with each include replaced by that file. Includes
+ * may include others (_handover includes _watch and _delay); each file is pulled in once, at its first
+ * include.
+ */
 export function scriptSource(name: ScriptName): string {
-  const body = loadScript(SCRIPTS[name].file).replace(INCLUDE, (_line, include: string) => loadScript(`${include}.lua`));
-  return `${loadScript('_common.lua')}\n${body}`;
+  const included = new Set<string>();
+  const expand = (text: string): string =>
+    text.replace(INCLUDE, (_line, include: string) => {
+      if (included.has(include)) return '';
+      included.add(include);
+      return expand(loadScript(`${include}.lua`));
+    });
+  return `${loadScript('_common.lua')}\n${expand(loadScript(SCRIPTS[name].file))}`;
 }
 
 /**
@@ -191,7 +340,9 @@ export function defineScripts(redis: RedisClient): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
-    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), numberOfKeys: SCRIPTS[name].numberOfKeys });
+    const { numberOfKeys } = SCRIPTS[name];
+    // Without numberOfKeys, ioredis takes the first argument as the key count.
+    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
   }
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {

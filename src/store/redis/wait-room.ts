@@ -1,4 +1,3 @@
-import type { AcquireOutcome } from '../../domain/lock-store.js';
 import type { CancelReply } from './replies.js';
 
 /** A caller of this instance queued for a lock in Redis. */
@@ -9,18 +8,23 @@ export interface Waiter {
   readonly ttlMs: number;
 }
 
-/** What the room needs from the store: each is one script call. */
-export interface WaitRoomOps {
+/**
+ * What the room needs from the store: each is one script call. `O` is the store's answer to an acquire
+ * (a lock's, or a semaphore's or read/write lock's: the room serves both, one room each).
+ */
+export interface WaitRoomOps<O> {
   /** The waiter was handed the lock: confirm (and restart) its lease. Rejects if the lease is gone. */
-  confirm(waiter: Waiter): Promise<AcquireOutcome>;
+  confirm(waiter: Waiter): Promise<O>;
+  /** The answer to a caller whose wait ran out without a grant. */
+  notGranted(retryAfterMs: number): O;
   /**
    * Takes the waiter out of the queue; says whether it was granted the lock in the meantime, and if not,
    * how long the current lease has left.
    */
   cancel(waiter: Waiter): Promise<CancelReply>;
   release(key: string, ownerToken: string): Promise<boolean>;
-  /** Refreshes these waiters, hands over an expired lease, and reports time left and any grant to them. */
-  visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterId: string | null }>;
+  /** Refreshes these waiters, hands over an expired lease, and reports time left and any grants to them. */
+  visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: readonly string[] }>;
 }
 
 type State =
@@ -38,14 +42,14 @@ type State =
  */
 const RETIRED_WAITER_MEMORY_MS = 60_000;
 
-class LocalWaiter implements Waiter {
+class LocalWaiter<O> implements Waiter {
   state: State = 'pending';
   grantedEarly = false;
   timer: NodeJS.Timeout | undefined;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
-  readonly outcome: Promise<AcquireOutcome>;
-  resolve!: (outcome: AcquireOutcome) => void;
+  readonly outcome: Promise<O>;
+  resolve!: (outcome: O) => void;
   reject!: (err: unknown) => void;
 
   constructor(
@@ -53,16 +57,16 @@ class LocalWaiter implements Waiter {
     readonly key: string,
     readonly ownerToken: string,
     readonly ttlMs: number,
-    private readonly room: WaitRoom,
+    private readonly room: WaitRoom<O>,
   ) {
-    this.outcome = new Promise<AcquireOutcome>((resolve, reject) => {
+    this.outcome = new Promise<O>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
     });
   }
 
   /** Waits in the queue: the script answered "queued". */
-  wait(waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<AcquireOutcome> {
+  wait(waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<O> {
     return this.room.startWaiting(this, waitMs, retryAfterMs, signal);
   }
 
@@ -77,20 +81,20 @@ class LocalWaiter implements Waiter {
  * and disconnects into exactly one answer per waiter, and makes sure a lease handed to a caller that
  * has gone is released again (the next waiter then gets it).
  */
-export class WaitRoom {
-  private readonly waiters = new Map<string, LocalWaiter>();
-  private readonly byKey = new Map<string, Set<LocalWaiter>>();
+export class WaitRoom<O> {
+  private readonly waiters = new Map<string, LocalWaiter<O>>();
+  private readonly byKey = new Map<string, Set<LocalWaiter<O>>>();
   private readonly keyTimers = new Map<string, NodeJS.Timeout>();
 
-  constructor(private readonly ops: WaitRoomOps) {}
+  constructor(private readonly ops: WaitRoomOps<O>) {}
 
   /** Whether any caller of this instance still waits for `key`. */
   hasWaitersOn(key: string): boolean {
     return (this.byKey.get(key)?.size ?? 0) > 0;
   }
 
-  register(waiter: Waiter): LocalWaiter {
-    const local = new LocalWaiter(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
+  register(waiter: Waiter): LocalWaiter<O> {
+    const local = new LocalWaiter<O>(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
     this.waiters.set(local.id, local);
     let set = this.byKey.get(local.key);
     if (!set) this.byKey.set(local.key, (set = new Set()));
@@ -98,7 +102,7 @@ export class WaitRoom {
     return local;
   }
 
-  startWaiting(waiter: LocalWaiter, waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<AcquireOutcome> {
+  startWaiting(waiter: LocalWaiter<O>, waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<O> {
     waiter.state = 'waiting';
     if (waiter.grantedEarly) {
       this.settleGranted(waiter);
@@ -142,13 +146,13 @@ export class WaitRoom {
     );
   }
 
-  forget(waiter: LocalWaiter): void {
+  forget(waiter: LocalWaiter<O>): void {
     this.leave(waiter);
     waiter.state = 'done';
     this.waiters.delete(waiter.id);
   }
 
-  private settleGranted(waiter: LocalWaiter): void {
+  private settleGranted(waiter: LocalWaiter<O>): void {
     this.leave(waiter);
     this.ops.confirm(waiter).then(
       (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
@@ -156,16 +160,16 @@ export class WaitRoom {
     );
   }
 
-  private onTimeout(waiter: LocalWaiter): void {
+  private onTimeout(waiter: LocalWaiter<O>): void {
     if (waiter.state !== 'waiting') return;
     this.leave(waiter);
     this.ops
       .cancel(waiter)
-      .then(async (reply): Promise<AcquireOutcome> => {
+      .then(async (reply): Promise<O> => {
         // Granted just as the wait ran out: the caller gets the lock rather than a 409.
         if (reply.held) return this.ops.confirm(waiter);
         // Time left on the lease as of now (the cancel ran on the Redis clock), not as of the last visit.
-        return { acquired: false, retryAfterMs: Math.max(1, reply.retryAfterMs) };
+        return this.ops.notGranted(Math.max(1, reply.retryAfterMs));
       })
       .then(
         (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
@@ -173,7 +177,7 @@ export class WaitRoom {
       );
   }
 
-  private onAbort(waiter: LocalWaiter): void {
+  private onAbort(waiter: LocalWaiter<O>): void {
     if (waiter.state !== 'waiting') return;
     this.leave(waiter);
     const reason: unknown = waiter.signal?.reason;
@@ -186,7 +190,7 @@ export class WaitRoom {
   }
 
   /** Takes the waiter out of this instance's bookkeeping (not yet out of the map of known ids). */
-  private leave(waiter: LocalWaiter): void {
+  private leave(waiter: LocalWaiter<O>): void {
     waiter.state = 'settling';
     clearTimeout(waiter.timer);
     if (waiter.signal && waiter.onAbort) waiter.signal.removeEventListener('abort', waiter.onAbort);
@@ -199,13 +203,13 @@ export class WaitRoom {
     }
   }
 
-  private finish(waiter: LocalWaiter, answer: () => void): void {
+  private finish(waiter: LocalWaiter<O>, answer: () => void): void {
     waiter.state = 'done';
     answer();
     setTimeout(() => this.waiters.delete(waiter.id), RETIRED_WAITER_MEMORY_MS).unref();
   }
 
-  private waitingOn(key: string): LocalWaiter[] {
+  private waitingOn(key: string): LocalWaiter<O>[] {
     return [...(this.byKey.get(key) ?? [])].filter((w) => w.state === 'waiting');
   }
 
@@ -221,8 +225,8 @@ export class WaitRoom {
     const waiting = this.waitingOn(key);
     if (waiting.length === 0) return;
     this.ops.visit(key, waiting).then(
-      ({ remainingLeaseMs, grantedWaiterId }) => {
-        if (grantedWaiterId) this.granted(grantedWaiterId);
+      ({ remainingLeaseMs, grantedWaiterIds }) => {
+        for (const id of grantedWaiterIds) this.granted(id);
         if (this.byKey.has(key) && remainingLeaseMs > 0) this.scheduleVisit(key, remainingLeaseMs);
       },
       // Redis unreachable: the next heartbeat tries again; waits that run out answer on their own.

@@ -8,6 +8,7 @@ import {
   networkFaults,
   pausedClient,
   pausedInstance,
+  permitsUnderFaults,
   redisDataLoss,
   redisRestarts,
   type ScenarioResult,
@@ -80,5 +81,12 @@ describe('safety under faults (full run)', () => {
   it('8 expired-lease renews and releases at scale: none succeed', async () => {
     const r = await onFreshCluster({ appendOnly: true }, (c) => expiredLeaseOps(c, 'long'));
     expect(violationsOf(r)).toEqual(zeros(r));
+  }, TIMEOUT_MS);
+
+  it('9 semaphores and read/write locks under client pauses and a Redis restart: never over the limit, never a shared writer', async () => {
+    const r = await onFreshCluster({ appendOnly: true }, (c) => permitsUnderFaults(c, 'short'));
+    expect(violationsOf(r)).toEqual(zeros(r));
+    expect(r.figures.semaphoreGrants).toBeGreaterThan(0);
+    expect(r.figures.rwlockWriteGrants).toBeGreaterThan(0);
   }, TIMEOUT_MS);
 });

@@ -8,6 +8,8 @@ heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fm
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
+  refreshWaiters(KEYS, livenessMs, from)   heartbeat: ARGV[from], ARGV[from + 2], ... are waiter ids
+                                     whose records are kept alive another livenessMs (up to their deadline)
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
@@ -17,7 +19,13 @@ A waiter is live while both aliveUntilMs (pushed forward by its instance's heart
 
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
+
+The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
+(_delay.lua) is not handed over by handOver until the delay ends (a heartbeat then does it).
 ]]
+--- @include "_watch"
+--- @include "_delay"
+
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
@@ -75,6 +83,17 @@ local function liveWaiters(keys, prune)
   return live
 end
 
+local function refreshWaiters(keys, livenessMs, from)
+  for i = from, #ARGV, 2 do
+    local raw = redis.call('HGET', keys[3], ARGV[i])
+    if raw then
+      local rest = string.match(raw, '^%d+|(%d+|.*)$')
+      local deadline = tonumber(string.match(rest, '^(%d+)'))
+      redis.call('HSET', keys[3], ARGV[i], fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. rest)
+    end
+  end
+end
+
 -- The lock is not live (the caller has checked) and its last fencing token is lastToken.
 local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
   while true do
@@ -91,6 +110,7 @@ local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
       if ttl and waiterLive(raw) then
         local token, leaseEnd = grantLease(keys[1], lastToken, owner, tonumber(ttl), holder, graceMs, '', false)
         redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
+        publishChange(channelPrefix, lockName)
         return id
       end
     end
@@ -99,7 +119,7 @@ end
 
 local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
-  if isLive(cur[1], tonumber(cur[2])) then
+  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
     return nil
   end
   return handOverFree(keys, cur[3], graceMs, channelPrefix, lockName)

@@ -28,6 +28,7 @@ ARGV[11] lock name (for the hand-over message)
 ARGV[12] idempotency key, "" for none: stored with a lease this call grants; if the live lease was granted
          with the same one, that lease is the answer
 ARGV[13] most quota slots (leases held or waited for) the namespace may have at once; 0 = no quota
+ARGV[14] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
@@ -76,28 +77,31 @@ local maxSlots = tonumber(ARGV[13])
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
+local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
 -- queue is only looked at when the lock is free (a live lease is refused or queued behind anyway).
-if not live and redis.call('EXISTS', KEYS[2]) == 1 and handOverFree(KEYS, cur[3], graceMs, ARGV[10], ARGV[11]) then
+if not live and delayLeft == 0 and redis.call('EXISTS', KEYS[2]) == 1 and handOverFree(KEYS, cur[3], graceMs, ARGV[10], ARGV[11]) then
   cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
   expiresAt = tonumber(cur[2])
   live = true
 end
-if not live then
+if not live and delayLeft == 0 then
   -- Free, and nobody live is queued.
   local full = takeSlot(KEYS[4], ARGV[1], nowMs + ttlMs, maxSlots)
   if full then
     return {5, full}
   end
   local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12], not cur[4] and not cur[5])
+  setLockDelay(KEYS[1], ARGV[1], ARGV[14])
+  publishChange(ARGV[10], ARGV[11])
   return {1, token, leaseEnd}
 end
-if ARGV[12] ~= '' and cur[4] == ARGV[12] then
+if live and ARGV[12] ~= '' and cur[4] == ARGV[12] then
   -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
   return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
 end
 
-local retryAfter = math.max(1, expiresAt - nowMs)
+local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
 local waitMs = tonumber(ARGV[5])
 if waitMs <= 0 then
   return {0, retryAfter}

@@ -26,6 +26,7 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
+publishChange(ARGV[2], ARGV[3])
 redis.call('ZREM', KEYS[4], cur[1])
 handOverFree(KEYS, cur[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return {1, tonumber(cur[3]), cur[4] or '', cur[1]}

@@ -21,14 +21,7 @@ Returns:
 
 local liveness = tonumber(ARGV[1])
 
-for i = 5, #ARGV, 2 do
-  local raw = redis.call('HGET', KEYS[3], ARGV[i])
-  if raw then
-    local aliveUntil, rest = string.match(raw, '^(%d+)|(%d+|.*)$')
-    local deadline = tonumber(string.match(rest, '^(%d+)'))
-    redis.call('HSET', KEYS[3], ARGV[i], fmt(math.min(deadline, nowMs + liveness)) .. '|' .. rest)
-  end
-end
+refreshWaiters(KEYS, liveness, 5)
 
 handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 

@@ -10,13 +10,14 @@ KEYS[3]  the lock's waiter records (HASH)
 Returns:
   {1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}   held; holder is "" when none was
                                                                     given; waiters counts live waiters only
-  {0}                                                               free
+  {0, lastFencingToken, lockDelayLeftMs}                             free; the last token still kept (0 for
+                                                                    none) and the lock-delay left (0 for none)
 ]]
 --- @include "_handover"
 
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
-  return {0}
+  return {0, tonumber(cur[3]) or 0, lockDelayLeft(KEYS[1], cur[1], expiresAt)}
 end
 return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', liveWaiters(KEYS, false)}

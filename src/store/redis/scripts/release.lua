@@ -26,6 +26,7 @@ end
 
 redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+publishChange(ARGV[3], ARGV[4])
 redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 1 then
   handOverFree(KEYS, cur[3], tonumber(ARGV[2]), ARGV[3], ARGV[4])

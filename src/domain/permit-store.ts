@@ -1,0 +1,125 @@
+/**
+ * The port for primitives that let several leases hold one key at once: semaphores (at most `limit`
+ * permits) and read/write locks (many readers or one writer). Both are one shape, a weighted FIFO
+ * semaphore: a key has a capacity, every lease takes a weight of it, and a caller is granted only if
+ * its weight still fits and nobody is queued ahead of it. A semaphore permit weighs 1 against the
+ * semaphore's limit; a read lease weighs 1 and a write lease the whole capacity (so it excludes
+ * everyone). Waiters are granted strictly in arrival order, so a queued writer holds back the readers
+ * behind it (writers are not starved).
+ *
+ * As for locks (lock-store.ts), each method is ONE atomic step in the store, expiry is timed on the
+ * store's clock, and each lease is its own: it ends by itself at its own expiry, so a crashed holder
+ * never keeps its permit past its TTL.
+ */
+
+/** (Written out here rather than imported from lock-store.ts, which imports this port: no cycle.) */
+interface Grant {
+  readonly fencingToken: number;
+  /** When the lease ends, in Unix milliseconds on the store's clock. */
+  readonly expiresAtMs: number;
+}
+
+type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
+
+/** As LockStore.list's query: ids starting with `prefix`, about `limit` per page, from `cursor`. */
+export interface PermitListQuery {
+  readonly prefix: string;
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+/** Which primitive a key belongs to: the same name under each kind is a different key. */
+export type PermitKind = 'semaphore' | 'rwlock';
+
+export interface PermitAcquireInput {
+  readonly kind: PermitKind;
+  /** The store's id of the key (namespaces.ts composes it). */
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** A public label for the lease; null or "" for none. */
+  readonly holder: string | null;
+  /** How much of the capacity this lease takes (1 to `capacity`). */
+  readonly weight: number;
+  /**
+   * The key's capacity as this caller understands it. While any lease is live the key keeps the
+   * capacity it was first taken with; a caller asking with another one is refused (`mismatch`).
+   */
+  readonly capacity: number;
+  /** How long to wait in the key's FIFO queue (0 = do not wait). */
+  readonly waitMs?: number;
+  /** Aborts a wait, as for AcquireInput.signal. */
+  readonly signal?: AbortSignal;
+}
+
+export type PermitAcquireOutcome =
+  | ({
+      readonly acquired: true;
+      /** performance.now() when the store command that established the lease was sent. */
+      readonly decidedAt: number;
+    } & Grant)
+  | {
+      readonly acquired: false;
+      readonly reason: 'full';
+      /** Until the earliest live lease ends (or the wait ran out): at least 1. */
+      readonly retryAfterMs: number;
+    }
+  | {
+      readonly acquired: false;
+      readonly reason: 'mismatch';
+      /** The capacity the live leases were granted under. */
+      readonly capacity: number;
+      /** Until the last live lease ends (the capacity is free to change then): at least 1. */
+      readonly retryAfterMs: number;
+    };
+
+/** One live lease on a key, as anyone may see it: never the owner token. */
+export interface PermitHolder {
+  readonly holder: string | null;
+  readonly weight: number;
+  readonly fencingToken: number;
+  readonly expiresAtMs: number;
+  readonly ttlRemainingMs: number;
+}
+
+export interface PermitState {
+  readonly capacity: number;
+  /** The live leases, in grant order (ascending fencing token). */
+  readonly holders: readonly PermitHolder[];
+  /** Live callers queued for the key, counted as for locks (LockState.waiters). */
+  readonly waiters: number;
+}
+
+/** A lease an administrator evicted; the owner token is for quota bookkeeping only, never shown. */
+export interface EvictedPermit {
+  readonly holder: string | null;
+  readonly fencingToken: number;
+  readonly ownerToken: string;
+}
+
+export interface PermitListPage {
+  readonly entries: ReadonlyArray<{ readonly key: string; readonly state: PermitState }>;
+  readonly nextCursor: string | null;
+}
+
+export interface PermitStore {
+  /**
+   * Grants a lease if its weight fits beside the live ones and nobody is queued; otherwise waits up to
+   * `waitMs` in the key's FIFO queue, or says when the earliest lease ends. Throws TooManyWaitersError
+   * when the key's queue is full.
+   */
+  acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome>;
+  /** Extends one live lease to `ttlMs` from now, only for its owner token. Keeps its fencing token. */
+  renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
+  /** Ends one live lease, only for its owner token, and hands the freed room to the queue. */
+  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean>;
+  /** The live leases on `key` and its waiters; null when no lease is live. */
+  inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
+  /**
+   * Ends every live lease on `key` (an administrator's override); the fencing sequence is kept, so the
+   * next grant is numbered above every evicted one. Empty when nothing was live.
+   */
+  forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]>;
+  /** One page of keys with live leases whose id starts with `prefix` (as LockStore.list pages). */
+  listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
+}

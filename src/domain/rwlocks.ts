@@ -1,0 +1,87 @@
+import { RwLockHeldError } from './errors.js';
+import type { PermitCore, PermitGrant, PermitRenewal } from './permits.js';
+import type { PermitState } from './permit-store.js';
+
+export type RwMode = 'read' | 'write';
+
+/**
+ * 10,000 readers at once at most. A read/write lock is a weighted semaphore of this capacity: a reader
+ * takes 1, a writer all of it. The bound keeps one lock's state and one inspect answer small, as
+ * MAX_SEMAPHORE_LIMIT does for semaphores; a reader beyond it waits (or is refused) like any other.
+ */
+export const MAX_READERS = 10_000;
+
+const WEIGHT: Readonly<Record<RwMode, number>> = { read: 1, write: MAX_READERS };
+
+export interface RwLockAcquire {
+  readonly mode: RwMode;
+  readonly ttlMs: number;
+  readonly holder?: string | null;
+  readonly waitMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface RwLockView {
+  /** Who holds it now: readers, one writer (never both). */
+  readonly mode: RwMode;
+  readonly holders: ReadonlyArray<{ mode: RwMode; holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }>;
+  readonly waiters: number;
+}
+
+/**
+ * Read/write locks: many readers or one writer. Waiting is one FIFO queue for both modes, so once a
+ * writer waits, readers that come after it queue behind it (writers are not starved), and a released
+ * writer lets in every reader at the head of the queue at once. Every grant gets the next fencing
+ * token of the lock, so a write's token is above every earlier grant's, read or write.
+ */
+export class RwLockService {
+  constructor(private readonly core: PermitCore) {}
+
+  acquire(namespace: string, key: string, request: RwLockAcquire): Promise<PermitGrant> {
+    return this.core.acquire({
+      namespace,
+      key,
+      ttlMs: request.ttlMs,
+      holder: request.holder ?? null,
+      weight: WEIGHT[request.mode],
+      capacity: MAX_READERS,
+      waitMs: request.waitMs ?? 0,
+      signal: request.signal,
+    });
+  }
+
+  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
+    return this.core.renew(namespace, key, ownerToken, ttlMs);
+  }
+
+  release(namespace: string, key: string, ownerToken: string): Promise<void> {
+    return this.core.release(namespace, key, ownerToken);
+  }
+
+  async inspect(namespace: string, key: string): Promise<RwLockView | null> {
+    const state = await this.core.inspect(namespace, key);
+    return state === null ? null : rwLockView(state);
+  }
+
+  /** The refusals in a read/write lock's words, for the permit core. */
+  static readonly refusals = {
+    full: (key: string, retryAfterMs: number, weight: number) => new RwLockHeldError(key, modeOf(weight), retryAfterMs),
+    // The capacity is fixed, so the store never reports a mismatch for a read/write lock.
+    mismatch: (key: string, _requested: number, _live: number, retryAfterMs: number) => new RwLockHeldError(key, 'read', retryAfterMs),
+  };
+}
+
+export function rwLockView(state: PermitState): RwLockView {
+  const holders = state.holders.map(({ weight, holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({
+    mode: modeOf(weight),
+    holder,
+    fencingToken,
+    expiresAtMs,
+    ttlRemainingMs,
+  }));
+  return { mode: holders.some((h) => h.mode === 'write') ? 'write' : 'read', holders, waiters: state.waiters };
+}
+
+function modeOf(weight: number): RwMode {
+  return weight >= MAX_READERS ? 'write' : 'read';
+}

@@ -1,0 +1,77 @@
+import { LimitMismatchError, SemaphoreFullError } from './errors.js';
+import type { PermitCore, PermitGrant, PermitRenewal } from './permits.js';
+import type { PermitState } from './permit-store.js';
+
+/**
+ * 10,000: a semaphore's permits are each a live lease the store keeps and inspect lists, so the limit
+ * is bounded to keep one semaphore's state and one inspect answer small. Beyond it, a counter is the
+ * wrong tool.
+ */
+export const MAX_SEMAPHORE_LIMIT = 10_000;
+
+export interface SemaphoreAcquire {
+  readonly limit: number;
+  readonly ttlMs: number;
+  readonly holder?: string | null;
+  readonly waitMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** A semaphore's live permits as anyone may see them (never owner tokens). */
+export interface SemaphoreView {
+  readonly limit: number;
+  readonly permitsHeld: number;
+  readonly holders: ReadonlyArray<{ holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }>;
+  readonly waiters: number;
+}
+
+/**
+ * Semaphores: at most `limit` permits held at once, each its own lease with its own expiry and fencing
+ * token (increasing per semaphore), FIFO waiting with hand-off. A semaphore's limit is the one its
+ * first live permit was granted with; a caller asking with another limit is refused (limit_mismatch)
+ * until every live permit has ended.
+ */
+export class SemaphoreService {
+  constructor(private readonly core: PermitCore) {}
+
+  acquire(namespace: string, key: string, request: SemaphoreAcquire): Promise<PermitGrant> {
+    return this.core.acquire({
+      namespace,
+      key,
+      ttlMs: request.ttlMs,
+      holder: request.holder ?? null,
+      weight: 1,
+      capacity: request.limit,
+      waitMs: request.waitMs ?? 0,
+      signal: request.signal,
+    });
+  }
+
+  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
+    return this.core.renew(namespace, key, ownerToken, ttlMs);
+  }
+
+  release(namespace: string, key: string, ownerToken: string): Promise<void> {
+    return this.core.release(namespace, key, ownerToken);
+  }
+
+  async inspect(namespace: string, key: string): Promise<SemaphoreView | null> {
+    const state = await this.core.inspect(namespace, key);
+    return state === null ? null : semaphoreView(state);
+  }
+
+  /** The refusals in a semaphore's words, for the permit core. */
+  static readonly refusals = {
+    full: (key: string, retryAfterMs: number) => new SemaphoreFullError(key, retryAfterMs),
+    mismatch: (key: string, requested: number, live: number, retryAfterMs: number) => new LimitMismatchError(key, requested, live, retryAfterMs),
+  };
+}
+
+export function semaphoreView(state: PermitState): SemaphoreView {
+  return {
+    limit: state.capacity,
+    permitsHeld: state.holders.length,
+    holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({ holder, fencingToken, expiresAtMs, ttlRemainingMs })),
+    waiters: state.waiters,
+  };
+}

@@ -1,0 +1,102 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { LockSetService } from '../../domain/lock-sets.js';
+import { principalOf } from '../auth.js';
+import {
+  LockSetAcquireRequest,
+  LockSetGrant,
+  LockSetRelease,
+  LockSetReleaseRequest,
+  LockSetRenewal,
+  LockSetRenewRequest,
+} from '../schemas/lock-sets.js';
+import { callerGone } from './locks.js';
+import { jsonResponse, routeRule } from './responses.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+const COMMON_ERRORS = {
+  400: 'invalid_request: a field is missing or malformed, or a key is repeated (the problem names it)',
+  413: 'payload_too_large: the body is over the limit',
+  415: 'unsupported_media_type: the body is not application/json',
+  501: 'not_supported: the configured store has no lock sets (etcd)',
+  503: 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.',
+} as const;
+const NOT_OWNER = 'not_owner: this token does not hold every key of the set (a lease expired, was released or force-released)';
+
+const acquireRule = routeRule('locks', {
+  ...COMMON_ERRORS,
+  409: 'lock_held: some key of the set is held, in its lock-delay, or has callers queued; nothing was taken. Retry-After: the longest time left.',
+  429: 'rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks.',
+});
+const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
+const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' }, { rateLimited: false });
+
+export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> = async (app, { lockSets }) => {
+  app.post(
+    '/v1/lock-sets/acquire',
+    {
+      config: acquireRule.config,
+      schema: {
+        operationId: 'acquireLockSet',
+        summary: 'Take several locks at once, all or none',
+        description:
+          'Grants every key (1 to 16, of the caller\'s namespace) under one owner token, each with its own fencing token, ' +
+          'or none of them. Each key of a held set is held for everyone (a plain acquire of it gets lock_held). Overlapping ' +
+          'sets asked for in any order never deadlock: nothing is held while deciding or waiting.',
+        tags: ['lock sets'],
+        body: LockSetAcquireRequest,
+        response: { 200: jsonResponse(LockSetGrant, 'Granted: every key is held until expiresAt'), ...acquireRule.errors },
+      },
+    },
+    async (request, reply) => {
+      const { keys, ttlMs, holder, waitMs, lockDelayMs } = request.body;
+      const grant = await lockSets.acquire(principalOf(request).namespace, keys, ttlMs, {
+        holder: holder ?? null,
+        waitMs,
+        lockDelayMs,
+        signal: waitMs ? callerGone(reply) : undefined,
+      });
+      return { ownerToken: grant.ownerToken, locks: [...grant.locks], ttlMs: grant.ttlMs, expiresAt: iso(grant.expiresAtMs), holder: grant.holder };
+    },
+  );
+
+  app.post(
+    '/v1/lock-sets/renew',
+    {
+      config: renewRule.config,
+      schema: {
+        operationId: 'renewLockSet',
+        summary: 'Extend every lease of a set',
+        description: 'Sets every key\'s lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.',
+        tags: ['lock sets'],
+        body: LockSetRenewRequest,
+        response: { 200: jsonResponse(LockSetRenewal, 'Renewed, every key'), ...renewRule.errors },
+      },
+    },
+    async (request) => {
+      const { ownerToken, keys, ttlMs } = request.body;
+      const renewal = await lockSets.renew(principalOf(request).namespace, keys, ownerToken, ttlMs);
+      return { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+    },
+  );
+
+  app.post(
+    '/v1/lock-sets/release',
+    {
+      config: releaseRule.config,
+      schema: {
+        operationId: 'releaseLockSet',
+        summary: 'Give a set back',
+        description: 'Frees every key of the set that ownerToken still holds, in one atomic step.',
+        tags: ['lock sets'],
+        body: LockSetReleaseRequest,
+        response: { 200: jsonResponse(LockSetRelease, 'Released'), ...releaseRule.errors },
+      },
+    },
+    async (request) => {
+      const { ownerToken, keys } = request.body;
+      await lockSets.release(principalOf(request).namespace, keys, ownerToken);
+      return { released: true as const };
+    },
+  );
+};

@@ -1,0 +1,111 @@
+import { z } from 'zod';
+import { MAX_READERS } from '../../domain/rwlocks.js';
+import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
+import { ExpiresAt, FencingToken, Holder, OwnerToken, TtlMs, WaitMs } from './locks.js';
+
+/**
+ * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
+ * the lock's shapes (RenewRequest, LockRenewal, ReleaseRequest, LockRelease): an owner token and a TTL
+ * mean the same for every primitive.
+ */
+
+const Limit = z
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_SEMAPHORE_LIMIT)
+  .meta({
+    description:
+      `Most permits held at once, 1 to ${MAX_SEMAPHORE_LIMIT}. Every caller of one semaphore must send the same limit: while ` +
+      'permits are held, another limit is refused with 409 limit_mismatch.',
+    examples: [5],
+  });
+
+export const SemaphoreAcquireRequest = z
+  .strictObject({ limit: Limit, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() })
+  .meta({ id: 'SemaphoreAcquireRequest' });
+
+export const SemaphoreGrant = z
+  .object({
+    key: z.string(),
+    limit: z.number().int().positive(),
+    ownerToken: OwnerToken,
+    fencingToken: FencingToken.meta({ description: 'Per-semaphore number, above every token granted before on this semaphore' }),
+    ttlMs: z.number().int().positive(),
+    expiresAt: ExpiresAt,
+    holder: Holder.nullable(),
+  })
+  .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
+
+const PermitHolder = z.object({
+  holder: Holder.nullable(),
+  fencingToken: FencingToken,
+  expiresAt: ExpiresAt,
+  ttlRemainingMs: z.number().int().nonnegative(),
+});
+
+export const SemaphoreStatus = z
+  .object({
+    key: z.string(),
+    limit: z.number().int().positive().nullable().meta({ description: 'The live permits\' limit; null when no permit is held' }),
+    permitsHeld: z.number().int().nonnegative(),
+    holders: z.array(PermitHolder).meta({ description: 'The live permits in grant order (never owner tokens)' }),
+    waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for a permit' }),
+  })
+  .meta({ id: 'SemaphoreStatus', description: 'Who holds a semaphore\'s permits right now. Never owner tokens.' });
+
+const Mode = z.enum(['read', 'write']).meta({
+  description: `read: shared with other readers (at most ${MAX_READERS}); write: exclusive.`,
+  examples: ['read'],
+});
+
+export const RwLockAcquireRequest = z
+  .strictObject({ mode: Mode, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() })
+  .meta({ id: 'RwLockAcquireRequest' });
+
+export const RwLockGrant = z
+  .object({
+    key: z.string(),
+    mode: Mode,
+    ownerToken: OwnerToken,
+    fencingToken: FencingToken.meta({
+      description: 'Per-lock number, above every token granted before on this lock (a write\'s is above every earlier read\'s and write\'s)',
+    }),
+    ttlMs: z.number().int().positive(),
+    expiresAt: ExpiresAt,
+    holder: Holder.nullable(),
+  })
+  .meta({ id: 'RwLockGrant', description: 'A granted read or write lease.' });
+
+export const RwLockStatus = z
+  .object({
+    key: z.string(),
+    mode: Mode.nullable().meta({ description: 'read (one or more readers), write (one writer), or null when free' }),
+    holders: z.array(PermitHolder.extend({ mode: Mode })).meta({ description: 'The live leases in grant order (never owner tokens)' }),
+    waiters: z.number().int().nonnegative().meta({ description: 'Callers queued, readers and writers in one FIFO queue' }),
+  })
+  .meta({ id: 'RwLockStatus', description: 'Who holds a read/write lock right now. Never owner tokens.' });
+
+export const PermitList = z
+  .object({
+    entries: z.array(
+      z.object({
+        namespace: z.string(),
+        key: z.string(),
+        capacity: z.number().int().positive().meta({ description: 'A semaphore\'s limit (a read/write lock\'s reader cap)' }),
+        holders: z.array(PermitHolder.extend({ weight: z.number().int().positive() })),
+        waiters: z.number().int().nonnegative(),
+      }),
+    ),
+    nextCursor: z.string().nullable().meta({ description: 'Pass as cursor for the next page; null when the listing is complete' }),
+  })
+  .meta({ id: 'PermitList', description: 'One page of held semaphores or read/write locks. Owner tokens are never shown.' });
+
+export const PermitForceRelease = z
+  .object({
+    namespace: z.string(),
+    key: z.string(),
+    released: z.literal(true),
+    evicted: z.array(z.object({ holder: z.string().nullable(), fencingToken: z.number().int().nonnegative() })),
+  })
+  .meta({ id: 'PermitForceRelease', description: 'Every live lease was ended; their owner tokens no longer renew or release.' });

@@ -1,0 +1,287 @@
+import { performance } from 'node:perf_hooks';
+import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
+import { nextFencingToken } from '../../domain/fencing.js';
+import type {
+  EvictedPermit,
+  PermitAcquireInput,
+  PermitAcquireOutcome,
+  PermitKind,
+  PermitListPage,
+  PermitListQuery,
+  PermitState,
+  PermitStore,
+} from '../../domain/permit-store.js';
+import type { Clock } from './clock.js';
+
+interface Lease {
+  readonly ownerToken: string;
+  readonly holder: string | null;
+  readonly weight: number;
+  readonly fencingToken: number;
+  expiresAtMs: number;
+}
+
+interface Waiter {
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly holder: string | null;
+  readonly weight: number;
+  grant(fencingToken: number, expiresAtMs: number): void;
+  fail(err: Error): void;
+}
+
+/** One key's state: its capacity, live leases, FIFO queue and last fencing token. */
+interface Pool {
+  capacity: number;
+  lastToken: number;
+  readonly leases: Map<string, Lease>;
+  readonly queue: Waiter[];
+  /** When the pool may be forgotten (its last lease's end plus the fencing grace period). */
+  retainUntilMs: number;
+  timer?: NodeJS.Timeout;
+}
+
+export interface MemoryPermitsOptions {
+  readonly fenceGraceMs: number;
+  readonly clock: Clock;
+  readonly maxWaitersPerKey: number;
+}
+
+const PRINTABLE_ID = /^[\x21-\x7e]+$/;
+
+/**
+ * The embedded store's semaphores and read/write locks (see permit-store.ts), the same rules as the
+ * Redis scripts (permit-*.lua) in TypeScript. Atomic because every method runs synchronously on the one
+ * event loop; a lease that runs out with callers queued is handed on by a timer set for its end.
+ */
+export class MemoryPermits implements PermitStore {
+  private readonly pools = new Map<string, Pool>();
+  private closed = false;
+
+  constructor(private readonly options: MemoryPermitsOptions) {}
+
+  async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
+    this.assertOpen();
+    const { kind, key, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal } = input;
+    const holder = input.holder === '' ? null : input.holder;
+    signal?.throwIfAborted();
+    const decidedAt = performance.now();
+    const now = this.options.clock();
+    const id = poolId(kind, key);
+    const pool = this.pools.get(id) ?? this.newPool(id, capacity);
+    this.settle(pool, now);
+    if (pool.leases.size > 0 && pool.capacity !== capacity) {
+      return { acquired: false, reason: 'mismatch', capacity: pool.capacity, retryAfterMs: untilLast(pool, now) };
+    }
+    if (pool.queue.length === 0 && used(pool) + weight <= capacity) {
+      pool.capacity = capacity;
+      const lease = this.grant(pool, ownerToken, ttlMs, holder, weight, now);
+      return { acquired: true, fencingToken: lease.fencingToken, expiresAtMs: lease.expiresAtMs, decidedAt };
+    }
+    const retryAfterMs = untilFirst(pool, now);
+    if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs };
+    if (pool.queue.length >= this.options.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
+
+    return new Promise<PermitAcquireOutcome>((resolve, reject) => {
+      /** `handOn`: a waiter leaving from the head without a grant may unblock those behind it (readers behind a writer who gave up). */
+      const leave = (handOn: boolean) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const at = pool.queue.indexOf(waiter);
+        if (at >= 0) pool.queue.splice(at, 1);
+        if (handOn && at === 0) this.settle(pool, this.options.clock());
+      };
+      const waiter: Waiter = {
+        ownerToken,
+        ttlMs,
+        holder,
+        weight,
+        grant: (fencingToken, expiresAtMs) => {
+          leave(false);
+          resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
+        },
+        fail: (err) => {
+          leave(false);
+          reject(err);
+        },
+      };
+      const timer = setTimeout(() => {
+        leave(true);
+        resolve({ acquired: false, reason: 'full', retryAfterMs: untilFirst(pool, this.options.clock()) });
+      }, waitMs);
+      const onAbort = () => {
+        leave(true);
+        const reason: unknown = signal?.reason;
+        reject(reason instanceof Error ? reason : new WaitAbortedError());
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      pool.queue.push(waiter);
+      this.scheduleHandOver(pool);
+    });
+  }
+
+  async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
+    this.assertOpen();
+    const now = this.options.clock();
+    const pool = this.pools.get(poolId(kind, key));
+    const lease = pool?.leases.get(ownerToken);
+    if (pool === undefined || lease === undefined || lease.expiresAtMs <= now) return { renewed: false as const };
+    lease.expiresAtMs = Math.floor(now) + ttlMs;
+    pool.retainUntilMs = Math.max(pool.retainUntilMs, lease.expiresAtMs + this.options.fenceGraceMs);
+    this.scheduleHandOver(pool);
+    return { renewed: true as const, fencingToken: lease.fencingToken, expiresAtMs: lease.expiresAtMs };
+  }
+
+  async releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
+    this.assertOpen();
+    const now = this.options.clock();
+    const pool = this.pools.get(poolId(kind, key));
+    const lease = pool?.leases.get(ownerToken);
+    if (pool === undefined || lease === undefined || lease.expiresAtMs <= now) return false;
+    pool.leases.delete(ownerToken);
+    this.settle(pool, now);
+    return true;
+  }
+
+  async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
+    this.assertOpen();
+    const pool = this.pools.get(poolId(kind, key));
+    return pool === undefined ? null : stateOf(pool, this.options.clock());
+  }
+
+  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+    this.assertOpen();
+    const now = this.options.clock();
+    const pool = this.pools.get(poolId(kind, key));
+    if (pool === undefined) return [];
+    const evicted = liveLeases(pool, now).map(({ holder, fencingToken, ownerToken }) => ({ holder, fencingToken, ownerToken }));
+    pool.leases.clear();
+    this.settle(pool, now);
+    return evicted;
+  }
+
+  async listPermits(kind: PermitKind, { prefix, limit, cursor }: PermitListQuery): Promise<PermitListPage> {
+    this.assertOpen();
+    if (cursor !== undefined && !(PRINTABLE_ID.test(cursor) && cursor.startsWith(prefix))) {
+      throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
+    }
+    const now = this.options.clock();
+    const found: Array<{ key: string; state: PermitState }> = [];
+    const head = poolId(kind, '');
+    for (const [id, pool] of this.pools) {
+      if (!id.startsWith(head)) continue;
+      const key = id.slice(head.length);
+      if (!key.startsWith(prefix) || (cursor !== undefined && key <= cursor)) continue;
+      const state = stateOf(pool, now);
+      if (state !== null) found.push({ key, state });
+    }
+    found.sort((a, b) => (a.key < b.key ? -1 : 1));
+    const entries = found.slice(0, limit);
+    const last = entries[entries.length - 1];
+    return { entries, nextCursor: found.length > limit && last !== undefined ? last.key : null };
+  }
+
+  /** Forgets pools with no live lease, nobody queued, and their grace period over. */
+  sweep(): void {
+    const now = this.options.clock();
+    for (const [id, pool] of this.pools) {
+      if (pool.retainUntilMs <= now && pool.queue.length === 0 && liveLeases(pool, now).length === 0) this.pools.delete(id);
+    }
+  }
+
+  /** Whether any state is kept for this key (for tests: idle keys leave nothing behind). */
+  has(kind: PermitKind, key: string): boolean {
+    return this.pools.has(poolId(kind, key));
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const pool of this.pools.values()) {
+      clearTimeout(pool.timer);
+      for (const waiter of [...pool.queue]) waiter.fail(new StoreUnavailableError('the embedded store is closing'));
+    }
+  }
+
+  private newPool(id: string, capacity: number): Pool {
+    const pool: Pool = { capacity, lastToken: 0, leases: new Map(), queue: [], retainUntilMs: 0 };
+    this.pools.set(id, pool);
+    return pool;
+  }
+
+  private grant(pool: Pool, ownerToken: string, ttlMs: number, holder: string | null, weight: number, now: number): Lease {
+    const fencingToken = nextFencingToken(pool.lastToken, now);
+    pool.lastToken = fencingToken;
+    const lease: Lease = { ownerToken, holder, weight, fencingToken, expiresAtMs: Math.floor(now) + ttlMs };
+    pool.leases.set(ownerToken, lease);
+    pool.retainUntilMs = Math.max(pool.retainUntilMs, lease.expiresAtMs + this.options.fenceGraceMs);
+    return lease;
+  }
+
+  /** Drops ended leases, then grants the head of the queue for as long as the head fits (FIFO, no overtaking). */
+  private settle(pool: Pool, now: number): void {
+    for (const [owner, lease] of pool.leases) if (lease.expiresAtMs <= now) pool.leases.delete(owner);
+    for (let head = pool.queue[0]; head !== undefined && used(pool) + head.weight <= pool.capacity; head = pool.queue[0]) {
+      const lease = this.grant(pool, head.ownerToken, head.ttlMs, head.holder, head.weight, now);
+      head.grant(lease.fencingToken, lease.expiresAtMs);
+    }
+    this.scheduleHandOver(pool);
+  }
+
+  /** While callers are queued, wakes up when the earliest lease ends to hand its room on. */
+  private scheduleHandOver(pool: Pool): void {
+    clearTimeout(pool.timer);
+    pool.timer = undefined;
+    if (pool.queue.length === 0 || this.closed) return;
+    const now = this.options.clock();
+    const first = Math.min(...[...pool.leases.values()].map((l) => l.expiresAtMs));
+    if (!Number.isFinite(first)) return;
+    pool.timer = setTimeout(() => this.settle(pool, this.options.clock()), Math.max(0, first - now) + 1);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreUnavailableError('the embedded store is closed');
+  }
+}
+
+/** Kinds are told apart in the one map; ids contain no space. */
+function poolId(kind: PermitKind, key: string): string {
+  return `${kind} ${key}`;
+}
+
+function liveLeases(pool: Pool, now: number): Lease[] {
+  return [...pool.leases.values()].filter((l) => l.expiresAtMs > now).sort((a, b) => a.fencingToken - b.fencingToken);
+}
+
+function used(pool: Pool): number {
+  let sum = 0;
+  for (const lease of pool.leases.values()) sum += lease.weight;
+  return sum;
+}
+
+/** Time left on the earliest-ending live lease (when room may free up), at least 1. */
+function untilFirst(pool: Pool, now: number): number {
+  const ends = liveLeases(pool, now).map((l) => l.expiresAtMs);
+  return ends.length === 0 ? 1 : Math.max(1, Math.ceil(Math.min(...ends) - now));
+}
+
+/** Time left on the latest-ending live lease (when the pool is empty), at least 1. */
+function untilLast(pool: Pool, now: number): number {
+  const ends = liveLeases(pool, now).map((l) => l.expiresAtMs);
+  return ends.length === 0 ? 1 : Math.max(1, Math.ceil(Math.max(...ends) - now));
+}
+
+function stateOf(pool: Pool, now: number): PermitState | null {
+  const leases = liveLeases(pool, now);
+  if (leases.length === 0) return null;
+  return {
+    capacity: pool.capacity,
+    holders: leases.map(({ holder, weight, fencingToken, expiresAtMs }) => ({
+      holder,
+      weight,
+      fencingToken,
+      expiresAtMs,
+      ttlRemainingMs: Math.max(0, Math.ceil(expiresAtMs - now)),
+    })),
+    waiters: pool.queue.length,
+  };
+}

@@ -1,0 +1,264 @@
+import { performance } from 'node:perf_hooks';
+import type { RedisClient } from './client.js';
+import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import type { RenewOutcome } from '../../domain/lock-store.js';
+import type {
+  EvictedPermit,
+  PermitAcquireInput,
+  PermitAcquireOutcome,
+  PermitKind,
+  PermitListPage,
+  PermitListQuery,
+  PermitState,
+  PermitStore,
+} from '../../domain/permit-store.js';
+import { randomBase64url } from '../../domain/random.js';
+import { type KeySpace, PERMIT_KIND_LETTER } from './keys.js';
+import {
+  parseCancel,
+  parseLease,
+  parsePermitAcquire,
+  parsePermitForceRelease,
+  parsePermitHeartbeat,
+  parsePermitInspect,
+  parseRelease,
+  type PermitAcquireReply,
+} from './replies.js';
+import type { HandOverArgs, Scripts } from './scripts.js';
+import { WaitRoom, type Waiter } from './wait-room.js';
+
+/** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
+export interface RedisPermitsDeps {
+  readonly redis: RedisClient;
+  readonly scripts: Scripts;
+  readonly keys: KeySpace;
+  readonly instanceId: string;
+  readonly graceMs: number;
+  readonly maxWaitersPerKey: number;
+  readonly livenessMs: number;
+  /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
+  call<T>(run: () => Promise<T>): Promise<T>;
+  /** One listing page of ids over every data node (RedisStore.scanIds: one Redis, or each Cluster master). */
+  scanIds(
+    pattern: string,
+    limit: number,
+    cursor: string | undefined,
+    idOf: (redisKey: string) => string | null,
+  ): Promise<{ ids: string[]; nextCursor: string | null }>;
+  /** Waits for replica acknowledgement when configured; a grant not confirmed is given back by `giveBack`. */
+  replicated(id: string, what: 'grant' | 'renewal', servedBy: string | null, giveBack: () => Promise<unknown>): Promise<void>;
+  /** The node that serves `id`'s slot now, read before a script (RedisStore.servedBy; null without acks). */
+  servedBy(id: string): string | null;
+}
+
+
+/** A waiter id names its kind, so one hand-over message or heartbeat reaches the right room's key. */
+interface PermitWaiter extends Waiter {
+  readonly kind: PermitKind;
+}
+
+/**
+ * The Redis store's semaphores and read/write locks: one Lua script per operation (permit-*.lua, the
+ * shared rules in _permits.lua), keys tagged by namespace as a lock's are (KeySpace.permitKeys), and
+ * waiting exactly as for locks: queued in Redis, handed over inside the script that frees room,
+ * announced on the waiter's instance channel, with heartbeats for missed messages and dead instances.
+ */
+export class RedisPermits implements PermitStore {
+  private readonly room: WaitRoom<PermitAcquireOutcome>;
+  /** The kind of each key this instance has waiters on (the room is keyed by `kind key`). */
+  constructor(private readonly deps: RedisPermitsDeps) {
+    this.room = new WaitRoom<PermitAcquireOutcome>({
+      confirm: (waiter) => this.confirm(waiter as PermitWaiter),
+      notGranted: (retryAfterMs) => ({ acquired: false, reason: 'full', retryAfterMs }),
+      cancel: (waiter) => this.cancel(waiter as PermitWaiter),
+      release: (roomKey, ownerToken) => {
+        const { kind, key } = splitRoomKey(roomKey);
+        return this.releasePermit(kind, key, ownerToken);
+      },
+      visit: (roomKey, waiters) => this.visit(roomKey, waiters),
+    });
+  }
+
+  /** A hand-over message or heartbeat named this waiter (ids are unique; unknown ones are ignored). */
+  granted(waiterId: string): void {
+    this.room.granted(waiterId);
+  }
+
+  visitAll(): void {
+    this.room.visitAll();
+  }
+
+  closeAll(reason: unknown): Promise<void> {
+    return this.room.closeAll(reason);
+  }
+
+  async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
+    const waitMs = input.waitMs ?? 0;
+    if (waitMs <= 0) {
+      const decidedAt = performance.now();
+      input.signal?.throwIfAborted();
+      const servedBy = this.deps.servedBy(input.key);
+      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
+    }
+    const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const decidedAt = performance.now();
+    const servedBy = this.deps.servedBy(input.key);
+    let reply: PermitAcquireReply;
+    try {
+      input.signal?.throwIfAborted();
+      reply = await this.runAcquire(input, waitMs, waiter.id);
+    } catch (err) {
+      waiter.drop();
+      throw err;
+    }
+    if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
+    waiter.drop();
+    return this.settle(reply, decidedAt, input, servedBy);
+  }
+
+  private runAcquire(input: PermitAcquireInput, waitMs: number, waiterId: string): Promise<PermitAcquireReply> {
+    const { kind, key } = input;
+    return this.deps.call(async () => {
+      const raw = await this.deps.scripts.run('permitAcquire', {
+        ...this.handOverArgs(key),
+        keys: this.deps.keys.permitKeys(kind, key),
+        ownerToken: input.ownerToken,
+        ttlMs: input.ttlMs,
+        holder: input.holder ?? '',
+        weight: input.weight,
+        capacity: input.capacity,
+        waitMs,
+        waiterId,
+        instanceId: this.deps.instanceId,
+        maxWaiters: this.deps.maxWaitersPerKey,
+        livenessMs: this.deps.livenessMs,
+      });
+      return parsePermitAcquire(raw);
+    });
+  }
+
+  private async settle(reply: PermitAcquireReply, decidedAt: number, input: PermitAcquireInput, servedBy: string | null): Promise<PermitAcquireOutcome> {
+    switch (reply.kind) {
+      case 'granted':
+        await this.deps.replicated(input.key, 'grant', servedBy, () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
+        return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+      case 'mismatch':
+        return { acquired: false, reason: 'mismatch', capacity: reply.capacity, retryAfterMs: reply.retryAfterMs };
+      case 'queue_full':
+        throw new TooManyWaitersError('key', reply.retryAfterMs);
+      default:
+        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs };
+    }
+  }
+
+  async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
+    const servedBy = this.deps.servedBy(key);
+    const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
+    if (!reply.held) return { renewed: false };
+    // A renewal not confirmed is not given back (see RedisStore.replicated).
+    await this.deps.replicated(key, 'renewal', servedBy, async () => false);
+    return { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs };
+  }
+
+  private renewLease(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
+    return this.deps.call(async () =>
+      parseLease(
+        'permit-renew',
+        await this.deps.scripts.run('permitRenew', { keys: this.deps.keys.permitKeys(kind, key), ownerToken, ttlMs, graceMs: this.deps.graceMs }),
+      ),
+    );
+  }
+
+  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
+    return this.deps.call(async () =>
+      parseRelease(await this.deps.scripts.run('permitRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), ownerToken })),
+    );
+  }
+
+  async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
+    const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key) })));
+    if (reply === null) return null;
+    // Time left on the Redis clock the script read, as for locks (never this process's clock).
+    return {
+      capacity: reply.capacity,
+      waiters: reply.waiters,
+      holders: reply.leases
+        .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, l.expiresAtMs - reply.nowMs) }))
+        .sort((a, b) => a.fencingToken - b.fencingToken),
+    };
+  }
+
+  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+    return this.deps.call(async () =>
+      parsePermitForceRelease(await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key) })),
+    );
+  }
+
+  /** As RedisStore.list: SCAN with MATCH (never KEYS), then each key read with the inspect script. */
+  async listPermits(kind: PermitKind, { prefix, limit, cursor }: PermitListQuery): Promise<PermitListPage> {
+    const letter = PERMIT_KIND_LETTER[kind];
+    const page = await this.deps.scanIds(this.deps.keys.lockPattern(prefix, letter), limit, cursor, (redisKey) => {
+      const id = this.deps.keys.lockIdOf(redisKey, letter);
+      return id !== null && id.startsWith(prefix) ? id : null;
+    });
+    const next = page.nextCursor;
+    const found = page.ids;
+    const states = await Promise.all([...found].sort().map(async (key) => ({ key, state: await this.inspectPermits(kind, key) })));
+    const entries: Array<{ key: string; state: PermitState }> = [];
+    for (const { key, state } of states) if (state !== null) entries.push({ key, state });
+    return { entries, nextCursor: next };
+  }
+
+  /** A waiter was handed a lease: renewing it confirms it is still this waiter's and restarts its full TTL. */
+  private async confirm(waiter: PermitWaiter): Promise<PermitAcquireOutcome> {
+    const { kind, key } = splitRoomKey(waiter.key);
+    const decidedAt = performance.now();
+    const servedBy = this.deps.servedBy(key);
+    const reply = await this.renewLease(kind, key, waiter.ownerToken, waiter.ttlMs);
+    if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
+    await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
+    return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
+  }
+
+  private cancel(waiter: PermitWaiter) {
+    const { kind, key } = splitRoomKey(waiter.key);
+    return this.deps.call(async () =>
+      parseCancel(
+        await this.deps.scripts.run('permitCancel', {
+          ...this.handOverArgs(key),
+          keys: this.deps.keys.permitKeys(kind, key),
+          waiterId: waiter.id,
+          ownerToken: waiter.ownerToken,
+        }),
+      ),
+    );
+  }
+
+  private visit(roomKeyText: string, waiters: readonly Waiter[]) {
+    const { kind, key } = splitRoomKey(roomKeyText);
+    return this.deps.call(async () =>
+      parsePermitHeartbeat(
+        await this.deps.scripts.run('permitHeartbeat', {
+          ...this.handOverArgs(key),
+          keys: this.deps.keys.permitKeys(kind, key),
+          livenessMs: this.deps.livenessMs,
+          waiters,
+        }),
+      ),
+    );
+  }
+
+  private handOverArgs(key: string): HandOverArgs {
+    return { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key };
+  }
+}
+
+/** The wait room's key for a primitive's key: kinds apart, ids contain no space. */
+function roomKey(kind: PermitKind, key: string): string {
+  return `${kind} ${key}`;
+}
+
+function splitRoomKey(text: string): { kind: PermitKind; key: string } {
+  const at = text.indexOf(' ');
+  return { kind: text.slice(0, at) as PermitKind, key: text.slice(at + 1) };
+}

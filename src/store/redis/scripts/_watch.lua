@@ -1,0 +1,23 @@
+--[[
+Shared include (not a command of its own): announces changes of a lock to its watchers. Pulled in by
+_handover.lua (so by every script that may grant or free a lock) and by the lock-set scripts.
+Defines:
+
+  publishChange(channelPrefix, name)   PUBLISH "" on channelPrefix .. 'changed:' .. name, at most once
+                                       per name per script run (a release that hands the lock on is
+                                       one notice: the watchers read the final state)
+
+The channel prefix is the grant channel prefix the scripts already get (instance ids never contain
+':', so a change channel is never an instance's grant channel). Each keyholder instance subscribes
+once per watched key and fans out in process (src/domain/watch.ts): one PUBLISH per change, whatever
+the number of watchers. Other primitives (semaphores, rwlocks) call the same function from their
+scripts for their own names; an expiry is not announced (nothing runs then): watchers time it.
+]]
+local publishedChanges = {}
+local function publishChange(channelPrefix, name)
+  if publishedChanges[name] then
+    return
+  end
+  publishedChanges[name] = true
+  redis.call('PUBLISH', channelPrefix .. 'changed:' .. name, '')
+end

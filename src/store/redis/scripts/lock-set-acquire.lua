@@ -1,0 +1,65 @@
+--[[
+lock-set-acquire: grant every lock of a set to one owner token, or none of them. A set's locks are of
+one namespace, so they share a hash tag and one Cluster slot: this one script sees and changes them all
+at once, and nobody ever sees part of a set held. Nothing is held while deciding, so two overlapping
+sets asked for in any order cannot deadlock: one gets everything, the other nothing.
+Hash and queue layout: see acquire.lua and _handover.lua.
+
+KEYS[3i-2], KEYS[3i-1], KEYS[3i]   lock i's hash, wait queue (ZSET) and waiter records (HASH), i = 1..n
+ARGV[1]      owner token of the set (the same on every lock)
+ARGV[2]      lease length, ms (integer > 0)
+ARGV[3]      holder label, "" for none
+ARGV[4]      fencing grace, ms
+ARGV[5]      lock-delay, ms (0 = none)
+ARGV[6]      grant channel prefix (hand-overs and change notices)
+ARGV[6 + i]  lock i's name (for messages)
+
+Returns:
+  {1, expiresAtMs, fencingToken1, ..., fencingTokenN}   every lock granted
+  {0, retryAfterMs, busyIndex}   nothing granted: lock busyIndex (0-based) has a live lease, a running
+                                 lock-delay or live callers queued; retryAfterMs: the longest time
+                                 left on any busy lock (at least 1)
+]]
+--- @include "_handover"
+
+local n = #KEYS / 3
+local graceMs = tonumber(ARGV[4])
+local ttl = tonumber(ARGV[2])
+local lastTokens = {}
+local busy, longest = 0, 0
+for i = 1, n do
+  local keys = {KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]}
+  -- A lease that ran out with callers queued is theirs (as in acquire.lua).
+  handOver(keys, graceMs, ARGV[6], ARGV[6 + i])
+  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  local expiresAt = tonumber(cur[2])
+  local left
+  if isLive(cur[1], expiresAt) then
+    left = expiresAt - nowMs
+  else
+    left = lockDelayLeft(keys[1], cur[1], expiresAt)
+    if left == 0 and liveWaiters(keys, false) > 0 then
+      left = 1
+    end
+  end
+  if left > 0 then
+    if busy == 0 then
+      busy = i
+    end
+    longest = math.max(longest, left)
+  end
+  lastTokens[i] = cur[3]
+end
+if busy > 0 then
+  return {0, math.max(1, longest), busy - 1}
+end
+
+local reply = {1, nowMs + ttl}
+for i = 1, n do
+  local lockKey = KEYS[3 * i - 2]
+  local token = grantLease(lockKey, lastTokens[i], ARGV[1], ttl, ARGV[3], graceMs, '')
+  setLockDelay(lockKey, ARGV[1], ARGV[5])
+  publishChange(ARGV[6], ARGV[6 + i])
+  reply[#reply + 1] = token
+end
+return reply

@@ -1,0 +1,30 @@
+--[[
+lock-set-release: free every lock of a set that the set's owner token still holds, and hand each to its
+first live waiter. Release keeps each lock's last fencing token for the grace period (as release.lua).
+
+KEYS[3i-2], KEYS[3i-1], KEYS[3i]   lock i's hash, wait queue (ZSET) and waiter records (HASH), i = 1..n
+ARGV[1]      owner token of the set
+ARGV[2]      fencing grace, ms
+ARGV[3]      grant channel prefix
+ARGV[3 + i]  lock i's name (for messages)
+
+Returns:
+  1   released (every lock this token held)
+  0   this token held none of the locks; nothing changed
+]]
+--- @include "_handover"
+
+local graceMs = tonumber(ARGV[2])
+local released = 0
+for i = 1, #KEYS / 3 do
+  local keys = {KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]}
+  local cur = redis.call('HMGET', keys[1], 'o', 'e')
+  if cur[1] == ARGV[1] and isLive(cur[1], tonumber(cur[2])) then
+    redis.call('HDEL', keys[1], 'o', 'e', 'h', 'i')
+    redis.call('PEXPIRE', keys[1], graceMs)
+    publishChange(ARGV[3], ARGV[3 + i])
+    handOver(keys, graceMs, ARGV[3], ARGV[3 + i])
+    released = 1
+  end
+end
+return released

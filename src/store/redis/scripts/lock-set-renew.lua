@@ -1,0 +1,29 @@
+--[[
+lock-set-renew: extend the lease of every lock of a set, only if the set's owner token holds a live
+lease on every one of them; otherwise change nothing. The fencing tokens do not change.
+
+KEYS[i]  lock i's hash, i = 1..n
+ARGV[1]  owner token of the set
+ARGV[2]  new lease length from now, ms (integer > 0)
+ARGV[3]  fencing grace, ms
+
+Returns:
+  {1, expiresAtMs, fencingToken1, ..., fencingTokenN}   renewed, all of them
+  {0}                                                   some lock is not held by this token; nothing changed
+]]
+local tokens = {}
+for i = 1, #KEYS do
+  local cur = redis.call('HMGET', KEYS[i], 'o', 'e', 't')
+  if cur[1] ~= ARGV[1] or not isLive(cur[1], tonumber(cur[2])) then
+    return {0}
+  end
+  tokens[i] = tonumber(cur[3])
+end
+local ttl = tonumber(ARGV[2])
+local reply = {1, nowMs + ttl}
+for i = 1, #KEYS do
+  redis.call('HSET', KEYS[i], 'e', fmt(nowMs + ttl))
+  redis.call('PEXPIRE', KEYS[i], ttl + tonumber(ARGV[3]))
+  reply[#reply + 1] = tokens[i]
+end
+return reply

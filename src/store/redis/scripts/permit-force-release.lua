@@ -1,0 +1,34 @@
+--[[
+permit-force-release: end every live lease of a semaphore or read/write lock, whoever holds them (an
+administrator's override), and hand the room to the queue. The last fencing token stays, so every later
+grant is numbered above the evicted ones. Keys: see _permits.lua.
+
+KEYS[1..4] pool hash, wait queue, waiter records, lease ends
+ARGV[1]  fencing grace, ms
+ARGV[2]  grant channel prefix
+ARGV[3]  the key's name
+
+Returns:
+  {ownerToken1, fencingToken1, holder1, ...}   the evicted leases (holder "" when none); {} when none
+]]
+--- @include "_handover"
+--- @include "_permits"
+
+prunePermits(KEYS)
+local owners = redis.call('ZRANGE', KEYS[4], 0, -1)
+local reply = {}
+for i = 1, #owners do
+  local weight, token, _, holder = permitRecord(KEYS, owners[i])
+  if weight then
+    reply[#reply + 1] = owners[i]
+    reply[#reply + 1] = token
+    reply[#reply + 1] = holder
+    redis.call('HDEL', KEYS[1], 'o:' .. owners[i])
+  end
+end
+redis.call('DEL', KEYS[4])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'u', '0')
+end
+handOverPermits(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
+return reply

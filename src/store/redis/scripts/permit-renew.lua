@@ -1,0 +1,26 @@
+--[[
+permit-renew: extend one live lease of a semaphore or read/write lock, only for its owner. The fencing
+token does not change. Keys and records: see _permits.lua.
+
+KEYS[1..4] pool hash, wait queue, waiter records, lease ends
+ARGV[1]  owner token
+ARGV[2]  new lease length from now, ms (integer > 0)
+ARGV[3]  fencing grace, ms
+
+Returns:
+  {1, fencingToken, expiresAtMs}   renewed
+  {0}                              this token holds no live lease (ended, released, evicted, unknown)
+]]
+--- @include "_handover"
+--- @include "_permits"
+
+local weight, token, expiresAt, holder = permitRecord(KEYS, ARGV[1])
+if not weight or expiresAt <= nowMs then
+  return {0}
+end
+local newEnd = nowMs + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'o:' .. ARGV[1], fmt(weight) .. '|' .. fmt(token) .. '|' .. fmt(newEnd) .. '|' .. holder)
+redis.call('ZADD', KEYS[4], newEnd, ARGV[1])
+keepUntil(KEYS[1], newEnd + tonumber(ARGV[3]))
+keepUntil(KEYS[4], newEnd + tonumber(ARGV[3]))
+return {1, token, newEnd}

@@ -1,0 +1,178 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
+import type { StoreHarness } from './lock-store.contract.js';
+import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';
+
+/**
+ * Semaphores (a permit weighs 1 against the limit): at most `limit` live permits, each its own lease,
+ * fencing tokens increasing per semaphore, limit mismatches refused, FIFO hand-off. Part of the store
+ * contract, run on every store that has permits.
+ */
+export function describeSemaphoreContract(name: string, harness: StoreHarness): void {
+  describe(`semaphore contract: ${name}`, () => {
+    let instances: LockStore[];
+
+    beforeAll(async () => {
+      const first = await harness.open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 });
+      instances = [first, await harness.peer(first), await harness.peer(first)];
+    });
+    afterAll(async () => {
+      for (const store of new Set(instances)) await store.close();
+    });
+
+    const store = (i = 0) => instances[i % instances.length] as LockStore;
+    const take = (key: string, limit: number, call: Partial<PermitCall> = {}, i = 0) =>
+      takePermit(store(i), 'semaphore', key, { weight: 1, capacity: limit, ...call });
+    /** Waits (on conditions, not sleeps) until `n` callers are queued on `key`: arrival order is then settled. */
+    const waitersAre = (key: string, n: number) =>
+      expect.poll(async () => (await permitsOf(store()).inspectPermits('semaphore', key))?.waiters, { timeout: 10_000, interval: 10 }).toBe(n);
+
+    it('grants up to limit permits, each with a higher fencing token, then refuses with the time left', async () => {
+      const key = uniqueKey('sem-full');
+      const tokens: number[] = [];
+      for (let i = 0; i < 3; i++) tokens.push(granted(await take(key, 3, { ttlMs: 3_000 }, i)).fencingToken);
+      expect([...tokens].sort((a, b) => a - b)).toEqual(tokens);
+      expect(new Set(tokens).size).toBe(3);
+      const refused = await take(key, 3, { ttlMs: 3_000 }, 1);
+      expect(refused).toMatchObject({ acquired: false, reason: 'full' });
+      if (refused.acquired) return;
+      expect(refused.retryAfterMs).toBeGreaterThan(0);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(3_000);
+    });
+
+    it('refuses a caller whose limit differs from the live one, and takes a new limit once every permit is gone', async () => {
+      const key = uniqueKey('sem-mismatch');
+      const a = granted(await take(key, 2, { ttlMs: 4_000 }));
+      const other = await take(key, 5, {}, 1);
+      expect(other).toMatchObject({ acquired: false, reason: 'mismatch', capacity: 2 });
+      if (other.acquired || other.reason !== 'mismatch') return;
+      expect(other.retryAfterMs).toBeGreaterThan(0);
+      expect(other.retryAfterMs).toBeLessThanOrEqual(4_000);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, a.ownerToken)).toBe(true);
+      const renamed = granted(await take(key, 5, {}, 2));
+      expect(renamed.fencingToken).toBeGreaterThan(a.fencingToken);
+      expect((await permitsOf(store()).inspectPermits('semaphore', key))?.capacity).toBe(5);
+    });
+
+    it('each permit is its own lease: one that is not renewed ends alone and its room is free again', async () => {
+      const key = uniqueKey('sem-expire');
+      const short = granted(await take(key, 2, { ttlMs: 10_000 }));
+      const long = granted(await take(key, 2, { ttlMs: 10_000 }, 1));
+      expect((await take(key, 2, {}, 2)).acquired).toBe(false);
+      // One permit is left to run out soon (a holder that crashed after its last renewal).
+      const shortened = await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 200);
+      if (!shortened.renewed) throw new Error('not renewed');
+      await sleep(shortened.expiresAtMs - Date.now() + 30);
+      const next = granted(await take(key, 2, {}, 2));
+      expect(next.fencingToken).toBeGreaterThan(long.fencingToken);
+      expect(await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 5_000)).toEqual({ renewed: false });
+      expect(await permitsOf(store()).releasePermit('semaphore', key, short.ownerToken)).toBe(false);
+      const state = await permitsOf(store(1)).inspectPermits('semaphore', key);
+      expect(state?.holders.map((h) => h.fencingToken)).toEqual([long.fencingToken, next.fencingToken]);
+    });
+
+    it('renew keeps the token and moves only that permit; wrong tokens change nothing', async () => {
+      const key = uniqueKey('sem-renew');
+      const a = granted(await take(key, 2, { ttlMs: 1_000, holder: 'a' }));
+      const b = granted(await take(key, 2, { ttlMs: 1_000, holder: 'b' }, 1));
+      const renewed = await permitsOf(store(2)).renewPermit('semaphore', key, a.ownerToken, 30_000);
+      expect(renewed).toMatchObject({ renewed: true, fencingToken: a.fencingToken });
+      expect(await permitsOf(store()).renewPermit('semaphore', key, newOwnerToken(), 30_000)).toEqual({ renewed: false });
+      expect(await permitsOf(store()).releasePermit('semaphore', key, newOwnerToken())).toBe(false);
+      const state = await permitsOf(store()).inspectPermits('semaphore', key);
+      expect(state?.holders.map((h) => [h.holder, h.fencingToken])).toEqual([
+        ['a', a.fencingToken],
+        ['b', b.fencingToken],
+      ]);
+      expect(state?.holders[0]?.expiresAtMs).toBeGreaterThan(b.expiresAtMs);
+      expect(JSON.stringify(state)).not.toContain(a.ownerToken);
+    });
+
+    it('waiters are granted in arrival order as permits free up, across instances', async () => {
+      const key = uniqueKey('sem-fifo');
+      const held = granted(await take(key, 1));
+      const first = take(key, 1, { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      const second = take(key, 1, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 2);
+      // A newcomer that does not wait never jumps the queue.
+      expect((await take(key, 1)).acquired).toBe(false);
+      expect((await permitsOf(store()).inspectPermits('semaphore', key))?.waiters).toBe(2);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, held.ownerToken)).toBe(true);
+      const one = granted(await first);
+      expect(one.fencingToken).toBeGreaterThan(held.fencingToken);
+      expect(await permitsOf(store(1)).releasePermit('semaphore', key, one.ownerToken)).toBe(true);
+      const two = granted(await second);
+      expect(two.fencingToken).toBeGreaterThan(one.fencingToken);
+    });
+
+    it('a permit that runs out is handed to the first waiter', async () => {
+      const key = uniqueKey('sem-handoff-expiry');
+      const holder = granted(await take(key, 1, { ttlMs: 10_000 }));
+      const waiting = take(key, 1, { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      const shortened = await permitsOf(store()).renewPermit('semaphore', key, holder.ownerToken, 300);
+      if (!shortened.renewed) throw new Error('not renewed');
+      const waiter = granted(await waiting);
+      expect(Date.now()).toBeGreaterThanOrEqual(shortened.expiresAtMs - 50);
+      expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
+    });
+
+    it('a wait that runs out gets no permit and says when the first one ends', async () => {
+      const key = uniqueKey('sem-timeout');
+      granted(await take(key, 1, { ttlMs: 5_000 }));
+      const outcome = await take(key, 1, { waitMs: 150 }, 1);
+      expect(outcome).toMatchObject({ acquired: false, reason: 'full' });
+      expect((await permitsOf(store()).inspectPermits('semaphore', key))?.waiters).toBe(0);
+    });
+
+    it('never more than limit holders among many concurrent acquirers', async () => {
+      const key = uniqueKey('sem-race');
+      const results = await Promise.all(Array.from({ length: 60 }, (_, i) => take(key, 4, {}, i)));
+      expect(results.filter((r) => r.acquired)).toHaveLength(4);
+      expect((await permitsOf(store()).inspectPermits('semaphore', key))?.holders).toHaveLength(4);
+    });
+
+    it('force release ends every permit, keeps the fencing sequence and hands the room on', async () => {
+      const key = uniqueKey('sem-force');
+      const a = granted(await take(key, 2, { holder: 'a' }));
+      const b = granted(await take(key, 2, {}, 1));
+      const waiter = take(key, 2, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 1);
+      const evicted = await permitsOf(store()).forceReleasePermits('semaphore', key);
+      expect(evicted.map((e) => [e.holder, e.fencingToken]).sort()).toEqual(
+        [
+          ['a', a.fencingToken],
+          [null, b.fencingToken],
+        ].sort(),
+      );
+      const handed = granted(await waiter);
+      expect(handed.fencingToken).toBeGreaterThan(b.fencingToken);
+      expect(await permitsOf(store()).renewPermit('semaphore', key, a.ownerToken, 5_000)).toEqual({ renewed: false });
+      expect(await permitsOf(store()).forceReleasePermits('semaphore', uniqueKey('sem-none'))).toEqual([]);
+    });
+
+    it('a semaphore and a lock or read/write lock of the same name are separate', async () => {
+      const key = uniqueKey('sem-kinds');
+      granted(await take(key, 1));
+      expect((await store().acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(true);
+      expect((await takePermit(store(), 'rwlock', key, { weight: 10_000, capacity: 10_000 })).acquired).toBe(true);
+    });
+
+    it('lists semaphores with live permits by id prefix', async () => {
+      const prefix = uniqueKey('sem-list');
+      for (const suffix of ['a', 'b', 'c']) granted(await take(`${prefix}:${suffix}`, 2));
+      const found: string[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 50; page++) {
+        const listed = await permitsOf(store()).listPermits('semaphore', { prefix, limit: 2, cursor });
+        for (const entry of listed.entries) found.push(entry.key);
+        if (listed.nextCursor === null) break;
+        cursor = listed.nextCursor;
+      }
+      expect([...new Set(found)].sort()).toEqual(['a', 'b', 'c'].map((s) => `${prefix}:${s}`));
+    });
+  });
+}

@@ -1,0 +1,167 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
+import { ChangeWatch, lockIndex } from '../../src/domain/watch.js';
+import type { StoreHarness } from './lock-store.contract.js';
+
+/** Ids of one namespace (`ns/...`), so a lock set's keys share one Redis Cluster slot, as the service makes them. */
+const uniqueId = (name: string) => `ns-${randomUUID().slice(0, 8)}/${name}`;
+
+/** Watch index, lock-delay and lock sets: part of the one store contract (skipped where a store answers not_supported). */
+export function describeWatchAndSetsContract(name: string, harness: StoreHarness): void {
+  describe(`lock store contract, watch, lock-delay, lock sets: ${name}`, () => {
+    let a: LockStore;
+    let b: LockStore;
+    let watchB: ChangeWatch;
+
+    beforeAll(async () => {
+      a = await harness.open({ fenceGraceMs: 60_000 });
+      b = await harness.peer(a);
+      watchB = new ChangeWatch(b, (id) => b.inspectIndexed(id));
+    });
+    afterAll(async () => {
+      for (const store of new Set([a, b])) await store.close();
+    });
+
+    const grant = async (store: LockStore, key: string, ttlMs = 5_000, lockDelayMs = 0) => {
+      const ownerToken = newOwnerToken();
+      const outcome = await store.acquire({ key, ownerToken, ttlMs, holder: null, lockDelayMs });
+      if (!outcome.acquired) throw new Error(`not granted: ${key}`);
+      return { ...outcome, ownerToken };
+    };
+    const index = async (store: LockStore, key: string) => lockIndex(await store.inspectIndexed(key));
+
+    it('index: 1 for an unknown key, 2 x token while held, 2 x token + 1 once released; renew keeps it', async () => {
+      const key = uniqueId('index');
+      expect(await index(a, key)).toBe(1);
+      const g = await grant(a, key);
+      expect(await index(b, key)).toBe(2 * g.fencingToken);
+      await a.renew(key, g.ownerToken, 5_000);
+      expect(await index(b, key)).toBe(2 * g.fencingToken);
+      await a.release(key, g.ownerToken);
+      expect(await index(b, key)).toBe(2 * g.fencingToken + 1);
+      const g2 = await grant(a, key);
+      expect(2 * g2.fencingToken).toBeGreaterThan(2 * g.fencingToken + 1);
+    });
+
+    it('a blocking query on another instance wakes on a grant, a release and a force release', async () => {
+      const key = uniqueId('wake');
+      const start = await watchB.current(key);
+      const woken = watchB.wait(key, start.index, 10_000);
+      const g = await grant(a, key);
+      expect((await woken).index).toBe(2 * g.fencingToken);
+      const released = watchB.wait(key, 2 * g.fencingToken, 10_000);
+      await a.release(key, g.ownerToken);
+      expect((await released).state).toBeNull();
+      const g2 = await grant(a, key);
+      const forced = watchB.wait(key, 2 * g2.fencingToken, 10_000);
+      await a.forceRelease(key);
+      expect((await forced).index).toBe(2 * g2.fencingToken + 1);
+    });
+
+    it('a blocking query wakes when the lease expires (nothing writes then: the watcher times it)', async () => {
+      const key = uniqueId('expiry');
+      const g = await grant(a, key, 300);
+      const began = performance.now();
+      const view = await watchB.wait(key, 2 * g.fencingToken, 10_000);
+      expect(view.index).toBe(2 * g.fencingToken + 1);
+      expect(performance.now() - began).toBeLessThan(5_000);
+    });
+
+    it('an unchanged key answers after waitMs with the same index; a different index answers at once', async () => {
+      const key = uniqueId('timeout');
+      const g = await grant(a, key);
+      const began = performance.now();
+      const view = await watchB.wait(key, 2 * g.fencingToken, 300);
+      expect(view.index).toBe(2 * g.fencingToken);
+      expect(performance.now() - began).toBeGreaterThanOrEqual(290);
+      const atOnce = performance.now();
+      expect((await watchB.wait(key, 12345, 10_000)).index).toBe(2 * g.fencingToken);
+      expect(performance.now() - atOnce).toBeLessThan(2_000);
+      expect(watchB.size).toBe(0);
+    });
+
+    describe('lock-delay', () => {
+      it('an EXPIRED lease keeps the lock unavailable for its delay, then it is free', async (ctx) => {
+        if (!a.supportsLockDelay) ctx.skip();
+        const key = uniqueId('delay');
+        await grant(a, key, 200, 1_000);
+        await sleep(300);
+        const refused = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        expect(refused.acquired).toBe(false);
+        if (!refused.acquired) expect(refused.retryAfterMs).toBeGreaterThan(300);
+        const view = await b.inspectIndexed(key);
+        expect(view.state).toBeNull();
+        expect(view.lockDelayUntilMs).toBeGreaterThan(Date.now());
+        await expect.poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, { timeout: 5_000 }).toBe(true);
+      });
+
+      it('a release ends it at once; a waiter is handed the lock only once the delay is over', async (ctx) => {
+        if (!a.supportsLockDelay) ctx.skip();
+        const key = uniqueId('delay-release');
+        const g = await grant(a, key, 5_000, 5_000);
+        await a.release(key, g.ownerToken);
+        await grant(b, key, 200, 800);
+        const waited = b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 8_000 });
+        const began = performance.now();
+        expect((await waited).acquired).toBe(true);
+        // Lease (200) + delay (800), less what passed before the wait began.
+        expect(performance.now() - began).toBeGreaterThan(700);
+      });
+    });
+
+    describe('lock sets', () => {
+      const sets = (): LockSetStore => a.lockSets as LockSetStore;
+
+      it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async (ctx) => {
+        if (a.lockSets === undefined) ctx.skip();
+        // One namespace for the whole set, as the service composes it (one Cluster slot).
+        const ns = uniqueId('set').split('/')[0] as string;
+        const [k1, k2, k3] = ['x1', 'x2', 'x3'].map((n) => `${ns}/${n}`) as [string, string, string];
+        const single = await grant(b, k2);
+        const refused = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+        expect(refused.acquired).toBe(false);
+        if (!refused.acquired) expect(refused.busyKey).toBe(k2);
+        expect(await a.inspect(k1)).toBeNull();
+        expect(await a.inspect(k3)).toBeNull();
+        await b.release(k2, single.ownerToken);
+        const ownerToken = newOwnerToken();
+        const set = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken, ttlMs: 5_000, holder: 'mover' });
+        expect(set.acquired).toBe(true);
+        if (!set.acquired) return;
+        expect(set.fencingTokens[1]).toBeGreaterThan(single.fencingToken);
+        expect((await b.acquire({ key: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect((await b.inspect(k1))?.holder).toBe('mover');
+        // Renew all or none.
+        expect((await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(true);
+        await b.forceRelease(k3);
+        expect((await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(false);
+        expect(await b.lockSets?.releaseSet([k1, k2, k3], ownerToken)).toBe(true);
+        expect(await b.inspect(k1)).toBeNull();
+        expect(await b.lockSets?.releaseSet([k1, k2, k3], ownerToken)).toBe(false);
+      });
+
+      it('overlapping sets asked for at once from two instances: one wins whole, the other gets nothing', async (ctx) => {
+        if (a.lockSets === undefined) ctx.skip();
+        for (let round = 0; round < 20; round++) {
+          const ns = uniqueId('race').split('/')[0] as string;
+          const [p, q, r] = ['p', 'q', 'r'].map((n) => `${ns}/${n}`) as [string, string, string];
+          const first = { keys: [p, q], ownerToken: newOwnerToken() };
+          const second = { keys: [q, r], ownerToken: newOwnerToken() };
+          const [one, two] = await Promise.all([
+            a.lockSets?.acquireSet({ ...first, ttlMs: 5_000, holder: 'one' }),
+            b.lockSets?.acquireSet({ ...second, ttlMs: 5_000, holder: 'two' }),
+          ]);
+          expect([one?.acquired, two?.acquired].filter(Boolean)).toHaveLength(1);
+          const winner = one?.acquired ? 'one' : 'two';
+          const lonely = winner === 'one' ? r : p;
+          expect(await a.inspect(lonely)).toBeNull();
+          expect((await a.inspect(q))?.holder).toBe(winner);
+        }
+      });
+    });
+  });
+}
