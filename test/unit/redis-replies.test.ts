@@ -78,8 +78,8 @@ describe('Redis script replies', () => {
   it('inspect, heartbeat, force release, scan', () => {
     expect(parseInspect([1, 7, 900, 80, 'w1', 2])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900, ttlRemainingMs: 80, holder: 'w1', waiters: 2 });
     expect(parseInspect([1, 7, 900, 80, '', 0])).toMatchObject({ holder: null });
-    expect(parseInspect([0])).toEqual({ held: false });
-    for (const reply of [[1, 7, 900, 80, 1, 2], [1, 7, 900, 80, 'w'], [2, 7, 900, 80, 'w', 2], [0, 1], [1, 7, 900, 80, 'w', 'x'], 'x']) {
+    expect(parseInspect([0, 7, 30])).toEqual({ held: false, lastFencingToken: 7, lockDelayLeftMs: 30 });
+    for (const reply of [[1, 7, 900, 80, 1, 2], [1, 7, 900, 80, 'w'], [2, 7, 900, 80, 'w', 2], [0], [0, 1], [0, 7, 'x'], [1, 7, 900, 80, 'w', 'x'], 'x']) {
       expect(() => parseInspect(reply)).toThrow(UnexpectedReplyError);
     }
     expect(parseHeartbeat([300, 'w9'])).toEqual({ remainingLeaseMs: 300, grantedWaiterId: 'w9' });
