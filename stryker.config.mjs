@@ -30,12 +30,12 @@ export default {
   // not a safety bug, and a changed key fragment breaks every store test at once. Leaving them out
   // keeps the run within its time budget on a 2-core machine.
   mutator: { excludedMutations: ['StringLiteral'] },
-  // The safety tests mostly wait on real timers (leases of a few hundred ms), not on the CPU: four
-  // runners keep two cores busy.
-  concurrency: 4,
-  // Above the tests' own time-out (test/mutants/vitest.config.ts): a hung test is then a failed test
-  // (killed), not a runner StrykerJS has to kill and restart.
-  timeoutMS: 60_000,
+  // Two runners: the machine has two cores and is shared; more runners only stretch the timing-based tests.
+  concurrency: 2,
+  // Above the tests' own time-out (test/mutants/vitest.config.ts, 15 s): a hung test is then a failed
+  // test (killed), not a runner StrykerJS has to kill and restart. Only a mutant that spins the event
+  // loop (an endless loop) reaches this one; each such costs this long, so it is kept short.
+  timeoutMS: 20_000,
   reporters: ['progress', 'clear-text', 'json', 'html'],
   jsonReporter: { fileName: `reports/mutation/stryker-${name}.json` },
   htmlReporter: { fileName: `reports/mutation/stryker-${name}.html` },

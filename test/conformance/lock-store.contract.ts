@@ -122,6 +122,22 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect((await acquire(key)).acquired).toBe(false);
     });
 
+    it('renew measures the new lease from now, not from the old lease end: a shorter renew shortens it', async () => {
+      // The test above cannot tell "now + ttl" from "old end + ttl" once its 50 ms sleep stretches past
+      // 250 ms on a busy machine; here the two differ by the 60 s still left on the grant.
+      const key = uniqueKey('renew-shorter');
+      const grant = await acquire(key, 60_000);
+      if (!grant.acquired) throw new Error('not granted');
+      const before = Date.now();
+      const renewed = await store.renew(key, grant.ownerToken, 1_000);
+      const after = Date.now();
+      if (!renewed.renewed) throw new Error('not renewed');
+      expect(renewed.expiresAtMs).toBeGreaterThanOrEqual(before + 1_000 - 50);
+      expect(renewed.expiresAtMs).toBeLessThanOrEqual(after + 1_000 + 50);
+      expect((await store.inspect(key))?.ttlRemainingMs).toBeLessThanOrEqual(1_000);
+      expect(await store.release(key, grant.ownerToken)).toBe(true);
+    });
+
     it('release frees the lock; the next grant has a higher token; a second release fails', async () => {
       const key = uniqueKey('release');
       const grant = await acquire(key);

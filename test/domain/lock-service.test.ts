@@ -54,6 +54,20 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
     await locks.release(ns, 'b', next.ownerToken);
   });
 
+  it('quota: a caller queued behind a held lock holds a slot while it waits', async () => {
+    const ns = uniqueNamespace();
+    const capTwo = new LockService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 2 });
+    const holder = await capTwo.acquire(ns, 'a', 60_000);
+    const caller = new AbortController();
+    const waiting = capTwo.acquire(ns, 'a', 5_000, { waitMs: 10_000, signal: caller.signal }).catch((err: unknown) => err);
+    await vi.waitFor(async () => expect((await capTwo.inspect(ns, 'a'))?.waiters).toBe(1), { timeout: 10_000 });
+    // The holder and the queued caller fill the cap of two.
+    await expect(capTwo.acquire(ns, 'b', 5_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    caller.abort();
+    await waiting;
+    await capTwo.release(ns, 'a', holder.ownerToken);
+  });
+
   it('quota: a renewed lease still counts after the end of the slot its grant reserved', async () => {
     const ns = uniqueNamespace();
     const ttlMs = 1_000;

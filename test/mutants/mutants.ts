@@ -96,6 +96,27 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'renew does not extend the quota slot (Redis)',
   },
   {
+    id: 'acquire-quota-off-by-one',
+    file: 'src/store/redis/scripts/acquire.lua',
+    find: "  local n = redis.call('ZCARD', slotsKey)\n  if n >= maxSlots then",
+    replace: "  local n = redis.call('ZCARD', slotsKey)\n  if n > maxSlots then",
+    what: 'quota inside acquire: a namespace may hold one lock over its cap (Redis)',
+  },
+  {
+    id: 'acquire-no-slot-when-waiting',
+    file: 'src/store/redis/scripts/acquire.lua',
+    find: 'local full = takeSlot(KEYS[4], ARGV[1], nowMs + waitMs + ttlMs, maxSlots)',
+    replace: 'local full = nil',
+    what: 'quota inside acquire: a caller that waits takes no slot (Redis)',
+  },
+  {
+    id: 'renew-no-slot-move',
+    file: 'src/store/redis/scripts/renew.lua',
+    find: "if redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', newExpiresAt, ARGV[1]) == 1 and",
+    replace: 'if false and',
+    what: 'renew does not move the quota slot along with the lease (Redis, inside renew)',
+  },
+  {
     id: 'clock-floor-ms',
     file: 'src/store/redis/scripts/_handover.lua',
     find: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)',
@@ -171,5 +192,78 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     find: 'Math.floor(nowMs * 1000)',
     replace: 'Math.floor(nowMs)',
     what: 'fencing clock floor in milliseconds instead of microseconds (embedded store)',
+  },
+];
+
+/**
+ * The five bugs `npm test` used to miss (see docs/testing.md), each with the one test that must fail on
+ * it. `npm run test:mutants` plants each and runs that test alone (vitest -t), so the report shows the
+ * named test failing on the named bug, not some other test that happened to fail on a busy machine.
+ * The same test is first run on the unchanged code, where it must pass.
+ */
+export interface FocusedProof {
+  /** The bug, in the words of the table in docs/testing.md. */
+  readonly bug: string;
+  /** Ids from PLANTED_MUTANTS. */
+  readonly mutants: readonly string[];
+  readonly testFile: string;
+  /** The test's full name as vitest prints it (describe > it), matched exactly. */
+  readonly testName: string;
+}
+
+export const FOCUSED_PROOFS: readonly FocusedProof[] = [
+  {
+    bug: 'late-grant guard turned off',
+    mutants: ['late-grant-guard-off'],
+    testFile: 'test/redis/late-reply.test.ts',
+    testName: 'a store reply that arrives past half the lease acquire: 503 store_unavailable, nothing granted, and the lease is given back in Redis at once',
+  },
+  {
+    bug: 'fencing token from the clock only, without "last + 1" (embedded store)',
+    mutants: ['fencing-clock-only-ts'],
+    testFile: 'test/unit/memory-store-clock.test.ts',
+    testName: 'embedded store on a fake clock a frozen clock: each grant inside the same microsecond is numbered last + 1',
+  },
+  {
+    bug: 'fencing token from the clock only, without "last + 1" (Redis)',
+    mutants: ['fencing-clock-only-lua'],
+    testFile: 'test/redis/scripts.test.ts',
+    testName: 'acquire.lua the fencing token is last + 1 when the last one is ahead of the clock',
+  },
+  {
+    bug: 'no quota slot taken when waitMs > 0',
+    mutants: ['no-slot-when-waiting'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap",
+  },
+  {
+    bug: 'renew does not extend the quota slot',
+    mutants: ['renew-no-slot-extend'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' quota: a renewed lease still counts after the end of the slot its grant reserved",
+  },
+  {
+    bug: 'no quota slot taken when waitMs > 0 (Redis, inside acquire)',
+    mutants: ['acquire-no-slot-when-waiting'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'redis' quota: a caller queued behind a held lock holds a slot while it waits",
+  },
+  {
+    bug: 'renew does not extend the quota slot (Redis, inside renew)',
+    mutants: ['renew-no-slot-move'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'redis' quota: a renewed lease still counts after the end of the slot its grant reserved",
+  },
+  {
+    bug: 'lease not given back when the waiting caller has left',
+    mutants: ['waiter-left-lease-kept'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'embedded (memory)' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
+  },
+  {
+    bug: 'lease not given back when the waiting caller has left (Redis wait room)',
+    mutants: ['waiter-left-lease-kept-redis'],
+    testFile: 'test/domain/lock-service.test.ts',
+    testName: "lock service over 'redis' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
   },
 ];

@@ -3,7 +3,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, write
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
+import { FOCUSED_PROOFS, type FocusedProof, PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
 import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
 
 /**
@@ -16,10 +16,18 @@ import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
  *   --parts a,b        run StrykerJS on these parts of the scope only (stryker.config.mjs PARTS; default all)
  *   --only id,id       plant only these mutants (the report is then not written)
  *   --concurrency n    planted mutants run at once (default 2)
+ *   --skip-focused     leave out the focused proofs (FOCUSED_PROOFS: one named test alone against its bug)
+ *   --focused-only     only the focused proofs (with --only: those of these mutants); with --update-record
+ *                      their rows replace those of the last planted run's record (marked with when they ran)
+ *   --stryker-only     only StrykerJS (the parts of --parts), then the report
+ *   --report-only      write reports/mutation/summary.md from the last runs' records (stryker-<part>.json and
+ *                      .run.json, planted.run.json), run nothing
  */
 
 /** Every test file here is part of `npm test`: what kills a planted mutant here, `npm test` catches too. */
 export const SAFETY_TEST_FILES = [
+  'test/unit/safety-core.test.ts',
+  'test/unit/memory-store-rules.test.ts',
   'test/conformance/memory-store.test.ts',
   'test/conformance/redis-store.test.ts',
   'test/domain/lock-service.test.ts',
@@ -46,6 +54,11 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     concurrency: { type: 'string', default: '2' },
     parts: { type: 'string' },
+    'skip-focused': { type: 'boolean', default: false },
+    'focused-only': { type: 'boolean', default: false },
+    'stryker-only': { type: 'boolean', default: false },
+    'report-only': { type: 'boolean', default: false },
+    'update-record': { type: 'boolean', default: false },
   },
 });
 
@@ -90,11 +103,17 @@ interface VitestJson {
 
 /** Runs the safety tests in `dir`, stopping at the first failure; returns the first failing test, or null if all passed. */
 function runSafetyTests(dir: string): Promise<string | null> {
+  return runVitest(dir, ['--bail=1', ...SAFETY_TEST_FILES]);
+}
+
+/** Runs vitest in `dir` with `args`; returns the first failing test ("file > name"), or null if all passed. */
+function runVitest(dir: string, args: readonly string[], onReport?: (report: VitestJson) => void): Promise<string | null> {
   const out = join(dir, '.tmp/vitest-result.json');
+  rmSync(out, { force: true });
   return new Promise((resolvePromise) => {
     const child = spawn(
       process.execPath,
-      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--bail=1', '--reporter=json', `--outputFile=${out}`, ...SAFETY_TEST_FILES],
+      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config=test/mutants/vitest.safety.config.ts', '--reporter=json', `--outputFile=${out}`, ...args],
       { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
     );
     let stderr = '';
@@ -102,6 +121,7 @@ function runSafetyTests(dir: string): Promise<string | null> {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
     child.on('exit', (code) => {
+      if (onReport && existsSync(out)) onReport(JSON.parse(readFileSync(out, 'utf8')) as VitestJson);
       if (code === 0) return resolvePromise(null);
       try {
         const report = JSON.parse(readFileSync(out, 'utf8')) as VitestJson;
@@ -138,6 +158,66 @@ async function runPlanted(mutant: PlantedMutant): Promise<PlantedResult> {
   }
 }
 
+interface FocusedResult {
+  readonly proof: FocusedProof;
+  readonly mutant: string;
+  /** How the named test ended on the unchanged code, then with the mutant planted. */
+  readonly clean: string;
+  readonly mutated: string;
+  readonly seconds: number;
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Runs one named test alone in `dir`; returns its status (passed, failed, or "not run" when no test has that name). */
+async function runNamedTest(dir: string, proof: FocusedProof): Promise<string> {
+  let status = 'not run';
+  await runVitest(dir, [proof.testFile, '-t', `^${escapeRegExp(proof.testName)}$`], (report) => {
+    for (const file of report.testResults) {
+      const found = file.assertionResults.find((a) => a.fullName === proof.testName);
+      if (found) status = found.status;
+      else if (file.status === 'failed') status = `file failed to run: ${(file.message ?? '').split('\n')[0]}`;
+    }
+  });
+  return status;
+}
+
+/** Each focused proof: its test passes on the code as it is, and fails with its mutant planted. */
+async function runFocused(proof: FocusedProof, mutantId: string): Promise<FocusedResult> {
+  const started = performance.now();
+  const mutant = PLANTED_MUTANTS.find((m) => m.id === mutantId);
+  if (!mutant) throw new Error(`focused proof names an unknown mutant ${mutantId}`);
+  const dir = makeSandbox(`focused-${mutantId}`);
+  try {
+    const clean = await runNamedTest(dir, proof);
+    if (!plant(dir, mutant)) return { proof, mutant: mutantId, clean, mutated: 'no-match', seconds: 0 };
+    const mutated = await runNamedTest(dir, proof);
+    return { proof, mutant: mutantId, clean, mutated, seconds: Math.round((performance.now() - started) / 1000) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function focusedTable(results: readonly FocusedResult[]): string {
+  const rows = results.map(
+    (r) =>
+      `| ${r.proof.bug} | ${r.mutant} | \`${r.proof.testFile}\` > ${r.proof.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds} |`,
+  );
+  return ['| bug | mutant | the test, run alone | without the mutant | with it | s |', '|---|---|---|---|---|---:|', ...rows].join('\n');
+}
+
+const focusedRow = (r: FocusedResult) => ({
+  bug: r.proof.bug,
+  mutant: r.mutant,
+  testFile: r.proof.testFile,
+  testName: r.proof.testName,
+  clean: r.clean,
+  mutated: r.mutated,
+  seconds: r.seconds,
+});
+
+const proven = (r: FocusedResult) => r.clean === 'passed' && r.mutated === 'failed';
+
 async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length);
   let next = 0;
@@ -156,20 +236,43 @@ async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item
 const STRYKER_PARTS = ['domain', 'memory', 'redis'] as const;
 const strykerReportOf = (part: string) => join(REPORT_DIR, `stryker-${part}.json`);
 
-/** Runs StrykerJS on each part in turn; returns the seconds each took. */
-function runStryker(parts: readonly string[]): Record<string, number> {
-  const seconds: Record<string, number> = {};
+/** How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at different times still report their own figures. */
+interface RunRecord {
+  readonly startedAt: string;
+  readonly seconds: number;
+  readonly commit: string;
+  /** Load average (1 min) at the start and at the end; the machine is shared. */
+  readonly loadBefore: number;
+  readonly loadAfter: number;
+}
+const runRecordOf = (name: string) => join(REPORT_DIR, `${name}.run.json`);
+const commitNow = () => spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
+
+function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}): void {
+  const entry: RunRecord = {
+    startedAt: startedAt.toISOString(),
+    seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
+    commit: commitNow(),
+    loadBefore,
+    loadAfter: loadavg()[0] as number,
+  };
+  mkdirSync(REPORT_DIR, { recursive: true });
+  writeFileSync(runRecordOf(name), `${JSON.stringify({ ...entry, ...extra }, null, 2)}\n`);
+}
+
+/** Runs StrykerJS on each part in turn (two runners each: the machine is shared), recording each part's run. */
+function runStryker(parts: readonly string[]): void {
   for (const part of parts) {
-    const started = performance.now();
-    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run'], {
+    const startedAt = new Date();
+    const loadBefore = loadavg()[0] as number;
+    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', '--concurrency', '2'], {
       cwd: ROOT,
       stdio: 'inherit',
       env: { ...process.env, STRYKER_PART: part },
     });
     if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
-    seconds[part] = (performance.now() - started) / 1000;
+    record(`stryker-${part}`, startedAt, loadBefore);
   }
-  return seconds;
 }
 
 const minutes = (s: number) => `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
@@ -193,45 +296,49 @@ function strykerTable(s: StrykerSummary): string {
   ].join('\n');
 }
 
-async function main(): Promise<void> {
-  const runStarted = performance.now();
-  const only = args.only?.split(',');
-  const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
-  const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
-  const strykerSeconds = args['skip-stryker'] || only ? null : runStryker(parts);
+interface PlantedRecord extends RunRecord {
+  readonly planted: ReadonlyArray<{ id: string; file: string; what: string; status: string; killedBy: string; seconds: number }>;
+  readonly focused: ReadonlyArray<{ bug: string; mutant: string; testFile: string; testName: string; clean: string; mutated: string; seconds: number }>;
+}
 
-  const baselineDir = makeSandbox('baseline');
-  const baselineFailure = await runSafetyTests(baselineDir);
-  rmSync(baselineDir, { recursive: true, force: true });
-  if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+const readJson = <T>(path: string): T | null => (existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as T) : null);
+const describeRun = (r: RunRecord | null) =>
+  r === null
+    ? 'time not recorded'
+    : `${minutes(r.seconds)} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
 
-  const planted = await runAll(selected, Number(args.concurrency), runPlanted);
-  const totalSeconds = (performance.now() - runStarted) / 1000;
-  console.log(`\n${plantedTable(planted)}\n`);
-  const killed = planted.filter((p) => p.status === 'killed').length;
-  console.log(`planted mutants killed ${killed}/${planted.length}`);
-  if (killed < planted.length) process.exitCode = 1;
-  if (only) return;
-
+/** summary.md from the last StrykerJS report of each part and the last planted run, each with its own time, load and commit. */
+function writeReport(): boolean {
   const reported = STRYKER_PARTS.filter((p) => existsSync(strykerReportOf(p)));
   const missing = STRYKER_PARTS.filter((p) => !reported.includes(p));
   const stryker = summariseStryker(reported.map(strykerReportOf), ROOT);
-
+  const perPart = reported.map((p) => {
+    const s = summariseStryker([strykerReportOf(p)], ROOT);
+    return `| ${p} | ${s.score.toFixed(1)} | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.noCoverage} | ${describeRun(readJson<RunRecord>(runRecordOf(`stryker-${p}`)))} |`;
+  });
+  const planted = readJson<PlantedRecord>(runRecordOf('planted'));
   const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
+  const plantedRows = (planted?.planted ?? []).map(
+    (r) => `| ${r.id} | \`${r.file}\` | ${r.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
+  );
+  const focusedRows = (planted?.focused ?? []).map(
+    (r: PlantedRecord['focused'][number] & { ranAt?: string }) =>
+      `| ${r.bug} | ${r.mutant} | \`${r.testFile}\` > ${r.testName} | ${r.clean} | **${r.mutated}** | ${r.seconds}${r.ranAt ? ` (run again alone ${r.ranAt})` : ''} |`,
+  );
   const report = [
     '# Mutation testing: last run',
     '',
-    `Run ${new Date().toISOString()} on ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end, Node ${process.version}.`,
-    strykerSeconds === null
-      ? 'StrykerJS: the reports of earlier runs (--skip-stryker).'
-      : `StrykerJS took ${Object.entries(strykerSeconds).map(([p, t]) => `${minutes(t)} (${p})`).join(', ')}.`,
+    `Written ${new Date().toISOString()} on ${cpus().length} cores, Node ${process.version}. Each part below was run on its own, at the time, load and commit it names: the machine is shared, so every time is given with its load.`,
     missing.length > 0 ? `**Not measured: StrykerJS part(s) ${missing.join(', ')} have no report.**` : 'Every StrykerJS part has a report.',
-    `Whole run: ${minutes(totalSeconds)}.`,
     '',
     '## StrykerJS: src/domain and src/store',
     '',
-    `Mutation score **${stryker.score.toFixed(1)} %** (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
+    `Mutation score **${stryker.score.toFixed(1)} %** over the parts reported (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
       'static mutants (module-level code) and string literals are left out (see docs/testing.md). Full reports: `reports/mutation/stryker-<part>.html`.',
+    '',
+    '| part | score % | killed | timed out | survived | no coverage | run |',
+    '|---|---:|---:|---:|---:|---:|---|',
+    ...perPart,
     '',
     strykerTable(stryker),
     '',
@@ -241,9 +348,21 @@ async function main(): Promise<void> {
     '',
     '## Planted mutants',
     '',
-    `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`).`,
+    planted === null ? '**Not run.**' : `Run: ${describeRun(planted)}.`,
     '',
-    plantedTable(planted),
+    `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`), up to the first failing test.`,
+    '',
+    '| mutant | file | planted bug | result | first failing test | s |',
+    '|---|---|---|---|---|---:|',
+    ...plantedRows,
+    '',
+    '## Focused proofs',
+    '',
+    'Each bug that `npm test` used to miss, planted alone, and the one test that must catch it run alone against it (`vitest run <file> -t <name>`), first on the unchanged code (it must pass), then with the mutant (it must fail).',
+    '',
+    '| bug | mutant | the test, run alone | without the mutant | with it | s |',
+    '|---|---|---|---|---|---:|',
+    ...focusedRows,
     '',
   ].join('\n');
   console.log(`\n${strykerTable(stryker)}\n`);
@@ -251,7 +370,65 @@ async function main(): Promise<void> {
   mkdirSync(REPORT_DIR, { recursive: true });
   writeFileSync(join(REPORT_DIR, 'summary.md'), report);
   console.log('written: reports/mutation/summary.md');
-  if (stryker.score < MIN_STRYKER_SCORE || missing.length > 0) process.exitCode = 1;
+  return stryker.score >= MIN_STRYKER_SCORE && missing.length === 0;
+}
+
+async function main(): Promise<void> {
+  if (args['report-only']) {
+    if (!writeReport()) process.exitCode = 1;
+    return;
+  }
+  const focusedOnly = args['focused-only'];
+  const only = args.only?.split(',') ?? (focusedOnly ? FOCUSED_PROOFS.flatMap((p) => p.mutants) : undefined);
+  const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
+  const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
+  if (!args['skip-stryker'] && !only) runStryker(parts);
+  if (args['stryker-only']) {
+    if (!writeReport()) process.exitCode = 1;
+    return;
+  }
+
+  const startedAt = new Date();
+  const loadBefore = loadavg()[0] as number;
+  let planted: PlantedResult[] = [];
+  if (!focusedOnly) {
+    const baselineDir = makeSandbox('baseline');
+    const baselineFailure = await runSafetyTests(baselineDir);
+    rmSync(baselineDir, { recursive: true, force: true });
+    if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+
+    planted = await runAll(selected, Number(args.concurrency), runPlanted);
+    console.log(`\n${plantedTable(planted)}\n`);
+    const killed = planted.filter((p) => p.status === 'killed').length;
+    console.log(`planted mutants killed ${killed}/${planted.length}`);
+    const noMatch = planted.filter((p) => p.status === 'no-match').map((p) => p.mutant.id);
+    if (noMatch.length > 0) {
+      console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
+    }
+    if (killed < planted.length) process.exitCode = 1;
+  }
+
+  const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
+  const focused = args['skip-focused'] ? [] : await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
+  if (focused.length > 0) {
+    console.log(`\n${focusedTable(focused)}\n`);
+    console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
+    if (!focused.every(proven)) process.exitCode = 1;
+  }
+  const last = readJson<PlantedRecord>(runRecordOf('planted'));
+  if (focusedOnly && args['update-record'] && last !== null) {
+    // Rows of the last planted run's record are replaced by these newer proofs (each row says when it ran).
+    const fresh = focused.map((r) => ({ ...focusedRow(r), ranAt: `${new Date().toISOString().slice(0, 16)}Z, commit ${commitNow()}` }));
+    const rows = last.focused.map((row) => fresh.find((f) => f.mutant === row.mutant) ?? row);
+    writeFileSync(runRecordOf('planted'), `${JSON.stringify({ ...last, focused: rows }, null, 2)}\n`);
+  }
+  if (only) return;
+
+  record('planted', startedAt, loadBefore, {
+    planted: planted.map((r) => ({ id: r.mutant.id, file: r.mutant.file, what: r.mutant.what, status: r.status, killedBy: r.killedBy, seconds: r.seconds })),
+    focused: focused.map(focusedRow),
+  });
+  if (!writeReport()) process.exitCode = 1;
 }
 
 await main();

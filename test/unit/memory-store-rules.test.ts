@@ -1,0 +1,218 @@
+import pino from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { TooManyWaitersError } from '../../src/domain/errors.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { AcquireOutcome } from '../../src/domain/lock-store.js';
+import { createStore } from '../../src/store/create-store.js';
+import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * The embedded store's bookkeeping that the shared contract does not pin down: what the sweep forgets
+ * and keeps, listing pages, the per-key queue cap, quota slots that only move later, and a caller that
+ * does not wait never being queued. On a clock the test moves, so nothing here sleeps.
+ */
+const GRACE_MS = 60_000;
+
+describe('embedded store: bookkeeping', () => {
+  const stores: MemoryStore[] = [];
+  afterEach(async () => {
+    for (const store of stores.splice(0)) await store.close();
+  });
+  const open = (clock: FakeClock, options: { sweepIntervalMs?: number; maxWaitersPerKey?: number } = {}) => {
+    const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0, clock: clock.now, ...options });
+    stores.push(store);
+    return store;
+  };
+  const grant = async (store: MemoryStore, key: string, ttlMs = 10_000) => {
+    const ownerToken = newOwnerToken();
+    const outcome: AcquireOutcome = await store.acquire({ key, ownerToken, ttlMs, holder: null });
+    if (!outcome.acquired) throw new Error('not granted');
+    return { ...outcome, ownerToken };
+  };
+
+  it('the sweep forgets a key exactly when its lease and grace period are over, never a live lease', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const released = await grant(store, 'released');
+    const renewed = await grant(store, 'renewed', 1_000);
+    const live = await grant(store, 'live', 10 * GRACE_MS);
+    await store.release('released', released.ownerToken);
+    const releasedAt = Math.floor(clock.nowMs);
+    await store.renew('renewed', renewed.ownerToken, 2_000);
+    const renewedEnd = Math.floor(clock.nowMs) + 2_000;
+    store.sweep();
+    expect([store.has('released'), store.has('renewed'), store.has('live'), store.size]).toEqual([true, true, true, 3]);
+    clock.set(releasedAt + GRACE_MS - 1);
+    store.sweep();
+    expect(store.has('released')).toBe(true);
+    clock.set(releasedAt + GRACE_MS);
+    store.sweep();
+    expect(store.has('released')).toBe(false);
+    clock.set(renewedEnd + GRACE_MS - 1);
+    store.sweep();
+    expect(store.has('renewed')).toBe(true);
+    clock.set(renewedEnd + GRACE_MS);
+    store.sweep();
+    expect(store.has('renewed')).toBe(false);
+    expect((await store.inspect('live'))?.fencingToken).toBe(live.fencingToken);
+  });
+
+  it('sweeps on its own timer when one is set, and not at all with 0', async () => {
+    const clock = new FakeClock();
+    const manual = open(clock);
+    const timed = open(clock, { sweepIntervalMs: 5 });
+    for (const store of [manual, timed]) {
+      const lease = await grant(store, 'k', 100);
+      await store.release('k', lease.ownerToken);
+    }
+    clock.advance(GRACE_MS + 1);
+    await vi.waitFor(() => expect(timed.has('k')).toBe(false), { timeout: 5_000 });
+    expect(manual.has('k')).toBe(true);
+  });
+
+  it('a caller that does not wait is never queued, not even for an instant', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const holder = await grant(store, 'k');
+    // Not awaited: the release below runs while this acquire's promise is still pending.
+    const notWaiting = store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 0 });
+    await store.release('k', holder.ownerToken);
+    expect(await notWaiting).toMatchObject({ acquired: false });
+    expect(await store.inspect('k')).toBeNull();
+  });
+
+  it('caps the callers queued on one key; 1000 unless configured', async () => {
+    const clock = new FakeClock();
+    for (const [store, cap] of [
+      [open(clock, { maxWaitersPerKey: 2 }), 2],
+      [open(clock), 1000],
+    ] as const) {
+      await grant(store, 'k');
+      const waits = Array.from({ length: cap }, () =>
+        store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch((err: unknown) => err),
+      );
+      await expect(store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })).rejects.toBeInstanceOf(
+        TooManyWaitersError,
+      );
+      expect((await store.inspect('k'))?.waiters).toBe(cap);
+      await store.close();
+      await Promise.all(waits);
+    }
+  });
+
+  it('a waiter that gives up leaves the queue, wherever it stood; an emptied queue is forgotten with its key', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const holder = await grant(store, 'k', 1_000);
+    const first = new AbortController();
+    const second = new AbortController();
+    const wait = (signal: AbortSignal) =>
+      store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000, signal }).catch((err: unknown) => err);
+    const waits = [wait(first.signal), wait(second.signal)];
+    expect((await store.inspect('k'))?.waiters).toBe(2);
+    second.abort();
+    expect((await store.inspect('k'))?.waiters).toBe(1);
+    first.abort();
+    expect((await store.inspect('k'))?.waiters).toBe(0);
+    await Promise.all(waits);
+    await store.release('k', holder.ownerToken);
+    clock.advance(GRACE_MS);
+    store.sweep();
+    expect(store.has('k')).toBe(false);
+  });
+
+  it('lists held locks in id order, a page at a time, with their time left and waiters; never expired or released ones', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    await grant(store, 'p/c', 5_000);
+    await grant(store, 'p/b', 5_000);
+    const a = await grant(store, 'p/a', 5_000);
+    await grant(store, 'p/expired', 1_000);
+    const released = await grant(store, 'p/released', 5_000);
+    await store.release('p/released', released.ownerToken);
+    await grant(store, 'q/other', 5_000);
+    const waiting = store.acquire({ key: 'p/a', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch(() => undefined);
+    clock.advance(1_000); // p/expired ends exactly now
+    const all = await store.list({ prefix: 'p/', limit: 10 });
+    expect(all.locks.map((l) => l.key)).toEqual(['p/a', 'p/b', 'p/c']);
+    expect(all.nextCursor).toBeNull();
+    expect(all.locks[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
+    expect(all.locks[1]?.waiters).toBe(0);
+    const exact = await store.list({ prefix: 'p/', limit: 3 });
+    expect(exact.nextCursor).toBeNull();
+    const first = await store.list({ prefix: 'p/', limit: 2 });
+    expect(first.locks.map((l) => l.key)).toEqual(['p/a', 'p/b']);
+    expect(first.nextCursor).toBe('p/b');
+    const rest = await store.list({ prefix: 'p/', limit: 2, cursor: 'p/b' });
+    expect(rest).toEqual({ locks: [expect.objectContaining({ key: 'p/c' })], nextCursor: null });
+    await store.close();
+    await waiting;
+  });
+
+  it('quota slots: an extend only moves a slot later; free and extend of unknown slots do nothing; freeing one keeps the others', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    await store.extendSlot('unknown-ns', 'x', clock.nowMs + 1_000);
+    await store.freeSlot('unknown-ns', 'x');
+    expect(await store.reserveSlot('ns', 'a', 10_000, 1)).toEqual({ reserved: true });
+    // Earlier than the slot's end: ignored.
+    await store.extendSlot('ns', 'a', Math.floor(clock.nowMs) + 1_000);
+    clock.advance(2_000);
+    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 8_000 });
+    // An unknown slot is not created by an extend.
+    await store.extendSlot('ns', 'ghost', Math.floor(clock.nowMs) + 50_000);
+    expect(await store.reserveSlot('ns', 'b', 1_000, 2)).toEqual({ reserved: true });
+    await store.freeSlot('ns', 'ghost');
+    // Freeing one slot keeps the rest: a and b still count against a cap of 2 after c is freed.
+    expect(await store.reserveSlot('ns', 'c', 1_000, 3)).toEqual({ reserved: true });
+    await store.freeSlot('ns', 'c');
+    expect(await store.reserveSlot('ns', 'd', 1_000, 2)).toMatchObject({ reserved: false });
+  });
+
+  it('the sweep forgets quota slots that ended, and a namespace whose slots all ended', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const slots = (store as unknown as { slots: Map<string, Map<string, number>> }).slots;
+    await store.reserveSlot('ns', 'a', 1_000, 5);
+    await store.reserveSlot('ns', 'b', 5_000, 5);
+    await store.reserveSlot('gone', 'a', 1_000, 5);
+    clock.advance(1_000);
+    store.sweep();
+    expect([...slots.keys()]).toEqual(['ns']);
+    expect([...(slots.get('ns')?.keys() ?? [])]).toEqual(['b']);
+    await store.freeSlot('ns', 'b');
+    expect(slots.size).toBe(0);
+  });
+});
+
+describe('createStore', () => {
+  it('builds the store the configuration names', async () => {
+    const warned: string[] = [];
+    const log = pino({ level: 'silent' });
+    const warn = vi.spyOn(log, 'warn').mockImplementation((...args: unknown[]) => void warned.push(String(args[1])));
+    const base = { fenceGraceMs: 1_000, limits: { maxWaitersPerKey: 5 } };
+    const memory = createStore({ ...base, store: { kind: 'memory' } }, log);
+    expect(memory.kind).toBe('memory');
+    expect(warned.join()).toMatch(/NOT shared/);
+    await memory.close();
+    warn.mockClear();
+    const redis = await RedisServer.start();
+    try {
+      const store = createStore(
+        { ...base, store: { kind: 'redis', connection: { mode: 'standalone', url: redis.url }, keyPrefix: 'cs:', commandTimeoutMs: 1_000, replicaAcks: null } },
+        log,
+      );
+      expect(store.kind).toBe('redis');
+      await vi.waitFor(() => store.ping(), { timeout: 10_000 });
+      await store.close();
+    } finally {
+      await redis.stop();
+    }
+    const etcd = createStore({ ...base, store: { kind: 'etcd', endpoints: ['127.0.0.1:1'], keyPrefix: 'cs/', commandTimeoutMs: 1_000 } }, log);
+    expect(etcd.kind).toBe('etcd');
+    await etcd.close();
+    expect(warn).not.toHaveBeenCalled();
+  });
+});

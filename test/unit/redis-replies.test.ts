@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { KeySpace, splitId } from '../../src/store/redis/keys.js';
+import {
+  MisalignedReplyError,
+  parseAcquire,
+  parseCancel,
+  parseForceRelease,
+  parseHandOver,
+  parseHeartbeat,
+  parseInspect,
+  parseRateLease,
+  parseRelease,
+  parseScan,
+  parseSlotExtend,
+  parseSlotReserve,
+  UnexpectedReplyError,
+  unwrapEcho,
+} from '../../src/store/redis/replies.js';
+
+/**
+ * Script replies are read strictly: each shape a script returns is read as it is meant, and anything
+ * else (a reply of another script, a mangled one) throws instead of being taken for a grant.
+ */
+describe('Redis script replies', () => {
+  it('a reply is only taken with the nonce of its own call', () => {
+    expect(unwrapEcho('acquire', ['n1', [1, 2, 3]], 'n1')).toEqual([1, 2, 3]);
+    for (const reply of [['n2', [1]], ['n1'], ['n1', 1, 2], [1, 'n1'], 'n1', null]) {
+      expect(() => unwrapEcho('acquire', reply, 'n1')).toThrow(MisalignedReplyError);
+    }
+  });
+
+  it('acquire: granted, replayed, held, queue full, queued; at least 1 ms to wait', () => {
+    expect(parseAcquire([1, 7, 900])).toEqual({ kind: 'granted', fencingToken: 7, expiresAtMs: 900 });
+    expect(parseAcquire([4, 7, 900, 'owner', 'w1'])).toEqual({ kind: 'replayed', fencingToken: 7, expiresAtMs: 900, ownerToken: 'owner', holder: 'w1' });
+    expect(parseAcquire([4, 7, 900, 'owner', ''])).toMatchObject({ holder: null });
+    expect(parseAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
+    expect(parseAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
+    expect(parseAcquire([3, 40])).toEqual({ kind: 'queued', retryAfterMs: 40 });
+    expect(parseAcquire([5, 70])).toEqual({ kind: 'quota_full', retryAfterMs: 70 });
+    for (const reply of [
+      [1, 7],
+      [1, 7, 900, 1],
+      [1, '7', 900],
+      [1, 7, 1.5],
+      [1, 7, Number.MAX_SAFE_INTEGER + 2],
+      [4, 7, 900, 'owner'],
+      [4, 7, 900, 1, 'w1'],
+      [4, 7, 900, 'owner', 1],
+      [6, 1],
+      [1.5, 1],
+      [1, 1, 1, 1, 1],
+      [0],
+      [0, 1, 2],
+      [3, 'x'],
+      'granted',
+      null,
+    ]) {
+      expect(() => parseAcquire(reply), JSON.stringify(reply)).toThrow(UnexpectedReplyError);
+    }
+  });
+
+  it('cancel, release, slot replies', () => {
+    expect(parseCancel([1, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900 });
+    expect(parseCancel([0, 30])).toEqual({ held: false, retryAfterMs: 30 });
+    for (const reply of [[1, 7], [0], [0, 1, 2], [2, 30], [1, 'x', 900], 0]) expect(() => parseCancel(reply)).toThrow(UnexpectedReplyError);
+    expect(parseRelease(1)).toBe(true);
+    expect(parseRelease(0)).toBe(false);
+    for (const reply of [2, '1', [1], null]) expect(() => parseRelease(reply)).toThrow(UnexpectedReplyError);
+    expect(parseSlotReserve([1])).toEqual({ reserved: true });
+    expect(parseSlotReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
+    expect(parseSlotReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
+    for (const reply of [[1, 2], [0], [2], [0, 'x'], 1]) expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
+    expect(parseSlotExtend(1)).toBe(true);
+    expect(parseSlotExtend(0)).toBe(false);
+    for (const reply of [2, [1]]) expect(() => parseSlotExtend(reply)).toThrow(UnexpectedReplyError);
+  });
+
+  it('inspect, heartbeat, force release, scan', () => {
+    expect(parseInspect([1, 7, 900, 80, 'w1', 2])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900, ttlRemainingMs: 80, holder: 'w1', waiters: 2 });
+    expect(parseInspect([1, 7, 900, 80, '', 0])).toMatchObject({ holder: null });
+    expect(parseInspect([0, 7, 30])).toEqual({ held: false, lastFencingToken: 7, lockDelayLeftMs: 30 });
+    for (const reply of [[1, 7, 900, 80, 1, 2], [1, 7, 900, 80, 'w'], [2, 7, 900, 80, 'w', 2], [0], [0, 1], [0, 7, 'x'], [1, 7, 900, 80, 'w', 'x'], 'x']) {
+      expect(() => parseInspect(reply)).toThrow(UnexpectedReplyError);
+    }
+    expect(parseHeartbeat([300, 'w9'])).toEqual({ remainingLeaseMs: 300, grantedWaiterId: 'w9' });
+    expect(parseHeartbeat([0, ''])).toEqual({ remainingLeaseMs: 0, grantedWaiterId: null });
+    for (const reply of [[300], [300, 1], [300, 'w', 1], ['x', 'w'], 'x']) expect(() => parseHeartbeat(reply)).toThrow(UnexpectedReplyError);
+    expect(parseForceRelease([1, 7, 'w1', 'owner'])).toEqual({ released: true, fencingToken: 7, holder: 'w1', ownerToken: 'owner' });
+    expect(parseForceRelease([1, 7, '', 'owner'])).toMatchObject({ holder: null });
+    expect(parseForceRelease([0])).toEqual({ released: false });
+    for (const reply of [[1, 7, 'w1'], [1, 7, 1, 'owner'], [1, 7, 'w1', 1], [2, 7, 'w', 'o'], [0, 0], 'x']) {
+      expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
+    }
+    expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
+    for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x']) expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
+    expect(parseScan(['0', ['a', 'b']])).toEqual({ cursor: '0', keys: ['a', 'b'] });
+    for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null]) expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
+  });
+
+  it('hand-over announcements: the waiter id of a well-formed message, else null', () => {
+    expect(parseHandOver('w1|7|900|ns/k')).toBe('w1');
+    for (const message of ['w1|7|900', '|7|900|k', 'w1|x|900|k', 'w1|7|900|', `w1|${'9'.repeat(20)}|900|k`, `w1|7|${'9'.repeat(20)}|k`]) {
+      expect(parseHandOver(message), message).toBeNull();
+    }
+  });
+});
+
+describe('Redis key names: edge cases', () => {
+  const space = new KeySpace('kh:');
+
+  it('splits an id at its first separator; an id without a group (or starting with one) is its own group', () => {
+    expect(splitId('a/b/c')).toEqual({ group: 'a', name: 'b/c' });
+    expect(splitId('plain')).toEqual({ group: 'plain', name: '' });
+    expect(splitId('/x')).toEqual({ group: '/x', name: '' });
+    expect(space.tagged('a/', 'q')).toBe('kh:{a}q/');
+  });
+
+  it('reads back no lock id from names that no lock hash has', () => {
+    for (const name of ['kh:{}', 'kh:{a', 'kh:{a/b}/x', 'kh:{a{b}/x', 'kh:{a}/', 'kh:{a}/x{y}', 'kh:{a}/x}', 'kh:{a}x', 'kh:a}/x']) {
+      expect(space.lockIdOf(name), name).toBeNull();
+    }
+    expect(space.lockIdOf('kh:{a}/b/c')).toBe('a/b/c');
+  });
+
+  it('escapes every glob character of a prefix', () => {
+    expect(new KeySpace('k?[]\\:').lockPattern('n*s/k?[x]\\')).toBe('k\\?\\[\\]\\\\:{n\\*s}/k\\?\\[x\\]\\\\*');
+    expect(space.lockPattern('/k')).toBe('kh:{/k*');
+  });
+});
