@@ -30,6 +30,7 @@ import {
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
+import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 
 export interface RedisStoreOptions {
@@ -128,6 +129,11 @@ export class RedisStore implements LockStore {
   private readonly commandTimeoutMs: number;
   /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
   readonly permits: RedisPermits;
+  /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
+  private readonly watchMarks = new WatchMarks(
+    (id) => this.call(async () => parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WAITER_LIVENESS_MS }))),
+    HEARTBEAT_INTERVAL_MS,
+  );
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -335,11 +341,19 @@ export class RedisStore implements LockStore {
       listeners = new Set();
       this.changeListeners.set(channel, listeners);
       listeners.add(listener);
+      const fresh = listeners;
       try {
         await this.call(() => this.subscribeWithin(channel));
+        // Marked after subscribing: a change the scripts publish from now on reaches this instance.
+        await this.watchMarks.add(key, () => {
+          for (const each of fresh) each();
+        });
       } catch (err) {
         listeners.delete(listener);
-        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) this.changeListeners.delete(channel);
+        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) {
+          this.changeListeners.delete(channel);
+          this.subscriber.unsubscribe(channel).catch(() => undefined);
+        }
         throw err;
       }
     } else {
@@ -350,6 +364,7 @@ export class RedisStore implements LockStore {
       mine.delete(listener);
       if (mine.size === 0 && this.changeListeners.get(channel) === mine) {
         this.changeListeners.delete(channel);
+        this.watchMarks.delete(key);
         this.subscriber.unsubscribe(channel).catch(() => undefined);
       }
     };
@@ -550,6 +565,7 @@ export class RedisStore implements LockStore {
 
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
+    this.watchMarks.close();
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
     await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();

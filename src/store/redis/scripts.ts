@@ -182,6 +182,9 @@ const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
 const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expiries];
 const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
 const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
+/** A lock set's key count, then each lock's hash, queue and waiter records. */
+const setKeys = (members: readonly LockSetMember[]): Arg[] => [members.length * 3, ...members.flatMap((m) => queueKeys(m.keys))];
+const setNames = (members: readonly LockSetMember[]): Arg[] => members.map((m) => m.name);
 
 export const SCRIPTS = {
   acquire: spec<AcquireArgs>('acquire.lua', 4, (a) => [
@@ -223,30 +226,15 @@ export const SCRIPTS = {
   ]),
   // Lock sets take a variable number of keys: numberOfKeys is given per call (VARIABLE_KEYS).
   lockSetAcquire: spec<LockSetAcquireArgs>('lock-set-acquire.lua', VARIABLE_KEYS, (a) => [
-    a.members.length * 3,
-    ...a.members.flatMap((m) => queueKeys(m.keys)),
-    a.ownerToken,
-    a.ttlMs,
-    a.holder,
-    a.graceMs,
-    a.lockDelayMs,
-    a.channelPrefix,
-    ...a.members.map((m) => m.name),
+    ...setKeys(a.members),
+    ...[a.ownerToken, a.ttlMs, a.holder, a.graceMs, a.lockDelayMs, a.channelPrefix],
+    ...setNames(a.members),
   ]),
-  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [
-    a.lockKeys.length,
-    ...a.lockKeys,
-    a.ownerToken,
-    a.ttlMs,
-    a.graceMs,
-  ]),
+  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [a.lockKeys.length, ...a.lockKeys, a.ownerToken, a.ttlMs, a.graceMs]),
   lockSetRelease: spec<LockSetReleaseArgs>('lock-set-release.lua', VARIABLE_KEYS, (a) => [
-    a.members.length * 3,
-    ...a.members.flatMap((m) => queueKeys(m.keys)),
-    a.ownerToken,
-    a.graceMs,
-    a.channelPrefix,
-    ...a.members.map((m) => m.name),
+    ...setKeys(a.members),
+    ...[a.ownerToken, a.graceMs, a.channelPrefix],
+    ...setNames(a.members),
   ]),
   permitAcquire: spec<PermitAcquireArgs>('permit-acquire.lua', 4, (a) => [
     ...permitKeys(a.keys),
@@ -278,6 +266,7 @@ export const SCRIPTS = {
     ...permitKeys(a.keys),
     ...handOver(a),
   ]),
+  watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
@@ -292,7 +281,7 @@ const INCLUDE = /^--- @include "([\w-]+)"$/gm;
 
 /**
  * A script's full source: the prelude, then its file with each include replaced by that file. Includes
- * may include others (_handover includes _watch and _delay); each file is pulled in once, at its first
+ * may include others (_handover includes _lock, _watch and _delay); each file is pulled in once, at its first
  * include.
  */
 export function scriptSource(name: ScriptName): string {
