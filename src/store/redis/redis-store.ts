@@ -69,6 +69,14 @@ const COMMAND_TIMED_OUT = 'Command timed out';
 const HEARTBEAT_INTERVAL_MS = 1000;
 const WAITER_LIVENESS_MS = 3000;
 
+/**
+ * 30 s: how long a watched lock stays marked as watched in Redis (watch-marks.ts), renewed every 10 s
+ * while this instance is subscribed. Rare renewals keep a watch's Redis work per change flat; a mark
+ * left behind only costs a PUBLISH per change until it runs out.
+ */
+const WATCH_MARK_MS = 30_000;
+const WATCH_MARK_RENEW_MS = 10_000;
+
 const newId = () => randomBase64url(9);
 
 /**
@@ -131,8 +139,8 @@ export class RedisStore implements LockStore {
   readonly permits: RedisPermits;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
   private readonly watchMarks = new WatchMarks(
-    (id) => this.call(async () => parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WAITER_LIVENESS_MS }))),
-    HEARTBEAT_INTERVAL_MS,
+    (id) => this.call(async () => parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WATCH_MARK_MS }))),
+    WATCH_MARK_RENEW_MS,
   );
 
   constructor(options: RedisStoreOptions) {
@@ -212,14 +220,7 @@ export class RedisStore implements LockStore {
     const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
     const servedBy = this.servedBy(input.key);
-    let reply: AcquireReply;
-    try {
-      input.signal?.throwIfAborted();
-      reply = await this.runAcquire(input, waitMs, waiter.id);
-    } catch (err) {
-      waiter.drop();
-      throw err;
-    }
+    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
       if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);

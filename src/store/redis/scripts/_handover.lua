@@ -13,7 +13,7 @@ _lock.lua. Defines:
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
   refreshWaiters(KEYS, livenessMs, from)   heartbeat: ARGV[from], ARGV[from + 2], ... are waiter ids
                                      whose records are kept alive another livenessMs (up to their deadline)
-  queueFull(KEYS, maxWaiters)        whether maxWaiters live waiters are queued already
+  notQueued(KEYS, waitMs, maxWaiters, retryAfterMs) -> reply or nil   refusal of a caller that may not queue
   enqueue(KEYS, id, waitMs, livenessMs, rest) -> keepMs   queues waiter id (record: "...|" .. rest)
   queueHead(KEYS) -> id, record      the first waiter (nil when none; its record may be gone)
   dropWaiter(KEYS, id)               takes a waiter out of the queue and its record
@@ -109,9 +109,17 @@ local function liveWaiters(keys, prune)
   return live
 end
 
--- The cap counts live waiters only; dead records are swept out of a full queue before it refuses anyone.
-local function queueFull(keys, maxWaiters)
-  return redis.call('ZCARD', keys[2]) >= maxWaiters and liveWaiters(keys, true) >= maxWaiters
+-- The answer to a caller that may not queue: it does not wait ({0, retryAfterMs}), or maxWaiters live
+-- waiters are queued already ({2, retryAfterMs}); nil when it may. The cap counts live waiters only:
+-- dead records are swept out of a full queue before it refuses anyone.
+local function notQueued(keys, waitMs, maxWaiters, retryAfter)
+  if waitMs <= 0 then
+    return {0, retryAfter}
+  end
+  if redis.call('ZCARD', keys[2]) >= maxWaiters and liveWaiters(keys, true) >= maxWaiters then
+    return {2, retryAfter}
+  end
+  return nil
 end
 
 -- The record is "aliveUntilMs|deadlineMs|" .. rest. The queue outlives its longest wait, and then

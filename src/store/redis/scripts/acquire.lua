@@ -107,11 +107,9 @@ end
 
 local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
 local waitMs = tonumber(ARGV[5])
-if waitMs <= 0 then
-  return {0, retryAfter}
-end
-if queueFull(KEYS, tonumber(ARGV[8])) then
-  return {2, retryAfter}
+local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
+if refused then
+  return refused
 end
 local full = takeSlot(KEYS[4], ARGV[1], nowMs + waitMs + ttlMs, maxSlots)
 if full then

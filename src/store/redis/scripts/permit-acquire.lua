@@ -49,11 +49,9 @@ end
 
 local retryAfter = math.max(1, firstEnd(KEYS) or 1)
 local waitMs = tonumber(ARGV[7])
-if waitMs <= 0 then
-  return {0, retryAfter}
-end
-if queueFull(KEYS, tonumber(ARGV[10])) then
-  return {2, retryAfter}
+local refused = notQueued(KEYS, waitMs, tonumber(ARGV[10]), retryAfter)
+if refused then
+  return refused
 end
 enqueue(KEYS, ARGV[8], waitMs, tonumber(ARGV[11]), ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[9] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[3])
 return {3, retryAfter}
