@@ -347,11 +347,16 @@ describe('change notices (_watch.lua)', () => {
     await release('owner-1');
     expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
     // A queue: the hash says so (q) until the queue's end, and lives as long.
-    await acquire('owner-2', { ttlMs: 100 });
+    await acquire('owner-2');
     await acquire('owner-3', { waitMs: GRACE_MS * 5, waiterId: 'w1' });
     const q = Number(await raw.hget(keys.lock, 'q'));
     expect(q).toBeGreaterThan(Date.now() + GRACE_MS * 4);
     expect(await raw.pttl(keys.lock)).toBeGreaterThanOrEqual(Number(await raw.pttl(keys.queue)) - 5);
+    // Handed on, then released with nobody left: the flag goes, and later calls do not look again.
+    expect(await release('owner-2')).toBe(1);
+    expect(await raw.hget(keys.lock, 'o')).toBe('owner-3');
+    expect(await release('owner-3')).toBe(1);
+    expect(await raw.hget(keys.lock, 'q')).toBeNull();
   });
 });
 
