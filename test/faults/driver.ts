@@ -170,26 +170,7 @@ export class Driver {
     body: Record<string, unknown>,
   ): Promise<{ ops: LockOp[]; ownerToken?: string }> {
     const setId = this.nextId++;
-    const startMs = this.clock.nowMs();
-    let status: number | null = null;
-    let json: Record<string, unknown> = {};
-    let receivedWallMs = 0;
-    try {
-      const res = await fetch(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
-      });
-      status = res.status;
-      receivedWallMs = Date.now();
-      json = (await res.json()) as Record<string, unknown>;
-    } catch {
-      // No answer: the outcome is unknown.
-    }
-    const endMs = this.clock.nowMs();
-    const outcome: LockOpOutcome =
-      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const { startMs, endMs, status, outcome, json, receivedWallMs } = await this.post(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, body);
     const tokens = new Map<string, number>();
     if (outcome === 'ok' && Array.isArray(json.locks)) {
       for (const l of json.locks as Array<{ key: string; fencingToken: number }>) tokens.set(l.key, l.fencingToken);
@@ -268,27 +249,10 @@ export class Driver {
   ): Promise<{ op: LockOp; ownerToken?: string }> {
     const id = this.nextId++;
     const path = this.options.primitive ? PRIMITIVE_PATHS[this.options.primitive.kind] : 'locks';
-    const url = `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`;
-    const startMs = this.clock.nowMs();
-    let status: number | null = null;
-    let json: Record<string, unknown> = {};
-    let receivedWallMs = 0;
-    try {
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
-      });
-      status = res.status;
-      receivedWallMs = Date.now();
-      json = (await res.json()) as Record<string, unknown>;
-    } catch {
-      // No answer: connection refused or reset, or our own timeout. The outcome is unknown.
-    }
-    const endMs = this.clock.nowMs();
-    const outcome: LockOpOutcome =
-      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const { startMs, endMs, status, outcome, json, receivedWallMs } = await this.post(
+      `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`,
+      body,
+    );
     const ok = outcome === 'ok' && kind !== 'release';
     const op: LockOp = {
       type: 'lock',
@@ -310,6 +274,42 @@ export class Driver {
     this.ops.push(op);
     return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
   }
+
+  /** One POST with its times on the run clock; a call without an answer has status null and outcome 'failed'. */
+  private async post(url: string, body: Record<string, unknown>): Promise<Answer> {
+    const startMs = this.clock.nowMs();
+    let status: number | null = null;
+    let json: Record<string, unknown> = {};
+    let receivedWallMs = 0;
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
+      });
+      status = res.status;
+      receivedWallMs = Date.now();
+      json = (await res.json()) as Record<string, unknown>;
+    } catch {
+      // No answer: connection refused or reset, or our own timeout. The outcome is unknown.
+    }
+    const endMs = this.clock.nowMs();
+    const outcome: LockOpOutcome =
+      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    return { startMs, endMs, status, outcome, json, receivedWallMs };
+  }
+}
+
+/** What one POST of the driver got. */
+interface Answer {
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly status: number | null;
+  readonly outcome: LockOpOutcome;
+  readonly json: Record<string, unknown>;
+  /** Wall clock (Date.now()) when the answer arrived, 0 without one (see LockOp.receivedWallMs). */
+  readonly receivedWallMs: number;
 }
 
 function permitBody(permit: PermitShape | undefined): Record<string, unknown> {
