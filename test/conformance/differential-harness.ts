@@ -248,11 +248,33 @@ export class Sequence<P extends Pending = Pending> {
     this.compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis);
   }
 
-  /** Whatever still waits when the sequence ends (or fails) is let go in both stores. */
-  abandonPending(): void {
-    for (const p of this.pending) {
-      p.memoryLeave.abort(new Error('sequence over'));
-      p.redisLeave.abort(new Error('sequence over'));
+  /** The caller of the waiting acquire `pick` names (modulo how many wait) leaves; returns it, if anyone waited. */
+  async leaveOne(step: string, pick: number): Promise<P | undefined> {
+    const p = this.pending[pick % Math.max(1, this.pending.length)];
+    if (!p) return undefined;
+    await this.leave(step, p);
+    this.pending = this.pending.filter((w) => w !== p);
+    return p;
+  }
+
+  /**
+   * Applies each operation in turn (logged, then the waiters it answered compared), then `end`.
+   * Whatever still waits when the sequence ends or fails is let go in both stores.
+   */
+  async play<Op>(ops: readonly Op[], apply: (op: Op, step: string) => Promise<void>, end: () => Promise<void>): Promise<void> {
+    try {
+      for (const [i, op] of ops.entries()) {
+        const step = `#${i} ${JSON.stringify(op)}`;
+        this.log.push(step);
+        await apply(op, step);
+        await this.settleWaiters(step);
+      }
+      await end();
+    } finally {
+      for (const p of this.pending) {
+        p.memoryLeave.abort(new Error('sequence over'));
+        p.redisLeave.abort(new Error('sequence over'));
+      }
     }
   }
 }

@@ -111,10 +111,9 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
   const sameWaiters = (kind: PermitKind, key: string) =>
     seq.sameWaiters(key, async (s) => (await (s === 'memory' ? stores.memory.permits : redisPermits(0)).inspectPermits(kind, key))?.waiters);
 
-  try {
-    for (const [i, op] of ops.entries()) {
-      const step = `#${i} ${JSON.stringify(op)}`;
-      seq.log.push(step);
+  await seq.play(
+    ops,
+    async (op, step) => {
       switch (op.op) {
         case 'acquire': {
           const { kind, key } = target(op.t);
@@ -184,27 +183,19 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
           break;
         }
         case 'leave': {
-          const p = seq.pending[op.pick % Math.max(1, seq.pending.length)];
+          const p = await seq.leaveOne(step, op.pick);
           if (!p) break;
-          await seq.leave(step, p);
-          seq.pending = seq.pending.filter((w) => w !== p);
           await seq.settleWaiters(step);
           await sameWaiters(p.kind, p.key);
           break;
         }
       }
-      await seq.settleWaiters(step);
-    }
+    },
     // Whoever still waits leaves, one at a time: a waiter leaving from the head may let the next in.
-    while (seq.pending.length > 0) {
-      const p = seq.pending[0] as PermitPending;
-      await seq.leave('end', p);
-      seq.pending = seq.pending.filter((w) => w !== p);
-      await seq.settleWaiters('end');
-    }
-  } finally {
-    seq.abandonPending();
-  }
+    async () => {
+      while (await seq.leaveOne('end', 0)) await seq.settleWaiters('end');
+    },
+  );
 }
 
 describe('differential: embedded store vs Redis, semaphores and read/write locks', () => {

@@ -117,10 +117,9 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
   const sets: string[] = [];
   const setToken = (w: Who) => pick(sets, w);
 
-  try {
-    for (const [i, op] of ops.entries()) {
-      const step = `#${i} ${JSON.stringify(op)}`;
-      seq.log.push(step);
+  await seq.play(
+    ops,
+    async (op, step) => {
       switch (op.op) {
         case 'acquire': {
           const k = keyName(op.key);
@@ -208,11 +207,8 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
           break;
         }
         case 'leave': {
-          const p = seq.pending[op.pick % Math.max(1, seq.pending.length)];
-          if (!p) break;
-          await seq.leave(step, p);
-          seq.pending = seq.pending.filter((w) => w !== p);
-          await sameWaiters(p.key);
+          const p = await seq.leaveOne(step, op.pick);
+          if (p) await sameWaiters(p.key);
           break;
         }
         case 'reserveSlot': {
@@ -250,13 +246,12 @@ async function runSequence(ops: readonly Op[]): Promise<void> {
           break;
         }
       }
-      await seq.settleWaiters(step);
-    }
+    },
     // Whoever still waits leaves; both stores must still have them waiting (not granted behind our back).
-    for (const p of seq.pending) await seq.leave('end', p);
-  } finally {
-    seq.abandonPending();
-  }
+    async () => {
+      for (const p of seq.pending) await seq.leave('end', p);
+    },
+  );
 }
 
 describe('differential: embedded store vs Redis', () => {

@@ -170,7 +170,8 @@ export class Driver {
     body: Record<string, unknown>,
   ): Promise<{ ops: LockOp[]; ownerToken?: string }> {
     const setId = this.nextId++;
-    const { startMs, endMs, status, outcome, json, receivedWallMs } = await this.post(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, body);
+    const answer = await this.post(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, body);
+    const { outcome, json, receivedWallMs } = answer;
     const tokens = new Map<string, number>();
     if (outcome === 'ok' && Array.isArray(json.locks)) {
       for (const l of json.locks as Array<{ key: string; fencingToken: number }>) tokens.set(l.key, l.fencingToken);
@@ -180,18 +181,8 @@ export class Driver {
       const id = this.nextId++;
       const token = kind !== 'release' ? tokens.get(key) : undefined;
       return {
-        type: 'lock',
-        id,
-        kind,
-        client: c,
-        key,
-        instance,
-        startMs,
-        endMs,
-        outcome,
-        status,
+        ...recorded(answer, { id, kind, client: c, key, instance, ttlMs }),
         grantId: kind === 'acquire' ? id : (grantIds[i] as number),
-        ttlMs,
         set: { id: setId, keys },
         ...(token !== undefined ? { fencingToken: token } : {}),
         ...(token !== undefined && expiresAtMs !== undefined ? { expiresAtMs, receivedWallMs } : {}),
@@ -249,24 +240,12 @@ export class Driver {
   ): Promise<{ op: LockOp; ownerToken?: string }> {
     const id = this.nextId++;
     const path = this.options.primitive ? PRIMITIVE_PATHS[this.options.primitive.kind] : 'locks';
-    const { startMs, endMs, status, outcome, json, receivedWallMs } = await this.post(
-      `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`,
-      body,
-    );
+    const answer = await this.post(`${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`, body);
+    const { outcome, json, receivedWallMs } = answer;
     const ok = outcome === 'ok' && kind !== 'release';
     const op: LockOp = {
-      type: 'lock',
-      id,
-      kind,
-      client: c,
-      key,
-      instance,
-      startMs,
-      endMs,
-      outcome,
-      status,
+      ...recorded(answer, { id, kind, client: c, key, instance, ttlMs }),
       grantId: kind === 'acquire' ? id : grantId,
-      ttlMs,
       ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
       ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
       ...(permit ? { permit } : {}),
@@ -310,6 +289,14 @@ interface Answer {
   readonly json: Record<string, unknown>;
   /** Wall clock (Date.now()) when the answer arrived, 0 without one (see LockOp.receivedWallMs). */
   readonly receivedWallMs: number;
+}
+
+/** The fields of a recorded lock call that its answer and its caller give. */
+function recorded(
+  answer: Answer,
+  call: Pick<LockOp, 'id' | 'kind' | 'client' | 'key' | 'instance' | 'ttlMs'>,
+): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'ttlMs'> {
+  return { type: 'lock', ...call, startMs: answer.startMs, endMs: answer.endMs, outcome: answer.outcome, status: answer.status };
 }
 
 function permitBody(permit: PermitShape | undefined): Record<string, unknown> {
