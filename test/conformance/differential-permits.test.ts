@@ -5,23 +5,7 @@ import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { PermitKind, PermitStore } from '../../src/domain/permit-store.js';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
-import {
-  agreeOnSequences,
-  Coverage,
-  inst,
-  LEASE_MS,
-  LONG_WAIT_MS,
-  PAST_SHORT_LEASE_MS,
-  Sequence,
-  SHORT_LEASE_MS,
-  SHORT_WAIT_MS,
-  track,
-  useStores,
-  who,
-  type Pending,
-  type TokenRanks,
-  type Who,
-} from './differential-harness.js';
+import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LEASE_MS, Sequence, SHORT_LEASE_MS, SHORT_WAIT_MS, track, useStores, who, type Pending, type TokenRanks, type Who } from './differential-harness.js';
 
 /**
  * The differential test (differential.test.ts) for semaphores and read/write locks: random sequences of

@@ -4,23 +4,7 @@ import fc from 'fast-check';
 import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
-import {
-  agreeOnSequences,
-  Coverage,
-  inst,
-  LEASE_MS,
-  LONG_WAIT_MS,
-  PAST_SHORT_LEASE_MS,
-  pick,
-  Sequence,
-  SHORT_LEASE_MS,
-  SHORT_WAIT_MS,
-  track,
-  useStores,
-  who,
-  type TokenRanks,
-  type Who,
-} from './differential-harness.js';
+import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LEASE_MS, pick, Sequence, SHORT_LEASE_MS, SHORT_WAIT_MS, track, useStores, who, type TokenRanks, type Who } from './differential-harness.js';
 
 /**
  * Two stores, one behaviour: random sequences of lock operations run against the embedded store and
