@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lockId } from '../../src/domain/namespaces.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { makeKeys } from '../helpers/api-keys.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
-import { eventually } from '../helpers/redis-store.js';
+import { openReplicatedStore } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
 
 /**
@@ -26,18 +25,8 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-const open = async ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> => {
-  const store = new RedisStore({
-    connection: cluster.connection,
-    replicaAcks: { minReplicas: 1, timeoutMs: 500 },
-    keyPrefix: PREFIX,
-    commandTimeoutMs: 1_000,
-    fenceGraceMs,
-    maxWaitersPerKey,
-  });
-  await eventually(() => store.ping(), 10_000);
-  return store;
-};
+const open = (options: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
+  openReplicatedStore(cluster.connection, { keyPrefix: PREFIX, ...options });
 
 describeStoreContract('redis cluster, 3 masters, 1 replica ack', {
   open,

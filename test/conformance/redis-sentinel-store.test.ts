@@ -1,9 +1,8 @@
 import { afterAll, beforeAll } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { SentinelTopology } from '../helpers/redis-sentinel.js';
-import { eventually } from '../helpers/redis-store.js';
+import { openReplicatedStore } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
 
 /**
@@ -20,18 +19,8 @@ afterAll(async () => {
   await topology?.stop();
 });
 
-const open = async ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> => {
-  const store = new RedisStore({
-    connection: topology.connection,
-    replicaAcks: { minReplicas: 1, timeoutMs: 500 },
-    keyPrefix: PREFIX,
-    commandTimeoutMs: 1_000,
-    fenceGraceMs,
-    maxWaitersPerKey,
-  });
-  await eventually(() => store.ping(), 10_000);
-  return store;
-};
+const open = (options: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
+  openReplicatedStore(topology.connection, { keyPrefix: PREFIX, ...options });
 
 describeStoreContract('redis via sentinel, 1 replica ack', {
   open,

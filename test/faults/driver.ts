@@ -170,26 +170,8 @@ export class Driver {
     body: Record<string, unknown>,
   ): Promise<{ ops: LockOp[]; ownerToken?: string }> {
     const setId = this.nextId++;
-    const startMs = this.clock.nowMs();
-    let status: number | null = null;
-    let json: Record<string, unknown> = {};
-    let receivedWallMs = 0;
-    try {
-      const res = await fetch(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.httpTimeoutMs ?? 10_000),
-      });
-      status = res.status;
-      receivedWallMs = Date.now();
-      json = (await res.json()) as Record<string, unknown>;
-    } catch {
-      // No answer: the outcome is unknown.
-    }
-    const endMs = this.clock.nowMs();
-    const outcome: LockOpOutcome =
-      status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
+    const answer = await this.post(`${this.options.urls[instance]}/v1/lock-sets/${kind}`, body);
+    const { outcome, json, receivedWallMs } = answer;
     const tokens = new Map<string, number>();
     if (outcome === 'ok' && Array.isArray(json.locks)) {
       for (const l of json.locks as Array<{ key: string; fencingToken: number }>) tokens.set(l.key, l.fencingToken);
@@ -199,18 +181,8 @@ export class Driver {
       const id = this.nextId++;
       const token = kind !== 'release' ? tokens.get(key) : undefined;
       return {
-        type: 'lock',
-        id,
-        kind,
-        client: c,
-        key,
-        instance,
-        startMs,
-        endMs,
-        outcome,
-        status,
+        ...recorded(answer, { id, kind, client: c, key, instance, ttlMs }),
         grantId: kind === 'acquire' ? id : (grantIds[i] as number),
-        ttlMs,
         set: { id: setId, keys },
         ...(token !== undefined ? { fencingToken: token } : {}),
         ...(token !== undefined && expiresAtMs !== undefined ? { expiresAtMs, receivedWallMs } : {}),
@@ -268,7 +240,22 @@ export class Driver {
   ): Promise<{ op: LockOp; ownerToken?: string }> {
     const id = this.nextId++;
     const path = this.options.primitive ? PRIMITIVE_PATHS[this.options.primitive.kind] : 'locks';
-    const url = `${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`;
+    const answer = await this.post(`${this.options.urls[instance]}/v1/${path}/${encodeURIComponent(key)}/${kind}`, body);
+    const { outcome, json, receivedWallMs } = answer;
+    const ok = outcome === 'ok' && kind !== 'release';
+    const op: LockOp = {
+      ...recorded(answer, { id, kind, client: c, key, instance, ttlMs }),
+      grantId: kind === 'acquire' ? id : grantId,
+      ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
+      ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
+      ...(permit ? { permit } : {}),
+    };
+    this.ops.push(op);
+    return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
+  }
+
+  /** One POST with its times on the run clock; a call without an answer has status null and outcome 'failed'. */
+  private async post(url: string, body: Record<string, unknown>): Promise<Answer> {
     const startMs = this.clock.nowMs();
     let status: number | null = null;
     let json: Record<string, unknown> = {};
@@ -289,27 +276,27 @@ export class Driver {
     const endMs = this.clock.nowMs();
     const outcome: LockOpOutcome =
       status === null ? 'failed' : status === 200 ? 'ok' : status === 409 ? 'conflict' : status === 503 ? 'unavailable' : 'other';
-    const ok = outcome === 'ok' && kind !== 'release';
-    const op: LockOp = {
-      type: 'lock',
-      id,
-      kind,
-      client: c,
-      key,
-      instance,
-      startMs,
-      endMs,
-      outcome,
-      status,
-      grantId: kind === 'acquire' ? id : grantId,
-      ttlMs,
-      ...(ok && typeof json.fencingToken === 'number' ? { fencingToken: json.fencingToken } : {}),
-      ...(ok && typeof json.expiresAt === 'string' ? { expiresAtMs: Date.parse(json.expiresAt), receivedWallMs } : {}),
-      ...(permit ? { permit } : {}),
-    };
-    this.ops.push(op);
-    return { op, ...(typeof json.ownerToken === 'string' ? { ownerToken: json.ownerToken } : {}) };
+    return { startMs, endMs, status, outcome, json, receivedWallMs };
   }
+}
+
+/** What one POST of the driver got. */
+interface Answer {
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly status: number | null;
+  readonly outcome: LockOpOutcome;
+  readonly json: Record<string, unknown>;
+  /** Wall clock (Date.now()) when the answer arrived, 0 without one (see LockOp.receivedWallMs). */
+  readonly receivedWallMs: number;
+}
+
+/** The fields of a recorded lock call that its answer and its caller give. */
+function recorded(
+  answer: Answer,
+  call: Pick<LockOp, 'id' | 'kind' | 'client' | 'key' | 'instance' | 'ttlMs'>,
+): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'ttlMs'> {
+  return { type: 'lock', ...call, startMs: answer.startMs, endMs: answer.endMs, outcome: answer.outcome, status: answer.status };
 }
 
 function permitBody(permit: PermitShape | undefined): Record<string, unknown> {

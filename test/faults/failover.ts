@@ -1,3 +1,4 @@
+import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { checkHistory, DEFAULT_CHECK_OPTIONS } from './checker.js';
 import { Driver } from './driver.js';
 import type { LockOp } from './history.js';
@@ -34,6 +35,9 @@ export interface FailoverResult extends ScenarioResult {
   readonly overlapsWithGrantsBeforeFault: number;
   readonly injection: FailoverInjection;
 }
+
+/** The counts of a run that broke no safety rule: what a failover with replica acknowledgement must keep. */
+export const SAFE = { overlaps: 0, grantsDuringLease: 0, tokenRegressions: 0, duplicateTokens: 0, staleWritesAccepted: 0 } as const;
 
 export async function failoverUnderTraffic(options: FailoverOptions): Promise<FailoverResult> {
   const driver = new Driver({
@@ -85,4 +89,34 @@ export async function failoverUnderTraffic(options: FailoverOptions): Promise<Fa
     overlapsWithGrantsBeforeFault,
     injection,
   };
+}
+
+/** The Redis key prefix of the instances replicatedRedisEnv describes. */
+export const REDIS_KEY_PREFIX = 'faults:';
+
+/**
+ * The env of a keyholder instance on a replicated Redis (given by `connection`, the Sentinel or
+ * Cluster variables): `acks` replica acknowledgements, and timeouts short enough that a dead store
+ * shows within a fraction of a second instead of the defaults' seconds.
+ */
+export function replicatedRedisEnv(connection: Record<string, string>, acks: number): Record<string, string> {
+  return {
+    ...connection,
+    REDIS_MIN_REPLICA_ACKS: String(acks),
+    REDIS_REPLICA_ACK_TIMEOUT_MS: '100',
+    REDIS_COMMAND_TIMEOUT_MS: '250',
+    REDIS_KEY_PREFIX,
+    LOG_LEVEL: 'warn',
+  };
+}
+
+/** Starts three keyholder instances with `env`, runs `use` with their URLs, then stops them with SIGKILL. */
+export async function withInstances<T>(env: Record<string, string>, use: (urls: readonly string[]) => Promise<T>): Promise<T> {
+  const instances: KeyholderProcess[] = [];
+  try {
+    for (let i = 0; i < 3; i++) instances.push(await KeyholderProcess.start({ env }));
+    return await use(instances.map((i) => i.url));
+  } finally {
+    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
+  }
 }

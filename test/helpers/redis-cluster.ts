@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { Command, Redis } from 'ioredis';
+import { Command, type Redis } from 'ioredis';
 import type { HostPort, RedisConnection } from '../../src/store/redis/client.js';
+import { until, withClient } from './redis-admin.js';
 import { RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface RedisClusterOptions {
   readonly masters?: number;
@@ -15,33 +15,6 @@ export interface RedisClusterOptions {
    * loopback: a failover then takes about 2 s instead of the default 15 s.
    */
   readonly nodeTimeoutMs?: number;
-}
-
-/** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
-async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: Error | undefined;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err as Error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (${last.message})` : ''}`);
-    await sleep(20);
-  }
-}
-
-async function withClient<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return await use(client);
-  } finally {
-    client.disconnect();
-  }
 }
 
 /** `cluster info` as a map. */

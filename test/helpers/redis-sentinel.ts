@@ -2,9 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { RedisConnection } from '../../src/store/redis/client.js';
 import { FaultProxy } from './fault-proxy.js';
+import { until, withClient } from './redis-admin.js';
 import { freePort, RedisServer } from './redis-server.js';
 
 export interface SentinelTopologyOptions {
@@ -19,33 +20,8 @@ export interface SentinelTopologyOptions {
   readonly replicationProxy?: boolean;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
-async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-async function withClient<T>(port: number, run: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return await run(client);
-  } finally {
-    client.disconnect();
-  }
-}
+/** Sentinels answer slowly while they agree on a topology: no point asking more often. */
+const POLL_MS = 50;
 
 /** One `redis-server --sentinel` process with its own config file (Sentinel rewrites it). */
 class SentinelProcess {
@@ -169,6 +145,7 @@ export class SentinelTopology {
         const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
         return online >= replicas ? true : undefined;
       }),
+      POLL_MS,
     );
     for (const sentinel of this.sentinels) {
       await until(`sentinel ${sentinel.port} to see the topology`, 30_000, () =>
@@ -177,6 +154,7 @@ export class SentinelTopology {
           const seenSentinels = (await c.call('SENTINEL', 'sentinels', SentinelTopology.NAME)) as unknown[];
           return seenReplicas.length >= replicas && seenSentinels.length >= this.sentinels.length - 1 ? true : undefined;
         }),
+        POLL_MS,
       );
     }
   }
@@ -190,12 +168,20 @@ export class SentinelTopology {
 
   /** Resolves once the sentinels name a primary other than `oldPort` and it accepts writes. */
   async waitForNewPrimary(oldPort: number, timeoutMs = 30_000): Promise<number> {
-    const port = await until('a failover', timeoutMs, async () => {
-      const p = await this.primaryPort();
-      return p !== oldPort ? p : undefined;
-    });
-    await until('the new primary to take writes', timeoutMs, () =>
-      withClient(port, async (c) => ((await c.set('keyholder-test:probe', '1')) === 'OK' ? true : undefined)),
+    const port = await until(
+      'a failover',
+      timeoutMs,
+      async () => {
+        const p = await this.primaryPort();
+        return p !== oldPort ? p : undefined;
+      },
+      POLL_MS,
+    );
+    await until(
+      'the new primary to take writes',
+      timeoutMs,
+      () => withClient(port, async (c) => ((await c.set('keyholder-test:probe', '1')) === 'OK' ? true : undefined)),
+      POLL_MS,
     );
     return port;
   }

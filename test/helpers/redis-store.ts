@@ -1,3 +1,4 @@
+import type { RedisConnection } from '../../src/store/redis/client.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { RedisServer } from './redis-server.js';
 import { vi } from 'vitest';
@@ -14,6 +15,19 @@ export async function openRedisStore(
     fenceGraceMs: options.fenceGraceMs ?? 60_000,
     maxWaitersPerKey: options.maxWaitersPerKey,
   });
+  await eventually(() => store.ping(), 10_000);
+  return store;
+}
+
+/**
+ * A RedisStore on a replicated Redis (a Sentinel topology or a Cluster) with replica acknowledgement on:
+ * every grant and renewal is answered only once a replica has it. Resolved once it answers.
+ */
+export async function openReplicatedStore(
+  connection: RedisConnection,
+  options: { keyPrefix: string; fenceGraceMs: number; maxWaitersPerKey?: number },
+): Promise<RedisStore> {
+  const store = new RedisStore({ connection, replicaAcks: { minReplicas: 1, timeoutMs: 500 }, commandTimeoutMs: 1_000, ...options });
   await eventually(() => store.ping(), 10_000);
   return store;
 }

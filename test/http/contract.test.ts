@@ -22,6 +22,8 @@ const keys = makeKeys([
 const TEAM = { authorization: `Bearer ${keys.plain['team-key'] ?? ''}` };
 const OPS = { authorization: `Bearer ${keys.plain['ops-key'] ?? ''}` };
 const JSON_TYPE = { 'content-type': 'application/json' };
+/** An owner token of the right shape that no lease has. */
+const WRONG_TOKEN = 'AAAAAAAAAAAAAAAAAAAAAA';
 const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) });
 
 interface Case {
@@ -51,6 +53,39 @@ async function drive(base: string, c: Case): Promise<{ status: number; body: str
   return { status: res.status, body };
 }
 
+/**
+ * What every lease route family (locks, semaphores, read/write locks) answers alike for a lease `c1`
+ * already held by `ownerToken`: each action's client errors, conflicts with the held lease, reads, then
+ * a renew and a release of that lease.
+ */
+function leaseRouteCases(path: string, acquireBody: string, ownerToken: string): Case[] {
+  const at = (rest: string) => `/v1/${path}/c1${rest}`;
+  const cases: Case[] = [];
+  for (const action of ['acquire', 'renew', 'release'] as const) {
+    const url = at(`/${action}`);
+    cases.push(
+      { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
+      { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
+      { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
+      { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
+      { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
+    );
+  }
+  cases.push(
+    { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: acquireBody, status: 409 },
+    { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 30_000 }), status: 409 },
+    { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 409 },
+    { method: 'GET', url: at(''), headers: TEAM, status: 200 },
+    { method: 'GET', url: `/v1/${path}/free-one`, headers: TEAM, status: 200 },
+    { method: 'GET', url: `/v1/${path}/bad%20key`, headers: TEAM, status: 400 },
+    { method: 'GET', url: at(''), status: 401 },
+    { method: 'GET', url: at(''), headers: OPS, status: 403 },
+    { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 },
+    { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 },
+  );
+  return cases;
+}
+
 const auth = () => ({ mode: 'keys' as const, keyring: keys.keyring() });
 
 describe('every route and status against openapi.yaml', () => {
@@ -63,30 +98,8 @@ describe('every route and status against openapi.yaml', () => {
     const grant = JSON.parse((await drive(base, { method: 'POST', url: '/v1/locks/c1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}', status: 200 })).body) as {
       ownerToken: string;
     };
-    const token = grant.ownerToken;
-    const wrongToken = 'AAAAAAAAAAAAAAAAAAAAAA';
-    const cases: Case[] = [];
-    for (const action of ['acquire', 'renew', 'release'] as const) {
-      const url = `/v1/locks/c1/${action}`;
-      cases.push(
-        { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
-        { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
-        { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
-        { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
-        { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
-      );
-    }
+    const cases = leaseRouteCases('locks', '{"ttlMs":30000}', grant.ownerToken);
     cases.push(
-      { method: 'POST', url: '/v1/locks/c1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}', status: 409 },
-      { method: 'POST', url: '/v1/locks/c1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrongToken, ttlMs: 30_000 }), status: 409 },
-      { method: 'POST', url: '/v1/locks/c1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrongToken }), status: 409 },
-      { method: 'GET', url: '/v1/locks/c1', headers: TEAM, status: 200 },
-      { method: 'GET', url: '/v1/locks/free-one', headers: TEAM, status: 200 },
-      { method: 'GET', url: '/v1/locks/bad%20key', headers: TEAM, status: 400 },
-      { method: 'GET', url: '/v1/locks/c1', status: 401 },
-      { method: 'GET', url: '/v1/locks/c1', headers: OPS, status: 403 },
-      { method: 'POST', url: '/v1/locks/c1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: token, ttlMs: 30_000 }), status: 200 },
-      { method: 'POST', url: '/v1/locks/c1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: token }), status: 200 },
       // Errors every route can meet before its own code runs fall under `default`.
       { method: 'PUT', url: '/v1/locks/c1', headers: TEAM, status: 405 },
     );
@@ -146,15 +159,15 @@ describe('every route and status against openapi.yaml', () => {
     const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
     const down = await start({ auth: auth(), store, limits: DEFAULT_LIMITS });
     await store.close();
-    const token = JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000 });
+    const token = JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 });
     const cases: Case[] = [
       { method: 'POST', url: '/v1/locks/d/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":1000}', status: 503 },
       { method: 'POST', url: '/v1/locks/d/renew', headers: { ...TEAM, ...JSON_TYPE }, body: token, status: 503 },
-      { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }), status: 503 },
+      { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 503 },
       { method: 'GET', url: '/v1/locks/d', headers: TEAM, status: 503 },
       { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["d"],"ttlMs":1000}', status: 503 },
-      { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'], ttlMs: 1000 }), status: 503 },
-      { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['d'] }), status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'], ttlMs: 1000 }), status: 503 },
+      { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'] }), status: 503 },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
       { method: 'GET', url: '/readyz', status: 503 },
@@ -167,10 +180,9 @@ describe('every route and status against openapi.yaml', () => {
       drive(base, { method: 'POST', url: `/v1/lock-sets/${op}`, headers, body: JSON.stringify(body), status });
     const grant = JSON.parse((await set('acquire', { keys: ['s1', 's2'], ttlMs: 30_000 }, 200)).body) as { ownerToken: string };
     const { ownerToken } = grant;
-    const wrongToken = 'AAAAAAAAAAAAAAAAAAAAAA';
-    await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
-    await set('renew', { ownerToken: wrongToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 409);
-    await set('release', { ownerToken: wrongToken, keys: ['s1', 's2'] }, 409);
+      await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
+    await set('renew', { ownerToken: WRONG_TOKEN, keys: ['s1', 's2'], ttlMs: 30_000 }, 409);
+    await set('release', { ownerToken: WRONG_TOKEN, keys: ['s1', 's2'] }, 409);
     await set('renew', { ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 200);
     await set('release', { ownerToken, keys: ['s1', 's2'] }, 200);
     for (const op of ['acquire', 'renew', 'release']) {
@@ -199,7 +211,6 @@ describe('every route and status against openapi.yaml', () => {
       { path: 'semaphores', body: '{"limit":1,"ttlMs":30000}' },
       { path: 'rwlocks', body: '{"mode":"write","ttlMs":30000}' },
     ] as const;
-    const wrong = 'AAAAAAAAAAAAAAAAAAAAAA';
 
     it('their routes: success and client errors', async () => {
       for (const p of PRIMITIVES) {
@@ -207,29 +218,7 @@ describe('every route and status against openapi.yaml', () => {
         const grant = JSON.parse((await drive(base, { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 })).body) as {
           ownerToken: string;
         };
-        const cases: Case[] = [];
-        for (const action of ['acquire', 'renew', 'release'] as const) {
-          const url = at(`/${action}`);
-          cases.push(
-            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":"x"}', status: 400 },
-            { method: 'POST', url, headers: JSON_TYPE, body: '{}', status: 401 },
-            { method: 'POST', url, headers: { ...OPS, ...JSON_TYPE }, body: '{}', status: 403 },
-            { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 },
-            { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'ttl', status: 415 },
-          );
-        }
-        cases.push(
-          { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 409 },
-          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong, ttlMs: 30_000 }), status: 409 },
-          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status: 409 },
-          { method: 'GET', url: at(''), headers: TEAM, status: 200 },
-          { method: 'GET', url: `/v1/${p.path}/free-one`, headers: TEAM, status: 200 },
-          { method: 'GET', url: `/v1/${p.path}/bad%20key`, headers: TEAM, status: 400 },
-          { method: 'GET', url: at(''), status: 401 },
-          { method: 'GET', url: at(''), headers: OPS, status: 403 },
-          { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken, ttlMs: 30_000 }), status: 200 },
-          { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: grant.ownerToken }), status: 200 },
-        );
+        const cases = leaseRouteCases(p.path, p.body, grant.ownerToken);
         for (const c of cases) await drive(base, c);
       }
       // A semaphore asked for with another limit than its live permits'.
@@ -284,7 +273,7 @@ describe('every route and status against openapi.yaml', () => {
       const gone = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
       const down = await start({ auth: auth(), store: gone, limits: DEFAULT_LIMITS });
       await gone.close();
-      const token = JSON.stringify({ ownerToken: wrong, ttlMs: 1000 });
+      const token = JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 });
       for (const p of PRIMITIVES) {
         for (const [target, status] of [
           [unsupported, 501],
@@ -293,7 +282,7 @@ describe('every route and status against openapi.yaml', () => {
           const cases: Case[] = [
             { method: 'POST', url: `/v1/${p.path}/d/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status },
             { method: 'POST', url: `/v1/${p.path}/d/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: token, status },
-            { method: 'POST', url: `/v1/${p.path}/d/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: wrong }), status },
+            { method: 'POST', url: `/v1/${p.path}/d/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status },
             { method: 'GET', url: `/v1/${p.path}/d`, headers: TEAM, status },
             { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status },
             { method: 'DELETE', url: `/v1/${p.path}/d?namespace=team`, headers: OPS, status },

@@ -1,19 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { KeySpace, type PermitKeys } from '../../src/store/redis/keys.js';
-import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { int, useScriptServer } from '../helpers/script-server.js';
 
 /**
  * The semaphore and read/write lock scripts (permit-*.lua) on their own, through the script table on a
  * real redis-server: one case per return shape their header comments document, and the state they
  * leave. As test/redis/scripts.test.ts does for the lock scripts.
  */
-let server: RedisServer;
-let redis: Redis;
-let raw: Redis;
-let scripts: Scripts;
+const lua = useScriptServer();
 const space = new KeySpace('plua:');
 const GRACE_MS = 60_000;
 const handOver = { graceMs: GRACE_MS, channelPrefix: space.grantChannelPrefix() };
@@ -21,26 +16,13 @@ let n = 0;
 let lockName: string;
 let keys: PermitKeys;
 
-beforeAll(async () => {
-  server = await RedisServer.start();
-  redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
-  scripts = defineScripts(redis);
-  raw = server.client();
-});
-afterAll(async () => {
-  redis.disconnect();
-  raw.disconnect();
-  await server.stop();
-});
 beforeEach(() => {
   lockName = `ns/p${++n}`;
   keys = space.permitKeys('semaphore', lockName);
 });
 
-const int = expect.any(Number) as unknown as number;
-
 function acquire(ownerToken: string, o: { capacity?: number; weight?: number; ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {}) {
-  return scripts.run('permitAcquire', {
+  return lua.scripts.run('permitAcquire', {
     ...handOver,
     lockName,
     keys,
@@ -56,7 +38,7 @@ function acquire(ownerToken: string, o: { capacity?: number; weight?: number; tt
     livenessMs: 3_000,
   });
 }
-const release = (ownerToken: string) => scripts.run('permitRelease', { ...handOver, lockName, keys, ownerToken });
+const release = (ownerToken: string) => lua.scripts.run('permitRelease', { ...handOver, lockName, keys, ownerToken });
 
 describe('permit-acquire.lua', () => {
   it('{1, fencingToken, expiresAtMs}: granted; keys are tagged by the namespace, the pool and lease ends outlive the lease', async () => {
@@ -64,10 +46,10 @@ describe('permit-acquire.lua', () => {
     const reply = (await acquire('o1', { holder: 'a|b' })) as number[];
     expect(reply).toEqual([1, int, int]);
     const [, token, end] = reply as [number, number, number];
-    expect(await raw.hgetall(keys.pool)).toEqual({ t: String(token), c: '2', u: '1', 'o:o1': `1|${token}|${end}|a|b` });
-    expect(await raw.zscore(keys.expiries, 'o1')).toBe(String(end));
-    expect(await raw.pttl(keys.pool)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
-    expect(await raw.pttl(keys.expiries)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
+    expect(await lua.raw.hgetall(keys.pool)).toEqual({ t: String(token), c: '2', u: '1', 'o:o1': `1|${token}|${end}|a|b` });
+    expect(await lua.raw.zscore(keys.expiries, 'o1')).toBe(String(end));
+    expect(await lua.raw.pttl(keys.pool)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
+    expect(await lua.raw.pttl(keys.expiries)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
   });
 
   it('{0, retryAfterMs}: full; {5, liveCapacity, retryAfterMs}: another capacity while leases are live', async () => {
@@ -86,13 +68,13 @@ describe('permit-acquire.lua', () => {
     expect(await acquire('w1', { capacity: 1, waitMs: 5_000, waiterId: 'id1' })).toEqual([3, int]);
     expect(await acquire('w2', { capacity: 1, waitMs: 5_000, waiterId: 'id2' })).toEqual([3, int]);
     expect(await acquire('w3', { capacity: 1, waitMs: 5_000, waiterId: 'id3' })).toEqual([2, int]);
-    expect(await raw.hget(keys.waiters, 'id1')).toMatch(/^\d+\|\d+\|10000\|w1\|inst-a\|1\|1\|$/);
+    expect(await lua.raw.hget(keys.waiters, 'id1')).toMatch(/^\d+\|\d+\|10000\|w1\|inst-a\|1\|1\|$/);
   });
 });
 
 describe('permit-release.lua', () => {
   it('1: released and handed to the queue in order, as many as fit; 0: not a live lease', async () => {
-    const sub = server.client();
+    const sub = lua.server.client();
     await sub.subscribe(`${space.grantChannelPrefix()}inst-a`);
     const messages: string[] = [];
     sub.on('message', (_c: string, m: string) => messages.push(m));
@@ -105,8 +87,8 @@ describe('permit-release.lua', () => {
     expect(await release('writer')).toBe(0);
     await expect.poll(() => messages.length).toBe(2);
     expect(messages.map((m) => m.split('|')[0])).toEqual(['id-r1', 'id-r2']);
-    expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['id-w2']);
-    expect(await raw.hget(keys.pool, 'u')).toBe('2');
+    expect(await lua.raw.zrange(keys.queue, 0, -1)).toEqual(['id-w2']);
+    expect(await lua.raw.hget(keys.pool, 'u')).toBe('2');
     sub.disconnect();
   });
 });
@@ -114,37 +96,37 @@ describe('permit-release.lua', () => {
 describe('permit-renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: same token, later end; {0}: no live lease', async () => {
     const [, token, end] = (await acquire('o1', { ttlMs: 1_000 })) as number[];
-    const renewed = (await scripts.run('permitRenew', { keys, ownerToken: 'o1', ttlMs: 20_000, graceMs: GRACE_MS })) as number[];
+    const renewed = (await lua.scripts.run('permitRenew', { keys, ownerToken: 'o1', ttlMs: 20_000, graceMs: GRACE_MS })) as number[];
     expect(renewed).toEqual([1, token, int]);
     expect(renewed[2]).toBeGreaterThan(end as number);
-    expect(await raw.zscore(keys.expiries, 'o1')).toBe(String(renewed[2]));
-    expect(await scripts.run('permitRenew', { keys, ownerToken: 'nobody', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.raw.zscore(keys.expiries, 'o1')).toBe(String(renewed[2]));
+    expect(await lua.scripts.run('permitRenew', { keys, ownerToken: 'nobody', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 
   it('{0}: a lease that ran out is not renewed, and its room is free again', async () => {
     await acquire('o1', { ttlMs: 100, capacity: 1 });
     await sleep(150);
-    expect(await scripts.run('permitRenew', { keys, ownerToken: 'o1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('permitRenew', { keys, ownerToken: 'o1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
     expect(await acquire('o2', { capacity: 1 })).toEqual([1, int, int]);
   });
 });
 
 describe('permit-inspect.lua and permit-force-release.lua', () => {
   it('{1, capacity, waiters, nowMs, (weight, token, end, holder)...}; {0} when nothing is live; force release returns the evicted', async () => {
-    expect(await scripts.run('permitInspect', { keys })).toEqual([0]);
+    expect(await lua.scripts.run('permitInspect', { keys })).toEqual([0]);
     const [, t1] = (await acquire('o1', { holder: 'x' })) as number[];
     const [, t2] = (await acquire('o2')) as number[];
     await acquire('w1', { waitMs: 5_000, waiterId: 'id1' });
-    const reply = (await scripts.run('permitInspect', { keys })) as unknown[];
+    const reply = (await lua.scripts.run('permitInspect', { keys })) as unknown[];
     expect(reply.slice(0, 4)).toEqual([1, 2, 1, int]);
     expect(reply.slice(4)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
-    const evicted = (await scripts.run('permitForceRelease', { ...handOver, lockName, keys })) as unknown[];
+    const evicted = (await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys })) as unknown[];
     expect(evicted).toEqual(['o1', t1, 'x', 'o2', t2, '']);
     // The waiter got one of the freed permits.
-    const after = (await scripts.run('permitInspect', { keys })) as unknown[];
+    const after = (await lua.scripts.run('permitInspect', { keys })) as unknown[];
     expect(after.slice(0, 3)).toEqual([1, 2, 0]);
     expect(after[5]).toBeGreaterThan(t2 as number);
-    expect(await scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual([]);
+    expect(await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual([]);
   });
 });
 
@@ -152,7 +134,7 @@ describe('permit-cancel.lua and permit-heartbeat.lua', () => {
   it('{0, retryAfterMs}: taken out of the queue; {1, token, end}: it had been granted meanwhile', async () => {
     await acquire('o1', { capacity: 1, ttlMs: 5_000 });
     await acquire('w1', { capacity: 1, waitMs: 5_000, waiterId: 'id1' });
-    const cancel = (id: string, owner: string) => scripts.run('permitCancel', { ...handOver, lockName, keys, waiterId: id, ownerToken: owner });
+    const cancel = (id: string, owner: string) => lua.scripts.run('permitCancel', { ...handOver, lockName, keys, waiterId: id, ownerToken: owner });
     const out = (await cancel('id1', 'w1')) as number[];
     expect(out[0]).toBe(0);
     expect(out[1]).toBeGreaterThan(0);
@@ -165,7 +147,7 @@ describe('permit-cancel.lua and permit-heartbeat.lua', () => {
     await acquire('o1', { capacity: 1, ttlMs: 100 });
     await acquire('w1', { capacity: 1, waitMs: 5_000, waiterId: 'id1' });
     const visit = () =>
-      scripts.run('permitHeartbeat', { ...handOver, lockName, keys, livenessMs: 3_000, waiters: [{ id: 'id1', ownerToken: 'w1' }] });
+      lua.scripts.run('permitHeartbeat', { ...handOver, lockName, keys, livenessMs: 3_000, waiters: [{ id: 'id1', ownerToken: 'w1' }] });
     const early = (await visit()) as unknown[];
     expect(early).toEqual([int]);
     await sleep(150);

@@ -1,19 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Redis } from 'ioredis';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
-import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { int, useScriptServer } from '../helpers/script-server.js';
 
 /**
  * Each Lua script on its own, called through the script table on a real redis-server: one case per
  * return shape its header comment documents, plus the state it leaves in Redis. The store's own tests
  * go through the parsers; these pin the scripts' contract itself.
  */
-let server: RedisServer;
-let redis: Redis;
-let raw: Redis;
-let scripts: Scripts;
+const lua = useScriptServer();
 const space = new KeySpace('lua:');
 const GRACE_MS = 60_000;
 const CHANNELS = space.grantChannelPrefix();
@@ -21,30 +16,18 @@ let n = 0;
 let lockName: string;
 let keys: LockKeys;
 
-beforeAll(async () => {
-  server = await RedisServer.start();
-  redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
-  scripts = defineScripts(redis);
-  raw = server.client();
-});
-afterAll(async () => {
-  redis.disconnect();
-  raw.disconnect();
-  await server.stop();
-});
 beforeEach(() => {
   lockName = `k${++n}`;
   keys = space.lockKeys(lockName);
 });
 
-const int = expect.any(Number) as unknown as number;
 const handOver = { graceMs: GRACE_MS, channelPrefix: CHANNELS };
 
 function acquire(
   ownerToken: string,
   options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number; maxSlots?: number; keys?: LockKeys } = {},
 ) {
-  return scripts.run('acquire', {
+  return lua.scripts.run('acquire', {
     ...handOver,
     lockName,
     keys,
@@ -61,11 +44,11 @@ function acquire(
     ...(options.keys ? { keys: options.keys } : {}),
   });
 }
-const release = (ownerToken: string) => scripts.run('release', { ...handOver, lockName, keys, ownerToken });
+const release = (ownerToken: string) => lua.scripts.run('release', { ...handOver, lockName, keys, ownerToken });
 
 /** Resolves with the next message published on `channel`. */
 async function nextMessage(channel: string): Promise<{ next: Promise<string>; done: () => void }> {
-  const sub = server.client();
+  const sub = lua.server.client();
   await sub.subscribe(channel);
   const next = new Promise<string>((resolve) => sub.once('message', (_c: string, message: string) => resolve(message)));
   return { next, done: () => sub.disconnect() };
@@ -79,8 +62,8 @@ describe('acquire.lua', () => {
     const [, token, end] = reply as [number, number, number];
     expect(token).toBeGreaterThanOrEqual(before * 1000);
     expect(end).toBeGreaterThanOrEqual(before + 5_000);
-    expect(await raw.hgetall(keys.lock)).toEqual({ o: 'owner-1', e: String(end), t: String(token), h: 'h' });
-    expect(await raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
+    expect(await lua.raw.hgetall(keys.lock)).toEqual({ o: 'owner-1', e: String(end), t: String(token), h: 'h' });
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
   });
 
   it('{0, retryAfterMs}: held and the caller does not wait', async () => {
@@ -94,21 +77,21 @@ describe('acquire.lua', () => {
   it('{3, retryAfterMs}: queued; {2, retryAfterMs}: the queue holds the most live waiters allowed', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     expect(await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1', maxWaiters: 1 })).toEqual([3, int]);
-    expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
-    expect(await raw.hget(keys.waiters, 'w1')).toMatch(/^\d+\|\d+\|10000\|owner-2\|inst-a\|$/);
+    expect(await lua.raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
+    expect(await lua.raw.hget(keys.waiters, 'w1')).toMatch(/^\d+\|\d+\|10000\|owner-2\|inst-a\|$/);
     expect(await acquire('owner-3', { waitMs: 5_000, waiterId: 'w2', maxWaiters: 1 })).toEqual([2, int]);
   });
 
   it('a dead waiter does not count toward the cap: it is swept out and the caller queued', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
-    await raw.zadd(keys.queue, 1, 'dead');
-    await raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
+    await lua.raw.zadd(keys.queue, 1, 'dead');
+    await lua.raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
     expect(await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1', maxWaiters: 1 })).toEqual([3, int]);
-    expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
+    expect(await lua.raw.zrange(keys.queue, 0, -1)).toEqual(['w1']);
   });
 
   it('the fencing token is last + 1 when the last one is ahead of the clock', async () => {
-    await raw.hset(keys.lock, 't', '5000000000000000');
+    await lua.raw.hset(keys.lock, 't', '5000000000000000');
     expect(await acquire('owner-1')).toEqual([1, 5_000_000_000_000_001, int]);
   });
 });
@@ -121,30 +104,30 @@ describe('quota slots inside the lock scripts', () => {
     const refused = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
     expect(refused[0]).toBe(5);
     expect(refused[1]).toBeGreaterThan(4_000);
-    expect(await raw.zcard(a.slots)).toBe(1);
-    expect(await scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
-    expect(await raw.exists(a.slots)).toBe(0);
+    expect(await lua.raw.zcard(a.slots)).toBe(1);
+    expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
+    expect(await lua.raw.exists(a.slots)).toBe(0);
     expect(await acquire('owner-b', { keys: b, maxSlots: 1 })).toEqual([1, int, int]);
     // A waiter takes its slot when it is queued, and gives it back when it cancels.
     expect(await acquire('owner-c', { keys: b, maxSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
-    expect(await raw.zcard(b.slots)).toBe(2);
-    expect(await scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
-    expect(await raw.zscore(b.slots, 'owner-c')).toBeNull();
+    expect(await lua.raw.zcard(b.slots)).toBe(2);
+    expect(await lua.scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
+    expect(await lua.raw.zscore(b.slots, 'owner-c')).toBeNull();
   });
 });
 
 describe('renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
-    const reply = (await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    const reply = (await lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
     expect(reply).toEqual([1, token, int]);
     expect(reply[2]).toBeGreaterThan(end);
   });
 
   it('{0}: this token holds no live lease', async () => {
     await acquire('owner-1');
-    expect(await scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
-    expect(await scripts.run('renew', { lockKey: space.lock('unknown'), slotsKey: keys.slots, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('renew', { lockKey: space.lock('unknown'), slotsKey: keys.slots, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 });
 
@@ -153,8 +136,8 @@ describe('release.lua', () => {
     const [, token] = (await acquire('owner-1')) as [number, number];
     expect(await release('someone-else')).toBe(0);
     expect(await release('owner-1')).toBe(1);
-    expect(await raw.hgetall(keys.lock)).toEqual({ t: String(token) });
-    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS - 1_000);
+    expect(await lua.raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS - 1_000);
     expect(await release('owner-1')).toBe(0);
   });
 
@@ -167,9 +150,9 @@ describe('release.lua', () => {
       const [waiterId, grantedToken, end, name] = (await message.next).split('|');
       expect([waiterId, name]).toEqual(['w1', lockName]);
       expect(Number(grantedToken)).toBeGreaterThan(token);
-      expect(await raw.hget(keys.lock, 'o')).toBe('owner-2');
-      expect(await raw.hget(keys.lock, 'e')).toBe(end);
-      expect(await raw.zcard(keys.queue)).toBe(0);
+      expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-2');
+      expect(await lua.raw.hget(keys.lock, 'e')).toBe(end);
+      expect(await lua.raw.zcard(keys.queue)).toBe(0);
     } finally {
       message.done();
     }
@@ -180,23 +163,23 @@ describe('inspect.lua', () => {
   it('{1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}: held; waiters counts live ones', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 5_000, holder: 'worker-7' })) as [number, number, number];
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
-    await raw.zadd(keys.queue, 1, 'dead');
-    await raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
-    const reply = (await scripts.run('inspect', { keys })) as unknown[];
+    await lua.raw.zadd(keys.queue, 1, 'dead');
+    await lua.raw.hset(keys.waiters, 'dead', `1|${Date.now() + 60_000}|1000|ghost|inst-z|`);
+    const reply = (await lua.scripts.run('inspect', { keys })) as unknown[];
     expect(reply).toEqual([1, token, end, int, 'worker-7', 1]);
     expect(reply[3]).toBeLessThanOrEqual(5_000);
     // Read-only: the dead record is still there.
-    expect(await raw.zcard(keys.queue)).toBe(2);
+    expect(await lua.raw.zcard(keys.queue)).toBe(2);
   });
 
   it('holder "" when none was given; {0, lastFencingToken, lockDelayLeftMs} when free', async () => {
     await acquire('owner-1');
-    const held = (await scripts.run('inspect', { keys })) as unknown[];
+    const held = (await lua.scripts.run('inspect', { keys })) as unknown[];
     expect(held).toEqual([1, int, int, int, '', 0]);
     await release('owner-1');
-    expect(await scripts.run('inspect', { keys })).toEqual([0, held[1], 0]);
-    await raw.del(keys.lock);
-    expect(await scripts.run('inspect', { keys })).toEqual([0, 0, 0]);
+    expect(await lua.scripts.run('inspect', { keys })).toEqual([0, held[1], 0]);
+    await lua.raw.del(keys.lock);
+    expect(await lua.scripts.run('inspect', { keys })).toEqual([0, 0, 0]);
   });
 });
 
@@ -204,38 +187,38 @@ describe('cancel.lua', () => {
   it('{0, retryAfterMs}: taken out of the queue; retryAfterMs is the time left on the lease', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
-    const reply = (await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
+    const reply = (await lua.scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
     expect(reply).toEqual([0, int]);
     expect(reply[1]).toBeGreaterThan(4_000);
-    expect(await raw.zcard(keys.queue)).toBe(0);
-    expect(await raw.hlen(keys.waiters)).toBe(0);
+    expect(await lua.raw.zcard(keys.queue)).toBe(0);
+    expect(await lua.raw.hlen(keys.waiters)).toBe(0);
   });
 
   it('{1, fencingToken, expiresAtMs}: it had been handed the lock; {0, 0}: gone and the lock is free', async () => {
     await acquire('owner-1');
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     await release('owner-1');
-    const granted = (await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
+    const granted = (await lua.scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
     expect(granted).toEqual([1, int, int]);
-    expect(Number(await raw.hget(keys.lock, 't'))).toBe(granted[1]);
+    expect(Number(await lua.raw.hget(keys.lock, 't'))).toBe(granted[1]);
     await release('owner-2');
-    expect(await scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })).toEqual([0, 0]);
+    expect(await lua.scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })).toEqual([0, 0]);
   });
 });
 
 describe('heartbeat.lua', () => {
   const beat = (waiters: Array<{ id: string; ownerToken: string }>) =>
-    scripts.run('heartbeat', { ...handOver, lockName, keys, livenessMs: 3_000, waiters });
+    lua.scripts.run('heartbeat', { ...handOver, lockName, keys, livenessMs: 3_000, waiters });
 
   it('{remainingLeaseMs, ""}: refreshes its waiters while the lock is held by someone else', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     await acquire('owner-2', { waitMs: 60_000, waiterId: 'w1' });
-    const before = Number((await raw.hget(keys.waiters, 'w1'))?.split('|')[0]);
+    const before = Number((await lua.raw.hget(keys.waiters, 'w1'))?.split('|')[0]);
     await sleep(5);
     const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
     expect(reply).toEqual([int, '']);
     expect(reply[0]).toBeGreaterThan(4_000);
-    expect(Number((await raw.hget(keys.waiters, 'w1'))?.split('|')[0])).toBeGreaterThan(before);
+    expect(Number((await lua.raw.hget(keys.waiters, 'w1'))?.split('|')[0])).toBeGreaterThan(before);
   });
 
   it('{remainingLeaseMs, waiterId}: a lease that ran out is handed to the first live waiter, one of this instance', async () => {
@@ -244,7 +227,7 @@ describe('heartbeat.lua', () => {
     await sleep(50);
     const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
     expect(reply).toEqual([int, 'w1']);
-    expect(await raw.hget(keys.lock, 'o')).toBe('owner-2');
+    expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-2');
   });
 
   it('{0, ""}: the lock is free', async () => {
@@ -255,44 +238,44 @@ describe('heartbeat.lua', () => {
 describe('force-release.lua', () => {
   it('{1, fencingToken, holder, evictedOwnerToken}: released whoever held it; {0}: no live lease', async () => {
     const [, token] = (await acquire('owner-1', { holder: 'stuck' })) as [number, number];
-    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1']);
-    expect(await raw.hgetall(keys.lock)).toEqual({ t: String(token) });
-    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([0]);
+    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1']);
+    expect(await lua.raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([0]);
     await acquire('owner-2');
-    expect(await scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2']);
+    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2']);
   });
 });
 
 describe('slot-reserve.lua and slot-extend.lua', () => {
   it('{1}: reserved; {0, retryAfterMs}: the namespace is full until its earliest slot ends', async () => {
     const slotsKey = space.slots(`ns-${lockName}`);
-    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
-    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
-    const full = (await scripts.run('slotReserve', { slotsKey, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
+    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
+    const full = (await lua.scripts.run('slotReserve', { slotsKey, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
     expect(full).toEqual([0, int]);
     expect(full[1]).toBeGreaterThan(2_000);
     expect(full[1]).toBeLessThanOrEqual(3_000);
     // An existing slot may always be reserved again (its end only moves later).
-    expect(await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
   });
 
   it('1: an existing slot moved later (never earlier); 0: no such slot, nothing created', async () => {
     const slotsKey = space.slots(`ns-${lockName}`);
-    await scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
-    const end = Number(await raw.zscore(slotsKey, 'a'));
-    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end + 5_000 })).toBe(1);
-    expect(Number(await raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
-    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end })).toBe(1);
-    expect(Number(await raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
-    expect(await scripts.run('slotExtend', { slotsKey, slotId: 'ghost', expiresAtMs: end })).toBe(0);
-    expect(await raw.zscore(slotsKey, 'ghost')).toBeNull();
+    await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
+    const end = Number(await lua.raw.zscore(slotsKey, 'a'));
+    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end + 5_000 })).toBe(1);
+    expect(Number(await lua.raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
+    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end })).toBe(1);
+    expect(Number(await lua.raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
+    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'ghost', expiresAtMs: end })).toBe(0);
+    expect(await lua.raw.zscore(slotsKey, 'ghost')).toBeNull();
   });
 });
 
 describe('change notices (_watch.lua)', () => {
   /** Counts the messages on the lock's change channel while `run` runs. */
   async function notices(run: () => Promise<unknown>): Promise<number> {
-    const sub = server.client();
+    const sub = lua.server.client();
     const channel = space.changeChannel(lockName);
     let count = 0;
     const marker = new Promise<void>((resolve) =>
@@ -300,11 +283,11 @@ describe('change notices (_watch.lua)', () => {
     );
     await sub.subscribe(channel);
     // As RedisStore.watchChanges does: subscribed, then the lock is marked as watched.
-    await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 10_000 });
+    await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 10_000 });
     try {
       await run();
       // Messages on one channel arrive in order: every notice of `run` comes before this marker.
-      await raw.publish(channel, 'marker');
+      await lua.raw.publish(channel, 'marker');
       await marker;
       return count;
     } finally {
@@ -315,54 +298,54 @@ describe('change notices (_watch.lua)', () => {
   it('one PUBLISH per grant, per release (with its hand-over), per force release; none for renew or a refusal', async () => {
     expect(await notices(() => acquire('owner-1'))).toBe(1);
     expect(await notices(() => acquire('owner-2'))).toBe(0);
-    expect(await notices(() => scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
+    expect(await notices(() => lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     expect(await notices(() => release('owner-1'))).toBe(1);
-    expect(await notices(() => scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
+    expect(await notices(() => lua.scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
   });
 
   it('no PUBLISH for a lock nobody marked as watched; watch-mark says whether the mark was still there', async () => {
-    const sub = server.client();
+    const sub = lua.server.client();
     let count = 0;
     sub.on('message', () => count++);
     await sub.subscribe(space.changeChannel(lockName));
     try {
       await acquire('owner-1');
       await release('owner-1');
-      await raw.publish(space.changeChannel(lockName), 'marker');
+      await lua.raw.publish(space.changeChannel(lockName), 'marker');
       await vi.waitFor(() => expect(count).toBe(1));
     } finally {
       sub.disconnect();
     }
-    expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(0);
-    expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(1);
+    expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(0);
+    expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(1);
     // Probing with a 1 ms mark never extends a longer one: it is found run out once 200 ms have passed.
-    await vi.waitFor(async () => expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 1 })).toBe(0), { timeout: 10_000 });
+    await vi.waitFor(async () => expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 1 })).toBe(0), { timeout: 10_000 });
   });
 
   it('the lock hash outlives its watch mark and its queue flag, whatever the lease', async () => {
-    await scripts.run('watchMark', { lockKey: keys.lock, keepMs: GRACE_MS * 3 });
+    await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: GRACE_MS * 3 });
     await acquire('owner-1');
-    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
     await release('owner-1');
-    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
     // A queue: the hash says so (q) until the queue's end, and lives as long.
     await acquire('owner-2');
     await acquire('owner-3', { waitMs: GRACE_MS * 5, waiterId: 'w1' });
-    const q = Number(await raw.hget(keys.lock, 'q'));
+    const q = Number(await lua.raw.hget(keys.lock, 'q'));
     expect(q).toBeGreaterThan(Date.now() + GRACE_MS * 4);
-    expect(await raw.pttl(keys.lock)).toBeGreaterThanOrEqual(Number(await raw.pttl(keys.queue)) - 5);
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThanOrEqual(Number(await lua.raw.pttl(keys.queue)) - 5);
     // Handed on, then released with nobody left: the flag goes, and later calls do not look again.
     expect(await release('owner-2')).toBe(1);
-    expect(await raw.hget(keys.lock, 'o')).toBe('owner-3');
+    expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-3');
     expect(await release('owner-3')).toBe(1);
-    expect(await raw.hget(keys.lock, 'q')).toBeNull();
+    expect(await lua.raw.hget(keys.lock, 'q')).toBeNull();
   });
 });
 
 describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
   const acquireWithDelay = (ownerToken: string, ttlMs: number, lockDelayMs: number) =>
-    scripts.run('acquire', {
+    lua.scripts.run('acquire', {
       ...handOver,
       lockName,
       keys,
@@ -385,54 +368,54 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
     const [kind, retryAfter] = (await acquireWithDelay('owner-2', 1_000, 0)) as number[];
     expect(kind).toBe(0);
     expect(retryAfter).toBeGreaterThan(4_000);
-    const free = (await scripts.run('inspect', { keys })) as number[];
+    const free = (await lua.scripts.run('inspect', { keys })) as number[];
     expect(free[0]).toBe(0);
     expect(free[2]).toBeGreaterThan(4_000);
     // Released before it expires: no delay.
     const other = space.lockKeys(`${lockName}-b`);
-    const raw2 = await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0, lockDelayMs: 5_000 });
+    const raw2 = await lua.scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0, lockDelayMs: 5_000 });
     expect(raw2).toEqual([1, int, int]);
-    expect(await scripts.run('release', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o' })).toBe(1);
-    expect(await scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 })).toEqual([1, int, int]);
+    expect(await lua.scripts.run('release', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o' })).toBe(1);
+    expect(await lua.scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 })).toEqual([1, int, int]);
   });
 
   it('lock-delay.lua: 1 sets the delay of a live lease of this owner (tagged with the owner); 0 otherwise', async () => {
     await acquire('owner-1');
-    expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'someone', lockDelayMs: 1_000 })).toBe(0);
-    expect(await scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'owner-1', lockDelayMs: 1_000 })).toBe(1);
+    expect(await lua.scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'someone', lockDelayMs: 1_000 })).toBe(0);
+    expect(await lua.scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'owner-1', lockDelayMs: 1_000 })).toBe(1);
     // The delay names its lease's owner: left in the hash after that lease, it never applies to a later one.
-    expect(await raw.hget(keys.lock, 'd')).toBe('owner-1|1000');
+    expect(await lua.raw.hget(keys.lock, 'd')).toBe('owner-1|1000');
   });
 });
 
 describe('lock-set scripts', () => {
   const member = (name: string) => ({ keys: space.lockKeys(`ns/${lockName}-${name}`), name: `ns/${lockName}-${name}` });
   const setAcquire = (ownerToken: string, names: string[]) =>
-    scripts.run('lockSetAcquire', { members: names.map(member), ownerToken, ttlMs: 10_000, holder: 'h', graceMs: GRACE_MS, lockDelayMs: 0, channelPrefix: CHANNELS });
+    lua.scripts.run('lockSetAcquire', { members: names.map(member), ownerToken, ttlMs: 10_000, holder: 'h', graceMs: GRACE_MS, lockDelayMs: 0, channelPrefix: CHANNELS });
 
   it('lock-set-acquire: {1, expiresAtMs, tokens...} for all; {0, retryAfterMs, busyIndex} and nothing taken when one is busy', async () => {
     expect(await setAcquire('set-1', ['a', 'b'])).toEqual([1, int, int, int]);
     const refused = (await setAcquire('set-2', ['c', 'b'])) as number[];
     expect(refused[0]).toBe(0);
     expect(refused[2]).toBe(1);
-    expect(await raw.exists(member('c').keys.lock)).toBe(0);
-    expect(await raw.hget(member('a').keys.lock, 'o')).toBe('set-1');
+    expect(await lua.raw.exists(member('c').keys.lock)).toBe(0);
+    expect(await lua.raw.hget(member('a').keys.lock, 'o')).toBe('set-1');
   });
 
   it('lock-set-renew: {1, expiresAtMs, tokens...} only when the token holds every key; {0} and nothing changed otherwise', async () => {
     const [, , ta, tb] = (await setAcquire('set-1', ['a', 'b'])) as number[];
     const lockKeys = ['a', 'b'].map((x) => member(x).keys.lock);
-    expect(await scripts.run('lockSetRenew', { lockKeys, ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([1, int, ta, tb]);
-    expect(await scripts.run('lockSetRenew', { lockKeys: [...lockKeys, member('z').keys.lock], ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('lockSetRenew', { lockKeys, ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([1, int, ta, tb]);
+    expect(await lua.scripts.run('lockSetRenew', { lockKeys: [...lockKeys, member('z').keys.lock], ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 
   it('lock-set-release: 1 frees every key the token holds; 0 when it holds none', async () => {
     await setAcquire('set-1', ['a', 'b']);
     const release = (ownerToken: string) =>
-      scripts.run('lockSetRelease', { members: ['a', 'b'].map(member), ownerToken, graceMs: GRACE_MS, channelPrefix: CHANNELS });
+      lua.scripts.run('lockSetRelease', { members: ['a', 'b'].map(member), ownerToken, graceMs: GRACE_MS, channelPrefix: CHANNELS });
     expect(await release('other')).toBe(0);
     expect(await release('set-1')).toBe(1);
-    expect(await raw.hget(member('a').keys.lock, 'o')).toBeNull();
+    expect(await lua.raw.hget(member('a').keys.lock, 'o')).toBeNull();
     expect(await release('set-1')).toBe(0);
   });
 });

@@ -2,11 +2,18 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_NAMESPACE, lockId } from '../../../src/domain/namespaces.js';
 import { KeySpace } from '../../../src/store/redis/keys.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
-import { KeyholderProcess } from '../../helpers/keyholder-process.js';
 import { RedisCluster } from '../../helpers/redis-cluster.js';
 import { eventually } from '../../helpers/redis-store.js';
 import type { Driver } from '../driver.js';
-import { failoverUnderTraffic, type FailoverInjection, type FailoverResult } from '../failover.js';
+import {
+  failoverUnderTraffic,
+  REDIS_KEY_PREFIX,
+  replicatedRedisEnv,
+  SAFE,
+  withInstances,
+  type FailoverInjection,
+  type FailoverResult,
+} from '../failover.js';
 import { printScenario, publishTable } from '../report.js';
 
 /**
@@ -22,7 +29,6 @@ const NODE_TIMEOUT_MS = 1_000;
 const TTL_MS = 10_000;
 const RUN_MS = 20_000;
 const FAULT_AT_MS = 4_000;
-const KEY_PREFIX = 'faults:';
 const LOCK_PREFIX = 'cluster';
 const results: FailoverResult[] = [];
 
@@ -35,7 +41,7 @@ afterAll(() => {
  * open, so every lock is in the default namespace: one slot, on one master (a Cluster spreads
  * namespaces, not the locks of one namespace), and the fault hits all of the run's locks.
  */
-const targetKey = new KeySpace(KEY_PREFIX).lock(lockId(DEFAULT_NAMESPACE, `${LOCK_PREFIX}-k0`));
+const targetKey = new KeySpace(REDIS_KEY_PREFIX).lock(lockId(DEFAULT_NAMESPACE, `${LOCK_PREFIX}-k0`));
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
 async function run(
@@ -44,38 +50,25 @@ async function run(
   inject: (cluster: RedisCluster, driver: Driver, urls: readonly string[]) => Promise<FailoverInjection>,
 ): Promise<FailoverResult> {
   const cluster = await RedisCluster.start({ nodeTimeoutMs: NODE_TIMEOUT_MS });
-  const instances: KeyholderProcess[] = [];
   try {
-    for (let i = 0; i < 3; i++) {
-      instances.push(
-        await KeyholderProcess.start({
-          env: {
-            REDIS_CLUSTER_NODES: cluster.nodesEnv,
-            REDIS_MIN_REPLICA_ACKS: String(acks),
-            REDIS_REPLICA_ACK_TIMEOUT_MS: '100',
-            REDIS_COMMAND_TIMEOUT_MS: '250',
-            REDIS_KEY_PREFIX: KEY_PREFIX,
-            LOG_LEVEL: 'warn',
-          },
-        }),
-      );
-    }
-    const r = await failoverUnderTraffic({
-      name,
-      urls: instances.map((i) => i.url),
-      keyPrefix: LOCK_PREFIX,
-      durationMs: RUN_MS,
-      ttlMs: TTL_MS,
-      inject: async (driver) => {
-        await sleep(FAULT_AT_MS);
-        return inject(cluster, driver, instances.map((i) => i.url));
-      },
-    });
+    const env = replicatedRedisEnv({ REDIS_CLUSTER_NODES: cluster.nodesEnv }, acks);
+    const r = await withInstances(env, (urls) =>
+      failoverUnderTraffic({
+        name,
+        urls,
+        keyPrefix: LOCK_PREFIX,
+        durationMs: RUN_MS,
+        ttlMs: TTL_MS,
+        inject: async (driver) => {
+          await sleep(FAULT_AT_MS);
+          return inject(cluster, driver, urls);
+        },
+      }),
+    );
     results.push(r);
     printScenario(r);
     return r;
   } finally {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
     await cluster.stop();
   }
 }
@@ -86,10 +79,10 @@ async function run(
  * lasted, to show a Cluster loses only the dead master's namespaces.
  */
 async function bystander(cluster: RedisCluster, killedPort: number) {
-  const keys = new KeySpace(KEY_PREFIX);
+  const keys = new KeySpace(REDIS_KEY_PREFIX);
   let namespace = 'bystander-0';
   for (let i = 1; (await cluster.masterOf(keys.lock(lockId(namespace, 'x')))) === killedPort; i++) namespace = `bystander-${i}`;
-  const store = new RedisStore({ connection: cluster.connection, keyPrefix: KEY_PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+  const store = new RedisStore({ connection: cluster.connection, keyPrefix: REDIS_KEY_PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
   await eventually(() => store.ping(), 10_000);
   const id = lockId(namespace, 'x');
   const counts = { grants: 0, failures: 0 };
@@ -120,7 +113,6 @@ async function bystander(cluster: RedisCluster, killedPort: number) {
   };
 }
 
-const SAFE = { overlaps: 0, grantsDuringLease: 0, tokenRegressions: 0, duplicateTokens: 0, staleWritesAccepted: 0 };
 const TIMEOUT_MS = 180_000;
 
 describe('Redis Cluster under traffic', () => {
