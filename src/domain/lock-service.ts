@@ -19,7 +19,7 @@ import { WaitGate } from './wait-gate.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
-import { ChangeWatch, type IndexedView } from './watch.js';
+import { ChangeWatch, type IndexedView, lockWatchSource } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
@@ -151,7 +151,7 @@ export class LockService {
     // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
     this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
-    this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
+    this.changes = new ChangeWatch(lockWatchSource(store));
   }
 
   /** Aborted at shutdown (for the other primitives' waits on this instance). */

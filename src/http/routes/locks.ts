@@ -15,6 +15,9 @@ import {
   RenewResponse,
 } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
+import { SharedAnswers } from '../shared-answers.js';
+import type { IndexedView } from '../../domain/watch.js';
+import type { z } from 'zod';
 import { jsonResponse, routeRule } from './responses.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -52,7 +55,31 @@ export function callerGone(reply: { raw: { once(event: 'close', fn: () => void):
   return controller.signal;
 }
 
+/** The answer of inspect and of a blocking query, for the lock's indexed view. */
+function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> {
+  const state = view.state;
+  if (state === null) {
+    return {
+      key,
+      held: false as const,
+      index: view.index,
+      ...(view.lockDelayUntilMs !== undefined ? { lockDelayUntil: iso(view.lockDelayUntilMs) } : {}),
+    };
+  }
+  return {
+    key,
+    held: true as const,
+    index: view.index,
+    holder: state.holder,
+    fencingToken: state.fencingToken,
+    expiresAt: iso(state.expiresAtMs),
+    ttlRemainingMs: state.ttlRemainingMs,
+    waiters: state.waiters,
+  };
+}
+
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
+  const watchAnswers = new SharedAnswers(LockStatus);
   registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
@@ -180,25 +207,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       const { index, waitMs = 0 } = request.query;
       const blocking = index !== undefined && waitMs > 0;
       const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
-      const state = view.state;
-      if (state === null) {
-        return {
-          key,
-          held: false as const,
-          index: view.index,
-          ...(view.lockDelayUntilMs !== undefined ? { lockDelayUntil: iso(view.lockDelayUntilMs) } : {}),
-        };
-      }
-      return {
-        key,
-        held: true as const,
-        index: view.index,
-        holder: state.holder,
-        fencingToken: state.fencingToken,
-        expiresAt: iso(state.expiresAtMs),
-        ttlRemainingMs: state.ttlRemainingMs,
-        waiters: state.waiters,
-      };
+      const answer = () => lockStatus(key, view);
+      // The watchers a change wakes share its view: one body for all of them.
+      return blocking ? watchAnswers.send(reply, view, key, answer) : answer();
     },
   );
 };
