@@ -6,9 +6,10 @@ import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
-import type { PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
+import { ChangeWatch, permitWatchSource } from './watch.js';
 
 export type PermitOperation = 'acquire' | 'renew' | 'release' | 'inspect';
 
@@ -73,6 +74,8 @@ export class PermitCore {
   private readonly permits: PermitStore | undefined;
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** Blocking queries on this primitive's keys (one subscription per watched key on this instance). */
+  private readonly changes: ChangeWatch<IndexedPermitState> | undefined;
 
   constructor(
     readonly kind: PermitKind,
@@ -87,15 +90,14 @@ export class PermitCore {
     const giveBack = { release: (id: string, ownerToken: string) => this.store$().releasePermit(kind, id, ownerToken) };
     this.quota = new NamespaceQuota({ ...bindSlots(store), ...giveBack }, limits.maxHeldLocksPerNamespace ?? 0);
     this.freshness = new FreshnessGuard(giveBack);
+    this.changes = this.permits && new ChangeWatch(permitWatchSource(this.permits, kind));
   }
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
     return this.observe('acquire', async () => {
       this.checkTtl(request.ttlMs);
       const { waitMs } = request;
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
-        throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
-      }
+      this.checkWaitMs(waitMs);
       const store = this.store$();
       const id = lockId(request.namespace, request.key);
       const claim = { namespace: request.namespace, id, ownerToken: newOwnerToken(), ttlMs: request.ttlMs };
@@ -185,6 +187,21 @@ export class PermitCore {
     return this.observe('inspect', () => this.store$().inspectPermits(this.kind, lockId(namespace, key)));
   }
 
+  /**
+   * A blocking query, as LockService.watch: the state and watch index, at once when the index differs
+   * from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes, otherwise
+   * after `waitMs` with the unchanged state.
+   */
+  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedPermitState> {
+    const id = lockId(namespace, key);
+    const changes = this.changes;
+    if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
+    if (index === undefined || waitMs === 0) return this.observe('inspect', () => changes.current(id));
+    this.checkWaitMs(waitMs);
+    // As the store's waits: a shutdown ends it (the gate's signal).
+    return changes.wait(id, index, waitMs, this.gate.waitSignal(signal));
+  }
+
   /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */
   async forceRelease(namespace: string, key: string): Promise<Array<{ holder: string | null; fencingToken: number }>> {
     const evicted = await this.store$().forceReleasePermits(this.kind, lockId(namespace, key));
@@ -219,6 +236,12 @@ export class PermitCore {
   private store$(): PermitStore {
     if (this.permits === undefined) throw new NotSupportedError(this.kind === 'semaphore' ? 'semaphores' : 'read/write locks', this.store.kind);
     return this.permits;
+  }
+
+  private checkWaitMs(waitMs: number): void {
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
+      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
+    }
   }
 
   private checkTtl(ttlMs: number): void {

@@ -1,5 +1,6 @@
 import type { ChangeFeed, IndexedLockState } from './lock-store.js';
 import { WaitAbortedError } from './errors.js';
+import type { IndexedPermitState, PermitKind, PermitStore } from './permit-store.js';
 
 /**
  * The watch index of a key: 2 * fencingToken while held, 2 * lastFencingToken + 1 while free.
@@ -54,6 +55,25 @@ export function lockWatchSource(store: ChangeFeed & { inspectIndexed(id: string)
     // +1: the lease is live up to and including its end millisecond on the store clock.
     changesByItselfInMs: (view) => (view.state === null ? undefined : view.state.ttlRemainingMs + 1),
     aged,
+  };
+}
+
+/** A semaphore's or read/write lock's source: its indexed state, re-read when its earliest lease ends. */
+export function permitWatchSource(permits: PermitStore, kind: PermitKind): WatchSource<IndexedPermitState> {
+  return {
+    watchChanges: (id, onChange) => permits.watchPermitChanges(kind, id, onChange),
+    read: (id) => permits.inspectPermitsIndexed(kind, id),
+    changesByItselfInMs: (view) => {
+      const ends = view.state?.holders.map((h) => h.ttlRemainingMs) ?? [];
+      // +1: a lease is live up to and including its end millisecond on the store clock.
+      return ends.length === 0 ? undefined : Math.min(...ends) + 1;
+    },
+    aged: (view) => {
+      if (view.state === null) return view;
+      const now = Date.now();
+      const holders = view.state.holders.map((h) => ({ ...h, ttlRemainingMs: Math.max(0, Math.ceil(h.expiresAtMs - now)) }));
+      return { ...view, state: { ...view.state, holders } };
+    },
   };
 }
 

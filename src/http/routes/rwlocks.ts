@@ -1,9 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { PermitCore } from '../../domain/permits.js';
-import { RwLockService } from '../../domain/rwlocks.js';
+import { RwLockService, rwLockView } from '../../domain/rwlocks.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
-import { LockKeyParams } from '../schemas/locks.js';
+import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
+import { SharedAnswers } from '../shared-answers.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
 import { callerSignal, iso, PERMIT_COMMON_ERRORS, PERMIT_INSPECT_ERRORS, PERMIT_WAIT_ERRORS, registerLeaseRoutes, type PermitNames } from './permits.js';
 import { jsonResponse, routeRule } from './responses.js';
@@ -22,6 +23,7 @@ const inspectRule = routeRule('locks', PERMIT_INSPECT_ERRORS);
 /** Read/write locks (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
 export const rwLockRoutes: FastifyPluginAsyncZod<{ core: PermitCore }> = async (app, { core }) => {
   const rwlocks = new RwLockService(core);
+  const watchAnswers = new SharedAnswers(RwLockStatus);
   registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
 
   app.post(
@@ -66,23 +68,34 @@ export const rwLockRoutes: FastifyPluginAsyncZod<{ core: PermitCore }> = async (
       config: inspectRule.config,
       schema: {
         operationId: 'inspectRwLock',
-        summary: 'See who holds a read/write lock',
-        description: 'The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.',
+        summary: 'See who holds a read/write lock (or wait for it to change)',
+        description:
+          'The mode it is held in, its leases (mode, holder label, fencing token, expiry), the callers queued, and the ' +
+          'lock\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+          'comes at once if the index differs from N, otherwise as soon as the lock changes, otherwise after M.',
         tags: ['rwlocks'],
         params: LockKeyParams,
+        querystring: InspectQuery,
         response: { 200: jsonResponse(RwLockStatus, 'The read/write lock\'s current state'), ...inspectRule.errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const key = request.params.key;
-      const view = await rwlocks.inspect(principalOf(request).namespace, key);
-      if (view === null) return { key, mode: null, holders: [], waiters: 0 };
-      return {
-        key,
-        mode: view.mode,
-        holders: view.holders.map((h) => ({ mode: h.mode, holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs })),
-        waiters: view.waiters,
+      const { index, waitMs = 0 } = request.query;
+      const blocking = index !== undefined && waitMs > 0;
+      const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, callerSignal(reply.raw, blocking ? waitMs : 0));
+      const answer = () => {
+        if (watched.state === null) return { key, index: watched.index, mode: null, holders: [], waiters: 0 };
+        const view = rwLockView(watched.state);
+        return {
+          key,
+          index: watched.index,
+          mode: view.mode,
+          holders: view.holders.map((h) => ({ mode: h.mode, holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs })),
+          waiters: view.waiters,
+        };
       };
+      return blocking ? watchAnswers.send(reply, watched, key, answer) : answer();
     },
   );
 };

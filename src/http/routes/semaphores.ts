@@ -1,9 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { PermitCore } from '../../domain/permits.js';
-import { SemaphoreService } from '../../domain/semaphores.js';
+import { SemaphoreService, semaphoreView } from '../../domain/semaphores.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
-import { LockKeyParams } from '../schemas/locks.js';
+import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
+import { SharedAnswers } from '../shared-answers.js';
 import { SemaphoreAcquireRequest, SemaphoreGrant, SemaphoreStatus } from '../schemas/permits.js';
 import { callerSignal, iso, PERMIT_COMMON_ERRORS, PERMIT_INSPECT_ERRORS, PERMIT_WAIT_ERRORS, registerLeaseRoutes, type PermitNames } from './permits.js';
 import { jsonResponse, routeRule } from './responses.js';
@@ -22,6 +23,7 @@ const inspectRule = routeRule('locks', PERMIT_INSPECT_ERRORS);
 /** Semaphores (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
 export const semaphoreRoutes: FastifyPluginAsyncZod<{ core: PermitCore }> = async (app, { core }) => {
   const semaphores = new SemaphoreService(core);
+  const watchAnswers = new SharedAnswers(SemaphoreStatus);
   registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
 
   app.post(
@@ -67,24 +69,35 @@ export const semaphoreRoutes: FastifyPluginAsyncZod<{ core: PermitCore }> = asyn
       config: inspectRule.config,
       schema: {
         operationId: 'inspectSemaphore',
-        summary: 'See who holds a semaphore\'s permits',
-        description: 'The limit, the permits held and by whom (holder label, fencing token, expiry), and the callers queued. Never owner tokens.',
+        summary: 'See who holds a semaphore\'s permits (or wait for it to change)',
+        description:
+          'The limit, the permits held and by whom (holder label, fencing token, expiry), the callers queued, and the ' +
+          'semaphore\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+          'comes at once if the index differs from N, otherwise as soon as the semaphore changes, otherwise after M.',
         tags: ['semaphores'],
         params: LockKeyParams,
+        querystring: InspectQuery,
         response: { 200: jsonResponse(SemaphoreStatus, 'The semaphore\'s current state'), ...inspectRule.errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const key = request.params.key;
-      const view = await semaphores.inspect(principalOf(request).namespace, key);
-      if (view === null) return { key, limit: null, permitsHeld: 0, holders: [], waiters: 0 };
-      return {
-        key,
-        limit: view.limit,
-        permitsHeld: view.permitsHeld,
-        holders: view.holders.map((h) => ({ holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs })),
-        waiters: view.waiters,
+      const { index, waitMs = 0 } = request.query;
+      const blocking = index !== undefined && waitMs > 0;
+      const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, callerSignal(reply.raw, blocking ? waitMs : 0));
+      const answer = () => {
+        if (watched.state === null) return { key, index: watched.index, limit: null, permitsHeld: 0, holders: [], waiters: 0 };
+        const view = semaphoreView(watched.state);
+        return {
+          key,
+          index: watched.index,
+          limit: view.limit,
+          permitsHeld: view.permitsHeld,
+          holders: view.holders.map((h) => ({ holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs })),
+          waiters: view.waiters,
+        };
       };
+      return blocking ? watchAnswers.send(reply, watched, key, answer) : answer();
     },
   );
 };

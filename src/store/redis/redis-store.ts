@@ -186,6 +186,7 @@ export class RedisStore implements LockStore {
       // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
       replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
       servedBy: (id) => this.servedBy(id),
+      watchChannel: (channel, onChange) => this.watchChannel(channel, onChange),
     });
     this.heartbeat = setInterval(() => {
       this.room.visitAll();
@@ -327,8 +328,12 @@ export class RedisStore implements LockStore {
    * many local listeners). Resolves once Redis confirmed the subscription; while Redis is unreachable,
    * rejects with a 503 instead of waiting (the subscriber itself would wait for ever).
    */
-  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
-    const channel = this.keys.changeChannel(key);
+  watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    return this.watchChannel(this.keys.changeChannel(key), onChange);
+  }
+
+  /** The subscription behind watchChanges, for any change channel (the permits' too). */
+  private async watchChannel(channel: string, onChange: () => void): Promise<() => void> {
     let listeners = this.changeListeners.get(channel);
     const listener = () => onChange();
     if (listeners === undefined) {
