@@ -1,4 +1,6 @@
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { lockId } from '../src/domain/namespaces.js';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,6 +23,8 @@ import type {
   Percentiles,
   Task,
   TaskResult,
+  WatchClientMessage,
+  WatchClientReport,
   WatchResult,
   WatchTask,
   WorkerMessage,
@@ -613,33 +617,41 @@ async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
 }
 
 /**
- * Watch fan-out: N blocking queries on one key (each its own keep-alive connection), then one change
- * (alternately a grant and a release); the time from sending the change to each watcher's answer, and
- * the Redis commands the change cost (INFO commandstats), whatever N is.
+ * Watch fan-out: N blocking queries on one key (each its own keep-alive connection, spread over
+ * WATCH_CLIENTS processes of their own: watch-client.ts), then one change (alternately a grant and a
+ * release); the time from sending the change to each watcher's answer arriving, and the Redis
+ * commands the change cost (INFO commandstats), whatever N is.
  */
 async function runWatch(task: WatchTask): Promise<WatchResult> {
   const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
-  const pool = new Pool(task.keyholderUrl, { connections: task.watchers + 2, keepAliveTimeout: 120_000, headersTimeout: 0, bodyTimeout: 0 });
+  const pool = new Pool(task.keyholderUrl, { connections: 2, keepAliveTimeout: 120_000 });
+  const clients = Array.from({ length: Math.min(WATCH_CLIENTS, task.watchers) }, () => new WatchClient());
   const wake = new Latency();
   const breakdown: Record<string, number> = {};
   const key = `bench-watch:${task.tag}`;
+  const port = Number(new URL(task.keyholderUrl).port);
   let failures = 0;
   let ownerToken: string | undefined;
   try {
+    await Promise.all(
+      clients.map((c, i) => c.ask({ kind: 'open', port, watchers: Math.floor(task.watchers / clients.length) + (i < task.watchers % clients.length ? 1 : 0) })),
+    );
     let index = Number((await get(pool, `/v1/locks/${key}`)).json.index);
+    // A key with a thousand watchers is watched all the time: its subscription is in place before they
+    // ask (a short blocking query makes it; it outlives its last watcher by a few seconds).
+    await get(pool, `/v1/locks/${key}?index=${index}&waitMs=1`);
     for (let change = 0; change < task.changes; change++) {
-      let sentAt = Number.POSITIVE_INFINITY;
-      const answers = Array.from({ length: task.watchers }, async () => {
-        const res = await get(pool, `/v1/locks/${key}?index=${index}&waitMs=60000`);
-        if (res.status !== 200 || res.json.index === index) failures++;
-        else wake.record(performance.now() - sentAt);
-        return Number(res.json.index);
-      });
+      const request =
+        `GET /v1/locks/${encodeURIComponent(key)}?index=${index}&waitMs=60000 HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
+        Object.entries(AUTH_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('') +
+        '\r\n';
+      await Promise.all(clients.map((c) => c.ask({ kind: 'ask', request })));
       // Every watcher's request in place before the change (the server holds them open; nothing tells
       // the client when they all are, so it waits generously: 5 ms per watcher).
       await sleep(300 + task.watchers * 5);
+      const collected = clients.map((c) => c.ask({ kind: 'collect', oldIndex: index }));
       const before = commandStats(await redis.info('commandstats'));
-      sentAt = performance.now();
+      const sentAt = performance.timeOrigin + performance.now();
       if (ownerToken === undefined) {
         const granted = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
         ownerToken = granted.json.ownerToken as string;
@@ -647,8 +659,13 @@ async function runWatch(task: WatchTask): Promise<WatchResult> {
         await post(pool, `/v1/locks/${key}/release`, { ownerToken });
         ownerToken = undefined;
       }
-      const indexes = await Promise.all(answers);
-      index = indexes.find((i) => i !== index) ?? index;
+      const answers = await Promise.all(collected);
+      for (const answer of answers) {
+        if (answer.kind !== 'answers') continue;
+        failures += answer.failures;
+        for (const at of answer.at) wake.record(at - sentAt);
+        if (answer.index !== index) index = answer.index;
+      }
       const after = commandStats(await redis.info('commandstats'));
       for (const [name, calls] of after) {
         if (name === 'info') continue;
@@ -657,6 +674,7 @@ async function runWatch(task: WatchTask): Promise<WatchResult> {
       }
     }
   } finally {
+    for (const c of clients) c.close();
     await pool.close();
     redis.disconnect();
   }
@@ -664,11 +682,43 @@ async function runWatch(task: WatchTask): Promise<WatchResult> {
   return {
     watchers: task.watchers,
     changes: task.changes,
+    clients: clients.length,
     failures,
     wake: wake.summary(),
     commandsPerChange: total / Math.max(1, task.changes),
     commandBreakdown: Object.fromEntries(Object.entries(breakdown).map(([k, v]) => [k, v / Math.max(1, task.changes)])),
   };
+}
+
+/**
+ * Processes the watchers are spread over: with them all in this one process, reading a thousand
+ * answers (about 50 us each) would queue them behind each other here, and the figure would be the
+ * client's. Two, as the machine has two cores and the server needs one of them.
+ */
+const WATCH_CLIENTS = 2;
+
+/** One forked watch-client.ts, asked one thing at a time. */
+class WatchClient {
+  private readonly child = fork(fileURLToPath(new URL('./watch-client.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+
+  ask(message: WatchClientMessage): Promise<WatchClientReport> {
+    return new Promise((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`watch client exited (${code}) during ${message.kind}`));
+      this.child.once('exit', onExit);
+      this.child.once('message', (report: WatchClientReport) => {
+        this.child.off('exit', onExit);
+        resolve(report);
+      });
+      this.child.send(message);
+    });
+  }
+
+  close(): void {
+    if (this.child.connected) this.child.send({ kind: 'close' } satisfies WatchClientMessage);
+  }
 }
 
 function runTask(task: Task): Promise<TaskResult> {

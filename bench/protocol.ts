@@ -58,6 +58,19 @@ export interface WatchTask {
 
 export type Task = LoopTask | MemoryTask | ChainTask | ExpiryTask | WatchTask;
 
+/** load-worker.ts to each watch client (watch-client.ts): open sockets, send one blocking query on each, report. */
+export type WatchClientMessage =
+  | { readonly kind: 'open'; readonly port: number; readonly watchers: number }
+  | { readonly kind: 'ask'; readonly request: string }
+  | { readonly kind: 'collect'; readonly oldIndex: number }
+  | { readonly kind: 'close' };
+
+export type WatchClientReport =
+  | { readonly kind: 'opened' }
+  | { readonly kind: 'asked' }
+  /** `at`: when each answer's first bytes arrived (Unix ms, fractional); `index`: the new index seen. */
+  | { readonly kind: 'answers'; readonly at: number[]; readonly failures: number; readonly index: number };
+
 /** Latency percentiles in milliseconds. */
 export interface Percentiles {
   readonly count: number;
@@ -127,9 +140,11 @@ export interface ExpiryResult {
 export interface WatchResult {
   readonly watchers: number;
   readonly changes: number;
+  /** Processes the watchers were spread over (watch-client.ts). */
+  readonly clients: number;
   /** Watcher answers that were not the new state (errors, time-outs). */
   readonly failures: number;
-  /** From the changing call being sent to each watcher's answer arriving. */
+  /** From the changing call being sent to the first bytes of each watcher's answer arriving. */
   readonly wake: Percentiles;
   /** Every Redis command executed per change (scripts' inner commands included), and the breakdown. */
   readonly commandsPerChange: number;

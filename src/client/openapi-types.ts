@@ -213,8 +213,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * See who holds a semaphore's permits
-         * @description The limit, the permits held and by whom (holder label, fencing token, expiry), and the callers queued. Never owner tokens.
+         * See who holds a semaphore's permits (or wait for it to change)
+         * @description The limit, the permits held and by whom (holder label, fencing token, expiry), the callers queued, and the semaphore's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the semaphore changes, otherwise after M.
          */
         get: operations["inspectSemaphore"];
         put?: never;
@@ -297,8 +297,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * See who holds a read/write lock
-         * @description The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.
+         * See who holds a read/write lock (or wait for it to change)
+         * @description The mode it is held in, its leases (mode, holder label, fencing token, expiry), the callers queued, and the lock's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the lock changes, otherwise after M.
          */
         get: operations["inspectRwLock"];
         put?: never;
@@ -760,6 +760,11 @@ export interface components {
         /** @description Who holds a semaphore's permits right now. Never owner tokens. */
         SemaphoreStatus: {
             key: string;
+            /**
+             * @description Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the key's state is forgotten after the fencing grace period.
+             * @example 1796131701226485
+             */
+            index: number;
             /** @description The live permits' limit; null when no permit is held */
             limit: number | null;
             permitsHeld: number;
@@ -813,6 +818,11 @@ export interface components {
         /** @description Who holds a read/write lock right now. Never owner tokens. */
         RwLockStatus: {
             key: string;
+            /**
+             * @description Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the key's state is forgotten after the fencing grace period.
+             * @example 1796131701226485
+             */
+            index: number;
             /** @description read (one or more readers), write (one writer), or null when free */
             mode: ("read" | "write") | null;
             /** @description The live leases in grant order (never owner tokens) */
@@ -2537,7 +2547,18 @@ export interface operations {
     };
     inspectSemaphore: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; otherwise when it changes, or after waitMs with the unchanged state.
+                 * @example 3528064724432477
+                 */
+                index?: number;
+                /**
+                 * @description With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an acquire's waitMs (by default 60,000); above is a 400.
+                 * @example 30000
+                 */
+                waitMs?: number;
+            };
             header?: never;
             path: {
                 /**
@@ -3314,7 +3335,18 @@ export interface operations {
     };
     inspectRwLock: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; otherwise when it changes, or after waitMs with the unchanged state.
+                 * @example 3528064724432477
+                 */
+                index?: number;
+                /**
+                 * @description With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an acquire's waitMs (by default 60,000); above is a 400.
+                 * @example 30000
+                 */
+                waitMs?: number;
+            };
             header?: never;
             path: {
                 /**

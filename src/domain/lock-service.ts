@@ -8,7 +8,7 @@ import { WaitGate } from './wait-gate.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
 import { lockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
-import { ChangeWatch, type IndexedView } from './watch.js';
+import { ChangeWatch, type IndexedView, lockWatchSource } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 export type { OperationResult } from './lease-rules.js';
@@ -119,7 +119,7 @@ export class LockService {
     this.freshness = new FreshnessGuard(store);
     const { quota, freshness } = this;
     this.rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack: (id, ownerToken) => store.release(id, ownerToken) });
-    this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
+    this.changes = new ChangeWatch(lockWatchSource(store));
   }
 
   /** Aborted at shutdown (for the other primitives' waits on this instance). */

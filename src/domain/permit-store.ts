@@ -97,6 +97,17 @@ export interface EvictedPermit {
   readonly ownerToken: string;
 }
 
+/**
+ * A key's state with its watch index: a per-key number that rises on every change (grant, release,
+ * expiry, eviction, hand-over; not on a renewal). Floored at the store clock in microseconds on each
+ * change, as fencing tokens are, so a key forgotten after the grace period (index 0) starts again above
+ * every index it showed before. Compare for inequality only, as for locks.
+ */
+export interface IndexedPermitState {
+  readonly state: PermitState | null;
+  readonly index: number;
+}
+
 export interface PermitListPage {
   readonly entries: ReadonlyArray<{ readonly key: string; readonly state: PermitState }>;
   readonly nextCursor: string | null;
@@ -115,6 +126,10 @@ export interface PermitStore {
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean>;
   /** The live leases on `key` and its waiters; null when no lease is live. */
   inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
+  /** As inspectPermits, with the key's watch index. */
+  inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;
+  /** Change notices of `key`, as LockStore.watchChanges (ChangeFeed) gives them for a lock. */
+  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void>;
   /**
    * Ends every live lease on `key` (an administrator's override); the fencing sequence is kept, so the
    * next grant is numbered above every evicted one. Empty when nothing was live.

@@ -5,9 +5,10 @@ import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
 import { lockId } from './namespaces.js';
-import type { PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
+import { ChangeWatch, permitWatchSource } from './watch.js';
 
 export type PermitOperation = 'acquire' | 'renew' | 'release' | 'inspect';
 
@@ -57,12 +58,14 @@ export class PermitCore {
   private readonly freshness: FreshnessGuard;
   /** TTL and wait bounds, waiting grants, renew and release (shared with the lock service). */
   private readonly rules: LeaseRules;
+  /** Blocking queries on this primitive's keys (one subscription per watched key on this instance). */
+  private readonly changes: ChangeWatch<IndexedPermitState> | undefined;
 
   constructor(
     readonly kind: PermitKind,
     private readonly store: LockStore,
     limits: LockLimits,
-    gate: WaitGate,
+    private readonly gate: WaitGate,
     private readonly refusals: PermitRefusals,
     private readonly observer: PermitObserver = {},
   ) {
@@ -73,6 +76,7 @@ export class PermitCore {
     this.freshness = new FreshnessGuard(giveBack);
     const { quota, freshness } = this;
     this.rules = new LeaseRules({ limits, gate, quota, freshness, observer, giveBack: giveBack.release });
+    this.changes = this.permits && new ChangeWatch(permitWatchSource(this.permits, kind));
   }
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
@@ -139,6 +143,21 @@ export class PermitCore {
 
   async inspect(namespace: string, key: string): Promise<PermitState | null> {
     return this.observe('inspect', () => this.store$().inspectPermits(this.kind, lockId(namespace, key)));
+  }
+
+  /**
+   * A blocking query, as LockService.watch: the state and watch index, at once when the index differs
+   * from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes, otherwise
+   * after `waitMs` with the unchanged state.
+   */
+  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedPermitState> {
+    const id = lockId(namespace, key);
+    const changes = this.changes;
+    if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
+    if (index === undefined || waitMs === 0) return this.observe('inspect', () => changes.current(id));
+    this.rules.checkWaitMs(waitMs);
+    // As the store's waits: a shutdown ends it (the gate's signal).
+    return changes.wait(id, index, waitMs, this.gate.waitSignal(signal));
   }
 
   /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */

@@ -1,5 +1,6 @@
 import type { ChangeFeed, IndexedLockState } from './lock-store.js';
 import { WaitAbortedError } from './errors.js';
+import type { IndexedPermitState, PermitKind, PermitStore } from './permit-store.js';
 
 /**
  * The watch index of a key: 2 * fencingToken while held, 2 * lastFencingToken + 1 while free.
@@ -27,40 +28,103 @@ export interface IndexedView extends IndexedLockState {
   readonly index: number;
 }
 
-interface Watcher {
+/** What a blocking query needs of a primitive's state: a per-key index that changes on every change. */
+export interface Watchable {
   readonly index: number;
-  readonly resolve: (view: IndexedView) => void;
+}
+
+/** Where a ChangeWatch gets its views: change notices, state reads, and the primitive's own timing. */
+export interface WatchSource<V extends Watchable> {
+  /** Change notices of the ids this source reads. */
+  watchChanges(id: string, onChange: () => void): Promise<() => void>;
+  read(id: string): Promise<V>;
+  /**
+   * Milliseconds after the read until the view changes with nothing written (a lease ends: nothing
+   * announces an expiry), or undefined when it cannot. The watch re-reads then.
+   */
+  changesByItselfInMs(view: V): number | undefined;
+  /** The last view read, as answered after a wait with nothing changed (time left recomputed for now). */
+  aged(view: V): V;
+}
+
+/** The lock's source: its indexed state, re-read at its lease's end. */
+export function lockWatchSource(store: ChangeFeed & { inspectIndexed(id: string): Promise<IndexedLockState> }): WatchSource<IndexedView> {
+  return {
+    watchChanges: (id, onChange) => store.watchChanges(id, onChange),
+    read: async (id) => withIndex(await store.inspectIndexed(id)),
+    // +1: the lease is live up to and including its end millisecond on the store clock.
+    changesByItselfInMs: (view) => (view.state === null ? undefined : view.state.ttlRemainingMs + 1),
+    aged,
+  };
+}
+
+/** A semaphore's or read/write lock's source: its indexed state, re-read when its earliest lease ends. */
+export function permitWatchSource(permits: PermitStore, kind: PermitKind): WatchSource<IndexedPermitState> {
+  return {
+    watchChanges: (id, onChange) => permits.watchPermitChanges(kind, id, onChange),
+    read: (id) => permits.inspectPermitsIndexed(kind, id),
+    changesByItselfInMs: (view) => {
+      const ends = view.state?.holders.map((h) => h.ttlRemainingMs) ?? [];
+      // +1: a lease is live up to and including its end millisecond on the store clock.
+      return ends.length === 0 ? undefined : Math.min(...ends) + 1;
+    },
+    aged: (view) => {
+      if (view.state === null) return view;
+      const now = Date.now();
+      const holders = view.state.holders.map((h) => ({ ...h, ttlRemainingMs: Math.max(0, Math.ceil(h.expiresAtMs - now)) }));
+      return { ...view, state: { ...view.state, holders } };
+    },
+  };
+}
+
+interface Watcher<V> {
+  readonly index: number;
+  readonly resolve: (view: V) => void;
   readonly reject: (err: unknown) => void;
   readonly done: () => void;
 }
 
-interface Watched {
-  readonly watchers: Set<Watcher>;
+interface Watched<V> {
+  readonly watchers: Set<Watcher<V>>;
   /** Stops the change notices; set once subscribed. */
   stop?: () => void;
   subscribed: Promise<void>;
-  last?: IndexedView;
-  /** Fires at the current lease's end: an expiry writes nothing, so nothing would announce it. */
+  last?: V;
+  /**
+   * The state read in flight, started after the subscription: callers arriving meanwhile share it (a
+   * thousand watchers arriving together cost one read, not a thousand). A change after it was sent is
+   * announced after it, and the check that notice starts reads again and answers them.
+   */
+  reading?: Promise<V>;
+  /** Fires when the view changes by itself (a lease's end): an expiry writes nothing, so nothing would announce it. */
   leaseEnd?: NodeJS.Timeout;
   checking: boolean;
   /** Callers inside wait() for this key (also before their watcher is added). */
   users: number;
   /** A notice arrived while a check was running: check once more after it. */
   again: boolean;
+  /** Set while nobody waits: the subscription is kept until it fires (see LINGER_MS). */
+  linger?: NodeJS.Timeout;
 }
+
+/**
+ * How long a key's subscription outlives its last watcher. A blocking query's caller asks again right
+ * after each answer: without this, every change would cost an UNSUBSCRIBE and a SUBSCRIBE, and the
+ * next wait of a thousand callers would queue behind the subscription's round trip.
+ */
+export const LINGER_MS = 5_000;
 
 /**
  * Blocking queries for one instance: however many callers watch a key here, the instance holds ONE
  * subscription to its change notices and ONE lease-end timer, and a change costs one state read, after
  * which every watcher whose index differs is answered in process. No polling, no herd on the store.
+ * Callers arriving together share one read too. Generic over the primitive (locks, semaphores and
+ * read/write locks): the source says how to read a key and when it changes by itself.
  */
-export class ChangeWatch {
-  private readonly watched = new Map<string, Watched>();
+export class ChangeWatch<V extends Watchable = IndexedView> {
+  private readonly watched = new Map<string, Watched<V>>();
 
-  constructor(
-    private readonly feed: ChangeFeed,
-    private readonly read: (id: string) => Promise<IndexedLockState>,
-  ) {}
+  constructor(private readonly source: WatchSource<V>) {}
 
   /** Watchers waiting right now (all keys). */
   get size(): number {
@@ -70,29 +134,29 @@ export class ChangeWatch {
   }
 
   /** The current view of `id`. */
-  async current(id: string): Promise<IndexedView> {
-    return withIndex(await this.read(id));
+  current(id: string): Promise<V> {
+    return this.source.read(id);
   }
 
   /**
    * Answers at once when the index differs from `index` (or waitMs is 0), otherwise as soon as it
    * changes, otherwise after `waitMs` with the unchanged view. `signal` ends the wait (caller gone).
    */
-  async wait(id: string, index: number, waitMs: number, signal?: AbortSignal): Promise<IndexedView> {
+  async wait(id: string, index: number, waitMs: number, signal?: AbortSignal): Promise<V> {
     if (waitMs <= 0) return this.current(id);
     const entry = this.entry(id);
     entry.users++;
     try {
       // Subscribed BEFORE reading: a change after this read is announced after it, so it is not missed.
       await entry.subscribed;
-      const view = await this.current(id);
+      const view = await this.sharedRead(id, entry);
       if (view.index !== index) return view;
-      if (!entry.checking) this.remember(id, entry, view);
+      if (!entry.checking && entry.last !== view) this.remember(id, entry, view);
       signal?.throwIfAborted();
-      return await new Promise<IndexedView>((resolve, reject) => {
+      return await new Promise<V>((resolve, reject) => {
         const timer = setTimeout(() => {
           done();
-          resolve(aged(entry.last ?? view));
+          resolve(this.source.aged(entry.last ?? view));
         }, waitMs);
         const onAbort = () => {
           done();
@@ -103,7 +167,7 @@ export class ChangeWatch {
           signal?.removeEventListener('abort', onAbort);
           entry.watchers.delete(watcher);
         };
-        const watcher: Watcher = { index, resolve, reject, done };
+        const watcher: Watcher<V> = { index, resolve, reject, done };
         entry.watchers.add(watcher);
         signal?.addEventListener('abort', onAbort, { once: true });
       });
@@ -115,19 +179,29 @@ export class ChangeWatch {
 
   /** Ends every wait (shutdown). */
   closeAll(err: Error): void {
-    for (const entry of this.watched.values()) {
+    for (const [id, entry] of this.watched) {
       for (const w of [...entry.watchers]) {
         w.done();
         w.reject(err);
       }
+      if (entry.linger !== undefined) {
+        clearTimeout(entry.linger);
+        clearTimeout(entry.leaseEnd);
+        this.watched.delete(id);
+        entry.stop?.();
+      }
     }
   }
 
-  private entry(id: string): Watched {
+  private entry(id: string): Watched<V> {
     let entry = this.watched.get(id);
+    if (entry !== undefined) {
+      clearTimeout(entry.linger);
+      entry.linger = undefined;
+    }
     if (entry === undefined) {
-      const created: Watched = { watchers: new Set(), subscribed: Promise.resolve(), checking: false, again: false, users: 0 };
-      created.subscribed = this.feed.watchChanges(id, () => void this.check(id, created)).then((stop) => {
+      const created: Watched<V> = { watchers: new Set(), subscribed: Promise.resolve(), checking: false, again: false, users: 0 };
+      created.subscribed = this.source.watchChanges(id, () => void this.check(id, created)).then((stop) => {
         // Everyone left while the subscription was being made.
         if (this.watched.get(id) !== created) stop();
         else created.stop = stop;
@@ -139,19 +213,42 @@ export class ChangeWatch {
     return entry;
   }
 
+  /** The read in flight for `id` if there is one, else a new one that later callers share. */
+  private sharedRead(id: string, entry: Watched<V>): Promise<V> {
+    return entry.reading ?? this.freshRead(id, entry);
+  }
+
+  /** A new read of `id`, which callers arriving while it is in flight share. */
+  private freshRead(id: string, entry: Watched<V>): Promise<V> {
+    const reading = this.source.read(id);
+    entry.reading = reading;
+    const clear = () => {
+      if (entry.reading === reading) entry.reading = undefined;
+    };
+    reading.then(clear, clear);
+    return reading;
+  }
+
   /** One read for all watchers of `id`; those whose index differs are answered. */
-  private async check(id: string, entry: Watched): Promise<void> {
+  private async check(id: string, entry: Watched<V>): Promise<void> {
     if (entry.checking) {
       entry.again = true;
+      return;
+    }
+    if (entry.users === 0) {
+      // Nobody waits (the subscription lingers): nothing to answer, and the next caller reads afresh.
+      entry.last = undefined;
+      clearTimeout(entry.leaseEnd);
       return;
     }
     entry.checking = true;
     try {
       do {
         entry.again = false;
-        let view: IndexedView;
+        let view: V;
         try {
-          view = await this.current(id);
+          // A new read, never the one in flight: that one may have been sent before the change.
+          view = await this.freshRead(id, entry);
         } catch (err) {
           for (const w of [...entry.watchers]) {
             w.done();
@@ -173,23 +270,27 @@ export class ChangeWatch {
     }
   }
 
-  /** Keeps the last view and sets the lease-end timer for it. */
-  private remember(id: string, entry: Watched, view: IndexedView): void {
+  /** Keeps the last view and sets the timer for when it changes by itself. */
+  private remember(id: string, entry: Watched<V>, view: V): void {
     entry.last = view;
     clearTimeout(entry.leaseEnd);
     entry.leaseEnd = undefined;
-    const state = view.state;
-    if (state === null) return;
-    // +1: the lease is live up to and including its end millisecond on the store clock.
-    entry.leaseEnd = setTimeout(() => void this.check(id, entry), Math.max(1, state.ttlRemainingMs + 1));
+    const inMs = this.source.changesByItselfInMs(view);
+    if (inMs === undefined) return;
+    entry.leaseEnd = setTimeout(() => void this.check(id, entry), Math.max(1, inMs));
     entry.leaseEnd.unref();
   }
 
-  private dropIfIdle(id: string, entry: Watched): void {
-    if (entry.users > 0 || entry.checking || this.watched.get(id) !== entry) return;
-    this.watched.delete(id);
-    clearTimeout(entry.leaseEnd);
-    entry.stop?.();
+  private dropIfIdle(id: string, entry: Watched<V>): void {
+    if (entry.users > 0 || entry.checking || this.watched.get(id) !== entry || entry.linger !== undefined) return;
+    entry.linger = setTimeout(() => {
+      entry.linger = undefined;
+      if (entry.users > 0 || entry.checking || this.watched.get(id) !== entry) return;
+      this.watched.delete(id);
+      clearTimeout(entry.leaseEnd);
+      entry.stop?.();
+    }, LINGER_MS);
+    entry.linger.unref();
   }
 }
 

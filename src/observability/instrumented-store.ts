@@ -111,6 +111,8 @@ export class InstrumentedStore implements LockStore {
         return released;
       },
       inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
+      inspectPermitsIndexed: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermitsIndexed(kind, key)),
+      watchPermitChanges: (kind: PermitKind, key: string, onChange: () => void) => inner.watchPermitChanges(kind, key, onChange),
       forceReleasePermits: async (kind: PermitKind, key: string) => {
         const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key));
         for (const e of evicted) this.leases.released(e.ownerToken);

@@ -6,6 +6,7 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
 import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
+import { describePermitWatchContract } from './permit-watch.contract.js';
 import { describeRwLockContract } from './rwlock.contract.js';
 import { describeSemaphoreContract } from './semaphore.contract.js';
 
@@ -450,4 +451,5 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
   }
   describeSemaphoreContract(name, harness);
   describeRwLockContract(name, harness);
+  describePermitWatchContract(name, harness);
 }

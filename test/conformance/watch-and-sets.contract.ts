@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
-import { ChangeWatch, lockIndex } from '../../src/domain/watch.js';
+import { ChangeWatch, lockIndex, lockWatchSource } from '../../src/domain/watch.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
 /** Ids of one namespace (`ns/...`), so a lock set's keys share one Redis Cluster slot, as the service makes them. */
@@ -20,7 +20,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
     beforeAll(async () => {
       a = await harness.open({ fenceGraceMs: 60_000 });
       b = await harness.peer(a);
-      watchB = new ChangeWatch(b, (id) => b.inspectIndexed(id));
+      watchB = new ChangeWatch(lockWatchSource(b));
     });
     afterAll(async () => {
       for (const store of new Set([a, b])) await store.close();

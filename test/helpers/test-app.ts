@@ -14,6 +14,7 @@ import type { LockStore } from '../../src/domain/lock-store.js';
 export interface TestApp {
   readonly app: FastifyInstance;
   readonly store: LockStore;
+  readonly locks: LockService;
   /** Every log line the app wrote, as text. */
   readonly logs: string[];
   close(): Promise<void>;
@@ -57,6 +58,7 @@ export async function buildTestApp(
   return {
     app,
     store,
+    locks,
     logs,
     close: async () => {
       await app.close();

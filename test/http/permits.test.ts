@@ -53,8 +53,35 @@ describe('semaphores', () => {
     await post('/v1/semaphores/checkout/release', { ownerToken: first.body.ownerToken }).expect(200, { key: 'checkout', released: true });
     await post('/v1/semaphores/checkout/release', { ownerToken: first.body.ownerToken }).expect(409);
     await post('/v1/semaphores/checkout/release', { ownerToken: second.body.ownerToken }).expect(200);
-    await request(server()).get('/v1/semaphores/checkout').set(as('a')).expect(200, { key: 'checkout', limit: null, permitsHeld: 0, holders: [], waiters: 0 });
+    const free = await request(server()).get('/v1/semaphores/checkout').set(as('a')).expect(200);
+    expect(free.body).toEqual({ key: 'checkout', index: expect.any(Number), limit: null, permitsHeld: 0, holders: [], waiters: 0 });
+    expect(free.body.index).toBeGreaterThan(inspected.body.index);
   });
+
+  for (const [path, acquire] of [
+    ['semaphores', { limit: 2, ttlMs: 30_000 }],
+    ['rwlocks', { mode: 'read', ttlMs: 30_000 }],
+  ] as const) {
+    it(`${path}: every inspect carries index; a blocking query answers when it changes, or after waitMs unchanged`, async () => {
+      const url = `/v1/${path}/watched`;
+      const before = await request(server()).get(url).set(as('a')).expect(200);
+      const index = before.body.index as number;
+      // A different index answers at once; the same one waits until the grant.
+      await request(server()).get(`${url}?index=${index + 1}&waitMs=30000`).set(as('a')).expect(200);
+      // Whether the query is in place before the grant or reads after it, its answer is the same: the
+      // grant (the permit watch contract proves the wake-up itself, with the watchers counted).
+      const waiting = request(server()).get(`${url}?index=${index}&waitMs=30000`).set(as('a')).then((r) => r);
+      const grant = await post(`${url}/acquire`, acquire).expect(200);
+      const woken = await waiting;
+      expect(woken.status).toBe(200);
+      expect(woken.body.index).toBeGreaterThan(index);
+      expect(woken.body.holders.map((h: { fencingToken: number }) => h.fencingToken)).toEqual([grant.body.fencingToken]);
+      const unchanged = await request(server()).get(`${url}?index=${woken.body.index}&waitMs=20`).set(as('a')).expect(200);
+      expect(unchanged.body.index).toBe(woken.body.index);
+      await post(`${url}/release`, { ownerToken: grant.body.ownerToken }).expect(200);
+      await request(server()).get(`${url}?index=1&waitMs=${DEFAULT_LIMITS.maxWaitMs + 1}`).set(as('a')).expect(400);
+    });
+  }
 
   it('a waiting caller gets the permit another releases', async () => {
     const held = await post('/v1/semaphores/queue/acquire', { limit: 1, ttlMs: 30_000 }).expect(200);

@@ -46,7 +46,8 @@ describe('permit-acquire.lua', () => {
     const reply = (await acquire('o1', { holder: 'a|b' })) as number[];
     expect(reply).toEqual([1, int, int]);
     const [, token, end] = reply as [number, number, number];
-    expect(await lua.raw.hgetall(keys.pool)).toEqual({ t: String(token), c: '2', u: '1', 'o:o1': `1|${token}|${end}|a|b` });
+    // n: the watch index's change counter, clock-floored like the token.
+    expect(await lua.raw.hgetall(keys.pool)).toEqual({ t: String(token), c: '2', u: '1', n: String(token), 'o:o1': `1|${token}|${end}|a|b` });
     expect(await lua.raw.zscore(keys.expiries, 'o1')).toBe(String(end));
     expect(await lua.raw.pttl(keys.pool)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
     expect(await lua.raw.pttl(keys.expiries)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
@@ -112,20 +113,22 @@ describe('permit-renew.lua', () => {
 });
 
 describe('permit-inspect.lua and permit-force-release.lua', () => {
-  it('{1, capacity, waiters, nowMs, (weight, token, end, holder)...}; {0} when nothing is live; force release returns the evicted', async () => {
-    expect(await lua.scripts.run('permitInspect', { keys })).toEqual([0]);
+  it('{1, capacity, waiters, nowMs, index, (weight, token, end, holder)...}; {0, index} when nothing is live; force release returns the evicted', async () => {
+    expect(await lua.scripts.run('permitInspect', { keys })).toEqual([0, 0]);
     const [, t1] = (await acquire('o1', { holder: 'x' })) as number[];
     const [, t2] = (await acquire('o2')) as number[];
     await acquire('w1', { waitMs: 5_000, waiterId: 'id1' });
     const reply = (await lua.scripts.run('permitInspect', { keys })) as unknown[];
-    expect(reply.slice(0, 4)).toEqual([1, 2, 1, int]);
-    expect(reply.slice(4)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
+    expect(reply.slice(0, 5)).toEqual([1, 2, 1, int, int]);
+    expect(reply.slice(5)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
     const evicted = (await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys })) as unknown[];
     expect(evicted).toEqual(['o1', t1, 'x', 'o2', t2, '']);
     // The waiter got one of the freed permits.
     const after = (await lua.scripts.run('permitInspect', { keys })) as unknown[];
     expect(after.slice(0, 3)).toEqual([1, 2, 0]);
-    expect(after[5]).toBeGreaterThan(t2 as number);
+    // The index rose with the eviction and the hand-over.
+    expect(after[4]).toBeGreaterThan(reply[4] as number);
+    expect(after[6]).toBeGreaterThan(t2 as number);
     expect(await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual([]);
   });
 });

@@ -4,6 +4,9 @@ import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js'
 import type { LockService } from '../../domain/lock-service.js';
 import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
+import { SharedAnswers } from '../shared-answers.js';
+import type { IndexedView } from '../../domain/watch.js';
+import type { z } from 'zod';
 import { registerLeaseRoutes } from './lease-routes.js';
 import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE } from './responses.js';
 
@@ -25,7 +28,28 @@ export function callerGone(reply: { raw: { once(event: 'close', fn: () => void):
   return controller.signal;
 }
 
+/** The answer of inspect and of a blocking query, for the lock's indexed view. */
+function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> {
+  const state = view.state;
+  if (state === null) {
+    return {
+      key,
+      held: false as const,
+      index: view.index,
+      ...(view.lockDelayUntilMs !== undefined ? { lockDelayUntil: iso(view.lockDelayUntilMs) } : {}),
+    };
+  }
+  return {
+    key,
+    held: true as const,
+    index: view.index,
+    ...leaseView(state),
+    waiters: state.waiters,
+  };
+}
+
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
+  const watchAnswers = new SharedAnswers(LockStatus);
   registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
@@ -122,22 +146,9 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       const { index, waitMs = 0 } = request.query;
       const blocking = index !== undefined && waitMs > 0;
       const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
-      const state = view.state;
-      if (state === null) {
-        return {
-          key,
-          held: false as const,
-          index: view.index,
-          ...(view.lockDelayUntilMs !== undefined ? { lockDelayUntil: iso(view.lockDelayUntilMs) } : {}),
-        };
-      }
-      return {
-        key,
-        held: true as const,
-        index: view.index,
-        ...leaseView(state),
-        waiters: state.waiters,
-      };
+      const answer = () => lockStatus(key, view);
+      // The watchers a change wakes share its view: one body for all of them.
+      return blocking ? watchAnswers.send(reply, view, key, answer) : answer();
     },
   );
 };

@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
+import type { PermitState } from '../../domain/permit-store.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
-import { LockKeyParams } from '../schemas/locks.js';
+import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
+import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
 import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
@@ -60,12 +62,13 @@ export interface PermitKind<Body extends AcquireBody, View> {
   /** The primitive's domain service on its core. */
   service(core: PermitCore): {
     acquire(namespace: string, key: string, request: Body & { signal?: AbortSignal }): Promise<PermitGrant>;
-    inspect(namespace: string, key: string): Promise<View | null>;
   };
   /** The grant's own field, from the request (a semaphore's limit, a read/write lock's mode). */
   granted(body: Body): object;
-  /** The inspect answer: the service's view, or `null` when nothing is held. */
-  status(key: string, view: View | null): object;
+  /** The key's state in the primitive's words. */
+  view(state: PermitState): View;
+  /** The inspect answer: the key's watch index and its view, or `null` when nothing is held. */
+  status(key: string, index: number, view: View | null): object;
 }
 
 /** A primitive's routes (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
@@ -74,6 +77,7 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
   const acquireRule = routeRule('locks', { ...COMMON_ERRORS, 409: kind.acquire.refused, 429: WAIT_ERRORS });
   return async (app, { core }) => {
     const service = kind.service(core);
+    const watchAnswers = new SharedAnswers(kind.inspect.status);
     registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
 
     app.post(
@@ -116,8 +120,21 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
 
     app.get(
       `/v1/${names.path}/:key`,
-      routeOptions(inspectRule, kind.inspect, kind.inspect.status, { operationId: `inspect${names.id}`, tags: [names.tag], params: LockKeyParams }),
-      async (request) => kind.status(request.params.key, await service.inspect(principalOf(request).namespace, request.params.key)),
+      routeOptions(inspectRule, kind.inspect, kind.inspect.status, {
+        operationId: `inspect${names.id}`,
+        tags: [names.tag],
+        params: LockKeyParams,
+        querystring: InspectQuery,
+      }),
+      async (request, reply) => {
+        const key = request.params.key;
+        const { index, waitMs = 0 } = request.query;
+        const blocking = index !== undefined && waitMs > 0;
+        const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
+        const answer = () => kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
+        // The watchers a change wakes share its view: one body for all of them.
+        return blocking ? watchAnswers.send(reply, watched, key, answer) : answer();
+      },
     );
   };
 }

@@ -1,4 +1,4 @@
-import { RwLockService, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
+import { RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
 import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
@@ -21,17 +21,21 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
       'retryAfterMs and Retry-After say when the first lease ends',
   },
   inspect: {
-    summary: 'See who holds a read/write lock',
-    description: 'The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.',
+    summary: 'See who holds a read/write lock (or wait for it to change)',
+    description:
+      'The mode it is held in, its leases (mode, holder label, fencing token, expiry), the callers queued, and the ' +
+      'lock\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+      'comes at once if the index differs from N, otherwise as soon as the lock changes, otherwise after M.',
     status: RwLockStatus,
     ok: 'The read/write lock\'s current state',
   },
   service: (core) => new RwLockService(core),
   granted: ({ mode }) => ({ mode }),
-  status: (key, view) =>
+  view: rwLockView,
+  status: (key, index, view) =>
     view === null
-      ? { key, mode: null, holders: [], waiters: 0 }
-      : { key, mode: view.mode, holders: view.holders.map((h) => ({ mode: h.mode, ...leaseView(h) })), waiters: view.waiters },
+      ? { key, index, mode: null, holders: [], waiters: 0 }
+      : { key, index, mode: view.mode, holders: view.holders.map((h) => ({ mode: h.mode, ...leaseView(h) })), waiters: view.waiters },
 };
 
 /** Read/write locks (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */

@@ -1,4 +1,4 @@
-import { SemaphoreService, type SemaphoreView } from '../../domain/semaphores.js';
+import { SemaphoreService, semaphoreView, type SemaphoreView } from '../../domain/semaphores.js';
 import { SemaphoreAcquireRequest, SemaphoreGrant, SemaphoreStatus } from '../schemas/permits.js';
 import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
@@ -22,17 +22,21 @@ const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; wai
       'limit_mismatch: the live permits were granted with another limit; Retry-After says when the last of them ends.',
   },
   inspect: {
-    summary: 'See who holds a semaphore\'s permits',
-    description: 'The limit, the permits held and by whom (holder label, fencing token, expiry), and the callers queued. Never owner tokens.',
+    summary: 'See who holds a semaphore\'s permits (or wait for it to change)',
+    description:
+      'The limit, the permits held and by whom (holder label, fencing token, expiry), the callers queued, and the ' +
+      'semaphore\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+      'comes at once if the index differs from N, otherwise as soon as the semaphore changes, otherwise after M.',
     status: SemaphoreStatus,
     ok: 'The semaphore\'s current state',
   },
   service: (core) => new SemaphoreService(core),
   granted: ({ limit }) => ({ limit }),
-  status: (key, view) =>
+  view: semaphoreView,
+  status: (key, index, view) =>
     view === null
-      ? { key, limit: null, permitsHeld: 0, holders: [], waiters: 0 }
-      : { key, limit: view.limit, permitsHeld: view.permitsHeld, holders: view.holders.map(leaseView), waiters: view.waiters },
+      ? { key, index, limit: null, permitsHeld: 0, holders: [], waiters: 0 }
+      : { key, index, limit: view.limit, permitsHeld: view.permitsHeld, holders: view.holders.map(leaseView), waiters: view.waiters },
 };
 
 /** Semaphores (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */

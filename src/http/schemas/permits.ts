@@ -33,6 +33,19 @@ export const SemaphoreGrant = z
   })
   .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
 
+const PermitWatchIndex = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(Number.MAX_SAFE_INTEGER)
+  .meta({
+    description:
+      'Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a ' +
+      'renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the ' +
+      'key\'s state is forgotten after the fencing grace period.',
+    examples: [1796131701226485],
+  });
+
 const PermitHolder = z.object({
   holder: Holder.nullable(),
   fencingToken: FencingToken,
@@ -43,6 +56,7 @@ const PermitHolder = z.object({
 export const SemaphoreStatus = z
   .object({
     key: z.string(),
+    index: PermitWatchIndex,
     limit: z.number().int().positive().nullable().meta({ description: 'The live permits\' limit; null when no permit is held' }),
     permitsHeld: z.number().int().nonnegative(),
     holders: z.array(PermitHolder).meta({ description: 'The live permits in grant order (never owner tokens)' }),
@@ -74,6 +88,7 @@ export const RwLockGrant = z
 export const RwLockStatus = z
   .object({
     key: z.string(),
+    index: PermitWatchIndex,
     mode: Mode.nullable().meta({ description: 'read (one or more readers), write (one writer), or null when free' }),
     holders: z.array(PermitHolder.extend({ mode: Mode })).meta({ description: 'The live leases in grant order (never owner tokens)' }),
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued, readers and writers in one FIFO queue' }),

@@ -1,8 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
-import type { EvictedPermit, PermitAcquireInput, PermitAcquireOutcome, PermitKind } from '../../domain/permit-store.js';
+import type { EvictedPermit, IndexedPermitState, PermitAcquireInput, PermitAcquireOutcome, PermitKind } from '../../domain/permit-store.js';
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore } from '../../domain/permit-store.js';
+import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from './clock.js';
 
 interface Lease {
@@ -24,17 +25,23 @@ interface Waiter {
 
 /** One key's state: its capacity, live leases, FIFO queue and last fencing token. */
 interface Pool {
+  /** Its key in the pools map (poolId): where its changes are announced. */
+  readonly id: string;
   capacity: number;
   lastToken: number;
   readonly leases: Map<string, Lease>;
   readonly queue: Waiter[];
   /** When the pool may be forgotten (its last lease's end plus the fencing grace period). */
   retainUntilMs: number;
+  /** Changes so far, for the watch index (permitIndex); ended leases count once dropped. */
+  changes: number;
   timer?: NodeJS.Timeout;
 }
 
 export interface MemoryPermitsOptions {
   readonly fenceGraceMs: number;
+  /** Where the pools' changes are announced (keys: poolId). */
+  readonly listeners: ChangeListeners;
   readonly clock: Clock;
   readonly maxWaitersPerKey: number;
 }
@@ -131,6 +138,7 @@ export class MemoryPermits implements PermitStore {
     const lease = pool?.leases.get(ownerToken);
     if (pool === undefined || lease === undefined || lease.expiresAtMs <= now) return false;
     pool.leases.delete(ownerToken);
+    this.changed(pool, now);
     this.settle(pool, now);
     return true;
   }
@@ -141,13 +149,28 @@ export class MemoryPermits implements PermitStore {
     return pool === undefined ? null : stateOf(pool, this.options.clock());
   }
 
+  async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
+    this.assertOpen();
+    const pool = this.pools.get(poolId(kind, key));
+    if (pool === undefined) return { state: null, index: 0 };
+    const now = this.options.clock();
+    return { state: stateOf(pool, now), index: permitIndex(pool, now) };
+  }
+
+  async watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void> {
+    this.assertOpen();
+    return this.options.listeners.watch(poolId(kind, key), onChange);
+  }
+
   async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
     this.assertOpen();
     const now = this.options.clock();
     const pool = this.pools.get(poolId(kind, key));
     if (pool === undefined) return [];
+    this.prune(pool, now);
     const evicted = liveLeases(pool, now).map(({ holder, fencingToken, ownerToken }) => ({ holder, fencingToken, ownerToken }));
     pool.leases.clear();
+    if (evicted.length > 0) this.changed(pool, now);
     this.settle(pool, now);
     return evicted;
   }
@@ -195,7 +218,7 @@ export class MemoryPermits implements PermitStore {
   }
 
   private newPool(id: string, capacity: number): Pool {
-    const pool: Pool = { capacity, lastToken: 0, leases: new Map(), queue: [], retainUntilMs: 0 };
+    const pool: Pool = { id, capacity, lastToken: 0, leases: new Map(), queue: [], retainUntilMs: 0, changes: 0 };
     this.pools.set(id, pool);
     return pool;
   }
@@ -206,12 +229,29 @@ export class MemoryPermits implements PermitStore {
     const lease: Lease = { ownerToken, holder, weight, fencingToken, expiresAtMs: Math.floor(now) + ttlMs };
     pool.leases.set(ownerToken, lease);
     pool.retainUntilMs = Math.max(pool.retainUntilMs, lease.expiresAtMs + this.options.fenceGraceMs);
+    this.changed(pool, now);
     return lease;
+  }
+
+  /** Drops ended leases; each counts as a change it already was (permitIndex counted it while it lay there). */
+  private prune(pool: Pool, now: number): void {
+    for (const [owner, lease] of pool.leases) {
+      if (lease.expiresAtMs <= now) {
+        pool.leases.delete(owner);
+        pool.changes++;
+      }
+    }
+  }
+
+  /** A grant, release or eviction: the index rises (floored at the clock, as the Redis scripts do) and watchers are told. */
+  private changed(pool: Pool, now: number): void {
+    pool.changes = nextFencingToken(pool.changes, now);
+    this.options.listeners.changed(pool.id);
   }
 
   /** Drops ended leases, then grants the head of the queue for as long as the head fits (FIFO, no overtaking). */
   private settle(pool: Pool, now: number): void {
-    for (const [owner, lease] of pool.leases) if (lease.expiresAtMs <= now) pool.leases.delete(owner);
+    this.prune(pool, now);
     for (let head = pool.queue[0]; head !== undefined && used(pool) + head.weight <= pool.capacity; head = pool.queue[0]) {
       const lease = this.grant(pool, head.ownerToken, head.ttlMs, head.holder, head.weight, now);
       head.grant(lease.fencingToken, lease.expiresAtMs);
@@ -242,6 +282,13 @@ function poolId(kind: PermitKind, key: string): string {
 
 function liveLeases(pool: Pool, now: number): Lease[] {
   return [...pool.leases.values()].filter((l) => l.expiresAtMs > now).sort((a, b) => a.fencingToken - b.fencingToken);
+}
+
+/** The watch index: the changes so far plus the leases ended but not yet dropped (an expiry is a change nobody wrote). */
+function permitIndex(pool: Pool, now: number): number {
+  let ended = 0;
+  for (const lease of pool.leases.values()) if (lease.expiresAtMs <= now) ended++;
+  return pool.changes + ended;
 }
 
 function used(pool: Pool): number {

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { type Clock, monotonicWallClock } from './clock.js';
+import { ChangeListeners } from './change-listeners.js';
 import { MemoryPermits } from './memory-permits.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
@@ -61,7 +62,7 @@ export class MemoryStore implements LockStore {
   readonly supportsLockDelay = true;
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Change listeners by key (watch): called after each grant, release, force release and hand-over. */
-  private readonly changeListeners = new Map<string, Set<() => void>>();
+  private readonly changeListeners = new ChangeListeners();
   private readonly entries = new Map<string, Entry>();
   private readonly queues = new Map<string, Waiter[]>();
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
@@ -77,7 +78,7 @@ export class MemoryStore implements LockStore {
   constructor(private readonly options: MemoryStoreOptions) {
     this.clock = options.clock ?? monotonicWallClock;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    this.permits = new MemoryPermits({ fenceGraceMs: options.fenceGraceMs, clock: this.clock, maxWaitersPerKey: this.maxWaitersPerKey });
+    this.permits = new MemoryPermits({ fenceGraceMs: options.fenceGraceMs, listeners: this.changeListeners, clock: this.clock, maxWaitersPerKey: this.maxWaitersPerKey });
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -222,21 +223,12 @@ export class MemoryStore implements LockStore {
 
   async watchChanges(key: string, onChange: () => void): Promise<() => void> {
     this.assertOpen();
-    const listeners = this.changeListeners.get(key) ?? new Set<() => void>();
-    const listener = () => onChange();
-    listeners.add(listener);
-    this.changeListeners.set(key, listeners);
-    return () => {
-      listeners.delete(listener);
-      if (listeners.size === 0 && this.changeListeners.get(key) === listeners) this.changeListeners.delete(key);
-    };
+    return this.changeListeners.watch(key, onChange);
   }
 
   /** Tells the watchers of `key` that it changed (after the current step, never inside it). */
   private changed(key: string): void {
-    const listeners = this.changeListeners.get(key);
-    if (listeners === undefined) return;
-    for (const listener of listeners) queueMicrotask(listener);
+    this.changeListeners.changed(key);
   }
 
   /** When an expired lease's lock-delay on `key` ends, or 0 when none runs now. */

@@ -4,6 +4,7 @@ import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.
 import type { RenewOutcome } from '../../domain/lock-store.js';
 import type {
   EvictedPermit,
+  IndexedPermitState,
   PermitAcquireInput,
   PermitAcquireOutcome,
   PermitKind,
@@ -49,6 +50,8 @@ export interface RedisPermitsDeps {
   replicated(id: string, what: 'grant' | 'renewal', servedBy: string | null, giveBack: () => Promise<unknown>): Promise<void>;
   /** The node that serves `id`'s slot now, read before a script (RedisStore.servedBy; null without acks). */
   servedBy(id: string): string | null;
+  /** Subscribes to a change channel (RedisStore.watchChannel: one SUBSCRIBE however many listeners). */
+  watchChannel(channel: string, onChange: () => void): Promise<() => void>;
 }
 
 
@@ -169,16 +172,27 @@ export class RedisPermits implements PermitStore {
   }
 
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
+    return (await this.inspectPermitsIndexed(kind, key)).state;
+  }
+
+  async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
     const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key) })));
-    if (reply === null) return null;
+    const held = reply.held;
+    if (held === null) return { state: null, index: reply.index };
     // Time left on the Redis clock the script read, as for locks (never this process's clock).
-    return {
-      capacity: reply.capacity,
-      waiters: reply.waiters,
-      holders: reply.leases
-        .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, l.expiresAtMs - reply.nowMs) }))
+    const state = {
+      capacity: held.capacity,
+      waiters: held.waiters,
+      holders: held.leases
+        .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, l.expiresAtMs - held.nowMs) }))
         .sort((a, b) => a.fencingToken - b.fencingToken),
     };
+    return { state, index: reply.index };
+  }
+
+  /** The scripts announce a key's changes on the channel named by its pool hash (permitChanged, _permits.lua). */
+  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void> {
+    return this.deps.watchChannel(this.deps.keys.changeChannel(this.deps.keys.permitKeys(kind, key).pool), onChange);
   }
 
   async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {

@@ -195,6 +195,7 @@ export class RedisStore implements LockStore {
       // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
       replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
       servedBy: (id) => this.servedBy(id),
+      watchChannel: (channel, onChange) => this.watchChannel(channel, onChange),
     });
     this.heartbeat = startHeartbeat(() => {
       this.room.visitAll();
@@ -328,8 +329,15 @@ export class RedisStore implements LockStore {
    * many local listeners). Resolves once Redis confirmed the subscription; while Redis is unreachable,
    * rejects with a 503 instead of waiting (the subscriber itself would wait for ever).
    */
-  async watchChanges(key: string, onChange: () => void): Promise<() => void> {
-    const channel = this.keys.changeChannel(key);
+  watchChanges(key: string, onChange: () => void): Promise<() => void> {
+    return this.watchChannel(this.keys.changeChannel(key), onChange, key);
+  }
+
+  /**
+   * The subscription behind watchChanges, for any change channel (the permits' too). `markKey`: the lock
+   * whose scripts publish only while it is marked as watched (watch-marks.ts); permits always publish.
+   */
+  private async watchChannel(channel: string, onChange: () => void, markKey?: string): Promise<() => void> {
     let listeners = this.changeListeners.get(channel);
     const listener = () => onChange();
     if (listeners === undefined) {
@@ -340,9 +348,11 @@ export class RedisStore implements LockStore {
       try {
         await this.call(() => this.subscribeWithin(channel));
         // Marked after subscribing: a change the scripts publish from now on reaches this instance.
-        await this.watchMarks.add(key, () => {
-          for (const each of fresh) each();
-        });
+        if (markKey !== undefined) {
+          await this.watchMarks.add(markKey, () => {
+            for (const each of fresh) each();
+          });
+        }
       } catch (err) {
         listeners.delete(listener);
         if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) {
@@ -359,7 +369,7 @@ export class RedisStore implements LockStore {
       mine.delete(listener);
       if (mine.size === 0 && this.changeListeners.get(channel) === mine) {
         this.changeListeners.delete(channel);
-        this.watchMarks.delete(key);
+        if (markKey !== undefined) this.watchMarks.delete(markKey);
         this.subscriber.unsubscribe(channel).catch(() => undefined);
       }
     };

@@ -267,14 +267,14 @@ export interface PermitLeaseReply {
   readonly holder: string | null;
 }
 
-/** permit-inspect: {1, capacity, waiters, nowMs, (weight, token, end, holder)...} or {0}. */
-export function parsePermitInspect(reply: unknown): { capacity: number; waiters: number; nowMs: number; leases: PermitLeaseReply[] } | null {
+/** permit-inspect: {1, capacity, waiters, nowMs, index, (weight, token, end, holder)...} or {0, index}. */
+export function parsePermitInspect(reply: unknown): { index: number; held: { capacity: number; waiters: number; nowMs: number; leases: PermitLeaseReply[] } | null } {
   const name = 'permit-inspect';
   if (Array.isArray(reply)) {
-    if (reply.length === 1 && reply[0] === 0) return null;
-    if (reply.length >= 4 && reply[0] === 1 && (reply.length - 4) % 4 === 0) {
+    if (reply.length === 2 && reply[0] === 0) return { index: int(name, reply, reply[1]), held: null };
+    if (reply.length >= 5 && reply[0] === 1 && (reply.length - 5) % 4 === 0) {
       const leases: PermitLeaseReply[] = [];
-      for (let i = 4; i < reply.length; i += 4) {
+      for (let i = 5; i < reply.length; i += 4) {
         const holder: unknown = reply[i + 3];
         if (typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
         leases.push({
@@ -284,7 +284,8 @@ export function parsePermitInspect(reply: unknown): { capacity: number; waiters:
           holder: holder === '' ? null : holder,
         });
       }
-      return { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), nowMs: int(name, reply, reply[3]), leases };
+      const held = { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), nowMs: int(name, reply, reply[3]), leases };
+      return { index: int(name, reply, reply[4]), held };
     }
   }
   throw new UnexpectedReplyError(name, reply);

@@ -5,7 +5,7 @@ lock are one shape, a weighted FIFO semaphore (see src/domain/permit-store.ts): 
 each lease takes a weight of it, and the queue's head is granted as soon as its weight fits.
 
 KEYS[1]  the pool HASH:  t = last fencing token, c = capacity of the live leases, u = units in use,
-                         o:<ownerToken> = "weight|fencingToken|expiresAtMs|holder" per lease
+                         n = changes (watch index, see permitIndex), o:<ownerToken> = "weight|fencingToken|expiresAtMs|holder" per lease
 KEYS[2]  the wait queue (ZSET, as a lock's: waiter id by arrival time, us)
 KEYS[3]  the waiter records (HASH): waiter id -> "aliveUntilMs|deadlineMs|ttlMs|ownerToken|instanceId|weight|capacity|holder"
 KEYS[4]  the lease ends (ZSET): owner token -> expiresAtMs, so ended leases are found in order
@@ -19,6 +19,9 @@ Defines:
   handOverPermits(keys, graceMs, channelPrefix, name) -> {waiterId, ...} granted, in queue order;
                                 each is told on channelPrefix..instanceId as for locks
   firstEnd(keys), lastEnd(keys) -> ms left on the earliest / latest live lease, nil when none
+  permitChanged(keys, channelPrefix)  a grant, release or eviction: the index rises, watchers are told
+  permitIndex(keys) -> the watch index: n plus the leases ended but not yet pruned (an expiry writes
+                       nothing, yet is a change; pruning moves it into n, so the index never drops)
 ]]
 local function permitRecord(keys, owner)
   local raw = redis.call('HGET', keys[1], 'o:' .. owner)
@@ -51,8 +54,21 @@ local function prunePermits(keys)
   end
   redis.call('ZREMRANGEBYSCORE', keys[4], '-inf', nowMs)
   if redis.call('EXISTS', keys[1]) == 1 then
-    redis.call('HSET', keys[1], 'u', fmt(math.max(0, used)))
+    local n = tonumber(redis.call('HGET', keys[1], 'n')) or 0
+    redis.call('HSET', keys[1], 'u', fmt(math.max(0, used)), 'n', fmt(n + #gone))
   end
+end
+
+local function permitIndex(keys)
+  return (tonumber(redis.call('HGET', keys[1], 'n')) or 0) + redis.call('ZCOUNT', keys[4], '-inf', nowMs)
+end
+
+-- Floored at the clock in us, as fencing tokens are: a pool forgotten after the grace period starts
+-- again above every index it showed before (_watch.lua for the notice).
+local function permitChanged(keys, channelPrefix)
+  local n = tonumber(redis.call('HGET', keys[1], 'n')) or 0
+  redis.call('HSET', keys[1], 'n', fmt(math.max(n + 1, nowUs)))
+  publishChange(channelPrefix, keys[1])
 end
 
 -- Keeps key k until untilMs (Redis clock); never shortens it.
@@ -101,6 +117,7 @@ local function handOverPermits(keys, graceMs, channelPrefix, name)
     dropWaiter(keys, id)
     if ttl then
       local token, leaseEnd = grantPermit(keys, owner, tonumber(ttl), weight, holder, capacity, graceMs)
+      permitChanged(keys, channelPrefix)
       tellWaiter(channelPrefix, instance, id, token, leaseEnd, name)
       granted[#granted + 1] = id
     end

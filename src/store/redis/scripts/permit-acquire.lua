@@ -44,6 +44,7 @@ if redis.call('ZCARD', KEYS[4]) > 0 then
 end
 if redis.call('ZCARD', KEYS[2]) == 0 and usedOf(KEYS) + weight <= capacity then
   local token, leaseEnd = grantPermit(KEYS, ARGV[1], tonumber(ARGV[2]), weight, ARGV[3], capacity, graceMs)
+  permitChanged(KEYS, ARGV[12])
   return {1, token, leaseEnd}
 end
 

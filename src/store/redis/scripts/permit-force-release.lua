@@ -29,6 +29,9 @@ end
 redis.call('DEL', KEYS[4])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSET', KEYS[1], 'u', '0')
+  if #reply > 0 then
+    permitChanged(KEYS, ARGV[2])
+  end
 end
 handOverPermits(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return reply

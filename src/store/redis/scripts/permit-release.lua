@@ -23,5 +23,6 @@ end
 redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'u', fmt(math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'u')) or 0) - weight)))
+permitChanged(KEYS, ARGV[3])
 handOverPermits(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1
