@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_LOCK_SET_KEYS } from '../../domain/lock-sets.js';
-import { DurationMs, LockDelayMs, LockKeyParams, MAX_DURATION_MS } from './locks.js';
+import { DurationMs, LockDelayMs, LockKeyParams, MAX_DURATION_MS, SafeCount } from './locks.js';
 
 /** Request and response schemas of lock sets: several keys of one namespace, held all or none. */
 
@@ -18,7 +18,7 @@ const OwnerToken = z
   .meta({ description: 'The set\'s secret owner token, returned by acquire', examples: ['q3HbVfYJm3cS1kQxv7x8XA'] });
 
 const LockTokens = z
-  .array(z.object({ key: z.string(), fencingToken: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }))
+  .array(z.object({ key: z.string(), fencingToken: SafeCount }))
   .meta({ description: 'Each key with its own fencing token (per-key sequence, as for locks), in the order asked' });
 
 export const LockSetAcquireRequest = z

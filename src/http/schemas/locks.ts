@@ -45,12 +45,10 @@ export const OwnerToken = z
     examples: ['q3HbVfYJm3cS1kQxv7x8XA'],
   });
 
-export const FencingToken = z
-  .number()
-  .int()
-  .nonnegative()
-  .max(Number.MAX_SAFE_INTEGER)
-  .meta({
+/** A whole number JSON carries exactly (tokens and indexes are microsecond-scale, far below 2^53). */
+export const SafeCount = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
+export const FencingToken = SafeCount.meta({
     description:
       'Per-key number, strictly greater than every token issued before for this key. Pass it to the protected ' +
       'resource, which must reject any write carrying a lower token than it has seen.',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
-import { ExpiresAt, FencingToken, grantFields, Holder, TtlMs, WaitMs } from './locks.js';
+import { ExpiresAt, FencingToken, grantFields, Holder, SafeCount, TtlMs, WaitMs } from './locks.js';
 
 /**
  * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
@@ -33,12 +33,7 @@ export const SemaphoreGrant = z
   })
   .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
 
-const PermitWatchIndex = z
-  .number()
-  .int()
-  .nonnegative()
-  .max(Number.MAX_SAFE_INTEGER)
-  .meta({
+const PermitWatchIndex = SafeCount.meta({
     description:
       'Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a ' +
       'renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the ' +
