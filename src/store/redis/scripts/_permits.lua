@@ -68,7 +68,7 @@ end
 local function permitChanged(keys, channelPrefix)
   local n = tonumber(redis.call('HGET', keys[1], 'n')) or 0
   redis.call('HSET', keys[1], 'n', fmt(math.max(n + 1, nowUs)))
-  publishChange(channelPrefix, keys[1])
+  announceChange(channelPrefix, keys[1])
 end
 
 -- Keeps key k until untilMs (Redis clock); never shortens it.

@@ -7,6 +7,8 @@ Defines:
                                        lock (read as cur) is watched, at most once per name per script
                                        run (a release that hands the lock on is one notice: the watchers
                                        read the final state)
+  announceChange(channelPrefix, name)       the same PUBLISH without the watched test (permits: their
+                                       watchers are not marked, so every change is announced)
 
 The channel prefix is the grant channel prefix the scripts already get (instance ids never contain
 ':', so a change channel is never an instance's grant channel). Each keyholder instance subscribes
@@ -16,10 +18,16 @@ ahead while it stays subscribed: watch-mark.lua), so a lock nobody watches costs
 PUBLISH. An expiry is not announced (nothing runs then): watchers time it.
 ]]
 local publishedChanges = {}
-local function publishChange(channelPrefix, name, cur)
-  if publishedChanges[name] or not watchedNow(cur) then
+local function announceChange(channelPrefix, name)
+  if publishedChanges[name] then
     return
   end
   publishedChanges[name] = true
   redis.call('PUBLISH', channelPrefix .. 'changed:' .. name, '')
+end
+
+local function publishChange(channelPrefix, name, cur)
+  if watchedNow(cur) then
+    announceChange(channelPrefix, name)
+  end
 end
