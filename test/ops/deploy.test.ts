@@ -340,7 +340,8 @@ describe('the image start command, replayed outside Docker', () => {
     const created = spawnSync('sh', ['-c', `${deploy.createKey.replace('deploy/api-keys.yml', keysFile)} && printf %s "$KEY"`], {
       cwd: ROOT,
       encoding: 'utf8',
-      timeout: 60_000,
+      // The command builds the project first (tsc): minutes on a starved machine.
+      timeout: 240_000,
     });
     expect(created.status, created.stderr).toBe(0);
     const apiKey = created.stdout.trim();
