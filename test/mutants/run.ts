@@ -139,14 +139,42 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
   });
 }
 
-async function runPlanted(mutant: PlantedMutant): Promise<PlantedResult> {
+/**
+ * The safety test files tried first for a mutant, before the whole set: the file of its focused proof,
+ * the file that killed it in the last recorded run, and the files that test its source directly. A
+ * kill there is a kill by a test of `npm test` (every one of these is in SAFETY_TEST_FILES); only a
+ * mutant they all miss pays for the whole set.
+ */
+function firstTestFiles(mutant: PlantedMutant, lastKilledBy: ReadonlyMap<string, string>): string[] {
+  const byPath: Array<[RegExp, string[]]> = [
+    [/^src\/store\/redis\/scripts\//, ['test/redis/scripts.test.ts', 'test/conformance/redis-store.test.ts']],
+    [/^src\/store\/redis\//, ['test/conformance/redis-store.test.ts']],
+    [/^src\/store\/memory\//, ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts']],
+    [/^src\/domain\//, ['test/unit/safety-core.test.ts', 'test/domain/lock-service.test.ts']],
+  ];
+  const files = [
+    ...FOCUSED_PROOFS.filter((p) => p.mutants.includes(mutant.id)).map((p) => p.testFile),
+    ...[lastKilledBy.get(mutant.id)?.split(' ')[0] ?? ''],
+    ...(byPath.find(([pattern]) => pattern.test(mutant.file))?.[1] ?? []),
+  ];
+  return [...new Set(files)].filter((f) => SAFETY_TEST_FILES.includes(f));
+}
+
+/** The file that killed each planted mutant in the last recorded run. */
+function lastKills(): Map<string, string> {
+  const last = readJson<PlantedRecord>(runRecordOf('planted'));
+  return new Map((last?.planted ?? []).filter((p) => p.status === 'killed').map((p) => [p.id, p.killedBy]));
+}
+
+async function runPlanted(mutant: PlantedMutant, first: readonly string[]): Promise<PlantedResult> {
   const started = performance.now();
   const dir = makeSandbox(mutant.id);
   try {
     if (!plant(dir, mutant)) {
       return { mutant, status: 'no-match', killedBy: `find does not occur exactly once in ${mutant.file}`, seconds: 0 };
     }
-    const failure = await runSafetyTests(dir);
+    // Its own tests first, then, only if they all pass, every safety test file.
+    const failure = (first.length > 0 ? await runVitest(dir, ['--bail=1', ...first]) : null) ?? (await runSafetyTests(dir));
     return {
       mutant,
       status: failure === null ? 'survived' : 'killed',
@@ -397,7 +425,8 @@ async function main(): Promise<void> {
     rmSync(baselineDir, { recursive: true, force: true });
     if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
 
-    planted = await runAll(selected, Number(args.concurrency), runPlanted);
+    const kills = lastKills();
+    planted = await runAll(selected, Number(args.concurrency), (m) => runPlanted(m, firstTestFiles(m, kills)));
     console.log(`\n${plantedTable(planted)}\n`);
     const killed = planted.filter((p) => p.status === 'killed').length;
     console.log(`planted mutants killed ${killed}/${planted.length}`);
