@@ -448,6 +448,10 @@ async function main(): Promise<void> {
     // A test that fails here and passes when its file is run again alone failed on the machine's load,
     // not on the code: the run goes on, and the report names it (a flaky test is a bug to fix).
     const retried = baselineFailure === null ? null : await runVitest(baselineDir, [baselineFailure.split(' ')[0] ?? '']);
+    // A proof's test the run above did not reach (it stops at its first failure) is run alone here.
+    for (const proof of args['skip-focused'] || retried !== null ? [] : FOCUSED_PROOFS) {
+      if (clean.get(proof.testName) !== 'passed') clean.set(proof.testName, await runNamedTest(baselineDir, proof));
+    }
     rmSync(baselineDir, { recursive: true, force: true });
     if (baselineFailure !== null && retried !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
     if (baselineFailure !== null) {
