@@ -31,55 +31,60 @@ export class KeyholderError extends Error {
   }
 }
 
+/** A subclass of KeyholderError whose instances are named `Name`. */
+interface ErrorClass<Name extends string = string> {
+  new (...args: ConstructorParameters<typeof KeyholderError>): KeyholderError & { readonly name: Name };
+  readonly prototype: KeyholderError & { readonly name: Name };
+}
+
+/** One table from problem code to error class (errorClass fills it); an unknown code still becomes a KeyholderError. */
+const ERROR_CLASSES: Partial<Record<ProblemCode, ErrorClass>> = {};
+
+/**
+ * The KeyholderError subclass for the problem `codes`, so callers can catch by class (`instanceof`). Its
+ * name is given, not read from the class, so it survives a bundler that renames classes.
+ */
+function errorClass<const Name extends string>(name: Name, codes: readonly ProblemCode[]): ErrorClass<Name> {
+  const Class = class extends KeyholderError {
+    override readonly name: Name = name;
+  };
+  Object.defineProperty(Class, 'name', { value: name });
+  for (const code of codes) ERROR_CLASSES[code] = Class;
+  return Class;
+}
+
 /** 409 lock_held: another owner holds the lock (or, with waitMs, it stayed held for the whole wait). */
-export class LockHeldError extends KeyholderError {
-  override readonly name = 'LockHeldError';
-}
-
+export const LockHeldError = errorClass('LockHeldError', ['lock_held']);
 /** 409 not_owner: this owner token no longer holds the lock (expired, released, or force-released). */
-export class NotOwnerError extends KeyholderError {
-  override readonly name = 'NotOwnerError';
-}
-
+export const NotOwnerError = errorClass('NotOwnerError', ['not_owner']);
 /** 503, or no answer at all: the server or its store could not give a certain answer. Nothing was granted. */
-export class UnavailableError extends KeyholderError {
-  override readonly name = 'UnavailableError';
-}
-
+export const UnavailableError = errorClass('UnavailableError', ['store_unavailable', 'shutting_down']);
 /** 429 rate_limited: too many requests for this API key. */
-export class RateLimitedError extends KeyholderError {
-  override readonly name = 'RateLimitedError';
-}
-
+export const RateLimitedError = errorClass('RateLimitedError', ['rate_limited']);
 /** 429 quota_exceeded: the namespace holds its limit of locks at once. */
-export class QuotaExceededError extends KeyholderError {
-  override readonly name = 'QuotaExceededError';
-}
-
+export const QuotaExceededError = errorClass('QuotaExceededError', ['quota_exceeded']);
 /** 429 too_many_waiters: the lock's (or the instance's) wait queue is full. */
-export class TooManyWaitersError extends KeyholderError {
-  override readonly name = 'TooManyWaitersError';
-}
-
+export const TooManyWaitersError = errorClass('TooManyWaitersError', ['too_many_waiters']);
 /** 400 invalid_request (and 413/415): `problem.errors` names each offending field. */
-export class InvalidRequestError extends KeyholderError {
-  override readonly name = 'InvalidRequestError';
-}
-
+export const InvalidRequestError = errorClass('InvalidRequestError', ['invalid_request', 'payload_too_large', 'unsupported_media_type']);
 /** 401 unauthenticated: no API key, or not a valid one. */
-export class UnauthenticatedError extends KeyholderError {
-  override readonly name = 'UnauthenticatedError';
-}
-
+export const UnauthenticatedError = errorClass('UnauthenticatedError', ['unauthenticated']);
 /** 403 forbidden: the API key lacks the scope the route needs. */
-export class ForbiddenError extends KeyholderError {
-  override readonly name = 'ForbiddenError';
-}
-
+export const ForbiddenError = errorClass('ForbiddenError', ['forbidden']);
 /** 404 not_found: for a force release, nobody held the lock. */
-export class NotFoundError extends KeyholderError {
-  override readonly name = 'NotFoundError';
-}
+export const NotFoundError = errorClass('NotFoundError', ['not_found']);
+
+// The instance types under the classes' names, as `class` declarations would give them.
+export type LockHeldError = InstanceType<typeof LockHeldError>;
+export type NotOwnerError = InstanceType<typeof NotOwnerError>;
+export type UnavailableError = InstanceType<typeof UnavailableError>;
+export type RateLimitedError = InstanceType<typeof RateLimitedError>;
+export type QuotaExceededError = InstanceType<typeof QuotaExceededError>;
+export type TooManyWaitersError = InstanceType<typeof TooManyWaitersError>;
+export type InvalidRequestError = InstanceType<typeof InvalidRequestError>;
+export type UnauthenticatedError = InstanceType<typeof UnauthenticatedError>;
+export type ForbiddenError = InstanceType<typeof ForbiddenError>;
+export type NotFoundError = InstanceType<typeof NotFoundError>;
 
 /**
  * The reason `lease.signal` aborts: the lease can no longer be trusted. `cause` is the NotOwnerError
@@ -102,25 +107,6 @@ export class LeaseLostError extends Error {
     );
   }
 }
-
-type ErrorClass = new (...args: ConstructorParameters<typeof KeyholderError>) => KeyholderError;
-
-/** One table from problem code to error class; an unknown code still becomes a KeyholderError. */
-const ERROR_CLASSES: Partial<Record<ProblemCode, ErrorClass>> = {
-  lock_held: LockHeldError,
-  not_owner: NotOwnerError,
-  store_unavailable: UnavailableError,
-  shutting_down: UnavailableError,
-  rate_limited: RateLimitedError,
-  quota_exceeded: QuotaExceededError,
-  too_many_waiters: TooManyWaitersError,
-  invalid_request: InvalidRequestError,
-  payload_too_large: InvalidRequestError,
-  unsupported_media_type: InvalidRequestError,
-  unauthenticated: UnauthenticatedError,
-  forbidden: ForbiddenError,
-  not_found: NotFoundError,
-};
 
 function isProblem(body: unknown): body is Problem {
   return typeof body === 'object' && body !== null && typeof (body as { code?: unknown }).code === 'string';

@@ -2714,7 +2714,7 @@ export interface operations {
                     "application/json": components["schemas"]["PermitForceRelease"];
                 };
             };
-            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
                     /** @description Counted requests this API key may make per window */
@@ -3491,7 +3491,7 @@ export interface operations {
                     "application/json": components["schemas"]["PermitForceRelease"];
                 };
             };
-            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
                     /** @description Counted requests this API key may make per window */
@@ -3825,7 +3825,7 @@ export interface operations {
                     "application/json": components["schemas"]["PermitList"];
                 };
             };
-            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
                     /** @description Counted requests this API key may make per window */
@@ -3977,7 +3977,7 @@ export interface operations {
                     "application/json": components["schemas"]["PermitList"];
                 };
             };
-            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
                     /** @description Counted requests this API key may make per window */

@@ -193,10 +193,7 @@ export class LockService {
         holder,
         ...(idempotency ? { idempotencyKey: idempotencyScope(idempotency.callerId, idempotency.key) } : {}),
       };
-      const grant =
-        waitMs === 0
-          ? await this.quota.grantNow(request, () => this.acquireNow(request))
-          : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));
+      const grant = await this.grantWithinQuota(request, waitMs, options.signal);
       if (grant.replayed) {
         // The earlier lease already holds its quota slot; the one taken for this call is not needed.
         // (A store with the quota inside takes none for a replay.)
@@ -351,6 +348,27 @@ export class LockService {
   checkWaitMs(waitMs: number): void {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
       throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
+    }
+  }
+
+  /**
+   * The grant, with the quota the service keeps (a store with the quota inside checks it in its own step).
+   * A retried acquire whose first answer was lost must get its lease back even at the namespace's cap:
+   * that lease already counts against the quota, so the refusal is checked once for a replay.
+   */
+  private async grantWithinQuota(request: LeaseRequest, waitMs: number, signal: AbortSignal | undefined): Promise<DecidedGrant> {
+    try {
+      return waitMs === 0
+        ? await this.quota.grantNow(request, () => this.acquireNow(request))
+        : await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, signal));
+    } catch (error) {
+      // (A store with the quota inside looks for the replay before the cap, in the same step.)
+      if (!(error instanceof QuotaExceededError) || request.idempotencyKey === undefined || this.quotaInStore > 0) throw error;
+      const replay = await this.acquireNow(request).catch(() => undefined);
+      if (replay?.replayed) return replay;
+      // Not a replay: a lease this look granted over the cap is given straight back, unseen.
+      if (replay) await this.store.release(request.id, request.ownerToken).catch(() => undefined);
+      throw error;
     }
   }
 

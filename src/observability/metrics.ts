@@ -163,11 +163,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
   });
 
-  const lockObserver: LockObserver = {
-    operation(op, result, durationSeconds) {
-      operations.labels(op, outcomeLabel(op, result)).inc();
-      operationSeconds.labels(op).observe(durationSeconds);
-    },
+  // Lost leases and waits are counted alike for every primitive (the metrics predate the others).
+  const leaseEvents: Pick<LockObserver & PermitObserver, 'lostLease' | 'waited'> = {
     lostLease(op) {
       lostLeases.labels(op).inc();
     },
@@ -176,16 +173,19 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
+  const lockObserver: LockObserver = {
+    ...leaseEvents,
+    operation(op, result, durationSeconds) {
+      operations.labels(op, outcomeLabel(op, result)).inc();
+      operationSeconds.labels(op).observe(durationSeconds);
+    },
+  };
+
   const permitObserver: PermitObserver = {
+    ...leaseEvents,
     operation(kind, op, result, durationSeconds) {
       primitiveOperations.labels(kind, op, outcomeLabel(op, result)).inc();
       primitiveSeconds.labels(kind, op).observe(durationSeconds);
-    },
-    lostLease(op) {
-      lostLeases.labels(op).inc();
-    },
-    waited(seconds, granted) {
-      waitSeconds.labels(granted ? 'granted' : 'not_granted').observe(seconds);
     },
   };
 

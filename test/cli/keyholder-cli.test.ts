@@ -48,7 +48,8 @@ function gone(pid: number): boolean {
   }
 }
 
-describe('keyholder CLI against a real server', () => {
+// Every command is a node start-up: seconds each on a starved machine, so the budgets are generous.
+describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
   let server: KeyholderProcess;
   let dir: string;
   let env: Record<string, string>;
@@ -190,7 +191,7 @@ describe('keyholder CLI against a real server', () => {
     const unreachable = await start(['inspect', '--key', k, '--url', 'http://127.0.0.1:1', '--retry-ms', '0'], {}).done;
     expect(unreachable.code).toBe(1);
     expect(JSON.parse(unreachable.stderr)).toMatchObject({ code: 'unreachable' });
-  }, 60_000);
+  }, 240_000);
 
   it('--help on every command; bad flags are named, exit 2', async () => {
     for (const command of ['run', 'acquire', 'renew', 'release', 'inspect', 'ls', 'keys']) {
@@ -224,5 +225,5 @@ describe('keyholder CLI against a real server', () => {
     expect(badScope.code).toBe(2);
     expect(badScope.stderr).toContain('--scopes');
     expect((await cli('keys', 'old')).code).toBe(2);
-  }, 60_000);
+  }, 240_000);
 });

@@ -31,7 +31,7 @@ function recordingFetch() {
 const abortedAt = (signal: AbortSignal) =>
   new Promise<number>((resolve) => signal.addEventListener('abort', () => resolve(performance.now()), { once: true }));
 
-describe('TypeScript client against a real server (embedded store)', () => {
+describe('TypeScript client against a real server (embedded store)', { timeout: 90_000 }, () => {
   let server: KeyholderProcess;
   let kh: KeyholderClient;
 
@@ -46,26 +46,37 @@ describe('TypeScript client against a real server (embedded store)', () => {
 
   it('auto-renew keeps a 1 s lease alive for 5 s; release frees it', async () => {
     const k = key('renew');
+    // A renewal must come back within about two thirds of the TTL. On a quiet machine a round trip takes
+    // a few ms and the lease is 1 s; on a starved one (CI shares its cores) a single round trip can take
+    // hundreds of ms, so the TTL is stretched to several times the slowest round trip measured here,
+    // and the hold to five TTLs: the same renewal count is asked of it either way.
+    let slowestMs = 0;
+    for (let i = 0; i < 10; i++) {
+      const sentAt = performance.now();
+      await kh.inspect(k);
+      slowestMs = Math.max(slowestMs, performance.now() - sentAt);
+    }
+    const ttlMs = Math.min(10_000, Math.max(1_000, Math.ceil(slowestMs * 8)));
     const recorder = recordingFetch();
     const client = new KeyholderClient({ baseUrl: server.url, fetch: recorder.fetch });
-    const lease = await client.acquire(k, { ttlMs: 1_000, holder: 'renewer' });
+    const lease = await client.acquire(k, { ttlMs, holder: 'renewer' });
     const started = performance.now();
-    // Five seconds of checks from outside: the lock stays held by this lease the whole time.
-    while (performance.now() - started < 5_000) {
+    // Five TTLs of checks from outside: the lock stays held by this lease the whole time.
+    while (performance.now() - started < 5 * ttlMs) {
       const state = await kh.inspect(k);
       expect(state).toMatchObject({ held: true, holder: 'renewer', fencingToken: lease.fencingToken });
       expect(lease.signal.aborted).toBe(false);
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, ttlMs / 5));
     }
     await expect(kh.acquireGrant(k, { ttlMs: 1_000 })).rejects.toBeInstanceOf(LockHeldError);
     const renewals = recorder.sent.filter((r) => r.path.endsWith('/renew'));
-    // About three renewals a second, every one confirmed.
+    // About three renewals a TTL, every one confirmed.
     expect(renewals.length).toBeGreaterThanOrEqual(12);
     expect(renewals.every((r) => r.status === 200 || r.status === undefined)).toBe(true);
     await lease.release();
     expect(lease.signal.aborted).toBe(false);
     expect(await kh.inspect(k)).toMatchObject({ held: false });
-  });
+  }, 120_000);
 
   it('campaign() elects one candidate at a time; observe() sees each leader and the vacancy, without polling', async () => {
     const k = key('election');
@@ -239,7 +250,7 @@ describe('TypeScript client against a real server (embedded store)', () => {
   });
 });
 
-describe('TypeScript client: 503 retries against a server whose Redis is down', () => {
+describe('TypeScript client: 503 retries against a server whose Redis is down', { timeout: 90_000 }, () => {
   let redis: RedisServer;
   let server: KeyholderProcess;
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { QuotaExceededError, WaitAbortedError } from '../../src/domain/errors.js';
+import { LockHeldError, QuotaExceededError, WaitAbortedError } from '../../src/domain/errors.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
@@ -51,6 +51,25 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
     // Its release gives the slot back at once.
     await locks.release(ns, 'a', waited.ownerToken);
     const next = await locks.acquire(ns, 'b', 5_000, { waitMs: 1_000 });
+    await locks.release(ns, 'b', next.ownerToken);
+  });
+
+  it('quota: an idempotent retry at the cap gets its lease back; a new acquire there is refused', async () => {
+    const ns = uniqueNamespace();
+    const idempotency = { callerId: 'caller-1', key: 'retry-1' };
+    const first = await locks.acquire(ns, 'a', 5_000, { idempotency });
+    // The namespace is at its cap of one, held by the first answer (which the caller never saw).
+    for (const waitMs of [0, 1_000]) {
+      const again = await locks.acquire(ns, 'a', 5_000, { idempotency, waitMs });
+      expect(again).toMatchObject({ ownerToken: first.ownerToken, fencingToken: first.fencingToken });
+    }
+    await expect(locks.acquire(ns, 'b', 5_000, { idempotency: { callerId: 'caller-1', key: 'retry-2' } })).rejects.toBeInstanceOf(QuotaExceededError);
+    // Another caller's same key is not a replay: refused (the lock is held, and the namespace full).
+    const other = await locks.acquire(ns, 'a', 5_000, { idempotency: { callerId: 'caller-2', key: 'retry-1' } }).catch((e: unknown) => e);
+    expect(other instanceof QuotaExceededError || other instanceof LockHeldError).toBe(true);
+    await locks.release(ns, 'a', first.ownerToken);
+    // Nothing was left behind by the refused calls: the cap's one lease is free again.
+    const next = await locks.acquire(ns, 'b', 5_000);
     await locks.release(ns, 'b', next.ownerToken);
   });
 

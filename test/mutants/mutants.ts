@@ -56,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: "  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil\n  end\n",
+    find: "  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil, cur\n  end\n",
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Redis } from 'ioredis';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
 import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
@@ -299,6 +299,8 @@ describe('change notices (_watch.lua)', () => {
       sub.on('message', (_c: string, message: string) => (message === 'marker' ? resolve() : count++)),
     );
     await sub.subscribe(channel);
+    // As RedisStore.watchChanges does: subscribed, then the lock is marked as watched.
+    await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 10_000 });
     try {
       await run();
       // Messages on one channel arrive in order: every notice of `run` comes before this marker.
@@ -317,6 +319,44 @@ describe('change notices (_watch.lua)', () => {
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     expect(await notices(() => release('owner-1'))).toBe(1);
     expect(await notices(() => scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
+  });
+
+  it('no PUBLISH for a lock nobody marked as watched; watch-mark says whether the mark was still there', async () => {
+    const sub = server.client();
+    let count = 0;
+    sub.on('message', () => count++);
+    await sub.subscribe(space.changeChannel(lockName));
+    try {
+      await acquire('owner-1');
+      await release('owner-1');
+      await raw.publish(space.changeChannel(lockName), 'marker');
+      await vi.waitFor(() => expect(count).toBe(1));
+    } finally {
+      sub.disconnect();
+    }
+    expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(0);
+    expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(1);
+    // Probing with a 1 ms mark never extends a longer one: it is found run out once 200 ms have passed.
+    await vi.waitFor(async () => expect(await scripts.run('watchMark', { lockKey: keys.lock, keepMs: 1 })).toBe(0), { timeout: 10_000 });
+  });
+
+  it('the lock hash outlives its watch mark and its queue flag, whatever the lease', async () => {
+    await scripts.run('watchMark', { lockKey: keys.lock, keepMs: GRACE_MS * 3 });
+    await acquire('owner-1');
+    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
+    await release('owner-1');
+    expect(await raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS * 2);
+    // A queue: the hash says so (q) until the queue's end, and lives as long.
+    await acquire('owner-2');
+    await acquire('owner-3', { waitMs: GRACE_MS * 5, waiterId: 'w1' });
+    const q = Number(await raw.hget(keys.lock, 'q'));
+    expect(q).toBeGreaterThan(Date.now() + GRACE_MS * 4);
+    expect(await raw.pttl(keys.lock)).toBeGreaterThanOrEqual(Number(await raw.pttl(keys.queue)) - 5);
+    // Handed on, then released with nobody left: the flag goes, and later calls do not look again.
+    expect(await release('owner-2')).toBe(1);
+    expect(await raw.hget(keys.lock, 'o')).toBe('owner-3');
+    expect(await release('owner-3')).toBe(1);
+    expect(await raw.hget(keys.lock, 'q')).toBeNull();
   });
 });
 

@@ -64,6 +64,7 @@ describe('Redis key names', () => {
         slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
         slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
         lockDelay: { lockKey: keys.lock, ownerToken: 'o', lockDelayMs: 1 },
+        watchMark: { lockKey: keys.lock, keepMs: 1 },
         lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },
         lockSetRenew: { lockKeys: [keys.lock, space.lock(second)], ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         lockSetRelease: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', graceMs: 1, channelPrefix: 'kh:grants:' },

@@ -1,59 +1,60 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
 import type { LockService } from '../../domain/lock-service.js';
 import { principalOf } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ForceReleaseResponse, ListLocksQuery, LockList } from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
-import { jsonResponse, routeRule } from './responses.js';
+import { leaseView, routeOptions, routeRule } from './responses.js';
 
-const iso = (ms: number) => new Date(ms).toISOString();
-
-const ADMIN_ERRORS = {
+/** What every admin route can answer (the list takes only a query; force release takes no body). */
+export const ADMIN_ERRORS = {
   400: 'invalid_request: a parameter is missing or malformed (the problem names it)',
   503: 'store_unavailable: the store did not answer; nothing was changed for certain',
 } as const;
+
+/** A force release's errors: the admin ones, a body it does not take, and `notFound` (nobody held the key). */
+export function forceReleaseErrors(notFound: string, others: Readonly<Record<number, string>> = {}): Record<number, string> {
+  return {
+    ...ADMIN_ERRORS,
+    ...others,
+    404: notFound,
+    413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
+    415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
+  };
+}
+
 const listRule = routeRule('admin', ADMIN_ERRORS);
-const forceReleaseRule = routeRule('admin', {
-  ...ADMIN_ERRORS,
-  404: 'not_found: nobody holds this lock; nothing changed',
-  413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
-  415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
-});
+const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: nobody holds this lock; nothing changed'));
 
 /** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
-const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
-const decodeCursor = (cursor: string | undefined) => (cursor === undefined ? undefined : Buffer.from(cursor, 'base64url').toString('utf8'));
+export const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
+
+/** A list query as the store takes it: the client's cursor decoded. */
+export function storeListQuery(query: z.infer<typeof ListLocksQuery>) {
+  return { ...query, cursor: query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8') };
+}
 
 /** Operator routes (scope `admin`, any namespace): see held locks, free a stuck one. */
 export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
   app.get(
     '/v1/locks',
-    {
-      config: listRule.config,
-      schema: {
-        operationId: 'listLocks',
+    routeOptions(
+      listRule,
+      {
         summary: 'List held locks (admin)',
         description:
           'Pages through the locks held right now, in one namespace or all of them, with holder, fencing token and ' +
           'expiry; never owner tokens. Walks the store incrementally (Redis SCAN), so it never blocks the store.',
-        tags: ['admin'],
-        querystring: ListLocksQuery,
-        response: { 200: jsonResponse(LockList, 'One page of held locks'), ...listRule.errors },
+        ok: 'One page of held locks',
       },
-    },
+      LockList,
+      { operationId: 'listLocks', tags: ['admin'], querystring: ListLocksQuery },
+    ),
     async (request) => {
-      const { namespace, prefix, limit, cursor } = request.query;
-      const page = await locks.listHeld({ namespace, prefix, limit, cursor: decodeCursor(cursor) });
+      const page = await locks.listHeld(storeListQuery(request.query));
       return {
-        locks: page.locks.map((l) => ({
-          namespace: l.namespace,
-          key: l.key,
-          holder: l.holder,
-          fencingToken: l.fencingToken,
-          expiresAt: iso(l.expiresAtMs),
-          ttlRemainingMs: l.ttlRemainingMs,
-          waiters: l.waiters,
-        })),
+        locks: page.locks.map((l) => ({ namespace: l.namespace, key: l.key, ...leaseView(l), waiters: l.waiters })),
         nextCursor: encodeCursor(page.nextCursor),
       };
     },
@@ -61,25 +62,20 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
 
   app.delete(
     '/v1/locks/:key',
-    {
-      config: forceReleaseRule.config,
-      schema: {
-        operationId: 'forceReleaseLock',
+    routeOptions(
+      forceReleaseRule,
+      {
         summary: 'Force-release a stuck lock (admin)',
         description:
           'Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing ' +
           'token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant\'s fencing ' +
           'token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted ' +
           'holder\'s late writes.',
-        tags: ['admin'],
-        params: LockKeyParams,
-        querystring: ForceReleaseQuery,
-        response: {
-          200: jsonResponse(ForceReleaseResponse, 'Freed'),
-          ...forceReleaseRule.errors,
-        },
+        ok: 'Freed',
       },
-    },
+      ForceReleaseResponse,
+      { operationId: 'forceReleaseLock', tags: ['admin'], params: LockKeyParams, querystring: ForceReleaseQuery },
+    ),
     async (request, reply) => {
       const { key } = request.params;
       const { namespace } = request.query;

@@ -10,9 +10,7 @@ import {
   LockSetRenewRequest,
 } from '../schemas/lock-sets.js';
 import { callerGone } from './locks.js';
-import { jsonResponse, routeRule } from './responses.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
+import { iso, jsonResponse, routeRule } from './responses.js';
 
 const COMMON_ERRORS = {
   400: 'invalid_request: a field is missing or malformed, or a key is repeated (the problem names it)',

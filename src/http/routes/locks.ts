@@ -2,45 +2,18 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { WaitAbortedError } from '../../domain/errors.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
-import {
-  AcquireHeaders,
-  AcquireRequest,
-  AcquireResponse,
-  InspectQuery,
-  LockKeyParams,
-  LockStatus,
-  ReleaseRequest,
-  ReleaseResponse,
-  RenewRequest,
-  RenewResponse,
-} from '../schemas/locks.js';
+import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
-import { jsonResponse, routeRule } from './responses.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
-
-const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
-const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
-/** What every lock operation with a body can answer besides its own refusals. */
-const COMMON_ERRORS = {
-  400: BAD_REQUEST,
-  413: 'payload_too_large: the body is over the limit',
-  415: 'unsupported_media_type: the body is not application/json',
-  503: STORE_UNAVAILABLE,
-} as const;
-const NOT_OWNER = 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)';
+import { registerLeaseRoutes } from './lease-routes.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE } from './responses.js';
 
 const acquireRule = routeRule('locks', {
-  ...COMMON_ERRORS,
+  ...BODY_ERRORS,
   409: 'lock_held: another owner holds the lock (or others are queued); retryAfterMs and Retry-After say when its lease ends',
   429:
     'too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many ' +
     'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
 });
-// Renew and release are never refused by the request rate limit (see rate-limit.ts): a holder's
-// renewals are bounded by the leases its key holds, and refusing one would cost the caller its lease.
-const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
-const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
 /** An AbortSignal that fires when the caller of a long request goes away before its answer. */
@@ -104,55 +77,24 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     },
   );
 
-  app.post(
-    '/v1/locks/:key/renew',
-    {
-      config: renewRule.config,
-      schema: {
-        operationId: 'renewLock',
-        summary: 'Extend a held lease',
-        description:
-          'Sets the lease to end ttlMs from now, only if ownerToken holds a live lease. The fencing token stays the one ' +
-          'issued at acquire.',
-        tags: ['locks'],
-        params: LockKeyParams,
-        body: RenewRequest,
-        response: {
-          200: jsonResponse(RenewResponse, 'Renewed: the lease now ends at expiresAt; the fencing token is unchanged'),
-          ...renewRule.errors,
-        },
-      },
+  registerLeaseRoutes(app, locks, {
+    path: 'locks',
+    id: 'Lock',
+    tag: 'locks',
+    renew: {
+      summary: 'Extend a held lease',
+      description:
+        'Sets the lease to end ttlMs from now, only if ownerToken holds a live lease. The fencing token stays the one ' +
+        'issued at acquire.',
+      ok: 'Renewed: the lease now ends at expiresAt; the fencing token is unchanged',
     },
-    async (request) => {
-      const namespace = principalOf(request).namespace;
-      const renewal = await locks.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      confirmBeforeSending(request, namespace, { ...renewal, ownerToken: request.body.ownerToken });
-      return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+    release: {
+      summary: 'Give a lock back',
+      description: 'Frees the lock, only if ownerToken holds a live lease. A wrong or stale token changes nothing.',
+      ok: 'Released: the lock is free for the next caller',
     },
-  );
-
-  app.post(
-    '/v1/locks/:key/release',
-    {
-      config: releaseRule.config,
-      schema: {
-        operationId: 'releaseLock',
-        summary: 'Give a lock back',
-        description: 'Frees the lock, only if ownerToken holds a live lease. A wrong or stale token changes nothing.',
-        tags: ['locks'],
-        params: LockKeyParams,
-        body: ReleaseRequest,
-        response: {
-          200: jsonResponse(ReleaseResponse, 'Released: the lock is free for the next caller'),
-          ...releaseRule.errors,
-        },
-      },
-    },
-    async (request) => {
-      await locks.release(principalOf(request).namespace, request.params.key, request.body.ownerToken);
-      return { key: request.params.key, released: true as const };
-    },
-  );
+    errors: { 409: 'not_owner: this token does not hold the lock (its lease expired, was released, or was taken over)' },
+  });
 
   app.get(
     '/v1/locks/:key',
@@ -193,10 +135,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         key,
         held: true as const,
         index: view.index,
-        holder: state.holder,
-        fencingToken: state.fencingToken,
-        expiresAt: iso(state.expiresAtMs),
-        ttlRemainingMs: state.ttlRemainingMs,
+        ...leaseView(state),
         waiters: state.waiters,
       };
     },

@@ -1,49 +1,32 @@
-import type { FastifyInstance } from 'fastify';
-import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
-import { WaitAbortedError } from '../../domain/errors.js';
-import type { PermitCore } from '../../domain/permits.js';
-import type { PermitState } from '../../domain/permit-store.js';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
+import type { PermitCore, PermitGrant } from '../../domain/permits.js';
 import { principalOf } from '../auth.js';
-import { confirmBeforeSending } from '../fresh-answers.js';
+import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
-import { LockKeyParams, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse } from '../schemas/locks.js';
+import { LockKeyParams } from '../schemas/locks.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
-import { jsonResponse, routeRule } from './responses.js';
+import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, storeListQuery } from './admin.js';
+import { callerGone } from './locks.js';
+import { registerLeaseRoutes } from './lease-routes.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STORE_UNAVAILABLE, type RouteText } from './responses.js';
 
 /**
- * What the semaphore and read/write lock routes share: renew, release and the admin list and force
- * release take the same shapes for both, so they are declared once here, for a path and a name.
+ * The semaphore and read/write lock routes, declared once: a primitive is a PermitKind (its names, what
+ * its acquire and inspect take and answer, its domain service), and its routes are the same code for
+ * every kind. Renew, release and the admin list and force release take the same shapes for both.
  */
 
-export const iso = (ms: number) => new Date(ms).toISOString();
-
-const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
-const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
 const NOT_SUPPORTED = 'not_supported: the configured store (etcd) has no semaphores or read/write locks';
-export const PERMIT_COMMON_ERRORS = {
-  400: BAD_REQUEST,
-  413: 'payload_too_large: the body is over the limit',
-  415: 'unsupported_media_type: the body is not application/json',
-  501: NOT_SUPPORTED,
-  503: STORE_UNAVAILABLE,
-} as const;
-export const PERMIT_INSPECT_ERRORS = { 400: BAD_REQUEST, 501: NOT_SUPPORTED, 503: STORE_UNAVAILABLE } as const;
-export const PERMIT_WAIT_ERRORS =
+const COMMON_ERRORS = { ...BODY_ERRORS, 501: NOT_SUPPORTED } as const;
+const WAIT_ERRORS =
   'too_many_waiters: the wait queue of this key, of this namespace on this instance, or of this instance is full; rate_limited: ' +
   'too many requests for this API key; or quota_exceeded: the namespace holds its limit of leases at once. Retry after Retry-After.';
-const NOT_OWNER = 'not_owner: this token holds no live lease here (it expired, was released, or was evicted)';
 
-const renewRule = routeRule('locks', { ...PERMIT_COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
-const releaseRule = routeRule('locks', { ...PERMIT_COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
-const ADMIN_ERRORS = { 400: BAD_REQUEST, 501: NOT_SUPPORTED, 503: 'store_unavailable: the store did not answer; nothing was changed for certain' };
-const listRule = routeRule('admin', ADMIN_ERRORS);
-const forceReleaseRule = routeRule('admin', {
-  ...ADMIN_ERRORS,
-  404: 'not_found: no live lease on this key; nothing changed',
-  413: 'payload_too_large: a body was sent, and it is over the limit (this route takes none)',
-  415: 'unsupported_media_type: a body was sent that is not application/json (this route takes none)',
-});
+const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 501: NOT_SUPPORTED, 503: STORE_UNAVAILABLE });
+const listRule = routeRule('admin', { ...ADMIN_ERRORS, 501: NOT_SUPPORTED });
+const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 501: NOT_SUPPORTED }));
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -57,116 +40,131 @@ export interface PermitNames {
   readonly tag: string;
 }
 
-/** An AbortSignal for a waiting caller: a caller that disconnects leaves the queue (and gives back a lease handed to it). */
-export function callerSignal(raw: { once(event: 'close', listener: () => void): unknown; writableFinished: boolean }, waitMs: number | undefined): AbortSignal | undefined {
-  if (!waitMs) return undefined;
-  const controller = new AbortController();
-  raw.once('close', () => {
-    if (!raw.writableFinished) controller.abort(new WaitAbortedError());
-  });
-  return controller.signal;
+/** What every permit acquire takes besides the primitive's own field. */
+interface AcquireBody {
+  readonly ttlMs: number;
+  readonly holder?: string;
+  readonly waitMs?: number;
 }
 
-/** Renew and release of one lease, for any permit primitive. */
-export function registerLeaseRoutes(app: FastifyInstance, core: PermitCore, names: PermitNames): void {
-  const typed = app.withTypeProvider<ZodTypeProvider>();
-  typed.post(
-    `/v1/${names.path}/:key/renew`,
-    {
-      config: renewRule.config,
-      schema: {
-        operationId: `renew${names.id}`,
+/** One permit primitive, as its routes need it: everything in which a semaphore and a read/write lock differ. */
+export interface PermitKind<Body extends AcquireBody, View> {
+  readonly names: PermitNames;
+  readonly acquire: RouteText & {
+    readonly body: z.ZodType<Body>;
+    readonly grant: z.ZodType;
+    /** The 409: why the acquire was refused, and what Retry-After means then. */
+    readonly refused: string;
+  };
+  readonly inspect: RouteText & { readonly status: z.ZodType };
+  /** The primitive's domain service on its core. */
+  service(core: PermitCore): {
+    acquire(namespace: string, key: string, request: Body & { signal?: AbortSignal }): Promise<PermitGrant>;
+    inspect(namespace: string, key: string): Promise<View | null>;
+  };
+  /** The grant's own field, from the request (a semaphore's limit, a read/write lock's mode). */
+  granted(body: Body): object;
+  /** The inspect answer: the service's view, or `null` when nothing is held. */
+  status(key: string, view: View | null): object;
+}
+
+/** A primitive's routes (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
+export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Body, View>): FastifyPluginAsyncZod<{ core: PermitCore }> {
+  const { names } = kind;
+  const acquireRule = routeRule('locks', { ...COMMON_ERRORS, 409: kind.acquire.refused, 429: WAIT_ERRORS });
+  return async (app, { core }) => {
+    const service = kind.service(core);
+    registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
+
+    app.post(
+      `/v1/${names.path}/:key/acquire`,
+      routeOptions(acquireRule, kind.acquire, kind.acquire.grant, { operationId: `acquire${names.id}`, tags: [names.tag], params: LockKeyParams, body: kind.acquire.body }),
+      async (request, reply) => {
+        // The zod validator parsed it with kind.acquire.body; the type provider cannot name a generic schema's type.
+        const body = request.body as Body;
+        const namespace = principalOf(request).namespace;
+        // A waiting caller that disconnects must leave the queue (and give back a lease handed to it).
+        const signal = body.waitMs ? callerGone(reply) : undefined;
+        const grant = await service.acquire(namespace, request.params.key, { ...body, signal });
+        confirmBeforeSending(request, namespace, grant);
+        return {
+          key: grant.key,
+          ...kind.granted(body),
+          ownerToken: grant.ownerToken,
+          fencingToken: grant.fencingToken,
+          ttlMs: grant.ttlMs,
+          expiresAt: iso(grant.expiresAtMs),
+          holder: grant.holder,
+        };
+      },
+    );
+
+    registerLeaseRoutes(app, core, {
+      ...names,
+      renew: {
         summary: `Extend a ${names.noun} lease`,
         description: `Sets this lease of the ${names.noun} to end ttlMs from now, only if ownerToken holds it live. The fencing token stays the one it was granted with; the other leases are untouched.`,
-        tags: [names.tag],
-        params: LockKeyParams,
-        body: RenewRequest,
-        response: { 200: jsonResponse(RenewResponse, 'Renewed: the lease now ends at expiresAt'), ...renewRule.errors },
+        ok: 'Renewed: the lease now ends at expiresAt',
       },
-    },
-    async (request) => {
-      const namespace = principalOf(request).namespace;
-      const renewal = await core.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      confirmBeforeSending(request, namespace, { ...renewal, ownerToken: request.body.ownerToken });
-      return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
-    },
-  );
-  typed.post(
-    `/v1/${names.path}/:key/release`,
-    {
-      config: releaseRule.config,
-      schema: {
-        operationId: `release${names.id}`,
+      release: {
         summary: `Give a ${names.noun} lease back`,
         description: `Ends this lease of the ${names.noun}, only if ownerToken holds it live, and hands the room to the first callers queued.`,
-        tags: [names.tag],
-        params: LockKeyParams,
-        body: ReleaseRequest,
-        response: { 200: jsonResponse(ReleaseResponse, 'Released'), ...releaseRule.errors },
+        ok: 'Released',
       },
-    },
-    async (request) => {
-      await core.release(principalOf(request).namespace, request.params.key, request.body.ownerToken);
-      return { key: request.params.key, released: true as const };
-    },
-  );
-}
+      errors: { 409: 'not_owner: this token holds no live lease here (it expired, was released, or was evicted)', 501: NOT_SUPPORTED },
+    });
 
-const holderView = (h: PermitState['holders'][number]) => ({
-  holder: h.holder,
-  weight: h.weight,
-  fencingToken: h.fencingToken,
-  expiresAt: iso(h.expiresAtMs),
-  ttlRemainingMs: h.ttlRemainingMs,
-});
+    app.get(
+      `/v1/${names.path}/:key`,
+      routeOptions(inspectRule, kind.inspect, kind.inspect.status, { operationId: `inspect${names.id}`, tags: [names.tag], params: LockKeyParams }),
+      async (request) => kind.status(request.params.key, await service.inspect(principalOf(request).namespace, request.params.key)),
+    );
+  };
+}
 
 /** The operator's list and force release (scope `admin`), for any permit primitive. */
 export function permitAdminRoutes(core: PermitCore, names: PermitNames): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       `/v1/${names.path}`,
-      {
-        config: listRule.config,
-        schema: {
-          operationId: `list${names.id}s`,
+      routeOptions(
+        listRule,
+        {
           summary: `List held ${names.noun}s (admin)`,
           description: `Pages through the ${names.noun}s with live leases, in one namespace or all, with each lease's holder, fencing token and expiry; never owner tokens.`,
-          tags: ['admin'],
-          querystring: ListLocksQuery,
-          response: { 200: jsonResponse(PermitList, `One page of held ${names.noun}s`), ...listRule.errors },
+          ok: `One page of held ${names.noun}s`,
         },
-      },
+        PermitList,
+        { operationId: `list${names.id}s`, tags: ['admin'], querystring: ListLocksQuery },
+      ),
       async (request) => {
-        const { namespace, prefix, limit, cursor } = request.query;
-        const page = await core.listHeld({ namespace, prefix, limit, cursor: cursor === undefined ? undefined : Buffer.from(cursor, 'base64url').toString('utf8') });
+        const page = await core.listHeld(storeListQuery(request.query));
         return {
-          entries: page.entries.map((e) => ({
-            namespace: e.namespace,
-            key: e.key,
-            capacity: e.state.capacity,
-            holders: e.state.holders.map(holderView),
-            waiters: e.state.waiters,
+          entries: page.entries.map(({ namespace, key, state }) => ({
+            namespace,
+            key,
+            capacity: state.capacity,
+            holders: state.holders.map((h) => ({ ...leaseView(h), weight: h.weight })),
+            waiters: state.waiters,
           })),
-          nextCursor: page.nextCursor === null ? null : Buffer.from(page.nextCursor, 'utf8').toString('base64url'),
+          nextCursor: encodeCursor(page.nextCursor),
         };
       },
     );
     app.delete(
       `/v1/${names.path}/:key`,
-      {
-        config: forceReleaseRule.config,
-        schema: {
-          operationId: `forceRelease${names.id}`,
+      routeOptions(
+        forceReleaseRule,
+        {
           summary: `Force-release every lease of a ${names.noun} (admin)`,
           description:
             `Ends every live lease of the ${names.noun} whoever holds them, writes an audit log line, and hands the room to the queue. ` +
             'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones.',
-          tags: ['admin'],
-          params: LockKeyParams,
-          querystring: ForceReleaseQuery,
-          response: { 200: jsonResponse(PermitForceRelease, 'Freed'), ...forceReleaseRule.errors },
+          ok: 'Freed',
         },
-      },
+        PermitForceRelease,
+        { operationId: `forceRelease${names.id}`, tags: ['admin'], params: LockKeyParams, querystring: ForceReleaseQuery },
+      ),
       async (request, reply) => {
         const { key } = request.params;
         const { namespace } = request.query;

@@ -85,3 +85,43 @@ export function routeRule(access: Access, errors: Readonly<Record<number, string
 export function jsonResponse<T extends z.ZodType>(schema: T, description: string) {
   return { description, content: { 'application/json': { schema } } };
 }
+
+/** A route's documentation: its summary and description, and the description of its 200 answer. */
+export interface RouteText {
+  readonly summary: string;
+  readonly description: string;
+  readonly ok: string;
+}
+
+/**
+ * A route's options from its parts: the rule's config, and a schema with the route's texts, its 200
+ * answer and the rule's errors added to `schema` (its operation id, tags and what it takes).
+ */
+export function routeOptions<const S extends object>(rule: ReturnType<typeof routeRule>, text: RouteText, ok: z.ZodType, schema: S) {
+  return {
+    config: rule.config,
+    schema: { ...schema, summary: text.summary, description: text.description, response: { 200: jsonResponse(ok, text.ok), ...rule.errors } },
+  };
+}
+
+/** A store time (ms since the epoch) as answers write it: ISO 8601 in UTC. */
+export const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A lease as anyone may see it (never its owner token). */
+export const leaseView = (h: { holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }) => ({
+  holder: h.holder,
+  fencingToken: h.fencingToken,
+  expiresAt: iso(h.expiresAtMs),
+  ttlRemainingMs: h.ttlRemainingMs,
+});
+
+/** The texts of the errors most routes document, so one code reads the same everywhere. */
+export const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
+export const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
+/** What every operation with a body can answer besides its own refusals. */
+export const BODY_ERRORS = {
+  400: BAD_REQUEST,
+  413: 'payload_too_large: the body is over the limit',
+  415: 'unsupported_media_type: the body is not application/json',
+  503: STORE_UNAVAILABLE,
+} as const;

@@ -1,88 +1,38 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { PermitCore } from '../../domain/permits.js';
-import { RwLockService } from '../../domain/rwlocks.js';
-import { principalOf } from '../auth.js';
-import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
-import { LockKeyParams } from '../schemas/locks.js';
+import { RwLockService, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
-import { callerSignal, iso, PERMIT_COMMON_ERRORS, PERMIT_INSPECT_ERRORS, PERMIT_WAIT_ERRORS, registerLeaseRoutes, type PermitNames } from './permits.js';
-import { jsonResponse, routeRule } from './responses.js';
+import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
+import { leaseView } from './responses.js';
 
 export const RWLOCK_NAMES: PermitNames = { path: 'rwlocks', id: 'RwLock', noun: 'read/write lock', tag: 'rwlocks' };
 
-const acquireRule = routeRule('locks', {
-  ...PERMIT_COMMON_ERRORS,
-  409:
-    'rwlock_held: held in a mode that excludes this one (a writer; or readers, for a write), or a writer is queued ahead; ' +
-    'retryAfterMs and Retry-After say when the first lease ends',
-  429: PERMIT_WAIT_ERRORS,
-});
-const inspectRule = routeRule('locks', PERMIT_INSPECT_ERRORS);
+const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?: number }, RwLockView> = {
+  names: RWLOCK_NAMES,
+  acquire: {
+    summary: 'Take a read/write lock for reading or writing',
+    description:
+      'Many readers or one writer. A read is granted while no writer holds the lock and nobody is queued; a write only ' +
+      'when nobody holds it and nobody is queued. Readers and writers wait in one FIFO queue (waitMs), so once a writer ' +
+      'waits, later readers queue behind it: writers are not starved. Every grant gets the lock\'s next fencing token.',
+    body: RwLockAcquireRequest,
+    grant: RwLockGrant,
+    ok: 'Granted: the caller holds a read or write lease until expiresAt',
+    refused:
+      'rwlock_held: held in a mode that excludes this one (a writer; or readers, for a write), or a writer is queued ahead; ' +
+      'retryAfterMs and Retry-After say when the first lease ends',
+  },
+  inspect: {
+    summary: 'See who holds a read/write lock',
+    description: 'The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.',
+    status: RwLockStatus,
+    ok: 'The read/write lock\'s current state',
+  },
+  service: (core) => new RwLockService(core),
+  granted: ({ mode }) => ({ mode }),
+  status: (key, view) =>
+    view === null
+      ? { key, mode: null, holders: [], waiters: 0 }
+      : { key, mode: view.mode, holders: view.holders.map((h) => ({ mode: h.mode, ...leaseView(h) })), waiters: view.waiters },
+};
 
 /** Read/write locks (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
-export const rwLockRoutes: FastifyPluginAsyncZod<{ core: PermitCore }> = async (app, { core }) => {
-  const rwlocks = new RwLockService(core);
-  registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
-
-  app.post(
-    '/v1/rwlocks/:key/acquire',
-    {
-      config: acquireRule.config,
-      schema: {
-        operationId: 'acquireRwLock',
-        summary: 'Take a read/write lock for reading or writing',
-        description:
-          'Many readers or one writer. A read is granted while no writer holds the lock and nobody is queued; a write only ' +
-          'when nobody holds it and nobody is queued. Readers and writers wait in one FIFO queue (waitMs), so once a writer ' +
-          'waits, later readers queue behind it: writers are not starved. Every grant gets the lock\'s next fencing token.',
-        tags: ['rwlocks'],
-        params: LockKeyParams,
-        body: RwLockAcquireRequest,
-        response: { 200: jsonResponse(RwLockGrant, 'Granted: the caller holds a read or write lease until expiresAt'), ...acquireRule.errors },
-      },
-    },
-    async (request, reply) => {
-      const { mode, ttlMs, holder, waitMs } = request.body;
-      const namespace = principalOf(request).namespace;
-      const grant = await rwlocks.acquire(namespace, request.params.key, { mode, ttlMs, holder, waitMs, signal: callerSignal(reply.raw, waitMs) });
-      confirmBeforeSending(request, namespace, grant);
-      return {
-        key: grant.key,
-        mode,
-        ownerToken: grant.ownerToken,
-        fencingToken: grant.fencingToken,
-        ttlMs: grant.ttlMs,
-        expiresAt: iso(grant.expiresAtMs),
-        holder: grant.holder,
-      };
-    },
-  );
-
-  registerLeaseRoutes(app, core, RWLOCK_NAMES);
-
-  app.get(
-    '/v1/rwlocks/:key',
-    {
-      config: inspectRule.config,
-      schema: {
-        operationId: 'inspectRwLock',
-        summary: 'See who holds a read/write lock',
-        description: 'The mode it is held in, its leases (mode, holder label, fencing token, expiry) and the callers queued. Never owner tokens.',
-        tags: ['rwlocks'],
-        params: LockKeyParams,
-        response: { 200: jsonResponse(RwLockStatus, 'The read/write lock\'s current state'), ...inspectRule.errors },
-      },
-    },
-    async (request) => {
-      const key = request.params.key;
-      const view = await rwlocks.inspect(principalOf(request).namespace, key);
-      if (view === null) return { key, mode: null, holders: [], waiters: 0 };
-      return {
-        key,
-        mode: view.mode,
-        holders: view.holders.map((h) => ({ mode: h.mode, holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs })),
-        waiters: view.waiters,
-      };
-    },
-  );
-};
+export const rwLockRoutes = permitRoutes(RWLOCK);

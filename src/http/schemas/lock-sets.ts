@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_LOCK_SET_KEYS } from '../../domain/lock-sets.js';
-import { LockDelayMs, LockKeyParams } from './locks.js';
+import { DurationMs, LockDelayMs, LockKeyParams, MAX_DURATION_MS } from './locks.js';
 
 /** Request and response schemas of lock sets: several keys of one namespace, held all or none. */
 
@@ -10,7 +10,7 @@ const Keys = z
   .max(MAX_LOCK_SET_KEYS)
   .meta({ description: `1 to ${MAX_LOCK_SET_KEYS} distinct lock keys, in any order`, examples: [['account:17', 'account:42']] });
 
-const TtlMs = z.number().int().positive().max(2_147_483_647).meta({ description: 'Lease length of every key, ms (bounded as for locks)', examples: [30000] });
+const TtlMs = z.number().int().positive().max(MAX_DURATION_MS).meta({ description: 'Lease length of every key, ms (bounded as for locks)', examples: [30000] });
 
 const OwnerToken = z
   .string()
@@ -33,17 +33,11 @@ export const LockSetAcquireRequest = z
       .regex(/^[^\x00-\x1F\x7F]+$/, 'must be printable characters only (no control characters)')
       .optional()
       .meta({ description: 'Optional public label shown on every key of the set' }),
-    waitMs: z
-      .number()
-      .int()
-      .nonnegative()
-      .max(2_147_483_647)
-      .optional()
-      .meta({
-        description:
-          'If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no ' +
-          'polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once.',
-      }),
+    waitMs: DurationMs.optional().meta({
+      description:
+        'If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no ' +
+        'polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once.',
+    }),
     lockDelayMs: LockDelayMs.optional(),
   })
   .meta({ id: 'LockSetAcquireRequest' });

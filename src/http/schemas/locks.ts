@@ -20,11 +20,17 @@ export const LockKeyParams = z.object({
     }),
 });
 
+/** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days); every duration field is bounded by it. */
+export const MAX_DURATION_MS = 2_147_483_647;
+
+/** A duration in milliseconds that may be 0 (a wait, a delay). */
+export const DurationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
+
 export const TtlMs = z
   .number()
   .int()
   .positive()
-  .max(2_147_483_647)
+  .max(MAX_DURATION_MS)
   .meta({
     description:
       'Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.',
@@ -67,30 +73,20 @@ export const Holder = z
     examples: ['consumer-7'],
   });
 
-export const LockDelayMs = z
-  .number()
-  .int()
-  .nonnegative()
-  .max(2_147_483_647)
-  .meta({
-    description:
-      'Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for ' +
-      'this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at ' +
-      'once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.',
-    examples: [5000],
-  });
+export const LockDelayMs = DurationMs.meta({
+  description:
+    'Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for ' +
+    'this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at ' +
+    'once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.',
+  examples: [5000],
+});
 
-export const WaitMs = z
-  .number()
-  .int()
-  .nonnegative()
-  .max(2_147_483_647)
-  .meta({
-    description:
-      'If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is ' +
-      'released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.',
-    examples: [10000],
-  });
+export const WaitMs = DurationMs.meta({
+  description:
+    'If the lock is held, wait up to this many milliseconds in a fair (FIFO) queue and be granted the moment it is ' +
+    'released or expires. 0 or absent: answer 409 at once. The server bounds it (by default 60,000); above is a 400.',
+  examples: [10000],
+});
 
 export const AcquireRequest = z
   .strictObject({
@@ -117,15 +113,16 @@ export const AcquireHeaders = z.object({
     }),
 });
 
+/**
+ * What every grant carries after the primitive's own fields (the key, a semaphore's limit, a read/write
+ * lock's mode); `fencingToken` is the shared schema with the primitive's own description.
+ */
+export function grantFields(fencingToken: typeof FencingToken = FencingToken) {
+  return { ownerToken: OwnerToken, fencingToken, ttlMs: z.number().int().positive(), expiresAt: ExpiresAt, holder: Holder.nullable() };
+}
+
 export const AcquireResponse = z
-  .object({
-    key: z.string(),
-    ownerToken: OwnerToken,
-    fencingToken: FencingToken,
-    ttlMs: z.number().int().positive(),
-    expiresAt: ExpiresAt,
-    holder: Holder.nullable(),
-  })
+  .object({ key: z.string(), ...grantFields() })
   .meta({ id: 'LockGrant', description: 'A granted lease.' });
 
 export const RenewRequest = z
@@ -212,7 +209,7 @@ export const InspectQuery = z.object({
     .number()
     .int()
     .nonnegative()
-    .max(2_147_483_647)
+    .max(MAX_DURATION_MS)
     .optional()
     .meta({
       description:

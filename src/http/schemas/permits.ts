@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
-import { ExpiresAt, FencingToken, Holder, OwnerToken, TtlMs, WaitMs } from './locks.js';
+import { ExpiresAt, FencingToken, grantFields, Holder, TtlMs, WaitMs } from './locks.js';
 
 /**
  * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
@@ -29,11 +29,7 @@ export const SemaphoreGrant = z
   .object({
     key: z.string(),
     limit: z.number().int().positive(),
-    ownerToken: OwnerToken,
-    fencingToken: FencingToken.meta({ description: 'Per-semaphore number, above every token granted before on this semaphore' }),
-    ttlMs: z.number().int().positive(),
-    expiresAt: ExpiresAt,
-    holder: Holder.nullable(),
+    ...grantFields(FencingToken.meta({ description: 'Per-semaphore number, above every token granted before on this semaphore' })),
   })
   .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
 
@@ -67,13 +63,11 @@ export const RwLockGrant = z
   .object({
     key: z.string(),
     mode: Mode,
-    ownerToken: OwnerToken,
-    fencingToken: FencingToken.meta({
-      description: 'Per-lock number, above every token granted before on this lock (a write\'s is above every earlier read\'s and write\'s)',
-    }),
-    ttlMs: z.number().int().positive(),
-    expiresAt: ExpiresAt,
-    holder: Holder.nullable(),
+    ...grantFields(
+      FencingToken.meta({
+        description: 'Per-lock number, above every token granted before on this lock (a write\'s is above every earlier read\'s and write\'s)',
+      }),
+    ),
   })
   .meta({ id: 'RwLockGrant', description: 'A granted read or write lease.' });
 

@@ -103,14 +103,7 @@ export class RedisPermits implements PermitStore {
     const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
     const servedBy = this.deps.servedBy(input.key);
-    let reply: PermitAcquireReply;
-    try {
-      input.signal?.throwIfAborted();
-      reply = await this.runAcquire(input, waitMs, waiter.id);
-    } catch (err) {
-      waiter.drop();
-      throw err;
-    }
+    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
     return this.settle(reply, decidedAt, input, servedBy);

@@ -30,6 +30,7 @@ import {
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
+import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 
 export interface RedisStoreOptions {
@@ -67,6 +68,14 @@ const COMMAND_TIMED_OUT = 'Command timed out';
  */
 const HEARTBEAT_INTERVAL_MS = 1000;
 const WAITER_LIVENESS_MS = 3000;
+
+/**
+ * 30 s: how long a watched lock stays marked as watched in Redis (watch-marks.ts), renewed every 10 s
+ * while this instance is subscribed. Rare renewals keep a watch's Redis work per change flat; a mark
+ * left behind only costs a PUBLISH per change until it runs out.
+ */
+const WATCH_MARK_MS = 30_000;
+const WATCH_MARK_RENEW_MS = 10_000;
 
 const newId = () => randomBase64url(9);
 
@@ -128,6 +137,11 @@ export class RedisStore implements LockStore {
   private readonly commandTimeoutMs: number;
   /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
   readonly permits: RedisPermits;
+  /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
+  private readonly watchMarks = new WatchMarks(
+    (id) => this.call(async () => parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WATCH_MARK_MS }))),
+    WATCH_MARK_RENEW_MS,
+  );
 
   constructor(options: RedisStoreOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -206,14 +220,7 @@ export class RedisStore implements LockStore {
     const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const decidedAt = performance.now();
     const servedBy = this.servedBy(input.key);
-    let reply: AcquireReply;
-    try {
-      input.signal?.throwIfAborted();
-      reply = await this.runAcquire(input, waitMs, waiter.id);
-    } catch (err) {
-      waiter.drop();
-      throw err;
-    }
+    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
       if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);
@@ -335,11 +342,19 @@ export class RedisStore implements LockStore {
       listeners = new Set();
       this.changeListeners.set(channel, listeners);
       listeners.add(listener);
+      const fresh = listeners;
       try {
         await this.call(() => this.subscribeWithin(channel));
+        // Marked after subscribing: a change the scripts publish from now on reaches this instance.
+        await this.watchMarks.add(key, () => {
+          for (const each of fresh) each();
+        });
       } catch (err) {
         listeners.delete(listener);
-        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) this.changeListeners.delete(channel);
+        if (listeners.size === 0 && this.changeListeners.get(channel) === listeners) {
+          this.changeListeners.delete(channel);
+          this.subscriber.unsubscribe(channel).catch(() => undefined);
+        }
         throw err;
       }
     } else {
@@ -350,6 +365,7 @@ export class RedisStore implements LockStore {
       mine.delete(listener);
       if (mine.size === 0 && this.changeListeners.get(channel) === mine) {
         this.changeListeners.delete(channel);
+        this.watchMarks.delete(key);
         this.subscriber.unsubscribe(channel).catch(() => undefined);
       }
     };
@@ -550,6 +566,7 @@ export class RedisStore implements LockStore {
 
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
+    this.watchMarks.close();
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
     await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();

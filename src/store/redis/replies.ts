@@ -120,16 +120,15 @@ export type LockSetReply =
   | { granted: true; expiresAtMs: number; fencingTokens: number[] }
   | { granted: false; retryAfterMs: number; busyIndex: number };
 
+/** A lock set's granted or renewed reply, {1, expiresAtMs, token1, ..., tokenN}: the lease of every lock. */
+function setLease(script: string, reply: unknown[]): { expiresAtMs: number; fencingTokens: number[] } {
+  return { expiresAtMs: int(script, reply, reply[1]), fencingTokens: reply.slice(2).map((t: unknown) => int(script, reply, t)) };
+}
+
 /** lock-set-acquire's reply for a set of `size` locks. */
 export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply {
   if (Array.isArray(reply)) {
-    if (reply[0] === 1 && reply.length === size + 2) {
-      return {
-        granted: true,
-        expiresAtMs: int('lockSetAcquire', reply, reply[1]),
-        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetAcquire', reply, t)),
-      };
-    }
+    if (reply[0] === 1 && reply.length === size + 2) return { granted: true, ...setLease('lockSetAcquire', reply) };
     if (reply[0] === 0 && reply.length === 3) {
       const busyIndex = int('lockSetAcquire', reply, reply[2]);
       if (busyIndex >= 0 && busyIndex < size) return { granted: false, retryAfterMs: int('lockSetAcquire', reply, reply[1]), busyIndex };
@@ -141,13 +140,7 @@ export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply 
 /** lock-set-renew's reply for a set of `size` locks. */
 export function parseLockSetRenew(reply: unknown, size: number): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
   if (Array.isArray(reply)) {
-    if (reply[0] === 1 && reply.length === size + 2) {
-      return {
-        renewed: true,
-        expiresAtMs: int('lockSetRenew', reply, reply[1]),
-        fencingTokens: reply.slice(2).map((t: unknown) => int('lockSetRenew', reply, t)),
-      };
-    }
+    if (reply[0] === 1 && reply.length === size + 2) return { renewed: true, ...setLease('lockSetRenew', reply) };
     if (reply.length === 1 && reply[0] === 0) return { renewed: false };
   }
   throw new UnexpectedReplyError('lockSetRenew', reply);

@@ -26,12 +26,8 @@ export interface HandOverArgs {
   readonly lockName: string;
 }
 
-export interface AcquireArgs extends HandOverArgs {
-  readonly keys: LockKeys;
-  readonly ownerToken: string;
-  readonly ttlMs: number;
-  /** "" for none. */
-  readonly holder: string;
+/** What an acquire that may queue its caller needs (locks and permits alike). */
+export interface WaitArgs extends HandOverArgs {
   /** 0 = do not wait. */
   readonly waitMs: number;
   /** Unique per waiting call; "-" when not waiting. */
@@ -39,6 +35,14 @@ export interface AcquireArgs extends HandOverArgs {
   readonly instanceId: string;
   readonly maxWaiters: number;
   readonly livenessMs: number;
+}
+
+export interface AcquireArgs extends WaitArgs {
+  readonly keys: LockKeys;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  /** "" for none. */
+  readonly holder: string;
   /** "" for none. */
   readonly idempotencyKey: string;
   /** Most quota slots in the lock's namespace; 0 = no quota. */
@@ -123,7 +127,7 @@ export interface SlotExtendArgs {
 
 /** numberOfKeys of a script whose key count varies: its args then start with the count (ioredis's convention). */
 const VARIABLE_KEYS = -1;
-export interface PermitAcquireArgs extends HandOverArgs {
+export interface PermitAcquireArgs extends WaitArgs {
   readonly keys: PermitKeys;
   readonly ownerToken: string;
   readonly ttlMs: number;
@@ -131,11 +135,6 @@ export interface PermitAcquireArgs extends HandOverArgs {
   readonly holder: string;
   readonly weight: number;
   readonly capacity: number;
-  readonly waitMs: number;
-  readonly waiterId: string;
-  readonly instanceId: string;
-  readonly maxWaiters: number;
-  readonly livenessMs: number;
 }
 
 export interface PermitRenewArgs {
@@ -182,24 +181,18 @@ const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
 const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expiries];
 const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
 const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
+/** The waiting arguments, in the order both acquire scripts list them (fencing grace first, the name last). */
+const waitArgs = (a: WaitArgs): Arg[] => [a.graceMs, a.waitMs, a.waiterId, a.instanceId, a.maxWaiters, a.livenessMs, a.channelPrefix, a.lockName];
+/** A lock set's key count, then each lock's hash, queue and waiter records. */
+const setKeys = (members: readonly LockSetMember[]): Arg[] => [members.length * 3, ...members.flatMap((m) => queueKeys(m.keys))];
+const setNames = (members: readonly LockSetMember[]): Arg[] => members.map((m) => m.name);
 
 export const SCRIPTS = {
   acquire: spec<AcquireArgs>('acquire.lua', 4, (a) => [
     ...allKeys(a.keys),
-    a.ownerToken,
-    a.ttlMs,
-    a.holder,
-    a.graceMs,
-    a.waitMs,
-    a.waiterId,
-    a.instanceId,
-    a.maxWaiters,
-    a.livenessMs,
-    a.channelPrefix,
-    a.lockName,
-    a.idempotencyKey,
-    a.maxSlots,
-    a.lockDelayMs ?? 0,
+    ...[a.ownerToken, a.ttlMs, a.holder],
+    ...waitArgs(a),
+    ...[a.idempotencyKey, a.maxSlots, a.lockDelayMs ?? 0],
   ]),
   renew: spec<RenewArgs>('renew.lua', 2, (a) => [a.lockKey, a.slotsKey, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 4, (a) => [...allKeys(a.keys), a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
@@ -223,46 +216,20 @@ export const SCRIPTS = {
   ]),
   // Lock sets take a variable number of keys: numberOfKeys is given per call (VARIABLE_KEYS).
   lockSetAcquire: spec<LockSetAcquireArgs>('lock-set-acquire.lua', VARIABLE_KEYS, (a) => [
-    a.members.length * 3,
-    ...a.members.flatMap((m) => queueKeys(m.keys)),
-    a.ownerToken,
-    a.ttlMs,
-    a.holder,
-    a.graceMs,
-    a.lockDelayMs,
-    a.channelPrefix,
-    ...a.members.map((m) => m.name),
+    ...setKeys(a.members),
+    ...[a.ownerToken, a.ttlMs, a.holder, a.graceMs, a.lockDelayMs, a.channelPrefix],
+    ...setNames(a.members),
   ]),
-  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [
-    a.lockKeys.length,
-    ...a.lockKeys,
-    a.ownerToken,
-    a.ttlMs,
-    a.graceMs,
-  ]),
+  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [a.lockKeys.length, ...a.lockKeys, a.ownerToken, a.ttlMs, a.graceMs]),
   lockSetRelease: spec<LockSetReleaseArgs>('lock-set-release.lua', VARIABLE_KEYS, (a) => [
-    a.members.length * 3,
-    ...a.members.flatMap((m) => queueKeys(m.keys)),
-    a.ownerToken,
-    a.graceMs,
-    a.channelPrefix,
-    ...a.members.map((m) => m.name),
+    ...setKeys(a.members),
+    ...[a.ownerToken, a.graceMs, a.channelPrefix],
+    ...setNames(a.members),
   ]),
   permitAcquire: spec<PermitAcquireArgs>('permit-acquire.lua', 4, (a) => [
     ...permitKeys(a.keys),
-    a.ownerToken,
-    a.ttlMs,
-    a.holder,
-    a.weight,
-    a.capacity,
-    a.graceMs,
-    a.waitMs,
-    a.waiterId,
-    a.instanceId,
-    a.maxWaiters,
-    a.livenessMs,
-    a.channelPrefix,
-    a.lockName,
+    ...[a.ownerToken, a.ttlMs, a.holder, a.weight, a.capacity],
+    ...waitArgs(a),
   ]),
   permitRenew: spec<PermitRenewArgs>('permit-renew.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, a.ttlMs, a.graceMs]),
   permitRelease: spec<PermitReleaseArgs>('permit-release.lua', 4, (a) => [...permitKeys(a.keys), a.ownerToken, ...handOver(a)]),
@@ -278,6 +245,7 @@ export const SCRIPTS = {
     ...permitKeys(a.keys),
     ...handOver(a),
   ]),
+  watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
@@ -292,7 +260,7 @@ const INCLUDE = /^--- @include "([\w-]+)"$/gm;
 
 /**
  * A script's full source: the prelude, then its file with each include replaced by that file. Includes
- * may include others (_handover includes _watch and _delay); each file is pulled in once, at its first
+ * may include others (_handover includes _lock, _watch and _delay); each file is pulled in once, at its first
  * include.
  */
 export function scriptSource(name: ScriptName): string {

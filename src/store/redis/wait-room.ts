@@ -70,6 +70,17 @@ class LocalWaiter<O> implements Waiter {
     return this.room.startWaiting(this, waitMs, retryAfterMs, signal);
   }
 
+  /** Runs the acquire script that may queue this caller; if it fails (or the caller is gone already), the waiter is dropped. */
+  async enter<R>(signal: AbortSignal | undefined, run: () => Promise<R>): Promise<R> {
+    try {
+      signal?.throwIfAborted();
+      return await run();
+    } catch (err) {
+      this.drop();
+      throw err;
+    }
+  }
+
   /** The script did not queue this caller (granted at once, refused, or failed). */
   drop(): void {
     this.room.forget(this);

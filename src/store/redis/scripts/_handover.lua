@@ -1,21 +1,31 @@
 --[[
 Shared include (not a command of its own): pulled in with `--- @include "_handover"` by the scripts
 that may find a lock free while callers are queued for it (acquire, release, force-release,
-heartbeat), and by inspect, which counts the live waiters. Uses nowMs, nowUs, fmt and isLive from _common.lua. Defines:
+heartbeat, the lock sets), by inspect, which counts the live waiters, and by the permit scripts, which
+share the queue. Uses nowMs, nowUs, fmt and isLive from _common.lua, readLock and friends from
+_lock.lua. Defines:
 
-  grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean) -> token, expiresAtMs
-  handOverFree(KEYS, lastToken, graceMs, channelPrefix, lockName) -> waiterId or nil
-  handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil
+  grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem) -> token, expiresAtMs   (updates cur)
+  handOverFree(KEYS, cur, graceMs, channelPrefix, lockName) -> waiterId or nil
+  handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil, cur
+  freeLease(lockKey, cur, graceMs)   ends the lease in cur, keeping the last token for the grace
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
   refreshWaiters(KEYS, livenessMs, from)   heartbeat: ARGV[from], ARGV[from + 2], ... are waiter ids
                                      whose records are kept alive another livenessMs (up to their deadline)
+  notQueued(KEYS, waitMs, maxWaiters, retryAfterMs) -> reply or nil   refusal of a caller that may not queue
+  enqueue(KEYS, id, waitMs, livenessMs, rest) -> keepMs   queues waiter id (record: "...|" .. rest)
+  queueHead(KEYS) -> id, record      the first waiter (nil when none; its record may be gone)
+  dropWaiter(KEYS, id)               takes a waiter out of the queue and its record
+  tellWaiter(channelPrefix, instance, id, token, endMs, name)   the hand-over message
 
 The wait queue of a lock is two keys beside its hash, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
   waiters HASH   waiter id -> "aliveUntilMs|deadlineMs|ttlMs|ownerToken|instanceId|holder"
 A waiter is live while both aliveUntilMs (pushed forward by its instance's heartbeat) and deadlineMs
 (the end of its waitMs) are in the future. Dead waiters are dropped when they reach the head.
+The lock hash's field q says until when the queue may exist (acquire.lua sets it when it queues
+someone; it is dropped once the queue is found empty), so scripts look at the queue only then.
 
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
 instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
@@ -23,42 +33,59 @@ instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtM
 The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
 (_delay.lua) is not handed over by handOver until the delay ends (a heartbeat then does it).
 ]]
+--- @include "_lock"
 --- @include "_watch"
 --- @include "_delay"
 
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles hold them exactly.
--- The holder label (h) and idempotency key (i) are set when given and otherwise removed, so neither is
--- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's lease).
--- clean: the caller has read the hash and it holds neither (so there is nothing to remove).
-local function grantLease(lockKey, lastToken, owner, ttlMs, holder, graceMs, idem, clean)
+-- The holder label (h) and idempotency key (i) are set when given and otherwise removed (if cur has
+-- them), so neither is ever left over from an earlier lease (an old idempotency key must never answer
+-- with a new owner's lease).
+local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem)
+  local lastToken = cur[3]
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
-  if holder ~= '' then
-    set[#set + 1] = 'h'
-    set[#set + 1] = holder
-  else
-    unset[#unset + 1] = 'h'
-  end
-  if idem ~= '' then
-    set[#set + 1] = 'i'
-    set[#set + 1] = idem
-  else
-    unset[#unset + 1] = 'i'
+  for _, f in ipairs({{'i', idem, 4}, {'h', holder, 5}}) do
+    if f[2] ~= '' then
+      set[#set + 1] = f[1]
+      set[#set + 1] = f[2]
+    elseif cur[f[3]] then
+      unset[#unset + 1] = f[1]
+    end
+    cur[f[3]] = f[2] ~= '' and f[2] or nil
   end
   redis.call('HSET', lockKey, unpack(set))
-  if #unset > 0 and not clean then
+  if #unset > 0 then
     redis.call('HDEL', lockKey, unpack(unset))
   end
-  redis.call('PEXPIRE', lockKey, ttlMs + graceMs)
+  cur[1], cur[2], cur[3] = owner, expiresAt, token
+  keepLock(lockKey, ttlMs + graceMs, cur)
   return token, expiresAt
 end
 
 local function waiterLive(record)
   local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
   return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
+end
+
+local function dropWaiter(keys, id)
+  redis.call('ZREM', keys[2], id)
+  redis.call('HDEL', keys[3], id)
+end
+
+local function queueHead(keys)
+  local head = redis.call('ZRANGE', keys[2], 0, 0)
+  if #head == 0 then
+    return nil
+  end
+  return head[1], redis.call('HGET', keys[3], head[1])
+end
+
+local function tellWaiter(channelPrefix, instance, id, token, endMs, name)
+  redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(endMs) .. '|' .. name)
 end
 
 -- Callers queued and still there, the number the embedded store reports too. Dead records (an instance
@@ -76,11 +103,38 @@ local function liveWaiters(keys, prune)
     if waiterLive(records[i + 1]) then
       live = live + 1
     elseif prune then
-      redis.call('ZREM', keys[2], records[i])
-      redis.call('HDEL', keys[3], records[i])
+      dropWaiter(keys, records[i])
     end
   end
   return live
+end
+
+-- The answer to a caller that may not queue: it does not wait ({0, retryAfterMs}), or maxWaiters live
+-- waiters are queued already ({2, retryAfterMs}); nil when it may. The cap counts live waiters only:
+-- dead records are swept out of a full queue before it refuses anyone.
+local function notQueued(keys, waitMs, maxWaiters, retryAfter)
+  if waitMs <= 0 then
+    return {0, retryAfter}
+  end
+  if redis.call('ZCARD', keys[2]) >= maxWaiters and liveWaiters(keys, true) >= maxWaiters then
+    return {2, retryAfter}
+  end
+  return nil
+end
+
+-- The record is "aliveUntilMs|deadlineMs|" .. rest. The queue outlives its longest wait, and then
+-- disappears with nothing left behind; returns how long it is kept from now.
+local function enqueue(keys, id, waitMs, livenessMs, rest)
+  local deadline = nowMs + waitMs
+  redis.call('ZADD', keys[2], nowUs, id)
+  redis.call('HSET', keys[3], id, fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. fmt(deadline) .. '|' .. rest)
+  local keep = waitMs + 1000
+  for i = 2, 3 do
+    if redis.call('PTTL', keys[i]) < keep then
+      redis.call('PEXPIRE', keys[i], keep)
+    end
+  end
+  return keep
 end
 
 local function refreshWaiters(keys, livenessMs, from)
@@ -94,23 +148,26 @@ local function refreshWaiters(keys, livenessMs, from)
   end
 end
 
--- The lock is not live (the caller has checked) and its last fencing token is lastToken.
-local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
+-- The lock is not live (the caller has checked); cur is its hash as read (and updated) by the caller.
+local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
+  if not queuedNow(cur) then
+    return nil
+  end
   while true do
-    local head = redis.call('ZRANGE', keys[2], 0, 0)
-    if #head == 0 then
+    local id, raw = queueHead(keys)
+    if not id then
+      -- Nobody left: later calls need not look again.
+      redis.call('HDEL', keys[1], 'q')
+      cur[6] = nil
       return nil
     end
-    local id = head[1]
-    local raw = redis.call('HGET', keys[3], id)
-    redis.call('ZREM', keys[2], id)
-    redis.call('HDEL', keys[3], id)
+    dropWaiter(keys, id)
     if raw then
       local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        local token, leaseEnd = grantLease(keys[1], lastToken, owner, tonumber(ttl), holder, graceMs, '', false)
-        redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. lockName)
-        publishChange(channelPrefix, lockName)
+        local token, leaseEnd = grantLease(keys[1], cur, owner, tonumber(ttl), holder, graceMs, '')
+        tellWaiter(channelPrefix, instance, id, token, leaseEnd, lockName)
+        publishChange(channelPrefix, lockName, cur)
         return id
       end
     end
@@ -118,9 +175,16 @@ local function handOverFree(keys, lastToken, graceMs, channelPrefix, lockName)
 end
 
 local function handOver(keys, graceMs, channelPrefix, lockName)
-  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  local cur = readLock(keys[1])
   if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
-    return nil
+    return nil, cur
   end
-  return handOverFree(keys, cur[3], graceMs, channelPrefix, lockName)
+  return handOverFree(keys, cur, graceMs, channelPrefix, lockName), cur
+end
+
+-- Ends the live lease in cur (release, force release): the last token stays for the grace period.
+local function freeLease(lockKey, cur, graceMs)
+  redis.call('HDEL', lockKey, 'o', 'e', 'h', 'i')
+  cur[1], cur[2], cur[4], cur[5] = nil, nil, nil, nil
+  keepLock(lockKey, graceMs, cur)
 end

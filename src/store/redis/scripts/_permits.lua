@@ -80,12 +80,10 @@ local function handOverPermits(keys, graceMs, channelPrefix, name)
   prunePermits(keys)
   local granted = {}
   while true do
-    local head = redis.call('ZRANGE', keys[2], 0, 0)
-    if #head == 0 then
+    local id, raw = queueHead(keys)
+    if not id then
       return granted
     end
-    local id = head[1]
-    local raw = redis.call('HGET', keys[3], id)
     local ttl, owner, instance, weight, capacity, holder
     if raw and waiterLive(raw) then
       ttl, owner, instance, weight, capacity, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(%d+)|(%d+)|(.*)$')
@@ -100,11 +98,10 @@ local function handOverPermits(keys, graceMs, channelPrefix, name)
         return granted
       end
     end
-    redis.call('ZREM', keys[2], id)
-    redis.call('HDEL', keys[3], id)
+    dropWaiter(keys, id)
     if ttl then
       local token, leaseEnd = grantPermit(keys, owner, tonumber(ttl), weight, holder, capacity, graceMs)
-      redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(leaseEnd) .. '|' .. name)
+      tellWaiter(channelPrefix, instance, id, token, leaseEnd, name)
       granted[#granted + 1] = id
     end
   end

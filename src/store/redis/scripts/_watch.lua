@@ -1,21 +1,23 @@
 --[[
 Shared include (not a command of its own): announces changes of a lock to its watchers. Pulled in by
-_handover.lua (so by every script that may grant or free a lock) and by the lock-set scripts.
+_handover.lua (so by every script that may grant or free a lock). Uses watchedNow from _lock.lua.
 Defines:
 
-  publishChange(channelPrefix, name)   PUBLISH "" on channelPrefix .. 'changed:' .. name, at most once
-                                       per name per script run (a release that hands the lock on is
-                                       one notice: the watchers read the final state)
+  publishChange(channelPrefix, name, cur)   PUBLISH "" on channelPrefix .. 'changed:' .. name when the
+                                       lock (read as cur) is watched, at most once per name per script
+                                       run (a release that hands the lock on is one notice: the watchers
+                                       read the final state)
 
 The channel prefix is the grant channel prefix the scripts already get (instance ids never contain
 ':', so a change channel is never an instance's grant channel). Each keyholder instance subscribes
 once per watched key and fans out in process (src/domain/watch.ts): one PUBLISH per change, whatever
-the number of watchers. Other primitives (semaphores, rwlocks) call the same function from their
-scripts for their own names; an expiry is not announced (nothing runs then): watchers time it.
+the number of watchers. An instance that subscribes marks the lock hash as watched (field w, kept
+ahead while it stays subscribed: watch-mark.lua), so a lock nobody watches costs no
+PUBLISH. An expiry is not announced (nothing runs then): watchers time it.
 ]]
 local publishedChanges = {}
-local function publishChange(channelPrefix, name)
-  if publishedChanges[name] then
+local function publishChange(channelPrefix, name, cur)
+  if publishedChanges[name] or not watchedNow(cur) then
     return
   end
   publishedChanges[name] = true

@@ -8,6 +8,11 @@ Lock hash (one key per lock; the key expires at lease end + grace, so an idle lo
   h = holder label (optional)
   i = idempotency key the live lease was granted with (optional)
   t = last fencing token issued for this lock
+  q = until when the lock's wait queue may exist, Unix ms (absent: nobody was queued); without it no
+      script looks at the queue
+  w = until when an instance watches the lock, Unix ms (watch-mark.lua); change notices only then
+  d = the lock-delay of a lease (_delay.lua)
+The hash lives until its lease's end plus the grace, or longer while q or w need it (keepLock, _lock.lua).
 
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
@@ -74,14 +79,13 @@ end
 local graceMs = tonumber(ARGV[4])
 local ttlMs = tonumber(ARGV[2])
 local maxSlots = tonumber(ARGV[13])
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
+local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
 local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
--- queue is only looked at when the lock is free (a live lease is refused or queued behind anyway).
-if not live and delayLeft == 0 and redis.call('EXISTS', KEYS[2]) == 1 and handOverFree(KEYS, cur[3], graceMs, ARGV[10], ARGV[11]) then
-  cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'i', 'h')
+-- queue is only looked at when the lock is free and its hash says someone was queued (q).
+if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[10], ARGV[11]) then
   expiresAt = tonumber(cur[2])
   live = true
 end
@@ -91,9 +95,9 @@ if not live and delayLeft == 0 then
   if full then
     return {5, full}
   end
-  local token, leaseEnd = grantLease(KEYS[1], cur[3], ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12], not cur[4] and not cur[5])
+  local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12])
   setLockDelay(KEYS[1], ARGV[1], ARGV[14])
-  publishChange(ARGV[10], ARGV[11])
+  publishChange(ARGV[10], ARGV[11], cur)
   return {1, token, leaseEnd}
 end
 if live and ARGV[12] ~= '' and cur[4] == ARGV[12] then
@@ -103,28 +107,19 @@ end
 
 local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
 local waitMs = tonumber(ARGV[5])
-if waitMs <= 0 then
-  return {0, retryAfter}
-end
--- The cap counts live waiters only; dead records are swept out of a full queue before it refuses anyone.
-local maxWaiters = tonumber(ARGV[8])
-if redis.call('ZCARD', KEYS[2]) >= maxWaiters and liveWaiters(KEYS, true) >= maxWaiters then
-  return {2, retryAfter}
+local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
+if refused then
+  return refused
 end
 local full = takeSlot(KEYS[4], ARGV[1], nowMs + waitMs + ttlMs, maxSlots)
 if full then
   return {5, full}
 end
 
-local deadline = nowMs + waitMs
-local aliveUntil = math.min(deadline, nowMs + tonumber(ARGV[9]))
-redis.call('ZADD', KEYS[2], nowUs, ARGV[6])
-redis.call('HSET', KEYS[3], ARGV[6], fmt(aliveUntil) .. '|' .. fmt(deadline) .. '|' .. ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[7] .. '|' .. ARGV[3])
--- The queue outlives its longest wait, and then disappears with nothing left behind.
-local keep = waitMs + 1000
-for i = 2, 3 do
-  if redis.call('PTTL', KEYS[i]) < keep then
-    redis.call('PEXPIRE', KEYS[i], keep)
-  end
-end
+local keep = enqueue(KEYS, ARGV[6], waitMs, tonumber(ARGV[9]), ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[7] .. '|' .. ARGV[3])
+-- The hash says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
+-- until its end plus the grace so far.
+cur[6] = math.max(tonumber(cur[6]) or 0, nowMs + keep)
+redis.call('HSET', KEYS[1], 'q', fmt(cur[6]))
+keepLock(KEYS[1], expiresAt + graceMs - nowMs, cur)
 return {3, retryAfter}

@@ -19,14 +19,14 @@ Returns:
 ]]
 --- @include "_handover"
 
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
+local cur = readLock(KEYS[1])
 if not isLive(cur[1], tonumber(cur[2])) then
   return {0}
 end
 
-redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
-publishChange(ARGV[2], ARGV[3])
-redis.call('ZREM', KEYS[4], cur[1])
-handOverFree(KEYS, cur[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
-return {1, tonumber(cur[3]), cur[4] or '', cur[1]}
+local owner, holder, token = cur[1], cur[5] or '', tonumber(cur[3])
+freeLease(KEYS[1], cur, tonumber(ARGV[1]))
+publishChange(ARGV[2], ARGV[3], cur)
+redis.call('ZREM', KEYS[4], owner)
+handOverFree(KEYS, cur, tonumber(ARGV[1]), ARGV[2], ARGV[3])
+return {1, token, holder, owner}

@@ -23,9 +23,7 @@ local liveness = tonumber(ARGV[1])
 
 refreshWaiters(KEYS, liveness, 5)
 
-handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
-
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e')
+local _, cur = handOver(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
   return {0, ''}

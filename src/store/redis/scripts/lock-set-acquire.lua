@@ -25,20 +25,19 @@ Returns:
 local n = #KEYS / 3
 local graceMs = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[2])
-local lastTokens = {}
+local curs = {}
 local busy, longest = 0, 0
 for i = 1, n do
   local keys = {KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]}
   -- A lease that ran out with callers queued is theirs (as in acquire.lua).
-  handOver(keys, graceMs, ARGV[6], ARGV[6 + i])
-  local cur = redis.call('HMGET', keys[1], 'o', 'e', 't')
+  local _, cur = handOver(keys, graceMs, ARGV[6], ARGV[6 + i])
   local expiresAt = tonumber(cur[2])
   local left
   if isLive(cur[1], expiresAt) then
     left = expiresAt - nowMs
   else
     left = lockDelayLeft(keys[1], cur[1], expiresAt)
-    if left == 0 and liveWaiters(keys, false) > 0 then
+    if left == 0 and queuedNow(cur) and liveWaiters(keys, false) > 0 then
       left = 1
     end
   end
@@ -48,7 +47,7 @@ for i = 1, n do
     end
     longest = math.max(longest, left)
   end
-  lastTokens[i] = cur[3]
+  curs[i] = cur
 end
 if busy > 0 then
   return {0, math.max(1, longest), busy - 1}
@@ -57,9 +56,9 @@ end
 local reply = {1, nowMs + ttl}
 for i = 1, n do
   local lockKey = KEYS[3 * i - 2]
-  local token = grantLease(lockKey, lastTokens[i], ARGV[1], ttl, ARGV[3], graceMs, '')
+  local token = grantLease(lockKey, curs[i], ARGV[1], ttl, ARGV[3], graceMs, '')
   setLockDelay(lockKey, ARGV[1], ARGV[5])
-  publishChange(ARGV[6], ARGV[6 + i])
+  publishChange(ARGV[6], ARGV[6 + i], curs[i])
   reply[#reply + 1] = token
 end
 return reply

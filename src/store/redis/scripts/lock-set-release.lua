@@ -18,12 +18,11 @@ local graceMs = tonumber(ARGV[2])
 local released = 0
 for i = 1, #KEYS / 3 do
   local keys = {KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]}
-  local cur = redis.call('HMGET', keys[1], 'o', 'e')
+  local cur = readLock(keys[1])
   if cur[1] == ARGV[1] and isLive(cur[1], tonumber(cur[2])) then
-    redis.call('HDEL', keys[1], 'o', 'e', 'h', 'i')
-    redis.call('PEXPIRE', keys[1], graceMs)
-    publishChange(ARGV[3], ARGV[3 + i])
-    handOver(keys, graceMs, ARGV[3], ARGV[3 + i])
+    freeLease(keys[1], cur, graceMs)
+    publishChange(ARGV[3], ARGV[3 + i], cur)
+    handOverFree(keys, cur, graceMs, ARGV[3], ARGV[3 + i])
     released = 1
   end
 end

@@ -11,19 +11,21 @@ Returns:
   {1, expiresAtMs, fencingToken1, ..., fencingTokenN}   renewed, all of them
   {0}                                                   some lock is not held by this token; nothing changed
 ]]
-local tokens = {}
+--- @include "_lock"
+
+local curs = {}
 for i = 1, #KEYS do
-  local cur = redis.call('HMGET', KEYS[i], 'o', 'e', 't')
+  local cur = readLock(KEYS[i])
   if cur[1] ~= ARGV[1] or not isLive(cur[1], tonumber(cur[2])) then
     return {0}
   end
-  tokens[i] = tonumber(cur[3])
+  curs[i] = cur
 end
 local ttl = tonumber(ARGV[2])
 local reply = {1, nowMs + ttl}
 for i = 1, #KEYS do
   redis.call('HSET', KEYS[i], 'e', fmt(nowMs + ttl))
-  redis.call('PEXPIRE', KEYS[i], ttl + tonumber(ARGV[3]))
-  reply[#reply + 1] = tokens[i]
+  keepLock(KEYS[i], ttl + tonumber(ARGV[3]), curs[i])
+  reply[#reply + 1] = tonumber(curs[i][3])
 end
 return reply

@@ -49,24 +49,9 @@ end
 
 local retryAfter = math.max(1, firstEnd(KEYS) or 1)
 local waitMs = tonumber(ARGV[7])
-if waitMs <= 0 then
-  return {0, retryAfter}
+local refused = notQueued(KEYS, waitMs, tonumber(ARGV[10]), retryAfter)
+if refused then
+  return refused
 end
-local maxWaiters = tonumber(ARGV[10])
-if redis.call('ZCARD', KEYS[2]) >= maxWaiters and liveWaiters(KEYS, true) >= maxWaiters then
-  return {2, retryAfter}
-end
-
-local deadline = nowMs + waitMs
-local aliveUntil = math.min(deadline, nowMs + tonumber(ARGV[11]))
-redis.call('ZADD', KEYS[2], nowUs, ARGV[8])
-redis.call('HSET', KEYS[3], ARGV[8], fmt(aliveUntil) .. '|' .. fmt(deadline) .. '|' .. ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[9] ..
-  '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[3])
--- The queue outlives its longest wait, and then disappears with nothing left behind.
-local keep = waitMs + 1000
-for i = 2, 3 do
-  if redis.call('PTTL', KEYS[i]) < keep then
-    redis.call('PEXPIRE', KEYS[i], keep)
-  end
-end
+enqueue(KEYS, ARGV[8], waitMs, tonumber(ARGV[11]), ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[9] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[3])
 return {3, retryAfter}

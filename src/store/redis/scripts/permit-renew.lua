@@ -3,13 +3,10 @@ permit-renew: extend one live lease of a semaphore or read/write lock, only for 
 token does not change. Keys and records: see _permits.lua.
 
 KEYS[1..4] pool hash, wait queue, waiter records, lease ends
-ARGV[1]  owner token
-ARGV[2]  new lease length from now, ms (integer > 0)
-ARGV[3]  fencing grace, ms
+ARGV[1..3] as renew.lua's: owner token, new lease length from now (ms, integer > 0), fencing grace (ms)
 
-Returns:
-  {1, fencingToken, expiresAtMs}   renewed
-  {0}                              this token holds no live lease (ended, released, evicted, unknown)
+Returns as renew.lua: {1, fencingToken, expiresAtMs} renewed, or {0} when this token holds no live
+lease (ended, released, evicted, unknown).
 ]]
 --- @include "_handover"
 --- @include "_permits"

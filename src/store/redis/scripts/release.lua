@@ -18,17 +18,14 @@ Returns:
 ]]
 --- @include "_handover"
 
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
+local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
-redis.call('HDEL', KEYS[1], 'o', 'e', 'h', 'i')
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-publishChange(ARGV[3], ARGV[4])
+freeLease(KEYS[1], cur, tonumber(ARGV[2]))
+publishChange(ARGV[3], ARGV[4], cur)
 redis.call('ZREM', KEYS[4], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  handOverFree(KEYS, cur[3], tonumber(ARGV[2]), ARGV[3], ARGV[4])
-end
+handOverFree(KEYS, cur, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1

@@ -13,7 +13,9 @@ Returns:
   {1, fencingToken, expiresAtMs}   renewed
   {0}                              this token holds no live lease (expired, released, taken, unknown)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
+--- @include "_lock"
+
+local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return {0}
@@ -22,7 +24,7 @@ end
 local ttl = tonumber(ARGV[2])
 local newExpiresAt = nowMs + ttl
 redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
-redis.call('PEXPIRE', KEYS[1], ttl + tonumber(ARGV[3]))
+keepLock(KEYS[1], ttl + tonumber(ARGV[3]), cur)
 if redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', newExpiresAt, ARGV[1]) == 1 and redis.call('PTTL', KEYS[2]) < ttl then
   redis.call('PEXPIRE', KEYS[2], ttl + 1000)
 end

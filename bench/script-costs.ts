@@ -1,0 +1,90 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { KeySpace } from '../src/store/redis/keys.js';
+import { RedisServer } from '../test/helpers/redis-server.js';
+
+/**
+ * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
+ * load: commands run per acquire + release pair (INFO commandstats), unwatched and watched, and bytes
+ * per held lock with the namespace quota on (used_memory over 10,000 held locks, MEMORY USAGE of one
+ * lock hash and of the quota set). Runs on its own redis-server.
+ */
+
+const PREFIX = 'kh:';
+const NAMESPACE = 'ns';
+const PAIRS = 2000;
+const HELD = 10_000;
+
+function commandStats(info: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out.set(m[1] as string, Number(m[2]));
+  return out;
+}
+
+function usedMemory(info: string): number {
+  return Number(/^used_memory:(\d+)/m.exec(info)?.[1]);
+}
+
+async function perPair(stats: Redis, pairs: number, run: () => Promise<void>): Promise<{ total: number; breakdown: string }> {
+  const before = commandStats(await stats.info('commandstats'));
+  await run();
+  const after = commandStats(await stats.info('commandstats'));
+  const deltas: [string, number][] = [];
+  for (const [name, calls] of after) {
+    if (name === 'info') continue;
+    const d = calls - (before.get(name) ?? 0);
+    if (d > 0) deltas.push([name, d / pairs]);
+  }
+  deltas.sort((a, b) => b[1] - a[1]);
+  const inside = deltas.filter(([name]) => name !== 'evalsha' && name !== 'eval').reduce((s, [, n]) => s + n, 0);
+  return { total: inside, breakdown: deltas.map(([n, c]) => `${n} ${c.toFixed(2)}`).join(', ') };
+}
+
+async function pairs(store: RedisStore, key: (i: number) => string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const ownerToken = `owner-token-${i.toString().padStart(10, '0')}`;
+    const got = await store.acquire({ key: key(i), ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
+    if (!got.acquired) throw new Error(`acquire ${key(i)} refused`);
+    if (!(await store.release(key(i), ownerToken))) throw new Error(`release ${key(i)} refused`);
+  }
+}
+
+async function main(): Promise<void> {
+  const server = await RedisServer.start();
+  const stats = new Redis(server.url);
+  const store = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 5000, fenceGraceMs: 1000 });
+  try {
+    for (let i = 0; i < 50 && !(await store.ping().then(() => true, () => false)); i++) await sleep(100);
+    await pairs(store, (i) => `${NAMESPACE}/warm:${i}`, 50);
+
+    const plain = await perPair(stats, PAIRS, () => pairs(store, (i) => `${NAMESPACE}/pair:${i % 10_000}`, PAIRS));
+    console.log(`commands inside scripts per pair (unwatched): ${plain.total.toFixed(2)}  [${plain.breakdown}]`);
+
+    const stop = await store.watchChanges(`${NAMESPACE}/watched`, () => undefined);
+    const watched = await perPair(stats, PAIRS, () => pairs(store, () => `${NAMESPACE}/watched`, PAIRS));
+    stop();
+    console.log(`commands inside scripts per pair (one key, watched): ${watched.total.toFixed(2)}  [${watched.breakdown}]`);
+
+    await sleep(1500);
+    const keys = new KeySpace(PREFIX);
+    const base = usedMemory(await stats.info('memory'));
+    for (let i = 0; i < HELD; i++) {
+      const got = await store.acquire({ key: `${NAMESPACE}/mem:${i}`, ownerToken: `t${i}`.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: HELD * 2 });
+      if (!got.acquired) throw new Error('memory: acquire refused');
+    }
+    const held = usedMemory(await stats.info('memory'));
+    const lockBytes = Number(await stats.call('MEMORY', 'USAGE', keys.lock(`${NAMESPACE}/mem:0`)));
+    const slotsBytes = Number(await stats.call('MEMORY', 'USAGE', keys.slots(NAMESPACE), 'SAMPLES', '0'));
+    const slotCount = await stats.zcard(keys.slots(NAMESPACE));
+    console.log(`used_memory per held lock (${HELD}, quota on): ${((held - base) / HELD).toFixed(1)} B`);
+    console.log(`MEMORY USAGE: lock hash ${lockBytes} B; quota set ${(slotsBytes / Math.max(1, slotCount)).toFixed(1)} B per slot (${slotCount} slots)`);
+    console.log(`keys: ${await stats.dbsize()}`);
+  } finally {
+    await store.close();
+    stats.disconnect();
+    await server.stop();
+  }
+}
+
+await main();
