@@ -154,8 +154,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'no-slot-when-waiting',
     file: 'src/domain/lock-service.ts',
-    find: ': await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, options.signal));',
-    replace: ': await this.acquireWaiting(request, waitMs, options.signal);',
+    find: ': await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, signal));',
+    replace: ': await this.acquireWaiting(request, waitMs, signal);',
     what: 'no quota slot taken when waitMs > 0 (quota bypass)',
   },
   {
