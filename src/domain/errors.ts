@@ -31,6 +31,23 @@ export abstract class DomainError extends Error {
   readonly retryAfterMs?: number;
   /** For invalid_request: each offending field. */
   readonly fields?: readonly FieldError[];
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    // Each error is named after its class (LockHeldError, ...), as logs and stack traces show it.
+    this.name = new.target.name;
+  }
+}
+
+/** A refusal of one key that a retry may get past: `retryAfterMs` is the earliest it can. */
+abstract class KeyRefusal extends DomainError {
+  constructor(
+    readonly key: string,
+    override readonly retryAfterMs: number,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Whether `err` is one of the errors above (and so has a row in the error table). */
@@ -41,7 +58,6 @@ export function isDomainError(err: unknown): err is DomainError {
 /** The request is well-formed JSON but breaks a lock rule (for example a TTL outside the bounds). */
 export class InvalidRequestError extends DomainError {
   readonly code = 'invalid_request';
-  override readonly name = 'InvalidRequestError';
   override readonly fields: readonly FieldError[];
   constructor(
     readonly field: string,
@@ -53,14 +69,10 @@ export class InvalidRequestError extends DomainError {
 }
 
 /** Someone else holds the lock. `retryAfterMs` is the time left on their lease: the earliest it can free up. */
-export class LockHeldError extends DomainError {
+export class LockHeldError extends KeyRefusal {
   readonly code = 'lock_held';
-  override readonly name = 'LockHeldError';
-  constructor(
-    readonly key: string,
-    override readonly retryAfterMs: number,
-  ) {
-    super(`lock "${key}" is held by another owner`);
+  constructor(key: string, retryAfterMs: number) {
+    super(key, retryAfterMs, `lock "${key}" is held by another owner`);
   }
 }
 
@@ -70,7 +82,6 @@ export class LockHeldError extends DomainError {
  */
 export class NotOwnerError extends DomainError {
   readonly code = 'not_owner';
-  override readonly name = 'NotOwnerError';
   constructor(readonly key: string) {
     super(`this owner token does not hold lock "${key}" (it expired, was released, or was never granted)`);
   }
@@ -83,7 +94,6 @@ export class NotOwnerError extends DomainError {
  */
 export class StoreUnavailableError extends DomainError {
   readonly code = 'store_unavailable';
-  override readonly name = 'StoreUnavailableError';
   constructor(
     message: string,
     override readonly retryAfterMs = 1000,
@@ -99,7 +109,6 @@ export class StoreUnavailableError extends DomainError {
  */
 export class TooManyWaitersError extends DomainError {
   readonly code = 'too_many_waiters';
-  override readonly name = 'TooManyWaitersError';
   constructor(
     readonly scope: 'key' | 'namespace' | 'instance',
     override readonly retryAfterMs = 1000,
@@ -120,7 +129,6 @@ export class TooManyWaitersError extends DomainError {
  */
 export class ShuttingDownError extends DomainError {
   readonly code = 'shutting_down';
-  override readonly name = 'ShuttingDownError';
   override readonly retryAfterMs = 1000;
   constructor() {
     super('the server is shutting down; retry on another instance');
@@ -134,7 +142,6 @@ export class ShuttingDownError extends DomainError {
  */
 export class NotSupportedError extends DomainError {
   readonly code = 'not_supported';
-  override readonly name = 'NotSupportedError';
   constructor(
     readonly feature: string,
     readonly store: string,
@@ -146,7 +153,6 @@ export class NotSupportedError extends DomainError {
 /** The caller went away while waiting; there is nobody to answer. */
 export class WaitAbortedError extends DomainError {
   readonly code = 'wait_aborted';
-  override readonly name = 'WaitAbortedError';
   constructor() {
     super('the caller disconnected while waiting');
   }
@@ -158,7 +164,6 @@ export class WaitAbortedError extends DomainError {
  */
 export class QuotaExceededError extends DomainError {
   readonly code = 'quota_exceeded';
-  override readonly name = 'QuotaExceededError';
   constructor(
     readonly namespace: string,
     readonly maxHeldLocks: number,
@@ -171,7 +176,6 @@ export class QuotaExceededError extends DomainError {
 /** One API key sent more requests in the window than it may; `retryAfterMs` is when the window frees up. */
 export class RateLimitedError extends DomainError {
   readonly code = 'rate_limited';
-  override readonly name = 'RateLimitedError';
   /** Read by @fastify/rate-limit, which sends the status of the error it is given. */
   readonly statusCode = 429;
   constructor(override readonly retryAfterMs: number) {
@@ -183,14 +187,10 @@ export class RateLimitedError extends DomainError {
  * Every permit of the semaphore is held by a live lease (or others are queued first). `retryAfterMs` is
  * the time left on the earliest-ending permit: the earliest one can free up.
  */
-export class SemaphoreFullError extends DomainError {
+export class SemaphoreFullError extends KeyRefusal {
   readonly code = 'semaphore_full';
-  override readonly name = 'SemaphoreFullError';
-  constructor(
-    readonly key: string,
-    override readonly retryAfterMs: number,
-  ) {
-    super(`semaphore "${key}" has no free permit`);
+  constructor(key: string, retryAfterMs: number) {
+    super(key, retryAfterMs, `semaphore "${key}" has no free permit`);
   }
 }
 
@@ -199,16 +199,15 @@ export class SemaphoreFullError extends DomainError {
  * semaphore would make "at most limit holders" mean nothing, so the caller is refused until every live
  * permit has ended (`retryAfterMs`: the latest of them, as far as the store knows the earliest).
  */
-export class LimitMismatchError extends DomainError {
+export class LimitMismatchError extends KeyRefusal {
   readonly code = 'limit_mismatch';
-  override readonly name = 'LimitMismatchError';
   constructor(
-    readonly key: string,
+    key: string,
     readonly requestedLimit: number,
     readonly liveLimit: number,
-    override readonly retryAfterMs: number,
+    retryAfterMs: number,
   ) {
-    super(`semaphore "${key}" is held with limit ${liveLimit}; this request asked for limit ${requestedLimit}`);
+    super(key, retryAfterMs, `semaphore "${key}" is held with limit ${liveLimit}; this request asked for limit ${requestedLimit}`);
   }
 }
 
@@ -216,15 +215,14 @@ export class LimitMismatchError extends DomainError {
  * The read/write lock is held in a mode that excludes the caller (a writer, or readers when the caller
  * writes), or a writer is queued ahead. `retryAfterMs`: time left on the earliest-ending lease.
  */
-export class RwLockHeldError extends DomainError {
+export class RwLockHeldError extends KeyRefusal {
   readonly code = 'rwlock_held';
-  override readonly name = 'RwLockHeldError';
   constructor(
-    readonly key: string,
+    key: string,
     readonly mode: 'read' | 'write',
-    override readonly retryAfterMs: number,
+    retryAfterMs: number,
   ) {
-    super(`read/write lock "${key}" cannot be taken for ${mode} now`);
+    super(key, retryAfterMs, `read/write lock "${key}" cannot be taken for ${mode} now`);
   }
 }
 

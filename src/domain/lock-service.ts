@@ -1,40 +1,24 @@
-import { performance } from 'node:perf_hooks';
 import type { LockLimits } from './limits.js';
 import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
 import { idempotencyScope } from './idempotency.js';
 import { randomBase64url } from './random.js';
-import {
-  type DomainErrorCode,
-  isDomainError,
-  InvalidRequestError,
-  LockHeldError,
-  NotOwnerError,
-  NotSupportedError,
-  QuotaExceededError,
-  ShuttingDownError,
-  WaitAbortedError,
-} from './errors.js';
+import { InvalidRequestError, LockHeldError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { WaitGate } from './wait-gate.js';
-import { measure } from './measure.js';
-import { lockId, parseLockId } from './namespaces.js';
+import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
+import { lockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
 import { ChangeWatch, type IndexedView } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
-/** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
-export type OperationResult = 'ok' | DomainErrorCode | 'error';
+export type { OperationResult } from './lease-rules.js';
 
 /**
  * What the lock service reports as it works, so metrics (or anything else) can listen without the
  * lock rules knowing about them. Every method is optional.
  */
-export interface LockObserver {
+export interface LockObserver extends LeaseObserver {
   operation?(op: Operation, result: OperationResult, durationSeconds: number): void;
-  /** A renew or release arrived after its lease was gone: the caller's critical section ran unprotected. */
-  lostLease?(op: 'renew' | 'release'): void;
-  /** A caller that asked to wait was answered after `seconds` in the queue (granted or not). */
-  waited?(seconds: number, granted: boolean): void;
 }
 
 export interface AcquireOptions {
@@ -52,16 +36,7 @@ export interface AcquireOptions {
   readonly lockDelayMs?: number;
 }
 
-export interface LockGrant {
-  readonly key: string;
-  readonly ownerToken: string;
-  readonly fencingToken: number;
-  readonly ttlMs: number;
-  readonly expiresAtMs: number;
-  readonly holder: string | null;
-  /** performance.now() when the store command that established the lease was sent (see confirmFresh). */
-  readonly decidedAt: number;
-}
+export type LockGrant = LeaseGrant;
 
 /** A store grant and when the command that made it was sent. */
 /** (For a replay, also the earlier lease's owner token and holder.) */
@@ -84,14 +59,7 @@ export interface FreshLease {
   readonly decidedAt: number;
 }
 
-export interface LockRenewal {
-  readonly key: string;
-  readonly fencingToken: number;
-  readonly ttlMs: number;
-  readonly expiresAtMs: number;
-  /** performance.now() when the renewing store command was sent (see confirmFresh). */
-  readonly decidedAt: number;
-}
+export type LockRenewal = LeaseRenewal;
 
 /** A held lock as an administrator sees it: where it is and who holds it, never the owner token. */
 export interface HeldLockView extends LockState {
@@ -99,11 +67,7 @@ export interface HeldLockView extends LockState {
   readonly key: string;
 }
 
-export interface ListHeldQuery {
-  /** Only this namespace; undefined lists every namespace. */
-  readonly namespace?: string;
-  /** Only keys starting with this (needs `namespace`); "" for all. */
-  readonly prefix: string;
+export interface ListHeldQuery extends HeldQuery {
   readonly limit: number;
   readonly cursor?: string;
 }
@@ -134,6 +98,8 @@ export class LockService {
 
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** TTL and wait bounds, waiting grants, renew and release (shared with the other primitives). */
+  private readonly rules: LeaseRules;
   /** Blocking queries on this instance (one subscription per watched key). */
   readonly changes: ChangeWatch;
   /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
@@ -151,6 +117,8 @@ export class LockService {
     // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
     this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
+    const { quota, freshness } = this;
+    this.rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack: (id, ownerToken) => store.release(id, ownerToken) });
     this.changes = new ChangeWatch(store, (id) => store.inspectIndexed(id));
   }
 
@@ -220,65 +188,29 @@ export class LockService {
     return outcome;
   }
 
-  private async acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
+  private acquireWaiting(request: LeaseRequest, waitMs: number, callerSignal: AbortSignal | undefined): Promise<DecidedGrant> {
     const { namespace, id, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
-    const leave = this.waitGate.enter(namespace);
-    const signal = this.waitGate.waitSignal(callerSignal);
-    const started = performance.now();
-    let granted = false;
-    try {
-      const outcome = await this.store.acquire({
-        key: id,
-        ownerToken: request.ownerToken,
-        ttlMs,
-        holder,
-        waitMs,
-        signal,
-        idempotencyKey,
-        lockDelayMs,
-        ...this.quotaInput(),
-      });
-      if (!outcome.acquired) throw this.refusal(request, outcome);
-      granted = true;
-      const ownerToken = outcome.replayed?.ownerToken ?? request.ownerToken;
-      // The caller left while the grant was on its way: nobody will use this lease, give it back.
-      if (callerSignal?.aborted) {
-        await this.store.release(id, ownerToken).catch(() => undefined);
-        throw new WaitAbortedError();
-      }
-      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
-      return outcome;
-    } finally {
-      leave();
-      this.observer.waited?.((performance.now() - started) / 1000, granted);
-    }
+    return this.rules.grantWaiting({
+      namespace,
+      id,
+      ttlMs,
+      callerSignal,
+      acquire: async (signal) => {
+        const input = { key: id, ownerToken: request.ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs };
+        const outcome = await this.store.acquire({ ...input, ...this.quotaInput() });
+        if (!outcome.acquired) throw this.refusal(request, outcome);
+        return outcome;
+      },
+      ownerOf: (outcome) => outcome.replayed?.ownerToken ?? request.ownerToken,
+    });
   }
 
   async renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
-    return this.observe('renew', async () => {
-      this.checkTtl(ttlMs);
-      const id = lockId(namespace, key);
-      const decidedAt = performance.now();
-      const outcome = await this.store.renew(id, ownerToken, ttlMs);
-      if (!outcome.renewed) {
-        this.observer.lostLease?.('renew');
-        throw new NotOwnerError(key);
-      }
-      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt });
-      await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
-      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
-    });
+    return this.observe('renew', () => this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store.renew(id, ownerToken, ttlMs)));
   }
 
   async release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.observe('release', async () => {
-      const released = await this.store.release(lockId(namespace, key), ownerToken);
-      if (!released) {
-        this.observer.lostLease?.('release');
-        throw new NotOwnerError(key);
-      }
-      await this.quota.free(namespace, ownerToken);
-    });
+    return this.observe('release', () => this.rules.release(namespace, key, ownerToken, (id) => this.store.release(id, ownerToken)));
   }
 
   async inspect(namespace: string, key: string): Promise<LockState | null> {
@@ -312,17 +244,9 @@ export class LockService {
 
   /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */
   async listHeld(query: ListHeldQuery): Promise<{ locks: HeldLockView[]; nextCursor: string | null }> {
-    if (query.namespace === undefined && query.prefix !== '') {
-      throw new InvalidRequestError('prefix', 'needs namespace: a key prefix is matched inside one namespace');
-    }
-    const prefix = query.namespace === undefined ? '' : lockId(query.namespace, query.prefix);
+    const prefix = this.rules.listPrefix(query);
     const page = await this.store.list({ prefix, limit: query.limit, cursor: query.cursor });
-    const locks: HeldLockView[] = [];
-    for (const { key: id, ...state } of page.locks) {
-      // Ids no namespace produced (state written before namespaces existed) are not anyone's to see.
-      const parsed = parseLockId(id);
-      if (parsed !== null) locks.push({ ...parsed, ...state });
-    }
+    const locks = inNamespaces(page.locks, (parsed, { key: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
     return { locks, nextCursor: page.nextCursor };
   }
 
@@ -346,9 +270,7 @@ export class LockService {
   }
 
   checkWaitMs(waitMs: number): void {
-    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
-      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
-    }
+    this.rules.checkWaitMs(waitMs);
   }
 
   /**
@@ -384,18 +306,10 @@ export class LockService {
   }
 
   checkTtl(ttlMs: number): void {
-    const { minTtlMs, maxTtlMs } = this.limits;
-    if (!Number.isInteger(ttlMs) || ttlMs < minTtlMs || ttlMs > maxTtlMs) {
-      throw new InvalidRequestError('ttlMs', `must be an integer from ${minTtlMs} to ${maxTtlMs}`);
-    }
+    this.rules.checkTtl(ttlMs);
   }
 
   private observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
-    return measure<T, OperationResult>(
-      run,
-      'ok',
-      (err) => (isDomainError(err) ? err.code : 'error'),
-      (result, seconds) => this.observer.operation?.(op, result, seconds),
-    );
+    return observeOperation(run, (result, seconds) => this.observer.operation?.(op, result, seconds));
   }
 }

@@ -193,6 +193,15 @@ export interface LockSetStore {
   releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean>;
 }
 
+/** A store's lock-set methods, bound to it, so they can be handed on apart from it (LockStore.lockSets). */
+export function lockSetsOf(store: LockSetStore): LockSetStore {
+  return {
+    acquireSet: (input) => store.acquireSet(input),
+    renewSet: (keys, ownerToken, ttlMs) => store.renewSet(keys, ownerToken, ttlMs),
+    releaseSet: (keys, ownerToken) => store.releaseSet(keys, ownerToken),
+  };
+}
+
 export interface LockStore extends SlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';

@@ -1,11 +1,10 @@
-import { performance } from 'node:perf_hooks';
-import { type DomainError, type DomainErrorCode, InvalidRequestError, isDomainError, NotOwnerError, NotSupportedError, WaitAbortedError } from './errors.js';
+import { type DomainError, NotSupportedError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
+import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
-import { measure } from './measure.js';
-import { lockId, parseLockId } from './namespaces.js';
+import { lockId } from './namespaces.js';
 import type { PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
@@ -13,11 +12,8 @@ import type { WaitGate } from './wait-gate.js';
 export type PermitOperation = 'acquire' | 'renew' | 'release' | 'inspect';
 
 /** What the permit services report as they work (metrics listen here); every method is optional. */
-export interface PermitObserver {
-  operation?(kind: PermitKind, op: PermitOperation, result: 'ok' | DomainErrorCode | 'error', durationSeconds: number): void;
-  /** A renew or release arrived after its lease was gone. */
-  lostLease?(op: 'renew' | 'release'): void;
-  waited?(seconds: number, granted: boolean): void;
+export interface PermitObserver extends LeaseObserver {
+  operation?(kind: PermitKind, op: PermitOperation, result: OperationResult, durationSeconds: number): void;
 }
 
 /** One acquire as the permit core needs it (the semaphore and rwlock services fill it in). */
@@ -39,23 +35,9 @@ export interface PermitRefusals {
   mismatch(key: string, requestedCapacity: number, liveCapacity: number, retryAfterMs: number): DomainError;
 }
 
-export interface PermitGrant {
-  readonly key: string;
-  readonly ownerToken: string;
-  readonly fencingToken: number;
-  readonly ttlMs: number;
-  readonly expiresAtMs: number;
-  readonly holder: string | null;
-  readonly decidedAt: number;
-}
+export type PermitGrant = LeaseGrant;
 
-export interface PermitRenewal {
-  readonly key: string;
-  readonly fencingToken: number;
-  readonly ttlMs: number;
-  readonly expiresAtMs: number;
-  readonly decidedAt: number;
-}
+export type PermitRenewal = LeaseRenewal;
 
 export interface HeldPermitsView {
   readonly namespace: string;
@@ -73,12 +55,14 @@ export class PermitCore {
   private readonly permits: PermitStore | undefined;
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
+  /** TTL and wait bounds, waiting grants, renew and release (shared with the lock service). */
+  private readonly rules: LeaseRules;
 
   constructor(
     readonly kind: PermitKind,
     private readonly store: LockStore,
-    private readonly limits: LockLimits,
-    private readonly gate: WaitGate,
+    limits: LockLimits,
+    gate: WaitGate,
     private readonly refusals: PermitRefusals,
     private readonly observer: PermitObserver = {},
   ) {
@@ -87,15 +71,15 @@ export class PermitCore {
     const giveBack = { release: (id: string, ownerToken: string) => this.store$().releasePermit(kind, id, ownerToken) };
     this.quota = new NamespaceQuota({ ...bindSlots(store), ...giveBack }, limits.maxHeldLocksPerNamespace ?? 0);
     this.freshness = new FreshnessGuard(giveBack);
+    const { quota, freshness } = this;
+    this.rules = new LeaseRules({ limits, gate, quota, freshness, observer, giveBack: giveBack.release });
   }
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
     return this.observe('acquire', async () => {
-      this.checkTtl(request.ttlMs);
+      this.rules.checkTtl(request.ttlMs);
       const { waitMs } = request;
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > this.limits.maxWaitMs) {
-        throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${this.limits.maxWaitMs}`);
-      }
+      this.rules.checkWaitMs(waitMs);
       const store = this.store$();
       const id = lockId(request.namespace, request.key);
       const claim = { namespace: request.namespace, id, ownerToken: newOwnerToken(), ttlMs: request.ttlMs };
@@ -134,51 +118,23 @@ export class PermitCore {
     return outcome;
   }
 
-  private async acquireWaiting(store: PermitStore, request: PermitRequest, id: string, ownerToken: string) {
-    const leave = this.gate.enter(request.namespace);
-    const started = performance.now();
-    let granted = false;
-    try {
-      const outcome = await this.acquireOnce(store, request, id, ownerToken, request.waitMs, this.gate.waitSignal(request.signal));
-      granted = true;
-      // The caller left while the grant was on its way: nobody will use this lease, give it back.
-      if (request.signal?.aborted) {
-        await store.releasePermit(this.kind, id, ownerToken).catch(() => undefined);
-        throw new WaitAbortedError();
-      }
-      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs: request.ttlMs, decidedAt: outcome.decidedAt });
-      return outcome;
-    } finally {
-      leave();
-      this.observer.waited?.((performance.now() - started) / 1000, granted);
-    }
+  private acquireWaiting(store: PermitStore, request: PermitRequest, id: string, ownerToken: string) {
+    return this.rules.grantWaiting({
+      namespace: request.namespace,
+      id,
+      ttlMs: request.ttlMs,
+      callerSignal: request.signal,
+      acquire: (signal) => this.acquireOnce(store, request, id, ownerToken, request.waitMs, signal),
+      ownerOf: () => ownerToken,
+    });
   }
 
   async renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
-    return this.observe('renew', async () => {
-      this.checkTtl(ttlMs);
-      const id = lockId(namespace, key);
-      const decidedAt = performance.now();
-      const outcome = await this.store$().renewPermit(this.kind, id, ownerToken, ttlMs);
-      if (!outcome.renewed) {
-        this.observer.lostLease?.('renew');
-        throw new NotOwnerError(key);
-      }
-      await this.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt });
-      await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
-      return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
-    });
+    return this.observe('renew', () => this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store$().renewPermit(this.kind, id, ownerToken, ttlMs)));
   }
 
   async release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.observe('release', async () => {
-      const released = await this.store$().releasePermit(this.kind, lockId(namespace, key), ownerToken);
-      if (!released) {
-        this.observer.lostLease?.('release');
-        throw new NotOwnerError(key);
-      }
-      await this.quota.free(namespace, ownerToken);
-    });
+    return this.observe('release', () => this.rules.release(namespace, key, ownerToken, (id) => this.store$().releasePermit(this.kind, id, ownerToken)));
   }
 
   async inspect(namespace: string, key: string): Promise<PermitState | null> {
@@ -193,21 +149,10 @@ export class PermitCore {
   }
 
   /** One page of keys with live leases, in one namespace or all of them (as LockService.listHeld). */
-  async listHeld(query: { namespace?: string; prefix: string; limit: number; cursor?: string }): Promise<{ entries: HeldPermitsView[]; nextCursor: string | null }> {
-    if (query.namespace === undefined && query.prefix !== '') {
-      throw new InvalidRequestError('prefix', 'needs namespace: a key prefix is matched inside one namespace');
-    }
-    const listQuery: PermitListQuery = {
-      prefix: query.namespace === undefined ? '' : lockId(query.namespace, query.prefix),
-      limit: query.limit,
-      cursor: query.cursor,
-    };
+  async listHeld(query: HeldQuery & { limit: number; cursor?: string }): Promise<{ entries: HeldPermitsView[]; nextCursor: string | null }> {
+    const listQuery: PermitListQuery = { prefix: this.rules.listPrefix(query), limit: query.limit, cursor: query.cursor };
     const page = await this.store$().listPermits(this.kind, listQuery);
-    const entries: HeldPermitsView[] = [];
-    for (const { key: id, state } of page.entries) {
-      const parsed = parseLockId(id);
-      if (parsed !== null) entries.push({ ...parsed, state });
-    }
+    const entries = inNamespaces(page.entries, (parsed, { state }): HeldPermitsView => ({ ...parsed, state }));
     return { entries, nextCursor: page.nextCursor };
   }
 
@@ -221,20 +166,8 @@ export class PermitCore {
     return this.permits;
   }
 
-  private checkTtl(ttlMs: number): void {
-    const { minTtlMs, maxTtlMs } = this.limits;
-    if (!Number.isInteger(ttlMs) || ttlMs < minTtlMs || ttlMs > maxTtlMs) {
-      throw new InvalidRequestError('ttlMs', `must be an integer from ${minTtlMs} to ${maxTtlMs}`);
-    }
-  }
-
   private observe<T>(op: PermitOperation, run: () => Promise<T>): Promise<T> {
-    return measure<T, 'ok' | DomainErrorCode | 'error'>(
-      run,
-      'ok',
-      (err) => (isDomainError(err) ? err.code : 'error'),
-      (result, seconds) => this.observer.operation?.(this.kind, op, result, seconds),
-    );
+    return observeOperation(run, (result, seconds) => this.observer.operation?.(this.kind, op, result, seconds));
   }
 }
 

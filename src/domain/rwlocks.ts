@@ -1,5 +1,6 @@
 import { RwLockHeldError } from './errors.js';
-import type { PermitCore, PermitGrant, PermitRenewal } from './permits.js';
+import type { PermitCore } from './permits.js';
+import { type PermitAcquire, PermitService } from './permit-service.js';
 import type { PermitState } from './permit-store.js';
 
 export type RwMode = 'read' | 'write';
@@ -13,12 +14,8 @@ export const MAX_READERS = 10_000;
 
 const WEIGHT: Readonly<Record<RwMode, number>> = { read: 1, write: MAX_READERS };
 
-export interface RwLockAcquire {
+export interface RwLockAcquire extends PermitAcquire {
   readonly mode: RwMode;
-  readonly ttlMs: number;
-  readonly holder?: string | null;
-  readonly waitMs?: number;
-  readonly signal?: AbortSignal;
 }
 
 export interface RwLockView {
@@ -34,33 +31,9 @@ export interface RwLockView {
  * writer lets in every reader at the head of the queue at once. Every grant gets the next fencing
  * token of the lock, so a write's token is above every earlier grant's, read or write.
  */
-export class RwLockService {
-  constructor(private readonly core: PermitCore) {}
-
-  acquire(namespace: string, key: string, request: RwLockAcquire): Promise<PermitGrant> {
-    return this.core.acquire({
-      namespace,
-      key,
-      ttlMs: request.ttlMs,
-      holder: request.holder ?? null,
-      weight: WEIGHT[request.mode],
-      capacity: MAX_READERS,
-      waitMs: request.waitMs ?? 0,
-      signal: request.signal,
-    });
-  }
-
-  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
-    return this.core.renew(namespace, key, ownerToken, ttlMs);
-  }
-
-  release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.core.release(namespace, key, ownerToken);
-  }
-
-  async inspect(namespace: string, key: string): Promise<RwLockView | null> {
-    const state = await this.core.inspect(namespace, key);
-    return state === null ? null : rwLockView(state);
+export class RwLockService extends PermitService<RwLockAcquire, RwLockView> {
+  constructor(core: PermitCore) {
+    super(core, { share: ({ mode }) => ({ weight: WEIGHT[mode], capacity: MAX_READERS }), view: rwLockView });
   }
 
   /** The refusals in a read/write lock's words, for the permit core. */

@@ -1,5 +1,6 @@
 import { LimitMismatchError, SemaphoreFullError } from './errors.js';
-import type { PermitCore, PermitGrant, PermitRenewal } from './permits.js';
+import type { PermitCore } from './permits.js';
+import { type PermitAcquire, PermitService } from './permit-service.js';
 import type { PermitState } from './permit-store.js';
 
 /**
@@ -9,12 +10,8 @@ import type { PermitState } from './permit-store.js';
  */
 export const MAX_SEMAPHORE_LIMIT = 10_000;
 
-export interface SemaphoreAcquire {
+export interface SemaphoreAcquire extends PermitAcquire {
   readonly limit: number;
-  readonly ttlMs: number;
-  readonly holder?: string | null;
-  readonly waitMs?: number;
-  readonly signal?: AbortSignal;
 }
 
 /** A semaphore's live permits as anyone may see them (never owner tokens). */
@@ -31,33 +28,9 @@ export interface SemaphoreView {
  * first live permit was granted with; a caller asking with another limit is refused (limit_mismatch)
  * until every live permit has ended.
  */
-export class SemaphoreService {
-  constructor(private readonly core: PermitCore) {}
-
-  acquire(namespace: string, key: string, request: SemaphoreAcquire): Promise<PermitGrant> {
-    return this.core.acquire({
-      namespace,
-      key,
-      ttlMs: request.ttlMs,
-      holder: request.holder ?? null,
-      weight: 1,
-      capacity: request.limit,
-      waitMs: request.waitMs ?? 0,
-      signal: request.signal,
-    });
-  }
-
-  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
-    return this.core.renew(namespace, key, ownerToken, ttlMs);
-  }
-
-  release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.core.release(namespace, key, ownerToken);
-  }
-
-  async inspect(namespace: string, key: string): Promise<SemaphoreView | null> {
-    const state = await this.core.inspect(namespace, key);
-    return state === null ? null : semaphoreView(state);
+export class SemaphoreService extends PermitService<SemaphoreAcquire, SemaphoreView> {
+  constructor(core: PermitCore) {
+    super(core, { share: ({ limit }) => ({ weight: 1, capacity: limit }), view: semaphoreView });
   }
 
   /** The refusals in a semaphore's words, for the permit core. */

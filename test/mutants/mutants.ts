@@ -160,17 +160,17 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'renew-no-slot-extend',
-    file: 'src/domain/lock-service.ts',
-    find: 'await this.quota.extend(namespace, ownerToken, outcome.expiresAtMs);',
+    file: 'src/domain/lease-rules.ts',
+    find: 'await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);',
     replace: '',
-    what: 'renew does not extend the quota slot',
+    what: 'renew does not extend the quota slot (locks, semaphores and read/write locks)',
   },
   {
     id: 'waiter-left-lease-kept',
-    file: 'src/domain/lock-service.ts',
-    find: 'if (callerSignal?.aborted) {\n        await this.store.release(id, ownerToken).catch(() => undefined);',
+    file: 'src/domain/lease-rules.ts',
+    find: 'if (callerSignal?.aborted) {\n        await this.parts.giveBack(id, ownerToken).catch(() => undefined);',
     replace: 'if (callerSignal?.aborted) {',
-    what: 'lease not given back when the waiting caller left as it was granted',
+    what: 'lease not given back when the waiting caller left as it was granted (every primitive)',
   },
   {
     id: 'waiter-left-lease-kept-redis',

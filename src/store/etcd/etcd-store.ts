@@ -4,7 +4,7 @@ import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from 
 import { randomBase64url } from '../../domain/random.js';
 import { monotonicWallClock, type Clock } from '../memory/clock.js';
 import type { CancelReply, LeaseReply } from '../redis/replies.js';
-import { WaitRoom, type Waiter } from '../redis/wait-room.js';
+import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../redis/wait-room.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -69,8 +69,6 @@ interface Observed<T> {
  * would use (the Redis store's WAITER_LIVENESS_MS, enforced by etcd).
  */
 const SESSION_TTL_S = 3;
-/** 1 s: how often an instance looks at the locks its callers wait for (missed watch events, expired leases). */
-const HEARTBEAT_INTERVAL_MS = 1000;
 /** Compare-and-set rounds before a call gives up with a 503: contention this high means something is wrong. */
 const MAX_CAS_ROUNDS = 64;
 /** Lock records and slots hang on shared leases, one per second of end time: etcd removes them once ended. */
@@ -128,15 +126,13 @@ export class EtcdStore implements LockStore {
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
     this.now = options.clock ?? monotonicWallClock;
     this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
-    this.room = new WaitRoom({
+    this.room = lockWaitRoom({
       confirm: (waiter) => this.confirm(waiter),
-      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
-    this.heartbeat = setInterval(() => this.room.visitAll(), HEARTBEAT_INTERVAL_MS);
-    this.heartbeat.unref();
+    this.heartbeat = startHeartbeat(() => this.room.visitAll());
   }
 
   async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {

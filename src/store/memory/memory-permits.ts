@@ -1,16 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
-import type {
-  EvictedPermit,
-  PermitAcquireInput,
-  PermitAcquireOutcome,
-  PermitKind,
-  PermitListPage,
-  PermitListQuery,
-  PermitState,
-  PermitStore,
-} from '../../domain/permit-store.js';
+import type { EvictedPermit, PermitAcquireInput, PermitAcquireOutcome, PermitKind } from '../../domain/permit-store.js';
+import type { PermitListPage, PermitListQuery, PermitState, PermitStore } from '../../domain/permit-store.js';
 import type { Clock } from './clock.js';
 
 interface Lease {

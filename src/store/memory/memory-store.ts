@@ -3,23 +3,10 @@ import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAb
 import { nextFencingToken } from '../../domain/fencing.js';
 import { type Clock, monotonicWallClock } from './clock.js';
 import { MemoryPermits } from './memory-permits.js';
-import type {
-  AcquireInput,
-  IndexedLockState,
-  LockSetAcquireOutcome,
-  LockSetInput,
-  LockSetRenewOutcome,
-  LockSetStore,
-  AcquireOutcome,
-  ForceReleaseOutcome,
-  HeldLock,
-  ListPage,
-  ListQuery,
-  LockState,
-  LockStore,
-  RenewOutcome,
-  SlotOutcome,
-} from '../../domain/lock-store.js';
+import { lockSetsOf } from '../../domain/lock-store.js';
+import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome, LockSetStore } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 
 interface Entry {
   /** null once released: the entry then only keeps the key's last fencing token until `retainUntilMs`. */
@@ -72,11 +59,7 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 export class MemoryStore implements LockStore {
   readonly kind = 'memory';
   readonly supportsLockDelay = true;
-  readonly lockSets: LockSetStore = {
-    acquireSet: (input) => this.acquireSet(input),
-    renewSet: (keys, ownerToken, ttlMs) => this.renewSet(keys, ownerToken, ttlMs),
-    releaseSet: (keys, ownerToken) => this.releaseSet(keys, ownerToken),
-  };
+  readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Change listeners by key (watch): called after each grant, release, force release and hand-over. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
   private readonly entries = new Map<string, Entry>();
@@ -274,7 +257,7 @@ export class MemoryStore implements LockStore {
     return this.queues.has(key) ? now + 1 : 0;
   }
 
-  private async acquireSet({ keys, ownerToken, ttlMs, holder: label, lockDelayMs = 0 }: LockSetInput): Promise<LockSetAcquireOutcome> {
+  async acquireSet({ keys, ownerToken, ttlMs, holder: label, lockDelayMs = 0 }: LockSetInput): Promise<LockSetAcquireOutcome> {
     this.assertOpen();
     const holder = label === '' ? null : label;
     const decidedAt = performance.now();
@@ -294,7 +277,7 @@ export class MemoryStore implements LockStore {
     return { acquired: true, fencingTokens, expiresAtMs: Math.floor(now) + ttlMs, decidedAt };
   }
 
-  private async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+  async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entries = keys.map((key) => this.liveEntry(key, now));
@@ -308,7 +291,7 @@ export class MemoryStore implements LockStore {
     return { renewed: true, fencingTokens: (entries as Entry[]).map((e) => e.fencingToken), expiresAtMs };
   }
 
-  private async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+  async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
     this.assertOpen();
     const now = this.clock();
     let released = false;

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
+import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
@@ -29,7 +30,7 @@ import {
   UnexpectedReplyError,
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
-import { WaitRoom, type Waiter } from './wait-room.js';
+import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from './wait-room.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 
@@ -62,11 +63,10 @@ const LIST_MAX_SCAN_ROUNDS = 10;
 const COMMAND_TIMED_OUT = 'Command timed out';
 
 /**
- * 1 s: how often an instance tells Redis its waiters are still there. A waiter whose instance died
- * stops being refreshed and is skipped after WAITER_LIVENESS_MS, so it never receives a grant nobody
- * will use for longer than that.
+ * 3 s: an instance tells Redis its waiters are still there every heartbeat (HEARTBEAT_INTERVAL_MS). A
+ * waiter whose instance died stops being refreshed and is skipped after this, so it never receives a
+ * grant nobody will use for longer than that.
  */
-const HEARTBEAT_INTERVAL_MS = 1000;
 const WAITER_LIVENESS_MS = 3000;
 
 /**
@@ -111,11 +111,7 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
   readonly supportsLockDelay = true;
-  readonly lockSets: LockSetStore = {
-    acquireSet: (input) => this.acquireSet(input),
-    renewSet: (keys, ownerToken, ttlMs) => this.renewSet(keys, ownerToken, ttlMs),
-    releaseSet: (keys, ownerToken) => this.releaseSet(keys, ownerToken),
-  };
+  readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
   /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
@@ -180,9 +176,8 @@ export class RedisStore implements LockStore {
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
-    this.room = new WaitRoom({
+    this.room = lockWaitRoom({
       confirm: (waiter) => this.confirm(waiter),
-      notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
@@ -201,11 +196,10 @@ export class RedisStore implements LockStore {
       replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
       servedBy: (id) => this.servedBy(id),
     });
-    this.heartbeat = setInterval(() => {
+    this.heartbeat = startHeartbeat(() => {
       this.room.visitAll();
       this.permits.visitAll();
-    }, HEARTBEAT_INTERVAL_MS);
-    this.heartbeat.unref();
+    });
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
@@ -387,7 +381,7 @@ export class RedisStore implements LockStore {
     });
   }
 
-  private async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
+  async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
     const decidedAt = performance.now();
     // A set's keys share one slot (one namespace): its first key names the master that serves them all.
     const servedBy = this.servedBy(keys[0] as string);
@@ -418,7 +412,7 @@ export class RedisStore implements LockStore {
     return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
-  private async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+  async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
     const servedBy = this.servedBy(keys[0] as string);
     const reply = await this.call(async () =>
       parseLockSetRenew(
@@ -430,7 +424,7 @@ export class RedisStore implements LockStore {
     return reply;
   }
 
-  private async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+  async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
     return this.call(async () =>
       parseFlag(
         'lockSetRelease',

@@ -1,3 +1,4 @@
+import type { AcquireOutcome } from '../../domain/lock-store.js';
 import type { CancelReply } from './replies.js';
 
 /** A caller of this instance queued for a lock in Redis. */
@@ -25,6 +26,24 @@ export interface WaitRoomOps<O> {
   release(key: string, ownerToken: string): Promise<boolean>;
   /** Refreshes these waiters, hands over an expired lease, and reports time left and any grants to them. */
   visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: readonly string[] }>;
+}
+
+/**
+ * 1 s: how often an instance visits the keys its callers wait for: it tells the store they are still
+ * there, and finds hand-overs whose message (or watch event) went missing and leases that ran out.
+ */
+export const HEARTBEAT_INTERVAL_MS = 1000;
+
+/** Calls `visit` every HEARTBEAT_INTERVAL_MS; the timer never keeps a process alive that is otherwise done. */
+export function startHeartbeat(visit: () => void): NodeJS.Timeout {
+  const timer = setInterval(visit, HEARTBEAT_INTERVAL_MS);
+  timer.unref();
+  return timer;
+}
+
+/** A room for the waiters of locks (not permits): a wait that runs out answers as a refused acquire. */
+export function lockWaitRoom(ops: Omit<WaitRoomOps<AcquireOutcome>, 'notGranted'>): WaitRoom<AcquireOutcome> {
+  return new WaitRoom<AcquireOutcome>({ ...ops, notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }) });
 }
 
 type State =

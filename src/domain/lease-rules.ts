@@ -1,0 +1,181 @@
+import { performance } from 'node:perf_hooks';
+import { type DomainErrorCode, InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
+import type { FreshnessGuard } from './freshness.js';
+import type { LockLimits } from './limits.js';
+import type { RenewOutcome } from './lock-store.js';
+import { measure } from './measure.js';
+import { lockId, parseLockId } from './namespaces.js';
+import type { NamespaceQuota } from './quota.js';
+import type { WaitGate } from './wait-gate.js';
+
+/** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
+export type OperationResult = 'ok' | DomainErrorCode | 'error';
+
+/** What every primitive's service reports about its leases (metrics listen here); both optional. */
+export interface LeaseObserver {
+  /** A renew or release arrived after its lease was gone: the caller's critical section ran unprotected. */
+  lostLease?(op: 'renew' | 'release'): void;
+  /** A caller that asked to wait was answered after `seconds` in the queue (granted or not). */
+  waited?(seconds: number, granted: boolean): void;
+}
+
+/** What one primitive's service hands the shared rules: its bounds, quota, guard and wait gate. */
+export interface LeaseRulesParts {
+  readonly limits: LockLimits;
+  readonly gate: WaitGate;
+  readonly quota: NamespaceQuota;
+  readonly freshness: FreshnessGuard;
+  readonly observer: LeaseObserver;
+  /** Gives one of this primitive's leases back (the lock's release, or the permit's). */
+  giveBack(id: string, ownerToken: string): Promise<boolean>;
+}
+
+/** One grant that may wait in the key's queue, as its primitive asks the store for it. */
+export interface WaitingGrant<G extends { readonly decidedAt: number }> {
+  readonly namespace: string;
+  /** The store's id of the lock (see namespaces.ts). */
+  readonly id: string;
+  readonly ttlMs: number;
+  /** Aborted when the caller goes away. */
+  readonly callerSignal: AbortSignal | undefined;
+  /** Asks the store, waiting until `signal` aborts; throws the primitive's refusal when nothing was granted. */
+  acquire(signal: AbortSignal): Promise<G>;
+  /** The owner token the granted lease is held under (a replay's is the earlier lease's). */
+  ownerOf(grant: G): string;
+}
+
+/** A grant as every primitive reports it. */
+export interface LeaseGrant {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly fencingToken: number;
+  readonly ttlMs: number;
+  readonly expiresAtMs: number;
+  readonly holder: string | null;
+  /** performance.now() when the store command that established the lease was sent (see FreshnessGuard). */
+  readonly decidedAt: number;
+}
+
+/** A renewal as every primitive reports it. */
+export interface LeaseRenewal {
+  readonly key: string;
+  readonly fencingToken: number;
+  readonly ttlMs: number;
+  readonly expiresAtMs: number;
+  /** performance.now() when the renewing store command was sent (see FreshnessGuard). */
+  readonly decidedAt: number;
+}
+
+/** Which held keys a listing asks for: one namespace (and key prefix) or all of them. */
+export interface HeldQuery {
+  /** Only this namespace; undefined lists every namespace. */
+  readonly namespace?: string;
+  /** Only keys starting with this (needs `namespace`); "" for all. */
+  readonly prefix: string;
+}
+
+/**
+ * The lease rules every primitive shares (locks, semaphores, read/write locks): TTL and wait bounds,
+ * the instance's wait caps, handing back a lease whose caller left, the late-grant guard, and renew
+ * and release with their quota slot. Each service owns one, over its own store methods.
+ */
+export class LeaseRules {
+  constructor(private readonly parts: LeaseRulesParts) {}
+
+  checkTtl(ttlMs: number): void {
+    const { minTtlMs, maxTtlMs } = this.parts.limits;
+    if (!Number.isInteger(ttlMs) || ttlMs < minTtlMs || ttlMs > maxTtlMs) {
+      throw new InvalidRequestError('ttlMs', `must be an integer from ${minTtlMs} to ${maxTtlMs}`);
+    }
+  }
+
+  checkWaitMs(waitMs: number): void {
+    const { maxWaitMs } = this.parts.limits;
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > maxWaitMs) {
+      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${maxWaitMs}`);
+    }
+  }
+
+  /**
+   * A grant that waits: counted by the wait gate (its caps, and shutdown ends it), given back when the
+   * caller left while it was on its way, and checked for freshness like any grant.
+   */
+  async grantWaiting<G extends { readonly decidedAt: number }>(wait: WaitingGrant<G>): Promise<G> {
+    const { gate, freshness, observer } = this.parts;
+    const { id, ttlMs, callerSignal } = wait;
+    const leave = gate.enter(wait.namespace);
+    const started = performance.now();
+    let granted = false;
+    try {
+      const grant = await wait.acquire(gate.waitSignal(callerSignal));
+      granted = true;
+      const ownerToken = wait.ownerOf(grant);
+      // The caller left while the grant was on its way: nobody will use this lease, give it back.
+      if (callerSignal?.aborted) {
+        await this.parts.giveBack(id, ownerToken).catch(() => undefined);
+        throw new WaitAbortedError();
+      }
+      await freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: grant.decidedAt });
+      return grant;
+    } finally {
+      leave();
+      observer.waited?.((performance.now() - started) / 1000, granted);
+    }
+  }
+
+  /** Renews through `renewInStore`; a lease that is gone is not_owner, a late answer is not reported. */
+  async renew(
+    namespace: string,
+    key: string,
+    ownerToken: string,
+    ttlMs: number,
+    renewInStore: (id: string) => Promise<RenewOutcome>,
+  ): Promise<LeaseRenewal> {
+    this.checkTtl(ttlMs);
+    const id = lockId(namespace, key);
+    const decidedAt = performance.now();
+    const outcome = await renewInStore(id);
+    if (!outcome.renewed) {
+      this.parts.observer.lostLease?.('renew');
+      throw new NotOwnerError(key);
+    }
+    await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt });
+    await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
+    return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
+  }
+
+  /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */
+  async release(namespace: string, key: string, ownerToken: string, releaseInStore: (id: string) => Promise<boolean>): Promise<void> {
+    if (!(await releaseInStore(lockId(namespace, key)))) {
+      this.parts.observer.lostLease?.('release');
+      throw new NotOwnerError(key);
+    }
+    await this.parts.quota.free(namespace, ownerToken);
+  }
+
+  /** The store's id prefix a listing of held keys scans. */
+  listPrefix(query: HeldQuery): string {
+    if (query.namespace === undefined && query.prefix !== '') {
+      throw new InvalidRequestError('prefix', 'needs namespace: a key prefix is matched inside one namespace');
+    }
+    return query.namespace === undefined ? '' : lockId(query.namespace, query.prefix);
+  }
+}
+
+/**
+ * The listed entries under their namespace and key. Ids no namespace produced (state written before
+ * namespaces existed) are not anyone's to see.
+ */
+export function inNamespaces<E extends { readonly key: string }, V>(entries: readonly E[], view: (parsed: { namespace: string; key: string }, entry: E) => V): V[] {
+  const views: V[] = [];
+  for (const entry of entries) {
+    const parsed = parseLockId(entry.key);
+    if (parsed !== null) views.push(view(parsed, entry));
+  }
+  return views;
+}
+
+/** Runs one operation and reports how it ended and how long it took (see measure). */
+export function observeOperation<T>(run: () => Promise<T>, report: (result: OperationResult, durationSeconds: number) => void): Promise<T> {
+  return measure<T, OperationResult>(run, 'ok', (err) => (isDomainError(err) ? err.code : 'error'), report);
+}
