@@ -288,11 +288,11 @@ interface RunRecord {
 const runRecordOf = (name: string) => join(REPORT_DIR, `${name}.run.json`);
 const commitNow = () => spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
 
-function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}): void {
+function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}, commit = commitNow()): void {
   const entry: RunRecord = {
     startedAt: startedAt.toISOString(),
     seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
-    commit: commitNow(),
+    commit,
     loadBefore,
     loadAfter: loadavg()[0] as number,
   };
@@ -305,6 +305,8 @@ function runStryker(parts: readonly string[]): void {
   for (const part of parts) {
     const startedAt = new Date();
     const loadBefore = loadavg()[0] as number;
+    // The commit StrykerJS copies into its sandbox now (the working tree may move on during a long run).
+    const commit = commitNow();
     const options = [...(args.runners ? ['--concurrency', args.runners] : []), ...(args.incremental ? ['--incremental'] : [])];
     const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', ...options], {
       cwd: ROOT,
@@ -312,7 +314,7 @@ function runStryker(parts: readonly string[]): void {
       env: { ...process.env, STRYKER_PART: part },
     });
     if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
-    record(`stryker-${part}`, startedAt, loadBefore, { incremental: args.incremental, runners: Number(args.runners ?? 2) });
+    record(`stryker-${part}`, startedAt, loadBefore, { incremental: args.incremental, runners: Number(args.runners ?? 2) }, commit);
   }
 }
 
