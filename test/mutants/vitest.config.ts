@@ -34,6 +34,9 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-store-rules.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
+    // The semaphore, read/write-lock, lock-set and watch services have no in-process test but these.
+    'test/http/permits.test.ts',
+    'test/http/watch-and-lock-sets.test.ts',
   ],
   memory: [
     'test/unit/safety-core.test.ts',
