@@ -30,7 +30,9 @@ export default {
   // not a safety bug, and a changed key fragment breaks every store test at once. Leaving them out
   // keeps the run within its time budget on a 2-core machine.
   mutator: { excludedMutations: ['StringLiteral'] },
-  // Two runners: the machine has two cores and is shared; more runners only stretch the timing-based tests.
+  // Two runners: the machine has two cores. Each mutant's run costs about 0.75 s of CPU, most of it a
+  // fresh test worker evaluating the imported code again; when the machine is shared, `--runners n`
+  // (test/mutants/run.ts) asks for more, and the run's record says how many ran.
   concurrency: 2,
   // Above the tests' own time-out (test/mutants/vitest.config.ts, 15 s): a hung test is then a failed
   // test (killed), not a runner StrykerJS has to kill and restart. Only a mutant that spins the event
@@ -40,6 +42,9 @@ export default {
   jsonReporter: { fileName: `reports/mutation/stryker-${name}.json` },
   htmlReporter: { fileName: `reports/mutation/stryker-${name}.html` },
   ignorePatterns: ['dist', 'coverage', 'test-artifacts', 'reports', 'bench/results', '.tmp'],
+  // `npm run test:mutants -- --incremental` reuses this file's results for mutants whose code and
+  // covering tests did not change. A complement for re-runs only: the run's record says it was incremental.
+  incrementalFile: `reports/mutation/stryker-incremental-${name}.json`,
   tempDirName: `.tmp/stryker-${name}`,
   cleanTempDir: true,
   thresholds: { high: 90, low: 85, break: null },

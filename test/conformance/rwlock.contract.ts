@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { describe, expect, it } from 'vitest';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
 import type { StoreHarness } from './lock-store.contract.js';
+import { useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';
 
 /**
@@ -11,17 +11,8 @@ import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './pe
  */
 export function describeRwLockContract(name: string, harness: StoreHarness): void {
   describe(`read/write lock contract: ${name}`, () => {
-    let instances: LockStore[];
+    const store = useInstances(harness);
 
-    beforeAll(async () => {
-      const first = await harness.open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 });
-      instances = [first, await harness.peer(first), await harness.peer(first)];
-    });
-    afterAll(async () => {
-      for (const store of new Set(instances)) await store.close();
-    });
-
-    const store = (i = 0) => instances[i % instances.length] as LockStore;
     const WEIGHT = { read: 1, write: MAX_READERS } as const;
     const take = (key: string, mode: 'read' | 'write', call: Partial<PermitCall> = {}, i = 0) =>
       takePermit(store(i), 'rwlock', key, { weight: WEIGHT[mode], capacity: MAX_READERS, ...call });

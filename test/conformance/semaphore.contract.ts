@@ -1,8 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
+import { sleep, useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';
 
 /**
@@ -12,17 +11,8 @@ import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './pe
  */
 export function describeSemaphoreContract(name: string, harness: StoreHarness): void {
   describe(`semaphore contract: ${name}`, () => {
-    let instances: LockStore[];
+    const store = useInstances(harness);
 
-    beforeAll(async () => {
-      const first = await harness.open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 });
-      instances = [first, await harness.peer(first), await harness.peer(first)];
-    });
-    afterAll(async () => {
-      for (const store of new Set(instances)) await store.close();
-    });
-
-    const store = (i = 0) => instances[i % instances.length] as LockStore;
     const take = (key: string, limit: number, call: Partial<PermitCall> = {}, i = 0) =>
       takePermit(store(i), 'semaphore', key, { weight: 1, capacity: limit, ...call });
     /** Waits (on conditions, not sleeps) until `n` callers are queued on `key`: arrival order is then settled. */

@@ -1,10 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { AcquireOutcome, LockStore } from '../../src/domain/lock-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
+import { sleep, useInstances } from './contract-kit.js';
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
@@ -21,16 +21,7 @@ function granted(r: Result): Granted {
 /** Waiting for a held lock: fair, prompt, bounded, and leak-free. Part of the one store contract. */
 export function describeWaitingContract(name: string, harness: StoreHarness): void {
   describe(`lock store contract, waiting: ${name}`, () => {
-    /** Three handles on one shared store: three keyholder instances (the embedded store shares one map). */
-    let instances: LockStore[];
-
-    beforeAll(async () => {
-      const first = await harness.open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 });
-      instances = [first, await harness.peer(first), await harness.peer(first)];
-    });
-    afterAll(async () => {
-      for (const store of new Set(instances)) await store.close();
-    });
+    const store = useInstances(harness);
 
     const acquire = async (
       store: LockStore,
@@ -48,7 +39,6 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       });
       return { ...outcome, ownerToken, answeredAt: performance.now() };
     };
-    const store = (i: number) => instances[i % instances.length] as LockStore;
 
     it('a waiter is granted the lock when it is released, within milliseconds', async () => {
       const key = uniqueKey('release');

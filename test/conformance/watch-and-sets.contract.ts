@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from './contract-kit.js';
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';

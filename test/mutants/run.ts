@@ -16,6 +16,9 @@ import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
  *   --parts a,b        run StrykerJS on these parts of the scope only (stryker.config.mjs PARTS; default all)
  *   --only id,id       plant only these mutants (the report is then not written)
  *   --concurrency n    planted mutants run at once (default 2)
+ *   --runners n        StrykerJS test runners (default: stryker.config.mjs)
+ *   --incremental      StrykerJS reuses the results of the last run (reports/mutation/stryker-incremental-<part>.json)
+ *                      for mutants whose code and covering tests did not change; the record says so
  *   --skip-focused     leave out the focused proofs (FOCUSED_PROOFS: one named test alone against its bug)
  *   --focused-only     only the focused proofs (with --only: those of these mutants); with --update-record
  *                      their rows replace those of the last planted run's record (marked with when they ran)
@@ -53,6 +56,8 @@ const { values: args } = parseArgs({
     'skip-stryker': { type: 'boolean', default: false },
     only: { type: 'string' },
     concurrency: { type: 'string', default: '2' },
+    runners: { type: 'string' },
+    incremental: { type: 'boolean', default: false },
     parts: { type: 'string' },
     'skip-focused': { type: 'boolean', default: false },
     'focused-only': { type: 'boolean', default: false },
@@ -102,8 +107,8 @@ interface VitestJson {
 }
 
 /** Runs the safety tests in `dir`, stopping at the first failure; returns the first failing test, or null if all passed. */
-function runSafetyTests(dir: string): Promise<string | null> {
-  return runVitest(dir, ['--bail=1', ...SAFETY_TEST_FILES]);
+function runSafetyTests(dir: string, onReport?: (report: VitestJson) => void): Promise<string | null> {
+  return runVitest(dir, ['--bail=1', ...SAFETY_TEST_FILES], onReport);
 }
 
 /** Runs vitest in `dir` with `args`; returns the first failing test ("file > name"), or null if all passed. */
@@ -139,20 +144,51 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
   });
 }
 
-async function runPlanted(mutant: PlantedMutant): Promise<PlantedResult> {
+/**
+ * The safety test files tried first for a mutant, before the whole set: the file of its focused proof,
+ * the file that killed it in the last recorded run, and the files that test its source directly. A
+ * kill there is a kill by a test of `npm test` (every one of these is in SAFETY_TEST_FILES); only a
+ * mutant they all miss pays for the whole set.
+ */
+function firstTestFiles(mutant: PlantedMutant, lastKilledBy: ReadonlyMap<string, string>): string[] {
+  const byPath: Array<[RegExp, string[]]> = [
+    [/^src\/store\/redis\/scripts\//, ['test/redis/scripts.test.ts', 'test/conformance/redis-store.test.ts']],
+    [/^src\/store\/redis\//, ['test/conformance/redis-store.test.ts']],
+    [/^src\/store\/memory\//, ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts']],
+    [/^src\/domain\//, ['test/unit/safety-core.test.ts', 'test/domain/lock-service.test.ts']],
+  ];
+  const files = [
+    ...FOCUSED_PROOFS.filter((p) => p.mutants.includes(mutant.id)).map((p) => p.testFile),
+    ...[lastKilledBy.get(mutant.id)?.split(' ')[0] ?? ''],
+    ...(byPath.find(([pattern]) => pattern.test(mutant.file))?.[1] ?? []),
+  ];
+  return [...new Set(files)].filter((f) => SAFETY_TEST_FILES.includes(f));
+}
+
+/** The file that killed each planted mutant in the last recorded run. */
+function lastKills(): Map<string, string> {
+  const last = readJson<PlantedRecord>(runRecordOf('planted'));
+  return new Map((last?.planted ?? []).filter((p) => p.status === 'killed').map((p) => [p.id, p.killedBy]));
+}
+
+/** A planted mutant's result, and the result of each focused proof of it (its named test alone, with the mutant planted). */
+async function runPlanted(mutant: PlantedMutant, first: readonly string[]): Promise<PlantedResult & { proofs: Map<FocusedProof, string> }> {
   const started = performance.now();
+  const proofs = new Map<FocusedProof, string>();
   const dir = makeSandbox(mutant.id);
+  const seconds = () => Math.round((performance.now() - started) / 1000);
   try {
     if (!plant(dir, mutant)) {
-      return { mutant, status: 'no-match', killedBy: `find does not occur exactly once in ${mutant.file}`, seconds: 0 };
+      for (const proof of FOCUSED_PROOFS.filter((p) => p.mutants.includes(mutant.id))) proofs.set(proof, 'no-match');
+      return { mutant, status: 'no-match', killedBy: `find does not occur exactly once in ${mutant.file}`, seconds: 0, proofs };
     }
-    const failure = await runSafetyTests(dir);
-    return {
-      mutant,
-      status: failure === null ? 'survived' : 'killed',
-      killedBy: failure ?? '-',
-      seconds: Math.round((performance.now() - started) / 1000),
-    };
+    // The named test of each focused proof alone first: its failure is the proof and the kill at once.
+    for (const proof of FOCUSED_PROOFS.filter((p) => p.mutants.includes(mutant.id))) proofs.set(proof, await runNamedTest(dir, proof));
+    const proven = [...proofs].find(([, status]) => status === 'failed');
+    if (proven) return { mutant, status: 'killed', killedBy: `${proven[0].testFile} > ${proven[0].testName}`, seconds: seconds(), proofs };
+    // Its own tests next, then, only if they all pass, every safety test file.
+    const failure = (first.length > 0 ? await runVitest(dir, ['--bail=1', ...first]) : null) ?? (await runSafetyTests(dir));
+    return { mutant, status: failure === null ? 'survived' : 'killed', killedBy: failure ?? '-', seconds: seconds(), proofs };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -244,15 +280,19 @@ interface RunRecord {
   /** Load average (1 min) at the start and at the end; the machine is shared. */
   readonly loadBefore: number;
   readonly loadAfter: number;
+  /** StrykerJS reused the last run's results for unchanged mutants (--incremental): not a from-scratch time. */
+  readonly incremental?: boolean;
+  /** StrykerJS test runners (processes) of the run. */
+  readonly runners?: number;
 }
 const runRecordOf = (name: string) => join(REPORT_DIR, `${name}.run.json`);
 const commitNow = () => spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
 
-function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}): void {
+function record(name: string, startedAt: Date, loadBefore: number, extra: object = {}, commit = commitNow()): void {
   const entry: RunRecord = {
     startedAt: startedAt.toISOString(),
     seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
-    commit: commitNow(),
+    commit,
     loadBefore,
     loadAfter: loadavg()[0] as number,
   };
@@ -265,13 +305,16 @@ function runStryker(parts: readonly string[]): void {
   for (const part of parts) {
     const startedAt = new Date();
     const loadBefore = loadavg()[0] as number;
-    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', '--concurrency', '2'], {
+    // The commit StrykerJS copies into its sandbox now (the working tree may move on during a long run).
+    const commit = commitNow();
+    const options = [...(args.runners ? ['--concurrency', args.runners] : []), ...(args.incremental ? ['--incremental'] : [])];
+    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', ...options], {
       cwd: ROOT,
       stdio: 'inherit',
       env: { ...process.env, STRYKER_PART: part },
     });
     if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
-    record(`stryker-${part}`, startedAt, loadBefore);
+    record(`stryker-${part}`, startedAt, loadBefore, { incremental: args.incremental, runners: Number(args.runners ?? 2) }, commit);
   }
 }
 
@@ -297,6 +340,8 @@ function strykerTable(s: StrykerSummary): string {
 }
 
 interface PlantedRecord extends RunRecord {
+  /** A safety test that failed without any mutant and passed when its file ran again alone. */
+  readonly flakyWithoutMutant?: string | null;
   readonly planted: ReadonlyArray<{ id: string; file: string; what: string; status: string; killedBy: string; seconds: number }>;
   readonly focused: ReadonlyArray<{ bug: string; mutant: string; testFile: string; testName: string; clean: string; mutated: string; seconds: number }>;
 }
@@ -305,7 +350,7 @@ const readJson = <T>(path: string): T | null => (existsSync(path) ? (JSON.parse(
 const describeRun = (r: RunRecord | null) =>
   r === null
     ? 'time not recorded'
-    : `${minutes(r.seconds)} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
+    : `${minutes(r.seconds)}${r.incremental ? ' (incremental: unchanged mutants reused from the run before)' : ''}${r.runners ? `, ${r.runners} runners` : ''} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
 
 /** summary.md from the last StrykerJS report of each part and the last planted run, each with its own time, load and commit. */
 function writeReport(): boolean {
@@ -349,6 +394,7 @@ function writeReport(): boolean {
     '## Planted mutants',
     '',
     planted === null ? '**Not run.**' : `Run: ${describeRun(planted)}.`,
+    planted?.flakyWithoutMutant ? `\n**Flaky without any mutant:** ${planted.flakyWithoutMutant} failed in the run of every safety test and passed when its file ran again alone.` : '',
     '',
     `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`), up to the first failing test.`,
     '',
@@ -391,13 +437,38 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const loadBefore = loadavg()[0] as number;
   let planted: PlantedResult[] = [];
+  let focused: FocusedResult[] = [];
+  let flaky: string | null = null;
   if (!focusedOnly) {
+    // The safety tests without any mutant (a suite that fails on its own kills nothing); this run also
+    // shows each focused proof's test passing on the unchanged code.
     const baselineDir = makeSandbox('baseline');
-    const baselineFailure = await runSafetyTests(baselineDir);
+    const clean = new Map<string, string>();
+    const baselineFailure = await runSafetyTests(baselineDir, (report) => {
+      for (const file of report.testResults) for (const a of file.assertionResults) clean.set(a.fullName, a.status);
+    });
+    // A test that fails here and passes when its file is run again alone failed on the machine's load,
+    // not on the code: the run goes on, and the report names it (a flaky test is a bug to fix).
+    const retried = baselineFailure === null ? null : await runVitest(baselineDir, [baselineFailure.split(' ')[0] ?? '']);
+    // A proof's test the run above did not reach (it stops at its first failure) is run alone here.
+    for (const proof of args['skip-focused'] || retried !== null ? [] : FOCUSED_PROOFS) {
+      if (clean.get(proof.testName) !== 'passed') clean.set(proof.testName, await runNamedTest(baselineDir, proof));
+    }
     rmSync(baselineDir, { recursive: true, force: true });
-    if (baselineFailure !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+    if (baselineFailure !== null && retried !== null) throw new Error(`the safety tests fail without any mutant: ${baselineFailure}`);
+    if (baselineFailure !== null) {
+      flaky = baselineFailure;
+      console.error(`\n*** without any mutant, ${baselineFailure} failed once and passed when its file ran again alone ***\n`);
+    }
 
-    planted = await runAll(selected, Number(args.concurrency), runPlanted);
+    const kills = lastKills();
+    const results = await runAll(selected, Number(args.concurrency), (m) => runPlanted(m, firstTestFiles(m, kills)));
+    planted = results;
+    if (!args['skip-focused']) {
+      focused = results.flatMap((r) =>
+        [...r.proofs].map(([proof, mutated]) => ({ proof, mutant: r.mutant.id, clean: clean.get(proof.testName) ?? 'not run', mutated, seconds: r.seconds })),
+      );
+    }
     console.log(`\n${plantedTable(planted)}\n`);
     const killed = planted.filter((p) => p.status === 'killed').length;
     console.log(`planted mutants killed ${killed}/${planted.length}`);
@@ -406,10 +477,10 @@ async function main(): Promise<void> {
       console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
     }
     if (killed < planted.length) process.exitCode = 1;
+  } else {
+    const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
+    focused = await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
   }
-
-  const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
-  const focused = args['skip-focused'] ? [] : await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
   if (focused.length > 0) {
     console.log(`\n${focusedTable(focused)}\n`);
     console.log(`focused proofs ${focused.filter(proven).length}/${focused.length}`);
@@ -427,6 +498,7 @@ async function main(): Promise<void> {
   record('planted', startedAt, loadBefore, {
     planted: planted.map((r) => ({ id: r.mutant.id, file: r.mutant.file, what: r.mutant.what, status: r.status, killedBy: r.killedBy, seconds: r.seconds })),
     focused: focused.map(focusedRow),
+    flakyWithoutMutant: flaky,
   });
   if (!writeReport()) process.exitCode = 1;
 }
