@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { Command, type Redis } from 'ioredis';
 import type { HostPort, RedisConnection } from '../../src/store/redis/client.js';
 import { until, withClient } from './redis-admin.js';
-import { RedisServer } from './redis-server.js';
+import { freePort, RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -68,7 +68,11 @@ export class RedisCluster {
       // No diskless-sync delay: a replica syncs at once instead of after 5 s.
       '--repl-diskless-sync-delay', '0',
     ];
-    const started = await Promise.allSettled(Array.from({ length: count }, () => RedisServer.start({ args })));
+    // The cluster bus port is the client port + 10000 unless set: that lands in the ephemeral range,
+    // where any outgoing connection may hold it, so each node gets a free test port for its bus too.
+    const started = await Promise.allSettled(
+      Array.from({ length: count }, async () => RedisServer.start({ args: [...args, '--cluster-port', String(await freePort())] })),
+    );
     const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const cluster = new RedisCluster(servers);
     try {
