@@ -11,6 +11,7 @@ import { KeySpace } from '../src/store/redis/keys.js';
 import { parseAcquire, parseRelease } from '../src/store/redis/replies.js';
 import { defineScripts } from '../src/store/redis/scripts.js';
 import { cpuSeconds } from './cpu.js';
+import { addDeltas, commandDeltas, commandStats } from './redis-stats.js';
 import type {
   ChainResult,
   ChainTask,
@@ -494,23 +495,6 @@ async function runMemory(task: MemoryTask): Promise<MemoryResult> {
   }
 }
 
-function commandStats(info: string): Map<string, number> {
-  const calls = new Map<string, number>();
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(match[1] as string, Number(match[2]));
-  return calls;
-}
-
-/** Calls per command between two INFO commandstats reads; the INFO reads themselves are not counted. */
-function commandDeltas(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [name, calls] of after) {
-    if (name === 'info') continue;
-    const delta = calls - (before.get(name) ?? 0);
-    if (delta > 0) out[name] = delta;
-  }
-  return out;
-}
-
 async function runChain(task: ChainTask): Promise<ChainResult> {
   const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
   const pool = new Pool(task.keyholderUrl, { connections: task.waiters + 2, keepAliveTimeout: 120_000 });
@@ -562,13 +546,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
       if (released.status !== 200) failures++;
       await Promise.all(waiters);
       seconds += (performance.now() - startedAt) / 1000;
-      const after = commandStats(await redis.info('commandstats'));
-      for (const [name, calls] of after) {
-        // Our own INFO calls are not part of the hand-offs.
-        if (name === 'info') continue;
-        const delta = calls - (before.get(name) ?? 0);
-        if (delta > 0) breakdown[name] = (breakdown[name] ?? 0) + delta;
-      }
+      addDeltas(breakdown, commandDeltas(before, commandStats(await redis.info('commandstats'))));
     }
   } finally {
     await pool.close();
@@ -666,12 +644,7 @@ async function runWatch(task: WatchTask): Promise<WatchResult> {
         for (const at of answer.at) wake.record(at - sentAt);
         if (answer.index !== index) index = answer.index;
       }
-      const after = commandStats(await redis.info('commandstats'));
-      for (const [name, calls] of after) {
-        if (name === 'info') continue;
-        const delta = calls - (before.get(name) ?? 0);
-        if (delta > 0) breakdown[name] = (breakdown[name] ?? 0) + delta;
-      }
+      addDeltas(breakdown, commandDeltas(before, commandStats(await redis.info('commandstats'))));
     }
   } finally {
     for (const c of clients) c.close();

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
+import { commandDeltas, commandStats } from './redis-stats.js';
 
 /**
  * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
@@ -16,12 +17,6 @@ const NAMESPACE = 'ns';
 const PAIRS = 2000;
 const HELD = 10_000;
 
-function commandStats(info: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out.set(m[1] as string, Number(m[2]));
-  return out;
-}
-
 function usedMemory(info: string): number {
   return Number(/^used_memory:(\d+)/m.exec(info)?.[1]);
 }
@@ -30,12 +25,7 @@ async function perPair(stats: Redis, pairs: number, run: () => Promise<void>): P
   const before = commandStats(await stats.info('commandstats'));
   await run();
   const after = commandStats(await stats.info('commandstats'));
-  const deltas: [string, number][] = [];
-  for (const [name, calls] of after) {
-    if (name === 'info') continue;
-    const d = calls - (before.get(name) ?? 0);
-    if (d > 0) deltas.push([name, d / pairs]);
-  }
+  const deltas = Object.entries(commandDeltas(before, after)).map(([name, d]): [string, number] => [name, d / pairs]);
   deltas.sort((a, b) => b[1] - a[1]);
   const inside = deltas.filter(([name]) => name !== 'evalsha' && name !== 'eval').reduce((s, [, n]) => s + n, 0);
   return { total: inside, breakdown: deltas.map(([n, c]) => `${n} ${c.toFixed(2)}`).join(', ') };
