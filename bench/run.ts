@@ -30,6 +30,8 @@ const USAGE = `npm run bench -- [options]
   --no-waiting        skip the queue-draining and lease-expiry measurements
   --no-memory         skip the Redis memory measurement
   --no-watch          skip the blocking-query (watch) fan-out measurement
+  --only PART         run one part only: loops, memory, waiting, watch or backends (only the processes it
+                      needs are started; with --profile, the keyholder instance that part uses is profiled)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
                       keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
@@ -48,6 +50,7 @@ const { values: args } = parseArgs({
     'no-memory': { type: 'boolean', default: false },
     'no-watch': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
+    only: { type: 'string' },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
@@ -59,6 +62,20 @@ if (args.help) {
   process.exit(0);
 }
 const RESULTS_DIR = join(ROOT, 'bench/results');
+
+/** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
+const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
+type Part = (typeof PARTS)[number];
+if (args.only !== undefined && !(PARTS as readonly string[]).includes(args.only)) {
+  process.stderr.write(`--only takes one of ${PARTS.join(', ')}\n\n${USAGE}`);
+  process.exit(2);
+}
+function runs(part: Part): boolean {
+  if (args.only !== undefined) return args.only === part;
+  return part === 'loops' || !args[`no-${part}`];
+}
+/** The instance --profile profiles: the second one when only the parts measured on it run. */
+const profiledAux = args.only === 'memory' || args.only === 'waiting' || args.only === 'watch';
 
 const quick = args.quick ?? false;
 const settings = {
@@ -146,7 +163,7 @@ async function main(): Promise<void> {
     // to see what the quota costs. The figures in docs/performance.md were made without it.
     const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
     const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
-    const keyholder = await startKeyholder('keyholder', redis.url, dir, access, nodeFlags);
+    const keyholder = await startKeyholder('keyholder', redis.url, dir, access, profiledAux ? [] : nodeFlags);
     owned.push(keyholder.proc);
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
     // seen to go) and room for 1,000 waiters on one key.
@@ -156,18 +173,19 @@ async function main(): Promise<void> {
       REDIS_KEY_PREFIX: 'khaux:',
       FENCE_GRACE_MS: String(MEMORY_FENCE_GRACE_MS),
       WAITERS_PER_KEY_MAX: '1024',
-    });
+    }, profiledAux ? nodeFlags : []);
     owned.push(aux.proc);
-    const floor = await startFloorHttp(dir);
-    owned.push(floor.proc);
-    const floorLock = await startFloorLock(dir, redis.url);
-    owned.push(floorLock.proc);
-    const etcd = etcdInstalled() && selected.includes('peer-etcd') ? await startEtcd(dir) : undefined;
+    // The floors and etcd serve the loop scenarios only.
+    const floor = runs('loops') ? await startFloorHttp(dir) : undefined;
+    if (floor) owned.push(floor.proc);
+    const floorLock = runs('loops') ? await startFloorLock(dir, redis.url) : undefined;
+    if (floorLock) owned.push(floorLock.proc);
+    const etcd = runs('loops') && etcdInstalled() && selected.includes('peer-etcd') ? await startEtcd(dir) : undefined;
     if (etcd) owned.push(etcd.proc);
     worker = new LoadWorker();
 
     let memory: MemoryResult | undefined;
-    if (!args['no-memory']) {
+    if (runs('memory')) {
       progress('memory: holding locks, releasing, waiting past the grace');
       memory = await worker.run<MemoryResult>({
         kind: 'memory',
@@ -188,16 +206,16 @@ async function main(): Promise<void> {
         case 'renew':
           return { url: keyholder.url, pid: keyholder.proc.pid, proc: keyholder.proc };
         case 'floor-http':
-          return { url: floor.url, pid: floor.proc.pid, proc: floor.proc };
+          return floor ? { url: floor.url, pid: floor.proc.pid, proc: floor.proc } : undefined;
         case 'floor-lock':
-          return { url: floorLock.url, pid: floorLock.proc.pid, proc: floorLock.proc };
+          return floorLock ? { url: floorLock.url, pid: floorLock.proc.pid, proc: floorLock.proc } : undefined;
         case 'floor-redis':
           return { url: (redis as RedisServer).url, pid: redisPid };
         case 'peer-etcd':
           return etcd ? { url: etcd.url, pid: etcd.proc.pid, proc: etcd.proc } : undefined;
       }
     };
-    for (let round = 1; round <= settings.rounds; round++) {
+    for (let round = 1; runs('loops') && round <= settings.rounds; round++) {
       for (const c of settings.concurrencies) {
         for (const scenario of ALL_SCENARIOS.filter((s) => selected.includes(s))) {
           const target = targetOf(scenario);
@@ -231,7 +249,7 @@ async function main(): Promise<void> {
 
     const chains: ChainResult[] = [];
     let expiry: ExpiryResult | undefined;
-    if (!args['no-waiting']) {
+    if (runs('waiting')) {
       for (const [waiters, cycles] of [
         [1, quick ? 10 : 50],
         [100, quick ? 1 : 3],
@@ -247,7 +265,7 @@ async function main(): Promise<void> {
     }
 
     const watches: WatchResult[] = [];
-    if (!args['no-watch']) {
+    if (runs('watch')) {
       for (const watchers of [1, 100, 1000]) {
         progress(`watch: ${watchers} blocking queries on one key, woken by each change`);
         watches.push(
@@ -258,7 +276,7 @@ async function main(): Promise<void> {
 
     let backends: BackendRow[] | undefined;
     const backendConcurrency = 50;
-    if (!args['no-backends'] && etcdInstalled()) {
+    if (runs('backends') && etcdInstalled()) {
       const w = worker;
       backends = await measureBackends({
         oneRedis: keyholder,
@@ -297,7 +315,7 @@ async function main(): Promise<void> {
     if (args.profile) {
       // The profile is written when the process exits.
       progress('profile: stopping keyholder to collect its CPU profile');
-      await keyholder.proc.stop();
+      await (profiledAux ? aux : keyholder).proc.stop();
       text += `\n### CPU profile\n\n${renderProfile(summariseProfiles(profileDir, ROOT))}\n`;
     }
     progress('done\n');

@@ -221,13 +221,21 @@ export class LockService {
    * A blocking query (Consul's): the lock's state and watch index, answered at once when the index
    * differs from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes,
    * otherwise after `waitMs` with the unchanged state. Clients compare indexes for inequality only.
+   * `onChange`: see ChangeWatch.wait.
    */
-  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedView> {
+  async watch(
+    namespace: string,
+    key: string,
+    index: number | undefined,
+    waitMs: number,
+    signal?: AbortSignal,
+    onChange?: (view: IndexedView) => void,
+  ): Promise<IndexedView> {
     const id = lockId(namespace, key);
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
     if (index === undefined || waitMs === 0) return this.observe('inspect', () => this.changes.current(id));
     this.checkWaitMs(waitMs);
-    return this.changes.wait(id, index, waitMs, this.waitGate.waitSignal(signal));
+    return this.changes.wait(id, index, waitMs, this.waitGate.waitSignal(signal), onChange);
   }
 
   /**

@@ -148,16 +148,23 @@ export class PermitCore {
   /**
    * A blocking query, as LockService.watch: the state and watch index, at once when the index differs
    * from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes, otherwise
-   * after `waitMs` with the unchanged state.
+   * after `waitMs` with the unchanged state. `onChange`: see ChangeWatch.wait.
    */
-  async watch(namespace: string, key: string, index: number | undefined, waitMs: number, signal?: AbortSignal): Promise<IndexedPermitState> {
+  async watch(
+    namespace: string,
+    key: string,
+    index: number | undefined,
+    waitMs: number,
+    signal?: AbortSignal,
+    onChange?: (view: IndexedPermitState) => void,
+  ): Promise<IndexedPermitState> {
     const id = lockId(namespace, key);
     const changes = this.changes;
     if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
     if (index === undefined || waitMs === 0) return this.observe('inspect', () => changes.current(id));
     this.rules.checkWaitMs(waitMs);
     // As the store's waits: a shutdown ends it (the gate's signal).
-    return changes.wait(id, index, waitMs, this.gate.waitSignal(signal));
+    return changes.wait(id, index, waitMs, this.gate.waitSignal(signal), onChange);
   }
 
   /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */

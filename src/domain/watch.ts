@@ -79,6 +79,7 @@ export function permitWatchSource(permits: PermitStore, kind: PermitKind): Watch
 
 interface Watcher<V> {
   readonly index: number;
+  readonly onChange: ((view: V) => void) | undefined;
   readonly resolve: (view: V) => void;
   readonly reject: (err: unknown) => void;
   readonly done: () => void;
@@ -141,8 +142,15 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
   /**
    * Answers at once when the index differs from `index` (or waitMs is 0), otherwise as soon as it
    * changes, otherwise after `waitMs` with the unchanged view. `signal` ends the wait (caller gone).
+   *
+   * `onChange`, when given, is called with the view when a change ends this wait, synchronously in the
+   * pass that wakes every watcher of the key, before the returned promise settles (not when the wait
+   * ends at once or by running out). A caller that answers there answers a thousand watchers in one
+   * pass: a promise's continuations run in turns, every watcher's first step before any one's second,
+   * so answering after the await would delay the first answer until all of them reached it. If it
+   * throws, the wait rejects with what it threw.
    */
-  async wait(id: string, index: number, waitMs: number, signal?: AbortSignal): Promise<V> {
+  async wait(id: string, index: number, waitMs: number, signal?: AbortSignal, onChange?: (view: V) => void): Promise<V> {
     if (waitMs <= 0) return this.current(id);
     const entry = this.entry(id);
     entry.users++;
@@ -167,7 +175,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
           signal?.removeEventListener('abort', onAbort);
           entry.watchers.delete(watcher);
         };
-        const watcher: Watcher<V> = { index, resolve, reject, done };
+        const watcher: Watcher<V> = { index, onChange, resolve, reject, done };
         entry.watchers.add(watcher);
         signal?.addEventListener('abort', onAbort, { once: true });
       });
@@ -257,12 +265,16 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
           return;
         }
         this.remember(id, entry, view);
-        for (const w of [...entry.watchers]) {
-          if (w.index !== view.index) {
-            w.done();
-            w.resolve(view);
-          }
-        }
+        const woken = [...entry.watchers].filter((w) => w.index !== view.index);
+        // Every answer first (onChange), then the bookkeeping (timers, abort listeners): with a thousand
+        // watchers the last answer waits for all the work done in this pass before it.
+        const failures = woken.map((w) => answerFirst(w, view));
+        woken.forEach((w, i) => {
+          w.done();
+          const failure = failures[i];
+          if (failure === undefined) w.resolve(view);
+          else w.reject(failure.err);
+        });
       } while (entry.again);
     } finally {
       entry.checking = false;
@@ -291,6 +303,16 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
       entry.stop?.();
     }, LINGER_MS);
     entry.linger.unref();
+  }
+}
+
+/** Calls `watcher`'s onChange with `view`; what it threw, if anything (its wait then rejects with it). */
+function answerFirst<V>(watcher: Watcher<V>, view: V): { err: unknown } | undefined {
+  try {
+    watcher.onChange?.(view);
+    return undefined;
+  } catch (err) {
+    return { err };
   }
 }
 

@@ -1,29 +1,52 @@
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
 
+const CONTENT_TYPE = 'application/json; charset=utf-8';
+
 /**
- * One serialized body for every blocking query a change answers. A change wakes all watchers of a key
- * with the SAME view object (src/domain/watch.ts); validating and stringifying the answer once for
- * that view, instead of once per watcher, takes the response schema's work out of the per-watcher path
- * (with a thousand watchers it was a good part of the time between the change and the last answer).
- * The body is checked against the route's response schema when it is made, as the serializer would.
+ * One answer for every blocking query a change answers. A change wakes all watchers of a key with the
+ * SAME view object (src/domain/watch.ts); the body is validated against the route's response schema
+ * and stringified once for that view, as the serializer would, and its length taken once.
+ *
+ * Each answer is then written straight to the response (`reply.hijack()`, then Node's `writeHead` and
+ * `end`), not through `reply.send()`: with a thousand watchers on one key, the last answer waits for
+ * every answer before it, and Fastify's send path (its onSend hook chain, payload checks and header
+ * bookkeeping, a few microtask hops each) was a good part of the time per answer. What the answer
+ * carries is the same: status 200, the headers set on the reply before it (the rate limiter's
+ * x-ratelimit-*), content-type and content-length, and Node's own date and keep-alive headers. The
+ * routes' only onSend hook (fresh-answers.ts) concerns grants, never a blocking query. Fastify's
+ * response listeners still run when the answer is written, so the onResponse hooks (metrics) and the
+ * request log see every answer.
  */
 export class SharedAnswers<S extends z.ZodType> {
-  private readonly bodies = new WeakMap<object, { key: string; json: string }>();
+  private readonly answers = new WeakMap<object, { key: string; json: string; length: string }>();
 
   constructor(private readonly schema: S) {}
 
   /**
-   * Sends the answer for `view` on `reply`: made by `build` the first time this view is answered for
+   * Answers `reply` for `view`: the body made by `build` the first time this view is answered for
    * `key`, then reused. `view` must be the object the watch handed out, never a copy.
    */
   send(reply: FastifyReply, view: object, key: string, build: () => z.input<S>): FastifyReply {
-    let body = this.bodies.get(view);
-    if (body === undefined || body.key !== key) {
-      body = { key, json: JSON.stringify(this.schema.parse(build())) };
-      this.bodies.set(view, body);
+    let answer = this.answers.get(view);
+    if (answer === undefined || answer.key !== key) {
+      const json = JSON.stringify(this.schema.parse(build()));
+      answer = { key, json, length: String(Buffer.byteLength(json)) };
+      this.answers.set(view, answer);
     }
-    // A string with a JSON content type is sent as it is (Fastify's serializer is skipped).
-    return reply.type('application/json; charset=utf-8').send(body.json);
+    const headers: string[] = [];
+    const own = reply.getHeaders();
+    for (const name in own) {
+      const value = own[name];
+      if (value === undefined || name === 'content-type' || name === 'content-length') continue;
+      if (Array.isArray(value)) for (const v of value) headers.push(name, v);
+      else headers.push(name, String(value));
+    }
+    headers.push('content-type', CONTENT_TYPE, 'content-length', answer.length);
+    reply.hijack();
+    // A HEAD request gets the headers only: Node leaves the body out.
+    reply.raw.writeHead(200, headers);
+    reply.raw.end(answer.json);
+    return reply;
   }
 }

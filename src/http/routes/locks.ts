@@ -145,10 +145,12 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       const key = request.params.key;
       const { index, waitMs = 0 } = request.query;
       const blocking = index !== undefined && waitMs > 0;
-      const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
-      const answer = () => lockStatus(key, view);
-      // The watchers a change wakes share its view: one body for all of them.
-      return blocking ? watchAnswers.send(reply, view, key, answer) : answer();
+      // The watchers a change wakes share its view (one body for all of them) and are answered in the
+      // pass that wakes them (see ChangeWatch.wait); an answer at once or after waitMs comes here.
+      const send = (view: IndexedView) => watchAnswers.send(reply, view, key, () => lockStatus(key, view));
+      const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
+      if (reply.sent) return reply;
+      return blocking ? send(view) : lockStatus(key, view);
     },
   );
 };

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
-import type { PermitState } from '../../domain/permit-store.js';
+import type { IndexedPermitState, PermitState } from '../../domain/permit-store.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
@@ -130,10 +130,12 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
         const key = request.params.key;
         const { index, waitMs = 0 } = request.query;
         const blocking = index !== undefined && waitMs > 0;
-        const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined);
-        const answer = () => kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
-        // The watchers a change wakes share its view: one body for all of them.
-        return blocking ? watchAnswers.send(reply, watched, key, answer) : answer();
+        const status = (watched: IndexedPermitState) => kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
+        // As for locks: one body per change, written in the pass that wakes every watcher of the key.
+        const send = (watched: IndexedPermitState) => watchAnswers.send(reply, watched, key, () => status(watched));
+        const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
+        if (reply.sent) return reply;
+        return blocking ? send(watched) : status(watched);
       },
     );
   };

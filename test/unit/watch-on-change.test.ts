@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ChangeWatch, type WatchSource } from '../../src/domain/watch.js';
+
+/**
+ * ChangeWatch.wait's onChange: called for every watcher a change wakes, all in the one pass that
+ * wakes them and before any wait's promise settles; not for an answer at once; a throw rejects only
+ * that wait. A source in memory, so only the watch's own order is tested.
+ */
+function source(): { watch: ChangeWatch<{ index: number }>; change: (index: number) => void } {
+  let view = { index: 1 };
+  let notify: (() => void) | undefined;
+  const src: WatchSource<{ index: number }> = {
+    watchChanges: async (_id, onChange) => {
+      notify = onChange;
+      return () => undefined;
+    },
+    read: async () => view,
+    changesByItselfInMs: () => undefined,
+    aged: (v) => v,
+  };
+  const watch = new ChangeWatch(src);
+  return {
+    watch,
+    change: (index) => {
+      view = { index };
+      notify?.();
+    },
+  };
+}
+
+describe('ChangeWatch onChange', () => {
+  it('answers every woken watcher in one pass, before any wait settles; a throw rejects that wait only', async () => {
+    const { watch, change } = source();
+    const events: string[] = [];
+    const waits = [0, 1, 2].map((i) =>
+      watch
+        .wait('k', 1, 10_000, undefined, (view) => {
+          events.push(`change ${i} ${view.index}`);
+          if (i === 1) throw new Error('could not answer');
+        })
+        .then(
+          (view) => events.push(`settled ${i} ${view.index}`),
+          (err: unknown) => events.push(`rejected ${i} ${(err as Error).message}`),
+        ),
+    );
+    await expect.poll(() => watch.size).toBe(3);
+    change(2);
+    await Promise.all(waits);
+    expect(events.slice(0, 3)).toEqual(['change 0 2', 'change 1 2', 'change 2 2']);
+    expect(events.slice(3).sort()).toEqual(['rejected 1 could not answer', 'settled 0 2', 'settled 2 2']);
+    expect(watch.size).toBe(0);
+  });
+
+  it('is not called for an answer at once or after waitMs', async () => {
+    const { watch } = source();
+    const calls: number[] = [];
+    expect((await watch.wait('k', 7, 10_000, undefined, (v) => calls.push(v.index))).index).toBe(1);
+    expect((await watch.wait('k', 1, 20, undefined, (v) => calls.push(v.index))).index).toBe(1);
+    expect(calls).toEqual([]);
+  });
+});
