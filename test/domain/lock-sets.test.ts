@@ -20,13 +20,14 @@ const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The embedded store, with its lock-set steps counted (a waiting set must not poll). */
-function countedStore(memory: MemoryStore, delayMs = 0): { store: LockStore; attempts: () => number } {
+function countedStore(memory: MemoryStore, delayMs = 0, afterRefusal?: () => Promise<void>): { store: LockStore; attempts: () => number } {
   let attempts = 0;
   const sets = memory.lockSets;
   const lockSets: LockSetStore = {
     acquireSet: async (input) => {
       attempts++;
       const outcome = await sets.acquireSet(input);
+      if (!outcome.acquired) await afterRefusal?.();
       // A store that answers late (a stalled network): the grant may be stale when it arrives.
       if (delayMs > 0) await sleep(delayMs);
       return outcome;
@@ -163,9 +164,7 @@ describe('lock sets', () => {
       await sleep(100);
       expect(attempts()).toBe(before + 1);
       await locks.release(ns, 'b', single.ownerToken);
-      const started = performance.now();
       const grant = await waiting;
-      expect(performance.now() - started).toBeLessThan(10_000);
       expect(attempts()).toBe(before + 2);
       expect(grant.locks[1]?.fencingToken).toBeGreaterThan(single.fencingToken);
       await sets.release(ns, ['a', 'b'], grant.ownerToken);
@@ -181,12 +180,29 @@ describe('lock sets', () => {
       await locks.acquire(ns, 'g', 50, { lockDelayMs: 400 });
       await vi.waitFor(async () => expect(await locks.inspect(ns, 'g')).toBeNull(), { timeout: 5_000, interval: 10 });
       const before = attempts();
-      const started = performance.now();
       const delayed = await sets.acquire(ns, ['g'], 30_000, { waitMs: 20_000 });
-      expect(performance.now() - started).toBeLessThan(10_000);
       // Asleep through the delay, not asking again and again.
       expect(attempts() - before).toBeLessThanOrEqual(4);
       await sets.release(ns, ['g'], delayed.ownerToken);
+    });
+
+    it('a busy key freed just after the refusal is asked for again at once, not after the wait', async () => {
+      const mem = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+      const ns = uniqueNamespace();
+      let single: { ownerToken: string } | undefined;
+      // The busy key's holder lets go between the refusal and the set's next look at the key.
+      const racing = countedStore(mem, 0, async () => {
+        if (single) await own.release(ns, 'r', single.ownerToken);
+        single = undefined;
+      });
+      const own = new LockService(racing.store, LIMITS);
+      const ownSets = new LockSetService(racing.store, LIMITS, own);
+      single = await own.acquire(ns, 'r', 60_000);
+      // Asleep until a change that never comes, it would not be granted before the test's time-out.
+      const grant = await ownSets.acquire(ns, ['r', 's'], 30_000, { waitMs: 60_000 });
+      expect(racing.attempts()).toBe(2);
+      await ownSets.release(ns, ['r', 's'], grant.ownerToken);
+      await mem.close();
     });
 
     it('gives up with lock_held once waitMs has passed, not before', async () => {
@@ -244,6 +260,8 @@ describe('lock sets', () => {
     expect(await own.inspect(ns, 'l2')).toBeNull();
     // The same delay on a long lease is fine.
     const grant = await ownSets.acquire(ns, ['l1', 'l2'], 30_000);
+    const renewed = await ownSets.renew(ns, ['l2', 'l1'], grant.ownerToken, 60_000);
+    expect(renewed.locks.map((l) => l.fencingToken)).toEqual([grant.locks[1]?.fencingToken, grant.locks[0]?.fencingToken]);
     await ownSets.release(ns, ['l1', 'l2'], grant.ownerToken);
     await mem.close();
   });

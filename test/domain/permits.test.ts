@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import {
   InvalidRequestError,
@@ -337,13 +337,15 @@ describe('read/write locks', () => {
 });
 
 describe('the namespace quota counts every lease', () => {
+  // Each test builds its own services (not in a hook): the cap is read when they are built.
   let r: Rig;
   /** The store's clock: slots and leases end on it. */
-  const clock = new FakeClock();
-  beforeAll(() => {
+  let clock: FakeClock;
+  beforeEach(() => {
+    clock = new FakeClock();
     r = rig({ ...LIMITS, maxHeldLocksPerNamespace: 2 }, undefined, clock);
   });
-  afterAll(async () => {
+  afterEach(async () => {
     await r.store.close();
   });
 
@@ -418,6 +420,18 @@ describe('blocking queries on a semaphore or read/write lock', () => {
     await r.semaphores.release(ns, 'w', grant.ownerToken);
   });
 
+  it('only answers given at once are timed as inspects: without an index, or with waitMs 0; a real wait is not', async () => {
+    const own = rig();
+    const ns = uniqueNamespace();
+    const free = await own.cores.semaphores.watch(ns, 'w', undefined, 10_000);
+    expect(own.events).toEqual(['semaphore inspect ok']);
+    await own.cores.semaphores.watch(ns, 'w', free.index, 0);
+    expect(own.events).toEqual(['semaphore inspect ok', 'semaphore inspect ok']);
+    expect((await own.cores.semaphores.watch(ns, 'w', free.index, 30)).index).toBe(free.index);
+    expect(own.events).toEqual(['semaphore inspect ok', 'semaphore inspect ok']);
+    await own.store.close();
+  });
+
   it('a caller leaving or a shutdown ends the wait', async () => {
     const own = rig();
     const ns = uniqueNamespace();
@@ -476,6 +490,20 @@ describe('late grants and stores without permits', () => {
     );
     expect(await own.semaphores.inspect(ns, 'late')).toBeNull();
     await own.store.close();
+  });
+
+  it('the services work without an observer', async () => {
+    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const locks = new LockService(store, LIMITS);
+    const cores = createPermitCores(store, LIMITS, locks.waitGate);
+    const semaphores = new SemaphoreService(cores.semaphores);
+    const ns = uniqueNamespace();
+    const grant = await semaphores.acquire(ns, 'k', { limit: 1, ttlMs: 1_000 });
+    await expect(semaphores.acquire(ns, 'k', { limit: 1, ttlMs: 1_000 })).rejects.toBeInstanceOf(SemaphoreFullError);
+    expect((await cores.semaphores.watch(ns, 'k', undefined, 0)).state?.holders).toHaveLength(1);
+    await semaphores.release(ns, 'k', grant.ownerToken);
+    await expect(semaphores.release(ns, 'k', grant.ownerToken)).rejects.toBeInstanceOf(NotOwnerError);
+    await store.close();
   });
 
   it('a store without permits answers not_supported, naming the primitive', async () => {
