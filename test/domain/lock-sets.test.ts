@@ -312,6 +312,21 @@ describe('lock sets and the namespace quota: one slot per key', () => {
     return taken.length;
   };
 
+  it('without a cap (0 or none configured) a set takes no slot: a namespace may hold any number of keys', async () => {
+    const mem = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    for (const limits of [{ ...LIMITS, maxHeldLocksPerNamespace: 0 }, { ...LIMITS, maxHeldLocksPerNamespace: undefined }]) {
+      const own = new LockSetService(mem, limits, new LockService(mem, limits));
+      const ns = uniqueNamespace();
+      const keys = Array.from({ length: MAX_LOCK_SET_KEYS }, (_v, i) => `k${i}`);
+      const grant = await own.acquire(ns, keys, 60_000);
+      const waited = await own.acquire(ns, ['w'], 60_000, { waitMs: 1_000 });
+      await own.renew(ns, keys, grant.ownerToken, 60_000);
+      await own.release(ns, keys, grant.ownerToken);
+      await own.release(ns, ['w'], waited.ownerToken);
+    }
+    await mem.close();
+  });
+
   it('a set takes one slot per key; a set over the cap is refused whole and gives back the slots it took', async () => {
     const ns = uniqueNamespace();
     const grant = await sets.acquire(ns, ['a', 'b'], 60_000);
