@@ -156,6 +156,8 @@ describe('ChangeWatch', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(145);
     expect(view).toEqual({ index: 2, note: 'aged' });
     expect(watch.size).toBe(0);
+    // A view that never changes by itself is read once: no polling while nothing is announced.
+    expect(source.reads).toBe(1);
   });
 
   it('the answer after waitMs is the last view read, also when a notice brought a new one with the same index', async () => {
@@ -329,6 +331,31 @@ describe('ChangeWatch', () => {
     open();
     for (const w of waits) expect(await w).toEqual({ index: 2 });
     expect(source.reads).toBe(1);
+  });
+
+  it('a caller arriving while a check reads shares that read, even when an older read settles meanwhile', async () => {
+    const source = new TestSource();
+    const watch = new ChangeWatch(source);
+    source.set('k', { index: 2 });
+    let openFirst!: () => void;
+    source.readGate = new Promise<void>((r) => (openFirst = r));
+    const first = watch.wait('k', 2, 10_000);
+    await vi.waitFor(() => expect(source.reads).toBe(1));
+    // A change while the first caller's read is in flight: the check sends its own read.
+    let openCheck!: () => void;
+    source.readGate = new Promise<void>((r) => (openCheck = r));
+    source.views.set('k', { index: 3 });
+    source.notify('k');
+    await vi.waitFor(() => expect(source.reads).toBe(2));
+    openFirst();
+    await settled(Promise.resolve());
+    const second = watch.wait('k', 2, 10_000);
+    await settled(Promise.resolve());
+    expect(source.reads).toBe(2);
+    openCheck();
+    expect(await first).toEqual({ index: 3 });
+    expect(await second).toEqual({ index: 3 });
+    expect(source.reads).toBe(2);
   });
 
   it('a notice during a check reads once more after it, so a change it missed still wakes the watchers', async () => {
