@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { LockHeldError, QuotaExceededError, WaitAbortedError } from '../../src/domain/errors.js';
+import { InvalidRequestError, LockHeldError, NotOwnerError, NotSupportedError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
@@ -126,5 +126,83 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
     expect(state?.fencingToken).toBe(granted.fencingToken);
     expect(state?.waiters).toBe(0);
     await unlimited.release(ns, 'w', granted.ownerToken);
+  });
+});
+
+describe('lock service rules over the embedded store', () => {
+  const LIMITS = { ...DEFAULT_LIMITS, minTtlMs: 1, maxLockDelayMs: 5_000 };
+  let store: MemoryStore;
+  beforeAll(() => {
+    store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it('lock-delay: an integer from 0 to the configured bound; a store without it refuses any but 0', async () => {
+    const locks = new LockService(store, LIMITS);
+    const ns = uniqueNamespace();
+    for (const lockDelayMs of [-1, 1.5, LIMITS.maxLockDelayMs + 1]) {
+      const err = await locks.acquire(ns, 'd', 1_000, { lockDelayMs }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidRequestError);
+      expect((err as InvalidRequestError).field).toBe('lockDelayMs');
+    }
+    expect(await locks.inspect(ns, 'd')).toBeNull();
+    const atBound = await locks.acquire(ns, 'd', 1_000, { lockDelayMs: LIMITS.maxLockDelayMs });
+    await locks.release(ns, 'd', atBound.ownerToken);
+    const bare = new LockService(Object.assign(Object.create(store) as LockStore, { supportsLockDelay: false }), LIMITS);
+    await expect(bare.acquire(ns, 'e', 1_000, { lockDelayMs: 1 })).rejects.toBeInstanceOf(NotSupportedError);
+    const plain = await bare.acquire(ns, 'e', 1_000, { lockDelayMs: 0 });
+    await bare.release(ns, 'e', plain.ownerToken);
+  });
+
+  it('a blocking query answers at once without an index or with waitMs 0, timed as an inspect; a real wait is not timed', async () => {
+    const ops: string[] = [];
+    const locks = new LockService(store, LIMITS, { operation: (op, result) => ops.push(`${op} ${result}`) });
+    const ns = uniqueNamespace();
+    const free = await locks.watch(ns, 'w', undefined, 10_000);
+    expect(free).toMatchObject({ state: null, index: 1 });
+    expect(ops).toEqual(['inspect ok']);
+    expect(await locks.watch(ns, 'w', 1, 0)).toMatchObject({ index: 1 });
+    expect(ops).toEqual(['inspect ok', 'inspect ok']);
+    expect(await locks.watch(ns, 'w', 1, 50)).toMatchObject({ index: 1 });
+    expect(ops).toEqual(['inspect ok', 'inspect ok']);
+    await expect(locks.watch(ns, 'w', 1, LIMITS.maxWaitMs + 1)).rejects.toBeInstanceOf(InvalidRequestError);
+  });
+
+  it('a grant that comes back too late to trust is given back: the lock is free, and store_unavailable is answered', async () => {
+    const slow = Object.assign(Object.create(store) as LockStore, {
+      acquire: async (input: Parameters<LockStore['acquire']>[0]) => {
+        const outcome = await store.acquire(input);
+        await sleep(60);
+        return outcome;
+      },
+    });
+    const locks = new LockService(slow, LIMITS);
+    const ns = uniqueNamespace();
+    // 60 ms late on a 100 ms lease.
+    await expect(locks.acquire(ns, 'late', 100)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(await locks.inspect(ns, 'late')).toBeNull();
+  });
+
+  it('a reply back after exactly half the lease is already too late', async () => {
+    const locks = new LockService(store, LIMITS);
+    const ns = uniqueNamespace();
+    const grant = await locks.acquire(ns, 'half', 100);
+    const now = vi.spyOn(performance, 'now').mockReturnValue(10_000);
+    try {
+      const lease = { key: 'half', ownerToken: grant.ownerToken, ttlMs: 100 };
+      await locks.confirmFresh(ns, { ...lease, decidedAt: 10_000 - 49 });
+      await expect(locks.confirmFresh(ns, { ...lease, decidedAt: 10_000 - 50 })).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      now.mockRestore();
+    }
+  });
+
+  it('without an observer, a lost lease is still not_owner', async () => {
+    const locks = new LockService(store, LIMITS);
+    const ns = uniqueNamespace();
+    await expect(locks.renew(ns, 'gone', 'x'.repeat(22), 1_000)).rejects.toBeInstanceOf(NotOwnerError);
+    await expect(locks.release(ns, 'gone', 'x'.repeat(22))).rejects.toBeInstanceOf(NotOwnerError);
   });
 });

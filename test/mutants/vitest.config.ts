@@ -25,18 +25,19 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * kill never waits on the slower contract tests (vitest's own order runs the longest first).
  */
 const PART_FILES: Record<string, readonly string[]> = {
-  // The domain is backend-agnostic: the lock service over both stores and the embedded store's
-  // contract exercise it; the Redis contract adds nothing of the domain's but 15 s per survivor.
+  // The domain is backend-agnostic: its services over the embedded store in this process (test/domain),
+  // the lock service also over Redis, and the embedded store's contract exercise it; the Redis contract
+  // adds nothing of the domain's but 15 s per survivor, and the HTTP files as many seconds per mutant.
   domain: [
     'test/unit/safety-core.test.ts',
     'test/unit/random.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
+    'test/domain/watch.test.ts',
+    'test/domain/permits.test.ts',
+    'test/domain/lock-sets.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
-    // The semaphore, read/write-lock, lock-set and watch services have no in-process test but these.
-    'test/http/permits.test.ts',
-    'test/http/watch-and-lock-sets.test.ts',
   ],
   memory: [
     'test/unit/safety-core.test.ts',
