@@ -146,6 +146,8 @@ export interface WatchResult {
   readonly failures: number;
   /** From the changing call being sent to the first bytes of each watcher's answer arriving. */
   readonly wake: Percentiles;
+  /** Each measured change's own p99 over its watchers, in order (the pooled `wake` mixes the changes). */
+  readonly perChangeP99?: readonly number[];
   /** Every Redis command executed per change (scripts' inner commands included), and the breakdown. */
   readonly commandsPerChange: number;
   readonly commandBreakdown: Record<string, number>;
