@@ -1,6 +1,8 @@
 import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+// One test worker per StrykerJS runner for all its mutants, not one per mutant (see keep-worker.ts).
+if (process.env.KEEP_WORKER !== '0') await import('./keep-worker.js');
 
 /**
  * The tests StrykerJS runs against each mutant of src/domain and src/store: only files that drive the
@@ -42,6 +44,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/safety-core.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
+    'test/unit/memory-permits-rules.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],
