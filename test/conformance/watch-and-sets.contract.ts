@@ -125,6 +125,17 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         expect(await a.inspect(other)).toBeNull();
       });
 
+      it('a waiter that asked for a delay is handed the lock with it: once its own lease runs out, the delay holds', async (ctx) => {
+        if (!a.supportsLockDelay) ctx.skip();
+        const key = uniqueId('delay-waiter');
+        await grant(a, key, 200);
+        const waited = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, waitMs: 8_000, lockDelayMs: 5_000 });
+        expect(waited.acquired).toBe(true);
+        await expect.poll(async () => (await a.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
+        expect((await a.inspectIndexed(key)).lockDelayUntilMs).toBeGreaterThan(Date.now());
+        expect((await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+      });
+
       it('a release ends it at once; a waiter is handed the lock only once the delay is over', async (ctx) => {
         if (!a.supportsLockDelay) ctx.skip();
         const key = uniqueId('delay-release');
