@@ -84,6 +84,7 @@ describe('embedded store: semaphores and read/write locks', () => {
     expect(await store.permits.releasePermit('semaphore', 'k', lease.ownerToken)).toBe(false);
     expect(await store.permits.inspectPermits('semaphore', 'k')).toBeNull();
     // Unknown keys answer the same, never an error.
+    expect(await store.permits.inspectPermits('semaphore', 'unknown')).toBeNull();
     expect(await store.permits.renewPermit('semaphore', 'unknown', lease.ownerToken, 5_000)).toEqual({ renewed: false });
     expect(await store.permits.releasePermit('rwlock', 'k', lease.ownerToken)).toBe(false);
   });
@@ -157,6 +158,8 @@ describe('embedded store: semaphores and read/write locks', () => {
     expect(rest.entries.map((e) => e.key)).toEqual(['p/c']);
     expect(rest.nextCursor).toBeNull();
     expect((await store.permits.listPermits('rwlock', { prefix: 'p/', limit: 10 })).entries.map((e) => e.key)).toEqual(['p/rw']);
+    // Without a prefix: every key of that kind, and only of that kind.
+    expect((await store.permits.listPermits('rwlock', { prefix: '', limit: 10 })).entries.map((e) => e.key)).toEqual(['p/rw']);
     for (const cursor of ['q/other', 'p/\u0001', 'not a cursor']) {
       await expect(store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2, cursor })).rejects.toMatchObject({ code: 'invalid_request' });
     }
@@ -197,6 +200,24 @@ describe('embedded store: semaphores and read/write locks', () => {
     expect(await waiters(store, 's')).toBe(1);
     await store.close();
     expect(await head).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it('a writer that gives up at the head, by leaving or because its wait ran out, lets the readers behind it in at once', async () => {
+    const clock = new FakeClock(1_000_000);
+    const store = open(clock);
+    // The reader's lease outlasts the test in real time too: only the writer leaving can let the others in.
+    await granted(take(store, 'k', { kind: 'rwlock', capacity: WRITE, ttlMs: 10 * GRACE_MS }));
+    const soon = <T>(p: Promise<T>) => Promise.race([p, new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), 2_000))]);
+    const leaves = new AbortController();
+    const writer = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 60_000, signal: leaves.signal }).catch((err: unknown) => err);
+    const reader = take(store, 'k', { kind: 'rwlock', capacity: WRITE, waitMs: 60_000 });
+    leaves.abort(new Error('gone'));
+    await writer;
+    expect(await soon(reader)).toMatchObject({ acquired: true });
+    const timedOut = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 50 });
+    const another = take(store, 'k', { kind: 'rwlock', capacity: WRITE, waitMs: 60_000 });
+    expect(await timedOut).toMatchObject({ acquired: false, reason: 'full' });
+    expect(await soon(another)).toMatchObject({ acquired: true });
   });
 
   it('a queued caller is woken when the EARLIEST lease ends, not the last one', async () => {

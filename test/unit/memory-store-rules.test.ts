@@ -79,8 +79,10 @@ describe('embedded store: bookkeeping', () => {
     const clock = new FakeClock();
     const store = open(clock);
     const ownerToken = newOwnerToken();
-    const set = await store.acquireSet({ keys: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: null });
+    const set = await store.acquireSet({ keys: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
     if (!set.acquired) throw new Error('not granted');
+    // An empty holder label is no label.
+    expect((await store.inspect('s/a'))?.holder).toBeNull();
     expect(set.expiresAtMs).toBe(Math.floor(clock.nowMs) + 1_000);
     clock.advance(500);
     const renewed = await store.renewSet(['s/a', 's/b'], ownerToken, 3_000);
@@ -258,6 +260,7 @@ describe('createStore', () => {
     const base = { fenceGraceMs: 1_000, limits: { maxWaitersPerKey: 5 } };
     const memory = createStore({ ...base, store: { kind: 'memory' } }, log);
     expect(memory.kind).toBe('memory');
+    expect(memory.supportsLockDelay).toBe(true);
     expect(warned.join()).toMatch(/NOT shared/);
     expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
     // The configured limits reach it: the sixth caller queued on one key is refused.
