@@ -10,9 +10,9 @@ if (process.env.KEEP_WORKER !== '0') await import('./keep-worker.js');
  * tests that spawn keyholder processes could never see it), chosen per part of the scope
  * (STRYKER_PART, see stryker.config.mjs), fastest first.
  *
- * Every run of a mutant starts a fresh test worker that evaluates the imported source again; a file
- * that builds the whole HTTP app (test/http/*, test/redis/late-reply.test.ts) costs seconds per
- * mutant that reaches it, before any test runs. Those files are therefore left out: the rules they
+ * A file that builds the whole HTTP app (test/http/*, test/redis/late-reply.test.ts) costs seconds
+ * per mutant that reaches it (Fastify and its plugins, set up again for every run), before any test
+ * runs; the test worker itself is kept from run to run (keep-worker.ts). Those files are therefore left out: the rules they
  * check are checked in-process by the unit, lock-service and contract tests below, and the planted
  * mutants run them (test/mutants/run.ts). Also left out: the differential tests (one 19 s test that
  * reaches nearly every line of both stores), the Sentinel contract (the same RedisStore code as the
