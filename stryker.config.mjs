@@ -30,9 +30,10 @@ export default {
   // not a safety bug, and a changed key fragment breaks every store test at once. Leaving them out
   // keeps the run within its time budget on a 2-core machine.
   mutator: { excludedMutations: ['StringLiteral'] },
-  // Two runners: the machine has two cores. Each mutant's run costs about 0.75 s of CPU, most of it a
-  // fresh test worker evaluating the imported code again; when the machine is shared, `--runners n`
-  // (test/mutants/run.ts) asks for more, and the run's record says how many ran.
+  // Two runners: the machine has two cores. A mutant's run costs the tests that reached it (the test
+  // worker and its module cache are kept from run to run: test/mutants/keep-worker.ts); `--runners n`
+  // (test/mutants/run.ts) asks for more (the Redis part's tests mostly wait), and the run's record says
+  // how many ran.
   concurrency: 2,
   // Above the tests' own time-out (test/mutants/vitest.config.ts, 15 s): a hung test is then a failed
   // test (killed), not a runner StrykerJS has to kill and restart. Only a mutant that spins the event

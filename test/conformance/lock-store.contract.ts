@@ -28,6 +28,8 @@ export interface StoreHarness {
   teardown?(): Promise<void>;
   /** The store has no semaphores or read/write locks (etcd): their contracts are skipped, and it is checked that it says so. */
   readonly withoutPermits?: true;
+  /** The store has no lock-delay (etcd): its cases are skipped, and it is checked that it says so. */
+  readonly withoutLockDelay?: true;
 }
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
@@ -407,6 +409,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const closing = closed.close();
       await expect(waiting).rejects.toBeInstanceOf(StoreUnavailableError);
       await closing;
+      const { lockSets: sets, permits } = closed;
       const calls: Record<string, () => Promise<unknown>> = {
         acquire: () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
         'acquire (waiting)': () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),
@@ -419,6 +422,21 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         extendSlot: () => closed.extendSlot(key, 's', Date.now() + 1_000),
         freeSlot: () => closed.freeSlot(key, 's'),
         ping: () => closed.ping(),
+        inspectIndexed: () => closed.inspectIndexed(key),
+        watchChanges: () => closed.watchChanges(key, () => undefined),
+        ...(sets && {
+          acquireSet: () => sets.acquireSet({ keys: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+          renewSet: () => sets.renewSet([key], newOwnerToken(), 1_000),
+          releaseSet: () => sets.releaseSet([key], newOwnerToken()),
+        }),
+        ...(permits && {
+          acquirePermit: () => permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, weight: 1, capacity: 1 }),
+          renewPermit: () => permits.renewPermit('semaphore', key, newOwnerToken(), 1_000),
+          releasePermit: () => permits.releasePermit('semaphore', key, newOwnerToken()),
+          inspectPermits: () => permits.inspectPermits('semaphore', key),
+          forceReleasePermits: () => permits.forceReleasePermits('semaphore', key),
+          listPermits: () => permits.listPermits('semaphore', { prefix: '', limit: 10 }),
+        }),
       };
       for (const [method, call] of Object.entries(calls)) {
         // A synchronous throw would escape the `.catch()` callers chain on the promise.

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { sleep, useInstances } from './contract-kit.js';
@@ -151,6 +152,58 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect((await takePermit(store(), 'rwlock', key, { weight: 10_000, capacity: 10_000 })).acquired).toBe(true);
     });
 
+    it('a refusal says when room may free up: the earliest permit\'s end when full, the last one\'s on a limit mismatch', async () => {
+      const key = uniqueKey('sem-retry');
+      const long = granted(await take(key, 2, { ttlMs: 30_000 }));
+      granted(await take(key, 2, { ttlMs: 2_000 }, 1));
+      const full = await take(key, 2, {}, 2);
+      expect(full).toMatchObject({ acquired: false, reason: 'full' });
+      if (full.acquired) return;
+      expect(full.retryAfterMs).toBeGreaterThan(1);
+      expect(full.retryAfterMs).toBeLessThanOrEqual(2_000);
+      const mismatch = await take(key, 3, {}, 2);
+      expect(mismatch).toMatchObject({ acquired: false, reason: 'mismatch' });
+      if (mismatch.acquired) return;
+      expect(mismatch.retryAfterMs).toBeGreaterThan(2_000);
+      expect(mismatch.retryAfterMs).toBeLessThanOrEqual(long.expiresAtMs - Date.now() + 50);
+      const state = await permitsOf(store()).inspectPermits('semaphore', key);
+      expect(state?.holders.map((h) => h.ttlRemainingMs > 1 && h.ttlRemainingMs <= h.expiresAtMs - Date.now() + 50)).toEqual([true, true]);
+    });
+
+    it('a waiter whose caller leaves is taken out of the queue and answered with the reason it was given; the next waiter gets the room', async () => {
+      const key = uniqueKey('sem-abort');
+      const held = granted(await take(key, 1));
+      const leaving = new AbortController();
+      const first = take(key, 1, { waitMs: 10_000, signal: leaving.signal }, 1).catch((err: unknown) => err);
+      await waitersAre(key, 1);
+      const second = take(key, 1, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 2);
+      const why = new Error('the caller went away');
+      leaving.abort(why);
+      expect(await first).toBe(why);
+      await waitersAre(key, 1);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, held.ownerToken)).toBe(true);
+      expect(granted(await second).fencingToken).toBeGreaterThan(held.fencingToken);
+    });
+
+    it('a full queue refuses more waiters with TooManyWaitersError', async () => {
+      const key = uniqueKey('sem-queue-cap');
+      const held = granted(await take(key, 1));
+      // The instances are opened with maxWaitersPerKey 5 (contract-kit.ts useInstances). Each waiter
+      // lets go as soon as it is granted, so the queue moves on.
+      const queued = Array.from({ length: 5 }, (_, i) =>
+        take(key, 1, { waitMs: 10_000 }, i).then(async (r) => {
+          const lease = granted(r);
+          await permitsOf(store(i)).releasePermit('semaphore', key, lease.ownerToken);
+          return lease;
+        }),
+      );
+      await waitersAre(key, 5);
+      await expect(take(key, 1, { waitMs: 10_000 }, 1)).rejects.toBeInstanceOf(TooManyWaitersError);
+      expect(await permitsOf(store()).forceReleasePermits('semaphore', key)).toHaveLength(1);
+      for (const lease of await Promise.all(queued)) expect(lease.fencingToken).toBeGreaterThan(held.fencingToken);
+    });
+
     it('lists semaphores with live permits by id prefix', async () => {
       const prefix = uniqueKey('sem-list');
       for (const suffix of ['a', 'b', 'c']) granted(await take(`${prefix}:${suffix}`, 2));
@@ -163,6 +216,23 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
         cursor = listed.nextCursor;
       }
       expect([...new Set(found)].sort()).toEqual(['a', 'b', 'c'].map((s) => `${prefix}:${s}`));
+      // Not listed: a read/write lock of the same prefix, keys outside it, a semaphore whose permits were released.
+      granted(await takePermit(store(), 'rwlock', `${prefix}:rw`, { weight: 1, capacity: 2 }));
+      granted(await take(`${prefix}x:other`, 2));
+      const gone = granted(await take(`${prefix}:released`, 2));
+      await permitsOf(store()).releasePermit('semaphore', `${prefix}:released`, gone.ownerToken);
+      const again = await permitsOf(store()).listPermits('semaphore', { prefix: `${prefix}:`, limit: 50 });
+      expect(again.entries.map((e) => e.key).sort()).toEqual(['a', 'b', 'c'].map((s) => `${prefix}:${s}`));
+      expect(again.entries[0]?.state).toMatchObject({ capacity: 2, waiters: 0 });
+    });
+
+    it('a list cursor that did not come from list is the caller\'s mistake (invalid_request), not an outage', async () => {
+      const prefix = uniqueKey('sem-cursor');
+      for (const cursor of ['\uFFFD\u0001garbage', 'not a cursor']) {
+        await expect(permitsOf(store()).listPermits('semaphore', { prefix, limit: 3, cursor })).rejects.toMatchObject({ code: 'invalid_request' });
+      }
+      // The store still answers (Redis may hand back a cursor to scan on from, never an entry).
+      expect((await permitsOf(store()).listPermits('semaphore', { prefix, limit: 3 })).entries).toEqual([]);
     });
   });
 }

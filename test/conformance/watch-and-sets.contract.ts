@@ -98,6 +98,44 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         await expect.poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, { timeout: 5_000 }).toBe(true);
       });
 
+      it('the store says whether it has lock-delay, as its harness expects', () => {
+        expect(a.supportsLockDelay).toBe(!harness.withoutLockDelay);
+      });
+
+      it('the delay shows only once the lease has run out; an idempotent retry during it is refused like anyone; a lock set touching it is refused', async (ctx) => {
+        if (!a.supportsLockDelay) ctx.skip();
+        const key = uniqueId('delay-view');
+        const idempotencyKey = `idem-${randomUUID()}`;
+        const g = await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, lockDelayMs: 3_000, idempotencyKey });
+        if (!g.acquired) throw new Error('not granted');
+        const whileHeld = await b.inspectIndexed(key);
+        expect(whileHeld.state).not.toBeNull();
+        expect(whileHeld).not.toHaveProperty('lockDelayUntilMs');
+        expect(await b.inspectIndexed(uniqueId('no-delay'))).not.toHaveProperty('lockDelayUntilMs');
+        await expect.poll(async () => (await b.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
+        const retry = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
+        expect(retry.acquired).toBe(false);
+        const other = `${key.split('/')[0] as string}/other`;
+        const set = await a.lockSets?.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        expect(set?.acquired).toBe(false);
+        if (set === undefined || set.acquired) return;
+        expect(set.busyKey).toBe(key);
+        expect(set.retryAfterMs).toBeGreaterThan(1);
+        expect(set.retryAfterMs).toBeLessThanOrEqual(3_300);
+        expect(await a.inspect(other)).toBeNull();
+      });
+
+      it('a waiter that asked for a delay is handed the lock with it: once its own lease runs out, the delay holds', async (ctx) => {
+        if (!a.supportsLockDelay) ctx.skip();
+        const key = uniqueId('delay-waiter');
+        await grant(a, key, 200);
+        const waited = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, waitMs: 8_000, lockDelayMs: 5_000 });
+        expect(waited.acquired).toBe(true);
+        await expect.poll(async () => (await a.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
+        expect((await a.inspectIndexed(key)).lockDelayUntilMs).toBeGreaterThan(Date.now());
+        expect((await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+      });
+
       it('a release ends it at once; a waiter is handed the lock only once the delay is over', async (ctx) => {
         if (!a.supportsLockDelay) ctx.skip();
         const key = uniqueId('delay-release');
@@ -123,19 +161,31 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const single = await grant(b, k2);
         const refused = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
         expect(refused.acquired).toBe(false);
-        if (!refused.acquired) expect(refused.busyKey).toBe(k2);
+        if (!refused.acquired) {
+          expect(refused.busyKey).toBe(k2);
+          // Until the held key's lease ends.
+          expect(refused.retryAfterMs).toBeGreaterThan(1);
+          expect(refused.retryAfterMs).toBeLessThanOrEqual(single.expiresAtMs - Date.now() + 50);
+        }
         expect(await a.inspect(k1)).toBeNull();
         expect(await a.inspect(k3)).toBeNull();
         await b.release(k2, single.ownerToken);
         const ownerToken = newOwnerToken();
+        const before = Date.now();
         const set = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken, ttlMs: 5_000, holder: 'mover' });
         expect(set.acquired).toBe(true);
         if (!set.acquired) return;
         expect(set.fencingTokens[1]).toBeGreaterThan(single.fencingToken);
+        expect(set.expiresAtMs).toBeGreaterThanOrEqual(before + 5_000 - 50);
+        expect(set.expiresAtMs).toBeLessThanOrEqual(Date.now() + 5_000 + 50);
         expect((await b.acquire({ key: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
         expect((await b.inspect(k1))?.holder).toBe('mover');
-        // Renew all or none.
-        expect((await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(true);
+        // Renew all or none; a renewal moves every key's lease and keeps its token.
+        const renewed = await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000);
+        expect(renewed).toMatchObject({ renewed: true, fencingTokens: set.fencingTokens });
+        if (!renewed?.renewed) return;
+        expect(renewed.expiresAtMs).toBeGreaterThan(set.expiresAtMs);
+        for (const k of [k1, k2, k3]) expect((await a.inspect(k))?.expiresAtMs).toBe(renewed.expiresAtMs);
         await b.forceRelease(k3);
         expect((await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(false);
         expect(await b.lockSets?.releaseSet([k1, k2, k3], ownerToken)).toBe(true);

@@ -1,6 +1,8 @@
 import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+// One test worker per StrykerJS runner for all its mutants, not one per mutant (see keep-worker.ts).
+if (process.env.KEEP_WORKER !== '0') await import('./keep-worker.js');
 
 /**
  * The tests StrykerJS runs against each mutant of src/domain and src/store: only files that drive the
@@ -8,9 +10,9 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * tests that spawn keyholder processes could never see it), chosen per part of the scope
  * (STRYKER_PART, see stryker.config.mjs), fastest first.
  *
- * Every run of a mutant starts a fresh test worker that evaluates the imported source again; a file
- * that builds the whole HTTP app (test/http/*, test/redis/late-reply.test.ts) costs seconds per
- * mutant that reaches it, before any test runs. Those files are therefore left out: the rules they
+ * A file that builds the whole HTTP app (test/http/*, test/redis/late-reply.test.ts) costs seconds
+ * per mutant that reaches it (Fastify and its plugins, set up again for every run), before any test
+ * runs; the test worker itself is kept from run to run (keep-worker.ts). Those files are therefore left out: the rules they
  * check are checked in-process by the unit, lock-service and contract tests below, and the planted
  * mutants run them (test/mutants/run.ts). Also left out: the differential tests (one 19 s test that
  * reaches nearly every line of both stores), the Sentinel contract (the same RedisStore code as the
@@ -43,6 +45,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/safety-core.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
+    'test/unit/memory-permits-rules.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
+import { monotonicWallClock } from '../../src/store/memory/clock.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
@@ -101,5 +102,14 @@ describe('embedded store on a fake clock', () => {
     expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 600 });
     clock.advance(600);
     expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: true });
+  });
+
+  it('the default clock is the wall clock (Unix ms), and it never goes back', () => {
+    const before = Date.now();
+    const first = monotonicWallClock();
+    const second = monotonicWallClock();
+    // performance.timeOrigin + now() drifts from Date.now() only by NTP steps since the process started.
+    expect(Math.abs(first - before)).toBeLessThan(60_000);
+    expect(second).toBeGreaterThanOrEqual(first);
   });
 });

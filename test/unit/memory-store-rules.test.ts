@@ -59,6 +59,71 @@ describe('embedded store: bookkeeping', () => {
     expect((await store.inspect('live'))?.fencingToken).toBe(live.fencingToken);
   });
 
+  it('the sweep keeps a lease that ran out (unreleased) for the grace period after its end, and a live one however short', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const short = await grant(store, 'short', 1_000);
+    await grant(store, 'live', 2 * GRACE_MS);
+    clock.advance(500);
+    store.sweep();
+    expect(store.has('short')).toBe(true);
+    clock.set(short.expiresAtMs + GRACE_MS - 1);
+    store.sweep();
+    expect(store.has('short')).toBe(true);
+    clock.set(short.expiresAtMs + GRACE_MS);
+    store.sweep();
+    expect([store.has('short'), store.has('live')]).toEqual([false, true]);
+  });
+
+  it('a renewed lock set is kept for the grace period after its new end; renew moves every key and keeps the tokens', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const ownerToken = newOwnerToken();
+    const set = await store.acquireSet({ keys: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
+    if (!set.acquired) throw new Error('not granted');
+    // An empty holder label is no label.
+    expect((await store.inspect('s/a'))?.holder).toBeNull();
+    expect(set.expiresAtMs).toBe(Math.floor(clock.nowMs) + 1_000);
+    clock.advance(500);
+    const renewed = await store.renewSet(['s/a', 's/b'], ownerToken, 3_000);
+    const end = Math.floor(clock.nowMs) + 3_000;
+    expect(renewed).toEqual({ renewed: true, fencingTokens: set.fencingTokens, expiresAtMs: end });
+    for (const key of ['s/a', 's/b']) expect((await store.inspect(key))?.expiresAtMs).toBe(end);
+    clock.set(end + GRACE_MS - 1);
+    store.sweep();
+    expect([store.has('s/a'), store.has('s/b')]).toEqual([true, true]);
+    clock.set(end + GRACE_MS);
+    store.sweep();
+    expect([store.has('s/a'), store.has('s/b')]).toEqual([false, false]);
+  });
+
+  it('tells a key\'s watchers after each change, once per change, until they stop watching; a stopped watch is forgotten', async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    const byKey = (store as unknown as { changeListeners: { byKey: Map<string, Set<unknown>> } }).changeListeners.byKey;
+    const seen: string[] = [];
+    const flush = () => new Promise((resolve) => setImmediate(resolve));
+    const stopA = await store.watchChanges('k', () => seen.push('a'));
+    const stopB = await store.watchChanges('k', () => seen.push('b'));
+    const lease = await grant(store, 'k');
+    await flush();
+    expect(seen.sort()).toEqual(['a', 'b']);
+    stopA();
+    await store.release('k', lease.ownerToken);
+    await flush();
+    expect(seen.sort()).toEqual(['a', 'b', 'b']);
+    stopB();
+    expect(byKey.has('k')).toBe(false);
+    // A stop called again after someone else started watching the key leaves that watch alone.
+    const stopC = await store.watchChanges('k', () => seen.push('c'));
+    stopB();
+    await grant(store, 'k');
+    await flush();
+    expect(seen.filter((w) => w === 'c')).toEqual(['c']);
+    stopC();
+    expect(byKey.size).toBe(0);
+  });
+
   it('sweeps on its own timer when one is set, and not at all with 0', async () => {
     const clock = new FakeClock();
     const manual = open(clock);
@@ -195,8 +260,16 @@ describe('createStore', () => {
     const base = { fenceGraceMs: 1_000, limits: { maxWaitersPerKey: 5 } };
     const memory = createStore({ ...base, store: { kind: 'memory' } }, log);
     expect(memory.kind).toBe('memory');
+    expect(memory.supportsLockDelay).toBe(true);
     expect(warned.join()).toMatch(/NOT shared/);
+    expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
+    // The configured limits reach it: the sixth caller queued on one key is refused.
+    const take = () => memory.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
+    expect((await take()).acquired).toBe(true);
+    const queued = Array.from({ length: 5 }, () => take().catch((err: unknown) => err));
+    await expect(take()).rejects.toBeInstanceOf(TooManyWaitersError);
     await memory.close();
+    await Promise.all(queued);
     warn.mockClear();
     const redis = await RedisServer.start();
     try {

@@ -8,6 +8,13 @@ import {
   parseHandOver,
   parseHeartbeat,
   parseInspect,
+  parseLease,
+  parseLockSetAcquire,
+  parseLockSetRenew,
+  parsePermitAcquire,
+  parsePermitForceRelease,
+  parsePermitHeartbeat,
+  parsePermitInspect,
   parseRateLease,
   parseRelease,
   parseScan,
@@ -97,9 +104,74 @@ describe('Redis script replies', () => {
     for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null]) expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
   });
 
+  it('every reader refuses a reply of another shape (another tag, length or field type, or no array at all) rather than misread it', () => {
+    const refuses = (read: (reply: unknown) => unknown, replies: unknown[]) => {
+      for (const reply of [null, 7, ...replies]) expect(() => read(reply), JSON.stringify(reply)).toThrow(UnexpectedReplyError);
+    };
+    // A replayed grant needs its tag: five fields under another tag are not one.
+    refuses(parseAcquire, [[1, 7, 900, 'owner', 'w1'], [0, 7, 900, 'owner', 'w1']]);
+
+    const lease = (reply: unknown) => parseLease('renew', reply);
+    expect(lease([1, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900 });
+    expect(lease([0])).toEqual({ held: false });
+    refuses(lease, [[1, 7], [2, 7, 900], [1, 7, 900, 1], [0, 5], [1], [1, 'x', 900], [1, 7, 'x']]);
+    refuses(parseCancel, [[1, 7, 900, 1], [2, 7, 900], [0, 30, 1], [1, 30]]);
+    refuses(parseInspect, [[1, 7, 900, 80, 'w', 2, 9], [0, 7, 30, 1], [1, 7, 30]]);
+
+    const setAcquire = (reply: unknown) => parseLockSetAcquire(reply, 2);
+    expect(setAcquire([1, 900, 11, 12])).toEqual({ granted: true, expiresAtMs: 900, fencingTokens: [11, 12] });
+    expect(setAcquire([0, 250, 1])).toEqual({ granted: false, retryAfterMs: 250, busyIndex: 1 });
+    expect(setAcquire([0, 250, 0])).toMatchObject({ busyIndex: 0 });
+    refuses(setAcquire, [[1, 900, 11], [2, 900, 11, 12], [0, 250, 1, 5], [3, 250, 1], [0, 250, 2], [0, 250, -1], [1, 900, 11, 'x'], [0, 'x', 1]]);
+    const setRenew = (reply: unknown) => parseLockSetRenew(reply, 2);
+    expect(setRenew([1, 900, 11, 12])).toEqual({ renewed: true, expiresAtMs: 900, fencingTokens: [11, 12] });
+    expect(setRenew([0])).toEqual({ renewed: false });
+    refuses(setRenew, [[1, 900, 11], [2, 900, 11, 12], [0, 5], [1], [2]]);
+
+    expect(parseRateLease([0, 900, 5])).toEqual({ granted: 0, windowLeftMs: 900, handedOut: 5 });
+    expect(parseRateLease([2, 1, 2])).toEqual({ granted: 2, windowLeftMs: 1, handedOut: 2 });
+    refuses(parseRateLease, [[2, 900, 5, 1]]);
+
+    expect(parsePermitAcquire([1, 7, 900])).toEqual({ kind: 'granted', fencingToken: 7, expiresAtMs: 900 });
+    expect(parsePermitAcquire([5, 3, 250])).toEqual({ kind: 'mismatch', capacity: 3, retryAfterMs: 250 });
+    expect(parsePermitAcquire([5, 3, 0])).toEqual({ kind: 'mismatch', capacity: 3, retryAfterMs: 1 });
+    expect(parsePermitAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
+    expect(parsePermitAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
+    expect(parsePermitAcquire([3, 40])).toEqual({ kind: 'queued', retryAfterMs: 40 });
+    refuses(parsePermitAcquire, [[1, 7], [5, 3], [4, 3, 250], [0, 1, 2], [6, 1], [1, 7, 900, 1], [5, 'x', 250], [3, 'x']]);
+
+    expect(parsePermitHeartbeat([300])).toEqual({ remainingLeaseMs: 300, grantedWaiterIds: [] });
+    expect(parsePermitHeartbeat([0, 'w1', 'w2'])).toEqual({ remainingLeaseMs: 0, grantedWaiterIds: ['w1', 'w2'] });
+    refuses(parsePermitHeartbeat, [[], [300, 1], [300, 'w', 1], ['x'], 'x']);
+
+    expect(parsePermitInspect([0, 42])).toEqual({ index: 42, held: null });
+    expect(parsePermitInspect([1, 3, 2, 1000, 42])).toEqual({ index: 42, held: { capacity: 3, waiters: 2, nowMs: 1000, leases: [] } });
+    expect(parsePermitInspect([1, 3, 0, 1000, 42, 1, 7, 900, 'w', 2, 8, 950, ''])).toEqual({
+      index: 42,
+      held: {
+        capacity: 3,
+        waiters: 0,
+        nowMs: 1000,
+        leases: [
+          { weight: 1, fencingToken: 7, expiresAtMs: 900, holder: 'w' },
+          { weight: 2, fencingToken: 8, expiresAtMs: 950, holder: null },
+        ],
+      },
+    });
+    refuses(parsePermitInspect, [[0, 42, 1], [1, 42], [1, 3, 2, 1000], [2, 3, 2, 1000, 42], [1, 3, 2, 1000, 42, 1, 7, 900], [1, 3, 2, 1000, 42, 1, 7, 900, 5], [0, 'x']]);
+
+    expect(parsePermitForceRelease([])).toEqual([]);
+    expect(parsePermitForceRelease(['o1', 7, 'w1', 'o2', 8, ''])).toEqual([
+      { ownerToken: 'o1', fencingToken: 7, holder: 'w1' },
+      { ownerToken: 'o2', fencingToken: 8, holder: null },
+    ]);
+    refuses(parsePermitForceRelease, [['o1', 7], [1, 7, 'w'], ['o', 7, 1], ['o', 'x', 'w']]);
+  });
+
   it('hand-over announcements: the waiter id of a well-formed message, else null', () => {
     expect(parseHandOver('w1|7|900|ns/k')).toBe('w1');
-    for (const message of ['w1|7|900', '|7|900|k', 'w1|x|900|k', 'w1|7|900|', `w1|${'9'.repeat(20)}|900|k`, `w1|7|${'9'.repeat(20)}|k`]) {
+    expect(parseHandOver('w1|17|900|ns/k')).toBe('w1');
+    for (const message of ['a|w1|7|900|k', 'w1|7|900|k\nx', 'w1|7|900', '|7|900|k', 'w1|x|900|k', 'w1|7|900|', `w1|${'9'.repeat(20)}|900|k`, `w1|7|${'9'.repeat(20)}|k`]) {
       expect(parseHandOver(message), message).toBeNull();
     }
   });
