@@ -53,6 +53,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/safety-core.test.ts',
     'test/unit/redis-keys.test.ts',
     'test/unit/redis-replies.test.ts',
+    'test/unit/redis-client-options.test.ts',
+    'test/unit/watch-marks.test.ts',
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
     'test/domain/lock-service.test.ts',
