@@ -55,6 +55,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/redis-replies.test.ts',
     'test/unit/redis-client-options.test.ts',
     'test/unit/watch-marks.test.ts',
+    'test/redis/client-events.test.ts',
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
     'test/domain/lock-service.test.ts',
