@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
+import { RedisRatePermits } from '../../src/store/redis/rate-permits.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 
 /**
@@ -417,5 +418,27 @@ describe('lock-set scripts', () => {
     expect(await release('set-1')).toBe(1);
     expect(await lua.raw.hget(member('a').keys.lock, 'o')).toBeNull();
     expect(await release('set-1')).toBe(0);
+  });
+});
+
+describe('rate-lease.lua, through RedisRatePermits (the rate limiter shared by instances)', () => {
+  it('{granted, windowLeftMs, handedOut}: batches from one window until the limit, each caller its own window', async () => {
+    const clients = [lua.server.client(), lua.server.client()] as const;
+    const [first, second] = clients.map((client) => new RedisRatePermits(client, 'lua:')) as [RedisRatePermits, RedisRatePermits];
+    const rateKey = `key:${lockName}`;
+    try {
+      const a = await first.lease(rateKey, 4, 10, 60_000);
+      expect(a).toEqual({ granted: 4, windowLeftMs: int, handedOut: 4 });
+      expect(a.windowLeftMs).toBeGreaterThan(0);
+      expect(a.windowLeftMs).toBeLessThanOrEqual(60_000);
+      // Another instance draws from the same window: only what is left of the limit.
+      expect(await second.lease(rateKey, 8, 10, 60_000)).toMatchObject({ granted: 6, handedOut: 10 });
+      expect(await first.lease(rateKey, 1, 10, 60_000)).toMatchObject({ granted: 0, handedOut: 10 });
+      // The counter lives under the key space's rate-limit key, and another caller's window is untouched.
+      expect(await lua.raw.get(space.rateWindow(rateKey))).toBe('10');
+      expect(await second.lease(`${rateKey}-other`, 3, 10, 60_000)).toMatchObject({ granted: 3, handedOut: 3 });
+    } finally {
+      for (const client of clients) client.disconnect();
+    }
   });
 });

@@ -85,6 +85,11 @@ describe('Redis key names', () => {
         const slots = new Set(keyArgs.map(slotOf));
         expect(slots.size, name).toBe(1);
       }
+      // A lock set's scripts are told each lock's name too: a hand-over they announce names its lock.
+      for (const name of ['lockSetAcquire', 'lockSetRelease'] as const) {
+        const built = (SCRIPTS[name].args as (a: unknown) => (string | number)[])(args[name]);
+        expect(built.slice(-2), name).toEqual([id, second]);
+      }
       if (id.startsWith('team-a/')) expect(slotOf(keys.lock)).toBe(slotOf(space.slots('team-a')));
     }
   });

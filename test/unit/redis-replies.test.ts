@@ -4,6 +4,7 @@ import {
   MisalignedReplyError,
   parseAcquire,
   parseCancel,
+  parseFlag,
   parseForceRelease,
   parseHandOver,
   parseHeartbeat,
@@ -76,10 +77,14 @@ describe('Redis script replies', () => {
     expect(parseSlotReserve([1])).toEqual({ reserved: true });
     expect(parseSlotReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
     expect(parseSlotReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
-    for (const reply of [[1, 2], [0], [2], [0, 'x'], 1]) expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
+    for (const reply of [[1, 2], [0], [2], [0, 'x'], [0, 500, 1], [1, 500], 1, null]) expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
     expect(parseSlotExtend(1)).toBe(true);
     expect(parseSlotExtend(0)).toBe(false);
     for (const reply of [2, [1]]) expect(() => parseSlotExtend(reply)).toThrow(UnexpectedReplyError);
+    // lock-set-release and lock-delay: a 0/1 flag, nothing else.
+    expect(parseFlag('lockSetRelease', 1)).toBe(true);
+    expect(parseFlag('lockSetRelease', 0)).toBe(false);
+    for (const reply of [2, -1, '1', true, [1], null]) expect(() => parseFlag('lockSetRelease', reply)).toThrow(UnexpectedReplyError);
   });
 
   it('inspect, heartbeat, force release, scan', () => {
@@ -95,7 +100,7 @@ describe('Redis script replies', () => {
     expect(parseForceRelease([1, 7, 'w1', 'owner'])).toEqual({ released: true, fencingToken: 7, holder: 'w1', ownerToken: 'owner' });
     expect(parseForceRelease([1, 7, '', 'owner'])).toMatchObject({ holder: null });
     expect(parseForceRelease([0])).toEqual({ released: false });
-    for (const reply of [[1, 7, 'w1'], [1, 7, 1, 'owner'], [1, 7, 'w1', 1], [2, 7, 'w', 'o'], [0, 0], 'x']) {
+    for (const reply of [[1, 7, 'w1'], [1, 7, 1, 'owner'], [1, 7, 'w1', 1], [1, 7, 'w1', 'owner', 1], [2, 7, 'w', 'o'], [0, 0], [1], 'x', null]) {
       expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
     }
     expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
@@ -109,7 +114,7 @@ describe('Redis script replies', () => {
       for (const reply of [null, 7, ...replies]) expect(() => read(reply), JSON.stringify(reply)).toThrow(UnexpectedReplyError);
     };
     // A replayed grant needs its tag: five fields under another tag are not one.
-    refuses(parseAcquire, [[1, 7, 900, 'owner', 'w1'], [0, 7, 900, 'owner', 'w1']]);
+    refuses(parseAcquire, [[1, 7, 900, 'owner', 'w1'], [0, 7, 900, 'owner', 'w1'], [4, 7, 900, 'owner', 'w1', 1]]);
 
     const lease = (reply: unknown) => parseLease('renew', reply);
     expect(lease([1, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900 });
@@ -138,7 +143,7 @@ describe('Redis script replies', () => {
     expect(parsePermitAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
     expect(parsePermitAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
     expect(parsePermitAcquire([3, 40])).toEqual({ kind: 'queued', retryAfterMs: 40 });
-    refuses(parsePermitAcquire, [[1, 7], [5, 3], [4, 3, 250], [0, 1, 2], [6, 1], [1, 7, 900, 1], [5, 'x', 250], [3, 'x']]);
+    refuses(parsePermitAcquire, [[1, 7], [5, 3], [4, 3, 250], [0, 1, 2], [6, 1], [1, 7, 900, 1], [5, 3, 250, 1], [2, 3, 250], [5, 'x', 250], [3, 'x']]);
 
     expect(parsePermitHeartbeat([300])).toEqual({ remainingLeaseMs: 300, grantedWaiterIds: [] });
     expect(parsePermitHeartbeat([0, 'w1', 'w2'])).toEqual({ remainingLeaseMs: 0, grantedWaiterIds: ['w1', 'w2'] });
@@ -188,7 +193,7 @@ describe('Redis key names: edge cases', () => {
   });
 
   it('reads back no lock id from names that no lock hash has', () => {
-    for (const name of ['kh:{}', 'kh:{a', 'kh:{a/b}/x', 'kh:{a{b}/x', 'kh:{a}/', 'kh:{a}/x{y}', 'kh:{a}/x}', 'kh:{a}x', 'kh:a}/x']) {
+    for (const name of ['kh:{}', 'kh:{a', 'zz:{a}/x', 'xkh:{a}/x', 'kh:{a/b}/x', 'kh:{a{b}/x', 'kh:{a}/', 'kh:{a}/x{y}', 'kh:{a}/x}', 'kh:{a}x', 'kh:a}/x']) {
       expect(space.lockIdOf(name), name).toBeNull();
     }
     expect(space.lockIdOf('kh:{a}/b/c')).toBe('a/b/c');
@@ -197,5 +202,10 @@ describe('Redis key names: edge cases', () => {
   it('escapes every glob character of a prefix', () => {
     expect(new KeySpace('k?[]\\:').lockPattern('n*s/k?[x]\\')).toBe('k\\?\\[\\]\\\\:{n\\*s}/k\\?\\[x\\]\\\\*');
     expect(space.lockPattern('/k')).toBe('kh:{/k*');
+  });
+
+  it("a caller's rate-limit window has a key of its own, under the prefix and outside every lock's tag", () => {
+    expect(space.rateWindow('key:k1')).toBe('kh:ratelimit:key:k1');
+    expect(space.lockIdOf(space.rateWindow('key:k1'))).toBeNull();
   });
 });
