@@ -97,6 +97,9 @@ interface Watched<V> {
    * announced after it, and the check that notice starts reads again and answers them.
    */
   reading?: Promise<V>;
+  /** Reads started so far, and the number of the one in `reading`: which reads began after a caller came. */
+  readsStarted: number;
+  readingNumber: number;
   /** Fires when the view changes by itself (a lease's end): an expiry writes nothing, so nothing would announce it. */
   leaseEnd?: NodeJS.Timeout;
   checking: boolean;
@@ -157,7 +160,14 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
     try {
       // Subscribed BEFORE reading: a change after this read is announced after it, so it is not missed.
       await entry.subscribed;
-      const view = await this.sharedRead(id, entry);
+      const readsBefore = entry.readsStarted;
+      let view = await this.sharedRead(id, entry);
+      // A shared read may have been sent before the answer that gave the caller its index (a check's
+      // read still in flight when that answer went out): an index below the caller's is such an older
+      // state, never news. Read once more, with a read sent after this call, and take what it says
+      // (indexes rise with the fencing tokens; after the grace an idle key starts again at 1, which the
+      // second read then confirms).
+      if (view.index < index) view = await this.sharedRead(id, entry, readsBefore);
       if (view.index !== index) return view;
       if (!entry.checking && entry.last !== view) this.remember(id, entry, view);
       signal?.throwIfAborted();
@@ -208,7 +218,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
       entry.linger = undefined;
     }
     if (entry === undefined) {
-      const created: Watched<V> = { watchers: new Set(), subscribed: Promise.resolve(), checking: false, again: false, users: 0 };
+      const created: Watched<V> = { watchers: new Set(), subscribed: Promise.resolve(), checking: false, again: false, users: 0, readsStarted: 0, readingNumber: 0 };
       created.subscribed = this.source.watchChanges(id, () => void this.check(id, created)).then((stop) => {
         // Everyone left while the subscription was being made.
         if (this.watched.get(id) !== created) stop();
@@ -221,15 +231,19 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
     return entry;
   }
 
-  /** The read in flight for `id` if there is one, else a new one that later callers share. */
-  private sharedRead(id: string, entry: Watched<V>): Promise<V> {
-    return entry.reading ?? this.freshRead(id, entry);
+  /**
+   * The read in flight for `id` if there is one (and it is one of the reads started after the first
+   * `startedAfter`), else a new one that later callers share.
+   */
+  private sharedRead(id: string, entry: Watched<V>, startedAfter = -1): Promise<V> {
+    return entry.reading !== undefined && entry.readingNumber > startedAfter ? entry.reading : this.freshRead(id, entry);
   }
 
   /** A new read of `id`, which callers arriving while it is in flight share. */
   private freshRead(id: string, entry: Watched<V>): Promise<V> {
     const reading = this.source.read(id);
     entry.reading = reading;
+    entry.readingNumber = ++entry.readsStarted;
     const clear = () => {
       if (entry.reading === reading) entry.reading = undefined;
     };

@@ -430,6 +430,48 @@ describe('ChangeWatch', () => {
   });
 });
 
+describe('ChangeWatch: an older state in flight', () => {
+  /** A store read returns the state as it was when the read was sent, however late its reply comes. */
+  class SnapshotSource extends TestSource {
+    override async read(id: string): Promise<View> {
+      this.reads++;
+      const view = this.views.get(id) ?? { index: 1 };
+      await this.readGate;
+      return view;
+    }
+  }
+
+  it('a caller who knows a newer index than a read still in flight is not answered with that older state', async () => {
+    const source = new SnapshotSource();
+    const watch = new ChangeWatch(source);
+    source.set('k', { index: 2 });
+    const first = watch.wait('k', 2, 10_000);
+    expect(await settled(first)).toBe(false);
+    // A change to 3: the check's read is sent, and its reply is held up.
+    let open = () => {};
+    source.readGate = new Promise<void>((r) => (open = r));
+    source.set('k', { index: 3 });
+    // Meanwhile the key moves on to 4, and a caller who already learned 4 (from another instance)
+    // asks while the read of 3 is still in flight.
+    source.set('k', { index: 4 });
+    const caller = watch.wait('k', 4, 10_000);
+    source.readGate = undefined;
+    open();
+    expect(await first).toEqual({ index: 3 });
+    // Index 3 is older than what the caller knows: it keeps waiting on 4, not answered with 3.
+    expect(await settled(caller)).toBe(false);
+    source.set('k', { index: 5 });
+    expect(await caller).toEqual({ index: 5 });
+  });
+
+  it('an index below the caller\'s that a read sent after the call confirms is the answer (an idle key starts again at 1)', async () => {
+    const source = new SnapshotSource();
+    const watch = new ChangeWatch(source);
+    expect(await watch.wait('gone', 40, 10_000)).toEqual({ index: 1 });
+    expect(source.reads).toBe(2);
+  });
+});
+
 describe('watch sources', () => {
   it('lock index: 2 x token while held, 2 x last token + 1 while free', () => {
     const state = { holder: null, waiters: 0, fencingToken: 21, expiresAtMs: 0, ttlRemainingMs: 0 };
