@@ -7,6 +7,7 @@ import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import type { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
+import type { ChangeWatch, Watchable } from './watch.js';
 
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
 export type OperationResult = 'ok' | DomainErrorCode | 'error';
@@ -94,6 +95,24 @@ export class LeaseRules {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > maxWaitMs) {
       throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${maxWaitMs}`);
     }
+  }
+
+  /**
+   * A blocking query (Consul's), alike for every primitive: `inspectNow` answers when there is nothing to
+   * wait on (no `index`, or waitMs 0), otherwise the wait on `changes` ends when the index differs, at
+   * once or on the next change, or after `waitMs` with the unchanged view. The gate's signal ends it at
+   * shutdown, `signal` when the caller leaves. `onChange`: see ChangeWatch.wait.
+   */
+  watch<V extends Watchable>(
+    changes: ChangeWatch<V>,
+    id: string,
+    query: { readonly index: number | undefined; readonly waitMs: number; readonly signal?: AbortSignal; readonly onChange?: (view: V) => void },
+    inspectNow: () => Promise<V>,
+  ): Promise<V> {
+    const { index, waitMs } = query;
+    if (index === undefined || waitMs === 0) return inspectNow();
+    this.checkWaitMs(waitMs);
+    return changes.wait(id, index, waitMs, this.parts.gate.waitSignal(query.signal), query.onChange);
   }
 
   /**

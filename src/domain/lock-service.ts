@@ -233,9 +233,7 @@ export class LockService {
   ): Promise<IndexedView> {
     const id = lockId(namespace, key);
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
-    if (index === undefined || waitMs === 0) return this.observe('inspect', () => this.changes.current(id));
-    this.checkWaitMs(waitMs);
-    return this.changes.wait(id, index, waitMs, this.waitGate.waitSignal(signal), onChange);
+    return this.rules.watch(this.changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => this.changes.current(id)));
   }
 
   /**

@@ -65,7 +65,7 @@ export class PermitCore {
     readonly kind: PermitKind,
     private readonly store: LockStore,
     limits: LockLimits,
-    private readonly gate: WaitGate,
+    gate: WaitGate,
     private readonly refusals: PermitRefusals,
     private readonly observer: PermitObserver = {},
   ) {
@@ -161,10 +161,7 @@ export class PermitCore {
     const id = lockId(namespace, key);
     const changes = this.changes;
     if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
-    if (index === undefined || waitMs === 0) return this.observe('inspect', () => changes.current(id));
-    this.rules.checkWaitMs(waitMs);
-    // As the store's waits: a shutdown ends it (the gate's signal).
-    return changes.wait(id, index, waitMs, this.gate.waitSignal(signal), onChange);
+    return this.rules.watch(changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
   }
 
   /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */
