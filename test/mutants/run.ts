@@ -301,12 +301,14 @@ function record(name: string, startedAt: Date, loadBefore: number, extra: object
 }
 
 /**
- * Test runners per part unless --runners says otherwise. The domain and memory parts are CPU-bound (in
- * process, on a fake clock): two, one per core. The redis part's tests mostly wait on a real Redis
- * (leases, waits, expiry): its runners are idle most of the time, so six fill the two cores (measured
- * from scratch: 12 min 17 s with six at a load average of about 2, against 28 min 34 s with three).
+ * Test runners per part unless --runners says otherwise. Every part's tests wait on time for much of a
+ * mutant's run: real leases, waits and expiries (the redis part, on a real Redis), or the compressed
+ * clock's 1 ms ticks and the watch and lock-set waits (domain, memory). With one runner per core the
+ * cores sat idle for most of a part (load average about 0.5 through the memory part and the domain
+ * part's last quarter, the watch mutants); more runners fill them. Measured from scratch: redis 12 min
+ * 17 s with six at a load average of about 2, against 28 min 34 s with three.
  */
-const PART_RUNNERS: Record<string, number> = { domain: 2, memory: 2, redis: 6 };
+const PART_RUNNERS: Record<string, number> = { domain: 4, memory: 4, redis: 6 };
 
 /** Runs StrykerJS on each part in turn, recording each part's run. */
 function runStryker(parts: readonly string[]): void {
