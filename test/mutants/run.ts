@@ -373,6 +373,7 @@ function writeReport(): boolean {
     return `| ${p} | ${s.score.toFixed(1)} | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.noCoverage} | ${describeRun(readJson<RunRecord>(runRecordOf(`stryker-${p}`)))} |`;
   });
   const planted = readJson<PlantedRecord>(runRecordOf('planted'));
+  const whole = readJson<RunRecord>(runRecordOf('whole'));
   const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
   const plantedRows = (planted?.planted ?? []).map(
     (r) => `| ${r.id} | \`${r.file}\` | ${r.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
@@ -386,6 +387,10 @@ function writeReport(): boolean {
     '',
     `Written ${new Date().toISOString()} on ${cpus().length} cores, Node ${process.version}. Each part below was run on its own, at the time, load and commit it names: the machine is shared, so every time is given with its load.`,
     missing.length > 0 ? `**Not measured: StrykerJS part(s) ${missing.join(', ')} have no report.**` : 'Every StrykerJS part has a report.',
+    '',
+    whole === null
+      ? 'The whole of `npm run test:mutants` (every part from scratch, then the planted mutants and focused proofs) has no recorded run.'
+      : `The whole of \`npm run test:mutants\` (every part from scratch, then the planted mutants and focused proofs), its last run: **${describeRun(whole)}** (budget: 30 min).`,
     '',
     '## StrykerJS: src/domain and src/store',
     '',
@@ -431,6 +436,9 @@ function writeReport(): boolean {
 }
 
 async function main(): Promise<void> {
+  const wholeStartedAt = new Date();
+  const wholeLoadBefore = loadavg()[0] as number;
+  const wholeCommit = commitNow();
   if (args['report-only']) {
     if (!writeReport()) process.exitCode = 1;
     return;
@@ -511,6 +519,9 @@ async function main(): Promise<void> {
     focused: focused.map(focusedRow),
     flakyWithoutMutant: flaky,
   });
+  // The budget is for the whole of `npm run test:mutants`: recorded only when it ran everything, from scratch.
+  const whole = !args['skip-stryker'] && !args.parts && !args['skip-focused'] && !args.incremental;
+  if (whole) record('whole', wholeStartedAt, wholeLoadBefore, {}, wholeCommit);
   if (!writeReport()) process.exitCode = 1;
 }
 
