@@ -284,6 +284,8 @@ interface RunRecord {
   readonly incremental?: boolean;
   /** StrykerJS test runners (processes) of the run. */
   readonly runners?: number;
+  /** The part stalled with the kept test worker and was run again without it: the time covers both runs. */
+  readonly stalledWithKeptWorker?: boolean;
 }
 const runRecordOf = (name: string) => join(REPORT_DIR, `${name}.run.json`);
 const commitNow = () => spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
@@ -310,8 +312,62 @@ function record(name: string, startedAt: Date, loadBefore: number, extra: object
  */
 const PART_RUNNERS: Record<string, number> = { domain: 4, memory: 4, redis: 6 };
 
-/** Runs StrykerJS on each part in turn, recording each part's run. */
-function runStryker(parts: readonly string[]): void {
+/**
+ * No mutant finished for this long: the part has stalled. A mutant's run is bounded by the tests' own
+ * time-out (15 s) or StrykerJS's (20 s plus 1.5 times its tests' time), so minutes without one mean a
+ * runner that StrykerJS's time-out did not end. The kept test worker (keep-worker.ts) is the suspect:
+ * the domain part stopped twice that way with it (never without it), and ran through since.
+ */
+const STALL_MS = 4 * 60_000;
+
+/** One StrykerJS run of a part; resolves to its exit code, or 'stalled' when it was killed after STALL_MS without progress. */
+function strykerOnce(part: string, options: readonly string[], keepWorker: boolean): Promise<number | 'stalled'> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', ...options], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, STRYKER_PART: part, ...(keepWorker ? {} : { KEEP_WORKER: '0' }) },
+      // Its own process group: a stalled run is ended with its runners and the redis-servers of their tests.
+      detached: true,
+    });
+    // Interrupting this script ends the run's process group too (it is detached from ours).
+    const stop = () => {
+      process.kill(-(child.pid as number), 'SIGKILL');
+      process.exit(130);
+    };
+    process.once('SIGINT', stop).once('SIGTERM', stop);
+    let tested = -1;
+    let progressAt = Date.now();
+    let stalled = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      // The progress reporter prints "… 123/780 tested …" every few seconds, moved on or not.
+      for (const match of chunk.toString().matchAll(/(\d+)\/\d+ tested/g)) {
+        const n = Number(match[1]);
+        if (n !== tested) [tested, progressAt] = [n, Date.now()];
+      }
+    });
+    const watchdog = setInterval(() => {
+      if (Date.now() - progressAt < STALL_MS) return;
+      stalled = true;
+      clearInterval(watchdog);
+      process.stderr.write(`\n*** stryker (part ${part}): no mutant finished for ${STALL_MS / 60_000} min; killing the run ***\n`);
+      process.kill(-(child.pid as number), 'SIGKILL');
+    }, 5_000);
+    child.on('exit', (code) => {
+      clearInterval(watchdog);
+      process.off('SIGINT', stop).off('SIGTERM', stop);
+      resolvePromise(stalled ? 'stalled' : (code ?? 1));
+    });
+  });
+}
+
+/**
+ * Runs StrykerJS on each part in turn, recording each part's run. A part that stalls with the kept test
+ * worker is run again from the start without it (slower, but StrykerJS's time-out then ends every
+ * mutant); its record says so.
+ */
+async function runStryker(parts: readonly string[]): Promise<void> {
   for (const part of parts) {
     const runners = args.runners ?? String(PART_RUNNERS[part] ?? 2);
     const startedAt = new Date();
@@ -319,13 +375,13 @@ function runStryker(parts: readonly string[]): void {
     // The commit StrykerJS copies into its sandbox now (the working tree may move on during a long run).
     const commit = commitNow();
     const options = ['--concurrency', runners, ...(args.incremental ? ['--incremental'] : [])];
-    const run = spawnSync(process.execPath, [join(ROOT, 'node_modules/@stryker-mutator/core/bin/stryker.js'), 'run', ...options], {
-      cwd: ROOT,
-      stdio: 'inherit',
-      env: { ...process.env, STRYKER_PART: part },
-    });
-    if (run.status !== 0) throw new Error(`stryker (part ${part}) exited ${run.status}`);
-    record(`stryker-${part}`, startedAt, loadBefore, { incremental: args.incremental, runners: Number(runners) }, commit);
+    const keepWorker = process.env.KEEP_WORKER !== '0';
+    let status = await strykerOnce(part, options, keepWorker);
+    const stalledWithKeptWorker = status === 'stalled' && keepWorker;
+    if (stalledWithKeptWorker) status = await strykerOnce(part, options, false);
+    if (status !== 0) throw new Error(`stryker (part ${part}) ${status === 'stalled' ? 'stalled' : `exited ${status}`}`);
+    const extra = { incremental: args.incremental, runners: Number(runners), ...(stalledWithKeptWorker ? { stalledWithKeptWorker } : {}) };
+    record(`stryker-${part}`, startedAt, loadBefore, extra, commit);
   }
 }
 
@@ -361,7 +417,7 @@ const readJson = <T>(path: string): T | null => (existsSync(path) ? (JSON.parse(
 const describeRun = (r: RunRecord | null) =>
   r === null
     ? 'time not recorded'
-    : `${minutes(r.seconds)}${r.incremental ? ' (incremental: unchanged mutants reused from the run before)' : ''}${r.runners ? `, ${r.runners} runners` : ''} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
+    : `${minutes(r.seconds)}${r.incremental ? ' (incremental: unchanged mutants reused from the run before)' : ''}${r.runners ? `, ${r.runners} runners` : ''}${r.stalledWithKeptWorker ? ' (stalled with the kept test worker, then run again without it; the time covers both)' : ''} from ${r.startedAt.slice(0, 16)}Z, load average ${r.loadBefore.toFixed(1)} at the start and ${r.loadAfter.toFixed(1)} at the end, commit ${r.commit}`;
 
 /** summary.md from the last StrykerJS report of each part and the last planted run, each with its own time, load and commit. */
 function writeReport(): boolean {
@@ -447,7 +503,7 @@ async function main(): Promise<void> {
   const only = args.only?.split(',') ?? (focusedOnly ? FOCUSED_PROOFS.flatMap((p) => p.mutants) : undefined);
   const selected = only ? PLANTED_MUTANTS.filter((m) => only.includes(m.id)) : PLANTED_MUTANTS;
   const parts = args.parts?.split(',') ?? [...STRYKER_PARTS];
-  if (!args['skip-stryker'] && !only) runStryker(parts);
+  if (!args['skip-stryker'] && !only) await runStryker(parts);
   if (args['stryker-only']) {
     if (!writeReport()) process.exitCode = 1;
     return;
