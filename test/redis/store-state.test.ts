@@ -2,9 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { Redis } from 'ioredis';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { RedisStore } from '../../src/store/redis/redis-store.js';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { openRedisStore } from '../helpers/redis-store.js';
+import { eventually, openRedisStore } from '../helpers/redis-store.js';
 
 /**
  * The Redis store from states a test writes straight into Redis: what the conformance suite cannot
@@ -90,5 +92,35 @@ describe('redis store: states planted in Redis', () => {
       current = next.ownerToken;
     }
     await store.release(key, current);
+  });
+});
+
+describe('redis store: closed while a waiting acquire is in flight', () => {
+  it('the caller is answered "the store is closing", and no rejection is left unhandled meanwhile', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    // Replies held back: the acquire script runs in Redis, but its answer ("queued") is still on its
+    // way when the store closes, so the waiter is registered and has no one listening to its outcome yet.
+    const proxy = await FaultProxy.start(server.port);
+    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => closing.ping(), 10_000);
+      const key = uniqueKey();
+      const holder = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+      expect(holder.acquired).toBe(true);
+      proxy.set({ kind: 'delayReplies', delayMs: 300 });
+      const waiting = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
+      // The script has reached Redis: the caller is queued there, its answer held by the proxy.
+      await eventually(async () => expect((await store.inspect(key))?.waiters).toBe(1), 5_000, 5);
+      await closing.close();
+      expect(await waiting).toBeInstanceOf(StoreUnavailableError);
+      // A turn of the event loop for Node to report a rejection nobody handled.
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await proxy.close();
+    }
   });
 });

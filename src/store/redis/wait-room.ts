@@ -82,6 +82,11 @@ class LocalWaiter<O> implements Waiter {
       this.resolve = resolve;
       this.reject = reject;
     });
+    // The outcome can be settled before anyone awaits it: closing the store rejects a waiter whose
+    // acquire script has not answered yet, and its caller only reaches the outcome once that answer
+    // arrives. Node would report that rejection as unhandled meanwhile (and, by default, end the
+    // process); the caller still gets it from `wait()`.
+    this.outcome.catch(() => undefined);
   }
 
   /** Waits in the queue: the script answered "queued". */
