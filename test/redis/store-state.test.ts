@@ -123,4 +123,24 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
       await proxy.close();
     }
   });
+
+  it('a waiting acquire granted at once as the store closes is answered "the store is closing", and its lease is given back', async () => {
+    const proxy = await FaultProxy.start(server.port);
+    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => closing.ping(), 10_000);
+      const key = uniqueKey();
+      proxy.set({ kind: 'delayReplies', delayMs: 300 });
+      // The key is free: the script grants it at once, and its answer is held by the proxy.
+      const acquiring = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
+      await eventually(async () => expect(await store.inspect(key)).not.toBeNull(), 5_000, 5);
+      await closing.close();
+      // Closing cancelled the caller in Redis, which gave the lease back: the caller must not be told it holds it.
+      expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
+      const taken = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+      expect(taken.acquired).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
 });

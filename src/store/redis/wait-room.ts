@@ -64,6 +64,8 @@ const RETIRED_WAITER_MEMORY_MS = 60_000;
 class LocalWaiter<O> implements Waiter {
   state: State = 'pending';
   grantedEarly = false;
+  /** Answered by closeAll (its outcome rejected, its lease given back): whatever the script answers, the caller gets that. */
+  closed = false;
   timer: NodeJS.Timeout | undefined;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
@@ -138,6 +140,7 @@ export class WaitRoom<O> {
   }
 
   startWaiting(waiter: LocalWaiter<O>, waitMs: number, retryAfterMs: number, signal?: AbortSignal): Promise<O> {
+    if (waiter.closed) return waiter.outcome;
     waiter.state = 'waiting';
     if (waiter.grantedEarly) {
       this.settleGranted(waiter);
@@ -173,6 +176,7 @@ export class WaitRoom<O> {
     const leaving = [...this.waiters.values()].filter((w) => w.state === 'waiting' || w.state === 'pending');
     await Promise.allSettled(
       leaving.map(async (waiter) => {
+        waiter.closed = true;
         this.leave(waiter);
         waiter.reject(reason);
         const reply = await this.ops.cancel(waiter);
