@@ -59,6 +59,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
     'test/redis/store-wiring.test.ts',
+    'test/redis/store-calls.test.ts',
     'test/redis/permits-paths.test.ts',
     'test/domain/lock-service.test.ts',
     'test/conformance/redis-store.test.ts',

@@ -1,0 +1,299 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import { KeySpace } from '../../src/store/redis/keys.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { MisalignedReplyError } from '../../src/store/redis/replies.js';
+import { HEARTBEAT_INTERVAL_MS } from '../../src/store/redis/wait-room.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { eventually, openRedisStore } from '../helpers/redis-store.js';
+
+/**
+ * How the Redis store uses its connection, seen from Redis and from a proxy in front of it: the
+ * listing's SCAN rounds, the echo PING and the probe after a timeout, replacing a connection whose
+ * replies are out of step, refusing calls while disconnected, hand-overs found by message or by a
+ * visit, and replica acknowledgement on a Redis that has no replica (WAIT answers 0).
+ */
+let server: RedisServer;
+let proxy: FaultProxy;
+/** Straight to Redis. */
+let store: RedisStore;
+/** Through the proxy, with a short command timeout: a lost reply fails its call within 150 ms. */
+let faulty: RedisStore;
+let raw: Redis;
+const PREFIX = 'calls:';
+const keySpace = new KeySpace(PREFIX);
+let n = 0;
+const uniqueKey = (label: string) => `${label}${++n}`;
+
+/** The count of calls of `command` Redis has run since it started (INFO commandstats). */
+async function callsOf(command: string): Promise<number> {
+  const info = await raw.info('commandstats');
+  return Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+}
+
+const openVia = async (commandTimeoutMs: number): Promise<RedisStore> => {
+  const opened = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs, fenceGraceMs: 60_000 });
+  await eventually(() => opened.ping(), 10_000);
+  return opened;
+};
+
+/** The value or the error, so a failure can be looked at without try/catch. */
+const settle = (p: Promise<unknown>): Promise<unknown> => p.then((value) => value, (err: unknown) => err);
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  proxy = await FaultProxy.start(server.port);
+  raw = server.client();
+  store = await openRedisStore(server, { keyPrefix: PREFIX });
+  faulty = await openVia(150);
+});
+afterEach(async () => {
+  proxy.heal();
+  await eventually(() => faulty.ping(), 10_000);
+});
+afterAll(async () => {
+  raw?.disconnect();
+  await faulty?.close();
+  await store?.close();
+  await proxy?.close();
+  await server?.stop();
+});
+
+describe('redis store: calls on the connection', () => {
+  it('ping fails when Redis does not answer, though the connection stays open', async () => {
+    proxy.set({ kind: 'dropReplies' });
+    await expect(faulty.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it('a burst of timed-out calls sends one probe PING, not one per call', async () => {
+    const pingsBefore = await callsOf('ping');
+    const connections = proxy.stats.connections;
+    proxy.set({ kind: 'dropReplies' });
+    const calls = [1, 2, 3, 4].map(() => settle(faulty.inspect(uniqueKey('burst'))));
+    for (const failed of await Promise.all(calls)) expect(failed).toBeInstanceOf(StoreUnavailableError);
+    // The probe's PING is lost too: once it times out the probe replaces the connection, which the
+    // proxy sees as a new one. Every probe of the burst has sent its PING by then.
+    await eventually(async () => expect(proxy.stats.connections).toBeGreaterThan(connections), 5_000, 5);
+    expect((await callsOf('ping')) - pingsBefore).toBe(1);
+  });
+
+  it('a call that fails for another reason than a timeout sends no probe', async () => {
+    const key = uniqueKey('wrongtype');
+    // Not a hash: the script fails with WRONGTYPE, an answer on a connection that is in step.
+    await raw.set(keySpace.lock(key), 'not a lock');
+    const pingsBefore = await callsOf('ping');
+    await expect(store.inspect(key)).rejects.toBeInstanceOf(StoreUnavailableError);
+    // On the same connection, so behind any probe the failure started.
+    await store.ping();
+    expect((await callsOf('ping')) - pingsBefore).toBe(1);
+    await raw.del(keySpace.lock(key));
+  });
+
+  it('a reply out of step replaces the connection at once, not a command timeout later', async () => {
+    const patient = await openVia(300);
+    try {
+      const dropped = proxy.stats.bytesDropped;
+      proxy.set({ kind: 'dropReplies' });
+      const lost = settle(patient.ping());
+      await eventually(async () => expect(proxy.stats.bytesDropped).toBeGreaterThan(dropped), 5_000, 5);
+      proxy.heal();
+      // Auto-pipelining sends these two together once the lost call has timed out. The lost call, still
+      // first in ioredis's queue, takes the first reply: the first of the two reads the second's.
+      const first = settle(patient.ping());
+      const second = settle(patient.ping());
+      expect(await lost).toBeInstanceOf(StoreUnavailableError);
+      const failed = await first;
+      expect(failed).toBeInstanceOf(StoreUnavailableError);
+      // The cause says why (a reply out of step, not an outage), for whoever reads the log.
+      expect((failed as Error).cause).toBeInstanceOf(MisalignedReplyError);
+      // Serving again before another command timeout could have ended the fault (a probe's PING).
+      await eventually(() => patient.ping(), 250, 5);
+      await second;
+    } finally {
+      await patient.close();
+    }
+  });
+
+  it('while disconnected, calls are refused before anything is sent; watchChanges does not wait on the subscriber', async () => {
+    // Every connection is reset, and the new ones get no answer to their ready check: never ready.
+    proxy.set({ kind: 'blackhole' });
+    proxy.resetAll();
+    await eventually(async () => expect(await settle(faulty.ping())).toBeInstanceOf(StoreUnavailableError), 5_000, 5);
+    await expect(faulty.watchChanges(uniqueKey('watched'), () => undefined)).rejects.toThrow(/not connected/);
+    await expect(faulty.inspect(uniqueKey('inspected'))).rejects.toThrow(/not connected/);
+  });
+
+  it('a store closed while its connection is down does not reconnect', async () => {
+    // A proxy of its own: every connection it sees is this store's.
+    const own = await FaultProxy.start(server.port);
+    const closing = new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => closing.ping(), 10_000);
+      own.resetAll();
+      // Reconnecting now; the first attempt is due 50 ms after the reset.
+      await eventually(async () => expect(await settle(closing.ping())).toBeInstanceOf(StoreUnavailableError), 5_000, 5);
+      await closing.close();
+      const connections = own.stats.connections;
+      // Time for a reconnect to show: the first two attempts are due 50 and 100 ms after the reset.
+      await sleep(200);
+      expect(own.stats.connections).toBe(connections);
+    } finally {
+      await closing.close();
+      await own.close();
+    }
+  });
+});
+
+describe('redis store: hand-overs', () => {
+  it('a hand-over whose lease ran out before its message arrived is a 503, not a grant', async () => {
+    const waiterStore = await openVia(1_000);
+    try {
+      const key = uniqueKey('late');
+      const holder = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      const waiting = settle(waiterStore.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 20, holder: null, waitMs: 5_000 }));
+      await eventually(async () => expect(await raw.zcard(keySpace.lockKeys(key).queue)).toBe(1), 5_000, 5);
+      // The hand-over message and the confirming renewal each take 60 ms more: the 20 ms lease is over
+      // before the renewal reaches Redis.
+      proxy.set({ kind: 'delay', delayMs: 60 });
+      expect(await store.release(key, holder)).toBe(true);
+      const outcome = await waiting;
+      expect(outcome).toBeInstanceOf(StoreUnavailableError);
+      expect((outcome as Error).message).toMatch(/ran out before it could be delivered/);
+    } finally {
+      proxy.heal();
+      await waiterStore.close();
+    }
+  });
+
+  it('a released lock reaches its waiter by the hand-over message, before any heartbeat', async () => {
+    const channels = async () => (await raw.pubsub('CHANNELS', `${keySpace.grantChannelPrefix()}*`)) as string[];
+    const known = new Set(await channels());
+    const createdAt = performance.now();
+    const waiterStore = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    try {
+      // Its first heartbeat visit is HEARTBEAT_INTERVAL_MS after this; its hand-over channel must be subscribed first.
+      await eventually(async () => expect((await channels()).filter((c) => !known.has(c))).toHaveLength(1), 5_000, 5);
+      await eventually(() => waiterStore.ping(), 5_000, 5);
+      const key = uniqueKey('message');
+      const holder = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      const waiting = waiterStore.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      await eventually(async () => expect(await raw.zcard(keySpace.lockKeys(key).queue)).toBe(1), 5_000, 5);
+      expect(await store.release(key, holder)).toBe(true);
+      expect((await waiting).acquired).toBe(true);
+      expect(performance.now() - createdAt).toBeLessThan(HEARTBEAT_INTERVAL_MS);
+    } finally {
+      await waiterStore.close();
+    }
+  });
+
+  it('a visit that finds its waiter holding the lock grants it, though the message went elsewhere', async () => {
+    const key = uniqueKey('visit');
+    const keys = keySpace.lockKeys(key);
+    expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 150, holder: null })).acquired).toBe(true);
+    const startedAt = performance.now();
+    const waiting = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 3_000 });
+    await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(1), 5_000, 5);
+    // The waiter's record names another instance: the hand-over message goes to a channel nobody reads.
+    const [id, record] = Object.entries(await raw.hgetall(keys.waiters))[0] as [string, string];
+    const fields = record.split('|');
+    fields[4] = 'elsewhere';
+    await raw.hset(keys.waiters, id, fields.join('|'));
+    // The visit due when the lease ends hands the lock over and reports the grant; the wait is far from over.
+    expect((await waiting).acquired).toBe(true);
+    expect(performance.now() - startedAt).toBeLessThan(1_500);
+  });
+});
+
+describe('redis store: listing pages', () => {
+  it('a page over a sparse keyspace stops after 10 SCAN rounds, with a plain SCAN cursor to go on from', async () => {
+    const fillers = Array.from({ length: 2_000 }, (_, i) => `filler:${i}`);
+    await raw.mset(...fillers.flatMap((k) => [k, '1']));
+    try {
+      const scansBefore = await callsOf('scan');
+      const page = await store.list({ prefix: 'nomatch', limit: 1 });
+      expect(page.locks).toEqual([]);
+      // LIST_MAX_SCAN_ROUNDS: the page comes back empty with a cursor rather than walk the whole keyspace.
+      expect((await callsOf('scan')) - scansBefore).toBe(10);
+      // On one Redis the cursor is SCAN's own (no `<node>-` in front).
+      expect(page.nextCursor).toMatch(/^[1-9][0-9]*$/);
+    } finally {
+      await raw.unlink(...fillers);
+    }
+  });
+
+  it('a page stops at the first SCAN round that brings `limit` ids', async () => {
+    await raw.flushdb();
+    const ids = Array.from({ length: 200 }, (_, i) => `paged${i}`);
+    await Promise.all(ids.map((key) => store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null })));
+    // Lookups move a hash table that is being resized along: SCAN below sees one settled table.
+    await raw.exists(...Array.from({ length: 1_000 }, (_, i) => `absent:${i}`));
+    const pattern = keySpace.lockPattern('paged');
+    // A limit whose first round (SCAN 0 MATCH ... COUNT limit) brings exactly `limit` ids.
+    let limit = 0;
+    let cursor = '0';
+    for (let l = 1; l <= 40 && limit === 0; l++) {
+      const [next, found] = await raw.scan('0', 'MATCH', pattern, 'COUNT', l);
+      if (found.length === l && next !== '0') [limit, cursor] = [l, next];
+    }
+    expect(limit).toBeGreaterThan(0);
+    const scansBefore = await callsOf('scan');
+    const page = await store.list({ prefix: 'paged', limit });
+    expect((await callsOf('scan')) - scansBefore).toBe(1);
+    expect(page.locks).toHaveLength(limit);
+    expect(page.nextCursor).toBe(cursor);
+  });
+});
+
+describe('redis store: replica acknowledgement on a Redis without replicas', () => {
+  // WAIT 1 on a lone Redis answers 0 after the timeout: nothing is confirmed.
+  let strict: RedisStore;
+  beforeAll(async () => {
+    strict = new RedisStore({ url: server.url, keyPrefix: PREFIX, replicaAcks: { minReplicas: 1, timeoutMs: 20 }, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    await eventually(() => strict.ping(), 10_000);
+  });
+  afterAll(async () => {
+    await strict?.close();
+  });
+
+  it('an unconfirmed grant is rolled back and answered 503', async () => {
+    const key = uniqueKey('acked');
+    await expect(strict.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).rejects.toThrow(
+      /reached 0 of 1 replicas within 20 ms and was rolled back/,
+    );
+    expect(await store.inspect(key)).toBeNull();
+  });
+
+  it('an unconfirmed renewal is answered 503 and leaves the lease its holder relies on', async () => {
+    const key = uniqueKey('renewed');
+    const ownerToken = newOwnerToken();
+    const grant = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
+    expect(grant.acquired).toBe(true);
+    await expect(strict.renew(key, ownerToken, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect((await store.inspect(key))?.fencingToken).toBe(grant.acquired ? grant.fencingToken : -1);
+  });
+
+  it('an unconfirmed lock set is given back whole and answered 503', async () => {
+    const keys = [uniqueKey('set/a'), uniqueKey('set/b')];
+    const ownerToken = newOwnerToken();
+    await expect(strict.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(StoreUnavailableError);
+    for (const key of keys) expect(await store.inspect(key)).toBeNull();
+  });
+
+  it('a set renewal is confirmed only when it renewed something; unconfirmed, the set stays held', async () => {
+    const keys = [uniqueKey('set/c'), uniqueKey('set/d')];
+    const ownerToken = newOwnerToken();
+    const set = await store.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null });
+    expect(set.acquired).toBe(true);
+    // Nothing renewed: nothing to confirm, the plain answer.
+    await expect(strict.lockSets.renewSet(keys, newOwnerToken(), 5_000)).resolves.toEqual({ renewed: false });
+    await expect(strict.lockSets.renewSet(keys, ownerToken, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
+    for (const key of keys) expect((await store.inspect(key))?.fencingToken).toBeGreaterThan(0);
+    expect(await store.lockSets.releaseSet(keys, ownerToken)).toBe(true);
+  });
+});
