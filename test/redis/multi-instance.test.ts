@@ -73,7 +73,11 @@ describe('several instances on one Redis', () => {
         await sleep(Math.random() * 20); // the critical section
         grant.releaseRequestedAt = performance.now();
         const released = await call(base, 'POST', `/v1/locks/${key}/release`, { ownerToken: res.body.ownerToken });
-        expect(released.status).toBe(200);
+        // On a starved machine the release can reach the store after the lease ran out: a 409 then. The
+        // lease cannot have ended before its request time + TTL, so a 409 answered earlier than that is
+        // a lease lost too soon.
+        if (released.status === 409) expect(performance.now(), 'a release refused before the lease could have ended').toBeGreaterThan(requestedAt + TTL_MS - CLOCK_MARGIN_MS);
+        else expect(released.status).toBe(200);
       }
     };
 
