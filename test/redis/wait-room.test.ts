@@ -320,6 +320,16 @@ describe('redis wait room', () => {
     expect((await store.inspect(key))?.fencingToken).toBe(outcome.acquired ? outcome.fencingToken : -1);
   });
 
+  it('a waiting caller granted at once is forgotten by the room: closing leaves its lease alone', async () => {
+    const key = uniqueKey();
+    const outcome = await wait(key, 5_000).outcome;
+    expect(outcome.acquired).toBe(true);
+    expect(room.hasWaitersOn(key)).toBe(false);
+    await store.close();
+    store = await openStore();
+    expect((await store.inspect(key))?.fencingToken).toBe(outcome.acquired ? outcome.fencingToken : -1);
+  });
+
   it('closing while a caller’s acquire script runs: it gets the closing error and leaves the queue', async () => {
     const key = uniqueKey();
     await hold(key, 10_000);
