@@ -58,6 +58,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/redis/client-events.test.ts',
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
+    'test/redis/wait-room.test.ts',
     'test/redis/store-wiring.test.ts',
     'test/redis/store-calls.test.ts',
     'test/redis/permits-paths.test.ts',
