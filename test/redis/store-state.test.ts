@@ -143,4 +143,43 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
       await proxy.close();
     }
   });
+
+  it('the same for a waiting semaphore acquire: answered "the store is closing", and the permit is given back', async () => {
+    const proxy = await FaultProxy.start(server.port);
+    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => closing.ping(), 10_000);
+      const key = uniqueKey();
+      const permit = (s: RedisStore, waitMs: number) =>
+        s.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs });
+      proxy.set({ kind: 'delayReplies', delayMs: 300 });
+      // The one permit is free: the script grants it at once, and its answer is held by the proxy.
+      const acquiring = permit(closing, 10_000).catch((err: unknown) => err);
+      await eventually(async () => expect((await store.permits.inspectPermits('semaphore', key))?.holders).toHaveLength(1), 5_000, 5);
+      await closing.close();
+      expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
+      expect(await permit(store, 0)).toMatchObject({ acquired: true });
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe('redis store: lock sets on a store built in the test', () => {
+  // A store built in beforeAll is built outside every test: this one also pins what its constructor
+  // sets up for lock sets (the scripts that take their key count per call).
+  it('a set of two free locks is granted with a token per lock, and released', async () => {
+    const own = await openRedisStore(server, { keyPrefix: PREFIX });
+    try {
+      const keys = [uniqueKey(), uniqueKey()];
+      const ownerToken = newOwnerToken();
+      const set = await own.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null });
+      expect(set).toMatchObject({ acquired: true, fencingTokens: [expect.any(Number), expect.any(Number)] });
+      expect(await own.lockSets.releaseSet(keys, ownerToken)).toBe(true);
+      // Released: each key is free for anyone else at once.
+      for (const key of keys) expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).toMatchObject({ acquired: true });
+    } finally {
+      await own.close();
+    }
+  });
 });
