@@ -57,6 +57,9 @@ const MAX_LEASES_PER_CLIENT = 100_000;
  * operation on one monotonic clock. A lease is renewed and released through the instance that granted it;
  * when that instance fails the client abandons the lease (it runs out by itself) and moves on.
  */
+/** How often a paused client asks its renew or release again after a 503 or no answer. */
+const PAUSED_CALL_ATTEMPTS = 10;
+
 export class Driver {
   readonly clock = new RunClock();
   readonly resource = new FencedResource();
@@ -204,9 +207,18 @@ export class Driver {
   ): Promise<void> {
     await sleep(pauseMs);
     const writeAccepted = this.write(c, key, grantId, token);
-    const renew = await this.call('renew', c, key, instance, grantId, this.options.ttlMs, { ownerToken, ttlMs: this.options.ttlMs });
-    const release = await this.call('release', c, key, instance, grantId, this.options.ttlMs, { ownerToken });
-    this.paused.push({ client: c, grantId, pausedMs: pauseMs, writeAccepted, renewStatus: renew.op.status, releaseStatus: release.op.status });
+    // As a client does, a 503 or no answer (a starved machine) is asked again, until a definite answer:
+    // the question is what keyholder answers about the expired lease, not whether it answered in time.
+    const definite = async (kind: 'renew' | 'release', body: Record<string, unknown>) => {
+      for (let attempt = 1; ; attempt++) {
+        const { op } = await this.call(kind, c, key, instance, grantId, this.options.ttlMs, body);
+        if ((op.status !== 503 && op.status !== null) || attempt === PAUSED_CALL_ATTEMPTS) return op.status;
+        await sleep(100);
+      }
+    };
+    const renewStatus = await definite('renew', { ownerToken, ttlMs: this.options.ttlMs });
+    const releaseStatus = await definite('release', { ownerToken });
+    this.paused.push({ client: c, grantId, pausedMs: pauseMs, writeAccepted, renewStatus, releaseStatus });
   }
 
   /** What the next acquire asks for, when driving a permit primitive. */
