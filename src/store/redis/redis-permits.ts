@@ -109,8 +109,6 @@ export class RedisPermits implements PermitStore {
     const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
-    // Closed while the script ran: the lease it may have granted was given back (see RedisStore.acquire).
-    if (waiter.closed) return waiter.outcome;
     return this.settle(reply, decidedAt, input, servedBy);
   }
 

@@ -222,9 +222,6 @@ export class RedisStore implements LockStore {
       return outcome;
     }
     waiter.drop();
-    // The store closed while the script ran: closing cancelled this caller in Redis, which gave back a
-    // lease the script granted, so the caller gets the closing error rather than that lease.
-    if (waiter.closed) return waiter.outcome;
     return this.settle(reply, decidedAt, input, servedBy);
   }
 

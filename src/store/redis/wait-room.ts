@@ -64,7 +64,7 @@ const RETIRED_WAITER_MEMORY_MS = 60_000;
 class LocalWaiter<O> implements Waiter {
   state: State = 'pending';
   grantedEarly = false;
-  /** Answered by closeAll (its outcome rejected, its lease given back): whatever the script answers, the caller gets that. */
+  /** Answered by closeAll (its outcome rejected, its lease given back): whatever the script answers, the caller gets that (enter). */
   closed = false;
   timer: NodeJS.Timeout | undefined;
   signal: AbortSignal | undefined;
@@ -96,11 +96,19 @@ class LocalWaiter<O> implements Waiter {
     return this.room.startWaiting(this, waitMs, retryAfterMs, signal);
   }
 
-  /** Runs the acquire script that may queue this caller; if it fails (or the caller is gone already), the waiter is dropped. */
+  /**
+   * Runs the acquire script that may queue this caller; if it fails (or the caller is gone already), the
+   * waiter is dropped. If the store closed while the script ran, the caller gets the closing error
+   * whatever the script answered: closing cancelled the caller in Redis, which gave back a lease the
+   * script may have granted it.
+   */
   async enter<R>(signal: AbortSignal | undefined, run: () => Promise<R>): Promise<R> {
     try {
       signal?.throwIfAborted();
-      return await run();
+      const reply = await run();
+      // A closed waiter's outcome is rejected with the closing error: awaiting it throws that.
+      if (this.closed) await this.outcome;
+      return reply;
     } catch (err) {
       this.drop();
       throw err;
