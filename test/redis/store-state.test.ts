@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { Redis } from 'ioredis';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
@@ -96,22 +96,36 @@ describe('redis store: states planted in Redis', () => {
 });
 
 describe('redis store: closed while a waiting acquire is in flight', () => {
+  const proxies: FaultProxy[] = [];
+  afterEach(async () => {
+    await Promise.all(proxies.splice(0).map((p) => p.close()));
+  });
+
+  /**
+   * A store whose Redis replies are held back (300 ms) by a proxy: an acquire script it sends runs in
+   * Redis at once, but the store reads its answer only later, so a close can come in between.
+   */
+  async function storeWithHeldReplies(): Promise<RedisStore> {
+    const proxy = await FaultProxy.start(server.port);
+    proxies.push(proxy);
+    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+    await eventually(() => closing.ping(), 10_000);
+    proxy.set({ kind: 'delayReplies', delayMs: 300 });
+    return closing;
+  }
+
   it('the caller is answered "the store is closing", and no rejection is left unhandled meanwhile', async () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
-    // Replies held back: the acquire script runs in Redis, but its answer ("queued") is still on its
-    // way when the store closes, so the waiter is registered and has no one listening to its outcome yet.
-    const proxy = await FaultProxy.start(server.port);
-    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
     try {
-      await eventually(() => closing.ping(), 10_000);
       const key = uniqueKey();
       const holder = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
       expect(holder.acquired).toBe(true);
-      proxy.set({ kind: 'delayReplies', delayMs: 300 });
+      const closing = await storeWithHeldReplies();
       const waiting = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
-      // The script has reached Redis: the caller is queued there, its answer held by the proxy.
+      // The script has reached Redis: the caller is queued there, its answer ("queued") held by the
+      // proxy, so the waiter is registered and has no one listening to its outcome yet.
       await eventually(async () => expect((await store.inspect(key))?.waiters).toBe(1), 5_000, 5);
       await closing.close();
       expect(await waiting).toBeInstanceOf(StoreUnavailableError);
@@ -120,48 +134,33 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
       expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', onUnhandled);
-      await proxy.close();
     }
   });
 
   it('a waiting acquire granted at once as the store closes is answered "the store is closing", and its lease is given back', async () => {
-    const proxy = await FaultProxy.start(server.port);
-    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
-    try {
-      await eventually(() => closing.ping(), 10_000);
-      const key = uniqueKey();
-      proxy.set({ kind: 'delayReplies', delayMs: 300 });
-      // The key is free: the script grants it at once, and its answer is held by the proxy.
-      const acquiring = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
-      await eventually(async () => expect(await store.inspect(key)).not.toBeNull(), 5_000, 5);
-      await closing.close();
-      // Closing cancelled the caller in Redis, which gave the lease back: the caller must not be told it holds it.
-      expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
-      const taken = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
-      expect(taken.acquired).toBe(true);
-    } finally {
-      await proxy.close();
-    }
+    const closing = await storeWithHeldReplies();
+    const key = uniqueKey();
+    // The key is free: the script grants it at once, and its answer is held by the proxy.
+    const acquiring = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
+    await eventually(async () => expect(await store.inspect(key)).not.toBeNull(), 5_000, 5);
+    await closing.close();
+    // Closing cancelled the caller in Redis, which gave the lease back: the caller must not be told it holds it.
+    expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
+    const taken = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+    expect(taken.acquired).toBe(true);
   });
 
   it('the same for a waiting semaphore acquire: answered "the store is closing", and the permit is given back', async () => {
-    const proxy = await FaultProxy.start(server.port);
-    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
-    try {
-      await eventually(() => closing.ping(), 10_000);
-      const key = uniqueKey();
-      const permit = (s: RedisStore, waitMs: number) =>
-        s.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs });
-      proxy.set({ kind: 'delayReplies', delayMs: 300 });
-      // The one permit is free: the script grants it at once, and its answer is held by the proxy.
-      const acquiring = permit(closing, 10_000).catch((err: unknown) => err);
-      await eventually(async () => expect((await store.permits.inspectPermits('semaphore', key))?.holders).toHaveLength(1), 5_000, 5);
-      await closing.close();
-      expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
-      expect(await permit(store, 0)).toMatchObject({ acquired: true });
-    } finally {
-      await proxy.close();
-    }
+    const closing = await storeWithHeldReplies();
+    const key = uniqueKey();
+    const permit = (s: RedisStore, waitMs: number) =>
+      s.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs });
+    // The one permit is free: the script grants it at once, and its answer is held by the proxy.
+    const acquiring = permit(closing, 10_000).catch((err: unknown) => err);
+    await eventually(async () => expect((await store.permits.inspectPermits('semaphore', key))?.holders).toHaveLength(1), 5_000, 5);
+    await closing.close();
+    expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
+    expect(await permit(store, 0)).toMatchObject({ acquired: true });
   });
 });
 
