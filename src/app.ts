@@ -86,7 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       headersTimeout: timeouts.headersTimeoutMs,
       connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
     },
-    logController: new RequestLog(),
+    logController: new RequestLog(deps.logger),
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -119,8 +119,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     deps.locks.shutdown();
   });
   // New requests during shutdown get the same answer as the waiters (the error handler writes it).
-  app.addHook('onRequest', async () => {
-    if (closing) throw new ShuttingDownError();
+  // Callback style: it runs on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(closing ? new ShuttingDownError() : undefined);
   });
   const metrics = deps.metrics;
   if (metrics) {

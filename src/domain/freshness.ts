@@ -19,6 +19,14 @@ export interface DecidedLease {
 }
 
 /**
+ * Whether a lease decided at `decidedAt` may still be reported as held: a check without any I/O, so
+ * the common case (a prompt answer) costs no promise on the way out.
+ */
+export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: number }): boolean {
+  return performance.now() - lease.decidedAt < lease.ttlMs * LATE_REPLY_FRACTION;
+}
+
+/**
  * The late-grant guard. If the store's answer arrived late, the lease it describes may have run out
  * while the reply was in flight; reporting it as held would let two callers believe they hold the
  * lock. The guard gives the lease back and reports the store as unavailable instead.
@@ -32,8 +40,8 @@ export class FreshnessGuard {
   constructor(private readonly store: Pick<LockStore, 'release'>) {}
 
   async refuseIfLate(lease: DecidedLease): Promise<void> {
+    if (isFresh(lease)) return;
     const elapsedMs = performance.now() - lease.decidedAt;
-    if (elapsedMs < lease.ttlMs * LATE_REPLY_FRACTION) return;
     await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
     throw new StoreUnavailableError(
       `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; it was given back`,

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isDomainError, StoreUnavailableError } from '../domain/errors.js';
+import { isFresh } from '../domain/freshness.js';
 import type { FreshLease } from '../domain/lock-service.js';
 import { writeDomainError } from './problem.js';
 
@@ -18,17 +19,24 @@ declare module 'fastify' {
  */
 export function registerFreshAnswers(app: FastifyInstance, confirm: (namespace: string, lease: FreshLease) => Promise<void>): void {
   app.decorateRequest('leaseToConfirm', null);
-  app.addHook('onSend', async (request, reply, payload) => {
+  // Callback style: every answer of these routes passes here, and a fresh one (nearly all) is sent on
+  // at once, without a promise.
+  app.addHook('onSend', (request, reply, payload, done) => {
     const pending = request.leaseToConfirm;
-    if (pending === null || reply.statusCode !== 200) return payload;
+    if (pending === null || reply.statusCode !== 200) return done(null, payload);
     request.leaseToConfirm = null;
-    try {
-      await confirm(pending.namespace, pending.lease);
-      return payload;
-    } catch (err) {
-      const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });
-      return writeDomainError(request, reply, error);
-    }
+    if (isFresh(pending.lease)) return done(null, payload);
+    confirm(pending.namespace, pending.lease).then(
+      () => done(null, payload),
+      (err: unknown) => {
+        const error = isDomainError(err) ? err : new StoreUnavailableError('the answer was too late to trust', 1000, { cause: err });
+        try {
+          done(null, writeDomainError(request, reply, error));
+        } catch (writeError) {
+          done(writeError as Error);
+        }
+      },
+    );
   });
 }
 

@@ -26,6 +26,11 @@ function serializeError(err: unknown): unknown {
   return out;
 }
 
+/** 4 KiB, about 20 request lines: written to stdout in one call. */
+const LOG_BATCH_BYTES = 4096;
+/** 200 ms: the longest a line waits in the batch on a quiet instance. */
+const LOG_FLUSH_MS = 200;
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const options = {
     level,
@@ -36,7 +41,11 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
   };
   // Without a destination: stdout, written asynchronously (a line per request would otherwise block
-  // the event loop on every write). No buffering (minLength 0), so lines appear as soon as the write
-  // completes, and pino flushes what is pending when the process exits.
-  return pino(options, destination ?? pino.destination({ dest: 1, sync: false, minLength: 0 }));
+  // the event loop on every write), in batches: lines collect until LOG_BATCH_BYTES, or for at most
+  // LOG_FLUSH_MS. One write per line cost more than building the line (measured under load), and a
+  // line still appears within LOG_FLUSH_MS. pino flushes what is pending when the process exits.
+  return pino(
+    options,
+    destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }),
+  );
 }

@@ -117,6 +117,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: OPERATION_BUCKETS_SECONDS,
     registers: [registry],
   });
+  const storeSecondsOf = childrenOf(storeSeconds);
   let instrumented: LockStore | undefined;
   const storeUp = new Gauge({
     name: 'keyholder_store_up',
@@ -129,11 +130,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   });
 
+  const storeUpOf = childrenOf(storeUp);
+  let lastUp: number | undefined;
   const sink: StoreCallSink = {
     storeCall(op, result, durationSeconds) {
-      storeSeconds.labels(op, result).observe(durationSeconds);
+      storeSecondsOf(op, result).observe(durationSeconds);
       if (instrumented === undefined || result === 'error') return;
-      storeUp.labels(instrumented.kind).set(result === 'ok' ? 1 : 0);
+      // Set only when it changes: every store call passes here.
+      const up = result === 'ok' ? 1 : 0;
+      if (up === lastUp) return;
+      lastUp = up;
+      storeUpOf(instrumented.kind).set(up);
     },
     leaseHeld(heldSeconds) {
       holdSeconds.observe(heldSeconds);
@@ -173,11 +180,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
+  const operationsOf = childrenOf(operations);
+  const operationSecondsOf = childrenOf(operationSeconds);
   const lockObserver: LockObserver = {
     ...leaseEvents,
     operation(op, result, durationSeconds) {
-      operations.labels(op, outcomeLabel(op, result)).inc();
-      operationSeconds.labels(op).observe(durationSeconds);
+      operationsOf(op, outcomeLabel(op, result)).inc();
+      operationSecondsOf(op).observe(durationSeconds);
     },
   };
 
@@ -215,4 +224,23 @@ const SUCCESS: Readonly<Record<Operation, string>> = { acquire: 'acquired', rene
 function outcomeLabel(op: Operation, result: OperationResult): string {
   if (result === 'ok') return SUCCESS[op];
   return result === 'error' ? 'error' : ERRORS[result].outcome;
+}
+
+/**
+ * A metric's labelled child for each combination of label values, made on first use and kept: the
+ * lock calls record several metrics each, and prom-client's `labels()` hashes the values anew on every
+ * call. The label values are a few fixed words (see the interface above), so the map stays small.
+ * (Nothing here resets these metrics; a reset would detach the kept children.)
+ */
+function childrenOf<C>(metric: { labels(...values: string[]): C }): (...values: string[]) => C {
+  const children = new Map<string, C>();
+  return (...values) => {
+    const id = values.join('\u0000');
+    let child = children.get(id);
+    if (child === undefined) {
+      child = metric.labels(...values);
+      children.set(id, child);
+    }
+    return child;
+  };
 }

@@ -64,6 +64,22 @@ describe('API keys and the keys file', () => {
     expect(ring.authenticate(keys.entries[0]?.hash ?? '')).toBeNull();
   });
 
+  it('a key that authenticated before a reload that drops it is refused after it, each time', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keyholder-keys-'));
+    const first = makeKeys([{ id: 'a', namespace: 'team-a', scopes: ['locks'] }]);
+    const path = first.writeFile(dir);
+    const ring = new KeyRing(loadKeysFile(path));
+    const key = first.plain.a ?? '';
+    // Asked twice: the second answer is the remembered one.
+    expect(ring.authenticate(key)).toMatchObject({ keyId: 'a' });
+    expect(ring.authenticate(key)).toMatchObject({ keyId: 'a' });
+
+    makeKeys([{ id: 'b', namespace: 'team-b', scopes: ['locks'] }]).writeFile(dir);
+    expect(reloadKeyRing(ring, path, { info: () => undefined, error: () => undefined })).toBe(true);
+    expect(ring.authenticate(key)).toBeNull();
+    expect(ring.authenticate(key)).toBeNull();
+  });
+
   it('a reload swaps the keys; a bad file keeps the old ones and logs an error', () => {
     const dir = mkdtempSync(join(tmpdir(), 'keyholder-keys-'));
     const first = makeKeys([{ id: 'a', namespace: 'team-a', scopes: ['locks'] }]);

@@ -147,8 +147,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'late-grant-guard-off',
     file: 'src/domain/freshness.ts',
-    find: 'if (elapsedMs < lease.ttlMs * LATE_REPLY_FRACTION) return;',
-    replace: 'return;',
+    find: 'return performance.now() - lease.decidedAt < lease.ttlMs * LATE_REPLY_FRACTION;',
+    replace: 'return true;',
     what: 'late-grant guard off: a reply that came back too late is handed out',
   },
   {

@@ -42,7 +42,8 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
     async (request) => {
       const namespace = principalOf(request).namespace;
       const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      confirmBeforeSending(request, namespace, { ...renewal, ownerToken: request.body.ownerToken });
+      const { key, ttlMs, decidedAt } = renewal;
+      confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );

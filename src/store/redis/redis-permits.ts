@@ -25,7 +25,7 @@ import {
   parseRelease,
   type PermitAcquireReply,
 } from './replies.js';
-import type { HandOverArgs, Scripts } from './scripts.js';
+import type { Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 /** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
@@ -116,7 +116,7 @@ export class RedisPermits implements PermitStore {
     const { kind, key } = input;
     return this.deps.call(async () => {
       const raw = await this.deps.scripts.run('permitAcquire', {
-        ...this.handOverArgs(key),
+        graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key,
         keys: this.deps.keys.permitKeys(kind, key),
         ownerToken: input.ownerToken,
         ttlMs: input.ttlMs,
@@ -167,7 +167,7 @@ export class RedisPermits implements PermitStore {
 
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
     return this.deps.call(async () =>
-      parseRelease(await this.deps.scripts.run('permitRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), ownerToken })),
+      parseRelease(await this.deps.scripts.run('permitRelease', { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key, keys: this.deps.keys.permitKeys(kind, key), ownerToken })),
     );
   }
 
@@ -197,7 +197,7 @@ export class RedisPermits implements PermitStore {
 
   async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
     return this.deps.call(async () =>
-      parsePermitForceRelease(await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key) })),
+      parsePermitForceRelease(await this.deps.scripts.run('permitForceRelease', { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key, keys: this.deps.keys.permitKeys(kind, key) })),
     );
   }
 
@@ -232,7 +232,7 @@ export class RedisPermits implements PermitStore {
     return this.deps.call(async () =>
       parseCancel(
         await this.deps.scripts.run('permitCancel', {
-          ...this.handOverArgs(key),
+          graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key,
           keys: this.deps.keys.permitKeys(kind, key),
           waiterId: waiter.id,
           ownerToken: waiter.ownerToken,
@@ -246,17 +246,13 @@ export class RedisPermits implements PermitStore {
     return this.deps.call(async () =>
       parsePermitHeartbeat(
         await this.deps.scripts.run('permitHeartbeat', {
-          ...this.handOverArgs(key),
+          graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key,
           keys: this.deps.keys.permitKeys(kind, key),
           livenessMs: this.deps.livenessMs,
           waiters,
         }),
       ),
     );
-  }
-
-  private handOverArgs(key: string): HandOverArgs {
-    return { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key };
   }
 }
 
