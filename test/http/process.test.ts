@@ -69,6 +69,21 @@ describe('server process', () => {
     expect(proc.logs.join('\n')).not.toContain(token);
   });
 
+  it('log lines are written in batches, yet a request line reaches stdout while the server runs, with its request id', async () => {
+    const proc = await start();
+    const answer = await call(proc.url, 'POST', '/v1/locks/prompt-line/acquire', { ttlMs: 10_000 });
+    expect(answer.status).toBe(200);
+    // Flushed every 200 ms on a quiet instance: waited for, not slept on (a busy machine may be slower).
+    await vi.waitFor(() => expect(proc.jsonLogs().some((l) => l.msg === 'request' && l.key === 'prompt-line')).toBe(true), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    const line = proc.jsonLogs().find((l) => l.msg === 'request' && l.key === 'prompt-line');
+    expect(line).toMatchObject({ method: 'POST', route: '/v1/locks/:key/acquire', status: 200 });
+    expect(typeof line?.reqId).toBe('string');
+    await proc.stop();
+  });
+
   it('LOG_LEVEL is honoured', async () => {
     const proc = await start({ LOG_LEVEL: 'warn' });
     await call(proc.url, 'POST', '/v1/locks/quiet/acquire', { ttlMs: 1_000 });
