@@ -69,7 +69,7 @@ export const EnvSchema = z
     LOG_LEVEL: z.preprocess(
       emptyAsUndefined,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    ).describe('Least severe level logged. Logs are JSON lines on stdout.'),
+    ).describe('Least severe level logged. Logs are JSON lines on stdout: the one line per answered request is written in batches (within 200 ms), every other line at once.'),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
     REDIS_URL: z.preprocess(
       emptyAsUndefined,

@@ -1,4 +1,5 @@
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
+import { requestLineLogger } from './logger.js';
 
 /** The levels at which a logger writes info lines. */
 const INFO_WRITTEN = new Set(['info', 'debug', 'trace']);
@@ -10,16 +11,15 @@ const INFO_WRITTEN = new Set(['info', 'debug', 'trace']);
  */
 export class RequestLog extends LogController {
   /**
-   * Where the lines of answered requests go: a child of the app's logger without redaction. Such a
-   * line holds only the fields below (none of them a secret), and redaction was the largest part of
-   * its cost; it runs on every request. Lines with an error go through the request's own logger, which
-   * redacts. Absent: every line goes through the request's logger.
+   * Where the lines of answered requests go (requestLineLogger: no redaction, written in batches). Such
+   * a line holds only the fields below, none of them a secret. Lines with an error go through the
+   * request's own logger, which redacts. Absent: every line goes through the request's logger.
    */
   private readonly lines: FastifyBaseLogger | undefined;
 
   constructor(logger?: FastifyBaseLogger) {
     super();
-    this.lines = logger?.child({}, { redact: { paths: [] } });
+    this.lines = logger === undefined ? undefined : requestLineLogger(logger);
   }
 
   override incomingRequest(): void {
@@ -27,10 +27,13 @@ export class RequestLog extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    // Only where the request's logger writes info lines too (a route may set a quieter logLevel).
+    const direct = !error && this.lines !== undefined && INFO_WRITTEN.has(reply.log.level) && INFO_WRITTEN.has(this.lines.level);
     const params = request.params as { key?: unknown } | undefined;
     const line = {
-      // As the request's own logger would bind it (Fastify's requestIdLogLabel).
-      reqId: request.id,
+      // The request's own logger binds the id itself (Fastify's requestIdLogLabel); pino leaves out
+      // an undefined field.
+      reqId: direct ? request.id : undefined,
       method: request.method,
       route: request.routeOptions.url ?? null,
       status: reply.statusCode,
@@ -39,9 +42,8 @@ export class RequestLog extends LogController {
       // Set by the auth hook on routes that need a caller; absent on public routes.
       keyId: request.principal?.keyId,
     };
-    if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    // Only where the request's logger writes info lines too (a route may set a quieter logLevel).
-    else if (this.lines !== undefined && INFO_WRITTEN.has(reply.log.level) && INFO_WRITTEN.has(this.lines.level)) this.lines.info(line, 'request');
+    if (direct) this.lines?.info(line, 'request');
+    else if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log.info(line, 'request');
   }
 }

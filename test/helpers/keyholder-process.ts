@@ -64,11 +64,30 @@ export class KeyholderProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
-    const collect = (chunk: Buffer) => {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) this.logs.push(line);
+    // Lines are written in batches, and a pipe may deliver a batch in pieces: a piece's last, unfinished
+    // line waits for the rest (per stream), and is kept as it is if the process ends first.
+    const collector = () => {
+      let partial = '';
+      const push = (line: string) => {
+        if (line.trim()) this.logs.push(line);
+      };
+      return {
+        data: (chunk: Buffer) => {
+          const lines = (partial + chunk.toString('utf8')).split('\n');
+          partial = lines.pop() ?? '';
+          lines.forEach(push);
+        },
+        end: () => {
+          push(partial);
+          partial = '';
+        },
+      };
     };
-    child.stdout?.on('data', collect);
-    child.stderr?.on('data', collect);
+    for (const stream of [child.stdout, child.stderr]) {
+      const { data, end } = collector();
+      stream?.on('data', data);
+      stream?.on('end', end);
+    }
     child.once('exit', (code, signal) => {
       this.exitInfo = { code, signal };
       if (this.child === child) this.child = undefined;

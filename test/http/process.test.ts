@@ -81,6 +81,8 @@ describe('server process', () => {
     const line = proc.jsonLogs().find((l) => l.msg === 'request' && l.key === 'prompt-line');
     expect(line).toMatchObject({ method: 'POST', route: '/v1/locks/:key/acquire', status: 200 });
     expect(typeof line?.reqId).toBe('string');
+    const raw = proc.logs.find((l) => l.includes('"prompt-line"') && l.includes('"msg":"request"'));
+    expect(raw?.match(/"reqId"/g)).toHaveLength(1);
     await proc.stop();
   });
 
