@@ -63,7 +63,23 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** How many times Redis has read from its clients' sockets since it started (INFO stats). */
+async function socketReads(): Promise<number> {
+  const info = await raw.info('stats');
+  return Number(/^total_reads_processed:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
+}
+
 describe('redis store: calls on the connection', () => {
+  it('the script calls of one turn of the event loop reach Redis in one write, not one each', async () => {
+    const keys = Array.from({ length: 100 }, () => uniqueKey('batch'));
+    const before = await socketReads();
+    // 100 calls started in one turn; each is about 200 bytes, so Redis needs 2 reads of its 16 KiB
+    // buffer for all of them, plus 1 for this INFO.
+    await Promise.all(keys.map((key) => store.inspect(key)));
+    const reads = (await socketReads()) - before;
+    expect(reads).toBeLessThanOrEqual(5);
+  });
+
   it('ping fails when Redis does not answer, though the connection stays open', async () => {
     proxy.set({ kind: 'dropReplies' });
     await expect(faulty.ping()).rejects.toBeInstanceOf(StoreUnavailableError);

@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
+// Node's own, not the global: a test's fake timers must not hold back the writes to Redis.
+import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
+import { Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
 import type { LockKeys, PermitKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
@@ -314,8 +317,10 @@ export function defineScripts(redis: RedisClient): Scripts {
     // Without numberOfKeys, ioredis takes the first argument as the key count.
     redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
   }
+  const batchWrites = tickBatcher(redis);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
+      batchWrites();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
       const command = commands[COMMANDS[name]] as Command;
@@ -324,5 +329,29 @@ export function defineScripts(redis: RedisClient): Scripts {
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
       return unwrapEcho(name, await command.call(redis, argv), nonce);
     },
+  };
+}
+
+/**
+ * On one Redis connection without ioredis's auto-pipelining: the script calls of one turn of the event
+ * loop leave in one socket write. The first call corks the socket and a setImmediate (after the turn's
+ * I/O callbacks, as auto-pipelining waits) uncorks it, so Node sends everything written in between with
+ * one writev: the batching of auto-pipelining without its pipeline object and promises per batch. A
+ * Cluster keeps ioredis's auto-pipelining (one socket per node).
+ */
+function tickBatcher(redis: RedisClient): () => void {
+  if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true) return () => undefined;
+  let corked = false;
+  return () => {
+    if (corked) return;
+    // The socket of this moment: after a reconnect the next tick corks the new one.
+    const socket = redis.stream;
+    if (socket === undefined) return;
+    corked = true;
+    socket.cork();
+    afterThisTurn(() => {
+      corked = false;
+      socket.uncork();
+    });
   };
 }
