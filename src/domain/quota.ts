@@ -35,8 +35,8 @@ export class NamespaceQuota {
   ) {}
 
   /**
-   * For an acquire that does not wait. The slot and the lease are asked for at once: with
-   * auto-pipelining both reach Redis in one round trip instead of two. A lease granted without a slot
+   * For an acquire that does not wait. The slot and the lease are asked for at once: the Redis
+   * store sends calls made together in one write, so both reach Redis in one round trip instead of two. A lease granted without a slot
    * is given straight back before anyone hears of it, so no caller is ever told it holds a lock over
    * the namespace's cap (another caller may, for that instant, be told the lock is held).
    */
