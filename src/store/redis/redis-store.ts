@@ -29,7 +29,7 @@ import {
   type LeaseReply,
   UnexpectedReplyError,
 } from './replies.js';
-import { defineScripts, type Scripts } from './scripts.js';
+import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from './wait-room.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
@@ -300,6 +300,7 @@ export class RedisStore implements LockStore {
 
   async release(key: string, ownerToken: string): Promise<boolean> {
     return this.call(async () =>
+      // Written out, not spread from handOverArgs: see runAcquire.
       parseRelease(await this.scripts.run('release', { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key, keys: this.keys.lockKeys(key), ownerToken })),
     );
   }
@@ -456,7 +457,7 @@ export class RedisStore implements LockStore {
 
   async forceRelease(key: string): Promise<ForceReleaseOutcome> {
     const reply = await this.call(async () =>
-      parseForceRelease(await this.scripts.run('forceRelease', { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key, keys: this.keys.lockKeys(key) })),
+      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key) })),
     );
     return reply.released
       ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }
@@ -618,7 +619,7 @@ export class RedisStore implements LockStore {
   private async visit(key: string, waiters: readonly Waiter[]) {
     const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
       parseHeartbeat(
-        await this.scripts.run('heartbeat', { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key, keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
+        await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
       ),
     );
     return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
@@ -638,6 +639,11 @@ export class RedisStore implements LockStore {
   }
 
   /** What a script needs to hand `key` to the next waiter, should it free the lock. */
+  /** What a script that may hand the lock over needs (the acquire and release of every pair write it out). */
+  private handOverArgs(key: string): HandOverArgs {
+    return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
+  }
+
   /**
    * With replica acknowledgement on: WAIT on the same connection that ran the script (WAIT counts the
    * replicas that have every write this connection made so far, and it cannot run inside a script; on
