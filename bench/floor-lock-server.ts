@@ -1,6 +1,7 @@
 import Fastify from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { FLOOR_ACQUIRE as ACQUIRE, FLOOR_RELEASE as RELEASE } from './floor-lock-scripts.js';
 
 /**
  * The lock floor: the naive lock service a team would write in an afternoon, as the measure of what a
@@ -9,16 +10,6 @@ import { Redis } from 'ioredis';
  * is a string (SET NX PX) and a fencing counter beside it (INCR), both under one hash tag; release
  * checks the owner and deletes. 2 commands inside the script per call, 4 per pair.
  */
-const ACQUIRE = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0`;
-const RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`;
 
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { enableAutoPipelining: true, maxRetriesPerRequest: 0 });
 redis.defineCommand('floorAcquire', { lua: ACQUIRE, numberOfKeys: 2 });

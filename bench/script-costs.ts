@@ -3,13 +3,16 @@ import { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
+import { FLOOR_ACQUIRE, FLOOR_RELEASE } from './floor-lock-scripts.js';
 import { commandDeltas, commandStats } from './redis-stats.js';
 
 /**
  * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
  * load: commands run per acquire + release pair (INFO commandstats), unwatched and watched, and bytes
  * per held lock with the namespace quota on (used_memory over 10,000 held locks, MEMORY USAGE of one
- * lock hash and of the quota set). Runs on its own redis-server.
+ * lock hash and of the quota set), and Redis's own time per pair (INFO commandstats usec: the script
+ * calls, the commands inside them, and the rest, which is the script's own Lua and its calling) beside
+ * the lock floor's two scripts (floor-lock-scripts.ts), 50 pairs in flight. Runs on its own redis-server.
  */
 
 const PREFIX = 'kh:';
@@ -40,6 +43,33 @@ async function pairs(store: RedisStore, key: (i: number) => string, n: number): 
   }
 }
 
+/** Calls and microseconds per command, from the text of INFO commandstats. */
+function commandTimes(info: string): Map<string, { calls: number; usec: number }> {
+  const out = new Map<string, { calls: number; usec: number }>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) out.set(m[1] as string, { calls: Number(m[2]), usec: Number(m[3]) });
+  return out;
+}
+
+/**
+ * Redis's own time per pair while `pair` runs `n` times, 50 at once: in the script calls (EVALSHA and
+ * EVAL, which includes the commands they run), in those commands, and the difference.
+ */
+async function redisTimePerPair(stats: Redis, n: number, pair: (i: number) => Promise<void>): Promise<string> {
+  await stats.config('RESETSTAT');
+  let next = 0;
+  await Promise.all(Array.from({ length: 50 }, async () => {
+    while (next < n) await pair(next++);
+  }));
+  let scripts = 0;
+  let inside = 0;
+  for (const [name, { usec }] of commandTimes(await stats.info('commandstats'))) {
+    if (name === 'evalsha' || name === 'eval') scripts += usec;
+    else if (name !== 'config|resetstat' && name !== 'info') inside += usec;
+  }
+  const us = (v: number) => (v / n).toFixed(1).padStart(5);
+  return `${us(scripts)} us in scripts = ${us(inside)} in their commands + ${us(scripts - inside)} of Lua and calling`;
+}
+
 async function main(): Promise<void> {
   const server = await RedisServer.start();
   const stats = new Redis(server.url);
@@ -55,6 +85,34 @@ async function main(): Promise<void> {
     const watched = await perPair(stats, PAIRS, () => pairs(store, () => `${NAMESPACE}/watched`, PAIRS));
     stop();
     console.log(`commands inside scripts per pair (one key, watched): ${watched.total.toFixed(2)}  [${watched.breakdown}]`);
+
+    // Time, 30,000 pairs over 10,000 keys with the quota on; another lease of the namespace is held
+    // throughout, as under load.
+    const timed = 30_000;
+    await store.acquire({ key: `${NAMESPACE}/anchor`, ownerToken: 'anchor'.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: HELD * 2 });
+    const keyholderPair = async (i: number) => {
+      const key = `${NAMESPACE}/timed:${i % 10_000}`;
+      const ownerToken = `owner-${i}`.padEnd(22, 'x');
+      const got = await store.acquire({ key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
+      if (!got.acquired || !(await store.release(key, ownerToken))) throw new Error(`timed pair ${key} refused`);
+    };
+    const floor = new Redis(server.url, { enableAutoPipelining: true });
+    const floorSha = [(await floor.script('LOAD', FLOOR_ACQUIRE)) as string, (await floor.script('LOAD', FLOOR_RELEASE)) as string] as const;
+    const floorPair = async (i: number) => {
+      const key = `floor:{timed:${i % 10_000}}`;
+      const ownerToken = `owner-${i}`.padEnd(22, 'x');
+      const token = (await floor.evalsha(floorSha[0], 2, key, `${key}f`, ownerToken, 30_000)) as number;
+      if (token === 0 || (await floor.evalsha(floorSha[1], 1, key, ownerToken)) !== 1) throw new Error(`floor pair ${key} refused`);
+    };
+    for (let i = 0; i < 2_000; i++) {
+      await keyholderPair(i);
+      await floorPair(i);
+    }
+    console.log(`Redis time per pair, keyholder:  ${await redisTimePerPair(stats, timed, keyholderPair)}`);
+    console.log(`Redis time per pair, floor-lock: ${await redisTimePerPair(stats, timed, floorPair)}`);
+    floor.disconnect();
+    // The memory figures start from an empty Redis: the floor's fencing counters never expire.
+    await stats.flushall();
 
     await sleep(1500);
     const keys = new KeySpace(PREFIX);

@@ -67,6 +67,34 @@ describe('acquire.lua', () => {
     expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
   });
 
+  it('a grant keeps no holder label or idempotency key of an earlier lease, and writes its own', async () => {
+    const grant = (ownerToken: string, holder: string, idempotencyKey: string) =>
+      lua.scripts.run('acquire', {
+        ...handOver, lockName, keys, ownerToken, ttlMs: 5_000, holder, idempotencyKey,
+        waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0,
+      });
+    const fields = async () => {
+      const { o, h, i } = await lua.raw.hgetall(keys.lock);
+      return { o, h, i };
+    };
+    // Each step: what the new lease brings, and what the hash then holds besides the lease itself.
+    const steps: Array<[string, string, { h?: string; i?: string }]> = [
+      ['w1', 'idem-1', { h: 'w1', i: 'idem-1' }],
+      ['', '', {}],
+      ['w2', '', { h: 'w2' }],
+      ['', 'idem-2', { i: 'idem-2' }],
+      ['w3', 'idem-3', { h: 'w3', i: 'idem-3' }],
+      ['', 'idem-4', { i: 'idem-4' }],
+      ['w5', '', { h: 'w5' }],
+      ['', '', {}],
+    ];
+    for (const [n, [holder, idem, left]] of steps.entries()) {
+      expect(await grant(`owner-${n}`, holder, idem)).toEqual([1, int, int]);
+      expect(await fields()).toEqual({ o: `owner-${n}`, h: left.h, i: left.i });
+      expect(await release(`owner-${n}`)).toBe(1);
+    }
+  });
+
   it('{0, retryAfterMs}: held and the caller does not wait', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     const reply = (await acquire('owner-2')) as number[];

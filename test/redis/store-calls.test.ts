@@ -80,6 +80,38 @@ describe('redis store: calls on the connection', () => {
     expect(reads).toBeLessThanOrEqual(5);
   });
 
+  it('a plain acquire and release with the quota on run the commands below inside their scripts, and no queue command', async () => {
+    // Another lease of the namespace is held throughout, as under load: an empty quota set is created
+    // (pexpire) instead of its expiry being looked at (pttl).
+    expect((await store.acquire({ key: uniqueKey('quota/held'), ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, maxHeldInNamespace: 1_000 })).acquired).toBe(true);
+    const run = async () => {
+      const key = uniqueKey('quota/plain');
+      const ownerToken = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: 1_000 })).acquired).toBe(true);
+      expect(await store.release(key, ownerToken)).toBe(true);
+    };
+    await run();
+    const info = async () => {
+      const calls = new Map<string, number>();
+      for (const m of (await raw.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1] as string, Number(m[2]));
+      return calls;
+    };
+    const before = await info();
+    const pairs = 20;
+    for (let i = 0; i < pairs; i++) await run();
+    const after = await info();
+    const perPair: Record<string, number> = {};
+    for (const [command, calls] of after) {
+      const delta = (calls - (before.get(command) ?? 0)) / pairs;
+      if (delta > 0 && command !== 'info') perPair[command] = delta;
+    }
+    // The clock and the hash read once per call; the quota's set is counted (zcard), written (zadd)
+    // and its expiry looked at (pttl, moved only when it would end too soon); the grant writes its
+    // fields (hset) and expiry (pexpire); the release drops the lease's fields (hdel), shortens the
+    // hash's life to the grace (pexpire) and gives the slot back (zrem). 12 in all.
+    expect(perPair).toEqual({ evalsha: 2, time: 2, hmget: 2, zcard: 1, zadd: 1, pttl: 1, hset: 1, pexpire: 2, hdel: 1, zrem: 1 });
+  });
+
   it('ping fails when Redis does not answer, though the connection stays open', async () => {
     proxy.set({ kind: 'dropReplies' });
     await expect(faulty.ping()).rejects.toBeInstanceOf(StoreUnavailableError);

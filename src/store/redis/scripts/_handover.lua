@@ -43,24 +43,37 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 -- The holder label (h) and idempotency key (i) are set when given and otherwise removed (if cur has
 -- them), so neither is ever left over from an earlier lease (an old idempotency key must never answer
 -- with a new owner's lease).
+-- Written out field by field: a plain grant (no label, no idempotency key, none left over) then
+-- builds no table; this runs on every grant.
 local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem)
   local lastToken = cur[3]
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
-  local set, unset = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}, {}
-  for _, f in ipairs({{'i', idem, 4}, {'h', holder, 5}}) do
-    if f[2] ~= '' then
-      set[#set + 1] = f[1]
-      set[#set + 1] = f[2]
-    elseif cur[f[3]] then
-      unset[#unset + 1] = f[1]
+  if idem == '' and holder == '' then
+    redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
+  else
+    local set = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}
+    if idem ~= '' then
+      table.insert(set, 'i')
+      table.insert(set, idem)
     end
-    cur[f[3]] = f[2] ~= '' and f[2] or nil
+    if holder ~= '' then
+      table.insert(set, 'h')
+      table.insert(set, holder)
+    end
+    redis.call('HSET', lockKey, unpack(set))
   end
-  redis.call('HSET', lockKey, unpack(set))
-  if #unset > 0 then
-    redis.call('HDEL', lockKey, unpack(unset))
+  -- A field HMGET found absent reads false, so these test truthiness.
+  local dropIdem, dropHolder = idem == '' and cur[4], holder == '' and cur[5]
+  if dropIdem and dropHolder then
+    redis.call('HDEL', lockKey, 'i', 'h')
+  elseif dropIdem then
+    redis.call('HDEL', lockKey, 'i')
+  elseif dropHolder then
+    redis.call('HDEL', lockKey, 'h')
   end
+  cur[4] = idem ~= '' and idem or nil
+  cur[5] = holder ~= '' and holder or nil
   cur[1], cur[2], cur[3] = owner, expiresAt, token
   keepLock(lockKey, ttlMs + graceMs, cur)
   return token, expiresAt

@@ -17,8 +17,10 @@ the number of watchers. An instance that subscribes marks the lock hash as watch
 ahead while it stays subscribed: watch-mark.lua), so a lock nobody watches costs no
 PUBLISH. An expiry is not announced (nothing runs then): watchers time it.
 ]]
-local publishedChanges = {}
+-- Made at the first notice: most runs announce nothing, and a table per run is not free.
+local publishedChanges
 local function announceChange(channelPrefix, name)
+  publishedChanges = publishedChanges or {}
   if publishedChanges[name] then
     return
   end
