@@ -34,13 +34,80 @@ const LOG_FLUSH_MS = 200;
 /** Marks the logger of the request lines (requestLineLogger), the only lines left to wait for a batch. */
 const BATCHED = Symbol('keyholder.batchedLines');
 
+type Stdout = ReturnType<typeof pino.destination>;
+
+/**
+ * stdout for the logger: request lines wait in an array and reach the stdout stream (sonic-boom,
+ * which writes asynchronously and handles a full pipe) as one string per batch; every other line is
+ * handed on at once, after the request lines still waiting, so the order holds.
+ *
+ * Why not sonic-boom's own batching (minLength): it measures the bytes of the whole string it is
+ * gathering on every line, which joins the pieces again each time, and encodes each batch twice. Per
+ * request line that cost more than building the line (measured in a CPU profile under load); here a
+ * line costs a push.
+ */
+class BatchingStdout {
+  /** Set by the logMethod hook while a request line is being written. */
+  batching = false;
+  private pending: string[] = [];
+  private pendingChars = 0;
+
+  constructor(private readonly out: Stdout) {
+    // A batch waits at most LOG_FLUSH_MS on a quiet instance; the timer keeps no process alive.
+    setInterval(() => this.send(), LOG_FLUSH_MS).unref();
+    // At exit, what is waiting goes out synchronously (sonic-boom's own exit hook may already have run).
+    process.on('exit', () => this.flushSync());
+  }
+
+  write(line: string): boolean {
+    if (this.batching) {
+      this.pending.push(line);
+      // Characters, not bytes: a request line is ASCII but for its key, and the size is only a trigger.
+      this.pendingChars += line.length;
+      if (this.pendingChars >= LOG_BATCH_BYTES) this.send();
+      return true;
+    }
+    // One string with the request lines still waiting: sonic-boom starts writing it at once, as one
+    // write, so the waiting lines leave with this one rather than in a write of their own before it.
+    if (this.pending.length === 0) return this.out.write(line);
+    this.pending.push(line);
+    const batch = this.take();
+    return this.out.write(batch);
+  }
+
+  flush(cb?: (err?: Error) => void): void {
+    this.send();
+    this.out.flush(cb);
+  }
+
+  flushSync(): void {
+    this.send();
+    try {
+      this.out.flushSync();
+    } catch {
+      // Not open yet, or already closed: nothing more can be written.
+    }
+  }
+
+  private send(): void {
+    if (this.pending.length > 0) this.out.write(this.take());
+  }
+
+  private take(): string {
+    const batch = this.pending.join('');
+    this.pending = [];
+    this.pendingChars = 0;
+    return batch;
+  }
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   // Without a destination: stdout, written asynchronously (a line per request would otherwise block
   // the event loop on every write). Request lines collect in batches until LOG_BATCH_BYTES, or for at
   // most LOG_FLUSH_MS: one write per line cost more than building the line (measured under load).
   // Every other line (start-up, warnings, errors, audit) is sent on at once, as it would be unbatched.
   // pino flushes what is pending when the process exits.
-  const stdout = destination === undefined ? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }) : undefined;
+  const stdout = destination === undefined ? new BatchingStdout(pino.destination({ dest: 1, sync: false })) : undefined;
   const options = {
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
@@ -50,8 +117,17 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
     hooks: {
       logMethod(this: Logger & { [BATCHED]?: true }, args: Parameters<LogFn>, method: LogFn): void {
-        method.apply(this, args);
-        if (stdout !== undefined && this[BATCHED] !== true) stdout.flush();
+        if (stdout === undefined || this[BATCHED] !== true) {
+          method.apply(this, args);
+          return;
+        }
+        // pino writes the line before it returns: the flag covers exactly this line.
+        stdout.batching = true;
+        try {
+          method.apply(this, args);
+        } finally {
+          stdout.batching = false;
+        }
       },
     },
   };
