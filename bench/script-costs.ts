@@ -127,6 +127,14 @@ async function main(): Promise<void> {
     const slotCount = await stats.zcard(keys.slots(NAMESPACE));
     console.log(`used_memory per held lock (${HELD}, quota on): ${((held - base) / HELD).toFixed(1)} B`);
     console.log(`MEMORY USAGE: lock hash ${lockBytes} B; quota set ${(slotsBytes / Math.max(1, slotCount)).toFixed(1)} B per slot (${slotCount} slots)`);
+    // The same locks without the quota: what the lock record alone costs (its hash, key and expiry).
+    const beforeBare = usedMemory(await stats.info('memory'));
+    for (let i = 0; i < HELD; i++) {
+      const got = await store.acquire({ key: `bare/mem:${i}`, ownerToken: `t${i}`.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: 0 });
+      if (!got.acquired) throw new Error('memory: acquire refused');
+    }
+    const bare = usedMemory(await stats.info('memory'));
+    console.log(`used_memory per held lock (${HELD}, quota off): ${((bare - beforeBare) / HELD).toFixed(1)} B`);
     console.log(`keys: ${await stats.dbsize()}`);
   } finally {
     await store.close();
