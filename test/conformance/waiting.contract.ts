@@ -121,7 +121,9 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
             return r;
           }),
         );
-        await sleep(30); // arrival order is well defined
+        // The next one asks only once this one is queued, so the arrival order is the loop's order
+        // however slow the machine (a fixed pause was not always enough under load).
+        await vi.waitFor(async () => expect((await store(0).inspect(key))?.waiters).toBe(i + 1), { timeout: 5_000, interval: 10 });
       }
       let current = first;
       for (let i = 0; i < 4; i++) {
