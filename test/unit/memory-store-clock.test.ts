@@ -94,6 +94,28 @@ describe('embedded store on a fake clock', () => {
     expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
   });
 
+  it('a waiter that queues as the lease runs out is handed the lock, not left until its wait ends', async () => {
+    // The store reads its clock when the call arrives (the lease is live: the caller must wait) and
+    // again as it queues the caller; here the lease ends between the two, as a busy machine can make it.
+    let reads = 0;
+    let endsAt = 0;
+    const clock = new FakeClock();
+    const store = new MemoryStore({
+      fenceGraceMs: 60_000,
+      sweepIntervalMs: 0,
+      clock: () => (endsAt > 0 && ++reads > 1 ? endsAt + 1 : clock.nowMs),
+    });
+    stores.push(store);
+    const held = await grant(store, 'k', 1_000);
+    endsAt = held.expiresAtMs;
+    clock.set(endsAt - 1);
+    const startedAt = performance.now();
+    const waited = await store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
+    expect(waited.acquired).toBe(true);
+    // Handed over at once, not after the 5 s wait ran out.
+    expect(performance.now() - startedAt).toBeLessThan(4_000);
+  });
+
   it('quota slots end on the store clock', async () => {
     const clock = new FakeClock();
     const store = open(clock);

@@ -444,7 +444,12 @@ export class MemoryStore implements LockStore {
     const now = this.clock();
     // Wake at the lease's end, or at the end of the lock-delay that followed it.
     const wakeAtMs = this.liveEntry(key, now)?.expiresAtMs ?? this.delayedUntil(key, now);
-    if (wakeAtMs === 0) return;
+    if (wakeAtMs === 0) {
+      // Free already: the lease ended after the caller found it live (a busy process can take that
+      // long between two reads of the clock). Hand it on now; no timer would.
+      this.settle(key, now);
+      return;
+    }
     const timer = setTimeout(() => {
       this.expiryTimers.delete(key);
       this.settle(key, this.clock());
