@@ -20,11 +20,14 @@ export class Cluster {
     readonly redis: RedisServer,
     readonly proxies: readonly FaultProxy[],
     readonly instances: readonly KeyholderProcess[],
+    /** How long an instance waits for a Redis reply before it answers 503 (REDIS_COMMAND_TIMEOUT_MS). */
+    readonly commandTimeoutMs: number,
   ) {}
 
   static async start(options: ClusterOptions): Promise<Cluster> {
     const redis = await RedisServer.start({ appendOnly: options.appendOnly });
     const count = options.instances ?? 3;
+    const commandTimeoutMs = options.commandTimeoutMs ?? 250;
     const proxies = await Promise.all(Array.from({ length: count }, () => FaultProxy.start(redis.port)));
     const instances: KeyholderProcess[] = [];
     try {
@@ -34,7 +37,7 @@ export class Cluster {
           await KeyholderProcess.start({
             env: {
               REDIS_URL: proxy.url,
-              REDIS_COMMAND_TIMEOUT_MS: String(options.commandTimeoutMs ?? 250),
+              REDIS_COMMAND_TIMEOUT_MS: String(commandTimeoutMs),
               REDIS_KEY_PREFIX: options.keyPrefix ?? 'faults:',
               LOG_LEVEL: 'warn',
             },
@@ -47,7 +50,7 @@ export class Cluster {
       await redis.stop();
       throw err;
     }
-    return new Cluster(redis, proxies, instances);
+    return new Cluster(redis, proxies, instances, commandTimeoutMs);
   }
 
   get urls(): string[] {

@@ -234,10 +234,39 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
       driver.fault('redis down', null, deadAt, restartAt, 'none');
     }
   })();
+  // While Redis is up it can still be slow: every write waits for its fsync (appendfsync always), and a
+  // disk shared with other work can stall it for longer than the instances' command timeout. Their 503s
+  // then fail closed, as they should. A probe writes through its own connection all along; the spans in
+  // which its writes stalled are measured, and 503s inside them are counted apart from the ones this
+  // scenario looks for (an instance that stays unavailable once Redis is back).
+  const slow: Array<{ from: number; to: number }> = [];
+  let running = true;
+  const probe = (async () => {
+    const client = cluster.redis.client();
+    client.on('error', () => undefined);
+    try {
+      while (running) {
+        const from = driver.clock.nowMs();
+        const answered = await client.set('faults:probe', String(from)).then(() => true, () => false);
+        const to = driver.clock.nowMs();
+        // Only a write Redis did answer says it was up but slow (one that failed met it down). The probe
+        // is one write among the instances' many, so half the timeout already marks a stall, and a call
+        // that timed out may have been sent up to a timeout before the stall was seen, or end one after.
+        if (answered && to - from > cluster.commandTimeoutMs / 2) slow.push({ from: from - cluster.commandTimeoutMs, to: to + cluster.commandTimeoutMs });
+        await sleep(20);
+      }
+    } finally {
+      client.disconnect();
+    }
+  })();
   await Promise.all([driver.run(), faults]);
+  running = false;
+  await probe;
   const ops = lockOps(driver);
   const unavailable = ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed');
-  const whileUp = unavailable.filter((o) => !downs.some((d) => o.endMs >= d.killAt && o.startMs <= d.readyAt + recoverySlackMs));
+  const whileUpAny = unavailable.filter((o) => !downs.some((d) => o.endMs >= d.killAt && o.startMs <= d.readyAt + recoverySlackMs));
+  const whileSlow = whileUpAny.filter((o) => slow.some((w) => o.endMs >= w.from && o.startMs <= w.to));
+  const whileUp = whileUpAny.filter((o) => !whileSlow.includes(o));
   // Recovery: per restart and instance, from Redis ready to the first certain answer (200 or 409).
   // On a loaded machine the last restart can come back after the traffic ended (launching Redis took a
   // while): an instance the traffic no longer reached is asked directly, and its recovery counts from
@@ -261,6 +290,8 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
   }, {
     answered503OrNoAnswer: unavailable.length,
     unavailableWhileRedisUp: whileUp.length,
+    unavailableWhileRedisSlow: whileSlow.length,
+    redisSlowSpans: slow.length,
     maxRecoveryMs: Math.round(maxRecoveryMs),
   });
 }
