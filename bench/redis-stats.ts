@@ -5,6 +5,13 @@ export function commandStats(info: string): Map<string, number> {
   return calls;
 }
 
+/** Microseconds spent per command so far (a script call's include the commands it ran), from the text of INFO commandstats. */
+export function commandMicros(info: string): Map<string, number> {
+  const usec = new Map<string, number>();
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) usec.set(match[1] as string, Number(match[2]));
+  return usec;
+}
+
 /** Calls per command between two INFO commandstats reads; the INFO reads themselves are not counted. */
 export function commandDeltas(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
   const out: Record<string, number> = {};

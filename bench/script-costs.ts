@@ -4,7 +4,7 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { FLOOR_ACQUIRE, FLOOR_RELEASE } from './floor-lock-scripts.js';
-import { commandDeltas, commandStats } from './redis-stats.js';
+import { commandDeltas, commandMicros, commandStats } from './redis-stats.js';
 
 /**
  * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
@@ -43,13 +43,6 @@ async function pairs(store: RedisStore, key: (i: number) => string, n: number): 
   }
 }
 
-/** Calls and microseconds per command, from the text of INFO commandstats. */
-function commandTimes(info: string): Map<string, { calls: number; usec: number }> {
-  const out = new Map<string, { calls: number; usec: number }>();
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) out.set(m[1] as string, { calls: Number(m[2]), usec: Number(m[3]) });
-  return out;
-}
-
 /**
  * Redis's own time per pair while `pair` runs `n` times, 50 at once: in the script calls (EVALSHA and
  * EVAL, which includes the commands they run), in those commands, and the difference.
@@ -62,7 +55,7 @@ async function redisTimePerPair(stats: Redis, n: number, pair: (i: number) => Pr
   }));
   let scripts = 0;
   let inside = 0;
-  for (const [name, { usec }] of commandTimes(await stats.info('commandstats'))) {
+  for (const [name, usec] of commandMicros(await stats.info('commandstats'))) {
     if (name === 'evalsha' || name === 'eval') scripts += usec;
     else if (name !== 'config|resetstat' && name !== 'info') inside += usec;
   }

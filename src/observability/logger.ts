@@ -106,7 +106,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   // the event loop on every write). Request lines collect in batches until LOG_BATCH_BYTES, or for at
   // most LOG_FLUSH_MS: one write per line cost more than building the line (measured under load).
   // Every other line (start-up, warnings, errors, audit) is sent on at once, as it would be unbatched.
-  // pino flushes what is pending when the process exits.
+  // What is pending is written synchronously when the process exits (BatchingStdout, and sonic-boom).
   const stdout = destination === undefined ? new BatchingStdout(pino.destination({ dest: 1, sync: false })) : undefined;
   const options = {
     level,

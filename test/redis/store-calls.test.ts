@@ -29,10 +29,16 @@ const keySpace = new KeySpace(PREFIX);
 let n = 0;
 const uniqueKey = (label: string) => `${label}${++n}`;
 
-/** The count of calls of `command` Redis has run since it started (INFO commandstats). */
+/** The calls of each command Redis has run since it started (INFO commandstats). */
+async function commandCalls(): Promise<Map<string, number>> {
+  const calls = new Map<string, number>();
+  for (const m of (await raw.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1] as string, Number(m[2]));
+  return calls;
+}
+
+/** The count of calls of `command` Redis has run since it started. */
 async function callsOf(command: string): Promise<number> {
-  const info = await raw.info('commandstats');
-  return Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  return (await commandCalls()).get(command) ?? 0;
 }
 
 const openVia = async (commandTimeoutMs: number): Promise<RedisStore> => {
@@ -91,15 +97,10 @@ describe('redis store: calls on the connection', () => {
       expect(await store.release(key, ownerToken)).toBe(true);
     };
     await run();
-    const info = async () => {
-      const calls = new Map<string, number>();
-      for (const m of (await raw.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1] as string, Number(m[2]));
-      return calls;
-    };
-    const before = await info();
+    const before = await commandCalls();
     const pairs = 20;
     for (let i = 0; i < pairs; i++) await run();
-    const after = await info();
+    const after = await commandCalls();
     const perPair: Record<string, number> = {};
     for (const [command, calls] of after) {
       const delta = (calls - (before.get(command) ?? 0)) / pairs;

@@ -638,8 +638,7 @@ export class RedisStore implements LockStore {
     return this.replicaAcks ? ownerOf(this.redis, this.keys.lock(key)) : null;
   }
 
-  /** What a script needs to hand `key` to the next waiter, should it free the lock. */
-  /** What a script that may hand the lock over needs (the acquire and release of every pair write it out). */
+  /** What a script needs to hand `key` to the next waiter, should it free the lock (the acquire and release of every pair write it out). */
   private handOverArgs(key: string): HandOverArgs {
     return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
   }
