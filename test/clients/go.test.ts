@@ -57,6 +57,9 @@ describe('Go client against a running server', () => {
   }
 
   it('go vet and go test pass: locks, auto-renew, loss cancels the context, semaphores, 409/429 Retry-After', async () => {
+    // gofmt comes with go (golang-go); -l lists the files it would change.
+    const unformatted = await runProcess('gofmt', ['-l', '.'], { cwd: GO_CLIENT });
+    expect(unformatted.stdout + unformatted.stderr, 'files gofmt would change').toBe('');
     const vet = await go(['vet', './...']);
     expect(vet.stderr + vet.stdout).toBe('');
     expect(vet.status).toBe(0);
