@@ -343,6 +343,9 @@ func lostReasonOf(err error) LeaseLostReason {
 func runWithLease(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) error {
 	fnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Also when fn panics: a recovered panic must not leave a lease renewing itself for ever. (A second
+	// Release returns at once.)
+	defer func() { _ = lease.Release(context.Background()) }()
 	go func() {
 		select {
 		case <-lease.Lost():

@@ -130,6 +130,14 @@ func TestWithLockRenewsTheLeaseAndReleasesIt(t *testing.T) {
 	if status, err := kh.Inspect(ctx, key); err != nil || status.Held || status.FencingToken != 0 && status.FencingToken <= token {
 		t.Fatalf("after a failing fn: %+v, %v (want released)", status, err)
 	}
+	// A panic in fn releases the lock on its way up.
+	func() {
+		defer func() { _ = recover() }()
+		_ = kh.WithLock(ctx, key, AcquireOptions{TTL: ttl}, func(context.Context, *Lease) error { panic("boom") })
+	}()
+	if status, err := kh.Inspect(ctx, key); err != nil || status.Held {
+		t.Fatalf("after a panic in fn: %+v, %v (want released)", status, err)
+	}
 }
 
 func TestAForceReleaseCancelsTheContext(t *testing.T) {
