@@ -52,6 +52,17 @@ func TestAcquireRenewReleaseOfALock(t *testing.T) {
 	if _, err := kh.Renew(ctx, key, next.OwnerToken, 10*time.Millisecond); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("a TTL under the server's bound: want ErrInvalidRequest, got %v", err)
 	}
+
+	// The same Idempotency-Key (a retry whose first answer was lost) gets the same grant back, not 409.
+	again := AcquireOptions{TTL: time.Second, IdempotencyKey: newIdempotencyKey()}
+	first, err := kh.AcquireGrant(ctx, key+"-idem", again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried, err := kh.AcquireGrant(ctx, key+"-idem", again)
+	if err != nil || retried.OwnerToken != first.OwnerToken || retried.FencingToken != first.FencingToken {
+		t.Fatalf("an acquire with the same Idempotency-Key: %+v, %v, want the grant %+v", retried, err, first)
+	}
 }
 
 func TestAHeldLockIsA409WithRetryAfter(t *testing.T) {
