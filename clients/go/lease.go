@@ -1,0 +1,370 @@
+package keyholder
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+const (
+	// renewFraction: renew at about a third of the TTL, so two more tries fit before the lease would end.
+	renewFraction = 1.0 / 3
+	// renewJitter: ±10%, so that many leases taken at once do not renew in lockstep.
+	renewJitter = 0.1
+	// minRetryGap keeps a server that refuses at once near the deadline from being called in a tight loop.
+	minRetryGap = 10 * time.Millisecond
+)
+
+// LeaseOptions are how a lease is kept once granted.
+type LeaseOptions struct {
+	// DisableAutoRenew leaves renewing to the caller; the lease is still lost at its safe deadline.
+	DisableAutoRenew bool
+	// DriftMargin is taken off the safe deadline to cover a client clock running slow against the store's
+	// and a goroutine scheduled late on a busy machine. Zero: 50 ms + 2% of the TTL.
+	DriftMargin time.Duration
+}
+
+// leaseKind is the vocabulary a lease renews and releases in: a lock or a semaphore permit.
+type leaseKind struct {
+	prefix    string // "/v1/locks/" or "/v1/semaphores/"
+	renewOp   string
+	releaseOp string
+}
+
+var (
+	lockKind   = leaseKind{prefix: "/v1/locks/", renewOp: "renew", releaseOp: "release"}
+	permitKind = leaseKind{prefix: "/v1/semaphores/", renewOp: "renewPermit", releaseOp: "releasePermit"}
+)
+
+// Lease is a held lock or semaphore permit. It renews itself in the background and closes Lost() the moment
+// it can no longer be trusted: a renewal refused (not_owner, e.g. force-released), or its safe deadline
+// reached without a confirmed renewal. The safe deadline is the send time of the last confirmed acquire or
+// renewal on this process's monotonic clock, plus the TTL, minus the drift margin: the server started the
+// lease no earlier than that send time, so the lease cannot end there before. It is NOT safe to assume the
+// lock is held after Lost() closes; pass FencingToken to the protected resource, which closes that window.
+type Lease struct {
+	// Key is the lock's or semaphore's name.
+	Key string
+	// OwnerToken proves this lease to the server; keep it secret.
+	OwnerToken string
+	// FencingToken goes with every write to the protected resource, which rejects tokens lower than it has seen.
+	FencingToken int64
+	// Holder is the label others see ("" when none was given).
+	Holder string
+	// Limit is the semaphore's limit (0 for a lock).
+	Limit int
+
+	client      *Client
+	kind        leaseKind
+	driftMargin time.Duration
+	autoRenew   bool
+	lost        chan struct{}
+	// stopCtx ends the renew loop and cancels a renewal in flight (on release or loss).
+	stopCtx context.Context
+	stop    context.CancelFunc
+
+	mu            sync.Mutex
+	ttl           time.Duration
+	expiresAt     time.Time
+	safeDeadline  time.Time
+	deadlineTimer *time.Timer
+	released      bool
+	lostErr       *LeaseLostError
+}
+
+func newLease(c *Client, kind leaseKind, g *Grant, sentAt time.Time, opts LeaseOptions) *Lease {
+	drift := opts.DriftMargin
+	if drift <= 0 {
+		drift = 50*time.Millisecond + g.TTL/50
+	}
+	stopCtx, stop := context.WithCancel(context.Background())
+	l := &Lease{
+		Key: g.Key, OwnerToken: g.OwnerToken, FencingToken: g.FencingToken, Holder: g.Holder, Limit: g.Limit,
+		client: c, kind: kind, driftMargin: drift, autoRenew: !opts.DisableAutoRenew,
+		lost: make(chan struct{}), stopCtx: stopCtx, stop: stop,
+		ttl: g.TTL, expiresAt: g.ExpiresAt, safeDeadline: sentAt.Add(g.TTL - drift),
+	}
+	l.mu.Lock()
+	l.armDeadlineLocked()
+	l.mu.Unlock()
+	return l
+}
+
+// Lost is closed when the lease is lost; Err then says why. It stays open after Release.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err is nil while the lease holds (or after Release), then a *LeaseLostError once Lost() is closed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lostErr == nil {
+		return nil
+	}
+	return l.lostErr
+}
+
+// TTL is the lease length as last granted or renewed.
+func (l *Lease) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// ExpiresAt is when the server says the lease ends (store clock), as of the last confirmed grant or renewal.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Remaining is the time left before the safe deadline (0 once passed).
+func (l *Lease) Remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.remainingLocked()
+}
+
+// Release gives the lease back and stops renewing. It returns nil once released, or when there is nothing
+// to give back (the lease was lost or had expired). An unreachable server is retried until the lease would
+// have ended anyway; ctx can end it sooner.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	l.stopLocked()
+	wasLost := l.lostErr != nil
+	safeDeadline := l.safeDeadline
+	l.mu.Unlock()
+	if wasLost {
+		return nil
+	}
+	err := l.client.releaseLease(ctx, l.kind, l.Key, l.OwnerToken, safeDeadline.Add(l.driftMargin))
+	var kerr *Error
+	switch {
+	case err == nil, errors.Is(err, ErrNotOwner):
+		// Not ours any more (expired, force-released, or an earlier attempt's answer was lost): nothing to give back.
+		return nil
+	case errors.As(err, &kerr) && kerr.Retryable() && !time.Now().Before(safeDeadline):
+		// Unreachable until the lease's own end: the store frees it by TTL.
+		return nil
+	default:
+		return err
+	}
+}
+
+// Keep stops renewing and leaves the lease to run out by itself, without releasing it: for work done once
+// per period (a cron tick named in the key), so that a caller asking late cannot take the key again.
+func (l *Lease) Keep() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.released {
+		l.released = true
+		l.stopLocked()
+	}
+}
+
+// start is called once after the grant. A grant that took longer than a renewal period to arrive (a long
+// wait in the queue, retries) is renewed at once, so the caller starts with a full safe window.
+func (l *Lease) start() error {
+	if l.Remaining() < time.Duration(float64(l.TTL())*(1-renewFraction)) {
+		if err := l.renewAttempt(); err != nil {
+			l.lose(lostReasonOf(err), err)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.autoRenew {
+		go l.renewLoop()
+	}
+	return nil
+}
+
+func (l *Lease) renewLoop() {
+	failures := 0
+	delay := l.renewDelay()
+	for {
+		timer := time.NewTimer(delay)
+		select {
+		case <-l.stopCtx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		err := l.renewAttempt()
+		if l.done() {
+			return
+		}
+		if err == nil {
+			failures = 0
+			delay = l.renewDelay()
+			continue
+		}
+		var kerr *Error
+		if errors.Is(err, ErrNotOwner) || !errors.As(err, &kerr) || !kerr.Retryable() {
+			l.lose(lostReasonOf(err), err)
+			return
+		}
+		failures++
+		// Retry-After is honoured, but never past half of what is left before the safe deadline: a renewal
+		// is the one call whose delay costs the lease, so one more attempt must still fit.
+		delay = l.client.backoff.delay(kerr.RetryAfter, failures)
+		if half := l.Remaining() / 2; delay > half {
+			delay = half
+		}
+		if delay < minRetryGap {
+			delay = minRetryGap
+		}
+	}
+}
+
+// renewAttempt is one renewal request, given up at the safe deadline (nothing it confirms is of use after).
+func (l *Lease) renewAttempt() error {
+	sentAt := time.Now()
+	l.mu.Lock()
+	ttl, timeout := l.ttl, l.safeDeadline.Sub(sentAt)
+	l.mu.Unlock()
+	if timeout > l.client.requestTimeout {
+		timeout = l.client.requestTimeout
+	}
+	if timeout < time.Millisecond {
+		timeout = time.Millisecond
+	}
+	renewal, err := l.client.renewLease(l.stopCtx, l.kind, l.Key, l.OwnerToken, ttl, timeout, time.Time{})
+	if err != nil {
+		return err
+	}
+	l.confirm(sentAt, renewal)
+	return nil
+}
+
+// confirm moves the safe deadline to sentAt + TTL - drift margin. A confirmation that arrives after the
+// deadline does not revive the lease: the caller may already have been told to stop.
+func (l *Lease) confirm(sentAt time.Time, r *Renewal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.doneLocked() {
+		return
+	}
+	if !time.Now().Before(l.safeDeadline) {
+		l.loseLocked(LostDeadline, nil)
+		return
+	}
+	l.ttl = r.TTL
+	l.expiresAt = r.ExpiresAt
+	l.safeDeadline = sentAt.Add(r.TTL - l.driftMargin)
+	l.armDeadlineLocked()
+}
+
+// renewDelay is about a third of the TTL, counted from the last confirmed send rather than from now, so a
+// slow answer does not push the next renewal late.
+func (l *Lease) renewDelay() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	period := float64(l.ttl) * renewFraction * (1 - renewJitter + randomFraction()*2*renewJitter)
+	sinceSend := l.ttl - l.driftMargin - l.remainingLocked()
+	if d := time.Duration(period) - sinceSend; d > 0 {
+		return d
+	}
+	return 0
+}
+
+func (l *Lease) armDeadlineLocked() {
+	if l.deadlineTimer != nil {
+		l.deadlineTimer.Stop()
+	}
+	if l.doneLocked() {
+		return
+	}
+	left := time.Until(l.safeDeadline)
+	if left <= 0 {
+		l.loseLocked(LostDeadline, nil)
+		return
+	}
+	l.deadlineTimer = time.AfterFunc(left, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.armDeadlineLocked()
+	})
+}
+
+func (l *Lease) remainingLocked() time.Duration {
+	if left := time.Until(l.safeDeadline); left > 0 {
+		return left
+	}
+	return 0
+}
+
+func (l *Lease) done() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.doneLocked()
+}
+
+func (l *Lease) doneLocked() bool { return l.released || l.lostErr != nil }
+
+func (l *Lease) lose(reason LeaseLostReason, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked(reason, cause)
+}
+
+func (l *Lease) loseLocked(reason LeaseLostReason, cause error) {
+	if l.doneLocked() {
+		return
+	}
+	l.lostErr = &LeaseLostError{Key: l.Key, Reason: reason, Err: cause}
+	l.stopLocked()
+	close(l.lost)
+}
+
+func (l *Lease) stopLocked() {
+	if l.deadlineTimer != nil {
+		l.deadlineTimer.Stop()
+	}
+	l.stop()
+}
+
+func lostReasonOf(err error) LeaseLostReason {
+	if errors.Is(err, ErrNotOwner) {
+		return LostNotOwner
+	}
+	return LostRenewFailed
+}
+
+// runWithLease runs fn with a context that is cancelled when the lease is lost (or ctx ends), then
+// releases the lease whatever happened. fn's error is returned; when the lease was lost, a nil error
+// from fn, or the cancellation the loss caused, becomes the *LeaseLostError: the work may have run
+// without the lock, and the caller should know.
+func runWithLease(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) error {
+	fnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Also when fn panics: a recovered panic must not leave a lease renewing itself for ever. (A second
+	// Release returns at once.)
+	defer func() { _ = lease.Release(context.Background()) }()
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel()
+		case <-fnCtx.Done():
+		}
+	}()
+	fnErr := fn(fnCtx, lease)
+	// The caller's ctx may be done by now; the release is bounded by the lease's own end instead.
+	releaseErr := lease.Release(context.Background())
+	lostErr := lease.Err()
+	switch {
+	case fnErr != nil && lostErr != nil && errors.Is(fnErr, context.Canceled) && ctx.Err() == nil:
+		return lostErr
+	case fnErr != nil:
+		return fnErr
+	case lostErr != nil:
+		return lostErr
+	default:
+		return releaseErr
+	}
+}

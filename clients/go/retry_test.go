@@ -1,0 +1,192 @@
+package keyholder
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const rateLimitedURLEnv = "KEYHOLDER_TEST_RATE_LIMITED_URL"
+
+// A server limited to one counted request per window answers the second with 429 and Retry-After; the
+// client waits at least that long, then gets its answer.
+func TestA429IsRetriedNoSoonerThanRetryAfter(t *testing.T) {
+	var events []RetryEvent
+	kh := newClient(t, Config{BaseURL: serverURL(t, rateLimitedURLEnv), OnRetry: func(e RetryEvent) { events = append(events, e) }})
+	ctx, key := testContext(t), testKey(t)
+	// Fill the window (acquire and inspect are counted; a 429 may already come here).
+	if _, err := kh.Inspect(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	events = nil
+	started := time.Now()
+	if _, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: time.Second}); err != nil {
+		t.Fatalf("an acquire retried past the rate limit: %v", err)
+	}
+	elapsed := time.Since(started)
+	if len(events) == 0 {
+		t.Fatal("the second counted request in the window was not refused: is the server rate-limited?")
+	}
+	var waited time.Duration
+	for _, e := range events {
+		if !errors.Is(e.Err, ErrRateLimited) || e.Err.Status != 429 || e.Err.RetryAfter <= 0 {
+			t.Fatalf("retry after %+v, want a 429 rate_limited with Retry-After", e.Err)
+		}
+		if e.Delay < e.Err.RetryAfter {
+			t.Fatalf("retry %d waited %v, sooner than Retry-After %v", e.Attempt, e.Delay, e.Err.RetryAfter)
+		}
+		waited += e.Err.RetryAfter
+	}
+	if elapsed < waited {
+		t.Fatalf("answered after %v, before the %v the server asked for", elapsed, waited)
+	}
+}
+
+// A 503 from a proxy in front of keyholder (what a real server cannot be made to send on cue): retried
+// after Retry-After with the same Idempotency-Key, so the retried acquire is the same logical acquire.
+func TestA503IsRetriedWithTheSameIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	var times []time.Time
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		times = append(times, time.Now())
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(503)
+			_, _ = w.Write([]byte(`{"type":"urn:keyholder:problem:store_unavailable","title":"Store unavailable","status":503,"detail":"down","code":"store_unavailable"}`))
+			return
+		}
+		writeGrant(w, `{"key":"k","ownerToken":"q3HbVfYJm3cS1kQxv7x8XA","fencingToken":7,"ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`)
+	}))
+	defer server.Close()
+	kh := newClient(t, Config{BaseURL: server.URL})
+	grant, err := kh.AcquireGrant(testContext(t), "k", AcquireOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grant.FencingToken != 7 || len(keys) != 2 {
+		t.Fatalf("grant %+v after %d tries", grant, len(keys))
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(keys[0]) || keys[0] != keys[1] {
+		t.Fatalf("Idempotency-Keys %q, want one random UUID sent on both tries", keys)
+	}
+	if gap := times[1].Sub(times[0]); gap < time.Second {
+		t.Fatalf("retried after %v, sooner than Retry-After: 1", gap)
+	}
+}
+
+// The retry budget ends the retrying: no try starts after it, and the last error comes back.
+func TestRetriesStopAtTheDeadline(t *testing.T) {
+	var tries int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atomic.AddInt32(&tries, 1)
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(503)
+	}))
+	defer server.Close()
+	kh := newClient(t, Config{BaseURL: server.URL, RetryBudget: 1500 * time.Millisecond})
+	started := time.Now()
+	err := kh.Release(testContext(t), "k", "q3HbVfYJm3cS1kQxv7x8XA")
+	var kerr *Error
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &kerr) || kerr.RetryAfter != time.Second {
+		t.Fatalf("want the last 503 back, got %v", err)
+	}
+	if n := atomic.LoadInt32(&tries); n != 2 || time.Since(started) > 1500*time.Millisecond {
+		t.Fatalf("%d tries in %v, want 2 within the 1.5 s budget", n, time.Since(started))
+	}
+}
+
+// A redirect is never followed: the API key and owner token stay with the server they were meant for.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var elsewhere int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { atomic.AddInt32(&elsewhere, 1) }))
+	defer other.Close()
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer server.Close()
+	kh := newClient(t, Config{BaseURL: server.URL, APIKey: "secret", HTTPClient: &http.Client{}})
+	_, err := kh.Renew(testContext(t), "k", "q3HbVfYJm3cS1kQxv7x8XA", time.Second)
+	var kerr *Error
+	if !errors.Is(err, ErrBadResponse) || !errors.As(err, &kerr) || kerr.Status != 307 {
+		t.Fatalf("want ErrBadResponse for a 307, got %v", err)
+	}
+	if n := atomic.LoadInt32(&elsewhere); n != 0 {
+		t.Fatalf("the redirect was followed %d times", n)
+	}
+}
+
+// A grant is accepted only from a 200 whose body parses with its tokens present.
+func TestAGrantNeedsA200WithTokens(t *testing.T) {
+	full := `{"key":"k","ownerToken":"q3HbVfYJm3cS1kQxv7x8XA","fencingToken":7,"ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`
+	cases := []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"no owner token", 200, `{"key":"k","fencingToken":7,"ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`},
+		{"no fencing token", 200, `{"key":"k","ownerToken":"q3HbVfYJm3cS1kQxv7x8XA","ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`},
+		{"not JSON", 200, `<html>ok</html>`},
+		{"a 201", 201, full},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				_, _ = w.Write([]byte(c.body))
+			}))
+			defer server.Close()
+			kh := newClient(t, Config{BaseURL: server.URL})
+			lease, err := kh.Acquire(testContext(t), "k", AcquireOptions{TTL: time.Second})
+			if lease != nil || !errors.Is(err, ErrBadResponse) {
+				t.Fatalf("want no lease and ErrBadResponse, got %v, %v", lease, err)
+			}
+		})
+	}
+}
+
+// Retry-After in whole seconds (what keyholder sends) or as an HTTP date; the body's retryAfterMs wins.
+func TestRetryAfterIsRead(t *testing.T) {
+	problem := func(ms string) []byte {
+		b, _ := json.Marshal(map[string]interface{}{"type": "t", "title": "t", "status": 409, "detail": "d", "code": "lock_held"})
+		if ms != "" {
+			b = append(b[:len(b)-1], []byte(`,"retryAfterMs":`+ms+`}`)...)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		header, ms string
+		want       time.Duration
+	}{
+		{"2", "", 2 * time.Second},
+		{"2", "1234", 1234 * time.Millisecond},
+		{"", "", 0},
+	} {
+		err := errorFromResponse("acquire", 409, http.Header{"Retry-After": {c.header}}, problem(c.ms))
+		var held *LockHeldError
+		if !errors.As(err, &held) || held.RetryAfter != c.want {
+			t.Fatalf("Retry-After %q, retryAfterMs %q: got %v, want %v", c.header, c.ms, err, c.want)
+		}
+	}
+	date := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
+	if d := parseRetryAfter(date); d < 25*time.Second || d > 30*time.Second {
+		t.Fatalf("Retry-After %q read as %v", date, d)
+	}
+}
+
+func writeGrant(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write([]byte(body))
+}

@@ -1,0 +1,144 @@
+package keyholder
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Grant is a granted lease (a lock, or one permit of a semaphore), as the server confirmed it.
+type Grant struct {
+	Key          string
+	OwnerToken   string
+	FencingToken int64
+	TTL          time.Duration
+	// ExpiresAt is when the lease ends on the store's clock; time it on your own clock with TTL instead.
+	ExpiresAt time.Time
+	Holder    string
+	// Limit is the semaphore's limit (0 for a lock).
+	Limit int
+}
+
+// grantBody is a grant as sent; pointers tell a field that is absent from one that is zero.
+type grantBody struct {
+	Key          *string `json:"key"`
+	OwnerToken   *string `json:"ownerToken"`
+	FencingToken *int64  `json:"fencingToken"`
+	TTLMs        *int64  `json:"ttlMs"`
+	ExpiresAt    *string `json:"expiresAt"`
+	Holder       *string `json:"holder"`
+	Limit        *int    `json:"limit"`
+	// permit: a semaphore grant must carry its limit too.
+	permit bool
+}
+
+// validate accepts a grant only with its tokens present: a 200 whose body says less grants nothing usable.
+func (g *grantBody) validate() error {
+	switch {
+	case g.Key == nil || *g.Key == "":
+		return errors.New("grant without key")
+	case g.OwnerToken == nil || *g.OwnerToken == "":
+		return errors.New("grant without ownerToken")
+	case g.FencingToken == nil || *g.FencingToken < 0:
+		return errors.New("grant without fencingToken")
+	case g.TTLMs == nil || *g.TTLMs <= 0:
+		return errors.New("grant without ttlMs")
+	case g.permit && (g.Limit == nil || *g.Limit <= 0):
+		return errors.New("permit without limit")
+	}
+	_, err := parseTime(g.ExpiresAt)
+	return err
+}
+
+func (g *grantBody) grant() *Grant {
+	expiresAt, _ := parseTime(g.ExpiresAt)
+	out := &Grant{Key: *g.Key, OwnerToken: *g.OwnerToken, FencingToken: *g.FencingToken,
+		TTL: time.Duration(*g.TTLMs) * time.Millisecond, ExpiresAt: expiresAt}
+	if g.Holder != nil {
+		out.Holder = *g.Holder
+	}
+	if g.Limit != nil {
+		out.Limit = *g.Limit
+	}
+	return out
+}
+
+// Renewal is a renewed lease; the fencing token is the one granted at acquire.
+type Renewal struct {
+	Key          string
+	FencingToken int64
+	TTL          time.Duration
+	ExpiresAt    time.Time
+}
+
+type renewalBody struct {
+	Key          *string `json:"key"`
+	FencingToken *int64  `json:"fencingToken"`
+	TTLMs        *int64  `json:"ttlMs"`
+	ExpiresAt    *string `json:"expiresAt"`
+}
+
+func (r *renewalBody) validate() error {
+	if r.Key == nil || r.FencingToken == nil || r.TTLMs == nil || *r.TTLMs <= 0 {
+		return errors.New("renewal without key, fencingToken or ttlMs")
+	}
+	_, err := parseTime(r.ExpiresAt)
+	return err
+}
+
+func (r *renewalBody) renewal() *Renewal {
+	expiresAt, _ := parseTime(r.ExpiresAt)
+	return &Renewal{Key: *r.Key, FencingToken: *r.FencingToken, TTL: time.Duration(*r.TTLMs) * time.Millisecond, ExpiresAt: expiresAt}
+}
+
+// LockStatus is who holds a lock right now (never the owner token).
+type LockStatus struct {
+	Key  string `json:"key"`
+	Held bool   `json:"held"`
+	// Index changes on every grant, release, expiry and force release; compare for inequality only.
+	Index          int64   `json:"index"`
+	Holder         *string `json:"holder"`
+	FencingToken   int64   `json:"fencingToken"`
+	ExpiresAt      string  `json:"expiresAt"`
+	TTLRemainingMs int64   `json:"ttlRemainingMs"`
+	Waiters        int     `json:"waiters"`
+}
+
+// SemaphoreStatus is who holds a semaphore's permits right now (never owner tokens).
+type SemaphoreStatus struct {
+	Key   string `json:"key"`
+	Index int64  `json:"index"`
+	// Limit is the live permits' limit; nil when no permit is held.
+	Limit       *int `json:"limit"`
+	PermitsHeld int  `json:"permitsHeld"`
+	Holders     []struct {
+		Holder         *string `json:"holder"`
+		FencingToken   int64   `json:"fencingToken"`
+		ExpiresAt      string  `json:"expiresAt"`
+		TTLRemainingMs int64   `json:"ttlRemainingMs"`
+	} `json:"holders"`
+	Waiters int `json:"waiters"`
+}
+
+// ForceReleased is what a force release evicted.
+type ForceReleased struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Released  bool   `json:"released"`
+	Evicted   struct {
+		Holder *string `json:"holder"`
+		// FencingToken is the evicted lease's; every later grant has a higher one.
+		FencingToken int64 `json:"fencingToken"`
+	} `json:"evicted"`
+}
+
+func parseTime(s *string) (time.Time, error) {
+	if s == nil {
+		return time.Time{}, errors.New("without expiresAt")
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("expiresAt: %w", err)
+	}
+	return t, nil
+}
