@@ -109,8 +109,9 @@ export class KeyholderClient {
     this.api = createClient<paths>({
       baseUrl: this.baseUrl,
       headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
-      // Never follow a redirect: fetch would resend the Authorization header to the new origin (and over
-      // plain http after https), and the body of whatever answered there would be read as the answer.
+      // Never follow a redirect: on a 307/308 fetch resends the body (a renew's or release's owner token) to
+      // the new origin, over plain http after https too, and whatever answers there would be read as the
+      // answer. (Node's fetch drops Authorization across origins; a custom fetch may not.)
       redirect: 'manual',
       ...(options.dispatcher ? { requestInitExt: { dispatcher: options.dispatcher } } : {}),
       ...(options.fetch ? { fetch: options.fetch } : {}),

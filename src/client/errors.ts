@@ -91,9 +91,9 @@ export class TlsError extends KeyholderError {
 }
 
 /**
- * The server answered 3xx. Redirects are never followed: following one would send the API key (and a
- * renew's or release's owner token) to whichever host the Location names, perhaps over plain http, and
- * take that host's answer for a grant. `location` is where it pointed.
+ * The server answered 3xx. Redirects are never followed: following one would send a renew's or release's
+ * owner token (the body, on a 307 or 308) to whichever host the Location names, perhaps over plain http,
+ * and take that host's answer for a grant. `location` is where it pointed.
  */
 export class RedirectError extends KeyholderError {
   override readonly name = 'RedirectError';
