@@ -92,7 +92,7 @@ describe('Python client against a running server', () => {
     expect(step['lock-set-released']).toMatchObject({ held: [false, false] });
     expect(step.watch).toMatchObject({ seen: [false, true, false], stopped: true });
     expect(step['watch-semaphore']).toMatchObject({ before: 0, after: 1 });
-  }, 60_000);
+  }, 120_000); // two holds of 2.5 TTLs each, the TTL stretched up to 10 s on a starved machine
 });
 
 /**
@@ -117,6 +117,8 @@ describe('Python client: answers it must not trust', () => {
       'untrusted_answers.py',
       JSON.stringify({ http: hostile.http, https: hostile.https, other: hostile.other, cafile: hostile.caFile }),
     );
+    // First: a client that followed a redirect fails here, whatever it made of the answer.
+    expect(hostile.otherSeen).toEqual([]);
     const result = byName(steps, 'case');
     const lease = { ownerToken: 'hostile-owner-token-0001', fencingToken: 7, ttlMs: 10_000 };
     // The control: a well-formed answer is a lease, over http and over https with the CA passed either way.
@@ -133,6 +135,5 @@ describe('Python client: answers it must not trust', () => {
     expect(result['wrong-types']?.message).toMatch(/fencingToken/);
     expect(result['untrusted-certificate']).toMatchObject({ error: 'TlsError', code: 'tls_failed', retryable: false });
     expect(result['untrusted-certificate']?.message).toMatch(/CERTIFICATE_VERIFY_FAILED/);
-    expect(hostile.otherSeen).toEqual([]);
   }, 60_000);
 });

@@ -28,25 +28,37 @@ def refused(call):
     raise AssertionError("the call succeeded")
 
 
-def held_past(lease, seconds):
-    """Holds `lease` for `seconds` (longer than its TTL): its renew thread must keep it."""
-    time.sleep(seconds)
+def held_past(lease):
+    """Holds `lease` for two and a half TTLs: its renew thread must keep it."""
+    time.sleep(lease.ttl_ms / 1000 * 2.5)
     return not lease.lost.is_set()
+
+
+def short_ttl_ms(client, key):
+    """A TTL that a renewal comes back well within: 1 s on a quiet machine, stretched to eight times the
+    slowest of ten round trips measured here on a busy one (renewals come at a third of the TTL)."""
+    slowest = 0.0
+    for _ in range(10):
+        sent = time.monotonic()
+        client.inspect(key)
+        slowest = max(slowest, time.monotonic() - sent)
+    return min(10000, max(1000, int(slowest * 8000)))
 
 
 def main(url):
     client = keyholder.Client(url)
     once = keyholder.Client(url, retry_budget_s=0)
     run = uuid.uuid4().hex[:8]
+    ttl_ms = short_ttl_ms(client, f"py-probe-{run}")
 
     # Semaphore of 2: two permits, a third refused; another limit refused; a permit renews past its TTL.
     sem = f"py-sem-{run}"
-    with client.semaphore(sem, limit=2, ttl_ms=1000, holder="a") as first:
+    with client.semaphore(sem, limit=2, ttl_ms=ttl_ms, holder="a") as first:
         second = client.acquire_semaphore(sem, limit=2, ttl_ms=5000, holder="b")
         full = refused(lambda: once.acquire_semaphore(sem, limit=2, ttl_ms=1000))
         mismatch = refused(lambda: once.acquire_semaphore(sem, limit=3, ttl_ms=1000))
         state = client.inspect_semaphore(sem)
-        kept = held_past(first, 2.5)
+        kept = held_past(first)
         step(
             "semaphore",
             permitsHeld=state["permitsHeld"],
@@ -81,10 +93,10 @@ def main(url):
     # Lock set: all keys held under one token, each with its own fencing token; a member is refused to a
     # plain acquire; renewed past its TTL; released whole.
     keys = [f"py-set-{run}-a", f"py-set-{run}-b"]
-    with client.lock_set(keys, ttl_ms=1000, holder="set") as held:
+    with client.lock_set(keys, ttl_ms=ttl_ms, holder="set") as held:
         member = refused(lambda: once.acquire_grant(keys[1], ttl_ms=1000))
         overlapping = refused(lambda: once.acquire_lock_set([keys[0], f"py-set-{run}-c"], ttl_ms=1000))
-        kept = held_past(held, 2.5)
+        kept = held_past(held)
         step(
             "lock-set",
             keys=held.keys,
