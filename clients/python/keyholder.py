@@ -2,13 +2,20 @@
 
     import keyholder
 
-    client = keyholder.Client("http://127.0.0.1:3000", api_key=os.environ.get("KEYHOLDER_API_KEY"))
+    client = keyholder.Client("https://locks.internal:3000", api_key=os.environ.get("KEYHOLDER_API_KEY"),
+                              cafile="/etc/keyholder/ca.pem")   # or ssl_context=...; omit for public CAs
     with client.lock("invoice:42", ttl_ms=10000, wait_ms=5000) as lease:
         charge(invoice, fence=lease.fencing_token)   # the resource rejects lower tokens than it has seen
         if lease.lost.is_set():                        # check before each step that must not run unlocked
             raise keyholder.LeaseLostError(lease.key, "deadline")
 
-Inside the block a background thread renews the lease at about a third of its TTL. `lease.lost` (a
+    with client.semaphore("checkout", limit=5, ttl_ms=30000) as permit: ...     # one of N permits
+    with client.rwlock("config", mode="read", ttl_ms=10000) as lease: ...       # many readers or one writer
+    with client.lock_set(["account:17", "account:42"], ttl_ms=10000) as held:  # all keys or none
+        move(held.fencing_tokens["account:17"], held.fencing_tokens["account:42"])
+    for status in client.watch("leader"): ...     # the lock's state now and after every change
+
+Inside a block a background thread renews the lease at about a third of its TTL. `lease.lost` (a
 threading.Event) is set the moment a renewal is refused (not_owner, e.g. force-released) or when the
 lease's safe deadline passes without a confirmed renewal: the send time of the last confirmed acquire or
 renewal on the monotonic clock, plus the TTL, minus a drift margin. The server started the lease no earlier
@@ -16,12 +23,21 @@ than that send time, so the lease cannot end on the server before then: stop whe
 stop before anyone else can be granted the lock. Leaving the block releases the lock; if the lease was lost
 while the block ran, leaving it raises LeaseLostError (its work may have run without the lock).
 
-503 and 429 answers and lost connections are retried with backoff and jitter, never sooner than the
-server's Retry-After, until a deadline. Every acquire carries an Idempotency-Key, so a retried acquire
-whose first answer was lost gets back the same grant instead of locking itself out.
+503, 429 and 408 answers and lost connections are retried with backoff and jitter, never sooner than the
+server's Retry-After, until a deadline. Every lock acquire carries an Idempotency-Key, so a retried acquire
+whose first answer was lost gets back the same grant instead of locking itself out. (Semaphores, read/write
+locks and lock sets have no Idempotency-Key on the server: a retried acquire whose answer was lost may hold a
+second lease that nobody renews; it ends by its TTL.)
+
+What the client trusts: only a 200 whose body has the fields keyholder sends, with their types. Redirects
+are never followed (following one would send the API key, or an owner token, to whatever host the Location
+names, perhaps in clear); a 3xx raises RedirectError. A certificate that does not verify raises TlsError at
+once, not retried: trying again meets the same certificate.
 """
 import json
 import random
+import re
+import ssl
 import threading
 import time
 import urllib.error
@@ -32,18 +48,29 @@ import uuid
 __all__ = [
     "Client",
     "Lease",
+    "LockSetLease",
     "KeyholderError",
     "LockHeldError",
+    "SemaphoreFullError",
+    "RwLockHeldError",
+    "LimitMismatchError",
     "NotOwnerError",
     "UnavailableError",
     "RateLimitedError",
     "InvalidRequestError",
+    "TlsError",
+    "RedirectError",
+    "InvalidResponseError",
     "LeaseLostError",
 ]
 
 
+# -- errors -------------------------------------------------------------------------------------------------
+
+
 class KeyholderError(Exception):
-    """An error answer (application/problem+json) or no answer at all (code "unreachable")."""
+    """An error answer (application/problem+json), or a refusal of the client's own: `code` is the problem's
+    code, or "unreachable" (no answer), "tls_failed", "redirected" or "invalid_response"."""
 
     def __init__(self, message, code, status=None, problem=None, retry_after_ms=None):
         super().__init__(message)
@@ -54,11 +81,24 @@ class KeyholderError(Exception):
 
     @property
     def retryable(self):
-        return self.code == "unreachable" or self.status in (429, 503)
+        # 408: the request did not arrive in time, so the server did nothing with it.
+        return self.code == "unreachable" or self.status in (408, 429, 503)
 
 
 class LockHeldError(KeyholderError):
     """409 lock_held: someone else holds the lock (past wait_ms). retry_after_ms: when their lease ends."""
+
+
+class SemaphoreFullError(LockHeldError):
+    """409 semaphore_full: every permit is held (past wait_ms). retry_after_ms: when the first one ends."""
+
+
+class RwLockHeldError(LockHeldError):
+    """409 rwlock_held: the read/write lock is held in a mode that excludes this one (past wait_ms)."""
+
+
+class LimitMismatchError(KeyholderError):
+    """409 limit_mismatch: the semaphore's live permits were granted with another limit."""
 
 
 class NotOwnerError(KeyholderError):
@@ -77,6 +117,24 @@ class InvalidRequestError(KeyholderError):
     """400/413/415: problem["errors"] names each offending field."""
 
 
+class TlsError(KeyholderError):
+    """The server's certificate did not verify (untrusted, self-signed, expired, another host's) or the TLS
+    handshake failed. Not retried. Trust a private CA with Client(cafile=...) or Client(ssl_context=...)."""
+
+
+class RedirectError(KeyholderError):
+    """A 3xx answer. Never followed; `location` is where it pointed."""
+
+    def __init__(self, message, status, location):
+        super().__init__(message, "redirected", status)
+        self.location = location
+
+
+class InvalidResponseError(KeyholderError):
+    """A success status whose body is not what keyholder answers, or another 2xx than 200. Nothing is taken
+    from it, and it is not retried: whatever answered is not the keyholder API."""
+
+
 class LeaseLostError(Exception):
     """The lease can no longer be trusted: reason is "not_owner", "deadline" or "renew_failed"."""
 
@@ -89,6 +147,9 @@ class LeaseLostError(Exception):
 
 _ERRORS = {
     "lock_held": LockHeldError,
+    "semaphore_full": SemaphoreFullError,
+    "rwlock_held": RwLockHeldError,
+    "limit_mismatch": LimitMismatchError,
     "not_owner": NotOwnerError,
     "store_unavailable": UnavailableError,
     "shutting_down": UnavailableError,
@@ -99,6 +160,71 @@ _ERRORS = {
     "payload_too_large": InvalidRequestError,
     "unsupported_media_type": InvalidRequestError,
 }
+
+
+# -- what an answer must look like ------------------------------------------------------------------------
+# A 200 from something that is not keyholder must not become a lease: a grant without an owner token or with
+# a TTL that is not a number would be a lock the caller believes it holds and that never times out. Each
+# shape lists the fields keyholder always sends (openapi.yaml); extra fields are let through (a newer server).
+
+_INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+def _count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _positive(v):
+    return _count(v) and v > 0
+
+
+def _text(v):
+    return isinstance(v, str)
+
+
+def _token(v):
+    return isinstance(v, str) and len(v) > 0
+
+
+def _instant(v):
+    return isinstance(v, str) and _INSTANT.match(v) is not None
+
+
+def _holder(v):
+    return v is None or isinstance(v, str)
+
+
+def _true(v):
+    return v is True
+
+
+def _each(shape):
+    return lambda v: isinstance(v, list) and all(not _mismatches(item, shape) for item in v)
+
+
+def _mismatches(body, shape):
+    if not isinstance(body, dict):
+        return ["(body) is not an object"]
+    return [f"{name}: {body.get(name)!r}" for name, ok in shape.items() if name not in body or not ok(body[name])]
+
+
+_LEASE = {"fencingToken": _count, "ttlMs": _positive, "expiresAt": _instant}
+_LOCK_GRANT = {"key": _text, "ownerToken": _token, "holder": _holder, **_LEASE}
+_RENEWAL = {"key": _text, **_LEASE}
+_RELEASE = {"key": _text, "released": _true}
+_SEMAPHORE_GRANT = {**_LOCK_GRANT, "limit": _positive}
+_RWLOCK_GRANT = {**_LOCK_GRANT, "mode": lambda v: v in ("read", "write")}
+_SET_LOCKS = {"locks": _each({"key": _text, "fencingToken": _count}), "ttlMs": _positive, "expiresAt": _instant}
+_SET_GRANT = {"ownerToken": _token, "holder": _holder, **_SET_LOCKS}
+_SET_RELEASE = {"released": _true}
+_LOCK_STATUS = {"key": _text, "held": lambda v: isinstance(v, bool), "index": _count}
+_PERMIT_HOLDERS = {"holder": _holder, "fencingToken": _count, "expiresAt": _instant, "ttlRemainingMs": _count}
+_PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDERS), "waiters": _count}
+_FORCE_RELEASE = {"key": _text, "released": _true}
+_ANY_OBJECT = {}
+
+
+# -- timing -------------------------------------------------------------------------------------------------
 
 # Renew at about a third of the TTL, +-10% so that many leases taken at once do not renew in lockstep.
 _RENEW_FRACTION = 1 / 3
@@ -111,38 +237,197 @@ def _retry_delay_s(retry_after_ms, attempt, base_s=0.1, max_s=2.0):
     return max((retry_after_ms or 0) / 1000, step) + random.random() * step / 2
 
 
-class Client:
-    """Calls a keyholder server. `timeout_s` bounds one answer; `retry_budget_s` bounds one call's retries."""
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Replaces urllib's redirect handler: a 3xx is handed back as an HTTPError instead of followed (urllib
+    would resend the Authorization header to the new host, and over http after https)."""
 
-    def __init__(self, base_url="http://127.0.0.1:3000", api_key=None, timeout_s=10.0, retry_budget_s=15.0):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+# -- the client ---------------------------------------------------------------------------------------------
+
+
+class Client:
+    """Calls a keyholder server. `timeout_s` bounds one answer; `retry_budget_s` bounds one call's retries.
+
+    `cafile` (a PEM file of CA certificates to trust) or `ssl_context` (an ssl.SSLContext of your own) for a
+    server whose certificate a private CA signed; by default the system's CAs are trusted.
+    """
+
+    def __init__(
+        self,
+        base_url="http://127.0.0.1:3000",
+        api_key=None,
+        timeout_s=10.0,
+        retry_budget_s=15.0,
+        cafile=None,
+        ssl_context=None,
+    ):
         self.base_url = base_url.rstrip("/")
+        if urllib.parse.urlsplit(self.base_url).scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be http:// or https://, not {base_url!r}")
+        if cafile is not None and ssl_context is not None:
+            raise ValueError("pass cafile or ssl_context, not both")
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.retry_budget_s = retry_budget_s
+        context = ssl_context or ssl.create_default_context(cafile=cafile)
+        self._opener = urllib.request.build_opener(_NoRedirects(), urllib.request.HTTPSHandler(context=context))
 
-    # -- leases ---------------------------------------------------------------------------------------
+    # -- locks ------------------------------------------------------------------------------------------
 
     def lock(self, key, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
         """`with client.lock(key, ttl_ms=...) as lease:` holds the lock for the block (see the module doc)."""
-        return _LockContext(self, key, ttl_ms, wait_ms, holder, drift_margin_ms)
+        return _Held(lambda: self.acquire(key, ttl_ms, wait_ms, holder, None, drift_margin_ms))
 
     def acquire(self, key, ttl_ms, wait_ms=0, holder=None, idempotency_key=None, drift_margin_ms=None):
         """Takes the lock and returns a Lease that renews itself until release(). Raises LockHeldError."""
         sent_at = time.monotonic()
         grant = self.acquire_grant(key, ttl_ms, wait_ms, holder, idempotency_key)
-        lease = Lease(self, grant, sent_at, drift_margin_ms)
-        lease._start()
-        return lease
-
-    # -- single calls (retried while retryable) --------------------------------------------------------
+        return self._lease(Lease, "locks", grant, sent_at, drift_margin_ms)
 
     def acquire_grant(self, key, ttl_ms, wait_ms=0, holder=None, idempotency_key=None):
         """One acquire, retried with the same Idempotency-Key; returns the grant dict (nothing renews it)."""
-        idempotency_key = idempotency_key or str(uuid.uuid4())
+        return self._acquire(
+            f"/v1/locks/{_quote(key)}/acquire",
+            {"ttlMs": ttl_ms},
+            holder,
+            wait_ms,
+            _LOCK_GRANT,
+            headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())},
+        )
+
+    def renew(self, key, owner_token, ttl_ms, timeout_s=None, deadline=None):
+        return self._call(
+            "POST",
+            f"/v1/locks/{_quote(key)}/renew",
+            _RENEWAL,
+            lambda: {"ownerToken": owner_token, "ttlMs": ttl_ms},
+            timeout_s=timeout_s,
+            deadline=deadline,
+        )
+
+    def release(self, key, owner_token, deadline=None):
+        return self._call(
+            "POST", f"/v1/locks/{_quote(key)}/release", _RELEASE, lambda: {"ownerToken": owner_token}, deadline=deadline
+        )
+
+    def inspect(self, key, index=None, wait_ms=0):
+        """Who holds the lock (never the owner token), with its watch `index`. With `index`, a blocking query:
+        answers when the lock's index differs from it, at the latest after `wait_ms`."""
+        return self._inspect(f"/v1/locks/{_quote(key)}", _LOCK_STATUS, index, wait_ms)
+
+    def watch(self, key, wait_ms=30000, stop=None):
+        """The lock's state now and after every change (grant, release, expiry, force release, hand-over),
+        by blocking queries: no polling. Ends when `stop` (a threading.Event) is set, checked between queries
+        (so up to `wait_ms` later). Changes in quick succession may be seen as one (the latest state)."""
+        return self._watch(self.inspect, key, wait_ms, stop)
+
+    def force_release(self, key, namespace):
+        """Frees a lock whoever holds it (an admin key when the server checks keys)."""
+        query = urllib.parse.urlencode({"namespace": namespace})
+        return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
+
+    # -- semaphores: at most `limit` holders at once ----------------------------------------------------
+
+    def semaphore(self, key, limit, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """`with client.semaphore(key, limit=5, ttl_ms=...) as permit:` holds one permit for the block."""
+        return _Held(lambda: self.acquire_semaphore(key, limit, ttl_ms, wait_ms, holder, drift_margin_ms))
+
+    def acquire_semaphore(self, key, limit, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """Takes one permit and returns a self-renewing Lease. Raises SemaphoreFullError, LimitMismatchError."""
+        sent_at = time.monotonic()
+        grant = self._acquire(
+            f"/v1/semaphores/{_quote(key)}/acquire", {"limit": limit, "ttlMs": ttl_ms}, holder, wait_ms, _SEMAPHORE_GRANT
+        )
+        return self._lease(Lease, "semaphores", grant, sent_at, drift_margin_ms)
+
+    def inspect_semaphore(self, key, index=None, wait_ms=0):
+        """The semaphore's limit, permits held and holders (never owner tokens); a blocking query with `index`."""
+        return self._inspect(f"/v1/semaphores/{_quote(key)}", _PERMIT_STATUS, index, wait_ms)
+
+    def watch_semaphore(self, key, wait_ms=30000, stop=None):
+        """The semaphore's state now and after every change, as watch() for a lock."""
+        return self._watch(self.inspect_semaphore, key, wait_ms, stop)
+
+    # -- read/write locks: many readers or one writer ---------------------------------------------------
+
+    def rwlock(self, key, mode, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """`with client.rwlock(key, mode="read" or "write", ttl_ms=...) as lease:` holds it for the block."""
+        return _Held(lambda: self.acquire_rwlock(key, mode, ttl_ms, wait_ms, holder, drift_margin_ms))
+
+    def acquire_rwlock(self, key, mode, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """Takes the lock in `mode` ("read" or "write"); returns a self-renewing Lease. Raises RwLockHeldError."""
+        sent_at = time.monotonic()
+        grant = self._acquire(
+            f"/v1/rwlocks/{_quote(key)}/acquire", {"mode": mode, "ttlMs": ttl_ms}, holder, wait_ms, _RWLOCK_GRANT
+        )
+        return self._lease(Lease, "rwlocks", grant, sent_at, drift_margin_ms)
+
+    def inspect_rwlock(self, key, index=None, wait_ms=0):
+        """The lock's mode and holders (never owner tokens); a blocking query with `index`."""
+        return self._inspect(f"/v1/rwlocks/{_quote(key)}", _PERMIT_STATUS, index, wait_ms)
+
+    def watch_rwlock(self, key, wait_ms=30000, stop=None):
+        """The read/write lock's state now and after every change, as watch() for a lock."""
+        return self._watch(self.inspect_rwlock, key, wait_ms, stop)
+
+    # -- lock sets: several locks, all or none ----------------------------------------------------------
+
+    def lock_set(self, keys, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """`with client.lock_set([k1, k2], ttl_ms=...) as held:` holds every key for the block."""
+        return _Held(lambda: self.acquire_lock_set(keys, ttl_ms, wait_ms, holder, drift_margin_ms))
+
+    def acquire_lock_set(self, keys, ttl_ms, wait_ms=0, holder=None, drift_margin_ms=None):
+        """Takes every key or none; returns a self-renewing LockSetLease. Raises LockHeldError if one is busy."""
+        keys = list(keys)
+        sent_at = time.monotonic()
+        grant = self._acquire("/v1/lock-sets/acquire", {"keys": keys, "ttlMs": ttl_ms}, holder, wait_ms, _SET_GRANT)
+        returned = [lock["key"] for lock in grant["locks"]]
+        if sorted(returned) != sorted(keys):
+            raise InvalidResponseError(f"lock set granted {returned}, asked for {keys}", "invalid_response", 200)
+        body = {"ownerToken": grant["ownerToken"], "keys": keys}
+        lease = LockSetLease(
+            keys,
+            grant,
+            sent_at,
+            drift_margin_ms,
+            renew=lambda ttl, timeout_s: self._call(
+                "POST", "/v1/lock-sets/renew", _SET_LOCKS, lambda: {**body, "ttlMs": ttl}, timeout_s=timeout_s, deadline=0
+            ),
+            release=lambda deadline: self._call(
+                "POST", "/v1/lock-sets/release", _SET_RELEASE, lambda: body, deadline=deadline
+            ),
+        )
+        lease._start()
+        return lease
+
+    # -- shared ------------------------------------------------------------------------------------------
+
+    def _lease(self, cls, kind, grant, sent_at, drift_margin_ms):
+        path = f"/v1/{kind}/{_quote(grant['key'])}"
+        token = grant["ownerToken"]
+        lease = cls(
+            grant["key"],
+            grant,
+            sent_at,
+            drift_margin_ms,
+            renew=lambda ttl, timeout_s: self._call(
+                "POST", f"{path}/renew", _RENEWAL, lambda: {"ownerToken": token, "ttlMs": ttl}, timeout_s=timeout_s, deadline=0
+            ),
+            release=lambda deadline: self._call(
+                "POST", f"{path}/release", _RELEASE, lambda: {"ownerToken": token}, deadline=deadline
+            ),
+        )
+        lease._start()
+        return lease
+
+    def _acquire(self, path, fields, holder, wait_ms, shape, headers=None):
         started = time.monotonic()
 
         def body():
-            b = {"ttlMs": ttl_ms}
+            b = dict(fields)
             if holder is not None:
                 b["holder"] = holder
             if wait_ms:
@@ -152,49 +437,42 @@ class Client:
 
         return self._call(
             "POST",
-            f"/v1/locks/{self._key(key)}/acquire",
+            path,
+            shape,
             body,
-            headers={"Idempotency-Key": idempotency_key},
+            headers=headers,
             timeout_s=self.timeout_s + wait_ms / 1000,
             deadline=started + wait_ms / 1000 + self.retry_budget_s,
         )
 
-    def renew(self, key, owner_token, ttl_ms, timeout_s=None, deadline=None):
-        return self._call(
-            "POST",
-            f"/v1/locks/{self._key(key)}/renew",
-            lambda: {"ownerToken": owner_token, "ttlMs": ttl_ms},
-            timeout_s=timeout_s,
-            deadline=deadline,
-        )
-
-    def release(self, key, owner_token, deadline=None):
-        return self._call(
-            "POST", f"/v1/locks/{self._key(key)}/release", lambda: {"ownerToken": owner_token}, deadline=deadline
-        )
-
-    def inspect(self, key):
-        return self._call("GET", f"/v1/locks/{self._key(key)}")
-
-    def force_release(self, key, namespace):
-        """Frees a lock whoever holds it (an admin key when the server checks keys)."""
-        query = urllib.parse.urlencode({"namespace": namespace})
-        return self._call("DELETE", f"/v1/locks/{self._key(key)}?{query}")
-
-    # -- transport --------------------------------------------------------------------------------------
+    def _inspect(self, path, shape, index, wait_ms):
+        if index is None:
+            return self._call("GET", path, shape)
+        query = urllib.parse.urlencode({"index": index, "waitMs": wait_ms})
+        return self._call("GET", f"{path}?{query}", shape, timeout_s=self.timeout_s + wait_ms / 1000)
 
     @staticmethod
-    def _key(key):
-        return urllib.parse.quote(key, safe="")
+    def _watch(inspect, key, wait_ms, stop):
+        index = None
+        while stop is None or not stop.is_set():
+            status = inspect(key, index=index, wait_ms=wait_ms)
+            # Compare for inequality only: the index may step down (a free key's state forgotten).
+            if status["index"] != index:
+                index = status["index"]
+                yield status
 
-    def _call(self, method, path, body=None, headers=None, timeout_s=None, deadline=None):
+    # -- transport ---------------------------------------------------------------------------------------
+
+    def _call(self, method, path, shape, body=None, headers=None, timeout_s=None, deadline=None):
         if deadline is None:
             deadline = time.monotonic() + self.retry_budget_s
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._once(method, path, body() if body else None, headers or {}, timeout_s or self.timeout_s)
+                return self._once(
+                    method, path, shape, body() if body else None, headers or {}, timeout_s or self.timeout_s
+                )
             except KeyholderError as err:
                 if not err.retryable:
                     raise
@@ -203,7 +481,7 @@ class Client:
                     raise
                 time.sleep(delay)
 
-    def _once(self, method, path, body, headers, timeout_s):
+    def _once(self, method, path, shape, body, headers, timeout_s):
         data = None if body is None else json.dumps(body).encode("utf-8")
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
         request.add_header("Accept", "application/json, application/problem+json")
@@ -214,16 +492,46 @@ class Client:
         for name, value in headers.items():
             request.add_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=max(0.001, timeout_s)) as response:
-                return json.load(response)
+            with self._opener.open(request, timeout=max(0.001, timeout_s)) as response:
+                status = response.status
+                raw = response.read()
         except urllib.error.HTTPError as err:
             raise _error_from(err) from None
-        except (urllib.error.URLError, OSError, ValueError) as err:
+        except urllib.error.URLError as err:
+            if isinstance(err.reason, ssl.SSLError):
+                raise TlsError(f"TLS with {self.base_url} failed: {err.reason}", "tls_failed") from err
+            raise UnavailableError(f"no answer from {self.base_url}: {err.reason}", "unreachable") from err
+        except ssl.SSLError as err:
+            raise TlsError(f"TLS with {self.base_url} failed: {err}", "tls_failed") from err
+        except OSError as err:
             # Refused, reset, timed out, or an answer cut short: no certain answer.
             raise UnavailableError(f"no answer from {self.base_url}: {err}", "unreachable") from err
+        if status != 200:
+            raise InvalidResponseError(
+                f"{method} {path}: HTTP {status} is not a keyholder answer (it answers 200)", "invalid_response", status
+            )
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise InvalidResponseError(
+                f"{method} {path}: HTTP 200 is not a keyholder answer (not JSON)", "invalid_response", status
+            ) from None
+        wrong = _mismatches(answer, shape)
+        if wrong:
+            raise InvalidResponseError(
+                f"{method} {path}: HTTP 200 is not a keyholder answer ({'; '.join(wrong)})", "invalid_response", status
+            )
+        return answer
+
+
+def _quote(key):
+    return urllib.parse.quote(key, safe="")
 
 
 def _error_from(err):
+    if 300 <= err.code < 400:
+        location = err.headers.get("Location")
+        return RedirectError(f"the server answered {err.code} to {location}; redirects are not followed", err.code, location)
     header = err.headers.get("Retry-After")
     try:
         retry_after_ms = float(header) * 1000 if header else None
@@ -242,20 +550,28 @@ def _error_from(err):
     return cls(problem.get("detail") or f"HTTP {err.code}", code, err.code, problem, retry_after_ms)
 
 
-class Lease:
-    """A held lock, renewed by a background thread until release(). Use `lost` to know when to stop."""
+# -- leases -------------------------------------------------------------------------------------------------
 
-    def __init__(self, client, grant, sent_at, drift_margin_ms=None):
-        self.key = grant["key"]
+
+class Lease:
+    """A held lock, semaphore permit or read/write lock, renewed by a background thread until release().
+    Use `lost` to know when to stop. `mode` (read/write locks) and `limit` (semaphores) are set when given."""
+
+    def __init__(self, key, grant, sent_at, drift_margin_ms, renew, release):
+        self.key = key
         self.owner_token = grant["ownerToken"]
-        self.fencing_token = grant["fencingToken"]
+        self.fencing_token = grant.get("fencingToken")
         self.holder = grant.get("holder")
+        self.mode = grant.get("mode")
+        self.limit = grant.get("limit")
         self.ttl_ms = grant["ttlMs"]
         self.expires_at = grant["expiresAt"]
         #: Set when the lease can no longer be trusted; `lost_reason` says why.
         self.lost = threading.Event()
         self.lost_reason = None
-        self._client = client
+        self._lost_cause = None
+        self._renew_call = renew
+        self._release_call = release
         # Covers a client clock running slow against the store's and a late timer: 50 ms + 2% of the TTL.
         self._drift_s = (drift_margin_ms if drift_margin_ms is not None else 50 + self.ttl_ms * 0.02) / 1000
         self._lock = threading.Lock()
@@ -272,7 +588,7 @@ class Lease:
         return max(0.0, self._deadline - time.monotonic())
 
     def release(self):
-        """Gives the lock back and stops renewing; nothing to do if the lease was already lost."""
+        """Gives the lease back and stops renewing; nothing to do if it was already lost."""
         with self._lock:
             if self._released:
                 return
@@ -285,7 +601,7 @@ class Lease:
         if self.lost.is_set():
             return
         try:
-            self._client.release(self.key, self.owner_token, deadline=self._deadline + self._drift_s)
+            self._release_call(self._deadline + self._drift_s)
         except NotOwnerError:
             pass  # already not ours (expired, force-released, or an earlier attempt's answer was lost)
         except KeyholderError as err:
@@ -296,9 +612,11 @@ class Lease:
     def _start(self):
         # A grant that took longer than a renewal period to arrive is renewed at once (full safe window).
         if self.remaining_s < self.ttl_ms / 1000 * (1 - _RENEW_FRACTION):
-            self._renew_once()
+            err = self._renew_once()
+            if err is not None:
+                self._lose("renew_failed", err)
             if self.lost.is_set():
-                raise LeaseLostError(self.key, self.lost_reason)
+                raise LeaseLostError(self.key, self.lost_reason, self._lost_cause)
         self._thread = threading.Thread(target=self._renew_loop, name=f"keyholder-renew-{self.key}", daemon=True)
         self._thread.start()
 
@@ -311,9 +629,7 @@ class Lease:
         """One renewal attempt; returns the error to retry after, or None."""
         sent_at = time.monotonic()
         try:
-            renewal = self._client.renew(
-                self.key, self.owner_token, self.ttl_ms, timeout_s=max(0.001, self._deadline - sent_at), deadline=0
-            )
+            renewal = self._renew_call(self.ttl_ms, max(0.001, self._deadline - sent_at))
         except NotOwnerError as err:
             self._lose("not_owner", err)
             return None
@@ -383,14 +699,26 @@ class Lease:
         self.lost.set()
 
 
-class _LockContext:
-    def __init__(self, client, key, ttl_ms, wait_ms, holder, drift_margin_ms):
-        self._args = (key, ttl_ms, wait_ms, holder, None, drift_margin_ms)
-        self._client = client
+class LockSetLease(Lease):
+    """A held lock set: every key under one owner token, renewed and released together. `keys` in the
+    order asked; `fencing_tokens` maps each key to its own fencing token (each key has its own sequence)."""
+
+    def __init__(self, keys, grant, sent_at, drift_margin_ms, renew, release):
+        super().__init__(",".join(keys), grant, sent_at, drift_margin_ms, renew, release)
+        self.keys = list(keys)
+        self.fencing_tokens = {lock["key"]: lock["fencingToken"] for lock in grant["locks"]}
+
+
+class _Held:
+    """The `with` block of lock(), semaphore(), rwlock() and lock_set(): releases on the way out, and raises
+    LeaseLostError if the lease was lost while the block ran without failing."""
+
+    def __init__(self, acquire):
+        self._acquire = acquire
         self._lease = None
 
     def __enter__(self):
-        self._lease = self._client.acquire(*self._args)
+        self._lease = self._acquire()
         return self._lease
 
     def __exit__(self, exc_type, exc, tb):
@@ -403,5 +731,5 @@ class _LockContext:
             return False
         lease.release()
         if lease.lost.is_set():
-            raise LeaseLostError(lease.key, lease.lost_reason, getattr(lease, "_lost_cause", None))
+            raise LeaseLostError(lease.key, lease.lost_reason, lease._lost_cause)
         return False

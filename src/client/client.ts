@@ -1,7 +1,17 @@
 import createClient, { type Client } from 'openapi-fetch';
-import { errorFromResponse, LockHeldError, NotOwnerError, unreachable } from './errors.js';
+import type { z } from 'zod';
+import {
+  errorFromResponse,
+  InvalidResponseError,
+  LockHeldError,
+  noAnswer,
+  NotOwnerError,
+  RedirectError,
+  type KeyholderError,
+} from './errors.js';
 import { Lease, type LeaseOptions, type LeaseTransport } from './lease.js';
 import type { components, paths } from './openapi-types.js';
+import * as answers from './schemas.js';
 import { type BackoffOptions, monotonicNow, type RetryEvent, withRetries } from './retry.js';
 
 export type LockGrant = components['schemas']['LockGrant'];
@@ -26,8 +36,18 @@ export interface KeyholderClientOptions {
   readonly backoff?: Partial<BackoffOptions>;
   /** Called before each retry (for logs and metrics). */
   readonly onRetry?: (event: RetryEvent & { readonly operation: string }) => void;
-  /** A fetch to use instead of the global one. */
-  readonly fetch?: (input: Request) => Promise<Response>;
+  /**
+   * A fetch to use instead of the global one. It is handed requests with `redirect: 'manual'`; a response
+   * that followed a redirect anyway (`response.redirected`) is refused like a 3xx.
+   */
+  readonly fetch?: (input: Request, init?: RequestInit) => Promise<Response>;
+  /**
+   * The undici dispatcher for Node's global fetch: to trust a private CA, pass
+   * `new Agent({ connect: { ca: readFileSync('ca.pem') } })` from the `undici` package. (Node 20's fetch
+   * takes no `ca` of its own; NODE_EXTRA_CA_CERTS also works, for the whole process.) Typed loosely: the
+   * `undici` package's types and the ones Node's fetch is declared with differ by version, not in use.
+   */
+  readonly dispatcher?: object;
 }
 
 export interface AcquireOptions extends LeaseOptions {
@@ -89,6 +109,11 @@ export class KeyholderClient {
     this.api = createClient<paths>({
       baseUrl: this.baseUrl,
       headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+      // Never follow a redirect: on a 307/308 fetch resends the body (a renew's or release's owner token) to
+      // the new origin, over plain http after https too, and whatever answers there would be read as the
+      // answer. (Node's fetch drops Authorization across origins; a custom fetch may not.)
+      redirect: 'manual',
+      ...(options.dispatcher ? { requestInitExt: { dispatcher: options.dispatcher } } : {}),
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
   }
@@ -131,6 +156,7 @@ export class KeyholderClient {
     const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
     return this.call(
       'acquire',
+      answers.lockGrant,
       (signal) => {
         // A retry waits only for what is left of the caller's waitMs.
         const waitLeftMs = Math.max(0, Math.floor(waitMs - (monotonicNow() - started)));
@@ -156,6 +182,7 @@ export class KeyholderClient {
   async renew(key: string, ownerToken: string, ttlMs: number, options: CallOptions = {}): Promise<LockRenewal> {
     return this.call(
       'renew',
+      answers.lockRenewal,
       (signal) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal }),
       options,
     );
@@ -165,6 +192,7 @@ export class KeyholderClient {
   async release(key: string, ownerToken: string, options: CallOptions = {}): Promise<void> {
     await this.call(
       'release',
+      answers.lockRelease,
       (signal) => this.api.POST('/v1/locks/{key}/release', { params: { path: { key } }, body: { ownerToken }, signal }),
       options,
     );
@@ -179,6 +207,7 @@ export class KeyholderClient {
     const query = index === undefined ? {} : { index, waitMs };
     return this.call(
       'inspect',
+      answers.lockStatus,
       (signal) => this.api.GET('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
       { ...call, timeoutMs: (call.timeoutMs ?? this.requestTimeoutMs) + waitMs },
     );
@@ -234,13 +263,14 @@ export class KeyholderClient {
     query: { namespace?: string; prefix?: string; limit?: number; cursor?: string } = {},
     options: CallOptions = {},
   ): Promise<LockList> {
-    return this.call('list', (signal) => this.api.GET('/v1/locks', { params: { query }, signal }), options);
+    return this.call('list', answers.lockList, (signal) => this.api.GET('/v1/locks', { params: { query }, signal }), options);
   }
 
   /** Frees a lock whoever holds it (needs an `admin` key when the server checks keys). */
   async forceRelease(key: string, namespace: string, options: CallOptions = {}): Promise<ForceRelease> {
     return this.call(
       'forceRelease',
+      answers.forceRelease,
       (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query: { namespace } }, signal }),
       options,
     );
@@ -253,6 +283,7 @@ export class KeyholderClient {
       renewOnce: (key, ownerToken, ttlMs, signal, timeoutMs) =>
         this.call(
           'renew',
+          answers.lockRenewal,
           (s) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal: s }),
           { signal, timeoutMs: Math.min(timeoutMs, this.requestTimeoutMs), deadlineAt: 0 },
         ),
@@ -268,8 +299,16 @@ export class KeyholderClient {
     };
   }
 
-  /** One operation: each attempt bounded by a timeout, retried while retryable and before the deadline. */
-  private async call<T>(operation: string, send: (signal: AbortSignal) => Sent<T>, options: CallOptions): Promise<T> {
+  /**
+   * One operation: each attempt bounded by a timeout, retried while retryable and before the deadline.
+   * Only a 200 whose body parses against `answer` is taken as the answer.
+   */
+  private async call<T>(
+    operation: string,
+    answer: z.ZodType<T>,
+    send: (signal: AbortSignal) => Sent<T>,
+    options: CallOptions,
+  ): Promise<T> {
     const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
     const userSignal = options.signal;
     return withRetries(
@@ -282,10 +321,11 @@ export class KeyholderClient {
           result = await send(signal);
         } catch (err) {
           userSignal?.throwIfAborted();
-          throw unreachable(this.baseUrl, err);
+          // A 200 whose body is not JSON: an answer came, but not keyholder's.
+          if (err instanceof SyntaxError) throw invalidAnswer(operation, 200, err.message, err);
+          throw noAnswer(this.baseUrl, err);
         }
-        if (result.response.ok) return result.data as T;
-        throw errorFromResponse(result.response, result.error);
+        return this.accept(operation, answer, result);
       },
       {
         ...this.backoff,
@@ -295,4 +335,35 @@ export class KeyholderClient {
       },
     );
   }
+
+  /** The answer's body, if it is one keyholder gives: a 200 that parses; a 3xx or another 2xx is refused. */
+  private accept<T>(operation: string, answer: z.ZodType<T>, result: Awaited<Sent<T>>): T {
+    const { response } = result;
+    if (response.redirected || (response.status >= 300 && response.status < 400)) {
+      const location = response.headers.get('location');
+      throw new RedirectError(
+        `${operation}: the server answered ${response.status} to ${location ?? '(no location)'}; redirects are not followed`,
+        response.status,
+        location,
+      );
+    }
+    if (response.status === 200) {
+      const parsed = answer.safeParse(result.data);
+      if (parsed.success) return parsed.data;
+      throw invalidAnswer(operation, 200, parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '));
+    }
+    if (response.ok) throw invalidAnswer(operation, response.status, 'keyholder answers 200 on success');
+    throw errorFromResponse(response, result.error);
+  }
+}
+
+function invalidAnswer(operation: string, status: number, why: string, cause?: unknown): KeyholderError {
+  return new InvalidResponseError(
+    `${operation}: HTTP ${status} is not a keyholder answer (${why})`,
+    'invalid_response',
+    status,
+    undefined,
+    undefined,
+    cause === undefined ? undefined : { cause },
+  );
 }

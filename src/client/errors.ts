@@ -6,14 +6,21 @@ export type Problem = components['schemas']['Problem'];
 export type ProblemCode = Problem['code'];
 
 /**
- * Every error the client throws. `code` is the server's problem code, or `unreachable` when no answer
- * came back (connection refused or reset, timeout). `retryAfterMs` is the server's hint, when it gave one.
+ * Codes the client gives errors that no keyholder problem body carried: `unreachable` (no answer),
+ * `tls_failed` (the server's certificate was not trusted), `redirected` (a 3xx, never followed) and
+ * `invalid_response` (an answer that is not what keyholder sends).
+ */
+export type ClientErrorCode = 'unreachable' | 'tls_failed' | 'redirected' | 'invalid_response';
+
+/**
+ * Every error the client throws. `code` is the server's problem code, or one of ClientErrorCode when the
+ * client itself refused or got no answer. `retryAfterMs` is the server's hint, when it gave one.
  */
 export class KeyholderError extends Error {
   override readonly name: string = 'KeyholderError';
   constructor(
     message: string,
-    readonly code: ProblemCode | 'unreachable',
+    readonly code: ProblemCode | ClientErrorCode,
     readonly status: number | undefined,
     readonly problem: Problem | undefined,
     readonly retryAfterMs: number | undefined,
@@ -73,6 +80,40 @@ export const UnauthenticatedError = errorClass('UnauthenticatedError', ['unauthe
 export const ForbiddenError = errorClass('ForbiddenError', ['forbidden']);
 /** 404 not_found: for a force release, nobody held the lock. */
 export const NotFoundError = errorClass('NotFoundError', ['not_found']);
+
+/**
+ * The server's TLS certificate was refused (untrusted, self-signed, expired, wrong host) or the handshake
+ * failed. Not retried: trying again meets the same certificate, and a caller who is being intercepted must
+ * hear it, not see "unreachable". Trust a private CA with the client's `dispatcher` option.
+ */
+export class TlsError extends KeyholderError {
+  override readonly name = 'TlsError';
+}
+
+/**
+ * The server answered 3xx. Redirects are never followed: following one would send a renew's or release's
+ * owner token (the body, on a 307 or 308) to whichever host the Location names, perhaps over plain http,
+ * and take that host's answer for a grant. `location` is where it pointed.
+ */
+export class RedirectError extends KeyholderError {
+  override readonly name = 'RedirectError';
+  constructor(
+    message: string,
+    status: number,
+    readonly location: string | null,
+  ) {
+    super(message, 'redirected', status, undefined, undefined);
+  }
+}
+
+/**
+ * A success status whose body is not what keyholder answers (or another 2xx than 200): nothing is taken
+ * from it. Not retried, since whatever answered is not the keyholder API; if it was an acquire that the
+ * server did grant, that lease ends by its TTL.
+ */
+export class InvalidResponseError extends KeyholderError {
+  override readonly name = 'InvalidResponseError';
+}
 
 // The instance types under the classes' names, as `class` declarations would give them.
 export type LockHeldError = InstanceType<typeof LockHeldError>;
@@ -135,8 +176,57 @@ export function errorFromResponse(response: Response, body: unknown): KeyholderE
   return new Class(body.detail ?? body.title ?? body.code, body.code, response.status, body, retryAfterMs);
 }
 
-/** No answer: connection refused or reset, DNS, or the per-request timeout. */
-export function unreachable(url: string, cause: unknown): UnavailableError {
+/**
+ * OpenSSL's certificate verification results as Node names them (`err.code`, see node:tls), less the
+ * ones that are not about the certificate. Handshake failures come as ERR_TLS_* and ERR_SSL_*.
+ */
+const CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_CRL',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CERT_SIGNATURE_FAILURE',
+  'CRL_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'CRL_NOT_YET_VALID',
+  'CRL_HAS_EXPIRED',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'ERROR_IN_CRL_LAST_UPDATE_FIELD',
+  'ERROR_IN_CRL_NEXT_UPDATE_FIELD',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'CERT_CHAIN_TOO_LONG',
+  'CERT_REVOKED',
+  'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED',
+  'INVALID_PURPOSE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'HOSTNAME_MISMATCH',
+]);
+
+/** The first error in `err`'s cause chain whose code says TLS failed (fetch wraps it: TypeError → cause). */
+function tlsFailure(err: unknown): (Error & { code: string }) | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code !== 'string') continue;
+    if (CERTIFICATE_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_')) return e as Error & { code: string };
+  }
+  return undefined;
+}
+
+/**
+ * A request that got no answer: a TlsError when TLS failed (not retried), otherwise an UnavailableError
+ * `unreachable` (connection refused or reset, DNS, or the per-request timeout; retried).
+ */
+export function noAnswer(url: string, cause: unknown): KeyholderError {
+  const tls = tlsFailure(cause);
+  if (tls) return new TlsError(`TLS with ${url} failed: ${tls.code}: ${tls.message}`, 'tls_failed', undefined, undefined, undefined, { cause });
   const why = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause.message : cause.message) : String(cause);
   return new UnavailableError(`no answer from ${url}: ${why}`, 'unreachable', undefined, undefined, undefined, { cause });
 }

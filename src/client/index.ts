@@ -17,6 +17,7 @@ export {
 export {
   ForbiddenError,
   InvalidRequestError,
+  InvalidResponseError,
   KeyholderError,
   LeaseLostError,
   LockHeldError,
@@ -24,9 +25,12 @@ export {
   NotOwnerError,
   QuotaExceededError,
   RateLimitedError,
+  RedirectError,
+  TlsError,
   TooManyWaitersError,
   UnauthenticatedError,
   UnavailableError,
+  type ClientErrorCode,
   type Problem,
   type ProblemCode,
 } from './errors.js';

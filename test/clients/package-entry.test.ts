@@ -38,7 +38,7 @@ describe('the keyholder/client package entry', () => {
     expect(relative(ROOT, fileURLToPath(resolved))).toBe('dist/client/index.js');
   });
 
-  it('pulls in no server code and no Fastify: only its own files, node: built-ins and openapi-fetch', () => {
+  it('pulls in no server code and no Fastify: only its own files, node: built-ins, openapi-fetch and zod', () => {
     const seen = new Set<string>();
     const external = new Set<string>();
     const visit = (file: string) => {
@@ -53,9 +53,11 @@ describe('the keyholder/client package entry', () => {
     const files = [...seen].map((f) => relative(ROOT, f));
     expect(files.every((f) => f.startsWith('dist/client/')), files.join(', ')).toBe(true);
     const builtins = new Set(builtinModules.map((m) => `node:${m}`));
-    expect([...external].filter((spec) => !builtins.has(spec))).toEqual(['openapi-fetch']);
-    // openapi-fetch is a runtime dependency, so an install without dev dependencies still has it.
+    // zod checks the server's answers before the client takes them (src/client/schemas.ts).
+    expect([...external].filter((spec) => !builtins.has(spec)).sort()).toEqual(['openapi-fetch', 'zod']);
+    // Both are runtime dependencies, so an install without dev dependencies still has them.
     expect(pkg.dependencies['openapi-fetch']).toBeDefined();
+    expect(pkg.dependencies.zod).toBeDefined();
   });
 
   it('the keyholder bin runs from dist/ with plain node', () => {

@@ -1,15 +1,32 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HostileServers } from '../helpers/hostile-servers.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { requireTool } from '../helpers/tools.js';
 
-/**
- * Python against a real server: a hand-written standard-library client (the API from another language
- * with no keyholder code at all), and clients/python/keyholder.py with the same lease semantics as the
- * TypeScript client.
- */
-describe('Python (standard library only) against a running server', () => {
+/** Runs a script from ./python/ with one argument; it prints one JSON object per step and nothing on stderr. */
+async function runScript(name: string, arg: string): Promise<Array<Record<string, unknown>>> {
+  const script = fileURLToPath(new URL(`./python/${name}`, import.meta.url));
+  const child = spawn('python3', ['-I', script, arg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  expect(stderr).toBe('');
+  expect(code).toBe(0);
+  return stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+type Step = Record<string, unknown>;
+
+/** The steps by the value of their `field` (each script names its steps or cases uniquely). */
+const byName = (steps: Step[], field: string): Record<string, Step | undefined> =>
+  Object.fromEntries(steps.map((s) => [String(s[field]), s]));
+
+/** clients/python/keyholder.py (standard library only) against a real server: every primitive. */
+describe('Python client against a running server', () => {
   let server: KeyholderProcess;
 
   beforeAll(async () => {
@@ -21,55 +38,102 @@ describe('Python (standard library only) against a running server', () => {
     await server?.stop();
   });
 
-  /** Runs a script from ./python/ against the server; it prints one JSON object per step and nothing on stderr. */
-  async function runScript(name: string): Promise<Array<Record<string, unknown>>> {
-    const script = fileURLToPath(new URL(`./python/${name}`, import.meta.url));
-    const child = spawn('python3', ['-I', script, server.url], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-    expect(stderr).toBe('');
-    expect(code).toBe(0);
-    return stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-  }
-
-  it('a hand-written client acquires, renews, inspects, releases, and reads the errors', async () => {
-    const steps = await runScript('keyholder_client.py');
-    expect(steps.map((s) => s.step)).toEqual([
-      'acquire',
-      'renew',
-      'inspect',
-      'acquire-held',
-      'renew-bad-ttl',
-      'release',
-      'release-again',
-      'inspect-free',
-    ]);
-    const [acquire, renew, inspect] = steps;
-    expect(renew?.fencingToken).toBe(acquire?.fencingToken);
-    expect(inspect?.fencingToken).toBe(acquire?.fencingToken);
-    expect(steps[3]).toMatchObject({ status: 409, code: 'lock_held' });
-    expect(Number(steps[3]?.retryAfter)).toBeGreaterThanOrEqual(1);
-    expect(steps[4]).toMatchObject({ status: 400, code: 'invalid_request' });
-    expect(steps[6]).toMatchObject({ status: 409, code: 'not_owner' });
+  it('locks: renews in a background thread, releases on exit, sets lease.lost on a force release; single calls', async () => {
+    const steps = await runScript('lock_flow.py', server.url);
+    const step = byName(steps, 'step');
+    expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end', 'single-calls']);
+    expect(step['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
+    expect(step['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
+    expect(step.held).toMatchObject({ lost: false });
+    expect(step.held?.checks).toBeGreaterThanOrEqual(5);
+    expect(step.released).toMatchObject({ held: false });
+    expect(step.raised).toMatchObject({ error: 'boom', held: false });
+    expect(step.raised?.fencingToken).toBeGreaterThan(step.held?.fencingToken as number);
+    expect(step.waited?.fencingToken).toBeGreaterThan(step.waited?.previous as number);
+    expect(step.lost).toMatchObject({ set: true, reason: 'not_owner' });
+    expect(step['lease-lost-error']).toMatchObject({ reason: 'not_owner' });
+    expect(step.end).toMatchObject({ held: false });
+    expect(step['single-calls']).toEqual({
+      step: 'single-calls',
+      renewedToken: true,
+      renewedTtlMs: 10_000,
+      ownerTokenShown: false,
+      holder: 'py',
+      badTtl: { code: 'invalid_request', status: 400, fields: ['ttlMs'] },
+      released: true,
+      releaseAgain: { code: 'not_owner', status: 409 },
+    });
   }, 60_000);
 
-  it('clients/python/keyholder.py renews in a background thread, releases on exit, sets lease.lost on a force release', async () => {
-    const steps = await runScript('lock_flow.py');
-    const byName = Object.fromEntries(steps.map((s) => [s.step, s]));
-    expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end']);
-    expect(byName['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
-    expect(byName['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
-    expect(byName.held).toMatchObject({ lost: false });
-    expect(byName.held?.checks).toBeGreaterThanOrEqual(5);
-    expect(byName.released).toMatchObject({ held: false });
-    expect(byName.raised).toMatchObject({ error: 'boom', held: false });
-    expect(byName.raised?.fencingToken).toBeGreaterThan(byName.held?.fencingToken as number);
-    expect(byName.waited?.fencingToken).toBeGreaterThan(byName.waited?.previous as number);
-    expect(byName.lost).toMatchObject({ set: true, reason: 'not_owner' });
-    expect(byName['lease-lost-error']).toMatchObject({ reason: 'not_owner' });
-    expect(byName.end).toMatchObject({ held: false });
+  it('semaphores, read/write locks, lock sets and watch', async () => {
+    const steps = await runScript('primitives.py', server.url);
+    const step = byName(steps, 'step');
+    expect(steps.map((s) => s.step)).toEqual(['semaphore', 'semaphore-released', 'rwlock', 'lock-set', 'lock-set-released', 'watch', 'watch-semaphore']);
+    expect(step.semaphore).toMatchObject({
+      permitsHeld: 2,
+      holders: ['a', 'b'],
+      full: { error: 'SemaphoreFullError', code: 'semaphore_full' },
+      mismatch: { error: 'LimitMismatchError', code: 'limit_mismatch' },
+      kept: true,
+      limit: 2,
+    });
+    const [first, second] = step.semaphore?.tokens as number[];
+    expect(second).toBeGreaterThan(first ?? Infinity);
+    expect(step['semaphore-released']).toMatchObject({ permitsHeld: 0 });
+    expect(step.rwlock).toMatchObject({ readers: ['read', 'read'], writerRefused: { error: 'RwLockHeldError', code: 'rwlock_held' }, mode: 'write' });
+    expect(step.rwlock?.writerToken).toBeGreaterThan(Math.max(...(step.rwlock?.readerTokens as number[])));
+    expect(step['lock-set']).toMatchObject({
+      member: { error: 'LockHeldError', code: 'lock_held' },
+      overlapping: { error: 'LockHeldError', code: 'lock_held' },
+      kept: true,
+      holders: ['set', 'set'],
+    });
+    expect(step['lock-set']?.tokens).toEqual(step['lock-set']?.keys);
+    expect(step['lock-set-released']).toMatchObject({ held: [false, false] });
+    expect(step.watch).toMatchObject({ seen: [false, true, false], stopped: true });
+    expect(step['watch-semaphore']).toMatchObject({ before: 0, after: 1 });
+  }, 120_000); // two holds of 2.5 TTLs each, the TTL stretched up to 10 s on a starved machine
+});
+
+/**
+ * The Python client against servers that answer like a keyholder gone wrong: each refused with a typed,
+ * non-retryable error, and the API key never reaches another origin.
+ */
+describe('Python client: answers it must not trust', () => {
+  let hostile: HostileServers;
+
+  beforeAll(async () => {
+    requireTool('python3', 'python3');
+    requireTool('openssl', 'openssl', ['version']);
+    hostile = await HostileServers.start();
+  });
+
+  afterAll(async () => {
+    await hostile?.close();
+  });
+
+  it('redirects, 2xx without a grant and an untrusted certificate are refused; the other origin sees nothing', async () => {
+    const steps = await runScript(
+      'untrusted_answers.py',
+      JSON.stringify({ http: hostile.http, https: hostile.https, other: hostile.other, cafile: hostile.caFile }),
+    );
+    // First: a client that followed a redirect fails here, whatever it made of the answer.
+    expect(hostile.otherSeen).toEqual([]);
+    const result = byName(steps, 'case');
+    const lease = { ownerToken: 'hostile-owner-token-0001', fencingToken: 7, ttlMs: 10_000 };
+    // The control: a well-formed answer is a lease, over http and over https with the CA passed either way.
+    expect(result.grant).toMatchObject({ lease });
+    expect(result['grant-https-cafile']).toMatchObject({ lease });
+    expect(result['grant-https-context']).toMatchObject({ lease });
+    expect(result['redirect-other']).toMatchObject({ error: 'RedirectError', code: 'redirected', status: 302, retryable: false });
+    expect(result['redirect-other']?.location).toBe(`${hostile.other}/v1/locks/k/acquire`);
+    expect(result['to-http']).toMatchObject({ error: 'RedirectError', status: 302 });
+    expect(String(result['to-http']?.location)).toMatch(/^http:\/\//);
+    for (const behaviour of ['empty-200', 'wrong-types', 'not-json', 'created', 'no-content']) {
+      expect(result[behaviour], behaviour).toMatchObject({ error: 'InvalidResponseError', code: 'invalid_response', retryable: false });
+    }
+    expect(result['wrong-types']?.message).toMatch(/fencingToken/);
+    expect(result['untrusted-certificate']).toMatchObject({ error: 'TlsError', code: 'tls_failed', retryable: false });
+    expect(result['untrusted-certificate']?.message).toMatch(/CERTIFICATE_VERIFY_FAILED/);
   }, 60_000);
 });

@@ -66,6 +66,32 @@ def main(url):
         step("lease-lost-error", reason=err.reason)
     step("end", held=client.inspect(key)["held"])
 
+    # Single calls, no lease: what the API answers, as typed errors.
+    grant = client.acquire_grant(key, ttl_ms=5000, holder="py")
+    renewal = client.renew(key, grant["ownerToken"], 10000)
+    state = client.inspect(key)
+    try:
+        client.renew(key, grant["ownerToken"], 1)
+        raise AssertionError("a TTL of 1 ms was accepted")
+    except keyholder.InvalidRequestError as err:
+        bad_ttl = {"code": err.code, "status": err.status, "fields": [e["field"] for e in err.problem["errors"]]}
+    released = client.release(key, grant["ownerToken"])
+    try:
+        client.release(key, grant["ownerToken"])
+        raise AssertionError("a second release succeeded")
+    except keyholder.NotOwnerError as err:
+        again = {"code": err.code, "status": err.status}
+    step(
+        "single-calls",
+        renewedToken=renewal["fencingToken"] == grant["fencingToken"],
+        renewedTtlMs=renewal["ttlMs"],
+        ownerTokenShown="ownerToken" in state,
+        holder=state["holder"],
+        badTtl=bad_ttl,
+        released=released["released"],
+        releaseAgain=again,
+    )
+
 
 if __name__ == "__main__":
     main(sys.argv[1])

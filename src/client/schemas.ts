@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import type { components } from './openapi-types.js';
+
+/*
+ * What the client accepts as an answer. A 200 from something that is not keyholder (a proxy's page, a
+ * login form after a redirect, a test double) must not become a lease: a grant with an undefined owner
+ * token or a NaN TTL would be a lock the caller believes it holds and that never times out. Each schema is
+ * typed against the types generated from openapi.yaml, so a change to the API that the client's checks do
+ * not follow fails to compile. Unknown extra fields are let through: a newer server may add some.
+ */
+
+type Schemas = components['schemas'];
+
+const count = z.int().nonnegative();
+const ttlMs = z.int().positive();
+const instant = z.iso.datetime();
+const holder = z.string().nullable();
+
+export const lockGrant: z.ZodType<Schemas['LockGrant']> = z.object({
+  key: z.string(),
+  ownerToken: z.string().min(1),
+  fencingToken: count,
+  ttlMs,
+  expiresAt: instant,
+  holder,
+});
+
+export const lockRenewal: z.ZodType<Schemas['LockRenewal']> = z.object({
+  key: z.string(),
+  fencingToken: count,
+  ttlMs,
+  expiresAt: instant,
+});
+
+export const lockRelease: z.ZodType<Schemas['LockRelease']> = z.object({ key: z.string(), released: z.literal(true) });
+
+export const lockStatus: z.ZodType<Schemas['LockStatus']> = z.discriminatedUnion('held', [
+  z.object({ key: z.string(), held: z.literal(false), index: count, lockDelayUntil: instant.optional() }),
+  z.object({
+    key: z.string(),
+    held: z.literal(true),
+    index: count,
+    holder,
+    fencingToken: count,
+    expiresAt: instant,
+    ttlRemainingMs: count,
+    waiters: count,
+  }),
+]);
+
+export const lockList: z.ZodType<Schemas['LockList']> = z.object({
+  locks: z.array(
+    z.object({
+      namespace: z.string(),
+      key: z.string(),
+      holder,
+      fencingToken: count,
+      expiresAt: instant,
+      ttlRemainingMs: count,
+      waiters: count,
+    }),
+  ),
+  nextCursor: z.string().nullable(),
+});
+
+export const forceRelease: z.ZodType<Schemas['ForceRelease']> = z.object({
+  namespace: z.string(),
+  key: z.string(),
+  released: z.literal(true),
+  evicted: z.object({ holder, fencingToken: count }),
+});
