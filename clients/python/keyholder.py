@@ -74,7 +74,7 @@ class RateLimitedError(KeyholderError):
 
 
 class InvalidRequestError(KeyholderError):
-    """400/413/415: problem["errors"] names each offending field."""
+    """400/413/415: problem["errors"] names each offending field; 422 idempotency_key_reused."""
 
 
 class LeaseLostError(Exception):
@@ -98,6 +98,7 @@ _ERRORS = {
     "invalid_request": InvalidRequestError,
     "payload_too_large": InvalidRequestError,
     "unsupported_media_type": InvalidRequestError,
+    "idempotency_key_reused": InvalidRequestError,
 }
 
 # Renew at about a third of the TTL, +-10% so that many leases taken at once do not renew in lockstep.

@@ -12,7 +12,7 @@ export interface paths {
         put?: never;
         /**
          * Take a lock
-         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. A retry carrying the same Idempotency-Key gets the same grant back while its lease is live.
+         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. A retry carrying the same Idempotency-Key and body gets the same grant back while its lease is live; the same key with another body is a 422.
          */
         post: operations["acquireLock"];
         delete?: never;
@@ -658,7 +658,7 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported" | "idempotency_key_reused";
             /** @description The request path */
             instance?: string;
             /** @description lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
@@ -957,7 +957,7 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted is live, an acquire with the same Idempotency-Key from the same API key answers 200 with that same grant (same ownerToken and fencingToken) instead of 409, so a caller whose first answer was lost cannot lock itself out. Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. Send a fresh random value (e.g. a UUID) for each logical acquire.
+                 * @description Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted is live, an acquire with the same Idempotency-Key and body from the same API key answers 200 with that same grant (same ownerToken, fencingToken, ttlMs, expiresAt and holder) instead of 409, so a caller whose first answer was lost cannot lock itself out; the same key with another ttlMs, holder or lockDelayMs is 422 idempotency_key_reused (waitMs may differ). Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. Send a fresh random value (e.g. a UUID) for each logical acquire.
                  * @example 4f6b8a52-0d5e-4a9b-9a51-6f1c0c1e2d3a
                  */
                 "Idempotency-Key"?: string;
@@ -1067,6 +1067,21 @@ export interface operations {
             };
             /** @description unsupported_media_type: the body is not application/json */
             415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description idempotency_key_reused: this Idempotency-Key was sent with another body (ttlMs, holder or lockDelayMs) and the lease it granted is live; nothing was changed. Send the original body, or a new key for a new acquire. */
+            422: {
                 headers: {
                     /** @description Counted requests this API key may make per window */
                     "X-RateLimit-Limit"?: number;

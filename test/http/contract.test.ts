@@ -99,7 +99,11 @@ describe('every route and status against openapi.yaml', () => {
       ownerToken: string;
     };
     const cases = leaseRouteCases('locks', '{"ttlMs":30000}', grant.ownerToken);
+    const idem = { ...TEAM, ...JSON_TYPE, 'idempotency-key': 'contract-1' };
     cases.push(
+      { method: 'POST', url: '/v1/locks/c2/acquire', headers: idem, body: '{"ttlMs":30000}', status: 200 },
+      { method: 'POST', url: '/v1/locks/c2/acquire', headers: idem, body: '{"ttlMs":30000}', status: 200 },
+      { method: 'POST', url: '/v1/locks/c2/acquire', headers: idem, body: '{"ttlMs":60000}', status: 422 },
       // Errors every route can meet before its own code runs fall under `default`.
       { method: 'PUT', url: '/v1/locks/c1', headers: TEAM, status: 405 },
     );

@@ -17,7 +17,7 @@ describe('openapi.yaml', () => {
     const doc = parse(committed) as { openapi: string; paths: Record<string, Record<string, Operation>> };
     expect(doc.openapi).toBe('3.1.0');
     const expected: Record<string, string[]> = {
-      'post /v1/locks/{key}/acquire': ['200', '400', '401', '403', '409', '413', '415', '429', '503', 'default'],
+      'post /v1/locks/{key}/acquire': ['200', '400', '401', '403', '409', '413', '415', '422', '429', '503', 'default'],
       // Renew and release are never rate limited: no 429.
       'post /v1/locks/{key}/renew': ['200', '400', '401', '403', '409', '413', '415', '503', 'default'],
       'post /v1/locks/{key}/release': ['200', '400', '401', '403', '409', '413', '415', '503', 'default'],

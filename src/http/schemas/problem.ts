@@ -24,6 +24,7 @@ export const PROBLEM_CODES = [
   'limit_mismatch',
   'rwlock_held',
   'not_supported',
+  'idempotency_key_reused',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
