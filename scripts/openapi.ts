@@ -1,4 +1,5 @@
 import { buildApp } from '../src/app.js';
+import { openApiYaml } from '../src/http/openapi.js';
 import { DEFAULT_LIMITS } from '../src/config.js';
 import { LockService } from '../src/domain/lock-service.js';
 import { createLogger } from '../src/observability/logger.js';
@@ -10,7 +11,7 @@ export async function generateOpenApiYaml(): Promise<string> {
   const app = await buildApp({ locks: new LockService(store, DEFAULT_LIMITS), store, logger: createLogger('silent') });
   try {
     await app.ready();
-    return app.swagger({ yaml: true });
+    return openApiYaml(app.swagger());
   } finally {
     await app.close();
     await store.close();

@@ -26,7 +26,7 @@ var (
 	ErrUnavailable = errors.New("keyholder: unavailable")
 	// ErrRateLimited: 429 rate_limited, quota_exceeded or too_many_waiters; retried until the deadline.
 	ErrRateLimited = errors.New("keyholder: rate limited")
-	// ErrInvalidRequest: 400 invalid_request, 413 payload_too_large, 415 unsupported_media_type.
+	// ErrInvalidRequest: 400 invalid_request, 413 payload_too_large, 415 unsupported_media_type, 422 idempotency_key_reused.
 	ErrInvalidRequest = errors.New("keyholder: invalid request")
 	// ErrUnauthenticated: 401, no API key or not a valid one.
 	ErrUnauthenticated = errors.New("keyholder: unauthenticated")
@@ -66,6 +66,7 @@ var sentinelOf = map[string]error{
 	"invalid_request":        ErrInvalidRequest,
 	"payload_too_large":      ErrInvalidRequest,
 	"unsupported_media_type": ErrInvalidRequest,
+	"idempotency_key_reused": ErrInvalidRequest,
 	"unauthenticated":        ErrUnauthenticated,
 	"forbidden":              ErrForbidden,
 	"not_found":              ErrNotFound,

@@ -114,7 +114,7 @@ class RateLimitedError(KeyholderError):
 
 
 class InvalidRequestError(KeyholderError):
-    """400/413/415: problem["errors"] names each offending field."""
+    """400/413/415: problem["errors"] names each offending field; 422 idempotency_key_reused."""
 
 
 class TlsError(KeyholderError):
@@ -159,6 +159,7 @@ _ERRORS = {
     "invalid_request": InvalidRequestError,
     "payload_too_large": InvalidRequestError,
     "unsupported_media_type": InvalidRequestError,
+    "idempotency_key_reused": InvalidRequestError,
 }
 
 

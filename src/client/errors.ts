@@ -72,8 +72,11 @@ export const RateLimitedError = errorClass('RateLimitedError', ['rate_limited'])
 export const QuotaExceededError = errorClass('QuotaExceededError', ['quota_exceeded']);
 /** 429 too_many_waiters: the lock's (or the instance's) wait queue is full. */
 export const TooManyWaitersError = errorClass('TooManyWaitersError', ['too_many_waiters']);
-/** 400 invalid_request (and 413/415): `problem.errors` names each offending field. */
-export const InvalidRequestError = errorClass('InvalidRequestError', ['invalid_request', 'payload_too_large', 'unsupported_media_type']);
+/**
+ * 400 invalid_request (and 413/415): `problem.errors` names each offending field; 422
+ * idempotency_key_reused: the Idempotency-Key was sent before with another request.
+ */
+export const InvalidRequestError = errorClass('InvalidRequestError', ['invalid_request', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused']);
 /** 401 unauthenticated: no API key, or not a valid one. */
 export const UnauthenticatedError = errorClass('UnauthenticatedError', ['unauthenticated']);
 /** 403 forbidden: the API key lacks the scope the route needs. */

@@ -12,7 +12,7 @@ export interface paths {
         put?: never;
         /**
          * Take a lock
-         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. A retry carrying the same Idempotency-Key gets the same grant back while its lease is live.
+         * @description Grants the lock if nobody holds a live lease on it. The reply carries a secret ownerToken (for renew and release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. A retry carrying the same Idempotency-Key and body gets the same grant back while its lease is live; the same key with another body is a 422.
          */
         post: operations["acquireLock"];
         delete?: never;
@@ -605,10 +605,12 @@ export interface components {
              */
             ownerToken: string;
             /**
+             * Format: int64
              * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
              * @example 1764496077123456
              */
             fencingToken: number;
+            /** Format: int64 */
             ttlMs: number;
             /**
              * Format: date-time
@@ -622,10 +624,12 @@ export interface components {
         LockRenewal: {
             key: string;
             /**
+             * Format: int64
              * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
              * @example 1764496077123456
              */
             fencingToken: number;
+            /** Format: int64 */
             ttlMs: number;
             /**
              * Format: date-time
@@ -636,7 +640,10 @@ export interface components {
         };
         LockRelease: {
             key: string;
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             released: true;
         };
         /** @description Who holds a lock right now. Never the owner token. */
@@ -658,10 +665,13 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported" | "idempotency_key_reused";
             /** @description The request path */
             instance?: string;
-            /** @description lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
+            /**
+             * Format: int64
+             * @description lock_held, semaphore_full, limit_mismatch, rwlock_held, too_many_waiters, quota_exceeded, rate_limited, store_unavailable and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in whole seconds)
+             */
             retryAfterMs?: number;
             /** @description invalid_request: each offending field and what is wrong with it */
             errors?: {
@@ -680,11 +690,16 @@ export interface components {
                 namespace: string;
                 key: string;
                 holder: string | null;
+                /** Format: int64 */
                 fencingToken: number;
                 /** Format: date-time */
                 expiresAt: string;
+                /** Format: int64 */
                 ttlRemainingMs: number;
-                /** @description Callers queued for this lock */
+                /**
+                 * Format: int64
+                 * @description Callers queued for this lock
+                 */
                 waiters: number;
             }[];
             /** @description Pass as cursor for the next page; null when the listing is complete */
@@ -694,11 +709,17 @@ export interface components {
         ForceRelease: {
             namespace: string;
             key: string;
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             released: true;
             evicted: {
                 holder: string | null;
-                /** @description The evicted lease's fencing token; every later grant of this lock has a higher one */
+                /**
+                 * Format: int64
+                 * @description The evicted lease's fencing token; every later grant of this lock has a higher one
+                 */
                 fencingToken: number;
             };
         };
@@ -712,8 +733,10 @@ export interface components {
             /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
             locks: {
                 key: string;
+                /** Format: int64 */
                 fencingToken: number;
             }[];
+            /** Format: int64 */
             ttlMs: number;
             /** Format: date-time */
             expiresAt: string;
@@ -724,19 +747,25 @@ export interface components {
             /** @description Each key with its own fencing token (per-key sequence, as for locks), in the order asked */
             locks: {
                 key: string;
+                /** Format: int64 */
                 fencingToken: number;
             }[];
+            /** Format: int64 */
             ttlMs: number;
             /** Format: date-time */
             expiresAt: string;
         };
         LockSetRelease: {
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             released: true;
         };
         /** @description A granted permit: a lease of its own, which ends by itself at expiresAt. */
         SemaphoreGrant: {
             key: string;
+            /** Format: int64 */
             limit: number;
             /**
              * @description The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.
@@ -744,10 +773,12 @@ export interface components {
              */
             ownerToken: string;
             /**
+             * Format: int64
              * @description Per-semaphore number, above every token granted before on this semaphore
              * @example 1764496077123456
              */
             fencingToken: number;
+            /** Format: int64 */
             ttlMs: number;
             /**
              * Format: date-time
@@ -761,17 +792,20 @@ export interface components {
         SemaphoreStatus: {
             key: string;
             /**
+             * Format: int64
              * @description Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the key's state is forgotten after the fencing grace period.
              * @example 1796131701226485
              */
             index: number;
             /** @description The live permits' limit; null when no permit is held */
             limit: number | null;
+            /** Format: int64 */
             permitsHeld: number;
             /** @description The live permits in grant order (never owner tokens) */
             holders: {
                 holder: string | null;
                 /**
+                 * Format: int64
                  * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
                  * @example 1764496077123456
                  */
@@ -782,9 +816,13 @@ export interface components {
                  * @example 2026-11-30T10:00:30.000Z
                  */
                 expiresAt: string;
+                /** Format: int64 */
                 ttlRemainingMs: number;
             }[];
-            /** @description Callers queued for a permit */
+            /**
+             * Format: int64
+             * @description Callers queued for a permit
+             */
             waiters: number;
         };
         /** @description A granted read or write lease. */
@@ -802,10 +840,12 @@ export interface components {
              */
             ownerToken: string;
             /**
+             * Format: int64
              * @description Per-lock number, above every token granted before on this lock (a write's is above every earlier read's and write's)
              * @example 1764496077123456
              */
             fencingToken: number;
+            /** Format: int64 */
             ttlMs: number;
             /**
              * Format: date-time
@@ -819,6 +859,7 @@ export interface components {
         RwLockStatus: {
             key: string;
             /**
+             * Format: int64
              * @description Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the key's state is forgotten after the fencing grace period.
              * @example 1796131701226485
              */
@@ -829,6 +870,7 @@ export interface components {
             holders: {
                 holder: string | null;
                 /**
+                 * Format: int64
                  * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
                  * @example 1764496077123456
                  */
@@ -839,6 +881,7 @@ export interface components {
                  * @example 2026-11-30T10:00:30.000Z
                  */
                 expiresAt: string;
+                /** Format: int64 */
                 ttlRemainingMs: number;
                 /**
                  * @description read: shared with other readers (at most 10000); write: exclusive.
@@ -847,7 +890,10 @@ export interface components {
                  */
                 mode: "read" | "write";
             }[];
-            /** @description Callers queued, readers and writers in one FIFO queue */
+            /**
+             * Format: int64
+             * @description Callers queued, readers and writers in one FIFO queue
+             */
             waiters: number;
         };
         /** @description One page of held semaphores or read/write locks. Owner tokens are never shown. */
@@ -855,11 +901,15 @@ export interface components {
             entries: {
                 namespace: string;
                 key: string;
-                /** @description A semaphore's limit (a read/write lock's reader cap) */
+                /**
+                 * Format: int64
+                 * @description A semaphore's limit (a read/write lock's reader cap)
+                 */
                 capacity: number;
                 holders: {
                     holder: string | null;
                     /**
+                     * Format: int64
                      * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
                      * @example 1764496077123456
                      */
@@ -870,9 +920,12 @@ export interface components {
                      * @example 2026-11-30T10:00:30.000Z
                      */
                     expiresAt: string;
+                    /** Format: int64 */
                     ttlRemainingMs: number;
+                    /** Format: int64 */
                     weight: number;
                 }[];
+                /** Format: int64 */
                 waiters: number;
             }[];
             /** @description Pass as cursor for the next page; null when the listing is complete */
@@ -882,20 +935,30 @@ export interface components {
         PermitForceRelease: {
             namespace: string;
             key: string;
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             released: true;
             evicted: {
                 holder: string | null;
+                /** Format: int64 */
                 fencingToken: number;
             }[];
         };
         Liveness: {
-            /** @constant */
+            /**
+             * @constant
+             * @enum {string}
+             */
             status: "ok";
         };
         /** @description The service can grant locks; store says which store it uses. */
         Readiness: {
-            /** @constant */
+            /**
+             * @constant
+             * @enum {string}
+             */
             status: "ready";
             /** @enum {string} */
             store: "memory" | "redis" | "etcd";
@@ -903,9 +966,13 @@ export interface components {
         /** @description Nobody holds the lock. */
         FreeLock: {
             key: string;
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             held: false;
             /**
+             * Format: int64
              * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
              * @example 3528064724432477
              */
@@ -920,15 +987,20 @@ export interface components {
         /** @description The lock is held: by which holder label, with which fencing token, until when. */
         HeldLock: {
             key: string;
-            /** @constant */
+            /**
+             * @constant
+             * @enum {boolean}
+             */
             held: true;
             /**
+             * Format: int64
              * @description Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over (2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the fencing grace period.
              * @example 3528064724432477
              */
             index: number;
             holder: string | null;
             /**
+             * Format: int64
              * @description Per-key number, strictly greater than every token issued before for this key. Pass it to the protected resource, which must reject any write carrying a lower token than it has seen.
              * @example 1764496077123456
              */
@@ -939,8 +1011,12 @@ export interface components {
              * @example 2026-11-30T10:00:30.000Z
              */
             expiresAt: string;
+            /** Format: int64 */
             ttlRemainingMs: number;
-            /** @description Callers queued for this lock */
+            /**
+             * Format: int64
+             * @description Callers queued for this lock
+             */
             waiters: number;
         };
     };
@@ -957,7 +1033,7 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted is live, an acquire with the same Idempotency-Key from the same API key answers 200 with that same grant (same ownerToken and fencingToken) instead of 409, so a caller whose first answer was lost cannot lock itself out. Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. Send a fresh random value (e.g. a UUID) for each logical acquire.
+                 * @description Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted is live, an acquire with the same Idempotency-Key and body from the same API key answers 200 with that same grant (same ownerToken, fencingToken, ttlMs, expiresAt and holder) instead of 409, so a caller whose first answer was lost cannot lock itself out; the same key with another ttlMs, holder or lockDelayMs is 422 idempotency_key_reused (waitMs may differ). Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. Send a fresh random value (e.g. a UUID) for each logical acquire.
                  * @example 4f6b8a52-0d5e-4a9b-9a51-6f1c0c1e2d3a
                  */
                 "Idempotency-Key"?: string;
@@ -980,7 +1056,7 @@ export interface operations {
             /** @description Granted: the caller holds the lock until expiresAt unless it renews */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -995,7 +1071,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1021,12 +1097,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1038,7 +1108,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1053,7 +1123,7 @@ export interface operations {
             /** @description payload_too_large: the body is over the limit */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1068,7 +1138,22 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description idempotency_key_reused: this Idempotency-Key was sent with another body (ttlMs, holder or lockDelayMs) and the lease it granted is live; nothing was changed. Send the original body, or a new key for a new acquire. */
+            422: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1085,7 +1170,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1102,28 +1187,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1197,8 +1261,6 @@ export interface operations {
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1228,21 +1290,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1311,8 +1358,6 @@ export interface operations {
             /** @description not_owner: this token does not hold the lock (its lease expired, was released, or was taken over) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1342,21 +1387,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1394,7 +1424,7 @@ export interface operations {
             /** @description The lock's current state */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1409,7 +1439,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1435,12 +1465,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1452,7 +1476,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1469,28 +1493,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1528,7 +1531,7 @@ export interface operations {
             /** @description Freed */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1543,7 +1546,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1569,12 +1572,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1584,7 +1581,7 @@ export interface operations {
             /** @description not_found: nobody holds this lock; nothing changed */
             404: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1599,7 +1596,7 @@ export interface operations {
             /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1614,7 +1611,7 @@ export interface operations {
             /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1631,7 +1628,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1648,28 +1645,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1699,7 +1675,7 @@ export interface operations {
             /** @description Granted: every key is held until expiresAt */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1714,7 +1690,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed, or a key is repeated (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1740,12 +1716,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1757,7 +1727,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1772,7 +1742,7 @@ export interface operations {
             /** @description payload_too_large: the body is over the limit */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1787,7 +1757,7 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1804,7 +1774,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1819,7 +1789,7 @@ export interface operations {
             /** @description not_supported: the configured store has no lock sets (etcd) */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1836,28 +1806,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -1925,8 +1874,6 @@ export interface operations {
             /** @description not_owner: this token does not hold every key of the set (a lease expired, was released or force-released) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1965,21 +1912,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2042,8 +1974,6 @@ export interface operations {
             /** @description not_owner: this token holds none of these keys */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2088,21 +2018,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
         };
     };
     acquireSemaphore: {
@@ -2127,7 +2042,7 @@ export interface operations {
             /** @description Granted: the caller holds one permit until expiresAt unless it renews */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2142,7 +2057,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2168,12 +2083,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2185,7 +2094,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2200,7 +2109,7 @@ export interface operations {
             /** @description payload_too_large: the body is over the limit */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2215,7 +2124,7 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2232,7 +2141,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2247,7 +2156,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2264,28 +2173,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2359,8 +2247,6 @@ export interface operations {
             /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2399,21 +2285,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2482,8 +2353,6 @@ export interface operations {
             /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2522,21 +2391,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2574,7 +2428,7 @@ export interface operations {
             /** @description The semaphore's current state */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2589,7 +2443,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2615,12 +2469,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2632,7 +2480,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2647,7 +2495,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2664,28 +2512,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2723,7 +2550,7 @@ export interface operations {
             /** @description Freed */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2738,7 +2565,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2764,12 +2591,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2779,7 +2600,7 @@ export interface operations {
             /** @description not_found: no live lease on this key; nothing changed */
             404: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2794,7 +2615,7 @@ export interface operations {
             /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2809,7 +2630,7 @@ export interface operations {
             /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2826,7 +2647,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2841,7 +2662,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2858,28 +2679,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2915,7 +2715,7 @@ export interface operations {
             /** @description Granted: the caller holds a read or write lease until expiresAt */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2930,7 +2730,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2956,12 +2756,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2973,7 +2767,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -2988,7 +2782,7 @@ export interface operations {
             /** @description payload_too_large: the body is over the limit */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3003,7 +2797,7 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3020,7 +2814,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3035,7 +2829,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3052,28 +2846,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3147,8 +2920,6 @@ export interface operations {
             /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3187,21 +2958,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3270,8 +3026,6 @@ export interface operations {
             /** @description not_owner: this token holds no live lease here (it expired, was released, or was evicted) */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3316,21 +3070,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
         };
     };
     inspectRwLock: {
@@ -3362,7 +3101,7 @@ export interface operations {
             /** @description The read/write lock's current state */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3377,7 +3116,7 @@ export interface operations {
             /** @description invalid_request: a field is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3403,12 +3142,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `locks` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3420,7 +3153,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3435,7 +3168,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3452,28 +3185,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3511,7 +3223,7 @@ export interface operations {
             /** @description Freed */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3526,7 +3238,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3552,12 +3264,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3567,7 +3273,7 @@ export interface operations {
             /** @description not_found: no live lease on this key; nothing changed */
             404: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3582,7 +3288,7 @@ export interface operations {
             /** @description payload_too_large: a body was sent, and it is over the limit (this route takes none) */
             413: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3597,7 +3303,7 @@ export interface operations {
             /** @description unsupported_media_type: a body was sent that is not application/json (this route takes none) */
             415: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3614,7 +3320,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3629,7 +3335,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3646,28 +3352,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3708,7 +3393,7 @@ export interface operations {
             /** @description One page of held locks */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3723,7 +3408,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3749,12 +3434,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3766,7 +3445,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3783,28 +3462,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3845,7 +3503,7 @@ export interface operations {
             /** @description One page of held semaphores */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3860,7 +3518,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3886,12 +3544,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3903,7 +3555,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3918,7 +3570,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3935,28 +3587,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -3997,7 +3628,7 @@ export interface operations {
             /** @description One page of held read/write locks */
             200: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -4012,7 +3643,7 @@ export interface operations {
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
             400: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -4038,12 +3669,6 @@ export interface operations {
             /** @description forbidden: the API key lacks the `admin` scope */
             403: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4055,7 +3680,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -4070,7 +3695,7 @@ export interface operations {
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -4087,28 +3712,7 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    /** @description Counted requests this API key may make per window */
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
                     "X-RateLimit-Remaining"?: number;
@@ -4140,21 +3744,6 @@ export interface operations {
                     "application/json": components["schemas"]["Liveness"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
         };
     };
     readiness: {
@@ -4180,21 +3769,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
-            default: {
-                headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
-                    /** @description The methods this path takes */
-                    Allow?: string;
-                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
-                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {

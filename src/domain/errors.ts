@@ -17,7 +17,8 @@ export type DomainErrorCode =
   | 'semaphore_full'
   | 'limit_mismatch'
   | 'rwlock_held'
-  | 'not_supported';
+  | 'not_supported'
+  | 'idempotency_key_reused';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -147,6 +148,19 @@ export class NotSupportedError extends DomainError {
     readonly store: string,
   ) {
     super(`${feature}: not supported by the ${store} store (use the Redis or the embedded store)`);
+  }
+}
+
+/**
+ * An acquire's Idempotency-Key names a live lease that was asked for with other fields (ttlMs, holder,
+ * lockDelayMs). Answering with that lease would hand the caller a grant it did not ask for (a lease that
+ * ends long before the ttlMs it sent); taking a new one would break the key's promise. Nothing was
+ * changed; a retry helps only with the original request or a new key.
+ */
+export class IdempotencyKeyReusedError extends DomainError {
+  readonly code = 'idempotency_key_reused';
+  constructor() {
+    super('this Idempotency-Key was sent with another acquire of this lock (other ttlMs, holder or lockDelayMs); send the same request or a new key');
   }
 }
 

@@ -1,8 +1,8 @@
 import type { LockLimits } from './limits.js';
 import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
-import { idempotencyScope } from './idempotency.js';
+import { idempotencyKeyOf } from './idempotency.js';
 import { randomBase64url } from './random.js';
-import { InvalidRequestError, LockHeldError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { WaitGate } from './wait-gate.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
@@ -159,7 +159,7 @@ export class LockService {
         ownerToken: newOwnerToken(),
         ttlMs,
         holder,
-        idempotencyKey: idempotency ? idempotencyScope(idempotency.callerId, idempotency.key) : undefined,
+        idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
       };
       const grant = await this.grantWithinQuota(request, waitMs, options.signal);
       if (grant.replayed) {
@@ -302,7 +302,11 @@ export class LockService {
     } catch (error) {
       // (A store with the quota inside looks for the replay before the cap, in the same step.)
       if (!(error instanceof QuotaExceededError) || request.idempotencyKey === undefined || this.quotaInStore > 0) throw error;
-      const replay = await this.acquireNow(request).catch(() => undefined);
+      // The key reused for another request is that answer, not the quota's; other failures leave the quota's.
+      const replay = await this.acquireNow(request).catch((lookError: unknown) => {
+        if (lookError instanceof IdempotencyKeyReusedError) throw lookError;
+        return undefined;
+      });
       if (replay?.replayed) return replay;
       // Not a replay: a lease this look granted over the cap is given straight back, unseen.
       if (replay) await this.store.release(request.id, request.ownerToken).catch(() => undefined);

@@ -69,9 +69,11 @@ export interface AcquireInput {
    */
   readonly signal?: AbortSignal;
   /**
-   * Opaque; stored with the lease it grants and gone with it. While that lease is live, an acquire with
-   * the same value is answered with that lease (`replayed`) instead of being refused. Only immediate
-   * grants store it (a lease handed to a waiter does not).
+   * `<scope>:<fingerprint>` (domain/idempotency.ts); stored with the lease it grants and gone with it.
+   * While that lease is live, an acquire with the same value is answered with that lease (`replayed`)
+   * instead of being refused, and one with the same scope but another fingerprint (the key reused for
+   * another request) is rejected with IdempotencyKeyReusedError. Only immediate grants store it (a lease
+   * handed to a waiter does not).
    */
   readonly idempotencyKey?: string;
   /**

@@ -1,5 +1,6 @@
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { HEADERS, type HeaderName, STATUS_HEADERS } from './routes/responses.js';
+import { stringify } from 'yaml';
+import { HEADERS, STATUS_HEADERS } from './routes/responses.js';
 
 type TransformObject = typeof jsonSchemaTransformObject;
 type Doc = Record<string, unknown> & { components?: { schemas?: Record<string, unknown> } };
@@ -31,8 +32,29 @@ export const openApiTransformObject: TransformObject = (input) => {
   for (const name of used) kept[renames.get(name) ?? name] = schemas[name];
   let text = JSON.stringify({ ...doc, components: { ...doc.components, schemas: kept } });
   for (const [from, to] of renames) if (from !== to) text = text.split(refName(from)).join(refName(to));
-  return JSON.parse(text) as ReturnType<TransformObject>;
+  return forGenerators(JSON.parse(text)) as ReturnType<TransformObject>;
 };
+
+/** The largest int32: an integer schema that allows more needs a 64-bit type in Java, C# or Go. */
+const INT32_MAX = 2_147_483_647;
+
+/**
+ * What JSON Schema says but code generators miss, said their way too, in every schema of the document:
+ * - `enum: [x]` beside `const: x`: some generators ignore `const` and lose the literal, and with it the
+ *   narrowing on a discriminator such as `held`;
+ * - `format: int64` on an integer whose bounds go past int32 (fencing tokens and watch indexes are
+ *   microsecond-scale, about 2^50): generators for typed languages otherwise pick a 32-bit int.
+ */
+function forGenerators(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(forGenerators);
+  if (node === null || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) out[key] = key === 'examples' || key === 'example' ? value : forGenerators(value);
+  if ('const' in out && !('enum' in out)) out.enum = [out.const];
+  const max = out.maximum ?? out.exclusiveMaximum;
+  if (out.type === 'integer' && !('format' in out) && (typeof max !== 'number' || max > INT32_MAX)) out.format = 'int64';
+  return out;
+}
 
 type Transform = typeof jsonSchemaTransform;
 
@@ -43,15 +65,17 @@ type Transform = typeof jsonSchemaTransform;
 export const openApiTransform: Transform = (input) => {
   const out = withCanonicalHeaderNames(jsonSchemaTransform(input));
   const isPublic = input.route.config?.access === 'public';
-  // Each response's headers: those of its status, and on routes the request rate limit counts (all but
-  // the public ones and those opting out, see rate-limit.ts) the limiter's, on every answer but a 401
-  // (authentication runs first, and a refused caller is not counted).
-  const counted = !isPublic && (input.route.config as { rateLimit?: unknown } | undefined)?.rateLimit !== false;
+  // Each response's headers: those its status always carries, and on routes the request rate limit
+  // counts (all but the public ones and those opting out, see rate-limit.ts) the limiter's, on every
+  // answer but a 401 or a 403 (authentication and the scope check run first; a refused caller is not
+  // counted).
+  const config = input.route.config as { rateLimit?: unknown; noRetryAfter?: true } | undefined;
+  const counted = !isPublic && config?.rateLimit !== false;
   const responses = (out.schema.response ?? {}) as Record<string, Record<string, unknown>>;
   const withHeaders = Object.fromEntries(
     Object.entries(responses).map(([status, response]) => {
-      const names: HeaderName[] = [...(STATUS_HEADERS[status] ?? [])];
-      if (counted && status !== '401') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+      const names = (STATUS_HEADERS[status] ?? []).filter((name) => !(status === '409' && name === 'Retry-After' && config?.noRetryAfter));
+      if (counted && status !== '401' && status !== '403') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
       if (names.length === 0) return [status, response];
       return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
     }),
@@ -71,4 +95,13 @@ function withCanonicalHeaderNames(out: ReturnType<Transform>): ReturnType<Transf
   const properties = Object.fromEntries(Object.entries(headers.properties).map(([name, schema]) => [canonical(name), schema]));
   const required = headers.required?.map(canonical);
   return { ...out, schema: { ...out.schema, headers: { ...headers, properties, ...(required ? { required } : {}) } } };
+}
+
+/**
+ * The document as YAML that YAML 1.1 parsers (PyYAML, SnakeYAML, many generators) read as YAML 1.2 ones
+ * do: written with the 1.1 rules, a string such as `2026-11-30T10:00:30.000Z`, `yes` or `on` is quoted,
+ * where 1.2 output leaves it plain and a 1.1 parser turns it into a date or a boolean.
+ */
+export function openApiYaml(doc: unknown): string {
+  return stringify(doc, { version: '1.1', strict: false });
 }

@@ -72,6 +72,9 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   // 501: a feature the configured store does not have (on etcd: semaphores, read/write locks, lock
   // sets, lock-delay). Not the caller's mistake, and no retry helps.
   not_supported: { status: 501, title: 'Not supported by this store', outcome: 'error' },
+  // 422, as the IETF httpapi Idempotency-Key draft answers a key reused with another payload: the
+  // request is well-formed but cannot be processed as the key promised.
+  idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused', outcome: 'invalid' },
   // The caller disconnected while waiting: nobody reads this answer. 409, as for a wait that ran out.
   wait_aborted: {
     status: 409,

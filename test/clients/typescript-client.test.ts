@@ -25,7 +25,8 @@ describe('generated TypeScript client against a running server', () => {
   const key = (name: string) => `ts-client-${randomUUID()}-${name}`;
 
   beforeAll(async () => {
-    server = await buildTestApp({ logLevel: 'warn' });
+    // The request rate limit on, as deployed by default: its headers are declared, so they must come.
+    server = await buildTestApp({ logLevel: 'warn', rateLimit: { max: 10_000, windowMs: 60_000 } });
     baseUrl = await server.app.listen({ port: 0, host: '127.0.0.1' });
     client = createClient<paths>({ baseUrl });
     client.use(spec.middleware());

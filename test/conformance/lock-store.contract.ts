@@ -1,7 +1,8 @@
 import { sleep } from './contract-kit.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { IdempotencyKeyReusedError, StoreUnavailableError } from '../../src/domain/errors.js';
+import { idempotencyKeyOf } from '../../src/domain/idempotency.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
@@ -205,6 +206,32 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(handed).toMatchObject({ acquired: true });
       expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired).toBe(false);
       expect(await store.release(key, waiter)).toBe(true);
+    });
+
+    it('an idempotency key reused for another request (same scope, other fingerprint) is refused with idempotency_key_reused; nothing changes', async () => {
+      const key = uniqueKey('idem-reuse');
+      const asked = (ttlMs: number, holder: string | null) => idempotencyKeyOf('caller', 'retry-1', { ttlMs, holder, lockDelayMs: 0 });
+      const owner = newOwnerToken();
+      const first = await store.acquire({ key, ownerToken: owner, ttlMs: 5_000, holder: 'w1', idempotencyKey: asked(5_000, 'w1') });
+      if (!first.acquired) throw new Error('not granted');
+
+      // The same request again: the same grant, exactly.
+      const again = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: asked(5_000, 'w1') });
+      expect(again).toMatchObject({ acquired: true, fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs, replayed: { ownerToken: owner, holder: 'w1' } });
+
+      // Another ttlMs or holder under the same key: refused, whether the caller waits or not.
+      for (const [ttlMs, holder, waitMs] of [[3_600_000, 'w1', 0], [5_000, 'w2', 0], [5_000, null, 0], [5_000, 'w2', 5_000]] as const) {
+        const reused = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs, holder, waitMs, idempotencyKey: asked(ttlMs, holder) });
+        await expect(reused).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
+      }
+      // Another caller's key on the same lock is just a held lock.
+      const other = idempotencyKeyOf('other-caller', 'retry-1', { ttlMs: 5_000, holder: 'w1', lockDelayMs: 0 });
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: other })).acquired).toBe(false);
+      // Nothing changed: the lease is the first one, and its owner still holds it.
+      expect(await store.inspect(key)).toMatchObject({ holder: 'w1', fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
+      expect(await store.release(key, owner)).toBe(true);
+      // Once the lease is gone, the key is free to shape a new request.
+      expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 4_000, holder: null, idempotencyKey: asked(4_000, null) })).toMatchObject({ acquired: true });
     });
 
     it('inspect shows holder, token and expiry, never the owner token', async () => {

@@ -18,8 +18,24 @@ interface OpenApiDoc {
   components: { schemas: Record<string, unknown> };
 }
 
-/** The API's own response headers: one of these on a response that does not declare it is a mismatch. */
-const API_HEADERS = ['retry-after', 'www-authenticate', 'allow', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
+/**
+ * Headers HTTP itself puts on any answer (framing, caching, connection management): every other header
+ * sent is the API's own and must be declared on the response that carries it.
+ */
+const TRANSPORT_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'transfer-encoding',
+  'date',
+  'connection',
+  'keep-alive',
+  'vary',
+  'cache-control',
+  'etag',
+  'last-modified',
+  'accept-ranges',
+]);
 
 export interface ObservedResponse {
   readonly method: string;
@@ -34,8 +50,8 @@ export interface ObservedResponse {
  * Checks real responses against openapi.yaml the way a validating proxy would, with ajv (JSON Schema
  * 2020-12, formats on) compiling the document's own schemas: the operation must exist, the status must
  * be declared (or fall under `default`), the content type must be a declared one, the body must match
- * its schema with no undeclared property, and every API header sent (Retry-After, WWW-Authenticate,
- * Allow, X-RateLimit-*) must be declared for that response and match its schema. It remembers which
+ * its schema with no undeclared property, every header the response declares must be sent, and every
+ * header sent that is not HTTP's own (TRANSPORT_HEADERS) must be declared and match its schema. It remembers which
  * declared responses it has seen, so a test can insist that every one was driven.
  */
 export class OpenApiContract {
@@ -94,10 +110,13 @@ export class OpenApiContract {
       throw new Error(`${where}: body does not match: ${this.ajv.errorsText(validate.errors)}\n${response.body.slice(0, 500)}`);
     }
 
-    for (const name of API_HEADERS) {
-      const value = response.headers.get(name);
-      if (value === null) continue;
-      const spec = Object.entries(declared.headers ?? {}).find(([declaredName]) => declaredName.toLowerCase() === name)?.[1];
+    const declaredHeaders = Object.entries(declared.headers ?? {});
+    // A declared header is a promise a generated client reads: it must come with every such answer.
+    const missing = declaredHeaders.map(([name]) => name).filter((name) => !response.headers.has(name));
+    if (missing.length > 0) throw new Error(`${where}: declares ${missing.join(', ')} but did not send it`);
+    for (const [name, value] of response.headers) {
+      if (TRANSPORT_HEADERS.has(name)) continue;
+      const spec = declaredHeaders.find(([declaredName]) => declaredName.toLowerCase() === name)?.[1];
       if (!spec) throw new Error(`${where}: sends ${name}, which the response does not declare`);
       const asValue = spec.schema.type === 'integer' ? (/^-?\d+$/.test(value) ? Number(value) : value) : value;
       const validateHeader = this.compile(`header ${JSON.stringify(spec.schema)}`, spec.schema);

@@ -22,11 +22,11 @@ describe('Idempotency-Key across instances and API keys', () => {
   const w1 = bearer(keys.plain['worker-1'] ?? '');
   const w2 = bearer(keys.plain['worker-2'] ?? '');
 
-  const acquire = async (base: string, auth: Record<string, string>, key: string, idempotencyKey?: string) => {
+  const acquire = async (base: string, auth: Record<string, string>, key: string, idempotencyKey?: string, body: Record<string, unknown> = { ttlMs: 10_000, holder: 'h' }) => {
     const res = await fetch(`${base}/v1/locks/${key}/acquire`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json', ...(idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {}) },
-      body: JSON.stringify({ ttlMs: 10_000, holder: 'h' }),
+      body: JSON.stringify(body),
     });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
@@ -69,6 +69,24 @@ describe('Idempotency-Key across instances and API keys', () => {
     expect(next.status).toBe(200);
     expect(next.body.ownerToken).not.toBe(first.body.ownerToken);
     expect(next.body.fencingToken).toBeGreaterThan(first.body.fencingToken as number);
+  });
+
+  it('a replay of the same body is the original grant exactly (after a wait too); any change to what shapes the grant is a 422 that changes nothing', async () => {
+    const key = `idem-${randomUUID()}`;
+    const idem = randomUUID();
+    const body = { ttlMs: 20_000, holder: 'worker-1', lockDelayMs: 1_000 };
+    const first = await acquire(a.url, w1, key, idem, body);
+    expect(first.status).toBe(200);
+    expect(await acquire(b.url, w1, key, idem, body)).toEqual(first);
+    // waitMs does not shape the grant: a retry that would have waited gets the same answer at once.
+    expect(await acquire(b.url, w1, key, idem, { ...body, waitMs: 5_000 })).toEqual(first);
+    for (const changed of [{ ttlMs: 3_600_000 }, { holder: 'worker-2' }, { holder: undefined }, { lockDelayMs: 0 }, { lockDelayMs: undefined }]) {
+      const reused = await acquire(a.url, w1, key, idem, { ...body, ...changed });
+      expect(reused.status).toBe(422);
+      expect(reused.body).toMatchObject({ code: 'idempotency_key_reused', status: 422 });
+    }
+    // The lease is the first one still, and the original body still replays it.
+    expect(await acquire(a.url, w1, key, idem, body)).toEqual(first);
   });
 
   it('a malformed Idempotency-Key is a 400 naming the header', async () => {

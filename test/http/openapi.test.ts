@@ -17,15 +17,15 @@ describe('openapi.yaml', () => {
     const doc = parse(committed) as { openapi: string; paths: Record<string, Record<string, Operation>> };
     expect(doc.openapi).toBe('3.1.0');
     const expected: Record<string, string[]> = {
-      'post /v1/locks/{key}/acquire': ['200', '400', '401', '403', '409', '413', '415', '429', '503', 'default'],
+      'post /v1/locks/{key}/acquire': ['200', '400', '401', '403', '409', '413', '415', '422', '429', '503'],
       // Renew and release are never rate limited: no 429.
-      'post /v1/locks/{key}/renew': ['200', '400', '401', '403', '409', '413', '415', '503', 'default'],
-      'post /v1/locks/{key}/release': ['200', '400', '401', '403', '409', '413', '415', '503', 'default'],
-      'get /v1/locks/{key}': ['200', '400', '401', '403', '429', '503', 'default'],
-      'delete /v1/locks/{key}': ['200', '400', '401', '403', '404', '413', '415', '429', '503', 'default'],
-      'get /v1/locks': ['200', '400', '401', '403', '429', '503', 'default'],
-      'get /livez': ['200', 'default'],
-      'get /readyz': ['200', '503', 'default'],
+      'post /v1/locks/{key}/renew': ['200', '400', '401', '403', '409', '413', '415', '503'],
+      'post /v1/locks/{key}/release': ['200', '400', '401', '403', '409', '413', '415', '503'],
+      'get /v1/locks/{key}': ['200', '400', '401', '403', '429', '503'],
+      'delete /v1/locks/{key}': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+      'get /v1/locks': ['200', '400', '401', '403', '429', '503'],
+      'get /livez': ['200'],
+      'get /readyz': ['200', '503'],
       'get /openapi.json': ['200'],
       'get /openapi.yaml': ['200'],
     };

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import {
+  IdempotencyKeyReusedError,
   InvalidRequestError,
   isDomainError,
   LockHeldError,
@@ -13,7 +14,7 @@ import {
   WaitAbortedError,
 } from '../../src/domain/errors.js';
 import { nextFencingToken } from '../../src/domain/fencing.js';
-import { idempotencyScope } from '../../src/domain/idempotency.js';
+import { compareIdempotencyKeys, idempotencyKeyOf, idempotencyScope } from '../../src/domain/idempotency.js';
 import { FreshnessGuard, LATE_REPLY_FRACTION } from '../../src/domain/freshness.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
@@ -77,6 +78,20 @@ describe('idempotency: the key the store keeps', () => {
     expect(idempotencyScope('caller', 'retry-2')).not.toBe(scope);
     // The separator keeps (caller "ab", key "c") apart from (caller "a", key "bc").
     expect(idempotencyScope('ab', 'c')).not.toBe(idempotencyScope('a', 'bc'));
+  });
+
+  it('carries a fingerprint of what shapes the grant: the same request replays, another one under the same key is a reuse', () => {
+    const grant = { ttlMs: 5_000, holder: 'w1', lockDelayMs: 0 };
+    const stored = idempotencyKeyOf('caller', 'retry-1', grant);
+    expect(stored.startsWith(`${idempotencyScope('caller', 'retry-1')}:`)).toBe(true);
+    expect(compareIdempotencyKeys(stored, idempotencyKeyOf('caller', 'retry-1', { ...grant }))).toBe('replay');
+    for (const changed of [{ ttlMs: 3_600_000 }, { holder: 'w2' }, { holder: null }, { lockDelayMs: 1_000 }]) {
+      expect(compareIdempotencyKeys(stored, idempotencyKeyOf('caller', 'retry-1', { ...grant, ...changed }))).toBe('reused');
+    }
+    // "" is no holder, as the stores read it.
+    expect(idempotencyKeyOf('c', 'k', { ...grant, holder: '' })).toBe(idempotencyKeyOf('c', 'k', { ...grant, holder: null }));
+    expect(compareIdempotencyKeys(stored, idempotencyKeyOf('other', 'retry-1', grant))).toBe('other');
+    expect(compareIdempotencyKeys(null, stored)).toBe('other');
   });
 });
 
@@ -203,12 +218,15 @@ describe('lock service: the grant it reports', () => {
     expect(lost).toEqual(['renew', 'release']);
   });
 
-  it('an acquire repeated with the same idempotency key gets the live lease back, holder and owner token included', async () => {
+  it('an acquire repeated with the same idempotency key and request gets the live lease back exactly; another request under the key is refused', async () => {
     const { locks } = setUp({ maxHeldLocksPerNamespace: 2 });
     const idempotency = { callerId: 'caller', key: 'retry-1' };
     const first = await locks.acquire('ns', 'k', 2_000, { holder: 'first', idempotency });
-    const again = await locks.acquire('ns', 'k', 2_000, { holder: 'second', idempotency });
-    expect(again).toMatchObject({ ownerToken: first.ownerToken, holder: 'first', fencingToken: first.fencingToken });
+    const again = await locks.acquire('ns', 'k', 2_000, { holder: 'first', idempotency });
+    expect(again).toEqual({ ...first, decidedAt: again.decidedAt });
+    // Any field that shapes the grant, changed, is the key reused for another request.
+    await expect(locks.acquire('ns', 'k', 2_000, { holder: 'second', idempotency })).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
+    await expect(locks.acquire('ns', 'k', 90_000, { holder: 'first', idempotency })).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
     // The replay's own slot was given back: the namespace's second slot is free for another lock.
     const other = await locks.acquire('ns', 'other', 2_000);
     await expect(locks.acquire('ns', 'third', 2_000)).rejects.toBeInstanceOf(QuotaExceededError);

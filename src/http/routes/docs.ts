@@ -1,6 +1,7 @@
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { openApiYaml } from '../openapi.js';
 import { jsonResponse } from './responses.js';
 
 /**
@@ -37,7 +38,7 @@ export const docsRoutes: FastifyPluginAsyncZod = async (app) => {
       },
       logLevel: 'warn',
     },
-    async (_request, reply) => reply.type('application/yaml').send(app.swagger({ yaml: true })),
+    async (_request, reply) => reply.type('application/yaml').send(openApiYaml(app.swagger())),
   );
   await app.register(fastifySwaggerUi, {
     routePrefix: '/docs',

@@ -34,7 +34,7 @@ export interface LeaseRoutesDoc {
  * by the leases its key holds, and refusing one would cost the caller its lease.
  */
 export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, doc: LeaseRoutesDoc): void {
-  const rule = routeRule('locks', { ...BODY_ERRORS, ...doc.errors }, { rateLimited: false });
+  const rule = routeRule('locks', { ...BODY_ERRORS, ...doc.errors }, { rateLimited: false, noRetryAfter: true });
   const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.post(
     `/v1/${doc.path}/:key/renew`,

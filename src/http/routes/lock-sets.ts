@@ -26,8 +26,8 @@ const acquireRule = routeRule('locks', {
   409: 'lock_held: some key of the set is held, in its lock-delay, or has callers queued; nothing was taken. Retry-After: the longest time left.',
   429: 'rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks.',
 });
-const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false });
-const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' }, { rateLimited: false });
+const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false, noRetryAfter: true });
+const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' }, { rateLimited: false, noRetryAfter: true });
 
 export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> = async (app, { lockSets }) => {
   app.post(

@@ -16,6 +16,9 @@ const acquireRule = routeRule('locks', {
   429:
     'too_many_waiters: the wait queue of this lock, of this namespace on this instance, or of this instance is full; rate_limited: too many ' +
     'requests for this API key; or quota_exceeded: the namespace holds its limit of locks at once. Retry after Retry-After.',
+  422:
+    'idempotency_key_reused: this Idempotency-Key was sent with another body (ttlMs, holder or lockDelayMs) and the lease it ' +
+    'granted is live; nothing was changed. Send the original body, or a new key for a new acquire.',
 });
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
 
@@ -64,7 +67,8 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           'release) and a fencingToken to pass to the protected resource. If the lock is held, answers 409 lock_held ' +
           'with Retry-After: the time left on the current lease. With waitMs, a held lock is waited for in a fair ' +
           'FIFO queue (across all instances) and granted the moment it is released or expires; 409 when waitMs runs out. ' +
-          'A retry carrying the same Idempotency-Key gets the same grant back while its lease is live.',
+          'A retry carrying the same Idempotency-Key and body gets the same grant back while its lease is live; the same ' +
+          'key with another body is a 422.',
         tags: ['locks'],
         params: LockKeyParams,
         headers: AcquireHeaders,

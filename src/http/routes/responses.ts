@@ -14,8 +14,8 @@ export const HEADERS = {
     description: 'Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1)',
   },
   'WWW-Authenticate': { type: 'string', description: 'The scheme to authenticate with: Bearer (RFC 6750)' },
-  Allow: { type: 'string', description: 'The methods this path takes' },
-  'X-RateLimit-Limit': { type: 'integer', minimum: 0, description: 'Counted requests this API key may make per window' },
+  // The request rate limit is on by default; with RATE_LIMIT_MAX=0 it is off and these are not sent.
+  'X-RateLimit-Limit': { type: 'integer', minimum: 0, description: 'Counted requests this API key may make per window (not sent when the rate limit is off)' },
   'X-RateLimit-Remaining': { type: 'integer', minimum: 0, description: 'Counted requests left in the current window' },
   'X-RateLimit-Reset': { type: 'integer', minimum: 0, description: 'Seconds until the current window ends' },
 } as const satisfies Record<string, HeaderSchema>;
@@ -23,32 +23,26 @@ export const HEADERS = {
 export type HeaderName = keyof typeof HEADERS;
 
 /**
- * Which headers a response with this status may carry (`default`: the catch-all problem). The OpenAPI
- * transform (openapi.ts) writes them into the document, with the rate limiter's on counted routes.
+ * Which headers a problem with this status carries (every one of them, every time: a declared header
+ * is a promise generated clients read). The OpenAPI transform (openapi.ts) writes them into the
+ * document, with the rate limiter's on counted routes; a route whose 409 is only not_owner, which has
+ * no retry time, leaves Retry-After out of it (`routeRule`'s `noRetryAfter`).
  */
 export const STATUS_HEADERS: Readonly<Record<string, readonly HeaderName[]>> = {
   401: ['WWW-Authenticate'],
-  405: ['Allow'],
   409: ['Retry-After'],
   429: ['Retry-After'],
   503: ['Retry-After'],
-  default: ['Retry-After', 'Allow', 'WWW-Authenticate'],
-};
-
-/** The catch-all: the errors any route can meet before its own code runs. */
-const ANY_OTHER_ERROR: ProblemResponse = {
-  description:
-    'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
-    '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
-  content: { 'application/problem+json': { schema: Problem } },
 };
 
 /**
  * Declares error responses in a route schema (for the OpenAPI document) as application/problem+json.
- * The error handler writes these bodies itself, so they all share one shape.
+ * The error handler writes these bodies itself, so they all share one shape. No `default` response:
+ * generators read it as "the result or a problem", so only the statuses a route answers are listed;
+ * the errors any route can meet before its own code runs (405, 408, 417, 431, 500) are in docs/api.md.
  */
-function problemResponses(statuses: Readonly<Record<number, string>>): Record<number | 'default', ProblemResponse> {
-  const out: Record<number | 'default', ProblemResponse> = { default: ANY_OTHER_ERROR };
+function problemResponses(statuses: Readonly<Record<number, string>>): Record<number, ProblemResponse> {
+  const out: Record<number, ProblemResponse> = {};
   for (const [status, description] of Object.entries(statuses)) {
     out[Number(status)] = { description, content: { 'application/problem+json': { schema: Problem } } };
   }
@@ -67,16 +61,17 @@ function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Reco
 
 /**
  * A route's access rule and its documented error responses, declared once, in the route: `config`
- * goes in the route options (the auth hook, the rate limiter and the OpenAPI security read it), and
+ * goes in the route options (the auth hook, the rate limiter and the OpenAPI document read it), and
  * `errors` in its response schema. A route behind a key documents 401, 403 and 429 rate_limited
  * without saying so; `errors` adds the route's own (a 429 given here replaces the rate_limited one, so
- * it must mention it). Every route also gets the catch-all `default` problem. `rateLimited: false`
- * takes the route out of the request rate limit (see rate-limit.ts), and its 429 out of the document.
+ * it must mention it). `rateLimited: false` takes the route out of the request rate limit (see
+ * rate-limit.ts), and its 429 out of the document. `noRetryAfter`: the route's 409 is not_owner, which
+ * has no retry time, so the document does not promise a Retry-After on it.
  */
-export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean } = {}) {
+export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean; noRetryAfter?: true } = {}) {
   const rateLimited = options.rateLimited ?? true;
   return {
-    config: { access, ...(rateLimited ? {} : { rateLimit: false as const }) },
+    config: { access, ...(rateLimited ? {} : { rateLimit: false as const }), ...(options.noRetryAfter ? { noRetryAfter: true as const } : {}) },
     errors: problemResponses(access === 'public' ? errors : { ...keyErrors(access, rateLimited), ...errors }),
   };
 }

@@ -103,9 +103,10 @@ export const AcquireHeaders = z.object({
     .meta({
       description:
         'Makes a retried acquire safe (the IETF httpapi Idempotency-Key header). While the lease an acquire granted ' +
-        'is live, an acquire with the same Idempotency-Key from the same API key answers 200 with that same grant ' +
-        '(same ownerToken and fencingToken) instead of 409, so a caller whose first answer was lost cannot lock itself ' +
-        'out. Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. ' +
+        'is live, an acquire with the same Idempotency-Key and body from the same API key answers 200 with that same grant ' +
+        '(same ownerToken, fencingToken, ttlMs, expiresAt and holder) instead of 409, so a caller whose first answer was lost ' +
+        'cannot lock itself out; the same key with another ttlMs, holder or lockDelayMs is 422 idempotency_key_reused ' +
+        '(waitMs may differ). Kept only as long as that lease; a lease handed over after waiting in the queue does not keep it. ' +
         'Send a fresh random value (e.g. a UUID) for each logical acquire.',
       examples: ['4f6b8a52-0d5e-4a9b-9a51-6f1c0c1e2d3a'],
     }),

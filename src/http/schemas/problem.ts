@@ -24,6 +24,7 @@ export const PROBLEM_CODES = [
   'limit_mismatch',
   'rwlock_held',
   'not_supported',
+  'idempotency_key_reused',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
@@ -44,8 +45,9 @@ export const Problem = z
       .optional()
       .meta({
         description:
-          'lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds ' +
-          'after which a retry may succeed',
+          'lock_held, semaphore_full, limit_mismatch, rwlock_held, too_many_waiters, quota_exceeded, rate_limited, ' +
+          'store_unavailable and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in ' +
+          'whole seconds)',
       }),
     errors: z
       .array(z.object({ field: z.string(), message: z.string() }))

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
-import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import { randomBase64url } from '../../domain/random.js';
 import { monotonicWallClock, type Clock } from '../memory/clock.js';
 import type { CancelReply, LeaseReply } from '../redis/replies.js';
@@ -148,7 +149,9 @@ export class EtcdStore implements LockStore {
         return { acquired: true, fencingToken: tokenOf(lock), expiresAtMs: lock.value.e, decidedAt };
       }
       const live = lock !== null && lock.value.e > nowMs;
-      if (live && idempotencyKey !== undefined && lock.value.i === idempotencyKey && lock.value.o !== '') {
+      const match = live && idempotencyKey !== undefined && lock.value.o !== '' ? compareIdempotencyKeys(lock.value.i, idempotencyKey) : 'other';
+      if (match === 'reused') throw new IdempotencyKeyReusedError();
+      if (live && match === 'replay') {
         // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
         return {
           acquired: true,

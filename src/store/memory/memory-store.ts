@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
-import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
+import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import { type Clock, monotonicWallClock } from './clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryPermits } from './memory-permits.js';
@@ -112,10 +113,14 @@ export class MemoryStore implements LockStore {
       const { fencingToken, expiresAtMs } = this.grant(key, ownerToken, ttlMs, holder, now, idempotencyKey ?? null, lockDelayMs);
       return { acquired: true, fencingToken, expiresAtMs, decidedAt };
     }
-    if (live !== undefined && idempotencyKey !== undefined && live.idempotencyKey === idempotencyKey && live.ownerToken !== null) {
-      // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
-      const { fencingToken, expiresAtMs } = live;
-      return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken: live.ownerToken, holder: live.holder } };
+    if (live !== undefined && idempotencyKey !== undefined && live.ownerToken !== null) {
+      const match = compareIdempotencyKeys(live.idempotencyKey, idempotencyKey);
+      if (match === 'replay') {
+        // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
+        const { fencingToken, expiresAtMs } = live;
+        return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken: live.ownerToken, holder: live.holder } };
+      }
+      if (match === 'reused') throw new IdempotencyKeyReusedError();
     }
     const retryAfterMs = Math.max(1, Math.ceil((live?.expiresAtMs ?? delayedUntil) - now));
     if (waitMs <= 0) return { acquired: false, retryAfterMs };

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
@@ -284,6 +284,8 @@ export class RedisStore implements LockStore {
       }
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
+      case 'idempotency_key_reused':
+        throw new IdempotencyKeyReusedError();
       case 'quota_full':
         return { acquired: false, retryAfterMs: reply.retryAfterMs, quotaFull: true };
       default:

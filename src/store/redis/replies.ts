@@ -37,7 +37,8 @@ function int(script: string, reply: unknown, value: unknown): number {
 export type AcquireReply =
   | { kind: 'granted'; fencingToken: number; expiresAtMs: number }
   | { kind: 'replayed'; fencingToken: number; expiresAtMs: number; ownerToken: string; holder: string | null }
-  | { kind: 'held' | 'queue_full' | 'queued' | 'quota_full'; retryAfterMs: number };
+  | { kind: 'held' | 'queue_full' | 'queued' | 'quota_full'; retryAfterMs: number }
+  | { kind: 'idempotency_key_reused' };
 
 const ACQUIRE_KINDS = { 0: 'held', 2: 'queue_full', 3: 'queued', 5: 'quota_full' } as const;
 
@@ -58,6 +59,7 @@ export function parseAcquire(reply: unknown): AcquireReply {
     if (reply.length === 2 && (reply[0] === 0 || reply[0] === 2 || reply[0] === 3 || reply[0] === 5)) {
       return { kind: ACQUIRE_KINDS[reply[0] as 0 | 2 | 3 | 5], retryAfterMs: Math.max(1, int('acquire', reply, reply[1])) };
     }
+    if (reply.length === 1 && reply[0] === 6) return { kind: 'idempotency_key_reused' };
   }
   throw new UnexpectedReplyError('acquire', reply);
 }

@@ -30,8 +30,9 @@ ARGV[8]  most waiters allowed on this lock
 ARGV[9]  waiter liveness, ms: a queued waiter is dropped if its instance stops refreshing it this long
 ARGV[10] grant channel prefix
 ARGV[11] lock name (for the hand-over message)
-ARGV[12] idempotency key, "" for none: stored with a lease this call grants; if the live lease was granted
-         with the same one, that lease is the answer
+ARGV[12] idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idempotency.ts), stored with a
+         lease this call grants; if the live lease was granted with the same one, that lease is the answer;
+         if with the same scope but another fingerprint (the key reused for another request), {6}
 ARGV[13] most quota slots (leases held or waited for) the namespace may have at once; 0 = no quota
 ARGV[14] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
 
@@ -45,6 +46,8 @@ Returns:
                                    (holder "" for none); nothing changed
   {5, retryAfterMs}                the namespace holds ARGV[13] slots; retryAfterMs = until the earliest
                                    ends (>= 1); nothing changed
+  {6}                              the live lease was granted with this idempotency key's scope but for
+                                   another request (ttlMs, holder or lock-delay); nothing changed
 
 A grant or a queued wait takes a quota slot in the same step (its score: the lease's end; for a
 waiter, the end of its wait plus its lease). Release, force-release and cancel give it back; renew
@@ -100,9 +103,15 @@ if not live and delayLeft == 0 then
   publishChange(ARGV[10], ARGV[11], cur)
   return {1, token, leaseEnd}
 end
-if live and ARGV[12] ~= '' and cur[4] == ARGV[12] then
-  -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
-  return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
+if live and ARGV[12] ~= '' and cur[4] then
+  if cur[4] == ARGV[12] then
+    -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
+    return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
+  end
+  -- The scope is everything before the first ':' (base64url holds none).
+  if string.match(cur[4], '^[^:]*') == string.match(ARGV[12], '^[^:]*') then
+    return {6}
+  end
 end
 
 local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
