@@ -6,6 +6,7 @@ import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, Lock
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
+import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
@@ -58,9 +59,6 @@ export interface RedisStoreOptions {
  * sparse; the page then comes back short (even empty) with a cursor to go on from.
  */
 const LIST_MAX_SCAN_ROUNDS = 10;
-
-/** ioredis's message when a command outlives `commandTimeout`. */
-const COMMAND_TIMED_OUT = 'Command timed out';
 
 /**
  * 3 s: an instance tells Redis its waiters are still there every heartbeat (HEARTBEAT_INTERVAL_MS). A
@@ -694,7 +692,7 @@ export class RedisStore implements LockStore {
     } catch (err) {
       // A reply meant for another call: this connection's replies are out of step; replace it.
       if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
-      // After a timeout the reply may only be late (a busy event loop), or lost for good: find out.
+      // After a timeout the reply may only be late (Redis slow), or lost for good: find out.
       else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
       throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
     }
