@@ -658,10 +658,10 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported";
             /** @description The request path */
             instance?: string;
-            /** @description lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
+            /** @description lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, overloaded, rate_limited and quota_exceeded: milliseconds after which a retry may succeed */
             retryAfterMs?: number;
             /** @description invalid_request: each offending field and what is wrong with it */
             errors?: {
@@ -1097,7 +1097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1114,7 +1114,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1223,7 +1223,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1234,7 +1234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1337,7 +1337,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1348,7 +1348,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1464,7 +1464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1481,7 +1481,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1643,7 +1643,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1660,7 +1660,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1831,7 +1831,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1848,7 +1848,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1960,7 +1960,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1971,7 +1971,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2077,7 +2077,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2088,7 +2088,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2259,7 +2259,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2276,7 +2276,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2394,7 +2394,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2405,7 +2405,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2517,7 +2517,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2528,7 +2528,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2659,7 +2659,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2676,7 +2676,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2853,7 +2853,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2870,7 +2870,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3047,7 +3047,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3064,7 +3064,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3182,7 +3182,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3193,7 +3193,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3305,7 +3305,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3316,7 +3316,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3447,7 +3447,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After. */
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3464,7 +3464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3641,7 +3641,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3658,7 +3658,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3778,7 +3778,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3795,7 +3795,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3930,7 +3930,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3947,7 +3947,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -4082,7 +4082,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description store_unavailable: the store did not answer; nothing was changed for certain */
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -4099,7 +4099,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -4140,7 +4140,7 @@ export interface operations {
                     "application/json": components["schemas"]["Liveness"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -4186,7 +4186,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`. */
+            /** @description Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, 431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among others. Switch on `code`. */
             default: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */

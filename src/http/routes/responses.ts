@@ -39,7 +39,8 @@ export const STATUS_HEADERS: Readonly<Record<string, readonly HeaderName[]>> = {
 const ANY_OTHER_ERROR: ProblemResponse = {
   description:
     'Any other error, as a problem: 405 method_not_allowed (with Allow), 408 request_timeout, 417 expectation_failed, ' +
-    '431 headers_too_large, 500 internal_error, 503 shutting_down, among others. Switch on `code`.',
+    '431 headers_too_large, 500 internal_error, 503 shutting_down, 503 overloaded (over the load budget, before any store work), among ' +
+    'others. Switch on `code`.',
   content: { 'application/problem+json': { schema: Problem } },
 };
 
@@ -117,7 +118,9 @@ export const leaseView = (h: { holder: string | null; fencingToken: number; expi
 
 /** The texts of the errors most routes document, so one code reads the same everywhere. */
 export const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
-export const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
+export const STORE_UNAVAILABLE =
+  'store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any ' +
+  'store work. Either way nothing was granted; retry after Retry-After.';
 /** What every operation with a body can answer besides its own refusals. */
 export const BODY_ERRORS = {
   400: BAD_REQUEST,

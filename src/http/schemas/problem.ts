@@ -18,6 +18,7 @@ export const PROBLEM_CODES = [
   'rate_limited',
   'quota_exceeded',
   'store_unavailable',
+  'overloaded',
   'shutting_down',
   'internal_error',
   'semaphore_full',
@@ -44,7 +45,7 @@ export const Problem = z
       .optional()
       .meta({
         description:
-          'lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, rate_limited and quota_exceeded: milliseconds ' +
+          'lock_held, semaphore_full, limit_mismatch, rwlock_held, store_unavailable, overloaded, rate_limited and quota_exceeded: milliseconds ' +
           'after which a retry may succeed',
       }),
     errors: z

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { InvalidRequestError, OverloadedError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
@@ -603,7 +603,16 @@ export class RedisStore implements LockStore {
     const decidedAt = performance.now();
     const servedBy = this.servedBy(waiter.key);
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
-    if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
+    // Redis handed the lock over and answered this renewal, but the lease had run out in between: this
+    // process took longer than the whole lease to act on the hand-over. That is this instance's load,
+    // not the store's: the caller is told so (and nobody holds the lease; it went to the next waiter).
+    if (!reply.held) {
+      throw new OverloadedError(
+        'event_loop_delay',
+        1000,
+        'the lock was handed to this caller, but this instance took longer than the lease to deliver it; it went to the next caller',
+      );
+    }
     await this.replicated(waiter.key, waiter.ownerToken, 'grant', servedBy);
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
