@@ -3,8 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // Long fault runs have their own script (npm run test:faults).
-    exclude: ['test/faults/long/**', 'node_modules/**'],
+    // Long fault runs have their own script (npm run test:faults), the overload burst too (npm run test:overload).
+    exclude: ['test/faults/long/**', 'test/load/**', 'node_modules/**'],
     // The CLI and the package's client entry run compiled, as users run them: build dist/ when src/ changed.
     globalSetup: ['test/helpers/build-dist.ts'],
     pool: 'forks',

@@ -10,6 +10,7 @@ import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, start
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 import { renderProfile, summariseProfiles } from './profile.js';
+import { DEFAULT_BURST, measureBurst } from './burst.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -32,6 +33,10 @@ const USAGE = `npm run bench -- [options]
   --no-watch          skip the blocking-query (watch) fan-out measurement
   --only PART         run one part only: loops, memory, waiting, watch or backends (only the processes it
                       needs are started; with --profile, the keyholder instance that part uses is profiled)
+  --only burst        only the overload burst (not part of a full run): --callers callers at once (default
+                      3000) acquire one held lock with waitMs over three instances; the answer mix and
+                      /livez latency, printed (and written with --out)
+  --callers N         callers of the burst
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
                       keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
@@ -51,6 +56,7 @@ const { values: args } = parseArgs({
     'no-watch': { type: 'boolean', default: false },
     'no-backends': { type: 'boolean', default: false },
     only: { type: 'string' },
+    callers: { type: 'string' },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
@@ -66,8 +72,8 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-if (args.only !== undefined && !(PARTS as readonly string[]).includes(args.only)) {
-  process.stderr.write(`--only takes one of ${PARTS.join(', ')}\n\n${USAGE}`);
+if (args.only !== undefined && args.only !== 'burst' && !(PARTS as readonly string[]).includes(args.only)) {
+  process.stderr.write(`--only takes one of ${PARTS.join(', ')}, burst\n\n${USAGE}`);
   process.exit(2);
 }
 function runs(part: Part): boolean {
@@ -136,7 +142,22 @@ function redisVersion(): string {
   return /v=(\S+)/.exec(out)?.[1] ?? 'unknown';
 }
 
+/** `--only burst`: its own processes, its own short report. */
+async function burstOnly(): Promise<void> {
+  const loadBefore = loadAverage();
+  const settings = { ...DEFAULT_BURST, ...(args.callers ? { callers: Number(args.callers) } : {}) };
+  const { result, text } = await measureBurst(settings, benchDir(), progress);
+  progress('done\n');
+  const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
+  process.stdout.write(header + text);
+  if (args.out) {
+    writeFileSync(args.out, header + text);
+    writeFileSync(`${args.out}.json`, `${JSON.stringify({ settings, result }, null, 1)}\n`);
+  }
+}
+
 async function main(): Promise<void> {
+  if (args.only === 'burst') return burstOnly();
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

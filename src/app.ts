@@ -15,6 +15,7 @@ import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from '
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
+import { type LoadBudget, registerLoadShedding } from './http/load-shedding.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
@@ -46,6 +47,8 @@ export interface AppDeps {
   readonly trustProxy?: TrustProxy;
   /** Connection and request timeouts; DEFAULT_HTTP_TIMEOUTS when absent. */
   readonly httpTimeouts?: HttpTimeouts;
+  /** Past it, new requests get 503 overloaded before any store work (see load-shedding.ts); none when absent. */
+  readonly loadBudget?: LoadBudget;
 }
 
 /**
@@ -126,6 +129,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addHook('onResponse', (_request, reply, done) => {
       if (reply.statusCode >= 400) metrics.problemAnswered(problemCodeOf(reply) ?? 'other');
       done();
+    });
+  }
+  // Before auth and the routes: a refused request costs as little as possible, and no store call.
+  if (deps.loadBudget) {
+    await registerLoadShedding(app, {
+      budget: deps.loadBudget,
+      openWaits: () => deps.locks.waitingCallers,
+      ...(metrics ? { onShed: (budget, priority) => metrics.requestShed(budget, priority) } : {}),
     });
   }
   registerAuth(app, deps.auth ?? { mode: 'open' });

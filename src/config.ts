@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { LockLimits } from './domain/limits.js';
 import type { StoreSettings } from './store/create-store.js';
 import type { HostPort, RedisConnection } from './store/redis/client.js';
+import type { LoadBudget } from './http/load-shedding.js';
 
 
 /**
@@ -175,6 +176,29 @@ export const EnvSchema = z
       'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`.',
     ),
     /**
+     * 100 ms: the mean event-loop delay (sampled every 100 ms) past which new requests get 503
+     * overloaded. An instance that late answers every call late, and past the Redis command timeout its
+     * own lateness would look like the store's; a healthy instance's mean stays in single milliseconds.
+     */
+    OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: intFromEnv(0, 60_000, 100).describe(
+      'Mean event-loop delay (ms, sampled every 100 ms) past which new requests get 503 `overloaded`; renewals and releases only past 4 times it. 0: off.',
+    ),
+    /**
+     * 500: requests one instance works on at once (waiting callers not counted): four times the
+     * benchmark's busiest client, and about what a 2-core instance turns round in a tenth of a second.
+     */
+    OVERLOAD_MAX_REQUESTS_IN_FLIGHT: intFromEnv(0, 1_000_000, 500).describe(
+      'Requests one instance works on at once (callers waiting in a queue not counted); beyond it, new requests get 503 `overloaded`, renewals and releases only beyond 4 times it. 0: off.',
+    ),
+    /**
+     * 5,000: callers waiting on one instance at once past which new requests (not renewals or
+     * releases) get 503 overloaded: each wait holds a connection, a timer and heartbeat work. Below
+     * WAITERS_PER_INSTANCE_MAX, so an instance slows new work down before its waiting room is full.
+     */
+    OVERLOAD_MAX_OPEN_WAITS: intFromEnv(0, 1_000_000, 5_000).describe(
+      'Callers waiting on one instance past which new requests (never renewals or releases) get 503 `overloaded`. 0: off.',
+    ),
+    /**
      * 10 minutes: how long a key's fencing counter outlives its lease. The counter is not what keeps
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
@@ -346,6 +370,8 @@ export interface Config {
   readonly httpTimeouts: HttpTimeouts;
   /** Fastify's trustProxy (see TRUST_PROXY). */
   readonly trustProxy: TrustProxy;
+  /** Past it, new requests get 503 overloaded (see OVERLOAD_*). */
+  readonly loadBudget: LoadBudget;
 }
 
 export interface HttpTimeouts {
@@ -423,6 +449,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
     rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    loadBudget: Object.freeze({
+      maxEventLoopDelayMs: e.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+      maxRequestsInFlight: e.OVERLOAD_MAX_REQUESTS_IN_FLIGHT,
+      maxOpenWaits: e.OVERLOAD_MAX_OPEN_WAITS,
+    }),
     httpTimeouts: Object.freeze({
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,

@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     rateLimit: access.rateLimit,
     httpTimeouts: config.httpTimeouts,
     trustProxy: config.trustProxy,
+    loadBudget: config.loadBudget,
   });
   app.addHook('onClose', async () => {
     await store.close();

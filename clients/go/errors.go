@@ -21,7 +21,7 @@ var (
 	ErrLimitMismatch = errors.New("keyholder: semaphore limit mismatch")
 	// ErrNotOwner: 409 not_owner, the owner token no longer holds the lease (expired, released, force-released).
 	ErrNotOwner = errors.New("keyholder: not owner")
-	// ErrUnavailable: 503 (store_unavailable, shutting_down) or no answer at all (code "unreachable").
+	// ErrUnavailable: 503 (store_unavailable, shutting_down, overloaded) or no answer at all (code "unreachable").
 	// Nothing was granted for certain; the client already retried until its deadline.
 	ErrUnavailable = errors.New("keyholder: unavailable")
 	// ErrRateLimited: 429 rate_limited, quota_exceeded or too_many_waiters; retried until the deadline.
@@ -59,6 +59,7 @@ var sentinelOf = map[string]error{
 	"not_owner":              ErrNotOwner,
 	"store_unavailable":      ErrUnavailable,
 	"shutting_down":          ErrUnavailable,
+	"overloaded":             ErrUnavailable,
 	CodeUnreachable:          ErrUnavailable,
 	"rate_limited":           ErrRateLimited,
 	"quota_exceeded":         ErrRateLimited,

@@ -106,7 +106,8 @@ class NotOwnerError(KeyholderError):
 
 
 class UnavailableError(KeyholderError):
-    """503, or no answer: the server or its store could not give a certain answer. Nothing was granted."""
+    """503, or no answer: the store could not give a certain answer (store_unavailable), the server is
+    shutting down, or it is over its load budget (overloaded). Nothing was granted; retryable."""
 
 
 class RateLimitedError(KeyholderError):
@@ -153,6 +154,7 @@ _ERRORS = {
     "not_owner": NotOwnerError,
     "store_unavailable": UnavailableError,
     "shutting_down": UnavailableError,
+    "overloaded": UnavailableError,
     "rate_limited": RateLimitedError,
     "quota_exceeded": RateLimitedError,
     "too_many_waiters": RateLimitedError,

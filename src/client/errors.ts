@@ -64,8 +64,12 @@ function errorClass<const Name extends string>(name: Name, codes: readonly Probl
 export const LockHeldError = errorClass('LockHeldError', ['lock_held']);
 /** 409 not_owner: this owner token no longer holds the lock (expired, released, or force-released). */
 export const NotOwnerError = errorClass('NotOwnerError', ['not_owner']);
-/** 503, or no answer at all: the server or its store could not give a certain answer. Nothing was granted. */
-export const UnavailableError = errorClass('UnavailableError', ['store_unavailable', 'shutting_down']);
+/**
+ * 503, or no answer at all: the server or its store could not give a certain answer (store_unavailable),
+ * the server is shutting down, or it is over its load budget (overloaded, refused before any store
+ * work). Nothing was granted; retryable.
+ */
+export const UnavailableError = errorClass('UnavailableError', ['store_unavailable', 'shutting_down', 'overloaded']);
 /** 429 rate_limited: too many requests for this API key. */
 export const RateLimitedError = errorClass('RateLimitedError', ['rate_limited']);
 /** 429 quota_exceeded: the namespace holds its limit of locks at once. */

@@ -10,6 +10,7 @@ export type DomainErrorCode =
   | 'not_owner'
   | 'store_unavailable'
   | 'too_many_waiters'
+  | 'overloaded'
   | 'shutting_down'
   | 'quota_exceeded'
   | 'rate_limited'
@@ -121,6 +122,23 @@ export class TooManyWaitersError extends DomainError {
           ? 'this namespace has too many callers waiting on this instance'
           : 'this instance has too many waiting callers',
     );
+  }
+}
+
+/**
+ * This instance is over its load budget (event-loop delay, requests in flight or open waits) and
+ * refused the request before any store work: nothing was read or changed. Distinct from
+ * store_unavailable, which is about the store, so operators are not sent to a healthy Redis. 1 s: a
+ * few of the delay samples that decide it; another instance may have room sooner.
+ */
+export class OverloadedError extends DomainError {
+  readonly code = 'overloaded';
+  constructor(
+    readonly budget: 'event_loop_delay' | 'requests_in_flight' | 'open_waits',
+    override readonly retryAfterMs = 1000,
+    message = `this instance is over its ${budget.replace(/_/g, ' ')} budget and refused before any store work; retry after Retry-After, or on another instance`,
+  ) {
+    super(message);
   }
 }
 

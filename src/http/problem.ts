@@ -63,6 +63,9 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
     detail: 'the lock store is unavailable; nothing was granted or changed for certain',
     log: { level: 'warn', msg: 'store unavailable' },
   },
+  // Not store_unavailable: this instance refused before any store work, and the store may be fine.
+  // Its message is sent: it names the budget, and holds nothing internal.
+  overloaded: { status: 503, title: 'Server overloaded', outcome: 'error' },
   shutting_down: { status: 503, title: 'Server is shutting down', outcome: 'aborted', closeConnection: true },
   internal_error: { status: 500, title: 'Internal server error', outcome: 'error' },
   semaphore_full: { status: 409, title: 'No free permit', outcome: 'held' },

@@ -5,6 +5,7 @@ import { ERRORS } from '../http/problem.js';
 import { PROBLEM_CODES } from '../http/schemas/problem.js';
 import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
+import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
 
 /**
@@ -25,6 +26,8 @@ export interface Metrics {
   countWaitingCallers(count: () => number): void;
   /** Counts an error answer by its problem code (every one: 401, 403, 404 and 429 included). */
   problemAnswered(code: string): void;
+  /** Counts a request refused by load shedding (503 overloaded), by the budget it was over and its priority. */
+  requestShed(budget: ShedBudget, priority: ShedPriority): void;
   /** The exposition text and its content type, for GET /metrics. */
   render(): Promise<{ contentType: string; body: string }>;
 }
@@ -156,6 +159,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Present at 0 from the start, so an alert on a rise sees the first one.
   for (const code of PROBLEM_CODES) problems.labels(code).inc(0);
 
+  const shed = new Counter({
+    name: 'keyholder_requests_shed_total',
+    help: 'Requests this instance refused with 503 overloaded before any store work, by the budget it was over (event_loop_delay, requests_in_flight, open_waits) and priority (normal; last: renewals and releases).',
+    labelNames: ['budget', 'priority'] as const,
+    registers: [registry],
+  });
+  // Present at 0 from the start, so an alert on a rise sees the first one.
+  for (const budget of ['event_loop_delay', 'requests_in_flight', 'open_waits'] as const) {
+    for (const priority of ['normal', 'last'] as const) shed.labels(budget, priority).inc(0);
+  }
+
   const primitiveOperations = new Counter({
     name: 'keyholder_primitive_operations_total',
     help: 'Semaphore and read/write lock operations handled, by primitive (semaphore, rwlock), operation (acquire, renew, release, inspect) and outcome (as keyholder_lock_operations_total, plus limit_mismatch).',
@@ -211,6 +225,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     problemAnswered(code: string) {
       problems.labels(code).inc();
+    },
+    requestShed(budget, priority) {
+      shed.labels(budget, priority).inc();
     },
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() };

@@ -5,6 +5,7 @@ import { DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/co
 import type { LockLimits } from '../../src/domain/limits.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
+import type { LoadBudget } from '../../src/http/load-shedding.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
@@ -32,6 +33,7 @@ export async function buildTestApp(
     httpTimeouts?: HttpTimeouts;
     metrics?: Metrics;
     trustProxy?: TrustProxy;
+    loadBudget?: LoadBudget;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -53,6 +55,7 @@ export async function buildTestApp(
     httpTimeouts: options.httpTimeouts,
     metrics: options.metrics,
     trustProxy: options.trustProxy,
+    loadBudget: options.loadBudget,
   });
   await app.ready();
   return {

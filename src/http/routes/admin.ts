@@ -10,7 +10,7 @@ import { leaseView, routeOptions, routeRule } from './responses.js';
 /** What every admin route can answer (the list takes only a query; force release takes no body). */
 export const ADMIN_ERRORS = {
   400: 'invalid_request: a parameter is missing or malformed (the problem names it)',
-  503: 'store_unavailable: the store did not answer; nothing was changed for certain',
+  503: 'store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work',
 } as const;
 
 /** A force release's errors: the admin ones, a body it does not take, and `notFound` (nobody held the key). */

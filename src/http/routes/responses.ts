@@ -112,7 +112,9 @@ export const leaseView = (h: { holder: string | null; fencingToken: number; expi
 
 /** The texts of the errors most routes document, so one code reads the same everywhere. */
 export const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';
-export const STORE_UNAVAILABLE = 'store_unavailable: the store did not give a certain answer; nothing was granted. Retry after Retry-After.';
+export const STORE_UNAVAILABLE =
+  'store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any ' +
+  'store work. Either way nothing was granted; retry after Retry-After.';
 /** What every operation with a body can answer besides its own refusals. */
 export const BODY_ERRORS = {
   400: BAD_REQUEST,

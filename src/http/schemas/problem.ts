@@ -18,6 +18,7 @@ export const PROBLEM_CODES = [
   'rate_limited',
   'quota_exceeded',
   'store_unavailable',
+  'overloaded',
   'shutting_down',
   'internal_error',
   'semaphore_full',
@@ -46,7 +47,7 @@ export const Problem = z
       .meta({
         description:
           'lock_held, semaphore_full, limit_mismatch, rwlock_held, too_many_waiters, quota_exceeded, rate_limited, ' +
-          'store_unavailable and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in ' +
+          'store_unavailable, overloaded and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in ' +
           'whole seconds)',
       }),
     errors: z

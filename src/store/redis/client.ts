@@ -1,4 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { withCommandDeadlines } from './command-deadline.js';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
@@ -27,7 +28,10 @@ export interface ReplicaAcks {
 }
 
 export interface RedisClientOptions {
-  /** Upper bound on one command's round trip; past it the call fails instead of hanging. */
+  /**
+   * Upper bound on one command's round trip; past it the call fails instead of hanging. Counted as
+   * Redis's time, not this process's: see armDeadline.
+   */
   readonly commandTimeoutMs: number;
   /** Commands issued in the same tick share one round trip (the lock store's hot path wants this). */
   readonly autoPipelining?: boolean;
@@ -50,8 +54,9 @@ export function createRedisClient(target: string | Exclude<RedisConnection, { mo
 export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): RedisClient;
 export function createRedisClient(target: string | RedisConnection, options: RedisClientOptions): RedisClient {
   const connection: RedisConnection = typeof target === 'string' ? { mode: 'standalone', url: target } : target;
+  // No ioredis commandTimeout: its bare timer fires while a reply that arrived sits unread behind a busy
+  // event loop; withCommandDeadlines (below) sets the deadline instead.
   const common: RedisOptions = {
-    commandTimeout: options.commandTimeoutMs,
     connectTimeout: Math.max(options.commandTimeoutMs, 1000),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -61,7 +66,7 @@ export function createRedisClient(target: string | RedisConnection, options: Red
   };
   const redis =
     connection.mode === 'cluster'
-      ? createClusterClient(connection.nodes, common)
+      ? createClusterClient(connection.nodes, common, options.commandTimeoutMs)
       : connection.mode === 'standalone'
         ? new Redis(connection.url, common)
         : new Redis({
@@ -79,6 +84,7 @@ export function createRedisClient(target: string | RedisConnection, options: Red
             // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
             reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
           });
+  withCommandDeadlines(redis, options.commandTimeoutMs);
   let wasReady = false;
   redis.on('ready', () => {
     wasReady = true;
@@ -101,9 +107,9 @@ const SLOTS_REFRESH_INTERVAL_MS = 1000;
  * connection closed is never re-sent (retryDelayOnFailover 0: its outcome is unknown), nor is one that
  * met CLUSTERDOWN (retryDelayOnClusterDown 0): the caller gets a 503 at once, and the slot map is read
  * again so the next call goes to the promoted replica. Every retry stays inside the command's one
- * timeout (ioredis arms it once per command).
+ * timeout (withCommandDeadlines arms it once per command).
  */
-function createClusterClient(nodes: readonly HostPort[], common: RedisOptions): Cluster {
+function createClusterClient(nodes: readonly HostPort[], common: RedisOptions, commandTimeoutMs: number): Cluster {
   const { retryStrategy, enableOfflineQueue, enableAutoPipelining, lazyConnect, ...perNode } = common;
   const clusterOptions: ClusterOptions = {
     redisOptions: perNode,
@@ -121,7 +127,7 @@ function createClusterClient(nodes: readonly HostPort[], common: RedisOptions): 
     // under load: a client that never became ready). Each command meets the cluster's state anyway
     // (CLUSTERDOWN answers 503).
     enableReadyCheck: false,
-    slotsRefreshTimeout: Math.max(perNode.commandTimeout ?? 1000, 1000),
+    slotsRefreshTimeout: Math.max(commandTimeoutMs, 1000),
   };
   const cluster = new Cluster(
     nodes.map(({ host, port }) => ({ host, port })),

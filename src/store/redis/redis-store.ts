@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, OverloadedError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
+import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
@@ -58,9 +59,6 @@ export interface RedisStoreOptions {
  * sparse; the page then comes back short (even empty) with a cursor to go on from.
  */
 const LIST_MAX_SCAN_ROUNDS = 10;
-
-/** ioredis's message when a command outlives `commandTimeout`. */
-const COMMAND_TIMED_OUT = 'Command timed out';
 
 /**
  * 3 s: an instance tells Redis its waiters are still there every heartbeat (HEARTBEAT_INTERVAL_MS). A
@@ -607,7 +605,16 @@ export class RedisStore implements LockStore {
     const decidedAt = performance.now();
     const servedBy = this.servedBy(waiter.key);
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
-    if (!reply.held) throw new StoreUnavailableError('the lock was handed over, but its lease ran out before it could be delivered');
+    // Redis handed the lock over and answered this renewal, but the lease had run out in between: this
+    // process took longer than the whole lease to act on the hand-over. That is this instance's load,
+    // not the store's: the caller is told so (and nobody holds the lease; it went to the next waiter).
+    if (!reply.held) {
+      throw new OverloadedError(
+        'event_loop_delay',
+        1000,
+        'the lock was handed to this caller, but this instance took longer than the lease to deliver it; it went to the next caller',
+      );
+    }
     await this.replicated(waiter.key, waiter.ownerToken, 'grant', servedBy);
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
@@ -696,7 +703,7 @@ export class RedisStore implements LockStore {
     } catch (err) {
       // A reply meant for another call: this connection's replies are out of step; replace it.
       if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
-      // After a timeout the reply may only be late (a busy event loop), or lost for good: find out.
+      // After a timeout the reply may only be late (Redis slow), or lost for good: find out.
       else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
       throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
     }

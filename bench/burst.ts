@@ -1,0 +1,55 @@
+import { RedisServer } from '../test/helpers/redis-server.js';
+import { renderBurst, runBurst, type BurstResult } from '../test/helpers/burst.js';
+import { removeDir, startKeyholder, type OwnedProcess } from './procs.js';
+
+/**
+ * `npm run bench -- --only burst`: the overload scenario a user reported. 3,000 callers at once send
+ * `acquire {"ttlMs":1000,"waitMs":3000}` on one held lock, spread over three keyholder instances
+ * (production settings, open mode, no rate limit: every caller comes from one address) on one Redis.
+ * Healthy Redis throughout, so the answers must be 200, 409, 429 or 503 overloaded, never
+ * store_unavailable; /livez is probed from its own process all along (target: p99 <= 100 ms).
+ */
+export interface BurstSettings {
+  readonly callers: number;
+  readonly instances: number;
+  readonly ttlMs: number;
+  readonly waitMs: number;
+}
+
+export const DEFAULT_BURST: BurstSettings = { callers: 3000, instances: 3, ttlMs: 1000, waitMs: 3000 };
+
+const PREFIX = 'burst:';
+
+export async function measureBurst(settings: BurstSettings, dir: string, progress: (line: string) => void): Promise<{ result: BurstResult; text: string }> {
+  const owned: OwnedProcess[] = [];
+  const redis = await RedisServer.start();
+  const direct = redis.client();
+  try {
+    progress(`burst: starting ${settings.instances} keyholder instances`);
+    const instances = await Promise.all(
+      Array.from({ length: settings.instances }, (_, i) =>
+        startKeyholder(`keyholder-${i}`, redis.url, dir, { KEYHOLDER_AUTH: 'open', RATE_LIMIT_MAX: '0', REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn' }),
+      ),
+    );
+    owned.push(...instances.map((k) => k.proc));
+    progress(`burst: ${settings.callers} callers at once, acquire ttlMs ${settings.ttlMs} waitMs ${settings.waitMs}`);
+    const result = await runBurst({
+      urls: instances.map((k) => k.url),
+      redis: direct,
+      keyPrefix: PREFIX,
+      callers: settings.callers,
+      key: 'hot',
+      ttlMs: settings.ttlMs,
+      waitMs: settings.waitMs,
+    });
+    const text =
+      `### Burst\n\n${settings.callers} callers at once, \`acquire {"ttlMs":${settings.ttlMs},"waitMs":${settings.waitMs}}\` on one held lock, ` +
+      `${settings.instances} instances on one Redis (healthy throughout):\n\n${renderBurst(result)}\n`;
+    return { result, text };
+  } finally {
+    direct.disconnect();
+    for (const proc of owned.reverse()) await proc.stop().catch(() => undefined);
+    await redis.stop();
+    removeDir(dir);
+  }
+}

@@ -1,0 +1,94 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import underPressure from '@fastify/under-pressure';
+import { OverloadedError } from '../domain/errors.js';
+
+/**
+ * What one instance takes on before it refuses new work with 503 `overloaded` (0 turns a budget off).
+ * Past a budget the process answers late and its own lateness would read as the store's (timeouts);
+ * refusing at once, before any store work, tells the caller the truth and keeps the instance quick.
+ */
+export interface LoadBudget {
+  /** Mean event-loop delay over the last sample (ms) above which new work is refused. */
+  readonly maxEventLoopDelayMs: number;
+  /** Requests being worked on (received, not yet answered, not waiting in a queue) at once. */
+  readonly maxRequestsInFlight: number;
+  /** Callers of this instance waiting in a queue at once, above which new work is refused. */
+  readonly maxOpenWaits: number;
+}
+
+export type ShedBudget = OverloadedError['budget'];
+/** `last`: renewals and releases, refused only far past the budgets (a renewal refused costs a lease). */
+export type ShedPriority = 'normal' | 'last';
+
+export interface LoadSheddingOptions {
+  readonly budget: LoadBudget;
+  /** Callers of this instance waiting right now (LockService.waitingCallers: every primitive's queues). */
+  readonly openWaits: () => number;
+  /** Told of every refusal (the keyholder_requests_shed_total counter). */
+  readonly onShed?: (budget: ShedBudget, priority: ShedPriority) => void;
+}
+
+/**
+ * 100 ms: how often the event-loop delay is sampled (by @fastify/under-pressure): a burst is seen
+ * within a tenth of a second, and a sample is the mean of ten 10 ms probes, so one slow tick does not
+ * trip it.
+ */
+const SAMPLE_INTERVAL_MS = 100;
+
+/**
+ * 4: renewals and releases are refused only at four times each budget (and never for open waits, which
+ * they do not add to). Both are cheap, a release frees what the others wait for, and a renewal refused
+ * costs its caller the lease: they must practically never be shed.
+ */
+const LAST_PRIORITY_HEADROOM = 4;
+
+/** 1 s: about ten delay samples; by then the burst that tripped a budget has been answered or refused. */
+const RETRY_AFTER_MS = 1000;
+
+/** Probes and the metrics scrape are never refused: an overloaded instance must still be seen as alive and be measured. */
+const NEVER_SHED = new Set(['/livez', '/readyz', '/metrics']);
+
+/** The routes that keep a held lease alive or give it back (locks, lock sets, semaphores, read/write locks). */
+const isRenewalOrRelease = (url: string): boolean => url.endsWith('/renew') || url.endsWith('/release');
+
+/**
+ * Load shedding, in an onRequest hook (before the body is read and before any store call). Event-loop
+ * delay comes from @fastify/under-pressure's sampler (its own refusal is not used: it knows neither
+ * keyholder's problem answers nor which requests must pass); requests in flight and open waits are
+ * counted here.
+ */
+export async function registerLoadShedding(app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
+  const { budget, openWaits, onShed } = options;
+  // No thresholds given: under-pressure only samples, and app.memoryUsage() reads the last sample.
+  await app.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS });
+  let inFlight = 0;
+
+  const overBudget = (priority: ShedPriority): ShedBudget | null => {
+    const headroom = priority === 'last' ? LAST_PRIORITY_HEADROOM : 1;
+    const waiting = openWaits();
+    if (budget.maxRequestsInFlight > 0 && inFlight - waiting >= budget.maxRequestsInFlight * headroom) return 'requests_in_flight';
+    if (budget.maxEventLoopDelayMs > 0 && app.memoryUsage().eventLoopDelay > budget.maxEventLoopDelayMs * headroom) return 'event_loop_delay';
+    if (priority === 'normal' && budget.maxOpenWaits > 0 && waiting >= budget.maxOpenWaits) return 'open_waits';
+    return null;
+  };
+
+  // Callback style: it runs on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request: FastifyRequest, reply, done) => {
+    const url = request.routeOptions.url ?? '';
+    if (NEVER_SHED.has(url)) {
+      done();
+      return;
+    }
+    const priority: ShedPriority = isRenewalOrRelease(url) ? 'last' : 'normal';
+    const over = overBudget(priority);
+    if (over !== null) {
+      onShed?.(over, priority);
+      done(new OverloadedError(over, RETRY_AFTER_MS));
+      return;
+    }
+    inFlight++;
+    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away.
+    reply.raw.once('close', () => inFlight--);
+    done();
+  });
+}

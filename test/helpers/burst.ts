@@ -1,0 +1,242 @@
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+import type { Redis } from 'ioredis';
+
+/**
+ * A burst of callers on one held lock, spread over several keyholder instances: every caller sends
+ * one acquire with waitMs at the same moment. Shared by the burst test (test/load/overload-burst.test.ts, npm run test:overload)
+ * and the benchmark (`npm run bench -- --only burst`).
+ *
+ * Besides the answers, it watches two things from outside the instances:
+ *  - who Redis says holds the lock (the lock hash's owner token, read every few ms): every owner it
+ *    ever shows must be the first holder or a caller that was answered 200, so no lease went to a
+ *    caller that was told it failed;
+ *  - /livez of every instance, from a separate process (this one is busy sending the burst, and its
+ *    own lateness must not count as the instances').
+ */
+
+export interface BurstOptions {
+  readonly urls: readonly string[];
+  /** A client of the Redis the instances share, to read the lock's owner directly. */
+  readonly redis: Redis;
+  /** REDIS_KEY_PREFIX of the instances. */
+  readonly keyPrefix: string;
+  readonly callers: number;
+  readonly key: string;
+  readonly ttlMs: number;
+  readonly waitMs: number;
+  /** How often each instance's /livez is asked during the burst. */
+  readonly livezIntervalMs?: number;
+  /** Holders of other locks that keep renewing through the burst (steady load beside it); default 30. */
+  readonly renewers?: number;
+}
+
+/** The answers of one kind: how many, and their latency. */
+export interface AnswerKind {
+  readonly count: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
+
+export interface BurstResult {
+  /** By `<status> <code>` (`200`, `409 lock_held`, `503 overloaded`, ...; `error <message>` when no answer). */
+  readonly answers: Readonly<Record<string, AnswerKind>>;
+  /** /livez round trips during the burst, all instances together. */
+  readonly livez: AnswerKind & { readonly failed: number };
+  /** Owner tokens Redis showed for the lock that no caller was answered 200 with (and not the first holder's). */
+  readonly orphanOwners: number;
+  /** Owners Redis showed in all (the first holder included). */
+  readonly ownersSeen: number;
+  /**
+   * 503 overloaded answers to callers whose hand-over came too late to deliver (the lease ran out before
+   * their instance acted on it): Redis showed them as owner for a moment, though nobody was told so.
+   */
+  readonly handOversLost: number;
+  /** The renewals of the steady holders during the burst, by answer (`200`, `503 overloaded`, ...). */
+  readonly renewals: Readonly<Record<string, number>>;
+  /** Fencing tokens answered with 200 more than once. */
+  readonly duplicateTokens: number;
+  readonly durationMs: number;
+}
+
+const percentile = (sorted: readonly number[], p: number): number =>
+  sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number);
+
+export function summarise(latencies: readonly number[]): AnswerKind {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const round = (n: number) => Math.round(n * 10) / 10;
+  return { count: sorted.length, p50Ms: round(percentile(sorted, 50)), p99Ms: round(percentile(sorted, 99)), maxMs: round(sorted.at(-1) ?? 0) };
+}
+
+const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
+
+/** Starts the /livez prober process; `stop()` ends it and returns its round trips (ms) and failures. */
+function startLivezProber(urls: readonly string[], intervalMs: number) {
+  const child = spawn(process.execPath, [PROBER, String(intervalMs), ...urls], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  const ready = new Promise<void>((resolve) => {
+    const onData = () => {
+      if (out.includes('ready\n')) {
+        child.stdout.off('data', onData);
+        resolve();
+      }
+    };
+    child.stdout.on('data', onData);
+  });
+  return {
+    ready,
+    async stop(): Promise<{ latencies: number[]; failed: number }> {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.stdin.end('stop\n');
+      await exited;
+      const line = out.split('\n').find((l) => l.startsWith('{'));
+      return JSON.parse(line ?? '{"latencies":[],"failed":0}') as { latencies: number[]; failed: number };
+    },
+  };
+}
+
+export async function runBurst(options: BurstOptions): Promise<BurstResult> {
+  const { urls, redis, callers, key, ttlMs, waitMs } = options;
+  const agents = urls.map(() => new Agent({ connections: Math.ceil(callers / urls.length) + 8, pipelining: 1 }));
+  const post = async (instance: number, path: string, body: object) => {
+    const res = await request(`${urls[instance] as string}${path}`, {
+      method: 'POST',
+      dispatcher: agents[instance],
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    });
+    return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
+  };
+
+  // The first holder: nobody renews or releases, so the lock passes to a waiter each time a lease ends.
+  let first = await post(0, `/v1/locks/${key}/acquire`, { ttlMs, holder: 'first' });
+  for (let attempt = 0; first.status === 503 && first.body.code === 'overloaded' && attempt < 60; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    first = await post(0, `/v1/locks/${key}/acquire`, { ttlMs, holder: 'first' });
+  }
+  if (first.status !== 200) throw new Error(`the first acquire answered ${first.status}: ${JSON.stringify(first.body)}`);
+  const firstOwner = first.body.ownerToken as string;
+  let lockHash: string | undefined;
+  for (const candidate of await redis.keys(`${options.keyPrefix}*`)) {
+    if ((await redis.type(candidate)) === 'hash' && (await redis.hget(candidate, 'o')) === firstOwner) lockHash = candidate;
+  }
+  if (lockHash === undefined) throw new Error('the lock hash of the first holder was not found in Redis');
+
+  const owners = new Set<string>([firstOwner]);
+  let watching = true;
+  const watcher = (async () => {
+    while (watching) {
+      const owner = await redis.hget(lockHash, 'o').catch(() => null);
+      if (owner) owners.add(owner);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  })();
+  try {
+    return await burstWhileWatching();
+  } finally {
+    watching = false;
+    await watcher;
+  }
+
+  async function burstWhileWatching(): Promise<BurstResult> {
+
+  // Steady holders beside the burst: each holds its own lock (3 s leases) and renews every 500 ms, as a
+  // client library would at a sixth of the lease. A renewal refused would cost a lease.
+  const renewals = new Map<string, number>();
+  const holders = await Promise.all(
+    Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
+      // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
+      let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 });
+      for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 });
+      }
+      if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
+      return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
+    }),
+  );
+  let renewing = true;
+  const renewLoops = holders.map(async (holder) => {
+    while (renewing) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      try {
+        const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 });
+        const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
+        renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+      } catch (err) {
+        const kind = `error ${(err as Error).message}`;
+        renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+      }
+    }
+  });
+
+  const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
+  await prober.ready;
+
+  const answered: Array<{ kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string }> = [];
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: callers }, async (_, i) => {
+      const sentAt = performance.now();
+      try {
+        const res = await post(i % urls.length, `/v1/locks/${key}/acquire`, { ttlMs, waitMs, holder: `caller-${i}` });
+        const ms = performance.now() - sentAt;
+        if (res.status === 200) {
+          answered.push({ kind: '200', ms, ownerToken: res.body.ownerToken as string, fencingToken: res.body.fencingToken as number });
+        } else {
+          answered.push({ kind: `${res.status} ${String(res.body.code)}`, ms, detail: String(res.body.detail) });
+        }
+      } catch (err) {
+        answered.push({ kind: `error ${(err as Error).message}`, ms: performance.now() - sentAt });
+      }
+    }),
+  );
+  const durationMs = performance.now() - started;
+  const livez = await prober.stop();
+  renewing = false;
+  await Promise.all(renewLoops);
+  // The last grant's owner may still be read; the watcher gets a few more rounds.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  watching = false;
+  await watcher;
+  await Promise.all(agents.map((agent) => agent.close()));
+
+  const byKind = new Map<string, number[]>();
+  for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+  const granted = answered.filter((a) => a.kind === '200');
+  const grantedOwners = new Set(granted.map((a) => a.ownerToken));
+  const tokens = granted.map((a) => a.fencingToken);
+  return {
+    answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
+    livez: { ...summarise(livez.latencies), failed: livez.failed },
+    orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
+    ownersSeen: owners.size,
+    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('handed to this caller')).length,
+    renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
+    duplicateTokens: tokens.length - new Set(tokens).size,
+    durationMs: Math.round(durationMs),
+  };
+  }
+}
+
+/** The result as Markdown table rows: kind, count, p50, p99, max. */
+export function renderBurst(result: BurstResult): string {
+  const rows = Object.entries(result.answers).map(([kind, a]) => `| ${kind} | ${a.count} | ${a.p50Ms} | ${a.p99Ms} | ${a.maxMs} |`);
+  const { livez } = result;
+  return [
+    '| answer | count | p50 ms | p99 ms | max ms |',
+    '|---|---:|---:|---:|---:|',
+    ...rows,
+    `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
+    '',
+    `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
+    '',
+    `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; hand-overs that ran out before delivery: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
+  ].join('\n');
+}

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { renderBurst, runBurst } from '../helpers/burst.js';
+import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * Overload is answered, not suffered: 1,500 callers at once on one held lock, over three keyholder
+ * processes sharing one healthy Redis, with the default budgets. Each caller is told the truth: 200
+ * (granted), 409 (still held when its wait ended), 429 (the lock's queue is full) or 503 `overloaded`
+ * (this instance refused before any store work); never `store_unavailable`, since Redis answers
+ * throughout. Nobody but a caller answered 200 ever holds the lease (Redis's owner field is read all
+ * along), and the liveness probe stays quick.
+ */
+const INSTANCES = 3;
+const CALLERS = 1500;
+const TTL_MS = 1000;
+/**
+ * 2.5 s: two hand-overs happen within it (at about 1 s and 2 s), and it ends between two, so a waiter's
+ * wait does not end just as the lock is handed to it (which is safe, the lease is given back, but would
+ * show a brief owner nobody was answered 200 with).
+ */
+const WAIT_MS = 2500;
+const PREFIX = 'burst:';
+const ALLOWED = new Set(['200', '409 lock_held', '429 too_many_waiters', '503 overloaded']);
+/**
+ * The bench's target for /livez p99 during the burst is 100 ms on a quiet machine. Here the machine
+ * runs other test files beside this one (2 cores shared with this process's 1,500 callers and three
+ * instances): what is asserted is that the probe never waits as long as the old failure (1.9 s) and
+ * never fails; the figure is printed for the record.
+ */
+const LIVEZ_P99_BOUND_MS = 1000;
+
+/**
+ * The slow-client defence's timers (headers within 5 s, the first request within 5 s of connecting) are
+ * wall-clock timers on the socket: on a machine so loaded that an instance does not read a request for
+ * seconds (other test files at once: load averages of 30 on 2 cores were seen), they cut callers off
+ * with 408 or a reset before the request is read. That defence is not what this test is about, so its
+ * timers are set long here.
+ */
+const SLOW_CLIENT_TIMEOUTS = { HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' };
+
+let redis: RedisServer;
+let direct: Redis;
+const instances: KeyholderProcess[] = [];
+
+beforeAll(async () => {
+  redis = await RedisServer.start();
+  direct = redis.client();
+  // One after another: three starting at once on a loaded machine can outlast a start's 60 s wait.
+  for (let i = 0; i < INSTANCES; i++) {
+    instances.push(await KeyholderProcess.start({ compiled: true, env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn', ...SLOW_CLIENT_TIMEOUTS } }));
+  }
+}, 300_000);
+
+afterAll(async () => {
+  direct?.disconnect();
+  await Promise.all(instances.map((i) => i.stop()));
+  await redis?.stop();
+});
+
+describe('a burst of callers on one held lock, three instances', () => {
+  it('answers 200, 409, 429 or 503 overloaded; never store_unavailable; no lease to a caller told it failed', async () => {
+    const result = await runBurst({
+      urls: instances.map((i) => i.url),
+      redis: direct,
+      keyPrefix: PREFIX,
+      callers: CALLERS,
+      key: 'hot',
+      ttlMs: TTL_MS,
+      waitMs: WAIT_MS,
+    });
+    process.stdout.write(`[overload] ${CALLERS} callers, ${INSTANCES} instances\n${renderBurst(result)}\n`);
+    const unavailable = instances.flatMap((i) => i.jsonLogs()).filter((l) => l.msg === 'store unavailable');
+    if (unavailable.length > 0) process.stdout.write(`[overload] store unavailable: ${JSON.stringify(unavailable.slice(0, 5))}\n`);
+    const kinds = Object.keys(result.answers);
+    expect(kinds.filter((k) => !ALLOWED.has(k))).toEqual([]);
+    expect(Object.values(result.answers).reduce((n, a) => n + a.count, 0)).toBe(CALLERS);
+    // The lock passed from the first holder to at least one waiter, and each grant was someone's 200.
+    expect(result.answers['200']?.count ?? 0).toBeGreaterThanOrEqual(1);
+    // The only owners nobody was answered 200 for: hand-overs whose lease ran out before a starved instance
+    // could deliver them (their callers were told 503 overloaded, and the lease went on to the next waiter).
+    expect(result.orphanOwners).toBeLessThanOrEqual(result.handOversLost);
+    expect(result.duplicateTokens).toBe(0);
+    // The steady holders' renewals beside the burst: every one renewed, none refused by shedding.
+    expect(Object.keys(result.renewals)).toEqual(['200']);
+    expect(result.livez.failed).toBe(0);
+    expect(result.livez.p99Ms).toBeLessThan(LIVEZ_P99_BOUND_MS);
+  }, 120_000);
+});

@@ -1,0 +1,96 @@
+import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient } from '../../src/store/redis/client.js';
+import { armDeadline, COMMAND_TIMED_OUT } from '../../src/store/redis/command-deadline.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * A command deadline judges Redis, not this process: a reply that arrived while the event loop was
+ * busy is read before the verdict, and a Redis that does not answer still fails the call, within a
+ * bound. The busy loop is made here by blocking the thread, the way a burst of requests does.
+ */
+
+/** Holds the thread, as a burst of request parsing does; nothing else on the event loop runs meanwhile. */
+function blockEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+const TIMEOUT_MS = 100;
+/** Well past the timeout: the reply comes back early in it, and the timer is overdue when the thread is free. */
+const BLOCK_MS = 3 * TIMEOUT_MS;
+
+let redis: RedisServer;
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  redis = await RedisServer.start();
+});
+afterEach(() => {
+  redis.resume();
+  for (const client of clients.splice(0)) client.disconnect();
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+async function ready<T extends Redis>(client: T): Promise<T> {
+  clients.push(client);
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  return client;
+}
+
+describe('command deadline', () => {
+  it("ioredis's own commandTimeout reads a busy event loop as a Redis timeout (why keyholder sets its own)", async () => {
+    const bare = await ready(new Redis(redis.url, { commandTimeout: TIMEOUT_MS, maxRetriesPerRequest: 0 }));
+    const pong = bare.ping('late');
+    blockEventLoop(BLOCK_MS);
+    await expect(pong).rejects.toThrow(COMMAND_TIMED_OUT);
+  });
+
+  it('a reply that arrived while the event loop was busy is read, not timed out', async () => {
+    const client = await ready(createRedisClient(redis.url, { commandTimeoutMs: TIMEOUT_MS }));
+    const pongs = Array.from({ length: 100 }, (_, i) => client.ping(`busy-${i}`));
+    blockEventLoop(BLOCK_MS);
+    expect(await Promise.all(pongs)).toEqual(Array.from({ length: 100 }, (_, i) => `busy-${i}`));
+  });
+
+  it('a Redis that does not answer still fails the call, after the timeout and within three of them', async () => {
+    const client = await ready(createRedisClient(redis.url, { commandTimeoutMs: TIMEOUT_MS }));
+    redis.pause();
+    const started = performance.now();
+    const err = await client.ping('stopped').then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    const elapsedMs = performance.now() - started;
+    expect(err?.message).toBe(COMMAND_TIMED_OUT);
+    expect(elapsedMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+    // The bound holds whatever the lag (3 timeouts); the slack above it is one turn of a loaded machine's loop.
+    expect(elapsedMs).toBeLessThan(3 * TIMEOUT_MS + 1000);
+  });
+
+  it("the deadline moves back by this process's own lateness: a reply read soon after a long stall is accepted", async () => {
+    let settle!: (value: unknown) => void;
+    let rejected: Error | undefined;
+    const command = {
+      isResolved: false,
+      promise: new Promise((resolve) => (settle = resolve)),
+      reject: (err: Error) => {
+        rejected = err;
+        command.isResolved = true;
+      },
+    };
+    armDeadline(command, TIMEOUT_MS);
+    // The process stalls for twice the timeout; the reply then takes a little while to be read (its
+    // write, too, waited for the stall): well inside the stall's length, but past the bare deadline.
+    blockEventLoop(2 * TIMEOUT_MS);
+    await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS / 2));
+    expect(rejected).toBeUndefined();
+    command.isResolved = true;
+    settle('OK');
+  });
+});
