@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { text } from 'node:stream/consumers';
 import { EXIT, UsageError } from './args.js';
 import { acquire, type Command, inspect, type Io, ls, release, renew } from './lock-commands.js';
 import { runKeysNew } from './keys.js';
@@ -70,6 +71,7 @@ const code = await main(process.argv.slice(2), {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   env: process.env,
+  stdin: async () => (process.stdin.isTTY ? undefined : text(process.stdin)),
 }).catch((err: unknown) => {
   process.stderr.write(`keyholder: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   return EXIT.failed;

@@ -1,11 +1,13 @@
 import { KeyholderError, LockHeldError, NotOwnerError } from '../client/index.js';
-import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required } from './args.js';
+import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required, UsageError } from './args.js';
 
 /** Where a command writes, and the environment it reads: the real process's, or a test's. */
 export interface Io {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly env: NodeJS.ProcessEnv;
+  /** All of standard input, or undefined when it is a terminal (nothing was piped in). */
+  readonly stdin: () => Promise<string | undefined>;
 }
 
 export interface Command {
@@ -15,6 +17,19 @@ export interface Command {
 }
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`;
+
+const OWNER_TOKEN_HELP = `The owner token is read from KEYHOLDER_OWNER_TOKEN, else from standard input (never a flag: an argument
+shows in \`ps\` to every user of the host).`;
+
+/** The owner token, from the environment or standard input: never from argv, which any local user can read. */
+async function ownerTokenFrom(values: { 'owner-token'?: string | undefined }, io: Io): Promise<string> {
+  if (values['owner-token'] !== undefined) {
+    throw new UsageError('--owner-token was removed (an argument shows in `ps`): set KEYHOLDER_OWNER_TOKEN or pipe the token on stdin');
+  }
+  const token = io.env.KEYHOLDER_OWNER_TOKEN || (await io.stdin())?.trim();
+  if (!token) throw new UsageError('no owner token: set KEYHOLDER_OWNER_TOKEN or pipe the token on stdin');
+  return token;
+}
 
 /**
  * Runs a call for a shell script: its answer as one JSON line on stdout (exit 0); a problem as one JSON
@@ -68,10 +83,10 @@ Exit: 0 acquired, 75 held by someone else, 1 any other error, 2 bad flags.`,
 
 export const renew: Command = {
   summary: 'extend a held lease',
-  usage: `keyholder renew --key KEY --owner-token T --ttl-ms N
+  usage: `keyholder renew --key KEY --ttl-ms N   (owner token in KEYHOLDER_OWNER_TOKEN or on stdin)
 Sets the lease to end N ms from now; prints {key, fencingToken, ttlMs, expiresAt}.
+${OWNER_TOKEN_HELP}
   --key KEY            the lock's name
-  --owner-token T      the ownerToken from acquire
   --ttl-ms N           new lease length in milliseconds${CONNECTION_HELP}
 Exit: 0 renewed, 75 this token no longer holds the lock (not_owner), 1 any other error, 2 bad flags.`,
   async run(args, io) {
@@ -82,25 +97,25 @@ Exit: 0 renewed, 75 this token no longer holds the lock (not_owner), 1 any other
       'ttl-ms': { type: 'string' },
     });
     const key = required(values.key, '--key');
-    const ownerToken = required(values['owner-token'], '--owner-token');
     const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
     const client = clientFrom(values, io.env);
+    const ownerToken = await ownerTokenFrom(values, io);
     return answer(io, () => client.renew(key, ownerToken, ttlMs));
   },
 };
 
 export const release: Command = {
   summary: 'give a lock back',
-  usage: `keyholder release --key KEY --owner-token T
+  usage: `keyholder release --key KEY   (owner token in KEYHOLDER_OWNER_TOKEN or on stdin)
 Frees the lock if the token holds it; prints {key, released: true}.
-  --key KEY            the lock's name
-  --owner-token T      the ownerToken from acquire${CONNECTION_HELP}
+${OWNER_TOKEN_HELP}
+  --key KEY            the lock's name${CONNECTION_HELP}
 Exit: 0 released, 75 this token no longer holds the lock (not_owner), 1 any other error, 2 bad flags.`,
   async run(args, io) {
     const { values } = parse(args, { ...CONNECTION_OPTIONS, key: { type: 'string' }, 'owner-token': { type: 'string' } });
     const key = required(values.key, '--key');
-    const ownerToken = required(values['owner-token'], '--owner-token');
     const client = clientFrom(values, io.env);
+    const ownerToken = await ownerTokenFrom(values, io);
     return answer(io, async () => {
       await client.release(key, ownerToken);
       return { key, released: true };

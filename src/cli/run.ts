@@ -1,23 +1,27 @@
-import { spawn } from 'node:child_process';
 import { constants, hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyholderError, type Lease, LockHeldError } from '../client/index.js';
 import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required, UsageError } from './args.js';
+import { guard } from './guarded-command.js';
 import type { Command } from './lock-commands.js';
+import { PASSED_ON, PASSED_ON_QUIETLY, REFUSED } from './signals.js';
 
-/** Signals `run` passes on to its command (as a shell passes Ctrl-C to its foreground job). */
-const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-/** How often to look whether a stopped command's process group is gone. */
-const GROUP_POLL_MS = 50;
+/** Left out of the command's environment: the command needs neither to do its work (--pass-api-key for the key). */
+const SECRETS: readonly string[] = ['KEYHOLDER_API_KEY', 'KEYHOLDER_OWNER_TOKEN'];
+/** The grace's default: time enough for most commands to shut down cleanly, never more than a quarter of the TTL. */
+const DEFAULT_KILL_GRACE_MS = 5_000;
 
 export const run: Command = {
   summary: 'run a command while holding a lock (renewed; the command is stopped if the lock is lost)',
-  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--keep] [--kill-grace-ms N] -- COMMAND [ARGS...]
+  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--keep] [--kill-grace-ms N] [--pass-api-key] -- COMMAND [ARGS...]
 Takes the lock, runs COMMAND with KEYHOLDER_KEY and KEYHOLDER_FENCING_TOKEN in its environment, renews the
 lease at about a third of its TTL while it runs, and releases the lock when it exits (with --keep, leaves
-it held until its TTL runs out). SIGINT, SIGTERM and
-SIGHUP are passed on to the command's process group. If the lease is lost (force-released, or not renewed
-in time), the command's whole process group gets SIGTERM, then SIGKILL after --kill-grace-ms.
+it held until its TTL runs out). The command runs in its own process group, watched by a guardian
+process: it has stopped by the lease's safe deadline whatever happens to keyholder run. If no renewal is
+confirmed in time, the group gets SIGTERM --kill-grace-ms before the safe deadline and SIGKILL at it; if
+the lease is lost (force-released) or keyholder run dies, SIGTERM at once and SIGKILL after the grace.
+SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM and the other signals that would end
+keyholder run are passed on to the group (the lock is held until the command exits); SIGTSTP (Ctrl-Z) is
+refused: a stopped command would hold the lock doing nothing.
   --key KEY            the lock's name
   --ttl-ms N           lease length in milliseconds (how long a crashed run keeps others out)
   --wait-ms N          if held, wait up to N ms in the server's fair queue (default 0: give up at once)
@@ -25,7 +29,9 @@ in time), the command's whole process group gets SIGTERM, then SIGKILL after --k
   --keep               when the command ends, stop renewing but do not release: the lock stays held until
                        its TTL runs out. For a job run once per tick, name the tick in the key and keep it,
                        so a server that starts the same tick late finds it taken
-  --kill-grace-ms N    time between SIGTERM and SIGKILL when the lease is lost (default 5000)${CONNECTION_HELP}
+  --kill-grace-ms N    time between SIGTERM and SIGKILL, taken out of the TTL (default 5000, at most a
+                       quarter of --ttl-ms; at most half of --ttl-ms when given)
+  --pass-api-key       pass KEYHOLDER_API_KEY on to the command (left out by default)${CONNECTION_HELP}
 Exit: the command's own status (128+signal if a signal ended it); 75 the lock was not acquired (held, or
 --wait-ms ran out); 76 the lease was lost and the command was stopped; 1 keyholder failed; 2 bad flags;
 127 the command could not be started.
@@ -44,11 +50,12 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       holder: { type: 'string' },
       keep: { type: 'boolean' },
       'kill-grace-ms': { type: 'string' },
+      'pass-api-key': { type: 'boolean' },
     });
     const key = required(values.key, '--key');
     const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0) ?? 0;
-    const killGraceMs = integer(values['kill-grace-ms'], '--kill-grace-ms', 0) ?? 5_000;
+    const killGraceMs = killGrace(values['kill-grace-ms'], ttlMs);
     const holder = values.holder ?? `${hostname()}:${process.pid}`.slice(0, 128);
     const client = clientFrom(values, io.env);
     const say = (line: string) => io.stderr(`keyholder run: ${line}\n`);
@@ -57,13 +64,18 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     let signalled: NodeJS.Signals | undefined;
     const acquiring = new AbortController();
     let onSignal = (sig: NodeJS.Signals) => {
+      if (PASSED_ON_QUIETLY.includes(sig)) return;
       signalled = sig;
       acquiring.abort(new Error(`${sig} while acquiring`));
     };
-    const handler = (sig: NodeJS.Signals) => onSignal(sig);
-    for (const sig of FORWARDED) process.on(sig, handler);
+    const handler = (sig: NodeJS.Signals) => {
+      if (REFUSED.includes(sig)) say(`${sig} ignored: a stopped command would hold the lock doing nothing (stop it with SIGINT or SIGTERM)`);
+      else onSignal(sig);
+    };
+    const handled = [...PASSED_ON, ...PASSED_ON_QUIETLY, ...REFUSED];
+    for (const sig of handled) process.on(sig, handler);
     const removeHandlers = () => {
-      for (const sig of FORWARDED) process.off(sig, handler);
+      for (const sig of handled) process.off(sig, handler);
     };
 
     let lease: Lease;
@@ -88,56 +100,34 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       return 128 + constants.signals[signalled];
     }
 
-    // Its own process group (detached), so that a lost lease stops the command and everything it started.
-    const child = spawn(command[0] as string, command.slice(1), {
-      stdio: 'inherit',
-      detached: true,
-      env: { ...io.env, KEYHOLDER_KEY: key, KEYHOLDER_FENCING_TOKEN: String(lease.fencingToken) },
-    });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-      child.once('exit', (code, signal) => resolve({ code, signal }));
-      child.once('error', (error) => resolve({ code: null, signal: null, error }));
-    });
-    const pgid = child.pid;
-    const signalGroup = (sig: NodeJS.Signals | 0) => {
-      if (pgid === undefined) return false;
-      try {
-        process.kill(-pgid, sig);
-        return true;
-      } catch {
-        return false; // ESRCH: nobody left in the group.
-      }
-    };
-    onSignal = (sig) => {
-      signalled = sig;
-      signalGroup(sig);
-    };
+    const childEnv: Record<string, string> = {};
+    for (const [name, value] of Object.entries(io.env)) {
+      if (value !== undefined && !SECRETS.includes(name)) childEnv[name] = value;
+    }
+    if (values['pass-api-key'] === true && io.env.KEYHOLDER_API_KEY) childEnv.KEYHOLDER_API_KEY = io.env.KEYHOLDER_API_KEY;
+    childEnv.KEYHOLDER_KEY = key;
+    childEnv.KEYHOLDER_FENCING_TOKEN = String(lease.fencingToken);
 
-    let killTimer: NodeJS.Timeout | undefined;
-    let killed = false;
-    let stopping = false;
+    const guarded = guard(command, childEnv, lease, killGraceMs);
+    onSignal = (sig) => guarded.signal(sig);
     const onLost = () => {
-      stopping = true;
-      const reason = lease.signal.reason as Error;
-      say(`${reason.message}; stopping the command (SIGTERM, SIGKILL after ${killGraceMs} ms)`);
-      signalGroup('SIGTERM');
-      killTimer = setTimeout(() => {
-        killed = true;
-        signalGroup('SIGKILL');
-      }, killGraceMs);
+      say(`${(lease.signal.reason as Error).message}; stopping the command (SIGTERM, SIGKILL after ${killGraceMs} ms at most)`);
+      guarded.stop();
     };
     lease.signal.addEventListener('abort', onLost, { once: true });
-
-    const result = await exited;
+    const result = await guarded.exited;
     lease.signal.removeEventListener('abort', onLost);
     removeHandlers();
 
-    if (stopping) {
-      // Wait until the whole group is gone (a grandchild too), SIGKILLing it when the grace runs out; after
-      // SIGKILL, only as long as the kernel and init take to reap it.
-      while (signalGroup(0) && !killed) await sleep(GROUP_POLL_MS);
-      clearTimeout(killTimer);
-      for (let i = 0; i < 20 && signalGroup(0); i++) await sleep(GROUP_POLL_MS);
+    if (result.type === 'guardian-gone') {
+      say('the guardian process ended unexpectedly; the command was killed');
+      if (!lease.lost) await lease.release().catch(() => undefined);
+      return EXIT.failed;
+    }
+    if (result.stoppedBy !== undefined) {
+      if (result.stoppedBy === 'deadline') say('no renewal was confirmed in time; the command was stopped before the lease could end');
+      // Stopped for want of a confirmed renewal while the lease may still be ours: give it back.
+      if (!lease.lost) await lease.release().catch(() => undefined);
       return EXIT.leaseLost;
     }
     if (lease.lost) {
@@ -156,10 +146,26 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       }
     }
     if (result.error) {
-      say(`could not start ${command[0]}: ${result.error.message}`);
+      say(`could not start ${command[0]}: ${result.error}`);
       return 127;
     }
     if (result.signal) return 128 + constants.signals[result.signal];
     return result.code ?? EXIT.failed;
   },
 };
+
+/**
+ * --kill-grace-ms: the command gets SIGTERM this long before the lease's safe deadline, so the grace comes
+ * out of the TTL. More than half the TTL would leave the renewal due at a third of it too little time to
+ * be confirmed before a healthy command is stopped.
+ */
+function killGrace(value: string | undefined, ttlMs: number): number {
+  const killGraceMs = integer(value, '--kill-grace-ms', 0);
+  if (killGraceMs === undefined) return Math.min(DEFAULT_KILL_GRACE_MS, Math.floor(ttlMs / 4));
+  if (killGraceMs > ttlMs / 2) {
+    throw new UsageError(
+      `--kill-grace-ms (${killGraceMs}) must be at most half of --ttl-ms (${ttlMs}): the command gets SIGTERM that long before the lease's safe deadline, and renewals need the rest`,
+    );
+  }
+  return killGraceMs;
+}

@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
+import { RedisServer } from '../helpers/redis-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The compiled CLI, run with plain node as the package's `bin` is (vitest's global setup builds dist/). */
@@ -18,20 +19,20 @@ interface Finished {
   readonly stderr: string;
 }
 
-/** Starts `keyholder ...args`; `done` resolves when it exits. */
-function start(args: string[], env: Record<string, string>) {
+/** Starts `keyholder ...args`; `done` resolves when it exits. With `stdin`, its standard input is a pipe. */
+function start(args: string[], env: Record<string, string>, stdin?: 'pipe') {
   const child = spawn(process.execPath, [BIN, ...args], {
     env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin ?? 'ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
   const done = new Promise<Finished>((resolve) =>
     child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
   );
-  return { child, done };
+  return { child, done, stderrSoFar: () => stderr };
 }
 
 /** A process is gone, or a zombie nobody has reaped yet (it runs nothing either way). */
@@ -47,6 +48,63 @@ function gone(pid: number): boolean {
     return true;
   }
 }
+
+/** Some process of group `pgid` still runs (a zombie runs nothing; /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."). */
+function groupRunning(pgid: number): boolean {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .some((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        return Number(pgrp) === pgid && state !== 'Z';
+      } catch {
+        return false; // gone meanwhile
+      }
+    });
+}
+
+/** A process's argv as `ps` shows it to every user of the host. */
+const cmdline = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+
+/** The processes whose parent is `pid` (from /proc/<pid>/stat: "pid (comm) state ppid ..."). */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+
+/**
+ * A job for `keyholder run` that records, in `log`, when it starts ("start <name> <ns>") and whether another
+ * job of the same test was still running (a process, not a zombie) at that moment ("overlap <name>").
+ * It writes its pid to `${log}.<name>.pid`; `trap` is sh code run on the listed signals.
+ */
+function job(log: string, name: string, body: string, trap = ''): string {
+  return [
+    `echo $$ > ${log}.${name}.pid`,
+    `for f in ${log}.*.pid; do p=$(cat "$f"); [ "$p" = $$ ] && continue; s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); if [ -n "$s" ] && [ "$s" != Z ]; then echo "overlap ${name}" >> ${log}; fi; done`,
+    trap,
+    `echo "start ${name} $(date +%s%N)" >> ${log}`,
+    body,
+  ].join('\n');
+}
+
+/**
+ * How long a `keyholder run` may take to start its command: two node start-ups (keyholder run and its
+ * guardian) and a request, which took up to 30 s each on a 2-core machine running a dozen test suites.
+ */
+const START_MS = 120_000;
+
+/** Forever, in short sleeps (so that a trap runs soon after its signal). */
+const FOREVER = 'while true; do sleep 0.05; done';
 
 // Every command is a node start-up: seconds each on a starved machine, so the budgets are generous.
 describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
@@ -155,6 +213,132 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: false });
   });
 
+  it('the command gets neither the API key (unless --pass-api-key) nor an owner token; no secret in ps', { timeout: 600_000 }, async () => {
+    const apiKey = `kh_${randomUUID()}`;
+    const withSecrets = { ...env, KEYHOLDER_API_KEY: apiKey, KEYHOLDER_OWNER_TOKEN: `owner-${randomUUID()}` };
+    const seen = file('env');
+    const go = file('go');
+    const run = start(['run', '--key', key('env'), '--ttl-ms', '15000', '--', 'sh', '-c', `env > ${seen}.tmp; mv ${seen}.tmp ${seen}; while [ ! -e ${go} ]; do sleep 0.05; done`], withSecrets);
+    await vi.waitFor(() => expect(lines(seen).length).toBeGreaterThan(0), { timeout: START_MS });
+    // keyholder run -> its guardian -> the command: argv of each, as `ps` shows it; the guardian's environment too.
+    const cliPid = run.child.pid as number;
+    const [guardian] = childrenOf(cliPid);
+    const [command] = childrenOf(guardian as number);
+    expect(cmdline(guardian as number)).toContain('guardian');
+    for (const pid of [cliPid, guardian as number, command as number]) {
+      expect(cmdline(pid)).not.toContain(apiKey);
+      expect(cmdline(pid)).not.toContain(withSecrets.KEYHOLDER_OWNER_TOKEN);
+    }
+    expect(readFileSync(`/proc/${guardian}/environ`, 'utf8')).not.toContain(apiKey);
+    writeFileSync(go, '');
+    expect((await run.done).code).toBe(0);
+    const childEnv = readFileSync(seen, 'utf8');
+    expect(childEnv).toContain('KEYHOLDER_FENCING_TOKEN=');
+    expect(childEnv).not.toContain(apiKey);
+    expect(childEnv).not.toContain(withSecrets.KEYHOLDER_OWNER_TOKEN);
+
+    const passed = file('env-passed');
+    const withKey = await start(['run', '--key', key('env'), '--ttl-ms', '15000', '--pass-api-key', '--', 'sh', '-c', `env > ${passed}`], withSecrets).done;
+    expect(withKey.code).toBe(0);
+    expect(readFileSync(passed, 'utf8')).toContain(`KEYHOLDER_API_KEY=${apiKey}\n`);
+  });
+
+  // Each signal to keyholder run while a second run of the same key waits in the queue: the signal reaches
+  // the command (its trap logs it), and the second command starts only once the first is gone.
+  const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGTSTP', 'SIGUSR1', 'SIGUSR2', 'SIGALRM'] as const;
+  it.each(SIGNALS)('%s to keyholder run: passed on to the command (SIGTSTP refused); no second holder while it runs', { timeout: 600_000 }, async (sig) => {
+    const k = key(sig.toLowerCase());
+    const log = file('log');
+    const trapped = sig === 'SIGTSTP' ? 'TERM' : sig.slice(3);
+    const trap = `trap 'echo "got ${trapped} a" >> ${log}; echo "end a $(date +%s%N)" >> ${log}; exit 3' ${trapped}`;
+    const a = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job(log, 'a', FOREVER, trap)], env);
+    await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
+    const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
+    const queued = async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: true, waiters: 1 });
+    await vi.waitFor(queued, { timeout: START_MS, interval: 50 });
+    a.child.kill(sig);
+    if (sig === 'SIGTSTP') {
+      // Refused: neither keyholder run nor its command stops, and the lock stays held, the other run queued.
+      await vi.waitFor(() => expect(a.stderrSoFar()).toContain('SIGTSTP ignored'), { timeout: START_MS });
+      expect(readFileSync(`/proc/${a.child.pid}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
+      expect(readFileSync(`/proc/${Number(lines(`${log}.a.pid`)[0])}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
+      await queued();
+      a.child.kill('SIGTERM');
+    }
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    expect(ra.code).toBe(3);
+    expect(rb.code).toBe(0);
+    const entries = lines(log);
+    expect(entries.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', `got ${trapped}`, 'end a', 'start b']);
+    const at = (what: string) => Number(entries.find((l) => l.startsWith(what))?.split(' ')[2]);
+    expect(at('start b')).toBeGreaterThan(at('end a'));
+  });
+
+  // The lease cannot end before `askedAt + ttlRemainingMs`: the server counted what remained from a moment
+  // after the question was sent, and a renewal after it could only move the end later (asked once nothing
+  // renews any more, it is the end itself, to within the answer's round trip).
+  const leaseEndsNoEarlierThan = async (url: string, k: string) => {
+    const askedAt = performance.now();
+    const state = (await call(url, 'GET', `/v1/locks/${k}`)).body as { held: boolean; ttlRemainingMs: number };
+    expect(state.held).toBe(true);
+    return askedAt + state.ttlRemainingMs;
+  };
+
+  it('server killed mid-run: the command has stopped (SIGKILL at the safe deadline) before its lease could end', { timeout: 600_000 }, async () => {
+    // Two keyholder instances on one Redis: the run's instance is killed, the lease lives on in Redis, and
+    // the other instance tells how long it has left once nothing can renew it any more.
+    const redis = await RedisServer.start();
+    const own = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
+    const other = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
+    try {
+      const k = key('server-killed');
+      const log = file('log');
+      const ttlMs = 10_000;
+      // The command ignores SIGTERM: only the SIGKILL at the safe deadline stops it.
+      const run = start(['run', '--key', k, '--ttl-ms', String(ttlMs), '--kill-grace-ms', '1000', '--', 'sh', '-c', job(log, 'a', FOREVER, "trap '' TERM")], { KEYHOLDER_URL: own.url });
+      await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
+      const pgid = Number(lines(`${log}.a.pid`)[0]);
+      await own.stop('SIGKILL');
+      const leaseEnd = await leaseEndsNoEarlierThan(other.url, k);
+      await vi.waitFor(() => expect(groupRunning(pgid)).toBe(false), { timeout: 2 * ttlMs, interval: 20 });
+      const marginMs = leaseEnd - performance.now();
+      console.log(`keyholder run, server killed: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`);
+      expect(marginMs).toBeGreaterThan(0);
+      const result = await run.done;
+      expect(result.code).toBe(76);
+      expect(result.stderr).toContain('no renewal was confirmed in time');
+    } finally {
+      await Promise.all([own.stop(), other.stop()]);
+      await redis.stop();
+    }
+  });
+
+  it.each(['SIGKILL', 'SIGSTOP'] as const)('%s to keyholder run: its guardian stops the command before the lease could end; no second holder', { timeout: 600_000 }, async (sig) => {
+    const k = key(sig.toLowerCase());
+    const log = file('log');
+    const ttlMs = 10_000;
+    const a = start(['run', '--key', k, '--ttl-ms', String(ttlMs), '--kill-grace-ms', '1000', '--', 'sh', '-c', job(log, 'a', FOREVER, "trap '' TERM")], env);
+    await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
+    const pgid = Number(lines(`${log}.a.pid`)[0]);
+    const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
+    await vi.waitFor(async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ waiters: 1 }), { timeout: START_MS });
+    a.child.kill(sig);
+    const leaseEnd = await leaseEndsNoEarlierThan(server.url, k);
+    await vi.waitFor(() => expect(groupRunning(pgid)).toBe(false), { timeout: 2 * ttlMs, interval: 20 });
+    const marginMs = leaseEnd - performance.now();
+    console.log(`keyholder run, ${sig}: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`);
+    expect(marginMs).toBeGreaterThan(0);
+    expect((await b.done).code).toBe(0);
+    expect(lines(log).filter((l) => l.startsWith('overlap'))).toEqual([]);
+    expect(lines(log).map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', 'start b']);
+    if (sig === 'SIGSTOP') {
+      a.child.kill('SIGCONT');
+      expect((await a.done).code).toBe(76);
+    } else {
+      expect((await a.done).signal).toBe('SIGKILL');
+    }
+  });
+
   it('acquire, inspect, renew, release, ls: JSON on stdout, problems on stderr, exit 0 / 75 / 1', async () => {
     const k = key('shell');
     // Long leases: each command is a node start-up, which takes seconds on a loaded machine.
@@ -171,7 +355,13 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     const inspected = await cli('inspect', '--key', k);
     expect(JSON.parse(inspected.stdout)).toMatchObject({ held: true, holder: 'script', fencingToken: grant.fencingToken });
 
-    const renewed = await cli('renew', '--key', k, '--owner-token', grant.ownerToken, '--ttl-ms', '180000');
+    // The token on stdin: while the command waits for it, nothing secret is in its argv (what `ps` shows).
+    const renewing = start(['renew', '--key', k, '--ttl-ms', '180000'], env, 'pipe');
+    const renewPid = renewing.child.pid as number;
+    expect(cmdline(renewPid)).toContain('renew');
+    expect(cmdline(renewPid)).not.toContain(grant.ownerToken);
+    renewing.child.stdin?.end(`${grant.ownerToken}\n`);
+    const renewed = await renewing.done;
     expect(renewed.code).toBe(0);
     expect(JSON.parse(renewed.stdout)).toMatchObject({ fencingToken: grant.fencingToken, ttlMs: 180000 });
 
@@ -179,8 +369,10 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect(listed.code).toBe(0);
     expect((JSON.parse(listed.stdout) as { locks: Array<{ key: string }> }).locks.map((l) => l.key)).toEqual([k]);
 
-    expect((await cli('release', '--key', k, '--owner-token', grant.ownerToken)).code).toBe(0);
-    const again = await cli('release', '--key', k, '--owner-token', grant.ownerToken);
+    // The token in the environment.
+    const withToken = { ...env, KEYHOLDER_OWNER_TOKEN: grant.ownerToken };
+    expect((await start(['release', '--key', k], withToken).done).code).toBe(0);
+    const again = await start(['release', '--key', k], withToken).done;
     expect(again.code).toBe(75);
     expect(JSON.parse(again.stderr)).toMatchObject({ code: 'not_owner' });
 
@@ -211,7 +403,15 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect(notANumber.stderr).toContain('--ttl-ms must be a whole number');
     const missing = await cli('renew', '--key', 'k', '--ttl-ms', '5000');
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('--owner-token is required');
+    expect(missing.stderr).toContain('no owner token: set KEYHOLDER_OWNER_TOKEN or pipe the token on stdin');
+    const inArgv = await cli('release', '--key', 'k', '--owner-token', 'secret');
+    expect(inArgv.code).toBe(2);
+    expect(inArgv.stderr).toContain('--owner-token was removed');
+    // The grace comes out of the TTL: one that leaves renewals no room is refused before anything runs.
+    const graceTooLong = await cli('run', '--key', 'k', '--ttl-ms', '5000', '--kill-grace-ms', '5000', '--', 'true');
+    expect(graceTooLong.code).toBe(2);
+    expect(graceTooLong.stderr).toContain('--kill-grace-ms (5000) must be at most half of --ttl-ms (5000)');
+    expect((await cli('run', '--key', 'k', '--ttl-ms', '5000', '--kill-grace-ms', '2501', '--', 'true')).code).toBe(2);
     const noCommand = await cli('run', '--key', 'k', '--ttl-ms', '5000');
     expect(noCommand.code).toBe(2);
     expect(noCommand.stderr).toContain('--');
