@@ -767,8 +767,9 @@ export interface components {
             index: number;
             /** @description The live permits' limit; null when no permit is held */
             limit: number | null;
+            /** @description Every live permit, shown in holders or not */
             permitsHeld: number;
-            /** @description The live permits in grant order (never owner tokens) */
+            /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
             holders: {
                 holder: string | null;
                 /**
@@ -784,6 +785,8 @@ export interface components {
                 expiresAt: string;
                 ttlRemainingMs: number;
             }[];
+            /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+            truncated: boolean;
             /** @description Callers queued for a permit */
             waiters: number;
         };
@@ -825,7 +828,7 @@ export interface components {
             index: number;
             /** @description read (one or more readers), write (one writer), or null when free */
             mode: ("read" | "write") | null;
-            /** @description The live leases in grant order (never owner tokens) */
+            /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
             holders: {
                 holder: string | null;
                 /**
@@ -847,6 +850,10 @@ export interface components {
                  */
                 mode: "read" | "write";
             }[];
+            /** @description Every live lease, shown in holders or not */
+            holderCount: number;
+            /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+            truncated: boolean;
             /** @description Callers queued, readers and writers in one FIFO queue */
             waiters: number;
         };
@@ -857,6 +864,7 @@ export interface components {
                 key: string;
                 /** @description A semaphore's limit (a read/write lock's reader cap) */
                 capacity: number;
+                /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
                 holders: {
                     holder: string | null;
                     /**
@@ -873,6 +881,10 @@ export interface components {
                     ttlRemainingMs: number;
                     weight: number;
                 }[];
+                /** @description Every live lease, shown in holders or not */
+                holderCount: number;
+                /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+                truncated: boolean;
                 waiters: number;
             }[];
             /** @description Pass as cursor for the next page; null when the listing is complete */
