@@ -458,7 +458,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;
@@ -563,7 +563,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;
@@ -586,7 +586,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;

@@ -52,6 +52,12 @@ const cases: Case[] = [
   { name: 'holder empty', body: json({ ttlMs: 1000, holder: '' }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'holder too long', body: json({ ttlMs: 1000, holder: 'h'.repeat(129) }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'holder with control characters', body: json({ ttlMs: 1000, holder: 'a\nb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a C1 control character', body: json({ ttlMs: 1000, holder: 'a\u0085b' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left override', body: json({ ttlMs: 1000, holder: 'worker-\u202Egnp.exe' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left isolate', body: json({ ttlMs: 1000, holder: '\u2067admin\u2069' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left mark', body: json({ ttlMs: 1000, holder: 'a\u200Fb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with an Arabic letter mark', body: json({ ttlMs: 1000, holder: 'a\u061Cb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'semaphore holder with a right-to-left override', path: '/v1/semaphores/bad-input/acquire', body: json({ limit: 2, ttlMs: 1000, holder: 'a\u202Eb' }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'unknown field', body: json({ ttlMs: 1000, owner: 'me' }), status: 400, code: 'invalid_request', field: 'owner' },
   { name: 'body is an array', body: json([1, 2]), status: 400, code: 'invalid_request' },
   { name: 'body is a string', body: json('hello'), status: 400, code: 'invalid_request' },
@@ -124,6 +130,15 @@ describe('bad input', () => {
       await stillServes();
     });
   }
+
+  it('a holder in any script (accents, CJK, Arabic, emoji) is accepted: only control and bidi formatting characters are refused', async () => {
+    for (const holder of ['café-worker', '工人-7', 'عامل-٣', 'worker 🚀']) {
+      const res = await request(t.app.server).post('/v1/locks/holder-scripts/acquire').send({ ttlMs: 1000, holder });
+      expect(res.status).toBe(200);
+      expect(res.body.holder).toBe(holder);
+      await request(t.app.server).post('/v1/locks/holder-scripts/release').send({ ownerToken: res.body.ownerToken }).expect(200);
+    }
+  });
 
   it('GET with an invalid key -> 400 naming the key', async () => {
     const res = await request(t.app.server).get('/v1/locks/bad%20key');
