@@ -506,7 +506,10 @@ export interface components {
              * @example 30000
              */
             ttlMs: number;
-            /** @description Optional public label shown on every key of the set */
+            /**
+             * @description Optional public label shown on every key of the set (the same rules as a lock's holder)
+             * @example consumer-7
+             */
             holder?: string;
             /** @description If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once. */
             waitMs?: number;

@@ -169,7 +169,7 @@ describe('slow clients', () => {
       method: 'POST',
       url: '/v1/locks/big/acquire',
       headers: { ...A, 'content-type': 'application/json' },
-      payload: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) }),
+      payload: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(20_000) }),
     });
     expect(res.statusCode).toBe(413);
     expect(res.json()).toMatchObject({ code: 'payload_too_large' });

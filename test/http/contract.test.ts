@@ -24,7 +24,7 @@ const OPS = { authorization: `Bearer ${keys.plain['ops-key'] ?? ''}` };
 const JSON_TYPE = { 'content-type': 'application/json' };
 /** An owner token of the right shape that no lease has. */
 const WRONG_TOKEN = 'AAAAAAAAAAAAAAAAAAAAAA';
-const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) });
+const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(20_000) });
 
 interface Case {
   method: string;
