@@ -230,7 +230,7 @@ export const EnvSchema = z
           'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
           'or the balancers\' addresses/CIDRs, comma-separated.',
       ),
-    /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
+    /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 5 KB. */
     HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
       .describe('A whole request (headers and body) must arrive within this.'),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
