@@ -11,6 +11,7 @@ import { createPermitCores, type PermitCores } from './domain/primitives.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { serializerCompiler } from './http/serializer.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
+import { BODY_LIMIT_BYTES } from './http/largest-body.js';
 import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
@@ -56,12 +57,6 @@ export interface AppDeps {
  * would let a slow client hold a connection for up to 30 s past the timeout.
  */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
-
-/**
- * 4 KiB: the largest valid request (a 128-character holder, a ttl) is under 300 bytes; anything much
- * larger is a mistake or an attack, and is refused before it is parsed.
- */
-export const BODY_LIMIT_BYTES = 4096;
 
 export const API_INFO = {
   title: 'keyholder',

@@ -169,11 +169,16 @@ export const EnvSchema = z
     WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000)
       .describe('Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.'),
     /**
-     * 1000: callers of one namespace one instance keeps waiting at once, a tenth of the instance's room,
-     * so one team's queued callers cannot fill the waiting room the other teams share.
+     * Unset: a tenth of WAITERS_PER_INSTANCE_MAX (1,000 of the default 10,000), so one team's queued
+     * callers cannot fill the waiting room the other teams share; lowering the instance cap lowers it
+     * with it. Set explicitly, it must stay below the instance cap (checked below).
      */
-    WAITERS_PER_NAMESPACE_MAX: intFromEnv(1, 1_000_000, 1000).describe(
-      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`.',
+    WAITERS_PER_NAMESPACE_MAX: z.preprocess(
+      (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
+      z.number().int().min(1).max(1_000_000).optional(),
+    ).describe(
+      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`. ' +
+        'Unset: a tenth of `WAITERS_PER_INSTANCE_MAX` (at least 1); set, it must be below `WAITERS_PER_INSTANCE_MAX`.',
     ),
     /**
      * 100 ms: the mean event-loop delay (sampled every 100 ms) past which new requests get 503
@@ -249,7 +254,7 @@ export const EnvSchema = z
           'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
           'or the balancers\' addresses/CIDRs, comma-separated.',
       ),
-    /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 4 KiB. */
+    /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 5 KB. */
     HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
       .describe('A whole request (headers and body) must arrive within this.'),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
@@ -267,6 +272,13 @@ export const EnvSchema = z
       .describe('A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.'),
   })
   .superRefine((env, ctx) => {
+    if (env.WAITERS_PER_NAMESPACE_MAX !== undefined && env.WAITERS_PER_INSTANCE_MAX > 1 && env.WAITERS_PER_NAMESPACE_MAX >= env.WAITERS_PER_INSTANCE_MAX) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WAITERS_PER_NAMESPACE_MAX'],
+        message: `must be below WAITERS_PER_INSTANCE_MAX (${env.WAITERS_PER_INSTANCE_MAX}), or one namespace's waiters can take every waiting slot and refuse every other team's`,
+      });
+    }
     if (env.KEYHOLDER_AUTH === 'keys' && env.KEYHOLDER_API_KEYS_FILE === undefined) {
       ctx.addIssue({ code: 'custom', path: ['KEYHOLDER_API_KEYS_FILE'], message: 'is required when KEYHOLDER_AUTH=keys' });
     }
@@ -438,7 +450,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxLockDelayMs: Math.min(e.LOCK_MAX_DELAY_MS, e.FENCE_GRACE_MS),
       maxWaitersPerKey: e.WAITERS_PER_KEY_MAX,
       maxWaitersPerInstance: e.WAITERS_PER_INSTANCE_MAX,
-      maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX,
+      maxWaitersPerNamespace: e.WAITERS_PER_NAMESPACE_MAX ?? namespaceShareOf(e.WAITERS_PER_INSTANCE_MAX),
       maxHeldLocksPerNamespace: e.NAMESPACE_MAX_HELD_LOCKS,
     }),
     fenceGraceMs: e.FENCE_GRACE_MS,
@@ -461,6 +473,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       connectionTimeoutMs: e.HTTP_CONNECTION_TIMEOUT_MS,
     }),
   });
+}
+
+/**
+ * A tenth of the instance's waiting room per namespace by default: ten teams at their cap fill it,
+ * so a single team at its cap leaves nine tenths to the others. At least 1.
+ */
+const NAMESPACE_SHARE_OF_WAITERS = 10;
+
+function namespaceShareOf(instanceMax: number): number {
+  return Math.max(1, Math.floor(instanceMax / NAMESPACE_SHARE_OF_WAITERS));
 }
 
 /** What Fastify's trustProxy takes: yes/no, addresses/CIDRs, or a test by hop (0 = the socket's peer). */

@@ -458,7 +458,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;
@@ -506,7 +506,10 @@ export interface components {
              * @example 30000
              */
             ttlMs: number;
-            /** @description Optional public label shown on every key of the set */
+            /**
+             * @description Optional public label shown on every key of the set (the same rules as a lock's holder)
+             * @example consumer-7
+             */
             holder?: string;
             /** @description If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once. */
             waitMs?: number;
@@ -563,7 +566,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;
@@ -586,7 +589,7 @@ export interface components {
              */
             ttlMs: number;
             /**
-             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.
+             * @description Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).
              * @example consumer-7
              */
             holder?: string;
@@ -799,9 +802,12 @@ export interface components {
             index: number;
             /** @description The live permits' limit; null when no permit is held */
             limit: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Every live permit, shown in holders or not
+             */
             permitsHeld: number;
-            /** @description The live permits in grant order (never owner tokens) */
+            /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
             holders: {
                 holder: string | null;
                 /**
@@ -819,6 +825,8 @@ export interface components {
                 /** Format: int64 */
                 ttlRemainingMs: number;
             }[];
+            /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+            truncated: boolean;
             /**
              * Format: int64
              * @description Callers queued for a permit
@@ -866,7 +874,7 @@ export interface components {
             index: number;
             /** @description read (one or more readers), write (one writer), or null when free */
             mode: ("read" | "write") | null;
-            /** @description The live leases in grant order (never owner tokens) */
+            /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
             holders: {
                 holder: string | null;
                 /**
@@ -892,6 +900,13 @@ export interface components {
             }[];
             /**
              * Format: int64
+             * @description Every live lease, shown in holders or not
+             */
+            holderCount: number;
+            /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+            truncated: boolean;
+            /**
+             * Format: int64
              * @description Callers queued, readers and writers in one FIFO queue
              */
             waiters: number;
@@ -906,6 +921,7 @@ export interface components {
                  * @description A semaphore's limit (a read/write lock's reader cap)
                  */
                 capacity: number;
+                /** @description The live leases (never owner tokens), at most 100: when more are live, the 100 that end first. Listed in grant order (ascending fencing token). */
                 holders: {
                     holder: string | null;
                     /**
@@ -925,6 +941,13 @@ export interface components {
                     /** Format: int64 */
                     weight: number;
                 }[];
+                /**
+                 * Format: int64
+                 * @description Every live lease, shown in holders or not
+                 */
+                holderCount: number;
+                /** @description true when more leases are live than holders shows (at most 100); the count says how many */
+                truncated: boolean;
                 /** Format: int64 */
                 waiters: number;
             }[];
@@ -1285,6 +1308,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -1376,6 +1410,17 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1898,6 +1943,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_supported: the configured store has no lock sets (etcd) */
             501: {
                 headers: {
@@ -1992,6 +2048,17 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2271,6 +2338,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
@@ -2371,6 +2449,17 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2944,6 +3033,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
             501: {
                 headers: {
@@ -3044,6 +3144,17 @@ export interface operations {
             /** @description unsupported_media_type: the body is not application/json */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

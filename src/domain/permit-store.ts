@@ -82,10 +82,24 @@ export interface PermitHolder {
   readonly ttlRemainingMs: number;
 }
 
+/**
+ * 100: the most leases one inspect (or listing entry, or watch answer) shows. A semaphore may have
+ * 10,000 live permits; reading and sending them all made one inspect cost ~22 ms of Redis time and a
+ * watch answer hundreds of kilobytes, paid by every tenant sharing the Redis. A hundred is more than a
+ * person reads, and keeps an answer under ~20 KB and its store work O(100).
+ */
+export const MAX_HOLDERS_SHOWN = 100;
+
 export interface PermitState {
   readonly capacity: number;
-  /** The live leases, in grant order (ascending fencing token). */
+  /**
+   * Live leases, at most MAX_HOLDERS_SHOWN: the ones that end first (ties: the lower owner token, as a
+   * Redis sorted set orders them), listed in grant order (ascending fencing token). The earliest end
+   * is always among them, which is what a watch needs to know when the state changes by itself.
+   */
   readonly holders: readonly PermitHolder[];
+  /** All live leases, shown or not. */
+  readonly holderCount: number;
   /** Live callers queued for the key, counted as for locks (LockState.waiters). */
   readonly waiters: number;
 }
@@ -124,7 +138,10 @@ export interface PermitStore {
   renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
   /** Ends one live lease, only for its owner token, and hands the freed room to the queue. */
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean>;
-  /** The live leases on `key` and its waiters; null when no lease is live. */
+  /**
+   * The live leases on `key` (the first MAX_HOLDERS_SHOWN, and their count) and its waiters; null when
+   * no lease is live. Its cost in the store does not grow with the number of live leases.
+   */
   inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
   /** As inspectPermits, with the key's watch index. */
   inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;

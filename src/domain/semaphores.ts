@@ -17,7 +17,9 @@ export interface SemaphoreAcquire extends PermitAcquire {
 /** A semaphore's live permits as anyone may see them (never owner tokens). */
 export interface SemaphoreView {
   readonly limit: number;
+  /** Every live permit, shown in `holders` or not. */
   readonly permitsHeld: number;
+  /** The first MAX_HOLDERS_SHOWN to end (see PermitState.holders). */
   readonly holders: ReadonlyArray<{ holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }>;
   readonly waiters: number;
 }
@@ -43,7 +45,7 @@ export class SemaphoreService extends PermitService<SemaphoreAcquire, SemaphoreV
 export function semaphoreView(state: PermitState): SemaphoreView {
   return {
     limit: state.capacity,
-    permitsHeld: state.holders.length,
+    permitsHeld: state.holderCount,
     holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({ holder, fencingToken, expiresAtMs, ttlRemainingMs })),
     waiters: state.waiters,
   };

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isDomainError } from '../domain/errors.js';
 import { drainUnreadBody } from './body-limit.js';
+import { chargeFailedOwnership } from './rate-limit.js';
 import { sendDomainError, sendProblem } from './problem.js';
 import { LOCK_KEY_PATTERN } from './schemas/locks.js';
 import type { ProblemCode } from './schemas/problem.js';
@@ -39,7 +40,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return sendProblem(request, reply, 'invalid_request', detail, { errors });
     }
     // Domain errors (and the rate limiter's): their code's row in the error table says the rest.
-    if (isDomainError(error)) return sendDomainError(request, reply, error);
+    if (isDomainError(error)) {
+      const limited = error.code === 'not_owner' ? await chargeFailedOwnership(request) : undefined;
+      return sendDomainError(request, reply, limited ?? error);
+    }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         await drainUnreadBody(request, reply);

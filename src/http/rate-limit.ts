@@ -167,6 +167,12 @@ function rateKey(request: FastifyRequest): string {
  */
 export async function registerRateLimit(app: FastifyInstance, settings: RateLimitSettings): Promise<void> {
   if (settings.max <= 0) return;
+  // One holder object, decorated on the root, so the routes' plugins (child instances) share it.
+  const charges: FailureCharges = { charge: undefined };
+  app.decorate(FAILURE_CHARGES, charges);
+  app.addHook('onReady', function () {
+    charges.charge = this.createRateLimit();
+  });
   // The plugin constructs the store class it is given.
   const store = settings.permits ? batchedStoreClass(settings.permits) : undefined;
   await app.register(fastifyRateLimit, {
@@ -179,4 +185,27 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
     ...(store ? { store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.ttl),
   });
+}
+
+/** The decorator holding the call that counts one request of the caller (the plugin's own counter). */
+const FAILURE_CHARGES = 'failedOwnershipCharges';
+
+interface FailureCharges {
+  charge: ((request: FastifyRequest) => Promise<{ isExceeded?: boolean; ttl?: number; isAllowed: boolean }>) | undefined;
+}
+
+/**
+ * A renew or release refused with not_owner (a token that holds nothing) counts against the caller's
+ * rate limit, though renew and release are otherwise never counted: each one is a store call, and
+ * made-up tokens (900 of them in 5 s under a limit of 20 a minute) would otherwise be free to send
+ * without end. A correct renewal or release never gets here, so it is never counted nor refused.
+ * Returns the error to answer instead (429 rate_limited) once the caller is over its limit, else
+ * undefined (answer not_owner).
+ */
+export async function chargeFailedOwnership(request: FastifyRequest): Promise<RateLimitedError | undefined> {
+  const server = request.server as FastifyInstance & { [FAILURE_CHARGES]?: FailureCharges };
+  const charge = server[FAILURE_CHARGES]?.charge;
+  if (charge === undefined || accessOf(request) === 'public') return undefined;
+  const counted = await charge(request);
+  return counted.isExceeded === true ? new RateLimitedError(counted.ttl ?? 1000) : undefined;
 }

@@ -4,6 +4,14 @@ import type { z } from 'zod';
 const CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
+ * 256 KiB of answers waiting in this process for one watcher's socket: over that, the watcher is not
+ * reading and its connection is closed instead of queuing more. A watch answer is at most ~20 KB (100
+ * holders shown), and a reading client drains it at once; 200 watchers that never read once queued
+ * 125 MB after one release, now at most 200 x 256 KiB beyond what the kernel buffers.
+ */
+export const WATCHER_BACKLOG_MAX_BYTES = 256 * 1024;
+
+/**
  * One answer for every blocking query a change answers. A change wakes all watchers of a key with the
  * SAME view object (src/domain/watch.ts); the body is validated against the route's response schema
  * and stringified once for that view, as the serializer would, and its length taken once.
@@ -44,9 +52,16 @@ export class SharedAnswers<S extends z.ZodType> {
     }
     headers.push('content-type', CONTENT_TYPE, 'content-length', answer.length);
     reply.hijack();
+    const socket = reply.raw.socket;
+    if (socket !== null && socket.writableLength > WATCHER_BACKLOG_MAX_BYTES) {
+      // Earlier answers are still unsent: a watcher that does not read is dropped, not buffered for.
+      socket.destroy();
+      return reply;
+    }
     // A HEAD request gets the headers only: Node leaves the body out.
     reply.raw.writeHead(200, headers);
     reply.raw.end(answer.json);
+    if (socket !== null && socket.writableLength > WATCHER_BACKLOG_MAX_BYTES) socket.destroy();
     return reply;
   }
 }

@@ -16,9 +16,18 @@ const PARSER_ERRORS: Readonly<Record<string, { code: ProblemCode; detail: string
 };
 
 /**
+ * 500 ms after the problem answer to a request that failed to parse or timed out, its socket is
+ * destroyed. `end()` alone only half-closes it: a client that never reads and keeps writing (a
+ * slowloris) held the socket half-open (server FIN-WAIT-2, client CLOSE-WAIT) for as long as it wrote,
+ * each one a file descriptor. Half a second lets a client that does read take the answer off the wire.
+ */
+export const CLOSE_GRACE_MS = 500;
+
+/**
  * Fastify's clientErrorHandler: a request Node could not parse (malformed, headers too large, too slow)
- * gets a problem and the connection closes. Logged at debug with the error's code and message only:
- * the error also carries the raw bytes received (`rawPacket`), credentials included.
+ * gets a problem and the connection closes, at the latest CLOSE_GRACE_MS later. Logged at debug with
+ * the error's code and message only: the error also carries the raw bytes received (`rawPacket`),
+ * credentials included.
  */
 export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has nobody to answer.
@@ -26,8 +35,14 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS
   const known = err.code === undefined ? undefined : PARSER_ERRORS[err.code];
   const { code, detail } = known ?? { code: 'invalid_request' as const, detail: `the request is not valid HTTP/1.1 (${err.code ?? 'unknown'})` };
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error');
-  if (socket.writable) socket.end(rawProblemResponse(code, detail));
-  else socket.destroy();
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  socket.end(rawProblemResponse(code, detail));
+  const destroyLater = setTimeout(() => socket.destroy(), CLOSE_GRACE_MS);
+  destroyLater.unref();
+  socket.once('close', () => clearTimeout(destroyLater));
 }
 
 /**

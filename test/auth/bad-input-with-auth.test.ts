@@ -58,7 +58,7 @@ const CASES: Array<() => BadCase> = [
   () => ({ name: 'path traversal in the key', url: '/v1/locks/..%2Fteam-b%2Fx', method: 'GET', status: 400, code: 'invalid_request' }),
   () => ({ name: 'malformed JSON', url: '/v1/locks/k/acquire', body: '{"ttlMs":', status: 400, code: 'invalid_request' }),
   () => ({ name: 'wrong content type', url: '/v1/locks/k/acquire', body: 'ttlMs=1000', contentType: 'application/x-www-form-urlencoded', status: 415, code: 'unsupported_media_type' }),
-  () => ({ name: 'oversized body', url: '/v1/locks/k/acquire', body: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(8_000) }), status: 413, code: 'payload_too_large' }),
+  () => ({ name: 'oversized body', url: '/v1/locks/k/acquire', body: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(20_000) }), status: 413, code: 'payload_too_large' }),
   () => ({ name: '__proto__ key', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"__proto__":{"admin":true}}', status: 400, code: 'invalid_request' }),
   () => ({ name: 'constructor.prototype key', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"constructor":{"prototype":{"admin":true}}}', status: 400, code: 'invalid_request' }),
   () => ({ name: 'namespace smuggled in the body', url: '/v1/locks/k/acquire', body: '{"ttlMs":1000,"namespace":"team-b"}', status: 400, code: 'invalid_request' }),

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
@@ -143,6 +143,38 @@ describe('slow clients', () => {
     }
   });
 
+  it('a client that sends its headers a byte a second and never reads is disconnected by the server within the headers timeout + 2 s', async () => {
+    // The server's view of the socket: a half-closed one (answered, FIN sent, client still writing)
+    // would stay open as long as the client writes.
+    const serverSide = new Promise<Socket>((resolve) => t.app.server.once('connection', resolve));
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    // Never reads: no data listener, paused, so it never sees the server's FIN and never closes by itself.
+    socket.pause();
+    // Node's headers timeout runs from a request's first byte.
+    let started = 0;
+    const request = `GET /v1/locks/slow-never-reads HTTP/1.1\r\nHost: 127.0.0.1\r\n${'X-Pad: 1\r\n'.repeat(20)}\r\n`;
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (sent === 0) started = Date.now();
+      if (!socket.destroyed && sent < request.length) socket.write(request[sent++] ?? '');
+    }, 1_000);
+    try {
+      const server = await serverSide;
+      const closedAfterMs = await Promise.race([
+        new Promise<number>((resolve) => server.once('close', () => resolve(Date.now() - started))),
+        sleep(15_000).then(() => -1),
+      ]);
+      expect(closedAfterMs).toBeGreaterThan(0);
+      // 1.5 s timeout, up to 1 s until Node's next check, CLOSE_GRACE_MS: about 2.5 s measured.
+      expect(closedAfterMs).toBeLessThan(1_500 + 2_000);
+      expect(sent).toBeLessThan(request.length);
+    } finally {
+      clearInterval(timer);
+      socket.destroy();
+    }
+  });
+
   it('a connection that sends nothing at all is closed after the headers timeout, not the idle timeout', async () => {
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
@@ -169,7 +201,7 @@ describe('slow clients', () => {
       method: 'POST',
       url: '/v1/locks/big/acquire',
       headers: { ...A, 'content-type': 'application/json' },
-      payload: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) }),
+      payload: JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(20_000) }),
     });
     expect(res.statusCode).toBe(413);
     expect(res.json()).toMatchObject({ code: 'payload_too_large' });

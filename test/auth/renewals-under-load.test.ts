@@ -62,12 +62,13 @@ interface Tally {
  * the first one's answer time, the renewal interval, a timer stall and the second one's round trip; a
  * lease (LEASE_MS) covers that while two round trips plus the worst stall stay under LEASE_MS -
  * RENEW_EVERY_MS. On a machine too starved for that (measured, not assumed), leases can expire whatever
- * the service does, so only then are losses excused; a renewal refused by the rate limit never is.
+ * the service does, so only then are losses excused. A renewal of a live lease is never counted by the
+ * rate limit; one of a lease that already ran out fails (not_owner), and a failure counts, so with
+ * the pollers over the limit it is answered 429: excused with the loss that caused it.
  */
 const ranAsDesigned = (t: Tally) => 2 * t.maxRenewMs + t.maxStallMs < LEASE_MS - RENEW_EVERY_MS;
 
 function expectNoLossCausedByTheService(tally: Tally): void {
-  expect(tally.renewalsRefused.filter((r) => r.includes('rate_limited'))).toEqual([]);
   if (ranAsDesigned(tally)) {
     expect(tally.renewalsRefused).toEqual([]);
     expect(tally.leasesLost).toEqual([]);

@@ -54,6 +54,14 @@ describe('waiters per namespace', () => {
     expect(() => loadConfig({ WAITERS_PER_NAMESPACE_MAX: '0' })).toThrow(/WAITERS_PER_NAMESPACE_MAX/);
   });
 
+  it('the caps compose: lowering the instance cap alone lowers the namespace share with it; a namespace cap at or over the instance cap is refused', () => {
+    expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '60' }).limits).toMatchObject({ maxWaitersPerInstance: 60, maxWaitersPerNamespace: 6 });
+    expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '5' }).limits.maxWaitersPerNamespace).toBe(1);
+    expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '60', WAITERS_PER_NAMESPACE_MAX: '30' }).limits.maxWaitersPerNamespace).toBe(30);
+    expect(() => loadConfig({ WAITERS_PER_INSTANCE_MAX: '60', WAITERS_PER_NAMESPACE_MAX: '60' })).toThrow(/WAITERS_PER_NAMESPACE_MAX: must be below/);
+    expect(() => loadConfig({ WAITERS_PER_NAMESPACE_MAX: '10000' })).toThrow(/WAITERS_PER_NAMESPACE_MAX/);
+  });
+
   it("team B's full waiting room answers B 429 too_many_waiters while team A still waits and is granted", async () => {
     expect((await acquire('b-held', B)).status).toBe(200);
     const bWaiters = [1, 2, 3].map(() => acquire('b-held', B, 25_000).catch(() => undefined));
@@ -82,5 +90,60 @@ describe('waiters per namespace', () => {
 
     callers.abort();
     await Promise.all([...bWaiters, ...aWaiters]);
+  });
+});
+
+describe('WAITERS_PER_INSTANCE_MAX=60 alone', () => {
+  let small: TestApp;
+  let smallBase: string;
+  const smallCallers = new AbortController();
+  beforeAll(async () => {
+    small = await buildTestApp({
+      auth: { mode: 'keys', keyring: keys.keyring() },
+      limits: { ...loadConfig({ WAITERS_PER_INSTANCE_MAX: '60' }).limits, maxWaitMs: 30_000 },
+    });
+    await small.app.listen({ port: 0, host: '127.0.0.1' });
+    smallBase = `http://127.0.0.1:${(small.app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    smallCallers.abort();
+    await small.close();
+  });
+
+  const post = async (path: string, headers: Record<string, string>, body: unknown) => {
+    const res = await fetch(`${smallBase}${path}`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: smallCallers.signal,
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+
+  it("one team's 100 waiting callers leave room for another team's waiting acquire", async () => {
+    expect((await post('/v1/locks/b-busy/acquire', B, { ttlMs: 20_000 })).status).toBe(200);
+    let refusedB = 0;
+    const bWaiters = Array.from({ length: 100 }, () =>
+      post('/v1/locks/b-busy/acquire', B, { ttlMs: 20_000, waitMs: 25_000 }).then(
+        (r) => (refusedB += r.status === 429 ? 1 : 0),
+        () => undefined,
+      ),
+    );
+    // B gets its share (a tenth of 60) queued; the other 94 are refused at once.
+    await vi.waitFor(() => expect(refusedB).toBe(94), { timeout: 20_000, interval: 20 });
+    const holderA = await post('/v1/locks/a-busy/acquire', A, { ttlMs: 20_000 });
+    expect(holderA.status).toBe(200);
+    const waiterA = post('/v1/locks/a-busy/acquire', A, { ttlMs: 20_000, waitMs: 25_000 });
+    await vi.waitFor(
+      async () => {
+        const res = await fetch(`${smallBase}/v1/locks/a-busy`, { headers: A });
+        expect(((await res.json()) as { waiters: number }).waiters).toBe(1);
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect((await post('/v1/locks/a-busy/release', A, { ownerToken: holderA.body.ownerToken })).status).toBe(200);
+    expect((await waiterA).status).toBe(200);
+    smallCallers.abort();
+    await Promise.all(bWaiters);
   });
 });

@@ -128,7 +128,7 @@ describe('generated TypeScript client against a running server', () => {
   it('413 payload_too_large and 415 unsupported_media_type', async () => {
     const big = await client.POST('/v1/locks/{key}/acquire', {
       params: { path: { key: key('413') } },
-      body: { ttlMs: 5_000, holder: 'h'.repeat(8_192) },
+      body: { ttlMs: 5_000, holder: 'h'.repeat(20_000) },
     });
     expect(big.response.status).toBe(413);
     expect(big.error?.code).toBe('payload_too_large');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
+import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { sleep, useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';
@@ -62,6 +63,20 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect(await permitsOf(store()).releasePermit('semaphore', key, short.ownerToken)).toBe(false);
       const state = await permitsOf(store(1)).inspectPermits('semaphore', key);
       expect(state?.holders.map((h) => h.fencingToken)).toEqual([long.fencingToken, next.fencingToken]);
+    });
+
+    it(`inspect shows at most ${MAX_HOLDERS_SHOWN} leases, the ones that end first, in grant order, and counts them all`, async () => {
+      const key = uniqueKey('sem-page');
+      const many = MAX_HOLDERS_SHOWN + 20;
+      const leases = [];
+      // Each later permit ends sooner: the page must hold the last MAX_HOLDERS_SHOWN granted, not the first.
+      for (let i = 0; i < many; i++) leases.push(granted(await take(key, many, { ttlMs: 60_000 - i * 100 }, i % 3)));
+      const state = await permitsOf(store()).inspectPermits('semaphore', key);
+      expect(state?.holderCount).toBe(many);
+      expect(state?.holders.map((h) => h.fencingToken)).toEqual(leases.slice(many - MAX_HOLDERS_SHOWN).map((l) => l.fencingToken));
+      const indexed = await permitsOf(store(1)).inspectPermitsIndexed('semaphore', key);
+      expect(indexed.state?.holders).toHaveLength(MAX_HOLDERS_SHOWN);
+      expect(indexed.state?.holderCount).toBe(many);
     });
 
     it('renew keeps the token and moves only that permit; wrong tokens change nothing', async () => {

@@ -286,6 +286,7 @@ describe('read/write locks', () => {
         { mode: 'read', holder: 'reader-1', fencingToken: r1.fencingToken, expiresAtMs: r1.expiresAtMs, ttlRemainingMs: expect.any(Number) },
         { mode: 'read', holder: null, fencingToken: r2.fencingToken, expiresAtMs: r2.expiresAtMs, ttlRemainingMs: expect.any(Number) },
       ],
+      holderCount: 2,
       waiters: 0,
     });
     await r.rwlocks.release(ns, 'cfg', r1.ownerToken);
@@ -303,6 +304,7 @@ describe('read/write locks', () => {
     expect(await r.rwlocks.inspect(ns, 'doc')).toEqual({
       mode: 'write',
       holders: [{ mode: 'write', holder: 'editor', fencingToken: w.fencingToken, expiresAtMs: w.expiresAtMs, ttlRemainingMs: expect.any(Number) }],
+      holderCount: 1,
       waiters: 0,
     });
     await r.rwlocks.release(ns, 'doc', w.ownerToken);

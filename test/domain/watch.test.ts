@@ -517,7 +517,7 @@ describe('watch sources', () => {
       },
       inspectPermitsIndexed: async (kind: string, id: string): Promise<IndexedPermitState> => {
         calls.push(`read ${kind} ${id}`);
-        return { state: { capacity: 2, holders: [holder(900, now + 20_000), holder(300, now + 10_000)], waiters: 0 }, index: 8 };
+        return { state: { capacity: 2, holders: [holder(900, now + 20_000), holder(300, now + 10_000)], holderCount: 2, waiters: 0 }, index: 8 };
       },
     } as unknown as PermitStore;
     const source = permitWatchSource(permits, 'rwlock');
@@ -526,7 +526,7 @@ describe('watch sources', () => {
     expect(calls).toEqual(['watch rwlock x', 'read rwlock x']);
     expect(source.changesByItselfInMs(view)).toBe(301);
     expect(source.changesByItselfInMs({ index: 1, state: null })).toBeUndefined();
-    expect(source.changesByItselfInMs({ index: 1, state: { capacity: 1, holders: [], waiters: 0 } })).toBeUndefined();
+    expect(source.changesByItselfInMs({ index: 1, state: { capacity: 1, holders: [], holderCount: 0, waiters: 0 } })).toBeUndefined();
     const aged = source.aged(view);
     const left = aged.state?.holders.map((h) => h.ttlRemainingMs) ?? [];
     expect(left[0]).toBeGreaterThan(19_000);
@@ -535,7 +535,7 @@ describe('watch sources', () => {
     expect(left[1]).toBeLessThanOrEqual(10_000);
     expect(aged.state?.capacity).toBe(2);
     expect(aged.index).toBe(8);
-    const past = source.aged({ index: 3, state: { capacity: 1, holders: [holder(5, now - 1_000)], waiters: 0 } });
+    const past = source.aged({ index: 3, state: { capacity: 1, holders: [holder(5, now - 1_000)], holderCount: 1, waiters: 0 } });
     expect(past.state?.holders[0]?.ttlRemainingMs).toBe(0);
     const free = { index: 3, state: null };
     expect(source.aged(free)).toBe(free);

@@ -52,6 +52,12 @@ const cases: Case[] = [
   { name: 'holder empty', body: json({ ttlMs: 1000, holder: '' }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'holder too long', body: json({ ttlMs: 1000, holder: 'h'.repeat(129) }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'holder with control characters', body: json({ ttlMs: 1000, holder: 'a\nb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a C1 control character', body: json({ ttlMs: 1000, holder: 'a\u0085b' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left override', body: json({ ttlMs: 1000, holder: 'worker-\u202Egnp.exe' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left isolate', body: json({ ttlMs: 1000, holder: '\u2067admin\u2069' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with a right-to-left mark', body: json({ ttlMs: 1000, holder: 'a\u200Fb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'holder with an Arabic letter mark', body: json({ ttlMs: 1000, holder: 'a\u061Cb' }), status: 400, code: 'invalid_request', field: 'holder' },
+  { name: 'semaphore holder with a right-to-left override', path: '/v1/semaphores/bad-input/acquire', body: json({ limit: 2, ttlMs: 1000, holder: 'a\u202Eb' }), status: 400, code: 'invalid_request', field: 'holder' },
   { name: 'unknown field', body: json({ ttlMs: 1000, owner: 'me' }), status: 400, code: 'invalid_request', field: 'owner' },
   { name: 'body is an array', body: json([1, 2]), status: 400, code: 'invalid_request' },
   { name: 'body is a string', body: json('hello'), status: 400, code: 'invalid_request' },
@@ -60,7 +66,7 @@ const cases: Case[] = [
   { name: 'constructor.prototype key', body: '{"ttlMs": 1000, "constructor": {"prototype": {"admin": true}}}', status: 400, code: 'invalid_request' },
   { name: 'text/plain body', body: 'ttlMs=1000', contentType: 'text/plain', status: 415, code: 'unsupported_media_type' },
   { name: 'form body', body: 'ttlMs=1000', contentType: 'application/x-www-form-urlencoded', status: 415, code: 'unsupported_media_type' },
-  { name: 'oversized body', body: json({ ttlMs: 1000, holder: 'x'.repeat(10_000) }), status: 413, code: 'payload_too_large' },
+  { name: 'oversized body', body: json({ ttlMs: 1000, holder: 'x'.repeat(20_000) }), status: 413, code: 'payload_too_large' },
   { name: 'key with a space', path: '/v1/locks/a%20b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
   { name: 'key with an encoded slash', path: '/v1/locks/a%2Fb/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
   { name: 'key with a raw slash', path: '/v1/locks/a/b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
@@ -98,7 +104,7 @@ const cases: Case[] = [
   { name: 'release with an ownerToken as a number', path: '/v1/locks/x/release', body: json({ ownerToken: 12345 }), status: 400, code: 'invalid_request', field: 'ownerToken' },
   { name: 'release with an unknown field', path: '/v1/locks/x/release', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'ttlMs' },
   { name: 'release with a text/plain body', path: '/v1/locks/x/release', body: 'token', contentType: 'text/plain', status: 415, code: 'unsupported_media_type' },
-  { name: 'renew with an oversized body', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000, pad: 'p'.repeat(5000) }), status: 413, code: 'payload_too_large' },
+  { name: 'renew with an oversized body', path: '/v1/locks/x/renew', body: json({ ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000, pad: 'p'.repeat(20_000) }), status: 413, code: 'payload_too_large' },
   { name: 'content type application/xml', body: '<ttlMs>1000</ttlMs>', contentType: 'application/xml', status: 415, code: 'unsupported_media_type' },
   { name: 'multipart body', body: '--b\r\n\r\nx\r\n--b--', contentType: 'multipart/form-data; boundary=b', status: 415, code: 'unsupported_media_type' },
   { name: 'key with a percent sign', path: '/v1/locks/a%25b/acquire', body: json({ ttlMs: 1000 }), status: 400, code: 'invalid_request', field: 'key' },
@@ -124,6 +130,15 @@ describe('bad input', () => {
       await stillServes();
     });
   }
+
+  it('a holder in any script (accents, CJK, Arabic, emoji) is accepted: only control and bidi formatting characters are refused', async () => {
+    for (const holder of ['café-worker', '工人-7', 'عامل-٣', 'worker 🚀']) {
+      const res = await request(t.app.server).post('/v1/locks/holder-scripts/acquire').send({ ttlMs: 1000, holder });
+      expect(res.status).toBe(200);
+      expect(res.body.holder).toBe(holder);
+      await request(t.app.server).post('/v1/locks/holder-scripts/release').send({ ownerToken: res.body.ownerToken }).expect(200);
+    }
+  });
 
   it('GET with an invalid key -> 400 naming the key', async () => {
     const res = await request(t.app.server).get('/v1/locks/bad%20key');

@@ -24,7 +24,7 @@ const OPS = { authorization: `Bearer ${keys.plain['ops-key'] ?? ''}` };
 const JSON_TYPE = { 'content-type': 'application/json' };
 /** An owner token of the right shape that no lease has. */
 const WRONG_TOKEN = 'AAAAAAAAAAAAAAAAAAAAAA';
-const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(10_000) });
+const BIG = JSON.stringify({ ttlMs: 1000, holder: 'x'.repeat(20_000) });
 
 interface Case {
   method: string;
@@ -146,7 +146,7 @@ describe('every route and status against openapi.yaml', () => {
     for (const url of ['/livez', '/readyz', '/openapi.json', '/openapi.yaml']) await drive(base, { method: 'GET', url, status: 200 });
   });
 
-  it('429 on every counted route; never on renew or release', async () => {
+  it('429 on every counted route; on renew and release only when they fail (not_owner)', async () => {
     const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
     const grant = await fetch(`${limited}/v1/locks/r1/acquire`, { method: 'POST', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}' });
     expect(grant.status).toBe(200);
@@ -155,6 +155,10 @@ describe('every route and status against openapi.yaml', () => {
     await drive(limited, { method: 'GET', url: '/v1/locks/r1', headers: TEAM, status: 429 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 });
     await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 });
+    await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }), status: 429 });
+    await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 429 });
+    await drive(limited, { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'], ttlMs: 1000 }), status: 429 });
+    await drive(limited, { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'] }), status: 429 });
     await drive(limited, { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["r3"],"ttlMs":1000}', status: 429 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
@@ -259,6 +263,8 @@ describe('every route and status against openapi.yaml', () => {
         await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
         await drive(one, { method: 'POST', url: `/v1/${p.path}/r2/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 429 });
         await drive(one, { method: 'GET', url: `/v1/${p.path}/r1`, headers: TEAM, status: 429 });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }), status: 429 });
+        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 429 });
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 200 });
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 429 });
         await drive(one, { method: 'DELETE', url: `/v1/${p.path}/r1?namespace=team`, headers: OPS, status: 429 });

@@ -18,9 +18,9 @@ describe('openapi.yaml', () => {
     expect(doc.openapi).toBe('3.1.0');
     const expected: Record<string, string[]> = {
       'post /v1/locks/{key}/acquire': ['200', '400', '401', '403', '409', '413', '415', '422', '429', '503'],
-      // Renew and release are never rate limited: no 429.
-      'post /v1/locks/{key}/renew': ['200', '400', '401', '403', '409', '413', '415', '503'],
-      'post /v1/locks/{key}/release': ['200', '400', '401', '403', '409', '413', '415', '503'],
+      // Renew and release are rate limited only when they fail (not_owner): their 429 says so.
+      'post /v1/locks/{key}/renew': ['200', '400', '401', '403', '409', '413', '415', '429', '503'],
+      'post /v1/locks/{key}/release': ['200', '400', '401', '403', '409', '413', '415', '429', '503'],
       'get /v1/locks/{key}': ['200', '400', '401', '403', '429', '503'],
       'delete /v1/locks/{key}': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
       'get /v1/locks': ['200', '400', '401', '403', '429', '503'],

@@ -44,7 +44,7 @@ describe('semaphores', () => {
     expect(mismatch.headers['retry-after']).toBeDefined();
 
     const inspected = await request(server()).get('/v1/semaphores/checkout').set(as('a')).expect(200);
-    expect(inspected.body).toMatchObject({ key: 'checkout', limit: 2, permitsHeld: 2, waiters: 0 });
+    expect(inspected.body).toMatchObject({ key: 'checkout', limit: 2, permitsHeld: 2, truncated: false, waiters: 0 });
     expect(inspected.body.holders.map((h: { holder: string | null }) => h.holder)).toEqual(['w1', null]);
     expect(JSON.stringify(inspected.body)).not.toContain(first.body.ownerToken);
 
@@ -54,7 +54,7 @@ describe('semaphores', () => {
     await post('/v1/semaphores/checkout/release', { ownerToken: first.body.ownerToken }).expect(409);
     await post('/v1/semaphores/checkout/release', { ownerToken: second.body.ownerToken }).expect(200);
     const free = await request(server()).get('/v1/semaphores/checkout').set(as('a')).expect(200);
-    expect(free.body).toEqual({ key: 'checkout', index: expect.any(Number), limit: null, permitsHeld: 0, holders: [], waiters: 0 });
+    expect(free.body).toEqual({ key: 'checkout', index: expect.any(Number), limit: null, permitsHeld: 0, holders: [], truncated: false, waiters: 0 });
     expect(free.body.index).toBeGreaterThan(inspected.body.index);
   });
 
@@ -136,7 +136,7 @@ describe('read/write locks', () => {
     // Read-held, but a writer waits: a new reader is refused.
     await post('/v1/rwlocks/config/acquire', { mode: 'read', ttlMs: 30_000 }).expect(409);
     const inspected = await request(server()).get('/v1/rwlocks/config').set(as('a')).expect(200);
-    expect(inspected.body).toMatchObject({ key: 'config', mode: 'read', waiters: 1 });
+    expect(inspected.body).toMatchObject({ key: 'config', mode: 'read', holderCount: 2, truncated: false, waiters: 1 });
     expect(inspected.body.holders).toHaveLength(2);
 
     const readers = inspected.body.holders as Array<{ fencingToken: number }>;

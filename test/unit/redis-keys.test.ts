@@ -74,7 +74,7 @@ describe('Redis key names', () => {
         permitRelease: { ...hand, keys: permit, ownerToken: 'o' },
         permitCancel: { ...hand, keys: permit, waiterId: 'w', ownerToken: 'o' },
         permitHeartbeat: { ...hand, keys: permit, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
-        permitInspect: { keys: permit },
+        permitInspect: { keys: permit, shown: 1 },
         permitForceRelease: { ...hand, keys: permit },
       };
       for (const name of Object.keys(args) as ScriptName[]) {

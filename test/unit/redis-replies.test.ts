@@ -150,20 +150,21 @@ describe('Redis script replies', () => {
     refuses(parsePermitHeartbeat, [[], [300, 1], [300, 'w', 1], ['x'], 'x']);
 
     expect(parsePermitInspect([0, 42])).toEqual({ index: 42, held: null });
-    expect(parsePermitInspect([1, 3, 2, 1000, 42])).toEqual({ index: 42, held: { capacity: 3, waiters: 2, nowMs: 1000, leases: [] } });
-    expect(parsePermitInspect([1, 3, 0, 1000, 42, 1, 7, 900, 'w', 2, 8, 950, ''])).toEqual({
+    expect(parsePermitInspect([1, 3, 2, 1000, 42, 5])).toEqual({ index: 42, held: { capacity: 3, waiters: 2, nowMs: 1000, count: 5, leases: [] } });
+    expect(parsePermitInspect([1, 3, 0, 1000, 42, 2, 1, 7, 900, 'w', 2, 8, 950, ''])).toEqual({
       index: 42,
       held: {
         capacity: 3,
         waiters: 0,
         nowMs: 1000,
+        count: 2,
         leases: [
           { weight: 1, fencingToken: 7, expiresAtMs: 900, holder: 'w' },
           { weight: 2, fencingToken: 8, expiresAtMs: 950, holder: null },
         ],
       },
     });
-    refuses(parsePermitInspect, [[0, 42, 1], [1, 42], [1, 3, 2, 1000], [2, 3, 2, 1000, 42], [1, 3, 2, 1000, 42, 1, 7, 900], [1, 3, 2, 1000, 42, 1, 7, 900, 5], [0, 'x']]);
+    refuses(parsePermitInspect, [[0, 42, 1], [1, 42], [1, 3, 2, 1000, 42], [2, 3, 2, 1000, 42, 1], [1, 3, 2, 1000, 42, 1, 1, 7, 900], [1, 3, 2, 1000, 42, 1, 1, 7, 900, 5], [0, 'x']]);
 
     expect(parsePermitForceRelease([])).toEqual([]);
     expect(parsePermitForceRelease(['o1', 7, 'w1', 'o2', 8, ''])).toEqual([

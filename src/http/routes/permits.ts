@@ -164,6 +164,8 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
             key,
             capacity: state.capacity,
             holders: state.holders.map((h) => ({ ...leaseView(h), weight: h.weight })),
+            holderCount: state.holderCount,
+            truncated: state.holders.length < state.holderCount,
             waiters: state.waiters,
           })),
           nextCursor: encodeCursor(page.nextCursor),

@@ -55,7 +55,10 @@ function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Reco
     401: 'unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer)',
     403: `forbidden: the API key lacks the \`${scope}\` scope`,
   };
-  if (rateLimited) errors[429] = 'rate_limited: too many requests for this API key; retry after Retry-After';
+  errors[429] = rateLimited
+    ? 'rate_limited: too many requests for this API key; retry after Retry-After'
+    : 'rate_limited: this API key is over its request rate, and this call failed (not_owner: a token that holds nothing). ' +
+      'Failed renewals and releases count against the rate limit; correct ones never do. Retry after Retry-After';
   return errors;
 }
 
@@ -65,8 +68,9 @@ function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Reco
  * `errors` in its response schema. A route behind a key documents 401, 403 and 429 rate_limited
  * without saying so; `errors` adds the route's own (a 429 given here replaces the rate_limited one, so
  * it must mention it). `rateLimited: false` takes the route out of the request rate limit (see
- * rate-limit.ts), and its 429 out of the document. `noRetryAfter`: the route's 409 is not_owner, which
- * has no retry time, so the document does not promise a Retry-After on it.
+ * rate-limit.ts) except for its not_owner answers, which count (chargeFailedOwnership), and says so in
+ * its 429. `noRetryAfter`: the route's 409 is not_owner, which has no retry time, so the document does
+ * not promise a Retry-After on it.
  */
 export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean; noRetryAfter?: true } = {}) {
   const rateLimited = options.rateLimited ?? true;

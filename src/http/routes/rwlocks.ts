@@ -34,8 +34,16 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
   view: rwLockView,
   status: (key, index, view) =>
     view === null
-      ? { key, index, mode: null, holders: [], waiters: 0 }
-      : { key, index, mode: view.mode, holders: view.holders.map((h) => ({ mode: h.mode, ...leaseView(h) })), waiters: view.waiters },
+      ? { key, index, mode: null, holders: [], holderCount: 0, truncated: false, waiters: 0 }
+      : {
+          key,
+          index,
+          mode: view.mode,
+          holders: view.holders.map((h) => ({ mode: h.mode, ...leaseView(h) })),
+          holderCount: view.holderCount,
+          truncated: view.holders.length < view.holderCount,
+          waiters: view.waiters,
+        },
 };
 
 /** Read/write locks (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */

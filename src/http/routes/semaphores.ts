@@ -35,8 +35,16 @@ const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; wai
   view: semaphoreView,
   status: (key, index, view) =>
     view === null
-      ? { key, index, limit: null, permitsHeld: 0, holders: [], waiters: 0 }
-      : { key, index, limit: view.limit, permitsHeld: view.permitsHeld, holders: view.holders.map(leaseView), waiters: view.waiters },
+      ? { key, index, limit: null, permitsHeld: 0, holders: [], truncated: false, waiters: 0 }
+      : {
+          key,
+          index,
+          limit: view.limit,
+          permitsHeld: view.permitsHeld,
+          holders: view.holders.map(leaseView),
+          truncated: view.holders.length < view.permitsHeld,
+          waiters: view.waiters,
+        },
 };
 
 /** Semaphores (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_LOCK_SET_KEYS } from '../../domain/lock-sets.js';
-import { DurationMs, LockDelayMs, LockKeyParams, MAX_DURATION_MS, SafeCount } from './locks.js';
+import { DurationMs, Holder, LockDelayMs, LockKeyParams, MAX_DURATION_MS, SafeCount } from './locks.js';
 
 /** Request and response schemas of lock sets: several keys of one namespace, held all or none. */
 
@@ -25,14 +25,7 @@ export const LockSetAcquireRequest = z
   .strictObject({
     keys: Keys,
     ttlMs: TtlMs,
-    holder: z
-      .string()
-      .min(1)
-      .max(128)
-      // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
-      .regex(/^[^\x00-\x1F\x7F]+$/, 'must be printable characters only (no control characters)')
-      .optional()
-      .meta({ description: 'Optional public label shown on every key of the set' }),
+    holder: Holder.optional().meta({ description: 'Optional public label shown on every key of the set (the same rules as a lock\'s holder)' }),
     waitMs: DurationMs.optional().meta({
       description:
         'If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no ' +

@@ -64,10 +64,16 @@ export const Holder = z
   .string()
   .min(1)
   .max(128)
+  // Control characters (C0, DEL, C1) and the bidirectional formatting marks (ALM, LRM/RLM, the
+  // embeddings and overrides, the isolates) are refused: a label is shown to other teams in the console,
+  // logs and terminals, where these can reorder or hide what is displayed (a reversed worker name).
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
-  .regex(/^[^\x00-\x1F\x7F]+$/, 'must be printable characters only (no control characters)')
+  .regex(/^[^\x00-\x1F\x7F-\x9F\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]+$/, 'must be printable characters only (no control or bidirectional formatting characters)')
   .meta({
-    description: 'Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret.',
+    description:
+      'Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control ' +
+      'characters (U+0000-U+001F, U+007F-U+009F) and bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, ' +
+      'U+2066-U+2069) are refused with 400 invalid_request (errors[].field `holder`).',
     examples: ['consumer-7'],
   });
 

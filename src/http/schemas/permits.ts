@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_HOLDERS_SHOWN } from '../../domain/permit-store.js';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
 import { ExpiresAt, FencingToken, grantFields, Holder, SafeCount, TtlMs, WaitMs } from './locks.js';
@@ -41,6 +42,23 @@ const PermitWatchIndex = SafeCount.meta({
     examples: [1796131701226485],
   });
 
+/** A key's leases as an answer shows them: at most MAX_HOLDERS_SHOWN, the ones that end first. */
+const shownHolders = <T extends z.ZodType>(holder: T) =>
+  z
+    .array(holder)
+    .max(MAX_HOLDERS_SHOWN)
+    .meta({
+      description:
+        `The live leases (never owner tokens), at most ${MAX_HOLDERS_SHOWN}: when more are live, the ${MAX_HOLDERS_SHOWN} that end ` +
+        'first. Listed in grant order (ascending fencing token).',
+    });
+
+const Truncated = z.boolean().meta({
+  description: `true when more leases are live than holders shows (at most ${MAX_HOLDERS_SHOWN}); the count says how many`,
+});
+
+const HolderCount = z.number().int().nonnegative().meta({ description: 'Every live lease, shown in holders or not' });
+
 const PermitHolder = z.object({
   holder: Holder.nullable(),
   fencingToken: FencingToken,
@@ -53,8 +71,9 @@ export const SemaphoreStatus = z
     key: z.string(),
     index: PermitWatchIndex,
     limit: z.number().int().positive().nullable().meta({ description: 'The live permits\' limit; null when no permit is held' }),
-    permitsHeld: z.number().int().nonnegative(),
-    holders: z.array(PermitHolder).meta({ description: 'The live permits in grant order (never owner tokens)' }),
+    permitsHeld: z.number().int().nonnegative().meta({ description: 'Every live permit, shown in holders or not' }),
+    holders: shownHolders(PermitHolder),
+    truncated: Truncated,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for a permit' }),
   })
   .meta({ id: 'SemaphoreStatus', description: 'Who holds a semaphore\'s permits right now. Never owner tokens.' });
@@ -85,7 +104,9 @@ export const RwLockStatus = z
     key: z.string(),
     index: PermitWatchIndex,
     mode: Mode.nullable().meta({ description: 'read (one or more readers), write (one writer), or null when free' }),
-    holders: z.array(PermitHolder.extend({ mode: Mode })).meta({ description: 'The live leases in grant order (never owner tokens)' }),
+    holders: shownHolders(PermitHolder.extend({ mode: Mode })),
+    holderCount: HolderCount,
+    truncated: Truncated,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued, readers and writers in one FIFO queue' }),
   })
   .meta({ id: 'RwLockStatus', description: 'Who holds a read/write lock right now. Never owner tokens.' });
@@ -97,7 +118,9 @@ export const PermitList = z
         namespace: z.string(),
         key: z.string(),
         capacity: z.number().int().positive().meta({ description: 'A semaphore\'s limit (a read/write lock\'s reader cap)' }),
-        holders: z.array(PermitHolder.extend({ weight: z.number().int().positive() })),
+        holders: shownHolders(PermitHolder.extend({ weight: z.number().int().positive() })),
+        holderCount: HolderCount,
+        truncated: Truncated,
         waiters: z.number().int().nonnegative(),
       }),
     ),

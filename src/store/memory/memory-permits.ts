@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
-import type { EvictedPermit, IndexedPermitState, PermitAcquireInput, PermitAcquireOutcome, PermitKind } from '../../domain/permit-store.js';
+import { MAX_HOLDERS_SHOWN, type EvictedPermit, type IndexedPermitState, type PermitAcquireInput, type PermitAcquireOutcome, type PermitKind } from '../../domain/permit-store.js';
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from './clock.js';
@@ -309,11 +309,38 @@ function untilLast(pool: Pool, now: number): number {
   return ends.length === 0 ? 1 : Math.max(1, Math.ceil(Math.max(...ends) - now));
 }
 
+/** Ends first: the earlier end, then (as a Redis sorted set orders equal scores) the lower owner token. */
+function endsBefore(a: Lease, b: Lease): boolean {
+  return a.expiresAtMs < b.expiresAtMs || (a.expiresAtMs === b.expiresAtMs && a.ownerToken < b.ownerToken);
+}
+
+/**
+ * The `shown` live leases that end first, in grant order, and the count of all live ones: the page the
+ * Redis inspect script reads. One pass keeping a small sorted list, so a pool of 10,000 leases costs
+ * an inspect O(n) comparisons, no sort of them all.
+ */
+function firstEnding(pool: Pool, now: number, shown: number): { leases: Lease[]; count: number } {
+  const best: Lease[] = [];
+  let count = 0;
+  for (const lease of pool.leases.values()) {
+    if (lease.expiresAtMs <= now) continue;
+    count++;
+    const last = best[best.length - 1];
+    if (best.length >= shown && last !== undefined && !endsBefore(lease, last)) continue;
+    let at = best.length;
+    while (at > 0 && endsBefore(lease, best[at - 1] as Lease)) at--;
+    best.splice(at, 0, lease);
+    if (best.length > shown) best.pop();
+  }
+  return { leases: best.sort((a, b) => a.fencingToken - b.fencingToken), count };
+}
+
 function stateOf(pool: Pool, now: number): PermitState | null {
-  const leases = liveLeases(pool, now);
-  if (leases.length === 0) return null;
+  const { leases, count } = firstEnding(pool, now, MAX_HOLDERS_SHOWN);
+  if (count === 0) return null;
   return {
     capacity: pool.capacity,
+    holderCount: count,
     holders: leases.map(({ holder, weight, fencingToken, expiresAtMs }) => ({
       holder,
       weight,

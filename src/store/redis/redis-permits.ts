@@ -2,16 +2,17 @@ import { performance } from 'node:perf_hooks';
 import type { RedisClient } from './client.js';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { RenewOutcome } from '../../domain/lock-store.js';
-import type {
-  EvictedPermit,
-  IndexedPermitState,
-  PermitAcquireInput,
-  PermitAcquireOutcome,
-  PermitKind,
-  PermitListPage,
-  PermitListQuery,
-  PermitState,
-  PermitStore,
+import {
+  MAX_HOLDERS_SHOWN,
+  type EvictedPermit,
+  type IndexedPermitState,
+  type PermitAcquireInput,
+  type PermitAcquireOutcome,
+  type PermitKind,
+  type PermitListPage,
+  type PermitListQuery,
+  type PermitState,
+  type PermitStore,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
 import { type KeySpace, PERMIT_KIND_LETTER } from './keys.js';
@@ -178,13 +179,14 @@ export class RedisPermits implements PermitStore {
   }
 
   async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
-    const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key) })));
+    const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN })));
     const held = reply.held;
     if (held === null) return { state: null, index: reply.index };
     // Time left on the Redis clock the script read, as for locks (never this process's clock).
     const state = {
       capacity: held.capacity,
       waiters: held.waiters,
+      holderCount: held.count,
       holders: held.leases
         .map((l) => ({ ...l, ttlRemainingMs: Math.max(0, l.expiresAtMs - held.nowMs) }))
         .sort((a, b) => a.fencingToken - b.fencingToken),

@@ -269,14 +269,17 @@ export interface PermitLeaseReply {
   readonly holder: string | null;
 }
 
-/** permit-inspect: {1, capacity, waiters, nowMs, index, (weight, token, end, holder)...} or {0, index}. */
-export function parsePermitInspect(reply: unknown): { index: number; held: { capacity: number; waiters: number; nowMs: number; leases: PermitLeaseReply[] } | null } {
+/** permit-inspect: {1, capacity, waiters, nowMs, index, count, (weight, token, end, holder)...} or {0, index}. */
+export function parsePermitInspect(reply: unknown): {
+  index: number;
+  held: { capacity: number; waiters: number; nowMs: number; count: number; leases: PermitLeaseReply[] } | null;
+} {
   const name = 'permit-inspect';
   if (Array.isArray(reply)) {
     if (reply.length === 2 && reply[0] === 0) return { index: int(name, reply, reply[1]), held: null };
-    if (reply.length >= 5 && reply[0] === 1 && (reply.length - 5) % 4 === 0) {
+    if (reply.length >= 6 && reply[0] === 1 && (reply.length - 6) % 4 === 0) {
       const leases: PermitLeaseReply[] = [];
-      for (let i = 5; i < reply.length; i += 4) {
+      for (let i = 6; i < reply.length; i += 4) {
         const holder: unknown = reply[i + 3];
         if (typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
         leases.push({
@@ -286,7 +289,13 @@ export function parsePermitInspect(reply: unknown): { index: number; held: { cap
           holder: holder === '' ? null : holder,
         });
       }
-      const held = { capacity: int(name, reply, reply[1]), waiters: int(name, reply, reply[2]), nowMs: int(name, reply, reply[3]), leases };
+      const held = {
+        capacity: int(name, reply, reply[1]),
+        waiters: int(name, reply, reply[2]),
+        nowMs: int(name, reply, reply[3]),
+        count: int(name, reply, reply[5]),
+        leases,
+      };
       return { index: int(name, reply, reply[4]), held };
     }
   }

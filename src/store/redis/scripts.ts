@@ -245,7 +245,7 @@ export const SCRIPTS = {
     ...handOver(a),
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  permitInspect: spec<{ readonly keys: PermitKeys }>('permit-inspect.lua', 4, (a) => permitKeys(a.keys)),
+  permitInspect: spec<{ readonly keys: PermitKeys; readonly shown: number }>('permit-inspect.lua', 4, (a) => [...permitKeys(a.keys), a.shown]),
   permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys }>('permit-force-release.lua', 4, (a) => [
     ...permitKeys(a.keys),
     ...handOver(a),

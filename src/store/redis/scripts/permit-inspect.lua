@@ -3,11 +3,17 @@ permit-inspect: read the live leases of a semaphore or read/write lock, and its 
 the Redis clock. Read-only; owner tokens are never returned. Keys: see _permits.lua.
 
 KEYS[1..4] pool hash, wait queue, waiter records, lease ends
+ARGV[1]    shown: most leases returned (the ones that end first)
+
+Cost: O(log n + shown + waiters on this key), never O(n) in the live leases: a semaphore of 10,000
+permits costs one inspect as much as one of a hundred (the count is a ZCOUNT, the page a ranged read
+of the lease ends, and the waiters are bounded by the per-key cap).
 
 Returns:
-  {1, capacity, waiters, nowMs, index, weight1, fencingToken1, expiresAtMs1, holder1, weight2, ...}
-        live leases in order of their ends (holder "" when none); waiters counts live waiters only;
-        nowMs is the Redis clock the answer was read at (time left = expiresAtMs - nowMs)
+  {1, capacity, waiters, nowMs, index, count, weight1, fencingToken1, expiresAtMs1, holder1, weight2, ...}
+        count: the live leases; then the first `shown` of them in order of their ends (holder "" when
+        none); waiters counts live waiters only; nowMs is the Redis clock the answer was read at
+        (time left = expiresAtMs - nowMs)
   {0, index}   no live lease
 index: the watch index (permitIndex, _permits.lua): rises on every grant, release, expiry, eviction.
 ]]
@@ -15,11 +21,12 @@ index: the watch index (permitIndex, _permits.lua): rises on every grant, releas
 --- @include "_permits"
 
 local index = permitIndex(KEYS)
-local owners = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. fmt(nowMs), '+inf')
-if #owners == 0 then
+local count = redis.call('ZCOUNT', KEYS[4], '(' .. fmt(nowMs), '+inf')
+if count == 0 then
   return {0, index}
 end
-local reply = {1, tonumber(redis.call('HGET', KEYS[1], 'c')) or 0, liveWaiters(KEYS, false), nowMs, index}
+local owners = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. fmt(nowMs), '+inf', 'LIMIT', 0, tonumber(ARGV[1]))
+local reply = {1, tonumber(redis.call('HGET', KEYS[1], 'c')) or 0, liveWaiters(KEYS, false), nowMs, index, count}
 for i = 1, #owners do
   local weight, token, expiresAt, holder = permitRecord(KEYS, owners[i])
   if weight then
