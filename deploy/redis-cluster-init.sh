@@ -47,8 +47,24 @@ serving() {
   return 0
 }
 
+# A replica replicates from its master's address as nodes.conf had it. Redis takes a moved node's new
+# address into its cluster view, but a replica that learns it from gossip keeps replicating from the
+# old one (Redis 7.0): CLUSTER REPLICATE with the same master points it at the current address.
+repoint_replicas() {
+  for n in $nodes; do
+    [ "$(info_field "$n" role info replication)" = slave ] || continue
+    [ "$(info_field "$n" master_link_status info replication)" = up ] && continue
+    master_id=$(redis-cli -h "$n" cluster nodes | awk '$3 ~ /myself/ { print $4 }')
+    master_ip=$(redis-cli -h "$n" cluster nodes | awk -v id="$master_id" '$1 == id { split($2, a, ":"); print a[1] }')
+    if [ -n "$master_ip" ] && [ "$(info_field "$n" master_host info replication)" != "$master_ip" ]; then
+      redis-cli -h "$n" cluster replicate "$master_id" >/dev/null || true
+    fi
+  done
+}
+
 tries=0
 until serving; do
+  repoint_replicas
   tries=$((tries + 1))
   if [ "$tries" -ge 120 ]; then
     echo "the cluster does not serve after 120 s:" >&2

@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     symlinkSync(join(ROOT, 'node_modules'), join(APP, 'node_modules'), 'dir');
   });
 
-  await step('README quick start as written: key, docker compose up -d --build, curl acquire', () => {
+  await step('README quick start as written: the key, docker compose up, the curl acquire', () => {
     const keyFile = join(WORK, 'key');
     const printed = runQuickStart(composeQuickStart(APP), keyFile);
     const grant = JSON.parse(printed) as Record<string, unknown>;
