@@ -46,15 +46,26 @@ const composeEnv = (): Record<string, string> =>
 const containerEnv = () => ({ ...stageEnv(runtime), ...composeEnv() });
 
 describe('Dockerfile', () => {
-  it('builds in one stage and runs on a small Node 20 image as a non-root user', () => {
+  it('builds in one stage and runs on a small Node LTS image (22 or 24) as a non-root user', () => {
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
-    expect(runtime.image).toMatch(/^node:20-(alpine|slim|bookworm-slim)$/);
+    expect(runtime.image).toMatch(/^node:(22|24)-(alpine|slim|bookworm-slim|trixie-slim)$/);
     const user = instructions(runtime, 'USER').at(-1)?.args;
     expect(user).toBeDefined();
     expect(['root', '0']).not.toContain(user);
     expect(stageEnv(runtime).HOST).toBe('0.0.0.0');
     expect(instructions(runtime, 'RUN').map((r) => r.args).join('\n')).toMatch(/npm ci --omit=dev/);
     expect(instructions(dockerfile.stages[0] as Stage, 'RUN').map((r) => r.args)).toContain('npm run build');
+  });
+
+  it('fails the build in both stages when npm ci leaves dependencies missing', () => {
+    for (const stage of dockerfile.stages) {
+      const install = instructions(stage, 'RUN').find((r) => /^npm ci\b/.test(r.args))?.args ?? '';
+      expect(install, stage.name).toMatch(/^npm ci [^&]*&& npm ls\b/);
+    }
+  });
+
+  it('has no BuildKit syntax line (a classic builder, or BuildKit without registry access, builds it)', () => {
+    expect(read('Dockerfile')).not.toMatch(/^#\s*syntax=/im);
   });
 
   it('checks health on /readyz without curl', () => {
@@ -218,7 +229,12 @@ describe('docker-compose.yml profiles for replicated stores', () => {
       expect(s.volumes?.some((v) => v.endsWith(':/data'))).toBe(true);
     }
     const init = service('redis-cluster-init');
-    expect(commandOf(init)).toMatch(/redis-cli --cluster create .*redis-node-\$\$n.*--cluster-replicas 1 --cluster-yes/);
+    expect(init.volumes).toContain('./deploy/redis-cluster-init.sh:/usr/local/bin/redis-cluster-init.sh:ro');
+    expect(commandOf(init)).toBe('sh /usr/local/bin/redis-cluster-init.sh');
+    const script = read('deploy/redis-cluster-init.sh');
+    expect(script).toMatch(/redis-cli --cluster create .*--cluster-replicas 1 --cluster-yes/);
+    // On later starts the nodes are introduced again at their new addresses, never created anew.
+    expect(script).toMatch(/cluster meet/);
     expect(Object.keys(init.depends_on ?? {})).toEqual(nodes.map(([n]) => n));
     const config = loadConfig(envOf('keyholder-cluster'));
     expect(config.store).toMatchObject({
