@@ -32,11 +32,11 @@ module.exports = {
     {
       name: 'client-is-standalone',
       comment:
-        'keyholder/client ships into applications: it imports only its own files, node built-ins and openapi-fetch ' +
-        '(no server code, no Fastify, no store driver).',
+        'keyholder/client ships into applications: it imports only its own files, node built-ins, openapi-fetch and ' +
+        'zod (to check every answer before trusting it; no server code, no Fastify, no store driver).',
       severity: 'error',
       from: { path: '(^|/)src/client/' },
-      to: { pathNot: ['(^|/)src/client/', '(^|/)node_modules/openapi-fetch/', '(^|/)node_modules/openapi-typescript-helpers/'], dependencyTypesNot: ['core'] },
+      to: { pathNot: ['(^|/)src/client/', '(^|/)node_modules/openapi-fetch/', '(^|/)node_modules/openapi-typescript-helpers/', '(^|/)node_modules/zod/'], dependencyTypesNot: ['core'] },
     },
     {
       name: 'no-dev-dependencies-in-src',
