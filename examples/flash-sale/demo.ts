@@ -2,12 +2,16 @@
  * The flash sale, three ways: no lock, a lock without fencing, a lock with fenced writes; the last two
  * with lock holders stopped (SIGSTOP) past their lease. Prints one table row per way.
  *
- *   npx tsx examples/flash-sale/demo.ts [--buyers 10] [--units 100] [--pauses 5] [--ttl-ms 500] [--work-ms 20]
+ *   npx tsx examples/flash-sale/demo.ts [--buyers 10] [--units 100] [--pauses 5] [--ttl-ms 500] [--work-ms 20] [--broken-lock]
+ *
+ * --broken-lock runs the lock modes against a stub that grants every acquire (examples/lib/broken-lock-server.ts)
+ * instead of keyholder: what the table looks like when the lock does not work.
  *
  * Needs PostgreSQL (POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/postgres; the user must
  * be allowed to CREATE DATABASE) and starts its own keyholder server process.
  */
 import { parseArgs } from 'node:util';
+import { startBrokenLock } from '../lib/broken-lock-server.js';
 import { startKeyholder } from '../lib/keyholder-server.js';
 import { markdownTable } from '../lib/table.js';
 import { runSale, type SaleResult } from './sale.js';
@@ -21,8 +25,9 @@ export const SALE_TABLE_HEADER = [
   'oversold',
   'holders paused',
   'stale writes applied',
-  'stale writes rejected',
+  'stale holders refused',
   'lost leases',
+  'refused while lease held',
   'time (s)',
 ];
 
@@ -40,6 +45,7 @@ export function saleRow(r: SaleResult): Array<string | number> {
     lockOnly(r.staleWritesApplied),
     lockOnly(r.staleWritesRejected),
     lockOnly(r.lostLeases),
+    lockOnly(r.refusedWhileHeld),
     (r.durationMs / 1000).toFixed(1),
   ];
 }
@@ -52,16 +58,17 @@ async function main(): Promise<void> {
       pauses: { type: 'string', default: '5' },
       'ttl-ms': { type: 'string', default: '500' },
       'work-ms': { type: 'string', default: '20' },
+      'broken-lock': { type: 'boolean', default: false },
     },
   });
   const ttlMs = Number(values['ttl-ms']);
-  const keyholder = await startKeyholder();
+  const lock = values['broken-lock'] ? await startBrokenLock() : await startKeyholder();
   try {
     const rows: Array<Array<string | number>> = [];
     for (const mode of ['none', 'lock', 'fenced'] as const) {
       const result = await runSale({
         mode,
-        keyholderUrl: keyholder.url,
+        keyholderUrl: lock.url,
         postgresUrl: process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
         buyers: Number(values.buyers),
         units: Number(values.units),
@@ -75,7 +82,7 @@ async function main(): Promise<void> {
     }
     console.log(markdownTable(SALE_TABLE_HEADER, rows));
   } finally {
-    await keyholder.stop();
+    await lock.stop();
   }
 }
 

@@ -35,10 +35,15 @@ export interface SaleResult {
   readonly pauses: number;
   /** Writes applied after the writer's lease had ended (a later holder had written already). */
   readonly staleWritesApplied: number;
-  /** Writes refused by the fence (every one of them from a holder whose lease had ended). */
+  /** Fenced reads or writes refused: a later lease had claimed the row. */
   readonly staleWritesRejected: number;
   /** Releases answered not_owner: the lease ran out during the critical section. */
   readonly lostLeases: number;
+  /**
+   * Refusals by the fence whose lease the lock service still took back as live: two leases at once.
+   * 0 with a working lock, whatever the timing (a refusal means a later lease was granted).
+   */
+  readonly refusedWhileHeld: number;
   readonly durationMs: number;
 }
 
@@ -64,7 +69,7 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
 
     let started = performance.now();
     let ready = 0;
-    const totals = { staleRejected: 0, lostLeases: 0, pausesDone: 0 };
+    const totals = { staleRejected: 0, lostLeases: 0, refusedWhileHeld: 0, pausesDone: 0 };
     // Pauses are spread over the sale, one every `spacing` write attempts, each buyer at most once; at
     // least one buyer is never paused, so the sale goes on while others are stopped.
     const pausing = options.mode !== 'none' && options.pauses > 0;
@@ -138,6 +143,7 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
           case 'done':
             totals.staleRejected += event.staleRejected;
             totals.lostLeases += event.lostLeases;
+            totals.refusedWhileHeld += event.refusedWhileHeld;
             break;
           case 'rejected':
             break;
@@ -172,6 +178,7 @@ export async function runSale(options: SaleOptions): Promise<SaleResult> {
       staleWritesApplied,
       staleWritesRejected: totals.staleRejected,
       lostLeases: totals.lostLeases,
+      refusedWhileHeld: totals.refusedWhileHeld,
       durationMs,
     };
   } finally {

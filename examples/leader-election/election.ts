@@ -1,21 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { randomBytes } from 'node:crypto';
-import { FenceRegister, fencingMiddleware } from '../../src/fencing/index.js';
-import type { ReplicaEvent } from './replica.js';
+import { outOfTurnEntries, startLogResource } from './log-resource.js';
+import type { ElectionMode, ReplicaEvent } from './replica.js';
 
 const REPLICA_SCRIPT = fileURLToPath(new URL('./replica.ts', import.meta.url));
 
 export interface ElectionOptions {
+  readonly mode: ElectionMode;
   readonly keyholderUrl: string;
   readonly replicas: number;
   readonly ttlMs: number;
   readonly writeMs: number;
-  /** How many times the current leader is stopped with SIGSTOP (one failover each). */
+  /** How many times the current leader is stopped with SIGSTOP (one failover each; lock modes). */
   readonly rounds: number;
+  /** After the rounds, run until the log holds at least this many entries. */
+  readonly minEntries: number;
 }
 
 export interface FailoverRound {
@@ -25,55 +26,36 @@ export interface FailoverRound {
   readonly newToken: number;
   /** From the old leader stopping to the new leader's election. */
   readonly failoverMs: number;
-  /** Writes the old leader sent after it woke, all refused by the resource (409). */
+  /** Appends the old leader sent after it woke that the log refused (409). */
   readonly staleWritesRejected: number;
-  /** Writes the old leader got accepted after the new leader was elected: must be 0. */
+  /** Appends the old leader got into the log after its successor's: the damage fencing prevents. */
   readonly staleWritesAccepted: number;
 }
 
 export interface ElectionResult {
+  readonly mode: ElectionMode;
+  readonly replicas: number;
   readonly rounds: FailoverRound[];
-  /** Writes the resource accepted, in order; their fencing tokens never go down. */
-  readonly acceptedWrites: number;
+  readonly entries: number;
+  /** Entries a leader appended after another leader had appended since its own last one (split brain). */
+  readonly outOfTurn: number;
   readonly rejectedWrites: number;
+  /** Appends refused by the fence while the lock service still renewed the lease: 0 with a working lock. */
+  readonly refusedWhileHeld: number;
   /** Elections seen in total (including the first one and any caused by a slow machine). */
   readonly elections: number;
 }
 
-/**
- * The shared resource the leader writes to: an HTTP endpoint behind the fencing middleware, so a
- * write with a token lower than one it has seen gets 409.
- */
-async function startResource(): Promise<{ url: string; server: Server; accepted: Array<{ token: number; replica: string }>; rejected: number[] }> {
-  const accepted: Array<{ token: number; replica: string }> = [];
-  const rejected: number[] = [];
-  const check = fencingMiddleware({ register: new FenceRegister(), resourceOf: () => 'db', onRejected: (_r, token) => rejected.push(token) });
-  const server = createServer((req, res) => {
-    check(req, res, () => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (body += c));
-      req.on('end', () => {
-        const { replica } = JSON.parse(body) as { replica: string };
-        accepted.push({ token: Number(req.headers['fencing-token']), replica });
-        res.end('{}');
-      });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, accepted, rejected };
-}
-
 type Waiter = { match: (e: ReplicaEvent) => boolean; resolve: (e: ReplicaEvent) => void };
 
-/** Starts the replicas, stops the leader `rounds` times, and measures each failover. */
+/** Starts the replicas, stops the leader `rounds` times, and measures each failover and the log's damage. */
 export async function runElection(options: ElectionOptions): Promise<ElectionResult> {
-  const resource = await startResource();
+  const resource = await startLogResource(options.mode === 'fenced');
   const lockKey = `leader:db:${randomBytes(4).toString('hex')}`;
   const children = new Map<string, ChildProcess>();
   const events: ReplicaEvent[] = [];
   const waiters = new Set<Waiter>();
-  const next = (match: (e: ReplicaEvent) => boolean, timeoutMs = 60_000) =>
+  const next = (match: (e: ReplicaEvent) => boolean, timeoutMs = 120_000) =>
     new Promise<ReplicaEvent>((resolve, reject) => {
       const found = events.find(match);
       if (found) return resolve(found);
@@ -90,6 +72,7 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
       const child = spawn(process.execPath, ['--import', 'tsx', REPLICA_SCRIPT], {
         env: {
           PATH: process.env.PATH ?? '',
+          MODE: options.mode,
           REPLICA: replica,
           LOCK_KEY: lockKey,
           TTL_MS: String(options.ttlMs),
@@ -114,10 +97,15 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
 
     const rounds: FailoverRound[] = [];
     const elected = (e: ReplicaEvent): e is Extract<ReplicaEvent, { event: 'elected' }> => e.event === 'elected';
-    while (rounds.length < options.rounds) {
+    // Each round starts from an election after the one the round before started from: a round given
+    // up (its leader stepped down on its own) waits for the next election instead of finding the same
+    // events again, which would loop without ever yielding to the event loop.
+    let startedFrom = -1;
+    while (options.mode !== 'none' && rounds.length < options.rounds) {
       // The current leader: the latest election, once it has written (it is really leading).
-      const latest = await next((e) => elected(e) && !events.slice(events.indexOf(e) + 1).some(elected));
+      const latest = await next((e) => elected(e) && events.indexOf(e) > startedFrom && !events.slice(events.indexOf(e) + 1).some(elected));
       if (!elected(latest)) throw new Error('unreachable');
+      startedFrom = events.indexOf(latest);
       const leader = latest.replica;
       const since = events.indexOf(latest);
       const first = await next(
@@ -128,9 +116,13 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
       const mark = events.length;
       const child = children.get(leader)!;
       child.stdin!.write('pause\n');
-      const pausing = await next((e) => events.indexOf(e) >= mark && e.replica === leader && (e.event === 'pausing' || e.event === 'stepped-down'));
+      // A leader that stepped down before the line arrived ignores it: its step-down (even one reported
+      // just before the line was sent) ends the round.
+      const pausing = await next(
+        (e) => e.replica === leader && ((e.event === 'pausing' && events.indexOf(e) >= mark) || (e.event === 'stepped-down' && events.indexOf(e) > since)),
+      );
       if (pausing.event === 'stepped-down') continue;
-      // A new leader, and its first accepted write (the resource now holds a higher token).
+      // A new leader, and its first accepted append (the log now holds a later leader's entry).
       const successor = await next((e) => elected(e) && e.replica !== leader && events.indexOf(e) > events.indexOf(pausing));
       if (!elected(successor)) throw new Error('unreachable');
       await next((e) => e.event === 'write' && e.replica === successor.replica && e.status === 200 && events.indexOf(e) > events.indexOf(successor));
@@ -150,23 +142,23 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
         staleWritesAccepted: staleWrites.filter((e) => e.status === 200).length,
       });
     }
+    // Checked as each append is reported (the log has the entry before its writer hears back).
+    if (resource.entries.length < options.minEntries) await next((e) => e.event === 'write' && resource.entries.length >= options.minEntries);
     return {
+      mode: options.mode,
+      replicas: options.replicas,
       rounds,
-      acceptedWrites: resource.accepted.length,
+      entries: resource.entries.length,
+      outOfTurn: outOfTurnEntries(resource.entries),
       rejectedWrites: resource.rejected.length,
-      elections: events.filter((e) => e.event === 'elected').length,
+      refusedWhileHeld: events.filter((e) => e.event === 'refused-while-held').length,
+      elections: events.filter(elected).length,
     };
   } finally {
     for (const child of children.values()) {
       child.kill('SIGCONT');
       child.kill('SIGKILL');
     }
-    resource.server.closeAllConnections();
-    await new Promise((r) => resource.server.close(r));
+    await resource.stop();
   }
-}
-
-/** True when the accepted writes' tokens never go down: one leader's writes at a time, in order. */
-export function tokensNeverGoDown(tokens: readonly number[]): boolean {
-  return tokens.every((t, i) => i === 0 || t >= tokens[i - 1]!);
 }

@@ -5,8 +5,10 @@
 export { FENCE_COLUMN_TYPE, type FencedUpdate, type FencedWriteResult, type Queryable, fencedUpdate, fencedUpdateSql, quoteIdent } from './sql.js';
 export {
   FENCING_TOKEN_HEADER,
+  type FenceCommit,
   FenceRegister,
   type FenceVerdict,
   type FencingMiddlewareOptions,
+  fencedWrite,
   fencingMiddleware,
 } from './http.js';

@@ -18,6 +18,12 @@
  * 2. The condition the decision rests on (`units >= $1`) is in the same WHERE, evaluated by the
  *    database at write time. A value read earlier and written back (`SET units = $readValue - 1`) is a
  *    lost update waiting to happen, fenced or not: the next holder may have read before the stale write.
+ *    When the decision cannot go in the WHERE (it rests on a call elsewhere), fence the read instead:
+ *    claim the row and read it in one statement (`set: 'units = units'` here, which sets only the fence
+ *    and returns the row), decide, then write with the same token. A later holder's claim raises the
+ *    fence, so the write applies only if nobody has claimed the row since the read.
+ *
+ * MySQL/MariaDB and SQLite forms of the same statement: docs/safety.md.
  *
  * No dependency on a driver: anything with `query(text, values)` returning `rowCount`/`rows` fits
  * (pg's Client and Pool do).

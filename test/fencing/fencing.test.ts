@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FENCE_COLUMN_TYPE, FenceRegister, fencedUpdate, fencingMiddleware } from '../../src/fencing/index.js';
+import { FENCE_COLUMN_TYPE, FenceRegister, fencedUpdate, fencedWrite, fencingMiddleware } from '../../src/fencing/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 describe('fencedUpdate on a real PostgreSQL', () => {
@@ -60,7 +60,13 @@ describe('fencingMiddleware on a node:http server', () => {
   beforeAll(async () => {
     const register = new FenceRegister();
     const check = fencingMiddleware({ register, onRejected: (_resource, token) => rejected.push(token) });
-    server = createServer((req, res) => check(req, res, () => res.end('written')));
+    server = createServer((req, res) =>
+      check(req, res, () => {
+        void fencedWrite(req, res, () => 'written').then((outcome) => {
+          if (outcome.committed) res.end(outcome.value);
+        });
+      }),
+    );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
