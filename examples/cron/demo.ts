@@ -1,7 +1,7 @@
 /**
- * Cron at scale: five servers start the same job at every tick, three ways. Prints one row per way.
+ * Cron at scale: several servers start the same job at every tick, three ways. Prints one row per way.
  *
- *   npx tsx examples/cron/demo.ts [--ticks 20] [--tick-ms 3000] [--skew-ms 1000] [--work-ms 200] [--ttl-ms 5000] [--stalls 2]
+ *   npx tsx examples/cron/demo.ts [--servers 3] [--ticks 3] [--tick-ms 1000] [--skew-ms 300] [--work-ms 100] [--ttl-ms 10000] [--stalls 1]
  */
 import { parseArgs } from 'node:util';
 import { startKeyholder } from '../lib/keyholder-server.js';
@@ -50,13 +50,13 @@ export const CRON_TABLE_HEADER = [
 
 const { values } = parseArgs({
   options: {
-    servers: { type: 'string', default: '5' },
-    ticks: { type: 'string', default: '20' },
-    'tick-ms': { type: 'string', default: '3000' },
-    'skew-ms': { type: 'string', default: '1000' },
-    'work-ms': { type: 'string', default: '200' },
-    'ttl-ms': { type: 'string', default: '5000' },
-    stalls: { type: 'string', default: '2' },
+    servers: { type: 'string', default: '3' },
+    ticks: { type: 'string', default: '3' },
+    'tick-ms': { type: 'string', default: '1000' },
+    'skew-ms': { type: 'string', default: '300' },
+    'work-ms': { type: 'string', default: '100' },
+    'ttl-ms': { type: 'string', default: '10000' },
+    stalls: { type: 'string', default: '1' },
   },
 });
 const keyholder = await startKeyholder();

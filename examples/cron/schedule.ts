@@ -158,16 +158,20 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
     const pidsFile = join(stallDirOf(tick), 'pids');
     await until(() => existsSync(pidsFile), `tick ${tick}'s run to stall`);
     const [jobPid, guardianPid, server] = readFileSync(pidsFile, 'utf8').trim().split(' ') as [string, string, string];
-    await until(() => isStopped(Number(jobPid)), `tick ${tick}'s job to stop`);
+    // Gone instead: its lease was lost before the freeze (renewals starved) and the guardian killed it.
+    await until(() => isStopped(Number(jobPid)) || !existsSync(`/proc/${jobPid}`), `tick ${tick}'s job to stop`);
+    if (!isStopped(Number(jobPid))) return;
     // Without a lock the job's parent is this process: only the job freezes.
     const frozen = options.mode === 'none' ? [] : [Number(guardianPid), invocations.get(`${tick} ${server}`)!];
     if (options.mode !== 'none') frozenInvocations.add(`${tick} ${server}`);
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
     if (options.mode !== 'none') {
+      let last = '';
       await until(async () => {
         const status = await keyholder.inspect(keyOf(tick));
+        last = JSON.stringify(status);
         return status.ok && !status.value.held;
-      }, `tick ${tick}'s lease to run out`);
+      }, `tick ${tick}'s lease to run out (frozen: ${server}, ${frozen.join(', ')}; last seen: ${last})`);
     }
     // The tick's other servers are done, so the late run's result is the newest written before the wake.
     await until(() => running[tick] === 1, `tick ${tick}'s other servers`);
