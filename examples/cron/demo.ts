@@ -1,7 +1,7 @@
 /**
- * Cron at scale: five servers start the same job at every tick, three ways. Prints one row per way.
+ * Cron at scale: several servers start the same job at every tick, three ways. Prints one row per way.
  *
- *   npx tsx examples/cron/demo.ts [--ticks 20] [--tick-ms 3000] [--skew-ms 1000] [--work-ms 200]
+ *   npx tsx examples/cron/demo.ts [--servers 3] [--ticks 3] [--tick-ms 1000] [--skew-ms 300] [--work-ms 100] [--ttl-ms 10000] [--stalls 1]
  */
 import { parseArgs } from 'node:util';
 import { startKeyholder } from '../lib/keyholder-server.js';
@@ -10,28 +10,58 @@ import { runSchedule, type CronMode, type CronResult } from './schedule.js';
 
 export const CRON_LABELS: Record<CronMode, string> = {
   none: 'no lock (cron on every server)',
-  release: 'keyholder run, one key, released after the job',
-  'per-tick': 'keyholder run, key per tick, kept (--keep)',
+  lock: 'keyholder run, key per tick, kept; result store not fenced',
+  fenced: 'keyholder run, key per tick, kept; result store fenced',
 };
 
 export function cronRow(r: CronResult): Array<string | number> {
-  return [CRON_LABELS[r.mode], r.servers, r.ticks, r.runs, r.ticksExactlyOnce, r.ticksRunTwiceOrMore, r.ticksMissed, r.maxRunsInATick, r.skipped, r.failed];
+  return [
+    CRON_LABELS[r.mode],
+    r.servers,
+    r.ticks,
+    r.runs,
+    r.ticksExactlyOnce,
+    r.ticksRunTwiceOrMore,
+    r.ticksMissed,
+    r.stalledRuns,
+    r.staleResultsApplied,
+    r.staleResultsRefused,
+    r.skipped,
+    r.lostLeases,
+    r.failed,
+  ];
 }
 
-export const CRON_TABLE_HEADER = ['mode', 'servers', 'ticks', 'runs', 'ticks run once', 'ticks run twice or more', 'ticks missed', 'most runs in a tick', 'skipped (held)', 'failed'];
+export const CRON_TABLE_HEADER = [
+  'mode',
+  'servers',
+  'ticks',
+  'runs',
+  'ticks run once',
+  'ticks run twice or more',
+  'ticks missed',
+  'stalled runs',
+  'stale results kept',
+  'stale results refused',
+  'skipped (held)',
+  'lease lost',
+  'failed',
+];
 
 const { values } = parseArgs({
   options: {
-    servers: { type: 'string', default: '5' },
-    ticks: { type: 'string', default: '20' },
-    'tick-ms': { type: 'string', default: '3000' },
-    'skew-ms': { type: 'string', default: '1000' },
-    'work-ms': { type: 'string', default: '200' },
+    servers: { type: 'string', default: '3' },
+    ticks: { type: 'string', default: '3' },
+    'tick-ms': { type: 'string', default: '1000' },
+    'skew-ms': { type: 'string', default: '300' },
+    'work-ms': { type: 'string', default: '100' },
+    'ttl-ms': { type: 'string', default: '10000' },
+    stalls: { type: 'string', default: '1' },
   },
 });
 const keyholder = await startKeyholder();
 try {
-  const modes = ['none', 'release', 'per-tick'] as const;
+  const modes = ['none', 'lock', 'fenced'] as const;
   const results = await Promise.all(
     modes.map((mode) =>
       runSchedule({
@@ -42,6 +72,8 @@ try {
         tickMs: Number(values['tick-ms']),
         skewMs: Number(values['skew-ms']),
         workMs: Number(values['work-ms']),
+        ttlMs: Number(values['ttl-ms']),
+        stalls: Number(values.stalls),
       }),
     ),
   );
