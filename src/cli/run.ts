@@ -1,5 +1,5 @@
 import { constants, hostname } from 'node:os';
-import { KeyholderError, type Lease, LockHeldError } from '../client/index.js';
+import { KeyholderError, type Lease, LeaseLostError, LockHeldError } from '../client/index.js';
 import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required, UsageError } from './args.js';
 import { guard } from './guarded-command.js';
 import type { Command } from './lock-commands.js';
@@ -91,6 +91,12 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       if (err instanceof KeyholderError) {
         say(`could not take lock "${key}": ${err.code}: ${err.message}`);
         return EXIT.failed;
+      }
+      // Granted, but lost before the grant reached us in time (this process was stopped or starved past
+      // the lease's safe deadline): the command never ran, and the lease is gone, so it is a lost lease.
+      if (err instanceof LeaseLostError) {
+        say(`the lease on "${key}" was lost before the command started (${err.message}); not running the command`);
+        return EXIT.leaseLost;
       }
       throw err;
     }
