@@ -32,7 +32,10 @@ interface Answer {
 }
 
 async function api(port: number, method: string, path: string, key?: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = {};
+  // A fresh connection per call: the steps block the event loop in synchronous shell commands, and a
+  // pooled keep-alive socket that keyholder closed meanwhile (idle 5 s) would be reused before its
+  // close is seen, failing the call with UND_ERR_SOCKET (seen after a 6 s `docker compose run`).
+  const headers: Record<string, string> = { connection: 'close' };
   if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`http://127.0.0.1:${port}${path}`, {
@@ -272,6 +275,8 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
+  // fetch's own message is only "fetch failed": the cause says what the socket did.
+  if (error instanceof Error && error.cause !== undefined) console.error('cause:', error.cause);
   console.error(`full log: ${join(WORK, 'test-image.log')}`);
   process.exit(1);
 });
