@@ -78,6 +78,28 @@ async function grantAndRelease(port: number, key: string, lock: string): Promise
   return Number(granted.body.fencingToken);
 }
 
+/**
+ * The first grant after an `up`. /readyz is ready once the store answers, but a primary whose replicas
+ * are still syncing refuses writes (min-replicas-to-write), and keyholder then answers 503
+ * store_unavailable, failing closed: seen for a few seconds on the sentinel profile's second up. A
+ * client retries that answer after its retryAfterMs, and so does this; any other answer fails at once.
+ */
+async function firstGrantAndRelease(port: number, key: string, lock: string): Promise<number> {
+  const answer = await waitFor(
+    `a grant on :${port}`,
+    async () => {
+      const acquired = await api(port, 'POST', `/v1/locks/${lock}/acquire`, key, { ttlMs: 30_000 });
+      if (acquired.status === 503 && acquired.body.code === 'store_unavailable') throw new Error(`503 ${JSON.stringify(acquired.body)}`);
+      return acquired;
+    },
+    START_BUDGET_MS,
+    1000,
+  );
+  const granted = expectStatus(answer, 200, `acquire ${lock}`);
+  expectStatus(await api(port, 'POST', `/v1/locks/${lock}/release`, key, { ownerToken: granted.body.ownerToken }), 200, `release ${lock}`);
+  return Number(granted.body.fencingToken);
+}
+
 function removeWhatItMade(): void {
   if (existsSync(APP)) sh(`docker compose ${PROFILES} down -v --remove-orphans --timeout 5`, { ...inApp, allowFailure: true });
   // Whatever compose made, under either Compose's project name for the copy's folder.
@@ -261,7 +283,7 @@ async function main(): Promise<void> {
       await step(`--profile ${name}: up${round > 0 ? ` after down (${round})` : ''}, ready, a grant`, async () => {
         sh(`docker compose --profile ${name} up -d --build`, inApp);
         await ready(port, store);
-        const next = await grantAndRelease(port, key, `profile-${name}`);
+        const next = await firstGrantAndRelease(port, key, `profile-${name}`);
         if (!(next > fencing)) throw new Error(`fencing went backwards: ${fencing} then ${next}`);
         fencing = next;
       });
