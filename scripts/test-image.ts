@@ -32,7 +32,10 @@ interface Answer {
 }
 
 async function api(port: number, method: string, path: string, key?: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = {};
+  // A fresh connection per call: the steps block the event loop in synchronous shell commands, and a
+  // pooled keep-alive socket that keyholder closed meanwhile (idle 5 s) would be reused before its
+  // close is seen, failing the call with UND_ERR_SOCKET (seen after a 6 s `docker compose run`).
+  const headers: Record<string, string> = { connection: 'close' };
   if (key !== undefined) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`http://127.0.0.1:${port}${path}`, {
@@ -71,6 +74,28 @@ async function ready(port: number, store: string): Promise<void> {
 /** A grant and its release; returns the grant's fencing token. */
 async function grantAndRelease(port: number, key: string, lock: string): Promise<number> {
   const granted = expectStatus(await api(port, 'POST', `/v1/locks/${lock}/acquire`, key, { ttlMs: 30_000 }), 200, `acquire ${lock}`);
+  expectStatus(await api(port, 'POST', `/v1/locks/${lock}/release`, key, { ownerToken: granted.body.ownerToken }), 200, `release ${lock}`);
+  return Number(granted.body.fencingToken);
+}
+
+/**
+ * The first grant after an `up`. /readyz is ready once the store answers, but a primary whose replicas
+ * are still syncing refuses writes (min-replicas-to-write), and keyholder then answers 503
+ * store_unavailable, failing closed: seen for a few seconds on the sentinel profile's second up. A
+ * client retries that answer after its retryAfterMs, and so does this; any other answer fails at once.
+ */
+async function firstGrantAndRelease(port: number, key: string, lock: string): Promise<number> {
+  const answer = await waitFor(
+    `a grant on :${port}`,
+    async () => {
+      const acquired = await api(port, 'POST', `/v1/locks/${lock}/acquire`, key, { ttlMs: 30_000 });
+      if (acquired.status === 503 && acquired.body.code === 'store_unavailable') throw new Error(`503 ${JSON.stringify(acquired.body)}`);
+      return acquired;
+    },
+    START_BUDGET_MS,
+    1000,
+  );
+  const granted = expectStatus(answer, 200, `acquire ${lock}`);
   expectStatus(await api(port, 'POST', `/v1/locks/${lock}/release`, key, { ownerToken: granted.body.ownerToken }), 200, `release ${lock}`);
   return Number(granted.body.fencingToken);
 }
@@ -258,7 +283,7 @@ async function main(): Promise<void> {
       await step(`--profile ${name}: up${round > 0 ? ` after down (${round})` : ''}, ready, a grant`, async () => {
         sh(`docker compose --profile ${name} up -d --build`, inApp);
         await ready(port, store);
-        const next = await grantAndRelease(port, key, `profile-${name}`);
+        const next = await firstGrantAndRelease(port, key, `profile-${name}`);
         if (!(next > fencing)) throw new Error(`fencing went backwards: ${fencing} then ${next}`);
         fencing = next;
       });
@@ -272,6 +297,8 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
+  // fetch's own message is only "fetch failed": the cause says what the socket did.
+  if (error instanceof Error && error.cause !== undefined) console.error('cause:', error.cause);
   console.error(`full log: ${join(WORK, 'test-image.log')}`);
   process.exit(1);
 });
