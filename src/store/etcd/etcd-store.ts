@@ -114,8 +114,6 @@ const modOf = (r: Observed<unknown> | null) => (r ? r.kv.mod_revision : '0');
  */
 export class EtcdStore implements LockStore {
   readonly kind = 'etcd';
-  /** Lock-delay is a field of the lock record (`d`) that every grant path checks. */
-  readonly supportsLockDelay = true;
   /** A lock set is one transaction over all its lock records. */
   readonly lockSets: LockSetStore = lockSetsOf(this);
   readonly permits: EtcdPermits;
