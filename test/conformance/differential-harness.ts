@@ -11,7 +11,7 @@ import { RedisServer } from '../helpers/redis-server.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
 
 /**
- * What the differential tests (differential.test.ts for locks, differential-permits.test.ts for
+ * What the differential tests (differential-locks.ts for locks, differential-permits.ts for
  * semaphores and read/write locks) share: the stores side by side, a promise looked at without awaiting
  * it, fencing tokens as ranks, and one sequence's bookkeeping (grants, waiters, comparing answers).
  * Each test keeps its own operations, generator and normalisation of answers.

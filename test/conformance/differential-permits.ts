@@ -8,7 +8,7 @@ import { MAX_READERS } from '../../src/domain/rwlocks.js';
 import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LEASE_MS, Sequence, SHORT_LEASE_MS, SHORT_WAIT_MS, track, useStores, who, type Backend, type Pending, type TokenRanks, type Who } from './differential-harness.js';
 
 /**
- * The differential test (differential.test.ts) for semaphores and read/write locks: random sequences of
+ * The differential test (differential-locks.ts) for semaphores and read/write locks: random sequences of
  * permit operations run against the embedded store and against Redis or etcd (two store instances, as two
  * keyholder processes), every answer compared: outcomes and refusal reasons, live capacities, the
  * order of fencing tokens per key, holders and their weights, waiter counts, evicted leases, listings.
