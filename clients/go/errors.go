@@ -34,8 +34,6 @@ var (
 	ErrForbidden = errors.New("keyholder: forbidden")
 	// ErrNotFound: 404, e.g. a force release of a lock nobody holds.
 	ErrNotFound = errors.New("keyholder: not found")
-	// ErrNotSupported: 501, the server's store has no semaphores (etcd).
-	ErrNotSupported = errors.New("keyholder: not supported")
 	// ErrBadResponse: an answer the client cannot trust (a redirect, a success without a well-formed body).
 	// Not retried: a grant is accepted only from a 200 whose body parses with its tokens present.
 	ErrBadResponse = errors.New("keyholder: bad response")
@@ -71,7 +69,6 @@ var sentinelOf = map[string]error{
 	"unauthenticated":        ErrUnauthenticated,
 	"forbidden":              ErrForbidden,
 	"not_found":              ErrNotFound,
-	"not_supported":          ErrNotSupported,
 	CodeBadResponse:          ErrBadResponse,
 }
 

@@ -468,7 +468,7 @@ export interface components {
              */
             waitMs?: number;
             /**
-             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400.
              * @example 5000
              */
             lockDelayMs?: number;
@@ -514,7 +514,7 @@ export interface components {
             /** @description If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no polling) and asks for the whole set again. Nothing is held meanwhile; no FIFO order among sets. 0 or absent: 409 at once. */
             waitMs?: number;
             /**
-             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.
+             * @description Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at once. Default 0; the server bounds it (by default 60,000); above is a 400.
              * @example 5000
              */
             lockDelayMs?: number;
@@ -668,7 +668,7 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "not_supported" | "idempotency_key_reused";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "idempotency_key_reused";
             /** @description The request path */
             instance?: string;
             /**
@@ -1831,21 +1831,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store has no lock sets (etcd) */
-            501: {
-                headers: {
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -1954,15 +1939,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store has no lock sets (etcd) */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -2059,15 +2035,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description not_supported: the configured store has no lock sets (etcd) */
-            501: {
-                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2220,21 +2187,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -2349,15 +2301,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -2466,15 +2409,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -2569,21 +2503,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
@@ -2748,21 +2667,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
@@ -2915,21 +2819,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -3044,15 +2933,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -3161,15 +3041,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
@@ -3264,21 +3135,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
@@ -3431,21 +3287,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
@@ -3678,21 +3519,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
             503: {
                 headers: {
@@ -3791,21 +3617,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description not_supported: the configured store (etcd) has no semaphores or read/write locks */
-            501: {
-                headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */

@@ -18,7 +18,6 @@ export type DomainErrorCode =
   | 'semaphore_full'
   | 'limit_mismatch'
   | 'rwlock_held'
-  | 'not_supported'
   | 'idempotency_key_reused';
 
 /** One offending request field and what is wrong with it. */
@@ -151,21 +150,6 @@ export class ShuttingDownError extends DomainError {
   override readonly retryAfterMs = 1000;
   constructor() {
     super('the server is shutting down; retry on another instance');
-  }
-}
-
-/**
- * The configured store does not have this feature (on etcd: semaphores, read/write locks, lock sets and
- * lock-delay). Nothing was changed; retrying will not help, another deployment (Redis or the embedded
- * store) will.
- */
-export class NotSupportedError extends DomainError {
-  readonly code = 'not_supported';
-  constructor(
-    readonly feature: string,
-    readonly store: string,
-  ) {
-    super(`${feature}: not supported by the ${store} store (use the Redis or the embedded store)`);
   }
 }
 

@@ -2,7 +2,7 @@ import type { LockLimits } from './limits.js';
 import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import { randomBase64url } from './random.js';
-import { IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
+import { IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, QuotaExceededError, ShuttingDownError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { WaitGate } from './wait-gate.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
@@ -275,13 +275,12 @@ export class LockService {
     await this.freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt });
   }
 
-  /** The lock-delay asked for, checked against the bounds and the store. */
+  /** The lock-delay asked for, checked against the bounds. */
   checkLockDelay(lockDelayMs: number): number {
     const max = this.limits.maxLockDelayMs ?? 0;
     if (!Number.isInteger(lockDelayMs) || lockDelayMs < 0 || lockDelayMs > max) {
       throw new InvalidRequestError('lockDelayMs', `must be an integer from 0 to ${max}`);
     }
-    if (lockDelayMs > 0 && !this.store.supportsLockDelay) throw new NotSupportedError('lockDelayMs', this.store.kind);
     return lockDelayMs;
   }
 

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { InvalidRequestError, LockHeldError, NotOwnerError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
+import { InvalidRequestError, LockHeldError, NotOwnerError, QuotaExceededError, ShuttingDownError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import type { LockLimits } from './limits.js';
 import { newOwnerToken, type LockService } from './lock-service.js';
@@ -121,7 +121,6 @@ export class LockSetService {
   }
 
   private sets(): LockSetStore {
-    if (this.store.lockSets === undefined) throw new NotSupportedError('lock sets', this.store.kind);
     return this.store.lockSets;
   }
 

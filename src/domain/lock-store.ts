@@ -183,8 +183,8 @@ export type LockSetRenewOutcome =
   | { readonly renewed: false };
 
 /**
- * Lock sets, each operation ONE atomic step over all the set's keys (one Lua script on Redis). A
- * store without them (etcd) leaves `lockSets` undefined and the lock service answers not_supported.
+ * Lock sets, each operation ONE atomic step over all the set's keys (one Lua script on Redis, one
+ * transaction on etcd).
  */
 export interface LockSetStore {
   /** Grants every key to `ownerToken` if every key is free (no live lease, no lock-delay, nobody queued); otherwise nothing. */
@@ -207,11 +207,8 @@ export function lockSetsOf(store: LockSetStore): LockSetStore {
 export interface LockStore extends SlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
-  /**
-   * Semaphores and read/write locks (permit-store.ts), when this store has them; absent, those routes
-   * answer 501 not_supported (the etcd store).
-   */
-  readonly permits?: PermitStore;
+  /** Semaphores and read/write locks (permit-store.ts). */
+  readonly permits: PermitStore;
   /**
    * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
    * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait
@@ -233,10 +230,8 @@ export interface LockStore extends SlotStore, ChangeFeed {
   inspect(key: string): Promise<LockState | null>;
   /** inspect, with what a watcher's index needs (the last fencing token also when free). */
   inspectIndexed(key: string): Promise<IndexedLockState>;
-  /** Whether acquire honours `lockDelayMs` (etcd does not: the lock service answers not_supported). */
-  readonly supportsLockDelay: boolean;
-  /** Lock sets, where the store has them. */
-  readonly lockSets?: LockSetStore;
+  /** Lock sets. */
+  readonly lockSets: LockSetStore;
   /**
    * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token

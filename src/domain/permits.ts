@@ -1,4 +1,4 @@
-import { type DomainError, NotSupportedError } from './errors.js';
+import type { DomainError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
 import type { LockLimits } from './limits.js';
@@ -53,13 +53,13 @@ export interface HeldPermitsView {
  * own vocabulary on top. Knows nothing of HTTP or Redis.
  */
 export class PermitCore {
-  private readonly permits: PermitStore | undefined;
+  private readonly permits: PermitStore;
   private readonly quota: NamespaceQuota;
   private readonly freshness: FreshnessGuard;
   /** TTL and wait bounds, waiting grants, renew and release (shared with the lock service). */
   private readonly rules: LeaseRules;
   /** Blocking queries on this primitive's keys (one subscription per watched key on this instance). */
-  private readonly changes: ChangeWatch<IndexedPermitState> | undefined;
+  private readonly changes: ChangeWatch<IndexedPermitState>;
 
   constructor(
     readonly kind: PermitKind,
@@ -76,7 +76,7 @@ export class PermitCore {
     this.freshness = new FreshnessGuard(giveBack);
     const { quota, freshness } = this;
     this.rules = new LeaseRules({ limits, gate, quota, freshness, observer, giveBack: giveBack.release });
-    this.changes = this.permits && new ChangeWatch(permitWatchSource(this.permits, kind));
+    this.changes = new ChangeWatch(permitWatchSource(this.permits, kind));
   }
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
@@ -160,7 +160,6 @@ export class PermitCore {
   ): Promise<IndexedPermitState> {
     const id = lockId(namespace, key);
     const changes = this.changes;
-    if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
     return this.rules.watch(changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
   }
 
@@ -185,7 +184,6 @@ export class PermitCore {
   }
 
   private store$(): PermitStore {
-    if (this.permits === undefined) throw new NotSupportedError(this.kind === 'semaphore' ? 'semaphores' : 'read/write locks', this.store.kind);
     return this.permits;
   }
 

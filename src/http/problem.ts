@@ -72,9 +72,6 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorContract>> = Object.freeze(
   // 409, not 400: the same request succeeds once the live permits (granted under another limit) end.
   limit_mismatch: { status: 409, title: 'Semaphore limit differs', outcome: 'limit_mismatch' },
   rwlock_held: { status: 409, title: 'Read/write lock is held', outcome: 'held' },
-  // 501: a feature the configured store does not have (on etcd: semaphores, read/write locks, lock
-  // sets, lock-delay). Not the caller's mistake, and no retry helps.
-  not_supported: { status: 501, title: 'Not supported by this store', outcome: 'error' },
   // 422, as the IETF httpapi Idempotency-Key draft answers a key reused with another payload: the
   // request is well-formed but cannot be processed as the key promised.
   idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused', outcome: 'invalid' },

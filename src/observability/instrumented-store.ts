@@ -47,9 +47,8 @@ export interface StoreCallSink {
  */
 export class InstrumentedStore implements LockStore {
   readonly kind: LockStore['kind'];
-  readonly supportsLockDelay: boolean;
-  readonly lockSets?: LockSetStore;
-  readonly permits?: PermitStore;
+  readonly lockSets: LockSetStore;
+  readonly permits: PermitStore;
   readonly quotaInside: boolean;
 
   constructor(
@@ -58,33 +57,30 @@ export class InstrumentedStore implements LockStore {
     private readonly leases: LeaseTracker,
   ) {
     this.kind = inner.kind;
-    this.supportsLockDelay = inner.supportsLockDelay;
     const sets = inner.lockSets;
     // A set is timed and tracked as one lease (one owner token), under the lock operations' labels.
-    if (sets !== undefined) {
-      this.lockSets = {
-        acquireSet: async (input) => {
-          const outcome = await this.timed('acquire', () => sets.acquireSet(input));
-          if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
-          return outcome;
-        },
-        renewSet: async (keys, ownerToken, ttlMs) => {
-          const outcome = await this.timed('renew', () => sets.renewSet(keys, ownerToken, ttlMs));
-          if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
-          return outcome;
-        },
-        releaseSet: async (keys, ownerToken) => {
-          const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
-          if (released) {
-            const heldSeconds = this.leases.released(ownerToken);
-            if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-          }
-          return released;
-        },
-      };
-    }
+    this.lockSets = {
+      acquireSet: async (input) => {
+        const outcome = await this.timed('acquire', () => sets.acquireSet(input));
+        if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+        return outcome;
+      },
+      renewSet: async (keys, ownerToken, ttlMs) => {
+        const outcome = await this.timed('renew', () => sets.renewSet(keys, ownerToken, ttlMs));
+        if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+        return outcome;
+      },
+      releaseSet: async (keys, ownerToken) => {
+        const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
+        if (released) {
+          const heldSeconds = this.leases.released(ownerToken);
+          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+        }
+        return released;
+      },
+    };
     this.quotaInside = inner.quotaInside ?? false;
-    if (inner.permits) this.permits = this.instrumentPermits(inner.permits);
+    this.permits = this.instrumentPermits(inner.permits);
   }
 
   /** The same for semaphores and read/write locks: timed, and their leases tracked like locks'. */

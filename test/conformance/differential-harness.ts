@@ -3,12 +3,15 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { RedisStore } from '../../src/store/redis/redis-store.js';
+import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
+import type { PermitStore } from '../../src/domain/permit-store.js';
+import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { openRedisStore } from '../helpers/redis-store.js';
+import { eventually, openRedisStore } from '../helpers/redis-store.js';
 
 /**
- * What the differential tests (differential.test.ts for locks, differential-permits.test.ts for
+ * What the differential tests (differential-locks.ts for locks, differential-permits.ts for
  * semaphores and read/write locks) share: the stores side by side, a promise looked at without awaiting
  * it, fencing tokens as ranks, and one sequence's bookkeeping (grants, waiters, comparing answers).
  * Each test keeps its own operations, generator and normalisation of answers.
@@ -24,13 +27,13 @@ export const SHORT_LEASE_MS = 10;
 export const PAST_SHORT_LEASE_MS = 25;
 export const LONG_WAIT_MS = 20_000;
 export const MAX_WAITERS = 3;
-/** How long Redis may take to deliver what the embedded store has already answered (a hand-over, a cancel). */
+/** How long the compared store may take to deliver what the embedded store has already answered (a hand-over, a cancel). */
 const DELIVERY_TIMEOUT_MS = 5_000;
 
 export type Who = 'latest' | 'older' | 'stranger';
 /** Which owner token a renew or release uses: the latest grant's, the one before, or one never granted. */
 export const who = fc.constantFrom<Who>('latest', 'latest', 'older', 'stranger');
-/** Which of the two Redis store instances an operation goes through. */
+/** Which of the two instances of the compared store an operation goes through. */
 export const inst = fc.nat(1);
 
 /** A promise whose outcome can be looked at without awaiting it. */
@@ -60,7 +63,7 @@ export function track(promise: Promise<unknown>): Tracked {
 async function within(t: Tracked, ms: number, what: string): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`redis did not answer ${what} within ${ms} ms (the embedded store had)`)), ms);
+    timer = setTimeout(() => reject(new Error(`the compared store did not answer ${what} within ${ms} ms (the embedded store had)`)), ms);
   });
   try {
     await Promise.race([t.promise, late]);
@@ -94,33 +97,57 @@ export class TokenRanks {
 /** A store's answer as it is compared: the test's normalisation of a value; an error by its code. */
 export type NormalizeValue = (store: string, ranks: TokenRanks, key: string, value: unknown, setKeys: readonly string[]) => unknown;
 
-/** The embedded store and two Redis store instances on one Redis (as two keyholder processes), for one file. */
+/** The store compared with the embedded one: Redis, or a 3-member etcd cluster. */
+export type Backend = 'redis' | 'etcd';
+
+/** A compared store: every store has permits and lock sets. */
+export type ComparedStore = LockStore & { readonly permits: PermitStore; readonly lockSets: LockSetStore };
+
+/**
+ * The embedded store and two instances of the compared store on one backend (as two keyholder
+ * processes), for one file.
+ */
 export interface Stores {
   readonly memory: MemoryStore;
-  redis(index: number): RedisStore;
+  /** Which backend the embedded store is compared with (it names that side of a difference). */
+  readonly backend: Backend;
+  other(index: number): ComparedStore;
 }
 
-export function useStores(keyPrefix: string): Stores {
-  let server: RedisServer;
-  let redisStores: RedisStore[] = [];
+export function useStores(keyPrefix: string, backend: Backend = 'redis'): Stores {
+  let stop: (() => Promise<void>) | undefined;
+  let others: ComparedStore[] = [];
   let memory: MemoryStore | undefined;
   beforeAll(async () => {
-    server = await RedisServer.start();
-    const open = () => openRedisStore(server, { keyPrefix, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS, commandTimeoutMs: 5_000 });
-    redisStores = [await open(), await open()];
+    if (backend === 'redis') {
+      const server = await RedisServer.start();
+      stop = () => server.stop();
+      const open = () => openRedisStore(server, { keyPrefix, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS, commandTimeoutMs: 5_000 });
+      others = [await open(), await open()];
+    } else {
+      const cluster = await EtcdCluster.start(3);
+      stop = () => cluster.stop();
+      const open = async () => {
+        const store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix, commandTimeoutMs: 5_000, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS });
+        await eventually(() => store.ping(), 10_000);
+        return store;
+      };
+      others = [await open(), await open()];
+    }
     memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, maxWaitersPerKey: MAX_WAITERS });
-  });
+  }, 60_000);
   afterAll(async () => {
     await memory?.close();
-    for (const store of redisStores) await store.close();
-    await server?.stop();
+    for (const store of others) await store.close();
+    await stop?.();
   });
   return {
     get memory() {
       if (!memory) throw new Error('the stores are not open yet');
       return memory;
     },
-    redis: (index) => redisStores[index] as RedisStore,
+    backend,
+    other: (index) => others[index] as ComparedStore,
   };
 }
 
@@ -129,9 +156,10 @@ export interface Pending {
   readonly key: string;
   readonly ownerToken: string;
   readonly memory: Tracked;
-  readonly redis: Tracked;
+  /** The compared store's answer. */
+  readonly other: Tracked;
   readonly memoryLeave: AbortController;
-  readonly redisLeave: AbortController;
+  readonly otherLeave: AbortController;
 }
 
 /** How often the interesting cases came up, printed with the runtime so a weakened generator shows. */
@@ -168,7 +196,7 @@ export class Sequence<P extends Pending = Pending> {
   private readonly granted = new Map<string, string[]>();
   private readonly varying: RegExp;
 
-  constructor(private readonly options: SequenceOptions) {
+  constructor(private readonly options: SequenceOptions & { readonly backend: Backend }) {
     this.varying = new RegExp(`"(${options.varyingFields.join('|')})":("[^"]*"|\\d+|null)`, 'g');
   }
 
@@ -182,13 +210,13 @@ export class Sequence<P extends Pending = Pending> {
   }
 
   fail(step: string, m: unknown, r: unknown): never {
-    throw new Error(`stores disagree at ${step}\n  memory: ${JSON.stringify(m)}\n  redis:  ${JSON.stringify(r)}\n  steps so far:\n    ${this.log.join('\n    ')}`);
+    throw new Error(`stores disagree at ${step}\n  memory: ${JSON.stringify(m)}\n  ${this.options.backend}:  ${JSON.stringify(r)}\n  steps so far:\n    ${this.log.join('\n    ')}`);
   }
 
   /** Both answers, normalised, must be equal; returns the embedded store's. */
   compare(step: string, key: string, m: Tracked, r: Tracked, setKeys: readonly string[] = []): unknown {
     const a = this.answer('memory', key, m, setKeys);
-    const b = this.answer('redis', key, r, setKeys);
+    const b = this.answer(this.options.backend, key, r, setKeys);
     if (JSON.stringify(a) !== JSON.stringify(b)) this.fail(step, a, b);
     const what = step.includes('(waiter') ? 'waiter' : (step.split('"')[3] ?? step);
     this.options.coverage.count(`${what}: ${String(JSON.stringify(a)).replace(this.varying, '"$1":…').slice(0, this.options.labelLength)}`);
@@ -211,26 +239,26 @@ export class Sequence<P extends Pending = Pending> {
     return pick(this.granted.get(key) ?? [], w);
   }
 
-  /** Waiters the embedded store has answered in this step: Redis must answer them alike, promptly. */
+  /** Waiters the embedded store has answered in this step: the compared store must answer them alike, promptly. */
   async settleWaiters(step: string): Promise<void> {
     await flush();
     for (const p of this.pending.filter((w) => w.memory.settled)) {
-      await within(p.redis, DELIVERY_TIMEOUT_MS, `the waiter of ${p.key}`);
-      this.noteGrant(p.key, p.ownerToken, this.compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis));
+      await within(p.other, DELIVERY_TIMEOUT_MS, `the waiter of ${p.key}`);
+      this.noteGrant(p.key, p.ownerToken, this.compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.other));
     }
     this.pending = this.pending.filter((w) => !w.memory.settled);
-    // The other way round: Redis answered a waiter the embedded store still keeps waiting.
-    for (const p of this.pending) if (p.redis.settled) this.fail(`${step} (waiter on ${p.key})`, 'pending', this.answer('redis', p.key, p.redis));
+    // The other way round: the compared store answered a waiter the embedded store still keeps waiting.
+    for (const p of this.pending) if (p.other.settled) this.fail(`${step} (waiter on ${p.key})`, 'pending', this.answer(this.options.backend, p.key, p.other));
   }
 
-  /** Both stores count the same live waiters on `key`; Redis may still be cancelling one that left. */
-  async sameWaiters(key: string, waiters: (store: 'memory' | 'redis') => Promise<number | undefined>): Promise<void> {
+  /** Both stores count the same live waiters on `key`; the compared store may still be cancelling one that left. */
+  async sameWaiters(key: string, waiters: (store: 'memory' | 'other') => Promise<number | undefined>): Promise<void> {
     const expected = await waiters('memory');
     let actual: number | undefined;
     await vi
       .waitFor(
         async () => {
-          actual = await waiters('redis');
+          actual = await waiters('other');
           if (actual !== expected) throw new Error('not yet');
         },
         { timeout: DELIVERY_TIMEOUT_MS, interval: 5 },
@@ -242,10 +270,10 @@ export class Sequence<P extends Pending = Pending> {
   async leave(step: string, p: P): Promise<void> {
     const reason = new Error('caller left');
     p.memoryLeave.abort(reason);
-    p.redisLeave.abort(reason);
+    p.otherLeave.abort(reason);
     await within(p.memory, DELIVERY_TIMEOUT_MS, 'a caller that left');
-    await within(p.redis, DELIVERY_TIMEOUT_MS, 'a caller that left');
-    this.compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.redis);
+    await within(p.other, DELIVERY_TIMEOUT_MS, 'a caller that left');
+    this.compare(`${step} (waiter on ${p.key})`, p.key, p.memory, p.other);
   }
 
   /** The caller of the waiting acquire `pick` names (modulo how many wait) leaves; returns it, if anyone waited. */
@@ -273,7 +301,7 @@ export class Sequence<P extends Pending = Pending> {
     } finally {
       for (const p of this.pending) {
         p.memoryLeave.abort(new Error('sequence over'));
-        p.redisLeave.abort(new Error('sequence over'));
+        p.otherLeave.abort(new Error('sequence over'));
       }
     }
   }

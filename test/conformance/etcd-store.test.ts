@@ -42,6 +42,4 @@ describeStoreContract('etcd (3 members)', {
   },
   hasState: (_store, key) => withClient(async (c) => (await c.getAll().prefix(`${PREFIX}lock/${key}`).count()) > 0),
   collect: (store) => (store as EtcdStore).sweep(),
-  withoutPermits: true,
-  withoutLockDelay: true,
 });

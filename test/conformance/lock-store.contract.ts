@@ -27,10 +27,6 @@ export interface StoreHarness {
   /** Makes the backend forget what it may forget now (a sweep), where that is not automatic. */
   collect?(store: LockStore): Promise<void>;
   teardown?(): Promise<void>;
-  /** The store has no semaphores or read/write locks (etcd): their contracts are skipped, and it is checked that it says so. */
-  readonly withoutPermits?: true;
-  /** The store has no lock-delay (etcd): its cases are skipped, and it is checked that it says so. */
-  readonly withoutLockDelay?: true;
 }
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
@@ -451,19 +447,15 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         ping: () => closed.ping(),
         inspectIndexed: () => closed.inspectIndexed(key),
         watchChanges: () => closed.watchChanges(key, () => undefined),
-        ...(sets && {
-          acquireSet: () => sets.acquireSet({ keys: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
-          renewSet: () => sets.renewSet([key], newOwnerToken(), 1_000),
-          releaseSet: () => sets.releaseSet([key], newOwnerToken()),
-        }),
-        ...(permits && {
-          acquirePermit: () => permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, weight: 1, capacity: 1 }),
-          renewPermit: () => permits.renewPermit('semaphore', key, newOwnerToken(), 1_000),
-          releasePermit: () => permits.releasePermit('semaphore', key, newOwnerToken()),
-          inspectPermits: () => permits.inspectPermits('semaphore', key),
-          forceReleasePermits: () => permits.forceReleasePermits('semaphore', key),
-          listPermits: () => permits.listPermits('semaphore', { prefix: '', limit: 10 }),
-        }),
+        acquireSet: () => sets.acquireSet({ keys: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+        renewSet: () => sets.renewSet([key], newOwnerToken(), 1_000),
+        releaseSet: () => sets.releaseSet([key], newOwnerToken()),
+        acquirePermit: () => permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, weight: 1, capacity: 1 }),
+        renewPermit: () => permits.renewPermit('semaphore', key, newOwnerToken(), 1_000),
+        releasePermit: () => permits.releasePermit('semaphore', key, newOwnerToken()),
+        inspectPermits: () => permits.inspectPermits('semaphore', key),
+        forceReleasePermits: () => permits.forceReleasePermits('semaphore', key),
+        listPermits: () => permits.listPermits('semaphore', { prefix: '', limit: 10 }),
       };
       for (const [method, call] of Object.entries(calls)) {
         // A synchronous throw would escape the `.catch()` callers chain on the promise.
@@ -482,19 +474,6 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
   });
   describeWaitingContract(name, harness);
   describeWatchAndSetsContract(name, harness);
-  if (harness.withoutPermits) {
-    describe(`permit primitives: ${name}`, () => {
-      it('has no semaphores or read/write locks (the routes answer 501 not_supported)', async () => {
-        const store = await harness.open({ fenceGraceMs: 60_000 });
-        try {
-          expect(store.permits).toBeUndefined();
-        } finally {
-          await store.close();
-        }
-      });
-    });
-    return;
-  }
   describeSemaphoreContract(name, harness);
   describeRwLockContract(name, harness);
   describePermitWatchContract(name, harness);

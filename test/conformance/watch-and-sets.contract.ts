@@ -9,7 +9,7 @@ import type { StoreHarness } from './lock-store.contract.js';
 /** Ids of one namespace (`ns/...`), so a lock set's keys share one Redis Cluster slot, as the service makes them. */
 const uniqueId = (name: string) => `ns-${randomUUID().slice(0, 8)}/${name}`;
 
-/** Watch index, lock-delay and lock sets: part of the one store contract (skipped where a store answers not_supported). */
+/** Watch index, lock-delay and lock sets: part of the one store contract, on every store. */
 export function describeWatchAndSetsContract(name: string, harness: StoreHarness): void {
   describe(`lock store contract, watch, lock-delay, lock sets: ${name}`, () => {
     let a: LockStore;
@@ -84,8 +84,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
     });
 
     describe('lock-delay', () => {
-      it('an EXPIRED lease keeps the lock unavailable for its delay, then it is free', async (ctx) => {
-        if (!a.supportsLockDelay) ctx.skip();
+      it('an EXPIRED lease keeps the lock unavailable for its delay, then it is free', async () => {
         const key = uniqueId('delay');
         await grant(a, key, 200, 1_000);
         await sleep(300);
@@ -98,12 +97,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         await expect.poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, { timeout: 5_000 }).toBe(true);
       });
 
-      it('the store says whether it has lock-delay, as its harness expects', () => {
-        expect(a.supportsLockDelay).toBe(!harness.withoutLockDelay);
-      });
-
-      it('the delay shows only once the lease has run out; an idempotent retry during it is refused like anyone; a lock set touching it is refused', async (ctx) => {
-        if (!a.supportsLockDelay) ctx.skip();
+      it('the delay shows only once the lease has run out; an idempotent retry during it is refused like anyone; a lock set touching it is refused', async () => {
         const key = uniqueId('delay-view');
         const idempotencyKey = `idem-${randomUUID()}`;
         const g = await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, lockDelayMs: 3_000, idempotencyKey });
@@ -116,7 +110,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const retry = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
         expect(retry.acquired).toBe(false);
         const other = `${key.split('/')[0] as string}/other`;
-        const set = await a.lockSets?.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        const set = await a.lockSets.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(set?.acquired).toBe(false);
         if (set === undefined || set.acquired) return;
         expect(set.busyKey).toBe(key);
@@ -125,8 +119,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         expect(await a.inspect(other)).toBeNull();
       });
 
-      it('a waiter that asked for a delay is handed the lock with it: once its own lease runs out, the delay holds', async (ctx) => {
-        if (!a.supportsLockDelay) ctx.skip();
+      it('a waiter that asked for a delay is handed the lock with it: once its own lease runs out, the delay holds', async () => {
         const key = uniqueId('delay-waiter');
         await grant(a, key, 200);
         const waited = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, waitMs: 8_000, lockDelayMs: 5_000 });
@@ -136,8 +129,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         expect((await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
       });
 
-      it('a release ends it at once; a waiter is handed the lock only once the delay is over', async (ctx) => {
-        if (!a.supportsLockDelay) ctx.skip();
+      it('a release ends it at once; a waiter is handed the lock only once the delay is over', async () => {
         const key = uniqueId('delay-release');
         const g = await grant(a, key, 5_000, 5_000);
         await a.release(key, g.ownerToken);
@@ -151,10 +143,9 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
     });
 
     describe('lock sets', () => {
-      const sets = (): LockSetStore => a.lockSets as LockSetStore;
+      const sets = (): LockSetStore => a.lockSets;
 
-      it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async (ctx) => {
-        if (a.lockSets === undefined) ctx.skip();
+      it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async () => {
         // One namespace for the whole set, as the service composes it (one Cluster slot).
         const ns = uniqueId('set').split('/')[0] as string;
         const [k1, k2, k3] = ['x1', 'x2', 'x3'].map((n) => `${ns}/${n}`) as [string, string, string];
@@ -181,28 +172,27 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         expect((await b.acquire({ key: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
         expect((await b.inspect(k1))?.holder).toBe('mover');
         // Renew all or none; a renewal moves every key's lease and keeps its token.
-        const renewed = await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000);
+        const renewed = await b.lockSets.renewSet([k1, k2, k3], ownerToken, 8_000);
         expect(renewed).toMatchObject({ renewed: true, fencingTokens: set.fencingTokens });
         if (!renewed?.renewed) return;
         expect(renewed.expiresAtMs).toBeGreaterThan(set.expiresAtMs);
         for (const k of [k1, k2, k3]) expect((await a.inspect(k))?.expiresAtMs).toBe(renewed.expiresAtMs);
         await b.forceRelease(k3);
-        expect((await b.lockSets?.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(false);
-        expect(await b.lockSets?.releaseSet([k1, k2, k3], ownerToken)).toBe(true);
+        expect((await b.lockSets.renewSet([k1, k2, k3], ownerToken, 8_000))?.renewed).toBe(false);
+        expect(await b.lockSets.releaseSet([k1, k2, k3], ownerToken)).toBe(true);
         expect(await b.inspect(k1)).toBeNull();
-        expect(await b.lockSets?.releaseSet([k1, k2, k3], ownerToken)).toBe(false);
+        expect(await b.lockSets.releaseSet([k1, k2, k3], ownerToken)).toBe(false);
       });
 
-      it('overlapping sets asked for at once from two instances: one wins whole, the other gets nothing', async (ctx) => {
-        if (a.lockSets === undefined) ctx.skip();
+      it('overlapping sets asked for at once from two instances: one wins whole, the other gets nothing', async () => {
         for (let round = 0; round < 20; round++) {
           const ns = uniqueId('race').split('/')[0] as string;
           const [p, q, r] = ['p', 'q', 'r'].map((n) => `${ns}/${n}`) as [string, string, string];
           const first = { keys: [p, q], ownerToken: newOwnerToken() };
           const second = { keys: [q, r], ownerToken: newOwnerToken() };
           const [one, two] = await Promise.all([
-            a.lockSets?.acquireSet({ ...first, ttlMs: 5_000, holder: 'one' }),
-            b.lockSets?.acquireSet({ ...second, ttlMs: 5_000, holder: 'two' }),
+            a.lockSets.acquireSet({ ...first, ttlMs: 5_000, holder: 'one' }),
+            b.lockSets.acquireSet({ ...second, ttlMs: 5_000, holder: 'two' }),
           ]);
           expect([one?.acquired, two?.acquired].filter(Boolean)).toHaveLength(1);
           const winner = one?.acquired ? 'one' : 'two';

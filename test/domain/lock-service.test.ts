@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, NotSupportedError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import { InvalidRequestError, LockHeldError, NotOwnerError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
@@ -150,10 +150,6 @@ describe('lock service rules over the embedded store', () => {
     expect(await locks.inspect(ns, 'd')).toBeNull();
     const atBound = await locks.acquire(ns, 'd', 1_000, { lockDelayMs: LIMITS.maxLockDelayMs });
     await locks.release(ns, 'd', atBound.ownerToken);
-    const bare = new LockService(Object.assign(Object.create(store) as LockStore, { supportsLockDelay: false }), LIMITS);
-    await expect(bare.acquire(ns, 'e', 1_000, { lockDelayMs: 1 })).rejects.toBeInstanceOf(NotSupportedError);
-    const plain = await bare.acquire(ns, 'e', 1_000, { lockDelayMs: 0 });
-    await bare.release(ns, 'e', plain.ownerToken);
   });
 
   it('a blocking query answers at once without an index or with waitMs 0, timed as an inspect; a real wait is not timed', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, NotSupportedError, QuotaExceededError, ShuttingDownError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import { InvalidRequestError, LockHeldError, NotOwnerError, QuotaExceededError, ShuttingDownError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockGrant, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService, MAX_LOCK_SET_KEYS } from '../../src/domain/lock-sets.js';
@@ -266,19 +266,6 @@ describe('lock sets', () => {
     await mem.close();
   });
 
-  it('a store without lock sets answers not_supported for every step', async () => {
-    const mem = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    const bare = Object.assign(Object.create(mem) as LockStore, { lockSets: undefined });
-    const own = new LockSetService(bare, LIMITS, new LockService(bare, LIMITS));
-    const ns = uniqueNamespace();
-    for (const run of [() => own.acquire(ns, ['a'], 1_000), () => own.renew(ns, ['a'], 'x'.repeat(22), 1_000), () => own.release(ns, ['a'], 'x'.repeat(22))]) {
-      const err = await run().catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(NotSupportedError);
-      expect((err as NotSupportedError).feature).toBe('lock sets');
-    }
-    expect(await mem.inspect(`${ns}/a`)).toBeNull();
-    await mem.close();
-  });
 });
 
 describe('lock sets and the namespace quota: one slot per key', () => {

@@ -5,7 +5,6 @@ import {
   InvalidRequestError,
   LimitMismatchError,
   NotOwnerError,
-  NotSupportedError,
   QuotaExceededError,
   RwLockHeldError,
   SemaphoreFullError,
@@ -508,22 +507,4 @@ describe('late grants and stores without permits', () => {
     await store.close();
   });
 
-  it('a store without permits answers not_supported, naming the primitive', async () => {
-    const own = rig(LIMITS, (memory) => Object.assign(Object.create(memory) as LockStore, { permits: undefined }));
-    const ns = uniqueNamespace();
-    const feature = async (run: () => Promise<unknown>) => {
-      const err = await run().catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(NotSupportedError);
-      return (err as NotSupportedError).feature;
-    };
-    expect(await feature(() => own.semaphores.acquire(ns, 'k', { limit: 1, ttlMs: 1_000 }))).toBe('semaphores');
-    expect(await feature(() => own.rwlocks.acquire(ns, 'k', { mode: 'read', ttlMs: 1_000 }))).toBe('read/write locks');
-    expect(await feature(() => own.semaphores.inspect(ns, 'k'))).toBe('semaphores');
-    expect(await feature(() => own.semaphores.renew(ns, 'k', 'x'.repeat(22), 1_000))).toBe('semaphores');
-    expect(await feature(() => own.semaphores.release(ns, 'k', 'x'.repeat(22)))).toBe('semaphores');
-    expect(await feature(() => own.cores.semaphores.watch(ns, 'k', 1, 1_000))).toBe('semaphores');
-    expect(await feature(() => own.cores.rwlocks.forceRelease(ns, 'k'))).toBe('read/write locks');
-    expect(await feature(() => own.cores.rwlocks.listHeld({ prefix: '', limit: 10 }))).toBe('read/write locks');
-    await own.store.close();
-  });
 });

@@ -203,17 +203,6 @@ describe('every route and status against openapi.yaml', () => {
       await drive(base, { method: 'POST', url, headers: { ...TEAM, ...JSON_TYPE }, body: BIG, status: 413 });
       await drive(base, { method: 'POST', url, headers: { ...TEAM, 'content-type': 'text/plain' }, body: 'x', status: 415 });
     }
-    // A store without lock sets (etcd's capabilities): 501 on each route.
-    const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    const bare = await start({ auth: auth(), store: Object.assign(Object.create(memory) as MemoryStore, { lockSets: undefined }) });
-    const sets501 = [
-      ['acquire', { keys: ['a'], ttlMs: 1_000 }],
-      ['renew', { ownerToken, keys: ['a'], ttlMs: 1_000 }],
-      ['release', { ownerToken, keys: ['a'] }],
-    ] as const;
-    for (const [op, body] of sets501) {
-      await drive(bare, { method: 'POST', url: `/v1/lock-sets/${op}`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify(body), status: 501 });
-    }
   });
 
   describe('semaphores and read/write locks', () => {
@@ -271,26 +260,13 @@ describe('every route and status against openapi.yaml', () => {
       }
     });
 
-    it('501 not_supported on a store without them (etcd), 503 when the store is gone', async () => {
-      const bare = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-      // The store as the etcd store is: everything but permits (its methods still run on the real store).
-      const withoutPermits = new Proxy(bare, {
-        get: (target, prop) => {
-          if (prop === 'permits') return undefined;
-          const value: unknown = Reflect.get(target, prop, target);
-          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-        },
-      });
-      const unsupported = await start({ auth: auth(), store: withoutPermits, limits: DEFAULT_LIMITS });
+    it('503 when the store is gone', async () => {
       const gone = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
       const down = await start({ auth: auth(), store: gone, limits: DEFAULT_LIMITS });
       await gone.close();
       const token = JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 });
       for (const p of PRIMITIVES) {
-        for (const [target, status] of [
-          [unsupported, 501],
-          [down, 503],
-        ] as const) {
+        for (const [target, status] of [[down, 503]] as const) {
           const cases: Case[] = [
             { method: 'POST', url: `/v1/${p.path}/d/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status },
             { method: 'POST', url: `/v1/${p.path}/d/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: token, status },

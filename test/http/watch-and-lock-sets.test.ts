@@ -1,8 +1,6 @@
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 let t: TestApp;
@@ -103,25 +101,5 @@ describe('lock sets over HTTP', () => {
     expectProblem(await sets('acquire', { keys: Array.from({ length: 17 }, (_v, i) => `k${i}`), ttlMs: 1_000 }), 400, 'invalid_request');
     expectProblem(await sets('acquire', { keys: ['a', 'a'], ttlMs: 1_000 }), 400, 'invalid_request');
     expectProblem(await sets('acquire', { keys: ['a/b'], ttlMs: 1_000 }), 400, 'invalid_request');
-  });
-});
-
-describe('a store without lock sets and lock-delay (as etcd)', () => {
-  let bare: TestApp;
-  beforeAll(async () => {
-    const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    // The etcd store's capabilities, on the embedded store's behaviour.
-    const store = Object.assign(Object.create(memory) as LockStore, { lockSets: undefined, supportsLockDelay: false });
-    bare = await buildTestApp({ store, limits: { ...DEFAULT_LIMITS, maxLockDelayMs: 5_000 } });
-  });
-  afterAll(async () => {
-    await bare.close();
-  });
-
-  it('answers 501 not_supported, and takes nothing', async () => {
-    const set = await request(bare.app.server).post('/v1/lock-sets/acquire').send({ keys: ['a', 'b'], ttlMs: 1_000 });
-    expectProblem(set, 501, 'not_supported');
-    expectProblem(await request(bare.app.server).post('/v1/locks/a/acquire').send({ ttlMs: 1_000, lockDelayMs: 10 }), 501, 'not_supported');
-    expect((await request(bare.app.server).get('/v1/locks/a')).body.held).toBe(false);
   });
 });

@@ -72,9 +72,8 @@ const take = (store: RedisStore, key: string, ttlMs: number, more: { waitMs?: nu
   store.acquire({ key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
 
 describe('redis store: what the constructor wires up', () => {
-  it('says it has lock-delay and keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {
+  it('keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {
     const store = await open();
-    expect(store.supportsLockDelay).toBe(true);
     expect(store.quotaInside).toBe(true);
     expect(() => new RedisStore({ keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 })).toThrow(/needs a url or a connection/);
   });

@@ -260,7 +260,6 @@ describe('createStore', () => {
     const base = { fenceGraceMs: 1_000, limits: { maxWaitersPerKey: 5 } };
     const memory = createStore({ ...base, store: { kind: 'memory' } }, log);
     expect(memory.kind).toBe('memory');
-    expect(memory.supportsLockDelay).toBe(true);
     expect(warned.join()).toMatch(/NOT shared/);
     expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
     // The configured limits reach it: the sixth caller queued on one key is refused.

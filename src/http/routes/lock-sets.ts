@@ -16,7 +16,6 @@ const COMMON_ERRORS = {
   400: 'invalid_request: a field is missing or malformed, or a key is repeated (the problem names it)',
   413: 'payload_too_large: the body is over the limit',
   415: 'unsupported_media_type: the body is not application/json',
-  501: 'not_supported: the configured store has no lock sets (etcd)',
   503: STORE_UNAVAILABLE,
 } as const;
 const NOT_OWNER = 'not_owner: this token does not hold every key of the set (a lease expired, was released or force-released)';

@@ -20,15 +20,14 @@ import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STOR
  * every kind. Renew, release and the admin list and force release take the same shapes for both.
  */
 
-const NOT_SUPPORTED = 'not_supported: the configured store (etcd) has no semaphores or read/write locks';
-const COMMON_ERRORS = { ...BODY_ERRORS, 501: NOT_SUPPORTED } as const;
+const COMMON_ERRORS = BODY_ERRORS;
 const WAIT_ERRORS =
   'too_many_waiters: the wait queue of this key, of this namespace on this instance, or of this instance is full; rate_limited: ' +
   'too many requests for this API key; or quota_exceeded: the namespace holds its limit of leases at once. Retry after Retry-After.';
 
-const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 501: NOT_SUPPORTED, 503: STORE_UNAVAILABLE });
-const listRule = routeRule('admin', { ...ADMIN_ERRORS, 501: NOT_SUPPORTED });
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 501: NOT_SUPPORTED }));
+const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
+const listRule = routeRule('admin', ADMIN_ERRORS);
+const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed'));
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -115,7 +114,7 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
         description: `Ends this lease of the ${names.noun}, only if ownerToken holds it live, and hands the room to the first callers queued.`,
         ok: 'Released',
       },
-      errors: { 409: 'not_owner: this token holds no live lease here (it expired, was released, or was evicted)', 501: NOT_SUPPORTED },
+      errors: { 409: 'not_owner: this token holds no live lease here (it expired, was released, or was evicted)' },
     });
 
     app.get(

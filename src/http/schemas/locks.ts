@@ -81,7 +81,7 @@ export const LockDelayMs = DurationMs.meta({
   description:
     'Lock-delay: if this lease EXPIRES (its holder neither renewed nor released it), the lock stays unavailable for ' +
     'this many milliseconds after the lease end, for resources that cannot check fencing tokens. A release ends it at ' +
-    'once. Default 0; the server bounds it (by default 60,000); above is a 400. 501 not_supported on the etcd store.',
+    'once. Default 0; the server bounds it (by default 60,000); above is a 400.',
   examples: [5000],
 });
 

@@ -24,7 +24,6 @@ export const PROBLEM_CODES = [
   'semaphore_full',
   'limit_mismatch',
   'rwlock_held',
-  'not_supported',
   'idempotency_key_reused',
 ] as const;
 

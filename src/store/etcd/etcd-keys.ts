@@ -6,6 +6,10 @@
  *   <prefix>queue/<id>#<waiterId>  a queued waiter (JSON, see WaiterRecord); FIFO order = create revision
  *   <prefix>slot/<ns>#<slotId>     a quota slot ({"e": end ms})
  *   <prefix>slotver/<ns>           bumped by every reservation: the compare-and-set guard of a namespace's count
+ *   <prefix>pool/<kind>/<id>       a semaphore's or read/write lock's leases, one record (see etcd-permits.ts)
+ *   <prefix>pqueue/<kind>/<id>#<waiterId>  a caller queued for a permit; FIFO order = create revision
+ *
+ * <kind> is `semaphore` or `rwlock` (no `/`), so the same name under each kind is a different key.
  */
 export class EtcdKeys {
   constructor(private readonly prefix: string) {}
@@ -51,6 +55,31 @@ export class EtcdKeys {
 
   slotVersion(namespace: string): Buffer {
     return Buffer.from(`${this.prefix}slotver/${namespace}`);
+  }
+
+  pool(kind: string, id: string): Buffer {
+    return Buffer.from(`${this.prefix}pool/${kind}/${id}`);
+  }
+
+  poolRange(kind: string, idPrefix: string): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(`${this.prefix}pool/${kind}/${idPrefix}`);
+    return { key, rangeEnd: prefixEnd(key) };
+  }
+
+  /** The permit key's id in a pool record's key, or null. */
+  poolIdOf(kind: string, key: Buffer): string | null {
+    const head = `${this.prefix}pool/${kind}/`;
+    const text = key.toString('utf8');
+    return text.startsWith(head) ? text.slice(head.length) : null;
+  }
+
+  permitWaiter(kind: string, id: string, waiterId: string): Buffer {
+    return Buffer.from(`${this.prefix}pqueue/${kind}/${id}#${waiterId}`);
+  }
+
+  permitQueue(kind: string, id: string): { key: Buffer; rangeEnd: Buffer } {
+    const key = Buffer.from(`${this.prefix}pqueue/${kind}/${id}#`);
+    return { key, rangeEnd: prefixEnd(key) };
   }
 
   ping(): Buffer {

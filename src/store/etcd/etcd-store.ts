@@ -4,22 +4,30 @@ import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, 
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import { randomBase64url } from '../../domain/random.js';
 import { monotonicWallClock, type Clock } from '../memory/clock.js';
-import type { CancelReply, LeaseReply } from '../redis/replies.js';
 import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../redis/wait-room.js';
-import type {
-  AcquireInput,
-  AcquireOutcome,
-  ForceReleaseOutcome,
-  HeldLock,
-  IndexedLockState,
-  ListPage,
-  ListQuery,
-  LockState,
-  LockStore,
-  RenewOutcome,
-  SlotOutcome,
+import {
+  lockSetsOf,
+  type AcquireInput,
+  type AcquireOutcome,
+  type ForceReleaseOutcome,
+  type HeldLock,
+  type IndexedLockState,
+  type ListPage,
+  type ListQuery,
+  type LockSetAcquireOutcome,
+  type LockSetInput,
+  type LockSetRenewOutcome,
+  type LockSetStore,
+  type LockState,
+  type LockStore,
+  type RenewOutcome,
+  type SlotOutcome,
 } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
+import { EtcdPermits } from './etcd-permits.js';
+
+type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
+type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -49,6 +57,8 @@ interface LockRecord {
   readonly w?: string;
   /** The idempotency key the lease was granted with (immediate grants only; gone with the lease). */
   readonly i?: string;
+  /** Lock-delay (ms): if this lease EXPIRES, the lock stays unavailable this long after `e`. */
+  readonly d?: number;
 }
 
 interface WaiterRecord {
@@ -57,6 +67,8 @@ interface WaiterRecord {
   /** End of the wait (ms): a waiter past it is skipped. */
   readonly d: number;
   readonly h: string | null;
+  /** The lock-delay the waiter asked for, carried into the lease it is handed. */
+  readonly ld?: number;
 }
 
 interface Observed<T> {
@@ -102,11 +114,9 @@ const modOf = (r: Observed<unknown> | null) => (r ? r.kv.mod_revision : '0');
  */
 export class EtcdStore implements LockStore {
   readonly kind = 'etcd';
-  /**
-   * Lock-delay and lock sets are not built on etcd (a set would be one multi-key transaction, a delay a
-   * field every grant path checks): the lock service answers 501 not_supported for them.
-   */
-  readonly supportsLockDelay = false;
+  /** A lock set is one transaction over all its lock records. */
+  readonly lockSets: LockSetStore = lockSetsOf(this);
+  readonly permits: EtcdPermits;
   private readonly client: Etcd3;
   private readonly keys: EtcdKeys;
   private readonly timeoutMs: number;
@@ -133,10 +143,25 @@ export class EtcdStore implements LockStore {
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
-    this.heartbeat = startHeartbeat(() => this.room.visitAll());
+    this.permits = new EtcdPermits({
+      client: this.client,
+      keys: this.keys,
+      graceMs: this.graceMs,
+      maxWaitersPerKey: this.maxWaitersPerKey,
+      now: this.now,
+      txn: (request) => this.txn(request),
+      call: (run) => this.call(run),
+      putOp: (key, value, endMs) => this.putOp(key, value, endMs),
+      callOptions: () => this.callOptions(),
+      sessionLease: () => this.sessionLease(),
+    });
+    this.heartbeat = startHeartbeat(() => {
+      this.room.visitAll();
+      this.permits.visitAll();
+    });
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 }: AcquireInput): Promise<AcquireOutcome> {
     signal?.throwIfAborted();
     // "" is no label, as in the other stores (Redis stores none for it).
     const holder = label === '' ? null : label;
@@ -161,12 +186,14 @@ export class EtcdStore implements LockStore {
           replayed: { ownerToken: lock.value.o, holder: lock.value.h },
         };
       }
-      if (!live && queued > 0) {
+      // An expired lease's lock-delay keeps the lock from everyone (a retry with its idempotency key too).
+      const delayedUntil = live ? 0 : delayEnd(lock, nowMs);
+      if (!live && delayedUntil === 0 && queued > 0) {
         // Free, but callers are queued: it is theirs, not this newcomer's.
         await this.handOver(key);
         continue;
       }
-      if (!live) {
+      if (!live && delayedUntil === 0) {
         const expiresAtMs = nowMs + ttlMs;
         // An empty label is no label, as in the other stores.
         const record: LockRecord = {
@@ -175,6 +202,7 @@ export class EtcdStore implements LockStore {
           h: holder || null,
           k: expiresAtMs + this.graceMs,
           ...(idempotencyKey !== undefined ? { i: idempotencyKey } : {}),
+          ...(lockDelayMs > 0 ? { d: lockDelayMs } : {}),
         };
         const txn = await this.txn({
           compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: modOf(lock) }],
@@ -183,10 +211,10 @@ export class EtcdStore implements LockStore {
         if (txn.succeeded) return { acquired: true, fencingToken: Number(txn.header.revision), expiresAtMs, decidedAt };
         continue;
       }
-      const retryAfterMs = Math.max(1, Math.ceil(lock.value.e - nowMs));
+      const retryAfterMs = Math.max(1, Math.ceil((live ? lock.value.e : delayedUntil) - nowMs));
       if (waitMs <= 0) return { acquired: false, retryAfterMs };
       if (queued >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
-      return this.enqueue({ key, ownerToken, ttlMs, holder, waitMs, signal }, retryAfterMs);
+      return this.enqueue({ key, ownerToken, ttlMs, holder, waitMs, signal, lockDelayMs }, retryAfterMs);
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }
@@ -229,7 +257,10 @@ export class EtcdStore implements LockStore {
     const nowMs = this.now();
     if (!lock) return { state: null, lastFencingToken: 0 };
     const fencingToken = tokenOf(lock);
-    if (lock.value.e <= nowMs || lock.value.o === '') return { state: null, lastFencingToken: fencingToken };
+    if (lock.value.e <= nowMs || lock.value.o === '') {
+      const delayedUntil = delayEnd(lock, nowMs);
+      return { state: null, lastFencingToken: fencingToken, ...(delayedUntil > 0 ? { lockDelayUntilMs: delayedUntil } : {}) };
+    }
     const state = {
       holder: lock.value.h,
       waiters: queued,
@@ -264,6 +295,87 @@ export class EtcdStore implements LockStore {
       return { released: true, holder: lock.value.h, fencingToken: tokenOf(lock), evictedOwnerToken: lock.value.o };
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
+  }
+
+  /**
+   * Grants every key or none: one transaction that writes every lock record, guarded by the mod
+   * revision each was read at. Every key's token is that transaction's revision.
+   */
+  async acquireSet({ keys, ownerToken, ttlMs, holder: label, lockDelayMs = 0 }: LockSetInput): Promise<LockSetAcquireOutcome> {
+    const holder = label === '' ? null : label;
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const decidedAt = performance.now();
+      const read = await this.readLocks(keys);
+      const nowMs = this.now();
+      let busyKey: string | undefined;
+      let freeAt = 0;
+      read.forEach(({ lock, queued }, i) => {
+        const live = lock !== null && lock.value.e > nowMs ? lock.value.e : 0;
+        // Callers queued for a free key are about to get it: a set does not jump their queue.
+        const until = live || delayEnd(lock, nowMs) || (queued > 0 ? nowMs + 1 : 0);
+        if (until > freeAt) {
+          freeAt = until;
+          busyKey ??= keys[i];
+        }
+      });
+      if (busyKey !== undefined) return { acquired: false, retryAfterMs: Math.max(1, Math.ceil(freeAt - nowMs)), busyKey };
+      const expiresAtMs = Math.floor(nowMs) + ttlMs;
+      const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: holder, k: expiresAtMs + this.graceMs, ...(lockDelayMs > 0 ? { d: lockDelayMs } : {}) };
+      const txn = await this.txn({
+        compare: keys.map((key, i) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: modOf(read[i]?.lock ?? null) })),
+        success: await Promise.all(keys.map((key) => this.putOp(this.keys.lock(key), record, record.k as number))),
+      });
+      if (txn.succeeded) {
+        const token = Number(txn.header.revision);
+        return { acquired: true, fencingTokens: keys.map(() => token), expiresAtMs, decidedAt };
+      }
+    }
+    throw new StoreUnavailableError('too much contention on a lock set to decide in time');
+  }
+
+  /** Extends every key's lease in one transaction, only if `ownerToken` holds every one. */
+  async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const read = await this.readLocks(keys);
+      const nowMs = this.now();
+      const locks = read.map(({ lock }) => lock);
+      if (!locks.every((lock) => lock !== null && lock.value.o === ownerToken && lock.value.e > nowMs)) return { renewed: false };
+      const held = locks as Array<Observed<LockRecord>>;
+      const expiresAtMs = Math.floor(nowMs) + ttlMs;
+      const fencingTokens = held.map(tokenOf);
+      const txn = await this.txn({
+        compare: keys.map((key, i) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: modOf(held[i] ?? null) })),
+        success: await Promise.all(
+          keys.map((key, i) => {
+            const { value } = held[i] as Observed<LockRecord>;
+            const record: LockRecord = { ...value, e: expiresAtMs, t: fencingTokens[i], k: expiresAtMs + this.graceMs };
+            return this.putOp(this.keys.lock(key), record, record.k as number);
+          }),
+        ),
+      });
+      if (txn.succeeded) return { renewed: true, fencingTokens, expiresAtMs };
+    }
+    throw new StoreUnavailableError('too much contention on a lock set to decide in time');
+  }
+
+  /** Frees, in one transaction, every key of the set `ownerToken` still holds; then hands each on to its queue. */
+  async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const read = await this.readLocks(keys);
+      const nowMs = this.now();
+      const mine = keys
+        .map((key, i) => ({ key, lock: read[i]?.lock ?? null, queued: read[i]?.queued ?? 0 }))
+        .filter((x): x is { key: string; lock: Observed<LockRecord>; queued: number } => x.lock !== null && x.lock.value.o === ownerToken && x.lock.value.e > nowMs);
+      if (mine.length === 0) return false;
+      const txn = await this.txn({
+        compare: mine.map(({ key, lock }) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: lock.kv.mod_revision })),
+        success: await Promise.all(mine.map(({ key, lock }) => this.endedOp(key, lock))),
+      });
+      if (!txn.succeeded) continue;
+      await Promise.all(mine.filter((x) => x.queued > 0).map((x) => this.handOver(x.key).catch(() => undefined)));
+      return true;
+    }
+    throw new StoreUnavailableError('too much contention on a lock set to decide in time');
   }
 
   /** Lock records are read in key order from the cursor (the last id of the previous page). */
@@ -374,6 +486,7 @@ export class EtcdStore implements LockStore {
     this.closed = true;
     clearInterval(this.heartbeat);
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     await Promise.allSettled([...this.watchers.values()].map(async (w) => (await w).cancel()));
     if (this.session) await this.session.revoke().catch(() => undefined);
     this.client.close();
@@ -381,14 +494,20 @@ export class EtcdStore implements LockStore {
 
   // ---- waiting ----
 
-  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace' | 'lockDelayMs'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
+  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
       // The waiter's place in the queue is its record's create revision: written first, before anything
       // else this instance has to set up, so callers queue in the order they arrived.
       const session = await this.sessionLease();
-      const record: WaiterRecord = { o: input.ownerToken, ttl: input.ttlMs, d: this.now() + input.waitMs, h: input.holder || null };
+      const record: WaiterRecord = {
+        o: input.ownerToken,
+        ttl: input.ttlMs,
+        d: this.now() + input.waitMs,
+        h: input.holder || null,
+        ...(input.lockDelayMs > 0 ? { ld: input.lockDelayMs } : {}),
+      };
       await this.call(() =>
         this.client.kv.put({ key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.callOptions()),
       );
@@ -433,7 +552,11 @@ export class EtcdStore implements LockStore {
     await this.handOver(key);
     const { lock } = await this.readLock(key);
     const nowMs = this.now();
-    if (!lock || lock.value.e <= nowMs) return { remainingLeaseMs: 0, grantedWaiterIds: [] };
+    if (!lock || lock.value.e <= nowMs) {
+      // A lock-delay running: visit again when it ends, and hand the lock on then.
+      const delayedUntil = delayEnd(lock, nowMs);
+      return { remainingLeaseMs: delayedUntil > 0 ? Math.ceil(delayedUntil - nowMs) : 0, grantedWaiterIds: [] };
+    }
     const mine = waiters.find((w) => w.ownerToken === lock.value.o);
     return { remainingLeaseMs: Math.ceil(lock.value.e - nowMs), grantedWaiterIds: mine ? [mine.id] : [] };
   }
@@ -455,6 +578,7 @@ export class EtcdStore implements LockStore {
       const lockValue = lockKv ? parseJson<LockRecord>(lockKv.value) : null;
       const nowMs = this.now();
       if (lockValue && lockValue.e > nowMs) return;
+      if (lockKv && lockValue && delayEnd({ kv: lockKv, value: lockValue }, nowMs) > 0) return;
       const heads = read.responses[1]?.response_range.kvs ?? [];
       if (heads.length === 0) return;
       const ended: IRequestOp[] = [];
@@ -479,6 +603,7 @@ export class EtcdStore implements LockStore {
         h: next.value.h,
         w: this.keys.waiterIdOf(next.kv.key),
         k: expiresAtMs + this.graceMs,
+        ...(next.value.ld !== undefined ? { d: next.value.ld } : {}),
       };
       const txn = await this.txn({
         compare: [...compare, { key: next.kv.key, target: 'Mod', result: 'Equal', mod_revision: next.kv.mod_revision }],
@@ -549,6 +674,7 @@ export class EtcdStore implements LockStore {
         k: expiresAtMs + this.graceMs,
         // A renewal keeps the lease's idempotency key: a retried acquire still finds the same lease.
         ...(lock.value.i !== undefined ? { i: lock.value.i } : {}),
+        ...(lock.value.d !== undefined ? { d: lock.value.d } : {}),
       };
       const txn = await this.txn({
         compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
@@ -571,6 +697,21 @@ export class EtcdStore implements LockStore {
     const kv = read.responses[0]?.response_range.kvs[0];
     const value = kv ? parseJson<LockRecord>(kv.value) : null;
     return { lock: kv && value ? { kv, value } : null, queued: Number(read.responses[1]?.response_range.count ?? 0) };
+  }
+
+  /** Several locks' records and queue counts, read together at one revision. */
+  private async readLocks(keys: readonly string[]): Promise<Array<{ lock: Observed<LockRecord> | null; queued: number }>> {
+    const read = await this.txn({
+      success: keys.flatMap((key): IRequestOp[] => {
+        const queue = this.keys.queue(key);
+        return [{ request_range: { key: this.keys.lock(key) } }, { request_range: { key: queue.key, range_end: queue.rangeEnd, count_only: true } }];
+      }),
+    });
+    return keys.map((_, i) => {
+      const kv = read.responses[2 * i]?.response_range.kvs[0];
+      const value = kv ? parseJson<LockRecord>(kv.value) : null;
+      return { lock: kv && value ? { kv, value } : null, queued: Number(read.responses[2 * i + 1]?.response_range.count ?? 0) };
+    });
   }
 
   /** The record of a lock whose lease was ended early: no owner, ended now, kept for the grace period. */
@@ -617,6 +758,13 @@ export class EtcdStore implements LockStore {
       throw new StoreUnavailableError(`etcd call failed: ${(err as Error).message}`, 1000, { cause: err });
     }
   }
+}
+
+/** When an EXPIRED (not released) lease's lock-delay ends, or 0 when none runs now. */
+function delayEnd(lock: Observed<LockRecord> | null, nowMs: number): number {
+  if (!lock || lock.value.o === '' || !lock.value.d || lock.value.e > nowMs) return 0;
+  const end = lock.value.e + lock.value.d;
+  return end > nowMs ? end : 0;
 }
 
 function parseJson<T>(value: Buffer | undefined): T | null {

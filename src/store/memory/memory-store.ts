@@ -60,7 +60,6 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 
 export class MemoryStore implements LockStore {
   readonly kind = 'memory';
-  readonly supportsLockDelay = true;
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Change listeners by key (watch): called after each grant, release, force release and hand-over. */
   private readonly changeListeners = new ChangeListeners();

@@ -108,7 +108,6 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
 
 export class RedisStore implements LockStore {
   readonly kind = 'redis';
-  readonly supportsLockDelay = true;
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
