@@ -78,8 +78,9 @@ export function startSdkTracing(env: Readonly<Record<string, string | undefined>
         requests.set(request, ctx);
         context.with(ctx, done);
       });
-      // The body is parsed between onRequest and here, on the socket's own async context: enter the
-      // request's context again so the handler (and the store calls it makes) run inside it.
+      // The body is read between onRequest and here, from the socket's stream events: enter the
+      // request's context again so the handler (and the store calls it makes) run inside it whatever
+      // async context the body parser finished in.
       app.addHook('preHandler', (request, _reply, done) => {
         const ctx = requests.get(request);
         if (ctx === undefined) done();
