@@ -1,7 +1,7 @@
 import { context, propagation, ROOT_CONTEXT, type Context, SpanKind, SpanStatusCode, trace, TraceFlags } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Tracing } from './tracing.js';
+import type { StoreCallResult, StoreOperation } from './instrumented-store.js';
 
 /** The API's routes; the probes, /metrics, the docs and the console are not traced (a scrape is not a call). */
 const API_PREFIX = '/v1/';
@@ -12,9 +12,10 @@ const nowMs = () => performance.timeOrigin + performance.now();
 /**
  * The OpenTelemetry SDK, configured by the standard OTEL_* variables (exporter, endpoint, protocol,
  * sampler, propagators, resource), with traces only: metrics stay on /metrics and the logs on stdout.
- * Loaded only when tracing is on (see tracing.ts).
+ * Loaded only when tracing is on (see tracing.ts, which holds the shape this returns; no import back
+ * to it, so the two modules do not form a cycle).
  */
-export function startSdkTracing(env: Readonly<Record<string, string | undefined>>): Tracing {
+export function startSdkTracing(env: Readonly<Record<string, string | undefined>>) {
   const named = env.OTEL_SERVICE_NAME !== undefined && env.OTEL_SERVICE_NAME.trim() !== '';
   const sdk = new NodeSDK({
     // OTEL_SERVICE_NAME wins when set; otherwise spans say who made them.
@@ -95,14 +96,14 @@ export function startSdkTracing(env: Readonly<Record<string, string | undefined>
         done();
       });
     },
-    storeCall(op, result, durationSeconds, waiting) {
+    storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number, waiting: boolean) {
       const attributes = { 'keyholder.store.operation': op, 'keyholder.store.result': result, 'keyholder.store.waiting': waiting };
       childSpan(`keyholder.store ${op}`, SpanKind.CLIENT, durationSeconds, attributes, result !== 'ok');
     },
-    waited(seconds, granted) {
+    waited(seconds: number, granted: boolean) {
       childSpan('keyholder.wait', SpanKind.INTERNAL, seconds, { 'keyholder.wait.granted': granted }, false);
     },
-    exemplar() {
+    exemplar(): { trace_id: string; span_id: string } | undefined {
       const span = trace.getSpan(context.active());
       if (span === undefined) return undefined;
       const { traceId, spanId, traceFlags } = span.spanContext();
@@ -110,6 +111,6 @@ export function startSdkTracing(env: Readonly<Record<string, string | undefined>
       if ((traceFlags & TraceFlags.SAMPLED) === 0) return undefined;
       return { trace_id: traceId, span_id: spanId };
     },
-    shutdown: () => sdk.shutdown(),
+    shutdown: (): Promise<void> => sdk.shutdown(),
   };
 }

@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { context, propagation } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { KeyholderClient } from '../../src/client/index.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 
 /** A span as OTLP/HTTP JSON carries it (ids in hex). */
@@ -187,5 +192,39 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
       },
       { timeout: 20_000, interval: 50 },
     );
+  });
+
+  it('joins the trace of a TypeScript client\'s caller (headers option) and shows its hold as a span (wrapHold)', async () => {
+    // The caller's own OpenTelemetry setup, in this process.
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const exporter = new InMemorySpanExporter();
+    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('caller');
+    const client = new KeyholderClient({
+      baseUrl: keyholder.url,
+      headers: () => {
+        const headers: Record<string, string> = {};
+        propagation.inject(context.active(), headers);
+        return headers;
+      },
+      wrapHold: (key, hold) => tracer.startActiveSpan(`hold ${key}`, (span) => hold().finally(() => span.end())),
+    });
+    const key = `client-${hex(4)}`;
+    await tracer.startActiveSpan('job', async (job) => {
+      await client.withLock(key, { ttlMs: 10_000 }, () => 'done');
+      job.end();
+    });
+
+    const callerSpans = exporter.getFinishedSpans();
+    const job = callerSpans.find((s) => s.name === 'job')!.spanContext();
+    const hold = callerSpans.find((s) => s.name === `hold ${key}`);
+    expect(hold?.spanContext().traceId).toBe(job.traceId);
+    expect(hold?.parentSpanContext?.spanId).toBe(job.spanId);
+
+    const spans = await traceOf(job.traceId, 4);
+    const server = (route: string) => spans.find((s) => s.kind === SERVER && s.name === `POST /v1/locks/:key/${route}`);
+    // The acquire is sent from the job's span; the release from the hold's, inside it.
+    expect(server('acquire')?.parentSpanId).toBe(job.spanId);
+    expect(server('release')?.parentSpanId).toBe(hold?.spanContext().spanId);
   });
 });
