@@ -31,6 +31,7 @@ import { consoleRoutes } from './http/routes/console.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import type { Metrics } from './observability/metrics.js';
 import { RequestLog } from './observability/request-log.js';
+import type { Tracing } from './observability/tracing.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -50,6 +51,8 @@ export interface AppDeps {
   readonly httpTimeouts?: HttpTimeouts;
   /** Past it, new requests get 503 overloaded before any store work (see load-shedding.ts); none when absent. */
   readonly loadBudget?: LoadBudget;
+  /** A server span per API call (see tracing.ts); no hooks at all when absent. */
+  readonly tracing?: Pick<Tracing, 'traceRequests'>;
 }
 
 /**
@@ -106,6 +109,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+
+  deps.tracing?.traceRequests(app);
 
   let closing = false;
   app.addHook('preClose', async () => {

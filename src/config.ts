@@ -254,6 +254,20 @@ export const EnvSchema = z
           'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
           'or the balancers\' addresses/CIDRs, comma-separated.',
       ),
+    /**
+     * Traces: the OpenTelemetry SDK reads the OTEL_* variables itself (endpoint, protocol, sampler,
+     * service name, ...); keyholder only decides whether to load it. Its own default exporter is OTLP,
+     * which would make every keyholder export; here tracing is off until asked for.
+     */
+    OTEL_TRACES_EXPORTER: z.preprocess(emptyAsUndefined, z.string().optional()).describe(
+      'Turns tracing on: `otlp` sends OpenTelemetry spans (one per API call, with the queue wait and store calls as children); ' +
+        '`console` prints them. Unset or `none`: off, and nothing of OpenTelemetry is loaded. The SDK reads the other `OTEL_*` ' +
+        'variables itself; see [Operations](operations.md#tracing).',
+    ),
+    OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyAsUndefined, z.string().optional())
+      .describe('Where OTLP spans go (the SDK\'s default: `http://localhost:4318`, with `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`). Set alone, it turns tracing on too.'),
+    OTEL_SDK_DISABLED: z.preprocess(emptyAsUndefined, z.enum(['true', 'false']).optional())
+      .describe('`true`: no tracing, whatever else is set.'),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 5 KB. */
     HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
       .describe('A whole request (headers and body) must arrive within this.'),
@@ -384,6 +398,8 @@ export interface Config {
   readonly trustProxy: TrustProxy;
   /** Past it, new requests get 503 overloaded (see OVERLOAD_*). */
   readonly loadBudget: LoadBudget;
+  /** Whether the OTEL_* variables ask for traces (see OTEL_TRACES_EXPORTER). */
+  readonly tracing: boolean;
 }
 
 export interface HttpTimeouts {
@@ -461,6 +477,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
     rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    tracing: tracingWanted(e.OTEL_TRACES_EXPORTER, e.OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, e.OTEL_SDK_DISABLED === 'true'),
     loadBudget: Object.freeze({
       maxEventLoopDelayMs: e.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
       maxRequestsInFlight: e.OVERLOAD_MAX_REQUESTS_IN_FLIGHT,
@@ -483,6 +500,16 @@ const NAMESPACE_SHARE_OF_WAITERS = 10;
 
 function namespaceShareOf(instanceMax: number): number {
   return Math.max(1, Math.floor(instanceMax / NAMESPACE_SHARE_OF_WAITERS));
+}
+
+/**
+ * Traces only when asked: an exporter other than `none`, or an OTLP endpoint (the traces-only one
+ * counts too), and the SDK not disabled.
+ */
+function tracingWanted(exporters: string | undefined, endpoint: string | undefined, disabled: boolean): boolean {
+  if (disabled) return false;
+  if (exporters !== undefined) return !exporters.split(',').map((x) => x.trim()).includes('none');
+  return endpoint !== undefined && endpoint.trim() !== '';
 }
 
 /** What Fastify's trustProxy takes: yes/no, addresses/CIDRs, or a test by hop (0 = the socket's peer). */

@@ -6,6 +6,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { LockService } from './domain/lock-service.js';
 import { createLogger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
+import { startTracing } from './observability/tracing.js';
 import { createStore } from './store/create-store.js';
 
 /** Reads the environment, builds the store and the app, listens, and closes gracefully on a signal. */
@@ -32,7 +33,9 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const metrics = createMetrics();
+  // Off unless the OTEL_* variables ask for it; off, nothing of OpenTelemetry is loaded.
+  const tracing = await startTracing(config.tracing);
+  const metrics = createMetrics(tracing ? { tracing } : {});
   const store = metrics.instrumentStore(createStore(config, logger));
   const locks = new LockService(store, config.limits, metrics.lockObserver);
   metrics.countWaitingCallers(() => locks.waitingCallers);
@@ -46,10 +49,13 @@ async function main(): Promise<void> {
     httpTimeouts: config.httpTimeouts,
     trustProxy: config.trustProxy,
     loadBudget: config.loadBudget,
+    ...(tracing ? { tracing } : {}),
   });
   app.addHook('onClose', async () => {
     await store.close();
     await access.close();
+    // After the store: the spans of the last requests are ended by now.
+    await tracing?.shutdown();
   });
 
   process.on('SIGHUP', access.reloadKeys);

@@ -48,6 +48,20 @@ export interface KeyholderClientOptions {
    * `undici` package's types and the ones Node's fetch is declared with differ by version, not in use.
    */
   readonly dispatcher?: object;
+  /**
+   * Extra headers for every request, asked for as each one is sent (retries and renewals included): where
+   * trace context goes. The client imports nothing of OpenTelemetry (it ships without dependencies on it);
+   * with @opentelemetry/api, pass
+   * `headers: () => { const h = {}; propagation.inject(context.active(), h); return h; }` and the server's
+   * spans join the caller's trace (W3C traceparent).
+   */
+  readonly headers?: () => Readonly<Record<string, string>> | undefined;
+  /**
+   * Runs withLock's hold (from the grant to the release, `fn` inside) through this, e.g. in a span:
+   * `wrapHold: (key, hold) => tracer.startActiveSpan('hold ' + key, (span) => hold().finally(() => span.end()))`.
+   * The release is sent inside it, so it joins the hold's trace.
+   */
+  readonly wrapHold?: <T>(key: string, hold: () => Promise<T>) => Promise<T>;
 }
 
 export interface AcquireOptions extends LeaseOptions {
@@ -99,6 +113,7 @@ export class KeyholderClient {
   private readonly retryBudgetMs: number;
   private readonly backoff: BackoffOptions;
   private readonly onRetry: KeyholderClientOptions['onRetry'];
+  private readonly wrapHold: KeyholderClientOptions['wrapHold'];
 
   constructor(options: KeyholderClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
@@ -116,6 +131,16 @@ export class KeyholderClient {
       ...(options.dispatcher ? { requestInitExt: { dispatcher: options.dispatcher } } : {}),
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
+    this.wrapHold = options.wrapHold;
+    const extraHeaders = options.headers;
+    if (extraHeaders) {
+      this.api.use({
+        onRequest({ request }) {
+          for (const [name, value] of Object.entries(extraHeaders() ?? {})) request.headers.set(name, value);
+          return request;
+        },
+      });
+    }
   }
 
   /**
@@ -137,16 +162,19 @@ export class KeyholderClient {
    */
   async withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
     const lease = await this.acquire(key, options);
-    let result: T;
-    try {
-      result = await fn(lease);
-    } catch (err) {
-      await lease.release().catch(() => undefined);
-      throw err;
-    }
-    await lease.release();
-    if (lease.signal.aborted) throw lease.signal.reason;
-    return result;
+    const hold = async (): Promise<T> => {
+      let result: T;
+      try {
+        result = await fn(lease);
+      } catch (err) {
+        await lease.release().catch(() => undefined);
+        throw err;
+      }
+      await lease.release();
+      if (lease.signal.aborted) throw lease.signal.reason;
+      return result;
+    };
+    return this.wrapHold ? this.wrapHold(key, hold) : hold();
   }
 
   /** One acquire, retried with the same Idempotency-Key; the grant without a Lease around it (no renewing). */

@@ -43,6 +43,8 @@ export interface WaitingGrant<G extends { readonly decidedAt: number }> {
   acquire(signal: AbortSignal): Promise<G>;
   /** The owner token the granted lease is held under (a replay's is the earlier lease's). */
   ownerOf(grant: G): string;
+  /** Set to the seconds spent waiting when the wait ends, so the caller can time its own work apart. */
+  readonly waited?: { seconds: number };
 }
 
 /** A grant as every primitive reports it. */
@@ -138,7 +140,9 @@ export class LeaseRules {
       return grant;
     } finally {
       leave();
-      observer.waited?.((performance.now() - started) / 1000, granted);
+      const seconds = (performance.now() - started) / 1000;
+      if (wait.waited) wait.waited.seconds = seconds;
+      observer.waited?.(seconds, granted);
     }
   }
 

@@ -18,7 +18,8 @@ export type { OperationResult } from './lease-rules.js';
  * lock rules knowing about them. Every method is optional.
  */
 export interface LockObserver extends LeaseObserver {
-  operation?(op: Operation, result: OperationResult, durationSeconds: number): void;
+  /** `waitedSeconds`: the part of an acquire's duration spent waiting in the key's queue (0 otherwise). */
+  operation?(op: Operation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
 }
 
 export interface AcquireOptions {
@@ -49,6 +50,8 @@ interface LeaseRequest extends LeaseClaim {
   /** The caller-scoped idempotency key the store keeps with the lease (see AcquireOptions.idempotency). */
   readonly idempotencyKey?: string;
   readonly lockDelayMs: number;
+  /** Time spent waiting in the key's queue, set when a wait ends. */
+  readonly waited: { seconds: number };
 }
 
 /** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
@@ -146,6 +149,7 @@ export class LockService {
   async acquire(namespace: string, key: string, ttlMs: number, options: AcquireOptions = {}): Promise<LockGrant> {
     const holder = options.holder ?? null;
     const waitMs = options.waitMs ?? 0;
+    const waited = { seconds: 0 };
     return this.observe('acquire', async () => {
       this.checkTtl(ttlMs);
       this.checkWaitMs(waitMs);
@@ -160,6 +164,7 @@ export class LockService {
         ttlMs,
         holder,
         idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
+        waited,
       };
       const grant = await this.grantWithinQuota(request, waitMs, options.signal);
       if (grant.replayed) {
@@ -177,7 +182,7 @@ export class LockService {
         holder: grant.replayed ? grant.replayed.holder : holder,
         decidedAt: grant.decidedAt,
       };
-    });
+    }, waited);
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
@@ -195,6 +200,7 @@ export class LockService {
       id,
       ttlMs,
       callerSignal,
+      waited: request.waited,
       acquire: async (signal) => {
         const outcome = await this.store.acquire({
           key: id,
@@ -332,7 +338,7 @@ export class LockService {
     this.rules.checkTtl(ttlMs);
   }
 
-  private observe<T>(op: Operation, run: () => Promise<T>): Promise<T> {
-    return observeOperation(run, (result, seconds) => this.observer.operation?.(op, result, seconds));
+  private observe<T>(op: Operation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {
+    return observeOperation(run, (result, seconds) => this.observer.operation?.(op, result, seconds, waited?.seconds ?? 0));
   }
 }

@@ -14,7 +14,8 @@ export type PermitOperation = 'acquire' | 'renew' | 'release' | 'inspect';
 
 /** What the permit services report as they work (metrics listen here); every method is optional. */
 export interface PermitObserver extends LeaseObserver {
-  operation?(kind: PermitKind, op: PermitOperation, result: OperationResult, durationSeconds: number): void;
+  /** `waitedSeconds`: the part of an acquire's duration spent waiting in the key's queue (0 otherwise). */
+  operation?(kind: PermitKind, op: PermitOperation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
 }
 
 /** One acquire as the permit core needs it (the semaphore and rwlock services fill it in). */
@@ -80,6 +81,7 @@ export class PermitCore {
   }
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
+    const waited = { seconds: 0 };
     return this.observe('acquire', async () => {
       this.rules.checkTtl(request.ttlMs);
       const { waitMs } = request;
@@ -90,7 +92,7 @@ export class PermitCore {
       const grant =
         waitMs === 0
           ? await this.quota.grantNow(claim, () => this.acquireOnce(store, request, id, claim.ownerToken, 0, undefined))
-          : await this.quota.grantWaiting(claim, waitMs, () => this.acquireWaiting(store, request, id, claim.ownerToken));
+          : await this.quota.grantWaiting(claim, waitMs, () => this.acquireWaiting(store, request, id, claim.ownerToken, waited));
       return {
         key: request.key,
         ownerToken: claim.ownerToken,
@@ -100,7 +102,7 @@ export class PermitCore {
         holder: request.holder,
         decidedAt: grant.decidedAt,
       };
-    });
+    }, waited);
   }
 
   private async acquireOnce(
@@ -122,8 +124,9 @@ export class PermitCore {
     return outcome;
   }
 
-  private acquireWaiting(store: PermitStore, request: PermitRequest, id: string, ownerToken: string) {
+  private acquireWaiting(store: PermitStore, request: PermitRequest, id: string, ownerToken: string, waited: { seconds: number }) {
     return this.rules.grantWaiting({
+      waited,
       namespace: request.namespace,
       id,
       ttlMs: request.ttlMs,
@@ -187,8 +190,8 @@ export class PermitCore {
     return this.permits;
   }
 
-  private observe<T>(op: PermitOperation, run: () => Promise<T>): Promise<T> {
-    return observeOperation(run, (result, seconds) => this.observer.operation?.(this.kind, op, result, seconds));
+  private observe<T>(op: PermitOperation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {
+    return observeOperation(run, (result, seconds) => this.observer.operation?.(this.kind, op, result, seconds, waited?.seconds ?? 0));
   }
 }
 

@@ -35,8 +35,11 @@ export type StoreCallResult = 'ok' | 'unavailable' | 'error';
 
 /** Where an instrumented store reports each call; implemented by the metrics module. */
 export interface StoreCallSink {
-  /** One store call finished: answered, could not answer (down, timed out), or failed otherwise (a bug). */
-  storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number): void;
+  /**
+   * One store call finished: answered, could not answer (down, timed out), or failed otherwise (a bug).
+   * `waiting`: an acquire with waitMs, whose call lasts as long as its wait in the queue (not store latency).
+   */
+  storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number, waiting: boolean): void;
   /** How long a lease granted here was held, observed when it is released here. */
   leaseHeld(heldSeconds: number): void;
 }
@@ -87,9 +90,7 @@ export class InstrumentedStore implements LockStore {
   private instrumentPermits(inner: PermitStore): PermitStore {
     return {
       acquirePermit: async (input: PermitAcquireInput): Promise<PermitAcquireOutcome> => {
-        const outcome = input.waitMs
-          ? await inner.acquirePermit(input)
-          : await this.timed('permit_acquire', () => inner.acquirePermit(input));
+        const outcome = await this.timed('permit_acquire', () => inner.acquirePermit(input), Boolean(input.waitMs));
         if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
         return outcome;
       },
@@ -120,8 +121,8 @@ export class InstrumentedStore implements LockStore {
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
     // A waiting acquire's duration is mostly the wait (reported as keyholder_lock_wait_seconds), not
-    // store latency: time only the calls that answer at once.
-    const outcome = input.waitMs ? await this.inner.acquire(input) : await this.timed('acquire', () => this.inner.acquire(input));
+    // store latency: it is reported as waiting, and the latency metrics leave it out.
+    const outcome = await this.timed('acquire', () => this.inner.acquire(input), Boolean(input.waitMs));
     // A replay is the earlier lease, already tracked under its own owner token.
     if (outcome.acquired && outcome.replayed === undefined) this.leases.granted(input.ownerToken, input.ttlMs);
     return outcome;
@@ -185,13 +186,13 @@ export class InstrumentedStore implements LockStore {
     await this.inner.close();
   }
 
-  private timed<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
+  private timed<T>(op: StoreOperation, run: () => Promise<T>, waiting = false): Promise<T> {
     return measure<T, StoreCallResult>(
       run,
       'ok',
       // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
       (err) => (isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error'),
-      (result, seconds) => this.sink.storeCall(op, result, seconds),
+      (result, seconds) => this.sink.storeCall(op, result, seconds, waiting),
     );
   }
 }

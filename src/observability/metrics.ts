@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, type LabelValues, Registry, type RegistryContentType, collectDefaultMetrics } from 'prom-client';
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
 import type { PermitObserver } from '../domain/permits.js';
 import { ERRORS } from '../http/problem.js';
@@ -7,6 +7,7 @@ import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
+import type { Tracing } from './tracing.js';
 
 /**
  * Prometheus metrics for one app. Names follow Prometheus conventions: a `keyholder_` prefix, base
@@ -35,6 +36,11 @@ export interface Metrics {
 export interface MetricsOptions {
   /** Process and Node.js runtime metrics (CPU, memory, event loop lag, GC). Default true. */
   readonly defaultMetrics?: boolean;
+  /**
+   * With tracing on: store calls and waits become spans, and the wait and hold histograms carry the
+   * trace as an exemplar (served as OpenMetrics, the exposition format that has exemplars).
+   */
+  readonly tracing?: Pick<Tracing, 'storeCall' | 'waited' | 'exemplar'>;
 }
 
 /** Lock operations: well under a millisecond on a healthy store, up to the 500 ms command timeout. */
@@ -45,7 +51,10 @@ const HOLD_BUCKETS_SECONDS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 
 const NON_COUNTER_TOTALS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const { tracing } = options;
   const registry = new Registry();
+  // Exemplars exist only in the OpenMetrics exposition format (Prometheus asks for it first).
+  if (tracing) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   if (options.defaultMetrics ?? true) {
     collectDefaultMetrics({ register: registry });
     // prom-client names these gauges `_total`, which Prometheus reserves for counters (promtool rejects
@@ -81,7 +90,16 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['outcome'] as const,
     buckets: HOLD_BUCKETS_SECONDS,
     registers: [registry],
+    enableExemplars: tracing !== undefined,
   });
+  const acquireSeconds = new Histogram({
+    name: 'keyholder_acquire_duration_seconds',
+    help: 'Time to answer an acquire minus any time spent waiting in the key\'s queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.',
+    labelNames: ['primitive'] as const,
+    buckets: OPERATION_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  const acquireSecondsOf = childrenOf(acquireSeconds);
   new Gauge({
     name: 'keyholder_waiting_callers',
     help: 'Callers of this instance waiting for a held lock right now.',
@@ -97,6 +115,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Time from grant to release, for leases granted and released through this instance.',
     buckets: HOLD_BUCKETS_SECONDS,
     registers: [registry],
+    enableExemplars: tracing !== undefined,
   });
   const expiredLeases = new Counter({
     name: 'keyholder_leases_expired_total',
@@ -136,7 +155,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const storeUpOf = childrenOf(storeUp);
   let lastUp: number | undefined;
   const sink: StoreCallSink = {
-    storeCall(op, result, durationSeconds) {
+    storeCall(op, result, durationSeconds, waiting) {
+      tracing?.storeCall(op, result, durationSeconds, waiting);
+      // A waiting acquire's time is mostly its wait (keyholder_lock_wait_seconds), not store latency.
+      if (waiting) return;
       storeSecondsOf(op, result).observe(durationSeconds);
       if (instrumented === undefined || result === 'error') return;
       // Set only when it changes: every store call passes here.
@@ -146,7 +168,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       storeUpOf(instrumented.kind).set(up);
     },
     leaseHeld(heldSeconds) {
-      holdSeconds.observe(heldSeconds);
+      if (tracing) observeWithExemplar(holdSeconds, {}, heldSeconds, tracing);
+      else holdSeconds.observe(heldSeconds);
     },
   };
 
@@ -190,7 +213,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       lostLeases.labels(op).inc();
     },
     waited(seconds, granted) {
-      waitSeconds.labels(granted ? 'granted' : 'not_granted').observe(seconds);
+      const outcome = granted ? 'granted' : 'not_granted';
+      if (tracing) {
+        tracing.waited(seconds, granted);
+        observeWithExemplar(waitSeconds, { outcome }, seconds, tracing);
+      } else {
+        waitSeconds.labels(outcome).observe(seconds);
+      }
     },
   };
 
@@ -198,17 +227,19 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const operationSecondsOf = childrenOf(operationSeconds);
   const lockObserver: LockObserver = {
     ...leaseEvents,
-    operation(op, result, durationSeconds) {
+    operation(op, result, durationSeconds, waitedSeconds) {
       operationsOf(op, outcomeLabel(op, result)).inc();
       operationSecondsOf(op).observe(durationSeconds);
+      if (op === 'acquire') acquireSecondsOf('lock').observe(Math.max(0, durationSeconds - waitedSeconds));
     },
   };
 
   const permitObserver: PermitObserver = {
     ...leaseEvents,
-    operation(kind, op, result, durationSeconds) {
+    operation(kind, op, result, durationSeconds, waitedSeconds) {
       primitiveOperations.labels(kind, op, outcomeLabel(op, result)).inc();
       primitiveSeconds.labels(kind, op).observe(durationSeconds);
+      if (op === 'acquire') acquireSecondsOf(kind).observe(Math.max(0, durationSeconds - waitedSeconds));
     },
   };
 
@@ -241,6 +272,18 @@ const SUCCESS: Readonly<Record<Operation, string>> = { acquire: 'acquired', rene
 function outcomeLabel(op: Operation, result: OperationResult): string {
   if (result === 'ok') return SUCCESS[op];
   return result === 'error' ? 'error' : ERRORS[result].outcome;
+}
+
+/** An observation that links to the request's trace (when there is one) as the bucket's exemplar. */
+function observeWithExemplar<L extends string>(
+  histogram: Histogram<L>,
+  labels: LabelValues<L>,
+  value: number,
+  tracing: Pick<Tracing, 'exemplar'>,
+): void {
+  // prom-client types exemplar labels like the metric's own; an exemplar's are the trace's ids.
+  const exemplarLabels = tracing.exemplar() as LabelValues<L> | undefined;
+  histogram.observe(exemplarLabels === undefined ? { labels, value } : { labels, value, exemplarLabels });
 }
 
 /**

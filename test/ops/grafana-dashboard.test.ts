@@ -47,11 +47,26 @@ describe('deploy/grafana-dashboard.json', () => {
   const dir = mkdtempSync(join(tmpdir(), 'keyholder-dashboard-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('has panels for grants, contention, hand-off latency, lost leases and store up', () => {
+  it('has panels for grants, contention, latency and wait, hold time, every primitive, error codes, lost leases and store up', () => {
     const titles = dashboard.panels.map((p) => p.title);
-    for (const title of ['Grants', 'Contention', 'Hand-off latency', 'Lost leases', 'Store up']) expect(titles).toContain(title);
+    const wanted = ['Grants', 'Contention', 'Acquire latency', 'Wait time', 'Hold time', 'Semaphores', 'Read/write locks', 'Error answers by code', 'Lost leases', 'Store up'];
+    for (const title of wanted) expect(titles).toContain(title);
     expect(dashboard.templating.list.map((v) => v.name)).toEqual(['datasource', 'job']);
     expect(queries.length).toBeGreaterThanOrEqual(10);
+  });
+
+  it('shows acquire latency without queue time, beside the wait time', () => {
+    const panel = (title: string) => dashboard.panels.find((p) => p.title === title) as Panel & { gridPos: { x: number; y: number } };
+    const latency = panel('Acquire latency');
+    const wait = panel('Wait time');
+    // The histograms that include a waiting acquire's time in the queue.
+    const withWaits = ['keyholder_lock_operation_duration_seconds', 'keyholder_primitive_operation_duration_seconds', 'keyholder_lock_wait_seconds'];
+    for (const t of latency.targets ?? []) {
+      expect(t.expr).toContain('keyholder_acquire_duration_seconds_bucket');
+      for (const name of withWaits) expect(t.expr, `Acquire latency: ${t.expr}`).not.toContain(name);
+    }
+    for (const t of wait.targets ?? []) expect(t.expr).toContain('keyholder_lock_wait_seconds');
+    expect(wait.gridPos.y).toBe(latency.gridPos.y);
   });
 
   it('every query parses (promtool, as recording rules)', () => {

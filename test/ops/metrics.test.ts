@@ -51,6 +51,7 @@ describe('metrics over a real Redis', () => {
     );
     await until(async () => store.ping().then(() => true, () => false), 10_000);
     const locks = new LockService(store, DEFAULT_LIMITS, metrics.lockObserver);
+    metrics.countWaitingCallers(() => locks.waitingCallers);
     app = await buildApp({ locks, store, logger: createLogger('silent'), metrics });
     await app.ready();
   });
@@ -120,6 +121,31 @@ describe('metrics over a real Redis', () => {
     expect((await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum')) - sumBefore).toBeGreaterThanOrEqual(0.045);
     expect(await histogramCount(metrics, 'keyholder_lock_operation_duration_seconds', { operation: 'acquire' })).toBeGreaterThan(0);
     expect(await histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'acquire', result: 'ok' })).toBeGreaterThan(0);
+  });
+
+  it('leaves the time in the queue out of the acquire latency (keyholder_acquire_duration_seconds)', async () => {
+    const sum = (name: string, labels: Record<string, string>) => histogramPart(metrics, name, 'sum', labels);
+    const latency = () => sum('keyholder_acquire_duration_seconds', { primitive: 'lock' });
+    const answered = () => sum('keyholder_lock_operation_duration_seconds', { operation: 'acquire' });
+    const waited = () => sum('keyholder_lock_wait_seconds', {});
+    const [latency0, answered0, waited0] = [await latency(), await answered(), await waited()];
+
+    const k = key('queued');
+    const { ownerToken } = (await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).json<{ ownerToken: string }>();
+    const queued = post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000, waitMs: 10_000 });
+    await until(async () => (await value(metrics, 'keyholder_waiting_callers')) === 1, 10_000);
+    await sleep(200);
+    await post(`/v1/locks/${k}/release`, { ownerToken });
+    const granted = await queued;
+    expect(granted.statusCode).toBe(200);
+    await post(`/v1/locks/${k}/release`, { ownerToken: granted.json<{ ownerToken: string }>().ownerToken });
+
+    const waitedSeconds = (await waited()) - waited0;
+    // A lower bound only: the caller was queued for at least the 200 ms sleep.
+    expect(waitedSeconds).toBeGreaterThanOrEqual(0.19);
+    // Each acquire's latency is its time to answer minus its wait, so the sums differ by the wait exactly.
+    expect((await latency()) - latency0).toBeCloseTo((await answered()) - answered0 - waitedSeconds, 6);
+    expect((await latency()) - latency0).toBeLessThan(waitedSeconds);
   });
 
   it('drops a lease from locks_held when it expires unreleased', async () => {

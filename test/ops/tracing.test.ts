@@ -1,0 +1,230 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { context, propagation } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { KeyholderClient } from '../../src/client/index.js';
+import { KeyholderProcess } from '../helpers/keyholder-process.js';
+
+/** A span as OTLP/HTTP JSON carries it (ids in hex). */
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes?: Array<{ key: string; value: Record<string, unknown> }>;
+}
+
+interface OtlpExport {
+  resourceSpans?: Array<{
+    resource?: { attributes?: Array<{ key: string; value: { stringValue?: string } }> };
+    scopeSpans?: Array<{ spans?: OtlpSpan[] }>;
+  }>;
+}
+
+const SERVER = 2;
+const CLIENT = 3;
+
+/** An OTLP/HTTP receiver (JSON encoding) on a free loopback port: it keeps every span it is sent. */
+class OtlpReceiver {
+  readonly spans: OtlpSpan[] = [];
+  readonly services = new Set<string>();
+  private server: Server | undefined;
+
+  async start(): Promise<string> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (req.url === '/v1/traces' && req.method === 'POST') {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpExport;
+          for (const rs of body.resourceSpans ?? []) {
+            const service = rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue;
+            if (service) this.services.add(service);
+            for (const ss of rs.scopeSpans ?? []) this.spans.push(...(ss.spans ?? []));
+          }
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server?.address() as AddressInfo).port}`;
+  }
+
+  inTrace(traceId: string): OtlpSpan[] {
+    return this.spans.filter((s) => s.traceId === traceId);
+  }
+
+  async close(): Promise<void> {
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+
+/** A caller's span context, as W3C traceparent sends it (sampled). */
+function callerSpan(): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = hex(16);
+  const spanId = hex(8);
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+async function post(url: string, body: unknown, traceparent?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(traceparent ? { traceparent } : {}) },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(15_000),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const attribute = (span: OtlpSpan, key: string) => span.attributes?.find((a) => a.key === key)?.value;
+
+describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
+  const receiver = new OtlpReceiver();
+  let keyholder: KeyholderProcess;
+
+  beforeAll(async () => {
+    const endpoint = await receiver.start();
+    keyholder = await KeyholderProcess.start({
+      env: {
+        LOG_LEVEL: 'warn',
+        OTEL_TRACES_EXPORTER: 'otlp',
+        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        // Export within 100 ms instead of the SDK's 5 s, so the test waits on spans, not a timer.
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await keyholder?.stop();
+    await receiver.close();
+  });
+
+  /** The spans of one trace once its server span has arrived. */
+  async function traceOf(traceId: string, expectedSpans: number): Promise<OtlpSpan[]> {
+    await vi.waitFor(
+      () => {
+        if (receiver.inTrace(traceId).length < expectedSpans) throw new Error(`trace ${traceId}: ${receiver.inTrace(traceId).map((s) => s.name).join(', ')}`);
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+    return receiver.inTrace(traceId);
+  }
+
+  it('gives each call one server span under the caller\'s trace, with the store call as its child', async () => {
+    const caller = callerSpan();
+    const key = `traced-${hex(4)}`;
+    const granted = await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 }, caller.traceparent);
+    expect(granted.status).toBe(200);
+
+    const spans = await traceOf(caller.traceId, 2);
+    const servers = spans.filter((s) => s.kind === SERVER);
+    expect(servers).toHaveLength(1);
+    const server = servers[0]!;
+    expect(server.parentSpanId).toBe(caller.spanId);
+    expect(server.name).toBe('POST /v1/locks/:key/acquire');
+    expect(attribute(server, 'http.response.status_code')).toEqual({ intValue: 200 });
+    expect(attribute(server, 'keyholder.key')).toEqual({ stringValue: key });
+    const store = spans.find((s) => s.name === 'keyholder.store acquire');
+    expect(store?.kind).toBe(CLIENT);
+    expect(store?.parentSpanId).toBe(server.spanId);
+    expect(receiver.services).toContain('keyholder');
+
+    const release = callerSpan();
+    expect((await post(`${keyholder.url}/v1/locks/${key}/release`, { ownerToken: granted.body.ownerToken }, release.traceparent)).status).toBe(200);
+    const released = await traceOf(release.traceId, 2);
+    expect(released.filter((s) => s.kind === SERVER).map((s) => s.name)).toEqual(['POST /v1/locks/:key/release']);
+    expect(released.find((s) => s.name === 'keyholder.store release')?.parentSpanId).toBe(released.find((s) => s.kind === SERVER)?.spanId);
+  });
+
+  it('shows a waiting acquire\'s time in the queue as a wait span, and links the wait histogram to it', async () => {
+    const key = `waited-${hex(4)}`;
+    const first = await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 });
+    expect(first.status).toBe(200);
+
+    const waiter = callerSpan();
+    const waiting = post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000, waitMs: 10_000 }, waiter.traceparent);
+    // Released once the second caller is queued: its wait is real.
+    await vi.waitFor(
+      async () => {
+        const res = await fetch(`${keyholder.url}/metrics`);
+        if (!/^keyholder_waiting_callers 1$/m.test(await res.text())) throw new Error('not waiting yet');
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect((await post(`${keyholder.url}/v1/locks/${key}/release`, { ownerToken: first.body.ownerToken })).status).toBe(200);
+    expect((await waiting).status).toBe(200);
+
+    const spans = await traceOf(waiter.traceId, 3);
+    const server = spans.find((s) => s.kind === SERVER);
+    expect(server?.parentSpanId).toBe(waiter.spanId);
+    const wait = spans.find((s) => s.name === 'keyholder.wait');
+    expect(wait?.parentSpanId).toBe(server?.spanId);
+    expect(attribute(wait!, 'keyholder.wait.granted')).toEqual({ boolValue: true });
+    const store = spans.find((s) => s.name === 'keyholder.store acquire');
+    expect(store?.parentSpanId).toBe(server?.spanId);
+    expect(attribute(store!, 'keyholder.store.waiting')).toEqual({ boolValue: true });
+
+    // Exemplars: the wait histogram's bucket points at this trace (OpenMetrics exposition).
+    const metrics = await fetch(`${keyholder.url}/metrics`, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } });
+    expect(metrics.headers.get('content-type')).toContain('application/openmetrics-text');
+    const text = await metrics.text();
+    expect(text).toMatch(new RegExp(`^keyholder_lock_wait_seconds_bucket\\{[^}]*outcome="granted"[^}]*\\} \\d+ # \\{trace_id="${waiter.traceId}",span_id="${server?.spanId}"\\}`, 'm'));
+  });
+
+  it('starts a trace of its own for a call without traceparent', async () => {
+    const before = new Set(receiver.spans.map((s) => s.traceId));
+    const key = `untraced-${hex(4)}`;
+    expect((await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 })).status).toBe(200);
+    await vi.waitFor(
+      () => {
+        const root = receiver.spans.find((s) => s.kind === SERVER && !before.has(s.traceId) && attribute(s, 'keyholder.key')?.stringValue === key);
+        if (!root) throw new Error('no server span yet');
+        expect(root.parentSpanId ?? '').toBe('');
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+  });
+
+  it('joins the trace of a TypeScript client\'s caller (headers option) and shows its hold as a span (wrapHold)', async () => {
+    // The caller's own OpenTelemetry setup, in this process.
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const exporter = new InMemorySpanExporter();
+    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('caller');
+    const client = new KeyholderClient({
+      baseUrl: keyholder.url,
+      headers: () => {
+        const headers: Record<string, string> = {};
+        propagation.inject(context.active(), headers);
+        return headers;
+      },
+      wrapHold: (key, hold) => tracer.startActiveSpan(`hold ${key}`, (span) => hold().finally(() => span.end())),
+    });
+    const key = `client-${hex(4)}`;
+    await tracer.startActiveSpan('job', async (job) => {
+      await client.withLock(key, { ttlMs: 10_000 }, () => 'done');
+      job.end();
+    });
+
+    const callerSpans = exporter.getFinishedSpans();
+    const job = callerSpans.find((s) => s.name === 'job')!.spanContext();
+    const hold = callerSpans.find((s) => s.name === `hold ${key}`);
+    expect(hold?.spanContext().traceId).toBe(job.traceId);
+    expect(hold?.parentSpanContext?.spanId).toBe(job.spanId);
+
+    const spans = await traceOf(job.traceId, 4);
+    const server = (route: string) => spans.find((s) => s.kind === SERVER && s.name === `POST /v1/locks/:key/${route}`);
+    // The acquire is sent from the job's span; the release from the hold's, inside it.
+    expect(server('acquire')?.parentSpanId).toBe(job.spanId);
+    expect(server('release')?.parentSpanId).toBe(hold?.spanContext().spanId);
+  });
+});
