@@ -17,6 +17,7 @@ import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { type LoadBudget, registerLoadShedding } from './http/load-shedding.js';
+import { registerConnectionBudget } from './http/connection-budget.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
@@ -50,6 +51,8 @@ export interface AppDeps {
   readonly httpTimeouts?: HttpTimeouts;
   /** Past it, new requests get 503 overloaded before any store work (see load-shedding.ts); none when absent. */
   readonly loadBudget?: LoadBudget;
+  /** Connections kept open at once; past it, see connection-budget.ts. No cap when absent. */
+  readonly maxConnections?: number;
 }
 
 /**
@@ -127,6 +130,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   }
   // Before auth and the routes: a refused request costs as little as possible, and no store call.
+  if (deps.maxConnections !== undefined) {
+    registerConnectionBudget(app, deps.maxConnections, metrics ? () => metrics.requestShed('connections', 'normal') : undefined);
+  }
   if (deps.loadBudget) {
     await registerLoadShedding(app, {
       budget: deps.loadBudget,
