@@ -17,6 +17,7 @@ import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
 import { type LoadBudget, registerLoadShedding } from './http/load-shedding.js';
+import { registerConnectionBudget } from './http/connection-budget.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { problemCodeOf } from './http/problem.js';
 import { lockRoutes } from './http/routes/locks.js';
@@ -53,6 +54,8 @@ export interface AppDeps {
   readonly loadBudget?: LoadBudget;
   /** A server span per API call (see tracing.ts); no hooks at all when absent. */
   readonly tracing?: Pick<Tracing, 'traceRequests'>;
+  /** Connections kept open at once; past it, see connection-budget.ts. No cap when absent. */
+  readonly maxConnections?: number;
 }
 
 /**
@@ -132,6 +135,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   }
   // Before auth and the routes: a refused request costs as little as possible, and no store call.
+  if (deps.maxConnections !== undefined) {
+    registerConnectionBudget(app, deps.maxConnections, metrics ? () => metrics.requestShed('connections', 'normal') : undefined);
+  }
   if (deps.loadBudget) {
     await registerLoadShedding(app, {
       budget: deps.loadBudget,

@@ -284,6 +284,18 @@ export const EnvSchema = z
      */
     HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000)
       .describe('A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.'),
+    /**
+     * Unset: the open-file limit less the descriptors the process needs for itself (see
+     * connection-budget.ts), so a flood of sockets is refused by keyholder before the kernel refuses
+     * keyholder its store connection.
+     */
+    HTTP_MAX_CONNECTIONS: z.preprocess(
+      (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
+      z.number().int().min(1).max(10_000_000).optional(),
+    ).describe(
+      'Connections one instance keeps open at once; past it a new connection\'s requests get 503 `overloaded` and it is closed ' +
+        '(probes, metrics, renewals and releases are still served). Unset: the open-file limit less 320 descriptors kept for the store and probes.',
+    ),
   })
   .superRefine((env, ctx) => {
     if (env.WAITERS_PER_NAMESPACE_MAX !== undefined && env.WAITERS_PER_INSTANCE_MAX > 1 && env.WAITERS_PER_NAMESPACE_MAX >= env.WAITERS_PER_INSTANCE_MAX) {
@@ -400,6 +412,8 @@ export interface Config {
   readonly loadBudget: LoadBudget;
   /** Whether the OTEL_* variables ask for traces (see OTEL_TRACES_EXPORTER). */
   readonly tracing: boolean;
+  /** HTTP_MAX_CONNECTIONS; undefined: derived from the open-file limit (see connection-budget.ts). */
+  readonly maxConnections: number | undefined;
 }
 
 export interface HttpTimeouts {
@@ -483,6 +497,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxRequestsInFlight: e.OVERLOAD_MAX_REQUESTS_IN_FLIGHT,
       maxOpenWaits: e.OVERLOAD_MAX_OPEN_WAITS,
     }),
+    maxConnections: e.HTTP_MAX_CONNECTIONS,
     httpTimeouts: Object.freeze({
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,

@@ -8,6 +8,7 @@ import { createLogger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { startTracing } from './observability/tracing.js';
 import { createStore } from './store/create-store.js';
+import { connectionBudget } from './http/connection-budget.js';
 
 /** Reads the environment, builds the store and the app, listens, and closes gracefully on a signal. */
 async function main(): Promise<void> {
@@ -38,6 +39,11 @@ async function main(): Promise<void> {
   const metrics = createMetrics(tracing ? { tracing } : {});
   const store = metrics.instrumentStore(createStore(config, logger));
   const locks = new LockService(store, config.limits, metrics.lockObserver);
+  const maxConnections = connectionBudget(config.maxConnections);
+  if ((config.limits.maxWaitersPerNamespace ?? config.limits.maxWaitersPerInstance) * 2 > maxConnections) {
+    // Each open wait holds a connection: one team at its waiter cap would hold half the connections or more.
+    logger.warn({ maxConnections, maxWaitersPerNamespace: config.limits.maxWaitersPerNamespace }, 'one namespace\'s waiters can hold half the connection budget or more; lower WAITERS_PER_NAMESPACE_MAX or raise the open-file limit');
+  }
   metrics.countWaitingCallers(() => locks.waitingCallers);
   const app = await buildApp({
     locks,
@@ -50,6 +56,7 @@ async function main(): Promise<void> {
     trustProxy: config.trustProxy,
     loadBudget: config.loadBudget,
     ...(tracing ? { tracing } : {}),
+    maxConnections,
   });
   app.addHook('onClose', async () => {
     await store.close();

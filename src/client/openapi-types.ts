@@ -1516,7 +1516,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            /** @description too_many_waiters (a blocking query only): this key, this namespace on this instance, or this instance has as many open waits (queued acquires, waiting lock sets, blocking queries) as it may; or rate_limited: too many requests for this API key. Retry after Retry-After. */
             429: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -1814,7 +1814,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks. */
+            /** @description too_many_waiters (with waitMs): this namespace on this instance, this instance, or the busy key has as many open waits as it may; rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks. */
             429: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -2498,7 +2498,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            /** @description too_many_waiters (a blocking query only): this key, this namespace on this instance, or this instance has as many open waits (queued acquires, waiting lock sets, blocking queries) as it may; or rate_limited: too many requests for this API key. Retry after Retry-After. */
             429: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
@@ -3130,7 +3130,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            /** @description too_many_waiters (a blocking query only): this key, this namespace on this instance, or this instance has as many open waits (queued acquires, waiting lock sets, blocking queries) as it may; or rate_limited: too many requests for this API key. Retry after Retry-After. */
             429: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */

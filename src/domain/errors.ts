@@ -125,15 +125,15 @@ export class TooManyWaitersError extends DomainError {
 }
 
 /**
- * This instance is over its load budget (event-loop delay, requests in flight or open waits) and
- * refused the request before any store work: nothing was read or changed. Distinct from
+ * This instance is over its load budget (event-loop delay, requests in flight, open waits or open
+ * connections) and refused the request before any store work: nothing was read or changed. Distinct from
  * store_unavailable, which is about the store, so operators are not sent to a healthy Redis. 1 s: a
  * few of the delay samples that decide it; another instance may have room sooner.
  */
 export class OverloadedError extends DomainError {
   readonly code = 'overloaded';
   constructor(
-    readonly budget: 'event_loop_delay' | 'requests_in_flight' | 'open_waits',
+    readonly budget: 'event_loop_delay' | 'requests_in_flight' | 'open_waits' | 'connections',
     override readonly retryAfterMs = 1000,
     message = `this instance is over its ${budget.replace(/_/g, ' ')} budget and refused before any store work; retry after Retry-After, or on another instance`,
   ) {

@@ -104,17 +104,31 @@ export class LeaseRules {
    * wait on (no `index`, or waitMs 0), otherwise the wait on `changes` ends when the index differs, at
    * once or on the next change, or after `waitMs` with the unchanged view. The gate's signal ends it at
    * shutdown, `signal` when the caller leaves. `onChange`: see ChangeWatch.wait.
+   *
+   * A blocking query is an open wait like a queued acquire: it is admitted by the wait gate (per-key,
+   * per-namespace and per-instance caps; 429 too_many_waiters past them) for as long as it lasts.
    */
-  watch<V extends Watchable>(
+  async watch<V extends Watchable>(
     changes: ChangeWatch<V>,
     id: string,
-    query: { readonly index: number | undefined; readonly waitMs: number; readonly signal?: AbortSignal; readonly onChange?: (view: V) => void },
+    query: {
+      readonly namespace: string;
+      readonly index: number | undefined;
+      readonly waitMs: number;
+      readonly signal?: AbortSignal;
+      readonly onChange?: (view: V) => void;
+    },
     inspectNow: () => Promise<V>,
   ): Promise<V> {
     const { index, waitMs } = query;
     if (index === undefined || waitMs === 0) return inspectNow();
     this.checkWaitMs(waitMs);
-    return changes.wait(id, index, waitMs, this.parts.gate.waitSignal(query.signal), query.onChange);
+    const leave = this.parts.gate.enter(query.namespace, id);
+    try {
+      return await changes.wait(id, index, waitMs, this.parts.gate.waitSignal(query.signal), query.onChange);
+    } finally {
+      leave();
+    }
   }
 
   /**
@@ -124,7 +138,7 @@ export class LeaseRules {
   async grantWaiting<G extends { readonly decidedAt: number }>(wait: WaitingGrant<G>): Promise<G> {
     const { gate, freshness, observer } = this.parts;
     const { id, ttlMs, callerSignal } = wait;
-    const leave = gate.enter(wait.namespace);
+    const leave = gate.enter(wait.namespace, id);
     const started = performance.now();
     let granted = false;
     try {

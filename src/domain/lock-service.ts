@@ -248,7 +248,7 @@ export class LockService {
   ): Promise<IndexedView> {
     const id = lockId(namespace, key);
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
-    return this.rules.watch(this.changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => this.changes.current(id)));
+    return this.rules.watch(this.changes, id, { namespace, index, waitMs, signal, onChange }, () => this.observe('inspect', () => this.changes.current(id)));
   }
 
   /**

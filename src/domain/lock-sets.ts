@@ -54,7 +54,8 @@ export class LockSetService {
   ) {}
 
   async acquire(namespace: string, keys: readonly string[], ttlMs: number, options: LockSetOptions = {}): Promise<LockSetGrant> {
-    const sets = this.sets();
+    // Refused before any check or count on a store without lock sets.
+    this.sets();
     const ordered = this.checkKeys(keys);
     this.locks.checkTtl(ttlMs);
     const waitMs = options.waitMs ?? 0;
@@ -64,6 +65,33 @@ export class LockSetService {
     const ownerToken = newOwnerToken();
     const ids = ordered.map((key) => lockId(namespace, key));
     const deadline = performance.now() + waitMs;
+    // A set that may wait is an open wait like a queued acquire: admitted by the wait gate (namespace
+    // and instance caps) for the whole call, and counted on the busy key while it waits on it.
+    const leave = waitMs > 0 ? this.locks.waitGate.enter(namespace) : undefined;
+    try {
+      return await this.acquireCounted(namespace, { ordered, keys, ids, ownerToken, ttlMs, holder, lockDelayMs, deadline, waitMs }, options.signal);
+    } finally {
+      leave?.();
+    }
+  }
+
+  private async acquireCounted(
+    namespace: string,
+    asked: {
+      readonly ordered: readonly string[];
+      readonly keys: readonly string[];
+      readonly ids: readonly string[];
+      readonly ownerToken: string;
+      readonly ttlMs: number;
+      readonly holder: string | null;
+      readonly lockDelayMs: number;
+      readonly deadline: number;
+      readonly waitMs: number;
+    },
+    signal: AbortSignal | undefined,
+  ): Promise<LockSetGrant> {
+    const sets = this.sets();
+    const { ordered, keys, ids, ownerToken, ttlMs, holder, lockDelayMs, deadline, waitMs } = asked;
     await this.reserveSlots(namespace, ownerToken, ordered.length, ttlMs + waitMs);
     let granted = false;
     try {
@@ -85,7 +113,7 @@ export class LockSetService {
         const leftMs = deadline - performance.now();
         const busyKey = ordered[ids.indexOf(outcome.busyKey)] ?? ordered[0];
         if (leftMs <= 0) throw new LockHeldError(busyKey ?? '', outcome.retryAfterMs);
-        await this.waitForChange(outcome.busyKey, Math.min(leftMs, outcome.retryAfterMs), options.signal);
+        await this.waitForChange(outcome.busyKey, Math.min(leftMs, outcome.retryAfterMs), signal);
       }
     } finally {
       if (!granted) await this.freeSlots(namespace, ownerToken, ordered.length);
@@ -141,7 +169,12 @@ export class LockSetService {
     const view = await this.locks.changes.current(id);
     // Freed since the set was refused: ask again at once.
     if (view.state === null && view.lockDelayUntilMs === undefined) return;
-    await this.locks.changes.wait(id, view.index, Math.max(1, waitMs), signal ? AbortSignal.any([signal, closing]) : closing);
+    const leaveKey = this.locks.waitGate.enterKey(id);
+    try {
+      await this.locks.changes.wait(id, view.index, Math.max(1, waitMs), signal ? AbortSignal.any([signal, closing]) : closing);
+    } finally {
+      leaveKey();
+    }
   }
 
   private async reserveSlots(namespace: string, ownerToken: string, count: number, ttlMs: number): Promise<void> {

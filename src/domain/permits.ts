@@ -163,7 +163,7 @@ export class PermitCore {
   ): Promise<IndexedPermitState> {
     const id = lockId(namespace, key);
     const changes = this.changes;
-    return this.rules.watch(changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
+    return this.rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
   }
 
   /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */

@@ -2,17 +2,21 @@ import { ShuttingDownError, TooManyWaitersError } from './errors.js';
 import type { LockLimits } from './limits.js';
 
 /**
- * The callers of this instance waiting in any queue (locks, semaphores, read/write locks), counted in
- * one place so the per-instance and per-namespace caps bound them all together, and ended together at
- * shutdown.
+ * The callers of this instance with an open wait of any kind (a queued lock, semaphore or read/write
+ * lock acquire, a lock set waiting for a busy key, a blocking query), counted in one place so the
+ * per-key, per-namespace and per-instance caps bound them all together, and ended together at
+ * shutdown. Each open wait holds a connection, a timer and a share of every change's fan-out: a kind
+ * that is not counted here is a way around the caps.
  */
 export class WaitGate {
   private readonly closing = new AbortController();
   private waiting = 0;
   /** Waiting callers by namespace; a namespace with none has no entry. */
   private readonly byNamespace = new Map<string, number>();
+  /** Waiting callers by store id (this instance's share of a key's waiters); a key with none has no entry. */
+  private readonly byKey = new Map<string, number>();
 
-  constructor(private readonly limits: Pick<LockLimits, 'maxWaitersPerInstance' | 'maxWaitersPerNamespace'>) {}
+  constructor(private readonly limits: Pick<LockLimits, 'maxWaitersPerKey' | 'maxWaitersPerInstance' | 'maxWaitersPerNamespace'>) {}
 
   /** Callers of this instance waiting right now. */
   get count(): number {
@@ -29,27 +33,68 @@ export class WaitGate {
   }
 
   /**
-   * Admits one more waiting caller of `namespace`, or throws (shutting down, or a cap reached; the
-   * namespace's own cap first, so a team at its cap is told so even when the instance has room).
-   * Returns the function that lets it out again (call it exactly once).
+   * Admits one more waiting caller of `namespace` (waiting on the key with store id `id`, when given),
+   * or throws (shutting down, or a cap reached; the narrowest first, so a team at its cap is told so
+   * even when the instance has room). Returns the function that lets it out again (call it exactly once).
    */
-  enter(namespace: string): () => void {
+  enter(namespace: string, id?: string): () => void {
     if (this.closing.signal.aborted) throw new ShuttingDownError();
+    if (id !== undefined) this.checkKey(id);
     const here = this.byNamespace.get(namespace) ?? 0;
     if (here >= (this.limits.maxWaitersPerNamespace ?? Infinity)) throw new TooManyWaitersError('namespace');
     if (this.waiting >= this.limits.maxWaitersPerInstance) throw new TooManyWaitersError('instance');
     this.waiting++;
     this.byNamespace.set(namespace, here + 1);
-    return () => {
+    const leaveKey = id === undefined ? undefined : this.countKey(id);
+    return once(() => {
+      leaveKey?.();
       this.waiting--;
-      const left = (this.byNamespace.get(namespace) ?? 1) - 1;
-      if (left > 0) this.byNamespace.set(namespace, left);
-      else this.byNamespace.delete(namespace);
-    };
+      decrement(this.byNamespace, namespace);
+    });
+  }
+
+  /**
+   * Counts a caller already admitted by `enter` against the key it now waits on (a lock set waits on
+   * whichever of its keys was busy), or throws when that key's cap is reached.
+   */
+  enterKey(id: string): () => void {
+    if (this.closing.signal.aborted) throw new ShuttingDownError();
+    this.checkKey(id);
+    return once(this.countKey(id));
   }
 
   /** The signal a wait listens to: the caller's (if any) and shutdown. */
   waitSignal(callerSignal: AbortSignal | undefined): AbortSignal {
     return callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
   }
+
+  /**
+   * The per-key cap counts this instance's waiters of the key: the store's queue caps queued acquires
+   * across instances, but blocking queries and lock-set waits live here only, and each one is a share
+   * of the key's fan-out when it changes.
+   */
+  private checkKey(id: string): void {
+    if ((this.byKey.get(id) ?? 0) >= this.limits.maxWaitersPerKey) throw new TooManyWaitersError('key');
+  }
+
+  private countKey(id: string): () => void {
+    this.byKey.set(id, (this.byKey.get(id) ?? 0) + 1);
+    return () => decrement(this.byKey, id);
+  }
+}
+
+function decrement(counts: Map<string, number>, name: string): void {
+  const left = (counts.get(name) ?? 1) - 1;
+  if (left > 0) counts.set(name, left);
+  else counts.delete(name);
+}
+
+/** `fn`, run at most once however often it is called (a wait is let out exactly once). */
+function once(fn: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    fn();
+  };
 }

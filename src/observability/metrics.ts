@@ -102,7 +102,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const acquireSecondsOf = childrenOf(acquireSeconds);
   new Gauge({
     name: 'keyholder_waiting_callers',
-    help: 'Callers of this instance waiting for a held lock right now.',
+    help: 'Callers of this instance with an open wait right now: queued acquires (locks, semaphores, read/write locks), lock sets waiting for a busy key, blocking queries.',
     registers: [registry],
     collect() {
       this.set(waitingCallers());
@@ -184,12 +184,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const shed = new Counter({
     name: 'keyholder_requests_shed_total',
-    help: 'Requests this instance refused with 503 overloaded before any store work, by the budget it was over (event_loop_delay, requests_in_flight, open_waits) and priority (normal; last: renewals and releases).',
+    help: 'Requests this instance refused with 503 overloaded before any store work, by the budget it was over (event_loop_delay, requests_in_flight, open_waits, connections) and priority (normal; last: renewals and releases).',
     labelNames: ['budget', 'priority'] as const,
     registers: [registry],
   });
   // Present at 0 from the start, so an alert on a rise sees the first one.
-  for (const budget of ['event_loop_delay', 'requests_in_flight', 'open_waits'] as const) {
+  for (const budget of ['event_loop_delay', 'requests_in_flight', 'open_waits', 'connections'] as const) {
     for (const priority of ['normal', 'last'] as const) shed.labels(budget, priority).inc(0);
   }
 

@@ -34,6 +34,7 @@ export async function buildTestApp(
     metrics?: Metrics;
     trustProxy?: TrustProxy;
     loadBudget?: LoadBudget;
+    maxConnections?: number;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -56,6 +57,7 @@ export async function buildTestApp(
     metrics: options.metrics,
     trustProxy: options.trustProxy,
     loadBudget: options.loadBudget,
+    maxConnections: options.maxConnections,
   });
   await app.ready();
   return {

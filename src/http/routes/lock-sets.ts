@@ -23,7 +23,9 @@ const NOT_OWNER = 'not_owner: this token does not hold every key of the set (a l
 const acquireRule = routeRule('locks', {
   ...COMMON_ERRORS,
   409: 'lock_held: some key of the set is held, in its lock-delay, or has callers queued; nothing was taken. Retry-After: the longest time left.',
-  429: 'rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks.',
+  429:
+    'too_many_waiters (with waitMs): this namespace on this instance, this instance, or the busy key has as many open waits as it may; ' +
+    'rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks.',
 });
 const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false, noRetryAfter: true });
 const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' }, { rateLimited: false, noRetryAfter: true });

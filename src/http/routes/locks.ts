@@ -8,7 +8,7 @@ import { SharedAnswers } from '../shared-answers.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE } from './responses.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED } from './responses.js';
 
 const acquireRule = routeRule('locks', {
   ...BODY_ERRORS,
@@ -20,7 +20,7 @@ const acquireRule = routeRule('locks', {
     'idempotency_key_reused: this Idempotency-Key was sent with another body (ttlMs, holder or lockDelayMs) and the lease it ' +
     'granted is live; nothing was changed. Send the original body, or a new key for a new acquire.',
 });
-const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
+const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 429: WATCH_REFUSED, 503: STORE_UNAVAILABLE });
 
 /** An AbortSignal that fires when the caller of a long request goes away before its answer. */
 export function callerGone(reply: { raw: { once(event: 'close', fn: () => void): unknown; writableFinished: boolean } }): AbortSignal {

@@ -12,7 +12,7 @@ import { PermitForceRelease, PermitList } from '../schemas/permits.js';
 import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STORE_UNAVAILABLE, type RouteText } from './responses.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED, type RouteText } from './responses.js';
 
 /**
  * The semaphore and read/write lock routes, declared once: a primitive is a PermitKind (its names, what
@@ -25,7 +25,7 @@ const WAIT_ERRORS =
   'too_many_waiters: the wait queue of this key, of this namespace on this instance, or of this instance is full; rate_limited: ' +
   'too many requests for this API key; or quota_exceeded: the namespace holds its limit of leases at once. Retry after Retry-After.';
 
-const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
+const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 429: WATCH_REFUSED, 503: STORE_UNAVAILABLE });
 const listRule = routeRule('admin', ADMIN_ERRORS);
 const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed'));
 

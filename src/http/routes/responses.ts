@@ -119,6 +119,10 @@ export const BAD_REQUEST = 'invalid_request: a field is missing or malformed (th
 export const STORE_UNAVAILABLE =
   'store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any ' +
   'store work. Either way nothing was granted; retry after Retry-After.';
+/** The 429 of an inspect that may be a blocking query: every open wait counts against the waiter caps. */
+export const WATCH_REFUSED =
+  'too_many_waiters (a blocking query only): this key, this namespace on this instance, or this instance has as many open waits ' +
+  '(queued acquires, waiting lock sets, blocking queries) as it may; or rate_limited: too many requests for this API key. Retry after Retry-After.';
 /** What every operation with a body can answer besides its own refusals. */
 export const BODY_ERRORS = {
   400: BAD_REQUEST,

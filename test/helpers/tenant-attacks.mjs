@@ -1,0 +1,164 @@
+// One tenant's attack on a keyholder, run in its own process so its client-side work does not slow
+// the measuring tenant's client. Usage: node tenant-attacks.mjs <mode> <baseUrl> <bearer key>
+// Prints "ready" once the attack is under way, runs until SIGTERM, then prints a JSON summary of the
+// answers it got (status counts) and exits.
+//
+// Modes:
+//   fill-semaphore  acquire all 10,000 permits of semaphore "big" (then exit; no SIGTERM needed)
+//   inspect         inspect semaphore "big" in a loop, 4 callers each every 100 ms
+//   watchers        2,000 sockets each send a blocking query on "big" and never read; "big" changes every 100 ms
+//   blocking        1,200 callers each repeat blocking queries on keys of their own (waitMs 60 s); refused, they wait 30 s
+//   fake-tokens     renew and release with made-up owner tokens in a loop, 4 at a time, never backing off
+import { Buffer } from 'node:buffer';
+import { Agent, request } from 'node:http';
+import { connect } from 'node:net';
+import process from 'node:process';
+import { setTimeout } from 'node:timers';
+import { URL } from 'node:url';
+
+const [mode, base, key] = process.argv.slice(2);
+const url = new URL(base);
+const auth = { authorization: `Bearer ${key}` };
+const agent = new Agent({ keepAlive: true, maxSockets: 2_000 });
+const statuses = {};
+let stopping = false;
+
+function call(method, path, body) {
+  return new Promise((resolve) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = request(
+      { host: url.hostname, port: url.port, method, path, agent, headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) } },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
+          let parsed = {};
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            // Not JSON (a connection cut mid-answer): the status alone is counted.
+          }
+          resolve({ status: res.statusCode, body: parsed, retryAfter: Number(res.headers['retry-after'] ?? 0) });
+        });
+        res.on('error', () => resolve({ status: 0, body: {} }));
+      },
+    );
+    req.on('error', () => {
+      statuses.error = (statuses.error ?? 0) + 1;
+      resolve({ status: 0, body: {} });
+    });
+    req.end(payload);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function loop(concurrency, step) {
+  await Promise.all(Array.from({ length: concurrency }, async (_v, w) => {
+    for (let i = 0; !stopping; i++) await step(w, i);
+  }));
+}
+
+const SEMAPHORE = { limit: 10_000, ttlMs: 3_600_000 };
+
+async function fillSemaphore() {
+  let next = 0;
+  await Promise.all(Array.from({ length: 64 }, async () => {
+    while (next < SEMAPHORE.limit) {
+      next++;
+      const r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
+      if (r.status !== 200) throw new Error(`fill: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+  }));
+}
+
+/** Gives back one permit of "big" and takes it again: a change every watcher of "big" is told of. */
+async function churn() {
+  while (!stopping) {
+    const grant = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
+    if (grant.status === 200) await call('POST', '/v1/semaphores/big/release', { ownerToken: grant.body.ownerToken });
+    await sleep(100);
+  }
+}
+
+async function watchers() {
+  const { body } = await call('GET', '/v1/semaphores/big');
+  const sockets = [];
+  const bytes = `GET /v1/semaphores/big?index=${body.index}&waitMs=60000 HTTP/1.1\r\nhost: x\r\nauthorization: ${auth.authorization}\r\n\r\n`;
+  for (let i = 0; i < 2_000; i++) {
+    const s = connect(Number(url.port), url.hostname);
+    s.on('error', () => undefined);
+    // Never read: no data listener, and paused, so answers pile up wherever the server keeps them.
+    s.pause();
+    s.write(bytes);
+    sockets.push(s);
+    if (i % 200 === 199) await sleep(10);
+  }
+  const churning = churn();
+  return async () => {
+    await churning;
+    for (const s of sockets) s.destroy();
+  };
+}
+
+async function main() {
+  if (mode === 'fill-semaphore') {
+    await fillSemaphore();
+    process.stdout.write(`${JSON.stringify({ statuses })}\n`);
+    return;
+  }
+  let work;
+  let finish = async () => undefined;
+  if (mode === 'inspect') {
+    // 4 callers, each inspecting every 100 ms: up to 40 a second, four times the rate that cost other
+    // teams their renewals when an inspect read every permit.
+    work = loop(4, async () => {
+      await call('GET', '/v1/semaphores/big');
+      await sleep(100);
+    });
+  } else if (mode === 'watchers') {
+    finish = await watchers();
+  } else if (mode === 'blocking') {
+    // 1,200 callers (200 more than its namespace may keep waiting), 50 more every 50 ms (a fleet
+    // starting up, not one burst: a burst past the instance's in-flight budget is load shedding's to
+    // answer, for every tenant alike).
+    work = loop(1_200, async (w, i) => {
+      if (i === 0) await sleep(Math.floor(w / 50) * 50);
+      const path = `/v1/locks/b-watch-${w}`;
+      // Index 1: a key never held; the query waits the whole 60 s.
+      const r = await call('GET', `${path}?index=1&waitMs=60000`);
+      // A refused caller waits 30 s before it asks again: what is measured is what the open waits
+      // cost, not a request flood (a tenant's request rate is its rate limit's to bound).
+      if (r.status === 429 || r.status === 503) await sleep(30_000);
+    });
+  } else if (mode === 'fake-tokens') {
+    work = loop(4, (w, i) => call('POST', `/v1/locks/b-${w}/${i % 2 ? 'release' : 'renew'}`, { ownerToken: `made-up-token-${w}-${i}`, ...(i % 2 ? {} : { ttlMs: 5_000 }) }));
+  } else {
+    throw new Error(`unknown mode ${mode}`);
+  }
+  // The attack is held once its opening burst has been taken in: the blocking callers' ramp (1.2 s),
+  // the watchers' 2,000 connections and queries.
+  // Opening thousands of requests at once is a burst, load shedding's to answer for every tenant
+  // alike; what is measured here is what holding them costs the other team.
+  // The blocking callers' opening is taken in once every refused caller has had its answer (the
+  // admitted ones have then been counted too); then 2 s more for their subscriptions and reads.
+  if (mode === 'blocking') {
+    for (let waited = 0; (statuses[429] ?? 0) + (statuses[503] ?? 0) < 200 && waited < 20_000; waited += 100) await sleep(100);
+    await sleep(2_000);
+  }
+  if (mode === 'watchers') await sleep(3_000);
+  process.stdout.write('ready\n');
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  stopping = true;
+  agent.destroy();
+  await finish();
+  await Promise.race([work, sleep(2_000)]);
+  process.stdout.write(`${JSON.stringify({ statuses })}\n`);
+  process.exit(0);
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err.stack}\n`);
+  process.exit(1);
+});
