@@ -153,7 +153,7 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
 function firstTestFiles(mutant: PlantedMutant, lastKilledBy: ReadonlyMap<string, string>): string[] {
   const byPath: Array<[RegExp, string[]]> = [
     [/^src\/store\/redis\/scripts\//, ['test/redis/scripts.test.ts', 'test/conformance/redis-store.test.ts']],
-    [/^src\/store\/redis\//, ['test/conformance/redis-store.test.ts']],
+    [/^src\/store\/(redis|shared)\//, ['test/conformance/redis-store.test.ts']],
     [/^src\/store\/memory\//, ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts']],
     [/^src\/domain\//, ['test/unit/safety-core.test.ts', 'test/domain/lock-service.test.ts']],
   ];
