@@ -3,7 +3,7 @@ import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
 import type { Config } from './config.js';
 import type { AuthMode } from './http/auth.js';
 import type { RateLimitSettings } from './http/rate-limit.js';
-import { openSharedRatePermits } from './store/shared-rate-permits.js';
+import { openSharedRateLimit } from './store/shared-rate-limit.js';
 
 /**
  * What buildApp needs for authentication and rate limits, built from the configuration, and what the
@@ -42,7 +42,7 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
 
   const shared =
     config.rateLimit.max > 0
-      ? openSharedRatePermits(config.store, (err) =>
+      ? openSharedRateLimit(config.store, (err) =>
           logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
         )
       : undefined;

@@ -2,8 +2,8 @@ import type { StoreSettings } from './create-store.js';
 import { createRedisClient } from './redis/client.js';
 import { RedisRatePermits } from './redis/rate-permits.js';
 
-/** The rate limiter's permits shared by every instance, and the client they travel on. */
-export interface SharedRatePermits {
+/** The rate limiter's counts shared by every instance (handed out in batches of permits), and their client. */
+export interface SharedRateLimit {
   readonly permits: RedisRatePermits;
   close(): Promise<void>;
 }
@@ -12,10 +12,10 @@ export interface SharedRatePermits {
  * Shared permits when the store can carry them (Redis); undefined otherwise, and each instance then
  * counts on its own. The caller closes what it gets.
  */
-export function openSharedRatePermits(
+export function openSharedRateLimit(
   store: StoreSettings['store'],
   onLost: (err: Error) => void,
-): SharedRatePermits | undefined {
+): SharedRateLimit | undefined {
   if (store.kind !== 'redis') return undefined;
   // Its own client, failing fast like the store's: while Redis is unreachable a batch call errors
   // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
