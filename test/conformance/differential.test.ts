@@ -13,8 +13,9 @@ import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LE
  * tokens, listings, quota slots. Raw token values and times differ by design and are not compared.
  *
  * Leases are long (30 s), so nothing expires inside a sequence unless an operation says so (a 10 ms
- * lease, then a pause past its end), and every answer is decided by the operations alone. Waits are either short (they run out, awaited in place) or long (they stay queued
- * until a release or force release hands the lock over, or the caller leaves).
+ * lease, then a pause past its end), and every answer is decided by the operations alone. Waits are
+ * either short (they run out, awaited in place) or long (they stay queued until a release or force
+ * release hands the lock over, or the caller leaves).
  *
  *   DIFF_RUNS=5000 DIFF_SEED=42 npx vitest run test/conformance/differential.test.ts
  *

@@ -272,7 +272,10 @@ async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item
 const STRYKER_PARTS = ['domain', 'memory', 'redis'] as const;
 const strykerReportOf = (part: string) => join(REPORT_DIR, `stryker-${part}.json`);
 
-/** How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at different times still report their own figures. */
+/**
+ * How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at
+ * different times still report their own figures.
+ */
 interface RunRecord {
   readonly startedAt: string;
   readonly seconds: number;
