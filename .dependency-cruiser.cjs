@@ -2,7 +2,7 @@
  * The layering rules `npm run lint` enforces (dependency-cruiser). The domain (lock rules) is the
  * centre: it owns its port (domain/lock-store.ts) and knows nothing of HTTP, stores, auth or metrics;
  * everything else may depend on it. No folder may reach back into a folder that depends on it.
- * test/lint/dependency-rules.test.ts shows both rules failing on a fixture.
+ * test/lint/dependency-rules.test.ts shows the rules failing on fixtures.
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -28,6 +28,15 @@ module.exports = {
       severity: 'error',
       from: { path: '(^|/)src/domain/' },
       to: { path: ['(^|/)src/(http|store|auth|observability|cli)/', '(^|/)src/[^/]+\\.ts$'] },
+    },
+    {
+      name: 'stores-are-separate',
+      comment:
+        'A store imports nothing of another store: code two stores share (the wait room, the clock) lives in ' +
+        'src/store/shared/, so changing one backend never changes another.',
+      severity: 'error',
+      from: { path: '(^|/)src/store/([^/]+)/' },
+      to: { path: '(^|/)src/store/([^/]+)/', pathNot: ['(^|/)src/store/$2/', '(^|/)src/store/shared/'] },
     },
     {
       name: 'client-is-standalone',

@@ -3,8 +3,7 @@ import { KeyRing, loadKeysFile, reloadKeyRing } from './auth/api-keys.js';
 import type { Config } from './config.js';
 import type { AuthMode } from './http/auth.js';
 import type { RateLimitSettings } from './http/rate-limit.js';
-import { createRedisClient, type RedisClient } from './store/redis/client.js';
-import { RedisRatePermits } from './store/redis/rate-permits.js';
+import { openSharedRateLimit } from './store/shared-rate-limit.js';
 
 /**
  * What buildApp needs for authentication and rate limits, built from the configuration, and what the
@@ -41,31 +40,18 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
     reloadKeys = () => logger.info('SIGHUP: running open, there are no API keys to reload');
   }
 
-  let redis: RedisClient | undefined;
-  if (config.store.kind === 'redis' && config.rateLimit.max > 0) {
-    // Its own client, failing fast like the store's: while Redis is unreachable a batch call errors
-    // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
-    // it into a 500. It carries one batch of permits now and then, not a call per request.
-    redis = createRedisClient(config.store.connection, {
-      commandTimeoutMs: config.store.commandTimeoutMs,
-      onLost: (err) => logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
-    });
-  }
-  const client = redis;
+  const shared =
+    config.rateLimit.max > 0
+      ? openSharedRateLimit(config.store, (err) =>
+          logger.warn({ err: err.message }, 'rate limiter lost Redis; requests are not counted until it is back'),
+        )
+      : undefined;
   return {
     auth,
     reloadKeys,
-    rateLimit: {
-      ...config.rateLimit,
-      ...(client && config.store.kind === 'redis' ? { permits: new RedisRatePermits(client, config.store.keyPrefix) } : {}),
-    },
+    rateLimit: { ...config.rateLimit, ...(shared ? { permits: shared.permits } : {}) },
     close: async () => {
-      if (!client) return;
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
-      }
+      await shared?.close();
     },
   };
 }

@@ -1,7 +1,5 @@
 import { z } from 'zod';
 import type { LockLimits } from './domain/limits.js';
-import type { StoreSettings } from './store/create-store.js';
-import type { HostPort, RedisConnection } from './store/redis/client.js';
 import type { LoadBudget } from './http/load-shedding.js';
 
 
@@ -394,12 +392,39 @@ export const EnvSchema = z
     }
   });
 
+/** A `host:port` of a seed list (REDIS_SENTINELS, REDIS_CLUSTER_NODES). */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Which store to use and how to reach it. Written here, in the configuration's own words, so that this
+ * module depends on no store; createStore takes any value of this shape.
+ */
+export type StoreConfig =
+  | { readonly kind: 'memory' }
+  | {
+      readonly kind: 'redis';
+      readonly connection:
+        | { readonly mode: 'standalone'; readonly url: string }
+        | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly name: string }
+        | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[] };
+      readonly keyPrefix: string;
+      readonly commandTimeoutMs: number;
+      /** Replicas that must confirm a grant before it is answered (REDIS_MIN_REPLICA_ACKS); null = do not wait. */
+      readonly replicaAcks: { readonly minReplicas: number; readonly timeoutMs: number } | null;
+    }
+  | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly keyPrefix: string; readonly commandTimeoutMs: number };
+
+type RedisConnection = Extract<StoreConfig, { kind: 'redis' }>['connection'];
+
 export interface Config {
   readonly nodeEnv: 'development' | 'production' | 'test';
   readonly port: number;
   readonly host: string;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  readonly store: StoreSettings['store'];
+  readonly store: StoreConfig;
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;

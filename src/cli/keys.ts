@@ -74,7 +74,8 @@ export interface Output {
 
 /**
  * The `keys new` command: parses `--id`, `--namespace` and `--scopes` (default `locks`), prints the
- * new key and its keys-file entry, or with `--file` adds the entry to that file and prints the key. Returns the exit code: 0, or 2 for bad arguments (with usage).
+ * new key and its keys-file entry, or with `--file` adds the entry to that file and prints the key.
+ * Returns the exit code: 0, or 2 for bad arguments (with usage).
  */
 export function runKeysNew(argv: readonly string[], out: Output, err: Output): number {
   try {

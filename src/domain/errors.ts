@@ -1,24 +1,10 @@
+import type { ErrorCode } from './error-codes.js';
+
 /**
  * Domain errors. Each carries a stable machine-readable `code` that clients may switch on and, where a
- * retry can succeed, `retryAfterMs`. The HTTP status, title and metrics outcome of each code are kept
- * in one table (src/http/problem.ts), so nothing here knows about HTTP, and adding an error means a
- * class here and a row there.
+ * retry can succeed, `retryAfterMs`. Each code's status, title and metrics outcome are in the one
+ * table of codes (error-codes.ts), so nothing here knows about HTTP.
  */
-export type DomainErrorCode =
-  | 'invalid_request'
-  | 'lock_held'
-  | 'not_owner'
-  | 'store_unavailable'
-  | 'too_many_waiters'
-  | 'overloaded'
-  | 'shutting_down'
-  | 'quota_exceeded'
-  | 'rate_limited'
-  | 'wait_aborted'
-  | 'semaphore_full'
-  | 'limit_mismatch'
-  | 'rwlock_held'
-  | 'idempotency_key_reused';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -27,7 +13,7 @@ export interface FieldError {
 }
 
 export abstract class DomainError extends Error {
-  abstract readonly code: DomainErrorCode;
+  abstract readonly code: ErrorCode;
   /** When set, the earliest a retry may succeed, in ms. */
   readonly retryAfterMs?: number;
   /** For invalid_request: each offending field. */

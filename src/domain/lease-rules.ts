@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { type DomainErrorCode, InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
+import type { ErrorCode } from './error-codes.js';
+import { InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
 import type { FreshnessGuard } from './freshness.js';
 import type { LockLimits } from './limits.js';
 import type { RenewOutcome } from './lock-store.js';
@@ -10,7 +11,7 @@ import type { WaitGate } from './wait-gate.js';
 import type { ChangeWatch, Watchable } from './watch.js';
 
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
-export type OperationResult = 'ok' | DomainErrorCode | 'error';
+export type OperationResult = 'ok' | ErrorCode | 'error';
 
 /** What every primitive's service reports about its leases (metrics listen here); both optional. */
 export interface LeaseObserver {

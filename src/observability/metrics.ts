@@ -1,8 +1,7 @@
 import { Counter, Gauge, Histogram, type LabelValues, Registry, type RegistryContentType, collectDefaultMetrics } from 'prom-client';
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
 import type { PermitObserver } from '../domain/permits.js';
-import { ERRORS } from '../http/problem.js';
-import { PROBLEM_CODES } from '../http/schemas/problem.js';
+import { ERROR_CODES, PROBLEM_CODES } from '../domain/error-codes.js';
 import type { LockStore } from '../domain/lock-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
@@ -268,10 +267,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
 const SUCCESS: Readonly<Record<Operation, string>> = { acquire: 'acquired', renew: 'renewed', release: 'released', inspect: 'inspected' };
 
-/** The outcome label of an operation: its success word, or its error code's outcome in the error table. */
+/** The outcome label of an operation: its success word, or its error code's outcome in the table of codes. */
 function outcomeLabel(op: Operation, result: OperationResult): string {
   if (result === 'ok') return SUCCESS[op];
-  return result === 'error' ? 'error' : ERRORS[result].outcome;
+  return result === 'error' ? 'error' : ERROR_CODES[result].outcome;
 }
 
 /** An observation that links to the request's trace (when there is one) as the bucket's exemplar. */

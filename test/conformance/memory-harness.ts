@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/store/memory/clock.js';
+import type { Clock } from '../../src/store/shared/clock.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 

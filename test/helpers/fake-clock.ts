@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/store/memory/clock.js';
+import type { Clock } from '../../src/store/shared/clock.js';
 
 /**
  * A store clock the test moves by hand: forwards, backwards (an NTP step the monotonic clock rules out

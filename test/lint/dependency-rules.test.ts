@@ -67,6 +67,22 @@ describe('the dependency rules in npm run lint', () => {
     expect(report).toContain('no-folder-cycles');
   }, CRUISE_TIMEOUT_MS);
 
+  it('pass on stores that share code through store/shared, and fail on a store importing another store', async () => {
+    const shared = {
+      'src/store/shared/wait-room.ts': 'export const room = 1;\n',
+      'src/store/redis/replies.ts': 'export const reply = 1;\n',
+      'src/store/redis/store.ts': "import { room } from '../shared/wait-room.js';\nimport { reply } from './replies.js';\nexport const redis = room + reply;\n",
+    };
+    const clean = await check(fixture({ ...shared, 'src/store/etcd/store.ts': "import { room } from '../shared/wait-room.js';\nexport const etcd = room;\n" }));
+    expect(clean.report).toContain('no dependency violations found');
+    expect(clean.code).toBe(0);
+
+    const dir = fixture({ ...shared, 'src/store/etcd/store.ts': "import { reply } from '../redis/replies.js';\nexport const etcd = reply;\n" });
+    const { code, report } = await check(dir);
+    expect(code).not.toBe(0);
+    expect(report).toContain('stores-are-separate: src/store/etcd/store.ts → src/store/redis/replies.ts');
+  }, CRUISE_TIMEOUT_MS);
+
   it('fail on a folder cycle that no single module cycle shows', async () => {
     const dir = fixture({
       'src/store/a.ts': "import { b } from '../http/b.js';\nexport const a = b;\n",

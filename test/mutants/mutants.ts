@@ -174,7 +174,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'waiter-left-lease-kept-redis',
-    file: 'src/store/redis/wait-room.ts',
+    file: 'src/store/shared/wait-room.ts',
     find: '.then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))',
     replace: '.then(() => false)',
     what: 'Redis wait room: a lease handed to a caller that left is not given back',

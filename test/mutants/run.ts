@@ -153,7 +153,7 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
 function firstTestFiles(mutant: PlantedMutant, lastKilledBy: ReadonlyMap<string, string>): string[] {
   const byPath: Array<[RegExp, string[]]> = [
     [/^src\/store\/redis\/scripts\//, ['test/redis/scripts.test.ts', 'test/conformance/redis-store.test.ts']],
-    [/^src\/store\/redis\//, ['test/conformance/redis-store.test.ts']],
+    [/^src\/store\/(redis|shared)\//, ['test/conformance/redis-store.test.ts']],
     [/^src\/store\/memory\//, ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts']],
     [/^src\/domain\//, ['test/unit/safety-core.test.ts', 'test/domain/lock-service.test.ts']],
   ];
@@ -272,7 +272,10 @@ async function runAll<T, R>(items: readonly T[], concurrency: number, run: (item
 const STRYKER_PARTS = ['domain', 'memory', 'redis'] as const;
 const strykerReportOf = (part: string) => join(REPORT_DIR, `stryker-${part}.json`);
 
-/** How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at different times still report their own figures. */
+/**
+ * How one run (a StrykerJS part, or the planted mutants) went: kept beside its report, so parts run at
+ * different times still report their own figures.
+ */
 interface RunRecord {
   readonly startedAt: string;
   readonly seconds: number;

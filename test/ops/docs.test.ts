@@ -4,8 +4,7 @@ import { fileURLToPath } from 'node:url';
 import GithubSlugger from 'github-slugger';
 import MarkdownIt, { type Token } from 'markdown-it';
 import { describe, expect, it } from 'vitest';
-import { ERRORS } from '../../src/http/problem.js';
-import { PROBLEM_CODES } from '../../src/http/schemas/problem.js';
+import { ERROR_CODES, PROBLEM_CODES } from '../../src/domain/error-codes.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { CONFIG_DOC, TABLE_END, TABLE_START, renderConfigTable, withTable } from '../../scripts/config-docs.js';
 
@@ -92,7 +91,7 @@ describe('documentation', () => {
   it('documents every error code the API sends, with its status, in docs/api.md', () => {
     const api = read('docs/api.md');
     for (const code of PROBLEM_CODES) {
-      expect(api, `docs/api.md misses ${code}`).toContain(`| \`${code}\` | ${ERRORS[code].status} |`);
+      expect(api, `docs/api.md misses ${code}`).toContain(`| \`${code}\` | ${ERROR_CODES[code].status} |`);
     }
   });
 

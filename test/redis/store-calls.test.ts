@@ -6,7 +6,7 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { MisalignedReplyError } from '../../src/store/redis/replies.js';
-import { HEARTBEAT_INTERVAL_MS } from '../../src/store/redis/wait-room.js';
+import { HEARTBEAT_INTERVAL_MS } from '../../src/store/shared/wait-room.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';

@@ -5,7 +5,7 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
-import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps } from '../../src/store/redis/wait-room.js';
+import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps } from '../../src/store/shared/wait-room.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import { monotonicWallClock } from '../../src/store/memory/clock.js';
+import { monotonicWallClock } from '../../src/store/shared/clock.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';

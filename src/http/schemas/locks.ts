@@ -60,15 +60,19 @@ export const ExpiresAt = z.iso.datetime().meta({
   examples: ['2026-11-30T10:00:30.000Z'],
 });
 
+/**
+ * Control characters (C0, DEL, C1) and the bidirectional formatting marks (ALM, LRM/RLM, the
+ * embeddings and overrides, the isolates) are refused: a label is shown to other teams in the console,
+ * logs and terminals, where these can reorder or hide what is displayed (a reversed worker name).
+ */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
+const PRINTABLE = /^[^\x00-\x1F\x7F-\x9F\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]+$/;
+
 export const Holder = z
   .string()
   .min(1)
   .max(128)
-  // Control characters (C0, DEL, C1) and the bidirectional formatting marks (ALM, LRM/RLM, the
-  // embeddings and overrides, the isolates) are refused: a label is shown to other teams in the console,
-  // logs and terminals, where these can reorder or hide what is displayed (a reversed worker name).
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
-  .regex(/^[^\x00-\x1F\x7F-\x9F\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]+$/, 'must be printable characters only (no control or bidirectional formatting characters)')
+  .regex(PRINTABLE, 'must be printable characters only (no control or bidirectional formatting characters)')
   .meta({
     description:
       'Optional free-form label shown to others (for operators), e.g. a worker name. Not a secret. 1 to 128 characters; control ' +

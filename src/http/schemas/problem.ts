@@ -1,33 +1,8 @@
 import { z } from 'zod';
+import { PROBLEM_CODES, type ProblemCode } from '../../domain/error-codes.js';
 
-/** Every stable error code the API can answer with. Clients switch on these, never on `title`. */
-export const PROBLEM_CODES = [
-  'invalid_request',
-  'not_found',
-  'method_not_allowed',
-  'request_timeout',
-  'payload_too_large',
-  'headers_too_large',
-  'expectation_failed',
-  'unsupported_media_type',
-  'lock_held',
-  'too_many_waiters',
-  'not_owner',
-  'unauthenticated',
-  'forbidden',
-  'rate_limited',
-  'quota_exceeded',
-  'store_unavailable',
-  'overloaded',
-  'shutting_down',
-  'internal_error',
-  'semaphore_full',
-  'limit_mismatch',
-  'rwlock_held',
-  'idempotency_key_reused',
-] as const;
-
-export type ProblemCode = (typeof PROBLEM_CODES)[number];
+// Listed once, in the table of codes; re-exported for the HTTP layer's schemas and routes.
+export { PROBLEM_CODES, type ProblemCode };
 
 /** RFC 9457 problem details, plus keyholder's stable `code`. */
 export const Problem = z

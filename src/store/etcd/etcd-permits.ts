@@ -44,8 +44,8 @@ import {
   type PermitStore,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
-import type { Clock } from '../memory/clock.js';
-import { WaitRoom, type Waiter } from '../redis/wait-room.js';
+import type { Clock } from '../shared/clock.js';
+import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { EtcdKeys } from './etcd-keys.js';
 
 /** What the permits use of the etcd store they belong to: its client, keys and plumbing. */

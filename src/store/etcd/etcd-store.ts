@@ -3,8 +3,9 @@ import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResp
 import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import { randomBase64url } from '../../domain/random.js';
-import { monotonicWallClock, type Clock } from '../memory/clock.js';
-import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../redis/wait-room.js';
+import { monotonicWallClock, type Clock } from '../shared/clock.js';
+import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
+import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
 import {
   lockSetsOf,
   type AcquireInput,
@@ -26,8 +27,6 @@ import {
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
 
-type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
-type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];

@@ -4,7 +4,7 @@ import { nextFencingToken } from '../../domain/fencing.js';
 import { MAX_HOLDERS_SHOWN, type EvictedPermit, type IndexedPermitState, type PermitAcquireInput, type PermitAcquireOutcome, type PermitKind } from '../../domain/permit-store.js';
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../shared/clock.js';
 
 interface Lease {
   readonly ownerToken: string;

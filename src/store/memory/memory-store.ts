@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
-import { type Clock, monotonicWallClock } from './clock.js';
+import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryPermits } from './memory-permits.js';
 import { lockSetsOf } from '../../domain/lock-store.js';

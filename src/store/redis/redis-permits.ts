@@ -27,7 +27,7 @@ import {
   type PermitAcquireReply,
 } from './replies.js';
 import type { HandOverArgs, Scripts } from './scripts.js';
-import { WaitRoom, type Waiter } from './wait-room.js';
+import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 
 /** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
 export interface RedisPermitsDeps {

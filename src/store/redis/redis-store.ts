@@ -31,7 +31,7 @@ import {
   UnexpectedReplyError,
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
-import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from './wait-room.js';
+import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 

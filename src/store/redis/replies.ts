@@ -1,3 +1,7 @@
+import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
+
+export type { CancelReply, LeaseReply };
+
 /**
  * Run-time checks of script replies. A reply of the wrong shape (a different script under the same
  * name, a proxy mangling data) must never be read as a grant, so anything unexpected throws.
@@ -64,8 +68,6 @@ export function parseAcquire(reply: unknown): AcquireReply {
   throw new UnexpectedReplyError('acquire', reply);
 }
 
-export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
-
 /** renew: {1, fencingToken, expiresAtMs} or {0}. */
 export function parseLease(script: string, reply: unknown): LeaseReply {
   if (Array.isArray(reply)) {
@@ -76,8 +78,6 @@ export function parseLease(script: string, reply: unknown): LeaseReply {
   }
   throw new UnexpectedReplyError(script, reply);
 }
-
-export type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
 
 /** cancel: {1, fencingToken, expiresAtMs} (it was granted meanwhile) or {0, remainingLeaseMs}. */
 export function parseCancel(reply: unknown): CancelReply {

@@ -1,7 +1,7 @@
 import type { AcquireOutcome } from '../../domain/lock-store.js';
-import type { CancelReply } from './replies.js';
+import type { CancelReply } from './lease-replies.js';
 
-/** A caller of this instance queued for a lock in Redis. */
+/** A caller of this instance queued for a lock in the store (Redis or etcd). */
 export interface Waiter {
   readonly id: string;
   readonly key: string;
