@@ -51,6 +51,7 @@ export class InstrumentedStore implements LockStore {
   readonly lockSets?: LockSetStore;
   readonly permits?: PermitStore;
   readonly quotaInside: boolean;
+  readonly quotaInsideFrom?: number;
 
   constructor(
     private readonly inner: LockStore,
@@ -84,6 +85,7 @@ export class InstrumentedStore implements LockStore {
       };
     }
     this.quotaInside = inner.quotaInside ?? false;
+    if (inner.quotaInsideFrom !== undefined) this.quotaInsideFrom = inner.quotaInsideFrom;
     if (inner.permits) this.permits = this.instrumentPermits(inner.permits);
   }
 
@@ -176,12 +178,12 @@ export class InstrumentedStore implements LockStore {
     return this.timed('slot', () => this.inner.reserveSlot(namespace, slotId, ttlMs, maxSlots));
   }
 
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
-    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs));
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs, maxSlots));
   }
 
-  freeSlot(namespace: string, slotId: string): Promise<void> {
-    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId));
+  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId, maxSlots));
   }
 
   async close(): Promise<void> {

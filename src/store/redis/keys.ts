@@ -29,10 +29,37 @@ import calculateSlot from 'cluster-key-slot';
 export const QUOTA_SHARDS = 16;
 
 /**
+ * Units per shard the quota aims at: a shard this large fills (with uniformly spread keys) only once
+ * the namespace holds about 90% of its limit or more (docs/limits.md).
+ */
+export const UNITS_PER_SHARD = 600;
+
+/**
+ * How many of a namespace's shards its quota counts in, for a limit of `limit` leases: one per
+ * UNITS_PER_SHARD of the limit, at least 1 (an exact count), at most QUOTA_SHARDS. Only a limit that
+ * uses every shard can be counted inside the lock scripts (a lock's unit must sit in its own shard);
+ * a smaller one is counted through the slot calls (LockStore.quotaInsideFrom).
+ */
+export function quotaShardsFor(limit: number): number {
+  return Math.min(QUOTA_SHARDS, Math.max(1, Math.floor(limit / UNITS_PER_SHARD)));
+}
+
+/** The smallest limit counted in every shard, so inside the lock scripts. */
+export const QUOTA_INSIDE_FROM = QUOTA_SHARDS * UNITS_PER_SHARD;
+
+/**
  * The most units one quota shard admits for a namespace limit of `limit` leases (0: no quota): the
- * limit over the shards, rounded up (docs/limits.md: the bound this gives).
+ * limit over the shards it is counted in, rounded up (docs/limits.md: the bound this gives).
  */
 export function shardCap(limit: number): number {
+  return limit > 0 ? Math.ceil(limit / quotaShardsFor(limit)) : 0;
+}
+
+/**
+ * The cap of each shard when the lock scripts count the quota (every shard: see quotaShardsFor). The
+ * lock service asks for that only from QUOTA_INSIDE_FROM on; a store caller may ask for any cap.
+ */
+export function insideCap(limit: number): number {
   return limit > 0 ? Math.ceil(limit / QUOTA_SHARDS) : 0;
 }
 
@@ -146,8 +173,8 @@ export class KeySpace {
    * The quota shard a unit taken through the slot calls (semaphores, read/write locks, lock sets)
    * counts in: the shard of its unit id within the namespace.
    */
-  quotaFor(namespace: string, unitId: string): QuotaKeys {
-    return this.quotaShard(this.shardTag(namespace, unitId));
+  quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {
+    return this.quotaShard(this.shardTags(namespace)[this.shardOf(unitId) % quotaShardsFor(limit)] as string);
   }
 
   /** Every quota shard of a namespace (for tests and inspection). */

@@ -9,7 +9,7 @@ import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '.
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
-import { KeySpace, shardCap } from './keys.js';
+import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
   MisalignedReplyError,
@@ -114,8 +114,12 @@ export class RedisStore implements LockStore {
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
-  /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
+  /**
+   * The quota's units sit in the lock's own shard (keys.ts): taken and given back inside the lock scripts,
+   * one round trip per call. Only for a cap counted in every shard; a smaller one goes through the slot calls.
+   */
   readonly quotaInside = true;
+  readonly quotaInsideFrom = QUOTA_INSIDE_FROM;
   private readonly redis: RedisClient;
   private readonly scripts: Scripts;
   private readonly subscriber: RedisClient;
@@ -263,7 +267,7 @@ export class RedisStore implements LockStore {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
-        maxSlots: shardCap(maxHeldInNamespace ?? 0),
+        maxSlots: insideCap(maxHeldInNamespace ?? 0),
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -532,18 +536,20 @@ export class RedisStore implements LockStore {
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     return this.call(async () =>
-      parseSlotReserve(await this.scripts.run('slotReserve', { quota: this.keys.quotaFor(namespace, slotId), slotId, ttlMs, maxSlots: shardCap(maxSlots) })),
+      parseSlotReserve(
+        await this.scripts.run('slotReserve', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, ttlMs, maxSlots: shardCap(maxSlots) }),
+      ),
     );
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
     await this.call(async () =>
-      parseSlotExtend(await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId), slotId, expiresAtMs })),
+      parseSlotExtend(await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs })),
     );
   }
 
-  async freeSlot(namespace: string, slotId: string): Promise<void> {
-    await this.call(() => this.scripts.run('slotFree', { quota: this.keys.quotaFor(namespace, slotId), slotId }));
+  async freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
+    await this.call(() => this.scripts.run('slotFree', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId }));
   }
 
   async ping(): Promise<void> {

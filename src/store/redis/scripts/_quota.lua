@@ -27,7 +27,8 @@ local function quotaSecond(endMs)
   return math.ceil(endMs / 1000)
 end
 
--- Drops the ended seconds (at most 1000 per call; the rest on the next) and returns the units left.
+-- Drops the ended seconds (at most 1000 per call; the rest on the next) and returns the units left,
+-- and the earliest counted second left (nil when none).
 local function quotaSweep(q, n)
   local nowSec = math.floor(nowMs / 1000)
   local ended = redis.call('ZRANGE', q[2], '-inf', nowSec, 'BYSCORE', 'LIMIT', 0, 1000)
@@ -43,70 +44,74 @@ local function quotaSweep(q, n)
     end
     redis.call('HDEL', q[1], unpack(seconds))
   end
-  for _, member in ipairs(ended) do
-    redis.call('ZREM', q[2], member)
+  if #ended > 0 then
+    redis.call('ZREM', q[2], unpack(ended))
   end
   n = math.max(0, n)
-  local first = redis.call('ZRANGE', q[2], 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('HSET', q[1], 'n', n, 'm', first[2])
+  local first = tonumber(redis.call('ZRANGE', q[2], 0, 0, 'WITHSCORES')[2])
+  if first then
+    redis.call('HSET', q[1], 'n', n, 'm', first)
   else
     redis.call('HSET', q[1], 'n', n)
     redis.call('HDEL', q[1], 'm')
   end
-  return n
+  return n, first
 end
 
-local function quotaAdd(q, second)
-  redis.call('HINCRBY', q[1], 'n', 1)
-  if redis.call('HINCRBY', q[1], second, 1) > 1 then
-    return
+-- Counts one unit in second, given the shard's n, m and x as just read (nil when absent).
+local function quotaCount(q, second, n, m, x)
+  local later = not x or second > x
+  if later and (m and second >= m) then
+    redis.call('HSET', q[1], 'n', n + 1, 'x', second)
+  elseif later then
+    redis.call('HSET', q[1], 'n', n + 1, 'm', second, 'x', second)
+  elseif m and second >= m then
+    redis.call('HSET', q[1], 'n', n + 1)
+  else
+    redis.call('HSET', q[1], 'n', n + 1, 'm', second)
   end
-  -- A second counted for the first time: index it, and keep both keys until it has ended.
-  redis.call('ZADD', q[2], second, second)
-  local mx = redis.call('HMGET', q[1], 'm', 'x')
-  local m, x = tonumber(mx[1]), tonumber(mx[2])
-  if not m or second < m then
-    redis.call('HSET', q[1], 'm', second)
+  -- A second's count may stay at 0 after a give-back until the second is swept; it is indexed either way.
+  if redis.call('HINCRBY', q[1], second, 1) == 1 then
+    redis.call('ZADD', q[2], second, second)
   end
-  if not x or second > x then
-    redis.call('HSET', q[1], 'x', second)
+  if later then
+    -- Both keys last until the latest counted second has ended.
     local keep = second * 1000 - nowMs + 1000
     redis.call('PEXPIRE', q[1], keep)
     redis.call('PEXPIRE', q[2], keep)
   end
 end
 
+local function quotaAdd(q, second)
+  local nmx = redis.call('HMGET', q[1], 'n', 'm', 'x')
+  quotaCount(q, second, tonumber(nmx[1]) or 0, tonumber(nmx[2]), tonumber(nmx[3]))
+end
+
 local function quotaTake(q, endMs, cap)
-  local nm = redis.call('HMGET', q[1], 'n', 'm')
-  local n, m = tonumber(nm[1]) or 0, tonumber(nm[2])
+  local nmx = redis.call('HMGET', q[1], 'n', 'm', 'x')
+  local n, m = tonumber(nmx[1]) or 0, tonumber(nmx[2])
   if m and m * 1000 <= nowMs then
-    n = quotaSweep(q, n)
-    m = tonumber(redis.call('HGET', q[1], 'm'))
+    n, m = quotaSweep(q, n)
   end
   if n >= cap then
     return math.max(1, (m or 0) * 1000 - nowMs)
   end
-  quotaAdd(q, quotaSecond(endMs))
+  quotaCount(q, quotaSecond(endMs), n, m, tonumber(nmx[3]))
   return nil
 end
 
 local function quotaGive(q, second)
-  local left = tonumber(redis.call('HGET', q[1], second))
-  if not left then
+  local vn = redis.call('HMGET', q[1], second, 'n')
+  local left = tonumber(vn[1])
+  if not left or left <= 0 then
     -- Ended and swept (or never counted): nothing of it is counted any more.
     return
   end
-  if left <= 1 then
-    redis.call('HDEL', q[1], second)
-  else
-    redis.call('HINCRBY', q[1], second, -1)
-  end
-  redis.call('HINCRBY', q[1], 'n', -1)
+  redis.call('HSET', q[1], second, left - 1, 'n', math.max(0, (tonumber(vn[2]) or 1) - 1))
 end
 
 local function quotaMove(q, fromSecond, toSecond)
-  if fromSecond == toSecond or not redis.call('HGET', q[1], fromSecond) then
+  if fromSecond == toSecond or (tonumber(redis.call('HGET', q[1], fromSecond)) or 0) <= 0 then
     return
   end
   quotaGive(q, fromSecond)
