@@ -421,6 +421,19 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.reserveSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
     });
 
+    it('the quota bound (docs/limits.md) on every store: a limit of 700 is never exceeded, and nobody is refused below it', async () => {
+      const ns = uniqueKey('quota-bound');
+      let held = 0;
+      let firstRefusal: number | undefined;
+      // One at a time: an optimistic store (etcd) retries on every concurrent reservation.
+      for (let i = 0; i < 750; i++) {
+        if ((await store.reserveSlot(ns, `unit-${i}`, 60_000, 700)).reserved) held++;
+        else firstRefusal ??= held;
+      }
+      expect(held).toBe(700);
+      expect(firstRefusal).toBe(700);
+    }, 120_000);
+
     it('200 concurrent slot reservations against a cap of 5: exactly 5 succeed', async () => {
       const ns = uniqueKey('quota-race');
       const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveSlot(ns, `s${i}`, 5_000, 5)));

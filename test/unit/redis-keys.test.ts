@@ -91,6 +91,7 @@ describe('Redis key names', () => {
         slotReserve: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', ttlMs: 1, maxSlots: 1 },
         slotExtend: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', expiresAtMs: 1 },
         slotFree: { quota: space.quotaFor('team-a', 's', 1), slotId: 's' },
+        quotaAdd: { quota: keys.quota, endMs: 1, slotId: '' },
         lockDelay: { lockKey: keys.lock, ownerToken: 'o', lockDelayMs: 1 },
         watchMark: { lockKey: keys.lock, keepMs: 1 },
         lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },

@@ -174,7 +174,8 @@ export class KeySpace {
    * counts in: the shard of its unit id within the namespace.
    */
   quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {
-    return this.quotaShard(this.shardTags(namespace)[this.shardOf(unitId) % quotaShardsFor(limit)] as string);
+    // The unit's own hash over the shards in use (not shardOf's 16 folded: uneven when 16 is not a multiple).
+    return this.quotaShard(this.shardTags(namespace)[calculateSlot(unitId) % quotaShardsFor(limit)] as string);
   }
 
   /** Every quota shard of a namespace (for tests and inspection). */

@@ -217,6 +217,12 @@ export const SCRIPTS = {
   forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
+  quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
+    a.quota.count,
+    a.quota.ends,
+    a.endMs,
+    a.slotId,
+  ]),
   slotFree: spec<{ readonly quota: QuotaKeys; readonly slotId: string }>('slot-free.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
     a.lockKey,
