@@ -58,20 +58,21 @@ local function quotaSweep(q, n)
   return n, first
 end
 
--- Counts one unit in second, given the shard's n, m and x as just read (nil when absent).
-local function quotaCount(q, second, n, m, x)
-  local later = not x or second > x
-  if later and (m and second >= m) then
-    redis.call('HSET', q[1], 'n', n + 1, 'x', second)
-  elseif later then
-    redis.call('HSET', q[1], 'n', n + 1, 'm', second, 'x', second)
-  elseif m and second >= m then
-    redis.call('HSET', q[1], 'n', n + 1)
-  else
-    redis.call('HSET', q[1], 'n', n + 1, 'm', second)
+-- Counts one unit in second, given the shard's n, m and x and the second's count v as just read (nil
+-- when absent): one HSET, plus, the first time a second is counted, its index entry, and when it is
+-- the latest, both keys' expiry.
+local function quotaCount(q, second, n, m, x, v)
+  local set = {'n', n + 1, second, (v or 0) + 1}
+  if not m or second < m then
+    set[5], set[6] = 'm', second
   end
-  -- A second's count may stay at 0 after a give-back until the second is swept; it is indexed either way.
-  if redis.call('HINCRBY', q[1], second, 1) == 1 then
+  local later = not x or second > x
+  if later then
+    set[#set + 1], set[#set + 2] = 'x', second
+  end
+  redis.call('HSET', q[1], unpack(set))
+  -- A second's count may stay at 0 after a give-back until the second is swept; it stays indexed.
+  if not v then
     redis.call('ZADD', q[2], second, second)
   end
   if later then
@@ -83,20 +84,21 @@ local function quotaCount(q, second, n, m, x)
 end
 
 local function quotaAdd(q, second)
-  local nmx = redis.call('HMGET', q[1], 'n', 'm', 'x')
-  quotaCount(q, second, tonumber(nmx[1]) or 0, tonumber(nmx[2]), tonumber(nmx[3]))
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
+  quotaCount(q, second, tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]))
 end
 
 local function quotaTake(q, endMs, cap)
-  local nmx = redis.call('HMGET', q[1], 'n', 'm', 'x')
-  local n, m = tonumber(nmx[1]) or 0, tonumber(nmx[2])
+  local second = quotaSecond(endMs)
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
+  local n, m, v = tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[4])
   if m and m * 1000 <= nowMs then
     n, m = quotaSweep(q, n)
   end
   if n >= cap then
     return math.max(1, (m or 0) * 1000 - nowMs)
   end
-  quotaCount(q, quotaSecond(endMs), n, m, tonumber(nmx[3]))
+  quotaCount(q, second, n, m, tonumber(r[3]), v)
   return nil
 end
 
