@@ -28,11 +28,9 @@ local newExpiresAt = nowMs + ttl
 -- The lease's quota unit (if counted) moves to its new end's second; field b (a waiter's unit) is then done.
 local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
 quotaMove({KEYS[2], KEYS[3]}, from, to)
+redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
 if cur[8] then
-  redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
   redis.call('HDEL', KEYS[1], 'b')
-else
-  redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
 end
 keepLock(KEYS[1], ttl + tonumber(ARGV[3]), cur)
 return {1, tonumber(cur[3]), newExpiresAt}
