@@ -116,10 +116,12 @@ async function main(): Promise<void> {
     }
     const held = usedMemory(await stats.info('memory'));
     const lockBytes = Number(await stats.call('MEMORY', 'USAGE', keys.lock(`${NAMESPACE}/mem:0`)));
-    const slotsBytes = Number(await stats.call('MEMORY', 'USAGE', keys.slots(NAMESPACE), 'SAMPLES', '0'));
-    const slotCount = await stats.zcard(keys.slots(NAMESPACE));
+    let quotaBytes = 0;
+    for (const shard of keys.quotaShards(NAMESPACE)) {
+      for (const key of [shard.count, shard.ends]) quotaBytes += Number((await stats.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+    }
     console.log(`used_memory per held lock (${HELD}, quota on): ${((held - base) / HELD).toFixed(1)} B`);
-    console.log(`MEMORY USAGE: lock hash ${lockBytes} B; quota set ${(slotsBytes / Math.max(1, slotCount)).toFixed(1)} B per slot (${slotCount} slots)`);
+    console.log(`MEMORY USAGE: lock hash ${lockBytes} B; quota shards ${quotaBytes} B in all, ${(quotaBytes / HELD).toFixed(1)} B per held lock`);
     // The same locks without the quota: what the lock record alone costs (its hash, key and expiry).
     const beforeBare = usedMemory(await stats.info('memory'));
     for (let i = 0; i < HELD; i++) {

@@ -184,11 +184,13 @@ export class LeaseRules {
 
   /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */
   async release(namespace: string, key: string, ownerToken: string, releaseInStore: (id: string) => Promise<boolean>): Promise<void> {
-    if (!(await releaseInStore(lockId(namespace, key)))) {
+    // The quota unit is named by the owner token, so it is given back in the same round trip: a token
+    // that holds no lease has no unit either (or one whose lease has ended), and freeing it costs nothing.
+    const [released] = await Promise.all([releaseInStore(lockId(namespace, key)), this.parts.quota.free(namespace, ownerToken)]);
+    if (!released) {
       this.parts.observer.lostLease?.('release');
       throw new NotOwnerError(key);
     }
-    await this.parts.quota.free(namespace, ownerToken);
   }
 
   /** The store's id prefix a listing of held keys scans. */

@@ -116,9 +116,10 @@ export class LockService {
   ) {
     this.waitGate = new WaitGate(limits);
     const maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
-    this.quotaInStore = store.quotaInside ? maxHeld : 0;
+    const inside = store.quotaInside === true && maxHeld >= (store.quotaInsideFrom ?? 0);
+    this.quotaInStore = inside ? maxHeld : 0;
     // With the quota inside the store's steps, the service's own slot calls are off (a cap of 0).
-    this.quota = new NamespaceQuota(store, store.quotaInside ? 0 : maxHeld);
+    this.quota = new NamespaceQuota(store, inside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
     const { quota, freshness } = this;
     this.rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack: (id, ownerToken) => store.release(id, ownerToken) });

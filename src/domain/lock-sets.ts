@@ -131,7 +131,8 @@ export class LockSetService {
     );
     if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
     if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
-      await Promise.all(ordered.map((_k, i) => this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs).catch(() => undefined)));
+      const max = this.limits.maxHeldLocksPerNamespace ?? 0;
+      await Promise.all(ordered.map((_k, i) => this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs, max).catch(() => undefined)));
     }
     const tokens = new Map(ordered.map((key, i) => [key, outcome.fencingTokens[i] as number]));
     return { locks: keys.map((key) => ({ key, fencingToken: tokens.get(key) as number })), ttlMs, expiresAtMs: outcome.expiresAtMs };
@@ -190,8 +191,9 @@ export class LockSetService {
   }
 
   private async freeSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
-    if ((this.limits.maxHeldLocksPerNamespace ?? 0) <= 0) return;
-    await Promise.all(Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i)).catch(() => undefined)));
+    const max = this.limits.maxHeldLocksPerNamespace ?? 0;
+    if (max <= 0) return;
+    await Promise.all(Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i), max).catch(() => undefined)));
   }
 }
 

@@ -136,10 +136,14 @@ export interface SlotStore {
    * exist in `namespace`; otherwise says when the earliest one ends. Expired slots never count.
    */
   reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome>;
-  /** Moves an existing slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot. */
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void>;
-  /** Gives a slot back; does nothing for an unknown slot. */
-  freeSlot(namespace: string, slotId: string): Promise<void>;
+  /**
+   * Moves an existing slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
+   * `maxSlots`: the cap the slot was reserved under (a store that splits the cap into shards finds the
+   * slot's shard with it).
+   */
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void>;
+  /** Gives a slot back; does nothing for an unknown slot. `maxSlots`: as for extendSlot. */
+  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void>;
 }
 
 /**
@@ -216,6 +220,12 @@ export interface LockStore extends SlotStore, ChangeFeed {
    * SlotStore calls around them.
    */
   readonly quotaInside?: boolean;
+  /**
+   * With `quotaInside`: the smallest cap the store keeps inside its lock steps. A smaller cap is kept by
+   * the lock service with the SlotStore calls (the Redis store's shards would round a small cap too
+   * coarsely; docs/limits.md). Absent: every cap.
+   */
+  readonly quotaInsideFrom?: number;
   /**
    * Grants the lock if it is free (or its lease ran out) and nobody is queued; otherwise waits up to
    * `waitMs` in the key's FIFO queue, or reports the time left on the current lease. Throws

@@ -73,11 +73,11 @@ export class NamespaceQuota {
 
   /** A renewed lease's slot lasts as long as the lease now does. */
   async extend(namespace: string, ownerToken: string, expiresAtMs: number): Promise<void> {
-    if (this.maxHeldLocks > 0) await this.store.extendSlot(namespace, ownerToken, expiresAtMs).catch(() => undefined);
+    if (this.maxHeldLocks > 0) await this.store.extendSlot(namespace, ownerToken, expiresAtMs, this.maxHeldLocks).catch(() => undefined);
   }
 
   /** A released (or evicted) lease's slot is free again. */
   async free(namespace: string, ownerToken: string): Promise<void> {
-    if (this.maxHeldLocks > 0) await this.store.freeSlot(namespace, ownerToken).catch(() => undefined);
+    if (this.maxHeldLocks > 0) await this.store.freeSlot(namespace, ownerToken, this.maxHeldLocks).catch(() => undefined);
   }
 }

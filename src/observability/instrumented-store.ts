@@ -53,6 +53,7 @@ export class InstrumentedStore implements LockStore {
   readonly lockSets: LockSetStore;
   readonly permits: PermitStore;
   readonly quotaInside: boolean;
+  readonly quotaInsideFrom?: number;
 
   constructor(
     private readonly inner: LockStore,
@@ -83,6 +84,7 @@ export class InstrumentedStore implements LockStore {
       },
     };
     this.quotaInside = inner.quotaInside ?? false;
+    if (inner.quotaInsideFrom !== undefined) this.quotaInsideFrom = inner.quotaInsideFrom;
     this.permits = this.instrumentPermits(inner.permits);
   }
 
@@ -173,12 +175,12 @@ export class InstrumentedStore implements LockStore {
     return this.timed('slot', () => this.inner.reserveSlot(namespace, slotId, ttlMs, maxSlots));
   }
 
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
-    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs));
+  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs, maxSlots));
   }
 
-  freeSlot(namespace: string, slotId: string): Promise<void> {
-    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId));
+  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId, maxSlots));
   }
 
   async close(): Promise<void> {

@@ -73,7 +73,8 @@ function normalize(store: string, ranks: TokenRanks, key: string, value: unknown
   for (const [field, v] of Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (field === 'expiresAtMs' || field === 'decidedAt' || field === 'ttlRemainingMs') continue;
     // A time: only that it is a sane one is the same in both stores.
-    if (field === 'retryAfterMs') out[field] = typeof v === 'number' && v >= 1 && v <= LEASE_MS;
+    // (A quota refusal on Redis says when the earliest counted second ends: up to a second past a lease.)
+    if (field === 'retryAfterMs') out[field] = typeof v === 'number' && v >= 1 && v <= LEASE_MS + 1_000;
     else if (field === 'fencingToken') out[field] = ranks.rank(store, key, v as number);
     // A lock set's tokens, one per key (in the set's order); a free key's last token (0: none remembered).
     else if (field === 'fencingTokens') out[field] = (v as number[]).map((t, i) => ranks.rank(store, setKeys[i] as string, t));
@@ -206,7 +207,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             break;
           }
           case 'freeSlot': {
-            await both(step, ns, (s) => s.freeSlot(ns, `s${op.slot}`), op.inst);
+            await both(step, ns, (s) => s.freeSlot(ns, `s${op.slot}`, MAX_SLOTS), op.inst);
             break;
           }
           case 'inspectIndexed': {

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidRequestError } from '../../src/domain/errors.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId } from '../../src/domain/namespaces.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
@@ -69,8 +71,9 @@ describe('a keyholder process on the Cluster', () => {
   beforeAll(async () => {
     const prefix = 'svc-cluster:';
     const space = new KeySpace(prefix);
-    // The two namespaces must be on two masters for this to show anything.
-    expect(await cluster.masterOf(space.lock(lockId('cl-a', 'x')))).not.toBe(await cluster.masterOf(space.lock(lockId('cl-b', 'x'))));
+    // Each namespace's locks spread over every master (keys.ts); a small quota (2) is counted in one
+    // shard of each namespace, and the two namespaces' shards are two different slots.
+    expect(space.quotaFor('cl-a', 'x', 2).count).not.toBe(space.quotaFor('cl-b', 'x', 2).count);
     server = await KeyholderProcess.start({
       env: {
         REDIS_CLUSTER_NODES: cluster.nodesEnv,
@@ -95,5 +98,104 @@ describe('a keyholder process on the Cluster', () => {
     for (let i = 3; i < 6; i++) expect((await call('a', '/v1/locks/l0')).status).toBe(200);
     expect((await call('a', '/v1/locks/l0')).body.code).toBe('rate_limited');
     expect((await call('b', '/v1/locks/l0')).status).toBe(200);
+  });
+});
+
+/**
+ * One namespace over the whole Cluster: its keys carry 16 shard tags whose slots lie in 16 evenly
+ * spaced slot ranges (keys.ts), so each of the 3 masters (even slot ranges, as the helper creates
+ * them) serves about a third of them. The quota is counted per shard inside the lock scripts.
+ */
+describe('one namespace spread over the Cluster', () => {
+  const space = new KeySpace(PREFIX);
+  let store: LockStore;
+  beforeAll(async () => {
+    store = await open({ fenceGraceMs: 60_000 });
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  /** Keys per master matching `pattern`, as shares of their total. */
+  async function sharesPerMaster(pattern: string): Promise<number[]> {
+    const counts: number[] = [];
+    await cluster.onEachMaster(async (c) => {
+      let cursor = '0';
+      let n = 0;
+      do {
+        const [next, found] = await c.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        n += found.length;
+      } while (cursor !== '0');
+      counts.push(n);
+    });
+    const total = counts.reduce((a, b) => a + b, 0);
+    return counts.map((n) => n / total);
+  }
+
+  /** Runs `fn` over 0..n-1, 100 at a time. */
+  async function inBatches(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+    for (let from = 0; from < n; from += 100) await Promise.all(Array.from({ length: Math.min(100, n - from) }, (_v, j) => fn(from + j)));
+  }
+
+  it('3,000 locks held in one namespace, quota on: at least 20% on each master; the quota then stops at 16 x 600 = its limit, refusing nothing below 90% of it', async () => {
+    const ns = 'spread';
+    const LIMIT = 9_600;
+    let held = 0;
+    let firstRefusalAt: number | undefined;
+    const take = async (i: number) => {
+      const got = await store.acquire({ key: lockId(ns, `job-${i}`), ownerToken: newOwnerToken(), ttlMs: 120_000, holder: null, maxHeldInNamespace: LIMIT });
+      if (got.acquired) held++;
+      else {
+        expect(got.quotaFull).toBe(true);
+        firstRefusalAt ??= held;
+      }
+    };
+    await inBatches(3_000, take);
+    expect(held).toBe(3_000);
+    const shares = await sharesPerMaster(`${PREFIX}{${ns}#*}/*`);
+    console.log(`[cluster] 3,000 locks of one namespace per master: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')}`);
+    expect(shares).toHaveLength(3);
+    for (const share of shares) expect(share).toBeGreaterThanOrEqual(0.2);
+    // The bound (docs/limits.md): never above the limit (16 shards x ceil(9,600 / 16) = 9,600), and with
+    // these uniformly spread keys no refusal before 90% of it.
+    await inBatches(LIMIT + 2_000 - 3_000, (i) => take(3_000 + i));
+    console.log(`[cluster] quota ${LIMIT}: first refusal with ${firstRefusalAt} held, ${held} held in the end`);
+    expect(held).toBeLessThanOrEqual(LIMIT);
+    expect(firstRefusalAt).toBeGreaterThanOrEqual(0.9 * LIMIT);
+    expect(held).toBeGreaterThanOrEqual(0.97 * LIMIT);
+  }, 180_000);
+
+  it('semaphores and read/write locks of one namespace spread too', async () => {
+    const permits = store.permits;
+    if (!permits) throw new Error('the Redis store has permits');
+    const ns = 'spread-permits';
+    await inBatches(600, async (i) => {
+      const kind = i % 2 === 0 ? 'semaphore' : 'rwlock';
+      const got = await permits.acquirePermit({ kind, key: lockId(ns, `p-${i}`), ownerToken: newOwnerToken(), ttlMs: 120_000, holder: null, weight: 1, capacity: 3 });
+      expect(got.acquired).toBe(true);
+    });
+    for (const letter of ['s', 'r']) {
+      const shares = await sharesPerMaster(`${PREFIX}{${ns}#*}${letter}/*`);
+      console.log(`[cluster] 300 ${letter === 's' ? 'semaphores' : 'read/write locks'} of one namespace per master: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')}`);
+      for (const share of shares) expect(share).toBeGreaterThanOrEqual(0.2);
+    }
+  });
+
+  it('a lock set works when its keys share a shard, and is refused with invalid_request (keys) when they do not', async () => {
+    const sets = store.lockSets;
+    if (!sets) throw new Error('the Redis store has lock sets');
+    const ns = 'spread-sets';
+    const names = Array.from({ length: 64 }, (_v, i) => `s-${i}`);
+    const first = names[0] as string;
+    const same = names.find((n) => n !== first && space.shardOf(n) === space.shardOf(first)) as string;
+    const other = names.find((n) => space.shardOf(n) !== space.shardOf(first)) as string;
+    const ownerToken = newOwnerToken();
+    const together = await sets.acquireSet({ keys: [lockId(ns, first), lockId(ns, same)], ownerToken, ttlMs: 10_000, holder: null });
+    expect(together.acquired).toBe(true);
+    expect(await sets.releaseSet([lockId(ns, first), lockId(ns, same)], ownerToken)).toBe(true);
+    const apart = sets.acquireSet({ keys: [lockId(ns, first), lockId(ns, other)], ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+    await expect(apart).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(apart).rejects.toMatchObject({ field: 'keys' });
   });
 });

@@ -4,12 +4,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
 import { ChangeWatch, lockIndex, lockWatchSource } from '../../src/domain/watch.js';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
-/** Ids of one namespace (`ns/...`), so a lock set's keys share one Redis Cluster slot, as the service makes them. */
+/** Ids of a namespace of their own (`ns/...`), as the service makes them. */
 const uniqueId = (name: string) => `ns-${randomUUID().slice(0, 8)}/${name}`;
 
-/** Watch index, lock-delay and lock sets: part of the one store contract, on every store. */
+const redisKeys = new KeySpace('');
+
+/**
+ * `count` names `stem0`, `stem1`, ... that share one shard of the Redis key layout with `like` (keys.ts),
+ * so a lock set of them is one Cluster slot and runs on a Redis Cluster too; any names would do elsewhere.
+ */
+function oneShard(count: number, stem: string, like = `${stem}0`): string[] {
+  const names: string[] = [];
+  for (let i = 0; names.length < count; i++) if (redisKeys.shardOf(`${stem}${i}`) === redisKeys.shardOf(like)) names.push(`${stem}${i}`);
+  return names;
+}
+
+/** Watch index, lock-delay and lock sets: part of the one store contract on every store. */
 export function describeWatchAndSetsContract(name: string, harness: StoreHarness): void {
   describe(`lock store contract, watch, lock-delay, lock sets: ${name}`, () => {
     let a: LockStore;
@@ -109,7 +122,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         await expect.poll(async () => (await b.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
         const retry = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
         expect(retry.acquired).toBe(false);
-        const other = `${key.split('/')[0] as string}/other`;
+        const other = `${key.split('/')[0] as string}/${oneShard(1, 'other', 'delay-view')[0] as string}`;
         const set = await a.lockSets.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(set?.acquired).toBe(false);
         if (set === undefined || set.acquired) return;
@@ -146,9 +159,9 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
       const sets = (): LockSetStore => a.lockSets;
 
       it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async () => {
-        // One namespace for the whole set, as the service composes it (one Cluster slot).
+        // One namespace for the whole set, as the service composes it and one shard (one Cluster slot).
         const ns = uniqueId('set').split('/')[0] as string;
-        const [k1, k2, k3] = ['x1', 'x2', 'x3'].map((n) => `${ns}/${n}`) as [string, string, string];
+        const [k1, k2, k3] = oneShard(3, 'x').map((n) => `${ns}/${n}`) as [string, string, string];
         const single = await grant(b, k2);
         const refused = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
         expect(refused.acquired).toBe(false);
@@ -187,7 +200,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
       it('overlapping sets asked for at once from two instances: one wins whole, the other gets nothing', async () => {
         for (let round = 0; round < 20; round++) {
           const ns = uniqueId('race').split('/')[0] as string;
-          const [p, q, r] = ['p', 'q', 'r'].map((n) => `${ns}/${n}`) as [string, string, string];
+          const [p, q, r] = oneShard(3, 'p').map((n) => `${ns}/${n}`) as [string, string, string];
           const first = { keys: [p, q], ownerToken: newOwnerToken() };
           const second = { keys: [q, r], ownerToken: newOwnerToken() };
           const [one, two] = await Promise.all([

@@ -125,38 +125,83 @@ describe('acquire.lua', () => {
   });
 });
 
-describe('quota slots inside the lock scripts', () => {
-  it('{5, retryAfterMs}: the namespace holds its cap; a release gives the slot back in the same step', async () => {
-    const [a, b] = [space.lockKeys(`${lockName}/a`), space.lockKeys(`${lockName}/b`)];
-    expect(a.slots).toBe(b.slots);
+/** Two lock ids of one namespace whose keys fall in the same quota shard. */
+function sameShard(namespace: string): [LockKeys, LockKeys] {
+  const first = `${namespace}/a`;
+  for (let i = 0; ; i++) {
+    const other = `${namespace}/b${i}`;
+    if (space.shardOf(`b${i}`) === space.shardOf('a')) return [space.lockKeys(first), space.lockKeys(other)];
+  }
+}
+
+/** The units a quota shard counts (field n of its count hash; 0 when the shard has no keys). */
+async function counted(quota: LockKeys['quota']): Promise<number> {
+  return Number((await lua.raw.hget(quota.count, 'n')) ?? 0);
+}
+
+describe('the namespace quota, counted per shard inside the lock scripts (_quota.lua)', () => {
+  it('{5, retryAfterMs}: the shard counts its cap; a release gives the unit back in the same step; a waiter takes one and a cancel gives it back', async () => {
+    const [a, b] = sameShard(`ns-${lockName}`);
+    expect(a.quota).toEqual(b.quota);
     expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 5_000 })).toEqual([1, int, int]);
     const refused = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
     expect(refused[0]).toBe(5);
     expect(refused[1]).toBeGreaterThan(4_000);
-    expect(await lua.raw.zcard(a.slots)).toBe(1);
+    expect(await counted(a.quota)).toBe(1);
     expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
-    expect(await lua.raw.exists(a.slots)).toBe(0);
+    expect(await counted(a.quota)).toBe(0);
     expect(await acquire('owner-b', { keys: b, maxSlots: 1 })).toEqual([1, int, int]);
-    // A waiter takes its slot when it is queued, and gives it back when it cancels.
     expect(await acquire('owner-c', { keys: b, maxSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
-    expect(await lua.raw.zcard(b.slots)).toBe(2);
+    expect(await counted(b.quota)).toBe(2);
     expect(await lua.scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
-    expect(await lua.raw.zscore(b.slots, 'owner-c')).toBeNull();
+    expect(await counted(b.quota)).toBe(1);
+  });
+
+  it('a waiter granted by a hand-over keeps its unit (field b) until it releases; a renew moves a unit to the new end', async () => {
+    const [a] = sameShard(`ns-${lockName}`);
+    await acquire('owner-a', { keys: a, maxSlots: 5, ttlMs: 5_000 });
+    expect(await acquire('owner-w', { keys: a, maxSlots: 5, waitMs: 30_000, waiterId: 'w1' })).toEqual([3, int]);
+    expect(await counted(a.quota)).toBe(2);
+    expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
+    expect(await counted(a.quota)).toBe(1);
+    const waiterSecond = await lua.raw.hget(a.lock, 'b');
+    expect(Number(await lua.raw.hget(a.quota.count, waiterSecond as string))).toBe(1);
+    const renewed = (await lua.scripts.run('renew', { lockKey: a.lock, quota: a.quota, ownerToken: 'owner-w', ttlMs: 90_000, graceMs: GRACE_MS })) as number[];
+    expect(await lua.raw.hget(a.lock, 'b')).toBeNull();
+    expect(Number((await lua.raw.hget(a.quota.count, waiterSecond as string)) ?? 0)).toBe(0);
+    expect(Number(await lua.raw.hget(a.quota.count, String(Math.ceil((renewed[2] as number) / 1000))))).toBe(1);
+    expect(await counted(a.quota)).toBe(1);
+    expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-w' })).toBe(1);
+    expect(await counted(a.quota)).toBe(0);
+  });
+
+  it('a lease that expires without a release stops counting once its second has ended', async () => {
+    const [a, b] = sameShard(`ns-${lockName}`);
+    expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 20 })).toEqual([1, int, int]);
+    const end = Math.ceil((Date.now() + 20) / 1000) * 1000;
+    let reply = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    // Condition, not a sleep: asked again until the shard admits it, at most a few seconds past the end.
+    while (reply[0] === 5 && Date.now() < end + 5_000) {
+      await sleep(Math.max(1, reply[1] as number));
+      reply = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    }
+    expect(reply[0]).toBe(1);
+    expect(await counted(a.quota)).toBe(1);
   });
 });
 
 describe('renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
-    const reply = (await lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    const reply = (await lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
     expect(reply).toEqual([1, token, int]);
     expect(reply[2]).toBeGreaterThan(end);
   });
 
   it('{0}: this token holds no live lease', async () => {
     await acquire('owner-1');
-    expect(await lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
-    expect(await lua.scripts.run('renew', { lockKey: space.lock('unknown'), slotsKey: keys.slots, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('renew', { lockKey: space.lock('unknown'), quota: keys.quota, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
   });
 });
 
@@ -275,29 +320,34 @@ describe('force-release.lua', () => {
   });
 });
 
-describe('slot-reserve.lua and slot-extend.lua', () => {
-  it('{1}: reserved; {0, retryAfterMs}: the namespace is full until its earliest slot ends', async () => {
-    const slotsKey = space.slots(`ns-${lockName}`);
-    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
-    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
-    const full = (await lua.scripts.run('slotReserve', { slotsKey, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
+describe('slot-reserve.lua, slot-extend.lua and slot-free.lua', () => {
+  it('{1}: reserved; {0, retryAfterMs}: the shard is full until its earliest counted second ends', async () => {
+    const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
+    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
+    const full = (await lua.scripts.run('slotReserve', { quota, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
     expect(full).toEqual([0, int]);
     expect(full[1]).toBeGreaterThan(2_000);
-    expect(full[1]).toBeLessThanOrEqual(3_000);
+    expect(full[1]).toBeLessThanOrEqual(4_000);
     // An existing slot may always be reserved again (its end only moves later).
-    expect(await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
+    expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(2);
   });
 
-  it('1: an existing slot moved later (never earlier); 0: no such slot, nothing created', async () => {
-    const slotsKey = space.slots(`ns-${lockName}`);
-    await lua.scripts.run('slotReserve', { slotsKey, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
-    const end = Number(await lua.raw.zscore(slotsKey, 'a'));
-    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end + 5_000 })).toBe(1);
-    expect(Number(await lua.raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
-    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'a', expiresAtMs: end })).toBe(1);
-    expect(Number(await lua.raw.zscore(slotsKey, 'a'))).toBe(end + 5_000);
-    expect(await lua.scripts.run('slotExtend', { slotsKey, slotId: 'ghost', expiresAtMs: end })).toBe(0);
-    expect(await lua.raw.zscore(slotsKey, 'ghost')).toBeNull();
+  it('1: an existing unit moved later (never earlier); 0: no such unit, nothing created; slot-free gives it back once', async () => {
+    const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
+    await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
+    const second = Number(await lua.raw.zscore(quota.ends, 'u:a'));
+    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'a', expiresAtMs: second * 1000 + 5_000 })).toBe(1);
+    expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(second + 5);
+    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'a', expiresAtMs: second * 1000 })).toBe(1);
+    expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(second + 5);
+    expect(Number(await lua.raw.hget(quota.count, String(second + 5)))).toBe(1);
+    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'ghost', expiresAtMs: second * 1000 })).toBe(0);
+    expect(await lua.raw.zscore(quota.ends, 'u:ghost')).toBeNull();
+    expect(await lua.scripts.run('slotFree', { quota, slotId: 'a' })).toBe(1);
+    expect(await lua.scripts.run('slotFree', { quota, slotId: 'a' })).toBe(0);
+    expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(0);
   });
 });
 
@@ -327,7 +377,7 @@ describe('change notices (_watch.lua)', () => {
   it('one PUBLISH per grant, per release (with its hand-over), per force release; none for renew or a refusal', async () => {
     expect(await notices(() => acquire('owner-1'))).toBe(1);
     expect(await notices(() => acquire('owner-2'))).toBe(0);
-    expect(await notices(() => lua.scripts.run('renew', { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
+    expect(await notices(() => lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     expect(await notices(() => release('owner-1'))).toBe(1);
     expect(await notices(() => lua.scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);

@@ -1,68 +1,97 @@
 import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { KeySpace } from '../../src/store/redis/keys.js';
+import { KeySpace, QUOTA_SHARDS } from '../../src/store/redis/keys.js';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
 
+const slotOf = (key: string | number) => new Command('exists', [String(key)]).getSlot();
+
+/** The shard tag every key of lock id `ns/name` carries. */
+const tagOf = (ns: string, name: string) => space.shardTags(ns)[space.shardOf(name)];
+
 describe('Redis key names', () => {
-  it('tags every key of one namespace with the namespace, so they share a Cluster slot', () => {
+  it('tags every key of one lock with its namespace shard, and the shard\'s quota with the same tag', () => {
+    const tag = tagOf('team-a', 'orders:1');
+    expect(tag).toMatch(/^team-a#\d+$/);
     const keys = space.lockKeys('team-a/orders:1');
-    expect(keys).toEqual({ lock: 'kh:{team-a}/orders:1', queue: 'kh:{team-a}q/orders:1', waiters: 'kh:{team-a}w/orders:1', slots: 'kh:slots:{team-a}' });
-    expect(space.slots('team-a')).toBe('kh:slots:{team-a}');
-    expect(space.lock('plain')).toBe('kh:{plain}');
+    expect(keys).toEqual({
+      lock: `kh:{${tag}}/orders:1`,
+      queue: `kh:{${tag}}q/orders:1`,
+      waiters: `kh:{${tag}}w/orders:1`,
+      quota: { count: `kh:{${tag}}Q`, ends: `kh:{${tag}}E` },
+    });
+    expect(space.lock('plain')).toBe(`kh:{${space.shardTags('plain')[space.shardOf('')]}}`);
   });
 
-  it('reads the lock id back from a lock hash, and never from a queue, a waiter hash or a slot set', () => {
+  it('spreads a namespace\'s shards over evenly spaced ranges of the Cluster slots, and its keys over the shards', () => {
+    for (const ns of ['team-a', 'bench', 'x', 'a-much-longer-namespace.name_1']) {
+      const ranges = space.shardTags(ns).map((tag) => Math.floor((slotOf(`{${tag}}`) * QUOTA_SHARDS) / 16384));
+      expect(ranges).toEqual(Array.from({ length: QUOTA_SHARDS }, (_v, i) => i));
+    }
+    const perShard = new Array<number>(QUOTA_SHARDS).fill(0);
+    for (let i = 0; i < 16_000; i++) perShard[space.shardOf(`key-${i}`)]! += 1;
+    for (const n of perShard) expect(n).toBeGreaterThan(800);
+  });
+
+  it('reads the lock id back from a lock hash, and never from a queue, a waiter hash or a quota key', () => {
     for (const id of ['team-a/orders:1', 'team-a/a:q', 'plain', 'ns/x']) {
       expect(space.lockIdOf(space.lock(id))).toBe(id);
       expect(space.lockIdOf(space.lockKeys(id).queue)).toBeNull();
       expect(space.lockIdOf(space.lockKeys(id).waiters)).toBeNull();
+      expect(space.lockIdOf(space.lockKeys(id).quota.count)).toBeNull();
+      expect(space.lockIdOf(space.lockKeys(id).quota.ends)).toBeNull();
     }
-    expect(space.lockIdOf(space.slots('team-a'))).toBeNull();
-    expect(space.lockIdOf('other:{team-a}/x')).toBeNull();
+    expect(space.lockIdOf('other:{team-a#1}/x')).toBeNull();
+    // The layout before shards (tag = the namespace alone) is not read as a lock of this one.
+    expect(space.lockIdOf('kh:{team-a}/x')).toBeNull();
   });
 
   it('builds SCAN patterns that match only the ids under the prefix', () => {
-    expect(space.lockPattern('team-a/ord')).toBe('kh:{team-a}/ord*');
+    expect(space.lockPattern('team-a/ord')).toBe('kh:{team-a#*}/ord*');
     expect(space.lockPattern('team')).toBe('kh:{team*');
-    expect(space.lockPattern('te*m/')).toBe('kh:{te\\*m}/*');
+    expect(space.lockPattern('te*m/')).toBe('kh:{te\\*m#*}/*');
   });
 
   it('gives semaphores and read/write locks their own kinds in the namespace slot, told apart from locks and each other', () => {
     expect(space.permitKeys('semaphore', 'team-a/checkout')).toEqual({
-      pool: 'kh:{team-a}s/checkout',
-      queue: 'kh:{team-a}sq/checkout',
-      waiters: 'kh:{team-a}sw/checkout',
-      expiries: 'kh:{team-a}se/checkout',
+      pool: `kh:{${tagOf('team-a', 'checkout')}}s/checkout`,
+      queue: `kh:{${tagOf('team-a', 'checkout')}}sq/checkout`,
+      waiters: `kh:{${tagOf('team-a', 'checkout')}}sw/checkout`,
+      expiries: `kh:{${tagOf('team-a', 'checkout')}}se/checkout`,
     });
-    expect(space.permitKeys('rwlock', 'team-a/config').pool).toBe('kh:{team-a}r/config');
+    expect(space.permitKeys('rwlock', 'team-a/config').pool).toBe(`kh:{${tagOf('team-a', 'config')}}r/config`);
     const sem = space.permitKeys('semaphore', 'team-a/x');
     expect(space.lockIdOf(sem.pool, 's')).toBe('team-a/x');
     expect(space.lockIdOf(sem.pool)).toBeNull();
     expect(space.lockIdOf(sem.pool, 'r')).toBeNull();
     for (const other of [sem.queue, sem.waiters, sem.expiries, space.lock('team-a/x')]) expect(space.lockIdOf(other, 's')).toBeNull();
-    expect(space.lockPattern('team-a/ch', 's')).toBe('kh:{team-a}s/ch*');
+    expect(space.lockPattern('team-a/ch', 's')).toBe('kh:{team-a#*}s/ch*');
   });
 
-  it('every script touches keys of one Cluster slot: the lock id\'s namespace (and its quota slots)', () => {
-    const slotOf = (key: string | number) => new Command('exists', [String(key)]).getSlot();
+  it('every script touches keys of one Cluster slot: the lock\'s shard (and its quota)', () => {
     for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain']) {
       const keys = space.lockKeys(id);
       const permit = space.permitKeys('semaphore', id);
       const hand = { graceMs: 1, channelPrefix: 'kh:grants:', lockName: id };
-      // A lock set's second key: of the same namespace (the service composes every id with one).
-      const second = id.includes('/') ? `${id}-2` : id;
+      // A lock set's second key: of the same shard (on a Cluster, a set must be; see RedisStore).
+      let second = id;
+      for (let i = 0; id.includes('/') && second === id; i++) {
+        const candidate = `${id}-${i}`;
+        if (space.shardOf(candidate.slice(id.indexOf('/') + 1)) === space.shardOf(id.slice(id.indexOf('/') + 1))) second = candidate;
+      }
       const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
         acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '', maxSlots: 1 },
-        renew: { lockKey: keys.lock, slotsKey: keys.slots, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
+        renew: { lockKey: keys.lock, quota: keys.quota, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         release: { ...hand, keys, ownerToken: 'o' },
         inspect: { keys },
         cancel: { keys, waiterId: 'w', ownerToken: 'o' },
         heartbeat: { ...hand, keys, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
         forceRelease: { ...hand, keys },
-        slotReserve: { slotsKey: space.slots('team-a'), slotId: 's', ttlMs: 1, maxSlots: 1 },
-        slotExtend: { slotsKey: space.slots('team-a'), slotId: 's', expiresAtMs: 1 },
+        slotReserve: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', ttlMs: 1, maxSlots: 1 },
+        slotExtend: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', expiresAtMs: 1 },
+        slotFree: { quota: space.quotaFor('team-a', 's', 1), slotId: 's' },
+        quotaAdd: { quota: keys.quota, endMs: 1, slotId: '' },
         lockDelay: { lockKey: keys.lock, ownerToken: 'o', lockDelayMs: 1 },
         watchMark: { lockKey: keys.lock, keepMs: 1 },
         lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },
@@ -90,7 +119,7 @@ describe('Redis key names', () => {
         const built = (SCRIPTS[name].args as (a: unknown) => (string | number)[])(args[name]);
         expect(built.slice(-2), name).toEqual([id, second]);
       }
-      if (id.startsWith('team-a/')) expect(slotOf(keys.lock)).toBe(slotOf(space.slots('team-a')));
+      expect(slotOf(keys.lock)).toBe(slotOf(keys.quota.count));
     }
   });
 });

@@ -1,18 +1,79 @@
+import calculateSlot from 'cluster-key-slot';
+
 /**
  * The one place Redis key names are built.
  *
- * Hash tags: a lock id of the form `group/name` (the lock service's `namespace/key`) is tagged by its
- * group, `{group}`; an id without `/` is tagged by itself. So every key of one namespace (its locks,
- * their wait queues, its quota slots) maps to one Redis Cluster slot, and a script may touch any of
- * them together (a lock and its namespace's quota, or all the locks of one lock set). The price: one
- * namespace lives on one Cluster shard; a Cluster spreads namespaces, not the locks of one namespace.
- * Lock ids cannot contain braces (the API allows A-Z a-z 0-9 . _ - : @ and namespaces no braces
- * either), so the tag is always exactly the group.
+ * Shards: a lock id of the form `group/name` (the lock service's `namespace/key`) lives in one of
+ * QUOTA_SHARDS shards of its group, chosen by the name's hash. Every key of a shard carries the
+ * shard's hash tag `{group#n}`, so one Redis Cluster slot holds the shard's locks, their queues and
+ * the shard's part of the namespace quota, and a lock script may touch all of them in one atomic step.
+ * The n of each shard is picked (and cached) so that the shards' slots lie in QUOTA_SHARDS evenly
+ * spaced ranges of the 16,384 Cluster slots: a Cluster whose masters own even slot ranges (what
+ * `redis-cli --cluster create` gives) holds an even share of every namespace's shards, so one
+ * namespace's locks spread over every master. An id without `/` is a group of its own (shard 0).
+ * Lock ids cannot contain braces or `#` (the API allows A-Z a-z 0-9 . _ - : @ in keys, and
+ * namespaces no braces or `#` either), so the tag always reads back as exactly the group.
  *
- * Layout, for prefix P and id `ns/key`: lock hash `P{ns}/key`, its wait queue `P{ns}q/key`, its
- * waiter records `P{ns}w/key`, the namespace's quota slots `Pslots:{ns}`. The kind letter sits
- * between the tag and the name, so a lock named `a:q` can never be taken for the queue of `a`.
+ * Layout, for prefix P, id `ns/key` in shard tag T = `ns#n`: lock hash `P{T}/key`, its wait queue
+ * `P{T}q/key`, its waiter records `P{T}w/key`; the shard's quota count `P{T}Q` and quota ends `P{T}E`
+ * (_quota.lua). The kind letter sits between the tag and the name, so a lock named `a:q` can never be
+ * taken for the queue of `a`. docs/limits.md states what the sharded quota bounds; docs/operations.md
+ * how to move a deployment from the layout before shards (tag `{ns}`) to this one.
  */
+
+/**
+ * Shards per namespace. Part of the key layout: changing it moves every key (see docs/operations.md).
+ * 16 spreads a namespace evenly over up to 16 masters (and still at most one shard apart over more),
+ * and keeps the quota's rounding (docs/limits.md) at most 15 leases above the limit.
+ */
+export const QUOTA_SHARDS = 16;
+
+/**
+ * Units per shard the quota aims at: a shard this large fills (with uniformly spread keys) only once
+ * the namespace holds about 90% of its limit or more (docs/limits.md).
+ */
+export const UNITS_PER_SHARD = 600;
+
+/**
+ * How many of a namespace's shards its quota counts in, for a limit of `limit` leases: one per
+ * UNITS_PER_SHARD of the limit, at least 1 (an exact count), at most QUOTA_SHARDS. Only a limit that
+ * uses every shard can be counted inside the lock scripts (a lock's unit must sit in its own shard);
+ * a smaller one is counted through the slot calls (LockStore.quotaInsideFrom).
+ */
+export function quotaShardsFor(limit: number): number {
+  return Math.min(QUOTA_SHARDS, Math.max(1, Math.floor(limit / UNITS_PER_SHARD)));
+}
+
+/** The smallest limit counted in every shard, so inside the lock scripts. */
+export const QUOTA_INSIDE_FROM = QUOTA_SHARDS * UNITS_PER_SHARD;
+
+/**
+ * The most units one quota shard admits for a namespace limit of `limit` leases (0: no quota): the
+ * limit over the shards it is counted in, rounded up (docs/limits.md: the bound this gives).
+ */
+export function shardCap(limit: number): number {
+  return limit > 0 ? Math.ceil(limit / quotaShardsFor(limit)) : 0;
+}
+
+/**
+ * The cap of each shard when the lock scripts count the quota (every shard: see quotaShardsFor). The
+ * lock service asks for that only from QUOTA_INSIDE_FROM on; a store caller may ask for any cap.
+ */
+export function insideCap(limit: number): number {
+  return limit > 0 ? Math.ceil(limit / QUOTA_SHARDS) : 0;
+}
+
+/** Redis Cluster's number of hash slots. */
+const CLUSTER_SLOTS = 16384;
+
+/** The two keys of one quota shard (see _quota.lua). */
+export interface QuotaKeys {
+  /** HASH: n = units counted, m = earliest counted second, x = latest, and units per ending second. */
+  readonly count: string;
+  /** ZSET: the counted seconds (and units taken through the slot calls, "u:" + id), by second. */
+  readonly ends: string;
+}
+
 export interface LockKeys {
   /** The hash holding the lease and the last fencing token. */
   readonly lock: string;
@@ -20,8 +81,8 @@ export interface LockKeys {
   readonly queue: string;
   /** The waiter records: waiter id -> its record (HASH). */
   readonly waiters: string;
-  /** The quota slots of the lock's group (namespace): the same hash tag, so the same Cluster slot. */
-  readonly slots: string;
+  /** The quota shard the lock counts in: the same hash tag, so the same Cluster slot. */
+  readonly quota: QuotaKeys;
 }
 
 /**
@@ -49,7 +110,43 @@ export function splitId(id: string): { group: string; name: string } {
 }
 
 export class KeySpace {
+  /** Each group's shard tags, computed once per group (a bounded cache: see shardTags). */
+  private readonly tags = new Map<string, readonly string[]>();
+
   constructor(private readonly prefix: string) {}
+
+  /**
+   * The hash tags of a group's QUOTA_SHARDS shards: tag i is `group#n` for the smallest n whose Cluster
+   * slot falls in the i-th of QUOTA_SHARDS equal slot ranges. About QUOTA_SHARDS * ln(QUOTA_SHARDS)
+   * CRC16s of a short string per group (some 60 for 16 shards), once.
+   */
+  shardTags(group: string): readonly string[] {
+    const known = this.tags.get(group);
+    if (known) return known;
+    const tags: string[] = new Array<string>(QUOTA_SHARDS);
+    let found = 0;
+    for (let n = 0; found < QUOTA_SHARDS; n++) {
+      const tag = `${group}#${n}`;
+      const range = Math.floor((calculateSlot(tag) * QUOTA_SHARDS) / CLUSTER_SLOTS);
+      if (tags[range] === undefined) {
+        tags[range] = tag;
+        found++;
+      }
+    }
+    // Plenty for every namespace a deployment has at once; past it, start over rather than grow.
+    if (this.tags.size >= 10_000) this.tags.clear();
+    this.tags.set(group, tags);
+    return tags;
+  }
+
+  /** The shard a name of a group lives in: its CRC16 (the Cluster's own hash) over the shards. */
+  shardOf(name: string): number {
+    return calculateSlot(name) % QUOTA_SHARDS;
+  }
+
+  private shardTag(group: string, name: string): string {
+    return this.shardTags(group)[this.shardOf(name)] as string;
+  }
 
   /**
    * The Redis key of kind `kind` ('' for a lock hash; one letter for the others) for lock id `id`.
@@ -57,9 +154,8 @@ export class KeySpace {
    */
   tagged(id: string, kind: string): string {
     const { group, name } = splitId(id);
-    return name === '' && !id.includes(GROUP_SEPARATOR)
-      ? `${this.prefix}{${group}}${kind}`
-      : `${this.prefix}{${group}}${kind}${GROUP_SEPARATOR}${name}`;
+    const tag = this.shardTag(group, name);
+    return name === '' && !id.includes(GROUP_SEPARATOR) ? `${this.prefix}{${tag}}${kind}` : `${this.prefix}{${tag}}${kind}${GROUP_SEPARATOR}${name}`;
   }
 
   /** The hash holding a lock's lease and its last fencing token. */
@@ -67,9 +163,28 @@ export class KeySpace {
     return this.tagged(id, '');
   }
 
-  /** The keys of a lock, its wait queue and its namespace's quota: lock hash, queue (ZSET), waiter records (HASH), slots (ZSET). */
+  /** The keys of a lock, its wait queue and its quota shard: lock hash, queue (ZSET), waiter records (HASH), quota. */
   lockKeys(id: string): LockKeys {
-    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w'), slots: this.slots(splitId(id).group) };
+    const { group, name } = splitId(id);
+    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w'), quota: this.quotaShard(this.shardTag(group, name)) };
+  }
+
+  /**
+   * The quota shard a unit taken through the slot calls (semaphores, read/write locks, lock sets)
+   * counts in: the shard of its unit id within the namespace.
+   */
+  quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {
+    // The unit's own hash over the shards in use (not shardOf's 16 folded: uneven when 16 is not a multiple).
+    return this.quotaShard(this.shardTags(namespace)[calculateSlot(unitId) % quotaShardsFor(limit)] as string);
+  }
+
+  /** Every quota shard of a namespace (for tests and inspection). */
+  quotaShards(namespace: string): QuotaKeys[] {
+    return this.shardTags(namespace).map((tag) => this.quotaShard(tag));
+  }
+
+  private quotaShard(tag: string): QuotaKeys {
+    return { count: `${this.prefix}{${tag}}Q`, ends: `${this.prefix}{${tag}}E` };
   }
 
   /** The keys of a semaphore (`s`, `sq`, `sw`, `se`) or read/write lock (`r`, `rq`, `rw`, `re`). */
@@ -97,14 +212,6 @@ export class KeySpace {
   }
 
   /**
-   * The sorted set of a namespace's quota slots (member = slot id, score = slot end in Unix ms),
-   * tagged by the namespace: the same Cluster slot as the namespace's locks.
-   */
-  slots(namespace: string): string {
-    return `${this.prefix}slots:{${namespace}}`;
-  }
-
-  /**
    * The counter of one caller's current rate-limit window (`rateKey` names the API key or address).
    * A key of its own: the rate limiter's batches never share a script with a lock.
    */
@@ -121,7 +228,7 @@ export class KeySpace {
     if (at > 0) {
       const group = idPrefix.slice(0, at);
       const rest = idPrefix.slice(at + 1);
-      return `${escapeGlob(this.prefix)}{${escapeGlob(group)}}${kind}${GROUP_SEPARATOR}${escapeGlob(rest)}*`;
+      return `${escapeGlob(this.prefix)}{${escapeGlob(group)}#*}${kind}${GROUP_SEPARATOR}${escapeGlob(rest)}*`;
     }
     // A prefix that ends inside the group: every group that starts with it (lockIdOf drops the rest).
     return `${escapeGlob(this.prefix)}{${escapeGlob(idPrefix)}*`;
@@ -133,9 +240,10 @@ export class KeySpace {
     if (!redisKey.startsWith(head)) return null;
     const close = redisKey.indexOf('}', head.length);
     if (close < 0) return null;
-    const group = redisKey.slice(head.length, close);
+    const tag = /^([^{}/#]+)#\d+$/.exec(redisKey.slice(head.length, close));
+    if (!tag) return null;
+    const group = tag[1] as string;
     const tail = redisKey.slice(close + 1);
-    if (group === '' || /[{}/]/.test(group)) return null;
     if (tail === kind) return group;
     if (!tail.startsWith(kind + GROUP_SEPARATOR)) return null; // a queue, a waiter hash or another kind
     const name = tail.slice(kind.length + GROUP_SEPARATOR.length);

@@ -1,4 +1,6 @@
 import { performance } from 'node:perf_hooks';
+import calculateSlot from 'cluster-key-slot';
+import { Cluster } from 'ioredis';
 import { IdempotencyKeyReusedError, InvalidRequestError, OverloadedError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
@@ -7,7 +9,7 @@ import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '.
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
-import { KeySpace } from './keys.js';
+import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
 import {
   MisalignedReplyError,
@@ -111,8 +113,12 @@ export class RedisStore implements LockStore {
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
-  /** The quota slots sit in the lock scripts' own keys (one Cluster slot per namespace): one round trip per call. */
+  /**
+   * The quota's units sit in the lock's own shard (keys.ts): taken and given back inside the lock scripts,
+   * one round trip per call. Only for a cap counted in every shard; a smaller one goes through the slot calls.
+   */
   readonly quotaInside = true;
+  readonly quotaInsideFrom = QUOTA_INSIDE_FROM;
   private readonly redis: RedisClient;
   private readonly scripts: Scripts;
   private readonly subscriber: RedisClient;
@@ -260,7 +266,7 @@ export class RedisStore implements LockStore {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
-        maxSlots: maxHeldInNamespace ?? 0,
+        maxSlots: insideCap(maxHeldInNamespace ?? 0),
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -399,7 +405,8 @@ export class RedisStore implements LockStore {
 
   async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
     const decidedAt = performance.now();
-    // A set's keys share one slot (one namespace): its first key names the master that serves them all.
+    this.checkOneSlot(keys);
+    // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
     const servedBy = this.servedBy(keys[0] as string);
     const reply = await this.call(async () =>
       parseLockSetAcquire(
@@ -426,6 +433,24 @@ export class RedisStore implements LockStore {
       }
     }
     return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
+  }
+
+  /**
+   * A lock set is one script over all its keys, and a Cluster runs a script only when every key it names
+   * lives in one hash slot. A namespace's locks are spread over its shards (keys.ts), so on a Cluster a
+   * set whose keys fall in different shards is refused here, as a bad request the caller can act on
+   * (docs/limits.md), instead of failing in Redis with CROSSSLOT. A single Redis (or Sentinel) has no slots:
+   * every set works there.
+   */
+  private checkOneSlot(ids: readonly string[]): void {
+    if (!(this.redis instanceof Cluster) || ids.length < 2) return;
+    const slot = calculateSlot(this.keys.lock(ids[0] as string));
+    if (ids.some((id) => calculateSlot(this.keys.lock(id)) !== slot)) {
+      throw new InvalidRequestError(
+        'keys',
+        'on a Redis Cluster a lock set must have all its keys in one shard of the namespace, and these are not; lock them one by one, or use a single Redis (see docs/limits.md)',
+      );
+    }
   }
 
   async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
@@ -510,18 +535,20 @@ export class RedisStore implements LockStore {
 
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     return this.call(async () =>
-      parseSlotReserve(await this.scripts.run('slotReserve', { slotsKey: this.keys.slots(namespace), slotId, ttlMs, maxSlots })),
+      parseSlotReserve(
+        await this.scripts.run('slotReserve', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, ttlMs, maxSlots: shardCap(maxSlots) }),
+      ),
     );
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
     await this.call(async () =>
-      parseSlotExtend(await this.scripts.run('slotExtend', { slotsKey: this.keys.slots(namespace), slotId, expiresAtMs })),
+      parseSlotExtend(await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs })),
     );
   }
 
-  async freeSlot(namespace: string, slotId: string): Promise<void> {
-    await this.call(() => this.redis.zrem(this.keys.slots(namespace), slotId));
+  async freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
+    await this.call(() => this.scripts.run('slotFree', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId }));
   }
 
   async ping(): Promise<void> {
@@ -591,7 +618,7 @@ export class RedisStore implements LockStore {
     return this.call(async () =>
       parseLease(
         'renew',
-        await this.scripts.run('renew', { lockKey: this.keys.lock(key), slotsKey: this.keys.lockKeys(key).slots, ownerToken, ttlMs, graceMs: this.graceMs }),
+        await this.scripts.run('renew', { lockKey: this.keys.lock(key), quota: this.keys.lockKeys(key).quota, ownerToken, ttlMs, graceMs: this.graceMs }),
       ),
     );
   }

@@ -4,7 +4,7 @@ import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
-import type { LockKeys, PermitKeys } from './keys.js';
+import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
 /**
@@ -48,7 +48,7 @@ export interface AcquireArgs extends WaitArgs {
   readonly holder: string;
   /** "" for none. */
   readonly idempotencyKey: string;
-  /** Most quota slots in the lock's namespace; 0 = no quota. */
+  /** Most quota units the lock's quota shard may count (the namespace's limit over the shards, rounded up); 0 = no quota. */
   readonly maxSlots: number;
   /** 0 or absent = none. */
   readonly lockDelayMs?: number;
@@ -86,8 +86,8 @@ export interface LockSetReleaseArgs {
 
 export interface RenewArgs {
   readonly lockKey: string;
-  /** The quota slots of the lock's namespace (the lease's slot moves with it). */
-  readonly slotsKey: string;
+  /** The lock's quota shard (the lease's unit moves with it). */
+  readonly quota: QuotaKeys;
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly graceMs: number;
@@ -116,14 +116,14 @@ export interface ForceReleaseArgs extends HandOverArgs {
 }
 
 export interface SlotReserveArgs {
-  readonly slotsKey: string;
+  readonly quota: QuotaKeys;
   readonly slotId: string;
   readonly ttlMs: number;
   readonly maxSlots: number;
 }
 
 export interface SlotExtendArgs {
-  readonly slotsKey: string;
+  readonly quota: QuotaKeys;
   readonly slotId: string;
   readonly expiresAtMs: number;
 }
@@ -183,7 +183,7 @@ const spec = <A>(file: string, numberOfKeys: number, args: (a: A) => Arg[]): Scr
 const queueKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters];
 const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expiries];
 const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
-const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.slots];
+const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.quota.count, k.quota.ends];
 /** The waiting arguments, in the order both acquire scripts list them (fencing grace first, the name last). */
 const waitArgs = (a: WaitArgs): Arg[] => [a.graceMs, a.waitMs, a.waiterId, a.instanceId, a.maxWaiters, a.livenessMs, a.channelPrefix, a.lockName];
 /** A lock set's key count, then each lock's hash, queue and waiter records. */
@@ -193,16 +193,19 @@ const setNames = (members: readonly LockSetMember[]): Arg[] => members.map((m) =
 export const SCRIPTS = {
   // The two calls of every lock pair build their arrays in one literal, without spreading helpers'
   // arrays into it: cheaper, and they run on every request.
-  acquire: spec<AcquireArgs>('acquire.lua', 4, (a) => [
-    a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.slots,
+  acquire: spec<AcquireArgs>('acquire.lua', 5, (a) => [
+    a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.quota.count, a.keys.quota.ends,
     a.ownerToken, a.ttlMs, a.holder,
     a.graceMs, a.waitMs, a.waiterId, a.instanceId, a.maxWaiters, a.livenessMs, a.channelPrefix, a.lockName,
     a.idempotencyKey, a.maxSlots, a.lockDelayMs ?? 0,
   ]),
-  renew: spec<RenewArgs>('renew.lua', 2, (a) => [a.lockKey, a.slotsKey, a.ownerToken, a.ttlMs, a.graceMs]),
-  release: spec<ReleaseArgs>('release.lua', 4, (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.slots, a.ownerToken, a.graceMs, a.channelPrefix, a.lockName]),
+  renew: spec<RenewArgs>('renew.lua', 3, (a) => [a.lockKey, a.quota.count, a.quota.ends, a.ownerToken, a.ttlMs, a.graceMs]),
+  release: spec<ReleaseArgs>('release.lua', 5, (a) => [
+    a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.quota.count, a.keys.quota.ends,
+    a.ownerToken, a.graceMs, a.channelPrefix, a.lockName,
+  ]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
-  cancel: spec<CancelArgs>('cancel.lua', 4, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
+  cancel: spec<CancelArgs>('cancel.lua', 5, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
   heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
     ...queueKeys(a.keys),
     a.livenessMs,
@@ -211,9 +214,16 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
-  slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
-  slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
+  slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
+  quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
+    a.quota.count,
+    a.quota.ends,
+    a.endMs,
+    a.slotId,
+  ]),
+  slotFree: spec<{ readonly quota: QuotaKeys; readonly slotId: string }>('slot-free.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
     a.lockKey,
     a.ownerToken,

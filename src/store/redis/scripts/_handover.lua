@@ -5,7 +5,8 @@ heartbeat, the lock sets), by inspect, which counts the live waiters, and by the
 share the queue. Uses nowMs, nowUs, fmt and isLive from _common.lua, readLock and friends from
 _lock.lua. Defines:
 
-  grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem) -> token, expiresAtMs   (updates cur)
+  grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec) -> token, expiresAtMs   (updates cur;
+                                     unitSec: the second of a waiter's quota unit (field b), or nil)
   handOverFree(KEYS, cur, graceMs, channelPrefix, lockName) -> waiterId or nil
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil, cur
   freeLease(lockKey, cur, graceMs)   ends the lease in cur, keeping the last token for the grace
@@ -45,10 +46,16 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 -- with a new owner's lease).
 -- Written out field by field: a plain grant (no label, no idempotency key, none left over) then
 -- builds no table; this runs on every grant.
-local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem)
+local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec)
   local lastToken = cur[3]
   local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
+  if unitSec then
+    redis.call('HSET', lockKey, 'b', unitSec)
+  elseif cur[8] then
+    redis.call('HDEL', lockKey, 'b')
+  end
+  cur[8] = unitSec
   if idem == '' and holder == '' then
     redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
   else
@@ -176,9 +183,11 @@ local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
     end
     dropWaiter(keys, id)
     if raw then
-      local ttl, owner, instance, holder = string.match(raw, '^%d+|%d+|(%d+)|([^|]+)|([^|]+)|(.*)$')
+      local deadline, ttl, owner, instance, holder = string.match(raw, '^%d+|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        local token, leaseEnd = grantLease(keys[1], cur, owner, tonumber(ttl), holder, graceMs, '')
+        -- The waiter's quota unit (acquire.lua) stays counted to its wait's end plus its lease.
+        local unitSec = math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000)
+        local token, leaseEnd = grantLease(keys[1], cur, owner, tonumber(ttl), holder, graceMs, '', unitSec)
         tellWaiter(channelPrefix, instance, id, token, leaseEnd, lockName)
         publishChange(channelPrefix, lockName, cur)
         return id
@@ -197,7 +206,7 @@ end
 
 -- Ends the live lease in cur (release, force release): the last token stays for the grace period.
 local function freeLease(lockKey, cur, graceMs)
-  redis.call('HDEL', lockKey, 'o', 'e', 'h', 'i')
-  cur[1], cur[2], cur[4], cur[5] = nil, nil, nil, nil
+  redis.call('HDEL', lockKey, 'o', 'e', 'h', 'i', 'b')
+  cur[1], cur[2], cur[4], cur[5], cur[8] = nil, nil, nil, nil, nil
   keepLock(lockKey, graceMs, cur)
 end

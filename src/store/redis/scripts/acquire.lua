@@ -17,8 +17,9 @@ The hash lives until its lease's end plus the grace, or longer while q or w need
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
-KEYS[4]  the quota slots of the lock's namespace (ZSET: member = owner token, score = slot end, Unix ms;
-         same hash tag as the lock, so the same Cluster slot; see slot-reserve.lua)
+KEYS[4]  the count of the lock's quota shard (HASH; same hash tag as the lock, so the same Cluster slot;
+         see _quota.lua)
+KEYS[5]  the ends of the lock's quota shard (ZSET; see _quota.lua)
 ARGV[1]  owner token of the new lease
 ARGV[2]  lease length, ms (integer > 0)
 ARGV[3]  holder label, "" for none
@@ -33,7 +34,8 @@ ARGV[11] lock name (for the hand-over message)
 ARGV[12] idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idempotency.ts), stored with a
          lease this call grants; if the live lease was granted with the same one, that lease is the answer;
          if with the same scope but another fingerprint (the key reused for another request), {6}
-ARGV[13] most quota slots (leases held or waited for) the namespace may have at once; 0 = no quota
+ARGV[13] most quota units (leases held or waited for) the lock's quota shard may count at once: the
+         namespace's limit over the shards, rounded up; 0 = no quota
 ARGV[14] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
 
 Returns:
@@ -44,39 +46,26 @@ Returns:
   {4, fencingToken, expiresAtMs, ownerToken, holder}
                                    the live lease was granted with this idempotency key: that lease
                                    (holder "" for none); nothing changed
-  {5, retryAfterMs}                the namespace holds ARGV[13] slots; retryAfterMs = until the earliest
-                                   ends (>= 1); nothing changed
+  {5, retryAfterMs}                the quota shard counts ARGV[13] units; retryAfterMs = until its earliest
+                                   counted second ends (>= 1); nothing changed
   {6}                              the live lease was granted with this idempotency key's scope but for
                                    another request (ttlMs, holder or lock-delay); nothing changed
 
-A grant or a queued wait takes a quota slot in the same step (its score: the lease's end; for a
-waiter, the end of its wait plus its lease). Release, force-release and cancel give it back; renew
-moves it later. Ended slots are only swept when the set is full, so a plain acquire costs ZCARD and
-ZADD.
+A grant or a queued wait takes a quota unit in the same step, counted to the lease's end (for a
+waiter, the end of its wait plus its lease; a waiter granted by a hand-over keeps that unit, and its
+lease records the unit's second in field b). Release, force-release and cancel give it back; renew
+moves it to the lease's new end.
 ]]
 --- @include "_handover"
+--- @include "_quota"
 
--- Takes a quota slot ending at endMs for member, unless the namespace is full: then returns the time
--- until its earliest slot ends. The set lives as long as its latest slot.
-local function takeSlot(slotsKey, member, endMs, maxSlots)
-  if maxSlots <= 0 then
+-- Takes a quota unit counted to endMs, unless the shard is full: then returns the time until its
+-- earliest counted second ends.
+local function takeSlot(endMs, cap)
+  if cap <= 0 then
     return nil
   end
-  local n = redis.call('ZCARD', slotsKey)
-  if n >= maxSlots then
-    n = n - redis.call('ZREMRANGEBYSCORE', slotsKey, '-inf', nowMs)
-    if n >= maxSlots then
-      local earliest = redis.call('ZRANGE', slotsKey, 0, 0, 'WITHSCORES')
-      return math.max(1, tonumber(earliest[2]) - nowMs)
-    end
-  end
-  redis.call('ZADD', slotsKey, endMs, member)
-  local life = endMs - nowMs
-  -- Moved by a second more than needed, so the calls of the next second need not move it again.
-  if n == 0 or redis.call('PTTL', slotsKey) < life then
-    redis.call('PEXPIRE', slotsKey, life + 1000)
-  end
-  return nil
+  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)
 end
 
 local graceMs = tonumber(ARGV[4])
@@ -94,7 +83,7 @@ if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[10], AR
 end
 if not live and delayLeft == 0 then
   -- Free, and nobody live is queued.
-  local full = takeSlot(KEYS[4], ARGV[1], nowMs + ttlMs, maxSlots)
+  local full = takeSlot(nowMs + ttlMs, maxSlots)
   if full then
     return {5, full}
   end
@@ -120,7 +109,7 @@ local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
 if refused then
   return refused
 end
-local full = takeSlot(KEYS[4], ARGV[1], nowMs + waitMs + ttlMs, maxSlots)
+local full = takeSlot(nowMs + waitMs + ttlMs, maxSlots)
 if full then
   return {5, full}
 end

@@ -5,7 +5,8 @@ lock in the meantime, say so, so that the grant is either delivered or released,
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
-KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): a waiter that holds nothing gives its slot back
+KEYS[4]  the count of the lock's quota shard (see _quota.lua)
+KEYS[5]  the ends of the lock's quota shard: a waiter that holds nothing gives its unit back
 ARGV[1]  waiter id
 ARGV[2]  the waiter's owner token
 
@@ -14,6 +15,9 @@ Returns:
                                    retryAfterMs: time left on the current lease, 0 when free
   {1, fencingToken, expiresAtMs}   it was already granted the lock and holds a live lease
 ]]
+--- @include "_quota"
+
+local record = redis.call('HGET', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local wasQueued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
 local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
@@ -22,7 +26,13 @@ local live = isLive(cur[1], expiresAt)
 if not wasQueued and live and cur[1] == ARGV[2] then
   return {1, tonumber(cur[3]), expiresAt}
 end
-redis.call('ZREM', KEYS[4], ARGV[2])
+if record then
+  -- Its unit was counted to the end of its wait plus its lease (acquire.lua).
+  local deadline, ttl = string.match(record, '^%d+|(%d+)|(%d+)|')
+  if deadline then
+    quotaGive({KEYS[4], KEYS[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+  end
+end
 -- The caller's "retry after": when the lease it waited behind (or the one that took its place) ends.
 if live then
   return {0, expiresAt - nowMs}

@@ -8,7 +8,8 @@ Hash layout: see acquire.lua.
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
-KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): the evicted lease's slot is given back
+KEYS[4]  the count of the lock's quota shard (see _quota.lua)
+KEYS[5]  the ends of the lock's quota shard: the evicted lease's unit is given back
 ARGV[1]  fencing grace, ms
 ARGV[2]  grant channel prefix
 ARGV[3]  lock name (for the hand-over message)
@@ -18,6 +19,7 @@ Returns:
   {0}                                            no live lease; nothing changed
 ]]
 --- @include "_handover"
+--- @include "_quota"
 
 local cur = readLock(KEYS[1])
 if not isLive(cur[1], tonumber(cur[2])) then
@@ -25,8 +27,8 @@ if not isLive(cur[1], tonumber(cur[2])) then
 end
 
 local owner, holder, token = cur[1], cur[5] or '', tonumber(cur[3])
+quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
 freeLease(KEYS[1], cur, tonumber(ARGV[1]))
 publishChange(ARGV[2], ARGV[3], cur)
-redis.call('ZREM', KEYS[4], owner)
 handOverFree(KEYS, cur, tonumber(ARGV[1]), ARGV[2], ARGV[3])
 return {1, token, holder, owner}

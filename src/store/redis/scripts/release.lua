@@ -6,7 +6,8 @@ it even inside the same microsecond. Hash layout: see acquire.lua.
 KEYS[1]  the lock hash
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
-KEYS[4]  the quota slots of the lock's namespace (see acquire.lua): the lease's slot is given back
+KEYS[4]  the count of the lock's quota shard (see _quota.lua)
+KEYS[5]  the ends of the lock's quota shard: the lease's unit is given back
 ARGV[1]  owner token
 ARGV[2]  fencing grace, ms
 ARGV[3]  grant channel prefix
@@ -17,6 +18,7 @@ Returns:
   0   this token holds no live lease (expired, released, taken, unknown); nothing changed
 ]]
 --- @include "_handover"
+--- @include "_quota"
 
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
@@ -24,8 +26,8 @@ if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
+quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
 freeLease(KEYS[1], cur, tonumber(ARGV[2]))
 publishChange(ARGV[3], ARGV[4], cur)
-redis.call('ZREM', KEYS[4], ARGV[1])
 handOverFree(KEYS, cur, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 return 1

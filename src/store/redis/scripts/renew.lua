@@ -3,8 +3,9 @@ renew: extend a live lease, only for its owner. The fencing token does not chang
 Hash layout: see acquire.lua.
 
 KEYS[1]  the lock hash
-KEYS[2]  the quota slots of the lock's namespace (see acquire.lua): the lease's slot, if it has one,
-         lasts as long as the lease now does
+KEYS[2]  the count of the lock's quota shard (see _quota.lua): the lease's unit, if it has one, is
+         counted to the lease's new end
+KEYS[3]  the ends of the lock's quota shard
 ARGV[1]  owner token
 ARGV[2]  new lease length from now, ms (integer > 0)
 ARGV[3]  fencing grace, ms
@@ -14,6 +15,7 @@ Returns:
   {0}                              this token holds no live lease (expired, released, taken, unknown)
 ]]
 --- @include "_lock"
+--- @include "_quota"
 
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
@@ -23,9 +25,12 @@ end
 
 local ttl = tonumber(ARGV[2])
 local newExpiresAt = nowMs + ttl
+-- The lease's quota unit (if counted) moves to its new end's second; field b (a waiter's unit) is then done.
+local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
+quotaMove({KEYS[2], KEYS[3]}, from, to)
 redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
-keepLock(KEYS[1], ttl + tonumber(ARGV[3]), cur)
-if redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', newExpiresAt, ARGV[1]) == 1 and redis.call('PTTL', KEYS[2]) < ttl then
-  redis.call('PEXPIRE', KEYS[2], ttl + 1000)
+if cur[8] then
+  redis.call('HDEL', KEYS[1], 'b')
 end
+keepLock(KEYS[1], ttl + tonumber(ARGV[3]), cur)
 return {1, tonumber(cur[3]), newExpiresAt}

@@ -1,20 +1,27 @@
 --[[
-slot-extend: move an existing quota slot's end later (after a grant or a renewal), so the slot lasts
-as long as the lease it counts. Never creates a slot and never moves one earlier.
-Set layout: see slot-reserve.lua.
+slot-extend: count an existing quota unit of the slot calls (slot-reserve.lua) to a later end (after
+a grant or a renewal), so it lasts as long as the lease it counts. Never creates a unit and never
+moves one earlier.
 
-KEYS[1]  the namespace's slot set
+KEYS[1]  the count of the slot's quota shard (see _quota.lua)
+KEYS[2]  the ends of the slot's quota shard
 ARGV[1]  slot id
 ARGV[2]  new slot end, Unix ms on the Redis clock
 
 Returns:
-  1   the slot exists (its end is now at least ARGV[2])
-  0   no such slot; nothing changed
+  1   the unit exists (it is now counted at least to ARGV[2])
+  0   no such unit; nothing changed
 ]]
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+--- @include "_quota"
+
+local member = 'u:' .. ARGV[1]
+local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
+if not known then
   return 0
 end
-redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[2], ARGV[1])
-local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(latest[2]) - nowMs))
+local second = quotaSecond(tonumber(ARGV[2]))
+if second > known then
+  quotaMove({KEYS[1], KEYS[2]}, known, second)
+  redis.call('ZADD', KEYS[2], second, member)
+end
 return 1

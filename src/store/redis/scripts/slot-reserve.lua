@@ -1,27 +1,36 @@
 --[[
-slot-reserve: take one of a namespace's quota slots, if one is free. A slot is one lease's claim on
-the namespace's cap of locks held at once: member = slot id (the lease's owner token), score = when
-the slot ends (Unix ms on the Redis clock). Ended slots are dropped first, so a lease that expired
-without a release stops counting by itself. The set expires with its last slot.
+slot-reserve: take one unit of a namespace's quota for a lease kept by the slot calls (semaphores,
+read/write locks, lock sets), if its quota shard has one free. The unit counts in the same shard
+counts as the lock scripts' (_quota.lua), named by its slot id so slot-extend and slot-free find it:
+member "u:" .. slot id of the shard's ends set, score the second it is counted to. A unit that is
+never given back stops counting when its second ends.
 
-KEYS[1]  the namespace's slot set
+KEYS[1]  the count of the slot's quota shard (see _quota.lua)
+KEYS[2]  the ends of the slot's quota shard
 ARGV[1]  slot id
 ARGV[2]  slot length from now, ms (integer > 0)
-ARGV[3]  most slots the namespace may have at once (integer > 0)
+ARGV[3]  most units the shard may count at once: the namespace's limit over the shards, rounded up
 
 Returns:
   {1}                 reserved (or the slot already existed; its end moves later, never earlier)
-  {0, retryAfterMs}   the namespace is full; retryAfterMs = time until its earliest slot ends (>= 1)
+  {0, retryAfterMs}   the shard is full; retryAfterMs = time until its earliest counted second ends (>= 1)
 ]]
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', nowMs)
-local endMs = nowMs + tonumber(ARGV[2])
+--- @include "_quota"
 
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
-  local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, math.max(1, tonumber(earliest[2]) - nowMs)}
+local q = {KEYS[1], KEYS[2]}
+local member = 'u:' .. ARGV[1]
+local second = quotaSecond(nowMs + tonumber(ARGV[2]))
+local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
+if known then
+  if second > known then
+    quotaMove(q, known, second)
+    redis.call('ZADD', KEYS[2], second, member)
+  end
+  return {1}
 end
-
-redis.call('ZADD', KEYS[1], 'GT', endMs, ARGV[1])
-local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(latest[2]) - nowMs))
+local full = quotaTake(q, nowMs + tonumber(ARGV[2]), tonumber(ARGV[3]))
+if full then
+  return {0, full}
+end
+redis.call('ZADD', KEYS[2], second, member)
 return {1}

@@ -1,0 +1,121 @@
+--[[
+Shared include (not a command of its own): the namespace quota, one shard of it. A namespace's quota
+is split over QUOTA_SHARDS shards (src/store/redis/keys.ts); a lock counts in the shard its keys live
+in, so the lock scripts take and give its unit in the same atomic step as the grant or release. Each
+shard admits at most ceil(limit / shards) units (the caller passes that cap); docs/limits.md states
+what this bounds. Uses nowMs and fmt from _common.lua.
+
+A shard keeps COUNTS, not one entry per lease, so a held lock costs the quota no memory of its own:
+  count  HASH  n = units counted; m = the earliest counted second (absent when none); x = the latest;
+               "<second>" = units that end in that second (second = ceil(end ms / 1000))
+  ends   ZSET  member "<second>", score second: the counted seconds in order, so ended ones are
+               found without a scan; member "u:<unit id>", score its second: a unit taken through the
+               slot calls (slot-reserve.lua), whose caller names it by id rather than by its end
+A unit counts until the end of its second unless given back first; a take first drops the seconds
+that have ended (only when m says one has), so a lease that expires without a release stops counting
+within a second of its end. Both keys live until the latest counted second ends (plus a second).
+
+Defines:
+  quotaSecond(endMs) -> second
+  quotaTake(q, endMs, cap) -> nil, or retryAfterMs when the shard holds cap units
+  quotaAdd(q, second)          counts one unit in second (no cap: a renewal or a move)
+  quotaGive(q, second)         gives back one unit counted in second, if that second is still counted
+  quotaMove(q, fromSecond, toSecond)
+where q is {countKey, endsKey}.
+]]
+local function quotaSecond(endMs)
+  return math.ceil(endMs / 1000)
+end
+
+-- Drops the ended seconds (at most 1000 per call; the rest on the next) and returns the units left,
+-- and the earliest counted second left (nil when none).
+local function quotaSweep(q, n)
+  local nowSec = math.floor(nowMs / 1000)
+  local ended = redis.call('ZRANGE', q[2], '-inf', nowSec, 'BYSCORE', 'LIMIT', 0, 1000)
+  local seconds = {}
+  for _, member in ipairs(ended) do
+    if string.byte(member, 1) ~= 117 then -- not "u:..."
+      seconds[#seconds + 1] = member
+    end
+  end
+  if #seconds > 0 then
+    for _, v in ipairs(redis.call('HMGET', q[1], unpack(seconds))) do
+      n = n - (tonumber(v) or 0)
+    end
+    redis.call('HDEL', q[1], unpack(seconds))
+  end
+  if #ended > 0 then
+    redis.call('ZREM', q[2], unpack(ended))
+  end
+  n = math.max(0, n)
+  local first = tonumber(redis.call('ZRANGE', q[2], 0, 0, 'WITHSCORES')[2])
+  if first then
+    redis.call('HSET', q[1], 'n', n, 'm', first)
+  else
+    redis.call('HSET', q[1], 'n', n)
+    redis.call('HDEL', q[1], 'm')
+  end
+  return n, first
+end
+
+-- Counts one unit in second, given the shard's n, m and x and the second's count v as just read (nil
+-- when absent): one HSET, plus, the first time a second is counted, its index entry, and when it is
+-- the latest, both keys' expiry.
+local function quotaCount(q, second, n, m, x, v)
+  local set = {'n', n + 1, second, (v or 0) + 1}
+  if not m or second < m then
+    set[5], set[6] = 'm', second
+  end
+  local later = not x or second > x
+  if later then
+    set[#set + 1], set[#set + 2] = 'x', second
+  end
+  redis.call('HSET', q[1], unpack(set))
+  -- A second's count may stay at 0 after a give-back until the second is swept; it stays indexed.
+  if not v then
+    redis.call('ZADD', q[2], second, second)
+  end
+  if later then
+    -- Both keys last until the latest counted second has ended.
+    local keep = second * 1000 - nowMs + 1000
+    redis.call('PEXPIRE', q[1], keep)
+    redis.call('PEXPIRE', q[2], keep)
+  end
+end
+
+local function quotaAdd(q, second)
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
+  quotaCount(q, second, tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]))
+end
+
+local function quotaTake(q, endMs, cap)
+  local second = quotaSecond(endMs)
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
+  local n, m, v = tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[4])
+  if m and m * 1000 <= nowMs then
+    n, m = quotaSweep(q, n)
+  end
+  if n >= cap then
+    return math.max(1, (m or 0) * 1000 - nowMs)
+  end
+  quotaCount(q, second, n, m, tonumber(r[3]), v)
+  return nil
+end
+
+local function quotaGive(q, second)
+  local vn = redis.call('HMGET', q[1], second, 'n')
+  local left = tonumber(vn[1])
+  if not left or left <= 0 then
+    -- Ended and swept (or never counted): nothing of it is counted any more.
+    return
+  end
+  redis.call('HSET', q[1], second, left - 1, 'n', math.max(0, (tonumber(vn[2]) or 1) - 1))
+end
+
+local function quotaMove(q, fromSecond, toSecond)
+  if fromSecond == toSecond or (tonumber(redis.call('HGET', q[1], fromSecond)) or 0) <= 0 then
+    return
+  end
+  quotaGive(q, fromSecond)
+  quotaAdd(q, toSecond)
+end

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import type { LockStore } from '../../src/domain/lock-store.js';
+import { lockId } from '../../src/domain/namespaces.js';
+import { QUOTA_INSIDE_FROM, QUOTA_SHARDS, quotaShardsFor } from '../../src/store/redis/keys.js';
+import { openRedisStore } from '../helpers/redis-store.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * The bound docs/limits.md states for the Redis quota, on a real redis-server: a namespace never holds
+ * more than its limit plus (shards in use - 1); with uniformly spread keys (these fixed names), nobody
+ * is refused below 90% of the limit. Both ways the Redis store counts: inside the lock scripts (a limit
+ * of QUOTA_INSIDE_FROM or more, 16 shards) and through the slot calls (a smaller limit, fewer shards).
+ * The Cluster test (test/conformance/redis-cluster-store.test.ts) does the first on 3 masters.
+ */
+let server: RedisServer;
+let store: LockStore;
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  store = await openRedisStore(server, { keyPrefix: 'bound:', fenceGraceMs: 60_000 });
+});
+afterAll(async () => {
+  await store?.close();
+  await server?.stop();
+});
+
+/** Runs `fn` over 0..n-1, 100 at a time (each batch one write to Redis). */
+async function inBatches(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+  for (let from = 0; from < n; from += 100) await Promise.all(Array.from({ length: Math.min(100, n - from) }, (_v, j) => fn(from + j)));
+}
+
+describe('the Redis quota bound', () => {
+  it(`inside the lock scripts (limit ${QUOTA_INSIDE_FROM}, ${QUOTA_SHARDS} shards): never above the limit + 15, nobody refused below 90% of it`, async () => {
+    const limit = QUOTA_INSIDE_FROM;
+    let held = 0;
+    let firstRefusal: number | undefined;
+    await inBatches(limit + 1_000, async (i) => {
+      const got = await store.acquire({ key: lockId('inside', `job-${i}`), ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, maxHeldInNamespace: limit });
+      if (got.acquired) held++;
+      else {
+        expect(got.quotaFull).toBe(true);
+        firstRefusal ??= held;
+      }
+    });
+    console.log(`[quota] limit ${limit} inside the scripts: first refusal at ${firstRefusal} held, ${held} held in the end`);
+    expect(held).toBeLessThanOrEqual(limit + QUOTA_SHARDS - 1);
+    expect(firstRefusal).toBeGreaterThanOrEqual(0.9 * limit);
+  }, 120_000);
+
+  it('through the slot calls (limit 2,000: 3 shards of 667): never above the limit + 2, nobody refused below 90% of it', async () => {
+    const limit = 2_000;
+    expect(quotaShardsFor(limit)).toBe(3);
+    let held = 0;
+    let firstRefusal: number | undefined;
+    await inBatches(limit + 300, async (i) => {
+      const slot = await store.reserveSlot('through', `unit-${i}`, 60_000, limit);
+      if (slot.reserved) held++;
+      else firstRefusal ??= held;
+    });
+    console.log(`[quota] limit ${limit} through the slot calls: first refusal at ${firstRefusal} held, ${held} held in the end`);
+    expect(held).toBeLessThanOrEqual(limit + 2);
+    expect(firstRefusal).toBeGreaterThanOrEqual(0.9 * limit);
+  }, 120_000);
+
+  it('a limit under 1,200 is one shard: exact', async () => {
+    const limit = 1_199;
+    expect(quotaShardsFor(limit)).toBe(1);
+    let held = 0;
+    await inBatches(limit + 100, async (i) => {
+      if ((await store.reserveSlot('exact', `unit-${i}`, 60_000, limit)).reserved) held++;
+    });
+    expect(held).toBe(limit);
+  }, 120_000);
+});
