@@ -119,7 +119,8 @@ export interface Keyholder {
 
 /**
  * keyholder as `npm start` runs it after `npm run build`: `node dist/server.js`, production mode,
- * REDIS_URL, LOG_LEVEL=info (one request line per call), metrics on (always served at /metrics).
+ * REDIS_URL, LOG_LEVEL=info with the default ACCESS_LOG=sampled (request counts, one line in 100, every 5xx and
+ * slow one), metrics on (always served at /metrics). BENCH_ENV='{"ACCESS_LOG":"full"}' measures a line per request.
  */
 export async function startKeyholder(
   name: string,

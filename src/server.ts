@@ -46,6 +46,7 @@ async function main(): Promise<void> {
     httpTimeouts: config.httpTimeouts,
     trustProxy: config.trustProxy,
     loadBudget: config.loadBudget,
+    accessLog: config.accessLog,
   });
   app.addHook('onClose', async () => {
     await store.close();
