@@ -6,6 +6,8 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import hdr from 'hdr-histogram-js';
 import { Redis } from 'ioredis';
+import { Client as LiveMutexClient } from 'live-mutex';
+import { Mutex } from 'redis-semaphore';
 import { Pool } from 'undici';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { parseAcquire, parseRelease } from '../src/store/redis/replies.js';
@@ -150,6 +152,8 @@ interface Scenario {
   client(i: number): Promise<Unit>;
   close(): Promise<void>;
   handOff?: HandOffClock;
+  /** The locking work runs in this process (a library, no server): its CPU is this process's own. */
+  inProcess?: true;
 }
 
 /** The semaphore scenario's keys and their limit. */
@@ -282,7 +286,9 @@ function httpScenario(task: LoopTask): Scenario {
       };
     }
     case 'floor-redis':
-      throw new Error('floor-redis is not an HTTP scenario');
+    case 'peer-live-mutex':
+    case 'peer-redis-semaphore':
+      throw new Error(`${task.scenario} is not an HTTP scenario`);
   }
 }
 
@@ -337,8 +343,87 @@ function redisScenario(task: LoopTask): Scenario {
   };
 }
 
+/**
+ * The live-mutex peer: one client (one TCP connection) per concurrent caller, as the HTTP scenarios
+ * have one keep-alive connection each, on distinct keys. The broker answers lock and unlock; there is
+ * no token to check against a resource.
+ */
+function liveMutexScenario(task: LoopTask): Scenario {
+  const { hostname, port } = new URL(task.target);
+  const clients: LiveMutexClient[] = [];
+  let next = 0;
+  return {
+    close: async () => {
+      for (const client of clients) client.close();
+    },
+    client: async () => {
+      const client = await new LiveMutexClient({ host: hostname, port: Number(port), noDelay: true }).ensure();
+      clients.push(client);
+      return async (run) => {
+        const key = `bench-lmx:${next++ % DISTINCT_KEYS}`;
+        const t0 = performance.now();
+        const lock = await client.acquire(key, { ttl: 30_000 });
+        const t1 = performance.now();
+        run.record('acquire', t1 - t0);
+        await client.release(key, { id: lock.id });
+        const t2 = performance.now();
+        run.record('release', t2 - t1);
+        run.record('pair', t2 - t0);
+        run.done();
+      };
+    },
+  };
+}
+
+/**
+ * The redis-semaphore peer: its Mutex in this process against the bench's Redis (one connection, as an
+ * application would share), on distinct keys. No service in between: the figures are a library's, and
+ * a caller that finds the key held polls (retryInterval) rather than queueing.
+ */
+function redisSemaphoreScenario(task: LoopTask): Scenario {
+  const redis = new Redis(task.target, { maxRetriesPerRequest: 0, commandTimeout: 5_000 });
+  let next = 0;
+  return {
+    inProcess: true,
+    close: async () => {
+      await redis.quit();
+    },
+    client: async () => async (run) => {
+      const mutex = new Mutex(redis, `bench-rsem:${next++ % DISTINCT_KEYS}`, { lockTimeout: 30_000, acquireTimeout: 10_000 });
+      const t0 = performance.now();
+      await mutex.acquire();
+      const t1 = performance.now();
+      run.record('acquire', t1 - t0);
+      await mutex.release();
+      const t2 = performance.now();
+      run.record('release', t2 - t1);
+      run.record('pair', t2 - t0);
+      run.done();
+    },
+  };
+}
+
+function scenarioFor(task: LoopTask): Scenario {
+  switch (task.scenario) {
+    case 'floor-redis':
+      return redisScenario(task);
+    case 'peer-live-mutex':
+      return liveMutexScenario(task);
+    case 'peer-redis-semaphore':
+      return redisSemaphoreScenario(task);
+    default:
+      return httpScenario(task);
+  }
+}
+
+/** User + system CPU seconds of this process so far. */
+function ownCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
 async function runLoop(task: LoopTask): Promise<LoopResult> {
-  const scenario = task.scenario === 'floor-redis' ? redisScenario(task) : httpScenario(task);
+  const scenario = scenarioFor(task);
   const units = await Promise.all(Array.from({ length: task.concurrency }, (_, i) => scenario.client(i)));
   const run = new Run();
   const clients = units.map(async (unit) => {
@@ -351,7 +436,7 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     }
   });
   const cpu = () => ({
-    server: task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
+    server: scenario.inProcess ? ownCpuSeconds() : task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
     redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
   });
   const stats = task.redisUrl ? new Redis(task.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;

@@ -1,11 +1,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../test/helpers/redis-server.js';
 
-/** The processes the benchmark starts and measures: keyholder, the bare-Fastify floor, the lock floor and etcd. */
+/**
+ * The processes the benchmark starts and measures: keyholder, the bare-Fastify floor, the lock floor,
+ * etcd and the live-mutex broker.
+ */
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -78,6 +82,24 @@ export class OwnedProcess {
     }
   }
 
+  /** Waits until something accepts TCP connections on `port` (a server that speaks no HTTP). */
+  async waitTcp(port: number): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (this.exitInfo !== undefined) throw new Error(`${this.name} exited before it was ready: ${this.exitInfo}\n${this.tailLog()}`);
+      const open = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host: '127.0.0.1', port }, () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      });
+      if (open) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`${this.name} did not accept connections on port ${port}\n${this.tailLog()}`);
+  }
+
   async stop(): Promise<void> {
     if (this.exitInfo === undefined) {
       const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
@@ -97,7 +119,8 @@ export interface Keyholder {
 
 /**
  * keyholder as `npm start` runs it after `npm run build`: `node dist/server.js`, production mode,
- * REDIS_URL, LOG_LEVEL=info (one request line per call), metrics on (always served at /metrics).
+ * REDIS_URL, LOG_LEVEL=info with the default ACCESS_LOG=sampled (request counts, one line in 100, every 5xx and
+ * slow one), metrics on (always served at /metrics). BENCH_ENV='{"ACCESS_LOG":"full"}' measures a line per request.
  */
 export async function startKeyholder(
   name: string,
@@ -149,6 +172,20 @@ export async function startFloorLock(dir: string, redisUrl: string): Promise<Key
   const url = `http://127.0.0.1:${port}`;
   await proc.waitReady(`${url}/ready`);
   return { proc, url };
+}
+
+/** The live-mutex peer (live-mutex-broker.ts): its TCP broker, in its own process; `url` is tcp://host:port. */
+export async function startLiveMutexBroker(dir: string): Promise<Keyholder> {
+  const port = await freePort();
+  const proc = OwnedProcess.spawn(
+    'live-mutex',
+    process.execPath,
+    ['--import', 'tsx', 'bench/live-mutex-broker.ts'],
+    { NODE_ENV: 'production', PORT: String(port) },
+    dir,
+  );
+  await proc.waitTcp(port);
+  return { proc, url: `tcp://127.0.0.1:${port}` };
 }
 
 export function etcdInstalled(): boolean {

@@ -1,11 +1,24 @@
 /** Messages between the benchmark runner and its load-generating worker process. */
 
-export type LoopScenario = 'pairs' | 'semaphore' | 'hot' | 'renew' | 'floor-http' | 'floor-lock' | 'floor-redis' | 'peer-etcd';
+export type LoopScenario =
+  | 'pairs'
+  | 'semaphore'
+  | 'hot'
+  | 'renew'
+  | 'floor-http'
+  | 'floor-lock'
+  | 'floor-redis'
+  | 'peer-etcd'
+  | 'peer-live-mutex'
+  | 'peer-redis-semaphore';
 
 export interface LoopTask {
   readonly kind: 'loop';
   readonly scenario: LoopScenario;
-  /** Base URL of the HTTP target (keyholder, the floor or etcd); the Redis URL for floor-redis. */
+  /**
+   * Base URL of the HTTP target (keyholder, the floor or etcd); the Redis URL for floor-redis and
+   * peer-redis-semaphore; tcp://host:port of the broker for peer-live-mutex.
+   */
   readonly target: string;
   readonly concurrency: number;
   readonly warmMs: number;
@@ -88,6 +101,10 @@ export interface LoopResult {
   readonly latency: Record<string, Percentiles>;
   /** Answers other than the expected success, by operation and status. */
   readonly errors: Record<string, number>;
+  /**
+   * CPU of the process that does the locking work: the server's, or for an in-process library
+   * (peer-redis-semaphore) the load process's own, since that is where the library runs.
+   */
   readonly serverCpuSeconds?: number;
   readonly redisCpuSeconds?: number;
   /**

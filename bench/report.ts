@@ -67,7 +67,98 @@ export const SCENARIOS: ReadonlyArray<{ id: LoopScenario; name: string; unit: st
   { id: 'floor-lock', name: 'floor-lock (naive lock service)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release (2 HTTP requests, 1 script each)' },
   { id: 'floor-redis', name: 'floor-redis (Lua via ioredis)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release scripts (2 Redis calls)' },
   { id: 'peer-etcd', name: 'peer-etcd (lease+lock+unlock)', unit: 'pairs/s', op: 'lock', callsPerUnit: 3, calls: 'lease grant + lock + unlock (3 HTTP calls)' },
+  { id: 'peer-live-mutex', name: 'peer-live-mutex (TCP broker)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'lock + unlock (2 broker messages over TCP)' },
+  {
+    id: 'peer-redis-semaphore',
+    name: 'peer-redis-semaphore (in-process Mutex)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire + release (2 Redis calls from the load process)',
+  },
 ];
+
+/**
+ * The lock services side by side, with what each gives: the figures are only comparable next to it.
+ * keyholder's row is its production settings (API keys, rate limiter, quota, logs, metrics).
+ */
+const PEERS: ReadonlyArray<{ id: LoopScenario; runs: string; fencing: string; auth: string; waiting: string; persistence: string }> = [
+  {
+    id: 'pairs',
+    runs: 'HTTP service (Fastify) over Redis, one Lua script per call',
+    fencing: 'yes: per-key token, never goes back',
+    auth: 'API keys with scopes, per-namespace quota, rate limit',
+    waiting: 'FIFO queue (waitMs), woken by the release',
+    persistence: 'Redis (AOF, replicas, Sentinel, Cluster) or etcd',
+  },
+  {
+    id: 'floor-lock',
+    runs: 'naive HTTP service (Fastify) over Redis, one Lua script per call',
+    fencing: 'yes: INCR counter',
+    auth: 'none',
+    waiting: 'none (409)',
+    persistence: 'Redis',
+  },
+  {
+    id: 'peer-etcd',
+    runs: 'etcd v3 JSON gateway: lease grant + lock + unlock',
+    fencing: 'the lock key\'s revision can serve',
+    auth: 'etcd users and roles (off here)',
+    waiting: 'yes, in revision order',
+    persistence: 'raft log, fsync per write',
+  },
+  {
+    id: 'peer-live-mutex',
+    runs: 'Node TCP broker (live-mutex), locks in its memory',
+    fencing: 'none',
+    auth: 'none',
+    waiting: 'queue in the broker',
+    persistence: 'none: a broker restart forgets every lock',
+  },
+  {
+    id: 'peer-redis-semaphore',
+    runs: 'library in the caller\'s process (redis-semaphore Mutex), no service',
+    fencing: 'none',
+    auth: 'the Redis connection\'s own',
+    waiting: 'polling (every 10 ms)',
+    persistence: 'Redis',
+  },
+];
+
+/** The peers table: each lock service's pairs/s, CPU per pair, acquire latency tail, and what it gives. */
+export function peersTable(report: Report, c = 50): string {
+  const keyholder = rounds(report.results, 'pairs', c);
+  const lines = [
+    `Concurrency ${c}, acquire + release pairs on distinct keys; median over rounds (min–max). Server CPU: the serving process ` +
+      '(for redis-semaphore, the load process, where the library runs). The acquire column is the call that takes the lock ' +
+      '(etcd: lock, after its lease grant). Ratios are to keyholder within each round.',
+    '',
+    '| lock service | how it runs | pairs/s | ÷ keyholder | server CPU µs per pair | Redis CPU µs per pair | acquire p99 ms | acquire p99.9 ms | fencing | auth | waiting | persistence |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |',
+  ];
+  for (const peer of PEERS) {
+    const rs = rounds(report.results, peer.id, c);
+    if (rs.length === 0) continue;
+    const op = scenarioOf(peer.id).op;
+    const lat = rs.map((r) => r.latency[op]);
+    const perPair = (cpu: (r: LoopResult) => number | undefined) =>
+      spread(
+        rs.map((r) => {
+          const v = cpu(r);
+          return v === undefined || r.units === 0 ? undefined : (v / r.units) * 1e6;
+        }),
+        0,
+      );
+    lines.push(
+      `| ${scenarioOf(peer.id).name} | ${peer.runs} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} | ` +
+        `${peer.id === 'pairs' ? '1' : spread(perRound(rs, keyholder, (x, y) => x.unitsPerSecond / y.unitsPerSecond), 2)} | ` +
+        `${perPair((r) => r.serverCpuSeconds)} | ${perPair((r) => r.redisCpuSeconds)} | ` +
+        `${spread(lat.map((l) => l?.p99), 2)} | ${spread(lat.map((l) => l?.p999), 2)} | ` +
+        `${peer.fencing} | ${peer.auth} | ${peer.waiting} | ${peer.persistence} |`,
+    );
+  }
+  return lines.join('\n');
+}
 
 function scenarioOf(id: LoopScenario) {
   return SCENARIOS.find((s) => s.id === id) as (typeof SCENARIOS)[number];
@@ -95,7 +186,7 @@ export function resultsTable(report: Report): string {
           `${spread(rs.map((r) => r.unitsPerSecond * s.callsPerUnit), 0)} | ${s.op} | ` +
           `${spread(lat.map((l) => l?.p50), 2)} | ${spread(lat.map((l) => l?.p99), 2)} | ${spread(lat.map((l) => l?.p999), 2)} | ` +
           `${spread(rs.map((r) => perThousand(r.serverCpuSeconds, r.units)), 3)} | ` +
-          `${s.id === 'peer-etcd' || s.id === 'floor-http' ? '–' : spread(rs.map((r) => perThousand(r.redisCpuSeconds, r.units)), 3)} | ${errors} |`,
+          `${s.id === 'peer-etcd' || s.id === 'floor-http' || s.id === 'peer-live-mutex' ? '–' : spread(rs.map((r) => perThousand(r.redisCpuSeconds, r.units)), 3)} | ${errors} |`,
       );
     }
   }
@@ -162,6 +253,21 @@ export function targets(report: Report): Target[] {
     ...throughputRatios(r, 50, 'floor-http'),
     digits: 3,
     met: (v) => v >= 0.7,
+  });
+  const cpuVsFloor = perRound(pairs50, rounds(r, 'floor-lock', 50), (x, y) => {
+    const a = perThousand(x.serverCpuSeconds, x.units);
+    const b = perThousand(y.serverCpuSeconds, y.units);
+    return a === undefined || b === undefined || b === 0 ? undefined : a / b;
+  });
+  list.push({
+    name: 'server CPU per pair ÷ floor-lock (c=50)',
+    units: 'a pair on each side: user+system CPU of the serving process',
+    goal: '≤ 1.35',
+    on: 'per pair',
+    perRequest: cpuVsFloor,
+    perPair: cpuVsFloor,
+    digits: 2,
+    met: (v) => v <= 1.35,
   });
   const p99 = perRound(pairs50, rounds(r, 'floor-http', 50), (x, y) =>
     x.latency.acquire && y.latency.request ? x.latency.acquire.p99 / y.latency.request.p99 : undefined,
@@ -262,7 +368,7 @@ function commandsTable(report: Report): string {
     '| --- | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const c of report.settings.concurrencies) {
-    for (const id of ['pairs', 'floor-lock', 'floor-redis'] as const) {
+    for (const id of ['pairs', 'floor-lock', 'floor-redis', 'peer-redis-semaphore'] as const) {
       const rs = rounds(report.results, id, c);
       const per = rs.map(commandsPerPair);
       if (per.every((p) => p === undefined)) continue;
@@ -399,6 +505,10 @@ export function renderReport(report: Report, memoryGraceMs: number): string {
     '### Targets',
     '',
     targetsTable(report),
+    '',
+    '### Peers',
+    '',
+    peersTable(report),
     '',
     '### Redis commands per lock pair',
     '',

@@ -6,7 +6,19 @@ import { parseArgs } from 'node:util';
 import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WatchResult, WorkerMessage } from './protocol.js';
-import { benchDir, etcdInstalled, etcdVersion, removeDir, ROOT, startEtcd, startFloorHttp, startFloorLock, startKeyholder, type OwnedProcess } from './procs.js';
+import {
+  benchDir,
+  etcdInstalled,
+  etcdVersion,
+  removeDir,
+  ROOT,
+  startEtcd,
+  startFloorHttp,
+  startFloorLock,
+  startKeyholder,
+  startLiveMutexBroker,
+  type OwnedProcess,
+} from './procs.js';
 import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 import { renderProfile, summariseProfiles } from './profile.js';
@@ -14,12 +26,24 @@ import { DEFAULT_BURST, measureBurst } from './burst.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
- * a bare-Fastify floor and, when installed, etcd, all on loopback; drives them from a separate load
+ * a bare-Fastify floor, the naive lock floor, the peers (live-mutex's broker; redis-semaphore runs in
+ * the load process) and, when installed, etcd, all on loopback; drives them from a separate load
  * process; prints a Markdown report on stdout and a progress line on stderr, and keeps the report and
  * its raw JSON in bench/results/ (one pair of files per run, plus latest.md and latest.json).
  */
 
-const ALL_SCENARIOS: LoopScenario[] = ['floor-http', 'floor-lock', 'pairs', 'semaphore', 'floor-redis', 'renew', 'hot', 'peer-etcd'];
+const ALL_SCENARIOS: LoopScenario[] = [
+  'floor-http',
+  'floor-lock',
+  'pairs',
+  'semaphore',
+  'floor-redis',
+  'renew',
+  'hot',
+  'peer-etcd',
+  'peer-live-mutex',
+  'peer-redis-semaphore',
+];
 
 const USAGE = `npm run bench -- [options]
 
@@ -91,6 +115,8 @@ const settings = {
   concurrencies: args.concurrency ? args.concurrency.split(',').map(Number) : quick ? [50] : [50, 200],
 };
 const selected = args.scenarios ? (args.scenarios.split(',') as LoopScenario[]) : ALL_SCENARIOS;
+/** The scenarios that are one lock pair each on the bench's Redis: their Redis commands per pair are counted. */
+const REDIS_PAIR_SCENARIOS: readonly LoopScenario[] = ['pairs', 'floor-lock', 'floor-redis', 'peer-redis-semaphore'];
 /** The memory measurement's grace: short, so the idle keys are seen to disappear. */
 const MEMORY_FENCE_GRACE_MS = 1000;
 
@@ -165,7 +191,7 @@ async function main(): Promise<void> {
   let redis: RedisServer | undefined;
   let worker: LoadWorker | undefined;
   try {
-    progress('starting redis-server, keyholder, floor-http, floor-lock' + (etcdInstalled() ? ', etcd' : ''));
+    progress('starting redis-server, keyholder, floor-http, floor-lock, live-mutex' + (etcdInstalled() ? ', etcd' : ''));
     redis = await RedisServer.start();
     const redisPid = redis.pid as number;
     const profileDir = join(ROOT, '.tmp/bench-profiles', startedAt.replace(/[:.]/g, '-'));
@@ -203,6 +229,8 @@ async function main(): Promise<void> {
     if (floorLock) owned.push(floorLock.proc);
     const etcd = runs('loops') && etcdInstalled() && selected.includes('peer-etcd') ? await startEtcd(dir) : undefined;
     if (etcd) owned.push(etcd.proc);
+    const liveMutex = runs('loops') && selected.includes('peer-live-mutex') ? await startLiveMutexBroker(dir) : undefined;
+    if (liveMutex) owned.push(liveMutex.proc);
     worker = new LoadWorker();
 
     let memory: MemoryResult | undefined;
@@ -219,7 +247,8 @@ async function main(): Promise<void> {
     }
 
     const results: Results = new Map();
-    const targetOf = (s: LoopScenario): { url: string; pid: number; proc?: OwnedProcess } | undefined => {
+    /** `pid`: the process whose CPU is the scenario's server CPU (none for the in-process library). */
+    const targetOf = (s: LoopScenario): { url: string; pid?: number; proc?: OwnedProcess } | undefined => {
       switch (s) {
         case 'pairs':
         case 'semaphore':
@@ -234,6 +263,10 @@ async function main(): Promise<void> {
           return { url: (redis as RedisServer).url, pid: redisPid };
         case 'peer-etcd':
           return etcd ? { url: etcd.url, pid: etcd.proc.pid, proc: etcd.proc } : undefined;
+        case 'peer-live-mutex':
+          return liveMutex ? { url: liveMutex.url, pid: liveMutex.proc.pid, proc: liveMutex.proc } : undefined;
+        case 'peer-redis-semaphore':
+          return { url: (redis as RedisServer).url };
       }
     };
     for (let round = 1; runs('loops') && round <= settings.rounds; round++) {
@@ -251,9 +284,9 @@ async function main(): Promise<void> {
             durationMs: settings.durationMs,
             tag: `${round}-${c}-${Date.now()}`,
             serverPid: scenario === 'floor-redis' ? undefined : target.pid,
-            redisPid: scenario === 'floor-http' || scenario === 'peer-etcd' ? undefined : redisPid,
+            redisPid: scenario === 'floor-http' || scenario === 'peer-etcd' || scenario === 'peer-live-mutex' ? undefined : redisPid,
             // Which Redis commands one unit costs, for the scenarios that are one lock pair each.
-            ...(scenario === 'pairs' || scenario === 'floor-lock' || scenario === 'floor-redis' ? { redisUrl: redis.url } : {}),
+            ...(REDIS_PAIR_SCENARIOS.includes(scenario) ? { redisUrl: redis.url } : {}),
           });
           // Logs of a scenario are not kept: a full run would otherwise write gigabytes.
           target.proc?.truncateLog();

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
+import { DEFAULT_ACCESS_LOG, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
 import type { LockStore } from './domain/lock-store.js';
@@ -31,8 +31,8 @@ import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import type { Metrics } from './observability/metrics.js';
-import { RequestLog } from './observability/request-log.js';
 import type { Tracing } from './observability/tracing.js';
+import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -56,6 +56,8 @@ export interface AppDeps {
   readonly tracing?: Pick<Tracing, 'traceRequests'>;
   /** Connections kept open at once; past it, see connection-budget.ts. No cap when absent. */
   readonly maxConnections?: number;
+  /** Which request lines are written (ACCESS_LOG); DEFAULT_ACCESS_LOG (sampled) when absent. */
+  readonly accessLog?: AccessLogSettings;
 }
 
 /**
@@ -77,6 +79,7 @@ export const API_INFO = {
 /** Builds the app: plugins and routes. Never reads the environment and never listens. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const timeouts = deps.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS;
+  const requestLog = new RequestLog(deps.logger, deps.accessLog ?? DEFAULT_ACCESS_LOG);
   const app = Fastify({
     loggerInstance: deps.logger,
     trustProxy: deps.trustProxy ?? false,
@@ -87,7 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       headersTimeout: timeouts.headersTimeoutMs,
       connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
     },
-    logController: new RequestLog(deps.logger),
+    logController: requestLog,
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -114,6 +117,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app);
 
   deps.tracing?.traceRequests(app);
+  // The counts of the last interval are written before the process goes.
+  app.addHook('onClose', (_instance, done) => {
+    requestLog.close();
+    done();
+  });
 
   let closing = false;
   app.addHook('preClose', async () => {

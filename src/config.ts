@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { LockLimits } from './domain/limits.js';
 import type { LoadBudget } from './http/load-shedding.js';
+import type { AccessLogSettings } from './observability/request-log.js';
 
 
 /**
@@ -68,7 +69,24 @@ export const EnvSchema = z
     LOG_LEVEL: z.preprocess(
       emptyAsUndefined,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    ).describe('Least severe level logged. Logs are JSON lines on stdout: the one line per answered request is written in batches (within 200 ms), every other line at once.'),
+    ).describe('Least severe level logged. Logs are JSON lines on stdout: request lines at info are written in batches (within 200 ms), every other line at once.'),
+    /**
+     * A line per request costs about as much CPU as the lock call itself under load, and most of them
+     * say "200"; `sampled` keeps what an operator reads (see docs/operations.md#logs-and-shutdown).
+     */
+    ACCESS_LOG: z.preprocess(emptyAsUndefined, z.enum(['sampled', 'full']).default('sampled'))
+      .describe(
+        'Request lines at info: `sampled` writes a count per route and status every `ACCESS_LOG_SUMMARY_MS` and one request line ' +
+          'in `ACCESS_LOG_SAMPLE_EVERY`; `full` writes one line per request. Either way every 5xx answer, every slow request and every ' +
+          'warning, error and audit line is written. See [Logs](operations.md#logs-and-shutdown).',
+      ),
+    ACCESS_LOG_SAMPLE_EVERY: intFromEnv(0, 1_000_000, 100)
+      .describe('With `ACCESS_LOG=sampled`: one request line in this many is written in full (0: none).'),
+    ACCESS_LOG_SUMMARY_MS: intFromEnv(100, 3_600_000, 10_000)
+      .describe('With `ACCESS_LOG=sampled`: how often the count of answered requests by route and status is written (nothing when there were none).'),
+    /** 1 s past what the caller asked to wait: a lock call takes milliseconds; this is a stuck store or a starved process. */
+    SLOW_REQUEST_MS: intFromEnv(1, 3_600_000, 1_000)
+      .describe('A request answered this much later than the `waitMs` it asked for (0 when none) is written as a warning, whatever `ACCESS_LOG` says.'),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
     REDIS_URL: z.preprocess(
       emptyAsUndefined,
@@ -424,6 +442,8 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Which request lines are written (see ACCESS_LOG). */
+  readonly accessLog: AccessLogSettings;
   readonly store: StoreConfig;
   readonly limits: LockLimits;
   readonly fenceGraceMs: number;
@@ -478,6 +498,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
+    accessLog: Object.freeze({
+      mode: e.ACCESS_LOG,
+      sampleEvery: e.ACCESS_LOG_SAMPLE_EVERY,
+      summaryMs: e.ACCESS_LOG_SUMMARY_MS,
+      slowMs: e.SLOW_REQUEST_MS,
+    }),
     store:
       e.KEYHOLDER_STORE === 'etcd' && e.ETCD_ENDPOINTS !== undefined
         ? Object.freeze({
@@ -572,3 +598,4 @@ function parseTrustProxy(value: string): TrustProxy {
 export const DEFAULT_CONFIG: Config = loadConfig({});
 export const DEFAULT_LIMITS: LockLimits = DEFAULT_CONFIG.limits;
 export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = DEFAULT_CONFIG.httpTimeouts;
+export const DEFAULT_ACCESS_LOG: AccessLogSettings = DEFAULT_CONFIG.accessLog;

@@ -57,6 +57,7 @@ async function main(): Promise<void> {
     loadBudget: config.loadBudget,
     ...(tracing ? { tracing } : {}),
     maxConnections,
+    accessLog: config.accessLog,
   });
   app.addHook('onClose', async () => {
     await store.close();

@@ -90,26 +90,35 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
       throw new Error(`route ${methods.join(',')} ${route.url} declares no access rule (config.access)`);
     }
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style: it runs on every request, and an async hook costs a promise each time. A refusal is
+  // sent from here and `done` is then not called (Fastify's rule for answering from a callback hook).
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!authenticate(request, reply)) done();
+  });
+
+  /** Sets request.principal, or answers the refusal; true when it answered. */
+  function authenticate(request: FastifyRequest, reply: FastifyReply): boolean {
     const access = accessOf(request);
-    if (access === 'public') return;
+    if (access === 'public') return false;
     let principal: Principal;
     if (auth.mode === 'open') {
       principal = OPEN_PRINCIPAL;
     } else {
       const header = request.headers.authorization;
-      if (header === undefined) return unauthenticated(request, reply, false);
+      if (header === undefined) return refused(unauthenticated(request, reply, false));
       // Node keeps the first of several Authorization headers and drops the rest; a proxy may keep the
       // last. Which key is meant is ambiguous, so neither is used.
       if (authorizationHeaders(request) > 1) {
         const message = 'must be sent once';
-        return sendProblem(request, reply, 'invalid_request', `Authorization: ${message}`, {
-          errors: [{ field: 'Authorization', message }],
-        });
+        return refused(
+          sendProblem(request, reply, 'invalid_request', `Authorization: ${message}`, {
+            errors: [{ field: 'Authorization', message }],
+          }),
+        );
       }
       const token = BEARER.exec(header)?.[1];
       const found = token === undefined ? null : auth.keyring.authenticate(token);
-      if (found === null) return unauthenticated(request, reply, true);
+      if (found === null) return refused(unauthenticated(request, reply, true));
       principal = found;
     }
     // The request line names the key id (RequestLog reads it from here), never the key itself. Not a
@@ -118,7 +127,11 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     // A request no route matched (404, 405) needs a valid key but no scope: its answer reveals nothing,
     // and a team's key sending the wrong method should hear 405, not 403.
     if (request.routeOptions.url !== undefined && !principal.scopes.has(access)) {
-      return sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`);
+      return refused(sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`));
     }
-  });
+    return false;
+  }
 }
+
+/** The refusal has been sent. */
+const refused = (_sent: FastifyReply): true => true;

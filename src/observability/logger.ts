@@ -111,7 +111,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   const options = {
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    // The request line is written by our own onResponse hook (one line per request); keep req/res lean.
+    // Request lines are written by RequestLog (request-log.ts) with their own fields; keep req/res lean.
     serializers: {
       err: serializeError,
     },

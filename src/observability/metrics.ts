@@ -7,6 +7,7 @@ import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
 import type { Tracing } from './tracing.js';
+import { LeanHistogram } from './lean-histogram.js';
 
 /**
  * Prometheus metrics for one app. Names follow Prometheus conventions: a `keyholder_` prefix, base
@@ -67,13 +68,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['operation', 'outcome'] as const,
     registers: [registry],
   });
-  const operationSeconds = new Histogram({
-    name: 'keyholder_lock_operation_duration_seconds',
-    help: 'Time to answer a lock operation, store round trip included, by operation; operation="acquire" is the acquire latency.',
-    labelNames: ['operation'] as const,
-    buckets: OPERATION_BUCKETS_SECONDS,
-    registers: [registry],
-  });
+  // Lean (lean-histogram.ts): the three histograms every lock call records into.
+  const operationSeconds = new LeanHistogram(
+    'keyholder_lock_operation_duration_seconds',
+    'Time to answer a lock operation, store round trip included, by operation; operation="acquire" is the acquire latency.',
+    ['operation'],
+    OPERATION_BUCKETS_SECONDS,
+    registry,
+  );
   const lostLeases = new Counter({
     name: 'keyholder_lost_leases_total',
     help: 'Renews or releases that came after the lease was gone (expired, released or taken over): the caller ran its critical section unprotected.',
@@ -109,13 +111,25 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   let waitingCallers: () => number = () => 0;
 
-  const holdSeconds = new Histogram({
-    name: 'keyholder_lock_hold_seconds',
-    help: 'Time from grant to release, for leases granted and released through this instance.',
-    buckets: HOLD_BUCKETS_SECONDS,
-    registers: [registry],
-    enableExemplars: tracing !== undefined,
-  });
+  // With tracing on, prom-client's histogram (it carries exemplars); off, the lean one of the request path.
+  const holdWithExemplars = tracing
+    ? new Histogram({
+        name: 'keyholder_lock_hold_seconds',
+        help: 'Time from grant to release, for leases granted and released through this instance.',
+        buckets: HOLD_BUCKETS_SECONDS,
+        registers: [registry],
+        enableExemplars: true,
+      })
+    : undefined;
+  const holdSeconds =
+    holdWithExemplars ??
+    new LeanHistogram(
+      'keyholder_lock_hold_seconds',
+      'Time from grant to release, for leases granted and released through this instance.',
+      [],
+      HOLD_BUCKETS_SECONDS,
+      registry,
+    ).labels();
   const expiredLeases = new Counter({
     name: 'keyholder_leases_expired_total',
     help: 'Leases granted by this instance that ran out without a release through this instance.',
@@ -131,13 +145,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   });
 
-  const storeSeconds = new Histogram({
-    name: 'keyholder_store_operation_duration_seconds',
-    help: 'Store call latency by operation (acquire, renew, release, inspect, ping) and result (ok, unavailable, error).',
-    labelNames: ['operation', 'result'] as const,
-    buckets: OPERATION_BUCKETS_SECONDS,
-    registers: [registry],
-  });
+  const storeSeconds = new LeanHistogram(
+    'keyholder_store_operation_duration_seconds',
+    'Store call latency by operation (acquire, renew, release, inspect, ping) and result (ok, unavailable, error).',
+    ['operation', 'result'],
+    OPERATION_BUCKETS_SECONDS,
+    registry,
+  );
   const storeSecondsOf = childrenOf(storeSeconds);
   let instrumented: LockStore | undefined;
   const storeUp = new Gauge({
@@ -167,7 +181,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       storeUpOf(instrumented.kind).set(up);
     },
     leaseHeld(heldSeconds) {
-      if (tracing) observeWithExemplar(holdSeconds, {}, heldSeconds, tracing);
+      if (tracing && holdWithExemplars) observeWithExemplar(holdWithExemplars, {}, heldSeconds, tracing);
       else holdSeconds.observe(heldSeconds);
     },
   };
@@ -286,19 +300,21 @@ function observeWithExemplar<L extends string>(
 }
 
 /**
- * A metric's labelled child for each combination of label values, made on first use and kept: the
- * lock calls record several metrics each, and prom-client's `labels()` hashes the values anew on every
- * call. The label values are a few fixed words (see the interface above), so the map stays small.
- * (Nothing here resets these metrics; a reset would detach the kept children.)
+ * A metric's labelled child for each combination of one or two label values, made on first use and
+ * kept: the lock calls record several metrics each, and prom-client's `labels()` hashes the values anew
+ * on every call. Two map look-ups and no allocation per call (no rest array, no joined key). The label
+ * values are a few fixed words (see the interface above), so the maps stay small. (Nothing here resets
+ * these metrics; a reset would detach the kept children.)
  */
-function childrenOf<C>(metric: { labels(...values: string[]): C }): (...values: string[]) => C {
-  const children = new Map<string, C>();
-  return (...values) => {
-    const id = values.join('\u0000');
-    let child = children.get(id);
+function childrenOf<C>(metric: { labels(...values: string[]): C }): (first: string, second?: string) => C {
+  const children = new Map<string, Map<string | undefined, C>>();
+  return (first, second) => {
+    let bySecond = children.get(first);
+    if (bySecond === undefined) children.set(first, (bySecond = new Map<string | undefined, C>()));
+    let child = bySecond.get(second);
     if (child === undefined) {
-      child = metric.labels(...values);
-      children.set(id, child);
+      child = second === undefined ? metric.labels(first) : metric.labels(first, second);
+      bySecond.set(second, child);
     }
     return child;
   };

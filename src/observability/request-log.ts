@@ -1,25 +1,57 @@
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { requestLineLogger } from './logger.js';
+import { RequestCounts } from './request-counts.js';
+
+/** Which request lines are written (ACCESS_LOG and the variables beside it in config.ts). */
+export interface AccessLogSettings {
+  /** `sampled`: counts per route and status, one line in `sampleEvery`; `full`: a line per request. */
+  readonly mode: 'sampled' | 'full';
+  /** One request line in this many is written in full when sampled (0: none). */
+  readonly sampleEvery: number;
+  /** How often the counts are written when sampled. */
+  readonly summaryMs: number;
+  /** Answered this much later than the wait it asked for: written as a warning, in either mode. */
+  readonly slowMs: number;
+}
 
 /** The levels at which a logger writes info lines. */
 const INFO_WRITTEN = new Set(['info', 'debug', 'trace']);
 
 /**
- * One structured line per request (method, route, status, duration, lock key) instead of Fastify's
- * "incoming" + "completed" pair. Bodies and headers are never logged, so owner tokens and credentials
- * cannot leak through the request log.
+ * The request log. Fastify's "incoming" + "completed" pair is replaced by one structured line (method,
+ * route, status, duration, lock key, API key id) per request that is written; bodies and headers are
+ * never logged, so owner tokens and credentials cannot leak through it.
+ *
+ * Which requests get a line: every one answered 5xx (at error) or slow (at warn), in either mode; of
+ * the others, every one with ACCESS_LOG=full, else one in `sampleEvery` (at info, marked
+ * `sampledOneIn`) and a count per route and status every `summaryMs` ("requests"). Warnings, errors
+ * and audit lines from anywhere else are written by their own code and never pass through here.
  */
 export class RequestLog extends LogController {
   /**
-   * Where the lines of answered requests go (requestLineLogger: no redaction, written in batches). Such
-   * a line holds only the fields below, none of them a secret. Lines with an error go through the
-   * request's own logger, which redacts. Absent: every line goes through the request's logger.
+   * Where the info lines go (requestLineLogger: no redaction, written in batches). Such a line holds
+   * only the fields below, none of them a secret. Lines at warn or error go through the request's own
+   * logger, which redacts and writes at once. Absent: every line goes through the request's logger.
    */
   private readonly lines: FastifyBaseLogger | undefined;
+  /** Where the counts go: one line per interval, written at once. */
+  private readonly base: FastifyBaseLogger | undefined;
+  private readonly settings: AccessLogSettings;
+  private readonly counts: RequestCounts | undefined;
+  private readonly timer: NodeJS.Timeout | undefined;
+  /** Requests seen that could have been sampled, to pick one in `sampleEvery`. */
+  private seen = 0;
 
-  constructor(logger?: FastifyBaseLogger) {
+  constructor(logger: FastifyBaseLogger | undefined, settings: AccessLogSettings) {
     super();
     this.lines = logger === undefined ? undefined : requestLineLogger(logger);
+    this.base = logger;
+    this.settings = settings;
+    if (settings.mode === 'sampled' && logger !== undefined) {
+      this.counts = new RequestCounts();
+      // Never keeps the process alive; close() writes what is left.
+      this.timer = setInterval(() => this.writeCounts(), settings.summaryMs).unref();
+    }
   }
 
   override incomingRequest(): void {
@@ -27,23 +59,82 @@ export class RequestLog extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const status = reply.statusCode;
+    const elapsedMs = reply.elapsedTime;
+    if (error || status >= 500) {
+      reply.log.error({ ...this.line(request, status, elapsedMs, undefined), ...(error ? { err: error } : {}) }, error ? 'request errored' : 'request');
+      this.counts?.add(request.method, routeOf(request), status, elapsedMs);
+      return;
+    }
+    if (elapsedMs > this.settings.slowMs + askedWaitMs(request)) {
+      reply.log.warn({ ...this.line(request, status, elapsedMs, undefined), slow: true, slowMs: this.settings.slowMs }, 'slow request');
+      this.counts?.add(request.method, routeOf(request), status, elapsedMs);
+      return;
+    }
     // Only where the request's logger writes info lines too (a route may set a quieter logLevel).
-    const direct = !error && this.lines !== undefined && INFO_WRITTEN.has(reply.log.level) && INFO_WRITTEN.has(this.lines.level);
+    if (!INFO_WRITTEN.has(reply.log.level)) return;
+    const counts = this.counts;
+    if (counts === undefined) {
+      this.writeInfo(request, reply, status, elapsedMs, undefined);
+      return;
+    }
+    counts.add(request.method, routeOf(request), status, elapsedMs);
+    const every = this.settings.sampleEvery;
+    if (every > 0 && ++this.seen >= every) {
+      this.seen = 0;
+      this.writeInfo(request, reply, status, elapsedMs, every);
+    }
+  }
+
+  /** Writes the counts still waiting and stops the timer (the app's onClose). */
+  close(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.writeCounts();
+  }
+
+  private writeInfo(request: FastifyRequest, reply: FastifyReply, status: number, elapsedMs: number, sampledOneIn: number | undefined): void {
+    const lines = this.lines;
+    if (lines !== undefined && INFO_WRITTEN.has(lines.level)) {
+      // The request's own logger binds the id itself (Fastify's requestIdLogLabel); this one does not.
+      lines.info({ reqId: request.id, ...this.line(request, status, elapsedMs, sampledOneIn) }, 'request');
+    } else {
+      reply.log.info(this.line(request, status, elapsedMs, sampledOneIn), 'request');
+    }
+  }
+
+  private line(request: FastifyRequest, status: number, elapsedMs: number, sampledOneIn: number | undefined) {
     const params = request.params as { key?: unknown } | undefined;
-    const line = {
-      // The request's own logger binds the id itself (Fastify's requestIdLogLabel); pino leaves out
-      // an undefined field.
-      reqId: direct ? request.id : undefined,
+    return {
       method: request.method,
-      route: request.routeOptions.url ?? null,
-      status: reply.statusCode,
-      durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      route: routeOf(request),
+      status,
+      durationMs: Math.round(elapsedMs * 100) / 100,
+      // pino leaves out an undefined field.
       key: typeof params?.key === 'string' ? params.key : undefined,
       // Set by the auth hook on routes that need a caller; absent on public routes.
       keyId: request.principal?.keyId,
+      sampledOneIn,
     };
-    if (direct) this.lines?.info(line, 'request');
-    else if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else reply.log.info(line, 'request');
   }
+
+  private writeCounts(): void {
+    const summary = this.counts?.take();
+    if (summary !== undefined) this.base?.info(summary, 'requests');
+  }
+}
+
+/** The route's path pattern; null when no route matched (a 404). */
+function routeOf(request: FastifyRequest): string | null {
+  return request.routeOptions.url ?? null;
+}
+
+/**
+ * The waitMs a request asked for (a lock or permit acquire's body, a blocking query's query string):
+ * answering within it is not slow, however long it took.
+ */
+function askedWaitMs(request: FastifyRequest): number {
+  const body = request.body as { waitMs?: unknown } | null | undefined;
+  const query = request.query as { waitMs?: unknown } | null | undefined;
+  const asked = Number((typeof body === 'object' && body !== null ? body.waitMs : undefined) ?? query?.waitMs ?? 0);
+  return Number.isFinite(asked) && asked > 0 ? asked : 0;
 }

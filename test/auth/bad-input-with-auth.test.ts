@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newApiKey } from '../../src/auth/api-keys.js';
 import { bearer, makeKeys } from '../helpers/api-keys.js';
-import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { buildTestApp, FULL_ACCESS_LOG, type TestApp } from '../helpers/test-app.js';
 
 /**
  * The bad-input cases, with authentication on: a valid key gets the same 400/413/415 answers as in
@@ -19,7 +19,7 @@ const BAD_KEY = newApiKey();
 let t: TestApp;
 const ownerTokens: string[] = [];
 beforeAll(async () => {
-  t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, logLevel: 'trace' });
+  t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, logLevel: 'trace', accessLog: FULL_ACCESS_LOG });
   const grant = await t.app.inject({ method: 'POST', url: '/v1/locks/held/acquire', headers: bearer(KEY), payload: { ttlMs: 60_000 } });
   ownerTokens.push(grant.json<{ ownerToken: string }>().ownerToken);
 });

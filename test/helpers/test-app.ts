@@ -1,16 +1,20 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/config.js';
+import { DEFAULT_ACCESS_LOG, DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/config.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
 import type { LoadBudget } from '../../src/http/load-shedding.js';
+import type { AccessLogSettings } from '../../src/observability/request-log.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
+
+/** A request line for every request: for the tests that read every line (what a line holds, that none leaks). */
+export const FULL_ACCESS_LOG: AccessLogSettings = { ...DEFAULT_ACCESS_LOG, mode: 'full' };
 
 export interface TestApp {
   readonly app: FastifyInstance;
@@ -35,6 +39,7 @@ export async function buildTestApp(
     trustProxy?: TrustProxy;
     loadBudget?: LoadBudget;
     maxConnections?: number;
+    accessLog?: AccessLogSettings;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -58,6 +63,7 @@ export async function buildTestApp(
     trustProxy: options.trustProxy,
     loadBudget: options.loadBudget,
     maxConnections: options.maxConnections,
+    accessLog: options.accessLog,
   });
   await app.ready();
   return {

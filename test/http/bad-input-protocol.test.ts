@@ -1,7 +1,7 @@
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeKeys } from '../helpers/api-keys.js';
-import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { buildTestApp, FULL_ACCESS_LOG, type TestApp } from '../helpers/test-app.js';
 
 /**
  * Bad input below the routes, sent as raw bytes on a socket: what Node's HTTP parser, Fastify's router
@@ -21,6 +21,7 @@ beforeAll(async () => {
   t = await buildTestApp({
     auth: { mode: 'keys', keyring: keys.keyring() },
     httpTimeouts: { requestTimeoutMs: 2_000, headersTimeoutMs: 1_000, keepAliveTimeoutMs: 5_000, connectionTimeoutMs: 75_000 },
+    accessLog: FULL_ACCESS_LOG,
   });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   port = (t.app.server.address() as AddressInfo).port;

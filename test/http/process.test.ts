@@ -51,8 +51,8 @@ describe('server process', () => {
     await proc.stop();
   });
 
-  it('writes one log line per request with method, route, status, duration and key, and never an owner token', async () => {
-    const proc = await start();
+  it('ACCESS_LOG=full: one log line per request with method, route, status, duration and key, and never an owner token', async () => {
+    const proc = await start({ ACCESS_LOG: 'full' });
     const grant = await call(proc.url, 'POST', '/v1/locks/logged/acquire', { ttlMs: 10_000, holder: 'w1' });
     const token = grant.body.ownerToken as string;
     await call(proc.url, 'POST', '/v1/locks/logged/renew', { ownerToken: token, ttlMs: 10_000 });
@@ -70,7 +70,7 @@ describe('server process', () => {
   });
 
   it('log lines are written in batches, yet a request line reaches stdout while the server runs, with its request id', async () => {
-    const proc = await start();
+    const proc = await start({ ACCESS_LOG: 'full' });
     const answer = await call(proc.url, 'POST', '/v1/locks/prompt-line/acquire', { ttlMs: 10_000 });
     expect(answer.status).toBe(200);
     // Flushed every 200 ms on a quiet instance: waited for, not slept on (a busy machine may be slower).
@@ -83,6 +83,17 @@ describe('server process', () => {
     expect(typeof line?.reqId).toBe('string');
     const raw = proc.logs.find((l) => l.includes('"prompt-line"') && l.includes('"msg":"request"'));
     expect(raw?.match(/"reqId"/g)).toHaveLength(1);
+    await proc.stop();
+  });
+
+  it('by default, request counts by route and status while the server runs, and a sampled line', async () => {
+    const proc = await start({ ACCESS_LOG_SUMMARY_MS: '200', ACCESS_LOG_SAMPLE_EVERY: '3' });
+    for (let i = 0; i < 3; i++) expect((await call(proc.url, 'POST', `/v1/locks/sampled-${i}/acquire`, { ttlMs: 10_000 })).status).toBe(200);
+    await vi.waitFor(() => expect(proc.jsonLogs().some((l) => l.msg === 'requests')).toBe(true), { timeout: 10_000, interval: 20 });
+    const summary = proc.jsonLogs().find((l) => l.msg === 'requests');
+    expect(summary).toMatchObject({ requests: 3, routes: [{ method: 'POST', route: '/v1/locks/:key/acquire', count: 3, status: { 200: 3 } }] });
+    await vi.waitFor(() => expect(proc.jsonLogs().filter((l) => l.msg === 'request')).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    expect(proc.jsonLogs().find((l) => l.msg === 'request')).toMatchObject({ sampledOneIn: 3, status: 200 });
     await proc.stop();
   });
 

@@ -1,6 +1,6 @@
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { buildTestApp, FULL_ACCESS_LOG, type TestApp } from '../helpers/test-app.js';
 
 /**
  * A change's watchers are answered in the pass that wakes them, each answer written straight to its
@@ -14,7 +14,7 @@ let base: string;
 let port: number;
 
 beforeAll(async () => {
-  t = await buildTestApp({ rateLimit: { max: 1_000, windowMs: 60_000 } });
+  t = await buildTestApp({ rateLimit: { max: 1_000, windowMs: 60_000 }, accessLog: FULL_ACCESS_LOG });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   port = (t.app.server.address() as AddressInfo).port;
   base = `http://127.0.0.1:${port}`;

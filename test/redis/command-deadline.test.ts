@@ -93,4 +93,28 @@ describe('command deadline', () => {
     command.isResolved = true;
     settle('OK');
   });
+
+  it('deadlines share one timer however many commands are in flight, and each still gets its verdict', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const rejected: number[] = [];
+    const commands = Array.from({ length: 1000 }, (_, i) => {
+      const command = {
+        isResolved: false,
+        reject: () => {
+          rejected.push(i);
+          command.isResolved = true;
+        },
+      };
+      armDeadline(command, 2 * TIMEOUT_MS);
+      return command;
+    });
+    expect(timers() - before).toBeLessThanOrEqual(1);
+    // Half are answered in time; the other half time out, in the order they were sent.
+    commands.forEach((c, i) => {
+      if (i % 2 === 0) c.isResolved = true;
+    });
+    await expect.poll(() => rejected.length, { timeout: 10_000, interval: 20 }).toBe(500);
+    expect(rejected).toEqual(Array.from({ length: 500 }, (_, i) => 2 * i + 1));
+  });
 });

@@ -1,0 +1,89 @@
+import type { Metric, Registry } from 'prom-client';
+
+type Sample = { labels: Record<string, string | number>; value: number; metricName: string };
+
+/**
+ * A Prometheus histogram for the request path: observing finds the bucket in a fixed array and adds
+ * one, with no allocation and no label hashing. prom-client's own histogram hashes the label set on
+ * every observe, even through a labelled child (measured about 0.7 us an observation, and a lock
+ * pair makes five). Exposed through the same registry in prom-client's format, so /metrics reads the
+ * same; the cumulative bucket counts are computed only when scraped.
+ */
+export class LeanHistogram<L extends string = string> {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series = new Map<string, LeanSeries>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly labelNames: readonly L[],
+    private readonly buckets: readonly number[],
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as unknown as Metric);
+  }
+
+  /**
+   * The series of one combination of label values, made on first use and kept. Hold it where the
+   * values are fixed (see childrenOf in metrics.ts): finding it again costs a map look-up.
+   */
+  labels(...values: string[]): LeanSeries {
+    const id = values.join('\u0000');
+    let series = this.series.get(id);
+    if (series === undefined) {
+      const labels: Record<string, string> = {};
+      this.labelNames.forEach((name, i) => (labels[name] = values[i] ?? ''));
+      series = new LeanSeries(this.buckets, labels);
+      this.series.set(id, series);
+    }
+    return series;
+  }
+
+  /** prom-client's metric format: cumulative buckets, +Inf, sum and count per series. */
+  get(): Promise<{ name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: Sample[] }> {
+    const values: Sample[] = [];
+    for (const series of this.series.values()) {
+      let cumulative = 0;
+      this.buckets.forEach((bound, i) => {
+        cumulative += series.counts[i] ?? 0;
+        values.push({ labels: { le: bound, ...series.labels }, value: cumulative, metricName: `${this.name}_bucket` });
+      });
+      values.push({ labels: { le: '+Inf', ...series.labels }, value: series.count, metricName: `${this.name}_bucket` });
+      values.push({ labels: { ...series.labels }, value: series.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.name}_count` });
+    }
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  /** As prom-client's: every series goes (a series held elsewhere is detached). */
+  reset(): void {
+    this.series.clear();
+  }
+}
+
+export class LeanSeries {
+  /** Observations per bucket (not cumulative); past the last bound they count only in `count`. */
+  readonly counts: Float64Array;
+  count = 0;
+  sum = 0;
+
+  constructor(
+    private readonly bounds: readonly number[],
+    readonly labels: Readonly<Record<string, string>>,
+  ) {
+    this.counts = new Float64Array(bounds.length);
+  }
+
+  observe(value: number): void {
+    const bounds = this.bounds;
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= (bounds[i] as number)) {
+        this.counts[i] = (this.counts[i] as number) + 1;
+        break;
+      }
+    }
+    this.count++;
+    this.sum += value;
+  }
+}
