@@ -19,7 +19,8 @@ export type DomainErrorCode =
   | 'limit_mismatch'
   | 'rwlock_held'
   | 'not_supported'
-  | 'idempotency_key_reused';
+  | 'idempotency_key_reused'
+  | 'holder_changed';
 
 /** One offending request field and what is wrong with it. */
 export interface FieldError {
@@ -179,6 +180,25 @@ export class IdempotencyKeyReusedError extends DomainError {
   readonly code = 'idempotency_key_reused';
   constructor() {
     super('this Idempotency-Key was sent with another acquire of this lock (other ttlMs, holder or lockDelayMs); send the same request or a new key');
+  }
+}
+
+/**
+ * A force release named the lease it meant to evict (by fencing token), and that lease is no longer
+ * live while another one is: the holder changed since the operator looked. Nothing was changed; the
+ * operator looks again (`current` is a lease live when the store answered).
+ */
+export class HolderChangedError extends DomainError {
+  readonly code = 'holder_changed';
+  constructor(
+    readonly key: string,
+    readonly fencingToken: number,
+    readonly current: { readonly holder: string | null; readonly fencingToken: number },
+  ) {
+    super(
+      `"${key}" is no longer held by the lease with fencing token ${fencingToken} (now: fencing token ${current.fencingToken}` +
+        `${current.holder === null ? '' : `, holder "${current.holder}"`}); nothing was released`,
+    );
   }
 }
 

@@ -240,9 +240,10 @@ export interface LockStore extends SlotStore, ChangeFeed {
   /**
    * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token
-   * can no longer renew or release.
+   * can no longer renew or release. With `fencingToken`, only the live lease with that token is freed,
+   * in the same atomic step: an operator who looked at one lease never evicts a newer holder.
    */
-  forceRelease(key: string): Promise<ForceReleaseOutcome>;
+  forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
   /**
    * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
    * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold

@@ -149,9 +149,10 @@ export interface PermitStore {
   watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void>;
   /**
    * Ends every live lease on `key` (an administrator's override); the fencing sequence is kept, so the
-   * next grant is numbered above every evicted one. Empty when nothing was live.
+   * next grant is numbered above every evicted one. Empty when nothing was live. With `fencingToken`,
+   * only the live lease with that token ends (in the same atomic step), and the others stay.
    */
-  forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]>;
+  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]>;
   /** One page of keys with live leases whose id starts with `prefix` (as LockStore.list pages). */
   listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }

@@ -1,4 +1,4 @@
-import { type DomainError, NotSupportedError } from './errors.js';
+import { type DomainError, HolderChangedError, NotSupportedError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
 import type { LockLimits } from './limits.js';
@@ -164,9 +164,19 @@ export class PermitCore {
     return this.rules.watch(changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
   }
 
-  /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */
-  async forceRelease(namespace: string, key: string): Promise<Array<{ holder: string | null; fencingToken: number }>> {
-    const evicted = await this.store$().forceReleasePermits(this.kind, lockId(namespace, key));
+  /**
+   * An administrator's override: ends every live lease on the key, or with `fencingToken` only that
+   * one. Returns what was evicted (for the audit log). When the named lease is no longer live but
+   * others are: HolderChangedError (nothing was changed).
+   */
+  async forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Array<{ holder: string | null; fencingToken: number }>> {
+    const id = lockId(namespace, key);
+    const evicted = await this.store$().forceReleasePermits(this.kind, id, fencingToken);
+    if (evicted.length === 0 && fencingToken !== undefined) {
+      const current = await this.store$().inspectPermits(this.kind, id);
+      const first = current?.holders[0];
+      if (first !== undefined) throw new HolderChangedError(key, fencingToken, first);
+    }
     await Promise.all(evicted.map((e) => this.quota.free(namespace, e.ownerToken)));
     return evicted.map(({ holder, fencingToken }) => ({ holder, fencingToken }));
   }

@@ -113,8 +113,8 @@ export class InstrumentedStore implements LockStore {
       inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
       inspectPermitsIndexed: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermitsIndexed(kind, key)),
       watchPermitChanges: (kind: PermitKind, key: string, onChange: () => void) => inner.watchPermitChanges(kind, key, onChange),
-      forceReleasePermits: async (kind: PermitKind, key: string) => {
-        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key));
+      forceReleasePermits: async (kind: PermitKind, key: string, fencingToken?: number) => {
+        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key, fencingToken));
         for (const e of evicted) this.leases.released(e.ownerToken);
         return evicted;
       },
@@ -162,8 +162,8 @@ export class InstrumentedStore implements LockStore {
     return this.timed('ping', () => this.inner.ping());
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
-    const outcome = await this.timed('force_release', () => this.inner.forceRelease(key));
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
+    const outcome = await this.timed('force_release', () => this.inner.forceRelease(key, fencingToken));
     if (outcome.released) this.leases.released(outcome.evictedOwnerToken);
     return outcome;
   }

@@ -160,6 +160,27 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect(await permitsOf(store()).forceReleasePermits('semaphore', uniqueKey('sem-none'))).toEqual([]);
     });
 
+    it('force release naming a fencing token ends only that permit; a gone one ends nothing', async () => {
+      const key = uniqueKey('sem-force-one');
+      const a = granted(await take(key, 2, { holder: 'a' }));
+      const b = granted(await take(key, 2, { holder: 'b' }, 1));
+      const waiter = take(key, 2, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 1);
+      const evicted = await permitsOf(store()).forceReleasePermits('semaphore', key, a.fencingToken);
+      expect(evicted.map((e) => [e.holder, e.fencingToken, e.ownerToken])).toEqual([['a', a.fencingToken, a.ownerToken]]);
+      // The freed room goes to the queue; the other permit is untouched.
+      const handed = granted(await waiter);
+      expect(await permitsOf(store()).renewPermit('semaphore', key, a.ownerToken, 5_000)).toEqual({ renewed: false });
+      expect(await permitsOf(store()).renewPermit('semaphore', key, b.ownerToken, 5_000)).toMatchObject({ renewed: true });
+      // The evicted lease again (the operator's view is stale): nothing changes.
+      expect(await permitsOf(store()).forceReleasePermits('semaphore', key, a.fencingToken)).toEqual([]);
+      const state = await permitsOf(store()).inspectPermits('semaphore', key);
+      expect(state?.holders.map((h) => h.fencingToken).sort((x, y) => x - y)).toEqual([b.fencingToken, handed.fencingToken]);
+      expect(state?.holderCount).toBe(2);
+      // The room freed by the count is right: a third permit does not fit.
+      expect((await take(key, 2, {}, 1)).acquired).toBe(false);
+    });
+
     it('a semaphore and a lock or read/write lock of the same name are separate', async () => {
       const key = uniqueKey('sem-kinds');
       granted(await take(key, 1));

@@ -9,7 +9,7 @@ import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
 import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
 import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
-import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, storeListQuery } from './admin.js';
+import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
 import { registerLeaseRoutes } from './lease-routes.js';
 import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STORE_UNAVAILABLE, type RouteText } from './responses.js';
@@ -28,7 +28,10 @@ const WAIT_ERRORS =
 
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 501: NOT_SUPPORTED, 503: STORE_UNAVAILABLE });
 const listRule = routeRule('admin', { ...ADMIN_ERRORS, 501: NOT_SUPPORTED });
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 501: NOT_SUPPORTED }));
+const forceReleaseRule = routeRule(
+  'admin',
+  forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 409: HOLDER_CHANGED, 501: NOT_SUPPORTED }),
+);
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -180,7 +183,9 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
           summary: `Force-release every lease of a ${names.noun} (admin)`,
           description:
             `Ends every live lease of the ${names.noun} whoever holds them, writes an audit log line, and hands the room to the queue. ` +
-            'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones.',
+            'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones. ' +
+            'With ?fencingToken=N only the lease with that token ends (the others stay); if it is no longer live while others are, ' +
+            'nothing changes (409 holder_changed).',
           ok: 'Freed',
         },
         PermitForceRelease,
@@ -188,8 +193,8 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
       ),
       async (request, reply) => {
         const { key } = request.params;
-        const { namespace } = request.query;
-        const evicted = await core.forceRelease(namespace, key);
+        const { namespace, fencingToken } = request.query;
+        const evicted = await core.forceRelease(namespace, key, fencingToken);
         if (evicted.length === 0) {
           return sendProblem(request, reply, 'not_found', `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`);
         }

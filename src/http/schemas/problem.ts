@@ -26,6 +26,7 @@ export const PROBLEM_CODES = [
   'rwlock_held',
   'not_supported',
   'idempotency_key_reused',
+  'holder_changed',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];

@@ -251,10 +251,12 @@ export class EtcdStore implements LockStore {
     return () => void watcher.cancel().catch(() => undefined);
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const { lock, queued } = await this.readLock(key);
       if (!lock || lock.value.e <= this.now()) return { released: false };
+      // The txn below compares the record's revision, so the lease checked here is the one deleted.
+      if (fencingToken !== undefined && tokenOf(lock) !== fencingToken) return { released: false };
       const txn = await this.txn({
         compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
         success: [await this.endedOp(key, lock)],

@@ -162,14 +162,16 @@ export class MemoryPermits implements PermitStore {
     return this.options.listeners.watch(poolId(kind, key), onChange);
   }
 
-  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+  async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     this.assertOpen();
     const now = this.options.clock();
     const pool = this.pools.get(poolId(kind, key));
     if (pool === undefined) return [];
     this.prune(pool, now);
-    const evicted = liveLeases(pool, now).map(({ holder, fencingToken, ownerToken }) => ({ holder, fencingToken, ownerToken }));
-    pool.leases.clear();
+    const evicted = liveLeases(pool, now)
+      .filter((lease) => fencingToken === undefined || lease.fencingToken === fencingToken)
+      .map(({ holder, fencingToken: token, ownerToken }) => ({ holder, fencingToken: token, ownerToken }));
+    for (const { ownerToken } of evicted) pool.leases.delete(ownerToken);
     if (evicted.length > 0) this.changed(pool, now);
     this.settle(pool, now);
     return evicted;

@@ -301,11 +301,12 @@ export class MemoryStore implements LockStore {
     return released;
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
     if (entry?.ownerToken == null) return { released: false };
+    if (fencingToken !== undefined && entry.fencingToken !== fencingToken) return { released: false };
     const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
     this.endLease(key, entry, now);
     return { released: true, ...evicted };

@@ -199,9 +199,11 @@ export class RedisPermits implements PermitStore {
     return this.deps.watchChannel(this.deps.keys.changeChannel(this.deps.keys.permitKeys(kind, key).pool), onChange);
   }
 
-  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+  async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     return this.deps.call(async () =>
-      parsePermitForceRelease(await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key) })),
+      parsePermitForceRelease(
+        await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), fencingToken }),
+      ),
     );
   }
 

@@ -455,9 +455,9 @@ export class RedisStore implements LockStore {
     );
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     const reply = await this.call(async () =>
-      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key) })),
+      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), fencingToken })),
     );
     return reply.released
       ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }

@@ -113,6 +113,8 @@ export interface HeartbeatArgs extends HandOverArgs {
 
 export interface ForceReleaseArgs extends HandOverArgs {
   readonly keys: LockKeys;
+  /** Evict only the lease with this fencing token; undefined for whichever is live. */
+  readonly fencingToken?: number;
 }
 
 export interface SlotReserveArgs {
@@ -211,7 +213,7 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 4, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName, a.fencingToken ?? '']),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 1, (a) => [a.slotsKey, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 1, (a) => [a.slotsKey, a.slotId, a.expiresAtMs]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
@@ -246,9 +248,10 @@ export const SCRIPTS = {
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
   permitInspect: spec<{ readonly keys: PermitKeys; readonly shown: number }>('permit-inspect.lua', 4, (a) => [...permitKeys(a.keys), a.shown]),
-  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys }>('permit-force-release.lua', 4, (a) => [
+  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys; readonly fencingToken?: number }>('permit-force-release.lua', 4, (a) => [
     ...permitKeys(a.keys),
     ...handOver(a),
+    a.fencingToken ?? '',
   ]),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
