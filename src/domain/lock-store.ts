@@ -3,7 +3,9 @@
  * store: there is no window between checking the owner and changing the lock. The store owns time:
  * expiry is measured on the store's clock, never computed from a caller's clock.
  */
-import type { PermitStore } from './permit-store.js';
+import type { PermitStore, QueuedCaller } from './permit-store.js';
+
+export { MAX_QUEUE_SHOWN, type QueuedCaller } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -231,6 +233,8 @@ export interface LockStore extends SlotStore, ChangeFeed {
   release(key: string, ownerToken: string): Promise<boolean>;
   /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
   inspect(key: string): Promise<LockState | null>;
+  /** The first `limit` live callers queued for `key`, head first. */
+  queue(key: string, limit: number): Promise<QueuedCaller[]>;
   /** inspect, with what a watcher's index needs (the last fencing token also when free). */
   inspectIndexed(key: string): Promise<IndexedLockState>;
   /** Whether acquire honours `lockDelayMs` (etcd does not: the lock service answers not_supported). */

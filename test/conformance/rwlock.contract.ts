@@ -44,6 +44,24 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
       expect(await release(key, w2.ownerToken, 1)).toBe(true);
     });
 
+    it('permitQueue tells a queued writer from a queued reader by its weight', async () => {
+      const key = uniqueKey('rw-queue');
+      const w = granted(await take(key, 'write', { ttlMs: 30_000 }));
+      const reader = take(key, 'read', { holder: 'reader', waitMs: 20_000 }, 1);
+      await waitersAre(key, 1);
+      const writer = take(key, 'write', { holder: 'writer', waitMs: 20_000 }, 2);
+      await waitersAre(key, 2);
+      expect((await permitsOf(store()).permitQueue('rwlock', key, 100)).map(({ position, holder, weight }) => [position, holder, weight])).toEqual([
+        [1, 'reader', WEIGHT.read],
+        [2, 'writer', WEIGHT.write],
+      ]);
+      expect(await release(key, w.ownerToken)).toBe(true);
+      const r = granted(await reader);
+      expect(await release(key, r.ownerToken, 1)).toBe(true);
+      const w2 = granted(await writer);
+      expect(await release(key, w2.ownerToken, 2)).toBe(true);
+    });
+
     it('a writer excludes readers and other writers', async () => {
       const key = uniqueKey('rw-writer');
       const w = granted(await take(key, 'write', { ttlMs: 3_000 }));

@@ -181,6 +181,29 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect((await take(key, 2, {}, 1)).acquired).toBe(false);
     });
 
+    it('permitQueue lists the live waiters head first with holder, arrival time and weight', async () => {
+      const key = uniqueKey('sem-queue');
+      const held = granted(await take(key, 1, { holder: 'holding', ttlMs: 30_000 }));
+      const before = Date.now();
+      const first = take(key, 1, { holder: 'w1', waitMs: 20_000 }, 1);
+      await waitersAre(key, 1);
+      const second = take(key, 1, { waitMs: 20_000 }, 2);
+      await waitersAre(key, 2);
+      const queued = await permitsOf(store()).permitQueue('semaphore', key, 100);
+      expect(queued.map(({ position, holder, weight }) => [position, holder, weight])).toEqual([
+        [1, 'w1', 1],
+        [2, null, 1],
+      ]);
+      for (const q of queued) expect(q.waitingSinceMs).toBeGreaterThanOrEqual(before - 1_000);
+      expect(await permitsOf(store()).permitQueue('semaphore', key, 1)).toHaveLength(1);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, held.ownerToken)).toBe(true);
+      const w1 = granted(await first);
+      expect((await permitsOf(store()).permitQueue('semaphore', key, 100)).map((q) => q.position)).toEqual([1]);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, w1.ownerToken)).toBe(true);
+      granted(await second);
+      expect(await permitsOf(store()).permitQueue('semaphore', key, 100)).toEqual([]);
+    });
+
     it('a semaphore and a lock or read/write lock of the same name are separate', async () => {
       const key = uniqueKey('sem-kinds');
       granted(await take(key, 1));

@@ -16,6 +16,7 @@ import type {
   ListQuery,
   LockState,
   LockStore,
+  QueuedCaller,
   RenewOutcome,
   SlotOutcome,
 } from '../../domain/lock-store.js';
@@ -57,6 +58,8 @@ interface WaiterRecord {
   /** End of the wait (ms): a waiter past it is skipped. */
   readonly d: number;
   readonly h: string | null;
+  /** When the caller joined the queue (ms, this instance's view of the store clock). */
+  readonly s?: number;
 }
 
 interface Observed<T> {
@@ -390,7 +393,8 @@ export class EtcdStore implements LockStore {
       // The waiter's place in the queue is its record's create revision: written first, before anything
       // else this instance has to set up, so callers queue in the order they arrived.
       const session = await this.sessionLease();
-      const record: WaiterRecord = { o: input.ownerToken, ttl: input.ttlMs, d: this.now() + input.waitMs, h: input.holder || null };
+      const now = this.now();
+      const record: WaiterRecord = { o: input.ownerToken, ttl: input.ttlMs, d: now + input.waitMs, h: input.holder || null, s: now };
       await this.call(() =>
         this.client.kv.put({ key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.callOptions()),
       );
@@ -559,6 +563,27 @@ export class EtcdStore implements LockStore {
       if (txn.succeeded) return { held: true, fencingToken, expiresAtMs };
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
+  }
+
+  /**
+   * The queue in its order (the records' create revisions), skipping waiters whose wait ran out. A
+   * record without its arrival time (written before records carried it) shows its deadline's start
+   * as unknown: 0.
+   */
+  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    const range = this.keys.queue(key);
+    const res = await this.call(() =>
+      this.client.kv.range({ key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 }, this.callOptions()),
+    );
+    const nowMs = this.now();
+    const queued: QueuedCaller[] = [];
+    for (const kv of res.kvs) {
+      const value = parseJson<WaiterRecord>(kv.value);
+      if (!value || value.d <= nowMs) continue;
+      if (queued.length >= limit) break;
+      queued.push({ position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0 });
+    }
+    return queued;
   }
 
   /** The lock record and the number of queued waiters, read together at one revision. */

@@ -4,7 +4,7 @@ import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace } from './keys.js';
@@ -20,6 +20,7 @@ import {
   parseHandOver,
   parseHeartbeat,
   parseInspect,
+  parseQueue,
   parseLease,
   parseRelease,
   parseScan,
@@ -453,6 +454,11 @@ export class RedisStore implements LockStore {
         }),
       ),
     );
+  }
+
+  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    const queued = await this.call(async () => parseQueue(await this.scripts.run('queue', { keys: this.keys.lockKeys(key), limit, layout: 'lock' })));
+    return queued.map(({ holder, waitingSinceMs }, i) => ({ position: i + 1, holder, waitingSinceMs }));
   }
 
   async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {

@@ -253,6 +253,11 @@ export const SCRIPTS = {
     ...handOver(a),
     a.fencingToken ?? '',
   ]),
+  queue: spec<{ readonly keys: { readonly lock: string; readonly queue: string; readonly waiters: string }; readonly limit: number; readonly layout: 'lock' | 'permit' }>(
+    'queue.lua',
+    3,
+    (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout],
+  ),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
