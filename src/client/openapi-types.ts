@@ -832,6 +832,8 @@ export interface components {
              * @description Callers queued for a permit
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
         };
         /** @description A granted read or write lease. */
         RwLockGrant: {
@@ -910,6 +912,8 @@ export interface components {
              * @description Callers queued, readers and writers in one FIFO queue
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
         };
         /** @description One page of held semaphores or read/write locks. Owner tokens are never shown. */
         PermitList: {
@@ -1041,6 +1045,32 @@ export interface components {
              * @description Callers queued for this lock
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
+        };
+        QueuedCaller: {
+            /**
+             * Format: int64
+             * @description 1 for the head of the queue
+             */
+            position: number;
+            holder: string | null;
+            /**
+             * Format: date-time
+             * @description When the caller joined the queue (UTC, store clock)
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            waitingSince: string;
+            /**
+             * Format: int64
+             * @description Semaphores and read/write locks: how much of the capacity it asks for
+             */
+            weight?: number;
+            /**
+             * @description Read/write locks: the mode it waits for
+             * @enum {string}
+             */
+            mode?: "read" | "write";
         };
     };
     responses: never;
@@ -1453,6 +1483,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -1646,8 +1678,6 @@ export interface operations {
             /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
@@ -2523,6 +2553,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -2731,8 +2763,6 @@ export interface operations {
             /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */
@@ -3240,6 +3270,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -3448,8 +3480,6 @@ export interface operations {
             /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
             409: {
                 headers: {
-                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
-                    "Retry-After"?: number;
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
                     /** @description Counted requests left in the current window */

@@ -1,5 +1,5 @@
 import type { LockLimits } from './limits.js';
-import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
+import { type AcquireOutcome, type LockState, type LockStore, MAX_QUEUE_SHOWN, type QueuedCaller } from './lock-store.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import { randomBase64url } from './random.js';
 import { HolderChangedError, IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, NotSupportedError, QuotaExceededError, ShuttingDownError } from './errors.js';
@@ -220,6 +220,11 @@ export class LockService {
 
   async release(namespace: string, key: string, ownerToken: string): Promise<void> {
     return this.observe('release', () => this.rules.release(namespace, key, ownerToken, (id) => this.store.release(id, ownerToken)));
+  }
+
+  /** The first callers queued for the lock, head first (at most MAX_QUEUE_SHOWN). Never owner tokens. */
+  async queue(namespace: string, key: string): Promise<QueuedCaller[]> {
+    return this.observe('inspect', () => this.store.queue(lockId(namespace, key), MAX_QUEUE_SHOWN));
   }
 
   async inspect(namespace: string, key: string): Promise<LockState | null> {

@@ -5,7 +5,7 @@ import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
 import { lockId } from './namespaces.js';
-import type { IndexedPermitState, PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
+import { type IndexedPermitState, MAX_QUEUE_SHOWN, type PermitKind, type PermitListQuery, type PermitState, type PermitStore, type QueuedCaller } from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
 import { ChangeWatch, permitWatchSource } from './watch.js';
@@ -162,6 +162,11 @@ export class PermitCore {
     const changes = this.changes;
     if (changes === undefined) return this.store$().inspectPermitsIndexed(this.kind, id);
     return this.rules.watch(changes, id, { index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
+  }
+
+  /** The first callers queued for the key, head first (at most MAX_QUEUE_SHOWN), with the weight each asks for. */
+  queue(namespace: string, key: string): Promise<QueuedCaller[]> {
+    return this.observe('inspect', () => this.store$().permitQueue(this.kind, lockId(namespace, key), MAX_QUEUE_SHOWN));
   }
 
   /**

@@ -29,7 +29,8 @@ const listRule = routeRule('admin', ADMIN_ERRORS);
 export const HOLDER_CHANGED =
   'holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed';
 
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: nobody holds this lock; nothing changed', { 409: HOLDER_CHANGED }));
+// holder_changed has no retry time (the operator looks again): no Retry-After on the 409.
+const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: nobody holds this lock; nothing changed', { 409: HOLDER_CHANGED }), { noRetryAfter: true });
 
 /** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
 export const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
