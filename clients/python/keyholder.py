@@ -55,6 +55,7 @@ __all__ = [
     "RwLockHeldError",
     "LimitMismatchError",
     "NotOwnerError",
+    "HolderChangedError",
     "UnavailableError",
     "RateLimitedError",
     "InvalidRequestError",
@@ -103,6 +104,11 @@ class LimitMismatchError(KeyholderError):
 
 class NotOwnerError(KeyholderError):
     """409 not_owner: this owner token no longer holds the lock (expired, released or force-released)."""
+
+
+class HolderChangedError(KeyholderError):
+    """409 holder_changed: a force release named a lease (fencing_token) that another one has replaced;
+    nothing was released."""
 
 
 class UnavailableError(KeyholderError):
@@ -162,6 +168,7 @@ _ERRORS = {
     "payload_too_large": InvalidRequestError,
     "unsupported_media_type": InvalidRequestError,
     "idempotency_key_reused": InvalidRequestError,
+    "holder_changed": HolderChangedError,
 }
 
 
@@ -327,9 +334,14 @@ class Client:
         (so up to `wait_ms` later). Changes in quick succession may be seen as one (the latest state)."""
         return self._watch(self.inspect, key, wait_ms, stop)
 
-    def force_release(self, key, namespace):
-        """Frees a lock whoever holds it (an admin key when the server checks keys)."""
-        query = urllib.parse.urlencode({"namespace": namespace})
+    def force_release(self, key, namespace, fencing_token=None):
+        """Frees a lock whoever holds it (an admin key when the server checks keys). With `fencing_token`,
+        only the lease with that token: if another one holds the lock now, nothing changes and
+        HolderChangedError (409 holder_changed) is raised."""
+        fields = {"namespace": namespace}
+        if fencing_token is not None:
+            fields["fencingToken"] = str(fencing_token)
+        query = urllib.parse.urlencode(fields)
         return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
 
     # -- semaphores: at most `limit` holders at once ----------------------------------------------------

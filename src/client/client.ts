@@ -294,12 +294,18 @@ export class KeyholderClient {
     return this.call('list', answers.lockList, (signal) => this.api.GET('/v1/locks', { params: { query }, signal }), options);
   }
 
-  /** Frees a lock whoever holds it (needs an `admin` key when the server checks keys). */
-  async forceRelease(key: string, namespace: string, options: CallOptions = {}): Promise<ForceRelease> {
+  /**
+   * Frees a lock whoever holds it (needs an `admin` key when the server checks keys). With `fencingToken`,
+   * only the lease with that token is evicted: if another one holds the lock now, nothing changes and
+   * HolderChangedError (409 holder_changed) is thrown.
+   */
+  async forceRelease(key: string, namespace: string, options: CallOptions & { readonly fencingToken?: number } = {}): Promise<ForceRelease> {
+    const { fencingToken } = options;
+    const query = fencingToken === undefined ? { namespace } : { namespace, fencingToken };
     return this.call(
       'forceRelease',
       answers.forceRelease,
-      (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query: { namespace } }, signal }),
+      (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
       options,
     );
   }

@@ -87,6 +87,8 @@ export const UnauthenticatedError = errorClass('UnauthenticatedError', ['unauthe
 export const ForbiddenError = errorClass('ForbiddenError', ['forbidden']);
 /** 404 not_found: for a force release, nobody held the lock. */
 export const NotFoundError = errorClass('NotFoundError', ['not_found']);
+/** 409 holder_changed: a force release named a lease (fencingToken) that another one has replaced; nothing changed. */
+export const HolderChangedError = errorClass('HolderChangedError', ['holder_changed']);
 
 /**
  * The server's TLS certificate was refused (untrusted, self-signed, expired, wrong host) or the handshake
@@ -133,6 +135,7 @@ export type InvalidRequestError = InstanceType<typeof InvalidRequestError>;
 export type UnauthenticatedError = InstanceType<typeof UnauthenticatedError>;
 export type ForbiddenError = InstanceType<typeof ForbiddenError>;
 export type NotFoundError = InstanceType<typeof NotFoundError>;
+export type HolderChangedError = InstanceType<typeof HolderChangedError>;
 
 /**
  * The reason `lease.signal` aborts: the lease can no longer be trusted. `cause` is the NotOwnerError

@@ -22,6 +22,7 @@ export {
   LeaseLostError,
   LockHeldError,
   NotFoundError,
+  HolderChangedError,
   NotOwnerError,
   QuotaExceededError,
   RateLimitedError,

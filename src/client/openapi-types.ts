@@ -77,7 +77,7 @@ export interface paths {
         post?: never;
         /**
          * Force-release a stuck lock (admin)
-         * @description Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted holder's late writes.
+         * @description Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted holder's late writes. With ?fencingToken=N only the lease with that token is evicted, in the same atomic step: if the holder changed since the caller looked, the new holder keeps the lock (409 holder_changed).
          */
         delete: operations["forceReleaseLock"];
         options?: never;
@@ -221,7 +221,7 @@ export interface paths {
         post?: never;
         /**
          * Force-release every lease of a semaphore (admin)
-         * @description Ends every live lease of the semaphore whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones.
+         * @description Ends every live lease of the semaphore whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones. With ?fencingToken=N only the lease with that token ends (the others stay); if it is no longer live while others are, nothing changes (409 holder_changed).
          */
         delete: operations["forceReleaseSemaphore"];
         options?: never;
@@ -305,7 +305,7 @@ export interface paths {
         post?: never;
         /**
          * Force-release every lease of a read/write lock (admin)
-         * @description Ends every live lease of the read/write lock whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones.
+         * @description Ends every live lease of the read/write lock whoever holds them, writes an audit log line, and hands the room to the queue. The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones. With ?fencingToken=N only the lease with that token ends (the others stay); if it is no longer live while others are, nothing changes (409 holder_changed).
          */
         delete: operations["forceReleaseRwLock"];
         options?: never;
@@ -668,7 +668,7 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "idempotency_key_reused";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "idempotency_key_reused" | "holder_changed";
             /** @description The request path */
             instance?: string;
             /**
@@ -832,6 +832,8 @@ export interface components {
              * @description Callers queued for a permit
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
         };
         /** @description A granted read or write lease. */
         RwLockGrant: {
@@ -910,6 +912,8 @@ export interface components {
              * @description Callers queued, readers and writers in one FIFO queue
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
         };
         /** @description One page of held semaphores or read/write locks. Owner tokens are never shown. */
         PermitList: {
@@ -1041,6 +1045,32 @@ export interface components {
              * @description Callers queued for this lock
              */
             waiters: number;
+            /** @description With ?queue=true: the first callers queued, head first (at most 100), never owner tokens */
+            queue?: components["schemas"]["QueuedCaller"][];
+        };
+        QueuedCaller: {
+            /**
+             * Format: int64
+             * @description 1 for the head of the queue
+             */
+            position: number;
+            holder: string | null;
+            /**
+             * Format: date-time
+             * @description When the caller joined the queue (UTC, store clock)
+             * @example 2026-11-30T10:00:30.000Z
+             */
+            waitingSince: string;
+            /**
+             * Format: int64
+             * @description Semaphores and read/write locks: how much of the capacity it asks for
+             */
+            weight?: number;
+            /**
+             * @description Read/write locks: the mode it waits for
+             * @enum {string}
+             */
+            mode?: "read" | "write";
         };
     };
     responses: never;
@@ -1453,6 +1483,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -1560,6 +1592,11 @@ export interface operations {
                  * @example team-a
                  */
                 namespace: string;
+                /**
+                 * @description Evict only the lease with this fencing token (the one the operator looked at). When another lease holds the key instead, nothing is changed and the answer is 409 holder_changed.
+                 * @example 42
+                 */
+                fencingToken?: number;
             };
             header?: never;
             path: {
@@ -1625,6 +1662,21 @@ export interface operations {
             };
             /** @description not_found: nobody holds this lock; nothing changed */
             404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
                 headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
@@ -2435,6 +2487,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -2542,6 +2596,11 @@ export interface operations {
                  * @example team-a
                  */
                 namespace: string;
+                /**
+                 * @description Evict only the lease with this fencing token (the one the operator looked at). When another lease holds the key instead, nothing is changed and the answer is 409 holder_changed.
+                 * @example 42
+                 */
+                fencingToken?: number;
             };
             header?: never;
             path: {
@@ -2607,6 +2666,21 @@ export interface operations {
             };
             /** @description not_found: no live lease on this key; nothing changed */
             404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
                 headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;
@@ -3067,6 +3141,8 @@ export interface operations {
                  * @example 30000
                  */
                 waitMs?: number;
+                /** @description true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one more store read. Not with a blocking query (index and waitMs): a 400. */
+                queue?: string;
             };
             header?: never;
             path: {
@@ -3174,6 +3250,11 @@ export interface operations {
                  * @example team-a
                  */
                 namespace: string;
+                /**
+                 * @description Evict only the lease with this fencing token (the one the operator looked at). When another lease holds the key instead, nothing is changed and the answer is 409 holder_changed.
+                 * @example 42
+                 */
+                fencingToken?: number;
             };
             header?: never;
             path: {
@@ -3239,6 +3320,21 @@ export interface operations {
             };
             /** @description not_found: no live lease on this key; nothing changed */
             404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
                 headers: {
                     /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
                     "X-RateLimit-Limit"?: number;

@@ -65,6 +65,8 @@ export const ERROR_CODES = Object.freeze({
   // 422, as the IETF httpapi Idempotency-Key draft answers a key reused with another payload: the
   // request is well-formed but cannot be processed as the key promised.
   idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused', retryable: false, outcome: 'invalid' },
+  // 409: a conditional force release found another lease than the one it named; nothing changed.
+  holder_changed: { status: 409, title: 'The holder changed', retryable: false, outcome: 'error' },
   // The caller disconnected while waiting: nobody reads this answer. 409, as for a wait that ran out.
   wait_aborted: { status: 409, title: 'Lock is held', retryable: false, outcome: 'aborted', sentAs: 'lock_held' },
 } as const satisfies Record<string, ErrorCodeRow>);

@@ -152,6 +152,25 @@ export class IdempotencyKeyReusedError extends DomainError {
   }
 }
 
+/**
+ * A force release named the lease it meant to evict (by fencing token), and that lease is no longer
+ * live while another one is: the holder changed since the operator looked. Nothing was changed; the
+ * operator looks again (`current` is a lease live when the store answered).
+ */
+export class HolderChangedError extends DomainError {
+  readonly code = 'holder_changed';
+  constructor(
+    readonly key: string,
+    readonly fencingToken: number,
+    readonly current: { readonly holder: string | null; readonly fencingToken: number },
+  ) {
+    super(
+      `"${key}" is no longer held by the lease with fencing token ${fencingToken} (now: fencing token ${current.fencingToken}` +
+        `${current.holder === null ? '' : `, holder "${current.holder}"`}); nothing was released`,
+    );
+  }
+}
+
 /** The caller went away while waiting; there is nobody to answer. */
 export class WaitAbortedError extends DomainError {
   readonly code = 'wait_aborted';

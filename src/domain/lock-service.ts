@@ -1,8 +1,8 @@
 import type { LockLimits } from './limits.js';
-import type { AcquireOutcome, LockState, LockStore } from './lock-store.js';
+import { type AcquireOutcome, type LockState, type LockStore, MAX_QUEUE_SHOWN, type QueuedCaller } from './lock-store.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import { randomBase64url } from './random.js';
-import { IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, QuotaExceededError, ShuttingDownError } from './errors.js';
+import { HolderChangedError, IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, QuotaExceededError, ShuttingDownError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { WaitGate } from './wait-gate.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
@@ -229,6 +229,11 @@ export class LockService {
     return this.observe('release', () => this.rules.release(namespace, key, ownerToken, (id) => this.store.release(id, ownerToken)));
   }
 
+  /** The first callers queued for the lock, head first (at most MAX_QUEUE_SHOWN). Never owner tokens. */
+  async queue(namespace: string, key: string): Promise<QueuedCaller[]> {
+    return this.observe('inspect', () => this.store.queue(lockId(namespace, key), MAX_QUEUE_SHOWN));
+  }
+
   async inspect(namespace: string, key: string): Promise<LockState | null> {
     return this.observe('inspect', () => this.store.inspect(lockId(namespace, key)));
   }
@@ -255,11 +260,18 @@ export class LockService {
   /**
    * An administrator's override: frees the lock whoever holds it. The store keeps the fencing sequence,
    * so the next grant's token is above the evicted one, and the evicted owner token stops working.
-   * Returns what was evicted (for the audit log), or null when the lock was not held.
+   * Returns what was evicted (for the audit log), or null when the lock was not held. With
+   * `fencingToken`, only that lease is evicted; another live one is left alone (HolderChangedError).
    */
-  async forceRelease(namespace: string, key: string): Promise<Eviction | null> {
-    const outcome = await this.store.forceRelease(lockId(namespace, key));
-    if (!outcome.released) return null;
+  async forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Eviction | null> {
+    const id = lockId(namespace, key);
+    const outcome = await this.store.forceRelease(id, fencingToken);
+    if (!outcome.released) {
+      // Nothing changed; which answer that is (nobody holds it, or someone else does) is read after.
+      const current = fencingToken === undefined ? null : await this.store.inspect(id);
+      if (current !== null && fencingToken !== undefined) throw new HolderChangedError(key, fencingToken, current);
+      return null;
+    }
     await this.quota.free(namespace, outcome.evictedOwnerToken);
     return { holder: outcome.holder, fencingToken: outcome.fencingToken };
   }

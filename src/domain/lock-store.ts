@@ -3,7 +3,9 @@
  * store: there is no window between checking the owner and changing the lock. The store owns time:
  * expiry is measured on the store's clock, never computed from a caller's clock.
  */
-import type { PermitStore } from './permit-store.js';
+import type { PermitStore, QueuedCaller } from './permit-store.js';
+
+export { MAX_QUEUE_SHOWN, type QueuedCaller } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -238,6 +240,8 @@ export interface LockStore extends SlotStore, ChangeFeed {
   release(key: string, ownerToken: string): Promise<boolean>;
   /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
   inspect(key: string): Promise<LockState | null>;
+  /** The first `limit` live callers queued for `key`, head first. */
+  queue(key: string, limit: number): Promise<QueuedCaller[]>;
   /** inspect, with what a watcher's index needs (the last fencing token also when free). */
   inspectIndexed(key: string): Promise<IndexedLockState>;
   /** Lock sets. */
@@ -245,9 +249,10 @@ export interface LockStore extends SlotStore, ChangeFeed {
   /**
    * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token
-   * can no longer renew or release.
+   * can no longer renew or release. With `fencingToken`, only the live lease with that token is freed,
+   * in the same atomic step: an operator who looked at one lease never evicts a newer holder.
    */
-  forceRelease(key: string): Promise<ForceReleaseOutcome>;
+  forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
   /**
    * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
    * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold

@@ -21,6 +21,24 @@ interface Grant {
 
 type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
 
+/**
+ * A caller queued for a key, as inspect lists it (like the Web Locks API's query()): never its owner
+ * token. Only live waiters, in queue order, as LockState.waiters counts them.
+ */
+export interface QueuedCaller {
+  /** 1 for the head of the queue. */
+  readonly position: number;
+  readonly holder: string | null;
+  /** When it joined the queue (Unix ms, store clock). */
+  readonly waitingSinceMs: number;
+  /** Semaphores and read/write locks: how much of the capacity it asks for (absent for a lock). */
+  readonly weight?: number;
+}
+
+/** The most queued callers one inspect lists: as for holders (MAX_HOLDERS_SHOWN), more than a person reads. */
+export const MAX_QUEUE_SHOWN = 100;
+
+
 /** As LockStore.list's query: ids starting with `prefix`, about `limit` per page, from `cursor`. */
 export interface PermitListQuery {
   readonly prefix: string;
@@ -143,15 +161,18 @@ export interface PermitStore {
    * no lease is live. Its cost in the store does not grow with the number of live leases.
    */
   inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
+  /** The first `limit` live callers queued for `key`, head first, with the weight each asks for. */
+  permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]>;
   /** As inspectPermits, with the key's watch index. */
   inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;
   /** Change notices of `key`, as LockStore.watchChanges (ChangeFeed) gives them for a lock. */
   watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void>;
   /**
    * Ends every live lease on `key` (an administrator's override); the fencing sequence is kept, so the
-   * next grant is numbered above every evicted one. Empty when nothing was live.
+   * next grant is numbered above every evicted one. Empty when nothing was live. With `fencingToken`,
+   * only the live lease with that token ends (in the same atomic step), and the others stay.
    */
-  forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]>;
+  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]>;
   /** One page of keys with live leases whose id starts with `prefix` (as LockStore.list pages). */
   listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }

@@ -1,11 +1,11 @@
-import type { DomainError } from './errors.js';
+import { type DomainError, HolderChangedError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
 import { lockId } from './namespaces.js';
-import type { IndexedPermitState, PermitKind, PermitListQuery, PermitState, PermitStore } from './permit-store.js';
+import { type IndexedPermitState, MAX_QUEUE_SHOWN, type PermitKind, type PermitListQuery, type PermitState, type PermitStore, type QueuedCaller } from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
 import { ChangeWatch, permitWatchSource } from './watch.js';
@@ -166,9 +166,24 @@ export class PermitCore {
     return this.rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
   }
 
-  /** An administrator's override: ends every live lease on the key. Returns what was evicted (for the audit log). */
-  async forceRelease(namespace: string, key: string): Promise<Array<{ holder: string | null; fencingToken: number }>> {
-    const evicted = await this.store$().forceReleasePermits(this.kind, lockId(namespace, key));
+  /** The first callers queued for the key, head first (at most MAX_QUEUE_SHOWN), with the weight each asks for. */
+  queue(namespace: string, key: string): Promise<QueuedCaller[]> {
+    return this.observe('inspect', () => this.store$().permitQueue(this.kind, lockId(namespace, key), MAX_QUEUE_SHOWN));
+  }
+
+  /**
+   * An administrator's override: ends every live lease on the key, or with `fencingToken` only that
+   * one. Returns what was evicted (for the audit log). When the named lease is no longer live but
+   * others are: HolderChangedError (nothing was changed).
+   */
+  async forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Array<{ holder: string | null; fencingToken: number }>> {
+    const id = lockId(namespace, key);
+    const evicted = await this.store$().forceReleasePermits(this.kind, id, fencingToken);
+    if (evicted.length === 0 && fencingToken !== undefined) {
+      const current = await this.store$().inspectPermits(this.kind, id);
+      const first = current?.holders[0];
+      if (first !== undefined) throw new HolderChangedError(key, fencingToken, first);
+    }
     await Promise.all(evicted.map((e) => this.quota.free(namespace, e.ownerToken)));
     return evicted.map(({ holder, fencingToken }) => ({ holder, fencingToken }));
   }

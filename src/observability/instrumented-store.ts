@@ -14,7 +14,7 @@ import type {
 } from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
-import type { PermitAcquireInput, PermitAcquireOutcome, PermitKind, PermitListQuery, PermitStore } from '../domain/permit-store.js';
+import type { PermitAcquireInput, PermitAcquireOutcome, PermitKind, PermitListQuery, PermitStore, QueuedCaller } from '../domain/permit-store.js';
 
 export type StoreOperation =
   | 'acquire'
@@ -110,10 +110,11 @@ export class InstrumentedStore implements LockStore {
         return released;
       },
       inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
+      permitQueue: (kind: PermitKind, key: string, limit: number) => this.timed('permit_inspect', () => inner.permitQueue(kind, key, limit)),
       inspectPermitsIndexed: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermitsIndexed(kind, key)),
       watchPermitChanges: (kind: PermitKind, key: string, onChange: () => void) => inner.watchPermitChanges(kind, key, onChange),
-      forceReleasePermits: async (kind: PermitKind, key: string) => {
-        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key));
+      forceReleasePermits: async (kind: PermitKind, key: string, fencingToken?: number) => {
+        const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key, fencingToken));
         for (const e of evicted) this.leases.released(e.ownerToken);
         return evicted;
       },
@@ -149,6 +150,10 @@ export class InstrumentedStore implements LockStore {
     return this.timed('inspect', () => this.inner.inspect(key));
   }
 
+  queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    return this.timed('inspect', () => this.inner.queue(key, limit));
+  }
+
   inspectIndexed(key: string): Promise<IndexedLockState> {
     return this.timed('inspect', () => this.inner.inspectIndexed(key));
   }
@@ -161,8 +166,8 @@ export class InstrumentedStore implements LockStore {
     return this.timed('ping', () => this.inner.ping());
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
-    const outcome = await this.timed('force_release', () => this.inner.forceRelease(key));
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
+    const outcome = await this.timed('force_release', () => this.inner.forceRelease(key, fencingToken));
     if (outcome.released) this.leases.released(outcome.evictedOwnerToken);
     return outcome;
   }

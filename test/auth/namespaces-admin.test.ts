@@ -173,4 +173,41 @@ describe.each(STORES)('namespaces and admin routes on the %s store', (_name, ope
     const noNs = await t.app.inject({ method: 'DELETE', url: `/v1/locks/${name}`, headers: ADMIN });
     expect(noNs.json()).toMatchObject({ code: 'invalid_request' });
   });
+
+  it('force release with ?fencingToken= evicts only the lease shown: 409 holder_changed when it changed, for every primitive', async () => {
+    const del = (url: string) => t.app.inject({ method: 'DELETE', url, headers: ADMIN });
+    type Grant = { ownerToken: string; fencingToken: number };
+    // A lock: the lease an operator saw is replaced before the click.
+    const name = `shown-${randomUUID().slice(0, 8)}`;
+    const shown = (await post(`/v1/locks/${name}/acquire`, B, { ttlMs: 60_000, holder: 'shown' })).json<Grant>();
+    expect((await post(`/v1/locks/${name}/release`, B, { ownerToken: shown.ownerToken })).statusCode).toBe(200);
+    const newer = (await post(`/v1/locks/${name}/acquire`, B, { ttlMs: 60_000, holder: 'newer' })).json<Grant>();
+    const changed = await del(`/v1/locks/${name}?namespace=team-b&fencingToken=${shown.fencingToken}`);
+    expect(changed.statusCode, changed.body).toBe(409);
+    expect(changed.headers['content-type']).toContain('application/problem+json');
+    expect(changed.json()).toMatchObject({ code: 'holder_changed', status: 409 });
+    expect(changed.json<{ detail: string }>().detail).toContain(String(newer.fencingToken));
+    expect((await get(`/v1/locks/${name}`, B)).json()).toMatchObject({ held: true, holder: 'newer', fencingToken: newer.fencingToken });
+    const evicted = await del(`/v1/locks/${name}?namespace=team-b&fencingToken=${newer.fencingToken}`);
+    expect(evicted.json()).toMatchObject({ released: true, evicted: { holder: 'newer', fencingToken: newer.fencingToken } });
+    expect((await del(`/v1/locks/${name}?namespace=team-b&fencingToken=${newer.fencingToken}`)).statusCode).toBe(404);
+    expect((await del(`/v1/locks/${name}?namespace=team-b&fencingToken=-1`)).json()).toMatchObject({ code: 'invalid_request' });
+
+    // A semaphore: one permit evicted by its token, the other stays; the evicted one again is a 409.
+    const sem = `sem-${name}`;
+    const p1 = (await post(`/v1/semaphores/${sem}/acquire`, B, { limit: 2, ttlMs: 60_000, holder: 'p1' })).json<Grant>();
+    const p2 = (await post(`/v1/semaphores/${sem}/acquire`, B, { limit: 2, ttlMs: 60_000, holder: 'p2' })).json<Grant>();
+    const one = await del(`/v1/semaphores/${sem}?namespace=team-b&fencingToken=${p1.fencingToken}`);
+    expect(one.json()).toEqual({ namespace: 'team-b', key: sem, released: true, evicted: [{ holder: 'p1', fencingToken: p1.fencingToken }] });
+    expect((await del(`/v1/semaphores/${sem}?namespace=team-b&fencingToken=${p1.fencingToken}`)).json()).toMatchObject({ code: 'holder_changed' });
+    expect((await get(`/v1/semaphores/${sem}`, B)).json()).toMatchObject({ permitsHeld: 1, holders: [{ holder: 'p2', fencingToken: p2.fencingToken }] });
+
+    // A read/write lock: the writer shown is gone, a reader holds it now.
+    const rw = `rw-${name}`;
+    const w = (await post(`/v1/rwlocks/${rw}/acquire`, B, { mode: 'write', ttlMs: 60_000 })).json<Grant>();
+    expect((await post(`/v1/rwlocks/${rw}/release`, B, { ownerToken: w.ownerToken })).statusCode).toBe(200);
+    expect((await post(`/v1/rwlocks/${rw}/acquire`, B, { mode: 'read', ttlMs: 60_000, holder: 'reader' })).statusCode).toBe(200);
+    expect((await del(`/v1/rwlocks/${rw}?namespace=team-b&fencingToken=${w.fencingToken}`)).statusCode).toBe(409);
+    expect((await get(`/v1/rwlocks/${rw}`, B)).json()).toMatchObject({ holders: [{ holder: 'reader' }] });
+  });
 });

@@ -4,6 +4,7 @@ import {
   KeyholderClient,
   LeaseLostError,
   LockHeldError,
+  HolderChangedError,
   NotOwnerError,
   type RetryEvent,
   UnavailableError,
@@ -122,6 +123,18 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     expect(renewals.filter((r) => r.at >= forcedAt).length).toBeLessThanOrEqual(1);
     expect(renewals.filter((r) => r.status === 409)).toHaveLength(1);
     await lease.release(); // nothing to give back: resolves
+  });
+
+  it('forceRelease with a fencingToken leaves a newer holder alone (HolderChangedError) and evicts the one named', async () => {
+    const k = key('conditional');
+    const old = await kh.acquireGrant(k, { ttlMs: 5_000 });
+    await kh.release(k, old.ownerToken);
+    const current = await kh.acquireGrant(k, { ttlMs: 5_000, holder: 'current' });
+    const refused = await kh.forceRelease(k, 'default', { fencingToken: old.fencingToken }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(HolderChangedError);
+    expect(refused).toMatchObject({ code: 'holder_changed', status: 409 });
+    expect(await kh.inspect(k)).toMatchObject({ held: true, holder: 'current' });
+    expect(await kh.forceRelease(k, 'default', { fencingToken: current.fencingToken })).toMatchObject({ evicted: { fencingToken: current.fencingToken } });
   });
 
   it('withLock releases after a throw and rethrows; returns fn\'s value otherwise', async () => {

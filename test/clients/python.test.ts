@@ -41,7 +41,7 @@ describe('Python client against a running server', () => {
   it('locks: renews in a background thread, releases on exit, sets lease.lost on a force release; single calls', async () => {
     const steps = await runScript('lock_flow.py', server.url);
     const step = byName(steps, 'step');
-    expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end', 'single-calls']);
+    expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end', 'single-calls', 'conditional-force-release']);
     expect(step['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
     expect(step['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
     expect(step.held).toMatchObject({ lost: false });
@@ -62,6 +62,13 @@ describe('Python client against a running server', () => {
       badTtl: { code: 'invalid_request', status: 400, fields: ['ttlMs'] },
       released: true,
       releaseAgain: { code: 'not_owner', status: 409 },
+    });
+    expect(step['conditional-force-release']).toEqual({
+      step: 'conditional-force-release',
+      changed: { code: 'holder_changed', status: 409 },
+      kept: 'new',
+      evicted: true,
+      held: false,
     });
   }, 60_000);
 

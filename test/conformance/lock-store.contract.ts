@@ -324,6 +324,28 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect((await store.inspect(key))?.fencingToken).toBe(next.acquired ? next.fencingToken : -1);
     });
 
+    it('force release naming a fencing token evicts only that lease: a newer holder keeps the lock', async () => {
+      const key = uniqueKey('force-token');
+      const shown = await acquire(key, 60_000, 'shown');
+      if (!shown.acquired) throw new Error('not granted');
+      // The lease the operator looked at ends and another holder takes the lock.
+      expect(await store.release(key, shown.ownerToken)).toBe(true);
+      const newer = await acquire(key, 60_000, 'newer');
+      if (!newer.acquired) throw new Error('not granted');
+      expect(await store.forceRelease(key, shown.fencingToken)).toEqual({ released: false });
+      expect(await store.inspect(key)).toMatchObject({ holder: 'newer', fencingToken: newer.fencingToken });
+      expect(await store.renew(key, newer.ownerToken, 60_000)).toMatchObject({ renewed: true });
+      // Named by its own token, the live lease goes, as an unconditional force release would.
+      expect(await store.forceRelease(key, newer.fencingToken)).toEqual({
+        released: true,
+        holder: 'newer',
+        fencingToken: newer.fencingToken,
+        evictedOwnerToken: newer.ownerToken,
+      });
+      expect(await store.inspect(key)).toBeNull();
+      expect(await store.forceRelease(key, newer.fencingToken)).toEqual({ released: false });
+    });
+
     it('force release of a free, expired or unknown lock changes nothing', async () => {
       expect(await store.forceRelease(uniqueKey('force-unknown'))).toEqual({ released: false });
       const key = uniqueKey('force-expired');

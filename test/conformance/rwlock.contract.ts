@@ -32,6 +32,36 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
       expect(w.fencingToken).toBeGreaterThan(Math.max(...readers.map((r) => r.fencingToken)));
     });
 
+    it('force release naming a fencing token ends only that lease: a writer evicted by token, a later writer kept', async () => {
+      const key = uniqueKey('rw-force-one');
+      const w = granted(await take(key, 'write', { ttlMs: 30_000 }));
+      const next = take(key, 'write', { waitMs: 10_000 }, 1);
+      await waitersAre(key, 1);
+      expect((await permitsOf(store()).forceReleasePermits('rwlock', key, w.fencingToken)).map((e) => e.fencingToken)).toEqual([w.fencingToken]);
+      const w2 = granted(await next);
+      expect(await permitsOf(store()).forceReleasePermits('rwlock', key, w.fencingToken)).toEqual([]);
+      expect((await permitsOf(store()).inspectPermits('rwlock', key))?.holders.map((h) => h.fencingToken)).toEqual([w2.fencingToken]);
+      expect(await release(key, w2.ownerToken, 1)).toBe(true);
+    });
+
+    it('permitQueue tells a queued writer from a queued reader by its weight', async () => {
+      const key = uniqueKey('rw-queue');
+      const w = granted(await take(key, 'write', { ttlMs: 30_000 }));
+      const reader = take(key, 'read', { holder: 'reader', waitMs: 20_000 }, 1);
+      await waitersAre(key, 1);
+      const writer = take(key, 'write', { holder: 'writer', waitMs: 20_000 }, 2);
+      await waitersAre(key, 2);
+      expect((await permitsOf(store()).permitQueue('rwlock', key, 100)).map(({ position, holder, weight }) => [position, holder, weight])).toEqual([
+        [1, 'reader', WEIGHT.read],
+        [2, 'writer', WEIGHT.write],
+      ]);
+      expect(await release(key, w.ownerToken)).toBe(true);
+      const r = granted(await reader);
+      expect(await release(key, r.ownerToken, 1)).toBe(true);
+      const w2 = granted(await writer);
+      expect(await release(key, w2.ownerToken, 2)).toBe(true);
+    });
+
     it('a writer excludes readers and other writers', async () => {
       const key = uniqueKey('rw-writer');
       const w = granted(await take(key, 'write', { ttlMs: 3_000 }));

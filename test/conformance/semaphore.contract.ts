@@ -160,6 +160,50 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect(await permitsOf(store()).forceReleasePermits('semaphore', uniqueKey('sem-none'))).toEqual([]);
     });
 
+    it('force release naming a fencing token ends only that permit; a gone one ends nothing', async () => {
+      const key = uniqueKey('sem-force-one');
+      const a = granted(await take(key, 2, { holder: 'a' }));
+      const b = granted(await take(key, 2, { holder: 'b' }, 1));
+      const waiter = take(key, 2, { waitMs: 10_000 }, 2);
+      await waitersAre(key, 1);
+      const evicted = await permitsOf(store()).forceReleasePermits('semaphore', key, a.fencingToken);
+      expect(evicted.map((e) => [e.holder, e.fencingToken, e.ownerToken])).toEqual([['a', a.fencingToken, a.ownerToken]]);
+      // The freed room goes to the queue; the other permit is untouched.
+      const handed = granted(await waiter);
+      expect(await permitsOf(store()).renewPermit('semaphore', key, a.ownerToken, 5_000)).toEqual({ renewed: false });
+      expect(await permitsOf(store()).renewPermit('semaphore', key, b.ownerToken, 5_000)).toMatchObject({ renewed: true });
+      // The evicted lease again (the operator's view is stale): nothing changes.
+      expect(await permitsOf(store()).forceReleasePermits('semaphore', key, a.fencingToken)).toEqual([]);
+      const state = await permitsOf(store()).inspectPermits('semaphore', key);
+      expect(state?.holders.map((h) => h.fencingToken).sort((x, y) => x - y)).toEqual([b.fencingToken, handed.fencingToken]);
+      expect(state?.holderCount).toBe(2);
+      // The room freed by the count is right: a third permit does not fit.
+      expect((await take(key, 2, {}, 1)).acquired).toBe(false);
+    });
+
+    it('permitQueue lists the live waiters head first with holder, arrival time and weight', async () => {
+      const key = uniqueKey('sem-queue');
+      const held = granted(await take(key, 1, { holder: 'holding', ttlMs: 30_000 }));
+      const before = Date.now();
+      const first = take(key, 1, { holder: 'w1', waitMs: 20_000 }, 1);
+      await waitersAre(key, 1);
+      const second = take(key, 1, { waitMs: 20_000 }, 2);
+      await waitersAre(key, 2);
+      const queued = await permitsOf(store()).permitQueue('semaphore', key, 100);
+      expect(queued.map(({ position, holder, weight }) => [position, holder, weight])).toEqual([
+        [1, 'w1', 1],
+        [2, null, 1],
+      ]);
+      for (const q of queued) expect(q.waitingSinceMs).toBeGreaterThanOrEqual(before - 1_000);
+      expect(await permitsOf(store()).permitQueue('semaphore', key, 1)).toHaveLength(1);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, held.ownerToken)).toBe(true);
+      const w1 = granted(await first);
+      expect((await permitsOf(store()).permitQueue('semaphore', key, 100)).map((q) => q.position)).toEqual([1]);
+      expect(await permitsOf(store()).releasePermit('semaphore', key, w1.ownerToken)).toBe(true);
+      granted(await second);
+      expect(await permitsOf(store()).permitQueue('semaphore', key, 100)).toEqual([]);
+    });
+
     it('a semaphore and a lock or read/write lock of the same name are separate', async () => {
       const key = uniqueKey('sem-kinds');
       granted(await take(key, 1));

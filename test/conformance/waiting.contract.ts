@@ -40,6 +40,48 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       return { ...outcome, ownerToken, answeredAt: performance.now() };
     };
 
+    it('queue lists the live waiters head first with holder label and arrival time, never owner tokens', async () => {
+      const key = uniqueKey('queue');
+      const holder = granted(await acquire(store(0), key, { ttlMs: 30_000 }));
+      const before = Date.now();
+      const waits: Array<Promise<AcquireOutcome>> = [];
+      for (const [i, label] of ['first', 'second', ''].entries()) {
+        waits.push(store(i % 2).acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: label, waitMs: 20_000 }));
+        await vi.waitFor(async () => expect((await store(2).inspect(key))?.waiters).toBe(i + 1), { timeout: 10_000, interval: 10 });
+      }
+      const queued = await store(2).queue(key, 100);
+      expect(queued.map(({ position, holder: h }) => [position, h])).toEqual([
+        [1, 'first'],
+        [2, 'second'],
+        [3, null],
+      ]);
+      for (const q of queued) {
+        expect(q.weight).toBeUndefined();
+        // The store's clock and this one are the same machine's: allow a little slack.
+        expect(q.waitingSinceMs).toBeGreaterThanOrEqual(before - 1_000);
+        expect(q.waitingSinceMs).toBeLessThanOrEqual(Date.now() + 1_000);
+      }
+      expect(queued[0]!.waitingSinceMs).toBeLessThanOrEqual(queued[1]!.waitingSinceMs);
+      expect(JSON.stringify(queued)).not.toContain(holder.ownerToken);
+      expect(await store(0).queue(key, 2)).toHaveLength(2);
+      expect(await store(0).queue(uniqueKey('queue-none'), 100)).toEqual([]);
+      // The head is granted: it leaves the queue, the others move up.
+      expect(await store(0).release(key, holder.ownerToken)).toBe(true);
+      const head = await waits[0]!;
+      expect(head.acquired).toBe(true);
+      expect((await store(1).queue(key, 100)).map((q) => [q.position, q.holder])).toEqual([
+        [1, 'second'],
+        [2, null],
+      ]);
+      // Each one in turn: the lock goes down the queue, and nothing is left waiting.
+      for (const next of waits.slice(1)) {
+        await store(0).forceRelease(key);
+        expect((await next).acquired).toBe(true);
+      }
+      await store(0).forceRelease(key);
+      expect(await store(0).queue(key, 100)).toEqual([]);
+    });
+
     it('a waiter is granted the lock when it is released, within milliseconds', async () => {
       const key = uniqueKey('release');
       const holder = granted(await acquire(store(0), key));

@@ -136,6 +136,8 @@ describe('every route and status against openapi.yaml', () => {
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: TEAM, status: 403 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+      // Another lease than the one named (fencing token 1) holds it: 409 holder_changed, nothing changed.
+      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team&fencingToken=1', headers: OPS, status: 409 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: OPS, status: 200 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: OPS, status: 404 },
     ];
@@ -239,6 +241,7 @@ describe('every route and status against openapi.yaml', () => {
           { method: 'DELETE', url: `${url}?namespace=team`, headers: TEAM, status: 403 },
           { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
           { method: 'DELETE', url: `${url}?namespace=team`, headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+          { method: 'DELETE', url: `${url}?namespace=team&fencingToken=1`, headers: OPS, status: 409 },
           { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 200 },
           { method: 'DELETE', url: `${url}?namespace=team`, headers: OPS, status: 404 },
         ];

@@ -105,6 +105,7 @@ describe('Redis key names', () => {
         permitHeartbeat: { ...hand, keys: permit, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
         permitInspect: { keys: permit, shown: 1 },
         permitForceRelease: { ...hand, keys: permit },
+        queue: { keys, limit: 1, layout: 'lock' },
       };
       for (const name of Object.keys(args) as ScriptName[]) {
         const spec = SCRIPTS[name];

@@ -1,24 +1,54 @@
-/* global document, sessionStorage, fetch, performance, setTimeout, setInterval, clearTimeout, URLSearchParams */
-// The operator console: held locks (admin API), force-release, and two figures from /metrics.
-// Plain browser JavaScript, no build step and no third-party code. Everything shown is set with
-// textContent: lock keys and holder labels come from API callers and are never parsed as HTML.
+/* global document, sessionStorage, fetch, performance, setTimeout, setInterval, clearTimeout, URLSearchParams, Option */
+// The operator console: held locks, semaphores and read/write locks (admin API), a conditional
+// force release, and two figures from /metrics. Plain browser JavaScript, no build step and no
+// third-party code. Everything shown is set with textContent: lock keys and holder labels come from
+// API callers and are never parsed as HTML.
 'use strict';
 
 const KEY_STORAGE = 'keyholder.adminKey';
-/** 2 s: live enough to watch a hand-over, light enough (one listing per refresh) for a busy store. */
+/** 2 s: live enough to watch a hand-over, light enough (one page per kind per refresh) for a busy store. */
 const REFRESH_MS = 2000;
-const PAGE_LIMIT = 1000;
-/** At most this many pages per refresh: a page is for looking at, not for exporting every lock. */
-const MAX_PAGES = 10;
+/**
+ * Keys per page. The page asks the store for one page at a time (the cursor is the store's), so
+ * 10,000 held leases cost what 100 do: a store walk of one page and a few hundred rows in the DOM.
+ * A semaphore key can show up to 100 leases, so its pages hold fewer keys.
+ */
+const PAGE_KEYS = { locks: 100, semaphores: 20, rwlocks: 20 };
+const KINDS = ['locks', 'semaphores', 'rwlocks'];
+/** Fencing tokens are floored at the store clock in microseconds (domain/fencing.ts): within this of the store's now, a token dates its grant. */
+const TOKEN_DATES_WITHIN_MS = 366 * 24 * 3600 * 1000;
 
 const $ = (id) => document.getElementById(id);
-const state = { namespace: '', prefix: '', rows: [], timer: undefined, pending: null };
+const state = {
+  kind: 'locks',
+  namespace: '',
+  prefix: '',
+  /** The store cursors of the pages seen so far on this kind and filter; cursors[i] opens page i. */
+  cursors: [undefined],
+  page: 0,
+  nextCursor: null,
+  leases: [],
+  waiting: 0,
+  namespaces: new Set(),
+  timer: undefined,
+  /** Bumped by every refresh: an answer that arrives after a newer refresh began is dropped. */
+  generation: 0,
+  pending: null,
+  /** The last listing answered 503: the rows (if any) are from an earlier answer. */
+  storeDown: false,
+  /** Set by a page change: the list is scrolled back to its top once the new page is on it. */
+  scrollToTop: false,
+  /** When this page first saw each lease (kind, namespace, key, fencing token): a hold time where the token does not date the grant. */
+  firstSeen: new Map(),
+};
 
 function apiKey() {
   return sessionStorage.getItem(KEY_STORAGE);
 }
 
 class Unauthorized extends Error {}
+/** The admin API answered 503: the store (or this instance) cannot answer now. */
+class StoreDown extends Error {}
 
 async function api(method, path) {
   const headers = {};
@@ -29,12 +59,17 @@ async function api(method, path) {
     const problem = await res.json().catch(() => ({}));
     throw new Unauthorized(problem.detail || `HTTP ${res.status}`);
   }
+  if (res.status === 503) {
+    const problem = await res.json().catch(() => ({}));
+    throw new StoreDown(`${problem.detail || 'no answer'} (${problem.code || 'HTTP 503'})`);
+  }
   return res;
 }
 
 function showLogin(message) {
   clearTimeout(state.timer);
   $('main').hidden = true;
+  $('store-banner').hidden = true;
   $('login').hidden = false;
   $('login-error').textContent = message || '';
   $('api-key').focus();
@@ -45,28 +80,80 @@ function showMain() {
   $('main').hidden = false;
 }
 
-async function listLocks() {
-  const locks = new Map();
-  let cursor;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const params = new URLSearchParams({ limit: String(PAGE_LIMIT) });
-    if (state.namespace) params.set('namespace', state.namespace);
-    // The API matches a prefix inside one namespace; across all namespaces the page filters itself.
-    if (state.namespace && state.prefix) params.set('prefix', state.prefix);
-    if (cursor) params.set('cursor', cursor);
-    const res = await api('GET', `/v1/locks?${params}`);
-    const body = await res.json();
-    if (!res.ok) throw new Error(body.detail || `HTTP ${res.status}`);
-    // The Redis store may show a lock on two pages: keep one row per lock.
-    for (const lock of body.locks) locks.set(`${lock.namespace}\u0000${lock.key}`, lock);
-    cursor = body.nextCursor;
-    if (!cursor) break;
+function listParams(kind, cursor, limit) {
+  const params = new URLSearchParams({ limit: String(limit) });
+  if (state.namespace) params.set('namespace', state.namespace);
+  // The API matches a prefix inside one namespace; across all namespaces the page filters its rows.
+  if (state.namespace && state.prefix) params.set('prefix', state.prefix);
+  if (cursor) params.set('cursor', cursor);
+  return params;
+}
+
+/** One page of `kind` from the admin API: { entries, nextCursor }, or { unsupported } on a store without it. */
+async function listPage(kind, cursor, limit) {
+  const res = await api('GET', `/v1/${kind}?${listParams(kind, cursor, limit)}`);
+  const body = await res.json();
+  if (res.status === 501) return { unsupported: body.detail || 'not supported by this store', entries: [], nextCursor: null };
+  if (!res.ok) throw new Error(body.detail || `HTTP ${res.status}`);
+  return { entries: kind === 'locks' ? body.locks : body.entries, nextCursor: body.nextCursor };
+}
+
+/** The rows of one page: one per lease (a semaphore or read/write lock key has several). */
+function leasesOf(kind, entries, fetchedAt) {
+  const rows = [];
+  const seen = new Set();
+  for (const entry of entries) {
+    // The Redis store may show a key on two pages, or twice on one: keep one.
+    const id = `${entry.namespace}\u0000${entry.key}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    state.namespaces.add(entry.namespace);
+    if (state.prefix && !entry.key.startsWith(state.prefix)) continue;
+    const holders = kind === 'locks' ? [entry] : entry.holders;
+    holders.forEach((h, i) => {
+      rows.push({
+        kind,
+        namespace: entry.namespace,
+        key: entry.key,
+        holder: h.holder,
+        fencingToken: h.fencingToken,
+        what: kindLabel(kind, entry, h),
+        // The store's clock at the answer, without the browser's: expiry minus the time left.
+        storeNowMs: Date.parse(h.expiresAt) - h.ttlRemainingMs,
+        endsAt: fetchedAt + h.ttlRemainingMs,
+        fetchedAt,
+        waiters: i === 0 ? entry.waiters : null,
+        more: i === holders.length - 1 && kind !== 'locks' && entry.truncated ? entry.holderCount - holders.length : 0,
+      });
+    });
   }
-  const fetchedAt = performance.now();
-  return [...locks.values()]
-    .filter((l) => !state.prefix || l.key.startsWith(state.prefix))
-    .sort((a, b) => (a.namespace === b.namespace ? a.key.localeCompare(b.key) : a.namespace.localeCompare(b.namespace)))
-    .map((l) => ({ ...l, endsAt: fetchedAt + l.ttlRemainingMs }));
+  return rows;
+}
+
+function kindLabel(kind, entry, holder) {
+  if (kind === 'locks') return 'lock';
+  if (kind === 'semaphores') return `semaphore ${entry.holderCount}/${entry.capacity}`;
+  return holder.weight >= entry.capacity ? 'rwlock write' : 'rwlock read';
+}
+
+/**
+ * How long a lease has been held, at this page's now. A token floored at the store clock (memory,
+ * Redis) dates its grant to the microsecond, at the latest; elsewhere (etcd) the page can only say
+ * since when it has seen the lease ("≥").
+ */
+function heldFor(lease, now) {
+  const sinceAnswer = now - lease.fetchedAt;
+  const grantedMs = lease.fencingToken / 1000;
+  if (grantedMs <= lease.storeNowMs + 1000 && grantedMs >= lease.storeNowMs - TOKEN_DATES_WITHIN_MS) {
+    return formatMs(Math.max(0, lease.storeNowMs - grantedMs + sinceAnswer));
+  }
+  const id = `${lease.kind}\u0000${lease.namespace}\u0000${lease.key}\u0000${lease.fencingToken}`;
+  let first = state.firstSeen.get(id);
+  if (first === undefined) {
+    first = lease.fetchedAt;
+    state.firstSeen.set(id, first);
+  }
+  return `≥ ${formatMs(now - first)}`;
 }
 
 function parseMetrics(text) {
@@ -112,109 +199,211 @@ function formatMs(ms) {
   if (s < 120) return `${s} s`;
   const min = Math.floor(s / 60);
   if (min < 120) return `${min} min ${s % 60} s`;
-  return `${Math.floor(min / 60)} h ${min % 60} min`;
+  const h = Math.floor(min / 60);
+  if (h < 48) return `${h} h ${min % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
-function cell(text, className) {
+/** A cell; `label` is shown before the value where the table folds into cards (narrow screens). */
+function cell(text, label, className) {
   const td = document.createElement('td');
   td.textContent = text;
+  td.dataset.label = label;
   if (className) td.className = className;
   return td;
 }
 
+/** The rendered rows' cells that count down, so a tick touches only what is on the page. */
+let ticking = [];
+
 function render() {
-  const tbody = $('locks').querySelector('tbody');
-  const rows = [];
-  let namespace = null;
-  for (const lock of state.rows) {
-    if (lock.namespace !== namespace) {
-      namespace = lock.namespace;
-      const tr = document.createElement('tr');
-      tr.className = 'namespace-row';
-      const td = cell(`${namespace} (${state.rows.filter((l) => l.namespace === namespace).length})`);
-      td.colSpan = 7;
-      tr.append(td);
-      rows.push(tr);
-    }
+  const tbody = $('leases').querySelector('tbody');
+  const fragment = document.createDocumentFragment();
+  const now = performance.now();
+  ticking = [];
+  for (const lease of state.leases) {
     const tr = document.createElement('tr');
-    tr.dataset.namespace = lock.namespace;
-    tr.dataset.key = lock.key;
-    const holder = cell(lock.holder ?? 'no label', lock.holder ? '' : 'none');
-    const ttl = cell(formatMs(lock.endsAt - performance.now()), 'num ttl');
+    tr.dataset.kind = lease.kind;
+    tr.dataset.namespace = lease.namespace;
+    tr.dataset.key = lease.key;
+    tr.dataset.fencingToken = String(lease.fencingToken);
+    const holder = cell(lease.holder ?? 'no label', 'holder', lease.holder ? 'holder' : 'holder none');
+    if (lease.more > 0) holder.append(document.createElement('br'), Object.assign(document.createElement('small'), { textContent: `+${lease.more} more not shown` }));
+    const held = cell(heldFor(lease, now), 'held for', 'num held');
+    const ttl = cell(formatMs(lease.endsAt - now), 'time left', 'num ttl');
     const button = document.createElement('button');
     button.type = 'button';
     button.className = 'danger small';
     button.textContent = 'Force-release';
-    button.setAttribute('aria-label', `Force-release ${lock.namespace}/${lock.key}`);
-    button.addEventListener('click', () => confirmRelease(lock));
+    button.setAttribute('aria-label', `Force-release ${lease.namespace}/${lease.key} (fencing token ${lease.fencingToken})`);
+    button.addEventListener('click', () => confirmRelease(lease));
     const actions = document.createElement('td');
+    actions.className = 'actions';
     actions.append(button);
-    tr.append(cell(lock.namespace), cell(lock.key, 'key'), holder, cell(String(lock.fencingToken), 'num'), ttl, cell(String(lock.waiters), 'num'), actions);
-    rows.push(tr);
+    tr.append(
+      cell(lease.what, 'kind', 'kind'),
+      cell(lease.namespace, 'namespace'),
+      cell(lease.key, 'key', 'key'),
+      holder,
+      cell(String(lease.fencingToken), 'fencing token', 'num'),
+      held,
+      ttl,
+      cell(lease.waiters === null ? '' : String(lease.waiters), 'waiters', 'num waiters'),
+      actions,
+    );
+    fragment.append(tr);
+    ticking.push({ tr, lease, held, ttl });
   }
-  tbody.replaceChildren(...rows);
-  $('held-count').textContent = String(state.rows.length);
-  $('waiting-count').textContent = String(state.rows.reduce((n, l) => n + l.waiters, 0));
-  $('empty').hidden = state.rows.length > 0;
-  $('empty-filter').textContent = state.namespace || state.prefix ? ' that matches the filter' : '';
+  tbody.replaceChildren(fragment);
+  // For the console's tests and an operator's devtools: when the first rows were on the page.
+  if (state.leases.length > 0 && performance.getEntriesByName('keyholder:first-rows').length === 0) performance.mark('keyholder:first-rows');
+  $('held-count').textContent = String(state.leases.length);
+  $('waiting-count').textContent = String(state.waiting);
+  $('empty').hidden = state.leases.length > 0;
+  $('empty').textContent = state.storeDown
+    ? 'Nothing to show: the store did not answer.'
+    : `Nothing is held${state.namespace || state.prefix ? ' that matches the filter' : ''}.`;
+  if (state.scrollToTop) {
+    state.scrollToTop = false;
+    $('leases').scrollIntoView({ block: 'start' });
+  }
+  $('prev-page').disabled = state.page === 0;
+  $('next-page').disabled = !state.nextCursor;
+  $('page-label').textContent = `page ${state.page + 1}`;
+  renderNamespaces();
 }
 
-/** Counts the time left down between refreshes, from each lock's end on this page's clock. */
+/** The namespace picker's choices: every namespace this page has seen in a listing (any other can be typed). */
+function renderNamespaces() {
+  const list = $('namespaces');
+  if (list.options.length === state.namespaces.size) return;
+  list.replaceChildren(...[...state.namespaces].sort().map((ns) => new Option(ns, ns)));
+}
+
+/** Counts the time left down (and the hold time up) between refreshes, on the rendered rows only. */
 function tick() {
   const now = performance.now();
-  for (const tr of $('locks').querySelectorAll('tbody tr[data-key]')) {
-    const lock = state.rows.find((l) => l.namespace === tr.dataset.namespace && l.key === tr.dataset.key);
-    if (!lock) continue;
-    const left = lock.endsAt - now;
-    const td = tr.querySelector('td.ttl');
-    td.textContent = formatMs(left);
+  for (const { tr, lease, held, ttl } of ticking) {
+    const left = lease.endsAt - now;
+    ttl.textContent = formatMs(left);
+    held.textContent = heldFor(lease, now);
     tr.classList.toggle('expiring', left < 5000);
   }
 }
 
+function renderCounts(counts) {
+  for (const kind of KINDS) {
+    const c = counts[kind];
+    $(`count-${kind}`).textContent = c === undefined ? '' : c.unsupported ? 'n/a' : `${c.keys}${c.more ? '+' : ''}`;
+  }
+}
+
+function showStoreDown(message) {
+  state.storeDown = true;
+  if (state.leases.length === 0) $('empty').textContent = 'Nothing to show: the store did not answer.';
+  const banner = $('store-banner');
+  banner.textContent =
+    `The lock store is not answering: ${message}. Nothing can be listed or released right now; ` +
+    `this page retries every ${REFRESH_MS / 1000} s.` + (state.leases.length > 0 ? ' The rows below are from the last answer.' : '');
+  banner.hidden = false;
+  $('leases').classList.add('stale');
+}
+
+function storeAnswered() {
+  state.storeDown = false;
+  $('store-banner').hidden = true;
+  $('leases').classList.remove('stale');
+}
+
 async function refresh() {
   clearTimeout(state.timer);
+  const kind = state.kind;
+  const generation = ++state.generation;
   try {
-    const [rows] = await Promise.all([listLocks(), refreshMetrics()]);
-    state.rows = rows;
+    const current = listPage(kind, state.cursors[state.page], PAGE_KEYS[kind]);
+    // The other tabs' counts: the first page of each, as the tabs show "100+" when there is more.
+    const others = KINDS.filter((k) => k !== kind).map(async (k) => [k, await listPage(k, undefined, PAGE_KEYS[k])]);
+    const [page, ...rest] = await Promise.all([current, ...others, refreshMetrics()]);
+    if (generation !== state.generation) return;
+    const fetchedAt = performance.now();
+    const counts = Object.fromEntries(rest.filter(Array.isArray).map(([k, p]) => [k, { keys: p.entries.length, more: p.nextCursor !== null, unsupported: p.unsupported }]));
+    counts[kind] = { keys: page.entries.length, more: page.nextCursor !== null, unsupported: page.unsupported };
+    for (const [, p] of rest.filter(Array.isArray)) for (const e of p.entries) state.namespaces.add(e.namespace);
+    state.leases = leasesOf(kind, page.entries, fetchedAt);
+    state.waiting = page.entries.reduce((n, e) => n + e.waiters, 0);
+    state.nextCursor = page.nextCursor;
     showMain();
+    storeAnswered();
     render();
-    $('list-error').textContent = '';
+    renderCounts(counts);
+    $('list-error').textContent = page.unsupported ? `${page.unsupported}` : '';
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
+    if (generation !== state.generation) return;
     if (err instanceof Unauthorized) return showLogin(apiKey() ? `That key was refused: ${err.message}` : '');
-    $('list-error').textContent = `Could not list locks: ${err.message}`;
+    if (err instanceof StoreDown) {
+      // The key was accepted (a refused key is a 401/403): the operator sees the console and why it is empty.
+      showMain();
+      render();
+      showStoreDown(err.message);
+    } else {
+      $('list-error').textContent = `Could not list: ${err.message}`;
+    }
   }
   state.timer = setTimeout(refresh, REFRESH_MS);
 }
 
-function confirmRelease(lock) {
-  state.pending = lock;
-  $('confirm-lock').textContent = `${lock.namespace} / ${lock.key}`;
-  $('confirm-holder').textContent = lock.holder ?? 'no label';
-  $('confirm-token').textContent = String(lock.fencingToken);
+function confirmRelease(lease) {
+  state.pending = lease;
+  $('confirm-kind').textContent = lease.what;
+  $('confirm-lock').textContent = `${lease.namespace} / ${lease.key}`;
+  $('confirm-holder').textContent = lease.holder ?? 'no label';
+  $('confirm-token').textContent = String(lease.fencingToken);
   $('confirm').showModal();
 }
 
-async function forceRelease(lock) {
-  const params = new URLSearchParams({ namespace: lock.namespace });
+/**
+ * Evicts the lease the dialog showed, named by its fencing token: the server frees it only if that
+ * lease is still live, in one atomic step, so a holder that took the key since this page looked keeps it.
+ */
+async function forceRelease(lease) {
+  const params = new URLSearchParams({ namespace: lease.namespace, fencingToken: String(lease.fencingToken) });
+  const name = `${lease.namespace}/${lease.key}`;
+  $('notice').className = 'notice';
   try {
-    const res = await api('DELETE', `/v1/locks/${encodeURIComponent(lock.key)}?${params}`);
+    const res = await api('DELETE', `/v1/${lease.kind}/${encodeURIComponent(lease.key)}?${params}`);
     const body = await res.json().catch(() => ({}));
-    if (res.ok) $('notice').textContent = `Released ${lock.namespace}/${lock.key} (fencing token ${body.evicted.fencingToken}).`;
-    else if (res.status === 404) $('notice').textContent = `${lock.namespace}/${lock.key} was no longer held.`;
-    else $('list-error').textContent = `Force-release failed: ${body.detail || `HTTP ${res.status}`}`;
+    if (res.ok) {
+      $('notice').textContent = `Released ${name} (fencing token ${lease.fencingToken}).`;
+    } else if (res.status === 409 && body.code === 'holder_changed') {
+      $('notice').className = 'notice warn';
+      $('notice').textContent =
+        `Not released: ${name} changed hands after this page showed it (fencing token ${lease.fencingToken}). ` +
+        'Nothing was changed; the list now shows who holds it.';
+    } else if (res.status === 404) {
+      $('notice').textContent = `${name} was no longer held (fencing token ${lease.fencingToken} had ended); nothing was released.`;
+    } else {
+      $('list-error').textContent = `Force-release failed: ${body.detail || `HTTP ${res.status}`}`;
+    }
   } catch (err) {
     if (err instanceof Unauthorized) return showLogin(err.message);
-    $('list-error').textContent = `Force-release failed: ${err.message}`;
+    if (err instanceof StoreDown) showStoreDown(err.message);
+    else $('list-error').textContent = `Force-release failed: ${err.message}`;
   }
   await refresh();
 }
 
+/** Back to the first page: the cursors belong to one kind and one filter. */
+function firstPage() {
+  state.cursors = [undefined];
+  state.page = 0;
+  state.nextCursor = null;
+}
+
 $('confirm').addEventListener('close', () => {
-  const lock = state.pending;
+  const lease = state.pending;
   state.pending = null;
-  if (lock && $('confirm').returnValue === 'release') void forceRelease(lock);
+  if (lease && $('confirm').returnValue === 'release') void forceRelease(lease);
 });
 
 $('login-form').addEventListener('submit', (event) => {
@@ -228,15 +417,50 @@ $('login-form').addEventListener('submit', (event) => {
 
 $('forget-key').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
-  state.rows = [];
+  state.leases = [];
   render();
   showLogin('Key forgotten.');
+});
+
+for (const tab of document.querySelectorAll('[role="tab"]')) {
+  tab.addEventListener('click', () => {
+    state.kind = tab.dataset.kind;
+    for (const t of document.querySelectorAll('[role="tab"]')) t.setAttribute('aria-selected', String(t === tab));
+    state.leases = [];
+    firstPage();
+    render();
+    void refresh();
+  });
+}
+
+$('next-page').addEventListener('click', () => {
+  if (!state.nextCursor) return;
+  state.cursors[state.page + 1] = state.nextCursor;
+  state.page += 1;
+  state.scrollToTop = true;
+  void refresh();
+});
+
+$('prev-page').addEventListener('click', () => {
+  if (state.page === 0) return;
+  state.page -= 1;
+  state.scrollToTop = true;
+  void refresh();
 });
 
 $('filter').addEventListener('submit', (event) => {
   event.preventDefault();
   state.namespace = $('namespace').value.trim();
   state.prefix = $('prefix').value.trim();
+  firstPage();
+  void refresh();
+});
+
+// A namespace picked from the list (or typed and left) applies at once.
+$('namespace').addEventListener('change', () => {
+  state.namespace = $('namespace').value.trim();
+  state.prefix = $('prefix').value.trim();
+  firstPage();
   void refresh();
 });
 
@@ -245,6 +469,7 @@ $('clear-filter').addEventListener('click', () => {
   $('prefix').value = '';
   state.namespace = '';
   state.prefix = '';
+  firstPage();
   void refresh();
 });
 

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { WaitAbortedError } from '../../domain/errors.js';
+import { InvalidRequestError, WaitAbortedError } from '../../domain/errors.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
 import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
@@ -8,7 +8,7 @@ import { SharedAnswers } from '../shared-answers.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED } from './responses.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, queuedView, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED } from './responses.js';
 
 const acquireRule = routeRule('locks', {
   ...BODY_ERRORS,
@@ -147,14 +147,19 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     },
     async (request, reply) => {
       const key = request.params.key;
-      const { index, waitMs = 0 } = request.query;
+      const { index, waitMs = 0, queue } = request.query;
       const blocking = index !== undefined && waitMs > 0;
+      // A blocking answer is one body shared by every watcher of the key (SharedAnswers): it carries no queue.
+      if (queue === true && blocking) throw new InvalidRequestError('queue', 'not with a blocking query (index and waitMs)');
       // The watchers a change wakes share its view (one body for all of them) and are answered in the
       // pass that wakes them (see ChangeWatch.wait); an answer at once or after waitMs comes here.
       const send = (view: IndexedView) => watchAnswers.send(reply, view, key, () => lockStatus(key, view));
       const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
       if (reply.sent) return reply;
-      return blocking ? send(view) : lockStatus(key, view);
+      if (blocking) return send(view);
+      const status = lockStatus(key, view);
+      if (queue !== true || !status.held) return status;
+      return { ...status, queue: (await locks.queue(principalOf(request).namespace, key)).map((q) => queuedView(q)) };
     },
   );
 };

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
 import type { IndexedPermitState, PermitState } from '../../domain/permit-store.js';
+import { InvalidRequestError } from '../../domain/errors.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
@@ -9,10 +10,10 @@ import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
 import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
 import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
-import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, storeListQuery } from './admin.js';
+import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, routeOptions, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED, type RouteText } from './responses.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, queuedView, routeOptions, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED, type RouteText } from './responses.js';
 
 /**
  * The semaphore and read/write lock routes, declared once: a primitive is a PermitKind (its names, what
@@ -27,7 +28,9 @@ const WAIT_ERRORS =
 
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 429: WATCH_REFUSED, 503: STORE_UNAVAILABLE });
 const listRule = routeRule('admin', ADMIN_ERRORS);
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed'));
+const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 409: HOLDER_CHANGED }), {
+  noRetryAfter: true,
+});
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -66,6 +69,8 @@ export interface PermitKind<Body extends AcquireBody, View> {
   granted(body: Body): object;
   /** The key's state in the primitive's words. */
   view(state: PermitState): View;
+  /** A queued caller's weight in the primitive's words, beside the weight (a read/write lock's mode); none for a semaphore. */
+  readonly queued?: (weight: number) => object;
   /** The inspect answer: the key's watch index and its view, or `null` when nothing is held. */
   status(key: string, index: number, view: View | null): object;
 }
@@ -127,14 +132,19 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
       }),
       async (request, reply) => {
         const key = request.params.key;
-        const { index, waitMs = 0 } = request.query;
+        const { index, waitMs = 0, queue } = request.query;
         const blocking = index !== undefined && waitMs > 0;
+        // As for locks: a blocking answer is shared by every watcher of the key, so it carries no queue.
+        if (queue === true && blocking) throw new InvalidRequestError('queue', 'not with a blocking query (index and waitMs)');
         const status = (watched: IndexedPermitState) => kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
         // As for locks: one body per change, written in the pass that wakes every watcher of the key.
         const send = (watched: IndexedPermitState) => watchAnswers.send(reply, watched, key, () => status(watched));
         const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
         if (reply.sent) return reply;
-        return blocking ? send(watched) : status(watched);
+        if (blocking) return send(watched);
+        if (queue !== true || watched.state === null) return status(watched);
+        const queued = await core.queue(principalOf(request).namespace, key);
+        return { ...status(watched), queue: queued.map((q) => queuedView(q, kind.queued)) };
       },
     );
   };
@@ -179,7 +189,9 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
           summary: `Force-release every lease of a ${names.noun} (admin)`,
           description:
             `Ends every live lease of the ${names.noun} whoever holds them, writes an audit log line, and hands the room to the queue. ` +
-            'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones.',
+            'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones. ' +
+            'With ?fencingToken=N only the lease with that token ends (the others stay); if it is no longer live while others are, ' +
+            'nothing changes (409 holder_changed).',
           ok: 'Freed',
         },
         PermitForceRelease,
@@ -187,8 +199,8 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
       ),
       async (request, reply) => {
         const { key } = request.params;
-        const { namespace } = request.query;
-        const evicted = await core.forceRelease(namespace, key);
+        const { namespace, fencingToken } = request.query;
+        const evicted = await core.forceRelease(namespace, key, fencingToken);
         if (evicted.length === 0) {
           return sendProblem(request, reply, 'not_found', `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`);
         }

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { Access } from '../auth.js';
+import type { QueuedCaller } from '../../domain/lock-store.js';
 import { Problem } from '../schemas/problem.js';
 
 type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };
@@ -69,8 +70,8 @@ function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Reco
  * without saying so; `errors` adds the route's own (a 429 given here replaces the rate_limited one, so
  * it must mention it). `rateLimited: false` takes the route out of the request rate limit (see
  * rate-limit.ts) except for its not_owner answers, which count (chargeFailedOwnership), and says so in
- * its 429. `noRetryAfter`: the route's 409 is not_owner, which has no retry time, so the document does
- * not promise a Retry-After on it.
+ * its 429. `noRetryAfter`: the route's 409 has no retry time (not_owner; a force release's
+ * holder_changed), so the document does not promise a Retry-After on it.
  */
 export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean; noRetryAfter?: true } = {}) {
   const rateLimited = options.rateLimited ?? true;
@@ -130,3 +131,13 @@ export const BODY_ERRORS = {
   415: 'unsupported_media_type: the body is not application/json',
   503: STORE_UNAVAILABLE,
 } as const;
+
+/** A queued caller as inspect?queue=true shows it; `extra` adds a primitive's own words (a read/write lock's mode). */
+export function queuedView(q: QueuedCaller, extra: (weight: number) => object = () => ({})) {
+  return {
+    position: q.position,
+    holder: q.holder,
+    waitingSince: iso(q.waitingSinceMs),
+    ...(q.weight === undefined ? {} : { weight: q.weight, ...extra(q.weight) }),
+  };
+}

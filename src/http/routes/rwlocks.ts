@@ -1,4 +1,4 @@
-import { RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
+import { MAX_READERS, RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
 import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
@@ -32,6 +32,7 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
   service: (core) => new RwLockService(core),
   granted: ({ mode }) => ({ mode }),
   view: rwLockView,
+  queued: (weight) => ({ mode: weight >= MAX_READERS ? 'write' : 'read' }),
   status: (key, index, view) =>
     view === null
       ? { key, index, mode: null, holders: [], holderCount: 0, truncated: false, waiters: 0 }

@@ -55,6 +55,18 @@ export const LockList = z
 
 export const ForceReleaseQuery = z.strictObject({
   namespace: Namespace.meta({ description: 'The namespace of the lock to free (required: an override names its target in full)' }),
+  fencingToken: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .max(Number.MAX_SAFE_INTEGER)
+    .optional()
+    .meta({
+      description:
+        'Evict only the lease with this fencing token (the one the operator looked at). When another lease holds the key ' +
+        'instead, nothing is changed and the answer is 409 holder_changed.',
+      examples: [42],
+    }),
 });
 
 export const ForceReleaseResponse = z

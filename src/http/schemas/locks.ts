@@ -170,6 +170,24 @@ export const WatchIndex = z
     examples: [3528064724432477],
   });
 
+/** A caller queued for the key, as inspect?queue=true lists it (like the Web Locks API's query()). */
+export const QueuedCaller = z
+  .object({
+    position: z.number().int().positive().meta({ description: '1 for the head of the queue' }),
+    holder: Holder.nullable(),
+    waitingSince: ExpiresAt.meta({ description: 'When the caller joined the queue (UTC, store clock)' }),
+    weight: z.number().int().positive().optional().meta({ description: 'Semaphores and read/write locks: how much of the capacity it asks for' }),
+    mode: z.enum(['read', 'write']).optional().meta({ description: 'Read/write locks: the mode it waits for' }),
+  })
+  .meta({ id: 'QueuedCaller' });
+
+/** With ?queue=true: the first callers queued, head first (at most 100). */
+export const QueueField = z
+  .array(QueuedCaller)
+  .max(100)
+  .optional()
+  .meta({ description: 'With ?queue=true: the first callers queued, head first (at most 100), never owner tokens' });
+
 const FreeLock = z
   .object({
     key: z.string(),
@@ -191,6 +209,7 @@ const HeldLock = z
     expiresAt: ExpiresAt,
     ttlRemainingMs: z.number().int().nonnegative(),
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for this lock' }),
+    queue: QueueField,
   })
   .meta({ id: 'HeldLock', description: 'The lock is held: by which holder label, with which fencing token, until when.' });
 
@@ -225,5 +244,13 @@ export const InspectQuery = z.object({
         'With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an ' +
         'acquire\'s waitMs (by default 60,000); above is a 400.',
       examples: [30000],
+    }),
+  queue: z
+    .stringbool()
+    .optional()
+    .meta({
+      description:
+        'true: the answer also lists the callers queued (position, holder label, waiting since, weight or mode), one ' +
+        'more store read. Not with a blocking query (index and waitMs): a 400.',
     }),
 });

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_HOLDERS_SHOWN } from '../../domain/permit-store.js';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
-import { ExpiresAt, FencingToken, grantFields, Holder, SafeCount, TtlMs, WaitMs } from './locks.js';
+import { ExpiresAt, FencingToken, grantFields, Holder, QueueField, SafeCount, TtlMs, WaitMs } from './locks.js';
 
 /**
  * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
@@ -75,6 +75,7 @@ export const SemaphoreStatus = z
     holders: shownHolders(PermitHolder),
     truncated: Truncated,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for a permit' }),
+    queue: QueueField,
   })
   .meta({ id: 'SemaphoreStatus', description: 'Who holds a semaphore\'s permits right now. Never owner tokens.' });
 
@@ -108,6 +109,7 @@ export const RwLockStatus = z
     holderCount: HolderCount,
     truncated: Truncated,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued, readers and writers in one FIFO queue' }),
+    queue: QueueField,
   })
   .meta({ id: 'RwLockStatus', description: 'Who holds a read/write lock right now. Never owner tokens.' });
 

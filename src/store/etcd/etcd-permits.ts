@@ -42,6 +42,7 @@ import {
   type PermitListQuery,
   type PermitState,
   type PermitStore,
+  type QueuedCaller,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { Clock } from '../shared/clock.js';
@@ -99,6 +100,8 @@ interface PermitWaiterRecord {
   readonly w: number;
   /** The capacity the waiter asked with (the pool's, once it has live leases). */
   readonly c: number;
+  /** When the caller joined the queue (ms, this instance's view of the store clock). */
+  readonly s?: number;
 }
 
 interface Observed<T> {
@@ -227,20 +230,45 @@ export class EtcdPermits implements PermitStore {
     return () => void watcher.cancel().catch(() => undefined);
   }
 
-  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+  async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const { pool, queued, revision } = await this.read(kind, key);
-      const live = liveLeases(pool, this.deps.now());
-      if (!pool || live.length === 0) return [];
+      // With a fencing token, only that lease goes (the one an administrator saw); none live: nothing changes.
+      const evicted = liveLeases(pool, this.deps.now()).filter((l) => fencingToken === undefined || l.t === fencingToken);
+      if (!pool || evicted.length === 0) return [];
+      const gone = new Set(evicted.map((l) => l.o));
       const txn = await this.deps.txn({
         compare: [this.unchanged(kind, key, pool)],
-        success: [await this.putPool(kind, key, { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: [] }, pool.value.k)],
+        success: [
+          await this.putPool(kind, key, { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: pool.value.l.filter((l) => !gone.has(l.o)) }, pool.value.k),
+        ],
       });
       if (!txn.succeeded) continue;
       if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
-      return live.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+      return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
+  }
+
+  /** Live queued callers in queue order (create revision), at most `limit`; never their owner tokens. */
+  async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
+    const range = this.deps.keys.permitQueue(kind, key);
+    const res = await this.deps.call(() =>
+      this.deps.client.kv.range(
+        // A few more than asked: waiters whose wait ran out (not yet swept) are skipped.
+        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 },
+        this.deps.callOptions(),
+      ),
+    );
+    const nowMs = this.deps.now();
+    const queued: QueuedCaller[] = [];
+    for (const kv of res.kvs) {
+      const value = parseJson<PermitWaiterRecord>(kv.value);
+      if (!value || value.d <= nowMs) continue;
+      if (queued.length >= limit) break;
+      queued.push({ position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0, weight: value.w });
+    }
+    return queued;
   }
 
   /** Pool records are read in key order from the cursor; pools with no live lease are left out. */
@@ -277,7 +305,8 @@ export class EtcdPermits implements PermitStore {
     try {
       // Written first: the record's create revision is the caller's place in the queue.
       const session = await this.deps.sessionLease();
-      const record: PermitWaiterRecord = { o: ownerToken, ttl: ttlMs, d: this.deps.now() + waitMs, h: holder, w: input.weight, c: input.capacity };
+      const now = this.deps.now();
+      const record: PermitWaiterRecord = { o: ownerToken, ttl: ttlMs, d: now + waitMs, h: holder, w: input.weight, c: input.capacity, s: now };
       await this.deps.call(() =>
         this.deps.client.kv.put({ key: this.deps.keys.permitWaiter(kind, key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.deps.callOptions()),
       );

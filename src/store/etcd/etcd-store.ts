@@ -21,6 +21,7 @@ import {
   type LockSetStore,
   type LockState,
   type LockStore,
+  type QueuedCaller,
   type RenewOutcome,
   type SlotOutcome,
 } from '../../domain/lock-store.js';
@@ -68,6 +69,8 @@ interface WaiterRecord {
   readonly h: string | null;
   /** The lock-delay the waiter asked for, carried into the lease it is handed. */
   readonly ld?: number;
+  /** When the caller joined the queue (ms, this instance's view of the store clock). */
+  readonly s?: number;
 }
 
 interface Observed<T> {
@@ -281,10 +284,12 @@ export class EtcdStore implements LockStore {
     return () => void watcher.cancel().catch(() => undefined);
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const { lock, queued } = await this.readLock(key);
       if (!lock || lock.value.e <= this.now()) return { released: false };
+      // The txn below compares the record's revision, so the lease checked here is the one deleted.
+      if (fencingToken !== undefined && tokenOf(lock) !== fencingToken) return { released: false };
       const txn = await this.txn({
         compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
         success: [await this.endedOp(key, lock)],
@@ -500,11 +505,13 @@ export class EtcdStore implements LockStore {
       // The waiter's place in the queue is its record's create revision: written first, before anything
       // else this instance has to set up, so callers queue in the order they arrived.
       const session = await this.sessionLease();
+      const now = this.now();
       const record: WaiterRecord = {
         o: input.ownerToken,
         ttl: input.ttlMs,
-        d: this.now() + input.waitMs,
+        d: now + input.waitMs,
         h: input.holder || null,
+        s: now,
         ...(input.lockDelayMs > 0 ? { ld: input.lockDelayMs } : {}),
       };
       await this.call(() =>
@@ -682,6 +689,27 @@ export class EtcdStore implements LockStore {
       if (txn.succeeded) return { held: true, fencingToken, expiresAtMs };
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
+  }
+
+  /**
+   * The queue in its order (the records' create revisions), skipping waiters whose wait ran out. A
+   * record without its arrival time (written before records carried it) shows its deadline's start
+   * as unknown: 0.
+   */
+  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    const range = this.keys.queue(key);
+    const res = await this.call(() =>
+      this.client.kv.range({ key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 }, this.callOptions()),
+    );
+    const nowMs = this.now();
+    const queued: QueuedCaller[] = [];
+    for (const kv of res.kvs) {
+      const value = parseJson<WaiterRecord>(kv.value);
+      if (!value || value.d <= nowMs) continue;
+      if (queued.length >= limit) break;
+      queued.push({ position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0 });
+    }
+    return queued;
   }
 
   /** The lock record and the number of queued waiters, read together at one revision. */

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { MAX_HOLDERS_SHOWN, type EvictedPermit, type IndexedPermitState, type PermitAcquireInput, type PermitAcquireOutcome, type PermitKind } from '../../domain/permit-store.js';
-import type { PermitListPage, PermitListQuery, PermitState, PermitStore } from '../../domain/permit-store.js';
+import type { PermitListPage, PermitListQuery, PermitState, PermitStore, QueuedCaller } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from '../shared/clock.js';
 
@@ -19,6 +19,8 @@ interface Waiter {
   readonly ttlMs: number;
   readonly holder: string | null;
   readonly weight: number;
+  /** When it joined the queue (store clock, ms). */
+  readonly since: number;
   grant(fencingToken: number, expiresAtMs: number): void;
   fail(err: Error): void;
 }
@@ -95,6 +97,7 @@ export class MemoryPermits implements PermitStore {
         ttlMs,
         holder,
         weight,
+        since: now,
         grant: (fencingToken, expiresAtMs) => {
           leave(false);
           resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
@@ -162,14 +165,22 @@ export class MemoryPermits implements PermitStore {
     return this.options.listeners.watch(poolId(kind, key), onChange);
   }
 
-  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+  async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
+    this.assertOpen();
+    const pool = this.pools.get(poolId(kind, key));
+    return (pool?.queue ?? []).slice(0, limit).map((w, i) => ({ position: i + 1, holder: w.holder, waitingSinceMs: w.since, weight: w.weight }));
+  }
+
+  async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     this.assertOpen();
     const now = this.options.clock();
     const pool = this.pools.get(poolId(kind, key));
     if (pool === undefined) return [];
     this.prune(pool, now);
-    const evicted = liveLeases(pool, now).map(({ holder, fencingToken, ownerToken }) => ({ holder, fencingToken, ownerToken }));
-    pool.leases.clear();
+    const evicted = liveLeases(pool, now)
+      .filter((lease) => fencingToken === undefined || lease.fencingToken === fencingToken)
+      .map(({ holder, fencingToken: token, ownerToken }) => ({ holder, fencingToken: token, ownerToken }));
+    for (const { ownerToken } of evicted) pool.leases.delete(ownerToken);
     if (evicted.length > 0) this.changed(pool, now);
     this.settle(pool, now);
     return evicted;

@@ -8,7 +8,7 @@ import { MemoryPermits } from './memory-permits.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome, LockSetStore } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
 
 interface Entry {
   /** null once released: the entry then only keeps the key's last fencing token until `retainUntilMs`. */
@@ -29,6 +29,8 @@ interface Waiter {
   readonly ttlMs: number;
   readonly holder: string | null;
   readonly lockDelayMs: number;
+  /** When it joined the queue (store clock, ms). */
+  readonly since: number;
   /** Hands the lock to this waiter (called at most once, by settle). */
   grant(fencingToken: number, expiresAtMs: number): void;
   /** Ends the wait with an error (the store is closing). */
@@ -140,6 +142,7 @@ export class MemoryStore implements LockStore {
         ttlMs,
         holder,
         lockDelayMs,
+        since: now,
         grant: (fencingToken, expiresAtMs) => {
           leave();
           resolve({ acquired: true, fencingToken, expiresAtMs, decidedAt: performance.now() });
@@ -300,11 +303,17 @@ export class MemoryStore implements LockStore {
     return released;
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    this.assertOpen();
+    return (this.queues.get(key) ?? []).slice(0, limit).map((w, i) => ({ position: i + 1, holder: w.holder, waitingSinceMs: w.since }));
+  }
+
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     this.assertOpen();
     const now = this.clock();
     const entry = this.liveEntry(key, now);
     if (entry?.ownerToken == null) return { released: false };
+    if (fencingToken !== undefined && entry.fencingToken !== fencingToken) return { released: false };
     const evicted = { holder: entry.holder, fencingToken: entry.fencingToken, evictedOwnerToken: entry.ownerToken };
     this.endLease(key, entry, now);
     return { released: true, ...evicted };

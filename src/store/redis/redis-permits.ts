@@ -13,6 +13,7 @@ import {
   type PermitListQuery,
   type PermitState,
   type PermitStore,
+  type QueuedCaller,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
 import { type KeySpace, PERMIT_KIND_LETTER } from './keys.js';
@@ -23,6 +24,7 @@ import {
   parsePermitForceRelease,
   parsePermitHeartbeat,
   parsePermitInspect,
+  parseQueue,
   parseRelease,
   type PermitAcquireReply,
 } from './replies.js';
@@ -199,9 +201,17 @@ export class RedisPermits implements PermitStore {
     return this.deps.watchChannel(this.deps.keys.changeChannel(this.deps.keys.permitKeys(kind, key).pool), onChange);
   }
 
-  async forceReleasePermits(kind: PermitKind, key: string): Promise<EvictedPermit[]> {
+  async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
+    const keys = this.deps.keys.permitKeys(kind, key);
+    const queued = await this.deps.call(async () => parseQueue(await this.deps.scripts.run('queue', { keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters }, limit, layout: 'permit' })));
+    return queued.map((q, i) => ({ position: i + 1, ...q }));
+  }
+
+  async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     return this.deps.call(async () =>
-      parsePermitForceRelease(await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key) })),
+      parsePermitForceRelease(
+        await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), fencingToken }),
+      ),
     );
   }
 

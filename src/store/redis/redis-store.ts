@@ -6,7 +6,7 @@ import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
@@ -22,6 +22,7 @@ import {
   parseHandOver,
   parseHeartbeat,
   parseInspect,
+  parseQueue,
   parseLease,
   parseRelease,
   parseScan,
@@ -479,9 +480,14 @@ export class RedisStore implements LockStore {
     );
   }
 
-  async forceRelease(key: string): Promise<ForceReleaseOutcome> {
+  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
+    const queued = await this.call(async () => parseQueue(await this.scripts.run('queue', { keys: this.keys.lockKeys(key), limit, layout: 'lock' })));
+    return queued.map(({ holder, waitingSinceMs }, i) => ({ position: i + 1, holder, waitingSinceMs }));
+  }
+
+  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     const reply = await this.call(async () =>
-      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key) })),
+      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), fencingToken })),
     );
     return reply.released
       ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }

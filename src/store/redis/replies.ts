@@ -317,3 +317,17 @@ export function parsePermitForceRelease(reply: unknown): Array<{ ownerToken: str
   }
   throw new UnexpectedReplyError(name, reply);
 }
+
+/** queue.lua's reply: {holder, arrivedUs, weight, ...}, head first; weight 0 for a lock. */
+export function parseQueue(reply: unknown): Array<{ holder: string | null; waitingSinceMs: number; weight: number }> {
+  const name = 'queue';
+  if (!Array.isArray(reply) || reply.length % 3 !== 0) throw new UnexpectedReplyError(name, reply);
+  const queued = [];
+  for (let i = 0; i < reply.length; i += 3) {
+    const holder: unknown = reply[i];
+    const arrivedUs = Number(reply[i + 1]);
+    if (typeof holder !== 'string' || !Number.isFinite(arrivedUs)) throw new UnexpectedReplyError(name, reply);
+    queued.push({ holder: holder === '' ? null : holder, waitingSinceMs: Math.floor(arrivedUs / 1000), weight: int(name, reply, reply[i + 2]) });
+  }
+  return queued;
+}

@@ -113,6 +113,8 @@ export interface HeartbeatArgs extends HandOverArgs {
 
 export interface ForceReleaseArgs extends HandOverArgs {
   readonly keys: LockKeys;
+  /** Evict only the lease with this fencing token; undefined for whichever is live. */
+  readonly fencingToken?: number;
 }
 
 export interface SlotReserveArgs {
@@ -214,7 +216,7 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName]),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName, a.fencingToken ?? '']),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
   quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
@@ -256,10 +258,16 @@ export const SCRIPTS = {
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
   permitInspect: spec<{ readonly keys: PermitKeys; readonly shown: number }>('permit-inspect.lua', 4, (a) => [...permitKeys(a.keys), a.shown]),
-  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys }>('permit-force-release.lua', 4, (a) => [
+  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys; readonly fencingToken?: number }>('permit-force-release.lua', 4, (a) => [
     ...permitKeys(a.keys),
     ...handOver(a),
+    a.fencingToken ?? '',
   ]),
+  queue: spec<{ readonly keys: { readonly lock: string; readonly queue: string; readonly waiters: string }; readonly limit: number; readonly layout: 'lock' | 'permit' }>(
+    'queue.lua',
+    3,
+    (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout],
+  ),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;

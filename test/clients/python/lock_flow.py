@@ -92,6 +92,25 @@ def main(url):
         releaseAgain=again,
     )
 
+    # A force release naming the lease it means: a newer holder is left alone, the named one goes.
+    old = client.acquire_grant(key, ttl_ms=5000, holder="old")
+    client.release(key, old["ownerToken"])
+    new = client.acquire_grant(key, ttl_ms=5000, holder="new")
+    try:
+        client.force_release(key, "default", fencing_token=old["fencingToken"])
+        raise AssertionError("the newer holder was evicted")
+    except keyholder.HolderChangedError as err:
+        changed = {"code": err.code, "status": err.status}
+    kept = client.inspect(key)["holder"]
+    evicted = client.force_release(key, "default", fencing_token=new["fencingToken"])
+    step(
+        "conditional-force-release",
+        changed=changed,
+        kept=kept,
+        evicted=evicted["evicted"]["fencingToken"] == new["fencingToken"],
+        held=client.inspect(key)["held"],
+    )
+
 
 if __name__ == "__main__":
     main(sys.argv[1])

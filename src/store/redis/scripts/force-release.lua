@@ -13,16 +13,21 @@ KEYS[5]  the ends of the lock's quota shard: the evicted lease's unit is given b
 ARGV[1]  fencing grace, ms
 ARGV[2]  grant channel prefix
 ARGV[3]  lock name (for the hand-over message)
+ARGV[4]  the fencing token of the lease to evict, or "" for whichever is live: with a token, a live
+         lease with another token (the holder changed since the caller looked) is left alone
 
 Returns:
   {1, fencingToken, holder, evictedOwnerToken}   released; holder is "" when none was given
-  {0}                                            no live lease; nothing changed
+  {0}                                            no live lease (or not the one named); nothing changed
 ]]
 --- @include "_handover"
 --- @include "_quota"
 
 local cur = readLock(KEYS[1])
 if not isLive(cur[1], tonumber(cur[2])) then
+  return {0}
+end
+if ARGV[4] ~= '' and tonumber(cur[3]) ~= tonumber(ARGV[4]) then
   return {0}
 end
 

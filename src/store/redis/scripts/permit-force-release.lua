@@ -7,6 +7,8 @@ KEYS[1..4] pool hash, wait queue, waiter records, lease ends
 ARGV[1]  fencing grace, ms
 ARGV[2]  grant channel prefix
 ARGV[3]  the key's name
+ARGV[4]  the fencing token of the one lease to evict, or "" for all of them: with a token, only the
+         live lease with that token ends (none when it is no longer live)
 
 Returns:
   {ownerToken1, fencingToken1, holder1, ...}   the evicted leases (holder "" when none); {} when none
@@ -15,6 +17,22 @@ Returns:
 --- @include "_permits"
 
 prunePermits(KEYS)
+if ARGV[4] ~= '' then
+  local wanted = tonumber(ARGV[4])
+  local live = redis.call('ZRANGE', KEYS[4], 0, -1)
+  for i = 1, #live do
+    local weight, token, _, holder = permitRecord(KEYS, live[i])
+    if weight and token == wanted then
+      redis.call('HDEL', KEYS[1], 'o:' .. live[i])
+      redis.call('ZREM', KEYS[4], live[i])
+      redis.call('HSET', KEYS[1], 'u', fmt(math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'u')) or 0) - weight)))
+      permitChanged(KEYS, ARGV[2])
+      handOverPermits(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
+      return {live[i], token, holder}
+    end
+  end
+  return {}
+end
 local owners = redis.call('ZRANGE', KEYS[4], 0, -1)
 local reply = {}
 for i = 1, #owners do
