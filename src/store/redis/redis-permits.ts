@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { RedisClient } from './client.js';
-import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import { OverloadedError, TooManyWaitersError } from '../../domain/errors.js';
 import type { RenewOutcome } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
@@ -27,6 +27,7 @@ import {
   type PermitAcquireReply,
 } from './replies.js';
 import type { HandOverArgs, Scripts } from './scripts.js';
+import type { ScriptLane } from './script-lane.js';
 import { WaitRoom, type Waiter } from './wait-room.js';
 
 /** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
@@ -40,6 +41,8 @@ export interface RedisPermitsDeps {
   readonly livenessMs: number;
   /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
   call<T>(run: () => Promise<T>): Promise<T>;
+  /** The store's lane for acquire and cancel scripts (ScriptLane): permits share it with locks. */
+  readonly acquires: ScriptLane;
   /** One listing page of ids over every data node (RedisStore.scanIds: one Redis, or each Cluster master). */
   scanIds(
     pattern: string,
@@ -98,16 +101,22 @@ export class RedisPermits implements PermitStore {
 
   async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
     const waitMs = input.waitMs ?? 0;
+    // Decided when the script is sent, after its turn in the lane (as for locks, RedisStore.acquire).
+    let decidedAt = 0;
+    let servedBy: string | null = null;
+    const send = (waitFor: number, waiterId: string) =>
+      this.deps.acquires.run(() => {
+        decidedAt = performance.now();
+        servedBy = this.deps.servedBy(input.key);
+        return this.runAcquire(input, waitFor, waiterId);
+      }, true);
     if (waitMs <= 0) {
-      const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      const servedBy = this.deps.servedBy(input.key);
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
+      const reply = await send(0, '-');
+      return this.settle(reply, decidedAt, input, servedBy);
     }
     const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
-    const decidedAt = performance.now();
-    const servedBy = this.deps.servedBy(input.key);
-    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
+    const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
     return this.settle(reply, decidedAt, input, servedBy);
@@ -226,22 +235,34 @@ export class RedisPermits implements PermitStore {
     const decidedAt = performance.now();
     const servedBy = this.deps.servedBy(key);
     const reply = await this.renewLease(kind, key, waiter.ownerToken, waiter.ttlMs);
-    if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
+    // As for locks (RedisStore.confirm): this instance took longer than the lease to act on the
+    // hand-over; that is its own load, not the store's, and the lease went on to the next waiter.
+    if (!reply.held) {
+      throw new OverloadedError(
+        'event_loop_delay',
+        1000,
+        'the permit was handed to this caller, but this instance took longer than the lease to deliver it; it went to the next caller',
+      );
+    }
     await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
   private cancel(waiter: PermitWaiter) {
     const { kind, key } = splitRoomKey(waiter.key);
-    return this.deps.call(async () =>
-      parseCancel(
-        await this.deps.scripts.run('permitCancel', {
-          ...this.handOverArgs(key),
-          keys: this.deps.keys.permitKeys(kind, key),
-          waiterId: waiter.id,
-          ownerToken: waiter.ownerToken,
-        }),
-      ),
+    return this.deps.acquires.run(
+      () =>
+        this.deps.call(async () =>
+          parseCancel(
+            await this.deps.scripts.run('permitCancel', {
+              ...this.handOverArgs(key),
+              keys: this.deps.keys.permitKeys(kind, key),
+              waiterId: waiter.id,
+              ownerToken: waiter.ownerToken,
+            }),
+          ),
+        ),
+      false,
     );
   }
 
