@@ -51,8 +51,9 @@ export interface BurstResult {
   /** Owners Redis showed in all (the first holder included). */
   readonly ownersSeen: number;
   /**
-   * 503 overloaded answers to callers whose hand-over came too late to deliver (the lease ran out before
-   * their instance acted on it): Redis showed them as owner for a moment, though nobody was told so.
+   * 503 overloaded answers to callers whose lease this instance was too late to deliver: a hand-over
+   * whose lease ran out before the instance acted on it, or a grant answered so late (the instance held
+   * up) that it was given back. Redis showed them as owner for a moment, though nobody was told so.
    */
   readonly handOversLost: number;
   /** The renewals of the steady holders during the burst, by answer (`200`, `503 overloaded`, ...). */
@@ -217,7 +218,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     livez: { ...summarise(livez.latencies), failed: livez.failed },
     orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
     ownersSeen: owners.size,
-    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('handed to this caller')).length,
+    // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
+    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
     renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
     duplicateTokens: tokens.length - new Set(tokens).size,
     durationMs: Math.round(durationMs),
@@ -237,6 +239,6 @@ export function renderBurst(result: BurstResult): string {
     '',
     `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
     '',
-    `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; hand-overs that ran out before delivery: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
+    `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');
 }
