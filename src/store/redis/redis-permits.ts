@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { RedisClient } from './client.js';
-import { OverloadedError, TooManyWaitersError } from '../../domain/errors.js';
+import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import type { RenewOutcome } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
@@ -235,15 +235,7 @@ export class RedisPermits implements PermitStore {
     const decidedAt = performance.now();
     const servedBy = this.deps.servedBy(key);
     const reply = await this.renewLease(kind, key, waiter.ownerToken, waiter.ttlMs);
-    // As for locks (RedisStore.confirm): this instance took longer than the lease to act on the
-    // hand-over; that is its own load, not the store's, and the lease went on to the next waiter.
-    if (!reply.held) {
-      throw new OverloadedError(
-        'event_loop_delay',
-        1000,
-        'the permit was handed to this caller, but this instance took longer than the lease to deliver it; it went to the next caller',
-      );
-    }
+    if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
     await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermit(kind, key, waiter.ownerToken).catch(() => false));
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
