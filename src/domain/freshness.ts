@@ -55,7 +55,10 @@ export class FreshnessGuard {
     const elapsedMs = now - lease.decidedAt;
     const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
     await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
-    if (elapsedMs - ownMs < lease.ttlMs * LATE_REPLY_FRACTION) {
+    // Ours when the hold-ups were the larger part of the wait and, without them, the answer was in time.
+    // (A hold-up while the reply was still on its way also counts here: requiring the larger part keeps
+    // a store that was slow, on a host that was also busy, reported as the store's.)
+    if (ownMs * 2 >= elapsedMs && elapsedMs - ownMs < lease.ttlMs * LATE_REPLY_FRACTION) {
       throw new OverloadedError(
         'event_loop_delay',
         1000,
