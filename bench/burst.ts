@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { renderBurst, runBurst, type BurstResult } from '../test/helpers/burst.js';
 import { removeDir, startKeyholder, type OwnedProcess } from './procs.js';
@@ -14,6 +15,8 @@ export interface BurstSettings {
   readonly instances: number;
   readonly ttlMs: number;
   readonly waitMs: number;
+  /** stress-ng --cpu workers run beside the burst (a host starved of CPU by other work); 0 or absent: none. */
+  readonly stressCpu?: number;
 }
 
 export const DEFAULT_BURST: BurstSettings = { callers: 3000, instances: 3, ttlMs: 1000, waitMs: 3000 };
@@ -22,6 +25,7 @@ const PREFIX = 'burst:';
 
 export async function measureBurst(settings: BurstSettings, dir: string, progress: (line: string) => void): Promise<{ result: BurstResult; text: string }> {
   const owned: OwnedProcess[] = [];
+  let stress: ChildProcess | undefined;
   const redis = await RedisServer.start();
   const direct = redis.client();
   try {
@@ -32,6 +36,10 @@ export async function measureBurst(settings: BurstSettings, dir: string, progres
       ),
     );
     owned.push(...instances.map((k) => k.proc));
+    if ((settings.stressCpu ?? 0) > 0) {
+      progress(`burst: stress-ng --cpu ${settings.stressCpu} beside it`);
+      stress = spawn('stress-ng', ['--cpu', String(settings.stressCpu), '--timeout', '600s'], { stdio: 'ignore' });
+    }
     progress(`burst: ${settings.callers} callers at once, acquire ttlMs ${settings.ttlMs} waitMs ${settings.waitMs}`);
     const result = await runBurst({
       urls: instances.map((k) => k.url),
@@ -44,9 +52,11 @@ export async function measureBurst(settings: BurstSettings, dir: string, progres
     });
     const text =
       `### Burst\n\n${settings.callers} callers at once, \`acquire {"ttlMs":${settings.ttlMs},"waitMs":${settings.waitMs}}\` on one held lock, ` +
-      `${settings.instances} instances on one Redis (healthy throughout):\n\n${renderBurst(result)}\n`;
+      `${settings.instances} instances on one Redis (healthy throughout)` +
+      `${(settings.stressCpu ?? 0) > 0 ? `, beside stress-ng --cpu ${settings.stressCpu}` : ''}:\n\n${renderBurst(result)}\n`;
     return { result, text };
   } finally {
+    stress?.kill('SIGTERM');
     direct.disconnect();
     for (const proc of owned.reverse()) await proc.stop().catch(() => undefined);
     await redis.stop();

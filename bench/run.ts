@@ -61,6 +61,7 @@ const USAGE = `npm run bench -- [options]
                       3000) acquire one held lock with waitMs over three instances; the answer mix and
                       /livez latency, printed (and written with --out)
   --callers N         callers of the burst
+  --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
                       keyholder function) to the report; the profiles stay in .tmp/bench-profiles/<date>/
   --out FILE          write the report to FILE (and FILE.json) instead of bench/results/
@@ -81,6 +82,7 @@ const { values: args } = parseArgs({
     'no-backends': { type: 'boolean', default: false },
     only: { type: 'string' },
     callers: { type: 'string' },
+    'stress-cpu': { type: 'string' },
     profile: { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
@@ -171,7 +173,11 @@ function redisVersion(): string {
 /** `--only burst`: its own processes, its own short report. */
 async function burstOnly(): Promise<void> {
   const loadBefore = loadAverage();
-  const settings = { ...DEFAULT_BURST, ...(args.callers ? { callers: Number(args.callers) } : {}) };
+  const settings = {
+    ...DEFAULT_BURST,
+    ...(args.callers ? { callers: Number(args.callers) } : {}),
+    ...(args['stress-cpu'] ? { stressCpu: Number(args['stress-cpu']) } : {}),
+  };
   const { result, text } = await measureBurst(settings, benchDir(), progress);
   progress('done\n');
   const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;

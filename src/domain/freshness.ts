@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
-import { StoreUnavailableError } from './errors.js';
+import { OverloadedError, StoreUnavailableError } from './errors.js';
 import type { LockStore } from './lock-store.js';
+import { ownLag } from './own-lag.js';
 
 /**
  * A reply that took longer than this fraction of the lease to come back (a paused process, a stalled
@@ -29,7 +30,8 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
 /**
  * The late-grant guard. If the store's answer arrived late, the lease it describes may have run out
  * while the reply was in flight; reporting it as held would let two callers believe they hold the
- * lock. The guard gives the lease back and reports the store as unavailable instead.
+ * lock. The guard gives the lease back and answers 503 instead: `overloaded` when this process's own
+ * lateness made the answer late, `store_unavailable` when the store did (refuseIfLate).
  *
  * The lock service checks right after the store answers; the HTTP layer checks again just before the
  * answer is written, because a process stopped in between (SIGSTOP, a long GC pause) would otherwise
@@ -37,12 +39,32 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
  * close it (see docs/safety.md, Limits).
  */
 export class FreshnessGuard {
-  constructor(private readonly store: Pick<LockStore, 'release'>) {}
+  constructor(private readonly store: Pick<LockStore, 'release'>) {
+    ownLag.watch();
+  }
 
+  /**
+   * Who is to blame for a late answer decides what the caller is told: when the time this process's
+   * own event loop was held up (its own load, or a host starving it) is what made the answer late, it
+   * is 503 `overloaded`, since the store answered in time; otherwise the store was slow:
+   * `store_unavailable`. Either way the lease is given back.
+   */
   async refuseIfLate(lease: DecidedLease): Promise<void> {
     if (isFresh(lease)) return;
-    const elapsedMs = performance.now() - lease.decidedAt;
+    const now = performance.now();
+    const elapsedMs = now - lease.decidedAt;
+    const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
     await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
+    // Ours when the hold-ups were the larger part of the wait and, without them, the answer was in time.
+    // (A hold-up while the reply was still on its way also counts here: requiring the larger part keeps
+    // a store that was slow, on a host that was also busy, reported as the store's.)
+    if (ownMs * 2 >= elapsedMs && elapsedMs - ownMs < lease.ttlMs * LATE_REPLY_FRACTION) {
+      throw new OverloadedError(
+        'event_loop_delay',
+        1000,
+        `this instance took ${Math.round(elapsedMs)} ms to deliver a ${lease.ttlMs} ms lease (its event loop was held up ${Math.round(ownMs)} ms of it); the lease was given back`,
+      );
+    }
     throw new StoreUnavailableError(
       `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; it was given back`,
     );

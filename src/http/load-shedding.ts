@@ -17,7 +17,7 @@ export interface LoadBudget {
 }
 
 export type ShedBudget = OverloadedError['budget'];
-/** `last`: renewals and releases, refused only far past the budgets (a renewal refused costs a lease). */
+/** `last`: renewals and releases, refused only far past the requests-in-flight budget (a renewal refused costs a lease). */
 export type ShedPriority = 'normal' | 'last';
 
 export interface LoadSheddingOptions {
@@ -36,9 +36,11 @@ export interface LoadSheddingOptions {
 const SAMPLE_INTERVAL_MS = 100;
 
 /**
- * 4: renewals and releases are refused only at four times each budget (and never for open waits, which
- * they do not add to). Both are cheap, a release frees what the others wait for, and a renewal refused
- * costs its caller the lease: they must practically never be shed.
+ * 4: renewals and releases are refused only at four times the requests-in-flight budget: a flood of
+ * them and nothing else. Never for event-loop delay, and never for open waits (they add to neither):
+ * both are cheap, a release frees what the others wait for, and a renewal refused costs its caller the
+ * lease. A process starved of CPU (a busy host) shows the same delay as an overloaded one, and a
+ * renewal answered late still keeps its lease, where one refused never does.
  */
 const LAST_PRIORITY_HEADROOM = 4;
 
@@ -67,7 +69,7 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
     const headroom = priority === 'last' ? LAST_PRIORITY_HEADROOM : 1;
     const waiting = openWaits();
     if (budget.maxRequestsInFlight > 0 && inFlight - waiting >= budget.maxRequestsInFlight * headroom) return 'requests_in_flight';
-    if (budget.maxEventLoopDelayMs > 0 && app.memoryUsage().eventLoopDelay > budget.maxEventLoopDelayMs * headroom) return 'event_loop_delay';
+    if (priority === 'normal' && budget.maxEventLoopDelayMs > 0 && app.memoryUsage().eventLoopDelay > budget.maxEventLoopDelayMs) return 'event_loop_delay';
     if (priority === 'normal' && budget.maxOpenWaits > 0 && waiting >= budget.maxOpenWaits) return 'open_waits';
     return null;
   };

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import { InvalidRequestError, LockHeldError, NotOwnerError, OverloadedError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
@@ -181,17 +182,38 @@ describe('lock service rules over the embedded store', () => {
     expect(await locks.inspect(ns, 'late')).toBeNull();
   });
 
+  it("a grant late because this process's own event loop was held up is given back and answered overloaded, not store_unavailable", async () => {
+    const busy = Object.assign(Object.create(store) as LockStore, {
+      acquire: async (input: Parameters<LockStore['acquire']>[0]) => {
+        const outcome = await store.acquire(input);
+        // The store answered at once; this process then held its own thread (as a burst of requests does).
+        const until = performance.now() + 80;
+        while (performance.now() < until) {
+          // spin
+        }
+        return outcome;
+      },
+    });
+    const locks = new LockService(busy, LIMITS);
+    const ns = uniqueNamespace();
+    await expect(locks.acquire(ns, 'held-up', 100)).rejects.toBeInstanceOf(OverloadedError);
+    expect(await locks.inspect(ns, 'held-up')).toBeNull();
+  });
+
   it('a reply back after exactly half the lease is already too late', async () => {
     const locks = new LockService(store, LIMITS);
     const ns = uniqueNamespace();
     const grant = await locks.acquire(ns, 'half', 100);
     const now = vi.spyOn(performance, 'now').mockReturnValue(10_000);
+    // The clock stands still, so this process was held up by nothing: the store is to blame.
+    const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
     try {
       const lease = { key: 'half', ownerToken: grant.ownerToken, ttlMs: 100 };
       await locks.confirmFresh(ns, { ...lease, decidedAt: 10_000 - 49 });
       await expect(locks.confirmFresh(ns, { ...lease, decidedAt: 10_000 - 50 })).rejects.toBeInstanceOf(StoreUnavailableError);
     } finally {
       now.mockRestore();
+      lag.mockRestore();
     }
   });
 

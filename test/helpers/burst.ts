@@ -51,8 +51,9 @@ export interface BurstResult {
   /** Owners Redis showed in all (the first holder included). */
   readonly ownersSeen: number;
   /**
-   * 503 overloaded answers to callers whose hand-over came too late to deliver (the lease ran out before
-   * their instance acted on it): Redis showed them as owner for a moment, though nobody was told so.
+   * 503 overloaded answers to callers whose lease this instance was too late to deliver: a hand-over
+   * whose lease ran out before the instance acted on it, or a grant answered so late (the instance held
+   * up) that it was given back. Redis showed them as owner for a moment, though nobody was told so.
    */
   readonly handOversLost: number;
   /** The renewals of the steady holders during the burst, by answer (`200`, `503 overloaded`, ...). */
@@ -102,10 +103,13 @@ function startLivezProber(urls: readonly string[], intervalMs: number) {
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const { urls, redis, callers, key, ttlMs, waitMs } = options;
   const agents = urls.map(() => new Agent({ connections: Math.ceil(callers / urls.length) + 8, pipelining: 1 }));
-  const post = async (instance: number, path: string, body: object) => {
+  // The steady holders are other clients: their own connections, not queued in the burst's pool behind
+  // callers that hold a connection for their whole wait.
+  const holderAgents = urls.map(() => new Agent({ connections: (options.renewers ?? 30) + 2, pipelining: 1 }));
+  const post = async (instance: number, path: string, body: object, pool: readonly Agent[] = agents) => {
     const res = await request(`${urls[instance] as string}${path}`, {
       method: 'POST',
-      dispatcher: agents[instance],
+      dispatcher: pool[instance],
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
       headersTimeout: 60_000,
@@ -152,10 +156,10 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const holders = await Promise.all(
     Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
       // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
-      let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 });
+      let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
       for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
         await new Promise((resolve) => setTimeout(resolve, 500));
-        held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 });
+        held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
       }
       if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
       return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
@@ -166,7 +170,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     while (renewing) {
       await new Promise((resolve) => setTimeout(resolve, 500));
       try {
-        const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 });
+        const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
         const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
         renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
       } catch (err) {
@@ -205,7 +209,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   await new Promise((resolve) => setTimeout(resolve, 50));
   watching = false;
   await watcher;
-  await Promise.all(agents.map((agent) => agent.close()));
+  await Promise.all([...agents, ...holderAgents].map((agent) => agent.close()));
 
   const byKind = new Map<string, number[]>();
   for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
@@ -217,7 +221,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     livez: { ...summarise(livez.latencies), failed: livez.failed },
     orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
     ownersSeen: owners.size,
-    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('handed to this caller')).length,
+    // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
+    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
     renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
     duplicateTokens: tokens.length - new Set(tokens).size,
     durationMs: Math.round(durationMs),
@@ -237,6 +242,6 @@ export function renderBurst(result: BurstResult): string {
     '',
     `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
     '',
-    `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; hand-overs that ran out before delivery: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
+    `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');
 }

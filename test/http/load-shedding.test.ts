@@ -127,9 +127,18 @@ describe('load shedding', () => {
     expect((await waiting).statusCode).toBe(200);
   });
 
-  it('past the event-loop delay budget: new work is refused until the delay falls back', async () => {
+  it('past the event-loop delay budget: new work is refused until the delay falls back; renewals and releases never are', async () => {
     t = await buildTestApp({ loadBudget: { ...OFF, maxEventLoopDelayMs: 20 } });
     const { app } = t;
+    // A starved test process can be over a 20 ms budget already: the holder retries as a client would.
+    const ownerToken = await vi.waitFor(
+      async () => {
+        const held = await app.inject({ method: 'POST', url: '/v1/locks/held/acquire', payload: { ttlMs: 60_000 } });
+        expect(held.statusCode).toBe(200);
+        return held.json<{ ownerToken: string }>().ownerToken;
+      },
+      { timeout: 10_000, interval: 50 },
+    );
     // The sampler sees a blocked loop within a sample or two.
     await vi.waitFor(
       () => {
@@ -142,6 +151,12 @@ describe('load shedding', () => {
     expect(refused.statusCode).toBe(503);
     expect(refused.json()).toMatchObject({ code: 'overloaded' });
     expect((await app.inject({ method: 'GET', url: '/livez' })).statusCode).toBe(200);
+    // Renewals and releases are never refused for delay: one refused costs its holder the lease.
+    blockEventLoop(150);
+    expect(app.memoryUsage().eventLoopDelay).toBeGreaterThan(20);
+    const renewed = await app.inject({ method: 'POST', url: '/v1/locks/held/renew', payload: { ownerToken, ttlMs: 60_000 } });
+    expect(renewed.statusCode).toBe(200);
+    expect((await app.inject({ method: 'POST', url: '/v1/locks/held/release', payload: { ownerToken } })).statusCode).toBe(200);
     // Idle again, the next samples are small and work is taken.
     await vi.waitFor(
       async () => expect((await app.inject({ method: 'POST', url: '/v1/locks/k/acquire', payload: { ttlMs: 1000 } })).statusCode).toBe(200),

@@ -38,7 +38,18 @@ const LIVEZ_P99_BOUND_MS = 1000;
  * with 408 or a reset before the request is read. That defence is not what this test is about, so its
  * timers are set long here.
  */
-const SLOW_CLIENT_TIMEOUTS = { HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' };
+/**
+ * The keep-alive timeout likewise: a client reuses a kept-alive connection it believes fresh, while the
+ * instance (both starved, each by its own clock) has just closed it as idle, and the caller sees "other
+ * side closed" (seen at load 25). That race is the client's to retry, not what this test is about.
+ */
+const SLOW_CLIENT_TIMEOUTS = { HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000', HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000' };
+
+/**
+ * The production budgets: the test servers' default turns the event-loop budget off (ordinary tests on
+ * a starved machine must not be shed), but this test is about what the defaults do to a burst.
+ */
+const DEFAULT_BUDGETS = { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '100' };
 
 let redis: RedisServer;
 let direct: Redis;
@@ -49,7 +60,7 @@ beforeAll(async () => {
   direct = redis.client();
   // One after another: three starting at once on a loaded machine can outlast a start's 60 s wait.
   for (let i = 0; i < INSTANCES; i++) {
-    instances.push(await KeyholderProcess.start({ compiled: true, env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn', ...SLOW_CLIENT_TIMEOUTS } }));
+    instances.push(await KeyholderProcess.start({ compiled: true, env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn', ...SLOW_CLIENT_TIMEOUTS, ...DEFAULT_BUDGETS } }));
   }
 }, 300_000);
 
@@ -78,12 +89,15 @@ describe('a burst of callers on one held lock, three instances', () => {
     expect(Object.values(result.answers).reduce((n, a) => n + a.count, 0)).toBe(CALLERS);
     // The lock passed from the first holder to at least one waiter, and each grant was someone's 200.
     expect(result.answers['200']?.count ?? 0).toBeGreaterThanOrEqual(1);
-    // The only owners nobody was answered 200 for: hand-overs whose lease ran out before a starved instance
-    // could deliver them (their callers were told 503 overloaded, and the lease went on to the next waiter).
+    // The only owners nobody was answered 200 for: leases a starved instance was too late to deliver (a
+    // hand-over that ran out, or a grant answered so late it was given back); their callers were told 503
+    // overloaded, and the lease went on to the next waiter.
     expect(result.orphanOwners).toBeLessThanOrEqual(result.handOversLost);
     expect(result.duplicateTokens).toBe(0);
-    // The steady holders' renewals beside the burst: every one renewed, none refused by shedding.
-    expect(Object.keys(result.renewals)).toEqual(['200']);
+    // The steady holders' renewals beside the burst: none refused by shedding, none told the store failed.
+    // (A holder whose instance was starved of CPU by other processes for longer than its 3 s lease gets
+    // 409 not_owner: that lease ran out; it is reported, not refused.)
+    expect(Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner')).toEqual([]);
     expect(result.livez.failed).toBe(0);
     expect(result.livez.p99Ms).toBeLessThan(LIVEZ_P99_BOUND_MS);
   }, 120_000);

@@ -30,6 +30,7 @@ import {
 } from './replies.js';
 import type { HandOverArgs, Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from '../shared/wait-room.js';
+import type { ScriptLane } from './script-lane.js';
 
 /** What the permits borrow from the Redis store they live in: its connection, scripts and guards. */
 export interface RedisPermitsDeps {
@@ -42,6 +43,8 @@ export interface RedisPermitsDeps {
   readonly livenessMs: number;
   /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
   call<T>(run: () => Promise<T>): Promise<T>;
+  /** The store's lane for acquire and cancel scripts (ScriptLane): permits share it with locks. */
+  readonly acquires: ScriptLane;
   /** One listing page of ids over every data node (RedisStore.scanIds: one Redis, or each Cluster master). */
   scanIds(
     pattern: string,
@@ -100,16 +103,22 @@ export class RedisPermits implements PermitStore {
 
   async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
     const waitMs = input.waitMs ?? 0;
+    // Decided when the script is sent, after its turn in the lane (as for locks, RedisStore.acquire).
+    let decidedAt = 0;
+    let servedBy: string | null = null;
+    const send = (waitFor: number, waiterId: string) =>
+      this.deps.acquires.run(() => {
+        decidedAt = performance.now();
+        servedBy = this.deps.servedBy(input.key);
+        return this.runAcquire(input, waitFor, waiterId);
+      }, true);
     if (waitMs <= 0) {
-      const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      const servedBy = this.deps.servedBy(input.key);
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
+      const reply = await send(0, '-');
+      return this.settle(reply, decidedAt, input, servedBy);
     }
     const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
-    const decidedAt = performance.now();
-    const servedBy = this.deps.servedBy(input.key);
-    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
+    const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
     return this.settle(reply, decidedAt, input, servedBy);
@@ -243,15 +252,19 @@ export class RedisPermits implements PermitStore {
 
   private cancel(waiter: PermitWaiter) {
     const { kind, key } = splitRoomKey(waiter.key);
-    return this.deps.call(async () =>
-      parseCancel(
-        await this.deps.scripts.run('permitCancel', {
-          ...this.handOverArgs(key),
-          keys: this.deps.keys.permitKeys(kind, key),
-          waiterId: waiter.id,
-          ownerToken: waiter.ownerToken,
-        }),
-      ),
+    return this.deps.acquires.run(
+      () =>
+        this.deps.call(async () =>
+          parseCancel(
+            await this.deps.scripts.run('permitCancel', {
+              ...this.handOverArgs(key),
+              keys: this.deps.keys.permitKeys(kind, key),
+              waiterId: waiter.id,
+              ownerToken: waiter.ownerToken,
+            }),
+          ),
+        ),
+      false,
     );
   }
 

@@ -37,6 +37,7 @@ import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
 import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
+import { ScriptLane } from './script-lane.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
@@ -69,6 +70,15 @@ const LIST_MAX_SCAN_ROUNDS = 10;
  * grant nobody will use for longer than that.
  */
 const WAITER_LIVENESS_MS = 3000;
+
+/**
+ * 32: acquire and cancel scripts this instance has in Redis at once (ScriptLane); more wait in the
+ * instance, before anything is sent. A lock's acquire costs Redis up to about half a millisecond when
+ * its queue is long, so three instances' lanes keep Redis's own backlog near 50 ms, far below the
+ * command timeout, while 32 in flight still keep a connection busy (at about 1 ms a round trip, tens
+ * of thousands of acquires a second per instance).
+ */
+const ACQUIRES_IN_REDIS_MAX = 32;
 
 /**
  * 30 s: how long a watched lock stays marked as watched in Redis (watch-marks.ts), renewed every 10 s
@@ -135,6 +145,8 @@ export class RedisStore implements LockStore {
   private probing = false;
   private readonly replicaAcks: ReplicaAcks | null;
   private readonly commandTimeoutMs: number;
+  /** The acquires and cancels (of locks, lock sets and permits) this instance has in Redis: see ScriptLane. */
+  private readonly acquires: ScriptLane;
   /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
   readonly permits: RedisPermits;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
@@ -151,6 +163,9 @@ export class RedisStore implements LockStore {
     if (connection === undefined) throw new TypeError('RedisStore needs a url or a connection');
     this.replicaAcks = options.replicaAcks ?? null;
     this.commandTimeoutMs = options.commandTimeoutMs;
+    // An acquire that could not even be sent within a command timeout is refused (503 overloaded): by
+    // then the caller would have been told the store timed out.
+    this.acquires = new ScriptLane(ACQUIRES_IN_REDIS_MAX, options.commandTimeoutMs);
     const log = options.log;
     this.redis = createRedisClient(connection, {
       commandTimeoutMs: options.commandTimeoutMs,
@@ -197,6 +212,7 @@ export class RedisStore implements LockStore {
       maxWaitersPerKey: this.maxWaitersPerKey,
       livenessMs: WAITER_LIVENESS_MS,
       call: (run) => this.call(run),
+      acquires: this.acquires,
       scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
       // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
       replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
@@ -211,17 +227,24 @@ export class RedisStore implements LockStore {
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
     const waitMs = input.waitMs ?? 0;
+    // The lease is decided from the moment the script is sent (after its turn in the lane), and the
+    // node serving the key is read then too.
+    let decidedAt = 0;
+    let servedBy: string | null = null;
+    const send = (waitFor: number, waiterId: string) =>
+      this.acquires.run(() => {
+        decidedAt = performance.now();
+        servedBy = this.servedBy(input.key);
+        return this.runAcquire(input, waitFor, waiterId);
+      }, true);
     if (waitMs <= 0) {
-      const decidedAt = performance.now();
       input.signal?.throwIfAborted();
-      const servedBy = this.servedBy(input.key);
-      return this.settle(await this.runAcquire(input, 0, '-'), decidedAt, input, servedBy);
+      const reply = await send(0, '-');
+      return this.settle(reply, decidedAt, input, servedBy);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
     const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
-    const decidedAt = performance.now();
-    const servedBy = this.servedBy(input.key);
-    const reply = await waiter.enter(input.signal, () => this.runAcquire(input, waitMs, waiter.id));
+    const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
       if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);
@@ -405,11 +428,14 @@ export class RedisStore implements LockStore {
   }
 
   async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
-    const decidedAt = performance.now();
     this.checkOneSlot(keys);
-    // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
-    const servedBy = this.servedBy(keys[0] as string);
-    const reply = await this.call(async () =>
+    let decidedAt = 0;
+    let servedBy: string | null = null;
+    const reply = await this.acquires.run(() => {
+      decidedAt = performance.now();
+      // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
+      servedBy = this.servedBy(keys[0] as string);
+      return this.call(async () =>
       parseLockSetAcquire(
         await this.scripts.run('lockSetAcquire', {
           members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
@@ -423,6 +449,7 @@ export class RedisStore implements LockStore {
         keys.length,
       ),
     );
+    }, true);
     if (!reply.granted) return { acquired: false, retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
     if (this.replicaAcks) {
       // Replica acknowledgement covers the set as one grant: not confirmed in time, the whole set goes back.
@@ -651,9 +678,14 @@ export class RedisStore implements LockStore {
     return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
+  /** In the acquire lane (never refused): a burst's waits end together, and so do their cancels. */
   private cancel(waiter: Waiter): Promise<CancelReply> {
-    return this.call(async () =>
-      parseCancel(await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken })),
+    return this.acquires.run(
+      () =>
+        this.call(async () =>
+          parseCancel(await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken })),
+        ),
+      false,
     );
   }
 
