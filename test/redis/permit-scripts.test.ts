@@ -42,7 +42,7 @@ const release = (ownerToken: string) => lua.scripts.run('permitRelease', { ...ha
 
 describe('permit-acquire.lua', () => {
   it('{1, fencingToken, expiresAtMs}: granted; keys are tagged by the namespace, the pool and lease ends outlive the lease', async () => {
-    expect(keys.pool).toBe('plua:{ns}s/' + lockName.slice(3));
+    expect(keys.pool).toBe(`plua:{${new KeySpace('plua:').shardTags('ns')[new KeySpace('plua:').shardOf(lockName.slice(3))] as string}}s/` + lockName.slice(3));
     const reply = (await acquire('o1', { holder: 'a|b' })) as number[];
     expect(reply).toEqual([1, int, int]);
     const [, token, end] = reply as [number, number, number];

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 
@@ -61,7 +62,7 @@ describe('replica acknowledgement', () => {
     // Read the replica straight after the answer: WAIT already confirmed it has the lease.
     const client = replica.client();
     try {
-      expect(await client.hget('acks:{acked}', 'o')).toBe(ownerToken);
+      expect(await client.hget(new KeySpace('acks:').lock('acked'), 'o')).toBe(ownerToken);
     } finally {
       client.disconnect();
     }
