@@ -45,7 +45,15 @@ module.exports = {
         'zod (to check every answer before trusting it; no server code, no Fastify, no store driver).',
       severity: 'error',
       from: { path: '(^|/)src/client/' },
-      to: { pathNot: ['(^|/)src/client/', '(^|/)node_modules/openapi-fetch/', '(^|/)node_modules/openapi-typescript-helpers/', '(^|/)node_modules/zod/'], dependencyTypesNot: ['core'] },
+      to: {
+        pathNot: [
+          '(^|/)src/client/',
+          '(^|/)node_modules/openapi-fetch/',
+          '(^|/)node_modules/openapi-typescript-helpers/',
+          '(^|/)node_modules/zod/',
+        ],
+        dependencyTypesNot: ['core'],
+      },
     },
     {
       name: 'no-dev-dependencies-in-src',

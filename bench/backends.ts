@@ -122,8 +122,7 @@ export function renderBackends(rows: readonly BackendRow[], concurrency: number)
   const pairP99 = (r: BackendRow) => median(r.pairs.map((x) => x.latency.pair?.p99 ?? Number.NaN));
   const handOffP50 = (r: BackendRow) => median(r.hot.map((x) => x.handOffFromReleaseSent?.p50 ?? Number.NaN));
   const handOffP99 = (r: BackendRow) => median(r.hot.map((x) => x.handOffFromReleaseSent?.p99 ?? Number.NaN));
-  const errors = (r: BackendRow) =>
-    [...r.pairs, ...r.hot].reduce((n, x) => n + Object.values(x.errors).reduce((a, b) => a + b, 0), 0);
+  const errors = (r: BackendRow) => [...r.pairs, ...r.hot].reduce((n, x) => n + Object.values(x.errors).reduce((a, b) => a + b, 0), 0);
   const lines = [
     `Concurrency ${concurrency}; median over rounds. Ratios are to one Redis in the same run.`,
     '',

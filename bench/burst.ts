@@ -23,7 +23,11 @@ export const DEFAULT_BURST: BurstSettings = { callers: 3000, instances: 3, ttlMs
 
 const PREFIX = 'burst:';
 
-export async function measureBurst(settings: BurstSettings, dir: string, progress: (line: string) => void): Promise<{ result: BurstResult; text: string }> {
+export async function measureBurst(
+  settings: BurstSettings,
+  dir: string,
+  progress: (line: string) => void,
+): Promise<{ result: BurstResult; text: string }> {
   const owned: OwnedProcess[] = [];
   let stress: ChildProcess | undefined;
   const redis = await RedisServer.start();
@@ -32,7 +36,12 @@ export async function measureBurst(settings: BurstSettings, dir: string, progres
     progress(`burst: starting ${settings.instances} keyholder instances`);
     const instances = await Promise.all(
       Array.from({ length: settings.instances }, (_, i) =>
-        startKeyholder(`keyholder-${i}`, redis.url, dir, { KEYHOLDER_AUTH: 'open', RATE_LIMIT_MAX: '0', REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn' }),
+        startKeyholder(`keyholder-${i}`, redis.url, dir, {
+          KEYHOLDER_AUTH: 'open',
+          RATE_LIMIT_MAX: '0',
+          REDIS_KEY_PREFIX: PREFIX,
+          LOG_LEVEL: 'warn',
+        }),
       ),
     );
     owned.push(...instances.map((k) => k.proc));

@@ -38,6 +38,10 @@ app.post('/v1/locks/:key/release', async (request, reply) => {
 });
 
 await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' });
-const close = () => void app.close().then(() => redis.quit()).then(() => process.exit(0));
+const close = () =>
+  void app
+    .close()
+    .then(() => redis.quit())
+    .then(() => process.exit(0));
 process.on('SIGTERM', close);
 process.on('SIGINT', close);

@@ -332,7 +332,13 @@ function redisScenario(task: LoopTask): Scenario {
       if (acquired.kind !== 'granted') return run.error('acquire', acquired.kind);
       run.record('acquire', t1 - t0);
       const released = parseRelease(
-        await scripts.run('release', { keys: keys.lockKeys(key), ownerToken, graceMs, channelPrefix: keys.grantChannelPrefix(), lockName: key }),
+        await scripts.run('release', {
+          keys: keys.lockKeys(key),
+          ownerToken,
+          graceMs,
+          channelPrefix: keys.grantChannelPrefix(),
+          lockName: key,
+        }),
       );
       const t2 = performance.now();
       if (!released) return run.error('release', 'not_owner');
@@ -619,7 +625,9 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
         if (performance.now() > queuedBy) {
           // The waiters still in flight finish before the pool closes.
           await Promise.allSettled(waiters);
-          throw new Error(`chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued; refused: ${JSON.stringify(refusals)}`);
+          throw new Error(
+            `chain: only ${String(state.json.waiters)} of ${task.waiters} waiters queued; refused: ${JSON.stringify(refusals)}`,
+          );
         }
         await sleep(20);
       }
@@ -699,13 +707,21 @@ async function runWatch(task: WatchTask): Promise<WatchResult> {
   let ownerToken: string | undefined;
   try {
     await Promise.all(
-      clients.map((c, i) => c.ask({ kind: 'open', port, watchers: Math.floor(task.watchers / clients.length) + (i < task.watchers % clients.length ? 1 : 0) })),
+      clients.map((c, i) =>
+        c.ask({ kind: 'open', port, watchers: Math.floor(task.watchers / clients.length) + (i < task.watchers % clients.length ? 1 : 0) }),
+      ),
     );
-    const headers = `host: 127.0.0.1:${port}\r\n` + Object.entries(AUTH_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const headers =
+      `host: 127.0.0.1:${port}\r\n` +
+      Object.entries(AUTH_HEADERS)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('');
     // Each watcher first learns the index with a plain inspect on its own connection, as a client of
     // blocking queries starts; the first answer on a new connection costs the kernel about twice what
     // later ones do, and it is not a change's.
-    await Promise.all(clients.map((c) => c.ask({ kind: 'ask', request: `GET /v1/locks/${encodeURIComponent(key)} HTTP/1.1\r\n${headers}\r\n` })));
+    await Promise.all(
+      clients.map((c) => c.ask({ kind: 'ask', request: `GET /v1/locks/${encodeURIComponent(key)} HTTP/1.1\r\n${headers}\r\n` })),
+    );
     await Promise.all(clients.map((c) => c.ask({ kind: 'collect', oldIndex: -1 })));
     let index = Number((await get(pool, `/v1/locks/${key}`)).json.index);
     // A key with a thousand watchers is watched all the time: its subscription is in place before they

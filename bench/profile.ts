@@ -82,7 +82,10 @@ export function renderProfile(summary: ProfileSummary, top = 15): string {
     '',
     '| package | self time | share |',
     '| --- | ---: | ---: |',
-    ...summary.byPackage.filter(([name]) => name !== '(idle)').slice(0, top).map(([name, ms]) => `| ${name} | ${(ms / 1000).toFixed(2)} s | ${pct(ms)} |`),
+    ...summary.byPackage
+      .filter(([name]) => name !== '(idle)')
+      .slice(0, top)
+      .map(([name, ms]) => `| ${name} | ${(ms / 1000).toFixed(2)} s | ${pct(ms)} |`),
     '',
     '| keyholder function (dist/) | self time | share |',
     '| --- | ---: | ---: |',

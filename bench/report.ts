@@ -59,15 +59,71 @@ function spread(values: readonly (number | undefined)[], digits: number): string
  * pair. A new scenario (a floor lock, say) is one more entry here and one more case in load-worker.ts.
  */
 export const SCENARIOS: ReadonlyArray<{ id: LoopScenario; name: string; unit: string; op: string; callsPerUnit: number; calls: string }> = [
-  { id: 'pairs', name: 'keyholder pairs (10,000 keys)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release (2 HTTP requests)' },
-  { id: 'semaphore', name: 'keyholder semaphore permits (100 x limit 5, waitMs)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release of one permit (2 HTTP requests)' },
-  { id: 'hot', name: 'keyholder hot key, waitMs', unit: 'hand-offs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire with waitMs + release (2 HTTP requests)' },
+  {
+    id: 'pairs',
+    name: 'keyholder pairs (10,000 keys)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire + release (2 HTTP requests)',
+  },
+  {
+    id: 'semaphore',
+    name: 'keyholder semaphore permits (100 x limit 5, waitMs)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire + release of one permit (2 HTTP requests)',
+  },
+  {
+    id: 'hot',
+    name: 'keyholder hot key, waitMs',
+    unit: 'hand-offs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire with waitMs + release (2 HTTP requests)',
+  },
   { id: 'renew', name: 'keyholder renew', unit: 'renews/s', op: 'renew', callsPerUnit: 1, calls: 'renew (1 HTTP request)' },
-  { id: 'floor-http', name: 'floor-http (bare Fastify)', unit: 'req/s', op: 'request', callsPerUnit: 1, calls: 'one JSON echo (1 HTTP request)' },
-  { id: 'floor-lock', name: 'floor-lock (naive lock service)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release (2 HTTP requests, 1 script each)' },
-  { id: 'floor-redis', name: 'floor-redis (Lua via ioredis)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'acquire + release scripts (2 Redis calls)' },
-  { id: 'peer-etcd', name: 'peer-etcd (lease+lock+unlock)', unit: 'pairs/s', op: 'lock', callsPerUnit: 3, calls: 'lease grant + lock + unlock (3 HTTP calls)' },
-  { id: 'peer-live-mutex', name: 'peer-live-mutex (TCP broker)', unit: 'pairs/s', op: 'acquire', callsPerUnit: 2, calls: 'lock + unlock (2 broker messages over TCP)' },
+  {
+    id: 'floor-http',
+    name: 'floor-http (bare Fastify)',
+    unit: 'req/s',
+    op: 'request',
+    callsPerUnit: 1,
+    calls: 'one JSON echo (1 HTTP request)',
+  },
+  {
+    id: 'floor-lock',
+    name: 'floor-lock (naive lock service)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire + release (2 HTTP requests, 1 script each)',
+  },
+  {
+    id: 'floor-redis',
+    name: 'floor-redis (Lua via ioredis)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'acquire + release scripts (2 Redis calls)',
+  },
+  {
+    id: 'peer-etcd',
+    name: 'peer-etcd (lease+lock+unlock)',
+    unit: 'pairs/s',
+    op: 'lock',
+    callsPerUnit: 3,
+    calls: 'lease grant + lock + unlock (3 HTTP calls)',
+  },
+  {
+    id: 'peer-live-mutex',
+    name: 'peer-live-mutex (TCP broker)',
+    unit: 'pairs/s',
+    op: 'acquire',
+    callsPerUnit: 2,
+    calls: 'lock + unlock (2 broker messages over TCP)',
+  },
   {
     id: 'peer-redis-semaphore',
     name: 'peer-redis-semaphore (in-process Mutex)',
@@ -102,7 +158,7 @@ const PEERS: ReadonlyArray<{ id: LoopScenario; runs: string; fencing: string; au
   {
     id: 'peer-etcd',
     runs: 'etcd v3 JSON gateway: lease grant + lock + unlock',
-    fencing: 'the lock key\'s revision can serve',
+    fencing: "the lock key's revision can serve",
     auth: 'etcd users and roles (off here)',
     waiting: 'yes, in revision order',
     persistence: 'raft log, fsync per write',
@@ -117,9 +173,9 @@ const PEERS: ReadonlyArray<{ id: LoopScenario; runs: string; fencing: string; au
   },
   {
     id: 'peer-redis-semaphore',
-    runs: 'library in the caller\'s process (redis-semaphore Mutex), no service',
+    runs: "library in the caller's process (redis-semaphore Mutex), no service",
     fencing: 'none',
-    auth: 'the Redis connection\'s own',
+    auth: "the Redis connection's own",
     waiting: 'polling (every 10 ms)',
     persistence: 'Redis',
   },
@@ -150,10 +206,26 @@ export function peersTable(report: Report, c = 50): string {
         0,
       );
     lines.push(
-      `| ${scenarioOf(peer.id).name} | ${peer.runs} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} | ` +
-        `${peer.id === 'pairs' ? '1' : spread(perRound(rs, keyholder, (x, y) => x.unitsPerSecond / y.unitsPerSecond), 2)} | ` +
+      `| ${scenarioOf(peer.id).name} | ${peer.runs} | ${spread(
+        rs.map((r) => r.unitsPerSecond),
+        0,
+      )} | ` +
+        `${
+          peer.id === 'pairs'
+            ? '1'
+            : spread(
+                perRound(rs, keyholder, (x, y) => x.unitsPerSecond / y.unitsPerSecond),
+                2,
+              )
+        } | ` +
         `${perPair((r) => r.serverCpuSeconds)} | ${perPair((r) => r.redisCpuSeconds)} | ` +
-        `${spread(lat.map((l) => l?.p99), 2)} | ${spread(lat.map((l) => l?.p999), 2)} | ` +
+        `${spread(
+          lat.map((l) => l?.p99),
+          2,
+        )} | ${spread(
+          lat.map((l) => l?.p999),
+          2,
+        )} | ` +
         `${peer.fencing} | ${peer.auth} | ${peer.waiting} | ${peer.persistence} |`,
     );
   }
@@ -182,11 +254,36 @@ export function resultsTable(report: Report): string {
       const lat = rs.map((r) => r.latency[s.op]);
       const errors = rs.reduce((n, r) => n + Object.values(r.errors).reduce((a, b) => a + b, 0), 0);
       lines.push(
-        `| ${s.name} | ${c} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} ${s.unit} | ${s.callsPerUnit} | ` +
-          `${spread(rs.map((r) => r.unitsPerSecond * s.callsPerUnit), 0)} | ${s.op} | ` +
-          `${spread(lat.map((l) => l?.p50), 2)} | ${spread(lat.map((l) => l?.p99), 2)} | ${spread(lat.map((l) => l?.p999), 2)} | ` +
-          `${spread(rs.map((r) => perThousand(r.serverCpuSeconds, r.units)), 3)} | ` +
-          `${s.id === 'peer-etcd' || s.id === 'floor-http' || s.id === 'peer-live-mutex' ? '–' : spread(rs.map((r) => perThousand(r.redisCpuSeconds, r.units)), 3)} | ${errors} |`,
+        `| ${s.name} | ${c} | ${spread(
+          rs.map((r) => r.unitsPerSecond),
+          0,
+        )} ${s.unit} | ${s.callsPerUnit} | ` +
+          `${spread(
+            rs.map((r) => r.unitsPerSecond * s.callsPerUnit),
+            0,
+          )} | ${s.op} | ` +
+          `${spread(
+            lat.map((l) => l?.p50),
+            2,
+          )} | ${spread(
+            lat.map((l) => l?.p99),
+            2,
+          )} | ${spread(
+            lat.map((l) => l?.p999),
+            2,
+          )} | ` +
+          `${spread(
+            rs.map((r) => perThousand(r.serverCpuSeconds, r.units)),
+            3,
+          )} | ` +
+          `${
+            s.id === 'peer-etcd' || s.id === 'floor-http' || s.id === 'peer-live-mutex'
+              ? '–'
+              : spread(
+                  rs.map((r) => perThousand(r.redisCpuSeconds, r.units)),
+                  3,
+                )
+          } | ${errors} |`,
       );
     }
   }
@@ -345,7 +442,20 @@ export function targets(report: Report): Target[] {
  * Commands a client sends and no script of keyholder or the floors runs: anything else counted in a
  * window is taken as run inside a script (INFO commandstats does not tell the two apart).
  */
-const TOP_LEVEL_ONLY = new Set(['evalsha', 'eval', 'ping', 'wait', 'scan', 'subscribe', 'select', 'client', 'script', 'hello', 'info', 'memory']);
+const TOP_LEVEL_ONLY = new Set([
+  'evalsha',
+  'eval',
+  'ping',
+  'wait',
+  'scan',
+  'subscribe',
+  'select',
+  'client',
+  'script',
+  'hello',
+  'info',
+  'memory',
+]);
 
 /** From INFO commandstats deltas: top-level calls, commands run inside scripts, and each command, per unit. */
 export function commandsPerPair(x: LoopResult): { topLevel: number; inScripts: number; each: Record<string, number> } | undefined {
@@ -382,8 +492,14 @@ function commandsTable(report: Report): string {
             .join(', ')
         : '';
       lines.push(
-        `| ${scenarioOf(id).name} | ${c} | ${spread(per.map((p) => p?.topLevel), 2)} | ${spread(inScripts, 2)} | ` +
-          `${spread(rs.map((x) => (x.redisCpuSeconds === undefined || x.units === 0 ? undefined : (x.redisCpuSeconds / x.units) * 1e6)), 1)} | ${breakdown} |`,
+        `| ${scenarioOf(id).name} | ${c} | ${spread(
+          per.map((p) => p?.topLevel),
+          2,
+        )} | ${spread(inScripts, 2)} | ` +
+          `${spread(
+            rs.map((x) => (x.redisCpuSeconds === undefined || x.units === 0 ? undefined : (x.redisCpuSeconds / x.units) * 1e6)),
+            1,
+          )} | ${breakdown} |`,
       );
     }
   }
@@ -394,20 +510,21 @@ function commandsTable(report: Report): string {
 export const IDLE_RESIDUE_MAX_BYTES = 8;
 
 function targetsTable(report: Report): string {
-  const lines = [
-    '| target | units compared | per request | per pair | goal | met |',
-    '| --- | --- | ---: | ---: | --- | --- |',
-  ];
+  const lines = ['| target | units compared | per request | per pair | goal | met |', '| --- | --- | ---: | ---: | --- | --- |'];
   for (const t of targets(report)) {
     const values = t.on === 'per pair' ? t.perPair : t.perRequest;
     const met = values.length === 0 ? 'n/a' : t.met(median(values)) ? 'yes' : '**no**';
-    lines.push(`| ${t.name} | ${t.units} | ${spread(t.perRequest, t.digits)} | ${spread(t.perPair, t.digits)} | ${t.goal} ${t.on} | ${met} |`);
+    lines.push(
+      `| ${t.name} | ${t.units} | ${spread(t.perRequest, t.digits)} | ${spread(t.perPair, t.digits)} | ${t.goal} ${t.on} | ${met} |`,
+    );
   }
   const m = report.memory;
   if (m) {
     const perLock = (m.heldBytes - m.baselineBytes) / m.locks;
     const perIdle = (m.afterGraceBytes - m.baselineBytes) / m.locks;
-    lines.push(`| Redis memory per held lock | ${num(m.locks, 0)} locks held | – | – | ≤ 200 B; measured ${num(perLock, 0)} B | ${perLock <= 200 ? 'yes' : '**no**'} |`);
+    lines.push(
+      `| Redis memory per held lock | ${num(m.locks, 0)} locks held | – | – | ≤ 200 B; measured ${num(perLock, 0)} B | ${perLock <= 200 ? 'yes' : '**no**'} |`,
+    );
     lines.push(
       `| Redis memory per idle key after the grace | ${num(m.locks, 0)} released locks | – | – | 0 keys left and ≤ ${IDLE_RESIDUE_MAX_BYTES} B per former lock; ` +
         `measured ${m.keysAfterGrace} keys, ${num(perIdle, 1)} B | ${m.keysAfterGrace === 0 && perIdle <= IDLE_RESIDUE_MAX_BYTES ? 'yes' : '**no**'} |`,
@@ -447,7 +564,9 @@ function waitingSection(report: Report): string {
   const hot = report.settings.concurrencies.map((c) => ({ c, rs: rounds(report.results, 'hot', c) })).filter((h) => h.rs.length > 0);
   if (hot.length > 0) {
     out.push('Hand-off under load (hot-key scenario: every client waits on one key, takes it, releases at once):', '');
-    out.push('| clients | hand-offs/s | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | grants before the release answer |');
+    out.push(
+      '| clients | hand-offs/s | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | grants before the release answer |',
+    );
     out.push('| ---: | ---: | ---: | ---: | ---: |');
     for (const { c, rs } of hot) {
       const a = rs.map((r) => r.handOffFromReleaseAnswered);
@@ -455,15 +574,35 @@ function waitingSection(report: Report): string {
       const before = rs.reduce((n, r) => n + (r.grantsBeforeReleaseAnswer ?? 0), 0);
       const total = rs.reduce((n, r) => n + (r.handOffFromReleaseAnswered?.count ?? 0), 0);
       out.push(
-        `| ${c} | ${spread(rs.map((r) => r.unitsPerSecond), 0)} | ${spread(a.map((x) => x?.p50), 2)} / ${spread(a.map((x) => x?.p99), 2)} | ` +
-          `${spread(s.map((x) => x?.p50), 2)} / ${spread(s.map((x) => x?.p99), 2)} | ${total ? num((100 * before) / total, 0) : 0} % |`,
+        `| ${c} | ${spread(
+          rs.map((r) => r.unitsPerSecond),
+          0,
+        )} | ${spread(
+          a.map((x) => x?.p50),
+          2,
+        )} / ${spread(
+          a.map((x) => x?.p99),
+          2,
+        )} | ` +
+          `${spread(
+            s.map((x) => x?.p50),
+            2,
+          )} / ${spread(
+            s.map((x) => x?.p99),
+            2,
+          )} | ${total ? num((100 * before) / total, 0) : 0} % |`,
       );
     }
     out.push('');
   }
   if (report.chains.length > 0) {
-    out.push('A queue drained by hand-offs (N waiters queued on one key, then the holder releases; each waiter releases as soon as it is granted):', '');
-    out.push('| waiters queued | hand-offs | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | Redis commands per hand-off (all) | script calls per hand-off | breakdown per hand-off |');
+    out.push(
+      'A queue drained by hand-offs (N waiters queued on one key, then the holder releases; each waiter releases as soon as it is granted):',
+      '',
+    );
+    out.push(
+      '| waiters queued | hand-offs | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | Redis commands per hand-off (all) | script calls per hand-off | breakdown per hand-off |',
+    );
     out.push('| ---: | ---: | ---: | ---: | ---: | ---: | --- |');
     for (const ch of report.chains) {
       const breakdown = Object.entries(ch.commandBreakdown)
@@ -498,7 +637,9 @@ export function renderReport(report: Report, memoryGraceMs: number): string {
       `Load average (1/5/15 min) before: ${m.loadBefore}; after: ${m.loadAfter}. Started ${m.date}; \`${m.command}\`.`,
     `${s.rounds} round(s); each scenario ${s.warmMs} ms warm-up then ${s.durationMs} ms measured, at concurrency ${s.concurrencies.join(' and ')}. ` +
       'Cells: median over rounds (min–max). CPU: user+system seconds of the process per 1,000 units of the throughput column. ' +
-      'Units: ' + SCENARIOS.map((x) => `${x.name}: ${x.calls}`).join('; ') + '.',
+      'Units: ' +
+      SCENARIOS.map((x) => `${x.name}: ${x.calls}`).join('; ') +
+      '.',
     '',
     resultsTable(report),
     '',
@@ -529,7 +670,7 @@ function watchSection(watches: readonly WatchResult[]): string {
   const out = [
     'Blocking queries on one key (`GET /v1/locks/{key}?index=N&waitMs=60000`, one connection each, read by separate client ' +
       'processes over plain sockets), woken by a change (alternately a grant and a release); the time is from sending the change ' +
-      'to the first bytes of each answer, pooled over the changes (one unmeasured change first warms the path up); each change\'s own ' +
+      "to the first bytes of each answer, pooled over the changes (one unmeasured change first warms the path up); each change's own " +
       'p99 is listed too. Target: every watcher within 50 ms at p99 with 1,000 watchers (the pooled p99), and O(1) Redis work per change.',
     '',
     '| watchers | client processes | changes | change sent → watcher answered, p50 / p99 / max ms | p99 of each change, ms | 50 ms at p99 | Redis commands per change (all) | breakdown per change |',

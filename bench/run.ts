@@ -5,7 +5,17 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
-import type { ChainResult, ExpiryResult, LoopResult, LoopScenario, MemoryResult, Task, TaskResult, WatchResult, WorkerMessage } from './protocol.js';
+import type {
+  ChainResult,
+  ExpiryResult,
+  LoopResult,
+  LoopScenario,
+  MemoryResult,
+  Task,
+  TaskResult,
+  WatchResult,
+  WorkerMessage,
+} from './protocol.js';
 import {
   benchDir,
   etcdInstalled,
@@ -221,12 +231,18 @@ async function main(): Promise<void> {
     // A second instance for the memory and waiting figures: a short fencing grace (so idle keys are
     // seen to go) and room for 1,000 waiters on one key.
     // The quota is on (its default), so the memory figure includes its bookkeeping.
-    const aux = await startKeyholder('keyholder-aux', redis.url, dir, {
-      ...access,
-      REDIS_KEY_PREFIX: 'khaux:',
-      FENCE_GRACE_MS: String(MEMORY_FENCE_GRACE_MS),
-      WAITERS_PER_KEY_MAX: '1024',
-    }, profiledAux ? nodeFlags : []);
+    const aux = await startKeyholder(
+      'keyholder-aux',
+      redis.url,
+      dir,
+      {
+        ...access,
+        REDIS_KEY_PREFIX: 'khaux:',
+        FENCE_GRACE_MS: String(MEMORY_FENCE_GRACE_MS),
+        WAITERS_PER_KEY_MAX: '1024',
+      },
+      profiledAux ? nodeFlags : [],
+    );
     owned.push(aux.proc);
     // The floors and etcd serve the loop scenarios only.
     const floor = runs('loops') ? await startFloorHttp(dir) : undefined;
@@ -317,11 +333,24 @@ async function main(): Promise<void> {
       ] as const) {
         progress(`waiting: draining a queue of ${waiters} waiter(s) × ${cycles}`);
         chains.push(
-          await worker.run<ChainResult>({ kind: 'chain', keyholderUrl: aux.url, redisUrl: redis.url, waiters, cycles, tag: String(Date.now()) }),
+          await worker.run<ChainResult>({
+            kind: 'chain',
+            keyholderUrl: aux.url,
+            redisUrl: redis.url,
+            waiters,
+            cycles,
+            tag: String(Date.now()),
+          }),
         );
       }
       progress('waiting: grant delay after a lease expires');
-      expiry = await worker.run<ExpiryResult>({ kind: 'expiry', keyholderUrl: aux.url, repeats: quick ? 3 : 20, ttlMs: 300, tag: String(Date.now()) });
+      expiry = await worker.run<ExpiryResult>({
+        kind: 'expiry',
+        keyholderUrl: aux.url,
+        repeats: quick ? 3 : 20,
+        ttlMs: 300,
+        tag: String(Date.now()),
+      });
     }
 
     const watches: WatchResult[] = [];
@@ -329,7 +358,14 @@ async function main(): Promise<void> {
       for (const watchers of [1, 100, 1000]) {
         progress(`watch: ${watchers} blocking queries on one key, woken by each change`);
         watches.push(
-          await worker.run<WatchResult>({ kind: 'watch', keyholderUrl: aux.url, redisUrl: redis.url, watchers, changes: quick ? 2 : 6, tag: `${watchers}-${Date.now()}` }),
+          await worker.run<WatchResult>({
+            kind: 'watch',
+            keyholderUrl: aux.url,
+            redisUrl: redis.url,
+            watchers,
+            changes: quick ? 2 : 6,
+            tag: `${watchers}-${Date.now()}`,
+          }),
         );
       }
     }
@@ -380,7 +416,11 @@ async function main(): Promise<void> {
     }
     progress('done\n');
     process.stdout.write(text);
-    const json = JSON.stringify({ ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) }, null, 1);
+    const json = JSON.stringify(
+      { ...report, results: Object.fromEntries([...results].map(([k, v]) => [k, Object.fromEntries(v)])) },
+      null,
+      1,
+    );
     if (args.out) {
       writeFileSync(args.out, text);
       writeFileSync(`${args.out}.json`, json);

@@ -50,9 +50,11 @@ async function pairs(store: RedisStore, key: (i: number) => string, n: number): 
 async function redisTimePerPair(stats: Redis, n: number, pair: (i: number) => Promise<void>): Promise<string> {
   await stats.config('RESETSTAT');
   let next = 0;
-  await Promise.all(Array.from({ length: 50 }, async () => {
-    while (next < n) await pair(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (next < n) await pair(next++);
+    }),
+  );
   let scripts = 0;
   let inside = 0;
   for (const [name, usec] of commandMicros(await stats.info('commandstats'))) {
@@ -68,7 +70,16 @@ async function main(): Promise<void> {
   const stats = new Redis(server.url);
   const store = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 5000, fenceGraceMs: 1000 });
   try {
-    for (let i = 0; i < 50 && !(await store.ping().then(() => true, () => false)); i++) await sleep(100);
+    for (
+      let i = 0;
+      i < 50 &&
+      !(await store.ping().then(
+        () => true,
+        () => false,
+      ));
+      i++
+    )
+      await sleep(100);
     await pairs(store, (i) => `${NAMESPACE}/warm:${i}`, 50);
 
     const plain = await perPair(stats, PAIRS, () => pairs(store, (i) => `${NAMESPACE}/pair:${i % 10_000}`, PAIRS));
@@ -82,7 +93,13 @@ async function main(): Promise<void> {
     // Time, 30,000 pairs over 10,000 keys with the quota on; another lease of the namespace is held
     // throughout, as under load.
     const timed = 30_000;
-    await store.acquire({ key: `${NAMESPACE}/anchor`, ownerToken: 'anchor'.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: HELD * 2 });
+    await store.acquire({
+      key: `${NAMESPACE}/anchor`,
+      ownerToken: 'anchor'.padEnd(22, 'x'),
+      ttlMs: 120_000,
+      holder: null,
+      maxHeldInNamespace: HELD * 2,
+    });
     const keyholderPair = async (i: number) => {
       const key = `${NAMESPACE}/timed:${i % 10_000}`;
       const ownerToken = `owner-${i}`.padEnd(22, 'x');
@@ -90,7 +107,10 @@ async function main(): Promise<void> {
       if (!got.acquired || !(await store.release(key, ownerToken))) throw new Error(`timed pair ${key} refused`);
     };
     const floor = new Redis(server.url, { enableAutoPipelining: true });
-    const floorSha = [(await floor.script('LOAD', FLOOR_ACQUIRE)) as string, (await floor.script('LOAD', FLOOR_RELEASE)) as string] as const;
+    const floorSha = [
+      (await floor.script('LOAD', FLOOR_ACQUIRE)) as string,
+      (await floor.script('LOAD', FLOOR_RELEASE)) as string,
+    ] as const;
     const floorPair = async (i: number) => {
       const key = `floor:{timed:${i % 10_000}}`;
       const ownerToken = `owner-${i}`.padEnd(22, 'x');
@@ -111,7 +131,13 @@ async function main(): Promise<void> {
     const keys = new KeySpace(PREFIX);
     const base = usedMemory(await stats.info('memory'));
     for (let i = 0; i < HELD; i++) {
-      const got = await store.acquire({ key: `${NAMESPACE}/mem:${i}`, ownerToken: `t${i}`.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: HELD * 2 });
+      const got = await store.acquire({
+        key: `${NAMESPACE}/mem:${i}`,
+        ownerToken: `t${i}`.padEnd(22, 'x'),
+        ttlMs: 120_000,
+        holder: null,
+        maxHeldInNamespace: HELD * 2,
+      });
       if (!got.acquired) throw new Error('memory: acquire refused');
     }
     const held = usedMemory(await stats.info('memory'));
@@ -121,11 +147,19 @@ async function main(): Promise<void> {
       for (const key of [shard.count, shard.ends]) quotaBytes += Number((await stats.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
     }
     console.log(`used_memory per held lock (${HELD}, quota on): ${((held - base) / HELD).toFixed(1)} B`);
-    console.log(`MEMORY USAGE: lock hash ${lockBytes} B; quota shards ${quotaBytes} B in all, ${(quotaBytes / HELD).toFixed(1)} B per held lock`);
+    console.log(
+      `MEMORY USAGE: lock hash ${lockBytes} B; quota shards ${quotaBytes} B in all, ${(quotaBytes / HELD).toFixed(1)} B per held lock`,
+    );
     // The same locks without the quota: what the lock record alone costs (its hash, key and expiry).
     const beforeBare = usedMemory(await stats.info('memory'));
     for (let i = 0; i < HELD; i++) {
-      const got = await store.acquire({ key: `bare/mem:${i}`, ownerToken: `t${i}`.padEnd(22, 'x'), ttlMs: 120_000, holder: null, maxHeldInNamespace: 0 });
+      const got = await store.acquire({
+        key: `bare/mem:${i}`,
+        ownerToken: `t${i}`.padEnd(22, 'x'),
+        ttlMs: 120_000,
+        holder: null,
+        maxHeldInNamespace: 0,
+      });
       if (!got.acquired) throw new Error('memory: acquire refused');
     }
     const bare = usedMemory(await stats.info('memory'));

@@ -210,9 +210,13 @@ async function main(): Promise<void> {
     const second = made.stdout.trim();
     expectStatus(await api(3000, 'POST', '/v1/locks/b/acquire', second, { ttlMs: 1000 }), 401, 'the new key before SIGHUP');
     sh('docker compose kill -s HUP keyholder', inApp);
-    await waitFor('the new key accepted', async () => {
-      expectStatus(await api(3000, 'POST', '/v1/locks/b/acquire', second, { ttlMs: 1000 }), 200, 'the new key after SIGHUP');
-    }, 30_000);
+    await waitFor(
+      'the new key accepted',
+      async () => {
+        expectStatus(await api(3000, 'POST', '/v1/locks/b/acquire', second, { ttlMs: 1000 }), 200, 'the new key after SIGHUP');
+      },
+      30_000,
+    );
     // The image's own key command, as docs/operations.md gives it.
     const printed = sh('docker compose run --rm keyholder node dist/cli/keys-new.js --id team-c --namespace team-c --scopes locks', inApp);
     if (!/^ {2}kh_\S+$/m.test(printed.stdout)) throw new Error(`no key printed:\n${printed.stdout}`);
@@ -223,7 +227,8 @@ async function main(): Promise<void> {
     sh('docker compose restart redis', inApp);
     await ready(3000, 'redis');
     const other = await api(3000, 'POST', '/v1/locks/aof/acquire', key, { ttlMs: 30_000 });
-    if (other.status !== 409 || other.body.code !== 'lock_held') throw new Error(`the held lock was lost: ${other.status} ${JSON.stringify(other.body)}`);
+    if (other.status !== 409 || other.body.code !== 'lock_held')
+      throw new Error(`the held lock was lost: ${other.status} ${JSON.stringify(other.body)}`);
     const renewed = expectStatus(
       await api(3000, 'POST', '/v1/locks/aof/renew', key, { ownerToken: held.body.ownerToken, ttlMs: 30_000 }),
       200,
@@ -242,12 +247,22 @@ async function main(): Promise<void> {
       const body = (await response.json()) as { data?: { result?: Array<{ value: [number, string] }> } };
       return body.data?.result ?? [];
     };
-    await waitFor('up{job="keyholder"} == 1', async () => {
-      if ((await query('up{job="keyholder"}'))[0]?.value[1] !== '1') throw new Error('not scraped yet');
-    }, START_BUDGET_MS, 2000);
-    await waitFor('keyholder_lock_operations_total in Prometheus', async () => {
-      if ((await query('keyholder_lock_operations_total{operation="acquire"}')).length === 0) throw new Error('no series yet');
-    }, START_BUDGET_MS, 2000);
+    await waitFor(
+      'up{job="keyholder"} == 1',
+      async () => {
+        if ((await query('up{job="keyholder"}'))[0]?.value[1] !== '1') throw new Error('not scraped yet');
+      },
+      START_BUDGET_MS,
+      2000,
+    );
+    await waitFor(
+      'keyholder_lock_operations_total in Prometheus',
+      async () => {
+        if ((await query('keyholder_lock_operations_total{operation="acquire"}')).length === 0) throw new Error('no series yet');
+      },
+      START_BUDGET_MS,
+      2000,
+    );
     const rules = (await (await fetch('http://127.0.0.1:9090/api/v1/rules')).json()) as { data?: { groups?: unknown[] } };
     if ((rules.data?.groups ?? []).length === 0) throw new Error('no alert rules loaded');
   });

@@ -168,7 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'rwlocks', description: 'Read/write locks: many readers or one writer, writers not starved' },
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
-        { name: 'docs', description: 'This API\'s OpenAPI document' },
+        { name: 'docs', description: "This API's OpenAPI document" },
       ],
       components: {
         securitySchemes: {
@@ -176,7 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             type: 'http',
             scheme: 'bearer',
             description:
-              'An API key from the operator (npm run keys:new). Scope `locks` covers the lock, semaphore and read/write lock routes in the key\'s ' +
+              "An API key from the operator (npm run keys:new). Scope `locks` covers the lock, semaphore and read/write lock routes in the key's " +
               'namespace; scope `admin` the admin routes in every namespace. Without a key: 401 unauthenticated; ' +
               'without the scope: 403 forbidden.',
           },

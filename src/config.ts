@@ -3,7 +3,6 @@ import type { LockLimits } from './domain/limits.js';
 import type { LoadBudget } from './http/load-shedding.js';
 import type { AccessLogSettings } from './observability/request-log.js';
 
-
 /**
  * Environment -> configuration, parsed once at start-up. Every variable has a default that is safe for
  * a developer's laptop; production must say explicitly when it wants the embedded store.
@@ -19,105 +18,127 @@ const intFromEnv = (min: number, max: number, fallback: number) =>
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
 /** `host:port,host:port`: the seed list of a Sentinel set or a Cluster. */
-const hostPortList = z
-  .string()
-  .transform((v, ctx) => {
-    const out: HostPort[] = [];
-    for (const item of v.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
-      const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
-      const port = m ? Number(m[2]) : 0;
-      if (!m || port < 1 || port > 65535) {
-        ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
-        return z.NEVER;
-      }
-      out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
-    }
-    if (out.length === 0) {
-      ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+const hostPortList = z.string().transform((v, ctx) => {
+  const out: HostPort[] = [];
+  for (const item of v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '')) {
+    const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+    const port = m ? Number(m[2]) : 0;
+    if (!m || port < 1 || port > 65535) {
+      ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
       return z.NEVER;
     }
-    return out;
-  });
+    out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+  }
+  if (out.length === 0) {
+    ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+    return z.NEVER;
+  }
+  return out;
+});
 
 /** `http://host:port,...`: etcd client URLs. */
-const urlList = z
-  .string()
-  .transform((v, ctx) => {
-    const out = v.split(',').map((x) => x.trim()).filter((x) => x !== '');
-    for (const item of out) {
-      if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
-        ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
-        return z.NEVER;
-      }
-    }
-    if (out.length === 0) {
-      ctx.addIssue({ code: 'custom', message: 'must list at least one URL' });
+const urlList = z.string().transform((v, ctx) => {
+  const out = v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+  for (const item of out) {
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
+      ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
       return z.NEVER;
     }
-    return out;
-  });
+  }
+  if (out.length === 0) {
+    ctx.addIssue({ code: 'custom', message: 'must list at least one URL' });
+    return z.NEVER;
+  }
+  return out;
+});
 
 export const EnvSchema = z
   .object({
-    NODE_ENV: z.preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development'))
-      .describe('`production` requires `REDIS_URL` (or `KEYHOLDER_STORE=memory`) and `KEYHOLDER_API_KEYS_FILE` (or `KEYHOLDER_AUTH=open`).'),
+    NODE_ENV: z
+      .preprocess(emptyAsUndefined, z.enum(['development', 'production', 'test']).default('development'))
+      .describe(
+        '`production` requires `REDIS_URL` (or `KEYHOLDER_STORE=memory`) and `KEYHOLDER_API_KEYS_FILE` (or `KEYHOLDER_AUTH=open`).',
+      ),
     /** 3000: the documented default; callers configure it once. */
     PORT: intFromEnv(0, 65535, 3000).describe('TCP port to listen on.'),
     /** Loopback by default so a laptop never exposes an open lock service; containers set 0.0.0.0. */
-    HOST: z.preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1'))
+    HOST: z
+      .preprocess(emptyAsUndefined, z.string().min(1).default('127.0.0.1'))
       .describe('Address to listen on. Loopback by default so a laptop never exposes the service; containers set `0.0.0.0`.'),
-    LOG_LEVEL: z.preprocess(
-      emptyAsUndefined,
-      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    ).describe('Least severe level logged. Logs are JSON lines on stdout: request lines at info are written in batches (within 200 ms), every other line at once.'),
+    LOG_LEVEL: z
+      .preprocess(emptyAsUndefined, z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'))
+      .describe(
+        'Least severe level logged. Logs are JSON lines on stdout: request lines at info are written in batches (within 200 ms), every other line at once.',
+      ),
     /**
      * A line per request costs about as much CPU as the lock call itself under load, and most of them
      * say "200"; `sampled` keeps what an operator reads (see docs/operations.md#logs-and-shutdown).
      */
-    ACCESS_LOG: z.preprocess(emptyAsUndefined, z.enum(['sampled', 'full']).default('sampled'))
+    ACCESS_LOG: z
+      .preprocess(emptyAsUndefined, z.enum(['sampled', 'full']).default('sampled'))
       .describe(
         'Request lines at info: `sampled` writes a count per route and status every `ACCESS_LOG_SUMMARY_MS` and one request line ' +
           'in `ACCESS_LOG_SAMPLE_EVERY`; `full` writes one line per request. Either way every 5xx answer, every slow request and every ' +
           'warning, error and audit line is written. See [Logs](operations.md#logs-and-shutdown).',
       ),
-    ACCESS_LOG_SAMPLE_EVERY: intFromEnv(0, 1_000_000, 100)
-      .describe('With `ACCESS_LOG=sampled`: one request line in this many is written in full (0: none).'),
-    ACCESS_LOG_SUMMARY_MS: intFromEnv(100, 3_600_000, 10_000)
-      .describe('With `ACCESS_LOG=sampled`: how often the count of answered requests by route and status is written (nothing when there were none).'),
+    ACCESS_LOG_SAMPLE_EVERY: intFromEnv(0, 1_000_000, 100).describe(
+      'With `ACCESS_LOG=sampled`: one request line in this many is written in full (0: none).',
+    ),
+    ACCESS_LOG_SUMMARY_MS: intFromEnv(100, 3_600_000, 10_000).describe(
+      'With `ACCESS_LOG=sampled`: how often the count of answered requests by route and status is written (nothing when there were none).',
+    ),
     /** 1 s past what the caller asked to wait: a lock call takes milliseconds; this is a stuck store or a starved process. */
-    SLOW_REQUEST_MS: intFromEnv(1, 3_600_000, 1_000)
-      .describe('A request answered this much later than the `waitMs` it asked for (0 when none) is written as a warning, whatever `ACCESS_LOG` says.'),
+    SLOW_REQUEST_MS: intFromEnv(1, 3_600_000, 1_000).describe(
+      'A request answered this much later than the `waitMs` it asked for (0 when none) is written as a warning, whatever `ACCESS_LOG` says.',
+    ),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
-    REDIS_URL: z.preprocess(
-      emptyAsUndefined,
-      z
-        .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
-        .optional(),
-    ).describe('`redis://` or `rediss://` URL of the Redis that holds the locks. Unset: the embedded store.'),
+    REDIS_URL: z
+      .preprocess(emptyAsUndefined, z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional())
+      .describe('`redis://` or `rediss://` URL of the Redis that holds the locks. Unset: the embedded store.'),
     /**
      * Which store to use. `auto` picks Redis when REDIS_URL is set, the embedded store otherwise.
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
      * would silently hand out the same locks again.
      */
-    KEYHOLDER_STORE: z.preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto'))
-      .describe('Which store holds the locks: `auto` is Redis when `REDIS_URL`, `REDIS_SENTINELS` or `REDIS_CLUSTER_NODES` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.'),
+    KEYHOLDER_STORE: z
+      .preprocess(emptyAsUndefined, z.enum(['auto', 'memory', 'redis', 'etcd']).default('auto'))
+      .describe(
+        'Which store holds the locks: `auto` is Redis when `REDIS_URL`, `REDIS_SENTINELS` or `REDIS_CLUSTER_NODES` is set, the embedded store otherwise; `etcd` needs `ETCD_ENDPOINTS`.',
+      ),
     /**
      * Redis behind Sentinel: the sentinels to ask for the current primary (host:port,...). keyholder
      * follows a failover by itself; calls during the switch answer 503.
      */
-    REDIS_SENTINELS: z.preprocess(emptyAsUndefined, hostPortList.optional())
-      .describe('`host:port,...` of Redis Sentinels: keyholder asks them for the primary and follows a failover by itself. Instead of `REDIS_URL`; see [Scaling out](scaling.md).'),
+    REDIS_SENTINELS: z
+      .preprocess(emptyAsUndefined, hostPortList.optional())
+      .describe(
+        '`host:port,...` of Redis Sentinels: keyholder asks them for the primary and follows a failover by itself. Instead of `REDIS_URL`; see [Scaling out](scaling.md).',
+      ),
     /**
      * Redis Cluster: some of its nodes (host:port,...); the client learns the others and the slot map
      * from them, follows MOVED/ASK redirections and a master failover by itself.
      */
-    REDIS_CLUSTER_NODES: z.preprocess(emptyAsUndefined, hostPortList.optional())
-      .describe('`host:port,...` of some Redis Cluster nodes (one is enough, more survive one being down at start): keyholder learns the rest and follows failovers and resharding. Instead of `REDIS_URL`; see [Scaling out](scaling.md#redis-cluster).'),
+    REDIS_CLUSTER_NODES: z
+      .preprocess(emptyAsUndefined, hostPortList.optional())
+      .describe(
+        '`host:port,...` of some Redis Cluster nodes (one is enough, more survive one being down at start): keyholder learns the rest and follows failovers and resharding. Instead of `REDIS_URL`; see [Scaling out](scaling.md#redis-cluster).',
+      ),
     /** The primary's name as the sentinels know it (`sentinel monitor <name> ...`). */
-    REDIS_SENTINEL_NAME: z.preprocess(
-      emptyAsUndefined,
-      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -').optional(),
-    ).describe('The primary\'s name in `sentinel monitor <name> ...`; required with `REDIS_SENTINELS`.'),
+    REDIS_SENTINEL_NAME: z
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z a-z 0-9 . _ -')
+          .optional(),
+      )
+      .describe("The primary's name in `sentinel monitor <name> ...`; required with `REDIS_SENTINELS`."),
     /**
      * 0: answer a grant once the primary has it (Redis replication is asynchronous). n > 0: answer a
      * grant or renewal only once WAIT confirms n replicas have it, so a failover to one of them keeps the lease.
@@ -133,16 +154,19 @@ export const EnvSchema = z
       'How long a grant waits for those replicas; must be below `REDIS_COMMAND_TIMEOUT_MS`.',
     ),
     /** The etcd cluster's client URLs (http://host:port,...), for KEYHOLDER_STORE=etcd. */
-    ETCD_ENDPOINTS: z.preprocess(emptyAsUndefined, urlList.optional())
+    ETCD_ENDPOINTS: z
+      .preprocess(emptyAsUndefined, urlList.optional())
       .describe('`http://host:port,...` of the etcd members, for `KEYHOLDER_STORE=etcd`.'),
     /** Prefix of every etcd key this service writes, so it can share an etcd cluster with other data. */
-    ETCD_KEY_PREFIX: z.preprocess(
-      emptyAsUndefined,
-      z
-        .string()
-        .regex(/^[A-Za-z0-9/:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 / : _ . -')
-        .default('keyholder/'),
-    ).describe('Prefix of every etcd key keyholder writes.'),
+    ETCD_KEY_PREFIX: z
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          .regex(/^[A-Za-z0-9/:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 / : _ . -')
+          .default('keyholder/'),
+      )
+      .describe('Prefix of every etcd key keyholder writes.'),
     /**
      * 2 s: an etcd write is a Raft commit (one round trip to a quorum and an fsync), and a leader
      * election takes about a second; past this the caller gets a 503 rather than a hang.
@@ -151,24 +175,26 @@ export const EnvSchema = z
       'Longest wait for one etcd call (a Raft commit; an election takes about a second); past it, 503.',
     ),
     /** Prefix of every Redis key this service writes, so it can share a Redis with other data. */
-    REDIS_KEY_PREFIX: z.preprocess(
-      emptyAsUndefined,
-      z
-        .string()
-        .regex(/^[A-Za-z0-9:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 : _ . -')
-        .default('keyholder:'),
-    ).describe('Prefix of every Redis key keyholder writes, so it can share a Redis with other data.'),
+    REDIS_KEY_PREFIX: z
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          .regex(/^[A-Za-z0-9:_.-]{0,64}$/, 'must be up to 64 characters of A-Z a-z 0-9 : _ . -')
+          .default('keyholder:'),
+      )
+      .describe('Prefix of every Redis key keyholder writes, so it can share a Redis with other data.'),
     /**
      * 500 ms: a healthy Redis answers a lock script in well under a millisecond, so a command that takes
      * this long means Redis is sick; callers get a quick 503 instead of waiting for the OS TCP timeout.
      */
-    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500)
-      .describe('Longest wait for one Redis command; past it the caller gets 503 `store_unavailable`.'),
+    REDIS_COMMAND_TIMEOUT_MS: intFromEnv(10, 60_000, 500).describe(
+      'Longest wait for one Redis command; past it the caller gets 503 `store_unavailable`.',
+    ),
     /** 100 ms: shorter leases expire before a network round trip completes and protect nothing. */
     LOCK_MIN_TTL_MS: intFromEnv(1, 86_400_000, 100).describe('Shortest lease a caller may ask for.'),
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
-    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000)
-      .describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
+    LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000).describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
     /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
     LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
     /**
@@ -176,26 +202,31 @@ export const EnvSchema = z
      * vanished, so it is short. The bound in force is the lower of this and FENCE_GRACE_MS (the lock's
      * state, which carries the delay, must outlive it), so a short grace never makes a config invalid.
      */
-    LOCK_MAX_DELAY_MS: intFromEnv(0, 600_000, 60_000)
-      .describe('Longest `lockDelayMs` a caller may ask for (and never above `FENCE_GRACE_MS`); above it, 400.'),
+    LOCK_MAX_DELAY_MS: intFromEnv(0, 600_000, 60_000).describe(
+      'Longest `lockDelayMs` a caller may ask for (and never above `FENCE_GRACE_MS`); above it, 400.',
+    ),
     /** 1000: callers queued on one lock at once (across instances); beyond it, 429 too_many_waiters. */
-    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000)
-      .describe('Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.'),
+    WAITERS_PER_KEY_MAX: intFromEnv(1, 1_000_000, 1000).describe(
+      'Callers queued on one lock at once, across all instances; beyond it, 429 `too_many_waiters`.',
+    ),
     /** 10,000: callers one instance keeps waiting at once; each costs memory and an open connection. */
-    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000)
-      .describe('Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.'),
+    WAITERS_PER_INSTANCE_MAX: intFromEnv(1, 1_000_000, 10_000).describe(
+      'Callers one instance keeps waiting at once; beyond it, 429 `too_many_waiters`.',
+    ),
     /**
      * Unset: a tenth of WAITERS_PER_INSTANCE_MAX (1,000 of the default 10,000), so one team's queued
      * callers cannot fill the waiting room the other teams share; lowering the instance cap lowers it
      * with it. Set explicitly, it must stay below the instance cap (checked below).
      */
-    WAITERS_PER_NAMESPACE_MAX: z.preprocess(
-      (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-      z.number().int().min(1).max(1_000_000).optional(),
-    ).describe(
-      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`. ' +
-        'Unset: a tenth of `WAITERS_PER_INSTANCE_MAX` (at least 1); set, it must be below `WAITERS_PER_INSTANCE_MAX`.',
-    ),
+    WAITERS_PER_NAMESPACE_MAX: z
+      .preprocess(
+        (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
+        z.number().int().min(1).max(1_000_000).optional(),
+      )
+      .describe(
+        'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`. ' +
+          'Unset: a tenth of `WAITERS_PER_INSTANCE_MAX` (at least 1); set, it must be below `WAITERS_PER_INSTANCE_MAX`.',
+      ),
     /**
      * 100 ms: the mean event-loop delay (sampled every 100 ms) past which new requests get 503
      * overloaded. An instance that late answers every call late, and past the Redis command timeout its
@@ -224,17 +255,23 @@ export const EnvSchema = z
      * tokens increasing (the store clock floor does); it only covers bursts of grants that ran ahead
      * of the clock and small clock steps. After it, an idle key leaves no state behind.
      */
-    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000)
-      .describe('How long a key\'s fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.'),
+    FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000).describe(
+      "How long a key's fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.",
+    ),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
-    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000)
-      .describe('How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator\'s grace period longer (compose: `stop_grace_period: 15s`).'),
+    SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000).describe(
+      "How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator's grace period longer (compose: `stop_grace_period: 15s`).",
+    ),
     /** The API keys file (YAML or JSON, hashes only). Unset means open mode, which production must ask for. */
-    KEYHOLDER_API_KEYS_FILE: z.preprocess(emptyAsUndefined, z.string().min(1).optional())
+    KEYHOLDER_API_KEYS_FILE: z
+      .preprocess(emptyAsUndefined, z.string().min(1).optional())
       .describe('Path of the API keys file (YAML or JSON, hashes only); see [Security](security.md#api-keys). Unset: open mode.'),
     /** `open` runs without API keys on purpose; `keys` insists on the keys file. Unset: keys if the file is set. */
-    KEYHOLDER_AUTH: z.preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional())
-      .describe('`open` runs without keys on purpose (required for that with `NODE_ENV=production`); `keys` insists on the file. Unset: keys if the file is set.'),
+    KEYHOLDER_AUTH: z
+      .preprocess(emptyAsUndefined, z.enum(['keys', 'open']).optional())
+      .describe(
+        '`open` runs without keys on purpose (required for that with `NODE_ENV=production`); `keys` insists on the file. Unset: keys if the file is set.',
+      ),
     /**
      * 20,000 counted requests per 10 s per API key (2,000/s on average). Only acquire, inspect and admin
      * calls count (renew and release never do), so a team of a few hundred workers each acquiring and
@@ -244,13 +281,12 @@ export const EnvSchema = z
     RATE_LIMIT_MAX: intFromEnv(0, 10_000_000, 20_000).describe(
       'Counted requests (acquire, inspect, admin; never renew or release) per API key per window; 0 turns the limit off.',
     ),
-    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000).describe('The rate limit\'s window.'),
+    RATE_LIMIT_WINDOW_MS: intFromEnv(100, 3_600_000, 10_000).describe("The rate limit's window."),
     /**
      * 10,000 locks held at once per namespace: far above what a team's workers hold, and it bounds the
      * memory one leaking client can pin in the store. 0 means no cap (and no quota bookkeeping).
      */
-    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000)
-      .describe('Locks one namespace may hold at once; 0: no cap.'),
+    NAMESPACE_MAX_HELD_LOCKS: intFromEnv(0, 100_000_000, 10_000).describe('Locks one namespace may hold at once; 0: no cap.'),
     /**
      * Fastify's trustProxy: whether X-Forwarded-For (and -Proto, -Host) from the peer are believed, which
      * decides the client address open mode counts rate limits by and the logs show. Unset/false: the
@@ -262,59 +298,74 @@ export const EnvSchema = z
         emptyAsUndefined,
         z
           .string()
-          .regex(/^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/, 'must be true, false, a hop count, or comma-separated addresses/CIDRs')
+          .regex(
+            /^(true|false|\d{1,2}|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/,
+            'must be true, false, a hop count, or comma-separated addresses/CIDRs',
+          )
           .default('false'),
       )
       .describe(
-        'Fastify\'s `trustProxy`: whether `X-Forwarded-For` from the peer names the client (the address open mode rate-limits by ' +
+        "Fastify's `trustProxy`: whether `X-Forwarded-For` from the peer names the client (the address open mode rate-limits by " +
           'and logs show). Behind a load balancer: `true` (only if nothing else can reach the port), a hop count such as `1`, ' +
-          'or the balancers\' addresses/CIDRs, comma-separated.',
+          "or the balancers' addresses/CIDRs, comma-separated.",
       ),
     /**
      * Traces: the OpenTelemetry SDK reads the OTEL_* variables itself (endpoint, protocol, sampler,
      * service name, ...); keyholder only decides whether to load it. Its own default exporter is OTLP,
      * which would make every keyholder export; here tracing is off until asked for.
      */
-    OTEL_TRACES_EXPORTER: z.preprocess(emptyAsUndefined, z.string().optional()).describe(
-      'Turns tracing on: `otlp` sends OpenTelemetry spans (one per API call, with the queue wait and store calls as children); ' +
-        '`console` prints them. Unset or `none`: off, and nothing of OpenTelemetry is loaded. The SDK reads the other `OTEL_*` ' +
-        'variables itself; see [Operations](operations.md#tracing).',
-    ),
-    OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyAsUndefined, z.string().optional())
-      .describe('Where OTLP spans go (the SDK\'s default: `http://localhost:4318`, with `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`). Set alone, it turns tracing on too.'),
-    OTEL_SDK_DISABLED: z.preprocess(emptyAsUndefined, z.enum(['true', 'false']).optional())
+    OTEL_TRACES_EXPORTER: z
+      .preprocess(emptyAsUndefined, z.string().optional())
+      .describe(
+        'Turns tracing on: `otlp` sends OpenTelemetry spans (one per API call, with the queue wait and store calls as children); ' +
+          '`console` prints them. Unset or `none`: off, and nothing of OpenTelemetry is loaded. The SDK reads the other `OTEL_*` ' +
+          'variables itself; see [Operations](operations.md#tracing).',
+      ),
+    OTEL_EXPORTER_OTLP_ENDPOINT: z
+      .preprocess(emptyAsUndefined, z.string().optional())
+      .describe(
+        "Where OTLP spans go (the SDK's default: `http://localhost:4318`, with `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`). Set alone, it turns tracing on too.",
+      ),
+    OTEL_SDK_DISABLED: z
+      .preprocess(emptyAsUndefined, z.enum(['true', 'false']).optional())
       .describe('`true`: no tracing, whatever else is set.'),
     /** 10 s for a whole request (headers and body) to arrive; valid bodies are under 5 KB. */
-    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000)
-      .describe('A whole request (headers and body) must arrive within this.'),
+    HTTP_REQUEST_TIMEOUT_MS: intFromEnv(100, 600_000, 10_000).describe('A whole request (headers and body) must arrive within this.'),
     /** 5 s for the headers: a client dribbling them a byte at a time (slowloris) is cut off here. */
-    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
-      .describe('Request headers must arrive within this (slow clients are cut off); at most `HTTP_REQUEST_TIMEOUT_MS`.'),
+    HTTP_HEADERS_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000).describe(
+      'Request headers must arrive within this (slow clients are cut off); at most `HTTP_REQUEST_TIMEOUT_MS`.',
+    ),
     /** 5 s: an idle keep-alive connection is closed; clients reconnect cheaply. */
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000)
-      .describe('An idle keep-alive connection is closed after this.'),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: intFromEnv(100, 600_000, 5_000).describe('An idle keep-alive connection is closed after this.'),
     /**
      * 75 s without any traffic on a socket closes it. It must outlast the longest response the server
      * takes to produce (a server-side wait of up to LOCK_MAX_WAIT_MS), so it is long; the two timeouts above are what
      * stop slow clients. 0 disables it.
      */
-    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000)
-      .describe('A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.'),
+    HTTP_CONNECTION_TIMEOUT_MS: intFromEnv(0, 3_600_000, 75_000).describe(
+      'A socket with no traffic either way is closed after this (0: never); longer than `LOCK_MAX_WAIT_MS`.',
+    ),
     /**
      * Unset: the open-file limit less the descriptors the process needs for itself (see
      * connection-budget.ts), so a flood of sockets is refused by keyholder before the kernel refuses
      * keyholder its store connection.
      */
-    HTTP_MAX_CONNECTIONS: z.preprocess(
-      (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-      z.number().int().min(1).max(10_000_000).optional(),
-    ).describe(
-      'Connections one instance keeps open at once; past it a new connection\'s requests get 503 `overloaded` and it is closed ' +
-        '(probes, metrics, renewals and releases are still served). Unset: the open-file limit less 320 descriptors kept for the store and probes.',
-    ),
+    HTTP_MAX_CONNECTIONS: z
+      .preprocess(
+        (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
+        z.number().int().min(1).max(10_000_000).optional(),
+      )
+      .describe(
+        "Connections one instance keeps open at once; past it a new connection's requests get 503 `overloaded` and it is closed " +
+          '(probes, metrics, renewals and releases are still served). Unset: the open-file limit less 320 descriptors kept for the store and probes.',
+      ),
   })
   .superRefine((env, ctx) => {
-    if (env.WAITERS_PER_NAMESPACE_MAX !== undefined && env.WAITERS_PER_INSTANCE_MAX > 1 && env.WAITERS_PER_NAMESPACE_MAX >= env.WAITERS_PER_INSTANCE_MAX) {
+    if (
+      env.WAITERS_PER_NAMESPACE_MAX !== undefined &&
+      env.WAITERS_PER_INSTANCE_MAX > 1 &&
+      env.WAITERS_PER_NAMESPACE_MAX >= env.WAITERS_PER_INSTANCE_MAX
+    ) {
       ctx.addIssue({
         code: 'custom',
         path: ['WAITERS_PER_NAMESPACE_MAX'],
@@ -542,7 +593,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
         : Object.freeze({ mode: 'keys' as const, keysFile: e.KEYHOLDER_API_KEYS_FILE }),
     rateLimit: Object.freeze({ max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
-    tracing: tracingWanted(e.OTEL_TRACES_EXPORTER, e.OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, e.OTEL_SDK_DISABLED === 'true'),
+    tracing: tracingWanted(
+      e.OTEL_TRACES_EXPORTER,
+      e.OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+      e.OTEL_SDK_DISABLED === 'true',
+    ),
     loadBudget: Object.freeze({
       maxEventLoopDelayMs: e.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
       maxRequestsInFlight: e.OVERLOAD_MAX_REQUESTS_IN_FLIGHT,
@@ -574,7 +629,11 @@ function namespaceShareOf(instanceMax: number): number {
  */
 function tracingWanted(exporters: string | undefined, endpoint: string | undefined, disabled: boolean): boolean {
   if (disabled) return false;
-  if (exporters !== undefined) return !exporters.split(',').map((x) => x.trim()).includes('none');
+  if (exporters !== undefined)
+    return !exporters
+      .split(',')
+      .map((x) => x.trim())
+      .includes('none');
   return endpoint !== undefined && endpoint.trim() !== '';
 }
 
@@ -588,7 +647,10 @@ function parseTrustProxy(value: string): TrustProxy {
     const hops = Number(value);
     return (_address, hop) => hop < hops;
   }
-  return value.split(',').map((part) => part.trim()).join(',');
+  return value
+    .split(',')
+    .map((part) => part.trim())
+    .join(',');
 }
 
 /**

@@ -42,7 +42,10 @@ async function main(): Promise<void> {
   const maxConnections = connectionBudget(config.maxConnections);
   if ((config.limits.maxWaitersPerNamespace ?? config.limits.maxWaitersPerInstance) * 2 > maxConnections) {
     // Each open wait holds a connection: one team at its waiter cap would hold half the connections or more.
-    logger.warn({ maxConnections, maxWaitersPerNamespace: config.limits.maxWaitersPerNamespace }, 'one namespace\'s waiters can hold half the connection budget or more; lower WAITERS_PER_NAMESPACE_MAX or raise the open-file limit');
+    logger.warn(
+      { maxConnections, maxWaitersPerNamespace: config.limits.maxWaitersPerNamespace },
+      "one namespace's waiters can hold half the connection budget or more; lower WAITERS_PER_NAMESPACE_MAX or raise the open-file limit",
+    );
   }
   metrics.countWaitingCallers(() => locks.waitingCallers);
   const app = await buildApp({

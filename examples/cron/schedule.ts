@@ -108,27 +108,30 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
     const [command, args] =
       options.mode === 'none'
         ? [JOB, jobCommand.slice(1)]
-        : [process.execPath, [
-            KEYHOLDER,
-            'run',
-            '--key',
-            keyOf(tick),
-            // Kept, not released: a server that asks late in the tick finds it taken.
-            '--ttl-ms',
-            String(options.ttlMs),
-            '--keep',
-            '--kill-grace-ms',
-            String(Math.floor(options.ttlMs / 4)),
-            '--holder',
-            server,
-            '--url',
-            options.keyholderUrl,
-            // A scheduler on a busy host is better late than skipped: nothing runs until keyholder answers.
-            '--retry-ms',
-            '30000',
-            '--',
-            ...jobCommand,
-          ]];
+        : [
+            process.execPath,
+            [
+              KEYHOLDER,
+              'run',
+              '--key',
+              keyOf(tick),
+              // Kept, not released: a server that asks late in the tick finds it taken.
+              '--ttl-ms',
+              String(options.ttlMs),
+              '--keep',
+              '--kill-grace-ms',
+              String(Math.floor(options.ttlMs / 4)),
+              '--holder',
+              server,
+              '--url',
+              options.keyholderUrl,
+              // A scheduler on a busy host is better late than skipped: nothing runs until keyholder answers.
+              '--retry-ms',
+              '30000',
+              '--',
+              ...jobCommand,
+            ],
+          ];
     return new Promise((resolve) => {
       const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
       if (child.pid !== undefined) invocations.set(`${tick} ${server}`, child.pid);
@@ -167,11 +170,14 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
     if (options.mode !== 'none') {
       let last = '';
-      await until(async () => {
-        const status = await keyholder.inspect(keyOf(tick));
-        last = JSON.stringify(status);
-        return status.ok && !status.value.held;
-      }, `tick ${tick}'s lease to run out (frozen: ${server}, ${frozen.join(', ')}; last seen: ${last})`);
+      await until(
+        async () => {
+          const status = await keyholder.inspect(keyOf(tick));
+          last = JSON.stringify(status);
+          return status.ok && !status.value.held;
+        },
+        `tick ${tick}'s lease to run out (frozen: ${server}, ${frozen.join(', ')}; last seen: ${last})`,
+      );
     }
     // The tick's other servers are done, so the late run's result is the newest written before the wake.
     await until(() => running[tick] === 1, `tick ${tick}'s other servers`);
@@ -193,10 +199,13 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
         running[tick]!++;
         all.push(
           new Promise<void>((resolve) =>
-            setTimeout(() => {
-              running[tick]!--;
-              void invoke(tick, server).then(resolve);
-            }, Math.max(0, at - Date.now())),
+            setTimeout(
+              () => {
+                running[tick]!--;
+                void invoke(tick, server).then(resolve);
+              },
+              Math.max(0, at - Date.now()),
+            ),
           ),
         );
       }

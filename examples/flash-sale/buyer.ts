@@ -80,7 +80,12 @@ async function plainWrite(unitsRead: number, fencingToken: number | null): Promi
  * statement. From here on a later lease's claim (a higher token) makes this lease's write fail.
  */
 async function fencedRead(fencingToken: number): Promise<number | 'stale'> {
-  const claim = await fencedUpdate(db, { table: 'inventory', key: { column: 'product', value: product }, fencingToken, set: 'units = units' });
+  const claim = await fencedUpdate(db, {
+    table: 'inventory',
+    key: { column: 'product', value: product },
+    fencingToken,
+    set: 'units = units',
+  });
   if (claim.applied) return (claim.rows[0] as { units: number }).units;
   if (claim.reason === 'stale_token') {
     emit({ event: 'rejected', buyer, fencingToken, highestSeen: claim.highestSeen });

@@ -109,7 +109,8 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
       const leader = latest.replica;
       const since = events.indexOf(latest);
       const first = await next(
-        (e) => events.indexOf(e) > since && e.replica === leader && ((e.event === 'write' && e.status === 200) || e.event === 'stepped-down'),
+        (e) =>
+          events.indexOf(e) > since && e.replica === leader && ((e.event === 'write' && e.status === 200) || e.event === 'stepped-down'),
       );
       // On a starved machine the leader may lose its lease on its own before it writes: start again.
       if (first.event === 'stepped-down') continue;
@@ -119,19 +120,26 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
       // A leader that stepped down before the line arrived ignores it: its step-down (even one reported
       // just before the line was sent) ends the round.
       const pausing = await next(
-        (e) => e.replica === leader && ((e.event === 'pausing' && events.indexOf(e) >= mark) || (e.event === 'stepped-down' && events.indexOf(e) > since)),
+        (e) =>
+          e.replica === leader &&
+          ((e.event === 'pausing' && events.indexOf(e) >= mark) || (e.event === 'stepped-down' && events.indexOf(e) > since)),
       );
       if (pausing.event === 'stepped-down') continue;
       // A new leader, and its first accepted append (the log now holds a later leader's entry).
       const successor = await next((e) => elected(e) && e.replica !== leader && events.indexOf(e) > events.indexOf(pausing));
       if (!elected(successor)) throw new Error('unreachable');
-      await next((e) => e.event === 'write' && e.replica === successor.replica && e.status === 200 && events.indexOf(e) > events.indexOf(successor));
+      await next(
+        (e) => e.event === 'write' && e.replica === successor.replica && e.status === 200 && events.indexOf(e) > events.indexOf(successor),
+      );
       const wokeAt = events.length;
       child.kill('SIGCONT');
       const down = await next((e) => e.event === 'stepped-down' && e.replica === leader && events.indexOf(e) >= wokeAt);
       const staleWrites = events
         .slice(wokeAt, events.indexOf(down) + 1)
-        .filter((e): e is Extract<ReplicaEvent, { event: 'write' }> => e.event === 'write' && e.replica === leader && e.fencingToken === latest.fencingToken);
+        .filter(
+          (e): e is Extract<ReplicaEvent, { event: 'write' }> =>
+            e.event === 'write' && e.replica === leader && e.fencingToken === latest.fencingToken,
+        );
       rounds.push({
         oldLeader: leader,
         oldToken: latest.fencingToken,
@@ -143,7 +151,8 @@ export async function runElection(options: ElectionOptions): Promise<ElectionRes
       });
     }
     // Checked as each append is reported (the log has the entry before its writer hears back).
-    if (resource.entries.length < options.minEntries) await next((e) => e.event === 'write' && resource.entries.length >= options.minEntries);
+    if (resource.entries.length < options.minEntries)
+      await next((e) => e.event === 'write' && resource.entries.length >= options.minEntries);
     return {
       mode: options.mode,
       replicas: options.replicas,

@@ -32,7 +32,11 @@ async function bodyOf(request: IncomingMessage): Promise<string> {
 export async function startLogResource(fenced: boolean): Promise<LogResource> {
   const entries: LogEntry[] = [];
   const rejected: number[] = [];
-  const check = fencingMiddleware({ register: new FenceRegister(), resourceOf: () => 'log', onRejected: (_r, token) => rejected.push(token) });
+  const check = fencingMiddleware({
+    register: new FenceRegister(),
+    resourceOf: () => 'log',
+    onRejected: (_r, token) => rejected.push(token),
+  });
   const tokenOf = (request: IncomingMessage) => {
     const raw = request.headers['fencing-token'];
     return typeof raw === 'string' ? Number(raw) : null;

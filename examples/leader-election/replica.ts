@@ -73,13 +73,16 @@ async function lead(ownerToken: string, fencingToken: number): Promise<string> {
   let lost: string | null = null;
   leading = true;
   // Renew at a third of the TTL: two renewals can fail (a slow network, a busy store) before it ends.
-  const renewer = setInterval(() => {
-    void keyholder.renew(lockKey, ownerToken, ttlMs).then((answer) => {
-      // not_owner: the lease ended (this process was stopped, or too slow). Anything else (unreachable,
-      // 503) is not yet a loss: the next renewal may get through, and the lease has time left.
-      if (!answer.ok && answer.code === 'not_owner') lost ??= 'lease lost (renew answered not_owner)';
-    });
-  }, Math.floor(ttlMs / 3));
+  const renewer = setInterval(
+    () => {
+      void keyholder.renew(lockKey, ownerToken, ttlMs).then((answer) => {
+        // not_owner: the lease ended (this process was stopped, or too slow). Anything else (unreachable,
+        // 503) is not yet a loss: the next renewal may get through, and the lease has time left.
+        if (!answer.ok && answer.code === 'not_owner') lost ??= 'lease lost (renew answered not_owner)';
+      });
+    },
+    Math.floor(ttlMs / 3),
+  );
   try {
     while (lost === null) {
       // A leader that was stopped after deciding to append still sends it when it wakes.

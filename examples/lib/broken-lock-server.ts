@@ -50,8 +50,7 @@ export async function startBrokenLock(): Promise<BrokenLock> {
           index++;
           return send(200, { key, ownerToken, fencingToken, ttlMs, expiresAt, holder: body.holder ?? null });
         }
-        case 'renew':
-        {
+        case 'renew': {
           const fencingToken = owners.get(body.ownerToken ?? '');
           if (fencingToken === undefined) return send(409, { status: 409, code: 'not_owner' }, 'application/problem+json');
           return send(200, { key, fencingToken, ttlMs, expiresAt });

@@ -51,18 +51,16 @@ const KeyEntrySchema = z.strictObject({
   scopes: z.array(z.enum(SCOPES)).min(1),
 });
 
-const KeysFileSchema = z
-  .strictObject({ keys: z.array(KeyEntrySchema) })
-  .superRefine((file, ctx) => {
-    const ids = new Set<string>();
-    const hashes = new Set<string>();
-    file.keys.forEach((entry, i) => {
-      if (ids.has(entry.id)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'id'], message: `duplicate id "${entry.id}"` });
-      if (hashes.has(entry.hash)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'hash'], message: 'duplicate hash' });
-      ids.add(entry.id);
-      hashes.add(entry.hash);
-    });
+const KeysFileSchema = z.strictObject({ keys: z.array(KeyEntrySchema) }).superRefine((file, ctx) => {
+  const ids = new Set<string>();
+  const hashes = new Set<string>();
+  file.keys.forEach((entry, i) => {
+    if (ids.has(entry.id)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'id'], message: `duplicate id "${entry.id}"` });
+    if (hashes.has(entry.hash)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'hash'], message: 'duplicate hash' });
+    ids.add(entry.id);
+    hashes.add(entry.hash);
   });
+});
 
 export type ApiKeyEntry = z.infer<typeof KeyEntrySchema>;
 
@@ -168,7 +166,10 @@ export function reloadKeyRing(
     log.info({ keysFile: path, keys: keys.length }, 'API keys reloaded');
     return true;
   } catch (err) {
-    log.error({ keysFile: path, err: (err as Error).message }, 'API keys NOT reloaded: the file is invalid; the previous keys stay in force');
+    log.error(
+      { keysFile: path, err: (err as Error).message },
+      'API keys NOT reloaded: the file is invalid; the previous keys stay in force',
+    );
     return false;
   }
 }

@@ -13,7 +13,13 @@ const GUARDIAN = fileURLToPath(new URL(`./guardian${extname(fileURLToPath(import
 const DEADLINE_POLL_MS = 50;
 
 export type GuardedExit =
-  | { readonly type: 'exit'; readonly code: number | null; readonly signal: NodeJS.Signals | null; readonly error?: string; readonly stoppedBy?: StopReason }
+  | {
+      readonly type: 'exit';
+      readonly code: number | null;
+      readonly signal: NodeJS.Signals | null;
+      readonly error?: string;
+      readonly stoppedBy?: StopReason;
+    }
   /** The guardian died (someone killed it): the command's group was SIGKILLed here instead. */
   | { readonly type: 'guardian-gone' };
 
@@ -33,7 +39,12 @@ export interface GuardedCommand {
 export function guard(command: readonly string[], env: Record<string, string>, lease: Lease, killGraceMs: number): GuardedCommand {
   // Its own session (detached): a terminal's signals go to keyholder run, which decides what to pass on.
   // An empty environment: the guardian needs none, and the API key stays out of it.
-  const guardian = fork(GUARDIAN, [], { detached: true, stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: {}, execArgv: process.execArgv });
+  const guardian = fork(GUARDIAN, [], {
+    detached: true,
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: {},
+    execArgv: process.execArgv,
+  });
   const deadline = () => hostMonotonicMs() + lease.remainingMs; // now read first: never later than the lease's
   let sentDeadlineAt = deadline();
   guardian.send({ type: 'start', command, env, deadlineAt: sentDeadlineAt, killGraceMs });

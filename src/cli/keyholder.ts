@@ -17,7 +17,8 @@ Prints a new random API key (shown once) and the entry to add under "keys:" in t
 Exit: 0 printed, 2 bad flags.`,
   async run(args, io) {
     const [sub, ...rest] = args;
-    if (sub !== 'new') throw new UsageError(sub === undefined ? 'which keys command? (keyholder keys new ...)' : `unknown keys command "${sub}"`);
+    if (sub !== 'new')
+      throw new UsageError(sub === undefined ? 'which keys command? (keyholder keys new ...)' : `unknown keys command "${sub}"`);
     return runKeysNew(rest, { write: io.stdout }, { write: io.stderr });
   },
 };

@@ -69,7 +69,8 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       acquiring.abort(new Error(`${sig} while acquiring`));
     };
     const handler = (sig: NodeJS.Signals) => {
-      if (REFUSED.includes(sig)) say(`${sig} ignored: a stopped command would hold the lock doing nothing (stop it with SIGINT or SIGTERM)`);
+      if (REFUSED.includes(sig))
+        say(`${sig} ignored: a stopped command would hold the lock doing nothing (stop it with SIGINT or SIGTERM)`);
       else onSignal(sig);
     };
     const handled = [...PASSED_ON, ...PASSED_ON_QUIETLY, ...REFUSED];

@@ -9,8 +9,22 @@ import { constants } from 'node:os';
  */
 export const PASSED_ON: readonly NodeJS.Signals[] = (
   [
-    'SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2', 'SIGALRM', 'SIGVTALRM', 'SIGPROF',
-    'SIGXCPU', 'SIGXFSZ', 'SIGPWR', 'SIGSTKFLT', 'SIGTRAP', 'SIGABRT', 'SIGSYS',
+    'SIGHUP',
+    'SIGINT',
+    'SIGQUIT',
+    'SIGTERM',
+    'SIGUSR1',
+    'SIGUSR2',
+    'SIGALRM',
+    'SIGVTALRM',
+    'SIGPROF',
+    'SIGXCPU',
+    'SIGXFSZ',
+    'SIGPWR',
+    'SIGSTKFLT',
+    'SIGTRAP',
+    'SIGABRT',
+    'SIGSYS',
   ] as const
 ).filter((sig) => sig in constants.signals);
 

@@ -299,7 +299,11 @@ export class KeyholderClient {
    * only the lease with that token is evicted: if another one holds the lock now, nothing changes and
    * HolderChangedError (409 holder_changed) is thrown.
    */
-  async forceRelease(key: string, namespace: string, options: CallOptions & { readonly fencingToken?: number } = {}): Promise<ForceRelease> {
+  async forceRelease(
+    key: string,
+    namespace: string,
+    options: CallOptions & { readonly fencingToken?: number } = {},
+  ): Promise<ForceRelease> {
     const { fencingToken } = options;
     const query = fencingToken === undefined ? { namespace } : { namespace, fencingToken };
     return this.call(
@@ -337,12 +341,7 @@ export class KeyholderClient {
    * One operation: each attempt bounded by a timeout, retried while retryable and before the deadline.
    * Only a 200 whose body parses against `answer` is taken as the answer.
    */
-  private async call<T>(
-    operation: string,
-    answer: z.ZodType<T>,
-    send: (signal: AbortSignal) => Sent<T>,
-    options: CallOptions,
-  ): Promise<T> {
+  private async call<T>(operation: string, answer: z.ZodType<T>, send: (signal: AbortSignal) => Sent<T>, options: CallOptions): Promise<T> {
     const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
     const userSignal = options.signal;
     return withRetries(

@@ -80,7 +80,12 @@ export const TooManyWaitersError = errorClass('TooManyWaitersError', ['too_many_
  * 400 invalid_request (and 413/415): `problem.errors` names each offending field; 422
  * idempotency_key_reused: the Idempotency-Key was sent before with another request.
  */
-export const InvalidRequestError = errorClass('InvalidRequestError', ['invalid_request', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused']);
+export const InvalidRequestError = errorClass('InvalidRequestError', [
+  'invalid_request',
+  'payload_too_large',
+  'unsupported_media_type',
+  'idempotency_key_reused',
+]);
 /** 401 unauthenticated: no API key, or not a valid one. */
 export const UnauthenticatedError = errorClass('UnauthenticatedError', ['unauthenticated']);
 /** 403 forbidden: the API key lacks the scope the route needs. */
@@ -236,7 +241,8 @@ function tlsFailure(err: unknown): (Error & { code: string }) | undefined {
  */
 export function noAnswer(url: string, cause: unknown): KeyholderError {
   const tls = tlsFailure(cause);
-  if (tls) return new TlsError(`TLS with ${url} failed: ${tls.code}: ${tls.message}`, 'tls_failed', undefined, undefined, undefined, { cause });
+  if (tls)
+    return new TlsError(`TLS with ${url} failed: ${tls.code}: ${tls.message}`, 'tls_failed', undefined, undefined, undefined, { cause });
   const why = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause.message : cause.message) : String(cause);
   return new UnavailableError(`no answer from ${url}: ${why}`, 'unreachable', undefined, undefined, undefined, { cause });
 }

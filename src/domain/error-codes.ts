@@ -14,14 +14,7 @@
  * labels predate this table and dashboards use them, so they are not the codes themselves.
  */
 export type FailureOutcome =
-  | 'held'
-  | 'not_owner'
-  | 'invalid'
-  | 'too_many_waiters'
-  | 'aborted'
-  | 'quota_exceeded'
-  | 'limit_mismatch'
-  | 'error';
+  'held' | 'not_owner' | 'invalid' | 'too_many_waiters' | 'aborted' | 'quota_exceeded' | 'limit_mismatch' | 'error';
 
 export interface ErrorCodeRow {
   readonly status: number;

@@ -148,7 +148,9 @@ export class ShuttingDownError extends DomainError {
 export class IdempotencyKeyReusedError extends DomainError {
   readonly code = 'idempotency_key_reused';
   constructor() {
-    super('this Idempotency-Key was sent with another acquire of this lock (other ttlMs, holder or lockDelayMs); send the same request or a new key');
+    super(
+      'this Idempotency-Key was sent with another acquire of this lock (other ttlMs, holder or lockDelayMs); send the same request or a new key',
+    );
   }
 }
 
@@ -246,4 +248,3 @@ export class RwLockHeldError extends KeyRefusal {
     super(key, retryAfterMs, `read/write lock "${key}" cannot be taken for ${mode} now`);
   }
 }
-

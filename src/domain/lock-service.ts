@@ -2,10 +2,26 @@ import type { LockLimits } from './limits.js';
 import { type AcquireOutcome, type LockState, type LockStore, MAX_QUEUE_SHOWN, type QueuedCaller } from './lock-store.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import { randomBase64url } from './random.js';
-import { HolderChangedError, IdempotencyKeyReusedError, InvalidRequestError, LockHeldError, QuotaExceededError, ShuttingDownError } from './errors.js';
+import {
+  HolderChangedError,
+  IdempotencyKeyReusedError,
+  InvalidRequestError,
+  LockHeldError,
+  QuotaExceededError,
+  ShuttingDownError,
+} from './errors.js';
 import { FreshnessGuard } from './freshness.js';
 import { WaitGate } from './wait-gate.js';
-import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
+import {
+  type HeldQuery,
+  inNamespaces,
+  type LeaseGrant,
+  type LeaseObserver,
+  type LeaseRenewal,
+  LeaseRules,
+  observeOperation,
+  type OperationResult,
+} from './lease-rules.js';
 import { lockId } from './namespaces.js';
 import { type LeaseClaim, NamespaceQuota } from './quota.js';
 import { ChangeWatch, type IndexedView, lockWatchSource } from './watch.js';
@@ -122,7 +138,14 @@ export class LockService {
     this.quota = new NamespaceQuota(store, inside ? 0 : maxHeld);
     this.freshness = new FreshnessGuard(store);
     const { quota, freshness } = this;
-    this.rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack: (id, ownerToken) => store.release(id, ownerToken) });
+    this.rules = new LeaseRules({
+      limits,
+      gate: this.waitGate,
+      quota,
+      freshness,
+      observer,
+      giveBack: (id, ownerToken) => store.release(id, ownerToken),
+    });
     this.changes = new ChangeWatch(lockWatchSource(store));
   }
 
@@ -151,44 +174,56 @@ export class LockService {
     const holder = options.holder ?? null;
     const waitMs = options.waitMs ?? 0;
     const waited = { seconds: 0 };
-    return this.observe('acquire', async () => {
-      this.checkTtl(ttlMs);
-      this.checkWaitMs(waitMs);
-      const lockDelayMs = this.checkLockDelay(options.lockDelayMs ?? 0);
-      const { idempotency } = options;
-      const request: LeaseRequest = {
-        lockDelayMs,
-        namespace,
-        key,
-        id: lockId(namespace, key),
-        ownerToken: newOwnerToken(),
-        ttlMs,
-        holder,
-        idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
-        waited,
-      };
-      const grant = await this.grantWithinQuota(request, waitMs, options.signal);
-      if (grant.replayed) {
-        // The earlier lease already holds its quota slot; the one taken for this call is not needed.
-        // (A store with the quota inside takes none for a replay.)
-        await this.quota.free(namespace, request.ownerToken);
-      }
-      // A replay answers with the earlier lease: its owner token and holder, not this call's.
-      return {
-        key,
-        ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
-        fencingToken: grant.fencingToken,
-        ttlMs,
-        expiresAtMs: grant.expiresAtMs,
-        holder: grant.replayed ? grant.replayed.holder : holder,
-        decidedAt: grant.decidedAt,
-      };
-    }, waited);
+    return this.observe(
+      'acquire',
+      async () => {
+        this.checkTtl(ttlMs);
+        this.checkWaitMs(waitMs);
+        const lockDelayMs = this.checkLockDelay(options.lockDelayMs ?? 0);
+        const { idempotency } = options;
+        const request: LeaseRequest = {
+          lockDelayMs,
+          namespace,
+          key,
+          id: lockId(namespace, key),
+          ownerToken: newOwnerToken(),
+          ttlMs,
+          holder,
+          idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
+          waited,
+        };
+        const grant = await this.grantWithinQuota(request, waitMs, options.signal);
+        if (grant.replayed) {
+          // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+          // (A store with the quota inside takes none for a replay.)
+          await this.quota.free(namespace, request.ownerToken);
+        }
+        // A replay answers with the earlier lease: its owner token and holder, not this call's.
+        return {
+          key,
+          ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
+          fencingToken: grant.fencingToken,
+          ttlMs,
+          expiresAtMs: grant.expiresAtMs,
+          holder: grant.replayed ? grant.replayed.holder : holder,
+          decidedAt: grant.decidedAt,
+        };
+      },
+      waited,
+    );
   }
 
   private async acquireNow(request: LeaseRequest): Promise<DecidedGrant> {
     const { id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs } = request;
-    const outcome = await this.store.acquire({ key: id, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace: this.quotaInside() });
+    const outcome = await this.store.acquire({
+      key: id,
+      ownerToken,
+      ttlMs,
+      holder,
+      idempotencyKey,
+      lockDelayMs,
+      maxHeldInNamespace: this.quotaInside(),
+    });
     if (!outcome.acquired) throw this.refusal(request, outcome);
     await this.freshness.refuseIfLate({ id, ownerToken: outcome.replayed?.ownerToken ?? ownerToken, ttlMs, decidedAt: outcome.decidedAt });
     return outcome;
@@ -222,7 +257,9 @@ export class LockService {
   }
 
   async renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
-    return this.observe('renew', () => this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store.renew(id, ownerToken, ttlMs)));
+    return this.observe('renew', () =>
+      this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store.renew(id, ownerToken, ttlMs)),
+    );
   }
 
   async release(namespace: string, key: string, ownerToken: string): Promise<void> {
@@ -254,7 +291,9 @@ export class LockService {
   ): Promise<IndexedView> {
     const id = lockId(namespace, key);
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
-    return this.rules.watch(this.changes, id, { namespace, index, waitMs, signal, onChange }, () => this.observe('inspect', () => this.changes.current(id)));
+    return this.rules.watch(this.changes, id, { namespace, index, waitMs, signal, onChange }, () =>
+      this.observe('inspect', () => this.changes.current(id)),
+    );
   }
 
   /**

@@ -69,7 +69,11 @@ export class LockSetService {
     // and instance caps) for the whole call, and counted on the busy key while it waits on it.
     const leave = waitMs > 0 ? this.locks.waitGate.enter(namespace) : undefined;
     try {
-      return await this.acquireCounted(namespace, { ordered, keys, ids, ownerToken, ttlMs, holder, lockDelayMs, deadline, waitMs }, options.signal);
+      return await this.acquireCounted(
+        namespace,
+        { ordered, keys, ids, ownerToken, ttlMs, holder, lockDelayMs, deadline, waitMs },
+        options.signal,
+      );
     } finally {
       leave?.();
     }
@@ -132,7 +136,9 @@ export class LockSetService {
     if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
     if ((this.limits.maxHeldLocksPerNamespace ?? 0) > 0) {
       const max = this.limits.maxHeldLocksPerNamespace ?? 0;
-      await Promise.all(ordered.map((_k, i) => this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs, max).catch(() => undefined)));
+      await Promise.all(
+        ordered.map((_k, i) => this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs, max).catch(() => undefined)),
+      );
     }
     const tokens = new Map(ordered.map((key, i) => [key, outcome.fencingTokens[i] as number]));
     return { locks: keys.map((key) => ({ key, fencingToken: tokens.get(key) as number })), ttlMs, expiresAtMs: outcome.expiresAtMs };
@@ -193,7 +199,9 @@ export class LockSetService {
   private async freeSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
     const max = this.limits.maxHeldLocksPerNamespace ?? 0;
     if (max <= 0) return;
-    await Promise.all(Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i), max).catch(() => undefined)));
+    await Promise.all(
+      Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i), max).catch(() => undefined)),
+    );
   }
 }
 

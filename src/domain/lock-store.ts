@@ -185,8 +185,7 @@ export type LockSetAcquireOutcome =
   | { readonly acquired: false; readonly retryAfterMs: number; readonly busyKey: string };
 
 export type LockSetRenewOutcome =
-  | { readonly renewed: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number }
-  | { readonly renewed: false };
+  { readonly renewed: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number } | { readonly renewed: false };
 
 /**
  * Lock sets, each operation ONE atomic step over all the set's keys (one Lua script on Redis, one

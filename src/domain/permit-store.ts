@@ -38,7 +38,6 @@ export interface QueuedCaller {
 /** The most queued callers one inspect lists: as for holders (MAX_HOLDERS_SHOWN), more than a person reads. */
 export const MAX_QUEUE_SHOWN = 100;
 
-
 /** As LockStore.list's query: ids starting with `prefix`, about `limit` per page, from `cursor`. */
 export interface PermitListQuery {
   readonly prefix: string;

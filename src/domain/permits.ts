@@ -1,11 +1,28 @@
 import { type DomainError, HolderChangedError } from './errors.js';
 import { FreshnessGuard } from './freshness.js';
-import { type HeldQuery, inNamespaces, type LeaseGrant, type LeaseObserver, type LeaseRenewal, LeaseRules, observeOperation, type OperationResult } from './lease-rules.js';
+import {
+  type HeldQuery,
+  inNamespaces,
+  type LeaseGrant,
+  type LeaseObserver,
+  type LeaseRenewal,
+  LeaseRules,
+  observeOperation,
+  type OperationResult,
+} from './lease-rules.js';
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
 import { newOwnerToken } from './lock-service.js';
 import { lockId } from './namespaces.js';
-import { type IndexedPermitState, MAX_QUEUE_SHOWN, type PermitKind, type PermitListQuery, type PermitState, type PermitStore, type QueuedCaller } from './permit-store.js';
+import {
+  type IndexedPermitState,
+  MAX_QUEUE_SHOWN,
+  type PermitKind,
+  type PermitListQuery,
+  type PermitState,
+  type PermitStore,
+  type QueuedCaller,
+} from './permit-store.js';
 import { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
 import { ChangeWatch, permitWatchSource } from './watch.js';
@@ -82,27 +99,31 @@ export class PermitCore {
 
   async acquire(request: PermitRequest): Promise<PermitGrant> {
     const waited = { seconds: 0 };
-    return this.observe('acquire', async () => {
-      this.rules.checkTtl(request.ttlMs);
-      const { waitMs } = request;
-      this.rules.checkWaitMs(waitMs);
-      const store = this.store$();
-      const id = lockId(request.namespace, request.key);
-      const claim = { namespace: request.namespace, id, ownerToken: newOwnerToken(), ttlMs: request.ttlMs };
-      const grant =
-        waitMs === 0
-          ? await this.quota.grantNow(claim, () => this.acquireOnce(store, request, id, claim.ownerToken, 0, undefined))
-          : await this.quota.grantWaiting(claim, waitMs, () => this.acquireWaiting(store, request, id, claim.ownerToken, waited));
-      return {
-        key: request.key,
-        ownerToken: claim.ownerToken,
-        fencingToken: grant.fencingToken,
-        ttlMs: request.ttlMs,
-        expiresAtMs: grant.expiresAtMs,
-        holder: request.holder,
-        decidedAt: grant.decidedAt,
-      };
-    }, waited);
+    return this.observe(
+      'acquire',
+      async () => {
+        this.rules.checkTtl(request.ttlMs);
+        const { waitMs } = request;
+        this.rules.checkWaitMs(waitMs);
+        const store = this.store$();
+        const id = lockId(request.namespace, request.key);
+        const claim = { namespace: request.namespace, id, ownerToken: newOwnerToken(), ttlMs: request.ttlMs };
+        const grant =
+          waitMs === 0
+            ? await this.quota.grantNow(claim, () => this.acquireOnce(store, request, id, claim.ownerToken, 0, undefined))
+            : await this.quota.grantWaiting(claim, waitMs, () => this.acquireWaiting(store, request, id, claim.ownerToken, waited));
+        return {
+          key: request.key,
+          ownerToken: claim.ownerToken,
+          fencingToken: grant.fencingToken,
+          ttlMs: request.ttlMs,
+          expiresAtMs: grant.expiresAtMs,
+          holder: request.holder,
+          decidedAt: grant.decidedAt,
+        };
+      },
+      waited,
+    );
   }
 
   private async acquireOnce(
@@ -137,11 +158,15 @@ export class PermitCore {
   }
 
   async renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
-    return this.observe('renew', () => this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store$().renewPermit(this.kind, id, ownerToken, ttlMs)));
+    return this.observe('renew', () =>
+      this.rules.renew(namespace, key, ownerToken, ttlMs, (id) => this.store$().renewPermit(this.kind, id, ownerToken, ttlMs)),
+    );
   }
 
   async release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.observe('release', () => this.rules.release(namespace, key, ownerToken, (id) => this.store$().releasePermit(this.kind, id, ownerToken)));
+    return this.observe('release', () =>
+      this.rules.release(namespace, key, ownerToken, (id) => this.store$().releasePermit(this.kind, id, ownerToken)),
+    );
   }
 
   async inspect(namespace: string, key: string): Promise<PermitState | null> {
@@ -163,7 +188,9 @@ export class PermitCore {
   ): Promise<IndexedPermitState> {
     const id = lockId(namespace, key);
     const changes = this.changes;
-    return this.rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () => this.observe('inspect', () => changes.current(id)));
+    return this.rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () =>
+      this.observe('inspect', () => changes.current(id)),
+    );
   }
 
   /** The first callers queued for the key, head first (at most MAX_QUEUE_SHOWN), with the weight each asks for. */
@@ -176,7 +203,11 @@ export class PermitCore {
    * one. Returns what was evicted (for the audit log). When the named lease is no longer live but
    * others are: HolderChangedError (nothing was changed).
    */
-  async forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Array<{ holder: string | null; fencingToken: number }>> {
+  async forceRelease(
+    namespace: string,
+    key: string,
+    fencingToken?: number,
+  ): Promise<Array<{ holder: string | null; fencingToken: number }>> {
     const id = lockId(namespace, key);
     const evicted = await this.store$().forceReleasePermits(this.kind, id, fencingToken);
     if (evicted.length === 0 && fencingToken !== undefined) {
@@ -189,7 +220,9 @@ export class PermitCore {
   }
 
   /** One page of keys with live leases, in one namespace or all of them (as LockService.listHeld). */
-  async listHeld(query: HeldQuery & { limit: number; cursor?: string }): Promise<{ entries: HeldPermitsView[]; nextCursor: string | null }> {
+  async listHeld(
+    query: HeldQuery & { limit: number; cursor?: string },
+  ): Promise<{ entries: HeldPermitsView[]; nextCursor: string | null }> {
     const listQuery: PermitListQuery = { prefix: this.rules.listPrefix(query), limit: query.limit, cursor: query.cursor };
     const page = await this.store$().listPermits(this.kind, listQuery);
     const entries = inNamespaces(page.entries, (parsed, { state }): HeldPermitsView => ({ ...parsed, state }));
@@ -218,4 +251,3 @@ function bindSlots(store: LockStore): Pick<LockStore, 'reserveSlot' | 'extendSlo
     freeSlot: (...args) => store.freeSlot(...args),
   };
 }
-

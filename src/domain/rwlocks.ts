@@ -22,7 +22,13 @@ export interface RwLockView {
   /** Who holds it now: readers, one writer (never both). */
   readonly mode: RwMode;
   /** The first MAX_HOLDERS_SHOWN to end (see PermitState.holders). */
-  readonly holders: ReadonlyArray<{ mode: RwMode; holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }>;
+  readonly holders: ReadonlyArray<{
+    mode: RwMode;
+    holder: string | null;
+    fencingToken: number;
+    expiresAtMs: number;
+    ttlRemainingMs: number;
+  }>;
   /** Every live lease, shown in `holders` or not. */
   readonly holderCount: number;
   readonly waiters: number;
@@ -56,7 +62,12 @@ export function rwLockView(state: PermitState): RwLockView {
     ttlRemainingMs,
   }));
   // A writer is alone (it takes the whole capacity), so it is always the one lease shown.
-  return { mode: holders.some((h) => h.mode === 'write') ? 'write' : 'read', holders, holderCount: state.holderCount, waiters: state.waiters };
+  return {
+    mode: holders.some((h) => h.mode === 'write') ? 'write' : 'read',
+    holders,
+    holderCount: state.holderCount,
+    waiters: state.waiters,
+  };
 }
 
 function modeOf(weight: number): RwMode {

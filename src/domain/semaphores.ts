@@ -38,7 +38,8 @@ export class SemaphoreService extends PermitService<SemaphoreAcquire, SemaphoreV
   /** The refusals in a semaphore's words, for the permit core. */
   static readonly refusals = {
     full: (key: string, retryAfterMs: number) => new SemaphoreFullError(key, retryAfterMs),
-    mismatch: (key: string, requested: number, live: number, retryAfterMs: number) => new LimitMismatchError(key, requested, live, retryAfterMs),
+    mismatch: (key: string, requested: number, live: number, retryAfterMs: number) =>
+      new LimitMismatchError(key, requested, live, retryAfterMs),
   };
 }
 
@@ -46,7 +47,12 @@ export function semaphoreView(state: PermitState): SemaphoreView {
   return {
     limit: state.capacity,
     permitsHeld: state.holderCount,
-    holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({ holder, fencingToken, expiresAtMs, ttlRemainingMs })),
+    holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({
+      holder,
+      fencingToken,
+      expiresAtMs,
+      ttlRemainingMs,
+    })),
     waiters: state.waiters,
   };
 }

@@ -218,12 +218,22 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
       entry.linger = undefined;
     }
     if (entry === undefined) {
-      const created: Watched<V> = { watchers: new Set(), subscribed: Promise.resolve(), checking: false, again: false, users: 0, readsStarted: 0, readingNumber: 0 };
-      created.subscribed = this.source.watchChanges(id, () => void this.check(id, created)).then((stop) => {
-        // Everyone left while the subscription was being made.
-        if (this.watched.get(id) !== created) stop();
-        else created.stop = stop;
-      });
+      const created: Watched<V> = {
+        watchers: new Set(),
+        subscribed: Promise.resolve(),
+        checking: false,
+        again: false,
+        users: 0,
+        readsStarted: 0,
+        readingNumber: 0,
+      };
+      created.subscribed = this.source
+        .watchChanges(id, () => void this.check(id, created))
+        .then((stop) => {
+          // Everyone left while the subscription was being made.
+          if (this.watched.get(id) !== created) stop();
+          else created.stop = stop;
+        });
       created.subscribed.catch(() => this.watched.get(id) === created && this.watched.delete(id));
       this.watched.set(id, created);
       entry = created;

@@ -131,7 +131,11 @@ export function fencingMiddleware(options: FencingMiddlewareOptions = {}) {
  * has arrived and been validated). Refused: answers 409 `stale_fencing_token` with the highest token
  * seen and returns `{ committed: false }`; the caller sends nothing more. Committed: the caller answers.
  */
-export async function fencedWrite<T>(request: IncomingMessage, response: ServerResponse, write: () => T | Promise<T>): Promise<FenceCommit<T>> {
+export async function fencedWrite<T>(
+  request: IncomingMessage,
+  response: ServerResponse,
+  write: () => T | Promise<T>,
+): Promise<FenceCommit<T>> {
   const fenced = fencedRequests.get(request);
   if (fenced === undefined) throw new Error('fencedWrite: the request did not pass fencingMiddleware (or is a read)');
   const outcome = await fenced.register.commit(fenced.resource, fenced.token, write);

@@ -13,19 +13,21 @@ type Field = { field: string; message: string };
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 /** Fastify's own 4xx errors whose status has a code of its own; every other 4xx is invalid_request. */
-const CLIENT_ERROR_CODES: Readonly<Partial<Record<number, ProblemCode>>> = { 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type' };
+const CLIENT_ERROR_CODES: Readonly<Partial<Record<number, ProblemCode>>> = {
+  404: 'not_found',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+};
 
 /** Turns a zod validation failure into one entry per offending field, e.g. `ttlMs` or `key`. */
 function validationFields(error: FastifyError & { validation: unknown[] }, context: string | undefined): Field[] {
   const where = context === 'params' ? '' : (context ?? 'body');
-  return (error.validation as Array<{ instancePath?: string; message?: string; params?: { keys?: string[] } }>).map(
-    (v) => {
-      const path = (v.instancePath ?? '').split('/').filter(Boolean).join('.');
-      const unknownKeys = v.params?.keys;
-      const field = unknownKeys?.length ? unknownKeys.join(', ') : path || where || 'body';
-      return { field, message: v.message ?? 'is invalid' };
-    },
-  );
+  return (error.validation as Array<{ instancePath?: string; message?: string; params?: { keys?: string[] } }>).map((v) => {
+    const path = (v.instancePath ?? '').split('/').filter(Boolean).join('.');
+    const unknownKeys = v.params?.keys;
+    const field = unknownKeys?.length ? unknownKeys.join(', ') : path || where || 'body';
+    return { field, message: v.message ?? 'is invalid' };
+  });
 }
 
 /**
@@ -81,7 +83,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const allowed = ALL_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
-      return sendProblem(request, reply, 'method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`);
+      return sendProblem(
+        request,
+        reply,
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`,
+      );
     }
     return sendProblem(request, reply, 'not_found', `no route for ${request.method} ${path}`);
   });

@@ -69,7 +69,8 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
     const headroom = priority === 'last' ? LAST_PRIORITY_HEADROOM : 1;
     const waiting = openWaits();
     if (budget.maxRequestsInFlight > 0 && inFlight - waiting >= budget.maxRequestsInFlight * headroom) return 'requests_in_flight';
-    if (priority === 'normal' && budget.maxEventLoopDelayMs > 0 && app.memoryUsage().eventLoopDelay > budget.maxEventLoopDelayMs) return 'event_loop_delay';
+    if (priority === 'normal' && budget.maxEventLoopDelayMs > 0 && app.memoryUsage().eventLoopDelay > budget.maxEventLoopDelayMs)
+      return 'event_loop_delay';
     if (priority === 'normal' && budget.maxOpenWaits > 0 && waiting >= budget.maxOpenWaits) return 'open_waits';
     return null;
   };

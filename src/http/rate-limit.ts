@@ -10,7 +10,12 @@ export interface PermitSource {
    * Hands this instance up to `wanted` permits of `rateKey`'s current window (of `windowMs`, at most
    * `max` permits in all); `granted` 0 means the window is spent. `windowLeftMs`: until it ends.
    */
-  lease(rateKey: string, wanted: number, max: number, windowMs: number): Promise<{ granted: number; windowLeftMs: number; handedOut: number }>;
+  lease(
+    rateKey: string,
+    wanted: number,
+    max: number,
+    windowMs: number,
+  ): Promise<{ granted: number; windowLeftMs: number; handedOut: number }>;
 }
 
 export interface RateLimitSettings {

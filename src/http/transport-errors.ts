@@ -33,7 +33,10 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS
   // A reset connection has nobody to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const known = err.code === undefined ? undefined : PARSER_ERRORS[err.code];
-  const { code, detail } = known ?? { code: 'invalid_request' as const, detail: `the request is not valid HTTP/1.1 (${err.code ?? 'unknown'})` };
+  const { code, detail } = known ?? {
+    code: 'invalid_request' as const,
+    detail: `the request is not valid HTTP/1.1 (${err.code ?? 'unknown'})`,
+  };
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error');
   if (!socket.writable) {
     socket.destroy();
@@ -51,7 +54,8 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS
  */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   if (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    const message = error.code === 'FST_ERR_BAD_URL' ? 'is not a valid URL (bad percent-encoding)' : 'has a path segment over the length limit';
+    const message =
+      error.code === 'FST_ERR_BAD_URL' ? 'is not a valid URL (bad percent-encoding)' : 'has a path segment over the length limit';
     sendProblem(request, reply, 'invalid_request', `url: ${message}`, { errors: [{ field: 'url', message }] });
     return;
   }

@@ -14,7 +14,14 @@ import type {
 } from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
-import type { PermitAcquireInput, PermitAcquireOutcome, PermitKind, PermitListQuery, PermitStore, QueuedCaller } from '../domain/permit-store.js';
+import type {
+  PermitAcquireInput,
+  PermitAcquireOutcome,
+  PermitKind,
+  PermitListQuery,
+  PermitStore,
+  QueuedCaller,
+} from '../domain/permit-store.js';
 
 export type StoreOperation =
   | 'acquire'
@@ -110,7 +117,8 @@ export class InstrumentedStore implements LockStore {
         return released;
       },
       inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
-      permitQueue: (kind: PermitKind, key: string, limit: number) => this.timed('permit_inspect', () => inner.permitQueue(kind, key, limit)),
+      permitQueue: (kind: PermitKind, key: string, limit: number) =>
+        this.timed('permit_inspect', () => inner.permitQueue(kind, key, limit)),
       inspectPermitsIndexed: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermitsIndexed(kind, key)),
       watchPermitChanges: (kind: PermitKind, key: string, onChange: () => void) => inner.watchPermitChanges(kind, key, onChange),
       forceReleasePermits: async (kind: PermitKind, key: string, fencingToken?: number) => {

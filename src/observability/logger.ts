@@ -138,7 +138,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
  * The logger for the one line per answered request: a child of `logger` without redaction (such a line
  * holds no secret, and redaction was the largest part of its cost) whose lines are written in batches.
  */
-export function requestLineLogger<L extends { child(bindings: object, options: { redact: { paths: string[] } }): object }>(logger: L): ReturnType<L['child']> {
+export function requestLineLogger<L extends { child(bindings: object, options: { redact: { paths: string[] } }): object }>(
+  logger: L,
+): ReturnType<L['child']> {
   const lines = logger.child({}, { redact: { paths: [] } }) as ReturnType<L['child']> & { [BATCHED]?: true };
   lines[BATCHED] = true;
   return lines;

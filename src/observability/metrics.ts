@@ -95,7 +95,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const acquireSeconds = new Histogram({
     name: 'keyholder_acquire_duration_seconds',
-    help: 'Time to answer an acquire minus any time spent waiting in the key\'s queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.',
+    help: "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
     labelNames: ['primitive'] as const,
     buckets: OPERATION_BUCKETS_SECONDS,
     registers: [registry],

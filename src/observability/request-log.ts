@@ -62,7 +62,10 @@ export class RequestLog extends LogController {
     const status = reply.statusCode;
     const elapsedMs = reply.elapsedTime;
     if (error || status >= 500) {
-      reply.log.error({ ...this.line(request, status, elapsedMs, undefined), ...(error ? { err: error } : {}) }, error ? 'request errored' : 'request');
+      reply.log.error(
+        { ...this.line(request, status, elapsedMs, undefined), ...(error ? { err: error } : {}) },
+        error ? 'request errored' : 'request',
+      );
       this.counts?.add(request.method, routeOf(request), status, elapsedMs);
       return;
     }
@@ -92,7 +95,13 @@ export class RequestLog extends LogController {
     this.writeCounts();
   }
 
-  private writeInfo(request: FastifyRequest, reply: FastifyReply, status: number, elapsedMs: number, sampledOneIn: number | undefined): void {
+  private writeInfo(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    status: number,
+    elapsedMs: number,
+    sampledOneIn: number | undefined,
+  ): void {
     const lines = this.lines;
     if (lines !== undefined && INFO_WRITTEN.has(lines.level)) {
       // The request's own logger binds the id itself (Fastify's requestIdLogLabel); this one does not.

@@ -26,7 +26,10 @@ export interface Tracing {
  * Starts the OpenTelemetry SDK, configured by the standard OTEL_* environment, when `wanted` (see
  * Config.tracing); otherwise loads nothing and answers undefined.
  */
-export async function startTracing(wanted: boolean, env: Readonly<Record<string, string | undefined>> = process.env): Promise<Tracing | undefined> {
+export async function startTracing(
+  wanted: boolean,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<Tracing | undefined> {
   if (!wanted) return undefined;
   const sdk = await import('./tracing-sdk.js');
   return sdk.startSdkTracing(env);

@@ -12,10 +12,7 @@ export interface SharedRateLimit {
  * Shared permits when the store can carry them (Redis); undefined otherwise, and each instance then
  * counts on its own. The caller closes what it gets.
  */
-export function openSharedRateLimit(
-  store: StoreSettings['store'],
-  onLost: (err: Error) => void,
-): SharedRateLimit | undefined {
+export function openSharedRateLimit(store: StoreSettings['store'], onLost: (err: Error) => void): SharedRateLimit | undefined {
   if (store.kind !== 'redis') return undefined;
   // Its own client, failing fast like the store's: while Redis is unreachable a batch call errors
   // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning

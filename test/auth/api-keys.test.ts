@@ -27,7 +27,11 @@ describe('API keys and the keys file', () => {
     ['a plain key instead of a hash', (k: string) => ({ keys: [{ id: 'a', hash: k, namespace: 'a', scopes: ['locks'] }] }), 'hash'],
     ['an unknown scope', (k: string) => ({ keys: [{ id: 'a', hash: hashApiKey(k), namespace: 'a', scopes: ['root'] }] }), 'scopes'],
     ['no scopes', (k: string) => ({ keys: [{ id: 'a', hash: hashApiKey(k), namespace: 'a', scopes: [] }] }), 'scopes'],
-    ['a namespace with a slash', (k: string) => ({ keys: [{ id: 'a', hash: hashApiKey(k), namespace: 'a/b', scopes: ['locks'] }] }), 'namespace'],
+    [
+      'a namespace with a slash',
+      (k: string) => ({ keys: [{ id: 'a', hash: hashApiKey(k), namespace: 'a/b', scopes: ['locks'] }] }),
+      'namespace',
+    ],
     ['an unknown field', (k: string) => ({ keys: [{ id: 'a', hash: hashApiKey(k), namespace: 'a', scopes: ['locks'], key: k }] }), 'key'],
     [
       'duplicate ids',
@@ -126,6 +130,11 @@ describe('auth configuration', () => {
     const config = loadConfig({});
     expect(config.rateLimit).toEqual({ max: 20_000, windowMs: 10_000 });
     expect(config.limits.maxHeldLocksPerNamespace).toBe(10_000);
-    expect(config.httpTimeouts).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, connectionTimeoutMs: 75_000 });
+    expect(config.httpTimeouts).toEqual({
+      requestTimeoutMs: 10_000,
+      headersTimeoutMs: 5_000,
+      keepAliveTimeoutMs: 5_000,
+      connectionTimeoutMs: 75_000,
+    });
   });
 });

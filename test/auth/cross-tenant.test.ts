@@ -77,7 +77,11 @@ function attacker(mode: string): Attack {
   return { child, ready: Promise.race([ready, done.then(() => undefined)]), done };
 }
 
-async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown>; ms: number }> {
+async function call(
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Record<string, unknown>; ms: number }> {
   const started = performance.now();
   const res = await fetch(`${server.url}${path}`, {
     method,
@@ -153,7 +157,17 @@ async function measure(mode: string) {
   }
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   const shed = metrics.split('\n').filter((l) => l.startsWith('keyholder_requests_shed_total') && !l.endsWith(' 0'));
-  const result = { mode, shed, baselineP99: median(baseline), attackedP99: median(attacked), baseline, attacked, peakRssMb: Math.round(peakRssMb), attackerSaw, errors: errors.slice(0, 5) };
+  const result = {
+    mode,
+    shed,
+    baselineP99: median(baseline),
+    attackedP99: median(attacked),
+    baseline,
+    attacked,
+    peakRssMb: Math.round(peakRssMb),
+    attackerSaw,
+    errors: errors.slice(0, 5),
+  };
   console.log(`cross-tenant ${JSON.stringify(result)}`);
   return { ...result, errorCount: errors.length };
 }
@@ -166,7 +180,7 @@ function expectUnhurt(r: Awaited<ReturnType<typeof measure>>) {
 }
 
 describe('one tenant cannot hurt another', () => {
-  it("B inspecting a 10,000-permit semaphore in a loop", async () => {
+  it('B inspecting a 10,000-permit semaphore in a loop', async () => {
     expectUnhurt(await measure('inspect'));
   }, 180_000);
 

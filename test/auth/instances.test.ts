@@ -137,7 +137,10 @@ describe('two instances on one Redis', () => {
       // A broken file: an error is logged and the keys in force stay.
       writeFileSync(keysFile, 'keys: [ {id: broken');
       process.kill(one.pid ?? 0, 'SIGHUP');
-      await vi.waitFor(() => expect(one.logs.some((l) => l.includes('API keys NOT reloaded'))).toBe(true), { timeout: 10_000, interval: 50 });
+      await vi.waitFor(() => expect(one.logs.some((l) => l.includes('API keys NOT reloaded'))).toBe(true), {
+        timeout: 10_000,
+        interval: 50,
+      });
       expect(one.jsonLogs().find((l) => String(l.msg).includes('API keys NOT reloaded'))).toMatchObject({ level: 50 });
       expect((await viaAgent(later.plain['new-key'] ?? '')).status).toBe(200);
 

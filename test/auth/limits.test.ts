@@ -6,7 +6,6 @@ import { DEFAULT_LIMITS } from '../../src/config.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
-
 const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
 describe('rate limit per API key', () => {

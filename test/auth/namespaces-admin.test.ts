@@ -41,8 +41,7 @@ describe.each(STORES)('namespaces and admin routes on the %s store', (_name, ope
     await t.close();
   });
 
-  const post = (url: string, headers: Record<string, string>, payload: object) =>
-    t.app.inject({ method: 'POST', url, headers, payload });
+  const post = (url: string, headers: Record<string, string>, payload: object) => t.app.inject({ method: 'POST', url, headers, payload });
   const get = (url: string, headers: Record<string, string>) => t.app.inject({ method: 'GET', url, headers });
 
   it('team A and team B take the same lock name at once: two locks, independent tokens, no crossing over', async () => {
@@ -198,9 +197,19 @@ describe.each(STORES)('namespaces and admin routes on the %s store', (_name, ope
     const p1 = (await post(`/v1/semaphores/${sem}/acquire`, B, { limit: 2, ttlMs: 60_000, holder: 'p1' })).json<Grant>();
     const p2 = (await post(`/v1/semaphores/${sem}/acquire`, B, { limit: 2, ttlMs: 60_000, holder: 'p2' })).json<Grant>();
     const one = await del(`/v1/semaphores/${sem}?namespace=team-b&fencingToken=${p1.fencingToken}`);
-    expect(one.json()).toEqual({ namespace: 'team-b', key: sem, released: true, evicted: [{ holder: 'p1', fencingToken: p1.fencingToken }] });
-    expect((await del(`/v1/semaphores/${sem}?namespace=team-b&fencingToken=${p1.fencingToken}`)).json()).toMatchObject({ code: 'holder_changed' });
-    expect((await get(`/v1/semaphores/${sem}`, B)).json()).toMatchObject({ permitsHeld: 1, holders: [{ holder: 'p2', fencingToken: p2.fencingToken }] });
+    expect(one.json()).toEqual({
+      namespace: 'team-b',
+      key: sem,
+      released: true,
+      evicted: [{ holder: 'p1', fencingToken: p1.fencingToken }],
+    });
+    expect((await del(`/v1/semaphores/${sem}?namespace=team-b&fencingToken=${p1.fencingToken}`)).json()).toMatchObject({
+      code: 'holder_changed',
+    });
+    expect((await get(`/v1/semaphores/${sem}`, B)).json()).toMatchObject({
+      permitsHeld: 1,
+      holders: [{ holder: 'p2', fencingToken: p2.fencingToken }],
+    });
 
     // A read/write lock: the writer shown is gone, a reader holds it now.
     const rw = `rw-${name}`;

@@ -87,7 +87,9 @@ describe('open waits of every kind share the waiter caps', () => {
   it("lock-set waits count: B's fourth waiting set is refused, and a set waiting on a key shares that key's cap with its watchers", async () => {
     const held = await call('POST', '/v1/locks/busy/acquire', B, { ttlMs: 20_000 });
     expect(held.status).toBe(200);
-    await open(2, () => call('POST', '/v1/lock-sets/acquire', B, { keys: ['busy', `free-${Math.random()}`], ttlMs: 5_000, waitMs: 25_000 }));
+    await open(2, () =>
+      call('POST', '/v1/lock-sets/acquire', B, { keys: ['busy', `free-${Math.random()}`], ttlMs: 5_000, waitMs: 25_000 }),
+    );
     // Both of the key's slots are taken by the waiting sets: a watcher of it is refused.
     expectRefused(await watch('/v1/locks/busy', B), /this lock/);
     await open(1, () => watch('/v1/locks/another', B));

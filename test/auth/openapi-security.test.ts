@@ -6,7 +6,10 @@ import { generateOpenApiYaml } from '../../scripts/openapi.js';
 type Operation = { security?: unknown[]; responses: Record<string, unknown> };
 type Doc = {
   security: unknown[];
-  components: { securitySchemes: Record<string, { type: string; scheme: string }>; schemas: Record<string, { properties?: { code?: { enum?: string[] } } }> };
+  components: {
+    securitySchemes: Record<string, { type: string; scheme: string }>;
+    schemas: Record<string, { properties?: { code?: { enum?: string[] } } }>;
+  };
   paths: Record<string, Record<string, Operation>>;
 };
 

@@ -9,15 +9,26 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 const { keys, A, B } = twoTeamsAndAdmin();
 
 /** node:http with a raw header list, so a header can be sent twice. */
-function rawGet(port: number, path: string, rawHeaders: string[]): Promise<{ status: number; contentType: string; body: Record<string, unknown> }> {
+function rawGet(
+  port: number,
+  path: string,
+  rawHeaders: string[],
+): Promise<{ status: number; contentType: string; body: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, method: 'GET', headers: ['Host', `127.0.0.1:${port}`, ...rawHeaders] }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString('utf8')));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type']), body: (text ? JSON.parse(text) : { text }) as Record<string, unknown> }),
-      );
-    });
+    const req = httpRequest(
+      { host: '127.0.0.1', port, path, method: 'GET', headers: ['Host', `127.0.0.1:${port}`, ...rawHeaders] },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            contentType: String(res.headers['content-type']),
+            body: (text ? JSON.parse(text) : { text }) as Record<string, unknown>,
+          }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -36,7 +47,11 @@ describe('two Authorization headers', () => {
   });
 
   it('are a 400 invalid_request naming Authorization, whichever keys they carry; one header works', async () => {
-    for (const pair of [[A, B], [A, A], [B, { authorization: 'Bearer nonsense' }]]) {
+    for (const pair of [
+      [A, B],
+      [A, A],
+      [B, { authorization: 'Bearer nonsense' }],
+    ]) {
       const raw = pair.flatMap((h) => ['Authorization', h.authorization]);
       const res = await rawGet(port, '/v1/locks/dup', raw);
       expect(res.status).toBe(400);

@@ -43,11 +43,17 @@ async function holdLock(key: string): Promise<string> {
     payload: { ttlMs: 30_000 },
   });
   expect(res.statusCode).toBe(200);
-  return (res.json<{ ownerToken: string }>()).ownerToken;
+  return res.json<{ ownerToken: string }>().ownerToken;
 }
 
 const ROUTES: RouteCase[] = [
-  { name: 'acquire', method: 'POST', scope: 'locks', okStatus: 200, prepare: async () => ({ url: `/v1/locks/${freshKey()}/acquire`, body: { ttlMs: 5_000 } }) },
+  {
+    name: 'acquire',
+    method: 'POST',
+    scope: 'locks',
+    okStatus: 200,
+    prepare: async () => ({ url: `/v1/locks/${freshKey()}/acquire`, body: { ttlMs: 5_000 } }),
+  },
   {
     name: 'renew',
     method: 'POST',
@@ -90,7 +96,13 @@ const ROUTES: RouteCase[] = [
       return res.json<{ ownerToken: string }>().ownerToken;
     };
     return [
-      { name: `${path} acquire`, method: 'POST', scope: 'locks', okStatus: 200, prepare: async () => ({ url: `/v1/${path}/${freshKey()}/acquire`, body }) },
+      {
+        name: `${path} acquire`,
+        method: 'POST',
+        scope: 'locks',
+        okStatus: 200,
+        prepare: async () => ({ url: `/v1/${path}/${freshKey()}/acquire`, body }),
+      },
       {
         name: `${path} renew`,
         method: 'POST',
@@ -111,8 +123,20 @@ const ROUTES: RouteCase[] = [
           return { url: `/v1/${path}/${key}/release`, body: { ownerToken: await hold(key) } };
         },
       },
-      { name: `${path} inspect`, method: 'GET', scope: 'locks', okStatus: 200, prepare: async () => ({ url: `/v1/${path}/${freshKey()}` }) },
-      { name: `${path} list`, method: 'GET', scope: 'admin', okStatus: 200, prepare: async () => ({ url: `/v1/${path}?namespace=team-a&limit=5` }) },
+      {
+        name: `${path} inspect`,
+        method: 'GET',
+        scope: 'locks',
+        okStatus: 200,
+        prepare: async () => ({ url: `/v1/${path}/${freshKey()}` }),
+      },
+      {
+        name: `${path} list`,
+        method: 'GET',
+        scope: 'admin',
+        okStatus: 200,
+        prepare: async () => ({ url: `/v1/${path}?namespace=team-a&limit=5` }),
+      },
       {
         name: `${path} force release`,
         method: 'DELETE',
@@ -149,7 +173,13 @@ describe('every route x {no key, bad key, wrong scope, right scope}', () => {
 
     it(`${route.name}: bad key -> 401 unauthenticated, invalid_token`, async () => {
       const { url, body } = await route.prepare();
-      for (const header of [`Bearer ${newApiKey()}`, 'Bearer not-a-key', `Basic ${keys.plain.locker}`, 'Bearer', `bearer ${newApiKey()}x`]) {
+      for (const header of [
+        `Bearer ${newApiKey()}`,
+        'Bearer not-a-key',
+        `Basic ${keys.plain.locker}`,
+        'Bearer',
+        `bearer ${newApiKey()}x`,
+      ]) {
         const res = await send(route.method, url, body, { authorization: header });
         expect(res.statusCode, header).toBe(401);
         expect(res.json()).toMatchObject({ code: 'unauthenticated' });
@@ -198,7 +228,8 @@ describe('every route x {no key, bad key, wrong scope, right scope}', () => {
           expect(operation.responses['401'], where).toBeUndefined();
         } else {
           expect(operation.responses['401']?.description, where).toMatch(/^unauthenticated/);
-          const lockRoute = (/^\/v1\/(locks|semaphores|rwlocks)\/\{key\}/.test(path) && method !== 'delete') || path.startsWith('/v1/lock-sets/');
+          const lockRoute =
+            (/^\/v1\/(locks|semaphores|rwlocks)\/\{key\}/.test(path) && method !== 'delete') || path.startsWith('/v1/lock-sets/');
           expect(operation.responses['403']?.description, where).toMatch(lockRoute ? /`locks` scope/ : /`admin` scope/);
         }
       }

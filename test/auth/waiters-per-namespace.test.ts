@@ -58,7 +58,9 @@ describe('waiters per namespace', () => {
     expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '60' }).limits).toMatchObject({ maxWaitersPerInstance: 60, maxWaitersPerNamespace: 6 });
     expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '5' }).limits.maxWaitersPerNamespace).toBe(1);
     expect(loadConfig({ WAITERS_PER_INSTANCE_MAX: '60', WAITERS_PER_NAMESPACE_MAX: '30' }).limits.maxWaitersPerNamespace).toBe(30);
-    expect(() => loadConfig({ WAITERS_PER_INSTANCE_MAX: '60', WAITERS_PER_NAMESPACE_MAX: '60' })).toThrow(/WAITERS_PER_NAMESPACE_MAX: must be below/);
+    expect(() => loadConfig({ WAITERS_PER_INSTANCE_MAX: '60', WAITERS_PER_NAMESPACE_MAX: '60' })).toThrow(
+      /WAITERS_PER_NAMESPACE_MAX: must be below/,
+    );
     expect(() => loadConfig({ WAITERS_PER_NAMESPACE_MAX: '10000' })).toThrow(/WAITERS_PER_NAMESPACE_MAX/);
   });
 

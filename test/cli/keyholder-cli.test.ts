@@ -29,9 +29,7 @@ function start(args: string[], env: Record<string, string>, stdin?: 'pipe') {
   let stderr = '';
   child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
   child.stderr?.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  const done = new Promise<Finished>((resolve) =>
-    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
-  );
+  const done = new Promise<Finished>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
   return { child, done, stderrSoFar: () => stderr };
 }
 
@@ -179,7 +177,7 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect(gone(grandchild)).toBe(true);
   });
 
-  it('passes the command\'s exit status through, and 127 for a command that does not exist', async () => {
+  it("passes the command's exit status through, and 127 for a command that does not exist", async () => {
     expect((await cli('run', '--key', key('status'), '--ttl-ms', '5000', '--', 'sh', '-c', 'exit 7')).code).toBe(7);
     const missing = await cli('run', '--key', key('missing'), '--ttl-ms', '5000', '--', 'no-such-command-here');
     expect(missing.code).toBe(127);
@@ -218,7 +216,20 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     const withSecrets = { ...env, KEYHOLDER_API_KEY: apiKey, KEYHOLDER_OWNER_TOKEN: `owner-${randomUUID()}` };
     const seen = file('env');
     const go = file('go');
-    const run = start(['run', '--key', key('env'), '--ttl-ms', '15000', '--', 'sh', '-c', `env > ${seen}.tmp; mv ${seen}.tmp ${seen}; while [ ! -e ${go} ]; do sleep 0.05; done`], withSecrets);
+    const run = start(
+      [
+        'run',
+        '--key',
+        key('env'),
+        '--ttl-ms',
+        '15000',
+        '--',
+        'sh',
+        '-c',
+        `env > ${seen}.tmp; mv ${seen}.tmp ${seen}; while [ ! -e ${go} ]; do sleep 0.05; done`,
+      ],
+      withSecrets,
+    );
     await vi.waitFor(() => expect(lines(seen).length).toBeGreaterThan(0), { timeout: START_MS });
     // keyholder run -> its guardian -> the command: argv of each, as `ps` shows it; the guardian's environment too.
     const cliPid = run.child.pid as number;
@@ -238,7 +249,10 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect(childEnv).not.toContain(withSecrets.KEYHOLDER_OWNER_TOKEN);
 
     const passed = file('env-passed');
-    const withKey = await start(['run', '--key', key('env'), '--ttl-ms', '15000', '--pass-api-key', '--', 'sh', '-c', `env > ${passed}`], withSecrets).done;
+    const withKey = await start(
+      ['run', '--key', key('env'), '--ttl-ms', '15000', '--pass-api-key', '--', 'sh', '-c', `env > ${passed}`],
+      withSecrets,
+    ).done;
     expect(withKey.code).toBe(0);
     expect(readFileSync(passed, 'utf8')).toContain(`KEYHOLDER_API_KEY=${apiKey}\n`);
   });
@@ -246,33 +260,37 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
   // Each signal to keyholder run while a second run of the same key waits in the queue: the signal reaches
   // the command (its trap logs it), and the second command starts only once the first is gone.
   const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGTSTP', 'SIGUSR1', 'SIGUSR2', 'SIGALRM'] as const;
-  it.each(SIGNALS)('%s to keyholder run: passed on to the command (SIGTSTP refused); no second holder while it runs', { timeout: 600_000 }, async (sig) => {
-    const k = key(sig.toLowerCase());
-    const log = file('log');
-    const trapped = sig === 'SIGTSTP' ? 'TERM' : sig.slice(3);
-    const trap = `trap 'echo "got ${trapped} a" >> ${log}; echo "end a $(date +%s%N)" >> ${log}; exit 3' ${trapped}`;
-    const a = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job(log, 'a', FOREVER, trap)], env);
-    await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
-    const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
-    const queued = async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: true, waiters: 1 });
-    await vi.waitFor(queued, { timeout: START_MS, interval: 50 });
-    a.child.kill(sig);
-    if (sig === 'SIGTSTP') {
-      // Refused: neither keyholder run nor its command stops, and the lock stays held, the other run queued.
-      await vi.waitFor(() => expect(a.stderrSoFar()).toContain('SIGTSTP ignored'), { timeout: START_MS });
-      expect(readFileSync(`/proc/${a.child.pid}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
-      expect(readFileSync(`/proc/${Number(lines(`${log}.a.pid`)[0])}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
-      await queued();
-      a.child.kill('SIGTERM');
-    }
-    const [ra, rb] = await Promise.all([a.done, b.done]);
-    expect(ra.code).toBe(3);
-    expect(rb.code).toBe(0);
-    const entries = lines(log);
-    expect(entries.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', `got ${trapped}`, 'end a', 'start b']);
-    const at = (what: string) => Number(entries.find((l) => l.startsWith(what))?.split(' ')[2]);
-    expect(at('start b')).toBeGreaterThan(at('end a'));
-  });
+  it.each(SIGNALS)(
+    '%s to keyholder run: passed on to the command (SIGTSTP refused); no second holder while it runs',
+    { timeout: 600_000 },
+    async (sig) => {
+      const k = key(sig.toLowerCase());
+      const log = file('log');
+      const trapped = sig === 'SIGTSTP' ? 'TERM' : sig.slice(3);
+      const trap = `trap 'echo "got ${trapped} a" >> ${log}; echo "end a $(date +%s%N)" >> ${log}; exit 3' ${trapped}`;
+      const a = start(['run', '--key', k, '--ttl-ms', '15000', '--', 'sh', '-c', job(log, 'a', FOREVER, trap)], env);
+      await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
+      const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
+      const queued = async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: true, waiters: 1 });
+      await vi.waitFor(queued, { timeout: START_MS, interval: 50 });
+      a.child.kill(sig);
+      if (sig === 'SIGTSTP') {
+        // Refused: neither keyholder run nor its command stops, and the lock stays held, the other run queued.
+        await vi.waitFor(() => expect(a.stderrSoFar()).toContain('SIGTSTP ignored'), { timeout: START_MS });
+        expect(readFileSync(`/proc/${a.child.pid}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
+        expect(readFileSync(`/proc/${Number(lines(`${log}.a.pid`)[0])}/status`, 'utf8')).not.toMatch(/^State:\s+T/m);
+        await queued();
+        a.child.kill('SIGTERM');
+      }
+      const [ra, rb] = await Promise.all([a.done, b.done]);
+      expect(ra.code).toBe(3);
+      expect(rb.code).toBe(0);
+      const entries = lines(log);
+      expect(entries.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', `got ${trapped}`, 'end a', 'start b']);
+      const at = (what: string) => Number(entries.find((l) => l.startsWith(what))?.split(' ')[2]);
+      expect(at('start b')).toBeGreaterThan(at('end a'));
+    },
+  );
 
   // The lease cannot end before `askedAt + ttlRemainingMs`: the server counted what remained from a moment
   // after the question was sent, and a renewal after it could only move the end later (asked once nothing
@@ -284,60 +302,92 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     return askedAt + state.ttlRemainingMs;
   };
 
-  it('server killed mid-run: the command has stopped (SIGKILL at the safe deadline) before its lease could end', { timeout: 600_000 }, async () => {
-    // Two keyholder instances on one Redis: the run's instance is killed, the lease lives on in Redis, and
-    // the other instance tells how long it has left once nothing can renew it any more.
-    const redis = await RedisServer.start();
-    const own = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
-    const other = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
-    try {
-      const k = key('server-killed');
+  it(
+    'server killed mid-run: the command has stopped (SIGKILL at the safe deadline) before its lease could end',
+    { timeout: 600_000 },
+    async () => {
+      // Two keyholder instances on one Redis: the run's instance is killed, the lease lives on in Redis, and
+      // the other instance tells how long it has left once nothing can renew it any more.
+      const redis = await RedisServer.start();
+      const own = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
+      const other = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', REDIS_URL: redis.url } });
+      try {
+        const k = key('server-killed');
+        const log = file('log');
+        const ttlMs = 10_000;
+        // The command ignores SIGTERM: only the SIGKILL at the safe deadline stops it.
+        const run = start(
+          [
+            'run',
+            '--key',
+            k,
+            '--ttl-ms',
+            String(ttlMs),
+            '--kill-grace-ms',
+            '1000',
+            '--',
+            'sh',
+            '-c',
+            job(log, 'a', FOREVER, "trap '' TERM"),
+          ],
+          { KEYHOLDER_URL: own.url },
+        );
+        await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
+        const pgid = Number(lines(`${log}.a.pid`)[0]);
+        await own.stop('SIGKILL');
+        const leaseEnd = await leaseEndsNoEarlierThan(other.url, k);
+        await vi.waitFor(() => expect(groupRunning(pgid)).toBe(false), { timeout: 2 * ttlMs, interval: 20 });
+        const marginMs = leaseEnd - performance.now();
+        console.log(
+          `keyholder run, server killed: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`,
+        );
+        expect(marginMs).toBeGreaterThan(0);
+        const result = await run.done;
+        expect(result.code).toBe(76);
+        expect(result.stderr).toContain('no renewal was confirmed in time');
+      } finally {
+        await Promise.all([own.stop(), other.stop()]);
+        await redis.stop();
+      }
+    },
+  );
+
+  it.each(['SIGKILL', 'SIGSTOP'] as const)(
+    '%s to keyholder run: its guardian stops the command before the lease could end; no second holder',
+    { timeout: 600_000 },
+    async (sig) => {
+      const k = key(sig.toLowerCase());
       const log = file('log');
       const ttlMs = 10_000;
-      // The command ignores SIGTERM: only the SIGKILL at the safe deadline stops it.
-      const run = start(['run', '--key', k, '--ttl-ms', String(ttlMs), '--kill-grace-ms', '1000', '--', 'sh', '-c', job(log, 'a', FOREVER, "trap '' TERM")], { KEYHOLDER_URL: own.url });
+      const a = start(
+        ['run', '--key', k, '--ttl-ms', String(ttlMs), '--kill-grace-ms', '1000', '--', 'sh', '-c', job(log, 'a', FOREVER, "trap '' TERM")],
+        env,
+      );
       await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
       const pgid = Number(lines(`${log}.a.pid`)[0]);
-      await own.stop('SIGKILL');
-      const leaseEnd = await leaseEndsNoEarlierThan(other.url, k);
+      const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
+      await vi.waitFor(async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ waiters: 1 }), {
+        timeout: START_MS,
+      });
+      a.child.kill(sig);
+      const leaseEnd = await leaseEndsNoEarlierThan(server.url, k);
       await vi.waitFor(() => expect(groupRunning(pgid)).toBe(false), { timeout: 2 * ttlMs, interval: 20 });
       const marginMs = leaseEnd - performance.now();
-      console.log(`keyholder run, server killed: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`);
+      console.log(
+        `keyholder run, ${sig}: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`,
+      );
       expect(marginMs).toBeGreaterThan(0);
-      const result = await run.done;
-      expect(result.code).toBe(76);
-      expect(result.stderr).toContain('no renewal was confirmed in time');
-    } finally {
-      await Promise.all([own.stop(), other.stop()]);
-      await redis.stop();
-    }
-  });
-
-  it.each(['SIGKILL', 'SIGSTOP'] as const)('%s to keyholder run: its guardian stops the command before the lease could end; no second holder', { timeout: 600_000 }, async (sig) => {
-    const k = key(sig.toLowerCase());
-    const log = file('log');
-    const ttlMs = 10_000;
-    const a = start(['run', '--key', k, '--ttl-ms', String(ttlMs), '--kill-grace-ms', '1000', '--', 'sh', '-c', job(log, 'a', FOREVER, "trap '' TERM")], env);
-    await vi.waitFor(() => expect(lines(log)).toHaveLength(1), { timeout: START_MS });
-    const pgid = Number(lines(`${log}.a.pid`)[0]);
-    const b = start(['run', '--key', k, '--ttl-ms', '15000', '--wait-ms', '60000', '--', 'sh', '-c', job(log, 'b', 'true')], env);
-    await vi.waitFor(async () => expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ waiters: 1 }), { timeout: START_MS });
-    a.child.kill(sig);
-    const leaseEnd = await leaseEndsNoEarlierThan(server.url, k);
-    await vi.waitFor(() => expect(groupRunning(pgid)).toBe(false), { timeout: 2 * ttlMs, interval: 20 });
-    const marginMs = leaseEnd - performance.now();
-    console.log(`keyholder run, ${sig}: the command's group was gone ${marginMs.toFixed(0)} ms before the lease could end (TTL ${ttlMs} ms)`);
-    expect(marginMs).toBeGreaterThan(0);
-    expect((await b.done).code).toBe(0);
-    expect(lines(log).filter((l) => l.startsWith('overlap'))).toEqual([]);
-    expect(lines(log).map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', 'start b']);
-    if (sig === 'SIGSTOP') {
-      a.child.kill('SIGCONT');
-      expect((await a.done).code).toBe(76);
-    } else {
-      expect((await a.done).signal).toBe('SIGKILL');
-    }
-  });
+      expect((await b.done).code).toBe(0);
+      expect(lines(log).filter((l) => l.startsWith('overlap'))).toEqual([]);
+      expect(lines(log).map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['start a', 'start b']);
+      if (sig === 'SIGSTOP') {
+        a.child.kill('SIGCONT');
+        expect((await a.done).code).toBe(76);
+      } else {
+        expect((await a.done).signal).toBe('SIGKILL');
+      }
+    },
+  );
 
   it('acquire, inspect, renew, release, ls: JSON on stdout, problems on stderr, exit 0 / 75 / 1', async () => {
     const k = key('shell');

@@ -99,23 +99,41 @@ describe('clients generated from openapi.yaml by third-party generators', () => 
   });
 
   it('both compile under tsc --strict', async () => {
-    const flags = ['--strict', '--noEmit', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--lib', 'es2022,dom', '--types', 'node', '--skipLibCheck'];
-    const compiled = await run(process.execPath, [bin('typescript/bin/tsc'), ...flags, `${dir}/oazapfts-flow.ts`, `${dir}/sta-flow.ts`], { cwd: dir }).catch(
-      (err: Error & { stdout?: string }) => ({ stdout: err.stdout || err.message }),
-    );
+    const flags = [
+      '--strict',
+      '--noEmit',
+      '--target',
+      'es2022',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--lib',
+      'es2022,dom',
+      '--types',
+      'node',
+      '--skipLibCheck',
+    ];
+    const compiled = await run(process.execPath, [bin('typescript/bin/tsc'), ...flags, `${dir}/oazapfts-flow.ts`, `${dir}/sta-flow.ts`], {
+      cwd: dir,
+    }).catch((err: Error & { stdout?: string }) => ({ stdout: err.stdout || err.message }));
     expect(compiled.stdout).toBe('');
   }, 120_000);
 
-  it.each(['oazapfts', 'sta'])('the %s client runs the flow against a real keyholder', async (name) => {
-    const { stdout } = await run(process.execPath, [bin('tsx/dist/cli.mjs'), `${dir}/${name}-flow.ts`, `gen-${name}-${randomUUID()}`], {
-      env: { ...process.env, KEYHOLDER_URL: base },
-    });
-    const result = JSON.parse(stdout) as Record<string, unknown>;
-    expect(result).toMatchObject({ code: 'lock_held', released: true, heldAfter: false });
-    expect(result.heldToken).toBe(result.fencingToken);
-    expect(result.renewedToken).toBe(result.fencingToken);
-    // The lease has about 30 s left: Retry-After says so in whole seconds.
-    expect(result.retryAfterS).toBeGreaterThanOrEqual(1);
-    expect(result.retryAfterS).toBeLessThanOrEqual(30);
-  }, 60_000);
+  it.each(['oazapfts', 'sta'])(
+    'the %s client runs the flow against a real keyholder',
+    async (name) => {
+      const { stdout } = await run(process.execPath, [bin('tsx/dist/cli.mjs'), `${dir}/${name}-flow.ts`, `gen-${name}-${randomUUID()}`], {
+        env: { ...process.env, KEYHOLDER_URL: base },
+      });
+      const result = JSON.parse(stdout) as Record<string, unknown>;
+      expect(result).toMatchObject({ code: 'lock_held', released: true, heldAfter: false });
+      expect(result.heldToken).toBe(result.fencingToken);
+      expect(result.renewedToken).toBe(result.fencingToken);
+      // The lease has about 30 s left: Retry-After says so in whole seconds.
+      expect(result.retryAfterS).toBeGreaterThanOrEqual(1);
+      expect(result.retryAfterS).toBeLessThanOrEqual(30);
+    },
+    60_000,
+  );
 });

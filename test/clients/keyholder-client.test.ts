@@ -134,10 +134,12 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     expect(refused).toBeInstanceOf(HolderChangedError);
     expect(refused).toMatchObject({ code: 'holder_changed', status: 409 });
     expect(await kh.inspect(k)).toMatchObject({ held: true, holder: 'current' });
-    expect(await kh.forceRelease(k, 'default', { fencingToken: current.fencingToken })).toMatchObject({ evicted: { fencingToken: current.fencingToken } });
+    expect(await kh.forceRelease(k, 'default', { fencingToken: current.fencingToken })).toMatchObject({
+      evicted: { fencingToken: current.fencingToken },
+    });
   });
 
-  it('withLock releases after a throw and rethrows; returns fn\'s value otherwise', async () => {
+  it("withLock releases after a throw and rethrows; returns fn's value otherwise", async () => {
     const k = key('with');
     const boom = new Error('boom');
     let seen: number | undefined;

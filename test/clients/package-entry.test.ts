@@ -16,9 +16,11 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
 /** Every module specifier a compiled ES module imports (static and dynamic). */
 function importsOf(file: string): string[] {
   const source = readFileSync(file, 'utf8');
-  return [...source.matchAll(/(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^import\s+['"]([^'"]+)['"]/gm)].map(
-    (m) => m[1] ?? m[2] ?? m[3] ?? '',
-  );
+  return [
+    ...source.matchAll(
+      /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^import\s+['"]([^'"]+)['"]/gm,
+    ),
+  ].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
 }
 
 /**
@@ -51,7 +53,10 @@ describe('the keyholder/client package entry', () => {
     };
     visit(join(ROOT, 'dist/client/index.js'));
     const files = [...seen].map((f) => relative(ROOT, f));
-    expect(files.every((f) => f.startsWith('dist/client/')), files.join(', ')).toBe(true);
+    expect(
+      files.every((f) => f.startsWith('dist/client/')),
+      files.join(', '),
+    ).toBe(true);
     const builtins = new Set(builtinModules.map((m) => `node:${m}`));
     // zod checks the server's answers before the client takes them (src/client/schemas.ts).
     expect([...external].filter((spec) => !builtins.has(spec)).sort()).toEqual(['openapi-fetch', 'zod']);

@@ -16,7 +16,10 @@ async function runScript(name: string, arg: string): Promise<Array<Record<string
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   expect(stderr).toBe('');
   expect(code).toBe(0);
-  return stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  return stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 type Step = Record<string, unknown>;
@@ -41,7 +44,18 @@ describe('Python client against a running server', () => {
   it('locks: renews in a background thread, releases on exit, sets lease.lost on a force release; single calls', async () => {
     const steps = await runScript('lock_flow.py', server.url);
     const step = byName(steps, 'step');
-    expect(steps.map((s) => s.step)).toEqual(['held-elsewhere', 'held', 'released', 'raised', 'waited', 'lost', 'lease-lost-error', 'end', 'single-calls', 'conditional-force-release']);
+    expect(steps.map((s) => s.step)).toEqual([
+      'held-elsewhere',
+      'held',
+      'released',
+      'raised',
+      'waited',
+      'lost',
+      'lease-lost-error',
+      'end',
+      'single-calls',
+      'conditional-force-release',
+    ]);
     expect(step['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
     expect(step['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
     expect(step.held).toMatchObject({ lost: false });
@@ -75,7 +89,15 @@ describe('Python client against a running server', () => {
   it('semaphores, read/write locks, lock sets and watch', async () => {
     const steps = await runScript('primitives.py', server.url);
     const step = byName(steps, 'step');
-    expect(steps.map((s) => s.step)).toEqual(['semaphore', 'semaphore-released', 'rwlock', 'lock-set', 'lock-set-released', 'watch', 'watch-semaphore']);
+    expect(steps.map((s) => s.step)).toEqual([
+      'semaphore',
+      'semaphore-released',
+      'rwlock',
+      'lock-set',
+      'lock-set-released',
+      'watch',
+      'watch-semaphore',
+    ]);
     expect(step.semaphore).toMatchObject({
       permitsHeld: 2,
       holders: ['a', 'b'],
@@ -87,7 +109,11 @@ describe('Python client against a running server', () => {
     const [first, second] = step.semaphore?.tokens as number[];
     expect(second).toBeGreaterThan(first ?? Infinity);
     expect(step['semaphore-released']).toMatchObject({ permitsHeld: 0 });
-    expect(step.rwlock).toMatchObject({ readers: ['read', 'read'], writerRefused: { error: 'RwLockHeldError', code: 'rwlock_held' }, mode: 'write' });
+    expect(step.rwlock).toMatchObject({
+      readers: ['read', 'read'],
+      writerRefused: { error: 'RwLockHeldError', code: 'rwlock_held' },
+      mode: 'write',
+    });
     expect(step.rwlock?.writerToken).toBeGreaterThan(Math.max(...(step.rwlock?.readerTokens as number[])));
     expect(step['lock-set']).toMatchObject({
       member: { error: 'LockHeldError', code: 'lock_held' },

@@ -1,12 +1,6 @@
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  InvalidResponseError,
-  KeyholderClient,
-  type KeyholderClientOptions,
-  RedirectError,
-  TlsError,
-} from '../../src/client/index.js';
+import { InvalidResponseError, KeyholderClient, type KeyholderClientOptions, RedirectError, TlsError } from '../../src/client/index.js';
 import { HostileServers } from '../helpers/hostile-servers.js';
 import { requireTool } from '../helpers/tools.js';
 

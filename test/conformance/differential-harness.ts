@@ -122,13 +122,20 @@ export function useStores(keyPrefix: string, backend: Backend = 'redis'): Stores
     if (backend === 'redis') {
       const server = await RedisServer.start();
       stop = () => server.stop();
-      const open = () => openRedisStore(server, { keyPrefix, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS, commandTimeoutMs: 5_000 });
+      const open = () =>
+        openRedisStore(server, { keyPrefix, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS, commandTimeoutMs: 5_000 });
       others = [await open(), await open()];
     } else {
       const cluster = await EtcdCluster.start(3);
       stop = () => cluster.stop();
       const open = async () => {
-        const store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix, commandTimeoutMs: 5_000, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS });
+        const store = new EtcdStore({
+          endpoints: cluster.endpoints,
+          keyPrefix,
+          commandTimeoutMs: 5_000,
+          fenceGraceMs: 60_000,
+          maxWaitersPerKey: MAX_WAITERS,
+        });
         await eventually(() => store.ping(), 10_000);
         return store;
       };
@@ -171,7 +178,10 @@ export class Coverage {
   }
 
   toString(): string {
-    return [...this.seen].sort().map(([what, n]) => `  ${String(n).padStart(6)}  ${what}`).join('\n');
+    return [...this.seen]
+      .sort()
+      .map(([what, n]) => `  ${String(n).padStart(6)}  ${what}`)
+      .join('\n');
   }
 }
 
@@ -210,7 +220,9 @@ export class Sequence<P extends Pending = Pending> {
   }
 
   fail(step: string, m: unknown, r: unknown): never {
-    throw new Error(`stores disagree at ${step}\n  memory: ${JSON.stringify(m)}\n  ${this.options.backend}:  ${JSON.stringify(r)}\n  steps so far:\n    ${this.log.join('\n    ')}`);
+    throw new Error(
+      `stores disagree at ${step}\n  memory: ${JSON.stringify(m)}\n  ${this.options.backend}:  ${JSON.stringify(r)}\n  steps so far:\n    ${this.log.join('\n    ')}`,
+    );
   }
 
   /** Both answers, normalised, must be equal; returns the embedded store's. */
@@ -224,7 +236,13 @@ export class Sequence<P extends Pending = Pending> {
   }
 
   /** Runs `call` on both stores at once and compares the answers. */
-  async both<S>(step: string, key: string, stores: readonly [S, S], call: (store: S) => Promise<unknown>, setKeys: readonly string[] = []): Promise<unknown> {
+  async both<S>(
+    step: string,
+    key: string,
+    stores: readonly [S, S],
+    call: (store: S) => Promise<unknown>,
+    setKeys: readonly string[] = [],
+  ): Promise<unknown> {
     const m = track(call(stores[0]));
     const r = track(call(stores[1]));
     await Promise.all([m.promise, r.promise]);
@@ -248,7 +266,8 @@ export class Sequence<P extends Pending = Pending> {
     }
     this.pending = this.pending.filter((w) => !w.memory.settled);
     // The other way round: the compared store answered a waiter the embedded store still keeps waiting.
-    for (const p of this.pending) if (p.other.settled) this.fail(`${step} (waiter on ${p.key})`, 'pending', this.answer(this.options.backend, p.key, p.other));
+    for (const p of this.pending)
+      if (p.other.settled) this.fail(`${step} (waiter on ${p.key})`, 'pending', this.answer(this.options.backend, p.key, p.other));
   }
 
   /** Both stores count the same live waiters on `key`; the compared store may still be cancelling one that left. */

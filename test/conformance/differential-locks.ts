@@ -4,7 +4,24 @@ import fc from 'fast-check';
 import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
-import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LEASE_MS, pick, Sequence, SHORT_LEASE_MS, SHORT_WAIT_MS, track, useStores, who, type Backend, type TokenRanks, type Who } from './differential-harness.js';
+import {
+  agreeOnSequences,
+  Coverage,
+  inst,
+  LEASE_MS,
+  LONG_WAIT_MS,
+  PAST_SHORT_LEASE_MS,
+  pick,
+  Sequence,
+  SHORT_LEASE_MS,
+  SHORT_WAIT_MS,
+  track,
+  useStores,
+  who,
+  type Backend,
+  type TokenRanks,
+  type Who,
+} from './differential-harness.js';
 
 /**
  * Two stores, one behaviour: random sequences of lock operations run against the embedded store and
@@ -13,8 +30,9 @@ import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LE
  * tokens, listings, quota slots. Raw token values and times differ by design and are not compared.
  *
  * Leases are long (30 s), so nothing expires inside a sequence unless an operation says so (a 10 ms
- * lease, then a pause past its end), and every answer is decided by the operations alone. Waits are either short (they run out, awaited in place) or long (they stay queued
- * until a release or force release hands the lock over, or the caller leaves).
+ * lease, then a pause past its end), and every answer is decided by the operations alone. Waits are
+ * either short (they run out, awaited in place) or long (they stay queued until a release or force
+ * release hands the lock over, or the caller leaves).
  *
  *   DIFF_RUNS=5000 DIFF_SEED=42 npx vitest run test/conformance/differential.test.ts
  *
@@ -45,9 +63,36 @@ type Op =
 
 const key = fc.nat(KEYS - 1);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('acquire' as const), key, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('none' as const), inst }) },
-  { weight: 4, arbitrary: fc.record({ op: fc.constant('acquire' as const), key, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('long' as const), inst }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('acquire' as const), key, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('short' as const), inst }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      key,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('none' as const),
+      inst,
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      key,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('long' as const),
+      inst,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      key,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('short' as const),
+      inst,
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('acquireAndExpire' as const), key, holder: fc.nat(HOLDERS.length - 1), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('acquireGone' as const), key, wait: fc.boolean(), inst }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('renew' as const), key, who, inst }) },
@@ -100,9 +145,15 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
     const ns = `d${run}`;
     const seq = new Sequence({ backend, normalize, coverage, varyingFields: ['fencingToken', 'evictedOwnerToken', 'holder'] });
     const { ranks } = seq;
-    const both = (step: string, k: string, call: (store: LockStore) => Promise<unknown>, instIndex: number, setKeys: readonly string[] = []) =>
-      seq.both<LockStore>(step, k, [stores.memory, stores.other(instIndex)], call, setKeys);
-    const sameWaiters = (k: string) => seq.sameWaiters(k, async (s) => (await (s === 'memory' ? stores.memory : stores.other(0)).inspect(k))?.waiters);
+    const both = (
+      step: string,
+      k: string,
+      call: (store: LockStore) => Promise<unknown>,
+      instIndex: number,
+      setKeys: readonly string[] = [],
+    ) => seq.both<LockStore>(step, k, [stores.memory, stores.other(instIndex)], call, setKeys);
+    const sameWaiters = (k: string) =>
+      seq.sameWaiters(k, async (s) => (await (s === 'memory' ? stores.memory : stores.other(0)).inspect(k))?.waiters);
     const setKeys = [keyName(0), keyName(1)];
     /** Lock-set owner tokens granted, in order. */
     const sets: string[] = [];
@@ -118,13 +169,23 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             const holder = HOLDERS[op.holder] ?? null;
             if (op.wait !== 'long') {
               const waitMs = op.wait === 'short' ? SHORT_WAIT_MS : 0;
-              seq.noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst));
+              seq.noteGrant(
+                k,
+                ownerToken,
+                await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst),
+              );
               break;
             }
             const memoryLeave = new AbortController();
             const otherLeave = new AbortController();
-            const m = track(stores.memory.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }));
-            const r = track(stores.other(op.inst).acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }));
+            const m = track(
+              stores.memory.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }),
+            );
+            const r = track(
+              stores
+                .other(op.inst)
+                .acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }),
+            );
             seq.pending.push({ key: k, ownerToken, memory: m, other: r, memoryLeave, otherLeave });
             // Granted or refused at once, or queued: either way both stores must have taken it in before the next step.
             await seq.settleWaiters(step);
@@ -135,7 +196,11 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             const k = keyName(op.key);
             const ownerToken = newOwnerToken();
             const holder = HOLDERS[op.holder] ?? null;
-            seq.noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst));
+            seq.noteGrant(
+              k,
+              ownerToken,
+              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst),
+            );
             await sleep(PAST_SHORT_LEASE_MS);
             break;
           }
@@ -145,7 +210,11 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             const ownerToken = newOwnerToken();
             const gone = AbortSignal.abort(new Error('caller left'));
             const waitMs = op.wait ? LONG_WAIT_MS : 0;
-            seq.noteGrant(k, ownerToken, await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst));
+            seq.noteGrant(
+              k,
+              ownerToken,
+              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst),
+            );
             break;
           }
           case 'renew': {
@@ -218,7 +287,13 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
           case 'setAcquire': {
             const ownerToken = newOwnerToken();
             const holder = HOLDERS[op.holder] ?? null;
-            const answer = (await both(step, setKeys[0] as string, (s) => s.lockSets.acquireSet({ keys: setKeys, ownerToken, ttlMs: LEASE_MS, holder }), op.inst, setKeys)) as { acquired?: boolean };
+            const answer = (await both(
+              step,
+              setKeys[0] as string,
+              (s) => s.lockSets.acquireSet({ keys: setKeys, ownerToken, ttlMs: LEASE_MS, holder }),
+              op.inst,
+              setKeys,
+            )) as { acquired?: boolean };
             if (answer.acquired === true) {
               sets.push(ownerToken);
               // Each key of the set is held by the set's owner token: plain renew and release see it as such.

@@ -5,7 +5,24 @@ import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { PermitKind, PermitStore } from '../../src/domain/permit-store.js';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
-import { agreeOnSequences, Coverage, inst, LEASE_MS, LONG_WAIT_MS, PAST_SHORT_LEASE_MS, Sequence, SHORT_LEASE_MS, SHORT_WAIT_MS, track, useStores, who, type Backend, type Pending, type TokenRanks, type Who } from './differential-harness.js';
+import {
+  agreeOnSequences,
+  Coverage,
+  inst,
+  LEASE_MS,
+  LONG_WAIT_MS,
+  PAST_SHORT_LEASE_MS,
+  Sequence,
+  SHORT_LEASE_MS,
+  SHORT_WAIT_MS,
+  track,
+  useStores,
+  who,
+  type Backend,
+  type Pending,
+  type TokenRanks,
+  type Who,
+} from './differential-harness.js';
 
 /**
  * The differential test (differential-locks.ts) for semaphores and read/write locks: random sequences of
@@ -43,9 +60,39 @@ type Op =
 const t = fc.nat(TARGETS.length - 1);
 const shape = fc.nat(3);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('acquire' as const), t, shape, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('none' as const), inst }) },
-  { weight: 4, arbitrary: fc.record({ op: fc.constant('acquire' as const), t, shape, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('long' as const), inst }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('acquire' as const), t, shape, holder: fc.nat(HOLDERS.length - 1), wait: fc.constant('short' as const), inst }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      t,
+      shape,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('none' as const),
+      inst,
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      t,
+      shape,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('long' as const),
+      inst,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      t,
+      shape,
+      holder: fc.nat(HOLDERS.length - 1),
+      wait: fc.constant('short' as const),
+      inst,
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('acquireAndExpire' as const), t, shape, inst }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('renew' as const), t, who, inst }) },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('release' as const), t, who, inst }) },
@@ -94,11 +141,20 @@ export function describePermitDifferential(backend: Backend, runs: number): void
       const tg = TARGETS[i] as { kind: PermitKind; name: string };
       return { kind: tg.kind, key: `p${run}/${tg.name}` };
     };
-    const seq = new Sequence<PermitPending>({ backend, normalize, coverage, varyingFields: ['fencingToken', 'ownerToken', 'holder'], labelLength: 120 });
+    const seq = new Sequence<PermitPending>({
+      backend,
+      normalize,
+      coverage,
+      varyingFields: ['fencingToken', 'ownerToken', 'holder'],
+      labelLength: 120,
+    });
     const both = (step: string, key: string, call: (store: PermitStore) => Promise<unknown>, instIndex: number) =>
       seq.both<PermitStore>(step, key, [stores.memory.permits, otherPermits(instIndex)], call);
     const sameWaiters = (kind: PermitKind, key: string) =>
-      seq.sameWaiters(key, async (s) => (await (s === 'memory' ? stores.memory.permits : otherPermits(0)).inspectPermits(kind, key))?.waiters);
+      seq.sameWaiters(
+        key,
+        async (s) => (await (s === 'memory' ? stores.memory.permits : otherPermits(0)).inspectPermits(kind, key))?.waiters,
+      );
 
     await seq.play(
       ops,
@@ -149,7 +205,12 @@ export function describePermitDifferential(backend: Backend, runs: number): void
           }
           case 'forceRelease': {
             const { kind, key } = target(op.t);
-            await both(step, key, async (s) => (await s.forceReleasePermits(kind, key)).sort((a, b) => a.fencingToken - b.fencingToken), op.inst);
+            await both(
+              step,
+              key,
+              async (s) => (await s.forceReleasePermits(kind, key)).sort((a, b) => a.fencingToken - b.fencingToken),
+              op.inst,
+            );
             break;
           }
           case 'list': {

@@ -159,7 +159,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.forceRelease(key)).toMatchObject({ released: true, holder: null });
     });
 
-    it('an acquire with the live lease\'s idempotency key gets that lease back; other keys, and the key after the lease, do not', async () => {
+    it("an acquire with the live lease's idempotency key gets that lease back; other keys, and the key after the lease, do not", async () => {
       const key = uniqueKey('idem');
       const first = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: 'idem-a' });
       if (!first.acquired) throw new Error('not granted');
@@ -174,10 +174,23 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.renew(key, again.replayed.ownerToken, 5_000)).toMatchObject({ renewed: true, fencingToken: first.fencingToken });
 
       // Another idempotency key, or none, is refused as usual; waiting callers too are answered at once.
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired).toBe(false);
+      expect(
+        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired,
+      ).toBe(false);
       expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(false);
-      const waited = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000, idempotencyKey: 'idem-a' });
-      expect(waited).toMatchObject({ acquired: true, fencingToken: first.fencingToken, replayed: { ownerToken: again.replayed.ownerToken } });
+      const waited = await store.acquire({
+        key,
+        ownerToken: newOwnerToken(),
+        ttlMs: 5_000,
+        holder: null,
+        waitMs: 5_000,
+        idempotencyKey: 'idem-a',
+      });
+      expect(waited).toMatchObject({
+        acquired: true,
+        fencingToken: first.fencingToken,
+        replayed: { ownerToken: again.replayed.ownerToken },
+      });
 
       // Kept only as long as the lease: after release, the key grants a new lease with a higher token.
       expect(await store.release(key, again.replayed.ownerToken)).toBe(true);
@@ -191,7 +204,9 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       await store.forceRelease(key);
       const plain = newOwnerToken();
       expect((await store.acquire({ key, ownerToken: plain, ttlMs: 5_000, holder: null })).acquired).toBe(true);
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired).toBe(false);
+      expect(
+        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired,
+      ).toBe(false);
       expect(await store.release(key, plain)).toBe(true);
 
       // Nor does a lease handed to a waiter when a keyed lease runs out.
@@ -200,7 +215,9 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const waiter = newOwnerToken();
       const handed = await store.acquire({ key, ownerToken: waiter, ttlMs: 5_000, holder: null, waitMs: 10_000 });
       expect(handed).toMatchObject({ acquired: true });
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired).toBe(false);
+      expect(
+        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired,
+      ).toBe(false);
       expect(await store.release(key, waiter)).toBe(true);
     });
 
@@ -212,22 +229,42 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       if (!first.acquired) throw new Error('not granted');
 
       // The same request again: the same grant, exactly.
-      const again = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: asked(5_000, 'w1') });
-      expect(again).toMatchObject({ acquired: true, fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs, replayed: { ownerToken: owner, holder: 'w1' } });
+      const again = await store.acquire({
+        key,
+        ownerToken: newOwnerToken(),
+        ttlMs: 5_000,
+        holder: 'w1',
+        idempotencyKey: asked(5_000, 'w1'),
+      });
+      expect(again).toMatchObject({
+        acquired: true,
+        fencingToken: first.fencingToken,
+        expiresAtMs: first.expiresAtMs,
+        replayed: { ownerToken: owner, holder: 'w1' },
+      });
 
       // Another ttlMs or holder under the same key: refused, whether the caller waits or not.
-      for (const [ttlMs, holder, waitMs] of [[3_600_000, 'w1', 0], [5_000, 'w2', 0], [5_000, null, 0], [5_000, 'w2', 5_000]] as const) {
+      for (const [ttlMs, holder, waitMs] of [
+        [3_600_000, 'w1', 0],
+        [5_000, 'w2', 0],
+        [5_000, null, 0],
+        [5_000, 'w2', 5_000],
+      ] as const) {
         const reused = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs, holder, waitMs, idempotencyKey: asked(ttlMs, holder) });
         await expect(reused).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
       }
       // Another caller's key on the same lock is just a held lock.
       const other = idempotencyKeyOf('other-caller', 'retry-1', { ttlMs: 5_000, holder: 'w1', lockDelayMs: 0 });
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: other })).acquired).toBe(false);
+      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: other })).acquired).toBe(
+        false,
+      );
       // Nothing changed: the lease is the first one, and its owner still holds it.
       expect(await store.inspect(key)).toMatchObject({ holder: 'w1', fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
       expect(await store.release(key, owner)).toBe(true);
       // Once the lease is gone, the key is free to shape a new request.
-      expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 4_000, holder: null, idempotencyKey: asked(4_000, null) })).toMatchObject({ acquired: true });
+      expect(
+        await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 4_000, holder: null, idempotencyKey: asked(4_000, null) }),
+      ).toMatchObject({ acquired: true });
     });
 
     it('inspect shows holder, token and expiry, never the owner token', async () => {
@@ -388,7 +425,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(seen).toEqual(held);
     });
 
-    it('a cursor that did not come from list is the caller\'s mistake (invalid_request on cursor), not an outage', async () => {
+    it("a cursor that did not come from list is the caller's mistake (invalid_request on cursor), not an outage", async () => {
       const prefix = `${uniqueKey('cursor')}/`;
       for (const cursor of ['\uFFFD\u0001garbage', 'not a cursor', '99999999999999999999999']) {
         await expect(store.list({ prefix, limit: 3, cursor })).rejects.toMatchObject({ code: 'invalid_request', field: 'cursor' });
@@ -491,7 +528,16 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         acquireSet: () => sets.acquireSet({ keys: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
         renewSet: () => sets.renewSet([key], newOwnerToken(), 1_000),
         releaseSet: () => sets.releaseSet([key], newOwnerToken()),
-        acquirePermit: () => permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, weight: 1, capacity: 1 }),
+        acquirePermit: () =>
+          permits.acquirePermit({
+            kind: 'semaphore',
+            key,
+            ownerToken: newOwnerToken(),
+            ttlMs: 1_000,
+            holder: null,
+            weight: 1,
+            capacity: 1,
+          }),
         renewPermit: () => permits.renewPermit('semaphore', key, newOwnerToken(), 1_000),
         releasePermit: () => permits.releasePermit('semaphore', key, newOwnerToken()),
         inspectPermits: () => permits.inspectPermits('semaphore', key),

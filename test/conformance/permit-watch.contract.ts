@@ -53,7 +53,9 @@ export function describePermitWatchContract(name: string, harness: StoreHarness)
         // A hand-over: the queued caller is granted by the release, and the index rises again.
         const holder = granted(await takePermit(a, kind, key, { weight: 2, capacity: 2 }));
         const queued = takePermit(b, kind, key, { ...call, waitMs: 10_000 });
-        await expect.poll(async () => (await permits.inspectPermitsIndexed(kind, key)).state?.waiters, { timeout: 10_000, interval: 10 }).toBe(1);
+        await expect
+          .poll(async () => (await permits.inspectPermitsIndexed(kind, key)).state?.waiters, { timeout: 10_000, interval: 10 })
+          .toBe(1);
         const i5 = await indexOf(kind, key);
         expect(await permits.releasePermit(kind, key, holder.ownerToken)).toBe(true);
         granted(await queued);

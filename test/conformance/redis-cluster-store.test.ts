@@ -144,7 +144,13 @@ describe('one namespace spread over the Cluster', () => {
     let held = 0;
     let firstRefusalAt: number | undefined;
     const take = async (i: number) => {
-      const got = await store.acquire({ key: lockId(ns, `job-${i}`), ownerToken: newOwnerToken(), ttlMs: 120_000, holder: null, maxHeldInNamespace: LIMIT });
+      const got = await store.acquire({
+        key: lockId(ns, `job-${i}`),
+        ownerToken: newOwnerToken(),
+        ttlMs: 120_000,
+        holder: null,
+        maxHeldInNamespace: LIMIT,
+      });
       if (got.acquired) held++;
       else {
         expect(got.quotaFull).toBe(true);
@@ -172,12 +178,22 @@ describe('one namespace spread over the Cluster', () => {
     const ns = 'spread-permits';
     await inBatches(600, async (i) => {
       const kind = i % 2 === 0 ? 'semaphore' : 'rwlock';
-      const got = await permits.acquirePermit({ kind, key: lockId(ns, `p-${i}`), ownerToken: newOwnerToken(), ttlMs: 120_000, holder: null, weight: 1, capacity: 3 });
+      const got = await permits.acquirePermit({
+        kind,
+        key: lockId(ns, `p-${i}`),
+        ownerToken: newOwnerToken(),
+        ttlMs: 120_000,
+        holder: null,
+        weight: 1,
+        capacity: 3,
+      });
       expect(got.acquired).toBe(true);
     });
     for (const letter of ['s', 'r']) {
       const shares = await sharesPerMaster(`${PREFIX}{${ns}#*}${letter}/*`);
-      console.log(`[cluster] 300 ${letter === 's' ? 'semaphores' : 'read/write locks'} of one namespace per master: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')}`);
+      console.log(
+        `[cluster] 300 ${letter === 's' ? 'semaphores' : 'read/write locks'} of one namespace per master: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')}`,
+      );
       for (const share of shares) expect(share).toBeGreaterThanOrEqual(0.2);
     }
   });
@@ -194,7 +210,12 @@ describe('one namespace spread over the Cluster', () => {
     const together = await sets.acquireSet({ keys: [lockId(ns, first), lockId(ns, same)], ownerToken, ttlMs: 10_000, holder: null });
     expect(together.acquired).toBe(true);
     expect(await sets.releaseSet([lockId(ns, first), lockId(ns, same)], ownerToken)).toBe(true);
-    const apart = sets.acquireSet({ keys: [lockId(ns, first), lockId(ns, other)], ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+    const apart = sets.acquireSet({
+      keys: [lockId(ns, first), lockId(ns, other)],
+      ownerToken: newOwnerToken(),
+      ttlMs: 10_000,
+      holder: null,
+    });
     await expect(apart).rejects.toBeInstanceOf(InvalidRequestError);
     await expect(apart).rejects.toMatchObject({ field: 'keys' });
   });

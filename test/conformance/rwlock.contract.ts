@@ -37,7 +37,9 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
       const w = granted(await take(key, 'write', { ttlMs: 30_000 }));
       const next = take(key, 'write', { waitMs: 10_000 }, 1);
       await waitersAre(key, 1);
-      expect((await permitsOf(store()).forceReleasePermits('rwlock', key, w.fencingToken)).map((e) => e.fencingToken)).toEqual([w.fencingToken]);
+      expect((await permitsOf(store()).forceReleasePermits('rwlock', key, w.fencingToken)).map((e) => e.fencingToken)).toEqual([
+        w.fencingToken,
+      ]);
       const w2 = granted(await next);
       expect(await permitsOf(store()).forceReleasePermits('rwlock', key, w.fencingToken)).toEqual([]);
       expect((await permitsOf(store()).inspectPermits('rwlock', key))?.holders.map((h) => h.fencingToken)).toEqual([w2.fencingToken]);
@@ -51,7 +53,9 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
       await waitersAre(key, 1);
       const writer = take(key, 'write', { holder: 'writer', waitMs: 20_000 }, 2);
       await waitersAre(key, 2);
-      expect((await permitsOf(store()).permitQueue('rwlock', key, 100)).map(({ position, holder, weight }) => [position, holder, weight])).toEqual([
+      expect(
+        (await permitsOf(store()).permitQueue('rwlock', key, 100)).map(({ position, holder, weight }) => [position, holder, weight]),
+      ).toEqual([
         [1, 'reader', WEIGHT.read],
         [2, 'writer', WEIGHT.write],
       ]);
@@ -129,7 +133,10 @@ export function describeRwLockContract(name: string, harness: StoreHarness): voi
       const key = uniqueKey('rw-expiry');
       const w = granted(await take(key, 'write', { ttlMs: 10_000 }));
       // Renewed to a short lease (a holder that crashed after its last renewal): it runs out soon.
-      expect(await permitsOf(store(1)).renewPermit('rwlock', key, w.ownerToken, 300)).toMatchObject({ renewed: true, fencingToken: w.fencingToken });
+      expect(await permitsOf(store(1)).renewPermit('rwlock', key, w.ownerToken, 300)).toMatchObject({
+        renewed: true,
+        fencingToken: w.fencingToken,
+      });
       const reader = granted(await take(key, 'read', { waitMs: 10_000 }, 2));
       expect(reader.fencingToken).toBeGreaterThan(w.fencingToken);
       expect(await permitsOf(store()).renewPermit('rwlock', key, w.ownerToken, 300)).toEqual({ renewed: false });

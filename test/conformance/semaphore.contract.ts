@@ -19,7 +19,9 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       takePermit(store(i), 'semaphore', key, { weight: 1, capacity: limit, ...call });
     /** Waits (on conditions, not sleeps) until `n` callers are queued on `key`: arrival order is then settled. */
     const waitersAre = (key: string, n: number) =>
-      expect.poll(async () => (await permitsOf(store()).inspectPermits('semaphore', key))?.waiters, { timeout: 10_000, interval: 10 }).toBe(n);
+      expect
+        .poll(async () => (await permitsOf(store()).inspectPermits('semaphore', key))?.waiters, { timeout: 10_000, interval: 10 })
+        .toBe(n);
 
     it('grants up to limit permits, each with a higher fencing token, then refuses with the time left', async () => {
       const key = uniqueKey('sem-full');
@@ -211,7 +213,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect((await takePermit(store(), 'rwlock', key, { weight: 10_000, capacity: 10_000 })).acquired).toBe(true);
     });
 
-    it('a refusal says when room may free up: the earliest permit\'s end when full, the last one\'s on a limit mismatch', async () => {
+    it("a refusal says when room may free up: the earliest permit's end when full, the last one's on a limit mismatch", async () => {
       const key = uniqueKey('sem-retry');
       const long = granted(await take(key, 2, { ttlMs: 30_000 }));
       granted(await take(key, 2, { ttlMs: 2_000 }, 1));
@@ -285,10 +287,12 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect(again.entries[0]?.state).toMatchObject({ capacity: 2, waiters: 0 });
     });
 
-    it('a list cursor that did not come from list is the caller\'s mistake (invalid_request), not an outage', async () => {
+    it("a list cursor that did not come from list is the caller's mistake (invalid_request), not an outage", async () => {
       const prefix = uniqueKey('sem-cursor');
       for (const cursor of ['\uFFFD\u0001garbage', 'not a cursor']) {
-        await expect(permitsOf(store()).listPermits('semaphore', { prefix, limit: 3, cursor })).rejects.toMatchObject({ code: 'invalid_request' });
+        await expect(permitsOf(store()).listPermits('semaphore', { prefix, limit: 3, cursor })).rejects.toMatchObject({
+          code: 'invalid_request',
+        });
       }
       // The store still answers (Redis may hand back a cursor to scan on from, never an entry).
       expect((await permitsOf(store()).listPermits('semaphore', { prefix, limit: 3 })).entries).toEqual([]);

@@ -107,7 +107,11 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const view = await b.inspectIndexed(key);
         expect(view.state).toBeNull();
         expect(view.lockDelayUntilMs).toBeGreaterThan(Date.now());
-        await expect.poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, { timeout: 5_000 }).toBe(true);
+        await expect
+          .poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, {
+            timeout: 5_000,
+          })
+          .toBe(true);
       });
 
       it('the delay shows only once the lease has run out; an idempotent retry during it is refused like anyone; a lock set touching it is refused', async () => {
@@ -158,7 +162,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
     describe('lock sets', () => {
       const sets = (): LockSetStore => a.lockSets;
 
-      it('all or none: a set is refused with nothing taken when one key is held; a held set\'s keys are held for everyone', async () => {
+      it("all or none: a set is refused with nothing taken when one key is held; a held set's keys are held for everyone", async () => {
         // One namespace for the whole set, as the service composes it and one shard (one Cluster slot).
         const ns = uniqueId('set').split('/')[0] as string;
         const [k1, k2, k3] = oneShard(3, 'x').map((n) => `${ns}/${n}`) as [string, string, string];

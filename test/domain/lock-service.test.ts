@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, OverloadedError, QuotaExceededError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import {
+  InvalidRequestError,
+  LockHeldError,
+  NotOwnerError,
+  OverloadedError,
+  QuotaExceededError,
+  StoreUnavailableError,
+  WaitAbortedError,
+} from '../../src/domain/errors.js';
 import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
@@ -64,7 +72,9 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
       const again = await locks.acquire(ns, 'a', 5_000, { idempotency, waitMs });
       expect(again).toMatchObject({ ownerToken: first.ownerToken, fencingToken: first.fencingToken });
     }
-    await expect(locks.acquire(ns, 'b', 5_000, { idempotency: { callerId: 'caller-1', key: 'retry-2' } })).rejects.toBeInstanceOf(QuotaExceededError);
+    await expect(locks.acquire(ns, 'b', 5_000, { idempotency: { callerId: 'caller-1', key: 'retry-2' } })).rejects.toBeInstanceOf(
+      QuotaExceededError,
+    );
     // Another caller's same key is not a replay: refused (the lock is held, and the namespace full).
     const other = await locks.acquire(ns, 'a', 5_000, { idempotency: { callerId: 'caller-2', key: 'retry-1' } }).catch((e: unknown) => e);
     expect(other instanceof QuotaExceededError || other instanceof LockHeldError).toBe(true);
@@ -107,7 +117,8 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
   it('a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it', async () => {
     const ns = uniqueNamespace();
     const unlimited = new LockService(store, DEFAULT_LIMITS);
-    const queued = async (n: number) => vi.waitFor(async () => expect((await unlimited.inspect(ns, 'w'))?.waiters).toBe(n), { timeout: 10_000 });
+    const queued = async (n: number) =>
+      vi.waitFor(async () => expect((await unlimited.inspect(ns, 'w'))?.waiters).toBe(n), { timeout: 10_000 });
     const holder = await unlimited.acquire(ns, 'w', 60_000);
     const caller = new AbortController();
     const leaving = unlimited.acquire(ns, 'w', 60_000, { waitMs: 10_000, signal: caller.signal }).catch((err: unknown) => err);

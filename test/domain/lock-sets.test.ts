@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { InvalidRequestError, LockHeldError, NotOwnerError, QuotaExceededError, ShuttingDownError, StoreUnavailableError, WaitAbortedError } from '../../src/domain/errors.js';
+import {
+  InvalidRequestError,
+  LockHeldError,
+  NotOwnerError,
+  QuotaExceededError,
+  ShuttingDownError,
+  StoreUnavailableError,
+  WaitAbortedError,
+} from '../../src/domain/errors.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockGrant, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService, MAX_LOCK_SET_KEYS } from '../../src/domain/lock-sets.js';
@@ -265,7 +273,6 @@ describe('lock sets', () => {
     await ownSets.release(ns, ['l1', 'l2'], grant.ownerToken);
     await mem.close();
   });
-
 });
 
 describe('lock sets and the namespace quota: one slot per key', () => {
@@ -301,7 +308,10 @@ describe('lock sets and the namespace quota: one slot per key', () => {
 
   it('without a cap (0 or none configured) a set takes no slot: a namespace may hold any number of keys', async () => {
     const mem = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    for (const limits of [{ ...LIMITS, maxHeldLocksPerNamespace: 0 }, { ...LIMITS, maxHeldLocksPerNamespace: undefined }]) {
+    for (const limits of [
+      { ...LIMITS, maxHeldLocksPerNamespace: 0 },
+      { ...LIMITS, maxHeldLocksPerNamespace: undefined },
+    ]) {
       const own = new LockSetService(mem, limits, new LockService(mem, limits));
       const ns = uniqueNamespace();
       const keys = Array.from({ length: MAX_LOCK_SET_KEYS }, (_v, i) => `k${i}`);

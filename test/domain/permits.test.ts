@@ -181,7 +181,9 @@ describe('semaphores', () => {
     const ns = uniqueNamespace();
     const held = await r.semaphores.acquire(ns, 'l', { limit: 1, ttlMs: 60_000 });
     const caller = new AbortController();
-    const leaving = r.semaphores.acquire(ns, 'l', { limit: 1, ttlMs: 60_000, waitMs: 20_000, signal: caller.signal }).catch((e: unknown) => e);
+    const leaving = r.semaphores
+      .acquire(ns, 'l', { limit: 1, ttlMs: 60_000, waitMs: 20_000, signal: caller.signal })
+      .catch((e: unknown) => e);
     await vi.waitFor(async () => expect((await r.semaphores.inspect(ns, 'l'))?.waiters).toBe(1));
     caller.abort(new WaitAbortedError());
     expect(await leaving).toBeInstanceOf(WaitAbortedError);
@@ -197,7 +199,9 @@ describe('semaphores', () => {
     const ns = uniqueNamespace();
     const held = await r.semaphores.acquire(ns, 'h', { limit: 1, ttlMs: 60_000 });
     const caller = new AbortController();
-    const leaving = r.semaphores.acquire(ns, 'h', { limit: 1, ttlMs: 60_000, waitMs: 20_000, signal: caller.signal }).catch((e: unknown) => e);
+    const leaving = r.semaphores
+      .acquire(ns, 'h', { limit: 1, ttlMs: 60_000, waitMs: 20_000, signal: caller.signal })
+      .catch((e: unknown) => e);
     await vi.waitFor(async () => expect((await r.semaphores.inspect(ns, 'h'))?.waiters).toBe(1));
     const released = r.semaphores.release(ns, 'h', held.ownerToken);
     caller.abort(new WaitAbortedError());
@@ -215,7 +219,12 @@ describe('semaphores', () => {
     expect(page.entries.map((e) => [e.namespace, e.key, e.state.holders.length])).toEqual([[ns, 'ev', 2]]);
     expect(page.nextCursor).toBeNull();
     const all = await r.cores.semaphores.listHeld({ prefix: '', limit: 1_000 });
-    expect(all.entries.filter((e) => e.namespace === ns).map((e) => e.key).sort()).toEqual(['ev', 'other']);
+    expect(
+      all.entries
+        .filter((e) => e.namespace === ns)
+        .map((e) => e.key)
+        .sort(),
+    ).toEqual(['ev', 'other']);
     await expect(r.cores.semaphores.listHeld({ prefix: 'e', limit: 10 })).rejects.toBeInstanceOf(InvalidRequestError);
     // The read/write locks are another kind: none listed here.
     expect((await r.cores.rwlocks.listHeld({ namespace: ns, prefix: '', limit: 100 })).entries).toEqual([]);
@@ -282,7 +291,13 @@ describe('read/write locks', () => {
     expect(await r.rwlocks.inspect(ns, 'cfg')).toEqual({
       mode: 'read',
       holders: [
-        { mode: 'read', holder: 'reader-1', fencingToken: r1.fencingToken, expiresAtMs: r1.expiresAtMs, ttlRemainingMs: expect.any(Number) },
+        {
+          mode: 'read',
+          holder: 'reader-1',
+          fencingToken: r1.fencingToken,
+          expiresAtMs: r1.expiresAtMs,
+          ttlRemainingMs: expect.any(Number),
+        },
         { mode: 'read', holder: null, fencingToken: r2.fencingToken, expiresAtMs: r2.expiresAtMs, ttlRemainingMs: expect.any(Number) },
       ],
       holderCount: 2,
@@ -302,7 +317,9 @@ describe('read/write locks', () => {
     await expect(r.rwlocks.acquire(ns, 'doc', { mode: 'write', ttlMs: 30_000 })).rejects.toMatchObject({ mode: 'write' });
     expect(await r.rwlocks.inspect(ns, 'doc')).toEqual({
       mode: 'write',
-      holders: [{ mode: 'write', holder: 'editor', fencingToken: w.fencingToken, expiresAtMs: w.expiresAtMs, ttlRemainingMs: expect.any(Number) }],
+      holders: [
+        { mode: 'write', holder: 'editor', fencingToken: w.fencingToken, expiresAtMs: w.expiresAtMs, ttlRemainingMs: expect.any(Number) },
+      ],
       holderCount: 1,
       waiters: 0,
     });
@@ -476,7 +493,9 @@ describe('late grants and stores without permits', () => {
     // 60 ms late on a 100 ms lease: more than half of it may be gone.
     await expect(own.semaphores.acquire(ns, 'late', { limit: 2, ttlMs: 100 })).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await own.semaphores.inspect(ns, 'late')).toBeNull();
-    await expect(own.rwlocks.acquire(ns, 'late', { mode: 'write', ttlMs: 100, waitMs: 1_000 })).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(own.rwlocks.acquire(ns, 'late', { mode: 'write', ttlMs: 100, waitMs: 1_000 })).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
     expect(await own.rwlocks.inspect(ns, 'late')).toBeNull();
     // The same delay on a long lease is fine; a late renewal to a short lease is not reported.
     const grant = await own.semaphores.acquire(ns, 'late', { limit: 2, ttlMs: 30_000 });
@@ -486,9 +505,9 @@ describe('late grants and stores without permits', () => {
     delay.ms = 0;
     const fresh = await own.semaphores.acquire(ns, 'late', { limit: 2, ttlMs: 200 });
     await own.cores.semaphores.confirmFresh(ns, { key: 'late', ownerToken: fresh.ownerToken, ttlMs: 200, decidedAt: performance.now() });
-    await expect(own.cores.semaphores.confirmFresh(ns, { key: 'late', ownerToken: fresh.ownerToken, ttlMs: 200, decidedAt: performance.now() - 150 })).rejects.toBeInstanceOf(
-      StoreUnavailableError,
-    );
+    await expect(
+      own.cores.semaphores.confirmFresh(ns, { key: 'late', ownerToken: fresh.ownerToken, ttlMs: 200, decidedAt: performance.now() - 150 }),
+    ).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await own.semaphores.inspect(ns, 'late')).toBeNull();
     await own.store.close();
   });
@@ -506,5 +525,4 @@ describe('late grants and stores without permits', () => {
     await expect(semaphores.release(ns, 'k', grant.ownerToken)).rejects.toBeInstanceOf(NotOwnerError);
     await store.close();
   });
-
 });

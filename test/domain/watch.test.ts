@@ -464,7 +464,7 @@ describe('ChangeWatch: an older state in flight', () => {
     expect(await caller).toEqual({ index: 5 });
   });
 
-  it('an index below the caller\'s that a read sent after the call confirms is the answer (an idle key starts again at 1)', async () => {
+  it("an index below the caller's that a read sent after the call confirms is the answer (an idle key starts again at 1)", async () => {
     const source = new SnapshotSource();
     const watch = new ChangeWatch(source);
     expect(await watch.wait('gone', 40, 10_000)).toEqual({ index: 1 });
@@ -508,7 +508,13 @@ describe('watch sources', () => {
 
   it("a semaphore's or rwlock's view changes by itself just after its earliest lease ends; aged views count down", async () => {
     const now = Date.now();
-    const holder = (ttlRemainingMs: number, expiresAtMs: number): PermitHolder => ({ holder: null, weight: 1, fencingToken: 1, expiresAtMs, ttlRemainingMs });
+    const holder = (ttlRemainingMs: number, expiresAtMs: number): PermitHolder => ({
+      holder: null,
+      weight: 1,
+      fencingToken: 1,
+      expiresAtMs,
+      ttlRemainingMs,
+    });
     const calls: string[] = [];
     const permits = {
       watchPermitChanges: async (kind: string, id: string) => {
@@ -517,7 +523,10 @@ describe('watch sources', () => {
       },
       inspectPermitsIndexed: async (kind: string, id: string): Promise<IndexedPermitState> => {
         calls.push(`read ${kind} ${id}`);
-        return { state: { capacity: 2, holders: [holder(900, now + 20_000), holder(300, now + 10_000)], holderCount: 2, waiters: 0 }, index: 8 };
+        return {
+          state: { capacity: 2, holders: [holder(900, now + 20_000), holder(300, now + 10_000)], holderCount: 2, waiters: 0 },
+          index: 8,
+        };
       },
     } as unknown as PermitStore;
     const source = permitWatchSource(permits, 'rwlock');
@@ -541,4 +550,3 @@ describe('watch sources', () => {
     expect(source.aged(free)).toBe(free);
   });
 });
-

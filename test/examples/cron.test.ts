@@ -18,8 +18,12 @@ describe('examples/cron', () => {
     [keyholder, brokenLock] = await Promise.all([startKeyholder(), startBrokenLock()]);
     const common = { servers: 3, ticks: 3, tickMs: 1000, skewMs: 300, workMs: 100, ttlMs: 10_000 };
     const [runs, brokenRuns] = await Promise.all([
-      Promise.all((['none', 'lock', 'fenced'] as const).map((mode) => runSchedule({ ...common, mode, keyholderUrl: keyholder.url, stalls: 1 }))),
-      Promise.all((['lock', 'fenced'] as const).map((mode) => runSchedule({ ...common, mode, keyholderUrl: brokenLock.url, ticks: 2, stalls: 0 }))),
+      Promise.all(
+        (['none', 'lock', 'fenced'] as const).map((mode) => runSchedule({ ...common, mode, keyholderUrl: keyholder.url, stalls: 1 })),
+      ),
+      Promise.all(
+        (['lock', 'fenced'] as const).map((mode) => runSchedule({ ...common, mode, keyholderUrl: brokenLock.url, ticks: 2, stalls: 0 })),
+      ),
     ]);
     for (const r of runs) results.set(r.mode, r);
     for (const r of brokenRuns) brokenResults.set(r.mode, r);

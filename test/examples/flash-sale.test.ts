@@ -23,9 +23,17 @@ describe('examples/flash-sale', () => {
     [keyholder, brokenLock] = await Promise.all([startKeyholder(), startBrokenLock()]);
     const common = { postgresUrl: POSTGRES_ADMIN_URL, buyers: 3, ttlMs: 300, workMs: 20, pauseMs: 900 };
     const [runs, brokenRuns] = await Promise.all([
-      Promise.all((['none', 'lock', 'fenced'] as const).map((mode) => runSale({ ...common, mode, keyholderUrl: keyholder.url, units: 20, pauses: 2 }))),
+      Promise.all(
+        (['none', 'lock', 'fenced'] as const).map((mode) =>
+          runSale({ ...common, mode, keyholderUrl: keyholder.url, units: 20, pauses: 2 }),
+        ),
+      ),
       // No paused holders: against a broken lock, the harm needs no stall.
-      Promise.all((['lock', 'fenced'] as const).map((mode) => runSale({ ...common, mode, keyholderUrl: brokenLock.url, buyers: 2, units: 10, pauses: 0 }))),
+      Promise.all(
+        (['lock', 'fenced'] as const).map((mode) =>
+          runSale({ ...common, mode, keyholderUrl: brokenLock.url, buyers: 2, units: 10, pauses: 0 }),
+        ),
+      ),
     ]);
     for (const r of runs) results.set(r.mode, r);
     for (const r of brokenRuns) brokenResults.set(r.mode, r);

@@ -21,7 +21,9 @@ describe('examples/leader-election', () => {
     [keyholder, brokenLock] = await Promise.all([startKeyholder(), startBrokenLock()]);
     const common = { replicas: 3, ttlMs, writeMs: 100, minEntries: 20 };
     const [runs, brokenRuns] = await Promise.all([
-      Promise.all((['none', 'lock', 'fenced'] as const).map((mode) => runElection({ ...common, mode, keyholderUrl: keyholder.url, rounds: 2 }))),
+      Promise.all(
+        (['none', 'lock', 'fenced'] as const).map((mode) => runElection({ ...common, mode, keyholderUrl: keyholder.url, rounds: 2 })),
+      ),
       Promise.all((['lock', 'fenced'] as const).map((mode) => runElection({ ...common, mode, keyholderUrl: brokenLock.url, rounds: 0 }))),
     ]);
     for (const r of runs) results.set(r.mode, r);

@@ -11,15 +11,52 @@ let nextId = 1;
 
 function acquire(client: number, key: string, startMs: number, endMs: number, fencingToken: number, extra: Partial<LockOp> = {}): LockOp {
   const id = nextId++;
-  return { type: 'lock', id, kind: 'acquire', client, key, instance: 0, startMs, endMs, outcome: 'ok', status: 200, grantId: id, ttlMs: TTL, fencingToken, ...extra };
+  return {
+    type: 'lock',
+    id,
+    kind: 'acquire',
+    client,
+    key,
+    instance: 0,
+    startMs,
+    endMs,
+    outcome: 'ok',
+    status: 200,
+    grantId: id,
+    ttlMs: TTL,
+    fencingToken,
+    ...extra,
+  };
 }
 
 function follow(kind: 'renew' | 'release', grant: LockOp, startMs: number, endMs: number, outcome: LockOp['outcome'] = 'ok'): LockOp {
-  return { type: 'lock', id: nextId++, kind, client: grant.client, key: grant.key, instance: grant.instance, startMs, endMs, outcome, status: outcome === 'ok' ? 200 : 409, grantId: grant.id, ttlMs: TTL };
+  return {
+    type: 'lock',
+    id: nextId++,
+    kind,
+    client: grant.client,
+    key: grant.key,
+    instance: grant.instance,
+    startMs,
+    endMs,
+    outcome,
+    status: outcome === 'ok' ? 200 : 409,
+    grantId: grant.id,
+    ttlMs: TTL,
+  };
 }
 
 function write(grant: LockOp, atMs: number, accepted: boolean): WriteOp {
-  return { type: 'write', id: nextId++, client: grant.client, key: grant.key, grantId: grant.id, fencingToken: grant.fencingToken as number, atMs, accepted };
+  return {
+    type: 'write',
+    id: nextId++,
+    client: grant.client,
+    key: grant.key,
+    grantId: grant.id,
+    fencingToken: grant.fencingToken as number,
+    atMs,
+    accepted,
+  };
 }
 
 function onlyViolation(ops: HistoryOp[], kind: ViolationKind, faults: FaultWindow[] = []) {
@@ -34,10 +71,16 @@ function goodHistory(): HistoryOp[] {
   const b = acquire(2, 'k', 400, 405, 200);
   const c = acquire(3, 'k', 900, 903, 300);
   return [
-    a, write(a, 5, true), follow('renew', a, 100, 102), follow('release', a, 300, 302),
-    b, write(b, 405, true), follow('release', b, 800, 801),
+    a,
+    write(a, 5, true),
+    follow('renew', a, 100, 102),
+    follow('release', a, 300, 302),
+    b,
+    write(b, 405, true),
+    follow('release', b, 800, 801),
     // c's acquire overlaps b's release in time: fine, b stopped counting on the lock when it sent release.
-    c, write(c, 903, true),
+    c,
+    write(c, 903, true),
     // a stale write from a, long after, is rejected by the resource: not a violation.
     write(a, 950, false),
   ];
@@ -161,15 +204,20 @@ describe('history checker', () => {
     it('passes a whole set, and a set refused whole', () => {
       const granted = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 110, { set })];
       const refusedSet = { id: 9_001, keys: ['a', 'b'] };
-      const refused = ['a', 'b'].map((key) => acquire(2, key, 10, 12, 0, { set: refusedSet, outcome: 'conflict', status: 409, fencingToken: undefined }));
+      const refused = ['a', 'b'].map((key) =>
+        acquire(2, key, 10, 12, 0, { set: refusedSet, outcome: 'conflict', status: 409, fencingToken: undefined }),
+      );
       expect(checkHistory({ ops: [...granted, ...refused], faults: [] }).totalViolations).toBe(0);
     });
 
-    it('catches a granted set missing a key\'s token, and a set whose keys\' answers disagree', () => {
+    it("catches a granted set missing a key's token, and a set whose keys' answers disagree", () => {
       const partial = [acquire(1, 'a', 0, 5, 100, { set }), acquire(1, 'b', 0, 5, 0, { set, fencingToken: undefined })];
       expect(onlyViolation(partial, 'lockSetPartial')).toMatchObject({ count: 1, others: [] });
       const split = { id: 9_002, keys: ['a', 'b'] };
-      const disagree = [acquire(1, 'a', 0, 5, 100, { set: split }), acquire(1, 'b', 0, 5, 0, { set: split, outcome: 'conflict', status: 409, fencingToken: undefined })];
+      const disagree = [
+        acquire(1, 'a', 0, 5, 100, { set: split }),
+        acquire(1, 'b', 0, 5, 0, { set: split, outcome: 'conflict', status: 409, fencingToken: undefined }),
+      ];
       expect(onlyViolation(disagree, 'lockSetPartial').count).toBe(1);
     });
 

@@ -358,8 +358,7 @@ function checkUncertainSuccesses(history: History, out: Violations): void {
   for (const op of history.ops) {
     if (op.type !== 'lock' || op.outcome !== 'ok') continue;
     const fault = blind.find(
-      (f: FaultWindow) =>
-        (f.instance === null || f.instance === op.instance) && f.startMs <= op.startMs && op.endMs <= f.endMs,
+      (f: FaultWindow) => (f.instance === null || f.instance === op.instance) && f.startMs <= op.startMs && op.endMs <= f.endMs,
     );
     if (fault) out.uncertainSuccesses.push({ op: op.id, instance: op.instance, fault: fault.kind });
   }

@@ -1,7 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { FencedResource } from './fenced-resource.js';
-import { RunClock, type FaultWindow, type HistoryOp, type LockOp, type LockOpKind, type LockOpOutcome, type PermitShape } from './history.js';
+import {
+  RunClock,
+  type FaultWindow,
+  type HistoryOp,
+  type LockOp,
+  type LockOpKind,
+  type LockOpOutcome,
+  type PermitShape,
+} from './history.js';
 
 export interface DriverOptions {
   readonly urls: readonly string[];
@@ -49,7 +57,6 @@ export interface DriverResult {
 
 /** Bounded loops: a client stops at the deadline or after this many leases, whichever comes first. */
 const MAX_LEASES_PER_CLIENT = 100_000;
-
 
 /**
  * Runs N clients against the instances. Each loops: acquire -> write to the fenced resource (in the same
@@ -106,7 +113,16 @@ export class Driver {
           continue;
         }
       }
-      const acq = await this.call('acquire', c, key, instance, 0, ttlMs, { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit), ...(this.options.waitMs ? { waitMs: this.options.waitMs } : {}) }, permit);
+      const acq = await this.call(
+        'acquire',
+        c,
+        key,
+        instance,
+        0,
+        ttlMs,
+        { ttlMs, holder: `c${c}@i${instance}`, ...permitBody(permit), ...(this.options.waitMs ? { waitMs: this.options.waitMs } : {}) },
+        permit,
+      );
       if (acq.op.outcome === 'conflict') {
         await sleep(5 + Math.random() * 20);
         continue;
@@ -225,7 +241,9 @@ export class Driver {
   private permitShape(): PermitShape | undefined {
     const p = this.options.primitive;
     if (p === undefined) return undefined;
-    return p.kind === 'semaphore' ? { kind: 'semaphore', limit: p.limit } : { kind: 'rwlock', mode: Math.random() < p.writeShare ? 'write' : 'read' };
+    return p.kind === 'semaphore'
+      ? { kind: 'semaphore', limit: p.limit }
+      : { kind: 'rwlock', mode: Math.random() < p.writeShare ? 'write' : 'read' };
   }
 
   private write(c: number, key: string, grantId: number, fencingToken: number): boolean {

@@ -61,7 +61,8 @@ export async function failoverUnderTraffic(options: FailoverOptions): Promise<Fa
   const late = unavailable.filter((o) => o.startMs > injection.blindUntilMs + 3_000);
   if (late.length > 0) {
     const byWhat = new Map<string, number>();
-    for (const o of late) byWhat.set(`${o.kind}@i${o.instance}:${o.status ?? 'none'}`, (byWhat.get(`${o.kind}@i${o.instance}:${o.status ?? 'none'}`) ?? 0) + 1);
+    for (const o of late)
+      byWhat.set(`${o.kind}@i${o.instance}:${o.status ?? 'none'}`, (byWhat.get(`${o.kind}@i${o.instance}:${o.status ?? 'none'}`) ?? 0) + 1);
     console.log(`[faults] ${options.name}: 503 or no answer 3 s after the blind window:`, Object.fromEntries(byWhat));
   }
   const overlapsWithGrantsBeforeFault = report.violations.overlaps.filter(

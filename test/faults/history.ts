@@ -44,7 +44,8 @@ export interface LockOp {
 }
 
 /** What a permit acquire asked for: a semaphore permit under `limit`, or a read or write lease. */
-export type PermitShape = { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly mode: 'read' | 'write' };
+export type PermitShape =
+  { readonly kind: 'semaphore'; readonly limit: number } | { readonly kind: 'rwlock'; readonly mode: 'read' | 'write' };
 
 export interface WriteOp {
   readonly type: 'write';

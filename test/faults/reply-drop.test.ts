@@ -36,7 +36,11 @@ describe('Redis store: replies dropped mid-stream', () => {
     // the lost call times out, whatever the machine's load.
     const store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 1_500, fenceGraceMs: 60_000 });
     await waitUntilServing(store);
-    const settle = <T>(p: Promise<T>) => p.then((value) => value, (err: unknown) => err);
+    const settle = <T>(p: Promise<T>) =>
+      p.then(
+        (value) => value,
+        (err: unknown) => err,
+      );
     const acquire = (key: string) => settle(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }));
     // A lock held by someone else: the true answer to acquiring it is "held".
     await store.acquire({ key: 'taken', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
@@ -58,7 +62,10 @@ describe('Redis store: replies dropped mid-stream', () => {
     // The echo check saw the replies out of step (on whichever call read a reply not its own), and the
     // store replaced the connection it could no longer trust: the calls still on it failed with it.
     const answers = [await lost, answer, await asksFree];
-    expect(answers.some((a) => a instanceof StoreUnavailableError && /out of step/.test(a.message)), String(answers)).toBe(true);
+    expect(
+      answers.some((a) => a instanceof StoreUnavailableError && /out of step/.test(a.message)),
+      String(answers),
+    ).toBe(true);
     expect(answers.every((a) => a instanceof StoreUnavailableError)).toBe(true);
     // It serves again.
     await waitUntilServing(store);
@@ -74,7 +81,9 @@ describe('Redis store: replies dropped mid-stream', () => {
     // the held ones are taken before any fault starts.
     // A timed-out call (a busy machine) is tried again: either way the key ends up held.
     for (let i = 0; i < 4; i++) {
-      await vi.waitFor(() => store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), { timeout: 10_000 });
+      await vi.waitFor(() => store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), {
+        timeout: 10_000,
+      });
     }
     const deadline = Date.now() + 3_000;
     // Short bursts of dropped replies while acquires on distinct keys keep flowing.
@@ -115,7 +124,6 @@ describe('Redis store: replies dropped mid-stream', () => {
     await waitUntilServing(store);
   }, 30_000);
 });
-
 
 async function waitUntilServing(store: RedisStore): Promise<void> {
   for (let i = 0; i < 200; i++) {

@@ -14,7 +14,11 @@ export function printScenario(r: ScenarioResult): void {
     `[faults] ${r.name}: ${r.operations} operations; faults: ${r.faults}`,
     `  violations: ${nonZero.length === 0 ? 'none' : nonZero.map(([k, n]) => `${k}=${n}`).join(', ')}`,
     `  stale writes accepted/rejected: ${r.staleWritesAccepted}/${r.staleWritesRejected}`,
-    `  figures: ${Object.entries(r.figures).map(([k, n]) => `${k}=${n}`).join(', ') || '-'}`,
+    `  figures: ${
+      Object.entries(r.figures)
+        .map(([k, n]) => `${k}=${n}`)
+        .join(', ') || '-'
+    }`,
   ];
   for (const kind of VIOLATION_KINDS) {
     const first = r.report?.violations[kind].slice(0, 3) ?? [];
@@ -32,8 +36,13 @@ export function formatTable(results: readonly ScenarioResult[]): string {
   const rule = '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|';
   const rows = results.map((r) => {
     const c = r.counts;
-    const own = Object.entries(r.extraViolations).map(([k, n]) => `${k} ${n}`).join(', ') || '-';
-    const figures = Object.entries(r.figures).map(([k, n]) => `${k} ${n}`).join(', ');
+    const own =
+      Object.entries(r.extraViolations)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || '-';
+    const figures = Object.entries(r.figures)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ');
     return (
       `| ${r.name} | ${r.operations} | ${r.faults} | ${c.overlaps} | ${c.grantsDuringLease} | ${c.tokenRegressions} | ` +
       `${c.duplicateTokens} | ${c.expiredOnArrival} | ${c.uncertainSuccesses} | ${c.lockSetPartial} | ${c.semaphoreOverLimit} | ${c.rwlockWriterShared} | ` +

@@ -53,7 +53,14 @@ function keysFor(prefix: string): string[] {
 
 /** A driver with the scenarios' common settings (CLIENTS clients, TTL_MS leases) over `keys`. */
 function driverFor(cluster: Cluster, keys: string | string[], durationMs: number, more: Partial<DriverOptions> = {}): Driver {
-  return new Driver({ urls: cluster.urls, clients: CLIENTS, keys: typeof keys === 'string' ? keysFor(keys) : keys, ttlMs: TTL_MS, durationMs, ...more });
+  return new Driver({
+    urls: cluster.urls,
+    clients: CLIENTS,
+    keys: typeof keys === 'string' ? keysFor(keys) : keys,
+    ttlMs: TTL_MS,
+    durationMs,
+    ...more,
+  });
 }
 
 function result(
@@ -83,11 +90,17 @@ export async function baseline(cluster: Cluster, scale: Scale): Promise<Scenario
   const driver = driverFor(cluster, 'base', duration(scale, 4_000, 20_000), { setFraction: 0.25 });
   await driver.run();
   const ops = lockOps(driver);
-  return result('1 baseline', driver, 'none', {}, {
-    grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
-    lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
-    unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
-  });
+  return result(
+    '1 baseline',
+    driver,
+    'none',
+    {},
+    {
+      grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
+      lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
+      unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+    },
+  );
 }
 
 /** 2. A few clients stop right after a grant for 1.5 to 3 TTLs, then write, renew and release as if nothing happened. */
@@ -113,14 +126,20 @@ export async function pausedClient(cluster: Cluster, scale: Scale): Promise<Scen
     },
   });
   const { paused } = await driver.run();
-  return result(`2 paused client (${paused.length} pauses)`, driver, `${paused.length} client pauses of 1.5-3 x TTL`, {
-    pausedRenewNot409: paused.filter((p) => p.renewStatus !== 409).length,
-    pausedReleaseNot409: paused.filter((p) => p.releaseStatus !== 409).length,
-  }, {
-    pauses: paused.length,
-    pausedWritesRejected: paused.filter((p) => !p.writeAccepted).length,
-    pausedWritesAcceptedNobodyNewer: paused.filter((p) => p.writeAccepted).length,
-  });
+  return result(
+    `2 paused client (${paused.length} pauses)`,
+    driver,
+    `${paused.length} client pauses of 1.5-3 x TTL`,
+    {
+      pausedRenewNot409: paused.filter((p) => p.renewStatus !== 409).length,
+      pausedReleaseNot409: paused.filter((p) => p.releaseStatus !== 409).length,
+    },
+    {
+      pauses: paused.length,
+      pausedWritesRejected: paused.filter((p) => !p.writeAccepted).length,
+      pausedWritesAcceptedNobodyNewer: paused.filter((p) => p.writeAccepted).length,
+    },
+  );
 }
 
 /** 3. A keyholder instance is stopped (SIGSTOP) for 2 TTLs with requests in flight, then continued. */
@@ -148,12 +167,18 @@ export async function pausedInstance(cluster: Cluster, scale: Scale): Promise<Sc
   const answeredAfterPause = ops.filter((o) =>
     driver.faults.some((f) => f.instance === o.instance && o.startMs < f.endMs && o.endMs > f.endMs),
   );
-  return result(`3 paused instance`, driver, `${pauses} SIGSTOP of 2 x TTL`, {}, {
-    lateAnswersCaught: late,
-    inFlightAcrossPause: answeredAfterPause.length,
-    inFlightAnswered503: answeredAfterPause.filter((o) => o.outcome === 'unavailable').length,
-    inFlightAnswered200: answeredAfterPause.filter((o) => o.outcome === 'ok').length,
-  });
+  return result(
+    `3 paused instance`,
+    driver,
+    `${pauses} SIGSTOP of 2 x TTL`,
+    {},
+    {
+      lateAnswersCaught: late,
+      inFlightAcrossPause: answeredAfterPause.length,
+      inFlightAnswered503: answeredAfterPause.filter((o) => o.outcome === 'unavailable').length,
+      inFlightAnswered200: answeredAfterPause.filter((o) => o.outcome === 'ok').length,
+    },
+  );
 }
 
 /** 4. A keyholder instance is killed (-9) mid-traffic: the leases it granted must run out within TTL. */
@@ -189,13 +214,19 @@ export async function killedInstance(cluster: Cluster, scale: Scale): Promise<Sc
   })();
   await Promise.all([driver.run(), faults]);
   const clearedAfterMs = lastVictimLeaseSeenAt === 0 ? 0 : lastVictimLeaseSeenAt - killAt;
-  return result('4 killed instance', driver, '1 SIGKILL of a keyholder', {
-    victimLeaseOutlivedTtlPlusBound: clearedAfterMs > TTL_MS + boundMs ? 1 : 0,
-  }, {
-    victimLeasesSeenAfterKill: victimTokens.size,
-    lastVictimLeaseSeenMsAfterKill: Math.round(clearedAfterMs),
-    inspectProbes: probes,
-  });
+  return result(
+    '4 killed instance',
+    driver,
+    '1 SIGKILL of a keyholder',
+    {
+      victimLeaseOutlivedTtlPlusBound: clearedAfterMs > TTL_MS + boundMs ? 1 : 0,
+    },
+    {
+      victimLeasesSeenAfterKill: victimTokens.size,
+      lastVictimLeaseSeenMsAfterKill: Math.round(clearedAfterMs),
+      inspectProbes: probes,
+    },
+  );
 }
 
 async function inspect(url: string, key: string): Promise<{ holder?: string | null; fencingToken?: number } | null> {
@@ -247,12 +278,16 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
     try {
       while (running) {
         const from = driver.clock.nowMs();
-        const answered = await client.set('faults:probe', String(from)).then(() => true, () => false);
+        const answered = await client.set('faults:probe', String(from)).then(
+          () => true,
+          () => false,
+        );
         const to = driver.clock.nowMs();
         // Only a write Redis did answer says it was up but slow (one that failed met it down). The probe
         // is one write among the instances' many, so half the timeout already marks a stall, and a call
         // that timed out may have been sent up to a timeout before the stall was seen, or end one after.
-        if (answered && to - from > cluster.commandTimeoutMs / 2) slow.push({ from: from - cluster.commandTimeoutMs, to: to + cluster.commandTimeoutMs });
+        if (answered && to - from > cluster.commandTimeoutMs / 2)
+          slow.push({ from: from - cluster.commandTimeoutMs, to: to + cluster.commandTimeoutMs });
         await sleep(20);
       }
     } finally {
@@ -278,22 +313,29 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
       const reachedAfter = ops.some((o) => o.instance === i && o.startMs >= d.readyAt + recoverySlackMs);
       if (first) recoveries.push(first.endMs - d.readyAt);
       else if (reachedAfter) recoveries.push(Number.POSITIVE_INFINITY);
-      else recoveries.push(await probeRecovery(cluster.urls[i] ?? '', Math.max(d.readyAt, driver.clock.nowMs()), driver, recoverySlackMs * 3));
+      else
+        recoveries.push(await probeRecovery(cluster.urls[i] ?? '', Math.max(d.readyAt, driver.clock.nowMs()), driver, recoverySlackMs * 3));
     }
   }
   const maxRecoveryMs = Math.max(0, ...recoveries);
-  return result(`5 Redis restarts (AOF)`, driver, `${restarts} Redis kill -9 + restart`, {
-    // A Redis that is up but slow to answer (a loaded machine) also gets a 503: that fails closed and is
-    // not what this counts. Tolerated up to 1% of operations; every one is reported.
-    unavailableWhileRedisUpOver1pc: Math.max(0, whileUp.length - Math.floor(ops.length / 100)),
-    recoveryOverBound: recoveries.filter((r) => r > recoverySlackMs).length,
-  }, {
-    answered503OrNoAnswer: unavailable.length,
-    unavailableWhileRedisUp: whileUp.length,
-    unavailableWhileRedisSlow: whileSlow.length,
-    redisSlowSpans: slow.length,
-    maxRecoveryMs: Math.round(maxRecoveryMs),
-  });
+  return result(
+    `5 Redis restarts (AOF)`,
+    driver,
+    `${restarts} Redis kill -9 + restart`,
+    {
+      // A Redis that is up but slow to answer (a loaded machine) also gets a 503: that fails closed and is
+      // not what this counts. Tolerated up to 1% of operations; every one is reported.
+      unavailableWhileRedisUpOver1pc: Math.max(0, whileUp.length - Math.floor(ops.length / 100)),
+      recoveryOverBound: recoveries.filter((r) => r > recoverySlackMs).length,
+    },
+    {
+      answered503OrNoAnswer: unavailable.length,
+      unavailableWhileRedisUp: whileUp.length,
+      unavailableWhileRedisSlow: whileSlow.length,
+      redisSlowSpans: slow.length,
+      maxRecoveryMs: Math.round(maxRecoveryMs),
+    },
+  );
 }
 
 /** ms from `fromMs` (driver clock) until the instance gives a certain answer (200 or 409); Infinity past `limitMs`. */
@@ -344,10 +386,17 @@ export async function redisDataLoss(cluster: Cluster, scale: Scale): Promise<Sce
   })();
   await Promise.all([driver.run(), faults]);
   const report = check(driver);
-  return result('6 Redis data loss', driver, `${Math.ceil(losses / 2)} restarts without persistence + ${Math.floor(losses / 2)} FLUSHALL`, {}, {
-    overlapsAfterDataLoss: report.counts.overlaps,
-    grantsDuringLeaseAfterDataLoss: report.counts.grantsDuringLease,
-  }, report);
+  return result(
+    '6 Redis data loss',
+    driver,
+    `${Math.ceil(losses / 2)} restarts without persistence + ${Math.floor(losses / 2)} FLUSHALL`,
+    {},
+    {
+      overlapsAfterDataLoss: report.counts.overlaps,
+      grantsDuringLeaseAfterDataLoss: report.counts.grantsDuringLease,
+    },
+    report,
+  );
 }
 
 /**
@@ -413,17 +462,23 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     if (b === 0) windowsWithoutOthersServing++;
   }
   const servedAfterHeal = ops.filter((o) => o.instance === target && o.startMs >= healedAt && o.outcome === 'ok').length;
-  return result('7 network faults', driver, `${windows.length} proxy faults on 1 of 3 instances (${kinds.join(', ')})`, {
-    windowsWhereAffectedNever503: windowsWithout503,
-    windowsWhereOthersStopped: windowsWithoutOthersServing,
-    affectedNeverRecovered: servedAfterHeal === 0 ? 1 : 0,
-  }, {
-    affectedInstance503s: affected503,
-    othersServed200s: othersServed,
-    affectedServed200sAfterHeal: servedAfterHeal,
-    connectionResets: proxy.stats.resets,
-    bytesDropped: proxy.stats.bytesDropped,
-  });
+  return result(
+    '7 network faults',
+    driver,
+    `${windows.length} proxy faults on 1 of 3 instances (${kinds.join(', ')})`,
+    {
+      windowsWhereAffectedNever503: windowsWithout503,
+      windowsWhereOthersStopped: windowsWithoutOthersServing,
+      affectedNeverRecovered: servedAfterHeal === 0 ? 1 : 0,
+    },
+    {
+      affectedInstance503s: affected503,
+      othersServed200s: othersServed,
+      affectedServed200sAfterHeal: servedAfterHeal,
+      connectionResets: proxy.stats.resets,
+      bytesDropped: proxy.stats.bytesDropped,
+    },
+  );
 }
 
 /**
@@ -563,7 +618,9 @@ export async function permitsUnderFaults(cluster: Cluster, scale: Scale): Promis
       rwlockReadGrants: grants(rwlocks).length - writes,
       rwlockWriteGrants: writes,
       pauses: (scale === 'short' ? 2 : 6) - pausesLeft,
-      answered503OrNoAnswer: [...lockOps(semaphores), ...lockOps(rwlocks)].filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+      answered503OrNoAnswer: [...lockOps(semaphores), ...lockOps(rwlocks)].filter(
+        (o) => o.outcome === 'unavailable' || o.outcome === 'failed',
+      ).length,
       driverMaxLagMs: Math.round(Math.max(semaphores.maxLagMs, rwlocks.maxLagMs)),
     },
     staleWritesAccepted: counts.staleWritesAccepted,

@@ -46,9 +46,9 @@ describe('fencedUpdate on a real PostgreSQL', () => {
 
   it('refuses tokens that are not safe integers and names that are not identifiers', async () => {
     await expect(buy(2 ** 53)).rejects.toThrow(RangeError);
-    await expect(fencedUpdate(db, { table: '', key: { column: 'product', value: 'x' }, fencingToken: 1, set: 'units = 0' })).rejects.toThrow(
-      /identifier/,
-    );
+    await expect(
+      fencedUpdate(db, { table: '', key: { column: 'product', value: 'x' }, fencingToken: 1, set: 'units = 0' }),
+    ).rejects.toThrow(/identifier/);
   });
 });
 

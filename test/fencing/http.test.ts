@@ -45,7 +45,11 @@ describe('fencing over HTTP: the token is checked when the write is applied', ()
   });
 
   const put = (token: number) =>
-    fetch(`http://127.0.0.1:${port}/config`, { method: 'PUT', headers: { 'fencing-token': String(token) }, body: JSON.stringify({ token }) });
+    fetch(`http://127.0.0.1:${port}/config`, {
+      method: 'PUT',
+      headers: { 'fencing-token': String(token) },
+      body: JSON.stringify({ token }),
+    });
 
   /** A raw request whose headers and first body byte go now; `finish()` sends the rest and reads the status. */
   async function slowPut(token: number): Promise<{ socket: Socket; finish: () => Promise<number> }> {

@@ -69,7 +69,12 @@ const percentile = (sorted: readonly number[], p: number): number =>
 export function summarise(latencies: readonly number[]): AnswerKind {
   const sorted = [...latencies].sort((a, b) => a - b);
   const round = (n: number) => Math.round(n * 10) / 10;
-  return { count: sorted.length, p50Ms: round(percentile(sorted, 50)), p99Ms: round(percentile(sorted, 99)), maxMs: round(sorted.at(-1) ?? 0) };
+  return {
+    count: sorted.length,
+    p50Ms: round(percentile(sorted, 50)),
+    p99Ms: round(percentile(sorted, 99)),
+    maxMs: round(sorted.at(-1) ?? 0),
+  };
 }
 
 const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
@@ -149,84 +154,83 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   }
 
   async function burstWhileWatching(): Promise<BurstResult> {
-
-  // Steady holders beside the burst: each holds its own lock (3 s leases) and renews every 500 ms, as a
-  // client library would at a sixth of the lease. A renewal refused would cost a lease.
-  const renewals = new Map<string, number>();
-  const holders = await Promise.all(
-    Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
-      // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
-      let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
-      for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
-      }
-      if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
-      return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
-    }),
-  );
-  let renewing = true;
-  const renewLoops = holders.map(async (holder) => {
-    while (renewing) {
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      try {
-        const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
-        const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
-        renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
-      } catch (err) {
-        const kind = `error ${(err as Error).message}`;
-        renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
-      }
-    }
-  });
-
-  const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
-  await prober.ready;
-
-  const answered: Array<{ kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string }> = [];
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: callers }, async (_, i) => {
-      const sentAt = performance.now();
-      try {
-        const res = await post(i % urls.length, `/v1/locks/${key}/acquire`, { ttlMs, waitMs, holder: `caller-${i}` });
-        const ms = performance.now() - sentAt;
-        if (res.status === 200) {
-          answered.push({ kind: '200', ms, ownerToken: res.body.ownerToken as string, fencingToken: res.body.fencingToken as number });
-        } else {
-          answered.push({ kind: `${res.status} ${String(res.body.code)}`, ms, detail: String(res.body.detail) });
+    // Steady holders beside the burst: each holds its own lock (3 s leases) and renews every 500 ms, as a
+    // client library would at a sixth of the lease. A renewal refused would cost a lease.
+    const renewals = new Map<string, number>();
+    const holders = await Promise.all(
+      Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
+        // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
+        let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
+        for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
         }
-      } catch (err) {
-        answered.push({ kind: `error ${(err as Error).message}`, ms: performance.now() - sentAt });
+        if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
+        return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
+      }),
+    );
+    let renewing = true;
+    const renewLoops = holders.map(async (holder) => {
+      while (renewing) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        try {
+          const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
+          const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
+          renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+        } catch (err) {
+          const kind = `error ${(err as Error).message}`;
+          renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+        }
       }
-    }),
-  );
-  const durationMs = performance.now() - started;
-  const livez = await prober.stop();
-  renewing = false;
-  await Promise.all(renewLoops);
-  // The last grant's owner may still be read; the watcher gets a few more rounds.
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  watching = false;
-  await watcher;
-  await Promise.all([...agents, ...holderAgents].map((agent) => agent.close()));
+    });
 
-  const byKind = new Map<string, number[]>();
-  for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
-  const granted = answered.filter((a) => a.kind === '200');
-  const grantedOwners = new Set(granted.map((a) => a.ownerToken));
-  const tokens = granted.map((a) => a.fencingToken);
-  return {
-    answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
-    livez: { ...summarise(livez.latencies), failed: livez.failed },
-    orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
-    ownersSeen: owners.size,
-    // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
-    handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
-    renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
-    duplicateTokens: tokens.length - new Set(tokens).size,
-    durationMs: Math.round(durationMs),
-  };
+    const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
+    await prober.ready;
+
+    const answered: Array<{ kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string }> = [];
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: callers }, async (_, i) => {
+        const sentAt = performance.now();
+        try {
+          const res = await post(i % urls.length, `/v1/locks/${key}/acquire`, { ttlMs, waitMs, holder: `caller-${i}` });
+          const ms = performance.now() - sentAt;
+          if (res.status === 200) {
+            answered.push({ kind: '200', ms, ownerToken: res.body.ownerToken as string, fencingToken: res.body.fencingToken as number });
+          } else {
+            answered.push({ kind: `${res.status} ${String(res.body.code)}`, ms, detail: String(res.body.detail) });
+          }
+        } catch (err) {
+          answered.push({ kind: `error ${(err as Error).message}`, ms: performance.now() - sentAt });
+        }
+      }),
+    );
+    const durationMs = performance.now() - started;
+    const livez = await prober.stop();
+    renewing = false;
+    await Promise.all(renewLoops);
+    // The last grant's owner may still be read; the watcher gets a few more rounds.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    watching = false;
+    await watcher;
+    await Promise.all([...agents, ...holderAgents].map((agent) => agent.close()));
+
+    const byKind = new Map<string, number[]>();
+    for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+    const granted = answered.filter((a) => a.kind === '200');
+    const grantedOwners = new Set(granted.map((a) => a.ownerToken));
+    const tokens = granted.map((a) => a.fencingToken);
+    return {
+      answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
+      livez: { ...summarise(livez.latencies), failed: livez.failed },
+      orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
+      ownersSeen: owners.size,
+      // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
+      handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
+      renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
+      duplicateTokens: tokens.length - new Set(tokens).size,
+      durationMs: Math.round(durationMs),
+    };
   }
 }
 

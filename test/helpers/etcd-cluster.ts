@@ -9,7 +9,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function assertEtcdInstalled(): void {
   const probe = spawnSync('etcd', ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
-    throw new Error('etcd is not installed, and the tests need a real one. Install it with `sudo apt-get install -y etcd-server` (Debian/Ubuntu).');
+    throw new Error(
+      'etcd is not installed, and the tests need a real one. Install it with `sudo apt-get install -y etcd-server` (Debian/Ubuntu).',
+    );
   }
 }
 
@@ -41,7 +43,8 @@ export class EtcdCluster {
     // work that alone can take hundreds of ms. The tests are about consensus, not about the disk.
     const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'keyholder-etcd-'));
     const members: Member[] = [];
-    for (let i = 0; i < size; i++) members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), child: undefined });
+    for (let i = 0; i < size; i++)
+      members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), child: undefined });
     const cluster = new EtcdCluster(members, dir);
     try {
       for (const m of members) cluster.launch(m);
@@ -60,19 +63,32 @@ export class EtcdCluster {
   private launch(m: Member): void {
     const initialCluster = this.members.map((x) => `${x.name}=http://127.0.0.1:${x.peerPort}`).join(',');
     const args = [
-      '--name', m.name,
-      '--data-dir', join(this.dir, m.name),
-      '--listen-client-urls', `http://127.0.0.1:${m.clientPort}`,
-      '--advertise-client-urls', `http://127.0.0.1:${m.clientPort}`,
-      '--listen-peer-urls', `http://127.0.0.1:${m.peerPort}`,
-      '--initial-advertise-peer-urls', `http://127.0.0.1:${m.peerPort}`,
-      '--initial-cluster', initialCluster,
-      '--initial-cluster-state', 'new',
-      '--initial-cluster-token', 'keyholder-test',
-      '--heartbeat-interval', '50',
-      '--election-timeout', '500',
-      '--logger', 'zap',
-      '--log-level', 'error',
+      '--name',
+      m.name,
+      '--data-dir',
+      join(this.dir, m.name),
+      '--listen-client-urls',
+      `http://127.0.0.1:${m.clientPort}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${m.clientPort}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${m.peerPort}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${m.peerPort}`,
+      '--initial-cluster',
+      initialCluster,
+      '--initial-cluster-state',
+      'new',
+      '--initial-cluster-token',
+      'keyholder-test',
+      '--heartbeat-interval',
+      '50',
+      '--election-timeout',
+      '500',
+      '--logger',
+      'zap',
+      '--log-level',
+      'error',
     ];
     const child = spawn('etcd', args, { stdio: ['ignore', 'ignore', 'ignore'] });
     m.child = child;

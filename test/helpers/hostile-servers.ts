@@ -51,8 +51,23 @@ export class HostileServers {
     const caFile = join(dir, 'cert.pem');
     // An EC key: generated in milliseconds, where RSA can take a second on a busy machine.
     const made = await runProcess('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', keyFile, '-out', caFile, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      caFile,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
     ]);
     if (made.status !== 0) throw new Error(`openssl req failed: ${made.stderr}`);
 
@@ -77,17 +92,22 @@ export class HostileServers {
 
   async close(): Promise<void> {
     await Promise.all(
-      this.servers.map((s) => new Promise<void>((resolve) => {
-        s.closeAllConnections();
-        s.close(() => resolve());
-      })),
+      this.servers.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.closeAllConnections();
+            s.close(() => resolve());
+          }),
+      ),
     );
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
 function listen(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
 }
 
 async function readBody(req: IncomingMessage): Promise<string> {
@@ -125,7 +145,14 @@ function misbehave(req: IncomingMessage, res: ServerResponse, otherUrl: string):
     case 'empty-200':
       return json(res, 200, {});
     case 'wrong-types':
-      return json(res, 200, { key: 'k', ownerToken: 'hostile-owner-token-0001', fencingToken: '7', ttlMs: '10000', expiresAt: 'soon', holder: null });
+      return json(res, 200, {
+        key: 'k',
+        ownerToken: 'hostile-owner-token-0001',
+        fencingToken: '7',
+        ttlMs: '10000',
+        expiresAt: 'soon',
+        holder: null,
+      });
     case 'not-json':
       res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>Sign in</body></html>');
       return;

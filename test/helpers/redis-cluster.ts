@@ -20,7 +20,12 @@ export interface RedisClusterOptions {
 /** `cluster info` as a map. */
 async function clusterInfo(port: number): Promise<Map<string, string>> {
   const text = (await withClient(port, (c) => c.call('CLUSTER', 'INFO'))) as string;
-  return new Map(text.split('\r\n').filter((l) => l.includes(':')).map((l) => l.split(':', 2) as [string, string]));
+  return new Map(
+    text
+      .split('\r\n')
+      .filter((l) => l.includes(':'))
+      .map((l) => l.split(':', 2) as [string, string]),
+  );
 }
 
 /** One line of `cluster nodes`, the fields a test needs. */
@@ -37,7 +42,11 @@ async function clusterNodes(port: number): Promise<NodeLine[]> {
     .split('\n')
     .map((line) => {
       const [, address = '', flags = ''] = line.split(' ');
-      return { port: Number(address.split('@')[0]?.split(':')[1]), master: flags.split(',').includes('master'), failed: /fail/.test(flags) };
+      return {
+        port: Number(address.split('@')[0]?.split(':')[1]),
+        master: flags.split(',').includes('master'),
+        failed: /fail/.test(flags),
+      };
     });
 }
 
@@ -61,12 +70,17 @@ export class RedisCluster {
     const masters = options.masters ?? 3;
     const count = masters * (1 + (options.replicasPerMaster ?? 1));
     const args = [
-      '--cluster-enabled', 'yes',
-      '--cluster-config-file', 'nodes.conf',
-      '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 1000),
-      '--cluster-require-full-coverage', 'no',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--cluster-node-timeout',
+      String(options.nodeTimeoutMs ?? 1000),
+      '--cluster-require-full-coverage',
+      'no',
       // No diskless-sync delay: a replica syncs at once instead of after 5 s.
-      '--repl-diskless-sync-delay', '0',
+      '--repl-diskless-sync-delay',
+      '0',
     ];
     // The cluster bus port is the client port + 10000 unless set: that lands in the ephemeral range,
     // where any outgoing connection may hold it, so each node gets a free test port for its bus too.
@@ -79,9 +93,11 @@ export class RedisCluster {
       const failed = started.find((s) => s.status === 'rejected');
       if (failed) throw failed.reason;
       await run('redis-cli', [
-        '--cluster', 'create',
+        '--cluster',
+        'create',
         ...servers.map((s) => `127.0.0.1:${s.port}`),
-        '--cluster-replicas', String(options.replicasPerMaster ?? 1),
+        '--cluster-replicas',
+        String(options.replicasPerMaster ?? 1),
         '--cluster-yes',
       ]);
       await cluster.waitUntilHealthy(30_000);

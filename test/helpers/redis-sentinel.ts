@@ -139,21 +139,27 @@ export class SentinelTopology {
 
   /** Every replica linked to the primary, and every sentinel aware of the replicas and of each other. */
   private async waitUntilSettled(primaryPort: number, replicas: number): Promise<void> {
-    await until('the replicas to sync', 20_000, () =>
-      withClient(primaryPort, async (c) => {
-        const info = await c.info('replication');
-        const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
-        return online >= replicas ? true : undefined;
-      }),
+    await until(
+      'the replicas to sync',
+      20_000,
+      () =>
+        withClient(primaryPort, async (c) => {
+          const info = await c.info('replication');
+          const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
+          return online >= replicas ? true : undefined;
+        }),
       POLL_MS,
     );
     for (const sentinel of this.sentinels) {
-      await until(`sentinel ${sentinel.port} to see the topology`, 30_000, () =>
-        withClient(sentinel.port, async (c) => {
-          const seenReplicas = (await c.call('SENTINEL', 'replicas', SentinelTopology.NAME)) as unknown[];
-          const seenSentinels = (await c.call('SENTINEL', 'sentinels', SentinelTopology.NAME)) as unknown[];
-          return seenReplicas.length >= replicas && seenSentinels.length >= this.sentinels.length - 1 ? true : undefined;
-        }),
+      await until(
+        `sentinel ${sentinel.port} to see the topology`,
+        30_000,
+        () =>
+          withClient(sentinel.port, async (c) => {
+            const seenReplicas = (await c.call('SENTINEL', 'replicas', SentinelTopology.NAME)) as unknown[];
+            const seenSentinels = (await c.call('SENTINEL', 'sentinels', SentinelTopology.NAME)) as unknown[];
+            return seenReplicas.length >= replicas && seenSentinels.length >= this.sentinels.length - 1 ? true : undefined;
+          }),
         POLL_MS,
       );
     }

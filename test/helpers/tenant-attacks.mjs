@@ -27,7 +27,14 @@ function call(method, path, body) {
   return new Promise((resolve) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(
-      { host: url.hostname, port: url.port, method, path, agent, headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) } },
+      {
+        host: url.hostname,
+        port: url.port,
+        method,
+        path,
+        agent,
+        headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) },
+      },
       (res) => {
         const chunks = [];
         res.on('data', (c) => chunks.push(c));
@@ -55,22 +62,26 @@ function call(method, path, body) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function loop(concurrency, step) {
-  await Promise.all(Array.from({ length: concurrency }, async (_v, w) => {
-    for (let i = 0; !stopping; i++) await step(w, i);
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_v, w) => {
+      for (let i = 0; !stopping; i++) await step(w, i);
+    }),
+  );
 }
 
 const SEMAPHORE = { limit: 10_000, ttlMs: 3_600_000 };
 
 async function fillSemaphore() {
   let next = 0;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (next < SEMAPHORE.limit) {
-      next++;
-      const r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
-      if (r.status !== 200) throw new Error(`fill: ${r.status} ${JSON.stringify(r.body)}`);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < SEMAPHORE.limit) {
+        next++;
+        const r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
+        if (r.status !== 200) throw new Error(`fill: ${r.status} ${JSON.stringify(r.body)}`);
+      }
+    }),
+  );
 }
 
 /** Gives back one permit of "big" and takes it again: a change every watcher of "big" is told of. */
@@ -133,7 +144,12 @@ async function main() {
       if (r.status === 429 || r.status === 503) await sleep(30_000);
     });
   } else if (mode === 'fake-tokens') {
-    work = loop(4, (w, i) => call('POST', `/v1/locks/b-${w}/${i % 2 ? 'release' : 'renew'}`, { ownerToken: `made-up-token-${w}-${i}`, ...(i % 2 ? {} : { ttlMs: 5_000 }) }));
+    work = loop(4, (w, i) =>
+      call('POST', `/v1/locks/b-${w}/${i % 2 ? 'release' : 'renew'}`, {
+        ownerToken: `made-up-token-${w}-${i}`,
+        ...(i % 2 ? {} : { ttlMs: 5_000 }),
+      }),
+    );
   } else {
     throw new Error(`unknown mode ${mode}`);
   }

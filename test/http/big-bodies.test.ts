@@ -69,7 +69,14 @@ function answer(status: number, headers: IncomingHttpHeaders, body: Buffer, cont
   } catch {
     code = undefined;
   }
-  return { status, contentType: String(headers['content-type'] ?? ''), code, continued, reusedSocket, connection: String(headers.connection ?? '') };
+  return {
+    status,
+    contentType: String(headers['content-type'] ?? ''),
+    code,
+    continued,
+    reusedSocket,
+    connection: String(headers.connection ?? ''),
+  };
 }
 
 function expectAll413(answers: Array<Pick<Answer, 'status' | 'contentType' | 'code'>>): void {
@@ -205,8 +212,11 @@ describe('2 MiB bodies get 413 problem+json', () => {
       }
       expectAll413(answers);
       // Without Expect the connection is kept: one connect for all 20.
-      if (v.reused) expect(answers.slice(1).every((a) => a.connects === 0), v.name).toBe(true);
-
+      if (v.reused)
+        expect(
+          answers.slice(1).every((a) => a.connects === 0),
+          v.name,
+        ).toBe(true);
     }
     await stillServes();
   });
@@ -227,7 +237,12 @@ for _ in range(${ROUNDS}):
     const out = await runProcess('python3', ['-I', '-c', script, `${base}${PATH}`]);
     expect(out.stderr).toBe('');
     expect(out.status).toBe(0);
-    expectAll413(out.stdout.trim().split('\n').map((l) => JSON.parse(l) as Answer));
+    expectAll413(
+      out.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Answer),
+    );
     await stillServes();
   });
 });

@@ -46,21 +46,28 @@ async function fill(count: number): Promise<void> {
 }
 
 /** One request on a new connection of its own (no pooled keep-alive connection). */
-function ask(method: string, path: string, body?: unknown): Promise<{ status: number; connection: string | undefined; retryAfter: string | undefined; body: Record<string, unknown> }> {
+function ask(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; connection: string | undefined; retryAfter: string | undefined; body: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = request({ host: '127.0.0.1', port, method, path, agent: false, headers: payload === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          connection: res.headers.connection,
-          retryAfter: res.headers['retry-after'],
-          body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
-        }),
-      );
-    });
+    const req = request(
+      { host: '127.0.0.1', port, method, path, agent: false, headers: payload === undefined ? {} : { 'content-type': 'application/json' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            connection: res.headers.connection,
+            retryAfter: res.headers['retry-after'],
+            body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
+          }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -89,6 +96,9 @@ describe('connection budget', () => {
     expect((await ask('POST', '/v1/locks/cb/release', { ownerToken: lease.body.ownerToken })).status).toBe(200);
 
     for (const s of idle.splice(0)) s.destroy();
-    await vi.waitFor(async () => expect((await ask('POST', '/v1/locks/other/acquire', { ttlMs: 1_000 })).status).toBe(200), { timeout: 10_000, interval: 50 });
+    await vi.waitFor(async () => expect((await ask('POST', '/v1/locks/other/acquire', { ttlMs: 1_000 })).status).toBe(200), {
+      timeout: 10_000,
+      interval: 50,
+    });
   });
 });

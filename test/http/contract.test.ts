@@ -74,14 +74,32 @@ function leaseRouteCases(path: string, acquireBody: string, ownerToken: string):
   }
   cases.push(
     { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: acquireBody, status: 409 },
-    { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 30_000 }), status: 409 },
-    { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 409 },
+    {
+      method: 'POST',
+      url: at('/renew'),
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 30_000 }),
+      status: 409,
+    },
+    {
+      method: 'POST',
+      url: at('/release'),
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN }),
+      status: 409,
+    },
     { method: 'GET', url: at(''), headers: TEAM, status: 200 },
     { method: 'GET', url: `/v1/${path}/free-one`, headers: TEAM, status: 200 },
     { method: 'GET', url: `/v1/${path}/bad%20key`, headers: TEAM, status: 400 },
     { method: 'GET', url: at(''), status: 401 },
     { method: 'GET', url: at(''), headers: OPS, status: 403 },
-    { method: 'POST', url: at('/renew'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 },
+    {
+      method: 'POST',
+      url: at('/renew'),
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken, ttlMs: 30_000 }),
+      status: 200,
+    },
     { method: 'POST', url: at('/release'), headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 },
   );
   return cases;
@@ -96,7 +114,17 @@ describe('every route and status against openapi.yaml', () => {
   });
 
   it('the lock routes: success and client errors', async () => {
-    const grant = JSON.parse((await drive(base, { method: 'POST', url: '/v1/locks/c1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}', status: 200 })).body) as {
+    const grant = JSON.parse(
+      (
+        await drive(base, {
+          method: 'POST',
+          url: '/v1/locks/c1/acquire',
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: '{"ttlMs":30000}',
+          status: 200,
+        })
+      ).body,
+    ) as {
       ownerToken: string;
     };
     const cases = leaseRouteCases('locks', '{"ttlMs":30000}', grant.ownerToken);
@@ -124,7 +152,11 @@ describe('every route and status against openapi.yaml', () => {
   });
 
   it('the admin routes', async () => {
-    const grant = await fetch(`${base}/v1/locks/stuck/acquire`, { method: 'POST', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}' });
+    const grant = await fetch(`${base}/v1/locks/stuck/acquire`, {
+      method: 'POST',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: '{"ttlMs":30000}',
+    });
     expect(grant.status).toBe(200);
     const cases: Case[] = [
       { method: 'GET', url: '/v1/locks?namespace=team', headers: OPS, status: 200 },
@@ -135,7 +167,13 @@ describe('every route and status against openapi.yaml', () => {
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', status: 401 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: TEAM, status: 403 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, ...JSON_TYPE }, body: BIG, status: 413 },
-      { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+      {
+        method: 'DELETE',
+        url: '/v1/locks/stuck?namespace=team',
+        headers: { ...OPS, 'content-type': 'text/plain' },
+        body: 'x',
+        status: 415,
+      },
       // Another lease than the one named (fencing token 1) holds it: 409 holder_changed, nothing changed.
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team&fencingToken=1', headers: OPS, status: 409 },
       { method: 'DELETE', url: '/v1/locks/stuck?namespace=team', headers: OPS, status: 200 },
@@ -150,18 +188,70 @@ describe('every route and status against openapi.yaml', () => {
 
   it('429 on every counted route; on renew and release only when they fail (not_owner)', async () => {
     const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
-    const grant = await fetch(`${limited}/v1/locks/r1/acquire`, { method: 'POST', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":30000}' });
+    const grant = await fetch(`${limited}/v1/locks/r1/acquire`, {
+      method: 'POST',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: '{"ttlMs":30000}',
+    });
     expect(grant.status).toBe(200);
     const { ownerToken } = (await grant.json()) as { ownerToken: string };
-    await drive(limited, { method: 'POST', url: '/v1/locks/r2/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":1000}', status: 429 });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r2/acquire',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: '{"ttlMs":1000}',
+      status: 429,
+    });
     await drive(limited, { method: 'GET', url: '/v1/locks/r1', headers: TEAM, status: 429 });
-    await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken, ttlMs: 30_000 }), status: 200 });
-    await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken }), status: 200 });
-    await drive(limited, { method: 'POST', url: '/v1/locks/r1/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }), status: 429 });
-    await drive(limited, { method: 'POST', url: '/v1/locks/r1/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 429 });
-    await drive(limited, { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'], ttlMs: 1000 }), status: 429 });
-    await drive(limited, { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'] }), status: 429 });
-    await drive(limited, { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["r3"],"ttlMs":1000}', status: 429 });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r1/renew',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken, ttlMs: 30_000 }),
+      status: 200,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r1/release',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken }),
+      status: 200,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r1/renew',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }),
+      status: 429,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r1/release',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN }),
+      status: 429,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/lock-sets/renew',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'], ttlMs: 1000 }),
+      status: 429,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/lock-sets/release',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['r3'] }),
+      status: 429,
+    });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/lock-sets/acquire',
+      headers: { ...TEAM, ...JSON_TYPE },
+      body: '{"keys":["r3"],"ttlMs":1000}',
+      status: 429,
+    });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
     await drive(limited, { method: 'DELETE', url: '/v1/locks/r1?namespace=team', headers: OPS, status: 429 });
@@ -175,11 +265,35 @@ describe('every route and status against openapi.yaml', () => {
     const cases: Case[] = [
       { method: 'POST', url: '/v1/locks/d/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"ttlMs":1000}', status: 503 },
       { method: 'POST', url: '/v1/locks/d/renew', headers: { ...TEAM, ...JSON_TYPE }, body: token, status: 503 },
-      { method: 'POST', url: '/v1/locks/d/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 503 },
+      {
+        method: 'POST',
+        url: '/v1/locks/d/release',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: JSON.stringify({ ownerToken: WRONG_TOKEN }),
+        status: 503,
+      },
       { method: 'GET', url: '/v1/locks/d', headers: TEAM, status: 503 },
-      { method: 'POST', url: '/v1/lock-sets/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"keys":["d"],"ttlMs":1000}', status: 503 },
-      { method: 'POST', url: '/v1/lock-sets/renew', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'], ttlMs: 1000 }), status: 503 },
-      { method: 'POST', url: '/v1/lock-sets/release', headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'] }), status: 503 },
+      {
+        method: 'POST',
+        url: '/v1/lock-sets/acquire',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: '{"keys":["d"],"ttlMs":1000}',
+        status: 503,
+      },
+      {
+        method: 'POST',
+        url: '/v1/lock-sets/renew',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'], ttlMs: 1000 }),
+        status: 503,
+      },
+      {
+        method: 'POST',
+        url: '/v1/lock-sets/release',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: JSON.stringify({ ownerToken: WRONG_TOKEN, keys: ['d'] }),
+        status: 503,
+      },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
       { method: 'GET', url: '/readyz', status: 503 },
@@ -192,7 +306,7 @@ describe('every route and status against openapi.yaml', () => {
       drive(base, { method: 'POST', url: `/v1/lock-sets/${op}`, headers, body: JSON.stringify(body), status });
     const grant = JSON.parse((await set('acquire', { keys: ['s1', 's2'], ttlMs: 30_000 }, 200)).body) as { ownerToken: string };
     const { ownerToken } = grant;
-      await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
+    await set('acquire', { keys: ['s2', 's3'], ttlMs: 30_000 }, 409);
     await set('renew', { ownerToken: WRONG_TOKEN, keys: ['s1', 's2'], ttlMs: 30_000 }, 409);
     await set('release', { ownerToken: WRONG_TOKEN, keys: ['s1', 's2'] }, 409);
     await set('renew', { ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 }, 200);
@@ -216,20 +330,40 @@ describe('every route and status against openapi.yaml', () => {
     it('their routes: success and client errors', async () => {
       for (const p of PRIMITIVES) {
         const at = (rest: string) => `/v1/${p.path}/c1${rest}`;
-        const grant = JSON.parse((await drive(base, { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 })).body) as {
+        const grant = JSON.parse(
+          (await drive(base, { method: 'POST', url: at('/acquire'), headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 })).body,
+        ) as {
           ownerToken: string;
         };
         const cases = leaseRouteCases(p.path, p.body, grant.ownerToken);
         for (const c of cases) await drive(base, c);
       }
       // A semaphore asked for with another limit than its live permits'.
-      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":2,"ttlMs":30000}', status: 200 });
-      await drive(base, { method: 'POST', url: '/v1/semaphores/m1/acquire', headers: { ...TEAM, ...JSON_TYPE }, body: '{"limit":3,"ttlMs":30000}', status: 409 });
+      await drive(base, {
+        method: 'POST',
+        url: '/v1/semaphores/m1/acquire',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: '{"limit":2,"ttlMs":30000}',
+        status: 200,
+      });
+      await drive(base, {
+        method: 'POST',
+        url: '/v1/semaphores/m1/acquire',
+        headers: { ...TEAM, ...JSON_TYPE },
+        body: '{"limit":3,"ttlMs":30000}',
+        status: 409,
+      });
     });
 
     it('their admin routes', async () => {
       for (const p of PRIMITIVES) {
-        await drive(base, { method: 'POST', url: `/v1/${p.path}/stuck/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
+        await drive(base, {
+          method: 'POST',
+          url: `/v1/${p.path}/stuck/acquire`,
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: p.body,
+          status: 200,
+        });
         const url = `/v1/${p.path}/stuck`;
         const cases: Case[] = [
           { method: 'GET', url: `/v1/${p.path}?namespace=team`, headers: OPS, status: 200 },
@@ -252,11 +386,35 @@ describe('every route and status against openapi.yaml', () => {
     it('429 on their counted routes', async () => {
       for (const p of PRIMITIVES) {
         const one = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
-        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 200 });
-        await drive(one, { method: 'POST', url: `/v1/${p.path}/r2/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status: 429 });
+        await drive(one, {
+          method: 'POST',
+          url: `/v1/${p.path}/r1/acquire`,
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: p.body,
+          status: 200,
+        });
+        await drive(one, {
+          method: 'POST',
+          url: `/v1/${p.path}/r2/acquire`,
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: p.body,
+          status: 429,
+        });
         await drive(one, { method: 'GET', url: `/v1/${p.path}/r1`, headers: TEAM, status: 429 });
-        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }), status: 429 });
-        await drive(one, { method: 'POST', url: `/v1/${p.path}/r1/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status: 429 });
+        await drive(one, {
+          method: 'POST',
+          url: `/v1/${p.path}/r1/renew`,
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: JSON.stringify({ ownerToken: WRONG_TOKEN, ttlMs: 1000 }),
+          status: 429,
+        });
+        await drive(one, {
+          method: 'POST',
+          url: `/v1/${p.path}/r1/release`,
+          headers: { ...TEAM, ...JSON_TYPE },
+          body: JSON.stringify({ ownerToken: WRONG_TOKEN }),
+          status: 429,
+        });
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 200 });
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 429 });
         await drive(one, { method: 'DELETE', url: `/v1/${p.path}/r1?namespace=team`, headers: OPS, status: 429 });
@@ -273,7 +431,13 @@ describe('every route and status against openapi.yaml', () => {
           const cases: Case[] = [
             { method: 'POST', url: `/v1/${p.path}/d/acquire`, headers: { ...TEAM, ...JSON_TYPE }, body: p.body, status },
             { method: 'POST', url: `/v1/${p.path}/d/renew`, headers: { ...TEAM, ...JSON_TYPE }, body: token, status },
-            { method: 'POST', url: `/v1/${p.path}/d/release`, headers: { ...TEAM, ...JSON_TYPE }, body: JSON.stringify({ ownerToken: WRONG_TOKEN }), status },
+            {
+              method: 'POST',
+              url: `/v1/${p.path}/d/release`,
+              headers: { ...TEAM, ...JSON_TYPE },
+              body: JSON.stringify({ ownerToken: WRONG_TOKEN }),
+              status,
+            },
             { method: 'GET', url: `/v1/${p.path}/d`, headers: TEAM, status },
             { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status },
             { method: 'DELETE', url: `/v1/${p.path}/d?namespace=team`, headers: OPS, status },

@@ -36,7 +36,10 @@ describe('routes on the etcd store', () => {
       expect(grant.body.fencingToken).toBeGreaterThan(0);
       const refused = await request(server()).post(`/v1/${path}/p/acquire`).send(body);
       expect(refused.status).toBe(409);
-      const renewed = await request(server()).post(`/v1/${path}/p/renew`).send({ ownerToken: grant.body.ownerToken, ttlMs: 30_000 }).expect(200);
+      const renewed = await request(server())
+        .post(`/v1/${path}/p/renew`)
+        .send({ ownerToken: grant.body.ownerToken, ttlMs: 30_000 })
+        .expect(200);
       expect(renewed.body.fencingToken).toBe(grant.body.fencingToken);
       expect((await request(server()).get(`/v1/${path}/p`).expect(200)).body.holders).toHaveLength(1);
       expect(JSON.stringify((await request(server()).get(`/v1/${path}`).expect(200)).body)).toContain('"one"');
@@ -49,18 +52,35 @@ describe('routes on the etcd store', () => {
   });
 
   it('lock sets: acquire, renew, release; a set touching a held key is refused whole', async () => {
-    const set = await request(server()).post('/v1/lock-sets/acquire').send({ keys: ['s1', 's2'], ttlMs: 30_000 }).expect(200);
+    const set = await request(server())
+      .post('/v1/lock-sets/acquire')
+      .send({ keys: ['s1', 's2'], ttlMs: 30_000 })
+      .expect(200);
     expect(set.body.locks).toHaveLength(2);
-    expect((await request(server()).post('/v1/lock-sets/acquire').send({ keys: ['s2', 's3'], ttlMs: 30_000 })).status).toBe(409);
+    expect(
+      (
+        await request(server())
+          .post('/v1/lock-sets/acquire')
+          .send({ keys: ['s2', 's3'], ttlMs: 30_000 })
+      ).status,
+    ).toBe(409);
     expect((await request(server()).get('/v1/locks/s3').expect(200)).body.held).toBe(false);
-    await request(server()).post('/v1/lock-sets/renew').send({ ownerToken: set.body.ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 }).expect(200);
-    await request(server()).post('/v1/lock-sets/release').send({ ownerToken: set.body.ownerToken, keys: ['s1', 's2'] }).expect(200);
+    await request(server())
+      .post('/v1/lock-sets/renew')
+      .send({ ownerToken: set.body.ownerToken, keys: ['s1', 's2'], ttlMs: 30_000 })
+      .expect(200);
+    await request(server())
+      .post('/v1/lock-sets/release')
+      .send({ ownerToken: set.body.ownerToken, keys: ['s1', 's2'] })
+      .expect(200);
     expect((await request(server()).get('/v1/locks/s1').expect(200)).body.held).toBe(false);
   });
 
   it('lock-delay: an expired lease keeps the lock for its delay', async () => {
     await request(server()).post('/v1/locks/d/acquire').send({ ttlMs: 200, lockDelayMs: 5_000 }).expect(200);
-    await expect.poll(async () => ((await request(server()).get('/v1/locks/d')).body as { held: boolean }).held, { timeout: 5_000, interval: 20 }).toBe(false);
+    await expect
+      .poll(async () => ((await request(server()).get('/v1/locks/d')).body as { held: boolean }).held, { timeout: 5_000, interval: 20 })
+      .toBe(false);
     expect((await request(server()).post('/v1/locks/d/acquire').send({ ttlMs: 1_000 })).status).toBe(409);
   });
 });

@@ -22,7 +22,13 @@ describe('Idempotency-Key across instances and API keys', () => {
   const w1 = bearer(keys.plain['worker-1'] ?? '');
   const w2 = bearer(keys.plain['worker-2'] ?? '');
 
-  const acquire = async (base: string, auth: Record<string, string>, key: string, idempotencyKey?: string, body: Record<string, unknown> = { ttlMs: 10_000, holder: 'h' }) => {
+  const acquire = async (
+    base: string,
+    auth: Record<string, string>,
+    key: string,
+    idempotencyKey?: string,
+    body: Record<string, unknown> = { ttlMs: 10_000, holder: 'h' },
+  ) => {
     const res = await fetch(`${base}/v1/locks/${key}/acquire`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json', ...(idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {}) },
@@ -80,7 +86,13 @@ describe('Idempotency-Key across instances and API keys', () => {
     expect(await acquire(b.url, w1, key, idem, body)).toEqual(first);
     // waitMs does not shape the grant: a retry that would have waited gets the same answer at once.
     expect(await acquire(b.url, w1, key, idem, { ...body, waitMs: 5_000 })).toEqual(first);
-    for (const changed of [{ ttlMs: 3_600_000 }, { holder: 'worker-2' }, { holder: undefined }, { lockDelayMs: 0 }, { lockDelayMs: undefined }]) {
+    for (const changed of [
+      { ttlMs: 3_600_000 },
+      { holder: 'worker-2' },
+      { holder: undefined },
+      { lockDelayMs: 0 },
+      { lockDelayMs: undefined },
+    ]) {
       const reused = await acquire(a.url, w1, key, idem, { ...body, ...changed });
       expect(reused.status).toBe(422);
       expect(reused.body).toMatchObject({ code: 'idempotency_key_reused', status: 422 });

@@ -55,7 +55,13 @@ function blockEventLoop(ms: number): void {
 
 const metricValue = async (app: TestApp['app'], line: string) => {
   const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
-  return Number(text.split('\n').find((l) => l.startsWith(line))?.split(' ').pop());
+  return Number(
+    text
+      .split('\n')
+      .find((l) => l.startsWith(line))
+      ?.split(' ')
+      .pop(),
+  );
 };
 
 describe('load shedding', () => {

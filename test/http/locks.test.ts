@@ -26,10 +26,7 @@ function expectProblem(res: request.Response, status: number, code: string) {
 
 describe('acquire / renew / release / inspect', () => {
   it('runs the whole lifecycle', async () => {
-    const acquired = await request(server())
-      .post('/v1/locks/invoice:42/acquire')
-      .send({ ttlMs: 30_000, holder: 'consumer-7' })
-      .expect(200);
+    const acquired = await request(server()).post('/v1/locks/invoice:42/acquire').send({ ttlMs: 30_000, holder: 'consumer-7' }).expect(200);
     expect(acquired.headers['content-type']).toMatch(/^application\/json/);
     expect(acquired.body).toMatchObject({ key: 'invoice:42', ttlMs: 30_000, holder: 'consumer-7' });
     expect(acquired.body.ownerToken).toMatch(/^[A-Za-z0-9_-]{22}$/);
@@ -82,22 +79,14 @@ describe('acquire / renew / release / inspect', () => {
   it('renew and release with a token that does not hold the lock get 409 not_owner', async () => {
     const grant = await request(server()).post('/v1/locks/owned/acquire').send({ ttlMs: 10_000 }).expect(200);
     const stranger = 'AAAAAAAAAAAAAAAAAAAAAA';
-    expectProblem(
-      await request(server()).post('/v1/locks/owned/renew').send({ ownerToken: stranger, ttlMs: 1_000 }),
-      409,
-      'not_owner',
-    );
+    expectProblem(await request(server()).post('/v1/locks/owned/renew').send({ ownerToken: stranger, ttlMs: 1_000 }), 409, 'not_owner');
     expectProblem(await request(server()).post('/v1/locks/owned/release').send({ ownerToken: stranger }), 409, 'not_owner');
     // The real owner is unaffected.
     const state = await request(server()).get('/v1/locks/owned').expect(200);
     expect(state.body.fencingToken).toBe(grant.body.fencingToken);
     await request(server()).post('/v1/locks/owned/release').send({ ownerToken: grant.body.ownerToken }).expect(200);
     // Released: the same token is no longer the owner.
-    expectProblem(
-      await request(server()).post('/v1/locks/owned/release').send({ ownerToken: grant.body.ownerToken }),
-      409,
-      'not_owner',
-    );
+    expectProblem(await request(server()).post('/v1/locks/owned/release').send({ ownerToken: grant.body.ownerToken }), 409, 'not_owner');
   });
 
   it('an expired lease cannot be renewed or released, and the next grant has a higher token', async () => {
@@ -108,11 +97,7 @@ describe('acquire / renew / release / inspect', () => {
       409,
       'not_owner',
     );
-    expectProblem(
-      await request(server()).post('/v1/locks/expiring/release').send({ ownerToken: grant.body.ownerToken }),
-      409,
-      'not_owner',
-    );
+    expectProblem(await request(server()).post('/v1/locks/expiring/release').send({ ownerToken: grant.body.ownerToken }), 409, 'not_owner');
     const next = await request(server()).post('/v1/locks/expiring/acquire').send({ ttlMs: 1_000 }).expect(200);
     expect(next.body.fencingToken).toBeGreaterThan(grant.body.fencingToken);
   });
@@ -128,7 +113,10 @@ describe('acquire / renew / release / inspect', () => {
 
   it('accepts every allowed key character and a 256-character key', async () => {
     await request(server()).post('/v1/locks/Az09._-:@x/acquire').send({ ttlMs: 1_000 }).expect(200);
-    await request(server()).post(`/v1/locks/${'k'.repeat(256)}/acquire`).send({ ttlMs: 1_000 }).expect(200);
+    await request(server())
+      .post(`/v1/locks/${'k'.repeat(256)}/acquire`)
+      .send({ ttlMs: 1_000 })
+      .expect(200);
   });
 });
 

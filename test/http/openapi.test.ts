@@ -35,7 +35,8 @@ describe('openapi.yaml', () => {
       expect(op, route).toBeDefined();
       expect(Object.keys(op?.responses ?? {}).sort()).toEqual(statuses.sort());
       for (const status of statuses) {
-        const contentType = status !== '200' ? 'application/problem+json' : path === '/openapi.yaml' ? 'application/yaml' : 'application/json';
+        const contentType =
+          status !== '200' ? 'application/problem+json' : path === '/openapi.yaml' ? 'application/yaml' : 'application/json';
         expect(op?.responses[status]?.content?.[contentType], `${route} ${status}`).toBeDefined();
       }
     }

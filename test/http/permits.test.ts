@@ -28,7 +28,11 @@ afterAll(async () => {
   await t.close();
 });
 
-const post = (url: string, body: unknown, who: 'a' | 'b' | 'ops' = 'a') => request(server()).post(url).set(as(who)).send(body as object);
+const post = (url: string, body: unknown, who: 'a' | 'b' | 'ops' = 'a') =>
+  request(server())
+    .post(url)
+    .set(as(who))
+    .send(body as object);
 
 describe('semaphores', () => {
   it('runs the lifecycle: permits up to the limit, 409 semaphore_full with Retry-After, inspect, renew, release', async () => {
@@ -54,7 +58,15 @@ describe('semaphores', () => {
     await post('/v1/semaphores/checkout/release', { ownerToken: first.body.ownerToken }).expect(409);
     await post('/v1/semaphores/checkout/release', { ownerToken: second.body.ownerToken }).expect(200);
     const free = await request(server()).get('/v1/semaphores/checkout').set(as('a')).expect(200);
-    expect(free.body).toEqual({ key: 'checkout', index: expect.any(Number), limit: null, permitsHeld: 0, holders: [], truncated: false, waiters: 0 });
+    expect(free.body).toEqual({
+      key: 'checkout',
+      index: expect.any(Number),
+      limit: null,
+      permitsHeld: 0,
+      holders: [],
+      truncated: false,
+      waiters: 0,
+    });
     expect(free.body.index).toBeGreaterThan(inspected.body.index);
   });
 
@@ -67,10 +79,16 @@ describe('semaphores', () => {
       const before = await request(server()).get(url).set(as('a')).expect(200);
       const index = before.body.index as number;
       // A different index answers at once; the same one waits until the grant.
-      await request(server()).get(`${url}?index=${index + 1}&waitMs=30000`).set(as('a')).expect(200);
+      await request(server())
+        .get(`${url}?index=${index + 1}&waitMs=30000`)
+        .set(as('a'))
+        .expect(200);
       // Whether the query is in place before the grant or reads after it, its answer is the same: the
       // grant (the permit watch contract proves the wake-up itself, with the watchers counted).
-      const waiting = request(server()).get(`${url}?index=${index}&waitMs=30000`).set(as('a')).then((r) => r);
+      const waiting = request(server())
+        .get(`${url}?index=${index}&waitMs=30000`)
+        .set(as('a'))
+        .then((r) => r);
       const grant = await post(`${url}/acquire`, acquire).expect(200);
       const woken = await waiting;
       expect(woken.status).toBe(200);
@@ -79,14 +97,19 @@ describe('semaphores', () => {
       const unchanged = await request(server()).get(`${url}?index=${woken.body.index}&waitMs=20`).set(as('a')).expect(200);
       expect(unchanged.body.index).toBe(woken.body.index);
       await post(`${url}/release`, { ownerToken: grant.body.ownerToken }).expect(200);
-      await request(server()).get(`${url}?index=1&waitMs=${DEFAULT_LIMITS.maxWaitMs + 1}`).set(as('a')).expect(400);
+      await request(server())
+        .get(`${url}?index=1&waitMs=${DEFAULT_LIMITS.maxWaitMs + 1}`)
+        .set(as('a'))
+        .expect(400);
     });
   }
 
   it('a waiting caller gets the permit another releases', async () => {
     const held = await post('/v1/semaphores/queue/acquire', { limit: 1, ttlMs: 30_000 }).expect(200);
     const waiting = post('/v1/semaphores/queue/acquire', { limit: 1, ttlMs: 30_000, waitMs: 10_000 }).then((r) => r);
-    await expect.poll(async () => ((await request(server()).get('/v1/semaphores/queue').set(as('a'))).body as { waiters: number }).waiters).toBe(1);
+    await expect
+      .poll(async () => ((await request(server()).get('/v1/semaphores/queue').set(as('a'))).body as { waiters: number }).waiters)
+      .toBe(1);
     await post('/v1/semaphores/queue/release', { ownerToken: held.body.ownerToken }).expect(200);
     const granted = await waiting;
     expect(granted.status).toBe(200);
@@ -132,7 +155,9 @@ describe('read/write locks', () => {
     expect(refused.headers['retry-after']).toBeDefined();
 
     const writer = post('/v1/rwlocks/config/acquire', { mode: 'write', ttlMs: 30_000, waitMs: 10_000 }).then((r) => r);
-    await expect.poll(async () => ((await request(server()).get('/v1/rwlocks/config').set(as('a'))).body as { waiters: number }).waiters).toBe(1);
+    await expect
+      .poll(async () => ((await request(server()).get('/v1/rwlocks/config').set(as('a'))).body as { waiters: number }).waiters)
+      .toBe(1);
     // Read-held, but a writer waits: a new reader is refused.
     await post('/v1/rwlocks/config/acquire', { mode: 'read', ttlMs: 30_000 }).expect(409);
     const inspected = await request(server()).get('/v1/rwlocks/config').set(as('a')).expect(200);
@@ -141,7 +166,11 @@ describe('read/write locks', () => {
 
     const readers = inspected.body.holders as Array<{ fencingToken: number }>;
     await post('/v1/rwlocks/config/release', { ownerToken: r1.body.ownerToken }).expect(200);
-    await request(server()).post('/v1/rwlocks/config/release').set(as('a')).send({ ownerToken: 'x'.repeat(22) }).expect(409);
+    await request(server())
+      .post('/v1/rwlocks/config/release')
+      .set(as('a'))
+      .send({ ownerToken: 'x'.repeat(22) })
+      .expect(409);
     const list = await request(server()).get('/v1/rwlocks?namespace=team-a').set(as('ops')).expect(200);
     expect(list.body.entries).toHaveLength(1);
     await request(server()).delete('/v1/rwlocks/config?namespace=team-a').set(as('ops')).expect(200);

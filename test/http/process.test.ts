@@ -88,10 +88,14 @@ describe('server process', () => {
 
   it('by default, request counts by route and status while the server runs, and a sampled line', async () => {
     const proc = await start({ ACCESS_LOG_SUMMARY_MS: '200', ACCESS_LOG_SAMPLE_EVERY: '3' });
-    for (let i = 0; i < 3; i++) expect((await call(proc.url, 'POST', `/v1/locks/sampled-${i}/acquire`, { ttlMs: 10_000 })).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await call(proc.url, 'POST', `/v1/locks/sampled-${i}/acquire`, { ttlMs: 10_000 })).status).toBe(200);
     await vi.waitFor(() => expect(proc.jsonLogs().some((l) => l.msg === 'requests')).toBe(true), { timeout: 10_000, interval: 20 });
     const summary = proc.jsonLogs().find((l) => l.msg === 'requests');
-    expect(summary).toMatchObject({ requests: 3, routes: [{ method: 'POST', route: '/v1/locks/:key/acquire', count: 3, status: { 200: 3 } }] });
+    expect(summary).toMatchObject({
+      requests: 3,
+      routes: [{ method: 'POST', route: '/v1/locks/:key/acquire', count: 3, status: { 200: 3 } }],
+    });
     await vi.waitFor(() => expect(proc.jsonLogs().filter((l) => l.msg === 'request')).toHaveLength(1), { timeout: 10_000, interval: 20 });
     expect(proc.jsonLogs().find((l) => l.msg === 'request')).toMatchObject({ sampledOneIn: 3, status: 200 });
     await proc.stop();
@@ -137,9 +141,7 @@ describe('server process', () => {
   });
 
   it('invalid configuration exits with a message naming the variable', async () => {
-    await expect(KeyholderProcess.start({ env: { LOCK_MAX_TTL_MS: 'lots' }, waitFor: 'livez' })).rejects.toThrow(
-      /LOCK_MAX_TTL_MS/,
-    );
+    await expect(KeyholderProcess.start({ env: { LOCK_MAX_TTL_MS: 'lots' }, waitFor: 'livez' })).rejects.toThrow(/LOCK_MAX_TTL_MS/);
     await expect(KeyholderProcess.start({ env: { NODE_ENV: 'production' }, waitFor: 'livez' })).rejects.toThrow(
       /REDIS_URL.*KEYHOLDER_STORE=memory/s,
     );

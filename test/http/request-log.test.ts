@@ -16,7 +16,13 @@ const summaries = (t: TestApp) => parse(t.logs).filter((l) => l.msg === 'request
 
 /** A summary interval no test reaches: the counts are written when the app closes. */
 const AT_CLOSE = 3_600_000;
-const sampled = (over: Partial<AccessLogSettings> = {}): AccessLogSettings => ({ mode: 'sampled', sampleEvery: 10, summaryMs: AT_CLOSE, slowMs: 1000, ...over });
+const sampled = (over: Partial<AccessLogSettings> = {}): AccessLogSettings => ({
+  mode: 'sampled',
+  sampleEvery: 10,
+  summaryMs: AT_CLOSE,
+  slowMs: 1000,
+  ...over,
+});
 
 const apps: TestApp[] = [];
 afterEach(async () => {
@@ -55,7 +61,11 @@ describe('request log, sampled (the default)', () => {
     expect(more).toHaveLength(0);
     expect(summary).toMatchObject({ level: 30, requests: 45 });
     const routes = summary?.routes as Array<Record<string, unknown>>;
-    expect(routes.find((r) => r.route === '/v1/locks/:key/acquire')).toMatchObject({ method: 'POST', count: 25, status: { 200: 21, 409: 4 } });
+    expect(routes.find((r) => r.route === '/v1/locks/:key/acquire')).toMatchObject({
+      method: 'POST',
+      count: 25,
+      status: { 200: 21, 409: 4 },
+    });
     expect(routes.find((r) => r.route === '/v1/locks/:key/release')).toMatchObject({ method: 'POST', count: 20, status: { 200: 20 } });
   });
 

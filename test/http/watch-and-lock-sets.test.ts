@@ -35,7 +35,9 @@ describe('watch (blocking queries) over HTTP', () => {
     expect(res.body).toMatchObject({ held: true, holder: 'leader-a', index: 2 * grant.body.fencingToken });
     // A different index answers at once; the same one waits for the release.
     expect((await request(server()).get('/v1/locks/w:1?index=7&waitMs=10000').expect(200)).body.index).toBe(2 * grant.body.fencingToken);
-    const next = request(server()).get(`/v1/locks/w:1?index=${2 * grant.body.fencingToken}&waitMs=10000`).then((r) => r);
+    const next = request(server())
+      .get(`/v1/locks/w:1?index=${2 * grant.body.fencingToken}&waitMs=10000`)
+      .then((r) => r);
     await request(server()).post('/v1/locks/w:1/release').send({ ownerToken: grant.body.ownerToken }).expect(200);
     expect((await next).body).toEqual({ key: 'w:1', held: false, index: 2 * grant.body.fencingToken + 1 });
   });

@@ -82,7 +82,9 @@ describe('answers to a change', () => {
     const index = ((await (await fetch(`${base}/v1/locks/wa:4`)).json()) as { index: number }).index;
     const woken = Array.from({ length: 3 }, () => fetch(`${base}/v1/locks/wa:4?index=${index}&waitMs=10000`));
     await watching(3);
-    const logged = () => t.logs.filter((line) => line.includes('"route":"/v1/locks/:key"') && line.includes('"key":"wa:4"') && line.includes('"status":200')).length;
+    const logged = () =>
+      t.logs.filter((line) => line.includes('"route":"/v1/locks/:key"') && line.includes('"key":"wa:4"') && line.includes('"status":200'))
+        .length;
     const before = logged();
     await post('/v1/locks/wa:4/acquire', { ttlMs: 30_000 });
     for (const res of await Promise.all(woken)) expect(res.status).toBe(200);

@@ -51,7 +51,8 @@ async function commandsRun(): Promise<number> {
   const client = redis.client();
   try {
     let total = 0;
-    for (const [, name, calls] of (await client.info('commandstats')).matchAll(/cmdstat_(\w+):calls=(\d+)/g)) if (!HOUSEKEEPING.has(name ?? '')) total += Number(calls);
+    for (const [, name, calls] of (await client.info('commandstats')).matchAll(/cmdstat_(\w+):calls=(\d+)/g))
+      if (!HOUSEKEEPING.has(name ?? '')) total += Number(calls);
     return total;
   } finally {
     client.disconnect();
@@ -65,10 +66,14 @@ async function openSockets(count: number): Promise<Socket[]> {
     const batch = Math.min(100, count - sockets.length);
     sockets.push(
       ...(await Promise.all(
-        Array.from({ length: batch }, () => new Promise<Socket>((resolve, reject) => {
-          const socket = connect({ host: '127.0.0.1', port }, () => resolve(socket));
-          socket.once('error', reject);
-        })),
+        Array.from(
+          { length: batch },
+          () =>
+            new Promise<Socket>((resolve, reject) => {
+              const socket = connect({ host: '127.0.0.1', port }, () => resolve(socket));
+              socket.once('error', reject);
+            }),
+        ),
       )),
     );
   }
@@ -118,7 +123,12 @@ describe('watch fan-out over HTTP, on Redis', () => {
     expect(many.answers).toHaveLength(1_000);
     for (const a of many.answers) {
       expect(a.status).toBe(200);
-      expect(a.body).toMatchObject({ key: 'fanout-http-1000', held: true, index: 2 * many.lease.fencingToken, fencingToken: many.lease.fencingToken });
+      expect(a.body).toMatchObject({
+        key: 'fanout-http-1000',
+        held: true,
+        index: 2 * many.lease.fencingToken,
+        fencingToken: many.lease.fencingToken,
+      });
     }
     // The grant script (its one PUBLISH inside) and one state read by the instance: two script calls,
     // for 1,000 watchers as for 10 (the commands inside a script vary a little with the key's state).
@@ -127,6 +137,8 @@ describe('watch fan-out over HTTP, on Redis', () => {
     expect(many.commands).toBeLessThan(20);
     expect(t.locks.changes.size).toBe(0);
     const p = (q: number) => many.latencies[Math.ceil(many.latencies.length * q) - 1]?.toFixed(1);
-    console.log(`watch fan-out over HTTP: 1000 watchers, ${many.commands} Redis commands per change, answer p50 ${p(0.5)} ms, p99 ${p(0.99)} ms (client in the same process)`);
+    console.log(
+      `watch fan-out over HTTP: 1000 watchers, ${many.commands} Redis commands per change, answer p50 ${p(0.5)} ms, p99 ${p(0.99)} ms (client in the same process)`,
+    );
   });
 });

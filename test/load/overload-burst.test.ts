@@ -60,7 +60,12 @@ beforeAll(async () => {
   direct = redis.client();
   // One after another: three starting at once on a loaded machine can outlast a start's 60 s wait.
   for (let i = 0; i < INSTANCES; i++) {
-    instances.push(await KeyholderProcess.start({ compiled: true, env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn', ...SLOW_CLIENT_TIMEOUTS, ...DEFAULT_BUDGETS } }));
+    instances.push(
+      await KeyholderProcess.start({
+        compiled: true,
+        env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, LOG_LEVEL: 'warn', ...SLOW_CLIENT_TIMEOUTS, ...DEFAULT_BUDGETS },
+      }),
+    );
   }
 }, 300_000);
 

@@ -105,9 +105,12 @@ describe('steady load on a host starved of CPU (stress-ng --cpu 4)', () => {
         const instance = n % INSTANCES;
         const key = `shared-${n % SHARED_KEYS}`;
         const sentAt = performance.now();
-        const got: { kind: string; body: Record<string, unknown> } = await post(instance, `/v1/locks/${key}/acquire`, { ttlMs: 2000 }).catch((err: Error) => ({ kind: `error ${err.message}`, body: {} }));
+        const got: { kind: string; body: Record<string, unknown> } = await post(instance, `/v1/locks/${key}/acquire`, {
+          ttlMs: 2000,
+        }).catch((err: Error) => ({ kind: `error ${err.message}`, body: {} }));
         tally(acquires, got.kind, performance.now() - sentAt);
-        if (got.kind === '200') await post(instance, `/v1/locks/${key}/release`, { ownerToken: got.body.ownerToken }).catch(() => undefined);
+        if (got.kind === '200')
+          await post(instance, `/v1/locks/${key}/release`, { ownerToken: got.body.ownerToken }).catch(() => undefined);
         else await new Promise((resolve) => setTimeout(resolve, 50));
       }
     });

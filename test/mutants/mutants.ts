@@ -30,7 +30,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     file: 'src/store/redis/scripts/acquire.lua',
     find: 'local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)',
     replace: 'local delayLeft = 0',
-    what: 'an expired lease\'s lock-delay is ignored: the key is granted at once',
+    what: "an expired lease's lock-delay is ignored: the key is granted at once",
   },
   {
     id: 'memory-lock-set-partial',
@@ -56,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: "  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil, cur\n  end\n",
+    find: '  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil, cur\n  end\n',
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },
@@ -216,7 +216,8 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
     bug: 'late-grant guard turned off',
     mutants: ['late-grant-guard-off'],
     testFile: 'test/redis/late-reply.test.ts',
-    testName: 'a store reply that arrives past half the lease acquire: 503 store_unavailable, nothing granted, and the lease is given back in Redis at once',
+    testName:
+      'a store reply that arrives past half the lease acquire: 503 store_unavailable, nothing granted, and the lease is given back in Redis at once',
   },
   {
     bug: 'fencing token from the clock only, without "last + 1" (embedded store)',
@@ -234,7 +235,8 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
     bug: 'no quota slot taken when waitMs > 0',
     mutants: ['no-slot-when-waiting'],
     testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'embedded (memory)' quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap",
+    testName:
+      "lock service over 'embedded (memory)' quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap",
   },
   {
     bug: 'renew does not extend the quota slot',
@@ -258,12 +260,14 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
     bug: 'lease not given back when the waiting caller has left',
     mutants: ['waiter-left-lease-kept'],
     testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'embedded (memory)' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
+    testName:
+      "lock service over 'embedded (memory)' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
   },
   {
     bug: 'lease not given back when the waiting caller has left (Redis wait room)',
     mutants: ['waiter-left-lease-kept-redis'],
     testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'redis' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
+    testName:
+      "lock service over 'redis' a waiter that leaves as the lock is handed to it gives the lease back at once; the next waiter gets it",
   },
 ];

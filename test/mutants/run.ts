@@ -118,7 +118,14 @@ function runVitest(dir: string, args: readonly string[], onReport?: (report: Vit
   return new Promise((resolvePromise) => {
     const child = spawn(
       process.execPath,
-      [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config=test/mutants/vitest.safety.config.ts', '--reporter=json', `--outputFile=${out}`, ...args],
+      [
+        join(ROOT, 'node_modules/vitest/vitest.mjs'),
+        'run',
+        '--config=test/mutants/vitest.safety.config.ts',
+        '--reporter=json',
+        `--outputFile=${out}`,
+        ...args,
+      ],
       { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
     );
     let stderr = '';
@@ -154,7 +161,10 @@ function firstTestFiles(mutant: PlantedMutant, lastKilledBy: ReadonlyMap<string,
   const byPath: Array<[RegExp, string[]]> = [
     [/^src\/store\/redis\/scripts\//, ['test/redis/scripts.test.ts', 'test/conformance/redis-store.test.ts']],
     [/^src\/store\/(redis|shared)\//, ['test/conformance/redis-store.test.ts']],
-    [/^src\/store\/memory\//, ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts']],
+    [
+      /^src\/store\/memory\//,
+      ['test/unit/memory-store-rules.test.ts', 'test/unit/memory-store-clock.test.ts', 'test/conformance/memory-store.test.ts'],
+    ],
     [/^src\/domain\//, ['test/unit/safety-core.test.ts', 'test/domain/lock-service.test.ts']],
   ];
   const files = [
@@ -392,14 +402,16 @@ const minutes = (s: number) => `${Math.floor(s / 60)} min ${Math.round(s % 60)} 
 
 function plantedTable(results: readonly PlantedResult[]): string {
   const rows = results.map(
-    (r) => `| ${r.mutant.id} | \`${r.mutant.file}\` | ${r.mutant.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
+    (r) =>
+      `| ${r.mutant.id} | \`${r.mutant.file}\` | ${r.mutant.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
   );
   return ['| mutant | file | planted bug | result | first failing test | s |', '|---|---|---|---|---|---:|', ...rows].join('\n');
 }
 
 function strykerTable(s: StrykerSummary): string {
   const rows = s.files.map(
-    (f) => `| \`${f.file}\` | ${f.score.toFixed(1)} | ${f.killed} | ${f.timeout} | ${f.survived} | ${f.noCoverage} | ${f.ignored} | ${f.errors} |`,
+    (f) =>
+      `| \`${f.file}\` | ${f.score.toFixed(1)} | ${f.killed} | ${f.timeout} | ${f.survived} | ${f.noCoverage} | ${f.ignored} | ${f.errors} |`,
   );
   return [
     '| file | score % | killed | timed out | survived | no coverage | ignored (static, string literals) | compile/runtime errors |',
@@ -413,7 +425,15 @@ interface PlantedRecord extends RunRecord {
   /** A safety test that failed without any mutant and passed when its file ran again alone. */
   readonly flakyWithoutMutant?: string | null;
   readonly planted: ReadonlyArray<{ id: string; file: string; what: string; status: string; killedBy: string; seconds: number }>;
-  readonly focused: ReadonlyArray<{ bug: string; mutant: string; testFile: string; testName: string; clean: string; mutated: string; seconds: number }>;
+  readonly focused: ReadonlyArray<{
+    bug: string;
+    mutant: string;
+    testFile: string;
+    testName: string;
+    clean: string;
+    mutated: string;
+    seconds: number;
+  }>;
 }
 
 const readJson = <T>(path: string): T | null => (existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as T) : null);
@@ -433,7 +453,9 @@ function writeReport(): boolean {
   });
   const planted = readJson<PlantedRecord>(runRecordOf('planted'));
   const whole = readJson<RunRecord>(runRecordOf('whole'));
-  const survivors = stryker.survivors.map((m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``);
+  const survivors = stryker.survivors.map(
+    (m) => `- \`${m.file}:${m.line}\` ${m.mutator}: \`${m.replacement.replace(/\s+/g, ' ').slice(0, 100)}\``,
+  );
   const plantedRows = (planted?.planted ?? []).map(
     (r) => `| ${r.id} | \`${r.file}\` | ${r.what} | **${r.status}** | ${r.killedBy.replace(/\|/g, '\\|')} | ${r.seconds} |`,
   );
@@ -469,7 +491,9 @@ function writeReport(): boolean {
     '## Planted mutants',
     '',
     planted === null ? '**Not run.**' : `Run: ${describeRun(planted)}.`,
-    planted?.flakyWithoutMutant ? `\n**Flaky without any mutant:** ${planted.flakyWithoutMutant} failed in the run of every safety test and passed when its file ran again alone.` : '',
+    planted?.flakyWithoutMutant
+      ? `\n**Flaky without any mutant:** ${planted.flakyWithoutMutant} failed in the run of every safety test and passed when its file ran again alone.`
+      : '',
     '',
     `Each planted alone in a copy of the repository and run against: ${SAFETY_TEST_FILES.map((f) => `\`${f}\``).join(', ')} (all part of \`npm test\`), up to the first failing test.`,
     '',
@@ -544,7 +568,13 @@ async function main(): Promise<void> {
     planted = results;
     if (!args['skip-focused']) {
       focused = results.flatMap((r) =>
-        [...r.proofs].map(([proof, mutated]) => ({ proof, mutant: r.mutant.id, clean: clean.get(proof.testName) ?? 'not run', mutated, seconds: r.seconds })),
+        [...r.proofs].map(([proof, mutated]) => ({
+          proof,
+          mutant: r.mutant.id,
+          clean: clean.get(proof.testName) ?? 'not run',
+          mutated,
+          seconds: r.seconds,
+        })),
       );
     }
     console.log(`\n${plantedTable(planted)}\n`);
@@ -552,11 +582,15 @@ async function main(): Promise<void> {
     console.log(`planted mutants killed ${killed}/${planted.length}`);
     const noMatch = planted.filter((p) => p.status === 'no-match').map((p) => p.mutant.id);
     if (noMatch.length > 0) {
-      console.error(`\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`);
+      console.error(
+        `\n*** the find of planted mutant(s) ${noMatch.join(', ')} no longer matches the code: re-anchor them in test/mutants/mutants.ts ***\n`,
+      );
     }
     if (killed < planted.length) process.exitCode = 1;
   } else {
-    const proofs = FOCUSED_PROOFS.flatMap((proof) => proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const));
+    const proofs = FOCUSED_PROOFS.flatMap((proof) =>
+      proof.mutants.filter((m) => !only || only.includes(m)).map((m) => [proof, m] as const),
+    );
     focused = await runAll(proofs, Number(args.concurrency), ([proof, m]) => runFocused(proof, m));
   }
   if (focused.length > 0) {
@@ -574,7 +608,14 @@ async function main(): Promise<void> {
   if (only) return;
 
   record('planted', startedAt, loadBefore, {
-    planted: planted.map((r) => ({ id: r.mutant.id, file: r.mutant.file, what: r.mutant.what, status: r.status, killedBy: r.killedBy, seconds: r.seconds })),
+    planted: planted.map((r) => ({
+      id: r.mutant.id,
+      file: r.mutant.file,
+      what: r.mutant.what,
+      status: r.status,
+      killedBy: r.killedBy,
+      seconds: r.seconds,
+    })),
     focused: focused.map(focusedRow),
     flakyWithoutMutant: flaky,
   });

@@ -3,7 +3,10 @@ import { relative } from 'node:path';
 
 /** The parts of a StrykerJS JSON report (mutation-testing-report-schema) this summary reads. */
 interface StrykerReport {
-  files: Record<string, { mutants: Array<{ mutatorName: string; replacement?: string; status: string; location: { start: { line: number } } }> }>;
+  files: Record<
+    string,
+    { mutants: Array<{ mutatorName: string; replacement?: string; status: string; location: { start: { line: number } } }> }
+  >;
 }
 
 export interface FileScore {
@@ -49,7 +52,12 @@ export function summariseStryker(paths: readonly string[], root: string): Stryke
     });
     for (const m of mutants) {
       if (m.status === 'Survived' || m.status === 'NoCoverage') {
-        survivors.push({ file, line: m.location.start.line, mutator: `${m.mutatorName}${m.status === 'NoCoverage' ? ' (no coverage)' : ''}`, replacement: m.replacement ?? '' });
+        survivors.push({
+          file,
+          line: m.location.start.line,
+          mutator: `${m.mutatorName}${m.status === 'NoCoverage' ? ' (no coverage)' : ''}`,
+          replacement: m.replacement ?? '',
+        });
       }
     }
   }

@@ -10,7 +10,9 @@ import { requireTool } from '../helpers/tools.js';
 const RULES = fileURLToPath(new URL('../../deploy/keyholder-alerts.yml', import.meta.url));
 const TARGET = { job: 'keyholder', instance: 'kh-1:3000' };
 const series = (name: string, labels: Record<string, string>) =>
-  `${name}{${Object.entries({ ...TARGET, ...labels }).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
+  `${name}{${Object.entries({ ...TARGET, ...labels })
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(',')}}`;
 
 /**
  * The alert texts as an operator reads them: promtool evaluates deploy/keyholder-alerts.yml over
@@ -49,7 +51,7 @@ describe('deploy/keyholder-alerts.yml renders readable alerts', () => {
                   exp_annotations: {
                     summary: 'keyholder kh-1:3000: callers lost 3 leases in 5 minutes',
                     description:
-                      'Renews or releases came after their lease had expired or been taken over. The callers\' critical sections were not protected; use longer ttlMs, renew earlier, or check for pauses.',
+                      "Renews or releases came after their lease had expired or been taken over. The callers' critical sections were not protected; use longer ttlMs, renew earlier, or check for pauses.",
                   },
                 },
               ],
@@ -62,7 +64,8 @@ describe('deploy/keyholder-alerts.yml renders readable alerts', () => {
                   exp_labels: { severity: 'critical', ...TARGET },
                   exp_annotations: {
                     summary: 'keyholder kh-1:3000 refused 2 renewals or releases as overloaded in 5 minutes',
-                    description: 'The instance is at four times a load budget: renewals are refused and holders may lose leases. Add capacity now.',
+                    description:
+                      'The instance is at four times a load budget: renewals are refused and holders may lose leases. Add capacity now.',
                   },
                 },
               ],

@@ -50,7 +50,14 @@ async function signedIn(offline: OfflineBrowser, baseUrl: string, viewport = { w
   const page = await offline.context.newPage();
   await page.setViewportSize(viewport);
   await page.goto(`${baseUrl}/console`);
-  await page.evaluate((key) => (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem('keyholder.adminKey', key), ADMIN_KEY);
+  await page.evaluate(
+    (key) =>
+      (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem(
+        'keyholder.adminKey',
+        key,
+      ),
+    ADMIN_KEY,
+  );
   return page;
 }
 
@@ -60,8 +67,9 @@ async function firstRowsMs(page: Page, url: string): Promise<number> {
   await rows(page).first().waitFor();
   return page.evaluate(
     () =>
-      (globalThis as unknown as { performance: { getEntriesByName(name: string): Array<{ startTime: number }> } }).performance.getEntriesByName('keyholder:first-rows')[0]
-        ?.startTime ?? Infinity,
+      (
+        globalThis as unknown as { performance: { getEntriesByName(name: string): Array<{ startTime: number }> } }
+      ).performance.getEntriesByName('keyholder:first-rows')[0]?.startTime ?? Infinity,
   );
 }
 
@@ -88,7 +96,11 @@ describe('/console in headless Chromium', () => {
     ({ server, baseUrl } = await startServer(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 })));
     api = caller(baseUrl);
     // Team A holds two invoices and a report; team B holds a job with a caller queued behind it.
-    for (const [key, holder] of [['invoice:1', 'billing-7'], ['invoice:2', 'billing-3'], ['report:daily', 'reporter']] as const) {
+    for (const [key, holder] of [
+      ['invoice:1', 'billing-7'],
+      ['invoice:2', 'billing-3'],
+      ['report:daily', 'reporter'],
+    ] as const) {
       expect((await api('POST', `/v1/locks/${key}/acquire`, cast.A, { ttlMs: 600_000, holder })).status).toBe(200);
     }
     expect((await api('POST', '/v1/locks/job:sync/acquire', cast.B, { ttlMs: 600_000, holder: 'sync-worker' })).status).toBe(200);
@@ -156,7 +168,9 @@ describe('/console in headless Chromium', () => {
     await page.getByRole('tab', { name: /Locks/ }).click();
 
     // The namespace picker offers the namespaces seen; team-a's invoices only.
-    await expect.poll(() => page.locator('#namespaces option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual(['team-a', 'team-b']);
+    await expect
+      .poll(() => page.locator('#namespaces option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value)))
+      .toEqual(['team-a', 'team-b']);
     await page.locator('#namespace').fill('team-a');
     await page.locator('#prefix').fill('invoice:');
     await page.getByRole('button', { name: 'Filter', exact: true }).click();
@@ -189,7 +203,11 @@ describe('/console in headless Chromium', () => {
     expect(await page.locator('tbody').innerText()).toContain('crawler-2');
 
     // The key lives in this tab's session storage, never in a URL.
-    expect(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('keyholder.adminKey'))).toBe(ADMIN_KEY);
+    expect(
+      await page.evaluate(() =>
+        (globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('keyholder.adminKey'),
+      ),
+    ).toBe(ADMIN_KEY);
     for (const url of offline.requested) expect(url).not.toContain(ADMIN_KEY);
     expect(statSync(join(ARTIFACTS, 'console-locks.png')).size).toBeGreaterThan(10_000);
     expect(offline.offMachine).toEqual([]);
@@ -215,7 +233,11 @@ describe('/console in headless Chromium', () => {
     await page.locator('#confirm-release').click();
     await expect.poll(() => page.locator('#notice').innerText()).toContain('Not released: team-a/race changed hands');
     // The new holder keeps the lock, and the page now shows it.
-    expect((await api('GET', '/v1/locks/race', cast.A)).body).toMatchObject({ held: true, holder: 'second', fencingToken: second.body.fencingToken });
+    expect((await api('GET', '/v1/locks/race', cast.A)).body).toMatchObject({
+      held: true,
+      holder: 'second',
+      fencingToken: second.body.fencingToken,
+    });
     await expect.poll(() => rowOf(page, 'team-a', 'race').innerText()).toContain('second');
     await page.screenshot({ path: join(ARTIFACTS, 'console-holder-changed.png'), fullPage: true });
     expect((await api('POST', '/v1/locks/race/release', cast.A, { ownerToken: second.body.ownerToken })).status).toBe(200);
@@ -235,7 +257,10 @@ describe('/console in headless Chromium', () => {
     await page.getByRole('tab', { name: /Semaphores/ }).click();
     await rows(page).first().waitFor();
     expect((await noSidewaysScroll(page)).scrollWidth).toBeLessThanOrEqual(375);
-    await page.getByRole('button', { name: /^Force-release / }).first().click();
+    await page
+      .getByRole('button', { name: /^Force-release / })
+      .first()
+      .click();
     expect((await noSidewaysScroll(page)).scrollWidth).toBeLessThanOrEqual(375);
     const dialog = await page.locator('#confirm').boundingBox();
     expect(dialog && dialog.x >= 0 && dialog.x + dialog.width <= 375).toBe(true);
@@ -253,13 +278,26 @@ describe('/console with 10,000 held leases', () => {
     // Straight into the store: 9,000 locks in three namespaces and 100 semaphores of 10 permits.
     const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
     for (let i = 0; i < 9_000; i++) {
-      const outcome = await store.acquire({ key: lockId(`team-${i % 3}`, `job:${String(i).padStart(5, '0')}`), ownerToken: newOwnerToken(), ttlMs: 600_000, holder: `worker-${i}` });
+      const outcome = await store.acquire({
+        key: lockId(`team-${i % 3}`, `job:${String(i).padStart(5, '0')}`),
+        ownerToken: newOwnerToken(),
+        ttlMs: 600_000,
+        holder: `worker-${i}`,
+      });
       expect(outcome.acquired).toBe(true);
     }
     for (let s = 0; s < 100; s++) {
       for (let p = 0; p < 10; p++) {
         const key = lockId('team-0', `pool:${s}`);
-        const outcome = await store.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 600_000, holder: `p-${p}`, weight: 1, capacity: 10 });
+        const outcome = await store.permits.acquirePermit({
+          kind: 'semaphore',
+          key,
+          ownerToken: newOwnerToken(),
+          ttlMs: 600_000,
+          holder: `p-${p}`,
+          weight: 1,
+          capacity: 10,
+        });
         expect(outcome.acquired).toBe(true);
       }
     }
@@ -292,7 +330,9 @@ describe('/console with 10,000 held leases', () => {
     let many = Infinity;
     for (let i = 0; i < 3; i++) many = Math.min(many, await firstRowsMs(page, `${baseUrl}/console`));
     const budget = Math.max(1_000, 3 * oneLease);
-    console.log(`[console] first rows: one lease ${oneLease.toFixed(0)} ms, 10,000 leases ${many.toFixed(0)} ms (budget ${budget.toFixed(0)} ms)`);
+    console.log(
+      `[console] first rows: one lease ${oneLease.toFixed(0)} ms, 10,000 leases ${many.toFixed(0)} ms (budget ${budget.toFixed(0)} ms)`,
+    );
     expect(many).toBeLessThanOrEqual(budget);
     expect(await rows(page).count()).toBe(100);
     await expect.poll(() => page.locator('#count-locks').innerText()).toBe('100+');
@@ -303,7 +343,10 @@ describe('/console with 10,000 held leases', () => {
       const firstKey = await rows(page).first().getAttribute('data-key');
       const started = performance.now();
       await page.getByRole('button', { name: 'Next' }).click();
-      await vi.waitFor(async () => expect(await rows(page).first().getAttribute('data-key')).not.toBe(firstKey), { timeout: 10_000, interval: 5 });
+      await vi.waitFor(async () => expect(await rows(page).first().getAttribute('data-key')).not.toBe(firstKey), {
+        timeout: 10_000,
+        interval: 5,
+      });
       pageTimes.push(performance.now() - started);
       expect(await page.locator('#page-label').innerText()).toBe(`page ${n}`);
       expect(await rows(page).count()).toBe(100);
@@ -337,7 +380,9 @@ describe('/console when the store is down', () => {
     const store = new RedisStore({ url: redis.url, keyPrefix: 'console:', commandTimeoutMs: 500, fenceGraceMs: 60_000 });
     await vi.waitFor(() => store.ping(), { timeout: 5_000, interval: 20 });
     ({ server, baseUrl } = await startServer(store));
-    expect((await caller(baseUrl)('POST', '/v1/locks/invoice:9/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-9' })).status).toBe(200);
+    expect((await caller(baseUrl)('POST', '/v1/locks/invoice:9/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-9' })).status).toBe(
+      200,
+    );
     offline = await launchOfflineBrowser(baseUrl, { viewport: { width: 1280, height: 720 } });
   });
 
@@ -366,7 +411,13 @@ describe('/console when the store is down', () => {
     await redis.launch();
     await expect.poll(() => page.locator('#store-banner').isHidden(), { timeout: 30_000 }).toBe(true);
     // (A restarted test Redis keeps no data: the lock is taken again.)
-    await vi.waitFor(async () => expect((await caller(baseUrl)('POST', '/v1/locks/invoice:9/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-9' })).status).toBe(200), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(
+      async () =>
+        expect((await caller(baseUrl)('POST', '/v1/locks/invoice:9/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-9' })).status).toBe(
+          200,
+        ),
+      { timeout: 15_000, interval: 100 },
+    );
     await rowOf(page, 'team-a', 'invoice:9').waitFor({ timeout: 30_000 });
     await page.close();
   }, 90_000);

@@ -53,7 +53,11 @@ describe('Dockerfile', () => {
     expect(user).toBeDefined();
     expect(['root', '0']).not.toContain(user);
     expect(stageEnv(runtime).HOST).toBe('0.0.0.0');
-    expect(instructions(runtime, 'RUN').map((r) => r.args).join('\n')).toMatch(/npm ci --omit=dev/);
+    expect(
+      instructions(runtime, 'RUN')
+        .map((r) => r.args)
+        .join('\n'),
+    ).toMatch(/npm ci --omit=dev/);
     expect(instructions(dockerfile.stages[0] as Stage, 'RUN').map((r) => r.args)).toContain('npm run build');
   });
 
@@ -158,11 +162,12 @@ function runShell(command: string, env: NodeJS.ProcessEnv): Promise<ProcessOutpu
 }
 
 describe('docker-compose.yml profiles for replicated stores', () => {
-  const inProfile = (profile: string) =>
-    Object.entries(compose.services).filter(([, s]) => s.profiles?.includes(profile));
+  const inProfile = (profile: string) => Object.entries(compose.services).filter(([, s]) => s.profiles?.includes(profile));
   const commandOf = (s: ComposeService) => (Array.isArray(s.command) ? s.command.join(' ') : (s.command ?? ''));
-  const envOf = (name: string) =>
-    ({ ...stageEnv(runtime), ...Object.fromEntries(Object.entries(service(name).environment ?? {}).map(([k, v]) => [k, String(v)])) });
+  const envOf = (name: string) => ({
+    ...stageEnv(runtime),
+    ...Object.fromEntries(Object.entries(service(name).environment ?? {}).map(([k, v]) => [k, String(v)])),
+  });
 
   it('keeps the default services out of the profiles, and the profile services out of the default', () => {
     for (const name of ['redis', 'keyholder', 'prometheus']) expect(service(name).profiles).toBeUndefined();
@@ -384,7 +389,13 @@ describe('the image start command, replayed outside Docker', () => {
       const base = `http://127.0.0.1:${port}`;
       await vi.waitFor(
         async () => {
-          const ready = child.exitCode === null ? await fetch(`${base}/readyz`).then((r) => r.status, () => 0) : -1;
+          const ready =
+            child.exitCode === null
+              ? await fetch(`${base}/readyz`).then(
+                  (r) => r.status,
+                  () => 0,
+                )
+              : -1;
           if (ready !== 200) throw new Error(`no 200 on /readyz:\n${logs.join('')}`);
         },
         { timeout: 20_000, interval: 100 },

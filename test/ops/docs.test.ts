@@ -11,7 +11,12 @@ import { CONFIG_DOC, TABLE_END, TABLE_START, renderConfigTable, withTable } from
 /** The README onboards and docs/ holds the rest: sizes, generated parts and every link are checked. */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
-const DOCS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 const md = new MarkdownIt({ html: true });
 
 /** All tokens of a document, inline children included. */
@@ -61,7 +66,8 @@ describe('documentation', () => {
           continue;
         }
         if (anchor === undefined) continue;
-        if (statSync(target).isDirectory() || !target.endsWith('.md')) broken.push(`${doc}: ${href} (an anchor into a file that is not markdown)`);
+        if (statSync(target).isDirectory() || !target.endsWith('.md'))
+          broken.push(`${doc}: ${href} (an anchor into a file that is not markdown)`);
         else if (!anchors(target).has(anchor)) broken.push(`${doc}: ${href} (no heading #${anchor} in ${relative(ROOT, target)})`);
       }
     }
@@ -107,7 +113,11 @@ describe('documentation', () => {
     const line = read('README.md')
       .split('\n')
       .find((l) => l.includes('.ci/run'));
-    const commands = (line ?? '').split('#')[0]?.split('&&').map((c) => c.trim()) ?? [];
+    const commands =
+      (line ?? '')
+        .split('#')[0]
+        ?.split('&&')
+        .map((c) => c.trim()) ?? [];
     expect(commands).toEqual(['npm ci', 'npm run lint', 'npm test']);
     const ci = read('.ci/run')
       .split('\n')

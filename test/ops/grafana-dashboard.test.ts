@@ -16,7 +16,11 @@ interface Panel {
   targets?: Array<{ refId: string; expr: string }>;
 }
 
-const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { uid: string; panels: Panel[]; templating: { list: Array<{ name: string }> } };
+const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
+  uid: string;
+  panels: Panel[];
+  templating: { list: Array<{ name: string }> };
+};
 const queries = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, id: `${p.id}${t.refId}`, expr: t.expr })));
 
 /** Grafana's variables, replaced the way Grafana would before the query reaches Prometheus. */
@@ -35,11 +39,17 @@ function references(promql: string): { metrics: string[]; labels: string[] } {
     return ' ';
   });
   rest = rest.replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)/g, (_m, _kw: string, inner: string) => {
-    for (const name of inner.split(',').map((s) => s.trim()).filter(Boolean)) labels.push(name);
+    for (const name of inner
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean))
+      labels.push(name);
     return ' ';
   });
   rest = rest.replace(/\[[^\]]*\]/g, ' ');
-  const metrics = [...rest.matchAll(/(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(?!\s*\()/g)].map((m) => m[1]!).filter((w) => !KEYWORDS.has(w));
+  const metrics = [...rest.matchAll(/(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(?!\s*\()/g)]
+    .map((m) => m[1]!)
+    .filter((w) => !KEYWORDS.has(w));
   return { metrics, labels };
 }
 
@@ -49,7 +59,18 @@ describe('deploy/grafana-dashboard.json', () => {
 
   it('has panels for grants, contention, latency and wait, hold time, every primitive, error codes, lost leases and store up', () => {
     const titles = dashboard.panels.map((p) => p.title);
-    const wanted = ['Grants', 'Contention', 'Acquire latency', 'Wait time', 'Hold time', 'Semaphores', 'Read/write locks', 'Error answers by code', 'Lost leases', 'Store up'];
+    const wanted = [
+      'Grants',
+      'Contention',
+      'Acquire latency',
+      'Wait time',
+      'Hold time',
+      'Semaphores',
+      'Read/write locks',
+      'Error answers by code',
+      'Lost leases',
+      'Store up',
+    ];
     for (const title of wanted) expect(titles).toContain(title);
     expect(dashboard.templating.list.map((v) => v.name)).toEqual(['datasource', 'job']);
     expect(queries.length).toBeGreaterThanOrEqual(10);
@@ -60,7 +81,11 @@ describe('deploy/grafana-dashboard.json', () => {
     const latency = panel('Acquire latency');
     const wait = panel('Wait time');
     // The histograms that include a waiting acquire's time in the queue.
-    const withWaits = ['keyholder_lock_operation_duration_seconds', 'keyholder_primitive_operation_duration_seconds', 'keyholder_lock_wait_seconds'];
+    const withWaits = [
+      'keyholder_lock_operation_duration_seconds',
+      'keyholder_primitive_operation_duration_seconds',
+      'keyholder_lock_wait_seconds',
+    ];
     for (const t of latency.targets ?? []) {
       expect(t.expr).toContain('keyholder_acquire_duration_seconds_bucket');
       for (const name of withWaits) expect(t.expr, `Acquire latency: ${t.expr}`).not.toContain(name);

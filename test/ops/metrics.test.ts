@@ -49,7 +49,14 @@ describe('metrics over a real Redis', () => {
     store = metrics.instrumentStore(
       new RedisStore({ url: redis.url, keyPrefix: `kh-metrics-${randomUUID()}:`, commandTimeoutMs: 500, fenceGraceMs: 60_000 }),
     );
-    await until(async () => store.ping().then(() => true, () => false), 10_000);
+    await until(
+      async () =>
+        store.ping().then(
+          () => true,
+          () => false,
+        ),
+      10_000,
+    );
     const locks = new LockService(store, DEFAULT_LIMITS, metrics.lockObserver);
     metrics.countWaitingCallers(() => locks.waitingCallers);
     app = await buildApp({ locks, store, logger: createLogger('silent'), metrics });
@@ -120,7 +127,9 @@ describe('metrics over a real Redis', () => {
     // A lower bound only: the lock was held for at least the 50 ms sleep, however slow the machine.
     expect((await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum')) - sumBefore).toBeGreaterThanOrEqual(0.045);
     expect(await histogramCount(metrics, 'keyholder_lock_operation_duration_seconds', { operation: 'acquire' })).toBeGreaterThan(0);
-    expect(await histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'acquire', result: 'ok' })).toBeGreaterThan(0);
+    expect(
+      await histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'acquire', result: 'ok' }),
+    ).toBeGreaterThan(0);
   });
 
   it('leaves the time in the queue out of the acquire latency (keyholder_acquire_duration_seconds)', async () => {
@@ -192,12 +201,7 @@ function histogramCount(metrics: Metrics, name: string, labels: Record<string, s
 }
 
 /** A histogram's _count or _sum, added up over the series that match `labels`. */
-async function histogramPart(
-  metrics: Metrics,
-  name: string,
-  part: 'count' | 'sum',
-  labels: Record<string, string> = {},
-): Promise<number> {
+async function histogramPart(metrics: Metrics, name: string, part: 'count' | 'sum', labels: Record<string, string> = {}): Promise<number> {
   const metric = metrics.registry.getSingleMetric(name);
   if (!metric) throw new Error(`no metric named ${name}`);
   const { values } = await metric.get();

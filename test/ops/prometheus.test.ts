@@ -65,7 +65,9 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     expect(await post(`${lock}/acquire`, { ttlMs: 10_000 })).toBe(409);
     expect(await post(`${lock}/acquire`, { ttlMs: 10_000, waitMs: 100 })).toBe(409);
     const waiting = call(keyholder.url, 'POST', `${lock}/acquire`, { ttlMs: 10_000, waitMs: 10_000 }, 15_000);
-    await waitFor('a caller waiting', async () => /^keyholder_waiting_callers 1$/m.test(await (await fetch(`${keyholder.url}/metrics`)).text()));
+    await waitFor('a caller waiting', async () =>
+      /^keyholder_waiting_callers 1$/m.test(await (await fetch(`${keyholder.url}/metrics`)).text()),
+    );
     expect(await post(`${lock}/acquire`, { ttlMs: 10_000, waitMs: 10_000 })).toBe(429);
     const waiter = await waiting;
     expect(waiter.status).toBe(200);
@@ -97,7 +99,8 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
   async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
     await vi.waitFor(
       async () => {
-        if (!(await check().catch(() => false))) throw new Error(`Prometheus: ${what} not seen within ${timeoutMs} ms\n${promLogs.join('')}`);
+        if (!(await check().catch(() => false)))
+          throw new Error(`Prometheus: ${what} not seen within ${timeoutMs} ms\n${promLogs.join('')}`);
       },
       { timeout: timeoutMs, interval: 250 },
     );
@@ -161,8 +164,9 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     const acquired = 'keyholder_lock_operations_total{job="keyholder",operation="acquire",outcome="acquired"}';
     await waitFor(`${acquired} >= ${acquires + 1}`, async () => Number((await query(acquired))[0]?.value[1]) >= acquires + 1);
     await waitFor('keyholder_store_up == 1', async () => (await query('keyholder_store_up{store="memory"}'))[0]?.value[1] === '1');
-    await waitFor('the KeyholderLostLeases alert', async () =>
-      (await query('ALERTS{alertname="KeyholderLostLeases",alertstate="firing"}')).length === 1,
+    await waitFor(
+      'the KeyholderLostLeases alert',
+      async () => (await query('ALERTS{alertname="KeyholderLostLeases",alertstate="firing"}')).length === 1,
     );
   });
 
@@ -174,7 +178,9 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     await waitFor(`${seen} scraped`, async () => (await query(seen)).length === 1);
     await trafficRound(2);
 
-    const queries = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, ref: t.refId, promql: asPromql(t.expr) })));
+    const queries = dashboard.panels.flatMap((p) =>
+      (p.targets ?? []).map((t) => ({ panel: p.title, ref: t.refId, promql: asPromql(t.expr) })),
+    );
     expect(queries.length).toBeGreaterThanOrEqual(20);
     for (const q of queries) {
       if (ONLY_ON_FAILURE.some((s) => q.promql.includes(s))) {

@@ -112,14 +112,20 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
   async function traceOf(traceId: string, expectedSpans: number): Promise<OtlpSpan[]> {
     await vi.waitFor(
       () => {
-        if (receiver.inTrace(traceId).length < expectedSpans) throw new Error(`trace ${traceId}: ${receiver.inTrace(traceId).map((s) => s.name).join(', ')}`);
+        if (receiver.inTrace(traceId).length < expectedSpans)
+          throw new Error(
+            `trace ${traceId}: ${receiver
+              .inTrace(traceId)
+              .map((s) => s.name)
+              .join(', ')}`,
+          );
       },
       { timeout: 20_000, interval: 50 },
     );
     return receiver.inTrace(traceId);
   }
 
-  it('gives each call one server span under the caller\'s trace, with the store call as its child', async () => {
+  it("gives each call one server span under the caller's trace, with the store call as its child", async () => {
     const caller = callerSpan();
     const key = `traced-${hex(4)}`;
     const granted = await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 }, caller.traceparent);
@@ -139,13 +145,15 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     expect(receiver.services).toContain('keyholder');
 
     const release = callerSpan();
-    expect((await post(`${keyholder.url}/v1/locks/${key}/release`, { ownerToken: granted.body.ownerToken }, release.traceparent)).status).toBe(200);
+    expect(
+      (await post(`${keyholder.url}/v1/locks/${key}/release`, { ownerToken: granted.body.ownerToken }, release.traceparent)).status,
+    ).toBe(200);
     const released = await traceOf(release.traceId, 2);
     expect(released.filter((s) => s.kind === SERVER).map((s) => s.name)).toEqual(['POST /v1/locks/:key/release']);
     expect(released.find((s) => s.name === 'keyholder.store release')?.parentSpanId).toBe(released.find((s) => s.kind === SERVER)?.spanId);
   });
 
-  it('shows a waiting acquire\'s time in the queue as a wait span, and links the wait histogram to it', async () => {
+  it("shows a waiting acquire's time in the queue as a wait span, and links the wait histogram to it", async () => {
     const key = `waited-${hex(4)}`;
     const first = await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 });
     expect(first.status).toBe(200);
@@ -177,7 +185,12 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     const metrics = await fetch(`${keyholder.url}/metrics`, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } });
     expect(metrics.headers.get('content-type')).toContain('application/openmetrics-text');
     const text = await metrics.text();
-    expect(text).toMatch(new RegExp(`^keyholder_lock_wait_seconds_bucket\\{[^}]*outcome="granted"[^}]*\\} \\d+ # \\{trace_id="${waiter.traceId}",span_id="${server?.spanId}"\\}`, 'm'));
+    expect(text).toMatch(
+      new RegExp(
+        `^keyholder_lock_wait_seconds_bucket\\{[^}]*outcome="granted"[^}]*\\} \\d+ # \\{trace_id="${waiter.traceId}",span_id="${server?.spanId}"\\}`,
+        'm',
+      ),
+    );
   });
 
   it('starts a trace of its own for a call without traceparent', async () => {
@@ -186,7 +199,9 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     expect((await post(`${keyholder.url}/v1/locks/${key}/acquire`, { ttlMs: 10_000 })).status).toBe(200);
     await vi.waitFor(
       () => {
-        const root = receiver.spans.find((s) => s.kind === SERVER && !before.has(s.traceId) && attribute(s, 'keyholder.key')?.stringValue === key);
+        const root = receiver.spans.find(
+          (s) => s.kind === SERVER && !before.has(s.traceId) && attribute(s, 'keyholder.key')?.stringValue === key,
+        );
         if (!root) throw new Error('no server span yet');
         expect(root.parentSpanId ?? '').toBe('');
       },
@@ -194,7 +209,7 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     );
   });
 
-  it('joins the trace of a TypeScript client\'s caller (headers option) and shows its hold as a span (wrapHold)', async () => {
+  it("joins the trace of a TypeScript client's caller (headers option) and shows its hold as a span (wrapHold)", async () => {
     // The caller's own OpenTelemetry setup, in this process.
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());

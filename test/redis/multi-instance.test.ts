@@ -46,7 +46,10 @@ interface SeenGrant {
  * have ended sooner), less a margin for the store's clock against this one (same host: rounding only).
  */
 const CLOCK_MARGIN_MS = 25;
-const surelyHeld = (g: SeenGrant) => ({ from: g.answeredAt, until: Math.min(g.releaseRequestedAt, g.requestedAt + TTL_MS - CLOCK_MARGIN_MS) });
+const surelyHeld = (g: SeenGrant) => ({
+  from: g.answeredAt,
+  until: Math.min(g.releaseRequestedAt, g.requestedAt + TTL_MS - CLOCK_MARGIN_MS),
+});
 
 describe('several instances on one Redis', () => {
   it('never lets two holders of one key overlap; tokens increase in grant order', async () => {
@@ -68,7 +71,14 @@ describe('several instances on one Redis', () => {
           continue;
         }
         expect(res.status, JSON.stringify(res.body)).toBe(200);
-        const grant: SeenGrant = { key, client: id, fencingToken: res.body.fencingToken as number, requestedAt, answeredAt, releaseRequestedAt: Infinity };
+        const grant: SeenGrant = {
+          key,
+          client: id,
+          fencingToken: res.body.fencingToken as number,
+          requestedAt,
+          answeredAt,
+          releaseRequestedAt: Infinity,
+        };
         seen.push(grant);
         await sleep(Math.random() * 20); // the critical section
         grant.releaseRequestedAt = performance.now();
@@ -76,7 +86,10 @@ describe('several instances on one Redis', () => {
         // On a starved machine the release can reach the store after the lease ran out: a 409 then. The
         // lease cannot have ended before its request time + TTL, so a 409 answered earlier than that is
         // a lease lost too soon.
-        if (released.status === 409) expect(performance.now(), 'a release refused before the lease could have ended').toBeGreaterThan(requestedAt + TTL_MS - CLOCK_MARGIN_MS);
+        if (released.status === 409)
+          expect(performance.now(), 'a release refused before the lease could have ended').toBeGreaterThan(
+            requestedAt + TTL_MS - CLOCK_MARGIN_MS,
+          );
         else expect(released.status).toBe(200);
       }
     };
@@ -95,7 +108,9 @@ describe('several instances on one Redis', () => {
           if (b.answeredAt >= held.until) break;
           const other = surelyHeld(b);
           if (other.from < held.until && other.until > held.from) {
-            violations.push(`${key}: client ${b.client} (token ${b.fencingToken}) held it while client ${a.client} (token ${a.fencingToken}) did`);
+            violations.push(
+              `${key}: client ${b.client} (token ${b.fencingToken}) held it while client ${a.client} (token ${a.fencingToken}) did`,
+            );
           }
         }
         // Answered later means granted later (the earlier holder released first): the token must be higher.
@@ -106,6 +121,8 @@ describe('several instances on one Redis', () => {
     expect(violations).toEqual([]);
     // Sanity: the run did real work (the count depends on the machine, so the floor is low).
     expect(seen.length).toBeGreaterThan(10);
-    console.log(`multi-instance: ${seen.length} grants, ${conflicts} lock_held answers over ${RUN_MS} ms, ${INSTANCES} instances, ${CLIENTS} clients`);
+    console.log(
+      `multi-instance: ${seen.length} grants, ${conflicts} lock_held answers over ${RUN_MS} ms, ${INSTANCES} instances, ${CLIENTS} clients`,
+    );
   });
 });

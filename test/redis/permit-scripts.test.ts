@@ -21,7 +21,10 @@ beforeEach(() => {
   keys = space.permitKeys('semaphore', lockName);
 });
 
-function acquire(ownerToken: string, o: { capacity?: number; weight?: number; ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {}) {
+function acquire(
+  ownerToken: string,
+  o: { capacity?: number; weight?: number; ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number } = {},
+) {
   return lua.scripts.run('permitAcquire', {
     ...handOver,
     lockName,
@@ -42,12 +45,20 @@ const release = (ownerToken: string) => lua.scripts.run('permitRelease', { ...ha
 
 describe('permit-acquire.lua', () => {
   it('{1, fencingToken, expiresAtMs}: granted; keys are tagged by the namespace, the pool and lease ends outlive the lease', async () => {
-    expect(keys.pool).toBe(`plua:{${new KeySpace('plua:').shardTags('ns')[new KeySpace('plua:').shardOf(lockName.slice(3))] as string}}s/` + lockName.slice(3));
+    expect(keys.pool).toBe(
+      `plua:{${new KeySpace('plua:').shardTags('ns')[new KeySpace('plua:').shardOf(lockName.slice(3))] as string}}s/` + lockName.slice(3),
+    );
     const reply = (await acquire('o1', { holder: 'a|b' })) as number[];
     expect(reply).toEqual([1, int, int]);
     const [, token, end] = reply as [number, number, number];
     // n: the watch index's change counter, clock-floored like the token.
-    expect(await lua.raw.hgetall(keys.pool)).toEqual({ t: String(token), c: '2', u: '1', n: String(token), 'o:o1': `1|${token}|${end}|a|b` });
+    expect(await lua.raw.hgetall(keys.pool)).toEqual({
+      t: String(token),
+      c: '2',
+      u: '1',
+      n: String(token),
+      'o:o1': `1|${token}|${end}|a|b`,
+    });
     expect(await lua.raw.zscore(keys.expiries, 'o1')).toBe(String(end));
     expect(await lua.raw.pttl(keys.pool)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
     expect(await lua.raw.pttl(keys.expiries)).toBeGreaterThan(10_000 + GRACE_MS - 1_000);
@@ -132,7 +143,9 @@ describe('permit-inspect.lua and permit-force-release.lua', () => {
     // The index rose with the eviction and the hand-over.
     expect(after[4]).toBeGreaterThan(reply[4] as number);
     expect(after[7]).toBeGreaterThan(t2 as number);
-    expect(await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual([]);
+    expect(await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys: space.permitKeys('semaphore', 'ns/none') })).toEqual(
+      [],
+    );
   });
 });
 
@@ -140,7 +153,8 @@ describe('permit-cancel.lua and permit-heartbeat.lua', () => {
   it('{0, retryAfterMs}: taken out of the queue; {1, token, end}: it had been granted meanwhile', async () => {
     await acquire('o1', { capacity: 1, ttlMs: 5_000 });
     await acquire('w1', { capacity: 1, waitMs: 5_000, waiterId: 'id1' });
-    const cancel = (id: string, owner: string) => lua.scripts.run('permitCancel', { ...handOver, lockName, keys, waiterId: id, ownerToken: owner });
+    const cancel = (id: string, owner: string) =>
+      lua.scripts.run('permitCancel', { ...handOver, lockName, keys, waiterId: id, ownerToken: owner });
     const out = (await cancel('id1', 'w1')) as number[];
     expect(out[0]).toBe(0);
     expect(out[1]).toBeGreaterThan(0);

@@ -46,7 +46,8 @@ afterAll(async () => {
  * room schedules, and the test runs the heartbeat's visit itself (`permits.visitAll()`).
  */
 async function open(options: { heartbeat?: boolean; replicaAcks?: ReplicaAcks } = {}): Promise<RedisStore> {
-  const make = () => new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, replicaAcks: options.replicaAcks });
+  const make = () =>
+    new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, replicaAcks: options.replicaAcks });
   let store: RedisStore;
   if (options.heartbeat === false) {
     vi.useFakeTimers({ toFake: ['setInterval'] });
@@ -307,7 +308,16 @@ describe('nodes: a Cluster of two masters', () => {
     const started = await Promise.all(
       [0, 1].map(async () => {
         const busPort = await freePort();
-        const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(busPort), '--cluster-announce-ip', '127.0.0.1'];
+        const args = [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-port',
+          String(busPort),
+          '--cluster-announce-ip',
+          '127.0.0.1',
+        ];
         const node = await RedisServer.start({ args });
         return { node, busPort };
       }),
@@ -327,7 +337,9 @@ describe('nodes: a Cluster of two masters', () => {
     if (!(created instanceof Cluster)) throw new Error('expected a Cluster client');
     client = created;
     await until('the client to know both masters and the slot map', 10_000, async () =>
-      client.status === 'ready' && client.nodes('master').length === 2 && client.slots[0] !== undefined && client.slots[16383] !== undefined ? true : undefined,
+      client.status === 'ready' && client.nodes('master').length === 2 && client.slots[0] !== undefined && client.slots[16383] !== undefined
+        ? true
+        : undefined,
     );
   }, 30_000);
   afterAll(async () => {

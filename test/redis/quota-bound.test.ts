@@ -36,7 +36,13 @@ describe('the Redis quota bound', () => {
     let held = 0;
     let firstRefusal: number | undefined;
     await inBatches(limit + 1_000, async (i) => {
-      const got = await store.acquire({ key: lockId('inside', `job-${i}`), ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, maxHeldInNamespace: limit });
+      const got = await store.acquire({
+        key: lockId('inside', `job-${i}`),
+        ownerToken: newOwnerToken(),
+        ttlMs: 60_000,
+        holder: null,
+        maxHeldInNamespace: limit,
+      });
       if (got.acquired) held++;
       else {
         expect(got.quotaFull).toBe(true);

@@ -54,11 +54,15 @@ describe('replica acknowledgement', () => {
     // and answered 503 (failing closed), so ask again until one is confirmed; what is checked is that a
     // grant answered 200 is on the replica.
     let ownerToken = '';
-    await eventually(async () => {
-      ownerToken = newOwnerToken();
-      const grant = await store.acquire({ key: 'acked', ownerToken, ttlMs: 5_000, holder: null });
-      expect(grant.acquired).toBe(true);
-    }, 20_000, 100);
+    await eventually(
+      async () => {
+        ownerToken = newOwnerToken();
+        const grant = await store.acquire({ key: 'acked', ownerToken, ttlMs: 5_000, holder: null });
+        expect(grant.acquired).toBe(true);
+      },
+      20_000,
+      100,
+    );
     // Read the replica straight after the answer: WAIT already confirmed it has the lease.
     const client = replica.client();
     try {

@@ -26,7 +26,15 @@ const handOver = { graceMs: GRACE_MS, channelPrefix: CHANNELS };
 
 function acquire(
   ownerToken: string,
-  options: { ttlMs?: number; waitMs?: number; waiterId?: string; holder?: string; maxWaiters?: number; maxSlots?: number; keys?: LockKeys } = {},
+  options: {
+    ttlMs?: number;
+    waitMs?: number;
+    waiterId?: string;
+    holder?: string;
+    maxWaiters?: number;
+    maxSlots?: number;
+    keys?: LockKeys;
+  } = {},
 ) {
   return lua.scripts.run('acquire', {
     ...handOver,
@@ -70,8 +78,19 @@ describe('acquire.lua', () => {
   it('a grant keeps no holder label or idempotency key of an earlier lease, and writes its own', async () => {
     const grant = (ownerToken: string, holder: string, idempotencyKey: string) =>
       lua.scripts.run('acquire', {
-        ...handOver, lockName, keys, ownerToken, ttlMs: 5_000, holder, idempotencyKey,
-        waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0,
+        ...handOver,
+        lockName,
+        keys,
+        ownerToken,
+        ttlMs: 5_000,
+        holder,
+        idempotencyKey,
+        waitMs: 0,
+        waiterId: '-',
+        instanceId: 'inst-a',
+        maxWaiters: 10,
+        livenessMs: 3_000,
+        maxSlots: 0,
       });
     const fields = async () => {
       const { o, h, i } = await lua.raw.hgetall(keys.lock);
@@ -166,7 +185,13 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
     expect(await counted(a.quota)).toBe(1);
     const waiterSecond = await lua.raw.hget(a.lock, 'b');
     expect(Number(await lua.raw.hget(a.quota.count, waiterSecond as string))).toBe(1);
-    const renewed = (await lua.scripts.run('renew', { lockKey: a.lock, quota: a.quota, ownerToken: 'owner-w', ttlMs: 90_000, graceMs: GRACE_MS })) as number[];
+    const renewed = (await lua.scripts.run('renew', {
+      lockKey: a.lock,
+      quota: a.quota,
+      ownerToken: 'owner-w',
+      ttlMs: 90_000,
+      graceMs: GRACE_MS,
+    })) as number[];
     expect(await lua.raw.hget(a.lock, 'b')).toBeNull();
     expect(Number((await lua.raw.hget(a.quota.count, waiterSecond as string)) ?? 0)).toBe(0);
     expect(Number(await lua.raw.hget(a.quota.count, String(Math.ceil((renewed[2] as number) / 1000))))).toBe(1);
@@ -193,15 +218,37 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
 describe('renew.lua', () => {
   it('{1, fencingToken, expiresAtMs}: renewed, same token, later end', async () => {
     const [, token, end] = (await acquire('owner-1', { ttlMs: 1_000 })) as [number, number, number];
-    const reply = (await lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'owner-1', ttlMs: 60_000, graceMs: GRACE_MS })) as number[];
+    const reply = (await lua.scripts.run('renew', {
+      lockKey: keys.lock,
+      quota: keys.quota,
+      ownerToken: 'owner-1',
+      ttlMs: 60_000,
+      graceMs: GRACE_MS,
+    })) as number[];
     expect(reply).toEqual([1, token, int]);
     expect(reply[2]).toBeGreaterThan(end);
   });
 
   it('{0}: this token holds no live lease', async () => {
     await acquire('owner-1');
-    expect(await lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'someone-else', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
-    expect(await lua.scripts.run('renew', { lockKey: space.lock('unknown'), quota: keys.quota, ownerToken: 'x', ttlMs: 1_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(
+      await lua.scripts.run('renew', {
+        lockKey: keys.lock,
+        quota: keys.quota,
+        ownerToken: 'someone-else',
+        ttlMs: 1_000,
+        graceMs: GRACE_MS,
+      }),
+    ).toEqual([0]);
+    expect(
+      await lua.scripts.run('renew', {
+        lockKey: space.lock('unknown'),
+        quota: keys.quota,
+        ownerToken: 'x',
+        ttlMs: 1_000,
+        graceMs: GRACE_MS,
+      }),
+    ).toEqual([0]);
   });
 });
 
@@ -377,7 +424,11 @@ describe('change notices (_watch.lua)', () => {
   it('one PUBLISH per grant, per release (with its hand-over), per force release; none for renew or a refusal', async () => {
     expect(await notices(() => acquire('owner-1'))).toBe(1);
     expect(await notices(() => acquire('owner-2'))).toBe(0);
-    expect(await notices(() => lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }))).toBe(0);
+    expect(
+      await notices(() =>
+        lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken: 'owner-1', ttlMs: 10_000, graceMs: GRACE_MS }),
+      ),
+    ).toBe(0);
     await acquire('owner-2', { waitMs: 5_000, waiterId: 'w1' });
     expect(await notices(() => release('owner-1'))).toBe(1);
     expect(await notices(() => lua.scripts.run('forceRelease', { ...handOver, lockName, keys }))).toBe(1);
@@ -399,7 +450,9 @@ describe('change notices (_watch.lua)', () => {
     expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(0);
     expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 200 })).toBe(1);
     // Probing with a 1 ms mark never extends a longer one: it is found run out once 200 ms have passed.
-    await vi.waitFor(async () => expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 1 })).toBe(0), { timeout: 10_000 });
+    await vi.waitFor(async () => expect(await lua.scripts.run('watchMark', { lockKey: keys.lock, keepMs: 1 })).toBe(0), {
+      timeout: 10_000,
+    });
   });
 
   it('the lock hash outlives its watch mark and its queue flag, whatever the lease', async () => {
@@ -452,10 +505,41 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
     expect(free[2]).toBeGreaterThan(4_000);
     // Released before it expires: no delay.
     const other = space.lockKeys(`${lockName}-b`);
-    const raw2 = await lua.scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0, lockDelayMs: 5_000 });
+    const raw2 = await lua.scripts.run('acquire', {
+      ...handOver,
+      lockName: `${lockName}-b`,
+      keys: other,
+      ownerToken: 'o',
+      ttlMs: 5_000,
+      holder: '',
+      idempotencyKey: '',
+      waitMs: 0,
+      waiterId: '-',
+      instanceId: 'inst-a',
+      maxWaiters: 10,
+      livenessMs: 3_000,
+      maxSlots: 0,
+      lockDelayMs: 5_000,
+    });
     expect(raw2).toEqual([1, int, int]);
     expect(await lua.scripts.run('release', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'o' })).toBe(1);
-    expect(await lua.scripts.run('acquire', { ...handOver, lockName: `${lockName}-b`, keys: other, ownerToken: 'p', ttlMs: 5_000, holder: '', idempotencyKey: '', waitMs: 0, waiterId: '-', instanceId: 'inst-a', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 })).toEqual([1, int, int]);
+    expect(
+      await lua.scripts.run('acquire', {
+        ...handOver,
+        lockName: `${lockName}-b`,
+        keys: other,
+        ownerToken: 'p',
+        ttlMs: 5_000,
+        holder: '',
+        idempotencyKey: '',
+        waitMs: 0,
+        waiterId: '-',
+        instanceId: 'inst-a',
+        maxWaiters: 10,
+        livenessMs: 3_000,
+        maxSlots: 0,
+      }),
+    ).toEqual([1, int, int]);
   });
 
   it('lock-delay.lua: 1 sets the delay of a live lease of this owner (tagged with the owner); 0 otherwise', async () => {
@@ -470,7 +554,15 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
 describe('lock-set scripts', () => {
   const member = (name: string) => ({ keys: space.lockKeys(`ns/${lockName}-${name}`), name: `ns/${lockName}-${name}` });
   const setAcquire = (ownerToken: string, names: string[]) =>
-    lua.scripts.run('lockSetAcquire', { members: names.map(member), ownerToken, ttlMs: 10_000, holder: 'h', graceMs: GRACE_MS, lockDelayMs: 0, channelPrefix: CHANNELS });
+    lua.scripts.run('lockSetAcquire', {
+      members: names.map(member),
+      ownerToken,
+      ttlMs: 10_000,
+      holder: 'h',
+      graceMs: GRACE_MS,
+      lockDelayMs: 0,
+      channelPrefix: CHANNELS,
+    });
 
   it('lock-set-acquire: {1, expiresAtMs, tokens...} for all; {0, retryAfterMs, busyIndex} and nothing taken when one is busy', async () => {
     expect(await setAcquire('set-1', ['a', 'b'])).toEqual([1, int, int, int]);
@@ -484,8 +576,20 @@ describe('lock-set scripts', () => {
   it('lock-set-renew: {1, expiresAtMs, tokens...} only when the token holds every key; {0} and nothing changed otherwise', async () => {
     const [, , ta, tb] = (await setAcquire('set-1', ['a', 'b'])) as number[];
     const lockKeys = ['a', 'b'].map((x) => member(x).keys.lock);
-    expect(await lua.scripts.run('lockSetRenew', { lockKeys, ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([1, int, ta, tb]);
-    expect(await lua.scripts.run('lockSetRenew', { lockKeys: [...lockKeys, member('z').keys.lock], ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([0]);
+    expect(await lua.scripts.run('lockSetRenew', { lockKeys, ownerToken: 'set-1', ttlMs: 20_000, graceMs: GRACE_MS })).toEqual([
+      1,
+      int,
+      ta,
+      tb,
+    ]);
+    expect(
+      await lua.scripts.run('lockSetRenew', {
+        lockKeys: [...lockKeys, member('z').keys.lock],
+        ownerToken: 'set-1',
+        ttlMs: 20_000,
+        graceMs: GRACE_MS,
+      }),
+    ).toEqual([0]);
   });
 
   it('lock-set-release: 1 frees every key the token holds; 0 when it holds none', async () => {

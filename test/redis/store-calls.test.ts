@@ -48,7 +48,11 @@ const openVia = async (commandTimeoutMs: number): Promise<RedisStore> => {
 };
 
 /** The value or the error, so a failure can be looked at without try/catch. */
-const settle = (p: Promise<unknown>): Promise<unknown> => p.then((value) => value, (err: unknown) => err);
+const settle = (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    (value) => value,
+    (err: unknown) => err,
+  );
 
 beforeAll(async () => {
   server = await RedisServer.start();
@@ -93,7 +97,10 @@ describe('redis store: calls on the connection', () => {
     const shard = space.shardOf('held');
     const ns = uniqueKey('quota');
     const names = Array.from({ length: 400 }, (_v, i) => `plain-${i}`).filter((name) => space.shardOf(name) === shard);
-    expect((await store.acquire({ key: `${ns}/held`, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 })).acquired).toBe(true);
+    expect(
+      (await store.acquire({ key: `${ns}/held`, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 }))
+        .acquired,
+    ).toBe(true);
     let next = 0;
     const run = async () => {
       const key = `${ns}/${names[next++] as string}`;
@@ -322,7 +329,13 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   // WAIT 1 on a lone Redis answers 0 after the timeout: nothing is confirmed.
   let strict: RedisStore;
   beforeAll(async () => {
-    strict = new RedisStore({ url: server.url, keyPrefix: PREFIX, replicaAcks: { minReplicas: 1, timeoutMs: 20 }, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    strict = new RedisStore({
+      url: server.url,
+      keyPrefix: PREFIX,
+      replicaAcks: { minReplicas: 1, timeoutMs: 20 },
+      commandTimeoutMs: 1_000,
+      fenceGraceMs: 60_000,
+    });
     await eventually(() => strict.ping(), 10_000);
   });
   afterAll(async () => {
@@ -349,7 +362,9 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   it('an unconfirmed lock set is given back whole and answered 503', async () => {
     const keys = [uniqueKey('set/a'), uniqueKey('set/b')];
     const ownerToken = newOwnerToken();
-    await expect(strict.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(strict.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
     for (const key of keys) expect(await store.inspect(key)).toBeNull();
   });
 

@@ -123,7 +123,9 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
       const holder = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
       expect(holder.acquired).toBe(true);
       const closing = await storeWithHeldReplies();
-      const waiting = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
+      const waiting = closing
+        .acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 })
+        .catch((err: unknown) => err);
       // The script has reached Redis: the caller is queued there, its answer ("queued") held by the
       // proxy, so the waiter is registered and has no one listening to its outcome yet.
       await eventually(async () => expect((await store.inspect(key))?.waiters).toBe(1), 5_000, 5);
@@ -141,7 +143,9 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
     const closing = await storeWithHeldReplies();
     const key = uniqueKey();
     // The key is free: the script grants it at once, and its answer is held by the proxy.
-    const acquiring = closing.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 }).catch((err: unknown) => err);
+    const acquiring = closing
+      .acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 })
+      .catch((err: unknown) => err);
     await eventually(async () => expect(await store.inspect(key)).not.toBeNull(), 5_000, 5);
     await closing.close();
     // Closing cancelled the caller in Redis, which gave the lease back: the caller must not be told it holds it.
@@ -154,7 +158,16 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
     const closing = await storeWithHeldReplies();
     const key = uniqueKey();
     const permit = (s: RedisStore, waitMs: number) =>
-      s.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs });
+      s.permits.acquirePermit({
+        kind: 'semaphore',
+        key,
+        ownerToken: newOwnerToken(),
+        ttlMs: 10_000,
+        holder: null,
+        weight: 1,
+        capacity: 1,
+        waitMs,
+      });
     // The one permit is free: the script grants it at once, and its answer is held by the proxy.
     const acquiring = permit(closing, 10_000).catch((err: unknown) => err);
     await eventually(async () => expect((await store.permits.inspectPermits('semaphore', key))?.holders).toHaveLength(1), 5_000, 5);
@@ -176,7 +189,8 @@ describe('redis store: lock sets on a store built in the test', () => {
       expect(set).toMatchObject({ acquired: true, fencingTokens: [expect.any(Number), expect.any(Number)] });
       expect(await own.lockSets.releaseSet(keys, ownerToken)).toBe(true);
       // Released: each key is free for anyone else at once.
-      for (const key of keys) expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).toMatchObject({ acquired: true });
+      for (const key of keys)
+        expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).toMatchObject({ acquired: true });
     } finally {
       await own.close();
     }

@@ -75,7 +75,9 @@ describe('redis store: what the constructor wires up', () => {
   it('keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {
     const store = await open();
     expect(store.quotaInside).toBe(true);
-    expect(() => new RedisStore({ keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 })).toThrow(/needs a url or a connection/);
+    expect(() => new RedisStore({ keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 })).toThrow(
+      /needs a url or a connection/,
+    );
   });
 
   it('listens for hand-overs on its own grant channel; a waiter is handed the lock when it is released', async () => {
@@ -136,7 +138,9 @@ describe('redis store: what the constructor wires up', () => {
       expect(log.info).toHaveBeenCalledWith({ store: 'redis' }, expect.any(String));
       expect(log.warn).not.toHaveBeenCalled();
       await own.kill();
-      await vi.waitFor(() => expect(log.warn).toHaveBeenCalledWith({ store: 'redis', err: expect.any(String) }, expect.any(String)), { timeout: 3_000 });
+      await vi.waitFor(() => expect(log.warn).toHaveBeenCalledWith({ store: 'redis', err: expect.any(String) }, expect.any(String)), {
+        timeout: 3_000,
+      });
       // Both clients retry on the same schedule: the quiet one has met the outage too by now.
       await sleep(100);
       expect(uncaught).toEqual([]);
@@ -181,7 +185,15 @@ describe('redis store: watch channels', () => {
     const changes = vi.fn();
     const stop = await store.permits.watchPermitChanges('semaphore', key, changes);
     expect(stop).toBeTypeOf('function');
-    await store.permits.acquirePermit({ kind: 'semaphore', key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, weight: 1, capacity: 2 });
+    await store.permits.acquirePermit({
+      kind: 'semaphore',
+      key,
+      ownerToken: newOwnerToken(),
+      ttlMs: 5_000,
+      holder: null,
+      weight: 1,
+      capacity: 2,
+    });
     await vi.waitFor(() => expect(changes).toHaveBeenCalled());
     stop();
   });
@@ -326,7 +338,7 @@ describe('redis store: watch channels', () => {
 });
 
 describe('redis store: listing cursors and replica acknowledgement', () => {
-  it('a listing cursor past a SCAN cursor or naming a node that does not exist is the caller\'s mistake', async () => {
+  it("a listing cursor past a SCAN cursor or naming a node that does not exist is the caller's mistake", async () => {
     const store = await open();
     const list = (cursor: string) => store.list({ prefix: uniqueKey('none-here'), limit: 10, cursor });
     await expect(list('18446744073709551616')).rejects.toBeInstanceOf(InvalidRequestError);
@@ -350,7 +362,15 @@ describe('redis store: listing cursors and replica acknowledgement', () => {
     expect(await acked.renew(key, newOwnerToken(), 5_000)).toEqual({ renewed: false });
     const permitKey = uniqueKey('acks-permit');
     await expect(
-      acked.permits.acquirePermit({ kind: 'semaphore', key: permitKey, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, weight: 1, capacity: 2 }),
+      acked.permits.acquirePermit({
+        kind: 'semaphore',
+        key: permitKey,
+        ownerToken: newOwnerToken(),
+        ttlMs: 5_000,
+        holder: null,
+        weight: 1,
+        capacity: 2,
+      }),
     ).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await plain.permits.inspectPermits('semaphore', permitKey)).toBeNull();
   });

@@ -60,7 +60,10 @@ describe('upgrading from the layout before shards', () => {
     const p1 = newOwnerToken();
     const p2 = newOwnerToken();
     for (const ownerToken of [p1, p2]) {
-      expect((await permits.acquirePermit({ kind: 'semaphore', key: pool, ownerToken, ttlMs: 30_000, holder: null, weight: 1, capacity: 3 })).acquired).toBe(true);
+      expect(
+        (await permits.acquirePermit({ kind: 'semaphore', key: pool, ownerToken, ttlMs: 30_000, holder: null, weight: 1, capacity: 3 }))
+          .acquired,
+      ).toBe(true);
     }
     await old.close();
     const renamed = await toOldLayout();
@@ -75,7 +78,19 @@ describe('upgrading from the layout before shards', () => {
     await raw.zadd(`${PREFIX}{${NS}}q/waited-for`, Date.now() * 1000, 'w1');
     await raw.hset(`${PREFIX}{${NS}}w/waited-for`, 'w1', `${Date.now() + 3_000}|${deadline}|10000|${waiterToken}|gone-instance|`);
     await raw.hset(`${PREFIX}{${NS}}/waited-for`, 'q', String(deadline + 1_000));
-    await raw.zadd(`${PREFIX}slots:{${NS}}`, ends, lockA.ownerToken, ends, lockB.ownerToken, Number(ends) + 20_000, waiterToken, ends, p1, ends, p2);
+    await raw.zadd(
+      `${PREFIX}slots:{${NS}}`,
+      ends,
+      lockA.ownerToken,
+      ends,
+      lockB.ownerToken,
+      Number(ends) + 20_000,
+      waiterToken,
+      ends,
+      p1,
+      ends,
+      p2,
+    );
 
     // The upgrade: the migration, then the new version.
     const client = createRedisClient(server.url, { commandTimeoutMs: 5_000 });
@@ -102,8 +117,24 @@ describe('upgrading from the layout before shards', () => {
       // The semaphore's two leases are there; a third caller gets the one unit left, a fourth nothing.
       expect((await store.permits?.inspectPermits('semaphore', pool))?.holders).toHaveLength(2);
       expect((await store.permits?.renewPermit('semaphore', pool, p1, 30_000))?.renewed).toBe(true);
-      const third = await store.permits?.acquirePermit({ kind: 'semaphore', key: pool, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, weight: 1, capacity: 3 });
-      const fourth = await store.permits?.acquirePermit({ kind: 'semaphore', key: pool, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, weight: 1, capacity: 3 });
+      const third = await store.permits?.acquirePermit({
+        kind: 'semaphore',
+        key: pool,
+        ownerToken: newOwnerToken(),
+        ttlMs: 5_000,
+        holder: null,
+        weight: 1,
+        capacity: 3,
+      });
+      const fourth = await store.permits?.acquirePermit({
+        kind: 'semaphore',
+        key: pool,
+        ownerToken: newOwnerToken(),
+        ttlMs: 5_000,
+        holder: null,
+        weight: 1,
+        capacity: 3,
+      });
       expect([third?.acquired, fourth?.acquired]).toEqual([true, false]);
       // The quota counts the carried-over units in the new shards; A's is given back by its release.
       const counted = async () => {

@@ -9,9 +9,7 @@ const instances: KeyholderProcess[] = [];
 
 beforeAll(async () => {
   redis = await RedisServer.start();
-  instances.push(
-    ...(await Promise.all([0, 1, 2].map(() => KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' } })))),
-  );
+  instances.push(...(await Promise.all([0, 1, 2].map(() => KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' } })))));
 }, 180_000);
 afterAll(async () => {
   await Promise.all(instances.map((i) => i.stop('SIGKILL')));

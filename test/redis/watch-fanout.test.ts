@@ -91,7 +91,9 @@ describe('watch fan-out on Redis', () => {
     expect(many.commands).toBeLessThan(20);
     const p99 = many.latencies[Math.floor(many.latencies.length * 0.99) - 1] ?? NaN;
     // Measured, not asserted here (speed is the benchmark's job; npm run bench reports it under load).
-    console.log(`watch fan-out: 1000 watchers, ${many.commands} Redis commands per change, wake p50 ${many.latencies[499]?.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
+    console.log(
+      `watch fan-out: 1000 watchers, ${many.commands} Redis commands per change, wake p50 ${many.latencies[499]?.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`,
+    );
     expect(services.reduce((n, s) => n + s.changes.size, 0)).toBe(0);
   });
 });

@@ -18,7 +18,9 @@ function sharedWindow(): PermitSource & { calls: number; handedOut: number } {
 }
 
 function incr(store: BatchedRateStore, max: number): Promise<{ current: number; ttl: number }> {
-  return new Promise((resolve, reject) => store.incr('key:a', (err, res) => (err || !res ? reject(err ?? new Error('no result')) : resolve(res)), 60_000, max));
+  return new Promise((resolve, reject) =>
+    store.incr('key:a', (err, res) => (err || !res ? reject(err ?? new Error('no result')) : resolve(res)), 60_000, max),
+  );
 }
 
 describe('BatchedRateStore', () => {

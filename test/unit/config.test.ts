@@ -51,7 +51,13 @@ describe('config', () => {
     const config = loadConfig({ REDIS_CLUSTER_NODES: 'n1:7000,n2:7001' });
     expect(config.store).toMatchObject({
       kind: 'redis',
-      connection: { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'n2', port: 7001 }] },
+      connection: {
+        mode: 'cluster',
+        nodes: [
+          { host: 'n1', port: 7000 },
+          { host: 'n2', port: 7001 },
+        ],
+      },
       replicaAcks: null,
     });
   });
@@ -85,8 +91,16 @@ describe('config', () => {
     ['sentinels without a name', { REDIS_SENTINELS: 's1:26379' }, 'REDIS_SENTINEL_NAME'],
     ['sentinel not host:port', { REDIS_SENTINELS: 's1', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
     ['sentinel port out of range', { REDIS_SENTINELS: 's1:99999', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
-    ['URL and sentinels at once', { REDIS_URL: 'redis://x:6379', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'x' }, 'REDIS_SENTINELS'],
-    ['ack timeout not below the command timeout', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '1', REDIS_REPLICA_ACK_TIMEOUT_MS: '500' }, 'REDIS_REPLICA_ACK_TIMEOUT_MS'],
+    [
+      'URL and sentinels at once',
+      { REDIS_URL: 'redis://x:6379', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'x' },
+      'REDIS_SENTINELS',
+    ],
+    [
+      'ack timeout not below the command timeout',
+      { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '1', REDIS_REPLICA_ACK_TIMEOUT_MS: '500' },
+      'REDIS_REPLICA_ACK_TIMEOUT_MS',
+    ],
     ['replica acks out of range', { REDIS_URL: 'redis://x:6379', REDIS_MIN_REPLICA_ACKS: '-1' }, 'REDIS_MIN_REPLICA_ACKS'],
     ['cluster node not host:port', { REDIS_CLUSTER_NODES: 'n1' }, 'REDIS_CLUSTER_NODES'],
     ['URL and cluster nodes at once', { REDIS_URL: 'redis://x:6379', REDIS_CLUSTER_NODES: 'n1:7000' }, 'REDIS_CLUSTER_NODES'],
@@ -94,7 +108,11 @@ describe('config', () => {
     ['store etcd without endpoints', { KEYHOLDER_STORE: 'etcd' }, 'ETCD_ENDPOINTS'],
     ['etcd endpoint not a URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'e1:2379' }, 'ETCD_ENDPOINTS'],
     ['etcd endpoints without store etcd', { ETCD_ENDPOINTS: 'http://e1:2379' }, 'ETCD_ENDPOINTS'],
-    ['store etcd with a Redis URL', { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379', REDIS_URL: 'redis://x:6379' }, 'KEYHOLDER_STORE'],
+    [
+      'store etcd with a Redis URL',
+      { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: 'http://e1:2379', REDIS_URL: 'redis://x:6379' },
+      'KEYHOLDER_STORE',
+    ],
     ['production without Redis', { NODE_ENV: 'production' }, 'REDIS_URL'],
   ];
   for (const [name, env, variable] of rejections) {

@@ -14,10 +14,16 @@ const OBSERVED: Array<[string, string, number]> = [
 ];
 
 describe('LeanHistogram', () => {
-  it('exposes the same text as prom-client\'s Histogram, bucket by bucket, before and after a reset', async () => {
+  it("exposes the same text as prom-client's Histogram, bucket by bucket, before and after a reset", async () => {
     const theirs = new Registry();
     const ours = new Registry();
-    const reference = new Histogram({ name: 'h_seconds', help: 'h', labelNames: ['operation', 'result'], buckets: BUCKETS, registers: [theirs] });
+    const reference = new Histogram({
+      name: 'h_seconds',
+      help: 'h',
+      labelNames: ['operation', 'result'],
+      buckets: BUCKETS,
+      registers: [theirs],
+    });
     const lean = new LeanHistogram('h_seconds', 'h', ['operation', 'result'], BUCKETS, ours);
     for (const [op, result, value] of OBSERVED) {
       reference.labels(op, result).observe(value);
@@ -31,7 +37,7 @@ describe('LeanHistogram', () => {
     expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 
-  it('an unlabelled histogram\'s one series is there at zero from the start, as prom-client\'s is', async () => {
+  it("an unlabelled histogram's one series is there at zero from the start, as prom-client's is", async () => {
     const theirs = new Registry();
     const ours = new Registry();
     new Histogram({ name: 'hold_seconds', help: 'hold', buckets: BUCKETS, registers: [theirs] });

@@ -27,7 +27,15 @@ describe('embedded store: semaphores and read/write locks', () => {
   const take = (
     store: MemoryStore,
     key: string,
-    call: { weight?: number; capacity?: number; ttlMs?: number; waitMs?: number; signal?: AbortSignal; holder?: string | null; kind?: PermitKind } = {},
+    call: {
+      weight?: number;
+      capacity?: number;
+      ttlMs?: number;
+      waitMs?: number;
+      signal?: AbortSignal;
+      holder?: string | null;
+      kind?: PermitKind;
+    } = {},
   ): Promise<PermitAcquireOutcome & { ownerToken: string }> => {
     const ownerToken = newOwnerToken();
     return store.permits
@@ -49,7 +57,8 @@ describe('embedded store: semaphores and read/write locks', () => {
     if (!o.acquired) throw new Error(`not granted: ${JSON.stringify(o)}`);
     return o;
   };
-  const waiters = async (store: MemoryStore, key: string, kind: PermitKind = 'semaphore') => (await store.permits.inspectPermits(kind, key))?.waiters;
+  const waiters = async (store: MemoryStore, key: string, kind: PermitKind = 'semaphore') =>
+    (await store.permits.inspectPermits(kind, key))?.waiters;
 
   it('a refusal says exactly how long until room frees up: the earliest lease when full, the last one on a limit mismatch', async () => {
     const clock = new FakeClock(1_000_000);
@@ -58,7 +67,12 @@ describe('embedded store: semaphores and read/write locks', () => {
     await granted(take(store, 'k', { ttlMs: 1_000 }));
     clock.advance(250);
     expect(await take(store, 'k')).toMatchObject({ acquired: false, reason: 'full', retryAfterMs: 750 });
-    expect(await take(store, 'k', { capacity: 5 })).toMatchObject({ acquired: false, reason: 'mismatch', capacity: 2, retryAfterMs: 2_750 });
+    expect(await take(store, 'k', { capacity: 5 })).toMatchObject({
+      acquired: false,
+      reason: 'mismatch',
+      capacity: 2,
+      retryAfterMs: 2_750,
+    });
     const state = await store.permits.inspectPermits('semaphore', 'k');
     expect(state?.holders.map((h) => h.ttlRemainingMs)).toEqual([2_750, 750]);
   });
@@ -161,7 +175,9 @@ describe('embedded store: semaphores and read/write locks', () => {
     // Without a prefix: every key of that kind, and only of that kind.
     expect((await store.permits.listPermits('rwlock', { prefix: '', limit: 10 })).entries.map((e) => e.key)).toEqual(['p/rw']);
     for (const cursor of ['q/other', 'p/\u0001', 'not a cursor']) {
-      await expect(store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2, cursor })).rejects.toMatchObject({ code: 'invalid_request' });
+      await expect(store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2, cursor })).rejects.toMatchObject({
+        code: 'invalid_request',
+      });
     }
   });
 
@@ -180,7 +196,9 @@ describe('embedded store: semaphores and read/write locks', () => {
     const store = open(clock);
     const reader = await granted(take(store, 'k', { kind: 'rwlock', capacity: WRITE }));
     const writerLeaves = new AbortController();
-    const writer = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 60_000, signal: writerLeaves.signal }).catch((err: unknown) => err);
+    const writer = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 60_000, signal: writerLeaves.signal }).catch(
+      (err: unknown) => err,
+    );
     const laterReader = take(store, 'k', { kind: 'rwlock', capacity: WRITE, waitMs: 60_000 });
     expect(await waiters(store, 'k', 'rwlock')).toBe(2);
     const why = new Error('the client went away');
@@ -209,7 +227,9 @@ describe('embedded store: semaphores and read/write locks', () => {
     await granted(take(store, 'k', { kind: 'rwlock', capacity: WRITE, ttlMs: 10 * GRACE_MS }));
     const soon = <T>(p: Promise<T>) => Promise.race([p, new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), 2_000))]);
     const leaves = new AbortController();
-    const writer = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 60_000, signal: leaves.signal }).catch((err: unknown) => err);
+    const writer = take(store, 'k', { kind: 'rwlock', weight: WRITE, capacity: WRITE, waitMs: 60_000, signal: leaves.signal }).catch(
+      (err: unknown) => err,
+    );
     const reader = take(store, 'k', { kind: 'rwlock', capacity: WRITE, waitMs: 60_000 });
     leaves.abort(new Error('gone'));
     await writer;
@@ -274,7 +294,9 @@ describe('embedded store: semaphores and read/write locks', () => {
       expect(lock.acquired).toBe(true);
       // A held lock nobody waits for sets no timer of its own: only the sweep's and the queued caller's.
       const beforeClose = vi.getTimerCount();
-      const lockWaiter = store.acquire({ key: 'l', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch((err: unknown) => err);
+      const lockWaiter = store
+        .acquire({ key: 'l', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
+        .catch((err: unknown) => err);
       expect(vi.getTimerCount()).toBeGreaterThan(beforeClose);
       await store.close();
       await Promise.all([queued, lockWaiter]);

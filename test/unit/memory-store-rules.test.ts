@@ -97,7 +97,7 @@ describe('embedded store: bookkeeping', () => {
     expect([store.has('s/a'), store.has('s/b')]).toEqual([false, false]);
   });
 
-  it('tells a key\'s watchers after each change, once per change, until they stop watching; a stopped watch is forgotten', async () => {
+  it("tells a key's watchers after each change, once per change, until they stop watching; a stopped watch is forgotten", async () => {
     const clock = new FakeClock();
     const store = open(clock);
     const byKey = (store as unknown as { changeListeners: { byKey: Map<string, Set<unknown>> } }).changeListeners.byKey;
@@ -158,9 +158,9 @@ describe('embedded store: bookkeeping', () => {
       const waits = Array.from({ length: cap }, () =>
         store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch((err: unknown) => err),
       );
-      await expect(store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })).rejects.toBeInstanceOf(
-        TooManyWaitersError,
-      );
+      await expect(
+        store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }),
+      ).rejects.toBeInstanceOf(TooManyWaitersError);
       expect((await store.inspect('k'))?.waiters).toBe(cap);
       await store.close();
       await Promise.all(waits);
@@ -174,7 +174,9 @@ describe('embedded store: bookkeeping', () => {
     const first = new AbortController();
     const second = new AbortController();
     const wait = (signal: AbortSignal) =>
-      store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000, signal }).catch((err: unknown) => err);
+      store
+        .acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000, signal })
+        .catch((err: unknown) => err);
     const waits = [wait(first.signal), wait(second.signal)];
     expect((await store.inspect('k'))?.waiters).toBe(2);
     second.abort();
@@ -198,7 +200,9 @@ describe('embedded store: bookkeeping', () => {
     const released = await grant(store, 'p/released', 5_000);
     await store.release('p/released', released.ownerToken);
     await grant(store, 'q/other', 5_000);
-    const waiting = store.acquire({ key: 'p/a', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch(() => undefined);
+    const waiting = store
+      .acquire({ key: 'p/a', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
+      .catch(() => undefined);
     clock.advance(1_000); // p/expired ends exactly now
     const all = await store.list({ prefix: 'p/', limit: 10 });
     expect(all.locks.map((l) => l.key)).toEqual(['p/a', 'p/b', 'p/c']);
@@ -273,7 +277,16 @@ describe('createStore', () => {
     const redis = await RedisServer.start();
     try {
       const store = createStore(
-        { ...base, store: { kind: 'redis', connection: { mode: 'standalone', url: redis.url }, keyPrefix: 'cs:', commandTimeoutMs: 1_000, replicaAcks: null } },
+        {
+          ...base,
+          store: {
+            kind: 'redis',
+            connection: { mode: 'standalone', url: redis.url },
+            keyPrefix: 'cs:',
+            commandTimeoutMs: 1_000,
+            replicaAcks: null,
+          },
+        },
         log,
       );
       expect(store.kind).toBe('redis');
@@ -282,7 +295,10 @@ describe('createStore', () => {
     } finally {
       await redis.stop();
     }
-    const etcd = createStore({ ...base, store: { kind: 'etcd', endpoints: ['127.0.0.1:1'], keyPrefix: 'cs/', commandTimeoutMs: 1_000 } }, log);
+    const etcd = createStore(
+      { ...base, store: { kind: 'etcd', endpoints: ['127.0.0.1:1'], keyPrefix: 'cs/', commandTimeoutMs: 1_000 } },
+      log,
+    );
     expect(etcd.kind).toBe('etcd');
     await etcd.close();
     expect(warn).not.toHaveBeenCalled();

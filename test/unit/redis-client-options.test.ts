@@ -54,7 +54,9 @@ describe('Redis clients: one server', () => {
     const quick = track(createRedisClient(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 200, autoPipelining: true }));
     expect(quick.options.connectTimeout).toBe(1000);
     expect(quick.options.enableAutoPipelining).toBe(true);
-    expect(track(createRedisClient(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 200, autoPipelining: false })).options.enableAutoPipelining).toBe(false);
+    expect(
+      track(createRedisClient(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 200, autoPipelining: false })).options.enableAutoPipelining,
+    ).toBe(false);
   });
 
   it('a plain connection target is the same as a URL', async () => {
@@ -109,7 +111,9 @@ describe('Redis clients: through Sentinel', () => {
   });
 
   it('a primary demoted under the client (READONLY) makes it reconnect without re-sending; other errors do not', async () => {
-    const redis = track(createRedisClient({ mode: 'sentinel', sentinels: [await nowhere()], name: 'keyholder' }, { commandTimeoutMs: 300 }));
+    const redis = track(
+      createRedisClient({ mode: 'sentinel', sentinels: [await nowhere()], name: 'keyholder' }, { commandTimeoutMs: 300 }),
+    );
     const reconnectOnError = redis.options.reconnectOnError!;
     expect(reconnectOnError(new Error("READONLY You can't write against a read only replica."))).toBe(1);
     expect(reconnectOnError(new Error('ERR unknown command, READONLY'))).toBe(false);
@@ -121,7 +125,9 @@ describe('Redis clients: a Cluster', () => {
   async function cluster(commandTimeoutMs = 300) {
     const a = await nowhere();
     const b = await nowhere();
-    const client = track(createRedisClient({ mode: 'cluster', nodes: [{ ...a, extra: 'not passed on' } as typeof a, b] }, { commandTimeoutMs }));
+    const client = track(
+      createRedisClient({ mode: 'cluster', nodes: [{ ...a, extra: 'not passed on' } as typeof a, b] }, { commandTimeoutMs }),
+    );
     if (!(client instanceof Cluster)) throw new Error('expected a Cluster client');
     return { client, a, b };
   }
@@ -154,7 +160,9 @@ describe('Redis clients: a Cluster', () => {
     expect(client.options.slotsRefreshTimeout).toBe(1000);
     const slow = (await cluster(3000)).client;
     expect(slow.options.slotsRefreshTimeout).toBe(3000);
-    const pipelining = track(createRedisClient({ mode: 'cluster', nodes: [await nowhere()] }, { commandTimeoutMs: 300, autoPipelining: true }));
+    const pipelining = track(
+      createRedisClient({ mode: 'cluster', nodes: [await nowhere()] }, { commandTimeoutMs: 300, autoPipelining: true }),
+    );
     expect((pipelining as Cluster).options.enableAutoPipelining).toBe(true);
   });
 

@@ -11,7 +11,7 @@ const slotOf = (key: string | number) => new Command('exists', [String(key)]).ge
 const tagOf = (ns: string, name: string) => space.shardTags(ns)[space.shardOf(name)];
 
 describe('Redis key names', () => {
-  it('tags every key of one lock with its namespace shard, and the shard\'s quota with the same tag', () => {
+  it("tags every key of one lock with its namespace shard, and the shard's quota with the same tag", () => {
     const tag = tagOf('team-a', 'orders:1');
     expect(tag).toMatch(/^team-a#\d+$/);
     const keys = space.lockKeys('team-a/orders:1');
@@ -24,7 +24,7 @@ describe('Redis key names', () => {
     expect(space.lock('plain')).toBe(`kh:{${space.shardTags('plain')[space.shardOf('')]}}`);
   });
 
-  it('spreads a namespace\'s shards over evenly spaced ranges of the Cluster slots, and its keys over the shards', () => {
+  it("spreads a namespace's shards over evenly spaced ranges of the Cluster slots, and its keys over the shards", () => {
     for (const ns of ['team-a', 'bench', 'x', 'a-much-longer-namespace.name_1']) {
       const ranges = space.shardTags(ns).map((tag) => Math.floor((slotOf(`{${tag}}`) * QUOTA_SHARDS) / 16384));
       expect(ranges).toEqual(Array.from({ length: QUOTA_SHARDS }, (_v, i) => i));
@@ -69,7 +69,7 @@ describe('Redis key names', () => {
     expect(space.lockPattern('team-a/ch', 's')).toBe('kh:{team-a#*}s/ch*');
   });
 
-  it('every script touches keys of one Cluster slot: the lock\'s shard (and its quota)', () => {
+  it("every script touches keys of one Cluster slot: the lock's shard (and its quota)", () => {
     for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain']) {
       const keys = space.lockKeys(id);
       const permit = space.permitKeys('semaphore', id);
@@ -81,7 +81,20 @@ describe('Redis key names', () => {
         if (space.shardOf(candidate.slice(id.indexOf('/') + 1)) === space.shardOf(id.slice(id.indexOf('/') + 1))) second = candidate;
       }
       const args: { [N in ScriptName]: Parameters<(typeof SCRIPTS)[N]['args']>[0] } = {
-        acquire: { ...hand, keys, ownerToken: 'o', ttlMs: 1, holder: '', waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1, idempotencyKey: '', maxSlots: 1 },
+        acquire: {
+          ...hand,
+          keys,
+          ownerToken: 'o',
+          ttlMs: 1,
+          holder: '',
+          waitMs: 0,
+          waiterId: '-',
+          instanceId: 'i',
+          maxWaiters: 1,
+          livenessMs: 1,
+          idempotencyKey: '',
+          maxSlots: 1,
+        },
         renew: { lockKey: keys.lock, quota: keys.quota, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         release: { ...hand, keys, ownerToken: 'o' },
         inspect: { keys },
@@ -94,11 +107,43 @@ describe('Redis key names', () => {
         quotaAdd: { quota: keys.quota, endMs: 1, slotId: '' },
         lockDelay: { lockKey: keys.lock, ownerToken: 'o', lockDelayMs: 1 },
         watchMark: { lockKey: keys.lock, keepMs: 1 },
-        lockSetAcquire: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', ttlMs: 1, holder: '', graceMs: 1, lockDelayMs: 0, channelPrefix: 'kh:grants:' },
+        lockSetAcquire: {
+          members: [
+            { keys, name: id },
+            { keys: space.lockKeys(second), name: second },
+          ],
+          ownerToken: 'o',
+          ttlMs: 1,
+          holder: '',
+          graceMs: 1,
+          lockDelayMs: 0,
+          channelPrefix: 'kh:grants:',
+        },
         lockSetRenew: { lockKeys: [keys.lock, space.lock(second)], ownerToken: 'o', ttlMs: 1, graceMs: 1 },
-        lockSetRelease: { members: [{ keys, name: id }, { keys: space.lockKeys(second), name: second }], ownerToken: 'o', graceMs: 1, channelPrefix: 'kh:grants:' },
+        lockSetRelease: {
+          members: [
+            { keys, name: id },
+            { keys: space.lockKeys(second), name: second },
+          ],
+          ownerToken: 'o',
+          graceMs: 1,
+          channelPrefix: 'kh:grants:',
+        },
         rateLease: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
-        permitAcquire: { ...hand, keys: permit, ownerToken: 'o', ttlMs: 1, holder: '', weight: 1, capacity: 1, waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 1, livenessMs: 1 },
+        permitAcquire: {
+          ...hand,
+          keys: permit,
+          ownerToken: 'o',
+          ttlMs: 1,
+          holder: '',
+          weight: 1,
+          capacity: 1,
+          waitMs: 0,
+          waiterId: '-',
+          instanceId: 'i',
+          maxWaiters: 1,
+          livenessMs: 1,
+        },
         permitRenew: { keys: permit, ownerToken: 'o', ttlMs: 1, graceMs: 1 },
         permitRelease: { ...hand, keys: permit, ownerToken: 'o' },
         permitCancel: { ...hand, keys: permit, waiterId: 'w', ownerToken: 'o' },
@@ -124,4 +169,3 @@ describe('Redis key names', () => {
     }
   });
 });
-

@@ -39,7 +39,13 @@ describe('Redis script replies', () => {
 
   it('acquire: granted, replayed, held, queue full, queued; at least 1 ms to wait', () => {
     expect(parseAcquire([1, 7, 900])).toEqual({ kind: 'granted', fencingToken: 7, expiresAtMs: 900 });
-    expect(parseAcquire([4, 7, 900, 'owner', 'w1'])).toEqual({ kind: 'replayed', fencingToken: 7, expiresAtMs: 900, ownerToken: 'owner', holder: 'w1' });
+    expect(parseAcquire([4, 7, 900, 'owner', 'w1'])).toEqual({
+      kind: 'replayed',
+      fencingToken: 7,
+      expiresAtMs: 900,
+      ownerToken: 'owner',
+      holder: 'w1',
+    });
     expect(parseAcquire([4, 7, 900, 'owner', ''])).toMatchObject({ holder: null });
     expect(parseAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
     expect(parseAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
@@ -77,7 +83,8 @@ describe('Redis script replies', () => {
     expect(parseSlotReserve([1])).toEqual({ reserved: true });
     expect(parseSlotReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
     expect(parseSlotReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
-    for (const reply of [[1, 2], [0], [2], [0, 'x'], [0, 500, 1], [1, 500], 1, null]) expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
+    for (const reply of [[1, 2], [0], [2], [0, 'x'], [0, 500, 1], [1, 500], 1, null])
+      expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
     expect(parseSlotExtend(1)).toBe(true);
     expect(parseSlotExtend(0)).toBe(false);
     for (const reply of [2, [1]]) expect(() => parseSlotExtend(reply)).toThrow(UnexpectedReplyError);
@@ -88,25 +95,54 @@ describe('Redis script replies', () => {
   });
 
   it('inspect, heartbeat, force release, scan', () => {
-    expect(parseInspect([1, 7, 900, 80, 'w1', 2])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900, ttlRemainingMs: 80, holder: 'w1', waiters: 2 });
+    expect(parseInspect([1, 7, 900, 80, 'w1', 2])).toEqual({
+      held: true,
+      fencingToken: 7,
+      expiresAtMs: 900,
+      ttlRemainingMs: 80,
+      holder: 'w1',
+      waiters: 2,
+    });
     expect(parseInspect([1, 7, 900, 80, '', 0])).toMatchObject({ holder: null });
     expect(parseInspect([0, 7, 30])).toEqual({ held: false, lastFencingToken: 7, lockDelayLeftMs: 30 });
-    for (const reply of [[1, 7, 900, 80, 1, 2], [1, 7, 900, 80, 'w'], [2, 7, 900, 80, 'w', 2], [0], [0, 1], [0, 7, 'x'], [1, 7, 900, 80, 'w', 'x'], 'x']) {
+    for (const reply of [
+      [1, 7, 900, 80, 1, 2],
+      [1, 7, 900, 80, 'w'],
+      [2, 7, 900, 80, 'w', 2],
+      [0],
+      [0, 1],
+      [0, 7, 'x'],
+      [1, 7, 900, 80, 'w', 'x'],
+      'x',
+    ]) {
       expect(() => parseInspect(reply)).toThrow(UnexpectedReplyError);
     }
     expect(parseHeartbeat([300, 'w9'])).toEqual({ remainingLeaseMs: 300, grantedWaiterId: 'w9' });
     expect(parseHeartbeat([0, ''])).toEqual({ remainingLeaseMs: 0, grantedWaiterId: null });
-    for (const reply of [[300], [300, 1], [300, 'w', 1], ['x', 'w'], 'x']) expect(() => parseHeartbeat(reply)).toThrow(UnexpectedReplyError);
+    for (const reply of [[300], [300, 1], [300, 'w', 1], ['x', 'w'], 'x'])
+      expect(() => parseHeartbeat(reply)).toThrow(UnexpectedReplyError);
     expect(parseForceRelease([1, 7, 'w1', 'owner'])).toEqual({ released: true, fencingToken: 7, holder: 'w1', ownerToken: 'owner' });
     expect(parseForceRelease([1, 7, '', 'owner'])).toMatchObject({ holder: null });
     expect(parseForceRelease([0])).toEqual({ released: false });
-    for (const reply of [[1, 7, 'w1'], [1, 7, 1, 'owner'], [1, 7, 'w1', 1], [1, 7, 'w1', 'owner', 1], [2, 7, 'w', 'o'], [0, 0], [1], 'x', null]) {
+    for (const reply of [
+      [1, 7, 'w1'],
+      [1, 7, 1, 'owner'],
+      [1, 7, 'w1', 1],
+      [1, 7, 'w1', 'owner', 1],
+      [2, 7, 'w', 'o'],
+      [0, 0],
+      [1],
+      'x',
+      null,
+    ]) {
       expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
     }
     expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
-    for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x']) expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
+    for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x'])
+      expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
     expect(parseScan(['0', ['a', 'b']])).toEqual({ cursor: '0', keys: ['a', 'b'] });
-    for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null]) expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
+    for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null])
+      expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
   });
 
   it('every reader refuses a reply of another shape (another tag, length or field type, or no array at all) rather than misread it', () => {
@@ -114,20 +150,42 @@ describe('Redis script replies', () => {
       for (const reply of [null, 7, ...replies]) expect(() => read(reply), JSON.stringify(reply)).toThrow(UnexpectedReplyError);
     };
     // A replayed grant needs its tag: five fields under another tag are not one.
-    refuses(parseAcquire, [[1, 7, 900, 'owner', 'w1'], [0, 7, 900, 'owner', 'w1'], [4, 7, 900, 'owner', 'w1', 1]]);
+    refuses(parseAcquire, [
+      [1, 7, 900, 'owner', 'w1'],
+      [0, 7, 900, 'owner', 'w1'],
+      [4, 7, 900, 'owner', 'w1', 1],
+    ]);
 
     const lease = (reply: unknown) => parseLease('renew', reply);
     expect(lease([1, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900 });
     expect(lease([0])).toEqual({ held: false });
     refuses(lease, [[1, 7], [2, 7, 900], [1, 7, 900, 1], [0, 5], [1], [1, 'x', 900], [1, 7, 'x']]);
-    refuses(parseCancel, [[1, 7, 900, 1], [2, 7, 900], [0, 30, 1], [1, 30]]);
-    refuses(parseInspect, [[1, 7, 900, 80, 'w', 2, 9], [0, 7, 30, 1], [1, 7, 30]]);
+    refuses(parseCancel, [
+      [1, 7, 900, 1],
+      [2, 7, 900],
+      [0, 30, 1],
+      [1, 30],
+    ]);
+    refuses(parseInspect, [
+      [1, 7, 900, 80, 'w', 2, 9],
+      [0, 7, 30, 1],
+      [1, 7, 30],
+    ]);
 
     const setAcquire = (reply: unknown) => parseLockSetAcquire(reply, 2);
     expect(setAcquire([1, 900, 11, 12])).toEqual({ granted: true, expiresAtMs: 900, fencingTokens: [11, 12] });
     expect(setAcquire([0, 250, 1])).toEqual({ granted: false, retryAfterMs: 250, busyIndex: 1 });
     expect(setAcquire([0, 250, 0])).toMatchObject({ busyIndex: 0 });
-    refuses(setAcquire, [[1, 900, 11], [2, 900, 11, 12], [0, 250, 1, 5], [3, 250, 1], [0, 250, 2], [0, 250, -1], [1, 900, 11, 'x'], [0, 'x', 1]]);
+    refuses(setAcquire, [
+      [1, 900, 11],
+      [2, 900, 11, 12],
+      [0, 250, 1, 5],
+      [3, 250, 1],
+      [0, 250, 2],
+      [0, 250, -1],
+      [1, 900, 11, 'x'],
+      [0, 'x', 1],
+    ]);
     const setRenew = (reply: unknown) => parseLockSetRenew(reply, 2);
     expect(setRenew([1, 900, 11, 12])).toEqual({ renewed: true, expiresAtMs: 900, fencingTokens: [11, 12] });
     expect(setRenew([0])).toEqual({ renewed: false });
@@ -143,14 +201,28 @@ describe('Redis script replies', () => {
     expect(parsePermitAcquire([0, 250])).toEqual({ kind: 'held', retryAfterMs: 250 });
     expect(parsePermitAcquire([2, 0])).toEqual({ kind: 'queue_full', retryAfterMs: 1 });
     expect(parsePermitAcquire([3, 40])).toEqual({ kind: 'queued', retryAfterMs: 40 });
-    refuses(parsePermitAcquire, [[1, 7], [5, 3], [4, 3, 250], [0, 1, 2], [6, 1], [1, 7, 900, 1], [5, 3, 250, 1], [2, 3, 250], [5, 'x', 250], [3, 'x']]);
+    refuses(parsePermitAcquire, [
+      [1, 7],
+      [5, 3],
+      [4, 3, 250],
+      [0, 1, 2],
+      [6, 1],
+      [1, 7, 900, 1],
+      [5, 3, 250, 1],
+      [2, 3, 250],
+      [5, 'x', 250],
+      [3, 'x'],
+    ]);
 
     expect(parsePermitHeartbeat([300])).toEqual({ remainingLeaseMs: 300, grantedWaiterIds: [] });
     expect(parsePermitHeartbeat([0, 'w1', 'w2'])).toEqual({ remainingLeaseMs: 0, grantedWaiterIds: ['w1', 'w2'] });
     refuses(parsePermitHeartbeat, [[], [300, 1], [300, 'w', 1], ['x'], 'x']);
 
     expect(parsePermitInspect([0, 42])).toEqual({ index: 42, held: null });
-    expect(parsePermitInspect([1, 3, 2, 1000, 42, 5])).toEqual({ index: 42, held: { capacity: 3, waiters: 2, nowMs: 1000, count: 5, leases: [] } });
+    expect(parsePermitInspect([1, 3, 2, 1000, 42, 5])).toEqual({
+      index: 42,
+      held: { capacity: 3, waiters: 2, nowMs: 1000, count: 5, leases: [] },
+    });
     expect(parsePermitInspect([1, 3, 0, 1000, 42, 2, 1, 7, 900, 'w', 2, 8, 950, ''])).toEqual({
       index: 42,
       held: {
@@ -164,20 +236,42 @@ describe('Redis script replies', () => {
         ],
       },
     });
-    refuses(parsePermitInspect, [[0, 42, 1], [1, 42], [1, 3, 2, 1000, 42], [2, 3, 2, 1000, 42, 1], [1, 3, 2, 1000, 42, 1, 1, 7, 900], [1, 3, 2, 1000, 42, 1, 1, 7, 900, 5], [0, 'x']]);
+    refuses(parsePermitInspect, [
+      [0, 42, 1],
+      [1, 42],
+      [1, 3, 2, 1000, 42],
+      [2, 3, 2, 1000, 42, 1],
+      [1, 3, 2, 1000, 42, 1, 1, 7, 900],
+      [1, 3, 2, 1000, 42, 1, 1, 7, 900, 5],
+      [0, 'x'],
+    ]);
 
     expect(parsePermitForceRelease([])).toEqual([]);
     expect(parsePermitForceRelease(['o1', 7, 'w1', 'o2', 8, ''])).toEqual([
       { ownerToken: 'o1', fencingToken: 7, holder: 'w1' },
       { ownerToken: 'o2', fencingToken: 8, holder: null },
     ]);
-    refuses(parsePermitForceRelease, [['o1', 7], [1, 7, 'w'], ['o', 7, 1], ['o', 'x', 'w']]);
+    refuses(parsePermitForceRelease, [
+      ['o1', 7],
+      [1, 7, 'w'],
+      ['o', 7, 1],
+      ['o', 'x', 'w'],
+    ]);
   });
 
   it('hand-over announcements: the waiter id of a well-formed message, else null', () => {
     expect(parseHandOver('w1|7|900|ns/k')).toBe('w1');
     expect(parseHandOver('w1|17|900|ns/k')).toBe('w1');
-    for (const message of ['a|w1|7|900|k', 'w1|7|900|k\nx', 'w1|7|900', '|7|900|k', 'w1|x|900|k', 'w1|7|900|', `w1|${'9'.repeat(20)}|900|k`, `w1|7|${'9'.repeat(20)}|k`]) {
+    for (const message of [
+      'a|w1|7|900|k',
+      'w1|7|900|k\nx',
+      'w1|7|900',
+      '|7|900|k',
+      'w1|x|900|k',
+      'w1|7|900|',
+      `w1|${'9'.repeat(20)}|900|k`,
+      `w1|7|${'9'.repeat(20)}|k`,
+    ]) {
       expect(parseHandOver(message), message).toBeNull();
     }
   });
@@ -194,7 +288,19 @@ describe('Redis key names: edge cases', () => {
   });
 
   it('reads back no lock id from names that no lock hash has', () => {
-    for (const name of ['kh:{}', 'kh:{a', 'zz:{a}/x', 'xkh:{a}/x', 'kh:{a/b}/x', 'kh:{a{b}/x', 'kh:{a}/', 'kh:{a}/x{y}', 'kh:{a}/x}', 'kh:{a}x', 'kh:a}/x']) {
+    for (const name of [
+      'kh:{}',
+      'kh:{a',
+      'zz:{a}/x',
+      'xkh:{a}/x',
+      'kh:{a/b}/x',
+      'kh:{a{b}/x',
+      'kh:{a}/',
+      'kh:{a}/x{y}',
+      'kh:{a}/x}',
+      'kh:{a}x',
+      'kh:a}/x',
+    ]) {
       expect(space.lockIdOf(name), name).toBeNull();
     }
     expect(space.lockIdOf(space.lock('a/b/c'))).toBe('a/b/c');

@@ -116,7 +116,12 @@ describe('errors: codes and retry hints', () => {
     expect(new StoreUnavailableError('down', 5)).toMatchObject({ retryAfterMs: 5 });
     expect(new ShuttingDownError()).toMatchObject({ code: 'shutting_down', retryAfterMs: 1000 });
     expect(new WaitAbortedError()).toMatchObject({ code: 'wait_aborted' });
-    expect(new QuotaExceededError('ns', 3, 40)).toMatchObject({ code: 'quota_exceeded', namespace: 'ns', maxHeldLocks: 3, retryAfterMs: 40 });
+    expect(new QuotaExceededError('ns', 3, 40)).toMatchObject({
+      code: 'quota_exceeded',
+      namespace: 'ns',
+      maxHeldLocks: 3,
+      retryAfterMs: 40,
+    });
     expect(new RateLimitedError(10)).toMatchObject({ code: 'rate_limited', statusCode: 429, retryAfterMs: 10 });
   });
 
@@ -211,7 +216,12 @@ describe('lock service: the grant it reports', () => {
     const grant = await locks.acquire('ns', 'k', 1_000);
     clock.advance(500);
     const renewed = await locks.renew('ns', 'k', grant.ownerToken, 3_000);
-    expect(renewed).toMatchObject({ key: 'k', fencingToken: grant.fencingToken, ttlMs: 3_000, expiresAtMs: Math.floor(clock.nowMs) + 3_000 });
+    expect(renewed).toMatchObject({
+      key: 'k',
+      fencingToken: grant.fencingToken,
+      ttlMs: 3_000,
+      expiresAtMs: Math.floor(clock.nowMs) + 3_000,
+    });
     expect(lost).toEqual([]);
     clock.advance(3_001);
     await expect(locks.renew('ns', 'k', grant.ownerToken, 1_000)).rejects.toBeInstanceOf(NotOwnerError);
@@ -271,9 +281,13 @@ describe('lock service: what the observer hears', () => {
       expect(seconds).toBeGreaterThanOrEqual(0);
       expect(seconds).toBeLessThan(5);
     }
-    const broken = new LockService(Object.assign(Object.create(store) as MemoryStore, { inspect: () => Promise.reject(new TypeError('bug')) }), LIMITS, {
-      operation: (op, result) => seen.push([op, result]),
-    });
+    const broken = new LockService(
+      Object.assign(Object.create(store) as MemoryStore, { inspect: () => Promise.reject(new TypeError('bug')) }),
+      LIMITS,
+      {
+        operation: (op, result) => seen.push([op, result]),
+      },
+    );
     await expect(broken.inspect('ns', 'k')).rejects.toThrow(TypeError);
     expect(seen.at(-1)).toEqual(['inspect', 'error']);
   });
@@ -355,7 +369,7 @@ describe('lock service: waiting callers', () => {
 });
 
 describe('lock service: quota and administration', () => {
-  it('a force release frees the evicted lease\'s quota slot and says what it evicted; a free lock evicts nothing', async () => {
+  it("a force release frees the evicted lease's quota slot and says what it evicted; a free lock evicts nothing", async () => {
     const { locks } = setUp({ maxHeldLocksPerNamespace: 1 });
     const grant = await locks.acquire('ns', 'a', 60_000, { holder: 'w' });
     await expect(locks.acquire('ns', 'b', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
@@ -399,7 +413,9 @@ describe('lock service: quota and administration', () => {
     await locks.confirmFresh('ns', grant);
     // Decided 600 ms ago on paper; this process was not held up meanwhile (pinned: a busy test host would be).
     const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
-    await expect(locks.confirmFresh('ns', { ...grant, decidedAt: performance.now() - 600 })).rejects.toBeInstanceOf(StoreUnavailableError).finally(() => lag.mockRestore());
+    await expect(locks.confirmFresh('ns', { ...grant, decidedAt: performance.now() - 600 }))
+      .rejects.toBeInstanceOf(StoreUnavailableError)
+      .finally(() => lag.mockRestore());
     expect(await locks.inspect('ns', 'k')).toBeNull();
   });
 });
@@ -439,7 +455,10 @@ describe('quota: slots', () => {
   it('no cap: no slot bookkeeping at all', async () => {
     const { calls, spied } = recording();
     const quota = new NamespaceQuota(spied, 0);
-    expect(await quota.grantNow(claim('o'), async () => ({ fencingToken: 1, expiresAtMs: 2 }))).toEqual({ fencingToken: 1, expiresAtMs: 2 });
+    expect(await quota.grantNow(claim('o'), async () => ({ fencingToken: 1, expiresAtMs: 2 }))).toEqual({
+      fencingToken: 1,
+      expiresAtMs: 2,
+    });
     await quota.grantWaiting(claim('o'), 100, async () => ({ fencingToken: 1, expiresAtMs: 2 }));
     await quota.extend('ns', 'o', 5);
     await quota.free('ns', 'o');
@@ -463,7 +482,11 @@ describe('quota: slots', () => {
     clock.advance(1_000);
     const owner = newOwnerToken();
     const lease = () => granted(store.acquire({ key: 'ns/k', ownerToken: owner, ttlMs: 1_000, holder: null }));
-    await expect(quota.grantNow(claim(owner), lease)).rejects.toMatchObject({ code: 'quota_exceeded', maxHeldLocks: 1, retryAfterMs: 4_000 });
+    await expect(quota.grantNow(claim(owner), lease)).rejects.toMatchObject({
+      code: 'quota_exceeded',
+      maxHeldLocks: 1,
+      retryAfterMs: 4_000,
+    });
     expect(calls).toContain('release ns/k');
     expect(await store.inspect('ns/k')).toBeNull();
     await expect(quota.grantWaiting(claim(owner), 100, lease)).rejects.toMatchObject({ code: 'quota_exceeded', retryAfterMs: 4_000 });
@@ -474,7 +497,9 @@ describe('quota: slots', () => {
     const { store, calls, spied } = recording();
     const quota = new NamespaceQuota(spied, 1);
     await expect(quota.grantNow(claim('a'), () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(LockHeldError);
-    await expect(quota.grantWaiting(claim('b'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(LockHeldError);
+    await expect(quota.grantWaiting(claim('b'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(
+      LockHeldError,
+    );
     expect(calls.filter((c) => c === 'free')).toHaveLength(2);
     // Both slots are free again: the cap of 1 lets a third through.
     expect(await store.reserveSlot('ns', 'c', 1_000, 1)).toEqual({ reserved: true });
@@ -495,6 +520,8 @@ describe('quota: slots', () => {
     const quota = new NamespaceQuota(failing, 1);
     await quota.extend('ns', 'o', 5);
     await quota.free('ns', 'o');
-    await expect(quota.grantWaiting(claim('o'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(LockHeldError);
+    await expect(quota.grantWaiting(claim('o'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(
+      LockHeldError,
+    );
   });
 });

@@ -12,11 +12,15 @@ import { ScriptLane } from '../../src/store/redis/script-lane.js';
 function gatedCall() {
   let finish!: () => void;
   const gate = new Promise<void>((resolve) => (finish = resolve));
-  const call = { started: false, finish, work: async () => {
-    call.started = true;
-    await gate;
-    return 'done';
-  } };
+  const call = {
+    started: false,
+    finish,
+    work: async () => {
+      call.started = true;
+      await gate;
+      return 'done';
+    },
+  };
   return call;
 }
 

@@ -10,7 +10,11 @@ function appWith(response: z.ZodType, body: unknown) {
   const app = Fastify();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  app.get('/x', { schema: { response: { 200: { description: 'x', content: { 'application/json': { schema: response } } } } } }, async () => body);
+  app.get(
+    '/x',
+    { schema: { response: { 200: { description: 'x', content: { 'application/json': { schema: response } } } } } },
+    async () => body,
+  );
   return app;
 }
 
@@ -48,7 +52,9 @@ describe('response serializer', () => {
     expect(directionalPart(z.object({ a: z.record(z.string(), z.string().prefault('x')) }))).toBe('prefault');
     const tree: z.ZodType = z.lazy(() => z.object({ name: z.string(), kids: z.array(tree) }));
     expect(directionalPart(tree)).toBeNull();
-    expect(directionalPart(z.object({ a: z.string().nullable().optional(), b: z.union([z.literal(true), z.int()]), c: z.iso.datetime() }))).toBeNull();
+    expect(
+      directionalPart(z.object({ a: z.string().nullable().optional(), b: z.union([z.literal(true), z.int()]), c: z.iso.datetime() })),
+    ).toBeNull();
   });
 
   it('every route of the app compiles with it (none has a directional response schema)', async () => {

@@ -134,7 +134,6 @@ describe('WatchMarks: keeping watched locks marked', () => {
     log.answerWaiting(false);
     await until(() => lapses.includes('keep'), 'keep told its mark lapsed');
     expect(lapses).not.toContain('a: first');
-
   });
 
   it('a renewal that fails (Redis unreachable) tells nobody and renewing goes on', async () => {

@@ -15,7 +15,10 @@ const REFRESH_MS = 2000;
  */
 const PAGE_KEYS = { locks: 100, semaphores: 20, rwlocks: 20 };
 const KINDS = ['locks', 'semaphores', 'rwlocks'];
-/** Fencing tokens are floored at the store clock in microseconds (domain/fencing.ts): within this of the store's now, a token dates its grant. */
+/**
+ * Fencing tokens are floored at the store clock in microseconds (domain/fencing.ts): within this of the
+ * store's now, a token dates its grant.
+ */
 const TOKEN_DATES_WITHIN_MS = 366 * 24 * 3600 * 1000;
 
 const $ = (id) => document.getElementById(id);
@@ -185,7 +188,9 @@ async function refreshMetrics() {
     const total = Object.values(lost).reduce((a, b) => a + b, 0);
     $('lost-leases').textContent = String(total);
     $('lost-leases').className = `value ${total > 0 ? 'warn' : ''}`;
-    $('lost-detail').textContent = Object.entries(lost).map(([op, n]) => `${op} ${n}`).join(' · ');
+    $('lost-detail').textContent = Object.entries(lost)
+      .map(([op, n]) => `${op} ${n}`)
+      .join(' · ');
   } catch {
     $('store-up').textContent = 'metrics unavailable';
     $('store-up').className = 'value';
@@ -228,7 +233,11 @@ function render() {
     tr.dataset.key = lease.key;
     tr.dataset.fencingToken = String(lease.fencingToken);
     const holder = cell(lease.holder ?? 'no label', 'holder', lease.holder ? 'holder' : 'holder none');
-    if (lease.more > 0) holder.append(document.createElement('br'), Object.assign(document.createElement('small'), { textContent: `+${lease.more} more not shown` }));
+    if (lease.more > 0)
+      holder.append(
+        document.createElement('br'),
+        Object.assign(document.createElement('small'), { textContent: `+${lease.more} more not shown` }),
+      );
     const held = cell(heldFor(lease, now), 'held for', 'num held');
     const ttl = cell(formatMs(lease.endsAt - now), 'time left', 'num ttl');
     const button = document.createElement('button');
@@ -256,7 +265,8 @@ function render() {
   }
   tbody.replaceChildren(fragment);
   // For the console's tests and an operator's devtools: when the first rows were on the page.
-  if (state.leases.length > 0 && performance.getEntriesByName('keyholder:first-rows').length === 0) performance.mark('keyholder:first-rows');
+  if (state.leases.length > 0 && performance.getEntriesByName('keyholder:first-rows').length === 0)
+    performance.mark('keyholder:first-rows');
   $('held-count').textContent = String(state.leases.length);
   $('waiting-count').textContent = String(state.waiting);
   $('empty').hidden = state.leases.length > 0;
@@ -304,7 +314,8 @@ function showStoreDown(message) {
   const banner = $('store-banner');
   banner.textContent =
     `The lock store is not answering: ${message}. Nothing can be listed or released right now; ` +
-    `this page retries every ${REFRESH_MS / 1000} s.` + (state.leases.length > 0 ? ' The rows below are from the last answer.' : '');
+    `this page retries every ${REFRESH_MS / 1000} s.` +
+    (state.leases.length > 0 ? ' The rows below are from the last answer.' : '');
   banner.hidden = false;
   $('leases').classList.add('stale');
 }
@@ -326,7 +337,9 @@ async function refresh() {
     const [page, ...rest] = await Promise.all([current, ...others, refreshMetrics()]);
     if (generation !== state.generation) return;
     const fetchedAt = performance.now();
-    const counts = Object.fromEntries(rest.filter(Array.isArray).map(([k, p]) => [k, { keys: p.entries.length, more: p.nextCursor !== null, unsupported: p.unsupported }]));
+    const counts = Object.fromEntries(
+      rest.filter(Array.isArray).map(([k, p]) => [k, { keys: p.entries.length, more: p.nextCursor !== null, unsupported: p.unsupported }]),
+    );
     counts[kind] = { keys: page.entries.length, more: page.nextCursor !== null, unsupported: page.unsupported };
     for (const [, p] of rest.filter(Array.isArray)) for (const e of p.entries) state.namespaces.add(e.namespace);
     state.leases = leasesOf(kind, page.entries, fetchedAt);

@@ -30,7 +30,11 @@ export const HOLDER_CHANGED =
   'holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed';
 
 // holder_changed has no retry time (the operator looks again): no Retry-After on the 409.
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: nobody holds this lock; nothing changed', { 409: HOLDER_CHANGED }), { noRetryAfter: true });
+const forceReleaseRule = routeRule(
+  'admin',
+  forceReleaseErrors('not_found: nobody holds this lock; nothing changed', { 409: HOLDER_CHANGED }),
+  { noRetryAfter: true },
+);
 
 /** The store's cursor travels base64url-encoded: opaque to clients, and safe in a query string. */
 export const encodeCursor = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'utf8').toString('base64url'));
@@ -73,9 +77,9 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
         summary: 'Force-release a stuck lock (admin)',
         description:
           'Frees the lock whoever holds it and writes an audit log line (who, what, when, the evicted holder and fencing ' +
-          'token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant\'s fencing ' +
+          "token). The evicted owner token can no longer renew or release (409 not_owner), and the next grant's fencing " +
           'token is higher than the evicted one, so a protected resource that checks fencing tokens rejects the evicted ' +
-          'holder\'s late writes. With ?fencingToken=N only the lease with that token is evicted, in the same atomic step: ' +
+          "holder's late writes. With ?fencingToken=N only the lease with that token is evicted, in the same atomic step: " +
           'if the holder changed since the caller looked, the new holder keeps the lock (409 holder_changed).',
         ok: 'Freed',
       },

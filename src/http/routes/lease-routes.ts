@@ -38,7 +38,12 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
   const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.post(
     `/v1/${doc.path}/:key/renew`,
-    routeOptions(rule, doc.renew, RenewResponse, { operationId: `renew${doc.id}`, tags: [doc.tag], params: LockKeyParams, body: RenewRequest }),
+    routeOptions(rule, doc.renew, RenewResponse, {
+      operationId: `renew${doc.id}`,
+      tags: [doc.tag],
+      params: LockKeyParams,
+      body: RenewRequest,
+    }),
     async (request) => {
       const namespace = principalOf(request).namespace;
       const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
@@ -49,7 +54,12 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
   );
   typed.post(
     `/v1/${doc.path}/:key/release`,
-    routeOptions(rule, doc.release, ReleaseResponse, { operationId: `release${doc.id}`, tags: [doc.tag], params: LockKeyParams, body: ReleaseRequest }),
+    routeOptions(rule, doc.release, ReleaseResponse, {
+      operationId: `release${doc.id}`,
+      tags: [doc.tag],
+      params: LockKeyParams,
+      body: ReleaseRequest,
+    }),
     async (request) => {
       await leases.release(principalOf(request).namespace, request.params.key, request.body.ownerToken);
       return { key: request.params.key, released: true as const };

@@ -28,7 +28,11 @@ const acquireRule = routeRule('locks', {
     'rate_limited: too many requests for this API key; or quota_exceeded: the namespace would hold more than its limit of locks.',
 });
 const renewRule = routeRule('locks', { ...COMMON_ERRORS, 409: NOT_OWNER }, { rateLimited: false, noRetryAfter: true });
-const releaseRule = routeRule('locks', { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' }, { rateLimited: false, noRetryAfter: true });
+const releaseRule = routeRule(
+  'locks',
+  { ...COMMON_ERRORS, 409: 'not_owner: this token holds none of these keys' },
+  { rateLimited: false, noRetryAfter: true },
+);
 
 export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> = async (app, { lockSets }) => {
   app.post(
@@ -39,7 +43,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
         operationId: 'acquireLockSet',
         summary: 'Take several locks at once, all or none',
         description:
-          'Grants every key (1 to 16, of the caller\'s namespace) under one owner token, each with its own fencing token, ' +
+          "Grants every key (1 to 16, of the caller's namespace) under one owner token, each with its own fencing token, " +
           'or none of them. Each key of a held set is held for everyone (a plain acquire of it gets lock_held). Overlapping ' +
           'sets asked for in any order never deadlock: nothing is held while deciding or waiting.',
         tags: ['lock sets'],
@@ -55,7 +59,13 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
         lockDelayMs,
         signal: waitMs ? callerGone(reply) : undefined,
       });
-      return { ownerToken: grant.ownerToken, locks: [...grant.locks], ttlMs: grant.ttlMs, expiresAt: iso(grant.expiresAtMs), holder: grant.holder };
+      return {
+        ownerToken: grant.ownerToken,
+        locks: [...grant.locks],
+        ttlMs: grant.ttlMs,
+        expiresAt: iso(grant.expiresAtMs),
+        holder: grant.holder,
+      };
     },
   );
 
@@ -66,7 +76,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       schema: {
         operationId: 'renewLockSet',
         summary: 'Extend every lease of a set',
-        description: 'Sets every key\'s lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.',
+        description: "Sets every key's lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.",
         tags: ['lock sets'],
         body: LockSetRenewRequest,
         response: { 200: jsonResponse(LockSetRenewal, 'Renewed, every key'), ...renewRule.errors },

@@ -8,7 +8,17 @@ import { SharedAnswers } from '../shared-answers.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, queuedView, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED } from './responses.js';
+import {
+  BAD_REQUEST,
+  BODY_ERRORS,
+  iso,
+  jsonResponse,
+  leaseView,
+  queuedView,
+  routeRule,
+  STORE_UNAVAILABLE,
+  WATCH_REFUSED,
+} from './responses.js';
 
 const acquireRule = routeRule('locks', {
   ...BODY_ERRORS,
@@ -133,14 +143,14 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         summary: 'See who holds a lock (or wait for it to change)',
         description:
           'Reports whether the lock is held and, if so, by which holder label, fencing token and until when, with the ' +
-          'lock\'s watch index. Never the owner token. A blocking query (like Consul\'s): with ?index=N&waitMs=M the ' +
+          "lock's watch index. Never the owner token. A blocking query (like Consul's): with ?index=N&waitMs=M the " +
           'answer comes at once if the index differs from N, otherwise as soon as the lock changes (grant, release, ' +
           'expiry, force release, hand-over), otherwise after M with the unchanged state.',
         tags: ['locks'],
         params: LockKeyParams,
         querystring: InspectQuery,
         response: {
-          200: jsonResponse(LockStatus, 'The lock\'s current state'),
+          200: jsonResponse(LockStatus, "The lock's current state"),
           ...inspectRule.errors,
         },
       },
@@ -154,7 +164,14 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       // The watchers a change wakes share its view (one body for all of them) and are answered in the
       // pass that wakes them (see ChangeWatch.wait); an answer at once or after waitMs comes here.
       const send = (view: IndexedView) => watchAnswers.send(reply, view, key, () => lockStatus(key, view));
-      const view = await locks.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
+      const view = await locks.watch(
+        principalOf(request).namespace,
+        key,
+        index,
+        waitMs,
+        blocking ? callerGone(reply) : undefined,
+        blocking ? send : undefined,
+      );
       if (reply.sent) return reply;
       if (blocking) return send(view);
       const status = lockStatus(key, view);

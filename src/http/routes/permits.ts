@@ -13,7 +13,18 @@ import { PermitForceRelease, PermitList } from '../schemas/permits.js';
 import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
 import { registerLeaseRoutes } from './lease-routes.js';
-import { BAD_REQUEST, BODY_ERRORS, iso, leaseView, queuedView, routeOptions, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED, type RouteText } from './responses.js';
+import {
+  BAD_REQUEST,
+  BODY_ERRORS,
+  iso,
+  leaseView,
+  queuedView,
+  routeOptions,
+  routeRule,
+  STORE_UNAVAILABLE,
+  WATCH_REFUSED,
+  type RouteText,
+} from './responses.js';
 
 /**
  * The semaphore and read/write lock routes, declared once: a primitive is a PermitKind (its names, what
@@ -28,9 +39,13 @@ const WAIT_ERRORS =
 
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 429: WATCH_REFUSED, 503: STORE_UNAVAILABLE });
 const listRule = routeRule('admin', ADMIN_ERRORS);
-const forceReleaseRule = routeRule('admin', forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 409: HOLDER_CHANGED }), {
-  noRetryAfter: true,
-});
+const forceReleaseRule = routeRule(
+  'admin',
+  forceReleaseErrors('not_found: no live lease on this key; nothing changed', { 409: HOLDER_CHANGED }),
+  {
+    noRetryAfter: true,
+  },
+);
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -86,7 +101,12 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
 
     app.post(
       `/v1/${names.path}/:key/acquire`,
-      routeOptions(acquireRule, kind.acquire, kind.acquire.grant, { operationId: `acquire${names.id}`, tags: [names.tag], params: LockKeyParams, body: kind.acquire.body }),
+      routeOptions(acquireRule, kind.acquire, kind.acquire.grant, {
+        operationId: `acquire${names.id}`,
+        tags: [names.tag],
+        params: LockKeyParams,
+        body: kind.acquire.body,
+      }),
       async (request, reply) => {
         // The zod validator parsed it with kind.acquire.body; the type provider cannot name a generic schema's type.
         const body = request.body as Body;
@@ -136,10 +156,18 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
         const blocking = index !== undefined && waitMs > 0;
         // As for locks: a blocking answer is shared by every watcher of the key, so it carries no queue.
         if (queue === true && blocking) throw new InvalidRequestError('queue', 'not with a blocking query (index and waitMs)');
-        const status = (watched: IndexedPermitState) => kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
+        const status = (watched: IndexedPermitState) =>
+          kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
         // As for locks: one body per change, written in the pass that wakes every watcher of the key.
         const send = (watched: IndexedPermitState) => watchAnswers.send(reply, watched, key, () => status(watched));
-        const watched = await core.watch(principalOf(request).namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
+        const watched = await core.watch(
+          principalOf(request).namespace,
+          key,
+          index,
+          waitMs,
+          blocking ? callerGone(reply) : undefined,
+          blocking ? send : undefined,
+        );
         if (reply.sent) return reply;
         if (blocking) return send(watched);
         if (queue !== true || watched.state === null) return status(watched);
@@ -189,7 +217,7 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
           summary: `Force-release every lease of a ${names.noun} (admin)`,
           description:
             `Ends every live lease of the ${names.noun} whoever holds them, writes an audit log line, and hands the room to the queue. ` +
-            'The evicted owner tokens no longer renew or release; every later grant\'s fencing token is above the evicted ones. ' +
+            "The evicted owner tokens no longer renew or release; every later grant's fencing token is above the evicted ones. " +
             'With ?fencingToken=N only the lease with that token ends (the others stay); if it is no longer live while others are, ' +
             'nothing changes (409 holder_changed).',
           ok: 'Freed',
@@ -202,10 +230,23 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
         const { namespace, fencingToken } = request.query;
         const evicted = await core.forceRelease(namespace, key, fencingToken);
         if (evicted.length === 0) {
-          return sendProblem(request, reply, 'not_found', `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`);
+          return sendProblem(
+            request,
+            reply,
+            'not_found',
+            `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`,
+          );
         }
         request.log.warn(
-          { audit: 'force_release', primitive: core.kind, actor: principalOf(request).keyId, namespace, key, evicted, at: new Date().toISOString() },
+          {
+            audit: 'force_release',
+            primitive: core.kind,
+            actor: principalOf(request).keyId,
+            namespace,
+            key,
+            evicted,
+            at: new Date().toISOString(),
+          },
           `audit: ${names.noun} force-released`,
         );
         return { namespace, key, released: true as const, evicted };

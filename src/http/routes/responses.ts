@@ -16,7 +16,11 @@ export const HEADERS = {
   },
   'WWW-Authenticate': { type: 'string', description: 'The scheme to authenticate with: Bearer (RFC 6750)' },
   // The request rate limit is on by default; with RATE_LIMIT_MAX=0 it is off and these are not sent.
-  'X-RateLimit-Limit': { type: 'integer', minimum: 0, description: 'Counted requests this API key may make per window (not sent when the rate limit is off)' },
+  'X-RateLimit-Limit': {
+    type: 'integer',
+    minimum: 0,
+    description: 'Counted requests this API key may make per window (not sent when the rate limit is off)',
+  },
   'X-RateLimit-Remaining': { type: 'integer', minimum: 0, description: 'Counted requests left in the current window' },
   'X-RateLimit-Reset': { type: 'integer', minimum: 0, description: 'Seconds until the current window ends' },
 } as const satisfies Record<string, HeaderSchema>;
@@ -73,10 +77,18 @@ function keyErrors(scope: Exclude<Access, 'public'>, rateLimited: boolean): Reco
  * its 429. `noRetryAfter`: the route's 409 has no retry time (not_owner; a force release's
  * holder_changed), so the document does not promise a Retry-After on it.
  */
-export function routeRule(access: Access, errors: Readonly<Record<number, string>> = {}, options: { rateLimited?: boolean; noRetryAfter?: true } = {}) {
+export function routeRule(
+  access: Access,
+  errors: Readonly<Record<number, string>> = {},
+  options: { rateLimited?: boolean; noRetryAfter?: true } = {},
+) {
   const rateLimited = options.rateLimited ?? true;
   return {
-    config: { access, ...(rateLimited ? {} : { rateLimit: false as const }), ...(options.noRetryAfter ? { noRetryAfter: true as const } : {}) },
+    config: {
+      access,
+      ...(rateLimited ? {} : { rateLimit: false as const }),
+      ...(options.noRetryAfter ? { noRetryAfter: true as const } : {}),
+    },
     errors: problemResponses(access === 'public' ? errors : { ...keyErrors(access, rateLimited), ...errors }),
   };
 }
@@ -100,7 +112,12 @@ export interface RouteText {
 export function routeOptions<const S extends object>(rule: ReturnType<typeof routeRule>, text: RouteText, ok: z.ZodType, schema: S) {
   return {
     config: rule.config,
-    schema: { ...schema, summary: text.summary, description: text.description, response: { 200: jsonResponse(ok, text.ok), ...rule.errors } },
+    schema: {
+      ...schema,
+      summary: text.summary,
+      description: text.description,
+      response: { 200: jsonResponse(ok, text.ok), ...rule.errors },
+    },
   };
 }
 

@@ -12,7 +12,7 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
     description:
       'Many readers or one writer. A read is granted while no writer holds the lock and nobody is queued; a write only ' +
       'when nobody holds it and nobody is queued. Readers and writers wait in one FIFO queue (waitMs), so once a writer ' +
-      'waits, later readers queue behind it: writers are not starved. Every grant gets the lock\'s next fencing token.',
+      "waits, later readers queue behind it: writers are not starved. Every grant gets the lock's next fencing token.",
     body: RwLockAcquireRequest,
     grant: RwLockGrant,
     ok: 'Granted: the caller holds a read or write lease until expiresAt',
@@ -24,10 +24,10 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
     summary: 'See who holds a read/write lock (or wait for it to change)',
     description:
       'The mode it is held in, its leases (mode, holder label, fencing token, expiry), the callers queued, and the ' +
-      'lock\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+      "lock's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer " +
       'comes at once if the index differs from N, otherwise as soon as the lock changes, otherwise after M.',
     status: RwLockStatus,
-    ok: 'The read/write lock\'s current state',
+    ok: "The read/write lock's current state",
   },
   service: (core) => new RwLockService(core),
   granted: ({ mode }) => ({ mode }),

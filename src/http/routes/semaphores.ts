@@ -13,7 +13,7 @@ const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; wai
       'Grants one permit if fewer than limit are held and nobody is queued. Each permit is a lease of its own, with its own ' +
       'ownerToken, fencingToken (increasing per semaphore) and expiry: a holder that crashes frees its permit when its TTL ' +
       'runs out. When all are held: 409 semaphore_full with Retry-After, or with waitMs a place in a FIFO queue, granted ' +
-      'as soon as a permit frees. Every caller must send the semaphore\'s limit; another one is 409 limit_mismatch.',
+      "as soon as a permit frees. Every caller must send the semaphore's limit; another one is 409 limit_mismatch.",
     body: SemaphoreAcquireRequest,
     grant: SemaphoreGrant,
     ok: 'Granted: the caller holds one permit until expiresAt unless it renews',
@@ -22,13 +22,13 @@ const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; wai
       'limit_mismatch: the live permits were granted with another limit; Retry-After says when the last of them ends.',
   },
   inspect: {
-    summary: 'See who holds a semaphore\'s permits (or wait for it to change)',
+    summary: "See who holds a semaphore's permits (or wait for it to change)",
     description:
       'The limit, the permits held and by whom (holder label, fencing token, expiry), the callers queued, and the ' +
-      'semaphore\'s watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer ' +
+      "semaphore's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer " +
       'comes at once if the index differs from N, otherwise as soon as the semaphore changes, otherwise after M.',
     status: SemaphoreStatus,
-    ok: 'The semaphore\'s current state',
+    ok: "The semaphore's current state",
   },
   service: (core) => new SemaphoreService(core),
   granted: ({ limit }) => ({ limit }),

@@ -6,7 +6,7 @@ import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
 const Namespace = z
   .string()
   .regex(NAMESPACE_PATTERN, 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit')
-  .meta({ description: 'A team\'s namespace, as given to its API keys', examples: ['team-a'] });
+  .meta({ description: "A team's namespace, as given to its API keys", examples: ['team-a'] });
 
 export const ListLocksQuery = z.strictObject({
   namespace: Namespace.optional().meta({
@@ -77,7 +77,7 @@ export const ForceReleaseResponse = z
     evicted: z.object({
       holder: z.string().nullable(),
       fencingToken: z.number().int().nonnegative().meta({
-        description: 'The evicted lease\'s fencing token; every later grant of this lock has a higher one',
+        description: "The evicted lease's fencing token; every later grant of this lock has a higher one",
       }),
     }),
   })

@@ -10,12 +10,17 @@ const Keys = z
   .max(MAX_LOCK_SET_KEYS)
   .meta({ description: `1 to ${MAX_LOCK_SET_KEYS} distinct lock keys, in any order`, examples: [['account:17', 'account:42']] });
 
-const TtlMs = z.number().int().positive().max(MAX_DURATION_MS).meta({ description: 'Lease length of every key, ms (bounded as for locks)', examples: [30000] });
+const TtlMs = z
+  .number()
+  .int()
+  .positive()
+  .max(MAX_DURATION_MS)
+  .meta({ description: 'Lease length of every key, ms (bounded as for locks)', examples: [30000] });
 
 const OwnerToken = z
   .string()
   .regex(/^[A-Za-z0-9_-]{16,128}$/, 'must be the ownerToken returned by lock-sets/acquire')
-  .meta({ description: 'The set\'s secret owner token, returned by acquire', examples: ['q3HbVfYJm3cS1kQxv7x8XA'] });
+  .meta({ description: "The set's secret owner token, returned by acquire", examples: ['q3HbVfYJm3cS1kQxv7x8XA'] });
 
 const LockTokens = z
   .array(z.object({ key: z.string(), fencingToken: SafeCount }))
@@ -25,7 +30,9 @@ export const LockSetAcquireRequest = z
   .strictObject({
     keys: Keys,
     ttlMs: TtlMs,
-    holder: Holder.optional().meta({ description: 'Optional public label shown on every key of the set (the same rules as a lock\'s holder)' }),
+    holder: Holder.optional().meta({
+      description: "Optional public label shown on every key of the set (the same rules as a lock's holder)",
+    }),
     waitMs: DurationMs.optional().meta({
       description:
         'If some key is busy, keep trying for up to this long: the server waits for the busy key to change (no ' +

@@ -32,8 +32,7 @@ export const TtlMs = z
   .positive()
   .max(MAX_DURATION_MS)
   .meta({
-    description:
-      'Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.',
+    description: 'Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.',
     examples: [30000],
   });
 
@@ -49,11 +48,11 @@ export const OwnerToken = z
 export const SafeCount = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
 export const FencingToken = SafeCount.meta({
-    description:
-      'Per-key number, strictly greater than every token issued before for this key. Pass it to the protected ' +
-      'resource, which must reject any write carrying a lower token than it has seen.',
-    examples: [1764496077123456],
-  });
+  description:
+    'Per-key number, strictly greater than every token issued before for this key. Pass it to the protected ' +
+    'resource, which must reject any write carrying a lower token than it has seen.',
+  examples: [1764496077123456],
+});
 
 export const ExpiresAt = z.iso.datetime().meta({
   description: 'When the lease ends (UTC), measured on the store clock.',
@@ -130,9 +129,7 @@ export function grantFields(fencingToken: typeof FencingToken = FencingToken) {
   return { ownerToken: OwnerToken, fencingToken, ttlMs: z.number().int().positive(), expiresAt: ExpiresAt, holder: Holder.nullable() };
 }
 
-export const AcquireResponse = z
-  .object({ key: z.string(), ...grantFields() })
-  .meta({ id: 'LockGrant', description: 'A granted lease.' });
+export const AcquireResponse = z.object({ key: z.string(), ...grantFields() }).meta({ id: 'LockGrant', description: 'A granted lease.' });
 
 export const RenewRequest = z
   .strictObject({
@@ -152,9 +149,7 @@ export const RenewResponse = z
 
 export const ReleaseRequest = z.strictObject({ ownerToken: OwnerToken }).meta({ id: 'ReleaseRequest' });
 
-export const ReleaseResponse = z
-  .object({ key: z.string(), released: z.literal(true) })
-  .meta({ id: 'LockRelease' });
+export const ReleaseResponse = z.object({ key: z.string(), released: z.literal(true) }).meta({ id: 'LockRelease' });
 
 export const WatchIndex = z
   .number()
@@ -165,7 +160,7 @@ export const WatchIndex = z
     description:
       'Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over ' +
       '(2 x fencingToken while held, 2 x last fencingToken + 1 while free). Pass it back as ?index= to wait for the ' +
-      'next change. Compare for inequality only: it drops to 1 when a free key\'s state is forgotten after the ' +
+      "next change. Compare for inequality only: it drops to 1 when a free key's state is forgotten after the " +
       'fencing grace period.',
     examples: [3528064724432477],
   });
@@ -176,7 +171,12 @@ export const QueuedCaller = z
     position: z.number().int().positive().meta({ description: '1 for the head of the queue' }),
     holder: Holder.nullable(),
     waitingSince: ExpiresAt.meta({ description: 'When the caller joined the queue (UTC, store clock)' }),
-    weight: z.number().int().positive().optional().meta({ description: 'Semaphores and read/write locks: how much of the capacity it asks for' }),
+    weight: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .meta({ description: 'Semaphores and read/write locks: how much of the capacity it asks for' }),
     mode: z.enum(['read', 'write']).optional().meta({ description: 'Read/write locks: the mode it waits for' }),
   })
   .meta({ id: 'QueuedCaller' });
@@ -229,7 +229,7 @@ export const InspectQuery = z.object({
     .optional()
     .meta({
       description:
-        'Blocking query: the index from a previous answer. If the lock\'s index differs, the answer comes at once; ' +
+        "Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; " +
         'otherwise when it changes, or after waitMs with the unchanged state.',
       examples: [3528064724432477],
     }),
@@ -242,7 +242,7 @@ export const InspectQuery = z.object({
     .meta({
       description:
         'With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an ' +
-        'acquire\'s waitMs (by default 60,000); above is a 400.',
+        "acquire's waitMs (by default 60,000); above is a 400.",
       examples: [30000],
     }),
   queue: z

@@ -35,12 +35,12 @@ export const SemaphoreGrant = z
   .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
 
 const PermitWatchIndex = SafeCount.meta({
-    description:
-      'Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a ' +
-      'renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the ' +
-      'key\'s state is forgotten after the fencing grace period.',
-    examples: [1796131701226485],
-  });
+  description:
+    'Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a ' +
+    'renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the ' +
+    "key's state is forgotten after the fencing grace period.",
+  examples: [1796131701226485],
+});
 
 /** A key's leases as an answer shows them: at most MAX_HOLDERS_SHOWN, the ones that end first. */
 const shownHolders = <T extends z.ZodType>(holder: T) =>
@@ -70,14 +70,14 @@ export const SemaphoreStatus = z
   .object({
     key: z.string(),
     index: PermitWatchIndex,
-    limit: z.number().int().positive().nullable().meta({ description: 'The live permits\' limit; null when no permit is held' }),
+    limit: z.number().int().positive().nullable().meta({ description: "The live permits' limit; null when no permit is held" }),
     permitsHeld: z.number().int().nonnegative().meta({ description: 'Every live permit, shown in holders or not' }),
     holders: shownHolders(PermitHolder),
     truncated: Truncated,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for a permit' }),
     queue: QueueField,
   })
-  .meta({ id: 'SemaphoreStatus', description: 'Who holds a semaphore\'s permits right now. Never owner tokens.' });
+  .meta({ id: 'SemaphoreStatus', description: "Who holds a semaphore's permits right now. Never owner tokens." });
 
 const Mode = z.enum(['read', 'write']).meta({
   description: `read: shared with other readers (at most ${MAX_READERS}); write: exclusive.`,
@@ -94,7 +94,7 @@ export const RwLockGrant = z
     mode: Mode,
     ...grantFields(
       FencingToken.meta({
-        description: 'Per-lock number, above every token granted before on this lock (a write\'s is above every earlier read\'s and write\'s)',
+        description: "Per-lock number, above every token granted before on this lock (a write's is above every earlier read's and write's)",
       }),
     ),
   })
@@ -119,7 +119,7 @@ export const PermitList = z
       z.object({
         namespace: z.string(),
         key: z.string(),
-        capacity: z.number().int().positive().meta({ description: 'A semaphore\'s limit (a read/write lock\'s reader cap)' }),
+        capacity: z.number().int().positive().meta({ description: "A semaphore's limit (a read/write lock's reader cap)" }),
         holders: shownHolders(PermitHolder.extend({ weight: z.number().int().positive() })),
         holderCount: HolderCount,
         truncated: Truncated,

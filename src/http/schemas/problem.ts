@@ -9,7 +9,12 @@ export const Problem = z
   .object({
     type: z.string().meta({ description: 'URI naming the problem type', examples: ['urn:keyholder:problem:lock_held'] }),
     title: z.string().meta({ examples: ['Lock is held'] }),
-    status: z.number().int().min(400).max(599).meta({ examples: [409] }),
+    status: z
+      .number()
+      .int()
+      .min(400)
+      .max(599)
+      .meta({ examples: [409] }),
     detail: z.string().meta({ examples: ['lock "invoice:42" is held by another owner'] }),
     code: z.enum(PROBLEM_CODES).meta({ description: 'Stable machine-readable error code' }),
     instance: z.string().optional().meta({ description: 'The request path' }),

@@ -188,7 +188,9 @@ export class EtcdPermits implements PermitStore {
 
   async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
     const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
-    return reply.held ? { renewed: true as const, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false as const };
+    return reply.held
+      ? { renewed: true as const, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs }
+      : { renewed: false as const };
   }
 
   async releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
@@ -199,7 +201,14 @@ export class EtcdPermits implements PermitStore {
       if (!pool || !live.some((l) => l.o === ownerToken)) return false;
       const txn = await this.deps.txn({
         compare: [this.unchanged(kind, key, pool)],
-        success: [await this.putPool(kind, key, { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: live.filter((l) => l.o !== ownerToken) }, pool.value.k)],
+        success: [
+          await this.putPool(
+            kind,
+            key,
+            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: live.filter((l) => l.o !== ownerToken) },
+            pool.value.k,
+          ),
+        ],
       });
       if (!txn.succeeded) continue;
       if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
@@ -240,7 +249,12 @@ export class EtcdPermits implements PermitStore {
       const txn = await this.deps.txn({
         compare: [this.unchanged(kind, key, pool)],
         success: [
-          await this.putPool(kind, key, { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: pool.value.l.filter((l) => !gone.has(l.o)) }, pool.value.k),
+          await this.putPool(
+            kind,
+            key,
+            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: pool.value.l.filter((l) => !gone.has(l.o)) },
+            pool.value.k,
+          ),
         ],
       });
       if (!txn.succeeded) continue;
@@ -279,7 +293,9 @@ export class EtcdPermits implements PermitStore {
     const keys = this.deps.keys;
     const range = keys.poolRange(kind, prefix);
     const start = cursor !== undefined ? Buffer.concat([keys.pool(kind, cursor), Buffer.from([0])]) : range.key;
-    const res = await this.deps.call(() => this.deps.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.deps.callOptions()));
+    const res = await this.deps.call(() =>
+      this.deps.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.deps.callOptions()),
+    );
     const nowMs = this.deps.now();
     const entries: Array<{ key: string; state: PermitState }> = [];
     let last: string | undefined;
@@ -306,9 +322,20 @@ export class EtcdPermits implements PermitStore {
       // Written first: the record's create revision is the caller's place in the queue.
       const session = await this.deps.sessionLease();
       const now = this.deps.now();
-      const record: PermitWaiterRecord = { o: ownerToken, ttl: ttlMs, d: now + waitMs, h: holder, w: input.weight, c: input.capacity, s: now };
+      const record: PermitWaiterRecord = {
+        o: ownerToken,
+        ttl: ttlMs,
+        d: now + waitMs,
+        h: holder,
+        w: input.weight,
+        c: input.capacity,
+        s: now,
+      };
       await this.deps.call(() =>
-        this.deps.client.kv.put({ key: this.deps.keys.permitWaiter(kind, key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.deps.callOptions()),
+        this.deps.client.kv.put(
+          { key: this.deps.keys.permitWaiter(kind, key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
+          this.deps.callOptions(),
+        ),
       );
     } catch (err) {
       waiter.drop();
@@ -359,7 +386,10 @@ export class EtcdPermits implements PermitStore {
     const live = liveLeases(pool, nowMs);
     if (live.length === 0) return { remainingLeaseMs: 0, grantedWaiterIds: [] };
     const owners = new Set(live.map((l) => l.o));
-    return { remainingLeaseMs: untilFirst(live, nowMs), grantedWaiterIds: waiters.filter((w) => owners.has(w.ownerToken)).map((w) => w.id) };
+    return {
+      remainingLeaseMs: untilFirst(live, nowMs),
+      grantedWaiterIds: waiters.filter((w) => owners.has(w.ownerToken)).map((w) => w.id),
+    };
   }
 
   /**
@@ -492,7 +522,12 @@ export class EtcdPermits implements PermitStore {
 
   /** The compare of a change: the pool record is as it was read (absent: still absent). */
   private unchanged(kind: PermitKind, key: string, pool: Observed<PoolRecord> | null) {
-    return { key: this.deps.keys.pool(kind, key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: pool ? pool.kv.mod_revision : '0' };
+    return {
+      key: this.deps.keys.pool(kind, key),
+      target: 'Mod' as const,
+      result: 'Equal' as const,
+      mod_revision: pool ? pool.kv.mod_revision : '0',
+    };
   }
 
   /** The put of a pool record, kept until its latest lease end plus the grace (never earlier than `keptUntil`). */
@@ -500,7 +535,6 @@ export class EtcdPermits implements PermitStore {
     const k = Math.max(keptUntil, ...record.l.map((l) => l.e + this.deps.graceMs));
     return this.deps.putOp(this.deps.keys.pool(kind, key), { ...record, k }, k);
   }
-
 }
 
 function roomKey(kind: PermitKind, key: string): string {

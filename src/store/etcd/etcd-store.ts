@@ -28,7 +28,6 @@ import {
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
 
-
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
   readonly keyPrefix: string;
@@ -163,7 +162,16 @@ export class EtcdStore implements LockStore {
     });
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({
+    key,
+    ownerToken,
+    ttlMs,
+    holder: label,
+    waitMs = 0,
+    signal,
+    idempotencyKey,
+    lockDelayMs = 0,
+  }: AcquireInput): Promise<AcquireOutcome> {
     signal?.throwIfAborted();
     // "" is no label, as in the other stores (Redis stores none for it).
     const holder = label === '' ? null : label;
@@ -176,7 +184,8 @@ export class EtcdStore implements LockStore {
         return { acquired: true, fencingToken: tokenOf(lock), expiresAtMs: lock.value.e, decidedAt };
       }
       const live = lock !== null && lock.value.e > nowMs;
-      const match = live && idempotencyKey !== undefined && lock.value.o !== '' ? compareIdempotencyKeys(lock.value.i, idempotencyKey) : 'other';
+      const match =
+        live && idempotencyKey !== undefined && lock.value.o !== '' ? compareIdempotencyKeys(lock.value.i, idempotencyKey) : 'other';
       if (match === 'reused') throw new IdempotencyKeyReusedError();
       if (live && match === 'replay') {
         // A retry of the acquire that made this lease (its answer was lost): the same grant, nothing changed.
@@ -324,9 +333,20 @@ export class EtcdStore implements LockStore {
       });
       if (busyKey !== undefined) return { acquired: false, retryAfterMs: Math.max(1, Math.ceil(freeAt - nowMs)), busyKey };
       const expiresAtMs = Math.floor(nowMs) + ttlMs;
-      const record: LockRecord = { o: ownerToken, e: expiresAtMs, h: holder, k: expiresAtMs + this.graceMs, ...(lockDelayMs > 0 ? { d: lockDelayMs } : {}) };
+      const record: LockRecord = {
+        o: ownerToken,
+        e: expiresAtMs,
+        h: holder,
+        k: expiresAtMs + this.graceMs,
+        ...(lockDelayMs > 0 ? { d: lockDelayMs } : {}),
+      };
       const txn = await this.txn({
-        compare: keys.map((key, i) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: modOf(read[i]?.lock ?? null) })),
+        compare: keys.map((key, i) => ({
+          key: this.keys.lock(key),
+          target: 'Mod' as const,
+          result: 'Equal' as const,
+          mod_revision: modOf(read[i]?.lock ?? null),
+        })),
         success: await Promise.all(keys.map((key) => this.putOp(this.keys.lock(key), record, record.k as number))),
       });
       if (txn.succeeded) {
@@ -348,7 +368,12 @@ export class EtcdStore implements LockStore {
       const expiresAtMs = Math.floor(nowMs) + ttlMs;
       const fencingTokens = held.map(tokenOf);
       const txn = await this.txn({
-        compare: keys.map((key, i) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: modOf(held[i] ?? null) })),
+        compare: keys.map((key, i) => ({
+          key: this.keys.lock(key),
+          target: 'Mod' as const,
+          result: 'Equal' as const,
+          mod_revision: modOf(held[i] ?? null),
+        })),
         success: await Promise.all(
           keys.map((key, i) => {
             const { value } = held[i] as Observed<LockRecord>;
@@ -369,10 +394,18 @@ export class EtcdStore implements LockStore {
       const nowMs = this.now();
       const mine = keys
         .map((key, i) => ({ key, lock: read[i]?.lock ?? null, queued: read[i]?.queued ?? 0 }))
-        .filter((x): x is { key: string; lock: Observed<LockRecord>; queued: number } => x.lock !== null && x.lock.value.o === ownerToken && x.lock.value.e > nowMs);
+        .filter(
+          (x): x is { key: string; lock: Observed<LockRecord>; queued: number } =>
+            x.lock !== null && x.lock.value.o === ownerToken && x.lock.value.e > nowMs,
+        );
       if (mine.length === 0) return false;
       const txn = await this.txn({
-        compare: mine.map(({ key, lock }) => ({ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: lock.kv.mod_revision })),
+        compare: mine.map(({ key, lock }) => ({
+          key: this.keys.lock(key),
+          target: 'Mod' as const,
+          result: 'Equal' as const,
+          mod_revision: lock.kv.mod_revision,
+        })),
         success: await Promise.all(mine.map(({ key, lock }) => this.endedOp(key, lock))),
       });
       if (!txn.succeeded) continue;
@@ -390,9 +423,7 @@ export class EtcdStore implements LockStore {
     }
     const range = this.keys.lockRange(prefix);
     const start = cursor !== undefined ? Buffer.concat([this.keys.lock(cursor), Buffer.from([0])]) : range.key;
-    const res = await this.call(() =>
-      this.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.callOptions()),
-    );
+    const res = await this.call(() => this.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.callOptions()));
     const nowMs = this.now();
     const locks: HeldLock[] = [];
     let last: string | undefined;
@@ -498,7 +529,10 @@ export class EtcdStore implements LockStore {
 
   // ---- waiting ----
 
-  private async enqueue(input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace'>> & Pick<AcquireInput, 'signal'>, retryAfterMs: number): Promise<AcquireOutcome> {
+  private async enqueue(
+    input: Required<Omit<AcquireInput, 'signal' | 'idempotencyKey' | 'maxHeldInNamespace'>> & Pick<AcquireInput, 'signal'>,
+    retryAfterMs: number,
+  ): Promise<AcquireOutcome> {
     const waiterId = newId();
     const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
@@ -515,7 +549,10 @@ export class EtcdStore implements LockStore {
         ...(input.lockDelayMs > 0 ? { ld: input.lockDelayMs } : {}),
       };
       await this.call(() =>
-        this.client.kv.put({ key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session }, this.callOptions()),
+        this.client.kv.put(
+          { key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
+          this.callOptions(),
+        ),
       );
     } catch (err) {
       waiter.drop();
@@ -597,7 +634,9 @@ export class EtcdStore implements LockStore {
         }
         ended.push({ request_delete_range: { key: kv.key } });
       }
-      const compare = [{ key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: lockKv?.mod_revision ?? '0' }];
+      const compare = [
+        { key: this.keys.lock(key), target: 'Mod' as const, result: 'Equal' as const, mod_revision: lockKv?.mod_revision ?? '0' },
+      ];
       if (!next) {
         await this.txn({ compare, success: ended });
         continue;
@@ -613,7 +652,11 @@ export class EtcdStore implements LockStore {
       };
       const txn = await this.txn({
         compare: [...compare, { key: next.kv.key, target: 'Mod', result: 'Equal', mod_revision: next.kv.mod_revision }],
-        success: [...ended, await this.putOp(this.keys.lock(key), record, record.k as number), { request_delete_range: { key: next.kv.key } }],
+        success: [
+          ...ended,
+          await this.putOp(this.keys.lock(key), record, record.k as number),
+          { request_delete_range: { key: next.kv.key } },
+        ],
       });
       if (txn.succeeded) return;
     }
@@ -699,7 +742,10 @@ export class EtcdStore implements LockStore {
   async queue(key: string, limit: number): Promise<QueuedCaller[]> {
     const range = this.keys.queue(key);
     const res = await this.call(() =>
-      this.client.kv.range({ key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 }, this.callOptions()),
+      this.client.kv.range(
+        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 },
+        this.callOptions(),
+      ),
     );
     const nowMs = this.now();
     const queued: QueuedCaller[] = [];
@@ -731,7 +777,10 @@ export class EtcdStore implements LockStore {
     const read = await this.txn({
       success: keys.flatMap((key): IRequestOp[] => {
         const queue = this.keys.queue(key);
-        return [{ request_range: { key: this.keys.lock(key) } }, { request_range: { key: queue.key, range_end: queue.rangeEnd, count_only: true } }];
+        return [
+          { request_range: { key: this.keys.lock(key) } },
+          { request_range: { key: queue.key, range_end: queue.rangeEnd, count_only: true } },
+        ];
       }),
     });
     return keys.map((_, i) => {

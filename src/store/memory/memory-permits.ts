@@ -1,7 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
-import { MAX_HOLDERS_SHOWN, type EvictedPermit, type IndexedPermitState, type PermitAcquireInput, type PermitAcquireOutcome, type PermitKind } from '../../domain/permit-store.js';
+import {
+  MAX_HOLDERS_SHOWN,
+  type EvictedPermit,
+  type IndexedPermitState,
+  type PermitAcquireInput,
+  type PermitAcquireOutcome,
+  type PermitKind,
+} from '../../domain/permit-store.js';
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore, QueuedCaller } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from '../shared/clock.js';
@@ -168,7 +175,9 @@ export class MemoryPermits implements PermitStore {
   async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
     this.assertOpen();
     const pool = this.pools.get(poolId(kind, key));
-    return (pool?.queue ?? []).slice(0, limit).map((w, i) => ({ position: i + 1, holder: w.holder, waitingSinceMs: w.since, weight: w.weight }));
+    return (pool?.queue ?? [])
+      .slice(0, limit)
+      .map((w, i) => ({ position: i + 1, holder: w.holder, waitingSinceMs: w.since, weight: w.weight }));
   }
 
   async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {

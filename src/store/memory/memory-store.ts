@@ -1,5 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../domain/errors.js';
+import {
+  IdempotencyKeyReusedError,
+  InvalidRequestError,
+  StoreUnavailableError,
+  TooManyWaitersError,
+  WaitAbortedError,
+} from '../../domain/errors.js';
 import { nextFencingToken } from '../../domain/fencing.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import { type Clock, monotonicWallClock } from '../shared/clock.js';
@@ -80,7 +86,12 @@ export class MemoryStore implements LockStore {
   constructor(private readonly options: MemoryStoreOptions) {
     this.clock = options.clock ?? monotonicWallClock;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
-    this.permits = new MemoryPermits({ fenceGraceMs: options.fenceGraceMs, listeners: this.changeListeners, clock: this.clock, maxWaitersPerKey: this.maxWaitersPerKey });
+    this.permits = new MemoryPermits({
+      fenceGraceMs: options.fenceGraceMs,
+      listeners: this.changeListeners,
+      clock: this.clock,
+      maxWaitersPerKey: this.maxWaitersPerKey,
+    });
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -99,7 +110,16 @@ export class MemoryStore implements LockStore {
     return this.entries.has(key);
   }
 
-  async acquire({ key, ownerToken, ttlMs, holder: label, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 }: AcquireInput): Promise<AcquireOutcome> {
+  async acquire({
+    key,
+    ownerToken,
+    ttlMs,
+    holder: label,
+    waitMs = 0,
+    signal,
+    idempotencyKey,
+    lockDelayMs = 0,
+  }: AcquireInput): Promise<AcquireOutcome> {
     this.assertOpen();
     // "" is no label, as in Redis (which stores none for it).
     const holder = label === '' ? null : label;
@@ -463,11 +483,14 @@ export class MemoryStore implements LockStore {
       this.settle(key, now);
       return;
     }
-    const timer = setTimeout(() => {
-      this.expiryTimers.delete(key);
-      this.settle(key, this.clock());
-      this.scheduleHandOver(key);
-    }, Math.max(0, wakeAtMs - now) + 1);
+    const timer = setTimeout(
+      () => {
+        this.expiryTimers.delete(key);
+        this.settle(key, this.clock());
+        this.scheduleHandOver(key);
+      },
+      Math.max(0, wakeAtMs - now) + 1,
+    );
     this.expiryTimers.set(key, timer);
   }
 

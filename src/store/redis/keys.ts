@@ -155,7 +155,9 @@ export class KeySpace {
   tagged(id: string, kind: string): string {
     const { group, name } = splitId(id);
     const tag = this.shardTag(group, name);
-    return name === '' && !id.includes(GROUP_SEPARATOR) ? `${this.prefix}{${tag}}${kind}` : `${this.prefix}{${tag}}${kind}${GROUP_SEPARATOR}${name}`;
+    return name === '' && !id.includes(GROUP_SEPARATOR)
+      ? `${this.prefix}{${tag}}${kind}`
+      : `${this.prefix}{${tag}}${kind}${GROUP_SEPARATOR}${name}`;
   }
 
   /** The hash holding a lock's lease and its last fencing token. */
@@ -166,7 +168,12 @@ export class KeySpace {
   /** The keys of a lock, its wait queue and its quota shard: lock hash, queue (ZSET), waiter records (HASH), quota. */
   lockKeys(id: string): LockKeys {
     const { group, name } = splitId(id);
-    return { lock: this.lock(id), queue: this.tagged(id, 'q'), waiters: this.tagged(id, 'w'), quota: this.quotaShard(this.shardTag(group, name)) };
+    return {
+      lock: this.lock(id),
+      queue: this.tagged(id, 'q'),
+      waiters: this.tagged(id, 'w'),
+      quota: this.quotaShard(this.shardTag(group, name)),
+    };
   }
 
   /**

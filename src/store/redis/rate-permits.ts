@@ -16,7 +16,12 @@ export class RedisRatePermits {
     this.keys = new KeySpace(keyPrefix);
   }
 
-  async lease(rateKey: string, wanted: number, max: number, windowMs: number): Promise<{ granted: number; windowLeftMs: number; handedOut: number }> {
+  async lease(
+    rateKey: string,
+    wanted: number,
+    max: number,
+    windowMs: number,
+  ): Promise<{ granted: number; windowLeftMs: number; handedOut: number }> {
     return parseRateLease(await this.scripts.run('rateLease', { windowKey: this.keys.rateWindow(rateKey), windowMs, max, wanted }));
   }
 }

@@ -60,7 +60,6 @@ export interface RedisPermitsDeps {
   watchChannel(channel: string, onChange: () => void): Promise<() => void>;
 }
 
-
 /** A waiter id names its kind, so one hand-over message or heartbeat reaches the right room's key. */
 interface PermitWaiter extends Waiter {
   readonly kind: PermitKind;
@@ -117,7 +116,12 @@ export class RedisPermits implements PermitStore {
       const reply = await send(0, '-');
       return this.settle(reply, decidedAt, input, servedBy);
     }
-    const waiter = this.room.register({ id: randomBase64url(9), key: roomKey(input.kind, input.key), ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const waiter = this.room.register({
+      id: randomBase64url(9),
+      key: roomKey(input.kind, input.key),
+      ownerToken: input.ownerToken,
+      ttlMs: input.ttlMs,
+    });
     const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') return waiter.wait(waitMs, reply.retryAfterMs, input.signal);
     waiter.drop();
@@ -130,7 +134,9 @@ export class RedisPermits implements PermitStore {
       // The acquire and release of every permit write the hand-over arguments out instead of spreading
       // handOverArgs into the literal: V8 builds a literal with a spread on a much slower path.
       const raw = await this.deps.scripts.run('permitAcquire', {
-        graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key,
+        graceMs: this.deps.graceMs,
+        channelPrefix: this.deps.keys.grantChannelPrefix(),
+        lockName: key,
         keys: this.deps.keys.permitKeys(kind, key),
         ownerToken: input.ownerToken,
         ttlMs: input.ttlMs,
@@ -147,10 +153,17 @@ export class RedisPermits implements PermitStore {
     });
   }
 
-  private async settle(reply: PermitAcquireReply, decidedAt: number, input: PermitAcquireInput, servedBy: string | null): Promise<PermitAcquireOutcome> {
+  private async settle(
+    reply: PermitAcquireReply,
+    decidedAt: number,
+    input: PermitAcquireInput,
+    servedBy: string | null,
+  ): Promise<PermitAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated(input.key, 'grant', servedBy, () => this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false));
+        await this.deps.replicated(input.key, 'grant', servedBy, () =>
+          this.releasePermit(input.kind, input.key, input.ownerToken).catch(() => false),
+        );
         return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
       case 'mismatch':
         return { acquired: false, reason: 'mismatch', capacity: reply.capacity, retryAfterMs: reply.retryAfterMs };
@@ -174,14 +187,27 @@ export class RedisPermits implements PermitStore {
     return this.deps.call(async () =>
       parseLease(
         'permit-renew',
-        await this.deps.scripts.run('permitRenew', { keys: this.deps.keys.permitKeys(kind, key), ownerToken, ttlMs, graceMs: this.deps.graceMs }),
+        await this.deps.scripts.run('permitRenew', {
+          keys: this.deps.keys.permitKeys(kind, key),
+          ownerToken,
+          ttlMs,
+          graceMs: this.deps.graceMs,
+        }),
       ),
     );
   }
 
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
     return this.deps.call(async () =>
-      parseRelease(await this.deps.scripts.run('permitRelease', { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key, keys: this.deps.keys.permitKeys(kind, key), ownerToken })),
+      parseRelease(
+        await this.deps.scripts.run('permitRelease', {
+          graceMs: this.deps.graceMs,
+          channelPrefix: this.deps.keys.grantChannelPrefix(),
+          lockName: key,
+          keys: this.deps.keys.permitKeys(kind, key),
+          ownerToken,
+        }),
+      ),
     );
   }
 
@@ -190,7 +216,11 @@ export class RedisPermits implements PermitStore {
   }
 
   async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
-    const reply = await this.deps.call(async () => parsePermitInspect(await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN })));
+    const reply = await this.deps.call(async () =>
+      parsePermitInspect(
+        await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN }),
+      ),
+    );
     const held = reply.held;
     if (held === null) return { state: null, index: reply.index };
     // Time left on the Redis clock the script read, as for locks (never this process's clock).
@@ -212,14 +242,26 @@ export class RedisPermits implements PermitStore {
 
   async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
     const keys = this.deps.keys.permitKeys(kind, key);
-    const queued = await this.deps.call(async () => parseQueue(await this.deps.scripts.run('queue', { keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters }, limit, layout: 'permit' })));
+    const queued = await this.deps.call(async () =>
+      parseQueue(
+        await this.deps.scripts.run('queue', {
+          keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters },
+          limit,
+          layout: 'permit',
+        }),
+      ),
+    );
     return queued.map((q, i) => ({ position: i + 1, ...q }));
   }
 
   async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
     return this.deps.call(async () =>
       parsePermitForceRelease(
-        await this.deps.scripts.run('permitForceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), fencingToken }),
+        await this.deps.scripts.run('permitForceRelease', {
+          ...this.handOverArgs(key),
+          keys: this.deps.keys.permitKeys(kind, key),
+          fencingToken,
+        }),
       ),
     );
   }

@@ -1,10 +1,24 @@
 import { performance } from 'node:perf_hooks';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import { IdempotencyKeyReusedError, InvalidRequestError, OverloadedError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
+import {
+  IdempotencyKeyReusedError,
+  InvalidRequestError,
+  OverloadedError,
+  StoreUnavailableError,
+  TooManyWaitersError,
+} from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
-import type { AcquireInput, AcquireOutcome, IndexedLockState, LockSetStore, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
+import type {
+  AcquireInput,
+  AcquireOutcome,
+  IndexedLockState,
+  LockSetStore,
+  LockState,
+  LockStore,
+  RenewOutcome,
+} from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
 import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
@@ -151,7 +165,10 @@ export class RedisStore implements LockStore {
   readonly permits: RedisPermits;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
   private readonly watchMarks = new WatchMarks(
-    (id) => this.call(async () => parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WATCH_MARK_MS }))),
+    (id) =>
+      this.call(async () =>
+        parseFlag('watchMark', await this.scripts.run('watchMark', { lockKey: this.keys.lock(id), keepMs: WATCH_MARK_MS })),
+      ),
     WATCH_MARK_RENEW_MS,
   );
 
@@ -262,7 +279,10 @@ export class RedisStore implements LockStore {
   private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
     try {
       const set = await this.call(async () =>
-        parseFlag('lockDelay', await this.scripts.run('lockDelay', { lockKey: this.keys.lock(key), ownerToken, lockDelayMs: lockDelayMs ?? 0 })),
+        parseFlag(
+          'lockDelay',
+          await this.scripts.run('lockDelay', { lockKey: this.keys.lock(key), ownerToken, lockDelayMs: lockDelayMs ?? 0 }),
+        ),
       );
       if (!set) throw new StoreUnavailableError('the lock was handed over, but its lease ended before its lock-delay was set');
     } catch (err) {
@@ -271,7 +291,11 @@ export class RedisStore implements LockStore {
     }
   }
 
-  private runAcquire({ key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput, waitMs: number, waiterId: string): Promise<AcquireReply> {
+  private runAcquire(
+    { key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
+    waitMs: number,
+    waiterId: string,
+  ): Promise<AcquireReply> {
     return this.call(async () => {
       // Every property written out: spreading another object into this literal (`...handOverArgs`)
       // sent V8 down a slow path that cost about 40 µs of CPU per acquire + release pair.
@@ -300,7 +324,12 @@ export class RedisStore implements LockStore {
   }
 
   /** The answer to an acquire the script settled at once (not queued). */
-  private async settle(reply: AcquireReply, decidedAt: number, { key, ownerToken }: AcquireInput, servedBy: string | null): Promise<AcquireOutcome> {
+  private async settle(
+    reply: AcquireReply,
+    decidedAt: number,
+    { key, ownerToken }: AcquireInput,
+    servedBy: string | null,
+  ): Promise<AcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
         await this.replicated(key, ownerToken, 'grant', servedBy);
@@ -330,7 +359,15 @@ export class RedisStore implements LockStore {
   async release(key: string, ownerToken: string): Promise<boolean> {
     return this.call(async () =>
       // Written out, not spread from handOverArgs: see runAcquire.
-      parseRelease(await this.scripts.run('release', { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key, keys: this.keys.lockKeys(key), ownerToken })),
+      parseRelease(
+        await this.scripts.run('release', {
+          graceMs: this.graceMs,
+          channelPrefix: this.keys.grantChannelPrefix(),
+          lockName: key,
+          keys: this.keys.lockKeys(key),
+          ownerToken,
+        }),
+      ),
     );
   }
 
@@ -436,19 +473,19 @@ export class RedisStore implements LockStore {
       // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
       servedBy = this.servedBy(keys[0] as string);
       return this.call(async () =>
-      parseLockSetAcquire(
-        await this.scripts.run('lockSetAcquire', {
-          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
-          ownerToken,
-          ttlMs,
-          holder: holder ?? '',
-          graceMs: this.graceMs,
-          lockDelayMs: lockDelayMs ?? 0,
-          channelPrefix: this.keys.grantChannelPrefix(),
-        }),
-        keys.length,
-      ),
-    );
+        parseLockSetAcquire(
+          await this.scripts.run('lockSetAcquire', {
+            members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
+            ownerToken,
+            ttlMs,
+            holder: holder ?? '',
+            graceMs: this.graceMs,
+            lockDelayMs: lockDelayMs ?? 0,
+            channelPrefix: this.keys.grantChannelPrefix(),
+          }),
+          keys.length,
+        ),
+      );
     }, true);
     if (!reply.granted) return { acquired: false, retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
     if (this.replicaAcks) {
@@ -485,7 +522,12 @@ export class RedisStore implements LockStore {
     const servedBy = this.servedBy(keys[0] as string);
     const reply = await this.call(async () =>
       parseLockSetRenew(
-        await this.scripts.run('lockSetRenew', { lockKeys: keys.map((id) => this.keys.lock(id)), ownerToken, ttlMs, graceMs: this.graceMs }),
+        await this.scripts.run('lockSetRenew', {
+          lockKeys: keys.map((id) => this.keys.lock(id)),
+          ownerToken,
+          ttlMs,
+          graceMs: this.graceMs,
+        }),
         keys.length,
       ),
     );
@@ -508,7 +550,9 @@ export class RedisStore implements LockStore {
   }
 
   async queue(key: string, limit: number): Promise<QueuedCaller[]> {
-    const queued = await this.call(async () => parseQueue(await this.scripts.run('queue', { keys: this.keys.lockKeys(key), limit, layout: 'lock' })));
+    const queued = await this.call(async () =>
+      parseQueue(await this.scripts.run('queue', { keys: this.keys.lockKeys(key), limit, layout: 'lock' })),
+    );
     return queued.map(({ holder, waitingSinceMs }, i) => ({ position: i + 1, holder, waitingSinceMs }));
   }
 
@@ -569,14 +613,21 @@ export class RedisStore implements LockStore {
   async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
     return this.call(async () =>
       parseSlotReserve(
-        await this.scripts.run('slotReserve', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, ttlMs, maxSlots: shardCap(maxSlots) }),
+        await this.scripts.run('slotReserve', {
+          quota: this.keys.quotaFor(namespace, slotId, maxSlots),
+          slotId,
+          ttlMs,
+          maxSlots: shardCap(maxSlots),
+        }),
       ),
     );
   }
 
   async extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
     await this.call(async () =>
-      parseSlotExtend(await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs })),
+      parseSlotExtend(
+        await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs }),
+      ),
     );
   }
 
@@ -651,7 +702,13 @@ export class RedisStore implements LockStore {
     return this.call(async () =>
       parseLease(
         'renew',
-        await this.scripts.run('renew', { lockKey: this.keys.lock(key), quota: this.keys.lockKeys(key).quota, ownerToken, ttlMs, graceMs: this.graceMs }),
+        await this.scripts.run('renew', {
+          lockKey: this.keys.lock(key),
+          quota: this.keys.lockKeys(key).quota,
+          ownerToken,
+          ttlMs,
+          graceMs: this.graceMs,
+        }),
       ),
     );
   }
@@ -683,7 +740,9 @@ export class RedisStore implements LockStore {
     return this.acquires.run(
       () =>
         this.call(async () =>
-          parseCancel(await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken })),
+          parseCancel(
+            await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken }),
+          ),
         ),
       false,
     );
@@ -692,7 +751,12 @@ export class RedisStore implements LockStore {
   private async visit(key: string, waiters: readonly Waiter[]) {
     const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
       parseHeartbeat(
-        await this.scripts.run('heartbeat', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), livenessMs: WAITER_LIVENESS_MS, waiters }),
+        await this.scripts.run('heartbeat', {
+          ...this.handOverArgs(key),
+          keys: this.keys.lockKeys(key),
+          livenessMs: WAITER_LIVENESS_MS,
+          waiters,
+        }),
       ),
     );
     return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };

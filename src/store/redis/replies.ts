@@ -119,8 +119,7 @@ export function parseInspect(reply: unknown): InspectReply {
 }
 
 export type LockSetReply =
-  | { granted: true; expiresAtMs: number; fencingTokens: number[] }
-  | { granted: false; retryAfterMs: number; busyIndex: number };
+  { granted: true; expiresAtMs: number; fencingTokens: number[] } | { granted: false; retryAfterMs: number; busyIndex: number };
 
 /** A lock set's granted or renewed reply, {1, expiresAtMs, token1, ..., tokenN}: the lease of every lock. */
 function setLease(script: string, reply: unknown[]): { expiresAtMs: number; fencingTokens: number[] } {
@@ -140,7 +139,10 @@ export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply 
 }
 
 /** lock-set-renew's reply for a set of `size` locks. */
-export function parseLockSetRenew(reply: unknown, size: number): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
+export function parseLockSetRenew(
+  reply: unknown,
+  size: number,
+): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
   if (Array.isArray(reply)) {
     if (reply[0] === 1 && reply.length === size + 2) return { renewed: true, ...setLease('lockSetRenew', reply) };
     if (reply.length === 1 && reply[0] === 0) return { renewed: false };
@@ -173,9 +175,7 @@ export function parseHandOver(message: string): string | null {
   return match[1] as string;
 }
 
-export type ForceReleaseReply =
-  | { released: true; fencingToken: number; holder: string | null; ownerToken: string }
-  | { released: false };
+export type ForceReleaseReply = { released: true; fencingToken: number; holder: string | null; ownerToken: string } | { released: false };
 
 export function parseForceRelease(reply: unknown): ForceReleaseReply {
   if (Array.isArray(reply)) {
@@ -327,7 +327,11 @@ export function parseQueue(reply: unknown): Array<{ holder: string | null; waiti
     const holder: unknown = reply[i];
     const arrivedUs = Number(reply[i + 1]);
     if (typeof holder !== 'string' || !Number.isFinite(arrivedUs)) throw new UnexpectedReplyError(name, reply);
-    queued.push({ holder: holder === '' ? null : holder, waitingSinceMs: Math.floor(arrivedUs / 1000), weight: int(name, reply, reply[i + 2]) });
+    queued.push({
+      holder: holder === '' ? null : holder,
+      waitingSinceMs: Math.floor(arrivedUs / 1000),
+      weight: int(name, reply, reply[i + 2]),
+    });
   }
   return queued;
 }

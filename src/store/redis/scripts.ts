@@ -187,7 +187,16 @@ const permitKeys = (k: PermitKeys): Arg[] => [k.pool, k.queue, k.waiters, k.expi
 const handOver = (a: HandOverArgs): Arg[] => [a.graceMs, a.channelPrefix, a.lockName];
 const allKeys = (k: LockKeys): Arg[] => [k.lock, k.queue, k.waiters, k.quota.count, k.quota.ends];
 /** The waiting arguments, in the order both acquire scripts list them (fencing grace first, the name last). */
-const waitArgs = (a: WaitArgs): Arg[] => [a.graceMs, a.waitMs, a.waiterId, a.instanceId, a.maxWaiters, a.livenessMs, a.channelPrefix, a.lockName];
+const waitArgs = (a: WaitArgs): Arg[] => [
+  a.graceMs,
+  a.waitMs,
+  a.waiterId,
+  a.instanceId,
+  a.maxWaiters,
+  a.livenessMs,
+  a.channelPrefix,
+  a.lockName,
+];
 /** A lock set's key count, then each lock's hash, queue and waiter records. */
 const setKeys = (members: readonly LockSetMember[]): Arg[] => [members.length * 3, ...members.flatMap((m) => queueKeys(m.keys))];
 const setNames = (members: readonly LockSetMember[]): Arg[] => members.map((m) => m.name);
@@ -196,15 +205,37 @@ export const SCRIPTS = {
   // The two calls of every lock pair build their arrays in one literal, without spreading helpers'
   // arrays into it: cheaper, and they run on every request.
   acquire: spec<AcquireArgs>('acquire.lua', 5, (a) => [
-    a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.quota.count, a.keys.quota.ends,
-    a.ownerToken, a.ttlMs, a.holder,
-    a.graceMs, a.waitMs, a.waiterId, a.instanceId, a.maxWaiters, a.livenessMs, a.channelPrefix, a.lockName,
-    a.idempotencyKey, a.maxSlots, a.lockDelayMs ?? 0,
+    a.keys.lock,
+    a.keys.queue,
+    a.keys.waiters,
+    a.keys.quota.count,
+    a.keys.quota.ends,
+    a.ownerToken,
+    a.ttlMs,
+    a.holder,
+    a.graceMs,
+    a.waitMs,
+    a.waiterId,
+    a.instanceId,
+    a.maxWaiters,
+    a.livenessMs,
+    a.channelPrefix,
+    a.lockName,
+    a.idempotencyKey,
+    a.maxSlots,
+    a.lockDelayMs ?? 0,
   ]),
   renew: spec<RenewArgs>('renew.lua', 3, (a) => [a.lockKey, a.quota.count, a.quota.ends, a.ownerToken, a.ttlMs, a.graceMs]),
   release: spec<ReleaseArgs>('release.lua', 5, (a) => [
-    a.keys.lock, a.keys.queue, a.keys.waiters, a.keys.quota.count, a.keys.quota.ends,
-    a.ownerToken, a.graceMs, a.channelPrefix, a.lockName,
+    a.keys.lock,
+    a.keys.queue,
+    a.keys.waiters,
+    a.keys.quota.count,
+    a.keys.quota.ends,
+    a.ownerToken,
+    a.graceMs,
+    a.channelPrefix,
+    a.lockName,
   ]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
   cancel: spec<CancelArgs>('cancel.lua', 5, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
@@ -216,7 +247,13 @@ export const SCRIPTS = {
     a.lockName,
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [...allKeys(a.keys), a.graceMs, a.channelPrefix, a.lockName, a.fencingToken ?? '']),
+  forceRelease: spec<ForceReleaseArgs>('force-release.lua', 5, (a) => [
+    ...allKeys(a.keys),
+    a.graceMs,
+    a.channelPrefix,
+    a.lockName,
+    a.fencingToken ?? '',
+  ]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
   quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
@@ -225,7 +262,11 @@ export const SCRIPTS = {
     a.endMs,
     a.slotId,
   ]),
-  slotFree: spec<{ readonly quota: QuotaKeys; readonly slotId: string }>('slot-free.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId]),
+  slotFree: spec<{ readonly quota: QuotaKeys; readonly slotId: string }>('slot-free.lua', 2, (a) => [
+    a.quota.count,
+    a.quota.ends,
+    a.slotId,
+  ]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
     a.lockKey,
     a.ownerToken,
@@ -237,7 +278,13 @@ export const SCRIPTS = {
     ...[a.ownerToken, a.ttlMs, a.holder, a.graceMs, a.lockDelayMs, a.channelPrefix],
     ...setNames(a.members),
   ]),
-  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [a.lockKeys.length, ...a.lockKeys, a.ownerToken, a.ttlMs, a.graceMs]),
+  lockSetRenew: spec<LockSetRenewArgs>('lock-set-renew.lua', VARIABLE_KEYS, (a) => [
+    a.lockKeys.length,
+    ...a.lockKeys,
+    a.ownerToken,
+    a.ttlMs,
+    a.graceMs,
+  ]),
   lockSetRelease: spec<LockSetReleaseArgs>('lock-set-release.lua', VARIABLE_KEYS, (a) => [
     ...setKeys(a.members),
     ...[a.ownerToken, a.graceMs, a.channelPrefix],
@@ -257,17 +304,20 @@ export const SCRIPTS = {
     ...handOver(a),
     ...a.waiters.flatMap((w) => [w.id, w.ownerToken]),
   ]),
-  permitInspect: spec<{ readonly keys: PermitKeys; readonly shown: number }>('permit-inspect.lua', 4, (a) => [...permitKeys(a.keys), a.shown]),
-  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys; readonly fencingToken?: number }>('permit-force-release.lua', 4, (a) => [
+  permitInspect: spec<{ readonly keys: PermitKeys; readonly shown: number }>('permit-inspect.lua', 4, (a) => [
     ...permitKeys(a.keys),
-    ...handOver(a),
-    a.fencingToken ?? '',
+    a.shown,
   ]),
-  queue: spec<{ readonly keys: { readonly lock: string; readonly queue: string; readonly waiters: string }; readonly limit: number; readonly layout: 'lock' | 'permit' }>(
-    'queue.lua',
-    3,
-    (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout],
+  permitForceRelease: spec<HandOverArgs & { readonly keys: PermitKeys; readonly fencingToken?: number }>(
+    'permit-force-release.lua',
+    4,
+    (a) => [...permitKeys(a.keys), ...handOver(a), a.fencingToken ?? ''],
   ),
+  queue: spec<{
+    readonly keys: { readonly lock: string; readonly queue: string; readonly waiters: string };
+    readonly limit: number;
+    readonly layout: 'lock' | 'permit';
+  }>('queue.lua', 3, (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout]),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
   rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;

@@ -82,7 +82,12 @@ async function bystander(cluster: RedisCluster, killedPort: number) {
   const keys = new KeySpace(REDIS_KEY_PREFIX);
   let namespace = 'bystander-0';
   for (let i = 1; (await cluster.masterOf(keys.lock(lockId(namespace, 'x')))) === killedPort; i++) namespace = `bystander-${i}`;
-  const store = new RedisStore({ connection: cluster.connection, keyPrefix: REDIS_KEY_PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+  const store = new RedisStore({
+    connection: cluster.connection,
+    keyPrefix: REDIS_KEY_PREFIX,
+    commandTimeoutMs: 1_000,
+    fenceGraceMs: 60_000,
+  });
   await eventually(() => store.ping(), 10_000);
   const id = lockId(namespace, 'x');
   const counts = { grants: 0, failures: 0 };
@@ -116,67 +121,81 @@ async function bystander(cluster: RedisCluster, killedPort: number) {
 const TIMEOUT_MS = 180_000;
 
 describe('Redis Cluster under traffic', () => {
-  it('acks on: kill -9 a master; 503s during the failover, 0 overlaps, 0 token-order violations, then recovery', async () => {
-    let other = { grants: 0, failures: 0 };
-    let readyWhileDown = 0;
-    const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver, urls) => {
-      const side = await bystander(cluster, await cluster.masterOf(targetKey));
-      const oldMaster = await cluster.killMasterOf(targetKey);
-      const faultAtMs = driver.clock.nowMs();
-      // The other masters answer, so the instances stay ready: a load balancer must not take them all out.
-      const ready = await fetch(`${urls[0] ?? ''}/readyz`, { signal: AbortSignal.timeout(5_000) }).catch(() => null);
-      readyWhileDown = ready?.status ?? 0;
-      const newMaster = await cluster.waitForFailover(targetKey, oldMaster);
-      const promotedAtMs = driver.clock.nowMs();
-      other = await side.stop();
-      console.log(`[faults] C1: namespace ${side.namespace} on another master, kill to promotion: ${other.grants} grants, ${other.failures} failures`);
-      // A supervisor restarts the dead node: it rejoins as a replica of the promoted one. Until then
-      // the promoted master has no replica to acknowledge grants: its locks answer 503 until then.
-      await cluster.restart(oldMaster);
-      await cluster.waitUntilHealthy();
-      const rejoinedAtMs = driver.clock.nowMs();
-      return {
-        faultAtMs,
-        // No replica may start an election before the node timeout: nothing of that slot can answer until then.
-        blindUntilMs: faultAtMs + NODE_TIMEOUT_MS,
-        description:
-          `master ${oldMaster} kill -9; replica ${newMaster} promoted after ${Math.round(promotedAtMs - faultAtMs)} ms, ` +
-          `old master back as replica after ${Math.round(rejoinedAtMs - faultAtMs)} ms; acks 1`,
-      };
-    });
-    expect(r.counts).toMatchObject(SAFE);
-    expect(r.overlapsWithGrantsBeforeFault).toBe(0);
-    expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
-    // Another master's namespace was served while this one was down, and the instances stayed ready.
-    expect(other.grants).toBeGreaterThan(0);
-    expect(readyWhileDown).toBe(200);
-  }, TIMEOUT_MS);
+  it(
+    'acks on: kill -9 a master; 503s during the failover, 0 overlaps, 0 token-order violations, then recovery',
+    async () => {
+      let other = { grants: 0, failures: 0 };
+      let readyWhileDown = 0;
+      const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver, urls) => {
+        const side = await bystander(cluster, await cluster.masterOf(targetKey));
+        const oldMaster = await cluster.killMasterOf(targetKey);
+        const faultAtMs = driver.clock.nowMs();
+        // The other masters answer, so the instances stay ready: a load balancer must not take them all out.
+        const ready = await fetch(`${urls[0] ?? ''}/readyz`, { signal: AbortSignal.timeout(5_000) }).catch(() => null);
+        readyWhileDown = ready?.status ?? 0;
+        const newMaster = await cluster.waitForFailover(targetKey, oldMaster);
+        const promotedAtMs = driver.clock.nowMs();
+        other = await side.stop();
+        console.log(
+          `[faults] C1: namespace ${side.namespace} on another master, kill to promotion: ${other.grants} grants, ${other.failures} failures`,
+        );
+        // A supervisor restarts the dead node: it rejoins as a replica of the promoted one. Until then
+        // the promoted master has no replica to acknowledge grants: its locks answer 503 until then.
+        await cluster.restart(oldMaster);
+        await cluster.waitUntilHealthy();
+        const rejoinedAtMs = driver.clock.nowMs();
+        return {
+          faultAtMs,
+          // No replica may start an election before the node timeout: nothing of that slot can answer until then.
+          blindUntilMs: faultAtMs + NODE_TIMEOUT_MS,
+          description:
+            `master ${oldMaster} kill -9; replica ${newMaster} promoted after ${Math.round(promotedAtMs - faultAtMs)} ms, ` +
+            `old master back as replica after ${Math.round(rejoinedAtMs - faultAtMs)} ms; acks 1`,
+        };
+      });
+      expect(r.counts).toMatchObject(SAFE);
+      expect(r.overlapsWithGrantsBeforeFault).toBe(0);
+      expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
+      // Another master's namespace was served while this one was down, and the instances stayed ready.
+      expect(other.grants).toBeGreaterThan(0);
+      expect(readyWhileDown).toBe(200);
+    },
+    TIMEOUT_MS,
+  );
 
-  it('acks off: CLUSTER FAILOVER on a replica (no data lost by design); 0 overlaps, 0 token-order violations', async () => {
-    const r = await run('C2 cluster manual failover, no acks', 0, async (cluster, driver) => {
-      const faultAtMs = driver.clock.nowMs();
-      const { from, to } = await cluster.manualFailover(targetKey);
-      return {
-        faultAtMs,
-        blindUntilMs: faultAtMs,
-        description: `CLUSTER FAILOVER: replica ${to} took over from ${from} after ${Math.round(driver.clock.nowMs() - faultAtMs)} ms; acks 0`,
-      };
-    });
-    expect(r.counts).toMatchObject(SAFE);
-    expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
-  }, TIMEOUT_MS);
+  it(
+    'acks off: CLUSTER FAILOVER on a replica (no data lost by design); 0 overlaps, 0 token-order violations',
+    async () => {
+      const r = await run('C2 cluster manual failover, no acks', 0, async (cluster, driver) => {
+        const faultAtMs = driver.clock.nowMs();
+        const { from, to } = await cluster.manualFailover(targetKey);
+        return {
+          faultAtMs,
+          blindUntilMs: faultAtMs,
+          description: `CLUSTER FAILOVER: replica ${to} took over from ${from} after ${Math.round(driver.clock.nowMs() - faultAtMs)} ms; acks 0`,
+        };
+      });
+      expect(r.counts).toMatchObject(SAFE);
+      expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
+    },
+    TIMEOUT_MS,
+  );
 
-  it('acks on: a slot moved to another master mid-traffic (ASK, TRYAGAIN, MOVED); 0 overlaps, 0 token-order violations', async () => {
-    const r = await run('C3 cluster slot moved mid-traffic, 1 replica ack', 1, async (cluster, driver) => {
-      const faultAtMs = driver.clock.nowMs();
-      const { from, to, keys } = await cluster.moveSlotOf(targetKey);
-      return {
-        faultAtMs,
-        blindUntilMs: faultAtMs,
-        description: `the namespace's slot moved from ${from} to ${to} (${keys} keys) in ${Math.round(driver.clock.nowMs() - faultAtMs)} ms; acks 1`,
-      };
-    });
-    expect(r.counts).toMatchObject(SAFE);
-    expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
-  }, TIMEOUT_MS);
+  it(
+    'acks on: a slot moved to another master mid-traffic (ASK, TRYAGAIN, MOVED); 0 overlaps, 0 token-order violations',
+    async () => {
+      const r = await run('C3 cluster slot moved mid-traffic, 1 replica ack', 1, async (cluster, driver) => {
+        const faultAtMs = driver.clock.nowMs();
+        const { from, to, keys } = await cluster.moveSlotOf(targetKey);
+        return {
+          faultAtMs,
+          blindUntilMs: faultAtMs,
+          description: `the namespace's slot moved from ${from} to ${to} (${keys} keys) in ${Math.round(driver.clock.nowMs() - faultAtMs)} ms; acks 1`,
+        };
+      });
+      expect(r.counts).toMatchObject(SAFE);
+      expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
+    },
+    TIMEOUT_MS,
+  );
 });

@@ -25,7 +25,12 @@ describe('etcd leader loss under traffic', () => {
       for (let i = 0; i < 3; i++) {
         instances.push(
           await KeyholderProcess.start({
-            env: { KEYHOLDER_STORE: 'etcd', ETCD_ENDPOINTS: cluster.endpoints.join(','), ETCD_COMMAND_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' },
+            env: {
+              KEYHOLDER_STORE: 'etcd',
+              ETCD_ENDPOINTS: cluster.endpoints.join(','),
+              ETCD_COMMAND_TIMEOUT_MS: '1000',
+              LOG_LEVEL: 'warn',
+            },
           }),
         );
       }
@@ -55,7 +60,13 @@ describe('etcd leader loss under traffic', () => {
       });
       results.push(r);
       printScenario(r);
-      expect(r.counts).toMatchObject({ overlaps: 0, grantsDuringLease: 0, tokenRegressions: 0, duplicateTokens: 0, staleWritesAccepted: 0 });
+      expect(r.counts).toMatchObject({
+        overlaps: 0,
+        grantsDuringLease: 0,
+        tokenRegressions: 0,
+        duplicateTokens: 0,
+        staleWritesAccepted: 0,
+      });
       expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
     } finally {
       await Promise.all(instances.map((i) => i.stop('SIGKILL')));

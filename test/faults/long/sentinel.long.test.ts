@@ -76,28 +76,40 @@ async function run(name: string, acks: number, cutLinkFirst: boolean): Promise<F
 const TIMEOUT_MS = 180_000;
 
 describe('Sentinel failover under traffic', () => {
-  it('acks on: kill -9 the primary; 0 overlaps, 0 token-order violations, service back after the failover', async () => {
-    const r = await run('S1 sentinel failover, 1 replica ack', 1, false);
-    expect(r.counts).toMatchObject(SAFE);
-    expect(r.overlapsWithGrantsBeforeFault).toBe(0);
-    expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
-  }, TIMEOUT_MS);
+  it(
+    'acks on: kill -9 the primary; 0 overlaps, 0 token-order violations, service back after the failover',
+    async () => {
+      const r = await run('S1 sentinel failover, 1 replica ack', 1, false);
+      expect(r.counts).toMatchObject(SAFE);
+      expect(r.overlapsWithGrantsBeforeFault).toBe(0);
+      expect(r.figures.firstGrantAfterFaultMs).toBeGreaterThan(0);
+    },
+    TIMEOUT_MS,
+  );
 
-  it('acks on, replica behind: grants the replica lacks are refused (503), none is lost in the failover', async () => {
-    const r = await run('S2 replica cut off then failover, 1 replica ack', 1, true);
-    expect(r.counts).toMatchObject(SAFE);
-    expect(r.overlapsWithGrantsBeforeFault).toBe(0);
-  }, TIMEOUT_MS);
+  it(
+    'acks on, replica behind: grants the replica lacks are refused (503), none is lost in the failover',
+    async () => {
+      const r = await run('S2 replica cut off then failover, 1 replica ack', 1, true);
+      expect(r.counts).toMatchObject(SAFE);
+      expect(r.overlapsWithGrantsBeforeFault).toBe(0);
+    },
+    TIMEOUT_MS,
+  );
 
-  it('acks off, replica behind: grants are lost in the failover (reported); fencing tokens still only go up', async () => {
-    const r = await run('S3 replica cut off then failover, no acks', 0, true);
-    // What can go wrong without acknowledgement is reported, not asserted: the lost grants' holders
-    // overlap with the next holders. Token order must hold either way (the clock floor).
-    console.log(
-      `[faults] without replica acks: ${r.counts.overlaps} overlaps (${r.overlapsWithGrantsBeforeFault} with grants answered before the kill), ` +
-        `${r.counts.grantsDuringLease} grants during another's lease, ${r.counts.staleWritesAccepted} stale writes accepted, ` +
-        `${r.staleWritesRejected} stale writes rejected by fencing`,
-    );
-    expect(r.counts).toMatchObject({ tokenRegressions: 0, duplicateTokens: 0 });
-  }, TIMEOUT_MS);
+  it(
+    'acks off, replica behind: grants are lost in the failover (reported); fencing tokens still only go up',
+    async () => {
+      const r = await run('S3 replica cut off then failover, no acks', 0, true);
+      // What can go wrong without acknowledgement is reported, not asserted: the lost grants' holders
+      // overlap with the next holders. Token order must hold either way (the clock floor).
+      console.log(
+        `[faults] without replica acks: ${r.counts.overlaps} overlaps (${r.overlapsWithGrantsBeforeFault} with grants answered before the kill), ` +
+          `${r.counts.grantsDuringLease} grants during another's lease, ${r.counts.staleWritesAccepted} stale writes accepted, ` +
+          `${r.staleWritesRejected} stale writes rejected by fencing`,
+      );
+      expect(r.counts).toMatchObject({ tokenRegressions: 0, duplicateTokens: 0 });
+    },
+    TIMEOUT_MS,
+  );
 });
