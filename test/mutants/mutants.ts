@@ -247,14 +247,18 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
   {
     bug: 'no quota slot taken when waitMs > 0 (Redis, inside acquire)',
     mutants: ['acquire-no-slot-when-waiting'],
-    testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'redis' quota: a caller queued behind a held lock holds a slot while it waits",
+    // The lock scripts count the quota only at a limit of 9,600 or more (QUOTA_INSIDE_FROM); the lock
+    // service's Redis tests use small limits (the slot calls), so the proof is the scripts' own test.
+    testFile: 'test/redis/scripts.test.ts',
+    testName:
+      'the namespace quota, counted per shard inside the lock scripts (_quota.lua) {5, retryAfterMs}: the shard counts its cap; a release gives the unit back in the same step; a waiter takes one and a cancel gives it back',
   },
   {
     bug: 'renew does not extend the quota slot (Redis, inside renew)',
     mutants: ['renew-no-slot-move'],
-    testFile: 'test/domain/lock-service.test.ts',
-    testName: "lock service over 'redis' quota: a renewed lease still counts after the end of the slot its grant reserved",
+    testFile: 'test/redis/scripts.test.ts',
+    testName:
+      'the namespace quota, counted per shard inside the lock scripts (_quota.lua) a waiter granted by a hand-over keeps its unit (field b) until it releases; a renew moves a unit to the new end',
   },
   {
     bug: 'lease not given back when the waiting caller has left',
