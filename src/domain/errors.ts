@@ -119,7 +119,7 @@ export class TooManyWaitersError extends DomainError {
 export class OverloadedError extends DomainError {
   readonly code = 'overloaded';
   constructor(
-    readonly budget: 'event_loop_delay' | 'requests_in_flight' | 'open_waits' | 'connections',
+    readonly budget: 'event_loop_delay' | 'requests_in_flight' | 'open_waits' | 'connections' | 'store_queue',
     override readonly retryAfterMs = 1000,
     message = `this instance is over its ${budget.replace(/_/g, ' ')} budget and refused before any store work; retry after Retry-After, or on another instance`,
   ) {

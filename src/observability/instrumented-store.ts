@@ -1,4 +1,4 @@
-import { isDomainError } from '../domain/errors.js';
+import { isDomainError, OverloadedError } from '../domain/errors.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -49,6 +49,8 @@ export interface StoreCallSink {
   storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number, waiting: boolean): void;
   /** How long a lease granted here was held, observed when it is released here. */
   leaseHeld(heldSeconds: number): void;
+  /** The store refused a call before sending it: its queue to Redis was full for too long (503 overloaded). */
+  storeQueueShed(): void;
 }
 
 /**
@@ -206,7 +208,10 @@ export class InstrumentedStore implements LockStore {
       run,
       'ok',
       // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
-      (err) => (isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error'),
+      (err) => {
+        if (err instanceof OverloadedError && err.budget === 'store_queue') this.sink.storeQueueShed();
+        return isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error';
+      },
       (result, seconds) => this.sink.storeCall(op, result, seconds, waiting),
     );
   }

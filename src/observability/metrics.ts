@@ -184,6 +184,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (tracing && holdWithExemplars) observeWithExemplar(holdWithExemplars, {}, heldSeconds, tracing);
       else holdSeconds.observe(heldSeconds);
     },
+    storeQueueShed() {
+      shed.labels('store_queue', 'normal').inc();
+    },
   };
 
   const problems = new Counter({
@@ -197,12 +200,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const shed = new Counter({
     name: 'keyholder_requests_shed_total',
-    help: 'Requests this instance refused with 503 overloaded before any store work, by the budget it was over (event_loop_delay, requests_in_flight, open_waits, connections) and priority (normal; last: renewals and releases).',
+    help: 'Requests this instance refused with 503 overloaded before any store work, by the budget it was over (event_loop_delay, requests_in_flight, open_waits, connections, store_queue) and priority (normal; last: renewals and releases).',
     labelNames: ['budget', 'priority'] as const,
     registers: [registry],
   });
   // Present at 0 from the start, so an alert on a rise sees the first one.
-  for (const budget of ['event_loop_delay', 'requests_in_flight', 'open_waits', 'connections'] as const) {
+  for (const budget of ['event_loop_delay', 'requests_in_flight', 'open_waits', 'connections', 'store_queue'] as const) {
     for (const priority of ['normal', 'last'] as const) shed.labels(budget, priority).inc(0);
   }
 

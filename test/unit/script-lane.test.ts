@@ -62,6 +62,7 @@ describe('ScriptLane', () => {
     const refusedResult = lane.run(refused.work, true);
     const patientResult = lane.run(patient.work, false);
     await expect(refusedResult).rejects.toBeInstanceOf(OverloadedError);
+    await expect(refusedResult).rejects.toMatchObject({ budget: 'store_queue' });
     expect(refused.started).toBe(false);
     // The refused call's place in the queue is skipped: the next one gets the freed place.
     first.finish();

@@ -53,7 +53,7 @@ export class ScriptLane {
         done = true;
         reject(
           new OverloadedError(
-            'requests_in_flight',
+            'store_queue',
             1000,
             `this instance already has ${this.limit} acquires in the store and could not send this one within ${this.maxQueueMs} ms; refused before any store work, retry after Retry-After or on another instance`,
           ),
