@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient } from '../../src/store/redis/client.js';
 import { armDeadline, COMMAND_TIMED_OUT } from '../../src/store/redis/command-deadline.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 /**
@@ -71,6 +72,24 @@ describe('command deadline', () => {
     expect(elapsedMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
     // The bound holds whatever the lag (3 timeouts); the slack above it is one turn of a loaded machine's loop.
     expect(elapsedMs).toBeLessThan(3 * TIMEOUT_MS + 1000);
+  });
+
+  it('a connection whose ready check is answered past the command timeout still becomes ready; its commands keep the short deadline', async () => {
+    // Replies held four command timeouts (past the deadline's bound of three), well inside the connect
+    // timeout (a second at least): a Redis just restarted and slow, as on a loaded host.
+    const proxy = await FaultProxy.start(redis.port);
+    try {
+      proxy.set({ kind: 'delayReplies', delayMs: 4 * TIMEOUT_MS });
+      const client = createRedisClient(proxy.url, { commandTimeoutMs: TIMEOUT_MS });
+      clients.push(client);
+      client.on('error', () => undefined);
+      await expect.poll(() => client.status, { timeout: 20_000, interval: 20 }).toBe('ready');
+      await expect(client.ping('slow')).rejects.toThrow(COMMAND_TIMED_OUT);
+      proxy.heal();
+      await expect.poll(() => client.ping('healed').catch(() => null), { timeout: 10_000, interval: 50 }).toBe('healed');
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("the deadline moves back by this process's own lateness: a reply read soon after a long stall is accepted", async () => {

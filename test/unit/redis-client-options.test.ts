@@ -36,6 +36,10 @@ function expectFailFast(options: Redis['options'], commandTimeoutMs: number): vo
   expect(options.enableOfflineQueue).toBe(false);
   expect(options.maxRetriesPerRequest).toBe(0);
   expect(options.lazyConnect).toBe(false);
+  // Back after an outage as soon as possible: a loading Redis is asked again every 100 ms, and the
+  // ready check is the only round trip before the connection is ready (no CLIENT SETINFO).
+  expect(options.maxLoadingRetryTime).toBe(100);
+  expect(options.disableClientInfo).toBe(true);
 }
 
 describe('Redis clients: one server', () => {

@@ -4,6 +4,9 @@ import { withCommandDeadlines } from './command-deadline.js';
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
 const RECONNECT_MAX_DELAY_MS = 1000;
 
+/** 100 ms: how often the ready check asks a Redis that is still loading its data again. */
+const LOADING_RECHECK_MS = 100;
+
 export interface HostPort {
   readonly host: string;
   readonly port: number;
@@ -56,8 +59,15 @@ export function createRedisClient(target: string | RedisConnection, options: Red
   const connection: RedisConnection = typeof target === 'string' ? { mode: 'standalone', url: target } : target;
   // No ioredis commandTimeout: its bare timer fires while a reply that arrived sits unread behind a busy
   // event loop; withCommandDeadlines (below) sets the deadline instead.
+  const connectTimeoutMs = Math.max(options.commandTimeoutMs, 1000);
   const common: RedisOptions = {
-    connectTimeout: Math.max(options.commandTimeoutMs, 1000),
+    connectTimeout: connectTimeoutMs,
+    // A Redis still loading its data is asked again every 100 ms, not after its own estimate (a
+    // second at least): the instance answers again as soon as the data is back.
+    maxLoadingRetryTime: LOADING_RECHECK_MS,
+    // No CLIENT SETINFO on each connection: two more round trips (and a file read) before the ready
+    // check, on the path that brings an instance back after an outage.
+    disableClientInfo: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     retryStrategy: (attempt) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
@@ -84,7 +94,7 @@ export function createRedisClient(target: string | RedisConnection, options: Red
             // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
             reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
           });
-  withCommandDeadlines(redis, options.commandTimeoutMs);
+  withCommandDeadlines(redis, options.commandTimeoutMs, connectTimeoutMs);
   let wasReady = false;
   redis.on('ready', () => {
     wasReady = true;

@@ -136,15 +136,23 @@ export function armDeadline(command: Deadlined, timeoutMs: number): void {
  * Puts every command sent through `client` under armDeadline (each command once, however often it is
  * re-sent inside the client). On a Cluster, the node connections the client opens get the same
  * deadline, for the commands sent to one node directly (WAIT, SCAN, the alignment PING).
+ *
+ * The commands a connection sends for itself before it is ready (the ready check's INFO) get
+ * `setupTimeoutMs` instead. Without an offline queue nothing else can be sent then. Held to the
+ * lock calls' short timeout, the ready check of a Redis just restarted (reloading its append-only file,
+ * fsyncing every write for the other instances) failed again and again on a loaded host, and each
+ * failure closed the connection and pushed the next attempt further back: an instance stayed
+ * unavailable for seconds after Redis was back. A connection is made once per outage, so waiting a
+ * little longer for its check costs nothing while Redis is healthy.
  */
-export function withCommandDeadlines<T extends Redis | Cluster>(client: T, timeoutMs: number): T {
+export function withCommandDeadlines<T extends Redis | Cluster>(client: T, timeoutMs: number, setupTimeoutMs = timeoutMs): T {
   const armed = new WeakSet<object>();
   const wrap = (target: Redis | Cluster): void => {
     const send = target.sendCommand.bind(target) as (command: Command, ...rest: unknown[]) => unknown;
     target.sendCommand = (command: Command, ...rest: unknown[]) => {
       if (!armed.has(command)) {
         armed.add(command);
-        armDeadline(command, timeoutMs);
+        armDeadline(command, target.status === 'ready' ? timeoutMs : setupTimeoutMs);
       }
       return send(command, ...rest);
     };
