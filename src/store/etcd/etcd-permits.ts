@@ -46,8 +46,10 @@ import {
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { Clock } from '../shared/clock.js';
+import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { EtcdKeys } from './etcd-keys.js';
+import { parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
 
 /** What the permits use of the etcd store they belong to: its client, keys and plumbing. */
 export interface EtcdPermitsDeps {
@@ -108,9 +110,6 @@ interface Observed<T> {
   readonly kv: IKeyValue;
   readonly value: T;
 }
-
-type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
-type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
 
 /**
  * 2^15: room per revision for the tokens of one change and for the ended leases counted into the
@@ -269,20 +268,11 @@ export class EtcdPermits implements PermitStore {
     const range = this.deps.keys.permitQueue(kind, key);
     const res = await this.deps.call(() =>
       this.deps.client.kv.range(
-        // A few more than asked: waiters whose wait ran out (not yet swept) are skipped.
-        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 },
+        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: queueReadLimit(limit) },
         this.deps.callOptions(),
       ),
     );
-    const nowMs = this.deps.now();
-    const queued: QueuedCaller[] = [];
-    for (const kv of res.kvs) {
-      const value = parseJson<PermitWaiterRecord>(kv.value);
-      if (!value || value.d <= nowMs) continue;
-      if (queued.length >= limit) break;
-      queued.push({ position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0, weight: value.w });
-    }
-    return queued;
+    return queuedCallers(res.kvs, this.deps.now(), limit);
   }
 
   /** Pool records are read in key order from the cursor; pools with no live lease are left out. */
@@ -589,13 +579,4 @@ function stateOf(pool: PoolRecord, waiters: number, nowMs: number): PermitState 
       .map((l) => ({ holder: l.h, weight: l.w, fencingToken: l.t, expiresAtMs: l.e, ttlRemainingMs: Math.max(0, Math.ceil(l.e - nowMs)) })),
     waiters,
   };
-}
-
-function parseJson<T>(value: Buffer | undefined): T | null {
-  if (!value || value.length === 0) return null;
-  try {
-    return JSON.parse(value.toString('utf8')) as T;
-  } catch {
-    return null;
-  }
 }

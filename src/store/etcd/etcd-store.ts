@@ -27,6 +27,7 @@ import {
 } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
+import { parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -743,19 +744,11 @@ export class EtcdStore implements LockStore {
     const range = this.keys.queue(key);
     const res = await this.call(() =>
       this.client.kv.range(
-        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: limit + 64 },
+        { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: queueReadLimit(limit) },
         this.callOptions(),
       ),
     );
-    const nowMs = this.now();
-    const queued: QueuedCaller[] = [];
-    for (const kv of res.kvs) {
-      const value = parseJson<WaiterRecord>(kv.value);
-      if (!value || value.d <= nowMs) continue;
-      if (queued.length >= limit) break;
-      queued.push({ position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0 });
-    }
-    return queued;
+    return queuedCallers(res.kvs, this.now(), limit);
   }
 
   /** The lock record and the number of queued waiters, read together at one revision. */
@@ -841,13 +834,4 @@ function delayEnd(lock: Observed<LockRecord> | null, nowMs: number): number {
   if (!lock || lock.value.o === '' || !lock.value.d || lock.value.e > nowMs) return 0;
   const end = lock.value.e + lock.value.d;
   return end > nowMs ? end : 0;
-}
-
-function parseJson<T>(value: Buffer | undefined): T | null {
-  if (!value || value.length === 0) return null;
-  try {
-    return JSON.parse(value.toString('utf8')) as T;
-  } catch {
-    return null;
-  }
 }

@@ -1,0 +1,45 @@
+import type { IKeyValue } from 'etcd3';
+import type { QueuedCaller } from '../../domain/permit-store.js';
+
+/** A record's JSON value; null for an absent, empty or unreadable one (treated as no record). */
+export function parseJson<T>(value: Buffer | undefined): T | null {
+  if (!value || value.length === 0) return null;
+  try {
+    return JSON.parse(value.toString('utf8')) as T;
+  } catch {
+    return null;
+  }
+}
+
+/** What the lock and permit waiter records share: the end of the wait, the label and when it joined. */
+interface QueuedRecord {
+  /** End of the wait (ms): a waiter past it is skipped. */
+  readonly d: number;
+  readonly h: string | null;
+  /** When it joined the queue (ms); absent in records written before it was kept. */
+  readonly s?: number;
+  /** Permits only: the weight asked for. */
+  readonly w?: number;
+}
+
+/**
+ * Waiter records read in queue order (create revision) as inspect lists them: live ones only, at most
+ * `limit`, never their owner tokens. The read asks for a few more than `limit` (see queueReadLimit),
+ * since waits that ran out stay until they are swept.
+ */
+export function queuedCallers(kvs: readonly IKeyValue[], nowMs: number, limit: number): QueuedCaller[] {
+  const queued: QueuedCaller[] = [];
+  for (const kv of kvs) {
+    const value = parseJson<QueuedRecord>(kv.value);
+    if (!value || value.d <= nowMs) continue;
+    if (queued.length >= limit) break;
+    const caller = { position: queued.length + 1, holder: value.h, waitingSinceMs: value.s ?? 0 };
+    queued.push(value.w === undefined ? caller : { ...caller, weight: value.w });
+  }
+  return queued;
+}
+
+/** How many waiter records to read for `limit` live ones: waiters whose wait ran out are skipped. */
+export function queueReadLimit(limit: number): number {
+  return limit + 64;
+}
