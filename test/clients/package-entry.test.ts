@@ -23,6 +23,11 @@ function importsOf(file: string): string[] {
   ].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
 }
 
+/** The module specifiers a compiled ES module imports dynamically (`import('…')`). */
+function dynamicImportsOf(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? '');
+}
+
 /**
  * The client as an application gets it: `keyholder/client` through the package's exports, compiled,
  * under plain node (vitest's global setup builds dist/).
@@ -43,6 +48,7 @@ describe('the keyholder/client package entry', () => {
   it('pulls in no server code and no Fastify: only its own files, node: built-ins, openapi-fetch and zod', () => {
     const seen = new Set<string>();
     const external = new Set<string>();
+    const dynamic = new Set<string>();
     const visit = (file: string) => {
       if (seen.has(file)) return;
       seen.add(file);
@@ -50,6 +56,7 @@ describe('the keyholder/client package entry', () => {
         if (spec.startsWith('.')) visit(resolve(dirname(file), spec));
         else external.add(spec);
       }
+      for (const spec of dynamicImportsOf(file)) dynamic.add(spec);
     };
     visit(join(ROOT, 'dist/client/index.js'));
     const files = [...seen].map((f) => relative(ROOT, f));
@@ -59,7 +66,9 @@ describe('the keyholder/client package entry', () => {
     ).toBe(true);
     const builtins = new Set(builtinModules.map((m) => `node:${m}`));
     // zod checks the server's answers before the client takes them (src/client/schemas.ts).
-    expect([...external].filter((spec) => !builtins.has(spec)).sort()).toEqual(['openapi-fetch', 'zod']);
+    // @opentelemetry/api only by a dynamic import whose failure is caught (trace context when the application has it).
+    expect([...external].filter((spec) => !builtins.has(spec)).sort()).toEqual(['@opentelemetry/api', 'openapi-fetch', 'zod']);
+    expect([...dynamic]).toEqual(['@opentelemetry/api']);
     // Both are runtime dependencies, so an install without dev dependencies still has them.
     expect(pkg.dependencies['openapi-fetch']).toBeDefined();
     expect(pkg.dependencies.zod).toBeDefined();
