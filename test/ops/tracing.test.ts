@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { context, propagation, trace } from '@opentelemetry/api';
@@ -82,6 +84,14 @@ async function post(url: string, body: unknown, traceparent?: string): Promise<{
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
+
+/**
+ * A Python that can import opentelemetry (its API is enough): KEYHOLDER_TEST_PYTHON, else python3. The
+ * Python client's trace context is tested only where one is installed (opentelemetry is optional for it).
+ */
+const PYTHON_WITH_OTEL = [process.env.KEYHOLDER_TEST_PYTHON, 'python3'].find(
+  (python) => python !== undefined && spawnSync(python, ['-I', '-c', 'import opentelemetry.propagate'], { timeout: 30_000 }).status === 0,
+);
 
 const attribute = (span: OtlpSpan, key: string) => span.attributes?.find((a) => a.key === key)?.value;
 
@@ -325,4 +335,32 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     });
     expect([...plain.sent, ...off.sent].map((r) => r.traceparent)).toEqual([null, null]);
   });
+
+  it.skipIf(PYTHON_WITH_OTEL === undefined)(
+    "the Python client sends the caller's trace context (opentelemetry importable): acquire, renewal, release",
+    async () => {
+      const caller = callerSpan();
+      const script = fileURLToPath(new URL('../clients/python/traced.py', import.meta.url));
+      const run = spawnSync(
+        PYTHON_WITH_OTEL ?? 'python3',
+        ['-I', script, JSON.stringify({ url: keyholder.url, traceId: caller.traceId, spanId: caller.spanId })],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      const { key } = JSON.parse(run.stdout) as { key: string };
+      await vi.waitFor(
+        () => {
+          const routes = receiver
+            .inTrace(caller.traceId)
+            .filter((s) => s.kind === SERVER && attribute(s, 'keyholder.key')?.stringValue === key)
+            .map((s) => s.name);
+          for (const route of ['acquire', 'renew', 'release']) expect(routes).toContain(`POST /v1/locks/:key/${route}`);
+        },
+        { timeout: 20_000, interval: 50 },
+      );
+      const servers = receiver.inTrace(caller.traceId).filter((s) => s.kind === SERVER);
+      expect(servers.every((s) => s.parentSpanId === caller.spanId)).toBe(true);
+    },
+  );
 });
