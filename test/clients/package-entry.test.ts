@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,6 +73,37 @@ describe('the keyholder/client package entry', () => {
     // Both are runtime dependencies, so an install without dev dependencies still has them.
     expect(pkg.dependencies['openapi-fetch']).toBeDefined();
     expect(pkg.dependencies.zod).toBeDefined();
+  });
+
+  it('works where @opentelemetry/api is not installed: the calls go through, without trace context', () => {
+    // The compiled client alone, beside only its two required dependencies (and openapi-fetch's own).
+    const dir = mkdtempSync(join(tmpdir(), 'keyholder-client-no-otel-'));
+    try {
+      cpSync(join(ROOT, 'dist/client'), join(dir, 'client'), { recursive: true });
+      writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
+      mkdirSync(join(dir, 'node_modules'));
+      for (const dep of ['openapi-fetch', 'openapi-typescript-helpers', 'zod'])
+        symlinkSync(join(ROOT, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+      // A stand-in server answering one inspect, recording the traceparent it was sent.
+      const script = `
+        import { createServer } from 'node:http';
+        import { KeyholderClient } from './client/index.js';
+        let traceparent = 'none seen';
+        const server = createServer((req, res) => {
+          traceparent = req.headers.traceparent ?? null;
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"key":"k","held":false,"index":1}');
+        });
+        await new Promise((r) => server.listen(0, '127.0.0.1', r));
+        const kh = new KeyholderClient({ baseUrl: 'http://127.0.0.1:' + server.address().port, holdSpans: true });
+        const status = await kh.inspect('k');
+        server.close();
+        console.log(JSON.stringify({ status, traceparent }));`;
+      const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      expect(run.stderr).toBe('');
+      expect(JSON.parse(run.stdout)).toEqual({ status: { key: 'k', held: false, index: 1 }, traceparent: null });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('the keyholder bin runs from dist/ with plain node', () => {
