@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// granted is a waiting acquire's outcome, handed back to the test's goroutine: a waiter must not call t
+// once the test may have ended (a failed test cancels the context those acquires wait with).
+type granted struct {
+	grant *Grant
+	err   error
+}
+
 // queueOf is a queue as position:holder pairs, e.g. "1:w1 2:w2".
 func queueOf(q []QueuedCaller) string {
 	out := ""
@@ -34,14 +41,11 @@ func TestInspectQueueListsTheWaitersHeadFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each waiter starts once the one before is queued, so the order is known.
-	grants := make(chan *Grant, 2)
+	grants := make(chan granted, 2)
 	for i, label := range []string{"w1", "w2"} {
 		go func(label string) {
 			g, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 10 * time.Second, Wait: 20 * time.Second, Holder: label})
-			if err != nil {
-				t.Errorf("%s: %v", label, err)
-			}
-			grants <- g
+			grants <- granted{g, err}
 		}(label)
 		waitFor(t, 20*time.Second, label+" queued", func() bool {
 			s, err := kh.Inspect(ctx, key)
@@ -68,9 +72,10 @@ func TestInspectQueueListsTheWaitersHeadFirst(t *testing.T) {
 	if err := kh.Release(ctx, key, holder.OwnerToken); err != nil {
 		t.Fatal(err)
 	}
-	first := <-grants
-	if first == nil || first.Holder != "w1" {
-		t.Fatalf("granted first: %+v, want w1", first)
+	got := <-grants
+	first := got.grant
+	if got.err != nil || first.Holder != "w1" {
+		t.Fatalf("granted first: %+v, %v; want w1", first, got.err)
 	}
 	after, err := kh.InspectQueue(ctx, key)
 	if err != nil || after.Holder == nil || *after.Holder != "w1" || queueOf(after.Queue) != "1:w2" {
@@ -79,10 +84,12 @@ func TestInspectQueueListsTheWaitersHeadFirst(t *testing.T) {
 	if err := kh.Release(ctx, key, first.OwnerToken); err != nil {
 		t.Fatal(err)
 	}
-	if last := <-grants; last != nil {
-		if err := kh.Release(ctx, key, last.OwnerToken); err != nil {
-			t.Fatal(err)
-		}
+	last := <-grants
+	if last.err != nil {
+		t.Fatal(last.err)
+	}
+	if err := kh.Release(ctx, key, last.grant.OwnerToken); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -93,13 +100,10 @@ func TestInspectSemaphoreQueueGivesEachWaitersWeight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	granted := make(chan *Grant, 1)
+	waiter := make(chan granted, 1)
 	go func() {
 		g, err := kh.AcquirePermitGrant(ctx, key, PermitOptions{Limit: 1, TTL: 10 * time.Second, Wait: 20 * time.Second, Holder: "s1"})
-		if err != nil {
-			t.Errorf("s1: %v", err)
-		}
-		granted <- g
+		waiter <- granted{g, err}
 	}()
 	waitFor(t, 20*time.Second, "s1 queued", func() bool {
 		s, err := kh.InspectSemaphore(ctx, key)
@@ -112,10 +116,12 @@ func TestInspectSemaphoreQueueGivesEachWaitersWeight(t *testing.T) {
 	if err := kh.ReleasePermit(ctx, key, held.OwnerToken); err != nil {
 		t.Fatal(err)
 	}
-	if g := <-granted; g != nil {
-		if err := kh.ReleasePermit(ctx, key, g.OwnerToken); err != nil {
-			t.Fatal(err)
-		}
+	got := <-waiter
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if err := kh.ReleasePermit(ctx, key, got.grant.OwnerToken); err != nil {
+		t.Fatal(err)
 	}
 }
 
