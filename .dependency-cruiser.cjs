@@ -42,7 +42,8 @@ module.exports = {
       name: 'client-is-standalone',
       comment:
         'keyholder/client ships into applications: it imports only its own files, node built-ins, openapi-fetch and ' +
-        'zod (to check every answer before trusting it; no server code, no Fastify, no store driver).',
+        'zod (to check every answer before trusting it; no server code, no Fastify, no store driver), and ' +
+        '@opentelemetry/api by a dynamic import that may fail (trace context, when the application has it).',
       severity: 'error',
       from: { path: '(^|/)src/client/' },
       to: {
@@ -51,6 +52,7 @@ module.exports = {
           '(^|/)node_modules/openapi-fetch/',
           '(^|/)node_modules/openapi-typescript-helpers/',
           '(^|/)node_modules/zod/',
+          '(^|/)node_modules/@opentelemetry/api/',
         ],
         dependencyTypesNot: ['core'],
       },

@@ -33,6 +33,7 @@ import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 import { renderProfile, summariseProfiles } from './profile.js';
 import { DEFAULT_BURST, measureBurst } from './burst.js';
+import { measureTracing, renderTracing } from './tracing.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -70,6 +71,9 @@ const USAGE = `npm run bench -- [options]
   --only burst        only the overload burst (not part of a full run): --callers callers at once (default
                       3000) acquire one held lock with waitMs over three instances; the answer mix and
                       /livez latency, printed (and written with --out)
+  --only tracing      only the tracing A/B (not part of a full run): lock pairs on three instances, tracing
+                      off (never loaded), on with nothing sampled, on with every call exported over OTLP;
+                      pairs/s and server CPU per pair, --rounds rounds (default 5) at the first --concurrency
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -108,8 +112,9 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-if (args.only !== undefined && args.only !== 'burst' && !(PARTS as readonly string[]).includes(args.only)) {
-  process.stderr.write(`--only takes one of ${PARTS.join(', ')}, burst\n\n${USAGE}`);
+const STANDALONE = ['burst', 'tracing'];
+if (args.only !== undefined && !STANDALONE.includes(args.only) && !(PARTS as readonly string[]).includes(args.only)) {
+  process.stderr.write(`--only takes one of ${[...PARTS, ...STANDALONE].join(', ')}\n\n${USAGE}`);
   process.exit(2);
 }
 function runs(part: Part): boolean {
@@ -198,8 +203,43 @@ async function burstOnly(): Promise<void> {
   }
 }
 
+/** `--only tracing`: its own Redis and instances, its own short report. */
+async function tracingOnly(): Promise<void> {
+  const loadBefore = loadAverage();
+  const tracingSettings = {
+    rounds: Number(args.rounds ?? (quick ? 1 : 5)),
+    warmMs: settings.warmMs,
+    durationMs: settings.durationMs,
+    concurrency: settings.concurrencies[0] ?? 50,
+  };
+  // Production settings, as the loops: one API key, a rate limit the load never reaches.
+  const dir = benchDir();
+  const apiKey = newApiKey();
+  const keysFile = join(dir, 'api-keys.json');
+  writeFileSync(keysFile, JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks'] }] }));
+  process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
+  const worker = new LoadWorker();
+  try {
+    const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000' };
+    const result = await measureTracing(tracingSettings, dir, access, (task) => worker.run<LoopResult>(task), progress);
+    progress('done\n');
+    const header =
+      `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; ` +
+      `load ${loadBefore} before, ${loadAverage()} after\n\n`;
+    const text = `${header}### Tracing\n\n${renderTracing(result, tracingSettings)}`;
+    process.stdout.write(text);
+    if (args.out) {
+      writeFileSync(args.out, text);
+      writeFileSync(`${args.out}.json`, `${JSON.stringify({ settings: tracingSettings, result }, null, 1)}\n`);
+    }
+  } finally {
+    worker.stop();
+  }
+}
+
 async function main(): Promise<void> {
   if (args.only === 'burst') return burstOnly();
+  if (args.only === 'tracing') return tracingOnly();
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

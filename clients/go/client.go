@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -186,9 +187,19 @@ func (c *Client) Release(ctx context.Context, key, ownerToken string) error {
 
 // Inspect says who holds the lock right now (never the owner token).
 func (c *Client) Inspect(ctx context.Context, key string) (*LockStatus, error) {
+	return c.inspect(ctx, key, nil)
+}
+
+// InspectQueue is Inspect with the callers waiting for the lock in Queue, head first (at most 100): who
+// waits, since when. A free lock has none.
+func (c *Client) InspectQueue(ctx context.Context, key string) (*LockStatus, error) {
+	return c.inspect(ctx, key, url.Values{"queue": {"true"}})
+}
+
+func (c *Client) inspect(ctx context.Context, key string, query url.Values) (*LockStatus, error) {
 	var status LockStatus
 	err := c.call(ctx, request{
-		op: "inspect", method: http.MethodGet, path: lockKind.prefix + url.PathEscape(key),
+		op: "inspect", method: http.MethodGet, path: lockKind.prefix + url.PathEscape(key), query: query,
 		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
 	}, &status)
 	if err != nil {
@@ -200,10 +211,21 @@ func (c *Client) Inspect(ctx context.Context, key string) (*LockStatus, error) {
 // ForceRelease frees a lock whoever holds it (an admin key when the server checks keys); the evicted
 // holder's next renewal is refused with not_owner. Nobody holding it is ErrNotFound.
 func (c *Client) ForceRelease(ctx context.Context, key, namespace string) (*ForceReleased, error) {
+	return c.forceRelease(ctx, key, url.Values{"namespace": {namespace}})
+}
+
+// ForceReleaseLease frees the lock only if the lease with fencingToken still holds it: a stuck holder
+// seen by Inspect is evicted, never one that took the lock since. If another lease holds it now, nothing
+// changes and the error is ErrHolderChanged (409 holder_changed); nobody holding it is ErrNotFound.
+func (c *Client) ForceReleaseLease(ctx context.Context, key, namespace string, fencingToken int64) (*ForceReleased, error) {
+	return c.forceRelease(ctx, key, url.Values{"namespace": {namespace}, "fencingToken": {strconv.FormatInt(fencingToken, 10)}})
+}
+
+func (c *Client) forceRelease(ctx context.Context, key string, query url.Values) (*ForceReleased, error) {
 	var out ForceReleased
 	err := c.call(ctx, request{
 		op: "forceRelease", method: http.MethodDelete, path: lockKind.prefix + url.PathEscape(key),
-		query:   url.Values{"namespace": {namespace}},
+		query:   query,
 		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
 	}, &out)
 	if err != nil {

@@ -34,6 +34,9 @@ var (
 	ErrForbidden = errors.New("keyholder: forbidden")
 	// ErrNotFound: 404, e.g. a force release of a lock nobody holds.
 	ErrNotFound = errors.New("keyholder: not found")
+	// ErrHolderChanged: 409 holder_changed, a force release named a lease (its fencing token) that another
+	// one has replaced; nothing was released.
+	ErrHolderChanged = errors.New("keyholder: holder changed")
 	// ErrBadResponse: an answer the client cannot trust (a redirect, a success without a well-formed body).
 	// Not retried: a grant is accepted only from a 200 whose body parses with its tokens present.
 	ErrBadResponse = errors.New("keyholder: bad response")
@@ -69,6 +72,7 @@ var sentinelOf = map[string]error{
 	"unauthenticated":        ErrUnauthenticated,
 	"forbidden":              ErrForbidden,
 	"not_found":              ErrNotFound,
+	"holder_changed":         ErrHolderChanged,
 	CodeBadResponse:          ErrBadResponse,
 }
 

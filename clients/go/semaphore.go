@@ -79,9 +79,18 @@ func (c *Client) ReleasePermit(ctx context.Context, key, ownerToken string) erro
 
 // InspectSemaphore says who holds the semaphore's permits right now (never owner tokens).
 func (c *Client) InspectSemaphore(ctx context.Context, key string) (*SemaphoreStatus, error) {
+	return c.inspectSemaphore(ctx, key, nil)
+}
+
+// InspectSemaphoreQueue is InspectSemaphore with the callers waiting for a permit in Queue, head first.
+func (c *Client) InspectSemaphoreQueue(ctx context.Context, key string) (*SemaphoreStatus, error) {
+	return c.inspectSemaphore(ctx, key, url.Values{"queue": {"true"}})
+}
+
+func (c *Client) inspectSemaphore(ctx context.Context, key string, query url.Values) (*SemaphoreStatus, error) {
 	var status SemaphoreStatus
 	err := c.call(ctx, request{
-		op: "inspectSemaphore", method: http.MethodGet, path: permitKind.prefix + url.PathEscape(key),
+		op: "inspectSemaphore", method: http.MethodGet, path: permitKind.prefix + url.PathEscape(key), query: query,
 		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
 	}, &status)
 	if err != nil {

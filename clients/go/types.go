@@ -102,6 +102,21 @@ type LockStatus struct {
 	ExpiresAt      string  `json:"expiresAt"`
 	TTLRemainingMs int64   `json:"ttlRemainingMs"`
 	Waiters        int     `json:"waiters"`
+	// Queue is filled by InspectQueue only: the callers waiting for a held lock, head first (at most 100).
+	Queue []QueuedCaller `json:"queue,omitempty"`
+}
+
+// QueuedCaller is one caller waiting in a key's queue (never its owner token).
+type QueuedCaller struct {
+	// Position is 1 for the head of the queue.
+	Position int     `json:"position"`
+	Holder   *string `json:"holder"`
+	// WaitingSince is when the caller joined the queue (RFC 3339, the store's clock).
+	WaitingSince string `json:"waitingSince"`
+	// Weight is what a semaphore's or read/write lock's waiter asks for (0 for a lock).
+	Weight int `json:"weight,omitempty"`
+	// Mode is "read" or "write" for a read/write lock's waiter ("" otherwise).
+	Mode string `json:"mode,omitempty"`
 }
 
 // SemaphoreStatus is who holds a semaphore's permits right now (never owner tokens).
@@ -118,6 +133,8 @@ type SemaphoreStatus struct {
 		TTLRemainingMs int64   `json:"ttlRemainingMs"`
 	} `json:"holders"`
 	Waiters int `json:"waiters"`
+	// Queue is filled by InspectSemaphoreQueue only: the callers waiting for a permit, head first.
+	Queue []QueuedCaller `json:"queue,omitempty"`
 }
 
 // ForceReleased is what a force release evicted.

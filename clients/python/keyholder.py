@@ -14,6 +14,7 @@
     with client.lock_set(["account:17", "account:42"], ttl_ms=10000) as held:  # all keys or none
         move(held.fencing_tokens["account:17"], held.fencing_tokens["account:42"])
     for status in client.watch("leader"): ...     # the lock's state now and after every change
+    client.inspect("invoice:42", queue=True)["queue"]  # who waits for it: position, holder, waitingSince
 
 Inside a block a background thread renews the lease at about a third of its TTL. `lease.lost` (a
 threading.Event) is set the moment a renewal is refused (not_owner, e.g. force-released) or when the
@@ -33,7 +34,13 @@ What the client trusts: only a 200 whose body has the fields keyholder sends, wi
 are never followed (following one would send the API key, or an owner token, to whatever host the Location
 names, perhaps in clear); a 3xx raises RedirectError. A certificate that does not verify raises TlsError at
 once, not retried: trying again meets the same certificate.
+
+Trace context: when the opentelemetry package can be imported, every request carries what its configured
+propagator injects from the current context (W3C `traceparent` by default), so the server's spans join the
+caller's trace; a lease's renewals and release carry the context it was acquired in. Pass
+propagate_trace=False to send none.
 """
+import contextvars
 import json
 import random
 import re
@@ -44,6 +51,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+
+try:  # optional: trace context for the caller's OpenTelemetry setup, when it has one
+    from opentelemetry import propagate as _otel_propagate
+except ImportError:
+    _otel_propagate = None
 
 __all__ = [
     "Client",
@@ -230,6 +242,9 @@ _SET_RELEASE = {"released": _true}
 _LOCK_STATUS = {"key": _text, "held": lambda v: isinstance(v, bool), "index": _count}
 _PERMIT_HOLDERS = {"holder": _holder, "fencingToken": _count, "expiresAt": _instant, "ttlRemainingMs": _count}
 _PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDERS), "waiters": _count}
+# With ?queue=true: a held key's callers queued, head first (weight and mode only for semaphores and rwlocks).
+_QUEUED = {"position": _positive, "holder": _holder, "waitingSince": _instant}
+_QUEUE = {"queue": _each(_QUEUED)}
 _FORCE_RELEASE = {"key": _text, "released": _true}
 _ANY_OBJECT = {}
 
@@ -273,6 +288,7 @@ class Client:
         retry_budget_s=15.0,
         cafile=None,
         ssl_context=None,
+        propagate_trace=True,
     ):
         self.base_url = base_url.rstrip("/")
         if urllib.parse.urlsplit(self.base_url).scheme not in ("http", "https"):
@@ -282,6 +298,7 @@ class Client:
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.retry_budget_s = retry_budget_s
+        self.propagate_trace = propagate_trace
         context = ssl_context or ssl.create_default_context(cafile=cafile)
         self._opener = urllib.request.build_opener(_NoRedirects(), urllib.request.HTTPSHandler(context=context))
 
@@ -323,10 +340,12 @@ class Client:
             "POST", f"/v1/locks/{_quote(key)}/release", _RELEASE, lambda: {"ownerToken": owner_token}, deadline=deadline
         )
 
-    def inspect(self, key, index=None, wait_ms=0):
+    def inspect(self, key, index=None, wait_ms=0, queue=False):
         """Who holds the lock (never the owner token), with its watch `index`. With `index`, a blocking query:
-        answers when the lock's index differs from it, at the latest after `wait_ms`."""
-        return self._inspect(f"/v1/locks/{_quote(key)}", _LOCK_STATUS, index, wait_ms)
+        answers when the lock's index differs from it, at the latest after `wait_ms`. With `queue=True` (not
+        with `index`), a held lock's answer also has `queue`: the callers waiting for it, head first (at most
+        100), each with `position`, `holder` and `waitingSince`."""
+        return self._inspect(f"/v1/locks/{_quote(key)}", _LOCK_STATUS, index, wait_ms, queue)
 
     def watch(self, key, wait_ms=30000, stop=None):
         """The lock's state now and after every change (grant, release, expiry, force release, hand-over),
@@ -358,9 +377,10 @@ class Client:
         )
         return self._lease(Lease, "semaphores", grant, sent_at, drift_margin_ms)
 
-    def inspect_semaphore(self, key, index=None, wait_ms=0):
-        """The semaphore's limit, permits held and holders (never owner tokens); a blocking query with `index`."""
-        return self._inspect(f"/v1/semaphores/{_quote(key)}", _PERMIT_STATUS, index, wait_ms)
+    def inspect_semaphore(self, key, index=None, wait_ms=0, queue=False):
+        """The semaphore's limit, permits held and holders (never owner tokens); a blocking query with `index`.
+        With `queue=True`, also the callers queued while a permit is held (each with its `weight`)."""
+        return self._inspect(f"/v1/semaphores/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
     def watch_semaphore(self, key, wait_ms=30000, stop=None):
         """The semaphore's state now and after every change, as watch() for a lock."""
@@ -380,9 +400,10 @@ class Client:
         )
         return self._lease(Lease, "rwlocks", grant, sent_at, drift_margin_ms)
 
-    def inspect_rwlock(self, key, index=None, wait_ms=0):
-        """The lock's mode and holders (never owner tokens); a blocking query with `index`."""
-        return self._inspect(f"/v1/rwlocks/{_quote(key)}", _PERMIT_STATUS, index, wait_ms)
+    def inspect_rwlock(self, key, index=None, wait_ms=0, queue=False):
+        """The lock's mode and holders (never owner tokens); a blocking query with `index`. With `queue=True`,
+        also the callers queued while it is held (each with the `mode` it waits for)."""
+        return self._inspect(f"/v1/rwlocks/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
     def watch_rwlock(self, key, wait_ms=30000, stop=None):
         """The read/write lock's state now and after every change, as watch() for a lock."""
@@ -460,7 +481,18 @@ class Client:
             deadline=started + wait_ms / 1000 + self.retry_budget_s,
         )
 
-    def _inspect(self, path, shape, index, wait_ms):
+    def _inspect(self, path, shape, index, wait_ms, queue=False):
+        if queue:
+            if index is not None:
+                raise ValueError("queue=True is not for a blocking query (index)")
+            answer = self._call("GET", f"{path}?queue=true", shape)
+            # Only a held key's answer lists its queue; a free one has nobody waiting.
+            wrong = _mismatches(answer, _QUEUE) if "queue" in answer else []
+            if wrong:
+                raise InvalidResponseError(
+                    f"GET {path}: the queue is not a keyholder answer ({'; '.join(wrong)})", "invalid_response", 200
+                )
+            return answer
         if index is None:
             return self._call("GET", path, shape)
         query = urllib.parse.urlencode({"index": index, "waitMs": wait_ms})
@@ -504,6 +536,11 @@ class Client:
             request.add_header("Content-Type", "application/json")
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
+        if self.propagate_trace and _otel_propagate is not None:
+            carrier = {}
+            _otel_propagate.inject(carrier)
+            for name, value in carrier.items():
+                request.add_header(name, value)
         for name, value in headers.items():
             request.add_header(name, value)
         try:
@@ -632,7 +669,11 @@ class Lease:
                 self._lose("renew_failed", err)
             if self.lost.is_set():
                 raise LeaseLostError(self.key, self.lost_reason, self._lost_cause)
-        self._thread = threading.Thread(target=self._renew_loop, name=f"keyholder-renew-{self.key}", daemon=True)
+        # The renewals run in a copy of the acquiring caller's context, so their trace context is its.
+        run = contextvars.copy_context().run
+        self._thread = threading.Thread(
+            target=run, args=(self._renew_loop,), name=f"keyholder-renew-{self.key}", daemon=True
+        )
         self._thread.start()
 
     def _renew_delay_s(self):

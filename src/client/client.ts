@@ -19,6 +19,27 @@ export type LockRenewal = components['schemas']['LockRenewal'];
 export type LockStatus = components['schemas']['LockStatus'];
 export type LockList = components['schemas']['LockList'];
 export type ForceRelease = components['schemas']['ForceRelease'];
+export type QueuedCaller = components['schemas']['QueuedCaller'];
+
+type OtelApi = typeof import('@opentelemetry/api');
+let otelApi: Promise<OtelApi | undefined> | undefined;
+
+/**
+ * @opentelemetry/api when the application can import it, else undefined; looked up once, on first use, so
+ * that a process that never sends a request (or runs without OpenTelemetry) loads nothing of it. The API
+ * keeps its state (context manager, propagator, tracer provider) in one global per major version, so the
+ * copy found here sees what the application registered with its own.
+ */
+function loadOtel(): Promise<OtelApi | undefined> {
+  otelApi ??= import('@opentelemetry/api').then(
+    (api) => api,
+    () => undefined,
+  );
+  return otelApi;
+}
+
+/** Writes propagated fields into a Request's headers (the API's default setter writes object properties). */
+const headerSetter = { set: (headers: Headers, name: string, value: string) => headers.set(name, value) };
 
 export interface KeyholderClientOptions {
   /** Where the server listens, e.g. http://127.0.0.1:3000. */
@@ -49,15 +70,29 @@ export interface KeyholderClientOptions {
    */
   readonly dispatcher?: object;
   /**
-   * Extra headers for every request, asked for as each one is sent (retries and renewals included): where
-   * trace context goes. The client imports nothing of OpenTelemetry (it ships without dependencies on it);
-   * with @opentelemetry/api, pass
-   * `headers: () => { const h = {}; propagation.inject(context.active(), h); return h; }` and the server's
-   * spans join the caller's trace (W3C traceparent).
+   * Sends the caller's trace context with every request (default true): when @opentelemetry/api can be
+   * imported, each request carries what the application's registered propagator injects from the context
+   * active when the call was made (W3C `traceparent` with the SDK's defaults), so the server's spans join
+   * the caller's trace. Nothing is sent without a registered propagator or outside a span. Renewals carry
+   * the context of the acquire that started them.
+   */
+  readonly propagateTrace?: boolean;
+  /**
+   * Extra headers for every request, asked for as each one is sent (retries and renewals included), set
+   * after the propagated trace context (so they may replace it).
    */
   readonly headers?: () => Readonly<Record<string, string>> | undefined;
   /**
-   * Runs withLock's hold (from the grant to the release, `fn` inside) through this, e.g. in a span:
+   * withLock runs in a span of its own (default false), `keyholder.hold`, from before the acquire to after
+   * the release, with the key, holder and fencing token as attributes and an error status when `fn` throws
+   * or the lease is lost. The acquire, the renewals and the release are sent inside it, so the server's
+   * spans of this hold are its children. Needs @opentelemetry/api and a registered tracer provider
+   * (otherwise the span records nothing).
+   */
+  readonly holdSpans?: boolean;
+  /**
+   * Runs withLock's hold (from the grant to the release, `fn` inside) through this, e.g. in a span of the
+   * application's own:
    * `wrapHold: (key, hold) => tracer.startActiveSpan('hold ' + key, (span) => hold().finally(() => span.end()))`.
    * The release is sent inside it, so it joins the hold's trace.
    */
@@ -114,6 +149,7 @@ export class KeyholderClient {
   private readonly backoff: BackoffOptions;
   private readonly onRetry: KeyholderClientOptions['onRetry'];
   private readonly wrapHold: KeyholderClientOptions['wrapHold'];
+  private readonly holdSpans: boolean;
 
   constructor(options: KeyholderClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
@@ -132,6 +168,17 @@ export class KeyholderClient {
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
     this.wrapHold = options.wrapHold;
+    this.holdSpans = options.holdSpans ?? false;
+    if (options.propagateTrace ?? true) {
+      this.api.use({
+        // Runs in the caller's async context (retries and renewals in the one that started them).
+        async onRequest({ request }) {
+          const otel = await loadOtel();
+          otel?.propagation.inject(otel.context.active(), request.headers, headerSetter);
+          return request;
+        },
+      });
+    }
     const extraHeaders = options.headers;
     if (extraHeaders) {
       this.api.use({
@@ -161,7 +208,32 @@ export class KeyholderClient {
    * `fn` returned: its work may have run without the lock, and the caller should know.
    */
   async withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
+    const otel = this.holdSpans ? await loadOtel() : undefined;
+    if (!otel) return this.lockAndRun(key, options, fn);
+    const attributes = { 'keyholder.key': key, ...(options.holder === undefined ? {} : { 'keyholder.holder': options.holder }) };
+    return otel.trace
+      .getTracer('keyholder-client')
+      .startActiveSpan('keyholder.hold', { kind: otel.SpanKind.INTERNAL, attributes }, async (span) => {
+        try {
+          return await this.lockAndRun(key, options, fn, (lease) => span.setAttribute('keyholder.fencing_token', lease.fencingToken));
+        } catch (err) {
+          if (err instanceof Error) span.recordException(err);
+          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: err instanceof Error ? err.name : String(err) });
+          throw err;
+        } finally {
+          span.end();
+        }
+      });
+  }
+
+  private async lockAndRun<T>(
+    key: string,
+    options: AcquireOptions,
+    fn: (lease: Lease) => Promise<T> | T,
+    granted?: (lease: Lease) => void,
+  ): Promise<T> {
     const lease = await this.acquire(key, options);
+    granted?.(lease);
     const hold = async (): Promise<T> => {
       let result: T;
       try {
@@ -228,11 +300,16 @@ export class KeyholderClient {
 
   /**
    * Who holds the lock right now (never the owner token), with its watch index. With `index` and `waitMs`,
-   * a blocking query: answers when the index differs from `index`, at the latest after `waitMs`.
+   * a blocking query: answers when the index differs from `index`, at the latest after `waitMs`. With
+   * `queue: true` (not with `index`), a held lock's answer also lists the callers queued for it, head first
+   * (position, holder label, waiting since; at most 100).
    */
-  async inspect(key: string, options: CallOptions & { readonly index?: number; readonly waitMs?: number } = {}): Promise<LockStatus> {
-    const { index, waitMs = 0, ...call } = options;
-    const query = index === undefined ? {} : { index, waitMs };
+  async inspect(
+    key: string,
+    options: CallOptions & { readonly index?: number; readonly waitMs?: number; readonly queue?: boolean } = {},
+  ): Promise<LockStatus> {
+    const { index, waitMs = 0, queue, ...call } = options;
+    const query = { ...(index === undefined ? {} : { index, waitMs }), ...(queue ? { queue: 'true' } : {}) };
     return this.call(
       'inspect',
       answers.lockStatus,

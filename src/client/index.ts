@@ -8,6 +8,7 @@ export {
   type CampaignOptions,
   type ObserveOptions,
   type ForceRelease,
+  type QueuedCaller,
   type KeyholderClientOptions,
   type LockGrant,
   type LockList,

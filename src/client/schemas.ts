@@ -34,6 +34,15 @@ export const lockRenewal: z.ZodType<Schemas['LockRenewal']> = z.object({
 
 export const lockRelease: z.ZodType<Schemas['LockRelease']> = z.object({ key: z.string(), released: z.literal(true) });
 
+/** A caller in a key's queue, as `?queue=true` lists it (never its owner token). */
+export const queuedCaller: z.ZodType<Schemas['QueuedCaller']> = z.object({
+  position: z.int().positive(),
+  holder,
+  waitingSince: instant,
+  weight: z.int().positive().optional(),
+  mode: z.enum(['read', 'write']).optional(),
+});
+
 export const lockStatus: z.ZodType<Schemas['LockStatus']> = z.discriminatedUnion('held', [
   z.object({ key: z.string(), held: z.literal(false), index: count, lockDelayUntil: instant.optional() }),
   z.object({
@@ -45,6 +54,7 @@ export const lockStatus: z.ZodType<Schemas['LockStatus']> = z.discriminatedUnion
     expiresAt: instant,
     ttlRemainingMs: count,
     waiters: count,
+    queue: z.array(queuedCaller).max(100).optional(),
   }),
 ]);
 

@@ -16,6 +16,9 @@ const SERVER_TESTS = [
   'TestACutOffLeaseIsLostBeforeTheServerFreesIt',
   'TestA429IsRetriedNoSoonerThanRetryAfter',
   'TestSemaphorePermits',
+  'TestInspectQueueListsTheWaitersHeadFirst',
+  'TestInspectSemaphoreQueueGivesEachWaitersWeight',
+  'TestForceReleaseLeaseLeavesANewerHolderAlone',
 ];
 
 /**
@@ -56,7 +59,7 @@ describe('Go client against a running server', () => {
     });
   }
 
-  it('go vet and go test pass: locks, auto-renew, loss cancels the context, semaphores, 409/429 Retry-After', async () => {
+  it('go vet and go test pass: locks, auto-renew, loss cancels the context, semaphores, queues, conditional force release, 409/429 Retry-After', async () => {
     // gofmt comes with go (golang-go); -l lists the files it would change.
     const unformatted = await runProcess('gofmt', ['-l', '.'], { cwd: GO_CLIENT });
     expect(unformatted.stdout + unformatted.stderr, 'files gofmt would change').toBe('');

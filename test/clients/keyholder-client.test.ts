@@ -139,6 +139,40 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     });
   });
 
+  it('inspect with queue: true lists the callers queued, head first, with their labels; without it, none', async () => {
+    const k = key('queue');
+    const held = await kh.acquireGrant(k, { ttlMs: 10_000, holder: 'holder' });
+    const waiting = ['first', 'second'].map((holder) => kh.acquireGrant(k, { ttlMs: 10_000, waitMs: 20_000, holder }));
+    // Both sent at once: the queue's order is whichever arrived first, so only the labels are compared as a set.
+    await vi.waitFor(async () => expect(await kh.inspect(k, { queue: true })).toMatchObject({ held: true, waiters: 2 }), {
+      timeout: 20_000,
+      interval: 20,
+    });
+    const status = await kh.inspect(k, { queue: true });
+    if (!status.held) throw new Error('the lock should still be held');
+    expect(status.queue?.map((q) => q.position)).toEqual([1, 2]);
+    expect(status.queue?.map((q) => q.holder).sort()).toEqual(['first', 'second']);
+    for (const q of status.queue ?? []) expect(Date.parse(q.waitingSince)).toBeLessThanOrEqual(Date.now() + 60_000);
+    expect(JSON.stringify(status)).not.toContain(held.ownerToken);
+    const plain = await kh.inspect(k);
+    expect(plain).not.toHaveProperty('queue');
+
+    // The head of the queue is granted first, and then the queue is one shorter.
+    const head = status.queue?.[0]?.holder;
+    await kh.release(k, held.ownerToken);
+    await vi.waitFor(async () => expect(await kh.inspect(k, { queue: true })).toMatchObject({ held: true, holder: head, waiters: 1 }), {
+      timeout: 20_000,
+      interval: 20,
+    });
+    const next = await kh.inspect(k, { queue: true });
+    expect(next.held && next.queue?.map((q) => [q.position, q.holder])).toEqual([[1, head === 'first' ? 'second' : 'first']]);
+    const granted = await Promise.race(waiting);
+    expect(granted.holder).toBe(head);
+    await kh.release(k, granted.ownerToken);
+    const last = (await Promise.all(waiting)).find((g) => g.ownerToken !== granted.ownerToken);
+    await kh.release(k, last?.ownerToken ?? '');
+  });
+
   it("withLock releases after a throw and rethrows; returns fn's value otherwise", async () => {
     const k = key('with');
     const boom = new Error('boom');

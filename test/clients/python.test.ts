@@ -126,6 +126,29 @@ describe('Python client against a running server', () => {
     expect(step.watch).toMatchObject({ seen: [false, true, false], stopped: true });
     expect(step['watch-semaphore']).toMatchObject({ before: 0, after: 1 });
   }, 120_000); // two holds of 2.5 TTLs each, the TTL stretched up to 10 s on a starved machine
+
+  it('inspect(queue=True) lists who waits, head first: a lock, a semaphore (weight), a read/write lock (mode)', async () => {
+    const step = byName(await runScript('queues.py', server.url), 'step');
+    expect(step.lock).toEqual({
+      step: 'lock',
+      queue: [
+        { position: 1, holder: 'w1' },
+        { position: 2, holder: 'w2' },
+      ],
+      waitingSince: true,
+      ownerTokenShown: false,
+      plainHasQueue: false,
+      blocking: 'refused',
+      // Once the holder released: the head was granted, the other moved up.
+      after: { holder: 'w1', queue: [{ position: 1, holder: 'w2' }] },
+      free: false,
+    });
+    expect(step.semaphore?.queue).toEqual([{ position: 1, holder: 's1', weight: 1 }]);
+    expect(step.rwlock?.queue).toEqual([
+      { position: 1, holder: 'r1', weight: 1, mode: 'read' },
+      { position: 2, holder: 'w2', weight: expect.any(Number), mode: 'write' },
+    ]);
+  }, 120_000);
 });
 
 /**

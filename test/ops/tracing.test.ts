@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { context, propagation } from '@opentelemetry/api';
+import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -83,7 +85,39 @@ async function post(url: string, body: unknown, traceparent?: string): Promise<{
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+/**
+ * A Python that can import opentelemetry (its API is enough): KEYHOLDER_TEST_PYTHON, else python3. The
+ * Python client's trace context is tested only where one is installed (opentelemetry is optional for it).
+ */
+const PYTHON_WITH_OTEL = [process.env.KEYHOLDER_TEST_PYTHON, 'python3'].find(
+  (python) => python !== undefined && spawnSync(python, ['-I', '-c', 'import opentelemetry.propagate'], { timeout: 30_000 }).status === 0,
+);
+
 const attribute = (span: OtlpSpan, key: string) => span.attributes?.find((a) => a.key === key)?.value;
+
+let callerSetup: { exporter: InMemorySpanExporter; tracer: ReturnType<BasicTracerProvider['getTracer']> } | undefined;
+
+/** The caller's own OpenTelemetry setup, in this process, registered globally once (as an application does). */
+function callerTracing() {
+  if (callerSetup) return callerSetup;
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  trace.setGlobalTracerProvider(provider);
+  callerSetup = { exporter, tracer: provider.getTracer('caller') };
+  return callerSetup;
+}
+
+/** A fetch that keeps the traceparent header of each request it sends, by path. */
+function headerRecordingFetch() {
+  const sent: Array<{ path: string; traceparent: string | null }> = [];
+  const fetchImpl = (request: Request) => {
+    sent.push({ path: new URL(request.url).pathname, traceparent: request.headers.get('traceparent') });
+    return fetch(request);
+  };
+  return { sent, fetch: fetchImpl };
+}
 
 describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
   const receiver = new OtlpReceiver();
@@ -210,13 +244,11 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
   });
 
   it("joins the trace of a TypeScript client's caller (headers option) and shows its hold as a span (wrapHold)", async () => {
-    // The caller's own OpenTelemetry setup, in this process.
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-    const exporter = new InMemorySpanExporter();
-    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('caller');
+    const { exporter, tracer } = callerTracing();
     const client = new KeyholderClient({
       baseUrl: keyholder.url,
+      // The trace context by hand (propagateTrace off), as before the client sent it of its own accord.
+      propagateTrace: false,
       headers: () => {
         const headers: Record<string, string> = {};
         propagation.inject(context.active(), headers);
@@ -242,4 +274,93 @@ describe('tracing (OTEL_TRACES_EXPORTER=otlp) against an OTLP receiver', () => {
     expect(server('acquire')?.parentSpanId).toBe(job.spanId);
     expect(server('release')?.parentSpanId).toBe(hold?.spanContext().spanId);
   });
+
+  it("propagates the caller's trace context by itself, and wraps withLock in a keyholder.hold span (holdSpans)", async () => {
+    const { exporter, tracer } = callerTracing();
+    const recorded = headerRecordingFetch();
+    const client = new KeyholderClient({ baseUrl: keyholder.url, holdSpans: true, fetch: recorded.fetch });
+    const key = `hold-span-${hex(4)}`;
+    const fencingToken = await tracer.startActiveSpan(`job ${key}`, async (job) => {
+      // A 1 s lease held for long enough that it renews at least once, inside the hold's span.
+      const token = await client.withLock(key, { ttlMs: 1_000, holder: 'traced' }, async (lease) => {
+        await vi.waitFor(() => expect(recorded.sent.filter((r) => r.path.endsWith('/renew')).length).toBeGreaterThan(0), {
+          timeout: 20_000,
+          interval: 20,
+        });
+        return lease.fencingToken;
+      });
+      job.end();
+      return token;
+    });
+
+    const callerSpans = exporter.getFinishedSpans();
+    const job = callerSpans.find((s) => s.name === `job ${key}`)!.spanContext();
+    const hold = callerSpans.find((s) => s.name === 'keyholder.hold' && s.attributes['keyholder.key'] === key);
+    expect(hold?.spanContext().traceId).toBe(job.traceId);
+    expect(hold?.parentSpanContext?.spanId).toBe(job.spanId);
+    expect(hold?.attributes).toMatchObject({ 'keyholder.key': key, 'keyholder.holder': 'traced', 'keyholder.fencing_token': fencingToken });
+    const holdId = hold!.spanContext().spanId;
+    // Every request of the hold (acquire, renewals, release) named the hold's span as its parent.
+    expect(recorded.sent.length).toBeGreaterThanOrEqual(3);
+    for (const r of recorded.sent) expect(r.traceparent, r.path).toBe(`00-${job.traceId}-${holdId}-01`);
+
+    // The server's spans carry the caller's trace id, one per request, each a child of the hold's span.
+    await vi.waitFor(() => expect(receiver.inTrace(job.traceId).filter((s) => s.kind === SERVER).length).toBe(recorded.sent.length), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    const servers = receiver.inTrace(job.traceId).filter((s) => s.kind === SERVER);
+    for (const route of ['acquire', 'renew', 'release'])
+      expect(servers.find((s) => s.name === `POST /v1/locks/:key/${route}`)?.parentSpanId, route).toBe(holdId);
+    expect(servers.every((s) => s.parentSpanId === holdId)).toBe(true);
+  });
+
+  it("marks the hold's span as failed when fn throws, and sends no trace context outside a span or with propagateTrace off", async () => {
+    const { exporter, tracer } = callerTracing();
+    const recorded = headerRecordingFetch();
+    const client = new KeyholderClient({ baseUrl: keyholder.url, holdSpans: true, fetch: recorded.fetch });
+    const key = `hold-fails-${hex(4)}`;
+    await expect(client.withLock(key, { ttlMs: 10_000 }, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    const hold = exporter.getFinishedSpans().find((s) => s.name === 'keyholder.hold' && s.attributes['keyholder.key'] === key);
+    expect(hold?.status.code).toBe(2); // SpanStatusCode.ERROR
+    expect(hold?.events.map((e) => e.name)).toContain('exception');
+
+    // Outside any span of the caller's, and with propagateTrace off inside one: no traceparent at all.
+    const plain = headerRecordingFetch();
+    await new KeyholderClient({ baseUrl: keyholder.url, fetch: plain.fetch }).inspect(key);
+    const off = headerRecordingFetch();
+    await tracer.startActiveSpan('job-off', async (span) => {
+      await new KeyholderClient({ baseUrl: keyholder.url, fetch: off.fetch, propagateTrace: false }).inspect(key);
+      span.end();
+    });
+    expect([...plain.sent, ...off.sent].map((r) => r.traceparent)).toEqual([null, null]);
+  });
+
+  it.skipIf(PYTHON_WITH_OTEL === undefined)(
+    "the Python client sends the caller's trace context (opentelemetry importable): acquire, renewal, release",
+    async () => {
+      const caller = callerSpan();
+      const script = fileURLToPath(new URL('../clients/python/traced.py', import.meta.url));
+      const run = spawnSync(
+        PYTHON_WITH_OTEL ?? 'python3',
+        ['-I', script, JSON.stringify({ url: keyholder.url, traceId: caller.traceId, spanId: caller.spanId })],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      const { key } = JSON.parse(run.stdout) as { key: string };
+      await vi.waitFor(
+        () => {
+          const routes = receiver
+            .inTrace(caller.traceId)
+            .filter((s) => s.kind === SERVER && attribute(s, 'keyholder.key')?.stringValue === key)
+            .map((s) => s.name);
+          for (const route of ['acquire', 'renew', 'release']) expect(routes).toContain(`POST /v1/locks/:key/${route}`);
+        },
+        { timeout: 20_000, interval: 50 },
+      );
+      const servers = receiver.inTrace(caller.traceId).filter((s) => s.kind === SERVER);
+      expect(servers.every((s) => s.parentSpanId === caller.spanId)).toBe(true);
+    },
+  );
 });

@@ -1,0 +1,160 @@
+package keyholder
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// granted is a waiting acquire's outcome, handed back to the test's goroutine: a waiter must not call t
+// once the test may have ended (a failed test cancels the context those acquires wait with).
+type granted struct {
+	grant *Grant
+	err   error
+}
+
+// queueOf is a queue as position:holder pairs, e.g. "1:w1 2:w2".
+func queueOf(q []QueuedCaller) string {
+	out := ""
+	for i, c := range q {
+		holder := "<none>"
+		if c.Holder != nil {
+			holder = *c.Holder
+		}
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%d:%s", c.Position, holder)
+		if c.Weight != 0 || c.Mode != "" {
+			out += fmt.Sprintf("(%d%s)", c.Weight, c.Mode)
+		}
+	}
+	return out
+}
+
+func TestInspectQueueListsTheWaitersHeadFirst(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	holder, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 10 * time.Second, Holder: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each waiter starts once the one before is queued, so the order is known.
+	grants := make(chan granted, 2)
+	for i, label := range []string{"w1", "w2"} {
+		go func(label string) {
+			g, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 10 * time.Second, Wait: 20 * time.Second, Holder: label})
+			grants <- granted{g, err}
+		}(label)
+		waitFor(t, 20*time.Second, label+" queued", func() bool {
+			s, err := kh.Inspect(ctx, key)
+			return err == nil && s.Waiters == i+1
+		})
+	}
+	status, err := kh.InspectQueue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queueOf(status.Queue); got != "1:w1 2:w2" {
+		t.Fatalf("queue %q, want 1:w1 2:w2", got)
+	}
+	for _, c := range status.Queue {
+		if _, err := time.Parse(time.RFC3339Nano, c.WaitingSince); err != nil {
+			t.Fatalf("waitingSince %q: %v", c.WaitingSince, err)
+		}
+	}
+	if plain, err := kh.Inspect(ctx, key); err != nil || plain.Queue != nil {
+		t.Fatalf("Inspect without the queue: %+v, %v", plain, err)
+	}
+
+	// The holder goes: the head is granted, the other moves up.
+	if err := kh.Release(ctx, key, holder.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	got := <-grants
+	first := got.grant
+	if got.err != nil || first.Holder != "w1" {
+		t.Fatalf("granted first: %+v, %v; want w1", first, got.err)
+	}
+	after, err := kh.InspectQueue(ctx, key)
+	if err != nil || after.Holder == nil || *after.Holder != "w1" || queueOf(after.Queue) != "1:w2" {
+		t.Fatalf("after the release: %+v, %v; want w1 holding and 1:w2 queued", after, err)
+	}
+	if err := kh.Release(ctx, key, first.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	last := <-grants
+	if last.err != nil {
+		t.Fatal(last.err)
+	}
+	if err := kh.Release(ctx, key, last.grant.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspectSemaphoreQueueGivesEachWaitersWeight(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	held, err := kh.AcquirePermitGrant(ctx, key, PermitOptions{Limit: 1, TTL: 10 * time.Second, Holder: "permit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan granted, 1)
+	go func() {
+		g, err := kh.AcquirePermitGrant(ctx, key, PermitOptions{Limit: 1, TTL: 10 * time.Second, Wait: 20 * time.Second, Holder: "s1"})
+		waiter <- granted{g, err}
+	}()
+	waitFor(t, 20*time.Second, "s1 queued", func() bool {
+		s, err := kh.InspectSemaphore(ctx, key)
+		return err == nil && s.Waiters == 1
+	})
+	status, err := kh.InspectSemaphoreQueue(ctx, key)
+	if err != nil || queueOf(status.Queue) != "1:s1(1)" {
+		t.Fatalf("semaphore queue: %+v, %v; want 1:s1(1)", status, err)
+	}
+	if err := kh.ReleasePermit(ctx, key, held.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	got := <-waiter
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if err := kh.ReleasePermit(ctx, key, got.grant.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestForceReleaseLeaseLeavesANewerHolderAlone(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	old, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kh.Release(ctx, key, old.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	current, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 5 * time.Second, Holder: "current"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kh.ForceReleaseLease(ctx, key, "default", old.FencingToken)
+	var kerr *Error
+	if !errors.Is(err, ErrHolderChanged) || !errors.As(err, &kerr) || kerr.Status != 409 || kerr.Code != "holder_changed" {
+		t.Fatalf("evicting a lease that is gone: want 409 holder_changed, got %v", err)
+	}
+	if s, err := kh.Inspect(ctx, key); err != nil || !s.Held || s.FencingToken != current.FencingToken {
+		t.Fatalf("the newer holder must be left alone: %+v, %v", s, err)
+	}
+	evicted, err := kh.ForceReleaseLease(ctx, key, "default", current.FencingToken)
+	if err != nil || evicted.Evicted.FencingToken != current.FencingToken {
+		t.Fatalf("evicting the lease named: %+v, %v", evicted, err)
+	}
+	if s, err := kh.Inspect(ctx, key); err != nil || s.Held {
+		t.Fatalf("after the force release: %+v, %v", s, err)
+	}
+	if _, err := kh.ForceReleaseLease(ctx, key, "default", current.FencingToken); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("nobody holding it: want ErrNotFound, got %v", err)
+	}
+}
