@@ -32,6 +32,8 @@ const PART_FILES: Record<string, readonly string[]> = {
   // adds nothing of the domain's but 15 s per survivor, and the HTTP files as many seconds per mutant.
   domain: [
     'test/unit/safety-core.test.ts',
+    'test/unit/own-lag.test.ts',
+    'test/unit/wait-gate.test.ts',
     'test/unit/random.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
