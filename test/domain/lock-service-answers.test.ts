@@ -1,16 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { HolderChangedError, IdempotencyKeyReusedError, LockHeldError, QuotaExceededError } from '../../src/domain/errors.js';
+import {
+  HolderChangedError,
+  IdempotencyKeyReusedError,
+  LockHeldError,
+  QuotaExceededError,
+  TooManyWaitersError,
+} from '../../src/domain/errors.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockObserver, LockService } from '../../src/domain/lock-service.js';
+import { LockSetService } from '../../src/domain/lock-sets.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 
 /**
  * The lock service's answers that the HTTP tests check end to end, here in-process over the embedded
  * store: the queue view, the administrator's force release (with and without a fencing token), the
- * time an acquire spent waiting as the observer hears it, and what an idempotent acquire at the
- * namespace's cap answers (the quota's refusal, or the idempotency key's).
+ * time an acquire spent waiting as the observer hears it, what an idempotent acquire at the
+ * namespace's cap answers (the quota's refusal, or the idempotency key's), a blocking query's
+ * onChange, and the waiting callers a blocking query or a waiting lock set counts while, and only
+ * while, it waits.
  */
 const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
 const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
@@ -114,5 +123,66 @@ describe('lock service answers', () => {
     // The retry of the same request still gets its lease back.
     expect(await locks.acquire(ns, 'a', 60_000, { idempotency })).toMatchObject({ ownerToken: held.ownerToken });
     await locks.release(ns, 'a', held.ownerToken);
+  });
+
+  it('a blocking query calls onChange with the new view before it answers; what onChange throws is the answer', async () => {
+    const locks = new LockService(store, LIMITS);
+    const ns = uniqueNamespace();
+    const start = await locks.watch(ns, 'c', undefined, 0);
+    const seen: number[] = [];
+    const changed = locks.watch(ns, 'c', start.index, 30_000, undefined, (view) => seen.push(view.index));
+    await vi.waitFor(() => expect(locks.changes.size).toBe(1), { timeout: 5_000 });
+    const held = await locks.acquire(ns, 'c', 60_000);
+    const view = await changed;
+    expect(view.state?.fencingToken).toBe(held.fencingToken);
+    expect(seen).toEqual([view.index]);
+    const broken = new Error('the answer could not be written');
+    const failing = locks
+      .watch(ns, 'c', view.index, 30_000, undefined, () => {
+        throw broken;
+      })
+      .catch((e: unknown) => e);
+    await vi.waitFor(() => expect(locks.changes.size).toBe(1), { timeout: 5_000 });
+    await locks.release(ns, 'c', held.ownerToken);
+    expect(await failing).toBe(broken);
+  });
+
+  it('a blocking query is a waiting caller while it waits, and no longer once answered', async () => {
+    const locks = new LockService(store, { ...LIMITS, maxWaitersPerKey: 1 });
+    const ns = uniqueNamespace();
+    const start = await locks.watch(ns, 'b', undefined, 0);
+    const watching = locks.watch(ns, 'b', start.index, 30_000);
+    await vi.waitFor(() => expect(locks.waitingCallers).toBe(1), { timeout: 5_000 });
+    await expect(locks.watch(ns, 'b', start.index, 30_000)).rejects.toBeInstanceOf(TooManyWaitersError);
+    const held = await locks.acquire(ns, 'b', 60_000);
+    await watching;
+    expect(locks.waitingCallers).toBe(0);
+    // Its place on the key is free again.
+    const next = locks.watch(ns, 'b', (await locks.watch(ns, 'b', undefined, 0)).index, 30_000);
+    await vi.waitFor(() => expect(locks.waitingCallers).toBe(1), { timeout: 5_000 });
+    await locks.release(ns, 'b', held.ownerToken);
+    await next;
+    expect(locks.waitingCallers).toBe(0);
+  });
+
+  it('a lock set that waits for a busy key is a waiting caller on that key while it waits, and no longer once granted', async () => {
+    const locks = new LockService(store, { ...LIMITS, maxWaitersPerKey: 1 });
+    const sets = new LockSetService(store, { ...LIMITS, maxWaitersPerKey: 1 }, locks);
+    const ns = uniqueNamespace();
+    const held = await locks.acquire(ns, 'b', 60_000);
+    const waiting = sets.acquire(ns, ['a', 'b'], 60_000, { waitMs: 30_000 });
+    await vi.waitFor(() => expect(locks.waitingCallers).toBe(1), { timeout: 5_000 });
+    // Waiting on the busy key (counted there before its wait begins).
+    await vi.waitFor(() => expect(locks.changes.size).toBe(1), { timeout: 5_000 });
+    await locks.release(ns, 'b', held.ownerToken);
+    const set = await waiting;
+    expect(locks.waitingCallers).toBe(0);
+    // Both places are free again: a caller may wait on the key the set waited on.
+    const after = locks.acquire(ns, 'b', 60_000, { waitMs: 30_000 });
+    await vi.waitFor(() => expect(locks.waitingCallers).toBe(1), { timeout: 5_000 });
+    await sets.release(ns, ['a', 'b'], set.ownerToken);
+    const granted = await after;
+    expect(locks.waitingCallers).toBe(0);
+    await locks.release(ns, 'b', granted.ownerToken);
   });
 });
