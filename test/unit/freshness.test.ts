@@ -12,6 +12,9 @@ import { ownLag } from '../../src/domain/own-lag.js';
  */
 afterEach(() => {
   vi.restoreAllMocks();
+  // The copies made here were built on the test's clock and timer: no later file may import them (the
+  // mutation run shares one module cache between files).
+  vi.resetModules();
 });
 
 /** refuseIfLate for a `ttlMs` lease answered `elapsedMs` after it was decided, `ownMs` of it held up here. */

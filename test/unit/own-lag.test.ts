@@ -38,6 +38,9 @@ async function freshLag() {
 
 afterEach(() => {
   vi.restoreAllMocks();
+  // The copies made here were built on the test's clock and timer: no later file may import them (the
+  // mutation run shares one module cache between files).
+  vi.resetModules();
 });
 
 describe('own event loop lag', () => {
