@@ -54,6 +54,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-store-rules.test.ts',
     'test/unit/memory-permits-rules.test.ts',
     'test/unit/memory-permits-shown.test.ts',
+    'test/redis/shared-rate-limit.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],
