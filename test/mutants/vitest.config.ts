@@ -90,6 +90,8 @@ class FastestFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     include: [...FILES],
+    // The Redis part's files that only talk to their server share one per runner (RedisServer.startShared).
+    globalSetup: part === 'redis' ? ['test/mutants/shared-redis.ts'] : [],
     sequence: { sequencer: FastestFirst },
     // StrykerJS switches mutants on at run time (static mutants are ignored), so the files need no fresh
     // module cache each: sharing one saves re-importing Fastify and ioredis for every file of every run.

@@ -10,7 +10,7 @@ import { eventually } from '../helpers/redis-store.js';
  */
 let redis: RedisServer;
 beforeAll(async () => {
-  redis = await RedisServer.start();
+  redis = await RedisServer.startShared();
 });
 afterAll(async () => {
   await redis.stop();
