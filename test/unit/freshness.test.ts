@@ -73,6 +73,8 @@ describe('the late-grant guard: its own event loop', () => {
     sample?.();
     now = 1_095;
     // (This copy of the module has its own error classes: the code tells them apart.)
-    await expect(guard.refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs: 100, decidedAt: 1_000 })).rejects.toMatchObject({ code: 'overloaded' });
+    await expect(guard.refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs: 100, decidedAt: 1_000 })).rejects.toMatchObject({
+      code: 'overloaded',
+    });
   });
 });
