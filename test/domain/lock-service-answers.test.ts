@@ -185,4 +185,50 @@ describe('lock service answers', () => {
     expect(locks.waitingCallers).toBe(0);
     await locks.release(ns, 'b', granted.ownerToken);
   });
+
+  it('a store that keeps the quota inside its lock steps is given the cap with every acquire, from the smallest cap it keeps', async () => {
+    /** The embedded store, claiming to keep caps of 2 or more itself; what the service asks of it is recorded. */
+    const asked: Array<number | undefined> = [];
+    let slotCalls = 0;
+    const inside = Object.assign(Object.create(store) as MemoryStore, {
+      quotaInside: true,
+      quotaInsideFrom: 2,
+      acquire: (input: Parameters<MemoryStore['acquire']>[0]) => {
+        asked.push(input.maxHeldInNamespace);
+        return store.acquire(input);
+      },
+      reserveSlot: (...args: Parameters<MemoryStore['reserveSlot']>) => {
+        slotCalls++;
+        return store.reserveSlot(...args);
+      },
+    });
+    const ns = uniqueNamespace();
+    // A cap the store keeps (exactly its smallest): passed along, no slot taken by the service.
+    const kept = new LockService(inside, { ...LIMITS, maxHeldLocksPerNamespace: 2 });
+    const now = await kept.acquire(ns, 'a', 60_000);
+    const waited = await kept.acquire(ns, 'b', 60_000, { waitMs: 1_000 });
+    expect(asked).toEqual([2, 2]);
+    expect(slotCalls).toBe(0);
+    // A cap below it: the service keeps it with slots, and the store is given none.
+    asked.length = 0;
+    const own = new LockService(inside, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const other = uniqueNamespace();
+    const held = await own.acquire(other, 'a', 60_000);
+    expect(asked).toEqual([undefined]);
+    expect(slotCalls).toBe(1);
+    // No cap at all: nothing to keep, for the store or the service.
+    asked.length = 0;
+    const uncapped = new LockService(inside, { ...LIMITS, maxHeldLocksPerNamespace: 0 });
+    const free = await uncapped.acquire(other, 'c', 60_000);
+    expect(asked).toEqual([undefined]);
+    expect(slotCalls).toBe(1);
+    for (const [service, namespace, key, grant] of [
+      [kept, ns, 'a', now],
+      [kept, ns, 'b', waited],
+      [own, other, 'a', held],
+      [uncapped, other, 'c', free],
+    ] as const) {
+      await service.release(namespace, key, grant.ownerToken);
+    }
+  });
 });
