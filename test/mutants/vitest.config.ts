@@ -76,6 +76,9 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/faults/reply-drop.test.ts',
   ],
 };
+// The replies, keys, scripts and client code are reached by the same files (the store's tests reach the
+// client code), plus the script lane's unit test.
+PART_FILES['redis-codec'] = ['test/unit/script-lane.test.ts', ...(PART_FILES.redis ?? [])];
 const part = process.env.STRYKER_PART;
 /** Without a part (a plain `stryker run` over the whole scope): every file, in the parts' order. */
 const FILES = part ? (PART_FILES[part] ?? []) : [...new Set(Object.values(PART_FILES).flat())];
@@ -91,7 +94,7 @@ export default defineConfig({
   test: {
     include: [...FILES],
     // The Redis part's files that only talk to their server share one per runner (RedisServer.startShared).
-    globalSetup: part === 'redis' ? ['test/mutants/shared-redis.ts'] : [],
+    globalSetup: part?.startsWith('redis') ? ['test/mutants/shared-redis.ts'] : [],
     sequence: { sequencer: FastestFirst },
     // StrykerJS switches mutants on at run time (static mutants are ignored), so the files need no fresh
     // module cache each: sharing one saves re-importing Fastify and ioredis for every file of every run.
