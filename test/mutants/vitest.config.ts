@@ -55,6 +55,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-permits-rules.test.ts',
     'test/unit/memory-permits-shown.test.ts',
     'test/redis/shared-rate-limit.test.ts',
+    'test/domain/lock-service-answers.test.ts',
+    'test/domain/permit-answers.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],
