@@ -9,7 +9,7 @@ let server: RedisServer;
 const PREFIX = 'contract:';
 
 beforeAll(async () => {
-  server = await RedisServer.start();
+  server = await RedisServer.startShared();
 });
 afterAll(async () => {
   await server.stop();

@@ -25,7 +25,7 @@ import { openRedisStore } from '../helpers/redis-store.js';
 let redis: RedisServer;
 
 beforeAll(async () => {
-  redis = await RedisServer.start();
+  redis = await RedisServer.startShared();
 });
 afterAll(async () => {
   await redis.stop();

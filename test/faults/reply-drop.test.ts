@@ -19,7 +19,7 @@ describe('Redis store: replies dropped mid-stream', () => {
   const PREFIX = 'replydrop:';
 
   beforeAll(async () => {
-    redis = await RedisServer.start();
+    redis = await RedisServer.startShared();
     proxy = await FaultProxy.start(redis.port);
     store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000 });
     await waitUntilServing(store);

@@ -63,12 +63,21 @@ export interface RedisServerOptions {
 }
 
 /**
+ * The port of a redis-server that test files running one after another in this process may share
+ * (RedisServer.startShared), when something set one up (test/mutants/shared-redis.ts, for the mutation
+ * run's Redis part, where starting a server per file and per mutant cost more than most mutants' tests).
+ */
+export const SHARED_REDIS_PORT_ENV = 'KEYHOLDER_TEST_SHARED_REDIS_PORT';
+
+/**
  * A real redis-server process on a free loopback port, owned by one test file. Never touches the
  * machine's Redis on 6379. Can be killed and restarted on the same port and data directory.
  */
 export class RedisServer {
   private child: ChildProcess | undefined;
   readonly dir: string;
+  /** Started by someone else for files that share it (startShared): never stopped, paused or killed here. */
+  private shared = false;
 
   private constructor(
     readonly port: number,
@@ -84,6 +93,28 @@ export class RedisServer {
     return server;
   }
 
+  /**
+   * For a file that only talks to its server (never kills, pauses or restarts it): the shared server
+   * when one is set up (SHARED_REDIS_PORT_ENV), emptied as a new one would be (data, scripts, command
+   * statistics), and its own server otherwise. stop() then leaves the shared server running.
+   */
+  static async startShared(): Promise<RedisServer> {
+    const port = Number(process.env[SHARED_REDIS_PORT_ENV] ?? '');
+    if (!Number.isInteger(port) || port <= 0) return RedisServer.start();
+    const server = new RedisServer(port, {});
+    rmSync(server.dir, { recursive: true, force: true });
+    server.shared = true;
+    const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    try {
+      await client.flushall();
+      await client.script('FLUSH');
+      await client.config('RESETSTAT');
+    } finally {
+      client.disconnect();
+    }
+    return server;
+  }
+
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
@@ -93,11 +124,16 @@ export class RedisServer {
   }
 
   get running(): boolean {
-    return this.child !== undefined;
+    return this.shared || this.child !== undefined;
+  }
+
+  private assertOwned(what: string): void {
+    if (this.shared) throw new Error(`a shared redis-server cannot be ${what} by one test file: use RedisServer.start()`);
   }
 
   /** Starts the process (again); `extraArgs` apply to this start only (a replica rejoining, say). */
   async launch(extraArgs: readonly string[] = []): Promise<void> {
+    this.assertOwned('started again');
     const args = [
       '--port',
       String(this.port),
@@ -157,6 +193,7 @@ export class RedisServer {
 
   /** Kills the process (SIGKILL by default: no chance to save anything). */
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    this.assertOwned('killed');
     const child = this.child;
     if (!child) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -171,6 +208,7 @@ export class RedisServer {
 
   /** SIGSTOP / SIGCONT: a Redis that holds connections open but answers nothing. */
   pause(): void {
+    this.assertOwned('paused');
     this.child?.kill('SIGSTOP');
   }
 
@@ -186,6 +224,7 @@ export class RedisServer {
   }
 
   async stop(): Promise<void> {
+    if (this.shared) return;
     this.resume();
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });

@@ -32,12 +32,19 @@ const PART_FILES: Record<string, readonly string[]> = {
   // adds nothing of the domain's but 15 s per survivor, and the HTTP files as many seconds per mutant.
   domain: [
     'test/unit/safety-core.test.ts',
+    'test/unit/own-lag.test.ts',
+    'test/unit/wait-gate.test.ts',
+    'test/unit/freshness.test.ts',
+    'test/unit/idempotency.test.ts',
+    'test/unit/error-codes-sent.test.ts',
     'test/unit/random.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
     'test/domain/watch.test.ts',
     'test/domain/permits.test.ts',
     'test/domain/lock-sets.test.ts',
+    'test/domain/lock-service-answers.test.ts',
+    'test/domain/permit-answers.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],
@@ -46,6 +53,10 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
     'test/unit/memory-permits-rules.test.ts',
+    'test/unit/memory-permits-shown.test.ts',
+    'test/redis/shared-rate-limit.test.ts',
+    'test/domain/lock-service-answers.test.ts',
+    'test/domain/permit-answers.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',
   ],
@@ -67,6 +78,9 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/faults/reply-drop.test.ts',
   ],
 };
+// The replies, keys, scripts and client code are reached by the same files (the store's tests reach the
+// client code), plus the script lane's unit test.
+PART_FILES['redis-codec'] = ['test/unit/script-lane.test.ts', ...(PART_FILES.redis ?? [])];
 const part = process.env.STRYKER_PART;
 /** Without a part (a plain `stryker run` over the whole scope): every file, in the parts' order. */
 const FILES = part ? (PART_FILES[part] ?? []) : [...new Set(Object.values(PART_FILES).flat())];
@@ -81,6 +95,8 @@ class FastestFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     include: [...FILES],
+    // The Redis part's files that only talk to their server share one per runner (RedisServer.startShared).
+    globalSetup: part?.startsWith('redis') ? ['test/mutants/shared-redis.ts'] : [],
     sequence: { sequencer: FastestFirst },
     // StrykerJS switches mutants on at run time (static mutants are ignored), so the files need no fresh
     // module cache each: sharing one saves re-importing Fastify and ioredis for every file of every run.

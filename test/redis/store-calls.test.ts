@@ -55,7 +55,7 @@ const settle = (p: Promise<unknown>): Promise<unknown> =>
   );
 
 beforeAll(async () => {
-  server = await RedisServer.start();
+  server = await RedisServer.startShared();
   proxy = await FaultProxy.start(server.port);
   raw = server.client();
   store = await openRedisStore(server, { keyPrefix: PREFIX });

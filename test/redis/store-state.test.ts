@@ -20,7 +20,7 @@ let n = 0;
 const uniqueKey = () => `k${++n}`;
 
 beforeAll(async () => {
-  server = await RedisServer.start();
+  server = await RedisServer.startShared();
   store = await openRedisStore(server, { keyPrefix: PREFIX, maxWaitersPerKey: 2 });
   raw = server.client();
 });
