@@ -28,9 +28,8 @@ Defines:
 ]]
 -- The index in cur of each packed position: t, e, o, b, q, w, d, h, i.
 local RECORD = {3, 2, 1, 8, 6, 7, 9, 5, 4}
--- The fields of the hash layout, in cur's order; numbers among them are made numbers again.
-local HASH_FIELDS = {'o', 'e', 't', 'i', 'h', 'q', 'w', 'b', 'd'}
-local HASH_NUMBERS = {2, 3, 6, 7, 8}
+-- What each packed position holds (a tenth value means the key holds something else).
+local KINDS = {'number', 'number', 'string', 'number', 'number', 'number', 'string', 'string', 'string', 'none'}
 
 local function readLock(lockKey)
   local raw = redis.pcall('GET', lockKey)
@@ -38,17 +37,25 @@ local function readLock(lockKey)
   if type(raw) == 'table' then
     -- WRONGTYPE: a lock hash of the layout before the packed record. Read as it was: nothing is lost
     -- across the upgrade, and the script's next write stores the record in its place.
-    local old = redis.call('HMGET', lockKey, unpack(HASH_FIELDS))
+    local old = redis.call('HMGET', lockKey, 'o', 'e', 't', 'i', 'h', 'q', 'w', 'b', 'd')
     for k = 1, 9 do
       cur[k] = old[k] or nil
     end
-    for _, k in ipairs(HASH_NUMBERS) do
+    -- The hash kept numbers as digits.
+    for _, k in ipairs({2, 3, 6, 7, 8}) do
       cur[k] = tonumber(cur[k])
     end
   elseif raw and raw ~= '' then
     local packed = {cmsgpack.unpack(raw)}
-    for pos = 1, 9 do
-      cur[RECORD[pos]] = packed[pos]
+    for pos = 1, 10 do
+      local v = packed[pos]
+      if v ~= nil and type(v) ~= KINDS[pos] then
+        -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
+        error('lock record unreadable: ' .. lockKey)
+      end
+      if pos <= 9 then
+        cur[RECORD[pos]] = v
+      end
     end
   end
   return cur
