@@ -70,3 +70,15 @@ export async function lockField(redis: Redis, key: string, field: string): Promi
 export async function setLockFields(redis: Redis, key: string, fields: Record<string, string | null>): Promise<void> {
   await redis.eval(WRITE, 1, key, ...Object.entries(fields).flatMap(([name, value]) => [name, value ?? '']));
 }
+
+/**
+ * Rewrites the lock record at `key` as the hash the versions before the packed record kept: the same
+ * fields (numbers as digits), the same expiry. The scripts still read such a hash (_lock.lua readLock).
+ */
+export async function toLockHash(redis: Redis, key: string): Promise<void> {
+  const fields = await lockFields(redis, key);
+  const ttl = await redis.pttl(key);
+  await redis.del(key);
+  if (Object.keys(fields).length > 0) await redis.hset(key, fields);
+  if (ttl > 0) await redis.pexpire(key, ttl);
+}
