@@ -26,18 +26,13 @@ Defines:
                                 end's, or field b for a lease a hand-over granted (its unit was taken
                                 when it queued, counted to the end of its wait plus its lease)
 ]]
--- The index in cur of each packed position: t, e, o, b, q, w, d, h, i.
-local RECORD = {3, 2, 1, 8, 6, 7, 9, 5, 4}
--- What each packed position holds (a tenth value means the key holds something else).
-local KINDS = {'number', 'number', 'string', 'number', 'number', 'number', 'string', 'string', 'string', 'none'}
-
 local function readLock(lockKey)
   local raw = redis.pcall('GET', lockKey)
-  local cur = {}
   if type(raw) == 'table' then
     -- WRONGTYPE: a lock hash of the layout before the packed record. Read as it was: nothing is lost
     -- across the upgrade, and the script's next write stores the record in its place.
     local old = redis.call('HMGET', lockKey, 'o', 'e', 't', 'i', 'h', 'q', 'w', 'b', 'd')
+    local cur = {}
     for k = 1, 9 do
       cur[k] = old[k] or nil
     end
@@ -45,39 +40,44 @@ local function readLock(lockKey)
     for _, k in ipairs({2, 3, 6, 7, 8}) do
       cur[k] = tonumber(cur[k])
     end
-  elseif raw and raw ~= '' then
-    local packed = {cmsgpack.unpack(raw)}
-    for pos = 1, 10 do
-      local v = packed[pos]
-      if v ~= nil and type(v) ~= KINDS[pos] then
-        -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
-        error('lock record unreadable: ' .. lockKey)
-      end
-      if pos <= 9 then
-        cur[RECORD[pos]] = v
-      end
-    end
+    return cur
   end
-  return cur
+  if not raw or raw == '' then
+    return {}
+  end
+  -- Packed in the order t, e, o, b, q, w, d, h, i (written out, not looked up in a table: this runs in
+  -- every lock script).
+  local t, e, o, b, q, w, d, h, i, extra = cmsgpack.unpack(raw)
+  if extra ~= nil or (t and type(t) ~= 'number') or (e and type(e) ~= 'number') or (o and type(o) ~= 'string')
+      or (b and type(b) ~= 'number') or (q and type(q) ~= 'number') or (w and type(w) ~= 'number')
+      or (d and type(d) ~= 'string') or (h and type(h) ~= 'string') or (i and type(i) ~= 'string') then
+    -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
+    error('lock record unreadable: ' .. lockKey)
+  end
+  return {o, e, t, i, h, q, w, b, d}
 end
 
 local function packLock(cur)
+  if not (cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9]) then
+    -- A held lock without options, or a free one keeping its last token: no table built.
+    if cur[1] then
+      return cmsgpack.pack(cur[3], cur[2], cur[1])
+    elseif cur[3] and not cur[2] then
+      return cmsgpack.pack(cur[3])
+    end
+  end
+  -- "or nil": an absent field is never packed as false.
+  local v = {cur[3] or nil, cur[2] or nil, cur[1] or nil, cur[8] or nil, cur[6] or nil, cur[7] or nil, cur[9] or nil,
+    cur[5] or nil, cur[4] or nil}
   local n = 9
-  while n > 0 and not cur[RECORD[n]] do
+  while n > 0 and v[n] == nil do
     n = n - 1
   end
   if n == 0 then
     -- Nothing to keep (cmsgpack.pack wants at least one value); the key still expires as asked.
     return ''
-  elseif n == 3 then
-    -- A plain held lock: no table built (this runs on every grant).
-    return cmsgpack.pack(cur[3], cur[2], cur[1])
   end
-  local packed = {}
-  for pos = 1, n do
-    packed[pos] = cur[RECORD[pos]] or nil
-  end
-  return cmsgpack.pack(unpack(packed, 1, n))
+  return cmsgpack.pack(unpack(v, 1, n))
 end
 
 local function writeLock(lockKey, cur, ms)
