@@ -13,8 +13,8 @@ import { lockFields, toLockHash } from '../helpers/lock-record.js';
  * with leases held, waiters queued and quota entries written in the layout before shards; the
  * migration runs; the new version then serves them. The old layout is written here as the version
  * before wrote it: the new store writes the records (a lock's then rewritten as the hash that version
- * kept, toLockHash), and the keys carry the old names (each key renamed to `P{ns}kind/name`, the quota one `P slots:{ns}` set with a member per
- * lease, score its end), as the old key space built them.
+ * kept, toLockHash), and the keys carry the old names (each key renamed to `P{ns}kind/name`, the quota
+ * one `P slots:{ns}` set with a member per lease, score its end), as the old key space built them.
  */
 const PREFIX = 'up:';
 const NS = 'team';
