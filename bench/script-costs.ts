@@ -10,7 +10,7 @@ import { commandDeltas, commandMicros, commandStats } from './redis-stats.js';
  * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
  * load: commands run per acquire + release pair (INFO commandstats), unwatched and watched, and bytes
  * per held lock with the namespace quota on (used_memory over 10,000 held locks, MEMORY USAGE of one
- * lock hash and of the quota set), and Redis's own time per pair (INFO commandstats usec: the script
+ * lock record and of the quota shards), and Redis's own time per pair (INFO commandstats usec: the script
  * calls, the commands inside them, and the rest, which is the script's own Lua and its calling) beside
  * the lock floor's two scripts (floor-lock-scripts.ts), 50 pairs in flight. Runs on its own redis-server.
  */
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     }
     console.log(`used_memory per held lock (${HELD}, quota on): ${((held - base) / HELD).toFixed(1)} B`);
     console.log(
-      `MEMORY USAGE: lock hash ${lockBytes} B; quota shards ${quotaBytes} B in all, ${(quotaBytes / HELD).toFixed(1)} B per held lock`,
+      `MEMORY USAGE: lock record ${lockBytes} B; quota shards ${quotaBytes} B in all, ${(quotaBytes / HELD).toFixed(1)} B per held lock`,
     );
     // The same locks without the quota: what the lock record alone costs (its hash, key and expiry).
     const beforeBare = usedMemory(await stats.info('memory'));

@@ -6,6 +6,7 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { lockFields } from '../helpers/lock-record.js';
 
 /**
  * Replies lost on a connection that then carries on (a proxy dropping bytes) put every later reply out
@@ -106,7 +107,7 @@ describe('Redis store: replies dropped mid-stream', () => {
           if (outcome.acquired) {
             granted++;
             // The lease Redis holds for this key must be this caller's, with the token it was told.
-            const [owner, token] = await checker.hmget(new KeySpace(PREFIX).lock(key), 'o', 't');
+            const { o: owner, t: token } = await lockFields(checker, new KeySpace(PREFIX).lock(key));
             if (owner !== ownerToken || Number(token) !== outcome.fencingToken) wrongGrants++;
           }
         } catch {

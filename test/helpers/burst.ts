@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import type { Redis } from 'ioredis';
+import { lockField } from './lock-record.js';
 
 /**
  * A burst of callers on one held lock, spread over several keyholder instances: every caller sends
@@ -133,15 +134,16 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const firstOwner = first.body.ownerToken as string;
   let lockHash: string | undefined;
   for (const candidate of await redis.keys(`${options.keyPrefix}*`)) {
-    if ((await redis.type(candidate)) === 'hash' && (await redis.hget(candidate, 'o')) === firstOwner) lockHash = candidate;
+    if ((await redis.type(candidate)) === 'string' && (await lockField(redis, candidate, 'o').catch(() => null)) === firstOwner)
+      lockHash = candidate;
   }
-  if (lockHash === undefined) throw new Error('the lock hash of the first holder was not found in Redis');
+  if (lockHash === undefined) throw new Error('the lock record of the first holder was not found in Redis');
 
   const owners = new Set<string>([firstOwner]);
   let watching = true;
   const watcher = (async () => {
     while (watching) {
-      const owner = await redis.hget(lockHash, 'o').catch(() => null);
+      const owner = await lockField(redis, lockHash, 'o').catch(() => null);
       if (owner) owners.add(owner);
       await new Promise((resolve) => setTimeout(resolve, 2));
     }

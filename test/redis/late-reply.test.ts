@@ -5,6 +5,7 @@ import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { lockField } from '../helpers/lock-record.js';
 
 /**
  * The late-grant guard, end to end: Redis grants at once, but its reply is held back (a stalled network)
@@ -63,7 +64,7 @@ describe('a store reply that arrives past half the lease', () => {
     expect(res.json()).toMatchObject({ code: 'store_unavailable' });
     expect(res.json()).not.toHaveProperty('ownerToken');
     // Redis granted it; the guard released it: no owner left although the lease had time to run.
-    expect(await direct.hget(`${PREFIX}{late-acquire}`, 'o')).toBeNull();
+    expect(await lockField(direct, `${PREFIX}{late-acquire}`, 'o')).toBeNull();
     const next = await post('/v1/locks/late-acquire/acquire', { ttlMs: TTL_MS });
     expect(next.statusCode).toBe(200);
   });
@@ -75,7 +76,7 @@ describe('a store reply that arrives past half the lease', () => {
     const res = await withLateReply(() => post('/v1/locks/late-renew/renew', { ownerToken, ttlMs: TTL_MS }));
     expect(res.statusCode).toBe(503);
     expect(res.json()).toMatchObject({ code: 'store_unavailable' });
-    expect(await direct.hget(`${PREFIX}{late-renew}`, 'o')).toBeNull();
+    expect(await lockField(direct, `${PREFIX}{late-renew}`, 'o')).toBeNull();
     expect((await post('/v1/locks/late-renew/release', { ownerToken })).statusCode).toBe(409);
   });
 });

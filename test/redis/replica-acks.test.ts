@@ -5,6 +5,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
+import { lockField } from '../helpers/lock-record.js';
 
 /**
  * Replica acknowledgement (WAIT after the granting script) against a real primary and replica: a grant
@@ -66,7 +67,7 @@ describe('replica acknowledgement', () => {
     // Read the replica straight after the answer: WAIT already confirmed it has the lease.
     const client = replica.client();
     try {
-      expect(await client.hget(new KeySpace('acks:').lock('acked'), 'o')).toBe(ownerToken);
+      expect(await lockField(client, new KeySpace('acks:').lock('acked'), 'o')).toBe(ownerToken);
     } finally {
       client.disconnect();
     }

@@ -3,6 +3,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
 import { RedisRatePermits } from '../../src/store/redis/rate-permits.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
+import { lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
 
 /**
  * Each Lua script on its own, called through the script table on a real redis-server: one case per
@@ -71,7 +72,7 @@ describe('acquire.lua', () => {
     const [, token, end] = reply as [number, number, number];
     expect(token).toBeGreaterThanOrEqual(before * 1000);
     expect(end).toBeGreaterThanOrEqual(before + 5_000);
-    expect(await lua.raw.hgetall(keys.lock)).toEqual({ o: 'owner-1', e: String(end), t: String(token), h: 'h' });
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ o: 'owner-1', e: String(end), t: String(token), h: 'h' });
     expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
   });
 
@@ -93,7 +94,7 @@ describe('acquire.lua', () => {
         maxSlots: 0,
       });
     const fields = async () => {
-      const { o, h, i } = await lua.raw.hgetall(keys.lock);
+      const { o, h, i } = await lockFields(lua.raw, keys.lock);
       return { o, h, i };
     };
     // Each step: what the new lease brings, and what the hash then holds besides the lease itself.
@@ -139,7 +140,7 @@ describe('acquire.lua', () => {
   });
 
   it('the fencing token is last + 1 when the last one is ahead of the clock', async () => {
-    await lua.raw.hset(keys.lock, 't', '5000000000000000');
+    await setLockFields(lua.raw, keys.lock, { t: '5000000000000000' });
     expect(await acquire('owner-1')).toEqual([1, 5_000_000_000_000_001, int]);
   });
 });
@@ -183,7 +184,7 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
     expect(await counted(a.quota)).toBe(2);
     expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
     expect(await counted(a.quota)).toBe(1);
-    const waiterSecond = await lua.raw.hget(a.lock, 'b');
+    const waiterSecond = await lockField(lua.raw, a.lock, 'b');
     expect(Number(await lua.raw.hget(a.quota.count, waiterSecond as string))).toBe(1);
     const renewed = (await lua.scripts.run('renew', {
       lockKey: a.lock,
@@ -192,7 +193,7 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
       ttlMs: 90_000,
       graceMs: GRACE_MS,
     })) as number[];
-    expect(await lua.raw.hget(a.lock, 'b')).toBeNull();
+    expect(await lockField(lua.raw, a.lock, 'b')).toBeNull();
     expect(Number((await lua.raw.hget(a.quota.count, waiterSecond as string)) ?? 0)).toBe(0);
     expect(Number(await lua.raw.hget(a.quota.count, String(Math.ceil((renewed[2] as number) / 1000))))).toBe(1);
     expect(await counted(a.quota)).toBe(1);
@@ -257,7 +258,7 @@ describe('release.lua', () => {
     const [, token] = (await acquire('owner-1')) as [number, number];
     expect(await release('someone-else')).toBe(0);
     expect(await release('owner-1')).toBe(1);
-    expect(await lua.raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: String(token) });
     expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(GRACE_MS - 1_000);
     expect(await release('owner-1')).toBe(0);
   });
@@ -271,8 +272,8 @@ describe('release.lua', () => {
       const [waiterId, grantedToken, end, name] = (await message.next).split('|');
       expect([waiterId, name]).toEqual(['w1', lockName]);
       expect(Number(grantedToken)).toBeGreaterThan(token);
-      expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-2');
-      expect(await lua.raw.hget(keys.lock, 'e')).toBe(end);
+      expect(await lockField(lua.raw, keys.lock, 'o')).toBe('owner-2');
+      expect(await lockField(lua.raw, keys.lock, 'e')).toBe(end);
       expect(await lua.raw.zcard(keys.queue)).toBe(0);
     } finally {
       message.done();
@@ -321,7 +322,7 @@ describe('cancel.lua', () => {
     await release('owner-1');
     const granted = (await lua.scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })) as number[];
     expect(granted).toEqual([1, int, int]);
-    expect(Number(await lua.raw.hget(keys.lock, 't'))).toBe(granted[1]);
+    expect(Number(await lockField(lua.raw, keys.lock, 't'))).toBe(granted[1]);
     await release('owner-2');
     expect(await lua.scripts.run('cancel', { keys, waiterId: 'w1', ownerToken: 'owner-2' })).toEqual([0, 0]);
   });
@@ -348,7 +349,7 @@ describe('heartbeat.lua', () => {
     await sleep(50);
     const reply = (await beat([{ id: 'w1', ownerToken: 'owner-2' }])) as unknown[];
     expect(reply).toEqual([int, 'w1']);
-    expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-2');
+    expect(await lockField(lua.raw, keys.lock, 'o')).toBe('owner-2');
   });
 
   it('{0, ""}: the lock is free', async () => {
@@ -360,7 +361,7 @@ describe('force-release.lua', () => {
   it('{1, fencingToken, holder, evictedOwnerToken}: released whoever held it; {0}: no live lease', async () => {
     const [, token] = (await acquire('owner-1', { holder: 'stuck' })) as [number, number];
     expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1']);
-    expect(await lua.raw.hgetall(keys.lock)).toEqual({ t: String(token) });
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: String(token) });
     expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([0]);
     await acquire('owner-2');
     expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2']);
@@ -464,14 +465,14 @@ describe('change notices (_watch.lua)', () => {
     // A queue: the hash says so (q) until the queue's end, and lives as long.
     await acquire('owner-2');
     await acquire('owner-3', { waitMs: GRACE_MS * 5, waiterId: 'w1' });
-    const q = Number(await lua.raw.hget(keys.lock, 'q'));
+    const q = Number(await lockField(lua.raw, keys.lock, 'q'));
     expect(q).toBeGreaterThan(Date.now() + GRACE_MS * 4);
     expect(await lua.raw.pttl(keys.lock)).toBeGreaterThanOrEqual(Number(await lua.raw.pttl(keys.queue)) - 5);
     // Handed on, then released with nobody left: the flag goes, and later calls do not look again.
     expect(await release('owner-2')).toBe(1);
-    expect(await lua.raw.hget(keys.lock, 'o')).toBe('owner-3');
+    expect(await lockField(lua.raw, keys.lock, 'o')).toBe('owner-3');
     expect(await release('owner-3')).toBe(1);
-    expect(await lua.raw.hget(keys.lock, 'q')).toBeNull();
+    expect(await lockField(lua.raw, keys.lock, 'q')).toBeNull();
   });
 });
 
@@ -547,7 +548,7 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
     expect(await lua.scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'someone', lockDelayMs: 1_000 })).toBe(0);
     expect(await lua.scripts.run('lockDelay', { lockKey: keys.lock, ownerToken: 'owner-1', lockDelayMs: 1_000 })).toBe(1);
     // The delay names its lease's owner: left in the hash after that lease, it never applies to a later one.
-    expect(await lua.raw.hget(keys.lock, 'd')).toBe('owner-1|1000');
+    expect(await lockField(lua.raw, keys.lock, 'd')).toBe('owner-1|1000');
   });
 });
 
@@ -570,7 +571,7 @@ describe('lock-set scripts', () => {
     expect(refused[0]).toBe(0);
     expect(refused[2]).toBe(1);
     expect(await lua.raw.exists(member('c').keys.lock)).toBe(0);
-    expect(await lua.raw.hget(member('a').keys.lock, 'o')).toBe('set-1');
+    expect(await lockField(lua.raw, member('a').keys.lock, 'o')).toBe('set-1');
   });
 
   it('lock-set-renew: {1, expiresAtMs, tokens...} only when the token holds every key; {0} and nothing changed otherwise', async () => {
@@ -598,7 +599,7 @@ describe('lock-set scripts', () => {
       lua.scripts.run('lockSetRelease', { members: ['a', 'b'].map(member), ownerToken, graceMs: GRACE_MS, channelPrefix: CHANNELS });
     expect(await release('other')).toBe(0);
     expect(await release('set-1')).toBe(1);
-    expect(await lua.raw.hget(member('a').keys.lock, 'o')).toBeNull();
+    expect(await lockField(lua.raw, member('a').keys.lock, 'o')).toBeNull();
     expect(await release('set-1')).toBe(0);
   });
 });

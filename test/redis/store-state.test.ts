@@ -7,6 +7,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
+import { setLockFields } from '../helpers/lock-record.js';
 
 /**
  * The Redis store from states a test writes straight into Redis: what the conformance suite cannot
@@ -43,7 +44,7 @@ describe('redis store: states planted in Redis', () => {
     const key = uniqueKey();
     // Far ahead of the Redis clock in microseconds (~1.8e15 today), still well below 2^53.
     const last = 5_000_000_000_000_000;
-    await raw.hset(new KeySpace(PREFIX).lock(key), 't', String(last));
+    await setLockFields(raw, new KeySpace(PREFIX).lock(key), { t: String(last) });
     const ownerToken = newOwnerToken();
     const first = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
     expect(first).toMatchObject({ acquired: true, fencingToken: last + 1 });

@@ -8,6 +8,7 @@ import { RedisStore, type RedisStoreOptions } from '../../src/store/redis/redis-
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
+import { lockField, setLockFields } from '../helpers/lock-record.js';
 
 /**
  * The Redis store's own wiring, each test on a store it builds itself: what the constructor hands to
@@ -173,7 +174,7 @@ describe('redis store: watch channels', () => {
     const key = uniqueKey('marked');
     const changes = vi.fn();
     const stop = await store.watchChanges(key, changes);
-    expect(Number(await raw.hget(keys.lock(key), 'w'))).toBeGreaterThan(Date.now());
+    expect(Number(await lockField(raw, keys.lock(key), 'w'))).toBeGreaterThan(Date.now());
     await take(store, key, 5_000);
     await vi.waitFor(() => expect(changes).toHaveBeenCalled());
     stop();
@@ -245,7 +246,7 @@ describe('redis store: watch channels', () => {
     }
     const changes = vi.fn();
     const stop = await store.watchChanges(key, changes);
-    expect(await raw.hget(keys.lock(key), 'w')).not.toBeNull();
+    expect(await lockField(raw, keys.lock(key), 'w')).not.toBeNull();
     await raw.publish(channel, '');
     await vi.waitFor(() => expect(changes).toHaveBeenCalled());
     stop();
@@ -320,16 +321,16 @@ describe('redis store: watch channels', () => {
       const changes = vi.fn();
       const stop = await store.watchChanges(key, changes);
       // Redis lost the mark (a FLUSHALL, a failover to a replica that never had it).
-      await raw.hdel(keys.lock(key), 'w');
+      await setLockFields(raw, keys.lock(key), { w: null });
       vi.advanceTimersByTime(10_000);
       await vi.waitFor(() => expect(changes).toHaveBeenCalled());
-      expect(await raw.hget(keys.lock(key), 'w')).not.toBeNull();
+      expect(await lockField(raw, keys.lock(key), 'w')).not.toBeNull();
       stop();
-      await raw.hdel(keys.lock(key), 'w');
+      await setLockFields(raw, keys.lock(key), { w: null });
       vi.advanceTimersByTime(10_000);
       // A round trip behind any renewal the interval would have sent on the same connection.
       await store.inspect(key);
-      expect(await raw.hget(keys.lock(key), 'w')).toBeNull();
+      expect(await lockField(raw, keys.lock(key), 'w')).toBeNull();
       await closeNow(store);
     } finally {
       vi.useRealTimers();

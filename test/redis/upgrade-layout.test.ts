@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { createRedisClient } from '../../src/store/redis/client.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
@@ -6,14 +6,15 @@ import { migrateLayout } from '../../src/store/redis/migrate-layout.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { lockFields, toLockHash } from '../helpers/lock-record.js';
 
 /**
  * Upgrading a running deployment to the sharded layout, as docs/operations.md says: the instances stop
  * with leases held, waiters queued and quota entries written in the layout before shards; the
  * migration runs; the new version then serves them. The old layout is written here as the version
- * before wrote it: every record's format is unchanged (the new store writes it), and the keys carry the
- * old names (each key renamed to `P{ns}kind/name`, the quota one `P slots:{ns}` set with a member per
- * lease, score its end), as the old key space built them.
+ * before wrote it: the new store writes the records (a lock's then rewritten as the hash that version
+ * kept, toLockHash), and the keys carry the old names (each key renamed to `P{ns}kind/name`, the quota
+ * one `P slots:{ns}` set with a member per lease, score its end), as the old key space built them.
  */
 const PREFIX = 'up:';
 const NS = 'team';
@@ -37,6 +38,8 @@ async function toOldLayout(): Promise<string[]> {
       if (/\}[QE]$/.test(key)) await raw.del(key);
       else {
         await raw.rename(key, old);
+        // That layout kept a lock as a hash of its fields.
+        if (/\}\//.test(old)) await toLockHash(raw, old);
         renamed.push(old);
       }
     }
@@ -153,6 +156,77 @@ describe('upgrading from the layout before shards', () => {
     } finally {
       raw.disconnect();
       await store.close();
+    }
+  }, 60_000);
+});
+
+/**
+ * Upgrading to the packed lock record (_lock.lua) needs no migration: the scripts read a lock hash of
+ * the version before as it was, and their next write replaces it with the record. The hashes are written
+ * here as that version left them (the new store's records rewritten field by field: toLockHash), with
+ * each kind of state a lock may be in: held with a label and an idempotency key, free with its last token
+ * kept for the grace, expired within its lock-delay.
+ */
+describe('upgrading from lock hashes to packed lock records', () => {
+  it('no lease lost or doubled, no token going back, the delay kept; each hash becomes a record at its first write', async () => {
+    const prefix = 'rec:';
+    const keys = new KeySpace(prefix);
+    const before = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
+    const held = { key: `${NS}/held`, ownerToken: newOwnerToken() };
+    const freed = { key: `${NS}/freed`, ownerToken: newOwnerToken() };
+    const delayed = { key: `${NS}/delayed`, ownerToken: newOwnerToken() };
+    const idempotencyKey = 'scope:fingerprint';
+    const grantHeld = await before.acquire({ ...held, ttlMs: 30_000, holder: 'worker-a', idempotencyKey });
+    const grantFreed = await before.acquire({ ...freed, ttlMs: 30_000, holder: null });
+    const grantDelayed = await before.acquire({ ...delayed, ttlMs: 50, holder: null, lockDelayMs: 30_000 });
+    if (!grantHeld.acquired || !grantFreed.acquired || !grantDelayed.acquired) throw new Error('not granted');
+    expect(await before.release(freed.key, freed.ownerToken)).toBe(true);
+    await before.close();
+    const raw = server.client();
+    try {
+      for (const id of [held.key, freed.key, delayed.key]) {
+        await toLockHash(raw, keys.lock(id));
+        expect(await raw.type(keys.lock(id))).toBe('hash');
+      }
+      // The delayed lease has run out (its hash still names its owner and end: the delay applies).
+      await vi.waitFor(async () => expect(Number(await raw.hget(keys.lock(delayed.key), 'e'))).toBeLessThan(Date.now() - 5), {
+        timeout: 5_000,
+      });
+
+      const store = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
+      try {
+        // Not lost: the holder is seen, replayed to its idempotent retry, and renews with its token.
+        expect(await store.inspect(held.key)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
+        const retry = await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, idempotencyKey });
+        expect(retry).toMatchObject({ acquired: true, fencingToken: grantHeld.fencingToken, replayed: { ownerToken: held.ownerToken } });
+        // Not doubled: nobody else is granted it.
+        expect((await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect(await store.renew(held.key, held.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantHeld.fencingToken });
+        // Written once, it is a record, with every field it had.
+        expect(await raw.type(keys.lock(held.key))).toBe('string');
+        expect(await lockFields(raw, keys.lock(held.key))).toMatchObject({
+          o: held.ownerToken,
+          t: String(grantHeld.fencingToken),
+          h: 'worker-a',
+          i: idempotencyKey,
+        });
+        expect(await store.inspect(held.key)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
+        // The delay of the expired lease still holds the lock; its last token is kept.
+        expect((await store.acquire({ key: delayed.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect(await store.inspectIndexed(delayed.key)).toMatchObject({ state: null, lastFencingToken: grantDelayed.fencingToken });
+        // The freed lock is granted above its last token.
+        const next = await store.acquire({ key: freed.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        expect(next.acquired && next.fencingToken > grantFreed.fencingToken).toBe(true);
+        expect(await raw.type(keys.lock(freed.key))).toBe('string');
+        // The holder releases with its token; the next grant is numbered above it.
+        expect(await store.release(held.key, held.ownerToken)).toBe(true);
+        const after = await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        expect(after.acquired && after.fencingToken > grantHeld.fencingToken).toBe(true);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      raw.disconnect();
     }
   }, 60_000);
 });

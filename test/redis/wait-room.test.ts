@@ -8,6 +8,7 @@ import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps } from '../../src/store/shared/wait-room.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
+import { lockField } from '../helpers/lock-record.js';
 
 /**
  * The Redis store's wait room at the moments the contract cannot place: a hand-over message that comes
@@ -236,7 +237,7 @@ describe('redis wait room', () => {
     await queued();
     expect(await store.release(key, holder)).toBe(true);
     expect(await waiter.outcome).toMatchObject({ acquired: true });
-    expect(await raw.hget(keySpace.lock(key), 'o')).toBe(waiter.ownerToken);
+    expect(await lockField(raw, keySpace.lock(key), 'o')).toBe(waiter.ownerToken);
   });
 
   it('a wait that runs out while Redis does not answer rejects instead of hanging', async () => {
@@ -299,7 +300,7 @@ describe('redis wait room', () => {
     const waiter = wait(key, 5_000);
     await queued();
     expect(await store.release(key, holder)).toBe(true);
-    expect(await raw.hget(keySpace.lock(key), 'o')).toBe(waiter.ownerToken);
+    expect(await lockField(raw, keySpace.lock(key), 'o')).toBe(waiter.ownerToken);
     const answer = expect(waiter.outcome).rejects.toThrow(/closing/);
     await store.close();
     await answer;

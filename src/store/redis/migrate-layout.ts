@@ -11,7 +11,9 @@ import { dataNodes } from './nodes.js';
  * meanwhile, so each key is read, written under its new name with the time it had left, and deleted.
  *
  * - Lock hashes and permit pools (with their ends) keep every field: owner tokens, lease ends, fencing
- *   tokens, holder labels, lock-delays. A holder renews and releases with the token it has.
+ *   tokens, holder labels, lock-delays. A holder renews and releases with the token it has. A lock stays
+ *   a hash under its new name: the lock scripts read it as it is and write it back as the packed lock
+ *   record (scripts/_lock.lua).
  * - Wait queues and waiter records are dropped: their callers were connected to the stopped instances,
  *   which answered them when they stopped. The `q` field that announced a queue goes with them.
  * - The quota: every live member of the old sorted sets is counted again, in the new shards: a plain

@@ -4,7 +4,7 @@ way, once, and tests a lease the same way. Defines:
 
   nowMs, nowUs            the Redis clock, read once per script: Unix ms and us
   fmt(n) -> string        an integer as digits (tostring would use exponent form)
-  isLive(owner, endMs)    whether a lock hash's owner (field o) and lease end (field e, a number or nil)
+  isLive(owner, endMs)    whether a lock record's owner (field o) and lease end (field e, a number or nil)
                           describe a live lease: an owner, and an end after now
 
 Scripts that may hand a lock to a waiter also include _handover.lua (see its header).

@@ -1,21 +1,19 @@
 --[[
 Shared include (not a command of its own): lock-delay. A lease granted with a lock-delay keeps it in
-its hash (field d = "ownerToken|ms"); when the lease EXPIRES (its owner field still set, its end
-passed), the lock stays unavailable until end + ms. A release or force release deletes the owner
-field, which ends the delay at once. d names its lease's owner, so a d left over from an earlier lease
-never applies to a later one (no grant has to delete it). The fencing grace (how long the hash
-outlives the lease) is never shorter than the longest delay the service allows (config).
-Uses nowMs from _common.lua. Defines:
+its record (field d = "ownerToken|ms", _lock.lua); when the lease EXPIRES (its owner field still set,
+its end passed), the lock stays unavailable until end + ms. A release or force release deletes the
+owner field, which ends the delay at once (and drops d). d names its lease's owner, so a d left over
+from an earlier lease would never apply to a later one; a grant drops it all the same (a shorter
+record). The fencing grace (how long the record outlives the lease) is never shorter than the longest
+delay the service allows (config).
+Uses nowMs from _common.lua and writeLock from _lock.lua. Defines:
 
-  lockDelayLeft(lockKey, owner, endMs) -> ms   time left of an expired lease's lock-delay, 0 if none
-  setLockDelay(lockKey, owner, ms)             stores the delay of owner's lease (when ms > 0)
+  lockDelayLeft(cur) -> ms                     time left of an expired lease's lock-delay, 0 if none
+  setLockDelay(lockKey, cur, owner, ms)        stores the delay of owner's lease (when ms > 0)
 ]]
-local function lockDelayLeft(lockKey, owner, endMs)
-  if not owner or not endMs or endMs > nowMs then
-    return 0
-  end
-  local d = redis.call('HGET', lockKey, 'd')
-  if not d then
+local function lockDelayLeft(cur)
+  local owner, endMs, d = cur[1], tonumber(cur[2]), cur[9]
+  if not owner or not endMs or endMs > nowMs or not d then
     return 0
   end
   local of, ms = string.match(d, '^(.*)|(%d+)$')
@@ -25,8 +23,9 @@ local function lockDelayLeft(lockKey, owner, endMs)
   return math.max(0, endMs + tonumber(ms) - nowMs)
 end
 
-local function setLockDelay(lockKey, owner, ms)
+local function setLockDelay(lockKey, cur, owner, ms)
   if tonumber(ms) > 0 then
-    redis.call('HSET', lockKey, 'd', owner .. '|' .. ms)
+    cur[9] = owner .. '|' .. ms
+    writeLock(lockKey, cur)
   end
 end

@@ -20,12 +20,12 @@ _lock.lua. Defines:
   dropWaiter(KEYS, id)               takes a waiter out of the queue and its record
   tellWaiter(channelPrefix, instance, id, token, endMs, name)   the hand-over message
 
-The wait queue of a lock is two keys beside its hash, sharing its hash tag:
+The wait queue of a lock is two keys beside its record, sharing its hash tag:
   queue   ZSET   member = waiter id, score = arrival time (us, Redis clock): FIFO order
   waiters HASH   waiter id -> "aliveUntilMs|deadlineMs|ttlMs|ownerToken|instanceId|holder"
 A waiter is live while both aliveUntilMs (pushed forward by its instance's heartbeat) and deadlineMs
 (the end of its waitMs) are in the future. Dead waiters are dropped when they reach the head.
-The lock hash's field q says until when the queue may exist (acquire.lua sets it when it queues
+The lock record's field q says until when the queue may exist (acquire.lua sets it when it queues
 someone; it is dropped once the queue is found empty), so scripts look at the queue only then.
 
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
@@ -39,50 +39,20 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 --- @include "_delay"
 
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
--- hash (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
--- Values stay below 2^53, so Lua's doubles hold them exactly.
--- The holder label (h) and idempotency key (i) are set when given and otherwise removed (if cur has
--- them), so neither is ever left over from an earlier lease (an old idempotency key must never answer
--- with a new owner's lease).
--- Written out field by field: a plain grant (no label, no idempotency key, none left over) then
--- builds no table; this runs on every grant.
+-- record (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
+-- Values stay below 2^53, so Lua's doubles (and cmsgpack's integers) hold them exactly.
+-- The holder label (h) and idempotency key (i) are set when given and otherwise dropped, so neither is
+-- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's
+-- lease); so is an earlier lease's lock-delay (d). One SET writes the record and its expiry.
 local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec)
-  local lastToken = cur[3]
-  local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)
+  local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
-  if unitSec then
-    redis.call('HSET', lockKey, 'b', unitSec)
-  elseif cur[8] then
-    redis.call('HDEL', lockKey, 'b')
-  end
-  cur[8] = unitSec
-  if idem == '' and holder == '' then
-    redis.call('HSET', lockKey, 'o', owner, 'e', fmt(expiresAt), 't', fmt(token))
-  else
-    local set = {'o', owner, 'e', fmt(expiresAt), 't', fmt(token)}
-    if idem ~= '' then
-      table.insert(set, 'i')
-      table.insert(set, idem)
-    end
-    if holder ~= '' then
-      table.insert(set, 'h')
-      table.insert(set, holder)
-    end
-    redis.call('HSET', lockKey, unpack(set))
-  end
-  -- A field HMGET found absent reads false, so these test truthiness.
-  local dropIdem, dropHolder = idem == '' and cur[4], holder == '' and cur[5]
-  if dropIdem and dropHolder then
-    redis.call('HDEL', lockKey, 'i', 'h')
-  elseif dropIdem then
-    redis.call('HDEL', lockKey, 'i')
-  elseif dropHolder then
-    redis.call('HDEL', lockKey, 'h')
-  end
+  cur[1], cur[2], cur[3] = owner, expiresAt, token
   cur[4] = idem ~= '' and idem or nil
   cur[5] = holder ~= '' and holder or nil
-  cur[1], cur[2], cur[3] = owner, expiresAt, token
-  keepLock(lockKey, ttlMs + graceMs, cur)
+  cur[8] = unitSec
+  cur[9] = nil
+  writeLock(lockKey, cur, ttlMs + graceMs)
   return token, expiresAt
 end
 
@@ -168,7 +138,7 @@ local function refreshWaiters(keys, livenessMs, from)
   end
 end
 
--- The lock is not live (the caller has checked); cur is its hash as read (and updated) by the caller.
+-- The lock is not live (the caller has checked); cur is its record as read (and updated) by the caller.
 local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
   if not queuedNow(cur) then
     return nil
@@ -177,8 +147,8 @@ local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
     local id, raw = queueHead(keys)
     if not id then
       -- Nobody left: later calls need not look again.
-      redis.call('HDEL', keys[1], 'q')
       cur[6] = nil
+      writeLock(keys[1], cur)
       return nil
     end
     dropWaiter(keys, id)
@@ -198,7 +168,7 @@ end
 
 local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = readLock(keys[1])
-  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then
+  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(cur) > 0 then
     return nil, cur
   end
   return handOverFree(keys, cur, graceMs, channelPrefix, lockName), cur
@@ -206,7 +176,6 @@ end
 
 -- Ends the live lease in cur (release, force release): the last token stays for the grace period.
 local function freeLease(lockKey, cur, graceMs)
-  redis.call('HDEL', lockKey, 'o', 'e', 'h', 'i', 'b')
-  cur[1], cur[2], cur[4], cur[5], cur[8] = nil, nil, nil, nil, nil
-  keepLock(lockKey, graceMs, cur)
+  cur[1], cur[2], cur[4], cur[5], cur[8], cur[9] = nil, nil, nil, nil, nil, nil
+  writeLock(lockKey, cur, graceMs)
 end

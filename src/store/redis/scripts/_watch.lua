@@ -13,7 +13,7 @@ Defines:
 The channel prefix is the grant channel prefix the scripts already get (instance ids never contain
 ':', so a change channel is never an instance's grant channel). Each keyholder instance subscribes
 once per watched key and fans out in process (src/domain/watch.ts): one PUBLISH per change, whatever
-the number of watchers. An instance that subscribes marks the lock hash as watched (field w, kept
+the number of watchers. An instance that subscribes marks the lock record as watched (field w, kept
 ahead while it stays subscribed: watch-mark.lua), so a lock nobody watches costs no
 PUBLISH. An expiry is not announced (nothing runs then): watchers time it.
 ]]

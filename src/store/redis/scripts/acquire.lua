@@ -2,7 +2,8 @@
 acquire: grant the lock if it is free and nobody is queued; otherwise queue the caller (when it
 waits) or refuse.
 
-Lock hash (one key per lock; the key expires at lease end + grace, so an idle lock leaves nothing):
+Lock record (one string key per lock, its fields packed: _lock.lua; the key expires at lease end +
+grace, so an idle lock leaves nothing):
   o = owner token of the live lease (absent when free)
   e = lease end, Unix ms on the Redis clock (absent when free)
   h = holder label (optional)
@@ -12,9 +13,11 @@ Lock hash (one key per lock; the key expires at lease end + grace, so an idle lo
       script looks at the queue
   w = until when an instance watches the lock, Unix ms (watch-mark.lua); change notices only then
   d = the lock-delay of a lease (_delay.lua)
-The hash lives until its lease's end plus the grace, or longer while q or w need it (keepLock, _lock.lua).
+  b = the second of a handed-over lease's quota unit (_lock.lua unitSecond)
+The record lives until its lease's end plus the grace, or longer while q or w need it (writeLock,
+_lock.lua).
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 KEYS[4]  the count of the lock's quota shard (HASH; same hash tag as the lock, so the same Cluster slot;
@@ -23,7 +26,7 @@ KEYS[5]  the ends of the lock's quota shard (ZSET; see _quota.lua)
 ARGV[1]  owner token of the new lease
 ARGV[2]  lease length, ms (integer > 0)
 ARGV[3]  holder label, "" for none
-ARGV[4]  fencing grace, ms: how long the hash outlives the lease
+ARGV[4]  fencing grace, ms: how long the record outlives the lease
 ARGV[5]  wait, ms: 0 = do not wait
 ARGV[6]  waiter id (unique; used when queued)
 ARGV[7]  instance id of the caller's keyholder (its grant channel)
@@ -74,9 +77,9 @@ local maxSlots = tonumber(ARGV[13])
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
-local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)
+local delayLeft = live and 0 or lockDelayLeft(cur)
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
--- queue is only looked at when the lock is free and its hash says someone was queued (q).
+-- queue is only looked at when the lock is free and its record says someone was queued (q).
 if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[10], ARGV[11]) then
   expiresAt = tonumber(cur[2])
   live = true
@@ -88,7 +91,7 @@ if not live and delayLeft == 0 then
     return {5, full}
   end
   local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12])
-  setLockDelay(KEYS[1], ARGV[1], ARGV[14])
+  setLockDelay(KEYS[1], cur, ARGV[1], ARGV[14])
   publishChange(ARGV[10], ARGV[11], cur)
   return {1, token, leaseEnd}
 end
@@ -115,9 +118,8 @@ if full then
 end
 
 local keep = enqueue(KEYS, ARGV[6], waitMs, tonumber(ARGV[9]), ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[7] .. '|' .. ARGV[3])
--- The hash says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
+-- The record says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
 -- until its end plus the grace so far.
 cur[6] = math.max(tonumber(cur[6]) or 0, nowMs + keep)
-redis.call('HSET', KEYS[1], 'q', fmt(cur[6]))
-keepLock(KEYS[1], expiresAt + graceMs - nowMs, cur)
+writeLock(KEYS[1], cur, expiresAt + graceMs - nowMs)
 return {3, retryAfter}

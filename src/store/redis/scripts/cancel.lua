@@ -2,7 +2,7 @@
 cancel: take a waiter out of the queue (its wait ran out or its caller left). If it was granted the
 lock in the meantime, say so, so that the grant is either delivered or released, never lost.
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 KEYS[4]  the count of the lock's quota shard (see _quota.lua)
@@ -15,12 +15,13 @@ Returns:
                                    retryAfterMs: time left on the current lease, 0 when free
   {1, fencingToken, expiresAtMs}   it was already granted the lock and holds a live lease
 ]]
+--- @include "_lock"
 --- @include "_quota"
 
 local record = redis.call('HGET', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local wasQueued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't')
+local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
 if not wasQueued and live and cur[1] == ARGV[2] then

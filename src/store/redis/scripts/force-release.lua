@@ -3,9 +3,9 @@ force-release: free a live lease whoever holds it (an administrator's override).
 it keeps the last fencing token (for the grace period), so the next grant is numbered above the
 evicted one; and the evicted owner token is gone, so it can no longer renew or release.
 If callers are queued, the lock goes to the first of them, as on release.
-Hash layout: see acquire.lua.
+Record layout: see acquire.lua.
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 KEYS[4]  the count of the lock's quota shard (see _quota.lua)

@@ -3,7 +3,7 @@ heartbeat: an instance's periodic (and lease-end) visit to a lock it has callers
 its waiters alive, hands a lock whose lease ran out to the first live waiter, and reports whether one
 of its own waiters now holds the lock (in case the hand-over message was missed).
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 ARGV[1]  waiter liveness, ms

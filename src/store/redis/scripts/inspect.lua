@@ -1,9 +1,9 @@
 --[[
 inspect: read the live lease on a lock, timed on the Redis clock. Read-only.
-Includes _handover.lua (the live-waiter count); hash and queue layout: see acquire.lua and
+Includes _handover.lua (the live-waiter count); record and queue layout: see acquire.lua and
 _handover.lua. The owner token is never returned.
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 
@@ -15,9 +15,9 @@ Returns:
 ]]
 --- @include "_handover"
 
-local cur = redis.call('HMGET', KEYS[1], 'o', 'e', 't', 'h')
+local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
-  return {0, tonumber(cur[3]) or 0, lockDelayLeft(KEYS[1], cur[1], expiresAt)}
+  return {0, tonumber(cur[3]) or 0, lockDelayLeft(cur)}
 end
-return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[4] or '', liveWaiters(KEYS, false)}
+return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[5] or '', liveWaiters(KEYS, false)}

@@ -36,7 +36,7 @@ for i = 1, n do
   if isLive(cur[1], expiresAt) then
     left = expiresAt - nowMs
   else
-    left = lockDelayLeft(keys[1], cur[1], expiresAt)
+    left = lockDelayLeft(cur)
     if left == 0 and queuedNow(cur) and liveWaiters(keys, false) > 0 then
       left = 1
     end
@@ -57,7 +57,7 @@ local reply = {1, nowMs + ttl}
 for i = 1, n do
   local lockKey = KEYS[3 * i - 2]
   local token = grantLease(lockKey, curs[i], ARGV[1], ttl, ARGV[3], graceMs, '')
-  setLockDelay(lockKey, ARGV[1], ARGV[5])
+  setLockDelay(lockKey, curs[i], ARGV[1], ARGV[5])
   publishChange(ARGV[6], ARGV[6 + i], curs[i])
   reply[#reply + 1] = token
 end

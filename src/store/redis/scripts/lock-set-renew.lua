@@ -24,8 +24,8 @@ end
 local ttl = tonumber(ARGV[2])
 local reply = {1, nowMs + ttl}
 for i = 1, #KEYS do
-  redis.call('HSET', KEYS[i], 'e', fmt(nowMs + ttl))
-  keepLock(KEYS[i], ttl + tonumber(ARGV[3]), curs[i])
+  curs[i][2] = nowMs + ttl
+  writeLock(KEYS[i], curs[i], ttl + tonumber(ARGV[3]))
   reply[#reply + 1] = tonumber(curs[i][3])
 end
 return reply

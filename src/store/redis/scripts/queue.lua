@@ -3,7 +3,7 @@ queue: the first live callers queued for a lock, a semaphore or a read/write loc
 inspect shows them (like the Web Locks API's query()). Read-only; never returns owner tokens or waiter ids.
 Queue layout: see _handover.lua (locks) and _permits.lua (semaphores, read/write locks).
 
-KEYS[1]  the lock hash or the pool hash (unused: it names the key's Cluster slot)
+KEYS[1]  the lock record or the pool hash (unused: it names the key's Cluster slot)
 KEYS[2]  the wait queue (ZSET: waiter id by arrival time, us)
 KEYS[3]  the waiter records (HASH)
 ARGV[1]  the most callers to return

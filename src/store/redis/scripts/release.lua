@@ -1,9 +1,9 @@
 --[[
 release: free a live lease, only for its owner, and hand the lock to the first live waiter.
 The last fencing token stays in the hash (for the grace period), so the next grant is numbered above
-it even inside the same microsecond. Hash layout: see acquire.lua.
+it even inside the same microsecond. Record layout: see acquire.lua.
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the lock's wait queue (ZSET)
 KEYS[3]  the lock's waiter records (HASH)
 KEYS[4]  the count of the lock's quota shard (see _quota.lua)

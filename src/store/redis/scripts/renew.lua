@@ -1,8 +1,8 @@
 --[[
 renew: extend a live lease, only for its owner. The fencing token does not change.
-Hash layout: see acquire.lua.
+Record layout: see acquire.lua.
 
-KEYS[1]  the lock hash
+KEYS[1]  the lock record
 KEYS[2]  the count of the lock's quota shard (see _quota.lua): the lease's unit, if it has one, is
          counted to the lease's new end
 KEYS[3]  the ends of the lock's quota shard
@@ -28,9 +28,6 @@ local newExpiresAt = nowMs + ttl
 -- The lease's quota unit (if counted) moves to its new end's second; field b (a waiter's unit) is then done.
 local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
 quotaMove({KEYS[2], KEYS[3]}, from, to)
-redis.call('HSET', KEYS[1], 'e', fmt(newExpiresAt))
-if cur[8] then
-  redis.call('HDEL', KEYS[1], 'b')
-end
-keepLock(KEYS[1], ttl + tonumber(ARGV[3]), cur)
+cur[2], cur[8] = newExpiresAt, nil
+writeLock(KEYS[1], cur, ttl + tonumber(ARGV[3]))
 return {1, tonumber(cur[3]), newExpiresAt}
