@@ -80,11 +80,11 @@ export interface EvictedLease {
 }
 
 /** What each kind's reads answer: a lock keeps its own shapes (its HTTP answers are built from them). */
-export interface LeaseReads {
+export type LeaseReads = {
   readonly lock: { readonly state: LockState; readonly indexed: IndexedLockState; readonly page: ListPage };
-  readonly semaphore: { readonly state: PermitState; readonly indexed: IndexedPermitState; readonly page: PermitListPage };
-  readonly rwlock: { readonly state: PermitState; readonly indexed: IndexedPermitState; readonly page: PermitListPage };
-}
+} & {
+  readonly [K in PermitKind]: { readonly state: PermitState; readonly indexed: IndexedPermitState; readonly page: PermitListPage };
+};
 
 export interface LeaseStore extends SlotStore {
   /** What kind of store this is, for health output and logs. */
