@@ -1,5 +1,4 @@
 import { StoreUnavailableError } from '../../domain/errors.js';
-import type { LeaseAcquire, LeaseAcquireOutcome } from '../../domain/lease-store.js';
 import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryLeases } from './memory-leases.js';
@@ -68,11 +67,6 @@ export class MemoryStore implements LockStore {
   /** Whether any state (a lease, or a remembered fencing token) is kept for the lock `key`. */
   has(key: string): boolean {
     return this.permits.has('lock', key);
-  }
-
-  /** The one acquire of the lease engine (LeaseStore.acquire). */
-  acquireLease(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
-    return this.permits.acquire(request);
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
