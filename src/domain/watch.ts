@@ -59,7 +59,10 @@ export function lockWatchSource(store: ChangeFeed & { inspectIndexed(id: string)
 }
 
 /** A semaphore's or read/write lock's source: its indexed state, re-read when its earliest lease ends. */
-export function permitWatchSource(permits: PermitStore, kind: PermitKind): WatchSource<IndexedPermitState> {
+export function permitWatchSource(
+  permits: Pick<PermitStore, 'watchPermitChanges' | 'inspectPermitsIndexed'>,
+  kind: PermitKind,
+): WatchSource<IndexedPermitState> {
   return {
     watchChanges: (id, onChange) => permits.watchPermitChanges(kind, id, onChange),
     read: (id) => permits.inspectPermitsIndexed(kind, id),

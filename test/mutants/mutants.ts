@@ -34,7 +34,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'memory-lock-set-partial',
-    file: 'src/store/memory/memory-store.ts',
+    file: 'src/store/memory/memory-leases.ts',
     find: 'if (busyKey !== undefined) return { acquired: false',
     replace: 'if (busyKey !== undefined && keys.length < 0) return { acquired: false',
     what: 'embedded store: a lock set is granted although one of its keys is busy',
@@ -153,10 +153,10 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'no-slot-when-waiting',
-    file: 'src/domain/lock-service.ts',
-    find: ': await this.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(request, waitMs, signal));',
-    replace: ': await this.acquireWaiting(request, waitMs, signal);',
-    what: 'no quota slot taken when waitMs > 0 (quota bypass)',
+    file: 'src/domain/lease-service.ts',
+    find: ': await lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));',
+    replace: ': await this.acquireWaiting(lane, request, refusals, waited);',
+    what: 'no quota slot taken when waitMs > 0 (quota bypass; every primitive)',
   },
   {
     id: 'renew-no-slot-extend',
@@ -181,10 +181,10 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   },
   {
     id: 'memory-handover-while-held',
-    file: 'src/store/memory/memory-store.ts',
-    find: 'if (this.liveEntry(key, now) !== undefined || this.delayedUntil(key, now) > 0) return;\n    const head',
-    replace: 'const head',
-    what: 'embedded store: the lock is handed to a waiter while it is still held',
+    file: 'src/store/memory/memory-leases.ts',
+    find: 'head !== undefined && used(pool) + head.weight <= pool.capacity;',
+    replace: 'head !== undefined;',
+    what: 'embedded store: a key is handed to a waiter while it is still held (no room left)',
   },
   {
     id: 'memory-clock-floor-ms',

@@ -1,0 +1,621 @@
+import { performance } from 'node:perf_hooks';
+import {
+  type DomainError,
+  HolderChangedError,
+  IdempotencyKeyReusedError,
+  InvalidRequestError,
+  LockHeldError,
+  NotOwnerError,
+  QuotaExceededError,
+  ShuttingDownError,
+} from './errors.js';
+import { FreshnessGuard } from './freshness.js';
+import { idempotencyKeyOf } from './idempotency.js';
+import {
+  type HeldQuery,
+  type LeaseGrant,
+  type LeaseObserver,
+  type LeaseRenewal,
+  LeaseRules,
+  observeOperation,
+  type OperationResult,
+} from './lease-rules.js';
+import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
+import type { LockLimits } from './limits.js';
+import type { Grant, IndexedLockState, QueuedCaller } from './lock-store.js';
+import { lockId } from './namespaces.js';
+import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-store.js';
+import { type LeaseClaim, NamespaceQuota, SLOT_MARGIN_MS } from './quota.js';
+import { randomBase64url } from './random.js';
+import { WaitGate } from './wait-gate.js';
+import { ChangeWatch, type IndexedView, lockWatchSource, permitWatchSource } from './watch.js';
+
+export type LeaseOperation = 'acquire' | 'renew' | 'release' | 'inspect';
+
+/** What the lease service reports as it works (metrics listen here); every method is optional. */
+export interface LeaseServiceObserver extends LeaseObserver {
+  /** `waitedSeconds`: the part of an acquire's duration spent waiting in the key's queue (0 otherwise). */
+  operation?(kind: LeaseKind, op: LeaseOperation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
+}
+
+/** How a primitive words a refusal: the room is taken, or the caller's capacity is not the live one. */
+export interface LeaseRefusals {
+  /** `weight`: what the refused caller asked for (a read/write lock tells the modes apart by it). */
+  full(key: string, retryAfterMs: number, weight: number): DomainError;
+  mismatch(key: string, requestedCapacity: number, liveCapacity: number, retryAfterMs: number): DomainError;
+}
+
+/** One acquire of one key, in the engine's words: the vocabularies fill it in. */
+export interface LeaseAsk {
+  readonly kind: LeaseKind;
+  readonly namespace: string;
+  readonly key: string;
+  readonly capacity: number;
+  readonly weight: number;
+  readonly ttlMs: number;
+  readonly holder: string | null;
+  /** Wait up to this long in the key's FIFO queue; 0 = answer at once. */
+  readonly waitMs: number;
+  /** Aborted when the caller goes away; a wait ends and any lease handed to it is given back. */
+  readonly signal?: AbortSignal;
+  /** The caller's Idempotency-Key and who sent it (locks): see AcquireOptions.idempotency. */
+  readonly idempotency?: { readonly callerId: string; readonly key: string };
+  /** Lock-delay after an expiry (locks); 0 or absent: none. */
+  readonly lockDelayMs?: number;
+}
+
+/** Several keys of one namespace held under one owner token, all or none (see LockSetService). */
+export interface LeaseSetAsk {
+  readonly namespace: string;
+  readonly keys: readonly string[];
+  readonly ttlMs: number;
+  readonly holder: string | null;
+  readonly waitMs: number;
+  readonly lockDelayMs: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface LeaseSetGrant {
+  readonly ownerToken: string;
+  /** Each key with its own fencing token, in the order the keys were asked for. */
+  readonly locks: ReadonlyArray<{ readonly key: string; readonly fencingToken: number }>;
+  readonly ttlMs: number;
+  readonly expiresAtMs: number;
+  readonly holder: string | null;
+}
+
+export interface LeaseSetRenewal {
+  readonly locks: ReadonlyArray<{ readonly key: string; readonly fencingToken: number }>;
+  readonly ttlMs: number;
+  readonly expiresAtMs: number;
+}
+
+/** What a force release evicted, for the caller's audit trail. */
+export interface Eviction {
+  readonly holder: string | null;
+  readonly fencingToken: number;
+}
+
+/** A grant or renewal the HTTP layer is about to send, for the last freshness check. */
+export interface FreshLease {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly ttlMs: number;
+  readonly decidedAt: number;
+}
+
+/** A key's view as a blocking query answers it: a lock's indexed state, or a permit key's. */
+type WatchViewOf<K extends LeaseKind> = K extends 'lock' ? IndexedView : LeaseReads[K]['indexed'];
+
+/** A store grant of one key and when the command that made it was sent (for a replay, the earlier lease). */
+interface DecidedGrant extends Grant {
+  readonly decidedAt: number;
+  readonly replayed?: { readonly ownerToken: string; readonly holder: string | null };
+}
+
+/** One acquire, as its steps (quota, store, freshness) need it. */
+interface Request extends LeaseClaim {
+  readonly ask: LeaseAsk;
+  readonly idempotencyKey?: string;
+  readonly lockDelayMs: number;
+}
+
+/** The engine's parts for one kind of key: its give-back, quota, late-grant guard, rules and watch. */
+interface Lane {
+  readonly quota: NamespaceQuota;
+  readonly freshness: FreshnessGuard;
+  readonly rules: LeaseRules;
+  readonly changes: ChangeWatch<IndexedView> | ChangeWatch<IndexedPermitState>;
+}
+
+/**
+ * 16 bytes = 128 bits from the OS CSPRNG: unguessable, so only the caller that was granted a lease can
+ * renew or release it. base64url keeps it URL- and JSON-safe (22 characters).
+ */
+const OWNER_TOKEN_BYTES = 16;
+
+export function newOwnerToken(): string {
+  return randomBase64url(OWNER_TOKEN_BYTES);
+}
+
+/** 16: enough for a transfer between a handful of accounts; a set is one script over all its keys. */
+export const MAX_LOCK_SET_KEYS = 16;
+
+/**
+ * The lease engine's rules, for every primitive: TTL, wait and lock-delay bounds, owner tokens, the
+ * namespace quota (one slot per lease; or inside the store's lock steps), the instance's wait caps,
+ * FIFO waiting with the give-back of a lease whose caller left, idempotent replays, the late-grant
+ * guard, blocking queries, force release and listings. The lock, semaphore, read/write lock and lock
+ * set services only translate their words into a lease of some capacity and weight, and back. It talks
+ * to one LeaseStore and knows nothing of HTTP or Redis.
+ */
+export class LeaseService {
+  /** This instance's waiting callers (shared by every primitive's service built on the same gate). */
+  readonly waitGate: WaitGate;
+  /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
+  private readonly quotaInStore: number;
+  private readonly maxHeld: number;
+  private readonly lanes = new Map<LeaseKind, Lane>();
+
+  constructor(
+    private readonly store: LeaseStore,
+    readonly limits: LockLimits,
+    private readonly observer: LeaseServiceObserver = {},
+    gate?: WaitGate,
+  ) {
+    this.waitGate = gate ?? new WaitGate(limits);
+    this.maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
+    const inside = store.quotaInside === true && this.maxHeld >= (store.quotaInsideFrom ?? 0);
+    this.quotaInStore = inside ? this.maxHeld : 0;
+  }
+
+  /** Aborted at shutdown (for every wait on this instance). */
+  get closingSignal(): AbortSignal {
+    return this.waitGate.signal;
+  }
+
+  /** Answers every waiting caller with ShuttingDownError; called once shutdown begins. */
+  shutdown(): void {
+    this.waitGate.shutdown();
+    for (const lane of this.lanes.values()) lane.changes.closeAll(new ShuttingDownError());
+  }
+
+  /** Blocking queries on `kind`'s keys (one subscription per watched key on this instance). */
+  changesOf<K extends LeaseKind>(kind: K): ChangeWatch<WatchViewOf<K>> {
+    // (The lane of `kind` was made by newWatch(kind): its views are that kind's.)
+    return this.lane(kind).changes as unknown as ChangeWatch<WatchViewOf<K>>;
+  }
+
+  checkTtl(ttlMs: number): void {
+    this.lane('lock').rules.checkTtl(ttlMs);
+  }
+
+  checkWaitMs(waitMs: number): void {
+    this.lane('lock').rules.checkWaitMs(waitMs);
+  }
+
+  /** The lock-delay asked for, checked against the bounds. */
+  checkLockDelay(lockDelayMs: number): number {
+    const max = this.limits.maxLockDelayMs ?? 0;
+    if (!Number.isInteger(lockDelayMs) || lockDelayMs < 0 || lockDelayMs > max) {
+      throw new InvalidRequestError('lockDelayMs', `must be an integer from 0 to ${max}`);
+    }
+    return lockDelayMs;
+  }
+
+  /**
+   * One lease on one key. Every method takes the caller's namespace and composes the store's id from it
+   * (namespaces.ts), so the same key in two namespaces is two keys with their own fencing sequences.
+   */
+  acquire(ask: LeaseAsk, refusals: LeaseRefusals): Promise<LeaseGrant> {
+    const waited = { seconds: 0 };
+    return this.observe(
+      ask.kind,
+      'acquire',
+      async () => {
+        const { kind, namespace, key, ttlMs, holder, waitMs, idempotency } = ask;
+        const lane = this.lane(kind);
+        lane.rules.checkTtl(ttlMs);
+        lane.rules.checkWaitMs(waitMs);
+        const lockDelayMs = this.checkLockDelay(ask.lockDelayMs ?? 0);
+        const request: Request = {
+          ask,
+          lockDelayMs,
+          namespace,
+          id: lockId(namespace, key),
+          ownerToken: newOwnerToken(),
+          ttlMs,
+          idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
+        };
+        const grant = await this.grantWithinQuota(lane, request, refusals, waited);
+        if (grant.replayed) {
+          // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+          // (A store with the quota inside takes none for a replay.)
+          await lane.quota.free(namespace, request.ownerToken);
+        }
+        // A replay answers with the earlier lease: its owner token and holder, not this call's.
+        return {
+          key,
+          ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
+          fencingToken: grant.fencingToken,
+          ttlMs,
+          expiresAtMs: grant.expiresAtMs,
+          holder: grant.replayed ? grant.replayed.holder : holder,
+          decidedAt: grant.decidedAt,
+        };
+      },
+      waited,
+    );
+  }
+
+  /**
+   * The grant, with the quota the service keeps (a store with the quota inside checks it in its own step).
+   * A retried acquire whose first answer was lost must get its lease back even at the namespace's cap:
+   * that lease already counts against the quota, so the refusal is checked once for a replay.
+   */
+  private async grantWithinQuota(
+    lane: Lane,
+    request: Request,
+    refusals: LeaseRefusals,
+    waited: { seconds: number },
+  ): Promise<DecidedGrant> {
+    const { waitMs, kind } = request.ask;
+    try {
+      return waitMs === 0
+        ? await lane.quota.grantNow(request, () => this.acquireOnce(lane, request, refusals, undefined))
+        : await lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));
+    } catch (error) {
+      // (A store with the quota inside looks for the replay before the cap, in the same step.)
+      if (!(error instanceof QuotaExceededError) || request.idempotencyKey === undefined || this.quotaInside(kind) !== undefined)
+        throw error;
+      // The key reused for another request is that answer, not the quota's; other failures leave the quota's.
+      const replay = await this.acquireOnce(lane, request, refusals, undefined).catch((lookError: unknown) => {
+        if (lookError instanceof IdempotencyKeyReusedError) throw lookError;
+        return undefined;
+      });
+      if (replay?.replayed) return replay;
+      // Not a replay: a lease this look granted over the cap is given straight back, unseen.
+      if (replay) await this.store.release(kind, [request.id], request.ownerToken).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** One store call; without `signal` (no wait) the answer is also checked for freshness here. */
+  private async acquireOnce(lane: Lane, request: Request, refusals: LeaseRefusals, signal: AbortSignal | undefined): Promise<DecidedGrant> {
+    const { ask, id, ownerToken, ttlMs, idempotencyKey, lockDelayMs } = request;
+    const { kind, capacity, weight, holder } = ask;
+    const outcome = await this.store.acquire({
+      kind,
+      keys: [id],
+      capacity,
+      weight,
+      ownerToken,
+      ttlMs,
+      holder,
+      waitMs: signal === undefined ? undefined : ask.waitMs,
+      signal,
+      idempotencyKey,
+      lockDelayMs,
+      maxHeldInNamespace: this.quotaInside(kind),
+    });
+    if (!outcome.acquired) {
+      if (outcome.reason === 'mismatch') throw refusals.mismatch(ask.key, capacity, outcome.capacity, outcome.retryAfterMs);
+      throw outcome.quotaFull
+        ? new QuotaExceededError(ask.namespace, this.quotaInStore, outcome.retryAfterMs)
+        : refusals.full(ask.key, outcome.retryAfterMs, weight);
+    }
+    const grant: DecidedGrant = {
+      fencingToken: outcome.fencingTokens[0] as number,
+      expiresAtMs: outcome.expiresAtMs,
+      decidedAt: outcome.decidedAt,
+      replayed: outcome.replayed,
+    };
+    if (signal === undefined) {
+      await lane.freshness.refuseIfLate({
+        id,
+        ownerToken: outcome.replayed?.ownerToken ?? ownerToken,
+        ttlMs,
+        decidedAt: outcome.decidedAt,
+      });
+    }
+    return grant;
+  }
+
+  private acquireWaiting(lane: Lane, request: Request, refusals: LeaseRefusals, waited: { seconds: number }): Promise<DecidedGrant> {
+    const { namespace, id, ttlMs, ask } = request;
+    return lane.rules.grantWaiting({
+      namespace,
+      id,
+      ttlMs,
+      callerSignal: ask.signal,
+      waited,
+      acquire: (signal) => this.acquireOnce(lane, request, refusals, signal),
+      ownerOf: (grant) => grant.replayed?.ownerToken ?? request.ownerToken,
+    });
+  }
+
+  /**
+   * The store's share of the quota, when it keeps it inside its lock steps (undefined: none). A plain
+   * value, not an object spread into the store's input: this runs on every acquire, and V8 builds a
+   * literal with a spread in it on a much slower path.
+   */
+  private quotaInside(kind: LeaseKind): number | undefined {
+    return kind === 'lock' && this.quotaInStore > 0 ? this.quotaInStore : undefined;
+  }
+
+  async renew(kind: LeaseKind, namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<LeaseRenewal> {
+    return this.observe(kind, 'renew', () =>
+      this.lane(kind).rules.renew(namespace, key, ownerToken, ttlMs, async (id) => {
+        const outcome = await this.store.renew(kind, [id], ownerToken, ttlMs);
+        return outcome.renewed
+          ? { renewed: true, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs: outcome.expiresAtMs }
+          : outcome;
+      }),
+    );
+  }
+
+  async release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
+    return this.observe(kind, 'release', () =>
+      this.lane(kind).rules.release(namespace, key, ownerToken, (id) => this.store.release(kind, [id], ownerToken)),
+    );
+  }
+
+  async inspect<K extends LeaseKind>(kind: K, namespace: string, key: string): Promise<LeaseReads[K]['state'] | null> {
+    return this.observe(kind, 'inspect', () => this.store.inspect(kind, lockId(namespace, key)));
+  }
+
+  /** The first callers queued for the key, head first (at most MAX_QUEUE_SHOWN). Never owner tokens. */
+  async queue(kind: LeaseKind, namespace: string, key: string): Promise<QueuedCaller[]> {
+    return this.observe(kind, 'inspect', () => this.store.queue(kind, lockId(namespace, key), MAX_QUEUE_SHOWN));
+  }
+
+  /**
+   * A blocking query (Consul's): the key's state and watch index, answered at once when the index
+   * differs from `index` (or `index` is undefined, or waitMs is 0), otherwise as soon as it changes,
+   * otherwise after `waitMs` with the unchanged state. Clients compare indexes for inequality only.
+   * `onChange`: see ChangeWatch.wait.
+   */
+  async watch<K extends LeaseKind>(
+    kind: K,
+    namespace: string,
+    key: string,
+    index: number | undefined,
+    waitMs: number,
+    signal?: AbortSignal,
+    onChange?: (view: WatchViewOf<K>) => void,
+  ): Promise<WatchViewOf<K>> {
+    const id = lockId(namespace, key);
+    const changes = this.changesOf(kind);
+    // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
+    return this.lane(kind).rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () =>
+      this.observe(kind, 'inspect', () => changes.current(id)),
+    );
+  }
+
+  /**
+   * An administrator's override: ends every live lease on the key, or with `fencingToken` only that one.
+   * The store keeps the fencing sequence, so the next grant's token is above the evicted ones, and the
+   * evicted owner tokens stop working. Returns what was evicted (for the audit log). When the named lease
+   * is no longer live but another is: HolderChangedError (nothing was changed).
+   */
+  async forceRelease(kind: LeaseKind, namespace: string, key: string, fencingToken?: number): Promise<Eviction[]> {
+    const id = lockId(namespace, key);
+    const evicted: EvictedLease[] = await this.store.forceRelease(kind, id, fencingToken);
+    if (evicted.length === 0 && fencingToken !== undefined) {
+      // Nothing changed; which answer that is (nobody holds it, or someone else does) is read after.
+      const state = await this.store.inspect(kind, id);
+      const current = state === null ? undefined : 'holders' in state ? state.holders[0] : state;
+      if (current !== undefined) throw new HolderChangedError(key, fencingToken, current);
+    }
+    const quota = this.lane(kind).quota;
+    await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken)));
+    return evicted.map(({ holder, fencingToken: token }) => ({ holder, fencingToken: token }));
+  }
+
+  /** One page of the keys with live leases, in one namespace or all of them; the vocabulary reads the entries. */
+  listHeld<K extends LeaseKind>(kind: K, query: HeldQuery & { limit: number; cursor?: string }): Promise<LeaseReads[K]['page']> {
+    const prefix = this.lane(kind).rules.listPrefix(query);
+    return this.store.list(kind, { prefix, limit: query.limit, cursor: query.cursor });
+  }
+
+  /**
+   * The late-grant check again, as the answer is about to leave the process (the HTTP layer calls it
+   * just before writing; see FreshnessGuard). Throws StoreUnavailableError, after giving the lease
+   * back, when the lease may have run out since the store decided it.
+   */
+  async confirmFresh(kind: LeaseKind, namespace: string, lease: FreshLease): Promise<void> {
+    const { key, ownerToken, ttlMs, decidedAt } = lease;
+    await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt });
+  }
+
+  /**
+   * A lock set: several keys of the caller's namespace held under ONE owner token, all or none, in one
+   * atomic store step, so nobody ever sees part of a set held and two overlapping sets asked for in any
+   * order cannot deadlock: nothing is held while a set waits.
+   *
+   * Waiting (waitMs): the set is not queued. The caller sleeps until the busy key it was refused on
+   * changes (a blocking query on that key: no polling) or its lease or lock-delay ends, then asks for
+   * the whole set again, until waitMs runs out. Fair FIFO order is NOT promised for sets.
+   *
+   * Quota: with a per-namespace cap, a set takes one quota slot per key, before it is asked for.
+   */
+  async acquireSet(ask: LeaseSetAsk): Promise<LeaseSetGrant> {
+    const { namespace, ttlMs, waitMs } = ask;
+    const ordered = this.checkKeys(ask.keys);
+    this.checkTtl(ttlMs);
+    this.checkWaitMs(waitMs);
+    const lockDelayMs = this.checkLockDelay(ask.lockDelayMs);
+    const ownerToken = newOwnerToken();
+    const deadline = performance.now() + waitMs;
+    // A set that may wait is an open wait like a queued acquire: admitted by the wait gate (namespace
+    // and instance caps) for the whole call, and counted on the busy key while it waits on it.
+    const leave = waitMs > 0 ? this.waitGate.enter(namespace) : undefined;
+    try {
+      await this.reserveSlots(namespace, ownerToken, ordered.length, ttlMs + waitMs);
+      let granted = false;
+      try {
+        const grant = await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
+        granted = true;
+        return grant;
+      } finally {
+        if (!granted) await this.freeSlots(namespace, ownerToken, ordered.length);
+      }
+    } finally {
+      leave?.();
+    }
+  }
+
+  private async grantSet(ask: LeaseSetAsk, ordered: readonly string[], ownerToken: string, deadline: number): Promise<LeaseSetGrant> {
+    const { namespace, ttlMs, holder, lockDelayMs, signal } = ask;
+    const ids = ordered.map((key) => lockId(namespace, key));
+    for (;;) {
+      const outcome = await this.store.acquire({ kind: 'lock', keys: ids, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
+      if (outcome.acquired) {
+        const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });
+        await guard.refuseIfLate({ id: ids[0] as string, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
+        return {
+          ownerToken,
+          locks: this.inAskedOrder(ask.keys, ordered, outcome.fencingTokens),
+          ttlMs,
+          expiresAtMs: outcome.expiresAtMs,
+          holder,
+        };
+      }
+      // (A set is of capacity-1 keys: never a mismatch.)
+      const busyId = outcome.reason === 'full' ? outcome.busyKey : (ids[0] as string);
+      const leftMs = deadline - performance.now();
+      const busyKey = ordered[ids.indexOf(busyId)] ?? ordered[0];
+      if (leftMs <= 0) throw new LockHeldError(busyKey ?? '', outcome.retryAfterMs);
+      await this.waitForChange(busyId, Math.min(leftMs, outcome.retryAfterMs), signal);
+    }
+  }
+
+  async renewSet(namespace: string, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseSetRenewal> {
+    const ordered = this.checkKeys(keys);
+    this.checkTtl(ttlMs);
+    const ids = ordered.map((key) => lockId(namespace, key));
+    const outcome = await this.store.renew('lock', ids, ownerToken, ttlMs);
+    if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
+    if (this.maxHeld > 0) {
+      await Promise.all(
+        ordered.map((_k, i) =>
+          this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
+        ),
+      );
+    }
+    return { locks: this.inAskedOrder(keys, ordered, outcome.fencingTokens), ttlMs, expiresAtMs: outcome.expiresAtMs };
+  }
+
+  async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
+    const ordered = this.checkKeys(keys);
+    const released = await this.store.release(
+      'lock',
+      ordered.map((key) => lockId(namespace, key)),
+      ownerToken,
+    );
+    if (!released) throw new NotOwnerError(keys.join(','));
+    await this.freeSlots(namespace, ownerToken, ordered.length);
+  }
+
+  /** 1 to 16 distinct keys; the store gets them sorted, so a set is the same set in any order. */
+  private checkKeys(keys: readonly string[]): string[] {
+    if (keys.length < 1 || keys.length > MAX_LOCK_SET_KEYS) {
+      throw new InvalidRequestError('keys', `must hold 1 to ${MAX_LOCK_SET_KEYS} keys`);
+    }
+    const ordered = [...new Set(keys)].sort();
+    if (ordered.length !== keys.length) throw new InvalidRequestError('keys', 'must not repeat a key');
+    return ordered;
+  }
+
+  private inAskedOrder(keys: readonly string[], ordered: readonly string[], fencingTokens: readonly number[]) {
+    const tokens = new Map(ordered.map((key, i) => [key, fencingTokens[i] as number]));
+    return keys.map((key) => ({ key, fencingToken: tokens.get(key) as number }));
+  }
+
+  /** Sleeps until `id` changes, its lease or lock-delay may have ended (at most `waitMs`), or the caller leaves. */
+  private async waitForChange(id: string, waitMs: number, signal: AbortSignal | undefined): Promise<void> {
+    const closing = this.closingSignal;
+    if (closing.aborted) throw new ShuttingDownError();
+    const changes = this.changesOf('lock');
+    const view = await changes.current(id);
+    // Freed since the set was refused: ask again at once.
+    if (view.state === null && view.lockDelayUntilMs === undefined) return;
+    const leaveKey = this.waitGate.enterKey(id);
+    try {
+      await changes.wait(id, view.index, Math.max(1, waitMs), signal ? AbortSignal.any([signal, closing]) : closing);
+    } finally {
+      leaveKey();
+    }
+  }
+
+  private async reserveSlots(namespace: string, ownerToken: string, count: number, ttlMs: number): Promise<void> {
+    const max = this.maxHeld;
+    if (max <= 0) return;
+    for (let i = 0; i < count; i++) {
+      const slot = await this.store.reserveSlot(namespace, slotId(ownerToken, i), ttlMs + SLOT_MARGIN_MS, max);
+      if (!slot.reserved) {
+        await this.freeSlots(namespace, ownerToken, i);
+        throw new QuotaExceededError(namespace, max, slot.retryAfterMs);
+      }
+    }
+  }
+
+  private async freeSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
+    const max = this.maxHeld;
+    if (max <= 0) return;
+    await Promise.all(
+      Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i), max).catch(() => undefined)),
+    );
+  }
+
+  /** The parts for `kind`, made on first use: its leases are given back through its own store steps. */
+  private lane(kind: LeaseKind): Lane {
+    const known = this.lanes.get(kind);
+    if (known !== undefined) return known;
+    const { store, limits, observer } = this;
+    const giveBack = (id: string, ownerToken: string) => store.release(kind, [id], ownerToken);
+    const slots = {
+      reserveSlot: store.reserveSlot.bind(store),
+      extendSlot: store.extendSlot.bind(store),
+      freeSlot: store.freeSlot.bind(store),
+      release: giveBack,
+    };
+    // With the quota inside the store's lock steps, the service's own slot calls are off (a cap of 0).
+    const quota = new NamespaceQuota(slots, this.quotaInside(kind) === undefined ? this.maxHeld : 0);
+    const freshness = new FreshnessGuard({ release: giveBack });
+    const rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack });
+    const lane: Lane = { quota, freshness, rules, changes: this.newWatch(kind) };
+    this.lanes.set(kind, lane);
+    return lane;
+  }
+
+  private newWatch(kind: LeaseKind): Lane['changes'] {
+    const { store } = this;
+    if (kind === 'lock') {
+      return new ChangeWatch(
+        lockWatchSource({
+          watchChanges: (id, onChange) => store.watchChanges('lock', id, onChange),
+          inspectIndexed: (id): Promise<IndexedLockState> => store.inspectIndexed('lock', id),
+        }),
+      );
+    }
+    return new ChangeWatch(
+      permitWatchSource(
+        {
+          watchPermitChanges: (_kind, id, onChange) => store.watchChanges(kind, id, onChange),
+          inspectPermitsIndexed: (_kind, id) => store.inspectIndexed(kind, id),
+        },
+        kind,
+      ),
+    );
+  }
+
+  private observe<T>(kind: LeaseKind, op: LeaseOperation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {
+    return observeOperation(run, (result, seconds) => this.observer.operation?.(kind, op, result, seconds, waited?.seconds ?? 0));
+  }
+}
+
+/** A set's i-th quota slot: one per key, all named after the set's owner token. */
+function slotId(ownerToken: string, i: number): string {
+  return `${ownerToken}.${i}`;
+}
