@@ -46,6 +46,12 @@ export interface BurstResult {
   readonly answers: Readonly<Record<string, AnswerKind>>;
   /** /livez round trips during the burst, all instances together. */
   readonly livez: AnswerKind & { readonly failed: number };
+  /**
+   * /livez round trips of the same prober with no burst: for a second before it and a second after it,
+   * the steady holders renewing. What the machine's own load (other processes) costs a probe, which the
+   * burst's share is measured against (the worse of the two seconds).
+   */
+  readonly livezIdle: AnswerKind & { readonly failed: number };
   /** Owner tokens Redis showed for the lock that no caller was answered 200 with (and not the first holder's). */
   readonly orphanOwners: number;
   /** Owners Redis showed in all (the first holder included). */
@@ -103,6 +109,18 @@ function startLivezProber(urls: readonly string[], intervalMs: number) {
       return JSON.parse(line ?? '{"latencies":[],"failed":0}') as { latencies: number[]; failed: number };
     },
   };
+}
+
+/** 1 s: how long /livez is probed with no burst, before it and after it (livezIdle). */
+const LIVEZ_IDLE_MS = 1000;
+
+/** /livez probed for `ms` from its own process, as during the burst. */
+async function probeLivezFor(urls: readonly string[], intervalMs: number, ms: number): Promise<AnswerKind & { readonly failed: number }> {
+  const prober = startLivezProber(urls, intervalMs);
+  await prober.ready;
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const { latencies, failed } = await prober.stop();
+  return { ...summarise(latencies), failed };
 }
 
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
@@ -184,6 +202,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       }
     });
 
+    const idleBefore = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
     await prober.ready;
 
@@ -207,6 +226,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     );
     const durationMs = performance.now() - started;
     const livez = await prober.stop();
+    const idleAfter = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     renewing = false;
     await Promise.all(renewLoops);
     // The last grant's owner may still be read; the watcher gets a few more rounds.
@@ -223,6 +243,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     return {
       answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
       livez: { ...summarise(livez.latencies), failed: livez.failed },
+      livezIdle: [idleBefore, idleAfter].reduce((worse, idle) => (idle.p99Ms > worse.p99Ms ? idle : worse)),
       orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
       ownersSeen: owners.size,
       // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
@@ -243,6 +264,7 @@ export function renderBurst(result: BurstResult): string {
     '|---|---:|---:|---:|---:|',
     ...rows,
     `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
+    `| /livez without a burst (the worse second, before or after) | ${result.livezIdle.count} (${result.livezIdle.failed} failed) | ${result.livezIdle.p50Ms} | ${result.livezIdle.p99Ms} | ${result.livezIdle.maxMs} |`,
     '',
     `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
     '',
