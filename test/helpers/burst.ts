@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import type { Redis } from 'ioredis';
@@ -64,6 +64,17 @@ export interface BurstResult {
   readonly handOversLost: number;
   /** The renewals of the steady holders during the burst, by answer (`200`, `503 overloaded`, ...). */
   readonly renewals: Readonly<Record<string, number>>;
+  /** The round trips of those renewals (sent to answered, ms). */
+  readonly renewalRoundTrips: AnswerKind;
+  /**
+   * Each renewal answered 409 not_owner: from the send of its holder's last renewal answered 200 (or of
+   * its acquire) to its own answer, and its own round trip (ms). The lease (3 s) ran out in between only
+   * if the first is over 3 s: a renewal sent on time (500 ms after the last answer) that took too long
+   * to reach Redis.
+   */
+  readonly lostLeases: ReadonlyArray<{ readonly sinceLastOkSentMs: number; readonly roundTripMs: number }>;
+  /** The longest event-loop stall of the process sending the burst (ms): its own share of any lateness. */
+  readonly senderMaxLagMs: number;
   /** Fencing tokens answered with 200 more than once. */
   readonly duplicateTokens: number;
   readonly durationMs: number;
@@ -178,23 +189,41 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const holders = await Promise.all(
       Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
         // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
+        const acquireSentAt = performance.now();
         let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
         for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
           await new Promise((resolve) => setTimeout(resolve, 500));
           held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
         }
         if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
-        return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
+        return {
+          instance: i % urls.length,
+          path: `/v1/locks/${key}-steady-${i}/renew`,
+          ownerToken: held.body.ownerToken as string,
+          lastOkSentAt: acquireSentAt,
+        };
       }),
     );
     let renewing = true;
+    const roundTrips: number[] = [];
+    const lostLeases: Array<{ sinceLastOkSentMs: number; roundTripMs: number }> = [];
     const renewLoops = holders.map(async (holder) => {
       while (renewing) {
         await new Promise((resolve) => setTimeout(resolve, 500));
+        const sentAt = performance.now();
         try {
           const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
+          const answeredAt = performance.now();
+          roundTrips.push(answeredAt - sentAt);
           const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
           renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+          if (res.status === 200) holder.lastOkSentAt = sentAt;
+          if (kind === '409 not_owner') {
+            lostLeases.push({
+              sinceLastOkSentMs: Math.round(answeredAt - holder.lastOkSentAt),
+              roundTripMs: Math.round(answeredAt - sentAt),
+            });
+          }
         } catch (err) {
           const kind = `error ${(err as Error).message}`;
           renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
@@ -202,6 +231,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       }
     });
 
+    const senderLag = monitorEventLoopDelay({ resolution: 10 });
+    senderLag.enable();
     const idleBefore = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
     await prober.ready;
@@ -229,6 +260,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const idleAfter = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     renewing = false;
     await Promise.all(renewLoops);
+    senderLag.disable();
     // The last grant's owner may still be read; the watcher gets a few more rounds.
     await new Promise((resolve) => setTimeout(resolve, 50));
     watching = false;
@@ -249,6 +281,9 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
       handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
       renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
+      renewalRoundTrips: summarise(roundTrips),
+      lostLeases,
+      senderMaxLagMs: Math.round(senderLag.max / 1e6),
       duplicateTokens: tokens.length - new Set(tokens).size,
       durationMs: Math.round(durationMs),
     };
@@ -266,7 +301,12 @@ export function renderBurst(result: BurstResult): string {
     `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
     `| /livez without a burst (the worse second, before or after) | ${result.livezIdle.count} (${result.livezIdle.failed} failed) | ${result.livezIdle.p50Ms} | ${result.livezIdle.p99Ms} | ${result.livezIdle.maxMs} |`,
     '',
-    `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
+    `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}; ` +
+      `round trip p50 ${result.renewalRoundTrips.p50Ms} ms, p99 ${result.renewalRoundTrips.p99Ms} ms, max ${result.renewalRoundTrips.maxMs} ms` +
+      (result.lostLeases.length > 0
+        ? `; leases lost (ms since the last renewal answered 200 was sent / own round trip): ${result.lostLeases.map((l) => `${l.sinceLastOkSentMs}/${l.roundTripMs}`).join(', ')}`
+        : '') +
+      `. The sender's longest stall: ${result.senderMaxLagMs} ms.`,
     '',
     `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');
