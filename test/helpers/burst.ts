@@ -67,7 +67,7 @@ export interface BurstResult {
   /** The round trips of those renewals (sent to answered, ms). */
   readonly renewalRoundTrips: AnswerKind;
   /**
-   * Each renewal answered 409 not_owner: from the send of its holder's last renewal answered 200 (or of
+   * Each renewal answered 409 not_owner (its holder then stops): from the send of its holder's last renewal answered 200 (or of
    * its acquire) to its own answer, and its own round trip (ms). The lease (3 s) ran out in between only
    * if the first is over 3 s: a renewal sent on time (500 ms after the last answer) that took too long
    * to reach Redis.
@@ -223,6 +223,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
               sinceLastOkSentMs: Math.round(answeredAt - holder.lastOkSentAt),
               roundTripMs: Math.round(answeredAt - sentAt),
             });
+            // The lease is gone: a client stops renewing it (asking again would count the same loss again).
+            break;
           }
         } catch (err) {
           const kind = `error ${(err as Error).message}`;
