@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import type { Redis } from 'ioredis';
@@ -47,6 +47,12 @@ export interface BurstResult {
   readonly answers: Readonly<Record<string, AnswerKind>>;
   /** /livez round trips during the burst, all instances together. */
   readonly livez: AnswerKind & { readonly failed: number };
+  /**
+   * /livez round trips of the same prober with no burst: for a second before it and a second after it,
+   * the steady holders renewing. What the machine's own load (other processes) costs a probe, which the
+   * burst's share is measured against (the worse of the two seconds).
+   */
+  readonly livezIdle: AnswerKind & { readonly failed: number };
   /** Owner tokens Redis showed for the lock that no caller was answered 200 with (and not the first holder's). */
   readonly orphanOwners: number;
   /** Owners Redis showed in all (the first holder included). */
@@ -59,6 +65,17 @@ export interface BurstResult {
   readonly handOversLost: number;
   /** The renewals of the steady holders during the burst, by answer (`200`, `503 overloaded`, ...). */
   readonly renewals: Readonly<Record<string, number>>;
+  /** The round trips of those renewals (sent to answered, ms). */
+  readonly renewalRoundTrips: AnswerKind;
+  /**
+   * Each renewal answered 409 not_owner (its holder then stops): from the send of its holder's last renewal answered 200 (or of
+   * its acquire) to its own answer, and its own round trip (ms). The lease (3 s) ran out in between only
+   * if the first is over 3 s: a renewal sent on time (500 ms after the last answer) that took too long
+   * to reach Redis.
+   */
+  readonly lostLeases: ReadonlyArray<{ readonly sinceLastOkSentMs: number; readonly roundTripMs: number }>;
+  /** The longest event-loop stall of the process sending the burst (ms): its own share of any lateness. */
+  readonly senderMaxLagMs: number;
   /** Fencing tokens answered with 200 more than once. */
   readonly duplicateTokens: number;
   readonly durationMs: number;
@@ -104,6 +121,18 @@ function startLivezProber(urls: readonly string[], intervalMs: number) {
       return JSON.parse(line ?? '{"latencies":[],"failed":0}') as { latencies: number[]; failed: number };
     },
   };
+}
+
+/** 1 s: how long /livez is probed with no burst, before it and after it (livezIdle). */
+const LIVEZ_IDLE_MS = 1000;
+
+/** /livez probed for `ms` from its own process, as during the burst. */
+async function probeLivezFor(urls: readonly string[], intervalMs: number, ms: number): Promise<AnswerKind & { readonly failed: number }> {
+  const prober = startLivezProber(urls, intervalMs);
+  await prober.ready;
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const { latencies, failed } = await prober.stop();
+  return { ...summarise(latencies), failed };
 }
 
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
@@ -162,23 +191,43 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const holders = await Promise.all(
       Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
         // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
+        const acquireSentAt = performance.now();
         let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
         for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
           await new Promise((resolve) => setTimeout(resolve, 500));
           held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
         }
         if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
-        return { instance: i % urls.length, path: `/v1/locks/${key}-steady-${i}/renew`, ownerToken: held.body.ownerToken as string };
+        return {
+          instance: i % urls.length,
+          path: `/v1/locks/${key}-steady-${i}/renew`,
+          ownerToken: held.body.ownerToken as string,
+          lastOkSentAt: acquireSentAt,
+        };
       }),
     );
     let renewing = true;
+    const roundTrips: number[] = [];
+    const lostLeases: Array<{ sinceLastOkSentMs: number; roundTripMs: number }> = [];
     const renewLoops = holders.map(async (holder) => {
       while (renewing) {
         await new Promise((resolve) => setTimeout(resolve, 500));
+        const sentAt = performance.now();
         try {
           const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
+          const answeredAt = performance.now();
+          roundTrips.push(answeredAt - sentAt);
           const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
           renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
+          if (res.status === 200) holder.lastOkSentAt = sentAt;
+          if (kind === '409 not_owner') {
+            lostLeases.push({
+              sinceLastOkSentMs: Math.round(answeredAt - holder.lastOkSentAt),
+              roundTripMs: Math.round(answeredAt - sentAt),
+            });
+            // The lease is gone: a client stops renewing it (asking again would count the same loss again).
+            break;
+          }
         } catch (err) {
           const kind = `error ${(err as Error).message}`;
           renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
@@ -186,6 +235,9 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       }
     });
 
+    const senderLag = monitorEventLoopDelay({ resolution: 10 });
+    senderLag.enable();
+    const idleBefore = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
     await prober.ready;
 
@@ -209,8 +261,10 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     );
     const durationMs = performance.now() - started;
     const livez = await prober.stop();
+    const idleAfter = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     renewing = false;
     await Promise.all(renewLoops);
+    senderLag.disable();
     // The last grant's owner may still be read; the watcher gets a few more rounds.
     await new Promise((resolve) => setTimeout(resolve, 50));
     watching = false;
@@ -225,11 +279,15 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     return {
       answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
       livez: { ...summarise(livez.latencies), failed: livez.failed },
+      livezIdle: [idleBefore, idleAfter].reduce((worse, idle) => (idle.p99Ms > worse.p99Ms ? idle : worse)),
       orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
       ownersSeen: owners.size,
       // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
       handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
       renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
+      renewalRoundTrips: summarise(roundTrips),
+      lostLeases,
+      senderMaxLagMs: Math.round(senderLag.max / 1e6),
       duplicateTokens: tokens.length - new Set(tokens).size,
       durationMs: Math.round(durationMs),
     };
@@ -245,8 +303,14 @@ export function renderBurst(result: BurstResult): string {
     '|---|---:|---:|---:|---:|',
     ...rows,
     `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
+    `| /livez without a burst (the worse second, before or after) | ${result.livezIdle.count} (${result.livezIdle.failed} failed) | ${result.livezIdle.p50Ms} | ${result.livezIdle.p99Ms} | ${result.livezIdle.maxMs} |`,
     '',
-    `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}.`,
+    `Renewals of ${Object.values(result.renewals).reduce((n, c) => n + c, 0)} by steady holders during the burst: ${JSON.stringify(result.renewals)}; ` +
+      `round trip p50 ${result.renewalRoundTrips.p50Ms} ms, p99 ${result.renewalRoundTrips.p99Ms} ms, max ${result.renewalRoundTrips.maxMs} ms` +
+      (result.lostLeases.length > 0
+        ? `; leases lost (ms since the last renewal answered 200 was sent / own round trip): ${result.lostLeases.map((l) => `${l.sinceLastOkSentMs}/${l.roundTripMs}`).join(', ')}`
+        : '') +
+      `. The sender's longest stall: ${result.senderMaxLagMs} ms.`,
     '',
     `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');

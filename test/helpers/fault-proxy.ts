@@ -105,8 +105,20 @@ export class FaultProxy {
   }
 
   private forward(from: Socket, to: Socket, direction: 'request' | 'reply'): void {
-    // Chunks held by a delay leave in arrival order: a later chunk never overtakes an earlier one.
-    let releaseAtMs = 0;
+    // Chunks held by a delay leave in arrival order: a later chunk never overtakes an earlier one. They
+    // wait in one queue drained by one timer: a timer each (of different lengths, due at the same
+    // moment) could fire out of order, and a reply overtaking another reads as one lost.
+    const held: Array<{ readonly atMs: number; readonly chunk: Buffer }> = [];
+    let timer: NodeJS.Timeout | undefined;
+    const drain = () => {
+      timer = undefined;
+      const now = performance.now();
+      while (held.length > 0 && (held[0]?.atMs ?? 0) <= now) {
+        const { chunk } = held.shift() as { chunk: Buffer };
+        if (!to.destroyed) to.write(chunk);
+      }
+      if (held.length > 0) timer = setTimeout(drain, Math.max(0, (held[0]?.atMs ?? now) - now));
+    };
     from.on('data', (chunk: Buffer) => {
       const mode = this.mode;
       if (mode.kind === 'blackhole' || (mode.kind === 'dropReplies' && direction === 'reply')) {
@@ -115,12 +127,10 @@ export class FaultProxy {
       }
       const now = performance.now();
       const delayMs = mode.kind === 'delay' || (mode.kind === 'delayReplies' && direction === 'reply') ? mode.delayMs : 0;
-      if (delayMs > 0 || releaseAtMs > now) {
-        releaseAtMs = Math.max(releaseAtMs, now + delayMs);
+      if (delayMs > 0 || held.length > 0) {
+        held.push({ atMs: Math.max(now + delayMs, held.at(-1)?.atMs ?? 0), chunk });
         this.stats.chunksDelayed++;
-        setTimeout(() => {
-          if (!to.destroyed) to.write(chunk);
-        }, releaseAtMs - now);
+        timer ??= setTimeout(drain, Math.max(0, (held[0]?.atMs ?? now) - now));
         return;
       }
       if (!to.destroyed) to.write(chunk);

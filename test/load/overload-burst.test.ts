@@ -24,12 +24,14 @@ const WAIT_MS = 2500;
 const PREFIX = 'burst:';
 const ALLOWED = new Set(['200', '409 lock_held', '429 too_many_waiters', '503 overloaded']);
 /**
- * The bench's target for /livez p99 during the burst is 100 ms on a quiet machine. Here the machine
- * runs other test files beside this one (2 cores shared with this process's 1,500 callers and three
- * instances): what is asserted is that the probe never waits as long as the old failure (1.9 s) and
- * never fails; the figure is printed for the record.
+ * 100 ms: what the burst may add to /livez's p99. On a quiet machine /livez answers in a millisecond or
+ * two, so this is the target itself (p99 <= 100 ms during the burst). On a machine busy with other
+ * work, every probe also waits for the CPU whatever keyholder does: that share is measured, by the same
+ * prober process for a second before and a second after the burst (result.livezIdle, the worse p99 of
+ * the two), and added to the bound. So the bound is the machine's own delay plus 100 ms: the burst
+ * may cost the probe no more than 100 ms at p99 however loaded the machine is.
  */
-const LIVEZ_P99_BOUND_MS = 1000;
+const LIVEZ_P99_BURST_BUDGET_MS = 100;
 
 /**
  * The slow-client defence's timers (headers within 5 s, the first request within 5 s of connecting) are
@@ -104,6 +106,7 @@ describe('a burst of callers on one held lock, three instances', () => {
     // 409 not_owner: that lease ran out; it is reported, not refused.)
     expect(Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner')).toEqual([]);
     expect(result.livez.failed).toBe(0);
-    expect(result.livez.p99Ms).toBeLessThan(LIVEZ_P99_BOUND_MS);
+    expect(result.livezIdle.failed).toBe(0);
+    expect(result.livez.p99Ms).toBeLessThanOrEqual(result.livezIdle.p99Ms + LIVEZ_P99_BURST_BUDGET_MS);
   }, 120_000);
 });

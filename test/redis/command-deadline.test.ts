@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient } from '../../src/store/redis/client.js';
+import { connectionPatienceMs, createRedisClient } from '../../src/store/redis/client.js';
 import { armDeadline, COMMAND_TIMED_OUT } from '../../src/store/redis/command-deadline.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -87,6 +87,24 @@ describe('command deadline', () => {
       await expect(client.ping('slow')).rejects.toThrow(COMMAND_TIMED_OUT);
       proxy.heal();
       await expect.poll(() => client.ping('healed').catch(() => null), { timeout: 10_000, interval: 50 }).toBe('healed');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a ready check answered after more than a second is waited for: the first connection becomes ready, none is made again', async () => {
+    // A Redis just restarted on a loaded host answered its ready checks after up to 3.4 s. Given up on
+    // sooner, each check closed its connection, and the next one queued behind the same slow Redis.
+    const proxy = await FaultProxy.start(redis.port);
+    try {
+      const delayMs = 1_500;
+      expect(delayMs).toBeLessThan(connectionPatienceMs(TIMEOUT_MS) / 1.5);
+      proxy.set({ kind: 'delayReplies', delayMs });
+      const client = createRedisClient(proxy.url, { commandTimeoutMs: TIMEOUT_MS });
+      clients.push(client);
+      client.on('error', () => undefined);
+      await expect.poll(() => client.status, { timeout: 20_000, interval: 20 }).toBe('ready');
+      expect(proxy.stats.connections).toBe(1);
     } finally {
       await proxy.close();
     }

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { OverloadedError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
+import { connectionPatienceMs } from '../../src/store/redis/client.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { MisalignedReplyError } from '../../src/store/redis/replies.js';
@@ -147,10 +148,27 @@ describe('redis store: calls on the connection', () => {
     proxy.set({ kind: 'dropReplies' });
     const calls = [1, 2, 3, 4].map(() => settle(faulty.inspect(uniqueKey('burst'))));
     for (const failed of await Promise.all(calls)) expect(failed).toBeInstanceOf(StoreUnavailableError);
-    // The probe's PING is lost too: once it times out the probe replaces the connection, which the
-    // proxy sees as a new one. Every probe of the burst has sent its PING by then.
-    await eventually(async () => expect(proxy.stats.connections).toBeGreaterThan(connections), 5_000, 5);
+    // The probe's PING is lost too: once it has gone unanswered for connectionPatienceMs (3 s) the
+    // probe replaces the connection, which the proxy sees as a new one. Every probe of the burst has
+    // sent its PING by then.
+    await eventually(async () => expect(proxy.stats.connections).toBeGreaterThan(connections), 3 * connectionPatienceMs(150), 5);
     expect((await callsOf('ping')) - pingsBefore).toBe(1);
+  });
+
+  it('a Redis slower than the command timeout keeps its connection: the calls fail, the probe waits for its answer', async () => {
+    // Replies held four command timeouts: every call times out (503), the probe's PING is answered late
+    // but in step. A slow Redis is not a broken connection; replacing it would only add a reconnect.
+    const connections = proxy.stats.connections;
+    const pingsBefore = await callsOf('ping');
+    proxy.set({ kind: 'delayReplies', delayMs: 4 * 150 });
+    const calls = [1, 2, 3].map(() => settle(faulty.inspect(uniqueKey('slow'))));
+    for (const failed of await Promise.all(calls)) expect(failed).toBeInstanceOf(StoreUnavailableError);
+    // The probe's PING reached Redis, and its answer is on its way back.
+    await eventually(async () => expect((await callsOf('ping')) - pingsBefore).toBe(1), 10_000, 5);
+    proxy.heal();
+    // Served again on the same connection: the delayed replies, the probe's among them, all came in step.
+    await eventually(() => faulty.inspect(uniqueKey('after')), 10_000, 5);
+    expect(proxy.stats.connections).toBe(connections);
   });
 
   it('a call that fails for another reason than a timeout sends no probe', async () => {

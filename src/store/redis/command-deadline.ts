@@ -86,6 +86,9 @@ class DeadlineQueue {
   }
 }
 
+/** Commands already under a deadline: each is armed once, however often it is re-sent inside a client. */
+const armed = new WeakSet<object>();
+
 /** One queue per timeout (a process has one or two: the store's, the rate limiter's). */
 const queues = new Map<number, DeadlineQueue>();
 
@@ -135,10 +138,10 @@ export function armDeadline(command: Deadlined, timeoutMs: number): void {
 /**
  * Puts every command sent through `client` under armDeadline (each command once, however often it is
  * re-sent inside the client). On a Cluster, the node connections the client opens get the same
- * deadline, for the commands sent to one node directly (WAIT, SCAN, the alignment PING).
+ * deadline, for the commands sent to one node directly (WAIT, SCAN, the echo PING).
  *
  * The commands a connection sends for itself before it is ready (the ready check's INFO) get
- * `setupTimeoutMs` instead. Without an offline queue nothing else can be sent then. Held to the
+ * `setupTimeoutMs` instead (client.ts: connectionPatienceMs). Without an offline queue nothing else can be sent then. Held to the
  * lock calls' short timeout, the ready check of a Redis just restarted (reloading its append-only file,
  * fsyncing every write for the other instances) failed again and again on a loaded host, and each
  * failure closed the connection and pushed the next attempt further back: an instance stayed
@@ -146,7 +149,6 @@ export function armDeadline(command: Deadlined, timeoutMs: number): void {
  * little longer for its check costs nothing while Redis is healthy.
  */
 export function withCommandDeadlines<T extends Redis | Cluster>(client: T, timeoutMs: number, setupTimeoutMs = timeoutMs): T {
-  const armed = new WeakSet<object>();
   const wrap = (target: Redis | Cluster): void => {
     const send = target.sendCommand.bind(target) as (command: Command, ...rest: unknown[]) => unknown;
     target.sendCommand = (command: Command, ...rest: unknown[]) => {
@@ -160,4 +162,15 @@ export function withCommandDeadlines<T extends Redis | Cluster>(client: T, timeo
   wrap(client);
   if (client instanceof Cluster) client.on('+node', (node: Redis) => wrap(node));
   return client;
+}
+
+/**
+ * Sends `command` on `client` under a deadline of its own instead of the client's (see
+ * withCommandDeadlines), for the one command that must wait longer than a lock call: the probe that
+ * tells a slow Redis from a lost connection.
+ */
+export function sendWithin<T>(client: Redis, command: Command, timeoutMs: number): Promise<T> {
+  armed.add(command);
+  armDeadline(command, timeoutMs);
+  return client.sendCommand(command) as Promise<T>;
 }

@@ -1,6 +1,7 @@
 import { Cluster, Command, type Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
+import { sendWithin } from './command-deadline.js';
 import { MisalignedReplyError } from './replies.js';
 
 /**
@@ -54,10 +55,17 @@ export function dataNodes(client: RedisClient): Redis[] {
   return client.nodes('master').sort((a, b) => key(a).localeCompare(key(b)));
 }
 
-/** PING with a message echoes it: a reply meant for another call cannot pass for this one. */
-export async function echoPingOn(node: Redis): Promise<void> {
+/**
+ * PING with a message echoes it: a reply meant for another call cannot pass for this one. With
+ * `timeoutMs`, under that deadline instead of the client's command timeout (see sendWithin).
+ */
+export async function echoPingOn(node: Redis, timeoutMs?: number): Promise<void> {
   const nonce = randomBase64url(12);
-  if ((await node.ping(nonce)) !== nonce) throw new MisalignedReplyError('ping');
+  const reply =
+    timeoutMs === undefined
+      ? await node.ping(nonce)
+      : await sendWithin<string>(node, new Command('ping', [nonce], { replyEncoding: 'utf8' }), timeoutMs);
+  if (reply !== nonce) throw new MisalignedReplyError('ping');
 }
 
 /**

@@ -21,7 +21,7 @@ import type {
 } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
-import { createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
+import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
@@ -662,19 +662,25 @@ export class RedisStore implements LockStore {
   }
 
   /**
-   * After a command timed out: one echo PING (with its own timeout) goes behind everything already sent.
-   * Replies come back in order, so if it gets its own echo every earlier reply has been read and the
-   * connection is in step; if it times out or reads another call's reply, a reply was lost and the
-   * connection is replaced. One probe at a time, so a burst of timeouts costs one PING. On a Cluster
-   * each master's connection is probed, and only one that fails is replaced: a master that died must
-   * not cost the connections to the others (their namespaces keep being served).
+   * After a command timed out: one echo PING goes behind everything already sent. Replies come back in
+   * order, so if it gets its own echo every earlier reply has been read and the connection is in step;
+   * if it reads another call's reply, a reply was lost and the connection is replaced. A PING that
+   * gets no answer at all for connectionPatienceMs means a broken connection (replaced too); one
+   * only slower than a lock call's timeout is a slow Redis, which a new connection would not make
+   * faster: replacing it at once (as this probe did, with the lock calls' timeout) kept an instance
+   * reconnecting, and unavailable, for seconds after a Redis restart on a loaded host. Lock calls keep
+   * failing fast meanwhile, and a reply out of step is still caught by every call's own echo. One
+   * probe at a time, so a burst of timeouts costs one PING. On a Cluster each master's connection is
+   * probed, and only one that fails is replaced: a master that died must not cost the connections to
+   * the others (their namespaces keep being served).
    */
   private probeAlignment(): void {
     if (this.probing) return;
     this.probing = true;
     const epoch = this.connectionEpoch;
     const nodes = dataNodes(this.redis);
-    void Promise.all(nodes.map((node) => echoPingOn(node).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
+    const patienceMs = connectionPatienceMs(this.commandTimeoutMs);
+    void Promise.all(nodes.map((node) => echoPingOn(node, patienceMs).catch(() => this.replaceConnection(epoch, node)))).finally(() => {
       this.probing = false;
     });
   }
