@@ -281,7 +281,8 @@ export class RedisStore implements LockStore {
 
   /**
    * A waiter's record does not carry its lock-delay: the lease handed to it gets it here, right after
-   * the hand-over was confirmed (which restarted its full TTL, so the lease cannot expire in between).
+   * the hand-over was answered (with at least three quarters of its TTL left, or confirmed by a renew that
+   * restarted it: the lease does not expire in between).
    * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
    */
   private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
