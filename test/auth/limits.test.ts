@@ -43,7 +43,7 @@ describe('rate limit per API key, with permits from a shared window', () => {
   let t: TestApp;
   const max = 200;
   /** The shared window as rate-lease.lua keeps it, in memory (the Redis side has its own tests). */
-  const shared = {
+  const shared: PermitSource & { calls: number; handedOut: number } = {
     calls: 0,
     handedOut: 0,
     async lease(_key: string, wanted: number, limit: number) {
@@ -53,7 +53,7 @@ describe('rate limit per API key, with permits from a shared window', () => {
       shared.handedOut += granted;
       return { granted, windowLeftMs: 60_000, handedOut: shared.handedOut };
     },
-  } satisfies PermitSource & Record<string, unknown>;
+  };
   beforeAll(async () => {
     t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, rateLimit: { max, windowMs: 60_000, permits: shared } });
   });
