@@ -75,17 +75,27 @@ export class BatchedRateStore {
   constructor(private readonly permits: PermitSource) {}
 
   incr(rateKey: string, done: (err: Error | null, result?: StoreResult) => void, windowMs: number, max: number): void {
-    const window = this.windows.get(rateKey);
-    const now = performance.now();
-    if (window && window.endsAt > now && window.left > 0) {
-      window.left--;
-      done(null, { current: window.handedOut - window.left, ttl: Math.ceil(window.endsAt - now) });
+    const counted = this.takeHeld(rateKey);
+    if (counted !== undefined) {
+      done(null, counted);
       return;
     }
     this.take(rateKey, windowMs, max).then(
       (result) => done(null, result),
       (err: unknown) => done(err as Error),
     );
+  }
+
+  /**
+   * Spends a permit this instance holds for `rateKey`, without waiting: the count as incr reports it,
+   * or undefined when none is held here (incr then takes a batch from the shared store).
+   */
+  takeHeld(rateKey: string): StoreResult | undefined {
+    const window = this.windows.get(rateKey);
+    const now = performance.now();
+    if (window === undefined || window.endsAt <= now || window.left <= 0) return undefined;
+    window.left--;
+    return { current: window.handedOut - window.left, ttl: Math.ceil(window.endsAt - now) };
   }
 
   /** The plugin asks each route's store for a child; every route shares one count per caller. */
@@ -144,10 +154,12 @@ export class BatchedRateStore {
   }
 }
 
-function batchedStoreClass(permits: PermitSource): FastifyRateLimitStoreCtor {
+/** The store class the plugin constructs; `made` is told of the instance (the hook below spends its permits too). */
+function batchedStoreClass(permits: PermitSource, made: (store: BatchedRateStore) => void): FastifyRateLimitStoreCtor {
   return class extends BatchedRateStore {
     constructor() {
       super(permits);
+      made(this);
     }
   };
 }
@@ -180,9 +192,11 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
     charges.charge = this.createRateLimit();
   });
   // The plugin constructs the store class it is given.
-  const store = settings.permits ? batchedStoreClass(settings.permits) : undefined;
+  let batched: BatchedRateStore | undefined;
+  const store = settings.permits ? batchedStoreClass(settings.permits, (made) => (batched = made)) : undefined;
   await app.register(fastifyRateLimit, {
-    global: true,
+    // Not a hook per route from the plugin: the one hook below counts every route that is counted.
+    global: false,
     max: settings.max,
     timeWindow: settings.windowMs,
     keyGenerator: rateKey,
@@ -190,6 +204,32 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
     skipOnError: true,
     ...(store ? { store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.ttl),
+  });
+  // The plugin's own check (an async function: a few promises per request), for every request the
+  // fast path below does not answer.
+  const check = app.rateLimit();
+  const max = settings.max;
+  // Callback style, and a request whose caller holds permits here (nearly all, with the shared
+  // store) is counted without a promise: the same count and headers as the plugin's check.
+  app.addHook('onRequest', function (request, reply, done) {
+    // Not counted: renew and release (their routes opt out), public routes, and requests no route
+    // matched (the plugin counted only the routes registered after it).
+    if (request.routeOptions.url === undefined || request.routeOptions.config.rateLimit === false || accessOf(request) === 'public') {
+      done();
+      return;
+    }
+    const counted = batched?.takeHeld(rateKey(request));
+    if (counted !== undefined && counted.current <= max) {
+      reply.header('x-ratelimit-limit', max);
+      reply.header('x-ratelimit-remaining', max - counted.current);
+      reply.header('x-ratelimit-reset', Math.ceil(counted.ttl / 1000));
+      done();
+      return;
+    }
+    check.call(this, request, reply).then(
+      () => done(),
+      (err: unknown) => done(err as Error),
+    );
   });
 }
 

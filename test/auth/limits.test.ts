@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import type { PermitSource } from '../../src/http/rate-limit.js';
 
 const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
@@ -35,6 +36,57 @@ describe('rate limit per API key', () => {
 
     await sleep(body.retryAfterMs + 100);
     expect((await t.app.inject({ method: 'GET', url: '/v1/locks/r', headers: A })).statusCode).toBe(200);
+  });
+});
+
+describe('rate limit per API key, with permits from a shared window', () => {
+  let t: TestApp;
+  const max = 200;
+  /** The shared window as rate-lease.lua keeps it, in memory (the Redis side has its own tests). */
+  const shared: PermitSource & { calls: number; handedOut: number } = {
+    calls: 0,
+    handedOut: 0,
+    async lease(_key: string, wanted: number, limit: number) {
+      shared.calls++;
+      await Promise.resolve();
+      const granted = Math.max(0, Math.min(wanted, limit - shared.handedOut));
+      shared.handedOut += granted;
+      return { granted, windowLeftMs: 60_000, handedOut: shared.handedOut };
+    },
+  };
+  beforeAll(async () => {
+    t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, rateLimit: { max, windowMs: 60_000, permits: shared } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('counts each request once, with the headers of the count, whether its permit was held here or fetched', async () => {
+    const acquired = await t.app.inject({ method: 'POST', url: '/v1/locks/sw/acquire', headers: A, payload: { ttlMs: 30_000 } });
+    expect(acquired.statusCode).toBe(200);
+    const ownerToken = acquired.json<{ ownerToken: string }>().ownerToken;
+    const remaining = [Number(acquired.headers['x-ratelimit-remaining'])];
+    for (let i = 1; i < max; i++) {
+      const res = await t.app.inject({ method: 'GET', url: '/v1/locks/sw', headers: A });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-limit']).toBe(String(max));
+      expect(Number(res.headers['x-ratelimit-reset'])).toBeGreaterThanOrEqual(1);
+      expect(Number(res.headers['x-ratelimit-reset'])).toBeLessThanOrEqual(60);
+      remaining.push(Number(res.headers['x-ratelimit-remaining']));
+      // Renewals and releases are never counted, on either path.
+      const renewed = await t.app.inject({ method: 'POST', url: '/v1/locks/sw/renew', headers: A, payload: { ownerToken, ttlMs: 30_000 } });
+      expect(renewed.statusCode).toBe(200);
+      expect(renewed.headers['x-ratelimit-remaining']).toBeUndefined();
+    }
+    // One down per counted request, from max - 1 to 0; most permits were spent from batches held here.
+    expect(remaining).toEqual(Array.from({ length: max }, (_, i) => max - 1 - i));
+    expect(shared.calls).toBeLessThan(max / 4);
+    const limited = await t.app.inject({ method: 'GET', url: '/v1/locks/sw', headers: A });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json<{ code: string }>().code).toBe('rate_limited');
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    const released = await t.app.inject({ method: 'POST', url: '/v1/locks/sw/release', headers: A, payload: { ownerToken } });
+    expect(released.statusCode).toBe(200);
   });
 });
 

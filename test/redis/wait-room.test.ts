@@ -24,6 +24,7 @@ interface StoreInside {
   readonly room: WaitRoom<AcquireOutcome>;
   readonly heartbeat: NodeJS.Timeout;
   onHandOverMessage(message: string): void;
+  renewLease(key: string, ownerToken: string, ttlMs: number): Promise<unknown>;
 }
 const inside = (store: RedisStore) => store as unknown as StoreInside;
 const opsOf = (room: WaitRoom<AcquireOutcome>) => (room as unknown as { ops: WaitRoomOps<AcquireOutcome> }).ops;
@@ -124,9 +125,10 @@ describe('redis wait room', () => {
     return ownerToken;
   }
 
-  function wait(key: string, waitMs: number, options: { signal?: AbortSignal; on?: RedisStore } = {}) {
+  function wait(key: string, waitMs: number, options: { signal?: AbortSignal; on?: RedisStore; ttlMs?: number } = {}) {
     const ownerToken = newOwnerToken();
-    const outcome = (options.on ?? store).acquire({ key, ownerToken, ttlMs: 10_000, holder: null, waitMs, signal: options.signal });
+    const ttlMs = options.ttlMs ?? 10_000;
+    const outcome = (options.on ?? store).acquire({ key, ownerToken, ttlMs, holder: null, waitMs, signal: options.signal });
     return { ownerToken, outcome };
   }
 
@@ -193,7 +195,7 @@ describe('redis wait room', () => {
       const local = register(waiter);
       const wait = local.wait.bind(local);
       local.wait = async (...args) => {
-        await vi.waitFor(() => expect(granted).toHaveBeenCalledWith(local.id), { timeout: 5_000, interval: 5 });
+        await vi.waitFor(() => expect(granted).toHaveBeenCalledWith(local.id, expect.anything()), { timeout: 5_000, interval: 5 });
         return wait(...args);
       };
       return local;
@@ -203,6 +205,42 @@ describe('redis wait room', () => {
     expect(await store.release(key, holder)).toBe(true);
     // Not at the end of the wait (5 s) or at the next visit (the lease's end, 10 s): now.
     expect(await within(waiter.outcome, 1_000)).toMatchObject({ acquired: true });
+  });
+
+  it('a waiter told of its hand-over soon is answered with the lease the message names, without a renewal', async () => {
+    const key = uniqueKey();
+    const renewals = vi.spyOn(inside(store), 'renewLease');
+    const holder = await hold(key, 10_000);
+    const waiter = wait(key, 5_000);
+    await queued();
+    expect(await store.release(key, holder)).toBe(true);
+    const outcome = await within(waiter.outcome, 1_000);
+    // The lease Redis holds for the waiter, as the release script handed it over.
+    const [owner, token, end] = await raw.hmget(keySpace.lock(key), 'o', 't', 'e');
+    expect(owner).toBe(waiter.ownerToken);
+    expect(outcome).toMatchObject({ acquired: true, fencingToken: Number(token), expiresAtMs: Number(end) });
+    expect(renewals).not.toHaveBeenCalled();
+  });
+
+  it('a waiter told of its hand-over late next to its lease is confirmed with a renewal', async () => {
+    const key = uniqueKey();
+    const renewals = vi.spyOn(inside(store), 'renewLease');
+    const lost = vi.spyOn(inside(store), 'onHandOverMessage').mockImplementation(() => undefined);
+    const holder = await hold(key, 10_000);
+    const ttlMs = 200;
+    const waiter = wait(key, 5_000, { ttlMs });
+    const [id] = await queued();
+    expect(await store.release(key, holder)).toBe(true);
+    const [token, end] = await raw.hmget(keySpace.lock(key), 't', 'e');
+    // A quarter of the lease has passed since the waiter was registered (at least: a sleep is a lower bound).
+    await sleep(ttlMs / 2);
+    lost.mockRestore();
+    inside(store).onHandOverMessage(`${id}|${token}|${end}|${key}`);
+    const outcome = await within(waiter.outcome, 1_000);
+    expect(renewals).toHaveBeenCalledTimes(1);
+    // Renewed: a lease that ends later than the one handed over.
+    expect(outcome).toMatchObject({ acquired: true, fencingToken: Number(token) });
+    expect(outcome.acquired && outcome.expiresAtMs).toBeGreaterThan(Number(end));
   });
 
   it('a second notice of a grant already delivered changes nothing', async () => {

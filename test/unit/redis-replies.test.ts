@@ -259,9 +259,9 @@ describe('Redis script replies', () => {
     ]);
   });
 
-  it('hand-over announcements: the waiter id of a well-formed message, else null', () => {
-    expect(parseHandOver('w1|7|900|ns/k')).toBe('w1');
-    expect(parseHandOver('w1|17|900|ns/k')).toBe('w1');
+  it('hand-over announcements: the waiter id and the lease of a well-formed message, else null', () => {
+    expect(parseHandOver('w1|7|900|ns/k')).toEqual({ waiterId: 'w1', fencingToken: 7, expiresAtMs: 900 });
+    expect(parseHandOver('w1|17|900|ns/k')).toEqual({ waiterId: 'w1', fencingToken: 17, expiresAtMs: 900 });
     for (const message of [
       'a|w1|7|900|k',
       'w1|7|900|k\nx',

@@ -9,6 +9,7 @@ import {
   TooManyWaitersError,
 } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
+import { LATE_REPLY_FRACTION } from '../../domain/freshness.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type {
   AcquireInput,
@@ -48,7 +49,7 @@ import {
   UnexpectedReplyError,
 } from './replies.js';
 import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
-import { lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
+import { type HandedLease, lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 import { ScriptLane } from './script-lane.js';
@@ -103,6 +104,13 @@ const WATCH_MARK_MS = 30_000;
 const WATCH_MARK_RENEW_MS = 10_000;
 
 const newId = () => randomBase64url(9);
+
+/**
+ * A waiter handed the lock within this share of its TTL of being registered is answered from the
+ * hand-over message (see confirm): half the share the freshness guard allows (LATE_REPLY_FRACTION), so
+ * an answer taken this way is not then refused as late on its way out.
+ */
+const HANDED_LEASE_FRACTION = LATE_REPLY_FRACTION / 2;
 
 /**
  * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
@@ -215,7 +223,7 @@ export class RedisStore implements LockStore {
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
     this.room = lockWaitRoom({
-      confirm: (waiter) => this.confirm(waiter),
+      confirm: (waiter, handed) => this.confirm(waiter, handed),
       cancel: (waiter) => this.cancel(waiter),
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
@@ -273,7 +281,8 @@ export class RedisStore implements LockStore {
 
   /**
    * A waiter's record does not carry its lock-delay: the lease handed to it gets it here, right after
-   * the hand-over was confirmed (which restarted its full TTL, so the lease cannot expire in between).
+   * the hand-over was answered (with at least three quarters of its TTL left, or confirmed by a renew that
+   * restarted it: the lease does not expire in between).
    * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
    */
   private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
@@ -720,10 +729,24 @@ export class RedisStore implements LockStore {
   }
 
   /**
-   * A waiter was handed the lock. Renewing it confirms the lease is still this waiter's and restarts
-   * its full TTL from now, so the caller gets the lease it asked for however long the message took.
+   * A waiter was handed the lock. When the hand-over message named the lease and came soon enough, the
+   * caller is answered from it: the fencing token and end Redis gave the lease, decided (for the
+   * freshness checks) when the waiter was registered, before its acquire was sent and so before the
+   * hand-over. A hand-over then costs the release script and its message, and no renewal.
+   *
+   * Otherwise (no message: a heartbeat or a cancel found the grant; a wait long next to the lease; replica
+   * acknowledgement on, whose WAIT must follow a write on this connection) a renewal confirms the lease
+   * is still this waiter's and restarts its full TTL from now, so the caller gets the lease it asked for
+   * however long the message took.
    */
-  private async confirm(waiter: Waiter): Promise<AcquireOutcome> {
+  private async confirm(waiter: Waiter, handed?: HandedLease): Promise<AcquireOutcome> {
+    if (
+      handed !== undefined &&
+      this.replicaAcks === null &&
+      performance.now() - handed.registeredAt < waiter.ttlMs * HANDED_LEASE_FRACTION
+    ) {
+      return { acquired: true, fencingToken: handed.fencingToken, expiresAtMs: handed.expiresAtMs, decidedAt: handed.registeredAt };
+    }
     const decidedAt = performance.now();
     const servedBy = this.servedBy(waiter.key);
     const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
@@ -769,11 +792,11 @@ export class RedisStore implements LockStore {
   }
 
   private onHandOverMessage(message: string): void {
-    const waiterId = parseHandOver(message);
-    if (waiterId === null) return;
+    const notice = parseHandOver(message);
+    if (notice === null) return;
     // Waiter ids are unique across both rooms: the one that does not know it ignores it.
-    this.room.granted(waiterId);
-    this.permits.granted(waiterId);
+    this.room.granted(notice.waiterId, notice);
+    this.permits.granted(notice.waiterId);
   }
 
   /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */

@@ -163,16 +163,26 @@ export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; gran
   throw new UnexpectedReplyError('heartbeat', reply);
 }
 
+/** What a hand-over announcement says: which waiter was handed the lock, and the lease it was given. */
+export interface HandOverNotice {
+  readonly waiterId: string;
+  readonly fencingToken: number;
+  /** The lease's end on the Redis clock. */
+  readonly expiresAtMs: number;
+}
+
 /**
- * The waiter a hand-over announcement ("waiterId|fencingToken|expiresAtMs|lockName") names, or null for
- * a message of another shape. Only the id is used: the waiter's grant is confirmed with a renew, which
- * reads the lease from Redis.
+ * A hand-over announcement ("waiterId|fencingToken|expiresAtMs|lockName"), or null for a message of
+ * another shape. The lock's waiter may be answered from it (RedisStore.confirm); a permit's is
+ * confirmed with a renew, which reads the lease from Redis.
  */
-export function parseHandOver(message: string): string | null {
+export function parseHandOver(message: string): HandOverNotice | null {
   const match = /^([^|]+)\|(\d+)\|(\d+)\|(.+)$/.exec(message);
   if (!match) return null;
-  if (!Number.isSafeInteger(Number(match[2])) || !Number.isSafeInteger(Number(match[3]))) return null;
-  return match[1] as string;
+  const fencingToken = Number(match[2]);
+  const expiresAtMs = Number(match[3]);
+  if (!Number.isSafeInteger(fencingToken) || !Number.isSafeInteger(expiresAtMs)) return null;
+  return { waiterId: match[1] as string, fencingToken, expiresAtMs };
 }
 
 export type ForceReleaseReply = { released: true; fencingToken: number; holder: string | null; ownerToken: string } | { released: false };

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { AcquireOutcome } from '../../domain/lock-store.js';
 import type { CancelReply } from './lease-replies.js';
 
@@ -10,12 +11,28 @@ export interface Waiter {
 }
 
 /**
+ * The lease a hand-over message names: the fencing token and the lease's end (store clock) the store
+ * gave the waiter, and `registeredAt`, performance.now() when the waiter was registered, before its
+ * acquire was sent. The hand-over came later than that, so a lease counted from `registeredAt` ends no
+ * later than the one the store holds: a safe lower bound for the freshness checks.
+ */
+export interface HandedLease {
+  readonly fencingToken: number;
+  readonly expiresAtMs: number;
+  readonly registeredAt: number;
+}
+
+/**
  * What the room needs from the store: each is one script call. `O` is the store's answer to an acquire
  * (a lock's, or a semaphore's or read/write lock's: the room serves both, one room each).
  */
 export interface WaitRoomOps<O> {
-  /** The waiter was handed the lock: confirm (and restart) its lease. Rejects if the lease is gone. */
-  confirm(waiter: Waiter): Promise<O>;
+  /**
+   * The waiter was handed the lock: confirm (and restart) its lease. Rejects if the lease is gone.
+   * `handed`: what the hand-over message said, when it said it (a store may answer from it without a
+   * call); absent when the grant was found otherwise (a heartbeat, a cancel).
+   */
+  confirm(waiter: Waiter, handed?: HandedLease): Promise<O>;
   /** The answer to a caller whose wait ran out without a grant. */
   notGranted(retryAfterMs: number): O;
   /**
@@ -56,7 +73,7 @@ type State =
   | 'done';
 
 /**
- * 60 s: how long a finished waiter's id is remembered, so that a hand-over message arriving late for
+ * 60 s: how long a finished waiter's id is remembered at least (at most twice that), so that a hand-over message arriving late for
  * it is recognised (and ignored) rather than mistaken for something new.
  */
 const RETIRED_WAITER_MEMORY_MS = 60_000;
@@ -64,6 +81,10 @@ const RETIRED_WAITER_MEMORY_MS = 60_000;
 class LocalWaiter<O> implements Waiter {
   state: State = 'pending';
   grantedEarly = false;
+  /** What the hand-over message said, if a message told of the grant. */
+  handed: HandedLease | undefined;
+  /** performance.now() at registration: before the acquire script was sent. */
+  readonly registeredAt = performance.now();
   /** Answered by closeAll (its outcome rejected, its lease given back): whatever the script answers, the caller gets that (enter). */
   closed = false;
   timer: NodeJS.Timeout | undefined;
@@ -130,6 +151,10 @@ export class WaitRoom<O> {
   private readonly waiters = new Map<string, LocalWaiter<O>>();
   private readonly byKey = new Map<string, Set<LocalWaiter<O>>>();
   private readonly keyTimers = new Map<string, NodeJS.Timeout>();
+  /** Ids of the waiters finished in this period and in the one before (see finish). */
+  private retiring: string[] = [];
+  private retired: string[] = [];
+  private retireTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly ops: WaitRoomOps<O>) {}
 
@@ -165,10 +190,16 @@ export class WaitRoom<O> {
     return waiter.outcome;
   }
 
-  /** A hand-over message (or a heartbeat) says this waiter now holds the lock. */
-  granted(id: string): void {
+  /**
+   * A hand-over message (or a heartbeat) says this waiter now holds the lock; a message names the
+   * lease it was handed (`lease`), which the store may answer with instead of confirming it.
+   */
+  granted(id: string, lease?: { readonly fencingToken: number; readonly expiresAtMs: number }): void {
     const waiter = this.waiters.get(id);
     if (!waiter) return;
+    if (lease !== undefined && (waiter.state === 'pending' || waiter.state === 'waiting')) {
+      waiter.handed = { fencingToken: lease.fencingToken, expiresAtMs: lease.expiresAtMs, registeredAt: waiter.registeredAt };
+    }
     if (waiter.state === 'pending') waiter.grantedEarly = true;
     else if (waiter.state === 'waiting') this.settleGranted(waiter);
   }
@@ -201,7 +232,7 @@ export class WaitRoom<O> {
 
   private settleGranted(waiter: LocalWaiter<O>): void {
     this.leave(waiter);
-    this.ops.confirm(waiter).then(
+    this.ops.confirm(waiter, waiter.handed).then(
       (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
       (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
     );
@@ -253,7 +284,24 @@ export class WaitRoom<O> {
   private finish(waiter: LocalWaiter<O>, answer: () => void): void {
     waiter.state = 'done';
     answer();
-    setTimeout(() => this.waiters.delete(waiter.id), RETIRED_WAITER_MEMORY_MS).unref();
+    // Forgotten a period or two later, by one timer for all of them: a timer per hand-off was a
+    // measurable part of it.
+    this.retiring.push(waiter.id);
+    if (this.retireTimer === undefined) {
+      this.retireTimer = setInterval(() => this.forgetRetired(), RETIRED_WAITER_MEMORY_MS);
+      this.retireTimer.unref();
+    }
+  }
+
+  /** Forgets the waiters finished in the period before the last: each is remembered one to two periods. */
+  private forgetRetired(): void {
+    for (const id of this.retired) if (this.waiters.get(id)?.state === 'done') this.waiters.delete(id);
+    this.retired = this.retiring;
+    this.retiring = [];
+    if (this.retired.length === 0) {
+      clearInterval(this.retireTimer);
+      this.retireTimer = undefined;
+    }
   }
 
   private waitingOn(key: string): LocalWaiter<O>[] {
