@@ -8,7 +8,7 @@ import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps } from '../../src/store/shared/wait-room.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
-import { lockField } from '../helpers/lock-record.js';
+import { lockField, lockFields } from '../helpers/lock-record.js';
 
 /**
  * The Redis store's wait room at the moments the contract cannot place: a hand-over message that comes
@@ -216,7 +216,7 @@ describe('redis wait room', () => {
     expect(await store.release(key, holder)).toBe(true);
     const outcome = await within(waiter.outcome, 1_000);
     // The lease Redis holds for the waiter, as the release script handed it over.
-    const [owner, token, end] = await raw.hmget(keySpace.lock(key), 'o', 't', 'e');
+    const { o: owner, t: token, e: end } = await lockFields(raw, keySpace.lock(key));
     expect(owner).toBe(waiter.ownerToken);
     expect(outcome).toMatchObject({ acquired: true, fencingToken: Number(token), expiresAtMs: Number(end) });
     expect(renewals).not.toHaveBeenCalled();
@@ -231,7 +231,7 @@ describe('redis wait room', () => {
     const waiter = wait(key, 5_000, { ttlMs });
     const [id] = await queued();
     expect(await store.release(key, holder)).toBe(true);
-    const [token, end] = await raw.hmget(keySpace.lock(key), 't', 'e');
+    const { t: token, e: end } = await lockFields(raw, keySpace.lock(key));
     // A quarter of the lease has passed since the waiter was registered (at least: a sleep is a lower bound).
     await sleep(ttlMs / 2);
     lost.mockRestore();
