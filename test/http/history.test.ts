@@ -23,7 +23,7 @@ afterAll(async () => {
   await t.close();
 });
 
-async function call(who: Who, method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown) {
+async function call(who: Who, method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown>) {
   const res = await t.app.inject({ method, url, headers: bearer(keys.plain[who] ?? ''), ...(payload === undefined ? {} : { payload }) });
   return { status: res.statusCode, body: res.json<Record<string, unknown>>() };
 }

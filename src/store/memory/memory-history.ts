@@ -49,6 +49,11 @@ export class MemoryHistory implements HistoryStore {
     return Promise.resolve(records);
   }
 
+  /** Whether anything is kept for the key, however old (for tests of the retention). */
+  stored(key: HistoryKey): Promise<boolean> {
+    return Promise.resolve(this.namespaces.get(key.namespace)?.has(historyName(key)) ?? false);
+  }
+
   close(): Promise<void> {
     this.namespaces.clear();
     return Promise.resolve();

@@ -23,6 +23,10 @@ import { KeySpace, QUOTA_SHARDS } from './keys.js';
  */
 const APPEND_LUA = `
 local now, keep, perKey, perShard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Scores only go up, so the list written last is ranked last even within one millisecond.
+local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+local score = now
+if top and tonumber(top) >= score then score = tonumber(top) + 0.001 end
 local a = 5
 for i = 2, #KEYS do
   local n = tonumber(ARGV[a])
@@ -30,7 +34,8 @@ for i = 2, #KEYS do
   a = a + n + 1
   redis.call('LTRIM', KEYS[i], -perKey, -1)
   redis.call('PEXPIRE', KEYS[i], keep)
-  redis.call('ZADD', KEYS[1], now, KEYS[i])
+  redis.call('ZADD', KEYS[1], score, KEYS[i])
+  score = score + 0.001
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)
 local over = redis.call('ZCARD', KEYS[1]) - perShard
