@@ -33,6 +33,7 @@ import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 import { renderProfile, summariseProfiles } from './profile.js';
 import { DEFAULT_BURST, measureBurst } from './burst.js';
+import { measureHistory } from './history.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -70,6 +71,8 @@ const USAGE = `npm run bench -- [options]
   --only burst        only the overload burst (not part of a full run): --callers callers at once (default
                       3000) acquire one held lock with waitMs over three instances; the answer mix and
                       /livez latency, printed (and written with --out)
+  --only history      only the lease history A/B (not part of a full run): pairs/s and CPU per pair with
+                      HISTORY=on and off, alternating, and the bytes per event it writes to Redis
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -108,8 +111,8 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-if (args.only !== undefined && args.only !== 'burst' && !(PARTS as readonly string[]).includes(args.only)) {
-  process.stderr.write(`--only takes one of ${PARTS.join(', ')}, burst\n\n${USAGE}`);
+if (args.only !== undefined && args.only !== 'burst' && args.only !== 'history' && !(PARTS as readonly string[]).includes(args.only)) {
+  process.stderr.write(`--only takes one of ${PARTS.join(', ')}, burst, history\n\n${USAGE}`);
   process.exit(2);
 }
 function runs(part: Part): boolean {
@@ -198,8 +201,35 @@ async function burstOnly(): Promise<void> {
   }
 }
 
+/** `--only history`: the lease history A/B, its own processes, its own short report. */
+async function historyOnly(): Promise<void> {
+  const loadBefore = loadAverage();
+  const owned: OwnedProcess[] = [];
+  const worker = new LoadWorker();
+  try {
+    const { result, text } = await measureHistory(
+      { rounds: quick ? 2 : Math.max(settings.rounds, 4), concurrency: settings.concurrencies[0] ?? 50, warmMs: settings.warmMs, durationMs: settings.durationMs },
+      benchDir(),
+      worker,
+      owned,
+      progress,
+    );
+    progress('done\n');
+    const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
+    process.stdout.write(header + text);
+    if (args.out) {
+      writeFileSync(args.out, header + text);
+      writeFileSync(`${args.out}.json`, `${JSON.stringify(result, null, 1)}\n`);
+    }
+  } finally {
+    worker.stop();
+    await Promise.all(owned.map((p) => p.stop()));
+  }
+}
+
 async function main(): Promise<void> {
   if (args.only === 'burst') return burstOnly();
+  if (args.only === 'history') return historyOnly();
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

@@ -158,7 +158,7 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         for (const key of keys) await small.append([{ ...key, record: { kind: 'released', at: Date.now(), lease: key.key } }]);
         const stored = await Promise.all(keys.map((key) => harness.stored(small, key)));
         const kept = stored.filter(Boolean).length;
-        expect(kept).toBeGreaterThan(0);
+        expect(kept, `kept: ${stored.map((s, i) => (s ? i : '')).join(' ')}`).toBeGreaterThan(0);
         expect(kept).toBeLessThanOrEqual(harness.keysKept(SMALL.keysPerNamespace));
         expect(stored.at(-1)).toBe(true);
         // Another namespace's keys are not counted against it.

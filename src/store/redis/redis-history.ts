@@ -135,8 +135,28 @@ export class RedisHistory implements HistoryStore {
     }
   }
 
+  /**
+   * The client queues nothing while it connects (no offline queue, as the lock store's): the first batch
+   * after a start or a reconnect waits for the connection, up to a command timeout.
+   */
+  private async connected(): Promise<void> {
+    if (this.redis.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.redis.off('ready', onReady);
+        reject(new Error(`not connected (${this.redis.status})`));
+      }, this.options.commandTimeoutMs);
+      this.redis.once('ready', onReady);
+    });
+  }
+
   private async call<T>(run: () => Promise<T>): Promise<T> {
     try {
+      await this.connected();
       return await run();
     } catch (err) {
       throw new StoreUnavailableError(`Redis history call failed: ${(err as Error).message}`, 1000, { cause: err });
