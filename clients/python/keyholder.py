@@ -231,6 +231,8 @@ _LOCK_STATUS = {"key": _text, "held": lambda v: isinstance(v, bool), "index": _c
 _PERMIT_HOLDERS = {"holder": _holder, "fencingToken": _count, "expiresAt": _instant, "ttlRemainingMs": _count}
 _PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDERS), "waiters": _count}
 _FORCE_RELEASE = {"key": _text, "released": _true}
+_HISTORY_EVENT = {"type": _text, "at": _instant, "holder": _holder}
+_HISTORY = {"key": _text, "events": _each(_HISTORY_EVENT), "truncated": lambda v: isinstance(v, bool)}
 _ANY_OBJECT = {}
 
 
@@ -343,6 +345,26 @@ class Client:
             fields["fencingToken"] = str(fencing_token)
         query = urllib.parse.urlencode(fields)
         return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
+
+    def history(self, key, since=None, until=None, limit=None, primitive="locks", namespace=None):
+        """The key's recent lease events, oldest first (granted, handed_over, renewed, released, expired,
+        force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
+        owner tokens. `since`/`until`: ISO 8601 strings (or datetimes), keeping every event of a lease live
+        in the range. `primitive`: "locks", "semaphores" or "rwlocks". With `namespace`, any namespace's key
+        (an admin key when the server checks keys)."""
+        fields = {}
+        for name, value in (("since", since), ("until", until)):
+            if value is not None:
+                fields[name] = value if isinstance(value, str) else value.isoformat()
+        if limit is not None:
+            fields["limit"] = str(limit)
+        if namespace is not None:
+            fields["namespace"] = namespace
+            path = f"/v1/history/{primitive}/{_quote(key)}"
+        else:
+            path = f"/v1/{primitive}/{_quote(key)}/history"
+        query = urllib.parse.urlencode(fields)
+        return self._call("GET", f"{path}?{query}" if query else path, _HISTORY)
 
     # -- semaphores: at most `limit` holders at once ----------------------------------------------------
 
