@@ -316,8 +316,9 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
   const ends = tracks.filter((t) => t.end !== null).map((t) => ({ track: t, end: t.end as number }));
   const out = entries.map(({ entry, track }) => {
     if (entry.type !== 'granted' || !entry.waitedMs) return { entry, track };
-    const arrived = entry.at - entry.waitedMs;
-    const handed = ends.some((e) => e.track !== track && e.end >= arrived && e.end <= entry.at);
+    // Within the clocks' skew: a grant is on the store's clock, a release on the instance's.
+    const arrived = entry.at - entry.waitedMs - CLOCK_SKEW_MS;
+    const handed = ends.some((e) => e.track !== track && e.end >= arrived && e.end <= entry.at + CLOCK_SKEW_MS);
     return { entry: handed ? { ...entry, type: 'handed_over' as const } : entry, track };
   });
 

@@ -61,9 +61,13 @@ export class LeaseHistory {
     );
   }
 
-  /** A release names no fencing token: its lease id pairs it with its grant when read. */
-  released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string): void {
-    this.recorder.record({ namespace, primitive, key }, { kind: 'released', at: Date.now(), lease: leaseIdOf(ownerToken) });
+  /**
+   * A release names no fencing token: its lease id pairs it with its grant when read. `at`: when the
+   * release was sent (Date.now() before the store call), so a waiter the release handed the key to, granted
+   * during that call, is never seen granted before the release that freed it.
+   */
+  released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number): void {
+    this.recorder.record({ namespace, primitive, key }, { kind: 'released', at, lease: leaseIdOf(ownerToken) });
   }
 
   forceReleased(

@@ -65,8 +65,9 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
     }),
     async (request) => {
       const namespace = principalOf(request).namespace;
+      const sentAt = Date.now();
       await leases.release(namespace, request.params.key, request.body.ownerToken);
-      historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken);
+      historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
       return { key: request.params.key, released: true as const };
     },
   );

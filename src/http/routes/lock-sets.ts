@@ -113,10 +113,11 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
     async (request) => {
       const { ownerToken, keys } = request.body;
       const namespace = principalOf(request).namespace;
+      const sentAt = Date.now();
       await lockSets.release(namespace, keys, ownerToken);
       const history = historyOf(request);
-      // The keys this token held: a key it no longer held changed nothing, and its grant pairs with no release.
-      for (const key of keys) history?.released('lock', namespace, key, ownerToken);
+      // Every key named: one this token no longer held is left out when read (see timeline).
+      for (const key of keys) history?.released('lock', namespace, key, ownerToken, sentAt);
       return { released: true as const };
     },
   );
