@@ -226,6 +226,12 @@ export interface TimelineEntry {
 /** How far the instance's clock (releases) may be from the store's (grants, expiries) before it counts. */
 const CLOCK_SKEW_MS = 1000;
 
+/**
+ * The slack of the hand-over test: small, so a caller that asked to wait and found the key free just after
+ * a lease ended is not taken for one handed the key (same-host clocks agree to well under this).
+ */
+const HANDOVER_SLACK_MS = 20;
+
 interface LeaseTrack {
   readonly fencingToken: number | null;
   readonly grant: HistoryRecord | null;
@@ -316,9 +322,9 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
   const ends = tracks.filter((t) => t.end !== null).map((t) => ({ track: t, end: t.end as number }));
   const out = entries.map(({ entry, track }) => {
     if (entry.type !== 'granted' || !entry.waitedMs) return { entry, track };
-    // Within the clocks' skew: a grant is on the store's clock, a release on the instance's.
-    const arrived = entry.at - entry.waitedMs - CLOCK_SKEW_MS;
-    const handed = ends.some((e) => e.track !== track && e.end >= arrived && e.end <= entry.at + CLOCK_SKEW_MS);
+    // Within a little slack: a grant is on the store's clock, a release on the instance's.
+    const arrived = entry.at - entry.waitedMs - HANDOVER_SLACK_MS;
+    const handed = ends.some((e) => e.track !== track && e.end >= arrived && e.end <= entry.at + HANDOVER_SLACK_MS);
     return { entry: handed ? { ...entry, type: 'handed_over' as const } : entry, track };
   });
 
