@@ -72,6 +72,7 @@ export class RedisHistory implements HistoryStore {
   private readonly redis: HistoryClient;
   private readonly keys: KeySpace;
   private readonly perShard: number;
+  private connecting: Promise<void> | null = null;
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -139,9 +140,10 @@ export class RedisHistory implements HistoryStore {
    * The client queues nothing while it connects (no offline queue, as the lock store's): the first batch
    * after a start or a reconnect waits for the connection, up to a command timeout.
    */
-  private async connected(): Promise<void> {
-    if (this.redis.status === 'ready') return;
-    await new Promise<void>((resolve, reject) => {
+  private connected(): Promise<void> {
+    if (this.redis.status === 'ready') return Promise.resolve();
+    // One wait for every call meanwhile (one listener, not one per call).
+    this.connecting ??= new Promise<void>((resolve, reject) => {
       const onReady = () => {
         clearTimeout(timer);
         resolve();
@@ -151,7 +153,10 @@ export class RedisHistory implements HistoryStore {
         reject(new Error(`not connected (${this.redis.status})`));
       }, this.options.commandTimeoutMs);
       this.redis.once('ready', onReady);
+    }).finally(() => {
+      this.connecting = null;
     });
+    return this.connecting;
   }
 
   private async call<T>(run: () => Promise<T>): Promise<T> {
