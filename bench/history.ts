@@ -49,7 +49,10 @@ export async function measureHistory(
   try {
     const apiKey = newApiKey();
     const keysFile = join(dir, 'api-keys-history.json');
-    writeFileSync(keysFile, JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }));
+    writeFileSync(
+      keysFile,
+      JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }),
+    );
     process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
     const common = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', NAMESPACE_MAX_HELD_LOCKS: '20000' };
     const on = await startKeyholder('keyholder-history-on', redis.url, dir, { ...common, HISTORY: 'on', REDIS_KEY_PREFIX: 'khon:' });
@@ -66,7 +69,16 @@ export async function measureHistory(
     };
     for (let round = 1; round <= settings.rounds; round++) {
       // Alternate which goes first, so neither always runs on a warmer (or busier) machine.
-      const order = round % 2 ? ([['on', on], ['off', off]] as const) : ([['off', off], ['on', on]] as const);
+      const order =
+        round % 2
+          ? ([
+              ['on', on],
+              ['off', off],
+            ] as const)
+          : ([
+              ['off', off],
+              ['on', on],
+            ] as const);
       for (const [name, target] of order) {
         const r = await worker.run<LoopResult>({
           kind: 'loop',

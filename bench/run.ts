@@ -208,7 +208,12 @@ async function historyOnly(): Promise<void> {
   const worker = new LoadWorker();
   try {
     const { result, text } = await measureHistory(
-      { rounds: quick ? 2 : Math.max(settings.rounds, 4), concurrency: settings.concurrencies[0] ?? 50, warmMs: settings.warmMs, durationMs: settings.durationMs },
+      {
+        rounds: quick ? 2 : Math.max(settings.rounds, 4),
+        concurrency: settings.concurrencies[0] ?? 50,
+        warmMs: settings.warmMs,
+        durationMs: settings.durationMs,
+      },
       benchDir(),
       worker,
       owned,

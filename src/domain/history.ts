@@ -257,7 +257,9 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
   const entries: { entry: TimelineEntry; track: LeaseTrack | null }[] = [];
 
   const trackOf = (r: HistoryRecord, create: boolean): LeaseTrack | null => {
-    const known = (r.lease !== undefined ? byLease.get(r.lease) : undefined) ?? (r.fencingToken !== undefined ? byToken.get(r.fencingToken) : undefined);
+    const known =
+      (r.lease !== undefined ? byLease.get(r.lease) : undefined) ??
+      (r.fencingToken !== undefined ? byToken.get(r.fencingToken) : undefined);
     if (known || !create) return known ?? null;
     const track: LeaseTrack = {
       fencingToken: r.fencingToken ?? null,
@@ -297,7 +299,10 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
       });
     } else if (r.kind === 'renewed') {
       if (track && r.expiresAt !== undefined) track.expiresAt = r.expiresAt;
-      entries.push({ entry: { type: 'renewed', ...base, ...extra, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}) }, track });
+      entries.push({
+        entry: { type: 'renewed', ...base, ...extra, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}) },
+        track,
+      });
     } else {
       if (track) track.end ??= r.at;
       const held = track?.grant ? { heldMs: Math.max(0, r.at - track.grant.at) } : {};

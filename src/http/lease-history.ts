@@ -54,7 +54,11 @@ export class LeaseHistory {
     );
   }
 
-  renewed(primitive: HistoryPrimitive, namespace: string, renewal: { key: string; fencingToken: number; ttlMs: number; expiresAtMs: number }): void {
+  renewed(
+    primitive: HistoryPrimitive,
+    namespace: string,
+    renewal: { key: string; fencingToken: number; ttlMs: number; expiresAtMs: number },
+  ): void {
     this.recorder.record(
       { namespace, primitive, key: renewal.key },
       { kind: 'renewed', at: renewal.expiresAtMs - renewal.ttlMs, fencingToken: renewal.fencingToken, expiresAt: renewal.expiresAtMs },
@@ -79,7 +83,10 @@ export class LeaseHistory {
   ): void {
     const at = Date.now();
     for (const e of evicted) {
-      this.recorder.record({ namespace, primitive, key }, { kind: 'force_released', at, fencingToken: e.fencingToken, holder: e.holder, by });
+      this.recorder.record(
+        { namespace, primitive, key },
+        { kind: 'force_released', at, fencingToken: e.fencingToken, holder: e.holder, by },
+      );
     }
   }
 }

@@ -48,6 +48,7 @@ describeStoreContract('etcd (3 members)', {
 
 describeHistoryContract('etcd (3 members)', {
   open: async (limits) => new EtcdHistory({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
-  stored: (_store, key) => withClient(async (c) => (await c.get(`${PREFIX}history/${key.namespace}/${key.primitive}/${key.key}`).string()) !== null),
+  stored: (_store, key) =>
+    withClient(async (c) => (await c.get(`${PREFIX}history/${key.namespace}/${key.primitive}/${key.key}`).string()) !== null),
   keysKept: (keysPerNamespace) => keysPerNamespace,
 });

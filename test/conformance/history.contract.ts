@@ -86,7 +86,13 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         { kind: 'released', at: t + 3_500, lease: 'b' },
       );
       const events = timeline(await store.read(key), Date.now());
-      expect(events.map((e) => `${e.type}:${e.fencingToken}`)).toEqual(['granted:1', 'expired:1', 'lock_delay:1', 'handed_over:2', 'released:2']);
+      expect(events.map((e) => `${e.type}:${e.fencingToken}`)).toEqual([
+        'granted:1',
+        'expired:1',
+        'lock_delay:1',
+        'handed_over:2',
+        'released:2',
+      ]);
       expect(events[1]).toMatchObject({ at: t + 1_000, heldMs: 1_000, holder: 'crashed' });
       expect(events[2]).toMatchObject({ until: t + 3_000 });
       expect(events[3]).toMatchObject({ waitedMs: 2_500, holder: 'next' });
@@ -120,7 +126,11 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
     it('never returns events older than the retention', async () => {
       const key = keyOf();
       const now = Date.now();
-      await write(key, { kind: 'released', at: now - LIMITS.retentionMs - 1_000, lease: 'old' }, { kind: 'released', at: now, lease: 'new' });
+      await write(
+        key,
+        { kind: 'released', at: now - LIMITS.retentionMs - 1_000, lease: 'old' },
+        { kind: 'released', at: now, lease: 'new' },
+      );
       expect((await store.read(key)).map((r) => r.lease)).toEqual(['new']);
     });
 
@@ -176,7 +186,9 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         // namespace stays within its cap: only the retention can drop the idle key.
         await vi.waitFor(
           async () => {
-            await small.append([{ namespace: key.namespace, primitive: 'lock', key: 'nudge', record: { kind: 'released', at: Date.now() } }]);
+            await small.append([
+              { namespace: key.namespace, primitive: 'lock', key: 'nudge', record: { kind: 'released', at: Date.now() } },
+            ]);
             expect(await harness.stored(small, key)).toBe(false);
           },
           { timeout: 30_000, interval: 250 },

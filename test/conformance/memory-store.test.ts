@@ -7,6 +7,6 @@ describeStoreContract('embedded (memory)', memoryHarness());
 
 describeHistoryContract('embedded (memory)', {
   open: async (limits) => new MemoryHistory(limits),
-  stored: async (store, key) => (await (store as MemoryHistory).stored(key)),
+  stored: async (store, key) => await (store as MemoryHistory).stored(key),
   keysKept: (keysPerNamespace) => keysPerNamespace,
 });

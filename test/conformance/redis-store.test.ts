@@ -43,7 +43,8 @@ describeStoreContract('redis', {
 });
 
 describeHistoryContract('redis', {
-  open: async (limits) => new RedisHistory({ connection: { mode: 'standalone', url: server.url }, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
+  open: async (limits) =>
+    new RedisHistory({ connection: { mode: 'standalone', url: server.url }, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
   stored: async (store, key) => {
     const client = server.client();
     try {

@@ -453,7 +453,10 @@ describe('every route and status against openapi.yaml', () => {
   it('the history routes', async () => {
     const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
     const unavailable = () => Promise.reject(new StoreUnavailableError('history store gone'));
-    const gone = new HistoryRecorder({ append: unavailable, read: unavailable, close: () => Promise.resolve() }, { flushMs: 5, maxBuffered: 10 });
+    const gone = new HistoryRecorder(
+      { append: unavailable, read: unavailable, close: () => Promise.resolve() },
+      { flushMs: 5, maxBuffered: 10 },
+    );
     const down = await start({ auth: auth(), history: gone });
     for (const path of ['locks', 'semaphores', 'rwlocks']) {
       const own = `/v1/${path}/h1/history`;

@@ -60,7 +60,11 @@ export const historyRoutes: FastifyPluginAsyncZod = async (app) => {
       `/v1/${path}/:key/history`,
       routeOptions(
         ownRule,
-        { summary: `Recent lease events of a ${primitive === 'rwlock' ? 'read/write lock' : primitive}`, description: DESCRIPTION, ok: "The key's recent events" },
+        {
+          summary: `Recent lease events of a ${primitive === 'rwlock' ? 'read/write lock' : primitive}`,
+          description: DESCRIPTION,
+          ok: "The key's recent events",
+        },
         KeyHistory,
         { operationId: `history${id}`, tags: [path === 'locks' ? 'locks' : path], params: LockKeyParams, querystring: HistoryQuery },
       ),

@@ -242,7 +242,13 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
             `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`,
           );
         }
-        historyOf(request)?.forceReleased(HISTORY_PRIMITIVES[names.path] ?? 'semaphore', namespace, key, evicted, principalOf(request).keyId);
+        historyOf(request)?.forceReleased(
+          HISTORY_PRIMITIVES[names.path] ?? 'semaphore',
+          namespace,
+          key,
+          evicted,
+          principalOf(request).keyId,
+        );
         request.log.warn(
           {
             audit: 'force_release',

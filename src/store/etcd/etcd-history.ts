@@ -92,7 +92,12 @@ export class EtcdHistory implements HistoryStore {
       });
       const puts = records.map((r, i): IRequestOp => {
         const kv = read.responses[i + 1]?.response_range.kvs[0];
-        const kept = kv ? kv.value.toString().split('\n').filter((line) => (decodeRecord(line)?.at ?? 0) >= oldest) : [];
+        const kept = kv
+          ? kv.value
+              .toString()
+              .split('\n')
+              .filter((line) => (decodeRecord(line)?.at ?? 0) >= oldest)
+          : [];
         const lines = [...kept, ...r.events].slice(-eventsPerKey);
         return { request_put: { key: r.key, value: Buffer.from(lines.join('\n')), lease } };
       });

@@ -1,4 +1,13 @@
-import { decodeRecord, encodeRecord, historyName, type HistoryAppend, type HistoryKey, type HistoryLimits, type HistoryRecord, type HistoryStore } from '../../domain/history.js';
+import {
+  decodeRecord,
+  encodeRecord,
+  historyName,
+  type HistoryAppend,
+  type HistoryKey,
+  type HistoryLimits,
+  type HistoryRecord,
+  type HistoryStore,
+} from '../../domain/history.js';
 
 /**
  * The embedded store's history: per namespace, a Map of key -> ring of encoded events, in order of the
