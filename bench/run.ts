@@ -34,6 +34,7 @@ import { measureBackends, renderBackends, type BackendRow } from './backends.js'
 import { renderProfile, summariseProfiles } from './profile.js';
 import { DEFAULT_BURST, measureBurst } from './burst.js';
 import { measureTracing, renderTracing } from './tracing.js';
+import { measureHistory } from './history.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -74,6 +75,8 @@ const USAGE = `npm run bench -- [options]
   --only tracing      only the tracing A/B (not part of a full run): lock pairs on three instances, tracing
                       off (never loaded), on with nothing sampled, on with every call exported over OTLP;
                       pairs/s and server CPU per pair, --rounds rounds (default 5) at the first --concurrency
+  --only history      only the lease history A/B (not part of a full run): pairs/s and CPU per pair with
+                      HISTORY=on and off, alternating, and the bytes per event it writes to Redis
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -112,7 +115,7 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-const STANDALONE = ['burst', 'tracing'];
+const STANDALONE = ['burst', 'tracing', 'history'];
 if (args.only !== undefined && !STANDALONE.includes(args.only) && !(PARTS as readonly string[]).includes(args.only)) {
   process.stderr.write(`--only takes one of ${[...PARTS, ...STANDALONE].join(', ')}\n\n${USAGE}`);
   process.exit(2);
@@ -237,9 +240,41 @@ async function tracingOnly(): Promise<void> {
   }
 }
 
+/** `--only history`: the lease history A/B, its own processes, its own short report. */
+async function historyOnly(): Promise<void> {
+  const loadBefore = loadAverage();
+  const owned: OwnedProcess[] = [];
+  const worker = new LoadWorker();
+  try {
+    const { result, text } = await measureHistory(
+      {
+        rounds: quick ? 2 : Math.max(settings.rounds, 4),
+        concurrency: settings.concurrencies[0] ?? 50,
+        warmMs: settings.warmMs,
+        durationMs: settings.durationMs,
+      },
+      benchDir(),
+      worker,
+      owned,
+      progress,
+    );
+    progress('done\n');
+    const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
+    process.stdout.write(header + text);
+    if (args.out) {
+      writeFileSync(args.out, header + text);
+      writeFileSync(`${args.out}.json`, `${JSON.stringify(result, null, 1)}\n`);
+    }
+  } finally {
+    worker.stop();
+    await Promise.all(owned.map((p) => p.stop()));
+  }
+}
+
 async function main(): Promise<void> {
   if (args.only === 'burst') return burstOnly();
   if (args.only === 'tracing') return tracingOnly();
+  if (args.only === 'history') return historyOnly();
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

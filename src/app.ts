@@ -30,6 +30,9 @@ import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { metricsRoutes } from './http/routes/metrics.js';
+import { historyRoutes } from './http/routes/history.js';
+import { LeaseHistory, registerLeaseHistory } from './http/lease-history.js';
+import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
 import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
@@ -58,6 +61,8 @@ export interface AppDeps {
   readonly maxConnections?: number;
   /** Which request lines are written (ACCESS_LOG); DEFAULT_ACCESS_LOG (sampled) when absent. */
   readonly accessLog?: AccessLogSettings;
+  /** Lease history (HISTORY): the routes record into it; none recorded (and empty histories) when absent. */
+  readonly history?: HistoryRecorder | null;
 }
 
 /**
@@ -188,6 +193,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     transformObject: openApiTransformObject,
   });
 
+  registerLeaseHistory(app, deps.history ? new LeaseHistory(deps.history) : null);
   // After the auth hook and before the routes (see rate-limit.ts).
   await registerRateLimit(app, deps.rateLimit ?? { max: 0, windowMs: 1000 });
   await app.register(lockRoutes, { locks: deps.locks });
@@ -198,6 +204,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(adminRoutes, { locks: deps.locks });
   await app.register(permitAdminRoutes(permits.semaphores, SEMAPHORE_NAMES));
   await app.register(permitAdminRoutes(permits.rwlocks, RWLOCK_NAMES));
+  await app.register(historyRoutes);
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);
   await app.register(consoleRoutes);

@@ -259,6 +259,23 @@ export const EnvSchema = z
       "How long a key's fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.",
     ),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
+    HISTORY: z
+      .preprocess(emptyAsUndefined, z.enum(['on', 'off']).default('on'))
+      .describe(
+        'Lease history (`GET .../{key}/history`): `on` records every grant, renewal, release and force release, written in ' +
+          'batches off the request path; `off` records nothing and the history routes answer empty. See docs/operations.md#lease-history.',
+      ),
+    HISTORY_EVENTS_PER_KEY: intFromEnv(1, 10_000, 50).describe('Lease history: events kept per key; the oldest go first.'),
+    HISTORY_KEYS_PER_NAMESPACE: intFromEnv(1, 1_000_000, 5_000).describe(
+      'Lease history: keys (of all primitives) with a history kept per namespace; the least recently written go first. ' +
+        'On Redis counted per quota shard (this / 16, rounded up, each).',
+    ),
+    HISTORY_RETENTION_MS: intFromEnv(1_000, 30 * 86_400_000, 2 * 86_400_000).describe(
+      'Lease history: events older than this are dropped (2 days by default, so yesterday is there all of today).',
+    ),
+    HISTORY_FLUSH_MS: intFromEnv(1, 10_000, 5).describe(
+      'Lease history: how long an event waits in the in-process buffer before its batch is written; a crash loses at most this much.',
+    ),
     SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000).describe(
       "How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator's grace period longer (compose: `stop_grace_period: 15s`).",
     ),
@@ -510,6 +527,16 @@ export interface Config {
   readonly tracing: boolean;
   /** HTTP_MAX_CONNECTIONS; undefined: derived from the open-file limit (see connection-budget.ts). */
   readonly maxConnections: number | undefined;
+  /** Lease history (HISTORY_*); null when off. */
+  readonly history: HistorySettings | null;
+}
+
+/** What lease history keeps (see domain/history.ts). */
+export interface HistorySettings {
+  readonly eventsPerKey: number;
+  readonly keysPerNamespace: number;
+  readonly retentionMs: number;
+  readonly flushMs: number;
 }
 
 export interface HttpTimeouts {
@@ -604,6 +631,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxOpenWaits: e.OVERLOAD_MAX_OPEN_WAITS,
     }),
     maxConnections: e.HTTP_MAX_CONNECTIONS,
+    history:
+      e.HISTORY === 'on'
+        ? Object.freeze({
+            eventsPerKey: e.HISTORY_EVENTS_PER_KEY,
+            keysPerNamespace: e.HISTORY_KEYS_PER_NAMESPACE,
+            retentionMs: e.HISTORY_RETENTION_MS,
+            flushMs: e.HISTORY_FLUSH_MS,
+          })
+        : null,
     httpTimeouts: Object.freeze({
       requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,

@@ -8,7 +8,15 @@ import { createLogger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { startTracing } from './observability/tracing.js';
 import { createStore } from './store/create-store.js';
+import { createHistoryStore } from './store/create-history.js';
+import { HistoryRecorder } from './domain/history.js';
 import { connectionBudget } from './http/connection-budget.js';
+
+/**
+ * Lease history events buffered at most between two writes: at 5 ms a batch, far above what one instance
+ * answers in that time; past it (the store is away) the oldest are dropped, not kept growing.
+ */
+const HISTORY_BUFFER_MAX = 50_000;
 
 /** Reads the environment, builds the store and the app, listens, and closes gracefully on a signal. */
 async function main(): Promise<void> {
@@ -48,6 +56,13 @@ async function main(): Promise<void> {
     );
   }
   metrics.countWaitingCallers(() => locks.waitingCallers);
+  const history = config.history
+    ? new HistoryRecorder(createHistoryStore(config.store, config.history), {
+        flushMs: config.history.flushMs,
+        maxBuffered: HISTORY_BUFFER_MAX,
+        observer: { lost: throttledLossLog(logger) },
+      })
+    : null;
   const app = await buildApp({
     locks,
     store,
@@ -61,8 +76,11 @@ async function main(): Promise<void> {
     ...(tracing ? { tracing } : {}),
     maxConnections,
     accessLog: config.accessLog,
+    history,
   });
   app.addHook('onClose', async () => {
+    // The buffered events first, while the store still answers.
+    await history?.close();
     await store.close();
     await access.close();
     // After the store: the spans of the last requests are ended by now.
@@ -91,6 +109,20 @@ async function main(): Promise<void> {
 
   await app.listen({ port: config.port, host: config.host });
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
+}
+
+/** One warning per 10 s at most, with the events lost since the last one: a store that is away loses a batch every few ms. */
+function throttledLossLog(logger: ReturnType<typeof createLogger>): (events: number, reason: 'store' | 'buffer') => void {
+  let lost = 0;
+  let lastLogged = 0;
+  return (events, reason) => {
+    lost += events;
+    const now = Date.now();
+    if (now - lastLogged < 10_000) return;
+    logger.warn({ events: lost, reason }, 'lease history: events not written (the leases themselves are unaffected)');
+    lost = 0;
+    lastLogged = now;
+  };
 }
 
 main().catch((err: unknown) => {

@@ -246,6 +246,8 @@ _PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDER
 _QUEUED = {"position": _positive, "holder": _holder, "waitingSince": _instant}
 _QUEUE = {"queue": _each(_QUEUED)}
 _FORCE_RELEASE = {"key": _text, "released": _true}
+_HISTORY_EVENT = {"type": _text, "at": _instant, "holder": _holder}
+_HISTORY = {"key": _text, "events": _each(_HISTORY_EVENT), "truncated": lambda v: isinstance(v, bool)}
 _ANY_OBJECT = {}
 
 
@@ -362,6 +364,26 @@ class Client:
             fields["fencingToken"] = str(fencing_token)
         query = urllib.parse.urlencode(fields)
         return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
+
+    def history(self, key, since=None, until=None, limit=None, primitive="locks", namespace=None):
+        """The key's recent lease events, oldest first (granted, handed_over, renewed, released, expired,
+        force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
+        owner tokens. `since`/`until`: ISO 8601 strings (or datetimes), keeping every event of a lease live
+        in the range. `primitive`: "locks", "semaphores" or "rwlocks". With `namespace`, any namespace's key
+        (an admin key when the server checks keys)."""
+        fields = {}
+        for name, value in (("since", since), ("until", until)):
+            if value is not None:
+                fields[name] = value if isinstance(value, str) else value.isoformat()
+        if limit is not None:
+            fields["limit"] = str(limit)
+        if namespace is not None:
+            fields["namespace"] = namespace
+            path = f"/v1/history/{primitive}/{_quote(key)}"
+        else:
+            path = f"/v1/{primitive}/{_quote(key)}/history"
+        query = urllib.parse.urlencode(fields)
+        return self._call("GET", f"{path}?{query}" if query else path, _HISTORY)
 
     # -- semaphores: at most `limit` holders at once ----------------------------------------------------
 

@@ -40,6 +40,8 @@ function loadOtel(): Promise<OtelApi | undefined> {
 
 /** Writes propagated fields into a Request's headers (the API's default setter writes object properties). */
 const headerSetter = { set: (headers: Headers, name: string, value: string) => headers.set(name, value) };
+export type KeyHistory = components['schemas']['KeyHistory'];
+export type HistoryEvent = components['schemas']['HistoryEvent'];
 
 export interface KeyholderClientOptions {
   /** Where the server listens, e.g. http://127.0.0.1:3000. */
@@ -388,6 +390,45 @@ export class KeyholderClient {
       answers.forceRelease,
       (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
       options,
+    );
+  }
+
+  /**
+   * The lock's recent lease events, oldest first: granted, handed_over, renewed, released, expired,
+   * force_released (with `by`), lock_delay, with holder, fencing token, times, waitedMs and heldMs. `since`
+   * and `until` (Date or ISO string) keep the events in the range and every event of a lease live in it.
+   * `primitive` reads a semaphore's or read/write lock's key instead. With `namespace`, any namespace's
+   * key (needs an `admin` key when the server checks keys).
+   */
+  async history(
+    key: string,
+    options: CallOptions & {
+      readonly since?: Date | string;
+      readonly until?: Date | string;
+      readonly limit?: number;
+      readonly primitive?: 'locks' | 'semaphores' | 'rwlocks';
+      readonly namespace?: string;
+    } = {},
+  ): Promise<KeyHistory> {
+    const { since, until, limit, primitive = 'locks', namespace, ...call } = options;
+    const at = (t: Date | string | undefined) => (t instanceof Date ? t.toISOString() : t);
+    const query = {
+      ...(since !== undefined ? { since: at(since) } : {}),
+      ...(until !== undefined ? { until: at(until) } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    };
+    return this.call(
+      'history',
+      answers.keyHistory,
+      (signal) =>
+        namespace !== undefined
+          ? this.api.GET('/v1/history/{primitive}/{key}', { params: { path: { primitive, key }, query: { ...query, namespace } }, signal })
+          : primitive === 'semaphores'
+            ? this.api.GET('/v1/semaphores/{key}/history', { params: { path: { key }, query }, signal })
+            : primitive === 'rwlocks'
+              ? this.api.GET('/v1/rwlocks/{key}/history', { params: { path: { key }, query }, signal })
+              : this.api.GET('/v1/locks/{key}/history', { params: { path: { key }, query }, signal }),
+      call,
     );
   }
 

@@ -373,6 +373,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/locks/{key}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent lease events of a lock
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         */
+        get: operations["historyLock"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{key}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent lease events of a semaphore
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         */
+        get: operations["historySemaphore"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent lease events of a read/write lock
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         */
+        get: operations["historyRwLock"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/history/{primitive}/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent lease events of any key (admin)
+         * @description As GET /v1/{primitive}/{key}/history, for a key of any namespace. The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         */
+        get: operations["historyAdmin"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/livez": {
         parameters: {
             query?: never;
@@ -990,6 +1070,14 @@ export interface components {
             /** @enum {string} */
             store: "memory" | "redis" | "etcd";
         };
+        /** @description A key's recent lease events */
+        KeyHistory: {
+            key: string;
+            /** @description Oldest first */
+            events: components["schemas"]["HistoryEvent"][];
+            /** @description Older events of the range were left out (limit) */
+            truncated: boolean;
+        };
         /** @description Nobody holds the lock. */
         FreeLock: {
             key: string;
@@ -1071,6 +1159,56 @@ export interface components {
              * @enum {string}
              */
             mode?: "read" | "write";
+        };
+        /** @description One event of a lease (never its owner token) */
+        HistoryEvent: {
+            /**
+             * @description granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; released; expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause the lease asked for before the key is granted again)
+             * @enum {string}
+             */
+            type: "granted" | "handed_over" | "renewed" | "released" | "expired" | "force_released" | "lock_delay";
+            /**
+             * Format: date-time
+             * @description When (UTC): the store clock for grants, renewals and expiries, the instance clock otherwise
+             */
+            at: string;
+            /** @description The lease (null: a release whose grant is no longer kept) */
+            fencingToken: number | null;
+            /** @description The lease's holder label */
+            holder: string | null;
+            /**
+             * Format: date-time
+             * @description granted, handed_over, renewed: when the lease was to end
+             */
+            expiresAt?: string;
+            /**
+             * Format: int64
+             * @description granted, handed_over: how long the caller waited (callers that asked to wait)
+             */
+            waitedMs?: number;
+            /**
+             * Format: int64
+             * @description released, expired, force_released: how long the lease was held
+             */
+            heldMs?: number;
+            /** @description force_released: the id of the API key that did it */
+            by?: string;
+            /**
+             * Format: date-time
+             * @description lock_delay: when the key could be granted again
+             */
+            until?: string;
+            /**
+             * @description Read/write locks: the mode of the lease
+             * @enum {string}
+             */
+            mode?: "read" | "write";
+            /**
+             * @description granted, handed_over: taken as part of a lock set
+             * @constant
+             * @enum {boolean}
+             */
+            lockSet?: true;
         };
     };
     responses: never;
@@ -3671,6 +3809,469 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PermitList"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    historyLock: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events from this time on (UTC), and every event of a lease live at this time. Default: the retention.
+                 * @example 2026-12-01T14:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description Only events up to this time (UTC), and every event of a lease live at this time. Default: now.
+                 * @example 2026-12-01T14:05:00Z
+                 */
+                until?: string;
+                /** @description At most this many events: the most recent ones (truncated says whether older ones were left out) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's recent events */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyHistory"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    historySemaphore: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events from this time on (UTC), and every event of a lease live at this time. Default: the retention.
+                 * @example 2026-12-01T14:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description Only events up to this time (UTC), and every event of a lease live at this time. Default: now.
+                 * @example 2026-12-01T14:05:00Z
+                 */
+                until?: string;
+                /** @description At most this many events: the most recent ones (truncated says whether older ones were left out) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's recent events */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyHistory"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    historyRwLock: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events from this time on (UTC), and every event of a lease live at this time. Default: the retention.
+                 * @example 2026-12-01T14:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description Only events up to this time (UTC), and every event of a lease live at this time. Default: now.
+                 * @example 2026-12-01T14:05:00Z
+                 */
+                until?: string;
+                /** @description At most this many events: the most recent ones (truncated says whether older ones were left out) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's recent events */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyHistory"];
+                };
+            };
+            /** @description invalid_request: a field is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `locks` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    historyAdmin: {
+        parameters: {
+            query: {
+                /**
+                 * @description Only events from this time on (UTC), and every event of a lease live at this time. Default: the retention.
+                 * @example 2026-12-01T14:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description Only events up to this time (UTC), and every event of a lease live at this time. Default: now.
+                 * @example 2026-12-01T14:05:00Z
+                 */
+                until?: string;
+                /** @description At most this many events: the most recent ones (truncated says whether older ones were left out) */
+                limit?: number;
+                /**
+                 * @description The namespace of the key
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+                /** @description The key's primitive, as in its routes' paths */
+                primitive: "locks" | "semaphores" | "rwlocks";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's recent events */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyHistory"];
                 };
             };
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */

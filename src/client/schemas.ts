@@ -79,3 +79,23 @@ export const forceRelease: z.ZodType<Schemas['ForceRelease']> = z.object({
   released: z.literal(true),
   evicted: z.object({ holder, fencingToken: count }),
 });
+
+export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
+  key: z.string(),
+  truncated: z.boolean(),
+  events: z.array(
+    z.object({
+      type: z.enum(['granted', 'handed_over', 'renewed', 'released', 'expired', 'force_released', 'lock_delay']),
+      at: instant,
+      fencingToken: count.nullable(),
+      holder,
+      expiresAt: instant.optional(),
+      waitedMs: count.optional(),
+      heldMs: count.optional(),
+      by: z.string().optional(),
+      until: instant.optional(),
+      mode: z.enum(['read', 'write']).optional(),
+      lockSet: z.literal(true).optional(),
+    }),
+  ),
+});

@@ -87,6 +87,23 @@ const ROUTES: RouteCase[] = [
       return { url: `/v1/locks/${key}?namespace=team-a` };
     },
   },
+  // Lease history: each primitive's in the key's namespace (`locks`); any namespace's for an operator (`admin`).
+  ...(['locks', 'semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => [
+    {
+      name: `${path} history`,
+      method: 'GET',
+      scope: 'locks',
+      okStatus: 200,
+      prepare: async () => ({ url: `/v1/${path}/${freshKey()}/history` }),
+    },
+    {
+      name: `${path} history (admin)`,
+      method: 'GET',
+      scope: 'admin',
+      okStatus: 200,
+      prepare: async () => ({ url: `/v1/history/${path}/${freshKey()}?namespace=team-a` }),
+    },
+  ]),
   // Semaphores and read/write locks: the `locks` scope in the key's namespace; their admin routes `admin`.
   ...(['semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => {
     const body = path === 'semaphores' ? { limit: 10, ttlMs: 5_000 } : { mode: 'read', ttlMs: 5_000 };

@@ -5,6 +5,8 @@ import type { LockStore } from '../../src/domain/lock-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
+import { describeHistoryContract } from './history.contract.js';
+import { EtcdHistory } from '../../src/store/etcd/etcd-history.js';
 
 /** The same contract on a 3-member etcd cluster on loopback. */
 let cluster: EtcdCluster;
@@ -42,4 +44,11 @@ describeStoreContract('etcd (3 members)', {
   },
   hasState: (_store, key) => withClient(async (c) => (await c.getAll().prefix(`${PREFIX}lock/${key}`).count()) > 0),
   collect: (store) => (store as EtcdStore).sweep(),
+});
+
+describeHistoryContract('etcd (3 members)', {
+  open: async (limits) => new EtcdHistory({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
+  stored: (_store, key) =>
+    withClient(async (c) => (await c.get(`${PREFIX}history/${key.namespace}/${key.primitive}/${key.key}`).string()) !== null),
+  keysKept: (keysPerNamespace) => keysPerNamespace,
 });

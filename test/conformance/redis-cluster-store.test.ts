@@ -9,6 +9,9 @@ import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
 import { openReplicatedStore } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
+import { describeHistoryContract } from './history.contract.js';
+import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import { QUOTA_SHARDS } from '../../src/store/redis/keys.js';
 
 /**
  * The same contract on a Redis Cluster (3 masters, 3 replicas on loopback, one cluster for the whole
@@ -46,6 +49,20 @@ describeStoreContract('redis cluster, 3 masters, 1 replica ack', {
       client.disconnect();
     }
   },
+});
+
+describeHistoryContract('redis cluster, 3 masters', {
+  open: async (limits) => new RedisHistory({ connection: cluster.connection, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
+  stored: async (store, key) => {
+    const list = (store as RedisHistory).listKey(key);
+    const client = await cluster.clientFor(list);
+    try {
+      return (await client.exists(list)) === 1;
+    } finally {
+      client.disconnect();
+    }
+  },
+  keysKept: (keysPerNamespace) => QUOTA_SHARDS * Math.ceil(keysPerNamespace / QUOTA_SHARDS),
 });
 
 /**

@@ -4,6 +4,9 @@ import { openRedisStore } from '../helpers/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
+import { describeHistoryContract } from './history.contract.js';
+import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import { QUOTA_SHARDS } from '../../src/store/redis/keys.js';
 
 let server: RedisServer;
 const PREFIX = 'contract:';
@@ -37,4 +40,19 @@ describeStoreContract('redis', {
       client.disconnect();
     }
   },
+});
+
+describeHistoryContract('redis', {
+  open: async (limits) =>
+    new RedisHistory({ connection: { mode: 'standalone', url: server.url }, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
+  stored: async (store, key) => {
+    const client = server.client();
+    try {
+      return (await client.exists((store as RedisHistory).listKey(key))) === 1;
+    } finally {
+      client.disconnect();
+    }
+  },
+  // Counted per quota shard: keysPerNamespace / 16, rounded up, in each.
+  keysKept: (keysPerNamespace) => QUOTA_SHARDS * Math.ceil(keysPerNamespace / QUOTA_SHARDS),
 });

@@ -12,6 +12,8 @@ import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
+import { HistoryRecorder } from '../../src/domain/history.js';
+import { MemoryHistory } from '../../src/store/memory/memory-history.js';
 
 /** A request line for every request: for the tests that read every line (what a line holds, that none leaks). */
 export const FULL_ACCESS_LOG: AccessLogSettings = { ...DEFAULT_ACCESS_LOG, mode: 'full' };
@@ -22,6 +24,8 @@ export interface TestApp {
   readonly locks: LockService;
   /** Every log line the app wrote, as text. */
   readonly logs: string[];
+  /** Lease history, on as in production unless the test passed null. */
+  readonly history: HistoryRecorder | null;
   close(): Promise<void>;
 }
 
@@ -40,6 +44,7 @@ export async function buildTestApp(
     loadBudget?: LoadBudget;
     maxConnections?: number;
     accessLog?: AccessLogSettings;
+    history?: HistoryRecorder | null;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -52,6 +57,13 @@ export async function buildTestApp(
   });
   const logger = createLogger(options.logLevel ?? 'info', sink);
   const locks = new LockService(store, options.limits ?? DEFAULT_LIMITS, options.observer);
+  const history =
+    options.history === undefined
+      ? new HistoryRecorder(new MemoryHistory({ eventsPerKey: 50, keysPerNamespace: 5_000, retentionMs: 86_400_000 }), {
+          flushMs: 5,
+          maxBuffered: 50_000,
+        })
+      : options.history;
   const app = await buildApp({
     locks,
     store,
@@ -64,6 +76,7 @@ export async function buildTestApp(
     loadBudget: options.loadBudget,
     maxConnections: options.maxConnections,
     accessLog: options.accessLog,
+    history,
   });
   await app.ready();
   return {
@@ -71,8 +84,10 @@ export async function buildTestApp(
     store,
     locks,
     logs,
+    history,
     close: async () => {
       await app.close();
+      await history?.close();
       await store.close();
     },
   };

@@ -7,6 +7,8 @@ import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { makeKeys } from '../helpers/api-keys.js';
 import { OpenApiContract } from '../helpers/openapi-contract.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { HistoryRecorder } from '../../src/domain/history.js';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 
 /**
  * Every route and every status it declares, driven over real HTTP and each answer checked against
@@ -446,6 +448,44 @@ describe('every route and status against openapi.yaml', () => {
         }
       }
     });
+  });
+
+  it('the history routes', async () => {
+    const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
+    const unavailable = () => Promise.reject(new StoreUnavailableError('history store gone'));
+    const gone = new HistoryRecorder(
+      { append: unavailable, read: unavailable, close: () => Promise.resolve() },
+      { flushMs: 5, maxBuffered: 10 },
+    );
+    const down = await start({ auth: auth(), history: gone });
+    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+      const own = `/v1/${path}/h1/history`;
+      const admin = `/v1/history/${path}/h1?namespace=team`;
+      for (const c of [
+        { method: 'GET', url: own, headers: TEAM, status: 200 },
+        { method: 'GET', url: `${own}?since=2026-12-01T14:00:00Z&until=2026-12-01T14:05:00Z&limit=10`, headers: TEAM, status: 200 },
+        { method: 'GET', url: `${own}?since=yesterday`, headers: TEAM, status: 400 },
+        { method: 'GET', url: own, status: 401 },
+        { method: 'GET', url: own, headers: OPS, status: 403 },
+        { method: 'GET', url: admin, headers: OPS, status: 200 },
+        { method: 'GET', url: `/v1/history/${path}/h1`, headers: OPS, status: 400 },
+        { method: 'GET', url: admin, status: 401 },
+        { method: 'GET', url: admin, headers: TEAM, status: 403 },
+      ]) {
+        await drive(base, c);
+      }
+      await drive(down, { method: 'GET', url: own, headers: TEAM, status: 503 });
+      await drive(down, { method: 'GET', url: admin, headers: OPS, status: 503 });
+    }
+    // One counted request per key and window: the second of each key is refused.
+    await drive(limited, { method: 'GET', url: '/v1/locks/h1/history', headers: TEAM, status: 200 });
+    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+      await drive(limited, { method: 'GET', url: `/v1/${path}/h1/history`, headers: TEAM, status: 429 });
+    }
+    await drive(limited, { method: 'GET', url: '/v1/history/locks/h1?namespace=team', headers: OPS, status: 200 });
+    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+      await drive(limited, { method: 'GET', url: `/v1/history/${path}/h1?namespace=team`, headers: OPS, status: 429 });
+    }
   });
 
   it('saw every response openapi.yaml declares', () => {

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { LockService } from '../../domain/lock-service.js';
 import { principalOf } from '../auth.js';
+import { historyOf } from '../lease-history.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ForceReleaseResponse, ListLocksQuery, LockList } from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
@@ -93,6 +94,7 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
       if (evicted === null) {
         return sendProblem(request, reply, 'not_found', `nobody holds lock "${key}" in namespace "${namespace}"; nothing changed`);
       }
+      historyOf(request)?.forceReleased('lock', namespace, key, [evicted], principalOf(request).keyId);
       // The audit trail: warn, so it is kept at the usual production log levels.
       request.log.warn(
         {

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { FreshLease } from '../../domain/lock-service.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending } from '../fresh-answers.js';
+import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { LockKeyParams, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse } from '../schemas/locks.js';
 import { BODY_ERRORS, iso, routeOptions, routeRule, type RouteText } from './responses.js';
 
@@ -36,6 +37,7 @@ export interface LeaseRoutesDoc {
 export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, doc: LeaseRoutesDoc): void {
   const rule = routeRule('locks', { ...BODY_ERRORS, ...doc.errors }, { rateLimited: false, noRetryAfter: true });
   const typed = app.withTypeProvider<ZodTypeProvider>();
+  const primitive = HISTORY_PRIMITIVES[doc.path] ?? 'lock';
   typed.post(
     `/v1/${doc.path}/:key/renew`,
     routeOptions(rule, doc.renew, RenewResponse, {
@@ -49,6 +51,7 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
       const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
       const { key, ttlMs, decidedAt } = renewal;
       confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
+      historyOf(request)?.renewed(primitive, namespace, renewal);
       return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
@@ -61,7 +64,10 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
       body: ReleaseRequest,
     }),
     async (request) => {
-      await leases.release(principalOf(request).namespace, request.params.key, request.body.ownerToken);
+      const namespace = principalOf(request).namespace;
+      const sentAt = Date.now();
+      await leases.release(namespace, request.params.key, request.body.ownerToken);
+      historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
       return { key: request.params.key, released: true as const };
     },
   );

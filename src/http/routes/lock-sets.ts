@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockSetService } from '../../domain/lock-sets.js';
 import { principalOf } from '../auth.js';
+import { historyOf } from '../lease-history.js';
 import {
   LockSetAcquireRequest,
   LockSetGrant,
@@ -53,12 +54,16 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
     },
     async (request, reply) => {
       const { keys, ttlMs, holder, waitMs, lockDelayMs } = request.body;
-      const grant = await lockSets.acquire(principalOf(request).namespace, keys, ttlMs, {
+      const namespace = principalOf(request).namespace;
+      const startedMs = waitMs ? performance.now() : undefined;
+      const grant = await lockSets.acquire(namespace, keys, ttlMs, {
         holder: holder ?? null,
         waitMs,
         lockDelayMs,
         signal: waitMs ? callerGone(reply) : undefined,
       });
+      const history = historyOf(request);
+      for (const lock of grant.locks) history?.granted('lock', namespace, { ...grant, ...lock }, { startedMs, lockDelayMs, set: true });
       return {
         ownerToken: grant.ownerToken,
         locks: [...grant.locks],
@@ -84,7 +89,10 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
     },
     async (request) => {
       const { ownerToken, keys, ttlMs } = request.body;
-      const renewal = await lockSets.renew(principalOf(request).namespace, keys, ownerToken, ttlMs);
+      const namespace = principalOf(request).namespace;
+      const renewal = await lockSets.renew(namespace, keys, ownerToken, ttlMs);
+      const history = historyOf(request);
+      for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock });
       return { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     },
   );
@@ -104,7 +112,12 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
     },
     async (request) => {
       const { ownerToken, keys } = request.body;
-      await lockSets.release(principalOf(request).namespace, keys, ownerToken);
+      const namespace = principalOf(request).namespace;
+      const sentAt = Date.now();
+      await lockSets.release(namespace, keys, ownerToken);
+      const history = historyOf(request);
+      // Every key named: one this token no longer held is left out when read (see timeline).
+      for (const key of keys) history?.released('lock', namespace, key, ownerToken, sentAt);
       return { released: true as const };
     },
   );

@@ -4,6 +4,7 @@ import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js'
 import type { LockService } from '../../domain/lock-service.js';
 import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
+import { historyOf } from '../lease-history.js';
 import { SharedAnswers } from '../shared-answers.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
@@ -96,6 +97,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
       const principal = principalOf(request);
       const namespace = principal.namespace;
       const idempotencyKey = request.headers['idempotency-key'];
+      const startedMs = waitMs ? performance.now() : undefined;
       const grant = await locks.acquire(namespace, request.params.key, ttlMs, {
         holder: holder ?? null,
         waitMs,
@@ -104,6 +106,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         idempotency: idempotencyKey === undefined ? undefined : { callerId: principal.keyId, key: idempotencyKey },
       });
       confirmBeforeSending(request, namespace, grant);
+      historyOf(request)?.granted('lock', namespace, grant, { startedMs, lockDelayMs });
       return {
         key: grant.key,
         ownerToken: grant.ownerToken,

@@ -4,6 +4,7 @@ import type { PermitCore, PermitGrant } from '../../domain/permits.js';
 import type { IndexedPermitState, PermitState } from '../../domain/permit-store.js';
 import { InvalidRequestError } from '../../domain/errors.js';
 import { principalOf } from '../auth.js';
+import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
@@ -94,6 +95,7 @@ export interface PermitKind<Body extends AcquireBody, View> {
 export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Body, View>): FastifyPluginAsyncZod<{ core: PermitCore }> {
   const { names } = kind;
   const acquireRule = routeRule('locks', { ...COMMON_ERRORS, 409: kind.acquire.refused, 429: WAIT_ERRORS });
+  const primitive = HISTORY_PRIMITIVES[names.path] ?? 'semaphore';
   return async (app, { core }) => {
     const service = kind.service(core);
     const watchAnswers = new SharedAnswers(kind.inspect.status);
@@ -113,8 +115,11 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
         const namespace = principalOf(request).namespace;
         // A waiting caller that disconnects must leave the queue (and give back a lease handed to it).
         const signal = body.waitMs ? callerGone(reply) : undefined;
+        const startedMs = body.waitMs ? performance.now() : undefined;
         const grant = await service.acquire(namespace, request.params.key, { ...body, signal });
         confirmBeforeSending(request, namespace, grant);
+        const mode = 'mode' in body && (body.mode === 'read' || body.mode === 'write') ? body.mode : undefined;
+        historyOf(request)?.granted(primitive, namespace, grant, { startedMs, mode });
         return {
           key: grant.key,
           ...kind.granted(body),
@@ -237,6 +242,13 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
             `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`,
           );
         }
+        historyOf(request)?.forceReleased(
+          HISTORY_PRIMITIVES[names.path] ?? 'semaphore',
+          namespace,
+          key,
+          evicted,
+          principalOf(request).keyId,
+        );
         request.log.warn(
           {
             audit: 'force_release',

@@ -3,7 +3,7 @@ import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
 
 /** Request and response schemas of the administrator's routes (list held locks, force release). */
 
-const Namespace = z
+export const Namespace = z
   .string()
   .regex(NAMESPACE_PATTERN, 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit')
   .meta({ description: "A team's namespace, as given to its API keys", examples: ['team-a'] });

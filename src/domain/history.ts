@@ -1,0 +1,346 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Lease history: what happened to a key's leases recently (granted, renewed, released, force-released,
+ * and, derived when read, handed over, expired and lock-delay), for "who held invoices:42 yesterday
+ * 14:00-14:05, and how did each lease end?".
+ *
+ * History is a record of the lease rules' answers, not a part of them: it is written after an answer is
+ * decided, through an in-process buffer flushed in batches (HistoryRecorder), so it adds no round trip
+ * to a grant and a store that cannot take it never refuses a lease. What a crash can lose is bounded by
+ * the buffer (docs/operations.md#lease-history).
+ */
+
+/** The primitive a key belongs to; a lock set's keys are locks. */
+export type HistoryPrimitive = 'lock' | 'semaphore' | 'rwlock';
+
+/** What is written: the events an answer proves. The rest is derived when read (see timeline). */
+export type RecordedKind = 'granted' | 'renewed' | 'released' | 'force_released';
+
+/** One recorded event, as the stores keep it (never an owner token: `lease` is a one-way digest of it). */
+export interface HistoryRecord {
+  readonly kind: RecordedKind;
+  /** When, in ms since the epoch: the store's clock for grants and renewals, the instance's otherwise. */
+  readonly at: number;
+  /** The lease's id (leaseIdOf): pairs a release, which names no fencing token, with its grant. */
+  readonly lease?: string;
+  readonly fencingToken?: number;
+  readonly holder?: string | null;
+  /** Grants and renewals: when the lease ends unless renewed. */
+  readonly expiresAt?: number;
+  /** Grants: how long the caller waited for it (only callers that asked to wait). */
+  readonly waitedMs?: number;
+  /** Grants: the lock-delay the lease asked for after an expiry. */
+  readonly lockDelayMs?: number;
+  /** Read/write locks: which mode the lease holds. */
+  readonly mode?: 'read' | 'write';
+  /** Force releases: the API key that did it. */
+  readonly by?: string;
+  /** Grants of a lock set's key. */
+  readonly set?: true;
+}
+
+/** Which key a history belongs to. */
+export interface HistoryKey {
+  readonly namespace: string;
+  readonly primitive: HistoryPrimitive;
+  readonly key: string;
+}
+
+export interface HistoryAppend extends HistoryKey {
+  readonly record: HistoryRecord;
+}
+
+/** What a store keeps, and for how long. */
+export interface HistoryLimits {
+  /** Events kept per key: the oldest go first. */
+  readonly eventsPerKey: number;
+  /** Keys with a history per namespace: the least recently written go first (Redis: see its store). */
+  readonly keysPerNamespace: number;
+  /** Events older than this are never returned, and a key idle this long is dropped. */
+  readonly retentionMs: number;
+}
+
+/** The port every store implements once: append batches, read one key. */
+export interface HistoryStore {
+  /** Writes a batch; events of one key keep their order. */
+  append(batch: readonly HistoryAppend[]): Promise<void>;
+  /** A key's events, oldest first, none older than the retention. */
+  read(key: HistoryKey): Promise<HistoryRecord[]>;
+  close(): Promise<void>;
+}
+
+/**
+ * A lease's id in the history: the first 12 bytes of SHA-256 of its owner token. One-way (the token is
+ * 24 random bytes, so nothing short of the token finds it), yet the same for a grant and its release.
+ */
+export function leaseIdOf(ownerToken: string): string {
+  return createHash('sha256').update(ownerToken).digest('base64url').slice(0, 16);
+}
+
+const KIND_CODES: Record<RecordedKind, string> = { granted: 'g', renewed: 'n', released: 'r', force_released: 'f' };
+const CODE_KINDS: Record<string, RecordedKind> = { g: 'granted', n: 'renewed', r: 'released', f: 'force_released' };
+
+/** The stored form: short field names, absent fields left out (bytes per event: see docs/operations.md). */
+export function encodeRecord(r: HistoryRecord): string {
+  const out: Record<string, unknown> = { k: KIND_CODES[r.kind], t: r.at };
+  if (r.lease !== undefined) out.l = r.lease;
+  if (r.fencingToken !== undefined) out.f = r.fencingToken;
+  if (r.holder !== undefined) out.h = r.holder;
+  if (r.expiresAt !== undefined) out.e = r.expiresAt;
+  if (r.waitedMs !== undefined) out.w = r.waitedMs;
+  if (r.lockDelayMs !== undefined) out.d = r.lockDelayMs;
+  if (r.mode !== undefined) out.m = r.mode;
+  if (r.by !== undefined) out.b = r.by;
+  if (r.set) out.s = 1;
+  return JSON.stringify(out);
+}
+
+/** Reads a stored record back; null for anything unreadable (skipped, never a failed read). */
+export function decodeRecord(text: string): HistoryRecord | null {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  const kind = typeof o.k === 'string' ? CODE_KINDS[o.k] : undefined;
+  if (kind === undefined || typeof o.t !== 'number') return null;
+  const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  const record: { -readonly [K in keyof HistoryRecord]: HistoryRecord[K] } = { kind, at: o.t };
+  if (str(o.l) !== undefined) record.lease = str(o.l);
+  if (num(o.f) !== undefined) record.fencingToken = num(o.f);
+  if (o.h === null || typeof o.h === 'string') record.holder = o.h;
+  if (num(o.e) !== undefined) record.expiresAt = num(o.e);
+  if (num(o.w) !== undefined) record.waitedMs = num(o.w);
+  if (num(o.d) !== undefined) record.lockDelayMs = num(o.d);
+  if (o.m === 'read' || o.m === 'write') record.mode = o.m;
+  if (str(o.b) !== undefined) record.by = str(o.b);
+  if (o.s === 1) record.set = true;
+  return record;
+}
+
+/** The name a store files a key's history under: one per primitive, namespace and key. */
+export function historyName(key: HistoryKey): string {
+  return `${key.primitive}:${key.namespace}/${key.key}`;
+}
+
+/** What the recorder reports: batches that could not be written, events dropped from a full buffer. */
+export interface HistoryObserver {
+  lost?(events: number, reason: 'store' | 'buffer'): void;
+}
+
+export interface RecorderOptions {
+  /** How long an event waits in the buffer before its batch is written. */
+  readonly flushMs: number;
+  /** Events buffered at most; past it the oldest are dropped (a store that is down must not grow memory). */
+  readonly maxBuffered: number;
+  readonly observer?: HistoryObserver;
+}
+
+/**
+ * The in-process buffer between the routes and a HistoryStore: `record` costs an array push; a timer
+ * writes what gathered every `flushMs` as one batch (one pipelined round trip on Redis). At most one
+ * batch is in flight; events that come meanwhile wait for the next. A batch the store refuses is
+ * dropped and counted, never retried: history must not grow without bound while the store is away.
+ */
+export class HistoryRecorder {
+  private buffer: HistoryAppend[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private inFlight: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(
+    readonly store: HistoryStore,
+    private readonly options: RecorderOptions,
+  ) {}
+
+  record(key: HistoryKey, record: HistoryRecord): void {
+    if (this.closed) return;
+    this.buffer.push({ namespace: key.namespace, primitive: key.primitive, key: key.key, record });
+    if (this.buffer.length > this.options.maxBuffered) {
+      const over = this.buffer.length - this.options.maxBuffered;
+      this.buffer.splice(0, over);
+      this.options.observer?.lost?.(over, 'buffer');
+    }
+    this.timer ??= setTimeout(() => void this.flush(), this.options.flushMs).unref();
+  }
+
+  /** Writes what is buffered now (after the batch in flight); resolves when it is written or dropped. */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    while (this.inFlight) await this.inFlight;
+    if (this.buffer.length === 0) return;
+    const batch = this.buffer;
+    this.buffer = [];
+    this.inFlight = this.store.append(batch).then(
+      () => undefined,
+      () => this.options.observer?.lost?.(batch.length, 'store'),
+    );
+    try {
+      await this.inFlight;
+    } finally {
+      this.inFlight = null;
+    }
+    // Events recorded while the batch was in flight found the timer set, or set it: nothing to do here.
+  }
+
+  /** A key's events as written so far: the buffer is flushed first, so a caller reads its own writes. */
+  async read(key: HistoryKey): Promise<HistoryRecord[]> {
+    await this.flush();
+    return this.store.read(key);
+  }
+
+  /** Writes what is left and closes the store. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+    await this.store.close();
+  }
+}
+
+/** One entry of a key's timeline, as the API answers it. */
+export type TimelineKind = 'granted' | 'handed_over' | 'renewed' | 'released' | 'expired' | 'force_released' | 'lock_delay';
+
+export interface TimelineEntry {
+  readonly type: TimelineKind;
+  readonly at: number;
+  readonly fencingToken: number | null;
+  readonly holder: string | null;
+  /** granted, handed_over, renewed: when the lease was to end. */
+  readonly expiresAt?: number;
+  /** granted, handed_over: how long the caller waited. */
+  readonly waitedMs?: number;
+  /** released, expired, force_released: from the grant to this end (when the grant is still kept). */
+  readonly heldMs?: number;
+  /** force_released: the API key that did it. */
+  readonly by?: string;
+  /** lock_delay: when the key could be granted again. */
+  readonly until?: number;
+  readonly mode?: 'read' | 'write';
+  readonly lockSet?: true;
+}
+
+/** How far the instance's clock (releases) may be from the store's (grants, expiries) before it counts. */
+const CLOCK_SKEW_MS = 1000;
+
+/**
+ * The slack of the hand-over test: small, so a caller that asked to wait and found the key free just after
+ * a lease ended is not taken for one handed the key (same-host clocks agree to well under this).
+ */
+const HANDOVER_SLACK_MS = 20;
+
+interface LeaseTrack {
+  readonly fencingToken: number | null;
+  readonly grant: HistoryRecord | null;
+  holder: string | null;
+  expiresAt: number | null;
+  lockDelayMs: number;
+  mode?: 'read' | 'write';
+  end: number | null;
+}
+
+/**
+ * A key's timeline from its records: the recorded events, plus what no call reports and the records
+ * prove: a lease whose end time passed with no release or force release EXPIRED at its last expiresAt
+ * (and its lock-delay, if it asked for one, ran from then); a grant to a caller that waited while
+ * another lease of the key ended is HANDED_OVER. Only records in `[since, until]`, and every record
+ * of a lease that overlaps it (who held the key at `since`, and how that lease ended), are kept.
+ */
+export function timeline(records: readonly HistoryRecord[], nowMs: number, since = -Infinity, until = Infinity): TimelineEntry[] {
+  const sorted = [...records].sort((a, b) => a.at - b.at);
+  const byToken = new Map<number, LeaseTrack>();
+  const byLease = new Map<string, LeaseTrack>();
+  const tracks: LeaseTrack[] = [];
+  const entries: { entry: TimelineEntry; track: LeaseTrack | null }[] = [];
+
+  const trackOf = (r: HistoryRecord, create: boolean): LeaseTrack | null => {
+    const known =
+      (r.lease !== undefined ? byLease.get(r.lease) : undefined) ??
+      (r.fencingToken !== undefined ? byToken.get(r.fencingToken) : undefined);
+    if (known || !create) return known ?? null;
+    const track: LeaseTrack = {
+      fencingToken: r.fencingToken ?? null,
+      grant: r.kind === 'granted' ? r : null,
+      holder: r.holder ?? null,
+      expiresAt: r.expiresAt ?? null,
+      lockDelayMs: r.lockDelayMs ?? 0,
+      mode: r.mode,
+      end: null,
+    };
+    if (r.lease !== undefined) byLease.set(r.lease, track);
+    if (r.fencingToken !== undefined) byToken.set(r.fencingToken, track);
+    tracks.push(track);
+    return track;
+  };
+
+  for (const r of sorted) {
+    const track = trackOf(r, r.kind !== 'released' || r.lease !== undefined);
+    // The store refuses the release of a lease that has ended, so a release recorded well after its
+    // lease's end is a lock set's release naming a key this token no longer held: nothing happened.
+    if (r.kind === 'released' && track?.expiresAt != null && r.at > track.expiresAt + CLOCK_SKEW_MS) continue;
+    const base = { at: r.at, fencingToken: track?.fencingToken ?? r.fencingToken ?? null, holder: track?.holder ?? r.holder ?? null };
+    const mode = track?.mode ?? r.mode;
+    const extra = mode ? { mode } : {};
+    if (r.kind === 'granted') {
+      entries.push({
+        entry: {
+          type: 'granted',
+          ...base,
+          holder: r.holder ?? null,
+          ...extra,
+          ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+          ...(r.waitedMs !== undefined ? { waitedMs: r.waitedMs } : {}),
+          ...(r.set ? { lockSet: true as const } : {}),
+        },
+        track,
+      });
+    } else if (r.kind === 'renewed') {
+      if (track && r.expiresAt !== undefined) track.expiresAt = r.expiresAt;
+      entries.push({
+        entry: { type: 'renewed', ...base, ...extra, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}) },
+        track,
+      });
+    } else {
+      if (track) track.end ??= r.at;
+      const held = track?.grant ? { heldMs: Math.max(0, r.at - track.grant.at) } : {};
+      entries.push({
+        entry: { type: r.kind, ...base, ...extra, ...held, ...(r.by !== undefined ? { by: r.by } : {}) },
+        track,
+      });
+    }
+  }
+
+  // Leases that ended without a word: expired at their last expiresAt, then their lock-delay.
+  for (const track of tracks) {
+    if (track.end !== null || track.expiresAt === null || track.expiresAt > nowMs) continue;
+    const at = track.expiresAt;
+    track.end = at;
+    const base = { at, fencingToken: track.fencingToken, holder: track.holder, ...(track.mode ? { mode: track.mode } : {}) };
+    entries.push({ entry: { type: 'expired', ...base, ...(track.grant ? { heldMs: Math.max(0, at - track.grant.at) } : {}) }, track });
+    if (track.lockDelayMs > 0) entries.push({ entry: { type: 'lock_delay', ...base, until: at + track.lockDelayMs }, track });
+  }
+
+  // A grant to a caller that waited, while another lease of the key ended: handed over.
+  const ends = tracks.filter((t) => t.end !== null).map((t) => ({ track: t, end: t.end as number }));
+  const out = entries.map(({ entry, track }) => {
+    if (entry.type !== 'granted' || !entry.waitedMs) return { entry, track };
+    // Within a little slack: a grant is on the store's clock, a release on the instance's.
+    const arrived = entry.at - entry.waitedMs - HANDOVER_SLACK_MS;
+    const handed = ends.some((e) => e.track !== track && e.end >= arrived && e.end <= entry.at + HANDOVER_SLACK_MS);
+    return { entry: handed ? { ...entry, type: 'handed_over' as const } : entry, track };
+  });
+
+  const overlaps = (track: LeaseTrack | null, entry: TimelineEntry) => {
+    if (entry.at >= since && entry.at <= until) return true;
+    if (!track?.grant) return false;
+    const end = track.end ?? track.expiresAt ?? Infinity;
+    return track.grant.at <= until && end >= since;
+  };
+  return out
+    .filter(({ entry, track }) => overlaps(track, entry))
+    .map(({ entry }) => entry)
+    .sort((a, b) => a.at - b.at);
+}

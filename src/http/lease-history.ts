@@ -1,0 +1,100 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type HistoryPrimitive, type HistoryRecorder, leaseIdOf } from '../domain/history.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Lease history, when on (HISTORY): the routes record what they answered here. */
+    leaseHistory: LeaseHistory | null;
+  }
+}
+
+/** The path segment of a primitive's routes, as history names it. */
+export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'rwlock' };
+
+/** A grant as the routes have it. */
+interface GrantFacts {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly fencingToken: number;
+  readonly ttlMs: number;
+  readonly expiresAtMs: number;
+  readonly holder: string | null;
+}
+
+/**
+ * What the routes record, once each answer is decided: the one place that turns an answer into history
+ * records (the routes call it; the lease rules know nothing of it). A call costs a digest of the owner
+ * token and an array push (HistoryRecorder): no store round trip on the request's path.
+ */
+export class LeaseHistory {
+  constructor(readonly recorder: HistoryRecorder) {}
+
+  /** `startedMs`: performance.now() before the acquire, for a caller that asked to wait (else undefined). */
+  granted(
+    primitive: HistoryPrimitive,
+    namespace: string,
+    grant: GrantFacts,
+    extra: { startedMs?: number; lockDelayMs?: number; mode?: 'read' | 'write'; set?: true } = {},
+  ): void {
+    this.recorder.record(
+      { namespace, primitive, key: grant.key },
+      {
+        kind: 'granted',
+        // The store's clock: the lease began ttlMs before it ends.
+        at: grant.expiresAtMs - grant.ttlMs,
+        lease: leaseIdOf(grant.ownerToken),
+        fencingToken: grant.fencingToken,
+        holder: grant.holder,
+        expiresAt: grant.expiresAtMs,
+        ...(extra.startedMs !== undefined ? { waitedMs: Math.round(performance.now() - extra.startedMs) } : {}),
+        ...(extra.lockDelayMs ? { lockDelayMs: extra.lockDelayMs } : {}),
+        ...(extra.mode ? { mode: extra.mode } : {}),
+        ...(extra.set ? { set: true as const } : {}),
+      },
+    );
+  }
+
+  renewed(
+    primitive: HistoryPrimitive,
+    namespace: string,
+    renewal: { key: string; fencingToken: number; ttlMs: number; expiresAtMs: number },
+  ): void {
+    this.recorder.record(
+      { namespace, primitive, key: renewal.key },
+      { kind: 'renewed', at: renewal.expiresAtMs - renewal.ttlMs, fencingToken: renewal.fencingToken, expiresAt: renewal.expiresAtMs },
+    );
+  }
+
+  /**
+   * A release names no fencing token: its lease id pairs it with its grant when read. `at`: when the
+   * release was sent (Date.now() before the store call), so a waiter the release handed the key to, granted
+   * during that call, is never seen granted before the release that freed it.
+   */
+  released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number): void {
+    this.recorder.record({ namespace, primitive, key }, { kind: 'released', at, lease: leaseIdOf(ownerToken) });
+  }
+
+  forceReleased(
+    primitive: HistoryPrimitive,
+    namespace: string,
+    key: string,
+    evicted: readonly { holder: string | null; fencingToken: number }[],
+    by: string,
+  ): void {
+    const at = Date.now();
+    for (const e of evicted) {
+      this.recorder.record(
+        { namespace, primitive, key },
+        { kind: 'force_released', at, fencingToken: e.fencingToken, holder: e.holder, by },
+      );
+    }
+  }
+}
+
+/** The history of the app serving `request`, or null when history is off. */
+export const historyOf = (request: FastifyRequest): LeaseHistory | null => request.server.leaseHistory;
+
+/** Makes `history` reachable from every route (registered on the root instance, before the routes). */
+export function registerLeaseHistory(app: FastifyInstance, history: LeaseHistory | null): void {
+  app.decorate('leaseHistory', history);
+}

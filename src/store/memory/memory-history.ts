@@ -1,0 +1,70 @@
+import {
+  decodeRecord,
+  encodeRecord,
+  historyName,
+  type HistoryAppend,
+  type HistoryKey,
+  type HistoryLimits,
+  type HistoryRecord,
+  type HistoryStore,
+} from '../../domain/history.js';
+
+/**
+ * The embedded store's history: per namespace, a Map of key -> ring of encoded events, in order of the
+ * last write (a write moves its key to the end), so the least recently written key is the first one.
+ * Kept encoded, as the other stores keep them: a string per event costs what it costs there, and the
+ * bench's bytes per event hold for every store.
+ */
+export class MemoryHistory implements HistoryStore {
+  private readonly namespaces = new Map<string, Map<string, { events: string[]; last: number }>>();
+
+  constructor(
+    private readonly limits: HistoryLimits,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  append(batch: readonly HistoryAppend[]): Promise<void> {
+    const now = this.now();
+    for (const { record, ...key } of batch) {
+      let keys = this.namespaces.get(key.namespace);
+      if (!keys) {
+        keys = new Map();
+        this.namespaces.set(key.namespace, keys);
+      }
+      const name = historyName(key);
+      const ring = keys.get(name) ?? { events: [], last: now };
+      keys.delete(name);
+      ring.events.push(encodeRecord(record));
+      if (ring.events.length > this.limits.eventsPerKey) ring.events.splice(0, ring.events.length - this.limits.eventsPerKey);
+      ring.last = now;
+      keys.set(name, ring);
+      this.trim(keys, now);
+    }
+    return Promise.resolve();
+  }
+
+  /** Drops the keys idle past the retention, then the least recently written past the cap. */
+  private trim(keys: Map<string, { last: number }>, now: number): void {
+    for (const [name, ring] of keys) {
+      if (keys.size <= this.limits.keysPerNamespace && ring.last > now - this.limits.retentionMs) break;
+      keys.delete(name);
+    }
+  }
+
+  read(key: HistoryKey): Promise<HistoryRecord[]> {
+    const ring = this.namespaces.get(key.namespace)?.get(historyName(key));
+    const oldest = this.now() - this.limits.retentionMs;
+    const records = (ring?.events ?? []).map(decodeRecord).filter((r): r is HistoryRecord => r !== null && r.at >= oldest);
+    return Promise.resolve(records);
+  }
+
+  /** Whether anything is kept for the key, however old (for tests of the retention). */
+  stored(key: HistoryKey): Promise<boolean> {
+    return Promise.resolve(this.namespaces.get(key.namespace)?.has(historyName(key)) ?? false);
+  }
+
+  close(): Promise<void> {
+    this.namespaces.clear();
+    return Promise.resolve();
+  }
+}

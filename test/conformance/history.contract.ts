@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  type HistoryKey,
+  type HistoryLimits,
+  type HistoryRecord,
+  type HistoryStore,
+  HistoryRecorder,
+  leaseIdOf,
+  timeline,
+} from '../../src/domain/history.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+
+/**
+ * One contract for every store's lease history (HistoryStore): each recorded kind read back as written,
+ * the derived kinds (handed over, expired, lock-delay) from what the store returns, and the retention
+ * bounds: events per key, keys per namespace, and time.
+ */
+export interface HistoryHarness {
+  open(limits: HistoryLimits): Promise<HistoryStore>;
+  /** Whether the store keeps anything for the key (to see an idle key dropped, not just filtered). */
+  stored(store: HistoryStore, key: HistoryKey): Promise<boolean>;
+  /** The most keys of one namespace the store keeps for `keysPerNamespace` (Redis counts per quota shard). */
+  keysKept(keysPerNamespace: number): number;
+}
+
+const LIMITS: HistoryLimits = { eventsPerKey: 20, keysPerNamespace: 1_000, retentionMs: 3_600_000 };
+
+export function describeHistoryContract(name: string, harness: HistoryHarness): void {
+  describe(`history contract: ${name}`, () => {
+    let store: HistoryStore;
+    beforeAll(async () => {
+      store = await harness.open(LIMITS);
+    });
+    afterAll(async () => {
+      await store.close();
+    });
+
+    const keyOf = (primitive: HistoryKey['primitive'] = 'lock', namespace = `ns-${randomUUID().slice(0, 8)}`): HistoryKey => ({
+      namespace,
+      primitive,
+      key: `k:${randomUUID()}`,
+    });
+    const write = (key: HistoryKey, ...records: HistoryRecord[]) => store.append(records.map((record) => ({ ...key, record })));
+
+    it('keeps each recorded kind with every field, in order; a lease is named by a digest, never its owner token', async () => {
+      const key = keyOf('rwlock');
+      const ownerToken = newOwnerToken();
+      const t = Date.now();
+      const records: HistoryRecord[] = [
+        {
+          kind: 'granted',
+          at: t,
+          lease: leaseIdOf(ownerToken),
+          fencingToken: 7,
+          holder: 'billing-1',
+          expiresAt: t + 30_000,
+          waitedMs: 12,
+          lockDelayMs: 500,
+          mode: 'write',
+          set: true,
+        },
+        { kind: 'renewed', at: t + 10, fencingToken: 7, expiresAt: t + 30_010 },
+        { kind: 'released', at: t + 20, lease: leaseIdOf(ownerToken) },
+        { kind: 'granted', at: t + 30, lease: leaseIdOf(newOwnerToken()), fencingToken: 8, holder: null, expiresAt: t + 60_000 },
+        { kind: 'force_released', at: t + 40, fencingToken: 8, holder: null, by: 'operator' },
+      ];
+      await write(key, ...records);
+      const read = await store.read(key);
+      expect(read).toEqual(records);
+      expect(JSON.stringify(read)).not.toContain(ownerToken);
+      const events = timeline(read, t + 100);
+      expect(events.map((e) => e.type)).toEqual(['granted', 'renewed', 'released', 'granted', 'force_released']);
+      expect(events[2]).toMatchObject({ fencingToken: 7, holder: 'billing-1', heldMs: 20, mode: 'write' });
+      expect(events[4]).toMatchObject({ fencingToken: 8, by: 'operator', heldMs: 10 });
+    });
+
+    it('derives expired, lock-delay and handed over from what it kept', async () => {
+      const key = keyOf();
+      const t = Date.now() - 10_000;
+      await write(
+        key,
+        { kind: 'granted', at: t, lease: 'a', fencingToken: 1, holder: 'crashed', expiresAt: t + 1_000, lockDelayMs: 2_000 },
+        // Queued at t + 500, granted once the first lease's lock-delay was over.
+        { kind: 'granted', at: t + 3_000, lease: 'b', fencingToken: 2, holder: 'next', expiresAt: t + 4_000, waitedMs: 2_500 },
+        { kind: 'released', at: t + 3_500, lease: 'b' },
+      );
+      const events = timeline(await store.read(key), Date.now());
+      expect(events.map((e) => `${e.type}:${e.fencingToken}`)).toEqual([
+        'granted:1',
+        'expired:1',
+        'lock_delay:1',
+        'handed_over:2',
+        'released:2',
+      ]);
+      expect(events[1]).toMatchObject({ at: t + 1_000, heldMs: 1_000, holder: 'crashed' });
+      expect(events[2]).toMatchObject({ until: t + 3_000 });
+      expect(events[3]).toMatchObject({ waitedMs: 2_500, holder: 'next' });
+    });
+
+    it('keeps each primitive, namespace and key apart', async () => {
+      const namespace = `ns-${randomUUID().slice(0, 8)}`;
+      const lock = keyOf('lock', namespace);
+      const sem = { ...lock, primitive: 'semaphore' as const };
+      const elsewhere = { ...lock, namespace: `${namespace}-b` };
+      await write(lock, { kind: 'released', at: Date.now(), lease: 'l' });
+      await write(sem, { kind: 'released', at: Date.now(), lease: 's' });
+      expect((await store.read(lock)).map((r) => r.lease)).toEqual(['l']);
+      expect((await store.read(sem)).map((r) => r.lease)).toEqual(['s']);
+      expect(await store.read(elsewhere)).toEqual([]);
+    });
+
+    it('keeps the last eventsPerKey events of a key', async () => {
+      const key = keyOf();
+      const t = Date.now();
+      // Over two batches, as two flushes write them.
+      const many = (from: number, count: number) =>
+        Array.from({ length: count }, (_, i): HistoryRecord => ({ kind: 'released', at: t + from + i, lease: `l${from + i}` }));
+      await write(key, ...many(0, 15));
+      await write(key, ...many(15, 15));
+      const kept = await store.read(key);
+      expect(kept).toHaveLength(LIMITS.eventsPerKey);
+      expect(kept.map((r) => r.lease)).toEqual(many(10, 20).map((r) => r.lease));
+    });
+
+    it('never returns events older than the retention', async () => {
+      const key = keyOf();
+      const now = Date.now();
+      await write(
+        key,
+        { kind: 'released', at: now - LIMITS.retentionMs - 1_000, lease: 'old' },
+        { kind: 'released', at: now, lease: 'new' },
+      );
+      expect((await store.read(key)).map((r) => r.lease)).toEqual(['new']);
+    });
+
+    it('the recorder writes what gathered as one batch, and a read sees its own writes', async () => {
+      const key = keyOf();
+      const appended: number[] = [];
+      const counting: HistoryStore = {
+        append: (batch) => {
+          appended.push(batch.length);
+          return store.append(batch);
+        },
+        read: (k) => store.read(k),
+        close: () => Promise.resolve(),
+      };
+      const recorder = new HistoryRecorder(counting, { flushMs: 60_000, maxBuffered: 100 });
+      for (let i = 0; i < 5; i++) recorder.record(key, { kind: 'released', at: Date.now(), lease: `r${i}` });
+      expect(await recorder.read(key)).toHaveLength(5);
+      expect(appended).toEqual([5]);
+      await recorder.close();
+    });
+
+    describe('bounded per namespace and in time', () => {
+      const SMALL: HistoryLimits = { eventsPerKey: 5, keysPerNamespace: 2, retentionMs: 2_000 };
+      let small: HistoryStore;
+      beforeAll(async () => {
+        small = await harness.open(SMALL);
+      });
+      afterAll(async () => {
+        await small.close();
+      });
+
+      it('keeps at most keysPerNamespace keys of a namespace: the ones written last', async () => {
+        const namespace = `cap-${randomUUID().slice(0, 8)}`;
+        const keys = Array.from({ length: 40 }, (_, i): HistoryKey => ({ namespace, primitive: 'lock', key: `k${i}` }));
+        for (const key of keys) await small.append([{ ...key, record: { kind: 'released', at: Date.now(), lease: key.key } }]);
+        const stored = await Promise.all(keys.map((key) => harness.stored(small, key)));
+        const kept = stored.filter(Boolean).length;
+        expect(kept, `kept: ${stored.map((s, i) => (s ? i : '')).join(' ')}`).toBeGreaterThan(0);
+        expect(kept).toBeLessThanOrEqual(harness.keysKept(SMALL.keysPerNamespace));
+        expect(stored.at(-1)).toBe(true);
+        // Another namespace's keys are not counted against it.
+        const other: HistoryKey = { namespace: `${namespace}-x`, primitive: 'lock', key: 'k0' };
+        await small.append([{ ...other, record: { kind: 'released', at: Date.now(), lease: 'x' } }]);
+        expect(await harness.stored(small, keys.at(-1) as HistoryKey)).toBe(true);
+      });
+
+      it('drops a key idle past the retention', async () => {
+        const key: HistoryKey = { namespace: `idle-${randomUUID().slice(0, 8)}`, primitive: 'semaphore', key: 'k' };
+        await small.append([{ ...key, record: { kind: 'released', at: Date.now(), lease: 'i' } }]);
+        expect(await harness.stored(small, key)).toBe(true);
+        // The store forgets it on its own (Redis: the list's TTL; etcd: its lease; memory: the next write
+        // of the namespace), within a few retentions on a slow machine. The nudge is one key, so the
+        // namespace stays within its cap: only the retention can drop the idle key.
+        await vi.waitFor(
+          async () => {
+            await small.append([
+              { namespace: key.namespace, primitive: 'lock', key: 'nudge', record: { kind: 'released', at: Date.now() } },
+            ]);
+            expect(await harness.stored(small, key)).toBe(false);
+          },
+          { timeout: 30_000, interval: 250 },
+        );
+      }, 40_000);
+    });
+  });
+}
