@@ -13,7 +13,7 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 const OFF: LoadBudget = { maxEventLoopDelayMs: 0, maxRequestsInFlight: 0, maxOpenWaits: 0 };
 
-/** A memory store whose inspect and renew calls wait until let go, and that counts every store call it gets. */
+/** A memory store whose inspect (plain or indexed) and renew calls wait until let go, and that counts every store call it gets. */
 class GatedStore extends MemoryStore {
   calls = 0;
   private gate: Promise<void> = Promise.resolve();
@@ -28,6 +28,12 @@ class GatedStore extends MemoryStore {
     this.calls++;
     await this.gate;
     return super.inspect(key);
+  }
+  // GET /v1/locks/{key} reads the lock's indexed view (it answers blocking queries too).
+  override async inspectIndexed(key: string) {
+    this.calls++;
+    await this.gate;
+    return super.inspectIndexed(key);
   }
   override async acquire(input: Parameters<MemoryStore['acquire']>[0]) {
     this.calls++;
