@@ -260,7 +260,7 @@ export const EnvSchema = z
     ),
     /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
     HISTORY: z
-      .preprocess(emptyAsUndefined, z.enum(['on', 'off']).default('on'))
+      .preprocess(emptyAsUndefined, z.enum(['on', 'off']).default('off'))
       .describe(
         'Lease history (`GET .../{key}/history`): `on` records every grant, renewal, release and force release, written in ' +
           'batches off the request path; `off` records nothing and the history routes answer empty. See docs/operations.md#lease-history.',

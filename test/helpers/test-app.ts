@@ -24,7 +24,7 @@ export interface TestApp {
   readonly locks: LockService;
   /** Every log line the app wrote, as text. */
   readonly logs: string[];
-  /** Lease history, on as in production unless the test passed null. */
+  /** Lease history, on in test apps (production has it off by default) unless the test passed null. */
   readonly history: HistoryRecorder | null;
   close(): Promise<void>;
 }
