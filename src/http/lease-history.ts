@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type HistoryPrimitive, type HistoryRecorder, leaseIdOf } from '../domain/history.js';
+import type { LeaseGrant } from '../domain/lease-rules.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -11,15 +12,8 @@ declare module 'fastify' {
 /** The path segment of a primitive's routes, as history names it. */
 export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'rwlock' };
 
-/** A grant as the routes have it. */
-interface GrantFacts {
-  readonly key: string;
-  readonly ownerToken: string;
-  readonly fencingToken: number;
-  readonly ttlMs: number;
-  readonly expiresAtMs: number;
-  readonly holder: string | null;
-}
+/** A grant as the routes have it: the fields of the domain's grant that history records. */
+type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder'>;
 
 /**
  * What the routes record, once each answer is decided: the one place that turns an answer into history

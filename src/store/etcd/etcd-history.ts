@@ -10,6 +10,7 @@ import {
 } from '../../domain/history.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { prefixEnd } from './etcd-keys.js';
+import { callEtcd } from './etcd-records.js';
 
 /** Tries of one namespace's compare-and-swap before its part of the batch is given up (another instance kept winning). */
 const CAS_TRIES = 4;
@@ -160,13 +161,7 @@ export class EtcdHistory implements HistoryStore {
     return { deadline: Date.now() + this.options.commandTimeoutMs };
   }
 
-  private async call<T>(run: () => Promise<T>): Promise<T> {
-    if (this.closed) throw new StoreUnavailableError('the store is closed');
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof StoreUnavailableError) throw err;
-      throw new StoreUnavailableError(`etcd history call failed: ${(err as Error).message}`, 1000, { cause: err });
-    }
+  private call<T>(run: () => Promise<T>): Promise<T> {
+    return callEtcd(this.closed, 'etcd history', run);
   }
 }

@@ -1,4 +1,5 @@
 import type { IKeyValue } from 'etcd3';
+import { StoreUnavailableError } from '../../domain/errors.js';
 import type { QueuedCaller } from '../../domain/permit-store.js';
 
 /** A record's JSON value; null for an absent, empty or unreadable one (treated as no record). */
@@ -42,4 +43,18 @@ export function queuedCallers(kvs: readonly IKeyValue[], nowMs: number, limit: n
 /** How many waiter records to read for `limit` live ones: waiters whose wait ran out are skipped. */
 export function queueReadLimit(limit: number): number {
   return limit + 64;
+}
+
+/**
+ * Runs one etcd call. Every etcd failure (no leader, no quorum, deadline, connection) is a 503: none is
+ * a certain answer. `what` names the caller in the message ("etcd", "etcd history").
+ */
+export async function callEtcd<T>(closed: boolean, what: string, run: () => Promise<T>): Promise<T> {
+  if (closed) throw new StoreUnavailableError('the store is closed');
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof StoreUnavailableError) throw err;
+    throw new StoreUnavailableError(`${what} call failed: ${(err as Error).message}`, 1000, { cause: err });
+  }
 }

@@ -27,7 +27,7 @@ import {
 } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
-import { parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
+import { callEtcd, parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -817,15 +817,8 @@ export class EtcdStore implements LockStore {
     return { deadline: Date.now() + this.timeoutMs };
   }
 
-  /** Every etcd failure (no leader, no quorum, deadline, connection) is a 503: none is a certain answer. */
-  private async call<T>(run: () => Promise<T>): Promise<T> {
-    if (this.closed) throw new StoreUnavailableError('the store is closed');
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof StoreUnavailableError) throw err;
-      throw new StoreUnavailableError(`etcd call failed: ${(err as Error).message}`, 1000, { cause: err });
-    }
+  private call<T>(run: () => Promise<T>): Promise<T> {
+    return callEtcd(this.closed, 'etcd', run);
   }
 }
 
