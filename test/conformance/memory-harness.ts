@@ -1,4 +1,5 @@
-import type { Clock } from '../../src/store/shared/clock.js';
+import { expect, vi } from 'vitest';
+import { monotonicWallClock, type Clock } from '../../src/store/shared/clock.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
@@ -11,6 +12,10 @@ export function memoryHarness(clock?: Clock): StoreHarness {
     // The embedded store loses everything when its process restarts: a new instance is exactly that.
     loseData: async (store) => {
       await store.close();
+      // A restart takes far longer than a millisecond; the fencing floor (the clock, in microseconds) relies on it.
+      const now = clock ?? monotonicWallClock;
+      const closedAt = now();
+      await vi.waitFor(() => expect(now()).toBeGreaterThan(closedAt + 1), { interval: 1 });
       return new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock });
     },
     hasState: async (store, key) => (store as MemoryStore).has(key),
