@@ -82,9 +82,9 @@ const noSidewaysScroll = (page: Page) =>
 
 /**
  * The operator console in a real headless Chromium against a keyholder with API keys: sign in with
- * the admin key, see every primitive of every team, pick a namespace, force-release the lease shown
- * (and never a newer one), stay usable at 375 px and with 10,000 held leases, and say so when the
- * store is down.
+ * the admin key, see every primitive of every team, pick a namespace, open a key's queue and history,
+ * force-release the lease shown (and never a newer one), stay usable at 375 px and with 10,000 held
+ * leases, and say so when the store is down or history is off.
  */
 describe('/console in headless Chromium', () => {
   let server: TestApp;
@@ -314,7 +314,7 @@ describe('/console in headless Chromium', () => {
     await page.close();
   });
 
-  it('at 375 px wide nothing scrolls sideways, with the list and with the confirm dialog open', async () => {
+  it("at 375 px wide nothing scrolls sideways: the list, a key's queue and history, the confirm dialog", async () => {
     if (!offline) throw new Error('no browser');
     const page = await signedIn(offline, baseUrl, { width: 375, height: 812 });
     await page.reload();
