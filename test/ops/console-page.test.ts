@@ -409,6 +409,17 @@ describe('/console with 10,000 held leases', () => {
     expect(many).toBeLessThanOrEqual(budget);
     expect(await rows(page).count()).toBe(100);
     await expect.poll(() => page.locator('#count-locks').innerText()).toBe('100+');
+    // The page scrolls: at its bottom the last row and the pager are on screen.
+    await page.mouse.wheel(0, 100_000);
+    await expect.poll(() => page.evaluate(() => (globalThis as unknown as { scrollY: number }).scrollY)).toBeGreaterThan(0);
+    await expect
+      .poll(() =>
+        rows(page)
+          .last()
+          .evaluate((tr) => (tr as unknown as { getBoundingClientRect(): { bottom: number } }).getBoundingClientRect().bottom),
+      )
+      .toBeLessThanOrEqual(800);
+    expect(await page.getByRole('button', { name: 'Next' }).isVisible()).toBe(true);
 
     // Page on: each next page comes in about the same time, and the DOM stays one page big.
     const pageTimes: number[] = [];
