@@ -31,6 +31,7 @@ import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import { historyRoutes } from './http/routes/history.js';
+import { adminQueueRoutes } from './http/routes/admin-queue.js';
 import { LeaseHistory, registerLeaseHistory } from './http/lease-history.js';
 import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
@@ -204,6 +205,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(adminRoutes, { locks: deps.locks });
   await app.register(permitAdminRoutes(permits.semaphores, SEMAPHORE_NAMES));
   await app.register(permitAdminRoutes(permits.rwlocks, RWLOCK_NAMES));
+  await app.register(adminQueueRoutes, { locks: deps.locks, permits });
   await app.register(historyRoutes);
   await app.register(healthRoutes, { store: deps.store });
   await app.register(docsRoutes);

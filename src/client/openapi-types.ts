@@ -373,6 +373,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queue/{primitive}/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who waits for a key (admin)
+         * @description The callers queued for a lock, semaphore or read/write lock of any namespace, head first (at most 100): position, holder label, when each joined the queue (store clock) and, for a semaphore or read/write lock, the weight or mode it asks for. Only live waiters: not those whose wait ran out or who left. Never owner tokens.
+         */
+        get: operations["queueAdmin"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/locks/{key}/history": {
         parameters: {
             query?: never;
@@ -382,7 +402,7 @@ export interface paths {
         };
         /**
          * Recent lease events of a lock
-         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off (recording: false), the list is empty.
          */
         get: operations["historyLock"];
         put?: never;
@@ -402,7 +422,7 @@ export interface paths {
         };
         /**
          * Recent lease events of a semaphore
-         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off (recording: false), the list is empty.
          */
         get: operations["historySemaphore"];
         put?: never;
@@ -422,7 +442,7 @@ export interface paths {
         };
         /**
          * Recent lease events of a read/write lock
-         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         * @description The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off (recording: false), the list is empty.
          */
         get: operations["historyRwLock"];
         put?: never;
@@ -442,7 +462,7 @@ export interface paths {
         };
         /**
          * Recent lease events of any key (admin)
-         * @description As GET /v1/{primitive}/{key}/history, for a key of any namespace. The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.
+         * @description As GET /v1/{primitive}/{key}/history, for a key of any namespace. The recent lease events of this key, oldest first: granted, handed over (granted after waiting), renewed, released, expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off (recording: false), the list is empty.
          */
         get: operations["historyAdmin"];
         put?: never;
@@ -1073,10 +1093,19 @@ export interface components {
         /** @description A key's recent lease events */
         KeyHistory: {
             key: string;
+            /** @description false: lease history is off on this instance (HISTORY=off), so nothing is recorded and events is empty */
+            recording: boolean;
             /** @description Oldest first */
             events: components["schemas"]["HistoryEvent"][];
             /** @description Older events of the range were left out (limit) */
             truncated: boolean;
+        };
+        /** @description Who waits for a key, in queue order. Owner tokens are never shown. */
+        AdminQueue: {
+            namespace: string;
+            key: string;
+            /** @description The first callers queued (at most 100), head first; empty when none */
+            queue: components["schemas"]["QueuedCaller"][];
         };
         /** @description Nobody holds the lock. */
         FreeLock: {
@@ -3809,6 +3838,115 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PermitList"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    queueAdmin: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the key
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+                /** @description The key's primitive, as in its routes' paths */
+                primitive: "locks" | "semaphores" | "rwlocks";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's queue */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminQueue"];
                 };
             };
             /** @description invalid_request: a parameter is missing or malformed (the problem names it) */

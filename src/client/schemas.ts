@@ -82,6 +82,7 @@ export const forceRelease: z.ZodType<Schemas['ForceRelease']> = z.object({
 
 export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
   key: z.string(),
+  recording: z.boolean(),
   truncated: z.boolean(),
   events: z.array(
     z.object({

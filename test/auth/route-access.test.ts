@@ -103,6 +103,13 @@ const ROUTES: RouteCase[] = [
       okStatus: 200,
       prepare: async () => ({ url: `/v1/history/${path}/${freshKey()}?namespace=team-a` }),
     },
+    {
+      name: `${path} queue (admin)`,
+      method: 'GET',
+      scope: 'admin',
+      okStatus: 200,
+      prepare: async () => ({ url: `/v1/queue/${path}/${freshKey()}?namespace=team-a` }),
+    },
   ]),
   // Semaphores and read/write locks: the `locks` scope in the key's namespace; their admin routes `admin`.
   ...(['semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => {

@@ -298,6 +298,12 @@ describe('every route and status against openapi.yaml', () => {
       },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
+      ...['locks', 'semaphores', 'rwlocks'].map((path) => ({
+        method: 'GET',
+        url: `/v1/queue/${path}/d?namespace=team`,
+        headers: OPS,
+        status: 503,
+      })),
       { method: 'GET', url: '/readyz', status: 503 },
     ];
     for (const c of cases) await drive(down, c);
@@ -486,6 +492,23 @@ describe('every route and status against openapi.yaml', () => {
     for (const path of ['locks', 'semaphores', 'rwlocks']) {
       await drive(limited, { method: 'GET', url: `/v1/history/${path}/h1?namespace=team`, headers: OPS, status: 429 });
     }
+  });
+
+  it('the queue route (admin)', async () => {
+    const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
+    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+      const url = `/v1/queue/${path}/q1?namespace=team`;
+      for (const c of [
+        { method: 'GET', url, headers: OPS, status: 200 },
+        { method: 'GET', url: `/v1/queue/${path}/q1`, headers: OPS, status: 400 },
+        { method: 'GET', url, status: 401 },
+        { method: 'GET', url, headers: TEAM, status: 403 },
+      ]) {
+        await drive(base, c);
+      }
+    }
+    await drive(limited, { method: 'GET', url: '/v1/queue/locks/q1?namespace=team', headers: OPS, status: 200 });
+    await drive(limited, { method: 'GET', url: '/v1/queue/rwlocks/q1?namespace=team', headers: OPS, status: 429 });
   });
 
   it('saw every response openapi.yaml declares', () => {

@@ -19,7 +19,7 @@ const cast = twoTeamsAndAdmin();
 const ADMIN_KEY = cast.keys.plain['ops-key']!;
 
 /** A keyholder with API keys on `store`, listening, with metrics (the console's figures come from /metrics). */
-async function startServer(store: LockStore): Promise<{ server: TestApp; baseUrl: string }> {
+async function startServer(store: LockStore, history?: null): Promise<{ server: TestApp; baseUrl: string }> {
   const metrics = createMetrics({ defaultMetrics: false });
   const server = await buildTestApp({
     store: metrics.instrumentStore(store),
@@ -27,6 +27,7 @@ async function startServer(store: LockStore): Promise<{ server: TestApp; baseUrl
     metrics,
     logLevel: 'warn',
     auth: { mode: 'keys', keyring: cast.keys.keyring() },
+    ...(history === null ? { history } : {}),
   });
   return { server, baseUrl: await server.app.listen({ port: 0, host: '127.0.0.1' }) };
 }
@@ -81,9 +82,9 @@ const noSidewaysScroll = (page: Page) =>
 
 /**
  * The operator console in a real headless Chromium against a keyholder with API keys: sign in with
- * the admin key, see every primitive of every team, pick a namespace, force-release the lease shown
- * (and never a newer one), stay usable at 375 px and with 10,000 held leases, and say so when the
- * store is down.
+ * the admin key, see every primitive of every team, pick a namespace, open a key's queue and history,
+ * force-release the lease shown (and never a newer one), stay usable at 375 px and with 10,000 held
+ * leases, and say so when the store is down or history is off.
  */
 describe('/console in headless Chromium', () => {
   let server: TestApp;
@@ -160,10 +161,10 @@ describe('/console in headless Chromium', () => {
     // Semaphores and read/write locks: one row per lease, with the key's waiters.
     await page.getByRole('tab', { name: /Semaphores/ }).click();
     await expect.poll(() => rows(page).count()).toBe(2);
-    expect(await page.locator('tbody').innerText()).toMatch(/semaphore 2\/3\s+team-a\s+crawl\s+crawler-1/);
+    expect(await page.locator('#leases tbody').innerText()).toMatch(/semaphore 2\/3\s+team-a\s+crawl\s+crawler-1/);
     await page.getByRole('tab', { name: /Read\/write locks/ }).click();
     await expect.poll(() => rows(page).count()).toBe(2);
-    expect(await page.locator('tbody').innerText()).toContain('rwlock read');
+    expect(await page.locator('#leases tbody').innerText()).toContain('rwlock read');
     await page.screenshot({ path: join(ARTIFACTS, 'console-rwlocks.png'), fullPage: true });
     await page.getByRole('tab', { name: /Locks/ }).click();
 
@@ -197,10 +198,13 @@ describe('/console in headless Chromium', () => {
     // One permit of the semaphore: the other stays.
     await page.getByRole('tab', { name: /Semaphores/ }).click();
     await expect.poll(() => rows(page).count()).toBe(2);
-    await page.locator('tr', { hasText: 'crawler-1' }).getByRole('button').click();
+    await page
+      .locator('tr', { hasText: 'crawler-1' })
+      .getByRole('button', { name: /^Force-release/ })
+      .click();
     await page.locator('#confirm-release').click();
     await expect.poll(() => rows(page).count()).toBe(1);
-    expect(await page.locator('tbody').innerText()).toContain('crawler-2');
+    expect(await page.locator('#leases tbody').innerText()).toContain('crawler-2');
 
     // The key lives in this tab's session storage, never in a URL.
     expect(
@@ -245,7 +249,72 @@ describe('/console in headless Chromium', () => {
     await page.close();
   });
 
-  it('at 375 px wide nothing scrolls sideways, with the list and with the confirm dialog open', async () => {
+  it("a key's queue and history: who waits (position, holder, since, what it asks for) and who held it, how each lease ended", async () => {
+    if (!offline) throw new Error('no browser');
+    // queue-demo: a lease released, one force-released by the operator, one held now with two callers queued.
+    const done = await api('POST', '/v1/locks/queue-demo/acquire', cast.A, { ttlMs: 600_000, holder: 'nightly-1' });
+    expect((await api('POST', '/v1/locks/queue-demo/release', cast.A, { ownerToken: done.body.ownerToken })).status).toBe(200);
+    expect((await api('POST', '/v1/locks/queue-demo/acquire', cast.A, { ttlMs: 600_000, holder: 'stuck-worker' })).status).toBe(200);
+    expect((await api('DELETE', '/v1/locks/queue-demo?namespace=team-a', cast.ADMIN)).status).toBe(200);
+    expect((await api('POST', '/v1/locks/queue-demo/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-2' })).status).toBe(200);
+    const queued = async () =>
+      ((await api('GET', '/v1/queue/locks/queue-demo?namespace=team-a', cast.ADMIN)).body.queue as unknown[]).length;
+    for (const [n, holder] of [
+      [1, 'waiter-1'],
+      [2, 'waiter-2'],
+    ] as const) {
+      // Queued until the app closes (then answered 503 shutting_down).
+      void api('POST', '/v1/locks/queue-demo/acquire', cast.A, { ttlMs: 10_000, waitMs: 60_000, holder }).catch(() => undefined);
+      await vi.waitFor(async () => expect(await queued()).toBe(n), { timeout: 5_000, interval: 10 });
+    }
+    // A writer queued behind the two readers of team-b's ledger.
+    void api('POST', '/v1/rwlocks/ledger/acquire', cast.B, { mode: 'write', ttlMs: 10_000, waitMs: 60_000, holder: 'ledger-writer' }).catch(
+      () => undefined,
+    );
+
+    const page = await signedIn(offline, baseUrl);
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    await page.reload();
+    await page.getByRole('button', { name: 'Queue and history of team-a/queue-demo' }).click();
+    await expect.poll(() => page.locator('#detail-title').innerText()).toBe('lock team-a / queue-demo');
+    const queueRows = page.locator('#queue tbody tr');
+    await expect.poll(() => queueRows.count()).toBe(2);
+    expect(await queueRows.nth(0).innerText()).toMatch(/^1\s+waiter-1\s+\S.*\s+\d+(\.\d)? s\s+the lock$/);
+    expect(await queueRows.nth(1).innerText()).toMatch(/^2\s+waiter-2\s/);
+    // The timeline, newest lease first: still held, force-released by the operator's key, released.
+    const leases = page.locator('#timeline tbody tr');
+    await expect.poll(() => leases.count()).toBe(3);
+    expect(await leases.nth(0).innerText()).toMatch(/now\s+billing-2\s+\d+\s+granted\s+still held/);
+    expect(await leases.nth(1).innerText()).toMatch(/stuck-worker\s+\d+\s+granted\s+force-released by ops-key\s+\d/);
+    expect(await leases.nth(2).innerText()).toMatch(/nightly-1\s+\d+\s+granted\s+released\s+\d/);
+    expect(await page.locator('#history-off').isHidden()).toBe(true);
+    expect(await page.locator('#timeline-count').innerText()).toBe('(3 leases)');
+    expect(await rowOf(page, 'team-a', 'queue-demo').getAttribute('class')).toContain('selected');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-queue.png'), fullPage: true });
+
+    // The queue follows the list: the holder releases, waiter-1 gets the lock, waiter-2 moves up.
+    const held = await api('GET', '/v1/locks?namespace=team-a&prefix=queue-demo', cast.ADMIN);
+    const token = (held.body.locks as Array<{ fencingToken: number }>)[0]!.fencingToken;
+    expect((await api('DELETE', `/v1/locks/queue-demo?namespace=team-a&fencingToken=${token}`, cast.ADMIN)).status).toBe(200);
+    await expect.poll(() => queueRows.count(), { timeout: 10_000 }).toBe(1);
+    expect(await queueRows.nth(0).innerText()).toMatch(/^1\s+waiter-2\s/);
+    await expect.poll(() => leases.nth(0).innerText(), { timeout: 10_000 }).toMatch(/waiter-1\s+\d+\s+handed over after waiting/);
+
+    // A read/write lock: what each waiter asks for; the two readers' leases in its history.
+    await page.getByRole('tab', { name: /Read\/write locks/ }).click();
+    expect(await page.locator('#detail').isHidden()).toBe(true);
+    await page.getByRole('button', { name: 'Queue and history of team-b/ledger' }).first().click();
+    await expect.poll(() => queueRows.count()).toBe(1);
+    expect(await queueRows.nth(0).innerText()).toMatch(/^1\s+ledger-writer\s.*write \(all of it\)$/);
+    await expect.poll(() => leases.count()).toBe(2);
+    expect(await page.locator('#timeline tbody').innerText()).toMatch(/audit-reader \(read\)/);
+    await page.getByRole('button', { name: 'Close' }).click();
+    expect(await page.locator('#detail').isHidden()).toBe(true);
+    expect(pageErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("at 375 px wide nothing scrolls sideways: the list, a key's queue and history, the confirm dialog", async () => {
     if (!offline) throw new Error('no browser');
     const page = await signedIn(offline, baseUrl, { width: 375, height: 812 });
     await page.reload();
@@ -253,6 +322,10 @@ describe('/console in headless Chromium', () => {
     const { scrollWidth, innerWidth } = await noSidewaysScroll(page);
     expect(innerWidth).toBe(375);
     expect(scrollWidth).toBeLessThanOrEqual(innerWidth);
+    await page.getByRole('button', { name: 'Queue and history of team-b/job:sync' }).click();
+    await page.locator('#queue tbody tr').first().waitFor();
+    await page.locator('#timeline tbody tr').first().waitFor();
+    expect((await noSidewaysScroll(page)).scrollWidth).toBeLessThanOrEqual(375);
     await page.screenshot({ path: join(ARTIFACTS, 'console-375.png'), fullPage: true });
     await page.getByRole('tab', { name: /Semaphores/ }).click();
     await rows(page).first().waitFor();
@@ -336,6 +409,17 @@ describe('/console with 10,000 held leases', () => {
     expect(many).toBeLessThanOrEqual(budget);
     expect(await rows(page).count()).toBe(100);
     await expect.poll(() => page.locator('#count-locks').innerText()).toBe('100+');
+    // The page scrolls: at its bottom the last row and the pager are on screen.
+    await page.mouse.wheel(0, 100_000);
+    await expect.poll(() => page.evaluate(() => (globalThis as unknown as { scrollY: number }).scrollY)).toBeGreaterThan(0);
+    await expect
+      .poll(() =>
+        rows(page)
+          .last()
+          .evaluate((tr) => (tr as unknown as { getBoundingClientRect(): { bottom: number } }).getBoundingClientRect().bottom),
+      )
+      .toBeLessThanOrEqual(800);
+    expect(await page.getByRole('button', { name: 'Next' }).isVisible()).toBe(true);
 
     // Page on: each next page comes in about the same time, and the DOM stays one page big.
     const pageTimes: number[] = [];
@@ -364,7 +448,7 @@ describe('/console with 10,000 held leases', () => {
     await page.locator('#namespace').fill('');
     await page.locator('#namespace').press('Enter');
     await expect.poll(() => rows(page).count()).toBe(200);
-    expect(await page.locator('tbody').innerText()).toContain('semaphore 10/10');
+    expect(await page.locator('#leases tbody').innerText()).toContain('semaphore 10/10');
     await page.close();
   }, 120_000);
 });
@@ -421,4 +505,42 @@ describe('/console when the store is down', () => {
     await rowOf(page, 'team-a', 'invoice:9').waitFor({ timeout: 30_000 });
     await page.close();
   }, 90_000);
+});
+
+describe('/console with lease history off', () => {
+  let server: TestApp;
+  let baseUrl = '';
+  let offline: OfflineBrowser | undefined;
+
+  beforeAll(async () => {
+    // HISTORY=off, the production default: the history routes answer recording: false and no events.
+    ({ server, baseUrl } = await startServer(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }), null));
+    expect((await caller(baseUrl)('POST', '/v1/locks/invoice:7/acquire', cast.A, { ttlMs: 600_000, holder: 'billing-7' })).status).toBe(
+      200,
+    );
+    offline = await launchOfflineBrowser(baseUrl, { viewport: { width: 1280, height: 720 } });
+  });
+
+  afterAll(async () => {
+    await offline?.close();
+    await server?.close();
+  });
+
+  it('the key view says history is off instead of showing an empty timeline', async () => {
+    if (!offline) throw new Error('no browser');
+    const page = await signedIn(offline, baseUrl);
+    const errors: string[] = [];
+    page.on('pageerror', (err) => errors.push(err.message));
+    await page.reload();
+    await page.getByRole('button', { name: 'Queue and history of team-a/invoice:7' }).click();
+    await expect.poll(() => page.locator('#history-off').isVisible()).toBe(true);
+    expect(await page.locator('#history-off').innerText()).toMatch(/^History is off on this instance \(HISTORY=off, the default\)/);
+    expect(await page.locator('#timeline').isHidden()).toBe(true);
+    expect(await page.locator('#timeline-empty').isHidden()).toBe(true);
+    await expect.poll(() => page.locator('#queue-empty').isVisible()).toBe(true);
+    expect(await page.locator('#queue-empty').innerText()).toBe('Nobody is waiting for this key.');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-history-off.png'), fullPage: true });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
 });

@@ -43,6 +43,10 @@ const state = {
   scrollToTop: false,
   /** When this page first saw each lease (kind, namespace, key, fencing token): a hold time where the token does not date the grant. */
   firstSeen: new Map(),
+  /** The key whose queue and history are open ({ kind, namespace, key }), or null. Reloaded with every refresh. */
+  detail: null,
+  /** Bumped by every detail load: an answer for another key, or an older one, is dropped. */
+  detailGeneration: 0,
 };
 
 function apiKey() {
@@ -232,6 +236,7 @@ function render() {
     tr.dataset.namespace = lease.namespace;
     tr.dataset.key = lease.key;
     tr.dataset.fencingToken = String(lease.fencingToken);
+    if (isDetail(lease)) tr.classList.add('selected');
     const holder = cell(lease.holder ?? 'no label', 'holder', lease.holder ? 'holder' : 'holder none');
     if (lease.more > 0)
       holder.append(
@@ -252,7 +257,7 @@ function render() {
     tr.append(
       cell(lease.what, 'kind', 'kind'),
       cell(lease.namespace, 'namespace'),
-      cell(lease.key, 'key', 'key'),
+      keyCell(lease),
       holder,
       cell(String(lease.fencingToken), 'fencing token', 'num'),
       held,
@@ -281,6 +286,192 @@ function render() {
   $('next-page').disabled = !state.nextCursor;
   $('page-label').textContent = `page ${state.page + 1}`;
   renderNamespaces();
+}
+
+/** The key, as a button that opens its queue and history. */
+function keyCell(lease) {
+  const td = cell('', 'key', 'key');
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = 'link';
+  button.textContent = lease.key;
+  button.setAttribute('aria-label', `Queue and history of ${lease.namespace}/${lease.key}`);
+  button.addEventListener('click', () => openDetail(lease));
+  td.append(button);
+  return td;
+}
+
+const isDetail = (lease) =>
+  state.detail !== null && state.detail.kind === lease.kind && state.detail.namespace === lease.namespace && state.detail.key === lease.key;
+
+/** Reads a JSON answer of the detail's routes; a 5xx or 4xx is an error with the problem's detail. */
+async function detailJson(path) {
+  const res = await api('GET', path);
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(`${body.detail || `HTTP ${res.status}`}${body.code ? ` (${body.code})` : ''}`);
+  return body;
+}
+
+function openDetail(lease) {
+  state.detail = { kind: lease.kind, namespace: lease.namespace, key: lease.key };
+  const noun = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'read/write lock' }[lease.kind];
+  $('detail-title').textContent = `${noun} ${lease.namespace} / ${lease.key}`;
+  $('detail').hidden = false;
+  for (const tr of document.querySelectorAll('#leases tbody tr'))
+    tr.classList.toggle('selected', tr.dataset.key === lease.key && tr.dataset.namespace === lease.namespace);
+  $('detail').scrollIntoView({ block: 'nearest' });
+  void loadDetail();
+}
+
+function closeDetail() {
+  state.detail = null;
+  state.detailGeneration++;
+  $('detail').hidden = true;
+  for (const tr of document.querySelectorAll('#leases tbody tr.selected')) tr.classList.remove('selected');
+}
+
+/**
+ * The store's clock now, as the listing last read it for this key (expiry minus time left): the
+ * queue's "waiting since" is a store time, and the browser's clock may be off.
+ */
+function storeNow(detail) {
+  const lease =
+    state.leases.find((l) => l.kind === detail.kind && l.namespace === detail.namespace && l.key === detail.key) ?? state.leases[0];
+  return lease ? lease.storeNowMs + (performance.now() - lease.fetchedAt) : Date.now();
+}
+
+/** The open key's queue (GET /v1/queue/...) and history (GET /v1/history/...), both admin routes, read together. */
+async function loadDetail() {
+  const detail = state.detail;
+  if (!detail) return;
+  const generation = ++state.detailGeneration;
+  const where = `${detail.kind}/${encodeURIComponent(detail.key)}?namespace=${encodeURIComponent(detail.namespace)}`;
+  const [queue, history] = await Promise.allSettled([detailJson(`/v1/queue/${where}`), detailJson(`/v1/history/${where}&limit=200`)]);
+  if (generation !== state.detailGeneration) return;
+  for (const r of [queue, history]) if (r.status === 'rejected' && r.reason instanceof Unauthorized) return showLogin(r.reason.message);
+  const errors = [queue, history].filter((r) => r.status === 'rejected').map((r) => r.reason.message);
+  $('detail-error').textContent = errors.length > 0 ? `Could not read: ${[...new Set(errors)].join('; ')}` : '';
+  if (queue.status === 'fulfilled') renderQueue(queue.value.queue, storeNow(detail), detail);
+  if (history.status === 'fulfilled') renderTimeline(history.value, storeNow(detail));
+}
+
+/** What a queued caller asks for, in its primitive's words. */
+function asksFor(kind, q) {
+  if (kind === 'locks') return 'the lock';
+  if (kind === 'rwlocks') return q.mode === 'write' ? 'write (all of it)' : 'read';
+  return q.weight === 1 ? '1 permit' : `${q.weight} permits`;
+}
+
+function renderQueue(queue, now, detail) {
+  const rows = queue.map((q) => {
+    const tr = document.createElement('tr');
+    const since = Date.parse(q.waitingSince);
+    tr.append(
+      cell(String(q.position), 'position', 'num'),
+      cell(q.holder ?? 'no label', 'holder', q.holder ? 'holder' : 'holder none'),
+      cell(formatTime(since), 'waiting since'),
+      cell(formatMs(Math.max(1, now - since)), 'waiting for', 'num'),
+      cell(asksFor(detail.kind, q), 'asks for'),
+    );
+    return tr;
+  });
+  $('queue')
+    .querySelector('tbody')
+    .replaceChildren(...rows);
+  $('queue').hidden = rows.length === 0;
+  $('queue-empty').hidden = rows.length > 0;
+  $('queue-count').textContent = rows.length === 0 ? '' : rows.length === 100 ? '(first 100)' : `(${rows.length})`;
+}
+
+/** A store time as the operator reads it: the time of day today, the date too before today. */
+function formatTime(ms) {
+  const d = new Date(ms);
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+/**
+ * The history's events (oldest first) as one entry per lease (its fencing token), newest first: who
+ * held the key, from when to when, how the lease began (granted, or handed over after a wait) and how
+ * it ended (released, expired, force-released by whom), or that it is still held.
+ */
+function leasesFromEvents(events) {
+  const byToken = new Map();
+  const leases = [];
+  for (const e of events) {
+    let lease = e.fencingToken === null ? undefined : byToken.get(e.fencingToken);
+    if (!lease) {
+      lease = { fencingToken: e.fencingToken, holder: e.holder, mode: e.mode, renewals: 0 };
+      if (e.fencingToken !== null) byToken.set(e.fencingToken, lease);
+      leases.push(lease);
+    }
+    if (e.type === 'granted' || e.type === 'handed_over') {
+      lease.start = e;
+      lease.expiresAt = e.expiresAt;
+    } else if (e.type === 'renewed') {
+      lease.renewals++;
+      lease.expiresAt = e.expiresAt;
+    } else if (e.type === 'lock_delay') {
+      lease.lockDelayUntil = e.until;
+    } else {
+      lease.end = e;
+    }
+  }
+  return leases.reverse();
+}
+
+function began(lease) {
+  if (!lease.start) return 'before the kept history';
+  const how = lease.start.type === 'handed_over' ? 'handed over' : 'granted';
+  const parts = [how];
+  if (lease.start.waitedMs > 0) parts.push(`after waiting ${formatMs(Math.max(1, lease.start.waitedMs))}`);
+  if (lease.start.lockSet) parts.push('(lock set)');
+  if (lease.renewals > 0) parts.push(`· renewed ${lease.renewals}×`);
+  return parts.join(' ');
+}
+
+function ended(lease, now) {
+  const end = lease.end;
+  if (!end) return Date.parse(lease.expiresAt ?? '') > now ? 'still held' : 'not recorded';
+  if (end.type === 'released') return 'released';
+  if (end.type === 'force_released') return `force-released by ${end.by ?? 'an operator'}`;
+  const delay = lease.lockDelayUntil ? `; lock-delay until ${formatTime(Date.parse(lease.lockDelayUntil))}` : '';
+  return `expired (never released)${delay}`;
+}
+
+function renderTimeline(history, now) {
+  const off = history.recording === false;
+  $('history-off').hidden = !off;
+  $('history-off').textContent = off
+    ? 'History is off on this instance (HISTORY=off, the default): no lease events are recorded, so there is no timeline ' +
+      'for this key. Turn it on with HISTORY=on (see "Lease history" in docs/operations.md for its cost).'
+    : '';
+  const leases = off ? [] : leasesFromEvents(history.events);
+  const rows = leases.map((lease) => {
+    const tr = document.createElement('tr');
+    const from = lease.start ? formatTime(Date.parse(lease.start.at)) : '…';
+    const end = ended(lease, now);
+    const live = end === 'still held';
+    const heldMs = lease.end?.heldMs ?? (live && lease.start ? now - Date.parse(lease.start.at) : undefined);
+    const holder = (lease.holder ?? 'no label') + (lease.mode ? ` (${lease.mode})` : '');
+    tr.append(
+      cell(from, 'from'),
+      cell(lease.end ? formatTime(Date.parse(lease.end.at)) : live ? 'now' : '…', 'to'),
+      cell(holder, 'holder', lease.holder ? 'holder' : 'holder none'),
+      cell(lease.fencingToken === null ? '?' : String(lease.fencingToken), 'fencing token', 'num'),
+      cell(began(lease), 'how it began'),
+      cell(end, 'how it ended', live ? 'live' : lease.end?.type === 'force_released' ? 'forced' : ''),
+      cell(heldMs === undefined ? '' : formatMs(Math.max(1, heldMs)), 'held for', 'num'),
+    );
+    return tr;
+  });
+  $('timeline')
+    .querySelector('tbody')
+    .replaceChildren(...rows);
+  $('timeline').hidden = rows.length === 0;
+  $('timeline-empty').hidden = off || rows.length > 0;
+  $('timeline-empty').textContent = 'No lease of this key is recorded in the kept history.';
+  $('timeline-count').textContent =
+    rows.length === 0 ? '' : `(${rows.length} lease${rows.length === 1 ? '' : 's'}${history.truncated ? ', older ones not shown' : ''})`;
 }
 
 /** The namespace picker's choices: every namespace this page has seen in a listing (any other can be typed). */
@@ -351,6 +542,8 @@ async function refresh() {
     renderCounts(counts);
     $('list-error').textContent = page.unsupported ? `${page.unsupported}` : '';
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
+    // The open key's queue and history follow the list (the queue changes as fast as the holders).
+    void loadDetail();
   } catch (err) {
     if (generation !== state.generation) return;
     if (err instanceof Unauthorized) return showLogin(apiKey() ? `That key was refused: ${err.message}` : '');
@@ -440,11 +633,14 @@ for (const tab of document.querySelectorAll('[role="tab"]')) {
     state.kind = tab.dataset.kind;
     for (const t of document.querySelectorAll('[role="tab"]')) t.setAttribute('aria-selected', String(t === tab));
     state.leases = [];
+    closeDetail();
     firstPage();
     render();
     void refresh();
   });
 }
+
+$('close-detail').addEventListener('click', closeDetail);
 
 $('next-page').addEventListener('click', () => {
   if (!state.nextCursor) return;

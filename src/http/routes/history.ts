@@ -17,7 +17,7 @@ const DESCRIPTION =
   'expired, force-released (by which API key) and lock-delay, with holder label, fencing token, times, how long each ' +
   'caller waited and each lease was held. Never owner tokens. Expired and lock-delay are derived when read from a lease ' +
   'whose end passed without a release. Kept per key and per namespace within HISTORY_* bounds; events still in an ' +
-  "instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off, the list is empty.";
+  "instance's write buffer (HISTORY_FLUSH_MS) may be missing for a moment. With history off (recording: false), the list is empty.";
 
 /** The answer for one key: its records, as a timeline in [since, until], the last `limit` of them. */
 async function answer(
@@ -35,6 +35,7 @@ async function answer(
   const kept = events.slice(-query.limit);
   return {
     key,
+    recording: history !== null,
     truncated: kept.length < events.length,
     events: kept.map((e) => ({
       type: e.type,

@@ -3,6 +3,9 @@ import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/perm
 import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
 
+/** A queued caller's mode, from the weight it asks for (a writer asks for all of it). */
+export const queuedMode = (weight: number) => ({ mode: weight >= MAX_READERS ? ('write' as const) : ('read' as const) });
+
 export const RWLOCK_NAMES: PermitNames = { path: 'rwlocks', id: 'RwLock', noun: 'read/write lock', tag: 'rwlocks' };
 
 const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?: number }, RwLockView> = {
@@ -32,7 +35,7 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
   service: (core) => new RwLockService(core),
   granted: ({ mode }) => ({ mode }),
   view: rwLockView,
-  queued: (weight) => ({ mode: weight >= MAX_READERS ? 'write' : 'read' }),
+  queued: queuedMode,
   status: (key, index, view) =>
     view === null
       ? { key, index, mode: null, holders: [], holderCount: 0, truncated: false, waiters: 0 }

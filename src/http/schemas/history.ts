@@ -56,6 +56,9 @@ export const HistoryEvent = z
 export const KeyHistory = z
   .object({
     key: z.string(),
+    recording: z.boolean().meta({
+      description: 'false: lease history is off on this instance (HISTORY=off), so nothing is recorded and events is empty',
+    }),
     events: z.array(HistoryEvent).meta({ description: 'Oldest first' }),
     truncated: z.boolean().meta({ description: 'Older events of the range were left out (limit)' }),
   })
