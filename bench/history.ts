@@ -1,7 +1,4 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { hashApiKey, newApiKey } from '../src/auth/api-keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import type { LoopResult, Task, TaskResult } from './protocol.js';
 import { startKeyholder, type OwnedProcess } from './procs.js';
@@ -11,6 +8,9 @@ import { startKeyholder, type OwnedProcess } from './procs.js';
  * with HISTORY=on and one with HISTORY=off, take turns at the `pairs` loop (acquire + release), A/B/A/B,
  * so a change in the machine's load hits both alike; then the history the `on` instance wrote is
  * weighed in Redis (MEMORY USAGE of its lists and indexes, over the events they hold).
+ *
+ * The load worker sends the API key it was started with (KEYHOLDER_BENCH_API_KEY, read when it loads):
+ * the caller makes the key and its file before it forks the worker, and passes the file here (`access`).
  */
 export interface HistoryBenchSettings {
   readonly rounds: number;
@@ -19,9 +19,17 @@ export interface HistoryBenchSettings {
   readonly durationMs: number;
 }
 
+interface SideResult {
+  pairsPerSecond: number[];
+  cpuMsPerPair: number[];
+  redisUsPerPair: number[];
+  /** Redis calls per pair by command (INFO commandstats), one map per round. */
+  redisCallsPerPair: Record<string, number>[];
+}
+
 export interface HistoryBenchResult {
-  readonly on: { pairsPerSecond: number[]; cpuMsPerPair: number[] };
-  readonly off: { pairsPerSecond: number[]; cpuMsPerPair: number[] };
+  readonly on: SideResult;
+  readonly off: SideResult;
   events: number;
   lists: number;
   redisBytes: number;
@@ -41,27 +49,35 @@ const median = (xs: number[]) => {
 export async function measureHistory(
   settings: HistoryBenchSettings,
   dir: string,
+  access: Record<string, string>,
+  nodeFlags: { on: string[]; off: string[] },
   worker: Worker,
   owned: OwnedProcess[],
   progress: (line: string) => void,
 ): Promise<{ result: HistoryBenchResult; text: string }> {
   const redis = await RedisServer.start();
   try {
-    const apiKey = newApiKey();
-    const keysFile = join(dir, 'api-keys-history.json');
-    writeFileSync(
-      keysFile,
-      JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }),
+    const common = { ...access, NAMESPACE_MAX_HELD_LOCKS: '20000' };
+    const on = await startKeyholder(
+      'keyholder-history-on',
+      redis.url,
+      dir,
+      { ...common, HISTORY: 'on', REDIS_KEY_PREFIX: 'khon:' },
+      nodeFlags.on,
     );
-    process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
-    const common = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', NAMESPACE_MAX_HELD_LOCKS: '20000' };
-    const on = await startKeyholder('keyholder-history-on', redis.url, dir, { ...common, HISTORY: 'on', REDIS_KEY_PREFIX: 'khon:' });
     owned.push(on.proc);
-    const off = await startKeyholder('keyholder-history-off', redis.url, dir, { ...common, HISTORY: 'off', REDIS_KEY_PREFIX: 'khoff:' });
+    const off = await startKeyholder(
+      'keyholder-history-off',
+      redis.url,
+      dir,
+      { ...common, HISTORY: 'off', REDIS_KEY_PREFIX: 'khoff:' },
+      nodeFlags.off,
+    );
     owned.push(off.proc);
+    const side = (): SideResult => ({ pairsPerSecond: [], cpuMsPerPair: [], redisUsPerPair: [], redisCallsPerPair: [] });
     const result: HistoryBenchResult = {
-      on: { pairsPerSecond: [], cpuMsPerPair: [] },
-      off: { pairsPerSecond: [], cpuMsPerPair: [] },
+      on: side(),
+      off: side(),
       events: 0,
       lists: 0,
       redisBytes: 0,
@@ -89,10 +105,22 @@ export async function measureHistory(
           durationMs: settings.durationMs,
           tag: `history-${name}-${round}`,
           serverPid: target.proc.pid,
+          redisPid: redis.pid,
+          redisUrl: redis.url,
         });
+        // A round with no pair done (every call refused, say a 401) is a broken bench, not a figure.
+        if (r.units === 0) {
+          throw new Error(
+            `history ${name} round ${round}: no pair completed; errors ${JSON.stringify(r.errors)}\n${target.proc.tailLog()}`,
+          );
+        }
         target.proc.truncateLog();
         result[name].pairsPerSecond.push(r.unitsPerSecond);
-        result[name].cpuMsPerPair.push(((r.serverCpuSeconds ?? 0) * 1000) / Math.max(1, r.units));
+        result[name].cpuMsPerPair.push(((r.serverCpuSeconds ?? 0) * 1000) / r.units);
+        result[name].redisUsPerPair.push(((r.redisCpuSeconds ?? 0) * 1e6) / r.units);
+        result[name].redisCallsPerPair.push(
+          Object.fromEntries(Object.entries(r.redisCommands ?? {}).map(([command, calls]) => [command, calls / r.units])),
+        );
         progress(`history round ${round}/${settings.rounds} ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s`);
       }
     }
@@ -135,19 +163,31 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
   const offPairs = median(r.off.pairsPerSecond);
   const onCpu = median(r.on.cpuMsPerPair);
   const offCpu = median(r.off.cpuMsPerPair);
+  const onRedis = median(r.on.redisUsPerPair);
+  const offRedis = median(r.off.redisUsPerPair);
+  const calls = (s: SideResult) => {
+    const names = [...new Set(s.redisCallsPerPair.flatMap((m) => Object.keys(m)))].sort();
+    return names.map((n) => `${n} ${median(s.redisCallsPerPair.map((m) => m[n] ?? 0)).toFixed(2)}`).join(', ');
+  };
   const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`;
   return [
     `## Lease history: cost (HISTORY=on vs off)`,
     '',
-    `\`pairs\` (acquire + release on 1,000 keys) at concurrency ${settings.concurrency}, ${settings.rounds} rounds of ${settings.durationMs} ms each, A/B alternating; medians.`,
+    `\`pairs\` (acquire + release, 10,000 distinct keys in turn) at concurrency ${settings.concurrency}, ${settings.rounds} rounds of ` +
+      `${settings.durationMs} ms each, A/B alternating; medians.`,
     '',
-    '| | pairs/s | server CPU ms per pair |',
-    '|---|---:|---:|',
-    `| HISTORY=off | ${offPairs.toFixed(0)} | ${offCpu.toFixed(3)} |`,
-    `| HISTORY=on | ${onPairs.toFixed(0)} | ${onCpu.toFixed(3)} |`,
-    `| change | ${pct(onPairs, offPairs)} | ${pct(onCpu, offCpu)} |`,
+    '| | pairs/s | server CPU ms per pair | Redis CPU µs per pair |',
+    '|---|---:|---:|---:|',
+    `| HISTORY=off | ${offPairs.toFixed(0)} | ${offCpu.toFixed(3)} | ${offRedis.toFixed(1)} |`,
+    `| HISTORY=on | ${onPairs.toFixed(0)} | ${onCpu.toFixed(3)} | ${onRedis.toFixed(1)} |`,
+    `| change | ${pct(onPairs, offPairs)} | ${pct(onCpu, offCpu)} | ${pct(onRedis, offRedis)} |`,
     '',
     `Every round (pairs/s): off ${r.off.pairsPerSecond.map((x) => x.toFixed(0)).join(', ')}; on ${r.on.pairsPerSecond.map((x) => x.toFixed(0)).join(', ')}.`,
+    `On/off ratio of pairs/s per round (each pair of runs back to back): ${r.on.pairsPerSecond
+      .map((x, i) => (x / (r.off.pairsPerSecond[i] ?? NaN)).toFixed(3))
+      .join(', ')}.`,
+    '',
+    `Redis calls per pair: off ${calls(r.off)}; on ${calls(r.on)}.`,
     '',
     `Redis memory of the history written: ${r.redisBytes} bytes for ${r.events} events in ${r.lists} lists (and their indexes): ` +
       `**${r.events ? (r.redisBytes / r.events).toFixed(0) : '-'} bytes per event** in Redis; ${r.encodedBytesPerEvent.toFixed(0)} bytes per event encoded.`,

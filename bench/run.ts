@@ -76,7 +76,8 @@ const USAGE = `npm run bench -- [options]
                       off (never loaded), on with nothing sampled, on with every call exported over OTLP;
                       pairs/s and server CPU per pair, --rounds rounds (default 5) at the first --concurrency
   --only history      only the lease history A/B (not part of a full run): pairs/s and CPU per pair with
-                      HISTORY=on and off, alternating, and the bytes per event it writes to Redis
+                      HISTORY=on and off, alternating (--rounds, default 4), Redis CPU and calls per pair,
+                      and the bytes per event it writes to Redis; with --profile, both instances profiled
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -244,30 +245,55 @@ async function tracingOnly(): Promise<void> {
 async function historyOnly(): Promise<void> {
   const loadBefore = loadAverage();
   const owned: OwnedProcess[] = [];
+  // The worker reads its API key when it starts: the key exists before the fork (a key set after it
+  // left every call unauthenticated, 401, and the history A/B at 0 pairs/s).
+  const dir = benchDir();
+  const apiKey = newApiKey();
+  const keysFile = join(dir, 'api-keys-history.json');
+  writeFileSync(
+    keysFile,
+    JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks', 'admin'] }] }),
+  );
+  process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
+  // BENCH_ENV, as in a full run: keyholder variables for both instances, e.g. '{"HISTORY_FLUSH_MS":"5"}'.
+  const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
+  const profileDir = join(ROOT, '.tmp/bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
+  const flags = (side: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, side)}`] : []);
   const worker = new LoadWorker();
+  let measured: Awaited<ReturnType<typeof measureHistory>>;
   try {
-    const { result, text } = await measureHistory(
+    measured = await measureHistory(
       {
         rounds: quick ? 2 : Math.max(settings.rounds, 4),
         concurrency: settings.concurrencies[0] ?? 50,
         warmMs: settings.warmMs,
         durationMs: settings.durationMs,
       },
-      benchDir(),
+      dir,
+      { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment },
+      { on: flags('on'), off: flags('off') },
       worker,
       owned,
       progress,
     );
-    progress('done\n');
-    const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
-    process.stdout.write(header + text);
-    if (args.out) {
-      writeFileSync(args.out, header + text);
-      writeFileSync(`${args.out}.json`, `${JSON.stringify(result, null, 1)}\n`);
-    }
   } finally {
     worker.stop();
+    // A profile is written when its process exits.
     await Promise.all(owned.map((p) => p.stop()));
+  }
+  const { result, text } = measured;
+  progress('done\n');
+  const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
+  let report = header + text;
+  if (args.profile) {
+    for (const side of ['off', 'on']) {
+      report += `\n### CPU profile, HISTORY=${side}\n\n${renderProfile(summariseProfiles(join(profileDir, side), ROOT))}\n`;
+    }
+  }
+  process.stdout.write(report);
+  if (args.out) {
+    writeFileSync(args.out, report);
+    writeFileSync(`${args.out}.json`, `${JSON.stringify(result, null, 1)}\n`);
   }
 }
 

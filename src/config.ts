@@ -273,8 +273,9 @@ export const EnvSchema = z
     HISTORY_RETENTION_MS: intFromEnv(1_000, 30 * 86_400_000, 2 * 86_400_000).describe(
       'Lease history: events older than this are dropped (2 days by default, so yesterday is there all of today).',
     ),
-    HISTORY_FLUSH_MS: intFromEnv(1, 10_000, 5).describe(
-      'Lease history: how long an event waits in the in-process buffer before its batch is written; a crash loses at most this much.',
+    HISTORY_FLUSH_MS: intFromEnv(1, 10_000, 100).describe(
+      'Lease history: how long an event waits in the in-process buffer before its batch is written; a crash loses at most this much. ' +
+        'Longer batches cost less per event (a grant and its release often share one).',
     ),
     SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000).describe(
       "How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator's grace period longer (compose: `stop_grace_period: 15s`).",

@@ -9,12 +9,12 @@ import { createMetrics } from './observability/metrics.js';
 import { startTracing } from './observability/tracing.js';
 import { createStore } from './store/create-store.js';
 import { createHistoryStore } from './store/create-history.js';
-import { HistoryRecorder } from './domain/history.js';
+import { HistoryRecorder, type HistoryObserver } from './domain/history.js';
 import { connectionBudget } from './http/connection-budget.js';
 
 /**
- * Lease history events buffered at most between two writes: at 5 ms a batch, far above what one instance
- * answers in that time; past it (the store is away) the oldest are dropped, not kept growing.
+ * Lease history events buffered at most between two writes: at 100 ms a batch (the default), far above
+ * what one instance answers in that time; past it (the store is away) the oldest are dropped, not kept growing.
  */
 const HISTORY_BUFFER_MAX = 50_000;
 
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
     ? new HistoryRecorder(createHistoryStore(config.store, config.history), {
         flushMs: config.history.flushMs,
         maxBuffered: HISTORY_BUFFER_MAX,
-        observer: { lost: throttledLossLog(logger) },
+        observer: { lost: historyLoss(metrics.historyObserver, throttledLossLog(logger)) },
       })
     : null;
   const app = await buildApp({
@@ -109,6 +109,17 @@ async function main(): Promise<void> {
 
   await app.listen({ port: config.port, host: config.host });
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
+}
+
+/** A lost batch or dropped events: counted in the metrics at once, logged (throttled) too. */
+function historyLoss(
+  counted: Required<HistoryObserver>,
+  logged: (events: number, reason: 'store' | 'buffer') => void,
+): (events: number, reason: 'store' | 'buffer') => void {
+  return (events, reason) => {
+    counted.lost(events, reason);
+    logged(events, reason);
+  };
 }
 
 /** One warning per 10 s at most, with the events lost since the last one: a store that is away loses a batch every few ms. */

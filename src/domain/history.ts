@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /**
  * Lease history: what happened to a key's leases recently (granted, renewed, released, force-released,
@@ -75,7 +75,8 @@ export interface HistoryStore {
  * 24 random bytes, so nothing short of the token finds it), yet the same for a grant and its release.
  */
 export function leaseIdOf(ownerToken: string): string {
-  return createHash('sha256').update(ownerToken).digest('base64url').slice(0, 16);
+  // The one-shot crypto.hash: no Hash object per call (two per pair, on the request's path).
+  return hash('sha256', ownerToken, 'base64url').slice(0, 16);
 }
 
 const KIND_CODES: Record<RecordedKind, string> = { granted: 'g', renewed: 'n', released: 'r', force_released: 'f' };

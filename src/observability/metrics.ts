@@ -8,6 +8,7 @@ import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
 import type { Tracing } from './tracing.js';
 import { LeanHistogram } from './lean-histogram.js';
+import type { HistoryObserver } from '../domain/history.js';
 
 /**
  * Prometheus metrics for one app. Names follow Prometheus conventions: a `keyholder_` prefix, base
@@ -29,6 +30,8 @@ export interface Metrics {
   problemAnswered(code: string): void;
   /** Counts a request refused by load shedding (503 overloaded), by the budget it was over and its priority. */
   requestShed(budget: ShedBudget, priority: ShedPriority): void;
+  /** Pass to the lease history's recorder: counts the batches and events it could not write. */
+  readonly historyObserver: Required<HistoryObserver>;
   /** The exposition text and its content type, for GET /metrics. */
   render(): Promise<{ contentType: string; body: string }>;
 }
@@ -209,6 +212,29 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     for (const priority of ['normal', 'last'] as const) shed.labels(budget, priority).inc(0);
   }
 
+  // Lease history is written off the request path and a batch the store refuses is dropped, never
+  // retried: these are the only trace of what history lost (the leases themselves are unaffected).
+  const historyBatchesLost = new Counter({
+    name: 'keyholder_history_batches_lost_total',
+    help: 'Lease history batches (one flush of the in-process buffer) the store did not take (down, slow, refused): their events are not in the history.',
+    registers: [registry],
+  });
+  const historyEventsLost = new Counter({
+    name: 'keyholder_history_events_lost_total',
+    help: 'Lease history events not written, by reason (store: in a lost batch; buffer: dropped from a full buffer while the store was away).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  // Present at 0 from the start, so an alert on a rise sees the first loss.
+  historyBatchesLost.inc(0);
+  for (const reason of ['store', 'buffer'] as const) historyEventsLost.labels(reason).inc(0);
+  const historyObserver: Required<HistoryObserver> = {
+    lost(events, reason) {
+      if (reason === 'store') historyBatchesLost.inc();
+      historyEventsLost.labels(reason).inc(events);
+    },
+  };
+
   const primitiveOperations = new Counter({
     name: 'keyholder_primitive_operations_total',
     help: 'Semaphore and read/write lock operations handled, by primitive (semaphore, rwlock), operation (acquire, renew, release, inspect) and outcome (as keyholder_lock_operations_total, plus limit_mismatch).',
@@ -276,6 +302,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     requestShed(budget, priority) {
       shed.labels(budget, priority).inc();
     },
+    historyObserver,
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() };
     },

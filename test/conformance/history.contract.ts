@@ -121,6 +121,9 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       const kept = await store.read(key);
       expect(kept).toHaveLength(LIMITS.eventsPerKey);
       expect(kept.map((r) => r.lease)).toEqual(many(10, 20).map((r) => r.lease));
+      // One batch over the cap on its own: its last eventsPerKey, none of what the key had.
+      await write(key, ...many(100, LIMITS.eventsPerKey + 7));
+      expect((await store.read(key)).map((r) => r.lease)).toEqual(many(107, LIMITS.eventsPerKey).map((r) => r.lease));
     });
 
     it('never returns events older than the retention', async () => {

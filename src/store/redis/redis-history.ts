@@ -28,15 +28,19 @@ local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
 local score = now
 if top and tonumber(top) >= score then score = tonumber(top) + 0.001 end
 local a = 5
+-- The index's new scores, sent in one ZADD per 500 lists (not one per list; unpack's limit is far above).
+local ranks, r = {}, 0
 for i = 2, #KEYS do
   local n = tonumber(ARGV[a])
-  redis.call('RPUSH', KEYS[i], unpack(ARGV, a + 1, a + n))
+  -- A trim only when the list outgrew its cap: RPUSH answers the length.
+  if redis.call('RPUSH', KEYS[i], unpack(ARGV, a + 1, a + n)) > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
   a = a + n + 1
-  redis.call('LTRIM', KEYS[i], -perKey, -1)
   redis.call('PEXPIRE', KEYS[i], keep)
-  redis.call('ZADD', KEYS[1], score, KEYS[i])
+  ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
   score = score + 0.001
+  if r >= 1000 then redis.call('ZADD', KEYS[1], unpack(ranks, 1, r)); r = 0 end
 end
+if r > 0 then redis.call('ZADD', KEYS[1], unpack(ranks, 1, r)) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)
 local over = redis.call('ZCARD', KEYS[1]) - perShard
 if over > 0 then
@@ -94,7 +98,7 @@ export class RedisHistory implements HistoryStore {
 
   async append(batch: readonly HistoryAppend[]): Promise<void> {
     // Grouped by shard, then by list, keeping each list's order.
-    const shards = new Map<string, Map<string, string[]>>();
+    const shards = new Map<string, Map<string, HistoryRecord[]>>();
     for (const { record, ...key } of batch) {
       const list = this.listKey(key);
       const index = this.indexKey(list);
@@ -108,7 +112,7 @@ export class RedisHistory implements HistoryStore {
         events = [];
         lists.set(list, events);
       }
-      events.push(encodeRecord(record));
+      events.push(record);
     }
     const { retentionMs, eventsPerKey } = this.options.limits;
     const now = Date.now();
@@ -116,7 +120,13 @@ export class RedisHistory implements HistoryStore {
       [...shards].map(([index, lists]) => {
         const names = [...lists.keys()];
         const args: (string | number)[] = [names.length + 1, index, ...names, now, retentionMs, eventsPerKey, this.perShard];
-        for (const events of lists.values()) args.push(events.length, ...events);
+        for (const events of lists.values()) {
+          // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent (and a
+          // hot key's batch stays far below what one Lua unpack takes).
+          const kept = events.length > eventsPerKey ? events.slice(-eventsPerKey) : events;
+          args.push(kept.length);
+          for (const record of kept) args.push(encodeRecord(record));
+        }
         return this.call(() => this.redis.historyAppend(...args));
       }),
     );
