@@ -186,7 +186,7 @@ function rateKey(request: FastifyRequest): string {
 export async function registerRateLimit(app: FastifyInstance, settings: RateLimitSettings): Promise<void> {
   if (settings.max <= 0) return;
   // One holder object, decorated on the root, so the routes' plugins (child instances) share it.
-  const charges: FailureCharges = { charge: undefined };
+  const charges: FailureCharges = { charge: undefined, whileStoreFails: new LocalFailureCount(settings.max, settings.windowMs) };
   app.decorate(FAILURE_CHARGES, charges);
   app.addHook('onReady', function () {
     charges.charge = this.createRateLimit();
@@ -237,7 +237,41 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
 const FAILURE_CHARGES = 'failedOwnershipCharges';
 
 interface FailureCharges {
-  charge: ((request: FastifyRequest) => Promise<{ isExceeded?: boolean; ttl?: number; isAllowed: boolean }>) | undefined;
+  charge:
+    | ((request: FastifyRequest) => Promise<{ isExceeded?: boolean; ttl?: number; isAllowed: boolean; remaining?: number; max?: number }>)
+    | undefined;
+  readonly whileStoreFails: LocalFailureCount;
+}
+
+/** Past this many callers' windows, ended ones are dropped (a caller in open mode is an address). */
+const FAILURE_COUNT_SWEEP_ABOVE = 10_000;
+
+/**
+ * Failed ownership attempts counted by this instance alone, for while the shared rate store fails: a
+ * caller flooding made-up tokens is still refused past its limit (per instance then, not in total),
+ * where `skipOnError` would let every failure through uncounted. Only failures are counted here, so a
+ * correct renewal or release is never refused by it.
+ */
+class LocalFailureCount {
+  private readonly windows = new Map<string, { count: number; endsAt: number }>();
+
+  constructor(
+    private readonly max: number,
+    private readonly windowMs: number,
+  ) {}
+
+  charge(rateKey: string): { isExceeded: boolean; ttl: number } {
+    const now = performance.now();
+    let window = this.windows.get(rateKey);
+    if (window === undefined || window.endsAt <= now) {
+      if (window === undefined && this.windows.size >= FAILURE_COUNT_SWEEP_ABOVE)
+        for (const [key, w] of this.windows) if (w.endsAt <= now) this.windows.delete(key);
+      window = { count: 0, endsAt: now + this.windowMs };
+      this.windows.set(rateKey, window);
+    }
+    window.count++;
+    return { isExceeded: window.count > this.max, ttl: Math.ceil(window.endsAt - now) };
+  }
 }
 
 /**
@@ -246,12 +280,17 @@ interface FailureCharges {
  * made-up tokens (900 of them in 5 s under a limit of 20 a minute) would otherwise be free to send
  * without end. A correct renewal or release never gets here, so it is never counted nor refused.
  * Returns the error to answer instead (429 rate_limited) once the caller is over its limit, else
- * undefined (answer not_owner).
+ * undefined (answer not_owner). While the shared rate store fails, failures are counted on this
+ * instance (LocalFailureCount): the attacker's counting fails closed, a real holder is not touched.
  */
 export async function chargeFailedOwnership(request: FastifyRequest): Promise<RateLimitedError | undefined> {
   const server = request.server as FastifyInstance & { [FAILURE_CHARGES]?: FailureCharges };
-  const charge = server[FAILURE_CHARGES]?.charge;
-  if (charge === undefined || accessOf(request) === 'public') return undefined;
-  const counted = await charge(request);
-  return counted.isExceeded === true ? new RateLimitedError(counted.ttl ?? 1000) : undefined;
+  const charges = server[FAILURE_CHARGES];
+  if (charges?.charge === undefined || accessOf(request) === 'public') return undefined;
+  const counted = await charges.charge(request);
+  // The plugin answers a store error (skipOnError) as a count of 0: every real count is at least 1,
+  // so nothing left spent means the shared store failed, and this instance counts on its own.
+  const storeFailed = counted.isAllowed === false && counted.max !== undefined && counted.remaining === counted.max;
+  const verdict = storeFailed ? charges.whileStoreFails.charge(rateKey(request)) : counted;
+  return verdict.isExceeded === true ? new RateLimitedError(verdict.ttl ?? 1000) : undefined;
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import type { PermitSource } from '../../src/http/rate-limit.js';
 
 /**
  * Renew and release are never counted by the rate limit, except when they fail with not_owner: a
@@ -45,5 +46,47 @@ describe('failed ownership attempts count against the caller', () => {
     expect((await post('/v1/locks/owned/release', B, { ownerToken: lease.json().ownerToken })).statusCode).toBe(200);
     // Team A was not charged for B's failures.
     expect((await post('/v1/locks/a-lock/acquire', A, { ttlMs: 30_000 })).statusCode).toBe(200);
+  });
+});
+
+describe('while the shared rate store fails', () => {
+  /** A shared rate store that is down: every batch of permits fails, as a Redis that does not answer. */
+  const down: PermitSource = { lease: () => Promise.reject(new Error('rate store down')) };
+  let failing: TestApp;
+  beforeAll(async () => {
+    failing = await buildTestApp({
+      auth: { mode: 'keys', keyring: keys.keyring() },
+      rateLimit: { max: 20, windowMs: 60_000, permits: down },
+    });
+  });
+  afterAll(async () => {
+    await failing.close();
+  });
+  const postTo = (url: string, headers: Record<string, string>, payload: unknown) =>
+    failing.app.inject({
+      method: 'POST',
+      url,
+      headers: { ...headers, 'content-type': 'application/json' },
+      payload: JSON.stringify(payload),
+    });
+
+  it('made-up tokens are still counted (by the instance alone) and refused past the limit; real holders are not', async () => {
+    // Counted routes go through uncounted while the store fails (skipOnError): a holder keeps working.
+    const lease = await postTo('/v1/locks/owned/acquire', B, { ttlMs: 30_000 });
+    expect(lease.statusCode).toBe(200);
+    const statuses = new Map<number, number>();
+    for (let i = 0; i < 100; i++) {
+      const res = await postTo(`/v1/locks/target/${i % 2 ? 'release' : 'renew'}`, B, {
+        ownerToken: fakeToken(i),
+        ...(i % 2 ? {} : { ttlMs: 1000 }),
+      });
+      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+    }
+    // 20 failures answered 409 (the limit), the rest 429: the flood is not free because the store is down.
+    expect(Object.fromEntries(statuses)).toEqual({ 409: 20, 429: 80 });
+    // B's correct renewal and release still go through; team A's failures have a count of their own.
+    expect((await postTo('/v1/locks/owned/renew', B, { ownerToken: lease.json().ownerToken, ttlMs: 30_000 })).statusCode).toBe(200);
+    expect((await postTo('/v1/locks/owned/release', B, { ownerToken: lease.json().ownerToken })).statusCode).toBe(200);
+    expect((await postTo('/v1/locks/target/release', A, { ownerToken: fakeToken(1) })).statusCode).toBe(409);
   });
 });
