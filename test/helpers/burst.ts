@@ -45,6 +45,13 @@ export interface AnswerKind {
 export interface BurstResult {
   /** By `<status> <code>` (`200`, `409 lock_held`, `503 overloaded`, ...; `error <message>` when no answer). */
   readonly answers: Readonly<Record<string, AnswerKind>>;
+  /**
+   * The 503 overloaded answers by what refused them (read from their detail): `requests in flight`,
+   * `event loop delay`, `open waits`, `connections` (the admission gate, before any store work),
+   * `store queue` (the acquire could not be sent to Redis in time), `late grant` (a lease this instance
+   * was too late to deliver, given back).
+   */
+  readonly overloadedBy: Readonly<Record<string, AnswerKind>>;
   /** /livez round trips during the burst, all instances together. */
   readonly livez: AnswerKind & { readonly failed: number };
   /**
@@ -93,6 +100,14 @@ export function summarise(latencies: readonly number[]): AnswerKind {
     p99Ms: round(percentile(sorted, 99)),
     maxMs: round(sorted.at(-1) ?? 0),
   };
+}
+
+/** What refused a 503 overloaded answer, from its detail (see BurstResult.overloadedBy). */
+function overloadCause(detail: string): string {
+  if (detail.includes('this instance took')) return 'late grant';
+  if (detail.includes('acquires in the store')) return 'store queue';
+  const budget = /over its (.+?) budget/.exec(detail)?.[1];
+  return budget ?? 'other';
 }
 
 const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
@@ -273,11 +288,18 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
 
     const byKind = new Map<string, number[]>();
     for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+    const byCause = new Map<string, number[]>();
+    for (const { kind, ms, detail } of answered) {
+      if (kind !== '503 overloaded') continue;
+      const cause = overloadCause(detail ?? '');
+      byCause.set(cause, [...(byCause.get(cause) ?? []), ms]);
+    }
     const granted = answered.filter((a) => a.kind === '200');
     const grantedOwners = new Set(granted.map((a) => a.ownerToken));
     const tokens = granted.map((a) => a.fencingToken);
     return {
       answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
+      overloadedBy: Object.fromEntries([...byCause].sort(([a], [b]) => a.localeCompare(b)).map(([cause, ms]) => [cause, summarise(ms)])),
       livez: { ...summarise(livez.latencies), failed: livez.failed },
       livezIdle: [idleBefore, idleAfter].reduce((worse, idle) => (idle.p99Ms > worse.p99Ms ? idle : worse)),
       orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
@@ -302,6 +324,7 @@ export function renderBurst(result: BurstResult): string {
     '| answer | count | p50 ms | p99 ms | max ms |',
     '|---|---:|---:|---:|---:|',
     ...rows,
+    ...Object.entries(result.overloadedBy).map(([cause, a]) => `| 503 overloaded: ${cause} | ${a.count} | ${a.p50Ms} | ${a.p99Ms} | ${a.maxMs} |`),
     `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
     `| /livez without a burst (the worse second, before or after) | ${result.livezIdle.count} (${result.livezIdle.failed} failed) | ${result.livezIdle.p50Ms} | ${result.livezIdle.p99Ms} | ${result.livezIdle.maxMs} |`,
     '',
