@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import type { Redis } from 'ioredis';
@@ -82,7 +82,7 @@ export interface BurstResult {
    * to reach Redis.
    */
   readonly lostLeases: ReadonlyArray<{ readonly sinceLastOkSentMs: number; readonly roundTripMs: number }>;
-  /** The longest event-loop stall of the process sending the burst (ms): its own share of any lateness. */
+  /** The longest event-loop stall of the processes sending the burst (ms): their own share of the answers' lateness. */
   readonly senderMaxLagMs: number;
   /** The longest event-loop stall of the steady holders' process (ms): its own share of their renewals' lateness. */
   readonly renewersMaxLagMs: number;
@@ -115,6 +115,7 @@ function overloadCause(detail: string): string {
 
 const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
 const RENEWERS = fileURLToPath(new URL('./steady-renewers.mjs', import.meta.url));
+const SENDER = fileURLToPath(new URL('./burst-sender.mjs', import.meta.url));
 
 /**
  * A helper process (the /livez prober, the steady renewers): `ready` once it printed "ready" (rejected
@@ -135,14 +136,21 @@ function startHelper<T>(script: string, args: readonly string[]) {
     child.stdout.on('data', onData);
     void exited.then((code) => reject(new Error(`${script} exited (${code}) before it was ready`)));
   });
+  const result = async (): Promise<T> => {
+    const code = await exited;
+    const line = out.split('\n').find((l) => l.startsWith('{'));
+    if (line === undefined) throw new Error(`${script} exited (${code}) without its results`);
+    return JSON.parse(line) as T;
+  };
   return {
     ready,
+    /** Tells it to start (the burst senders: "go"). */
+    send: (text: string) => child.stdin.write(text),
+    /** What it printed on its way out, once it exited by itself. */
+    result,
     async stop(): Promise<T> {
       child.stdin.end('stop\n');
-      const code = await exited;
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (line === undefined) throw new Error(`${script} exited (${code}) without its results`);
-      return JSON.parse(line) as T;
+      return result();
     },
   };
 }
@@ -166,7 +174,8 @@ async function probeLivezFor(urls: readonly string[], intervalMs: number, ms: nu
 
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const { urls, redis, callers, key, ttlMs, waitMs } = options;
-  const agents = urls.map(() => new Agent({ connections: Math.ceil(callers / urls.length) + 8, pipelining: 1 }));
+  // The first holder's acquire; the burst itself is sent by processes of its own (burst-sender.mjs).
+  const agents = urls.map(() => new Agent({ connections: 2, pipelining: 1 }));
   const post = async (instance: number, path: string, body: object) => {
     const res = await request(`${urls[instance] as string}${path}`, {
       method: 'POST',
@@ -221,35 +230,31 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     }>(RENEWERS, [JSON.stringify({ urls, key, renewers: options.renewers ?? 30, ttlMs: 3000, everyMs: 500 })]);
     await renewers.ready;
 
-    const senderLag = monitorEventLoopDelay({ resolution: 10 });
-    senderLag.enable();
+    // The callers, spread over the instances, each instance's share sent by a process of its own
+    // (burst-sender.mjs), started (and ready) before
+    // the idle probes, all told to go at once.
+    type Answer = { kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string };
+    const senders = urls.map((url, instance) => {
+      const share = Math.floor(callers / urls.length) + (instance < callers % urls.length ? 1 : 0);
+      const first = instance * Math.floor(callers / urls.length) + Math.min(instance, callers % urls.length);
+      return startHelper<{ answers: Answer[]; maxLagMs: number }>(SENDER, [
+        JSON.stringify({ url, path: `/v1/locks/${key}/acquire`, callers: share, first, ttlMs, waitMs }),
+      ]);
+    });
+    await Promise.all(senders.map((s) => s.ready));
     const idleBefore = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
     await prober.ready;
 
-    const answered: Array<{ kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string }> = [];
     const started = performance.now();
-    await Promise.all(
-      Array.from({ length: callers }, async (_, i) => {
-        const sentAt = performance.now();
-        try {
-          const res = await post(i % urls.length, `/v1/locks/${key}/acquire`, { ttlMs, waitMs, holder: `caller-${i}` });
-          const ms = performance.now() - sentAt;
-          if (res.status === 200) {
-            answered.push({ kind: '200', ms, ownerToken: res.body.ownerToken as string, fencingToken: res.body.fencingToken as number });
-          } else {
-            answered.push({ kind: `${res.status} ${String(res.body.code)}`, ms, detail: String(res.body.detail) });
-          }
-        } catch (err) {
-          answered.push({ kind: `error ${(err as Error).message}`, ms: performance.now() - sentAt });
-        }
-      }),
-    );
+    for (const sender of senders) sender.send('go\n');
+    const sent = await Promise.all(senders.map((s) => s.result()));
+    const answered = sent.flatMap((s) => s.answers);
+    const senderMaxLagMs = Math.max(...sent.map((s) => s.maxLagMs));
     const durationMs = performance.now() - started;
     const livez = await prober.stop();
     const idleAfter = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const { renewals, roundTrips, lostLeases, maxLagMs: renewersMaxLagMs } = await renewers.stop();
-    senderLag.disable();
     // The last grant's owner may still be read; the watcher gets a few more rounds.
     await new Promise((resolve) => setTimeout(resolve, 50));
     watching = false;
@@ -279,7 +284,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       renewals: Object.fromEntries(Object.entries(renewals).sort(([a], [b]) => a.localeCompare(b))),
       renewalRoundTrips: summarise(roundTrips),
       lostLeases,
-      senderMaxLagMs: Math.round(senderLag.max / 1e6),
+      senderMaxLagMs,
       renewersMaxLagMs,
       duplicateTokens: tokens.length - new Set(tokens).size,
       durationMs: Math.round(durationMs),
@@ -306,7 +311,7 @@ export function renderBurst(result: BurstResult): string {
       (result.lostLeases.length > 0
         ? `; leases lost (ms since the last renewal answered 200 was sent / own round trip): ${result.lostLeases.map((l) => `${l.sinceLastOkSentMs}/${l.roundTripMs}`).join(', ')}`
         : '') +
-      `. Longest stall of the burst's sender: ${result.senderMaxLagMs} ms; of the steady holders' process: ${result.renewersMaxLagMs} ms.`,
+      `. Longest stall of the burst's senders: ${result.senderMaxLagMs} ms; of the steady holders' process: ${result.renewersMaxLagMs} ms.`,
     '',
     `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');
