@@ -109,7 +109,10 @@ describe('a burst of callers on one held lock, three instances', () => {
     // The steady holders' renewals beside the burst: none refused by shedding, none told the store failed.
     // (A holder whose instance was starved of CPU by other processes for longer than its 3 s lease gets
     // 409 not_owner: that lease ran out; it is reported, not refused.)
-    expect(Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner')).toEqual([]);
+    // A renewal answered too late to trust is 503 with its lease kept (the next renewal keeps it): not a refusal.
+    expect(
+      Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner' && !k.endsWith('(late answer, lease kept)')),
+    ).toEqual([]);
     expect(result.livez.failed).toBe(0);
     expect(result.livezIdle.failed).toBe(0);
     expect(result.livez.p99Ms).toBeLessThanOrEqual(result.livezIdle.p99Ms + LIVEZ_P99_BURST_BUDGET_MS);
