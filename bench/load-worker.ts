@@ -595,6 +595,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
   let handOffs = 0;
   let failures = 0;
   const refusals: Record<string, number> = {};
+  let overloadedRetries = 0;
   let seconds = 0;
   try {
     for (let cycle = 0; cycle < task.cycles; cycle++) {
@@ -603,10 +604,20 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
       if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${holder.status}`);
       let counting = false;
       const waiters = Array.from({ length: task.waiters }, async () => {
-        const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
+        let acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
+        // A thousand acquires sent at once to one instance are a burst: past its load budget (requests in
+        // flight before they reach the queue, event-loop delay) it refuses some with 503 overloaded before
+        // any store work. A client retries after Retry-After, as the TS and Python clients do; so does this
+        // one, until it is queued (the clock below starts only then).
+        while (acquired.status === 503 && acquired.json.code === 'overloaded' && !counting) {
+          overloadedRetries++;
+          await sleep(Number(acquired.json.retryAfterMs ?? 1000));
+          acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
+        }
         if (acquired.status !== 200) {
           failures++;
-          const code = `${acquired.status} ${String(acquired.json.code)}`;
+          // The detail says which budget refused it (503 overloaded) or which cap (429).
+          const code = `${acquired.status} ${String(acquired.json.code)}: ${String(acquired.json.detail)}`;
           refusals[code] = (refusals[code] ?? 0) + 1;
           return;
         }
@@ -650,6 +661,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
   const scriptCalls = (breakdown.evalsha ?? 0) + (breakdown.eval ?? 0);
   return {
     waiters: task.waiters,
+    overloadedRetries,
     handOffs,
     failures,
     seconds,

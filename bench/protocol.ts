@@ -137,6 +137,8 @@ export interface MemoryResult {
 
 export interface ChainResult {
   readonly waiters: number;
+  /** Acquires answered 503 overloaded while the queue was filled (sent at once), retried after Retry-After. */
+  readonly overloadedRetries?: number;
   readonly handOffs: number;
   readonly failures: number;
   readonly seconds: number;

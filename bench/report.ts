@@ -610,7 +610,7 @@ function waitingSection(report: Report): string {
         .map(([k, v]) => `${k} ${num(v, 2)}`)
         .join(', ');
       out.push(
-        `| ${num(ch.waiters, 0)} | ${ch.handOffs}${ch.failures ? ` (${ch.failures} failed)` : ''} | ${num(ch.handOffFromReleaseAnswered.p50, 2)} / ${num(ch.handOffFromReleaseAnswered.p99, 2)} | ` +
+        `| ${num(ch.waiters, 0)}${ch.overloadedRetries ? ` (${ch.overloadedRetries} refused 503 overloaded while queueing, retried)` : ''} | ${ch.handOffs}${ch.failures ? ` (${ch.failures} failed)` : ''} | ${num(ch.handOffFromReleaseAnswered.p50, 2)} / ${num(ch.handOffFromReleaseAnswered.p99, 2)} | ` +
           `${num(ch.handOffFromReleaseSent.p50, 2)} / ${num(ch.handOffFromReleaseSent.p99, 2)} | ${num(ch.commandsPerHandOff, 1)} | ${num(ch.scriptCallsPerHandOff, 2)} | ${breakdown} |`,
       );
     }

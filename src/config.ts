@@ -233,7 +233,7 @@ export const EnvSchema = z
      * own lateness would look like the store's; a healthy instance's mean stays in single milliseconds.
      */
     OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: intFromEnv(0, 60_000, 100).describe(
-      'Mean event-loop delay (ms, sampled every 100 ms) past which new requests get 503 `overloaded`; renewals and releases only past 4 times it. 0: off.',
+      'Event-loop delay (ms) past which new requests get 503 `overloaded`: the mean sampled every 100 ms, or how long the running turn has kept the loop from coming round. Renewals and releases are never refused for it. 0: off.',
     ),
     /**
      * 500: requests one instance works on at once (waiting callers not counted): four times the

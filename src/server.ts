@@ -107,7 +107,7 @@ async function main(): Promise<void> {
     },
   );
 
-  await app.listen({ port: config.port, host: config.host });
+  await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
 }
 
@@ -121,6 +121,15 @@ function historyLoss(
     logged(events, reason);
   };
 }
+
+/**
+ * 4096: connections the kernel holds for the process before it accepts them (capped by
+ * net.core.somaxconn, 4096 on current kernels). Node's default, 511, is below the 1,000 new connections
+ * one instance gets at once in the 3,000-caller burst bench: past the backlog the kernel drops the
+ * handshakes and the callers resend their SYNs after 1, 3 and 7 s, so a caller would wait seconds for an
+ * answer (even a 503 overloaded decided at once), and a renewal on a new connection could outlast its lease.
+ */
+const LISTEN_BACKLOG = 4096;
 
 /** One warning per 10 s at most, with the events lost since the last one: a store that is away loses a batch every few ms. */
 function throttledLossLog(logger: ReturnType<typeof createLogger>): (events: number, reason: 'store' | 'buffer') => void {

@@ -47,14 +47,20 @@ export class FreshnessGuard {
    * Who is to blame for a late answer decides what the caller is told: when the time this process's
    * own event loop was held up (its own load, or a host starving it) is what made the answer late, it
    * is 503 `overloaded`, since the store answered in time; otherwise the store was slow:
-   * `store_unavailable`. Either way the lease is given back.
+   * `store_unavailable`. Either way the lease is given back, unless `giveBack` is false: a renewal's
+   * lease was the caller's before the renewal and stays live until the end the store gave it, so
+   * giving it back would make a late answer cost the holder its lease (protection must never do that);
+   * the caller is told the renewal is uncertain and renews again.
    */
-  async refuseIfLate(lease: DecidedLease): Promise<void> {
+  async refuseIfLate(lease: DecidedLease, { giveBack = true }: { readonly giveBack?: boolean } = {}): Promise<void> {
     if (isFresh(lease)) return;
     const now = performance.now();
     const elapsedMs = now - lease.decidedAt;
     const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
-    await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
+    if (giveBack) await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
+    const fate = giveBack
+      ? 'the lease was given back'
+      : 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it';
     // Ours when the hold-ups were the larger part of the wait and, without them, the answer was in time.
     // (A hold-up while the reply was still on its way also counts here: requiring the larger part keeps
     // a store that was slow, on a host that was also busy, reported as the store's.)
@@ -62,11 +68,11 @@ export class FreshnessGuard {
       throw new OverloadedError(
         'event_loop_delay',
         1000,
-        `this instance took ${Math.round(elapsedMs)} ms to deliver a ${lease.ttlMs} ms lease (its event loop was held up ${Math.round(ownMs)} ms of it); the lease was given back`,
+        `this instance took ${Math.round(elapsedMs)} ms to deliver a ${lease.ttlMs} ms lease (its event loop was held up ${Math.round(ownMs)} ms of it); ${fate}`,
       );
     }
     throw new StoreUnavailableError(
-      `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; it was given back`,
+      `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; ${fate}`,
     );
   }
 }

@@ -161,7 +161,10 @@ export class LeaseRules {
     }
   }
 
-  /** Renews through `renewInStore`; a lease that is gone is not_owner, a late answer is not reported. */
+  /**
+   * Renews through `renewInStore`; a lease that is gone is not_owner. A late answer is refused (503),
+   * the lease kept: giving it back would make a busy instance cost its holder the lease.
+   */
   async renew(
     namespace: string,
     key: string,
@@ -177,8 +180,13 @@ export class LeaseRules {
       this.parts.observer.lostLease?.('renew');
       throw new NotOwnerError(key);
     }
-    await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt });
-    await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
+    try {
+      // A late answer is refused but the lease is kept (see refuseIfLate): it was the caller's already.
+      await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, { giveBack: false });
+    } finally {
+      // Renewed either way: its quota unit lasts as long.
+      await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
+    }
     return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
   }
 

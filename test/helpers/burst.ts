@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import type { Redis } from 'ioredis';
@@ -16,6 +16,7 @@ import { lockField } from './lock-record.js';
  *    caller that was told it failed;
  *  - /livez of every instance, from a separate process (this one is busy sending the burst, and its
  *    own lateness must not count as the instances').
+ * The steady holders renewing beside the burst run in a process of their own too (steady-renewers.mjs).
  */
 
 export interface BurstOptions {
@@ -45,6 +46,13 @@ export interface AnswerKind {
 export interface BurstResult {
   /** By `<status> <code>` (`200`, `409 lock_held`, `503 overloaded`, ...; `error <message>` when no answer). */
   readonly answers: Readonly<Record<string, AnswerKind>>;
+  /**
+   * The 503 overloaded answers by what refused them (read from their detail): `requests in flight`,
+   * `event loop delay`, `open waits`, `connections` (the admission gate, before any store work),
+   * `store queue` (the acquire could not be sent to Redis in time), `late grant` (a lease this instance
+   * was too late to deliver, given back).
+   */
+  readonly overloadedBy: Readonly<Record<string, AnswerKind>>;
   /** /livez round trips during the burst, all instances together. */
   readonly livez: AnswerKind & { readonly failed: number };
   /**
@@ -74,8 +82,10 @@ export interface BurstResult {
    * to reach Redis.
    */
   readonly lostLeases: ReadonlyArray<{ readonly sinceLastOkSentMs: number; readonly roundTripMs: number }>;
-  /** The longest event-loop stall of the process sending the burst (ms): its own share of any lateness. */
+  /** The longest event-loop stall of the processes sending the burst (ms): their own share of the answers' lateness. */
   readonly senderMaxLagMs: number;
+  /** The longest event-loop stall of the steady holders' process (ms): its own share of their renewals' lateness. */
+  readonly renewersMaxLagMs: number;
   /** Fencing tokens answered with 200 more than once. */
   readonly duplicateTokens: number;
   readonly durationMs: number;
@@ -95,14 +105,28 @@ export function summarise(latencies: readonly number[]): AnswerKind {
   };
 }
 
-const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
+/** What refused a 503 overloaded answer, from its detail (see BurstResult.overloadedBy). */
+function overloadCause(detail: string): string {
+  if (detail.includes('this instance took')) return 'late grant';
+  if (detail.includes('acquires in the store')) return 'store queue';
+  const budget = /over its (.+?) budget/.exec(detail)?.[1];
+  return budget ?? 'other';
+}
 
-/** Starts the /livez prober process; `stop()` ends it and returns its round trips (ms) and failures. */
-function startLivezProber(urls: readonly string[], intervalMs: number) {
-  const child = spawn(process.execPath, [PROBER, String(intervalMs), ...urls], { stdio: ['pipe', 'pipe', 'inherit'] });
+const PROBER = fileURLToPath(new URL('./livez-prober.mjs', import.meta.url));
+const RENEWERS = fileURLToPath(new URL('./steady-renewers.mjs', import.meta.url));
+const SENDER = fileURLToPath(new URL('./burst-sender.mjs', import.meta.url));
+
+/**
+ * A helper process (the /livez prober, the steady renewers): `ready` once it printed "ready" (rejected
+ * if it exits first); `stop()` sends "stop" and returns the JSON line it prints on its way out.
+ */
+function startHelper<T>(script: string, args: readonly string[]) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  const ready = new Promise<void>((resolve) => {
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const ready = new Promise<void>((resolve, reject) => {
     const onData = () => {
       if (out.includes('ready\n')) {
         child.stdout.off('data', onData);
@@ -110,17 +134,30 @@ function startLivezProber(urls: readonly string[], intervalMs: number) {
       }
     };
     child.stdout.on('data', onData);
+    void exited.then((code) => reject(new Error(`${script} exited (${code}) before it was ready`)));
   });
+  const result = async (): Promise<T> => {
+    const code = await exited;
+    const line = out.split('\n').find((l) => l.startsWith('{'));
+    if (line === undefined) throw new Error(`${script} exited (${code}) without its results`);
+    return JSON.parse(line) as T;
+  };
   return {
     ready,
-    async stop(): Promise<{ latencies: number[]; failed: number }> {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    /** Tells it to start (the burst senders: "go"). */
+    send: (text: string) => child.stdin.write(text),
+    /** What it printed on its way out, once it exited by itself. */
+    result,
+    async stop(): Promise<T> {
       child.stdin.end('stop\n');
-      await exited;
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      return JSON.parse(line ?? '{"latencies":[],"failed":0}') as { latencies: number[]; failed: number };
+      return result();
     },
   };
+}
+
+/** Starts the /livez prober process; `stop()` ends it and returns its round trips (ms) and failures. */
+function startLivezProber(urls: readonly string[], intervalMs: number) {
+  return startHelper<{ latencies: number[]; failed: number }>(PROBER, [String(intervalMs), ...urls]);
 }
 
 /** 1 s: how long /livez is probed with no burst, before it and after it (livezIdle). */
@@ -137,14 +174,12 @@ async function probeLivezFor(urls: readonly string[], intervalMs: number, ms: nu
 
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const { urls, redis, callers, key, ttlMs, waitMs } = options;
-  const agents = urls.map(() => new Agent({ connections: Math.ceil(callers / urls.length) + 8, pipelining: 1 }));
-  // The steady holders are other clients: their own connections, not queued in the burst's pool behind
-  // callers that hold a connection for their whole wait.
-  const holderAgents = urls.map(() => new Agent({ connections: (options.renewers ?? 30) + 2, pipelining: 1 }));
-  const post = async (instance: number, path: string, body: object, pool: readonly Agent[] = agents) => {
+  // The first holder's acquire; the burst itself is sent by processes of its own (burst-sender.mjs).
+  const agents = urls.map(() => new Agent({ connections: 2, pipelining: 1 }));
+  const post = async (instance: number, path: string, body: object) => {
     const res = await request(`${urls[instance] as string}${path}`, {
       method: 'POST',
-      dispatcher: pool[instance],
+      dispatcher: agents[instance],
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
       headersTimeout: 60_000,
@@ -185,109 +220,72 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   }
 
   async function burstWhileWatching(): Promise<BurstResult> {
-    // Steady holders beside the burst: each holds its own lock (3 s leases) and renews every 500 ms, as a
-    // client library would at a sixth of the lease. A renewal refused would cost a lease.
-    const renewals = new Map<string, number>();
-    const holders = await Promise.all(
-      Array.from({ length: options.renewers ?? 30 }, async (_, i) => {
-        // An instance already over its budget (a loaded machine) answers 503 overloaded: retry, as a client does.
-        const acquireSentAt = performance.now();
-        let held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
-        for (let attempt = 0; held.status === 503 && held.body.code === 'overloaded' && attempt < 60; attempt++) {
-          await new Promise((resolve) => setTimeout(resolve, 500));
-          held = await post(i % urls.length, `/v1/locks/${key}-steady-${i}/acquire`, { ttlMs: 3000 }, holderAgents);
-        }
-        if (held.status !== 200) throw new Error(`a steady holder's acquire answered ${held.status}: ${JSON.stringify(held.body)}`);
-        return {
-          instance: i % urls.length,
-          path: `/v1/locks/${key}-steady-${i}/renew`,
-          ownerToken: held.body.ownerToken as string,
-          lastOkSentAt: acquireSentAt,
-        };
-      }),
-    );
-    let renewing = true;
-    const roundTrips: number[] = [];
-    const lostLeases: Array<{ sinceLastOkSentMs: number; roundTripMs: number }> = [];
-    const renewLoops = holders.map(async (holder) => {
-      while (renewing) {
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        const sentAt = performance.now();
-        try {
-          const res = await post(holder.instance, holder.path, { ownerToken: holder.ownerToken, ttlMs: 3000 }, holderAgents);
-          const answeredAt = performance.now();
-          roundTrips.push(answeredAt - sentAt);
-          const kind = res.status === 200 ? '200' : `${res.status} ${String(res.body.code)}`;
-          renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
-          if (res.status === 200) holder.lastOkSentAt = sentAt;
-          if (kind === '409 not_owner') {
-            lostLeases.push({
-              sinceLastOkSentMs: Math.round(answeredAt - holder.lastOkSentAt),
-              roundTripMs: Math.round(answeredAt - sentAt),
-            });
-            // The lease is gone: a client stops renewing it (asking again would count the same loss again).
-            break;
-          }
-        } catch (err) {
-          const kind = `error ${(err as Error).message}`;
-          renewals.set(kind, (renewals.get(kind) ?? 0) + 1);
-        }
-      }
-    });
+    // Steady holders beside the burst, in a process of their own (see steady-renewers.mjs): a renewal refused
+    // or answered too late would cost a lease.
+    const renewers = startHelper<{
+      renewals: Record<string, number>;
+      roundTrips: number[];
+      lostLeases: Array<{ sinceLastOkSentMs: number; roundTripMs: number }>;
+      maxLagMs: number;
+    }>(RENEWERS, [JSON.stringify({ urls, key, renewers: options.renewers ?? 30, ttlMs: 3000, everyMs: 500 })]);
+    await renewers.ready;
 
-    const senderLag = monitorEventLoopDelay({ resolution: 10 });
-    senderLag.enable();
+    // The callers, spread over the instances, each instance's share sent by a process of its own
+    // (burst-sender.mjs), started (and ready) before
+    // the idle probes, all told to go at once.
+    type Answer = { kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string };
+    const senders = urls.map((url, instance) => {
+      const share = Math.floor(callers / urls.length) + (instance < callers % urls.length ? 1 : 0);
+      const first = instance * Math.floor(callers / urls.length) + Math.min(instance, callers % urls.length);
+      return startHelper<{ answers: Answer[]; maxLagMs: number }>(SENDER, [
+        JSON.stringify({ url, path: `/v1/locks/${key}/acquire`, callers: share, first, ttlMs, waitMs }),
+      ]);
+    });
+    await Promise.all(senders.map((s) => s.ready));
     const idleBefore = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
     const prober = startLivezProber(urls, options.livezIntervalMs ?? 10);
     await prober.ready;
 
-    const answered: Array<{ kind: string; ms: number; ownerToken?: string; fencingToken?: number; detail?: string }> = [];
     const started = performance.now();
-    await Promise.all(
-      Array.from({ length: callers }, async (_, i) => {
-        const sentAt = performance.now();
-        try {
-          const res = await post(i % urls.length, `/v1/locks/${key}/acquire`, { ttlMs, waitMs, holder: `caller-${i}` });
-          const ms = performance.now() - sentAt;
-          if (res.status === 200) {
-            answered.push({ kind: '200', ms, ownerToken: res.body.ownerToken as string, fencingToken: res.body.fencingToken as number });
-          } else {
-            answered.push({ kind: `${res.status} ${String(res.body.code)}`, ms, detail: String(res.body.detail) });
-          }
-        } catch (err) {
-          answered.push({ kind: `error ${(err as Error).message}`, ms: performance.now() - sentAt });
-        }
-      }),
-    );
+    for (const sender of senders) sender.send('go\n');
+    const sent = await Promise.all(senders.map((s) => s.result()));
+    const answered = sent.flatMap((s) => s.answers);
+    const senderMaxLagMs = Math.max(...sent.map((s) => s.maxLagMs));
     const durationMs = performance.now() - started;
     const livez = await prober.stop();
     const idleAfter = await probeLivezFor(urls, options.livezIntervalMs ?? 10, LIVEZ_IDLE_MS);
-    renewing = false;
-    await Promise.all(renewLoops);
-    senderLag.disable();
+    const { renewals, roundTrips, lostLeases, maxLagMs: renewersMaxLagMs } = await renewers.stop();
     // The last grant's owner may still be read; the watcher gets a few more rounds.
     await new Promise((resolve) => setTimeout(resolve, 50));
     watching = false;
     await watcher;
-    await Promise.all([...agents, ...holderAgents].map((agent) => agent.close()));
+    await Promise.all(agents.map((agent) => agent.close()));
 
     const byKind = new Map<string, number[]>();
     for (const { kind, ms } of answered) byKind.set(kind, [...(byKind.get(kind) ?? []), ms]);
+    const byCause = new Map<string, number[]>();
+    for (const { kind, ms, detail } of answered) {
+      if (kind !== '503 overloaded') continue;
+      const cause = overloadCause(detail ?? '');
+      byCause.set(cause, [...(byCause.get(cause) ?? []), ms]);
+    }
     const granted = answered.filter((a) => a.kind === '200');
     const grantedOwners = new Set(granted.map((a) => a.ownerToken));
     const tokens = granted.map((a) => a.fencingToken);
     return {
       answers: Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, ms]) => [kind, summarise(ms)])),
+      overloadedBy: Object.fromEntries([...byCause].sort(([a], [b]) => a.localeCompare(b)).map(([cause, ms]) => [cause, summarise(ms)])),
       livez: { ...summarise(livez.latencies), failed: livez.failed },
       livezIdle: [idleBefore, idleAfter].reduce((worse, idle) => (idle.p99Ms > worse.p99Ms ? idle : worse)),
       orphanOwners: [...owners].filter((o) => o !== firstOwner && !grantedOwners.has(o)).length,
       ownersSeen: owners.size,
       // A hand-over that ran out before delivery, or a grant this instance was too late to deliver (given back).
       handOversLost: answered.filter((a) => a.kind === '503 overloaded' && a.detail?.includes('this instance took')).length,
-      renewals: Object.fromEntries([...renewals].sort(([a], [b]) => a.localeCompare(b))),
+      renewals: Object.fromEntries(Object.entries(renewals).sort(([a], [b]) => a.localeCompare(b))),
       renewalRoundTrips: summarise(roundTrips),
       lostLeases,
-      senderMaxLagMs: Math.round(senderLag.max / 1e6),
+      senderMaxLagMs,
+      renewersMaxLagMs,
       duplicateTokens: tokens.length - new Set(tokens).size,
       durationMs: Math.round(durationMs),
     };
@@ -302,6 +300,9 @@ export function renderBurst(result: BurstResult): string {
     '| answer | count | p50 ms | p99 ms | max ms |',
     '|---|---:|---:|---:|---:|',
     ...rows,
+    ...Object.entries(result.overloadedBy).map(
+      ([cause, a]) => `| 503 overloaded: ${cause} | ${a.count} | ${a.p50Ms} | ${a.p99Ms} | ${a.maxMs} |`,
+    ),
     `| /livez during the burst | ${livez.count} (${livez.failed} failed) | ${livez.p50Ms} | ${livez.p99Ms} | ${livez.maxMs} |`,
     `| /livez without a burst (the worse second, before or after) | ${result.livezIdle.count} (${result.livezIdle.failed} failed) | ${result.livezIdle.p50Ms} | ${result.livezIdle.p99Ms} | ${result.livezIdle.maxMs} |`,
     '',
@@ -310,7 +311,7 @@ export function renderBurst(result: BurstResult): string {
       (result.lostLeases.length > 0
         ? `; leases lost (ms since the last renewal answered 200 was sent / own round trip): ${result.lostLeases.map((l) => `${l.sinceLastOkSentMs}/${l.roundTripMs}`).join(', ')}`
         : '') +
-      `. The sender's longest stall: ${result.senderMaxLagMs} ms.`,
+      `. Longest stall of the burst's senders: ${result.senderMaxLagMs} ms; of the steady holders' process: ${result.renewersMaxLagMs} ms.`,
     '',
     `Owners Redis showed: ${result.ownersSeen} (not answered 200: ${result.orphanOwners}; leases too late to deliver, given back or run out: ${result.handOversLost}); duplicate fencing tokens: ${result.duplicateTokens}; burst took ${result.durationMs} ms.`,
   ].join('\n');

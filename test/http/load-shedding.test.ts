@@ -139,6 +139,26 @@ describe('load shedding', () => {
     expect((await waiting).statusCode).toBe(200);
   });
 
+  it('a burst read in one long turn: refused once the turn is over the delay budget, before the sampler has seen it', async () => {
+    t = await buildTestApp({ loadBudget: { ...OFF, maxEventLoopDelayMs: 50 } });
+    const { app } = t;
+    await vi.waitFor(
+      async () => {
+        // A fresh turn, with the last sample under the budget: only the turn itself can be over it.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(app.memoryUsage().eventLoopDelay).toBeLessThanOrEqual(50);
+        // The rest runs in this turn, as a burst's requests do: held up 120 ms, then read one after another.
+        blockEventLoop(120);
+        const refused = app.inject({ method: 'POST', url: '/v1/locks/k/acquire', payload: { ttlMs: 1000 } });
+        const probe = app.inject({ method: 'GET', url: '/livez' });
+        expect((await refused).statusCode).toBe(503);
+        expect((await refused).json()).toMatchObject({ code: 'overloaded', detail: expect.stringContaining('event loop delay') });
+        expect((await probe).statusCode).toBe(200);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+  });
+
   it('past the event-loop delay budget: new work is refused until the delay falls back; renewals and releases never are', async () => {
     t = await buildTestApp({ loadBudget: { ...OFF, maxEventLoopDelayMs: 20 } });
     const { app } = t;

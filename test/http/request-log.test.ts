@@ -92,6 +92,25 @@ describe('request log, sampled (the default)', () => {
     expect(new Set(lines.map((l) => l.key)).size).toBe(30);
   });
 
+  it('counts 503 overloaded answers and writes one in sampleEvery, at warn: a burst of refusals is not a burst of lines', async () => {
+    const t = await start({
+      accessLog: sampled({ sampleEvery: 10 }),
+      loadBudget: { maxEventLoopDelayMs: 0, maxRequestsInFlight: 0, maxOpenWaits: 1 },
+    });
+    await acquire(t, 'held');
+    const waiting = acquire(t, 'held', { waitMs: 60_000 });
+    await vi.waitFor(() => expect(t.locks.waitingCallers).toBe(1));
+    for (let i = 0; i < 25; i++) expect((await acquire(t, `shed${i}`)).status).toBe(503);
+    const refusals = parse(t.logs).filter((l) => l.msg === 'request refused: overloaded');
+    expect(refusals).toHaveLength(2);
+    for (const line of refusals) expect(line).toMatchObject({ level: 40, status: 503, sampledOneIn: 10, route: '/v1/locks/:key/acquire' });
+    expect(parse(t.logs).filter((l) => l.level === 50)).toHaveLength(0);
+    await t.app.close();
+    await waiting;
+    const routes = summaries(t)[0]?.routes as Array<Record<string, unknown>>;
+    expect(routes.find((r) => r.route === '/v1/locks/:key/acquire')).toMatchObject({ status: { 200: 1, 503: 26 } });
+  });
+
   it('writes a slow request as a warning; a request answered within the wait it asked for is not slow', async () => {
     // The store takes longer than slowMs for keys starting "slow": a lower bound, whatever the machine's load.
     const slowMs = 1000;

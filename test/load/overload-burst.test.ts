@@ -22,7 +22,12 @@ const TTL_MS = 1000;
  */
 const WAIT_MS = 2500;
 const PREFIX = 'burst:';
-const ALLOWED = new Set(['200', '409 lock_held', '429 too_many_waiters', '503 overloaded']);
+/**
+ * 429 quota_exceeded: the waiters of one key hold quota units of one shard, and a shard admits a
+ * sixteenth of the namespace's default 10,000 (docs/limits.md, the sharded quota): past 625 callers
+ * queued on the hot key, the next are told the namespace's quota is full, which is true.
+ */
+const ALLOWED = new Set(['200', '409 lock_held', '429 too_many_waiters', '429 quota_exceeded', '503 overloaded']);
 /**
  * 100 ms: what the burst may add to /livez's p99. On a quiet machine /livez answers in a millisecond or
  * two, so this is the target itself (p99 <= 100 ms during the burst). On a machine busy with other
@@ -104,7 +109,10 @@ describe('a burst of callers on one held lock, three instances', () => {
     // The steady holders' renewals beside the burst: none refused by shedding, none told the store failed.
     // (A holder whose instance was starved of CPU by other processes for longer than its 3 s lease gets
     // 409 not_owner: that lease ran out; it is reported, not refused.)
-    expect(Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner')).toEqual([]);
+    // A renewal answered too late to trust is 503 with its lease kept (the next renewal keeps it): not a refusal.
+    expect(
+      Object.keys(result.renewals).filter((k) => k !== '200' && k !== '409 not_owner' && !k.endsWith('(late answer, lease kept)')),
+    ).toEqual([]);
     expect(result.livez.failed).toBe(0);
     expect(result.livezIdle.failed).toBe(0);
     expect(result.livez.p99Ms).toBeLessThanOrEqual(result.livezIdle.p99Ms + LIVEZ_P99_BURST_BUDGET_MS);

@@ -18,7 +18,7 @@ afterEach(() => {
 });
 
 /** refuseIfLate for a `ttlMs` lease answered `elapsedMs` after it was decided, `ownMs` of it held up here. */
-async function blame(ttlMs: number, elapsedMs: number, ownMs: number): Promise<{ answer: string; givenBack: number }> {
+async function blame(ttlMs: number, elapsedMs: number, ownMs: number, giveBack = true): Promise<{ answer: string; givenBack: number }> {
   let givenBack = 0;
   const guard = new FreshnessGuard({
     release: async () => {
@@ -28,7 +28,7 @@ async function blame(ttlMs: number, elapsedMs: number, ownMs: number): Promise<{
   });
   vi.spyOn(performance, 'now').mockReturnValue(100_000);
   vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(ownMs);
-  const answer = await guard.refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs, decidedAt: 100_000 - elapsedMs }).then(
+  const answer = await guard.refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs, decidedAt: 100_000 - elapsedMs }, { giveBack }).then(
     () => 'fresh',
     (e: unknown) => (e instanceof OverloadedError ? 'overloaded' : e instanceof StoreUnavailableError ? 'store_unavailable' : String(e)),
   );
@@ -53,6 +53,16 @@ describe('the late-grant guard: whose lateness', () => {
     [100, 200, 0, 'store_unavailable'],
   ])('a %i ms lease answered after %i ms, %i ms of it held up here: %s, and the lease is given back', async (ttl, elapsed, own, answer) => {
     expect(await blame(ttl, elapsed, own)).toEqual({ answer, givenBack: 1 });
+  });
+});
+
+describe('the late-grant guard on a renewal', () => {
+  it.each([
+    [100, 80, 80, 'overloaded'],
+    [100, 200, 0, 'store_unavailable'],
+  ])('a %i ms renewal answered after %i ms (%i ms held up here): %s, and the lease is kept', async (ttl, elapsed, own, answer) => {
+    // The lease was the caller's before the renewal: giving it back would make lateness cost a lease.
+    expect(await blame(ttl, elapsed, own, false)).toEqual({ answer, givenBack: 0 });
   });
 });
 
