@@ -25,11 +25,25 @@ export const lockGrant: z.ZodType<Schemas['LockGrant']> = z.object({
   holder,
 });
 
+export const releaseRequested: z.ZodType<Schemas['ReleaseRequested']> = z.object({
+  at: instant,
+  by: z.string(),
+  reason: z.string().nullable(),
+});
+
 export const lockRenewal: z.ZodType<Schemas['LockRenewal']> = z.object({
   key: z.string(),
   fencingToken: count,
   ttlMs,
   expiresAt: instant,
+  releaseRequested: releaseRequested.optional(),
+});
+
+export const releaseRequestAnswer: z.ZodType<Schemas['ReleaseRequestAnswer']> = z.object({
+  namespace: z.string(),
+  key: z.string(),
+  fencingToken: count,
+  releaseRequested,
 });
 
 export const lockRelease: z.ZodType<Schemas['LockRelease']> = z.object({ key: z.string(), released: z.literal(true) });
