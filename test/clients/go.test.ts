@@ -19,6 +19,7 @@ const SERVER_TESTS = [
   'TestInspectQueueListsTheWaitersHeadFirst',
   'TestInspectSemaphoreQueueGivesEachWaitersWeight',
   'TestForceReleaseLeaseLeavesANewerHolderAlone',
+  'TestReleaseRequestReachesTheLeaseItNames',
 ];
 
 /**
