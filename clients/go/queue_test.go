@@ -201,3 +201,34 @@ func TestReleaseRequestReachesTheLeaseItNames(t *testing.T) {
 		t.Fatalf("another lease named: want ErrHolderChanged, got %v", err)
 	}
 }
+
+func TestHistoryListsTheLeaseEventsOldestFirst(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	grant, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 5 * time.Second, Holder: "historian"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kh.Release(ctx, key, grant.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	// History is written in batches off the request path: wait for both events.
+	var h *KeyHistory
+	waitFor(t, 10*time.Second, "the grant and the release in the history", func() bool {
+		h, err = kh.History(ctx, key, HistoryOptions{})
+		return err == nil && len(h.Events) >= 2
+	})
+	first, last := h.Events[0], h.Events[len(h.Events)-1]
+	if h.Key != key || first.Type != "granted" || last.Type != "released" || first.Holder != "historian" ||
+		first.FencingToken == nil || *first.FencingToken != grant.FencingToken || first.At.After(last.At) || last.HeldMs == nil {
+		t.Fatalf("history: %+v", h)
+	}
+	// An admin's read of any namespace's key: the same events.
+	other, err := kh.History(ctx, key, HistoryOptions{Namespace: "default", Limit: 1})
+	if err != nil || len(other.Events) != 1 || other.Events[0].Type != "released" || !other.Truncated {
+		t.Fatalf("by namespace, limit 1: %+v, %v", other, err)
+	}
+	if _, err := kh.History(ctx, key, HistoryOptions{Primitive: "queues"}); err == nil {
+		t.Fatal("an unknown primitive must be refused before sending")
+	}
+}
