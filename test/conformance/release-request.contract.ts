@@ -4,8 +4,10 @@ import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { type LeaseKind, type LeaseStore, leaseStoreOf } from '../../src/domain/lease-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { useInstances } from './contract-kit.js';
+import { KeySpace } from '../../src/store/redis/keys.js';
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
+const redisKeys = new KeySpace('');
 
 /** Each kind with the capacity and weight one of its leases is taken with (a read/write lock: a reader). */
 const KINDS: ReadonlyArray<{ kind: LeaseKind; capacity: number }> = [
@@ -133,7 +135,11 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
     });
 
     it('lock set: a request on one of its keys comes with the renewal of the whole set', async () => {
-      const keys = [uniqueKey('rr-set-a'), uniqueKey('rr-set-b')].sort();
+      // One namespace and one shard of the Redis key layout, so the set is one Cluster slot (as in watch-and-sets.contract.ts).
+      const ns = `ns-${randomUUID().slice(0, 8)}`;
+      const names: string[] = [];
+      for (let i = 0; names.length < 2; i++) if (redisKeys.shardOf(`rr${i}`) === redisKeys.shardOf('rr0')) names.push(`rr${i}`);
+      const keys = names.map((n) => `${ns}/${n}`).sort();
       const ownerToken = newOwnerToken();
       const outcome = await leases().acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs: 5_000, holder: null });
       if (!outcome.acquired) throw new Error('set not granted');
