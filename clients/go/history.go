@@ -21,8 +21,8 @@ type HistoryOptions struct {
 	Namespace string
 }
 
-// HistoryEvent is one lease event: granted, handed_over, renewed, released, expired, force_released (with
-// By), lock_delay (with Until). Never an owner token.
+// HistoryEvent is one lease event: granted, handed_over, renewed, release_requested (with By and Reason),
+// released, expired, force_released (with By), lock_delay (with Until). Never an owner token.
 type HistoryEvent struct {
 	Type string
 	At   time.Time
@@ -34,7 +34,9 @@ type HistoryEvent struct {
 	WaitedMs  *int64
 	HeldMs    *int64
 	By        string
-	Until     time.Time
+	// Reason is a release request's reason ("" when none was given).
+	Reason string
+	Until  time.Time
 	// Mode is "read" or "write" for a read/write lock's lease.
 	Mode    string
 	LockSet bool
@@ -56,6 +58,7 @@ type historyEventBody struct {
 	WaitedMs     *int64  `json:"waitedMs"`
 	HeldMs       *int64  `json:"heldMs"`
 	By           *string `json:"by"`
+	Reason       *string `json:"reason"`
 	Until        *string `json:"until"`
 	Mode         *string `json:"mode"`
 	LockSet      *bool   `json:"lockSet"`
@@ -107,7 +110,7 @@ func (h *keyHistoryBody) history() *KeyHistory {
 	for _, e := range h.Events {
 		out.Events = append(out.Events, HistoryEvent{
 			Type: *e.Type, At: instant(e.At), FencingToken: e.FencingToken, Holder: text(e.Holder),
-			ExpiresAt: instant(e.ExpiresAt), WaitedMs: e.WaitedMs, HeldMs: e.HeldMs, By: text(e.By),
+			ExpiresAt: instant(e.ExpiresAt), WaitedMs: e.WaitedMs, HeldMs: e.HeldMs, By: text(e.By), Reason: text(e.Reason),
 			Until: instant(e.Until), Mode: text(e.Mode), LockSet: e.LockSet != nil && *e.LockSet,
 		})
 	}

@@ -380,8 +380,8 @@ class Client:
         return self._call("POST", f"/v1/{primitive}/{_quote(key)}/release-request?{query}", _RELEASE_REQUEST, lambda: body)
 
     def history(self, key, since=None, until=None, limit=None, primitive="locks", namespace=None):
-        """The key's recent lease events, oldest first (granted, handed_over, renewed, released, expired,
-        force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
+        """The key's recent lease events, oldest first (granted, handed_over, renewed, release_requested with
+        `by` and `reason`, released, expired, force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
         owner tokens. `since`/`until`: ISO 8601 strings (or datetimes), keeping every event of a lease live
         in the range. `primitive`: "locks", "semaphores" or "rwlocks". With `namespace`, any namespace's key
         (an admin key when the server checks keys)."""

@@ -1259,10 +1259,10 @@ export interface components {
         /** @description One event of a lease (never its owner token) */
         HistoryEvent: {
             /**
-             * @description granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; released; expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause the lease asked for before the key is granted again)
+             * @description granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; release_requested (an operator asked the holder to let go; the lease goes on); released; expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause the lease asked for before the key is granted again)
              * @enum {string}
              */
-            type: "granted" | "handed_over" | "renewed" | "released" | "expired" | "force_released" | "lock_delay";
+            type: "granted" | "handed_over" | "renewed" | "release_requested" | "released" | "expired" | "force_released" | "lock_delay";
             /**
              * Format: date-time
              * @description When (UTC): the store clock for grants, renewals and expiries, the instance clock otherwise
@@ -1287,8 +1287,10 @@ export interface components {
              * @description released, expired, force_released: how long the lease was held
              */
             heldMs?: number;
-            /** @description force_released: the id of the API key that did it */
+            /** @description force_released, release_requested: the id of the API key that did it */
             by?: string;
+            /** @description release_requested: why (null: no reason given) */
+            reason?: string | null;
             /**
              * Format: date-time
              * @description lock_delay: when the key could be granted again

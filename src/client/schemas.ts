@@ -99,7 +99,7 @@ export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
   truncated: z.boolean(),
   events: z.array(
     z.object({
-      type: z.enum(['granted', 'handed_over', 'renewed', 'released', 'expired', 'force_released', 'lock_delay']),
+      type: z.enum(['granted', 'handed_over', 'renewed', 'release_requested', 'released', 'expired', 'force_released', 'lock_delay']),
       at: instant,
       fencingToken: count.nullable(),
       holder,
@@ -107,6 +107,7 @@ export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
       waitedMs: count.optional(),
       heldMs: count.optional(),
       by: z.string().optional(),
+      reason: z.string().nullable().optional(),
       until: instant.optional(),
       mode: z.enum(['read', 'write']).optional(),
       lockSet: z.literal(true).optional(),

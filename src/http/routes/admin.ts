@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { LockService } from '../../domain/lock-service.js';
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { principalOf } from '../auth.js';
-import { historyOf } from '../lease-history.js';
+import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { sendProblem } from '../problem.js';
 import {
   ForceReleaseQuery,
@@ -115,6 +115,7 @@ export function registerReleaseRequestRoute(
           `nobody holds ${names.noun} "${key}" in namespace "${namespace}"; nothing was asked`,
         );
       }
+      historyOf(request)?.releaseRequested(HISTORY_PRIMITIVES[names.path] ?? 'lock', namespace, key, fencingToken, stored);
       request.log.info(
         { audit: 'release_request', actor: by, namespace, key, fencingToken, reason: stored.reason },
         `audit: ${names.noun} holder asked to let go`,
