@@ -419,10 +419,10 @@ export class KeyholderClient {
 
   /**
    * The lock's recent lease events, oldest first: granted, handed_over, renewed, release_requested (with
-   * `by` and `reason`), released, expired, force_released (with `by`), lock_delay, with holder, fencing token, times, waitedMs and heldMs. `since`
-   * and `until` (Date or ISO string) keep the events in the range and every event of a lease live in it.
-   * `primitive` reads a semaphore's or read/write lock's key instead. With `namespace`, any namespace's
-   * key (needs an `admin` key when the server checks keys).
+   * `by` and `reason`), released, expired, force_released (with `by`), lock_delay, with holder, fencing
+   * token, times, waitedMs and heldMs. `since` and `until` (Date or ISO string) keep the events in the
+   * range and every event of a lease live in it. `primitive` reads a semaphore's or read/write lock's key
+   * instead. With `namespace`, any namespace's key (needs an `admin` key when the server checks keys).
    */
   async history(
     key: string,
