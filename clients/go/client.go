@@ -221,6 +221,28 @@ func (c *Client) ForceReleaseLease(ctx context.Context, key, namespace string, f
 	return c.forceRelease(ctx, key, url.Values{"namespace": {namespace}, "fencingToken": {strconv.FormatInt(fencingToken, 10)}})
 }
 
+// RequestRelease asks the holder of the lock's lease with fencingToken to let go, without evicting it (an
+// admin key when the server checks keys); reason may be "". The holder's renewals carry the request from
+// then on (Lease.ReleaseRequested, Lease.OnReleaseRequested). If another lease holds the lock now, nothing
+// is asked and the error is ErrHolderChanged; nobody holding it is ErrNotFound.
+func (c *Client) RequestRelease(ctx context.Context, key, namespace string, fencingToken int64, reason string) (*ReleaseAsked, error) {
+	body := map[string]interface{}{"fencingToken": fencingToken}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	var out releaseAskedBody
+	err := c.call(ctx, request{
+		op: "requestRelease", method: http.MethodPost, path: lockKind.prefix + url.PathEscape(key) + "/release-request",
+		query:   url.Values{"namespace": {namespace}},
+		body:    func() interface{} { return body },
+		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &ReleaseAsked{Namespace: *out.Namespace, Key: *out.Key, FencingToken: *out.FencingToken, ReleaseRequested: *out.ReleaseRequested.value()}, nil
+}
+
 func (c *Client) forceRelease(ctx context.Context, key string, query url.Values) (*ForceReleased, error) {
 	var out ForceReleased
 	err := c.call(ctx, request{

@@ -71,6 +71,9 @@ type Lease struct {
 	deadlineTimer *time.Timer
 	released      bool
 	lostErr       *LeaseLostError
+	// asked is the last release request a renewal carried; listeners hear each new one once.
+	asked     *ReleaseRequested
+	listeners []func(ReleaseRequested)
 }
 
 func newLease(c *Client, kind leaseKind, g *Grant, sentAt time.Time, opts LeaseOptions) *Lease {
@@ -89,6 +92,30 @@ func newLease(c *Client, kind leaseKind, g *Grant, sentAt time.Time, opts LeaseO
 	l.armDeadlineLocked()
 	l.mu.Unlock()
 	return l
+}
+
+// ReleaseRequested is an operator's request that this lease's holder let go, as the last renewal said; nil
+// while nobody has asked. It is not a loss: the lease stays held until released or no longer renewed.
+func (l *Lease) ReleaseRequested() *ReleaseRequested {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.asked == nil {
+		return nil
+	}
+	asked := *l.asked
+	return &asked
+}
+
+// OnReleaseRequested calls fn (on the renewing goroutine) when a renewal first carries a release request,
+// and again when it is asked anew; at once (on this goroutine) if one was already seen.
+func (l *Lease) OnReleaseRequested(fn func(ReleaseRequested)) {
+	l.mu.Lock()
+	l.listeners = append(l.listeners, fn)
+	asked := l.asked
+	l.mu.Unlock()
+	if asked != nil {
+		fn(*asked)
+	}
 }
 
 // Lost is closed when the lease is lost; Err then says why. It stays open after Release.
@@ -246,18 +273,30 @@ func (l *Lease) renewAttempt() error {
 // deadline does not revive the lease: the caller may already have been told to stop.
 func (l *Lease) confirm(sentAt time.Time, r *Renewal) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.doneLocked() {
+		l.mu.Unlock()
 		return
 	}
 	if !time.Now().Before(l.safeDeadline) {
 		l.loseLocked(LostDeadline, nil)
+		l.mu.Unlock()
 		return
 	}
 	l.ttl = r.TTL
 	l.expiresAt = r.ExpiresAt
 	l.safeDeadline = sentAt.Add(r.TTL - l.driftMargin)
 	l.armDeadlineLocked()
+	var tell []func(ReleaseRequested)
+	asked := r.ReleaseRequested
+	if asked != nil && (l.asked == nil || !l.asked.At.Equal(asked.At) || l.asked.By != asked.By || l.asked.Reason != asked.Reason) {
+		l.asked = asked
+		tell = append(tell, l.listeners...)
+	}
+	l.mu.Unlock()
+	// Outside the lock: a listener may read the lease.
+	for _, fn := range tell {
+		fn(*asked)
+	}
 }
 
 // renewDelay is about a third of the TTL, counted from the last confirmed send rather than from now, so a

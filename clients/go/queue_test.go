@@ -3,6 +3,7 @@ package keyholder
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -156,5 +157,78 @@ func TestForceReleaseLeaseLeavesANewerHolderAlone(t *testing.T) {
 	}
 	if _, err := kh.ForceReleaseLease(ctx, key, "default", current.FencingToken); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("nobody holding it: want ErrNotFound, got %v", err)
+	}
+}
+
+func TestReleaseRequestReachesTheLeaseItNames(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	lease, err := kh.Acquire(ctx, key, AcquireOptions{TTL: 3 * time.Second, Holder: "asked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lease.Release(ctx) }()
+	var mu sync.Mutex
+	var heard []ReleaseRequested
+	lease.OnReleaseRequested(func(r ReleaseRequested) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, r)
+	})
+	if lease.ReleaseRequested() != nil {
+		t.Fatal("a release request before anyone asked")
+	}
+	asked, err := kh.RequestRelease(ctx, key, "default", lease.FencingToken, "deploy")
+	if err != nil || asked.ReleaseRequested.Reason != "deploy" || asked.ReleaseRequested.By != "anonymous" {
+		t.Fatalf("asking: %+v, %v", asked, err)
+	}
+	waitFor(t, 10*time.Second, "a renewal carrying the request", func() bool { return lease.ReleaseRequested() != nil })
+	// A later renewal carries the same request: the listener is not called again.
+	expires := lease.ExpiresAt()
+	waitFor(t, 10*time.Second, "another renewal", func() bool { return !lease.ExpiresAt().Equal(expires) })
+	mu.Lock()
+	count := len(heard)
+	mu.Unlock()
+	if got := lease.ReleaseRequested(); count != 1 || got.Reason != "deploy" || !got.At.Equal(asked.ReleaseRequested.At) {
+		t.Fatalf("heard %d requests, lease has %+v", count, got)
+	}
+	select {
+	case <-lease.Lost():
+		t.Fatal("a release request is not a loss")
+	default:
+	}
+	if _, err := kh.RequestRelease(ctx, key, "default", lease.FencingToken+1, ""); !errors.Is(err, ErrHolderChanged) {
+		t.Fatalf("another lease named: want ErrHolderChanged, got %v", err)
+	}
+}
+
+func TestHistoryListsTheLeaseEventsOldestFirst(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	grant, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 5 * time.Second, Holder: "historian"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kh.Release(ctx, key, grant.OwnerToken); err != nil {
+		t.Fatal(err)
+	}
+	// History is written in batches off the request path: wait for both events.
+	var h *KeyHistory
+	waitFor(t, 10*time.Second, "the grant and the release in the history", func() bool {
+		h, err = kh.History(ctx, key, HistoryOptions{})
+		return err == nil && len(h.Events) >= 2
+	})
+	first, last := h.Events[0], h.Events[len(h.Events)-1]
+	if h.Key != key || first.Type != "granted" || last.Type != "released" || first.Holder != "historian" ||
+		first.FencingToken == nil || *first.FencingToken != grant.FencingToken || first.At.After(last.At) || last.HeldMs == nil {
+		t.Fatalf("history: %+v", h)
+	}
+	// An admin's read of any namespace's key: the same events.
+	other, err := kh.History(ctx, key, HistoryOptions{Namespace: "default", Limit: 1})
+	if err != nil || len(other.Events) != 1 || other.Events[0].Type != "released" || !other.Truncated {
+		t.Fatalf("by namespace, limit 1: %+v, %v", other, err)
+	}
+	if _, err := kh.History(ctx, key, HistoryOptions{Primitive: "queues"}); err == nil {
+		t.Fatal("an unknown primitive must be refused before sending")
 	}
 }

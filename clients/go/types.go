@@ -69,18 +69,59 @@ type Renewal struct {
 	FencingToken int64
 	TTL          time.Duration
 	ExpiresAt    time.Time
+	// ReleaseRequested is set once an operator asked the holder to let go (nil while nobody has).
+	ReleaseRequested *ReleaseRequested
+}
+
+// ReleaseRequested is an operator's request that a lease's holder let go: not an eviction, the lease stays
+// held until it is released or no longer renewed.
+type ReleaseRequested struct {
+	At time.Time
+	// By is the id of the API key that asked.
+	By string
+	// Reason is "" when none was given.
+	Reason string
+}
+
+type releaseRequestedBody struct {
+	At     *string `json:"at"`
+	By     *string `json:"by"`
+	Reason *string `json:"reason"`
+}
+
+func (r *releaseRequestedBody) validate() error {
+	if r.By == nil {
+		return errors.New("releaseRequested without by")
+	}
+	_, err := parseTime(r.At)
+	return err
+}
+
+func (r *releaseRequestedBody) value() *ReleaseRequested {
+	at, _ := parseTime(r.At)
+	out := &ReleaseRequested{At: at, By: *r.By}
+	if r.Reason != nil {
+		out.Reason = *r.Reason
+	}
+	return out
 }
 
 type renewalBody struct {
-	Key          *string `json:"key"`
-	FencingToken *int64  `json:"fencingToken"`
-	TTLMs        *int64  `json:"ttlMs"`
-	ExpiresAt    *string `json:"expiresAt"`
+	Key              *string               `json:"key"`
+	FencingToken     *int64                `json:"fencingToken"`
+	TTLMs            *int64                `json:"ttlMs"`
+	ExpiresAt        *string               `json:"expiresAt"`
+	ReleaseRequested *releaseRequestedBody `json:"releaseRequested"`
 }
 
 func (r *renewalBody) validate() error {
 	if r.Key == nil || r.FencingToken == nil || r.TTLMs == nil || *r.TTLMs <= 0 {
 		return errors.New("renewal without key, fencingToken or ttlMs")
+	}
+	if r.ReleaseRequested != nil {
+		if err := r.ReleaseRequested.validate(); err != nil {
+			return err
+		}
 	}
 	_, err := parseTime(r.ExpiresAt)
 	return err
@@ -88,7 +129,33 @@ func (r *renewalBody) validate() error {
 
 func (r *renewalBody) renewal() *Renewal {
 	expiresAt, _ := parseTime(r.ExpiresAt)
-	return &Renewal{Key: *r.Key, FencingToken: *r.FencingToken, TTL: time.Duration(*r.TTLMs) * time.Millisecond, ExpiresAt: expiresAt}
+	out := &Renewal{Key: *r.Key, FencingToken: *r.FencingToken, TTL: time.Duration(*r.TTLMs) * time.Millisecond, ExpiresAt: expiresAt}
+	if r.ReleaseRequested != nil {
+		out.ReleaseRequested = r.ReleaseRequested.value()
+	}
+	return out
+}
+
+// ReleaseAsked is the answer to RequestRelease: the request as stored with the lease.
+type ReleaseAsked struct {
+	Namespace        string
+	Key              string
+	FencingToken     int64
+	ReleaseRequested ReleaseRequested
+}
+
+type releaseAskedBody struct {
+	Namespace        *string               `json:"namespace"`
+	Key              *string               `json:"key"`
+	FencingToken     *int64                `json:"fencingToken"`
+	ReleaseRequested *releaseRequestedBody `json:"releaseRequested"`
+}
+
+func (r *releaseAskedBody) validate() error {
+	if r.Namespace == nil || r.Key == nil || r.FencingToken == nil || r.ReleaseRequested == nil {
+		return errors.New("release request answer without namespace, key, fencingToken or releaseRequested")
+	}
+	return r.ReleaseRequested.validate()
 }
 
 // LockStatus is who holds a lock right now (never the owner token).

@@ -246,6 +246,8 @@ _PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDER
 _QUEUED = {"position": _positive, "holder": _holder, "waitingSince": _instant}
 _QUEUE = {"queue": _each(_QUEUED)}
 _FORCE_RELEASE = {"key": _text, "released": _true}
+_RELEASE_REQUESTED = {"at": _instant, "by": _text}
+_RELEASE_REQUEST = {"key": _text, "fencingToken": _count, "releaseRequested": lambda v: not _mismatches(v, _RELEASE_REQUESTED)}
 _HISTORY_EVENT = {"type": _text, "at": _instant, "holder": _holder}
 _HISTORY = {"key": _text, "events": _each(_HISTORY_EVENT), "truncated": lambda v: isinstance(v, bool)}
 _ANY_OBJECT = {}
@@ -365,9 +367,21 @@ class Client:
         query = urllib.parse.urlencode(fields)
         return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
 
+    def request_release(self, key, namespace, fencing_token, reason=None, primitive="locks"):
+        """Asks the holder of the lease with `fencing_token` to let go, without evicting it (an admin key when
+        the server checks keys). The holder's renewals carry it from then on (`Lease.release_requested`, and
+        the callbacks given to `Lease.on_release_requested`). If another lease holds the key now, nothing is
+        asked and HolderChangedError (409 holder_changed) is raised; NotFoundError when nobody holds it.
+        `primitive`: "locks", "semaphores" or "rwlocks"."""
+        body = {"fencingToken": fencing_token}
+        if reason is not None:
+            body["reason"] = reason
+        query = urllib.parse.urlencode({"namespace": namespace})
+        return self._call("POST", f"/v1/{primitive}/{_quote(key)}/release-request?{query}", _RELEASE_REQUEST, lambda: body)
+
     def history(self, key, since=None, until=None, limit=None, primitive="locks", namespace=None):
-        """The key's recent lease events, oldest first (granted, handed_over, renewed, released, expired,
-        force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
+        """The key's recent lease events, oldest first (granted, handed_over, renewed, release_requested with
+        `by` and `reason`, released, expired, force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
         owner tokens. `since`/`until`: ISO 8601 strings (or datetimes), keeping every event of a lease live
         in the range. `primitive`: "locks", "semaphores" or "rwlocks". With `namespace`, any namespace's key
         (an admin key when the server checks keys)."""
@@ -627,6 +641,14 @@ def _error_from(err):
 # -- leases -------------------------------------------------------------------------------------------------
 
 
+def _tell(callback, request):
+    """A release-request callback's failure is its own: it must not stop the renewals that keep the lease."""
+    try:
+        callback(request)
+    except Exception:  # noqa: BLE001 - deliberately swallowed (see Lease.on_release_requested)
+        pass
+
+
 class Lease:
     """A held lock, semaphore permit or read/write lock, renewed by a background thread until release().
     Use `lost` to know when to stop. `mode` (read/write locks) and `limit` (semaphores) are set when given."""
@@ -654,7 +676,21 @@ class Lease:
         self._deadline = sent_at + self.ttl_ms / 1000 - self._drift_s
         self._deadline_timer = None
         self._thread = None
+        #: An operator's request that the holder let go (a dict: at, by, reason), as the last renewal said;
+        #: None while nobody has asked. Not a loss: the lease stays held until released or not renewed.
+        self.release_requested = None
+        self._release_listeners = []
         self._arm_deadline()
+
+    def on_release_requested(self, callback):
+        """Calls `callback(request)` (on the renew thread) when a renewal first carries a release request, and
+        again if it is asked anew; at once if one was already seen. An exception in it is ignored: the lease
+        goes on renewing."""
+        with self._lock:
+            self._release_listeners.append(callback)
+            known = self.release_requested
+        if known is not None:
+            _tell(callback, known)
 
     @property
     def remaining_s(self):
@@ -727,6 +763,13 @@ class Lease:
             self.expires_at = renewal["expiresAt"]
             self._deadline = sent_at + self.ttl_ms / 1000 - self._drift_s
             self._arm_deadline()
+            asked = renewal.get("releaseRequested")
+            fresh = asked is not None and asked != self.release_requested
+            if fresh:
+                self.release_requested = asked
+            listeners = list(self._release_listeners) if fresh else []
+        for listener in listeners:
+            _tell(listener, asked)
         return None
 
     def _renew_loop(self):

@@ -12,7 +12,8 @@ const DEFAULT_KILL_GRACE_MS = 5_000;
 
 export const run: Command = {
   summary: 'run a command while holding a lock (renewed; the command is stopped if the lock is lost)',
-  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--keep] [--kill-grace-ms N] [--pass-api-key] -- COMMAND [ARGS...]
+  usage: `keyholder run --key KEY --ttl-ms N [--wait-ms N] [--holder LABEL] [--keep] [--kill-grace-ms N] [--on-release-request SIG]
+              [--pass-api-key] -- COMMAND [ARGS...]
 Takes the lock, runs COMMAND with KEYHOLDER_KEY and KEYHOLDER_FENCING_TOKEN in its environment, renews the
 lease at about a third of its TTL while it runs, and releases the lock when it exits (with --keep, leaves
 it held until its TTL runs out). The command runs in its own process group, watched by a guardian
@@ -21,7 +22,9 @@ confirmed in time, the group gets SIGTERM --kill-grace-ms before the safe deadli
 the lease is lost (force-released) or keyholder run dies, SIGTERM at once and SIGKILL after the grace.
 SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM and the other signals that would end
 keyholder run are passed on to the group (the lock is held until the command exits); SIGTSTP (Ctrl-Z) is
-refused: a stopped command would hold the lock doing nothing.
+refused: a stopped command would hold the lock doing nothing. When an operator asks the holder to let go
+(POST /v1/locks/KEY/release-request), the renewal that brings the request passes a signal to the group
+(SIGTERM unless --on-release-request says otherwise); the lock is held until the command exits.
   --key KEY            the lock's name
   --ttl-ms N           lease length in milliseconds (how long a crashed run keeps others out)
   --wait-ms N          if held, wait up to N ms in the server's fair queue (default 0: give up at once)
@@ -31,6 +34,9 @@ refused: a stopped command would hold the lock doing nothing.
                        so a server that starts the same tick late finds it taken
   --kill-grace-ms N    time between SIGTERM and SIGKILL, taken out of the TTL (default 5000, at most a
                        quarter of --ttl-ms; at most half of --ttl-ms when given)
+  --on-release-request SIG
+                       the signal a release request passes to the command (default SIGTERM; "none": only
+                       a line on stderr)
   --pass-api-key       pass KEYHOLDER_API_KEY on to the command (left out by default)${CONNECTION_HELP}
 Exit: the command's own status (128+signal if a signal ended it); 75 the lock was not acquired (held, or
 --wait-ms ran out); 76 the lease was lost and the command was stopped; 1 keyholder failed; 2 bad flags;
@@ -50,12 +56,14 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       holder: { type: 'string' },
       keep: { type: 'boolean' },
       'kill-grace-ms': { type: 'string' },
+      'on-release-request': { type: 'string' },
       'pass-api-key': { type: 'boolean' },
     });
     const key = required(values.key, '--key');
     const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0) ?? 0;
     const killGraceMs = killGrace(values['kill-grace-ms'], ttlMs);
+    const onReleaseRequest = releaseRequestSignal(values['on-release-request']);
     const holder = values.holder ?? `${hostname()}:${process.pid}`.slice(0, 128);
     const client = clientFrom(values, io.env);
     const say = (line: string) => io.stderr(`keyholder run: ${line}\n`);
@@ -122,6 +130,14 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       guarded.stop();
     };
     lease.signal.addEventListener('abort', onLost, { once: true });
+    // Asked to let go (not evicted): the command decides; the lock is held until it exits.
+    lease.onReleaseRequested((request) => {
+      const why = request.reason === null ? '' : ` (${request.reason})`;
+      say(
+        `${request.by} asked the holder of "${key}" to let go${why}${onReleaseRequest ? `; passing ${onReleaseRequest} to the command` : ''}`,
+      );
+      if (onReleaseRequest) guarded.signal(onReleaseRequest);
+    });
     const result = await guarded.exited;
     lease.signal.removeEventListener('abort', onLost);
     removeHandlers();
@@ -160,6 +176,20 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     return result.code ?? EXIT.failed;
   },
 };
+
+/** --on-release-request: a signal name (with or without SIG), or "none"; undefined: pass nothing on. */
+function releaseRequestSignal(value: string | undefined): NodeJS.Signals | undefined {
+  if (value === undefined) return 'SIGTERM';
+  if (value === 'none') return undefined;
+  const upper = value.toUpperCase();
+  const name = upper.startsWith('SIG') ? upper : `SIG${upper}`;
+  if (!(name in constants.signals) || name === 'SIGKILL' || name === 'SIGSTOP' || REFUSED.includes(name as NodeJS.Signals)) {
+    throw new UsageError(
+      `--on-release-request: "${value}" is not a signal a command can be asked to stop with (e.g. SIGTERM, SIGINT, SIGUSR1, none)`,
+    );
+  }
+  return name as NodeJS.Signals;
+}
 
 /**
  * --kill-grace-ms: the command gets SIGTERM this long before the lease's safe deadline, so the grace comes

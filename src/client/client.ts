@@ -19,6 +19,8 @@ export type LockRenewal = components['schemas']['LockRenewal'];
 export type LockStatus = components['schemas']['LockStatus'];
 export type LockList = components['schemas']['LockList'];
 export type ForceRelease = components['schemas']['ForceRelease'];
+export type ReleaseRequested = components['schemas']['ReleaseRequested'];
+export type ReleaseRequestAnswer = components['schemas']['ReleaseRequestAnswer'];
 export type QueuedCaller = components['schemas']['QueuedCaller'];
 
 type OtelApi = typeof import('@opentelemetry/api');
@@ -394,11 +396,33 @@ export class KeyholderClient {
   }
 
   /**
-   * The lock's recent lease events, oldest first: granted, handed_over, renewed, released, expired,
-   * force_released (with `by`), lock_delay, with holder, fencing token, times, waitedMs and heldMs. `since`
-   * and `until` (Date or ISO string) keep the events in the range and every event of a lease live in it.
-   * `primitive` reads a semaphore's or read/write lock's key instead. With `namespace`, any namespace's
-   * key (needs an `admin` key when the server checks keys).
+   * Asks the holder of the lease with `fencingToken` to let go, without evicting it (needs an `admin` key
+   * when the server checks keys). Its renewals carry the request from then on (a Lease of this client calls
+   * its onReleaseRequested listeners). If another lease holds the lock now, nothing is asked and
+   * HolderChangedError (409 holder_changed) is thrown; NotFoundError when nobody holds it.
+   */
+  async requestRelease(
+    key: string,
+    namespace: string,
+    fencingToken: number,
+    options: CallOptions & { readonly reason?: string } = {},
+  ): Promise<ReleaseRequestAnswer> {
+    const { reason, ...call } = options;
+    const body = reason === undefined ? { fencingToken } : { fencingToken, reason };
+    return this.call(
+      'requestRelease',
+      answers.releaseRequestAnswer,
+      (signal) => this.api.POST('/v1/locks/{key}/release-request', { params: { path: { key }, query: { namespace } }, body, signal }),
+      call,
+    );
+  }
+
+  /**
+   * The lock's recent lease events, oldest first: granted, handed_over, renewed, release_requested (with
+   * `by` and `reason`), released, expired, force_released (with `by`), lock_delay, with holder, fencing
+   * token, times, waitedMs and heldMs. `since` and `until` (Date or ISO string) keep the events in the
+   * range and every event of a lease live in it. `primitive` reads a semaphore's or read/write lock's key
+   * instead. With `namespace`, any namespace's key (needs an `admin` key when the server checks keys).
    */
   async history(
     key: string,

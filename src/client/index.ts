@@ -14,6 +14,8 @@ export {
   type LockList,
   type LockRenewal,
   type LockStatus,
+  type ReleaseRequestAnswer,
+  type ReleaseRequested,
 } from './client.js';
 export {
   ForbiddenError,

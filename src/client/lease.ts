@@ -5,6 +5,7 @@ import { type BackoffOptions, monotonicNow, retryDelayMs } from './retry.js';
 
 type LockGrant = components['schemas']['LockGrant'];
 type LockRenewal = components['schemas']['LockRenewal'];
+type ReleaseRequested = components['schemas']['ReleaseRequested'];
 
 export interface LeaseOptions {
   /** Renew automatically (default true). Without it the lease still aborts its signal at the safe deadline. */
@@ -55,6 +56,8 @@ export class Lease {
   private readonly stopController = new AbortController();
   private deadlineTimer: NodeJS.Timeout | undefined;
   private released = false;
+  private releaseRequestedValue: ReleaseRequested | null = null;
+  private readonly releaseListeners = new Set<(request: ReleaseRequested) => void>();
 
   constructor(
     private readonly transport: LeaseTransport,
@@ -87,6 +90,25 @@ export class Lease {
   /** Milliseconds left before the safe deadline (0 once passed). */
   get remainingMs(): number {
     return Math.max(0, this.safeDeadlineAt - monotonicNow());
+  }
+
+  /**
+   * Someone asked this lease's holder to let go (an operator's release request), as the last renewal said;
+   * null while nobody has. Not a loss: the lease stays this caller's until it releases it or stops renewing.
+   */
+  get releaseRequested(): ReleaseRequested | null {
+    return this.releaseRequestedValue;
+  }
+
+  /**
+   * Calls `listener` once when a renewal first carries a release request (at once if one already did), and
+   * again if the request is made anew (another time, asker or reason). Returns a function that removes it.
+   * A listener that throws is not retried; the lease goes on renewing.
+   */
+  onReleaseRequested(listener: (request: ReleaseRequested) => void): () => void {
+    this.releaseListeners.add(listener);
+    if (this.releaseRequestedValue !== null) this.tell(listener, this.releaseRequestedValue);
+    return () => this.releaseListeners.delete(listener);
   }
 
   /** True once the lease was lost (the signal aborted). */
@@ -203,6 +225,21 @@ export class Lease {
     this.expiresAtValue = renewal.expiresAt;
     this.safeDeadlineAt = sentAt + renewal.ttlMs - this.driftMarginMs;
     this.armDeadline();
+    const asked = renewal.releaseRequested;
+    const known = this.releaseRequestedValue;
+    if (asked !== undefined && (known === null || known.at !== asked.at || known.by !== asked.by || known.reason !== asked.reason)) {
+      this.releaseRequestedValue = asked;
+      for (const listener of this.releaseListeners) this.tell(listener, asked);
+    }
+  }
+
+  /** A listener's failure is its own: it must not stop the renewals that keep the lease. */
+  private tell(listener: (request: ReleaseRequested) => void, request: ReleaseRequested): void {
+    try {
+      listener(request);
+    } catch {
+      // (Deliberately ignored: see onReleaseRequested.)
+    }
   }
 
   private armDeadline(): void {

@@ -333,6 +333,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/locks/{key}/release-request": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask a lock's holder to let go (admin)
+         * @description Asks the holder of the lock lease with fencingToken to release it, without evicting it: the request (when, who, reason) is stored with that lease, and every renewal of it answers releaseRequested until the lease ends. The holder decides (clients surface it; keyholder run forwards it to its command as a signal). Asking again replaces the request. If that lease is no longer live while another is, nothing is asked (409 holder_changed).
+         */
+        post: operations["requestReleaseLock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/semaphores": {
         parameters: {
             query?: never;
@@ -353,6 +373,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/semaphores/{key}/release-request": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask a semaphore's holder to let go (admin)
+         * @description Asks the holder of the semaphore lease with fencingToken to release it, without evicting it: the request (when, who, reason) is stored with that lease, and every renewal of it answers releaseRequested until the lease ends. The holder decides (clients surface it; keyholder run forwards it to its command as a signal). Asking again replaces the request. If that lease is no longer live while another is, nothing is asked (409 holder_changed).
+         */
+        post: operations["requestReleaseSemaphore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/rwlocks": {
         parameters: {
             query?: never;
@@ -367,6 +407,26 @@ export interface paths {
         get: operations["listRwLocks"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{key}/release-request": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask a read/write lock's holder to let go (admin)
+         * @description Asks the holder of the read/write lock lease with fencingToken to release it, without evicting it: the request (when, who, reason) is stored with that lease, and every renewal of it answers releaseRequested until the lease ends. The holder decides (clients surface it; keyholder run forwards it to its command as a signal). Asking again replaces the request. If that lease is no longer live while another is, nothing is asked (409 holder_changed).
+         */
+        post: operations["requestReleaseRwLock"];
         delete?: never;
         options?: never;
         head?: never;
@@ -592,6 +652,19 @@ export interface components {
              */
             ownerToken: string;
         };
+        ReleaseRequestBody: {
+            /**
+             * Format: int64
+             * @description The lease whose holder is asked (the one the operator looked at). When another lease holds the key instead, nothing is asked and the answer is 409 holder_changed: a request never reaches a newer holder.
+             * @example 42
+             */
+            fencingToken: number;
+            /**
+             * @description Why the holder is asked to let go, 1 to 200 printable characters
+             * @example deploy
+             */
+            reason?: string;
+        };
         LockSetAcquireRequest: {
             /**
              * @description 1 to 16 distinct lock keys, in any order
@@ -740,6 +813,8 @@ export interface components {
              * @example 2026-11-30T10:00:30.000Z
              */
             expiresAt: string;
+            /** @description Present when the holder was asked to let go */
+            releaseRequested?: components["schemas"]["ReleaseRequested"];
         };
         LockRelease: {
             key: string;
@@ -826,6 +901,14 @@ export interface components {
                 fencingToken: number;
             };
         };
+        /** @description Stored with the lease: its holder's renewals carry it until the lease ends. Nothing was evicted. */
+        ReleaseRequestAnswer: {
+            namespace: string;
+            key: string;
+            /** Format: int64 */
+            fencingToken: number;
+            releaseRequested: components["schemas"]["ReleaseRequested"];
+        };
         /** @description Every key of the set is held until expiresAt, under one owner token. */
         LockSetGrant: {
             /**
@@ -857,6 +940,8 @@ export interface components {
             ttlMs: number;
             /** Format: date-time */
             expiresAt: string;
+            /** @description Present when the holder of one of the keys was asked to let go */
+            releaseRequested?: components["schemas"]["ReleaseRequested"];
         };
         LockSetRelease: {
             /**
@@ -1107,6 +1192,17 @@ export interface components {
             /** @description The first callers queued (at most 100), head first; empty when none */
             queue: components["schemas"]["QueuedCaller"][];
         };
+        /** @description Someone asked this lease's holder to let go (POST .../release-request). Not an eviction: the lease stays until its holder releases it or stops renewing. The request ends with the lease. */
+        ReleaseRequested: {
+            /**
+             * Format: date-time
+             * @description When it was asked (UTC, store clock)
+             */
+            at: string;
+            /** @description The API key id that asked */
+            by: string;
+            reason: string | null;
+        };
         /** @description Nobody holds the lock. */
         FreeLock: {
             key: string;
@@ -1192,10 +1288,10 @@ export interface components {
         /** @description One event of a lease (never its owner token) */
         HistoryEvent: {
             /**
-             * @description granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; released; expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause the lease asked for before the key is granted again)
+             * @description granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; release_requested (an operator asked the holder to let go; the lease goes on); released; expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause the lease asked for before the key is granted again)
              * @enum {string}
              */
-            type: "granted" | "handed_over" | "renewed" | "released" | "expired" | "force_released" | "lock_delay";
+            type: "granted" | "handed_over" | "renewed" | "release_requested" | "released" | "expired" | "force_released" | "lock_delay";
             /**
              * Format: date-time
              * @description When (UTC): the store clock for grants, renewals and expiries, the instance clock otherwise
@@ -1220,8 +1316,10 @@ export interface components {
              * @description released, expired, force_released: how long the lease was held
              */
             heldMs?: number;
-            /** @description force_released: the id of the API key that did it */
+            /** @description force_released, release_requested: the id of the API key that did it */
             by?: string;
+            /** @description release_requested: why (null: no reason given) */
+            reason?: string | null;
             /**
              * Format: date-time
              * @description lock_delay: when the key could be granted again
@@ -3691,6 +3789,177 @@ export interface operations {
             };
         };
     };
+    requestReleaseLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the key whose holder is asked (required, as for a force release)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequestBody"];
+            };
+        };
+        responses: {
+            /** @description Asked: the holder sees it in its next renewal */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReleaseRequestAnswer"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: no live lease on this key; nothing was asked */
+            404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listSemaphores: {
         parameters: {
             query?: {
@@ -3801,6 +4070,177 @@ export interface operations {
             };
         };
     };
+    requestReleaseSemaphore: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the key whose holder is asked (required, as for a force release)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequestBody"];
+            };
+        };
+        responses: {
+            /** @description Asked: the holder sees it in its next renewal */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReleaseRequestAnswer"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: no live lease on this key; nothing was asked */
+            404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listRwLocks: {
         parameters: {
             query?: {
@@ -3893,6 +4333,177 @@ export interface operations {
                 };
             };
             /** @description store_unavailable: the store did not answer; nothing was changed for certain. overloaded: this instance is over its load budget and refused before any store work */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    requestReleaseRwLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The namespace of the key whose holder is asked (required, as for a force release)
+                 * @example team-a
+                 */
+                namespace: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Lock name: 1 to 256 characters from A-Z a-z 0-9 . _ - : @
+                 * @example user_email_send_lock:42
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequestBody"];
+            };
+        };
+        responses: {
+            /** @description Asked: the holder sees it in its next renewal */
+            200: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReleaseRequestAnswer"];
+                };
+            };
+            /** @description invalid_request: a parameter is missing or malformed (the problem names it) */
+            400: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated: no API key, or not a valid one (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    /** @description The scheme to authenticate with: Bearer (RFC 6750) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the API key lacks the `admin` scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_found: no live lease on this key; nothing was asked */
+            404: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description holder_changed: fencingToken was given and another lease holds the key now (the holder changed since it was read); nothing changed */
+            409: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the limit */
+            413: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not application/json */
+            415: {
+                headers: {
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: too many requests for this API key; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
+                    "Retry-After"?: number;
+                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Counted requests left in the current window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description store_unavailable: the store did not give a certain answer; overloaded: this instance is over its load budget and refused before any store work. Either way nothing was granted; retry after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */

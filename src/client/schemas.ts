@@ -25,11 +25,25 @@ export const lockGrant: z.ZodType<Schemas['LockGrant']> = z.object({
   holder,
 });
 
+export const releaseRequested: z.ZodType<Schemas['ReleaseRequested']> = z.object({
+  at: instant,
+  by: z.string(),
+  reason: z.string().nullable(),
+});
+
 export const lockRenewal: z.ZodType<Schemas['LockRenewal']> = z.object({
   key: z.string(),
   fencingToken: count,
   ttlMs,
   expiresAt: instant,
+  releaseRequested: releaseRequested.optional(),
+});
+
+export const releaseRequestAnswer: z.ZodType<Schemas['ReleaseRequestAnswer']> = z.object({
+  namespace: z.string(),
+  key: z.string(),
+  fencingToken: count,
+  releaseRequested,
 });
 
 export const lockRelease: z.ZodType<Schemas['LockRelease']> = z.object({ key: z.string(), released: z.literal(true) });
@@ -86,7 +100,7 @@ export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
   truncated: z.boolean(),
   events: z.array(
     z.object({
-      type: z.enum(['granted', 'handed_over', 'renewed', 'released', 'expired', 'force_released', 'lock_delay']),
+      type: z.enum(['granted', 'handed_over', 'renewed', 'release_requested', 'released', 'expired', 'force_released', 'lock_delay']),
       at: instant,
       fencingToken: count.nullable(),
       holder,
@@ -94,6 +108,7 @@ export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
       waitedMs: count.optional(),
       heldMs: count.optional(),
       by: z.string().optional(),
+      reason: z.string().nullable().optional(),
       until: instant.optional(),
       mode: z.enum(['read', 'write']).optional(),
       lockSet: z.literal(true).optional(),

@@ -155,7 +155,7 @@ export class IdempotencyKeyReusedError extends DomainError {
 }
 
 /**
- * A force release named the lease it meant to evict (by fencing token), and that lease is no longer
+ * A force release or a release request named the lease it meant (by fencing token), and that lease is no longer
  * live while another one is: the holder changed since the operator looked. Nothing was changed; the
  * operator looks again (`current` is a lease live when the store answered).
  */
@@ -165,10 +165,12 @@ export class HolderChangedError extends DomainError {
     readonly key: string,
     readonly fencingToken: number,
     readonly current: { readonly holder: string | null; readonly fencingToken: number },
+    /** What did not happen (a force release: nothing was released; a release request: nothing was asked). */
+    unchanged = 'nothing was released',
   ) {
     super(
       `"${key}" is no longer held by the lease with fencing token ${fencingToken} (now: fencing token ${current.fencingToken}` +
-        `${current.holder === null ? '' : `, holder "${current.holder}"`}); nothing was released`,
+        `${current.holder === null ? '' : `, holder "${current.holder}"`}); ${unchanged}`,
     );
   }
 }

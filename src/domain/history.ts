@@ -15,7 +15,7 @@ import { hash } from 'node:crypto';
 export type HistoryPrimitive = 'lock' | 'semaphore' | 'rwlock';
 
 /** What is written: the events an answer proves. The rest is derived when read (see timeline). */
-export type RecordedKind = 'granted' | 'renewed' | 'released' | 'force_released';
+export type RecordedKind = 'granted' | 'renewed' | 'released' | 'force_released' | 'release_requested';
 
 /** One recorded event, as the stores keep it (never an owner token: `lease` is a one-way digest of it). */
 export interface HistoryRecord {
@@ -34,8 +34,10 @@ export interface HistoryRecord {
   readonly lockDelayMs?: number;
   /** Read/write locks: which mode the lease holds. */
   readonly mode?: 'read' | 'write';
-  /** Force releases: the API key that did it. */
+  /** Force releases and release requests: the API key that did it. */
   readonly by?: string;
+  /** Release requests: why (null: no reason given). */
+  readonly reason?: string | null;
   /** Grants of a lock set's key. */
   readonly set?: true;
 }
@@ -79,8 +81,8 @@ export function leaseIdOf(ownerToken: string): string {
   return hash('sha256', ownerToken, 'base64url').slice(0, 16);
 }
 
-const KIND_CODES: Record<RecordedKind, string> = { granted: 'g', renewed: 'n', released: 'r', force_released: 'f' };
-const CODE_KINDS: Record<string, RecordedKind> = { g: 'granted', n: 'renewed', r: 'released', f: 'force_released' };
+const KIND_CODES: Record<RecordedKind, string> = { granted: 'g', renewed: 'n', released: 'r', force_released: 'f', release_requested: 'q' };
+const CODE_KINDS: Record<string, RecordedKind> = { g: 'granted', n: 'renewed', r: 'released', f: 'force_released', q: 'release_requested' };
 
 /** The stored form: short field names, absent fields left out (bytes per event: see docs/operations.md). */
 export function encodeRecord(r: HistoryRecord): string {
@@ -93,6 +95,7 @@ export function encodeRecord(r: HistoryRecord): string {
   if (r.lockDelayMs !== undefined) out.d = r.lockDelayMs;
   if (r.mode !== undefined) out.m = r.mode;
   if (r.by !== undefined) out.b = r.by;
+  if (r.reason !== undefined) out.y = r.reason;
   if (r.set) out.s = 1;
   return JSON.stringify(out);
 }
@@ -118,6 +121,7 @@ export function decodeRecord(text: string): HistoryRecord | null {
   if (num(o.d) !== undefined) record.lockDelayMs = num(o.d);
   if (o.m === 'read' || o.m === 'write') record.mode = o.m;
   if (str(o.b) !== undefined) record.by = str(o.b);
+  if (o.y === null || typeof o.y === 'string') record.reason = o.y;
   if (o.s === 1) record.set = true;
   return record;
 }
@@ -203,7 +207,8 @@ export class HistoryRecorder {
 }
 
 /** One entry of a key's timeline, as the API answers it. */
-export type TimelineKind = 'granted' | 'handed_over' | 'renewed' | 'released' | 'expired' | 'force_released' | 'lock_delay';
+export type TimelineKind =
+  'granted' | 'handed_over' | 'renewed' | 'release_requested' | 'released' | 'expired' | 'force_released' | 'lock_delay';
 
 export interface TimelineEntry {
   readonly type: TimelineKind;
@@ -216,8 +221,10 @@ export interface TimelineEntry {
   readonly waitedMs?: number;
   /** released, expired, force_released: from the grant to this end (when the grant is still kept). */
   readonly heldMs?: number;
-  /** force_released: the API key that did it. */
+  /** force_released, release_requested: the API key that did it. */
   readonly by?: string;
+  /** release_requested: why (null: no reason given). */
+  readonly reason?: string | null;
   /** lock_delay: when the key could be granted again. */
   readonly until?: number;
   readonly mode?: 'read' | 'write';
@@ -302,6 +309,12 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
       if (track && r.expiresAt !== undefined) track.expiresAt = r.expiresAt;
       entries.push({
         entry: { type: 'renewed', ...base, ...extra, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}) },
+        track,
+      });
+    } else if (r.kind === 'release_requested') {
+      // An ask, not an end: the lease goes on until it is released, evicted or expires.
+      entries.push({
+        entry: { type: 'release_requested', ...base, ...extra, ...(r.by !== undefined ? { by: r.by } : {}), reason: r.reason ?? null },
         track,
       });
     } else {

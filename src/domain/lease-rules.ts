@@ -3,7 +3,7 @@ import type { ErrorCode } from './error-codes.js';
 import { InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
 import type { FreshnessGuard } from './freshness.js';
 import type { LockLimits } from './limits.js';
-import type { RenewOutcome } from './lock-store.js';
+import type { ReleaseRequest, RenewOutcome } from './lock-store.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import type { NamespaceQuota } from './quota.js';
@@ -68,6 +68,8 @@ export interface LeaseRenewal {
   readonly expiresAtMs: number;
   /** performance.now() when the renewing store command was sent (see FreshnessGuard). */
   readonly decidedAt: number;
+  /** Someone asked the holder to let go (ReleaseRequest); absent when nobody did. */
+  readonly releaseRequested?: ReleaseRequest;
 }
 
 /** Which held keys a listing asks for: one namespace (and key prefix) or all of them. */
@@ -187,7 +189,10 @@ export class LeaseRules {
       // Renewed either way: its quota unit lasts as long.
       await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
     }
-    return { key, fencingToken: outcome.fencingToken, ttlMs, expiresAtMs: outcome.expiresAtMs, decidedAt };
+    const { fencingToken, expiresAtMs, releaseRequested } = outcome;
+    return releaseRequested
+      ? { key, fencingToken, ttlMs, expiresAtMs, decidedAt, releaseRequested }
+      : { key, fencingToken, ttlMs, expiresAtMs, decidedAt };
   }
 
   /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */

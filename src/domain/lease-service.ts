@@ -22,7 +22,7 @@ import {
 } from './lease-rules.js';
 import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
 import type { LockLimits } from './limits.js';
-import type { Grant, IndexedLockState, QueuedCaller } from './lock-store.js';
+import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
 import { lockId } from './namespaces.js';
 import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-store.js';
 import { type LeaseClaim, NamespaceQuota, SLOT_MARGIN_MS } from './quota.js';
@@ -88,6 +88,8 @@ export interface LeaseSetRenewal {
   readonly locks: ReadonlyArray<{ readonly key: string; readonly fencingToken: number }>;
   readonly ttlMs: number;
   readonly expiresAtMs: number;
+  /** Someone asked the holder of one of the keys to let go (ReleaseRequest). */
+  readonly releaseRequested?: ReleaseRequest;
 }
 
 /** What a force release evicted, for the caller's audit trail. */
@@ -137,6 +139,9 @@ const OWNER_TOKEN_BYTES = 16;
 export function newOwnerToken(): string {
   return randomBase64url(OWNER_TOKEN_BYTES);
 }
+
+/** 200 characters: a sentence for the holder's log, not a document; it travels with every renewal. */
+export const MAX_RELEASE_REASON = 200;
 
 /** 16: enough for a transfer between a handful of accounts; a set is one script over all its keys. */
 export const MAX_LOCK_SET_KEYS = 16;
@@ -347,9 +352,12 @@ export class LeaseService {
     return this.observe(kind, 'renew', () =>
       this.lane(kind).rules.renew(namespace, key, ownerToken, ttlMs, async (id) => {
         const outcome = await this.store.renew(kind, [id], ownerToken, ttlMs);
-        return outcome.renewed
-          ? { renewed: true, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs: outcome.expiresAtMs }
-          : outcome;
+        if (!outcome.renewed) return outcome;
+        const { expiresAtMs, releaseRequested } = outcome;
+        const fencingToken = outcome.fencingTokens[0] as number;
+        return releaseRequested
+          ? { renewed: true, fencingToken, expiresAtMs, releaseRequested }
+          : { renewed: true, fencingToken, expiresAtMs };
       }),
     );
   }
@@ -410,6 +418,30 @@ export class LeaseService {
     const quota = this.lane(kind).quota;
     await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken)));
     return evicted.map(({ holder, fencingToken: token }) => ({ holder, fencingToken: token }));
+  }
+
+  /**
+   * Asks the holder of the lease with `fencingToken` to let go, without evicting it (see ReleaseRequest).
+   * The request names its lease, so it never reaches a newer holder: when that lease is no longer live
+   * but another is, HolderChangedError; when none is, null (nothing changed either way).
+   */
+  async requestRelease(
+    kind: LeaseKind,
+    namespace: string,
+    key: string,
+    fencingToken: number,
+    request: ReleaseRequestInput,
+  ): Promise<ReleaseRequest | null> {
+    if (request.reason !== null && request.reason.length > MAX_RELEASE_REASON) {
+      throw new InvalidRequestError('reason', `must be at most ${MAX_RELEASE_REASON} characters`);
+    }
+    const id = lockId(namespace, key);
+    const stored = await this.store.requestRelease(kind, id, fencingToken, request);
+    if (stored !== null) return stored;
+    const state = await this.store.inspect(kind, id);
+    const current = state === null ? undefined : 'holders' in state ? state.holders[0] : state;
+    if (current !== undefined) throw new HolderChangedError(key, fencingToken, current, 'nothing was asked');
+    return null;
   }
 
   /** One page of the keys with live leases, in one namespace or all of them; the vocabulary reads the entries. */
@@ -503,7 +535,9 @@ export class LeaseService {
         ),
       );
     }
-    return { locks: this.inAskedOrder(keys, ordered, outcome.fencingTokens), ttlMs, expiresAtMs: outcome.expiresAtMs };
+    const locks = this.inAskedOrder(keys, ordered, outcome.fencingTokens);
+    const { expiresAtMs, releaseRequested } = outcome;
+    return releaseRequested ? { locks, ttlMs, expiresAtMs, releaseRequested } : { locks, ttlMs, expiresAtMs };
   }
 
   async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {

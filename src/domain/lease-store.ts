@@ -11,7 +11,7 @@
  * them, so one acquire per store serves every primitive.
  */
 import type { IndexedLockState, ListPage, ListQuery, LockState, LockStore, QueuedCaller, SlotStore } from './lock-store.js';
-import type { IndexedPermitState, PermitKind, PermitListPage, PermitState } from './permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
 /** Which primitive a key belongs to: the same name under each kind is a different key. */
 export type LeaseKind = 'lock' | PermitKind;
@@ -70,7 +70,14 @@ export type LeaseAcquireOutcome =
     };
 
 export type LeaseRenewOutcome =
-  { readonly renewed: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number } | { readonly renewed: false };
+  | {
+      readonly renewed: true;
+      readonly fencingTokens: readonly number[];
+      readonly expiresAtMs: number;
+      /** Someone asked the holder to let go (on any of the keys); absent when nobody did. */
+      readonly releaseRequested?: ReleaseRequest;
+    }
+  | { readonly renewed: false };
 
 /** A lease an administrator evicted; the owner token is for quota bookkeeping only, never shown. */
 export interface EvictedLease {
@@ -105,6 +112,12 @@ export interface LeaseStore extends SlotStore {
   release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean>;
   /** Ends every live lease on `key`, or only the one with `fencingToken`; what it evicted (empty: nothing). */
   forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]>;
+  /**
+   * Asks the holder of the live lease with `fencingToken` on `key` to let go, without evicting it: the
+   * request is stored with that lease (its renewals carry it) and ends with it. Null when no live lease
+   * has that token (nothing changed).
+   */
+  requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   /** The live leases on `key`, or null when none is live. Never owner tokens. */
   inspect<K extends LeaseKind>(kind: K, key: string): Promise<LeaseReads[K]['state'] | null>;
   /** inspect, with what the key's watch index needs. */
@@ -188,7 +201,11 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
         kind === 'lock'
           ? await store.renew(one(keys), ownerToken, ttlMs)
           : await store.permits.renewPermit(kind, one(keys), ownerToken, ttlMs);
-      return outcome.renewed ? { renewed: true, fencingTokens: [outcome.fencingToken], expiresAtMs: outcome.expiresAtMs } : outcome;
+      if (!outcome.renewed) return outcome;
+      const { fencingToken, expiresAtMs, releaseRequested } = outcome;
+      return releaseRequested
+        ? { renewed: true, fencingTokens: [fencingToken], expiresAtMs, releaseRequested }
+        : { renewed: true, fencingTokens: [fencingToken], expiresAtMs };
     },
 
     release(kind, keys, ownerToken) {
@@ -203,6 +220,11 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
         ? [{ holder: outcome.holder, fencingToken: outcome.fencingToken, ownerToken: outcome.evictedOwnerToken }]
         : [];
     },
+
+    requestRelease: (kind, key, fencingToken, request) =>
+      kind === 'lock'
+        ? store.requestRelease(key, fencingToken, request)
+        : store.permits.requestPermitRelease(kind, key, fencingToken, request),
 
     inspect<K extends LeaseKind>(kind: K, key: string): Promise<Reads<K>['state'] | null> {
       return kind === 'lock' ? store.inspect(key) : store.permits.inspectPermits(kind, key);

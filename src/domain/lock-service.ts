@@ -1,5 +1,5 @@
 import type { LockLimits } from './limits.js';
-import type { LockState, LockStore, QueuedCaller } from './lock-store.js';
+import type { LockState, LockStore, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
 import { LockHeldError } from './errors.js';
 import {
   type HeldQuery,
@@ -158,6 +158,11 @@ export class LockService {
   async forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Eviction | null> {
     const [evicted] = await this.lease.forceRelease('lock', namespace, key, fencingToken);
     return evicted ?? null;
+  }
+
+  /** Asks the lock's holder to let go, without evicting it (see LeaseService.requestRelease); null when not held. */
+  requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.lease.requestRelease('lock', namespace, key, fencingToken, request);
   }
 
   /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */

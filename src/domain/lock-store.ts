@@ -3,9 +3,9 @@
  * store: there is no window between checking the owner and changing the lock. The store owns time:
  * expiry is measured on the store's clock, never computed from a caller's clock.
  */
-import type { PermitStore, QueuedCaller } from './permit-store.js';
+import type { PermitStore, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
-export { MAX_QUEUE_SHOWN, type QueuedCaller } from './permit-store.js';
+export { MAX_QUEUE_SHOWN, type QueuedCaller, type ReleaseRequest, type ReleaseRequestInput } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -39,7 +39,8 @@ export type AcquireOutcome =
       readonly quotaFull?: true;
     };
 
-export type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
+/** `releaseRequested`: someone asked the holder to let go (ReleaseRequest); absent when nobody did. */
+export type RenewOutcome = ({ readonly renewed: true; readonly releaseRequested?: ReleaseRequest } & Grant) | { readonly renewed: false };
 
 export interface LockState {
   readonly holder: string | null;
@@ -185,7 +186,14 @@ export type LockSetAcquireOutcome =
   | { readonly acquired: false; readonly retryAfterMs: number; readonly busyKey: string };
 
 export type LockSetRenewOutcome =
-  { readonly renewed: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number } | { readonly renewed: false };
+  | {
+      readonly renewed: true;
+      readonly fencingTokens: readonly number[];
+      readonly expiresAtMs: number;
+      /** A release request on any of the set's keys (the first one found). */
+      readonly releaseRequested?: ReleaseRequest;
+    }
+  | { readonly renewed: false };
 
 /**
  * Lock sets, each operation ONE atomic step over all the set's keys (one Lua script on Redis, one
@@ -252,6 +260,11 @@ export interface LockStore extends SlotStore, ChangeFeed {
    * in the same atomic step: an operator who looked at one lease never evicts a newer holder.
    */
   forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
+  /**
+   * Asks the holder of the live lease with `fencingToken` to let go (see ReleaseRequest), in one atomic
+   * step; its renewals carry the request from then on. Null when no live lease has that token.
+   */
+  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   /**
    * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
    * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold

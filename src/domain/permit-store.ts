@@ -19,7 +19,24 @@ interface Grant {
   readonly expiresAtMs: number;
 }
 
-type RenewOutcome = ({ readonly renewed: true } & Grant) | { readonly renewed: false };
+/**
+ * An ask to a lease's holder to let go, without evicting it (an operator's `release-request`). It is
+ * stored with the lease it names, so every instance sees it, and it ends with that lease: released,
+ * expired, evicted or handed over, the next lease starts without one.
+ */
+export interface ReleaseRequest {
+  /** When it was asked (Unix ms, the store's clock). */
+  readonly atMs: number;
+  /** Who asked: the API key id of the caller. */
+  readonly by: string;
+  /** Why, as the asker wrote it; null for none. */
+  readonly reason: string | null;
+}
+
+/** What the asker gives; the store adds when, on its own clock. */
+export type ReleaseRequestInput = Omit<ReleaseRequest, 'atMs'>;
+
+type RenewOutcome = ({ readonly renewed: true; readonly releaseRequested?: ReleaseRequest } & Grant) | { readonly renewed: false };
 
 /**
  * A caller queued for a key, as inspect lists it (like the Web Locks API's query()): never its owner
@@ -172,6 +189,12 @@ export interface PermitStore {
    * only the live lease with that token ends (in the same atomic step), and the others stay.
    */
   forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]>;
+  /**
+   * Stores a release request on the live lease with `fencingToken` (replacing an earlier one), in one
+   * atomic step; later renewals of that lease carry it. Null when no live lease has that token (nothing
+   * changed): a request never reaches a newer holder.
+   */
+  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   /** One page of keys with live leases whose id starts with `prefix` (as LockStore.list pages). */
   listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }

@@ -4,7 +4,7 @@ import { type FreshLease, type LeaseOperation, type LeaseRefusals, LeaseService 
 import { leaseStoreOf } from './lease-store.js';
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
-import type { IndexedPermitState, PermitKind, PermitState, QueuedCaller } from './permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 import type { WaitGate } from './wait-gate.js';
 
 export type PermitOperation = LeaseOperation;
@@ -101,6 +101,11 @@ export class PermitCore {
   /** An administrator's override: ends every live lease on the key, or only the one with `fencingToken`. */
   forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Array<{ holder: string | null; fencingToken: number }>> {
     return this.lease.forceRelease(this.kind, namespace, key, fencingToken);
+  }
+
+  /** Asks the holder of the lease with `fencingToken` to let go (see LeaseService.requestRelease); null when nothing is held. */
+  requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.lease.requestRelease(this.kind, namespace, key, fencingToken, request);
   }
 
   /** One page of keys with live leases, in one namespace or all of them (as LockService.listHeld). */

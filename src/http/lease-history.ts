@@ -83,6 +83,20 @@ export class LeaseHistory {
       );
     }
   }
+
+  /** The holder of the lease with `fencingToken` was asked to let go (at: the store's clock, as the request says). */
+  releaseRequested(
+    primitive: HistoryPrimitive,
+    namespace: string,
+    key: string,
+    fencingToken: number,
+    request: { readonly atMs: number; readonly by: string; readonly reason: string | null },
+  ): void {
+    this.recorder.record(
+      { namespace, primitive, key },
+      { kind: 'release_requested', at: request.atMs, fencingToken, by: request.by, reason: request.reason },
+    );
+  }
 }
 
 /** The history of the app serving `request`, or null when history is off. */

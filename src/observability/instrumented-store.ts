@@ -9,6 +9,8 @@ import type {
   LockSetStore,
   LockState,
   LockStore,
+  ReleaseRequest,
+  ReleaseRequestInput,
   RenewOutcome,
   SlotOutcome,
 } from '../domain/lock-store.js';
@@ -30,6 +32,7 @@ export type StoreOperation =
   | 'inspect'
   | 'ping'
   | 'force_release'
+  | 'release_request'
   | 'list'
   | 'slot'
   | 'permit_acquire'
@@ -37,6 +40,7 @@ export type StoreOperation =
   | 'permit_release'
   | 'permit_inspect'
   | 'permit_force_release'
+  | 'permit_release_request'
   | 'permit_list';
 export type StoreCallResult = 'ok' | 'unavailable' | 'error';
 
@@ -128,6 +132,8 @@ export class InstrumentedStore implements LockStore {
         for (const e of evicted) this.leases.released(e.ownerToken);
         return evicted;
       },
+      requestPermitRelease: (kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput) =>
+        this.timed('permit_release_request', () => inner.requestPermitRelease(kind, key, fencingToken, request)),
       listPermits: (kind: PermitKind, query: PermitListQuery) => this.timed('permit_list', () => inner.listPermits(kind, query)),
     };
   }
@@ -174,6 +180,10 @@ export class InstrumentedStore implements LockStore {
 
   ping(): Promise<void> {
     return this.timed('ping', () => this.inner.ping());
+  }
+
+  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.timed('release_request', () => this.inner.requestRelease(key, fencingToken, request));
   }
 
   async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {

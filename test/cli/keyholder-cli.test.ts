@@ -197,6 +197,31 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect((await cli('run', '--key', kept, '--ttl-ms', '60000', '--keep', '--', 'true')).code).toBe(75);
   });
 
+  it('a release request reaches the command as SIGTERM, or the signal --on-release-request names; the lease is kept meanwhile', async () => {
+    for (const [flags, trapped] of [
+      [[], 'TERM'],
+      [['--on-release-request', 'usr1'], 'USR1'],
+    ] as const) {
+      const k = key(`asked-${trapped}`);
+      const out = file('out');
+      const job = `trap 'echo got-${trapped} >> ${out}; exit 4' ${trapped}; echo "$KEYHOLDER_FENCING_TOKEN" >> ${out}; while true; do sleep 0.05; done`;
+      const run = start(['run', '--key', k, '--ttl-ms', '3000', ...flags, '--', 'sh', '-c', job], env);
+      await vi.waitFor(() => expect(lines(out)).toHaveLength(1), { timeout: 20_000 });
+      const fencingToken = Number(lines(out)[0]);
+      const asked = await call(server.url, 'POST', `/v1/locks/${k}/release-request?namespace=default`, { fencingToken, reason: 'drain' });
+      expect(asked.status).toBe(200);
+      // Nothing happens to the command until a renewal brings the request (about a third of the TTL).
+      const result = await run.done;
+      expect(lines(out)).toEqual([String(fencingToken), `got-${trapped}`]);
+      expect(result.code).toBe(4);
+      expect(result.stderr).toContain('asked the holder');
+      expect(result.stderr).toContain('(drain)');
+      expect((await call(server.url, 'GET', `/v1/locks/${k}`)).body).toMatchObject({ held: false });
+    }
+    const bad = await cli('run', '--key', key('bad-signal'), '--ttl-ms', '3000', '--on-release-request', 'KILL', '--', 'true');
+    expect(bad.code).toBe(2);
+  });
+
   it('SIGTERM to keyholder run is passed to the command, and the lock is released', async () => {
     const k = key('sigterm');
     const out = file('out');

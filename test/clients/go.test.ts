@@ -19,6 +19,8 @@ const SERVER_TESTS = [
   'TestInspectQueueListsTheWaitersHeadFirst',
   'TestInspectSemaphoreQueueGivesEachWaitersWeight',
   'TestForceReleaseLeaseLeavesANewerHolderAlone',
+  'TestReleaseRequestReachesTheLeaseItNames',
+  'TestHistoryListsTheLeaseEventsOldestFirst',
 ];
 
 /**
@@ -33,7 +35,8 @@ describe('Go client against a running server', () => {
   beforeAll(async () => {
     requireTool('go', 'golang-go', ['version']);
     [server, rateLimited] = await Promise.all([
-      KeyholderProcess.start({ env: { LOG_LEVEL: 'warn' } }),
+      // History on, for History's test; it changes nothing else a client sees.
+      KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', HISTORY: 'on' } }),
       KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '1000' } }),
     ]);
   }, 120_000);

@@ -139,6 +139,30 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     });
   });
 
+  it('requestRelease reaches the lease named: its next renewal sets lease.releaseRequested and calls the listeners once', async () => {
+    const k = key('asked');
+    // Renewals come every second or so; the lease stays held throughout (not an eviction).
+    const lease = await kh.acquire(k, { ttlMs: 3_000, holder: 'worker' });
+    const heard: Array<{ by: string; reason: string | null }> = [];
+    lease.onReleaseRequested((request) => heard.push(request));
+    expect(lease.releaseRequested).toBeNull();
+    const asked = await kh.requestRelease(k, 'default', lease.fencingToken, { reason: 'deploy' });
+    expect(asked).toMatchObject({ key: k, fencingToken: lease.fencingToken, releaseRequested: { by: 'anonymous', reason: 'deploy' } });
+    await vi.waitFor(() => expect(lease.releaseRequested).toEqual(asked.releaseRequested), { timeout: 10_000, interval: 20 });
+    // Later renewals carry the same request: no second call.
+    const renewsBefore = lease.expiresAt;
+    await vi.waitFor(() => expect(lease.expiresAt).not.toBe(renewsBefore), { timeout: 10_000, interval: 20 });
+    expect(heard).toEqual([asked.releaseRequested]);
+    // A listener added late hears it at once.
+    const late: unknown[] = [];
+    lease.onReleaseRequested((request) => late.push(request));
+    expect(late).toEqual([asked.releaseRequested]);
+    expect(lease.lost).toBe(false);
+    const refused = await kh.requestRelease(k, 'default', lease.fencingToken + 1).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(HolderChangedError);
+    await lease.release();
+  });
+
   it('inspect with queue: true lists the callers queued, head first, with their labels; without it, none', async () => {
     const k = key('queue');
     const held = await kh.acquireGrant(k, { ttlMs: 10_000, holder: 'holder' });

@@ -55,6 +55,7 @@ describe('Python client against a running server', () => {
       'end',
       'single-calls',
       'conditional-force-release',
+      'release-request',
     ]);
     expect(step['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
     expect(step['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
@@ -83,6 +84,14 @@ describe('Python client against a running server', () => {
       kept: 'new',
       evicted: true,
       held: false,
+    });
+    expect(step['release-request']).toMatchObject({
+      before: null,
+      asked: { by: 'anonymous', reason: 'deploy' },
+      seen: true,
+      heard: 1,
+      lost: false,
+      changed: 'holder_changed',
     });
   }, 60_000);
 

@@ -10,6 +10,7 @@ import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
 import { describePermitWatchContract } from './permit-watch.contract.js';
 import { describeRwLockContract } from './rwlock.contract.js';
 import { describeSemaphoreContract } from './semaphore.contract.js';
+import { describeReleaseRequestContract } from './release-request.contract.js';
 
 /**
  * One behaviour contract for every lock store. A backend is done when this suite passes against it.
@@ -564,4 +565,5 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
   describeSemaphoreContract(name, harness);
   describeRwLockContract(name, harness);
   describePermitWatchContract(name, harness);
+  describeReleaseRequestContract(name, harness);
 }

@@ -2,10 +2,10 @@ import type { Redis } from 'ioredis';
 
 /**
  * A Redis lock record (src/store/redis/scripts/_lock.lua: one string, its fields packed with cmsgpack in
- * the order t, e, o, b, q, w, d, h, i) seen and planted as the hash it replaced: field name -> value as
+ * the order t, e, o, b, q, w, d, h, i, r) seen and planted as the hash it replaced: field name -> value as
  * digits or text. Decoded by Redis's own cmsgpack, the one the scripts pack with.
  */
-const FIELDS = `local NAMES = {'t', 'e', 'o', 'b', 'q', 'w', 'd', 'h', 'i'}
+const FIELDS = `local NAMES = {'t', 'e', 'o', 'b', 'q', 'w', 'd', 'h', 'i', 'r'}
 local raw = redis.call('GET', KEYS[1])
 local v = {}
 if raw and raw ~= '' then
@@ -14,7 +14,7 @@ end`;
 
 const READ = `${FIELDS}
 local out = {}
-for pos = 1, 9 do
+for pos = 1, 10 do
   if v[pos] ~= nil then
     out[#out + 1] = NAMES[pos]
     out[#out + 1] = type(v[pos]) == 'number' and string.format('%.0f', v[pos]) or v[pos]
@@ -26,7 +26,7 @@ return out`;
 const WRITE = `${FIELDS}
 local NUMBERS = {t = true, e = true, b = true, q = true, w = true}
 for a = 1, #ARGV, 2 do
-  for pos = 1, 9 do
+  for pos = 1, 10 do
     if NAMES[pos] == ARGV[a] then
       local value = ARGV[a + 1]
       if value == '' then
@@ -40,7 +40,7 @@ for a = 1, #ARGV, 2 do
   end
 end
 local n = 0
-for pos = 1, 9 do
+for pos = 1, 10 do
   if v[pos] ~= nil then
     n = pos
   end

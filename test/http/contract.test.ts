@@ -61,6 +61,24 @@ async function drive(base: string, c: Case): Promise<{ status: number; body: str
  * already held by `ownerToken`: each action's client errors, conflicts with the held lease, reads, then
  * a renew and a release of that lease.
  */
+/** The release-request route's answers (an admin route with a body) for `key`, held by the lease with `fencingToken`. */
+function releaseRequestCases(path: string, key: string, fencingToken: number): Case[] {
+  const url = `/v1/${path}/${key}/release-request`;
+  const ops = { ...OPS, ...JSON_TYPE };
+  const body = JSON.stringify({ fencingToken, reason: 'contract' });
+  return [
+    { method: 'POST', url: `${url}?namespace=team`, headers: ops, body, status: 200 },
+    { method: 'POST', url, headers: ops, body, status: 400 },
+    { method: 'POST', url: `${url}?namespace=team`, headers: JSON_TYPE, body, status: 401 },
+    { method: 'POST', url: `${url}?namespace=team`, headers: { ...TEAM, ...JSON_TYPE }, body, status: 403 },
+    { method: 'POST', url: `/v1/${path}/nobody/release-request?namespace=team`, headers: ops, body, status: 404 },
+    // Another lease than the one named holds it: 409 holder_changed, nothing asked.
+    { method: 'POST', url: `${url}?namespace=team`, headers: ops, body: JSON.stringify({ fencingToken: fencingToken + 1 }), status: 409 },
+    { method: 'POST', url: `${url}?namespace=team`, headers: ops, body: BIG, status: 413 },
+    { method: 'POST', url: `${url}?namespace=team`, headers: { ...OPS, 'content-type': 'text/plain' }, body: 'x', status: 415 },
+  ];
+}
+
 function leaseRouteCases(path: string, acquireBody: string, ownerToken: string): Case[] {
   const at = (rest: string) => `/v1/${path}/c1${rest}`;
   const cases: Case[] = [];
@@ -160,7 +178,9 @@ describe('every route and status against openapi.yaml', () => {
       body: '{"ttlMs":30000}',
     });
     expect(grant.status).toBe(200);
+    const { fencingToken } = (await grant.json()) as { fencingToken: number };
     const cases: Case[] = [
+      ...releaseRequestCases('locks', 'stuck', fencingToken),
       { method: 'GET', url: '/v1/locks?namespace=team', headers: OPS, status: 200 },
       { method: 'GET', url: '/v1/locks?limit=0', headers: OPS, status: 400 },
       { method: 'GET', url: '/v1/locks', status: 401 },
@@ -257,6 +277,14 @@ describe('every route and status against openapi.yaml', () => {
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 200 });
     await drive(limited, { method: 'GET', url: '/v1/locks', headers: OPS, status: 429 });
     await drive(limited, { method: 'DELETE', url: '/v1/locks/r1?namespace=team', headers: OPS, status: 429 });
+    const ask = JSON.stringify({ fencingToken: 1 });
+    await drive(limited, {
+      method: 'POST',
+      url: '/v1/locks/r1/release-request?namespace=team',
+      headers: { ...OPS, ...JSON_TYPE },
+      body: ask,
+      status: 429,
+    });
   });
 
   it('503 on every route that needs the store, when it is gone', async () => {
@@ -304,6 +332,13 @@ describe('every route and status against openapi.yaml', () => {
         headers: OPS,
         status: 503,
       })),
+      {
+        method: 'POST',
+        url: '/v1/locks/d/release-request?namespace=team',
+        headers: { ...OPS, ...JSON_TYPE },
+        body: '{"fencingToken":1}',
+        status: 503,
+      },
       { method: 'GET', url: '/readyz', status: 503 },
     ];
     for (const c of cases) await drive(down, c);
@@ -365,7 +400,7 @@ describe('every route and status against openapi.yaml', () => {
 
     it('their admin routes', async () => {
       for (const p of PRIMITIVES) {
-        await drive(base, {
+        const held = await drive(base, {
           method: 'POST',
           url: `/v1/${p.path}/stuck/acquire`,
           headers: { ...TEAM, ...JSON_TYPE },
@@ -374,6 +409,7 @@ describe('every route and status against openapi.yaml', () => {
         });
         const url = `/v1/${p.path}/stuck`;
         const cases: Case[] = [
+          ...releaseRequestCases(p.path, 'stuck', (JSON.parse(held.body) as { fencingToken: number }).fencingToken),
           { method: 'GET', url: `/v1/${p.path}?namespace=team`, headers: OPS, status: 200 },
           { method: 'GET', url: `/v1/${p.path}?limit=0`, headers: OPS, status: 400 },
           { method: 'GET', url: `/v1/${p.path}`, status: 401 },
@@ -426,6 +462,13 @@ describe('every route and status against openapi.yaml', () => {
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 200 });
         await drive(one, { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status: 429 });
         await drive(one, { method: 'DELETE', url: `/v1/${p.path}/r1?namespace=team`, headers: OPS, status: 429 });
+        await drive(one, {
+          method: 'POST',
+          url: `/v1/${p.path}/r1/release-request?namespace=team`,
+          headers: { ...OPS, ...JSON_TYPE },
+          body: '{"fencingToken":1}',
+          status: 429,
+        });
       }
     });
 
@@ -449,6 +492,13 @@ describe('every route and status against openapi.yaml', () => {
             { method: 'GET', url: `/v1/${p.path}/d`, headers: TEAM, status },
             { method: 'GET', url: `/v1/${p.path}`, headers: OPS, status },
             { method: 'DELETE', url: `/v1/${p.path}/d?namespace=team`, headers: OPS, status },
+            {
+              method: 'POST',
+              url: `/v1/${p.path}/d/release-request?namespace=team`,
+              headers: { ...OPS, ...JSON_TYPE },
+              body: '{"fencingToken":1}',
+              status,
+            },
           ];
           for (const c of cases) await drive(target, c);
         }

@@ -36,6 +36,7 @@ interface Event {
   waitedMs?: number;
   heldMs?: number;
   by?: string;
+  reason?: string | null;
   until?: string;
   mode?: string;
   lockSet?: true;
@@ -100,6 +101,28 @@ describe('lock history', () => {
     const events = await historyOf(`/v1/locks/${key}`);
     expect(types(events)).toEqual(['granted', 'force_released']);
     expect(events[1]).toMatchObject({ by: 'operator', holder: 'stuck-worker' });
+  });
+
+  it('a release request is an event of the lease it asked, with who and why; the lease goes on', async () => {
+    const key = fresh('asked');
+    const grant = (await call('locker', 'POST', `/v1/locks/${key}/acquire`, { ttlMs: 30_000, holder: 'busy-worker' })).body as {
+      fencingToken: number;
+      ownerToken: string;
+    };
+    const asked = await call('operator', 'POST', `/v1/locks/${key}/release-request?namespace=team-a`, {
+      fencingToken: grant.fencingToken,
+      reason: 'deploy',
+    });
+    expect(asked.status).toBe(200);
+    expect((await call('locker', 'POST', `/v1/locks/${key}/release`, { ownerToken: grant.ownerToken })).status).toBe(200);
+    await vi.waitFor(async () => expect(types(await historyOf(`/v1/locks/${key}`))).toEqual(['granted', 'release_requested', 'released']), {
+      timeout: 10_000,
+      interval: 50,
+    });
+    const [granted, request, released] = await historyOf(`/v1/locks/${key}`);
+    expect(request).toMatchObject({ by: 'operator', reason: 'deploy', holder: 'busy-worker', fencingToken: grant.fencingToken });
+    // The request ended nothing: the lease is held from its grant to its release.
+    expect(released?.heldMs).toBe(Date.parse(released?.at ?? '') - Date.parse(granted?.at ?? ''));
   });
 
   it('since/until keep the leases live in the range, and the events in it', async () => {

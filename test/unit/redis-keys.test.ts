@@ -101,6 +101,8 @@ describe('Redis key names', () => {
         cancel: { keys, waiterId: 'w', ownerToken: 'o' },
         heartbeat: { ...hand, keys, livenessMs: 1, waiters: [{ id: 'w', ownerToken: 'o' }] },
         forceRelease: { ...hand, keys },
+        requestRelease: { lockKey: keys.lock, fencingToken: 1, payload: '["k",null]' },
+        permitRequestRelease: { keys: permit, fencingToken: 1, payload: '["k",null]' },
         slotReserve: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', ttlMs: 1, maxSlots: 1 },
         slotExtend: { quota: space.quotaFor('team-a', 's', 1), slotId: 's', expiresAtMs: 1 },
         slotFree: { quota: space.quotaFor('team-a', 's', 1), slotId: 's' },

@@ -1,12 +1,21 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { LockService } from '../../domain/lock-service.js';
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { principalOf } from '../auth.js';
-import { historyOf } from '../lease-history.js';
+import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { sendProblem } from '../problem.js';
-import { ForceReleaseQuery, ForceReleaseResponse, ListLocksQuery, LockList } from '../schemas/admin.js';
+import {
+  ForceReleaseQuery,
+  ForceReleaseResponse,
+  ListLocksQuery,
+  LockList,
+  ReleaseRequestBody,
+  ReleaseRequestQuery,
+  ReleaseRequestResponse,
+} from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
-import { leaseView, routeOptions, routeRule } from './responses.js';
+import { BODY_ERRORS, iso, leaseView, routeOptions, routeRule } from './responses.js';
 
 /** What every admin route can answer (the list takes only a query; force release takes no body). */
 export const ADMIN_ERRORS = {
@@ -43,6 +52,77 @@ export const encodeCursor = (cursor: string | null) => (cursor === null ? null :
 /** A list query as the store takes it: the client's cursor decoded. */
 export function storeListQuery(query: z.infer<typeof ListLocksQuery>) {
   return { ...query, cursor: query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8') };
+}
+
+/** What a release request calls: a lock's service, or a semaphore's or read/write lock's core. */
+export interface ReleaseRequestCalls {
+  requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+}
+
+/** The stored request as answers show it (renewals, the request's own answer). */
+export const releaseRequestedView = (r: ReleaseRequest) => ({ at: iso(r.atMs), by: r.by, reason: r.reason });
+
+// As for a force release: holder_changed has no retry time, the operator looks again.
+const releaseRequestRule = routeRule(
+  'admin',
+  { ...BODY_ERRORS, 400: ADMIN_ERRORS[400], 404: 'not_found: no live lease on this key; nothing was asked', 409: HOLDER_CHANGED },
+  { noRetryAfter: true },
+);
+
+/**
+ * `POST /v1/<path>/:key/release-request`: asks the holder of one lease to let go, without evicting it
+ * (scope `admin`, as a force release: it names its target namespace in full). The request names the lease
+ * by fencing token, so it never reaches a newer holder; the holder learns of it from its next renewal.
+ */
+export function registerReleaseRequestRoute(
+  app: Parameters<FastifyPluginAsyncZod>[0],
+  calls: ReleaseRequestCalls,
+  names: { readonly path: string; readonly id: string; readonly noun: string },
+): void {
+  app.post(
+    `/v1/${names.path}/:key/release-request`,
+    routeOptions(
+      releaseRequestRule,
+      {
+        summary: `Ask a ${names.noun}'s holder to let go (admin)`,
+        description:
+          `Asks the holder of the ${names.noun} lease with fencingToken to release it, without evicting it: the request (when, ` +
+          'who, reason) is stored with that lease, and every renewal of it answers releaseRequested until the lease ends. The ' +
+          'holder decides (clients surface it; keyholder run forwards it to its command as a signal). Asking again replaces ' +
+          'the request. If that lease is no longer live while another is, nothing is asked (409 holder_changed).',
+        ok: 'Asked: the holder sees it in its next renewal',
+      },
+      ReleaseRequestResponse,
+      {
+        operationId: `requestRelease${names.id}`,
+        tags: ['admin'],
+        params: LockKeyParams,
+        querystring: ReleaseRequestQuery,
+        body: ReleaseRequestBody,
+      },
+    ),
+    async (request, reply) => {
+      const { key } = request.params;
+      const { namespace } = request.query;
+      const { fencingToken, reason } = request.body;
+      const by = principalOf(request).keyId;
+      const stored = await calls.requestRelease(namespace, key, fencingToken, { by, reason: reason ?? null });
+      if (stored === null) {
+        return sendProblem(
+          request,
+          reply,
+          'not_found',
+          `nobody holds ${names.noun} "${key}" in namespace "${namespace}"; nothing was asked`,
+        );
+      }
+      historyOf(request)?.releaseRequested(HISTORY_PRIMITIVES[names.path] ?? 'lock', namespace, key, fencingToken, stored);
+      request.log.info(
+        { audit: 'release_request', actor: by, namespace, key, fencingToken, reason: stored.reason },
+        `audit: ${names.noun} holder asked to let go`,
+      );
+      return { namespace, key, fencingToken, releaseRequested: releaseRequestedView(stored) };
+    },
+  );
 }
 
 /** Operator routes (scope `admin`, any namespace): see held locks, free a stuck one. */
@@ -111,4 +191,6 @@ export const adminRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async 
       return { namespace, key, released: true as const, evicted };
     },
   );
+
+  registerReleaseRequestRoute(app, locks, { path: 'locks', id: 'Lock', noun: 'lock' });
 };

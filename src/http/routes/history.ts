@@ -46,6 +46,7 @@ async function answer(
       ...(e.waitedMs !== undefined ? { waitedMs: e.waitedMs } : {}),
       ...(e.heldMs !== undefined ? { heldMs: e.heldMs } : {}),
       ...(e.by !== undefined ? { by: e.by } : {}),
+      ...(e.reason !== undefined ? { reason: e.reason } : {}),
       ...(e.until !== undefined ? { until: iso(e.until) } : {}),
       ...(e.mode !== undefined ? { mode: e.mode } : {}),
       ...(e.lockSet ? { lockSet: true as const } : {}),

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { FreshLease } from '../../domain/lock-service.js';
+import type { ReleaseRequest as AskedRelease } from '../../domain/lock-store.js';
+import { releaseRequestedView } from './admin.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending } from '../fresh-answers.js';
 import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
@@ -8,7 +10,11 @@ import { LockKeyParams, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResp
 import { BODY_ERRORS, iso, routeOptions, routeRule, type RouteText } from './responses.js';
 
 /** A renewal as every primitive's renew answers it (FreshLease but the owner token, which the caller sent). */
-type Renewal = Omit<FreshLease, 'ownerToken'> & { readonly fencingToken: number; readonly expiresAtMs: number };
+type Renewal = Omit<FreshLease, 'ownerToken'> & {
+  readonly fencingToken: number;
+  readonly expiresAtMs: number;
+  readonly releaseRequested?: AskedRelease;
+};
 
 /** What renew and release call: a lock's service, or a semaphore's or read/write lock's core. */
 export interface LeaseCalls {
@@ -52,7 +58,8 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
       const { key, ttlMs, decidedAt } = renewal;
       confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
       historyOf(request)?.renewed(primitive, namespace, renewal);
-      return { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+      const renewed = { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+      return renewal.releaseRequested ? { ...renewed, releaseRequested: releaseRequestedView(renewal.releaseRequested) } : renewed;
     },
   );
   typed.post(

@@ -1,3 +1,4 @@
+import { releaseRequestedView } from './admin.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockSetService } from '../../domain/lock-sets.js';
 import { principalOf } from '../auth.js';
@@ -93,7 +94,8 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       const renewal = await lockSets.renew(namespace, keys, ownerToken, ttlMs);
       const history = historyOf(request);
       for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock });
-      return { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+      const renewed = { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+      return renewal.releaseRequested ? { ...renewed, releaseRequested: releaseRequestedView(renewal.releaseRequested) } : renewed;
     },
   );
 

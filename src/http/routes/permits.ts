@@ -11,7 +11,7 @@ import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
 import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
 import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
-import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, storeListQuery } from './admin.js';
+import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, registerReleaseRequestRoute, storeListQuery } from './admin.js';
 import { callerGone } from './locks.js';
 import { registerLeaseRoutes } from './lease-routes.js';
 import {
@@ -264,5 +264,6 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
         return { namespace, key, released: true as const, evicted };
       },
     );
+    registerReleaseRequestRoute(app, core, names);
   };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
+import { FencingToken, ReleaseReason, ReleaseRequested } from './locks.js';
 
 /** Request and response schemas of the administrator's routes (list held locks, force release). */
 
@@ -82,3 +83,31 @@ export const ForceReleaseResponse = z
     }),
   })
   .meta({ id: 'ForceRelease', description: 'The lock was freed; the evicted owner token no longer renews or releases it.' });
+
+export const ReleaseRequestQuery = z.strictObject({
+  namespace: Namespace.meta({ description: 'The namespace of the key whose holder is asked (required, as for a force release)' }),
+});
+
+export const ReleaseRequestBody = z
+  .strictObject({
+    fencingToken: FencingToken.meta({
+      description:
+        'The lease whose holder is asked (the one the operator looked at). When another lease holds the key instead, nothing is ' +
+        'asked and the answer is 409 holder_changed: a request never reaches a newer holder.',
+      examples: [42],
+    }),
+    reason: ReleaseReason.optional(),
+  })
+  .meta({ id: 'ReleaseRequestBody' });
+
+export const ReleaseRequestResponse = z
+  .object({
+    namespace: z.string(),
+    key: z.string(),
+    fencingToken: z.number().int().nonnegative(),
+    releaseRequested: ReleaseRequested,
+  })
+  .meta({
+    id: 'ReleaseRequestAnswer',
+    description: "Stored with the lease: its holder's renewals carry it until the lease ends. Nothing was evicted.",
+  });

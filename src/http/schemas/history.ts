@@ -34,9 +34,10 @@ export const HistoryPrimitiveParams = LockKeyParams.extend({
 
 export const HistoryEvent = z
   .object({
-    type: z.enum(['granted', 'handed_over', 'renewed', 'released', 'expired', 'force_released', 'lock_delay']).meta({
+    type: z.enum(['granted', 'handed_over', 'renewed', 'release_requested', 'released', 'expired', 'force_released', 'lock_delay']).meta({
       description:
-        'granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; released; ' +
+        'granted; handed_over (granted to a caller that waited while another lease of the key ended); renewed; ' +
+        'release_requested (an operator asked the holder to let go; the lease goes on); released; ' +
         'expired (derived: its end passed with no release); force_released; lock_delay (derived: after an expiry, the pause ' +
         'the lease asked for before the key is granted again)',
     }),
@@ -46,7 +47,8 @@ export const HistoryEvent = z
     expiresAt: Instant.optional().meta({ description: 'granted, handed_over, renewed: when the lease was to end' }),
     waitedMs: SafeCount.optional().meta({ description: 'granted, handed_over: how long the caller waited (callers that asked to wait)' }),
     heldMs: SafeCount.optional().meta({ description: 'released, expired, force_released: how long the lease was held' }),
-    by: z.string().optional().meta({ description: 'force_released: the id of the API key that did it' }),
+    by: z.string().optional().meta({ description: 'force_released, release_requested: the id of the API key that did it' }),
+    reason: z.string().nullable().optional().meta({ description: 'release_requested: why (null: no reason given)' }),
     until: Instant.optional().meta({ description: 'lock_delay: when the key could be granted again' }),
     mode: z.enum(['read', 'write']).optional().meta({ description: 'Read/write locks: the mode of the lease' }),
     lockSet: z.literal(true).optional().meta({ description: 'granted, handed_over: taken as part of a lock set' }),

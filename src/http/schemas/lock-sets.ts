@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_LOCK_SET_KEYS } from '../../domain/lock-sets.js';
-import { DurationMs, Holder, LockDelayMs, LockKeyParams, MAX_DURATION_MS, SafeCount } from './locks.js';
+import { DurationMs, Holder, LockDelayMs, LockKeyParams, MAX_DURATION_MS, ReleaseRequested, SafeCount } from './locks.js';
 
 /** Request and response schemas of lock sets: several keys of one namespace, held all or none. */
 
@@ -55,7 +55,12 @@ export const LockSetGrant = z
 export const LockSetRenewRequest = z.strictObject({ ownerToken: OwnerToken, keys: Keys, ttlMs: TtlMs }).meta({ id: 'LockSetRenewRequest' });
 
 export const LockSetRenewal = z
-  .object({ locks: LockTokens, ttlMs: z.number().int().positive(), expiresAt: z.iso.datetime() })
+  .object({
+    locks: LockTokens,
+    ttlMs: z.number().int().positive(),
+    expiresAt: z.iso.datetime(),
+    releaseRequested: ReleaseRequested.optional().meta({ description: 'Present when the holder of one of the keys was asked to let go' }),
+  })
   .meta({ id: 'LockSetRenewal', description: 'Every key of the set renewed; fencing tokens unchanged.' });
 
 export const LockSetReleaseRequest = z.strictObject({ ownerToken: OwnerToken, keys: Keys }).meta({ id: 'LockSetReleaseRequest' });

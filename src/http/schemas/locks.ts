@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_RELEASE_REASON } from '../../domain/lease-service.js';
 
 /**
  * The request and response schemas of the lock API: the single source for validation, response
@@ -138,12 +139,34 @@ export const RenewRequest = z
   })
   .meta({ id: 'RenewRequest' });
 
+/** A reason an operator gives the holder: printable, as a label is (it lands in the holder's logs). */
+export const ReleaseReason = z
+  .string()
+  .min(1)
+  .max(MAX_RELEASE_REASON)
+  .regex(PRINTABLE, 'must be printable characters only (no control or bidirectional formatting characters)')
+  .meta({ description: `Why the holder is asked to let go, 1 to ${MAX_RELEASE_REASON} printable characters`, examples: ['deploy'] });
+
+export const ReleaseRequested = z
+  .object({
+    at: z.iso.datetime().meta({ description: 'When it was asked (UTC, store clock)' }),
+    by: z.string().meta({ description: 'The API key id that asked' }),
+    reason: ReleaseReason.nullable(),
+  })
+  .meta({
+    id: 'ReleaseRequested',
+    description:
+      "Someone asked this lease's holder to let go (POST .../release-request). Not an eviction: the lease stays until its " +
+      'holder releases it or stops renewing. The request ends with the lease.',
+  });
+
 export const RenewResponse = z
   .object({
     key: z.string(),
     fencingToken: FencingToken,
     ttlMs: z.number().int().positive(),
     expiresAt: ExpiresAt,
+    releaseRequested: ReleaseRequested.optional().meta({ description: 'Present when the holder was asked to let go' }),
   })
   .meta({ id: 'LockRenewal', description: 'A renewed lease. The fencing token is the one issued at acquire.' });
 

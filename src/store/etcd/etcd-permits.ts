@@ -43,13 +43,15 @@ import {
   type PermitState,
   type PermitStore,
   type QueuedCaller,
+  type ReleaseRequest,
+  type ReleaseRequestInput,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { Clock } from '../shared/clock.js';
 import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { EtcdKeys } from './etcd-keys.js';
-import { parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
+import { parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest, type StoredReleaseRequest } from './etcd-records.js';
 
 /** What the permits use of the etcd store they belong to: its client, keys and plumbing. */
 export interface EtcdPermitsDeps {
@@ -78,6 +80,8 @@ interface PermitLeaseRecord {
   readonly h: string | null;
   /** Fencing token. */
   readonly t: number;
+  /** A release request on this lease (atMs, by, reason); goes with the lease. */
+  readonly r?: StoredReleaseRequest;
 }
 
 interface PoolRecord {
@@ -187,9 +191,35 @@ export class EtcdPermits implements PermitStore {
 
   async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
     const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
-    return reply.held
-      ? { renewed: true as const, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs }
-      : { renewed: false as const };
+    if (!reply.held) return { renewed: false as const };
+    const { fencingToken, expiresAtMs, releaseRequested } = reply;
+    return releaseRequested
+      ? { renewed: true as const, fencingToken, expiresAtMs, releaseRequested }
+      : { renewed: true as const, fencingToken, expiresAtMs };
+  }
+
+  /** The request is written into the lease's entry of the pool record: it goes wherever the lease goes. */
+  async requestPermitRelease(
+    kind: PermitKind,
+    key: string,
+    fencingToken: number,
+    request: ReleaseRequestInput,
+  ): Promise<ReleaseRequest | null> {
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const { pool } = await this.read(kind, key);
+      const nowMs = this.deps.now();
+      const lease = liveLeases(pool, nowMs).find((l) => l.t === fencingToken);
+      if (!pool || !lease) return null;
+      const asked = { atMs: Math.floor(nowMs), by: request.by, reason: request.reason };
+      // Not a change a watcher counts (as a renewal): the index base stays.
+      const l = pool.value.l.map((x) => (x.o === lease.o ? { ...x, r: storedRequest(asked) } : x));
+      const txn = await this.deps.txn({
+        compare: [this.unchanged(kind, key, pool)],
+        success: [await this.putPool(kind, key, { c: pool.value.c, x: pool.value.x, l }, pool.value.k)],
+      });
+      if (txn.succeeded) return asked;
+    }
+    throw new StoreUnavailableError('too much contention on one key to decide in time');
   }
 
   async releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
@@ -487,7 +517,10 @@ export class EtcdPermits implements PermitStore {
         compare: [this.unchanged(kind, key, pool)],
         success: [await this.putPool(kind, key, { c: pool.value.c, x: pool.value.x, l }, pool.value.k)],
       });
-      if (txn.succeeded) return { held: true, fencingToken: lease.t, expiresAtMs };
+      if (!txn.succeeded) continue;
+      return lease.r
+        ? { held: true, fencingToken: lease.t, expiresAtMs, releaseRequested: requestOf(lease.r) }
+        : { held: true, fencingToken: lease.t, expiresAtMs };
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }

@@ -1,6 +1,6 @@
 import type { IKeyValue } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
-import type { QueuedCaller } from '../../domain/permit-store.js';
+import type { QueuedCaller, ReleaseRequest } from '../../domain/permit-store.js';
 
 /** A record's JSON value; null for an absent, empty or unreadable one (treated as no record). */
 export function parseJson<T>(value: Buffer | undefined): T | null {
@@ -58,3 +58,14 @@ export async function callEtcd<T>(closed: boolean, what: string, run: () => Prom
     throw new StoreUnavailableError(`${what} call failed: ${(err as Error).message}`, 1000, { cause: err });
   }
 }
+
+/** A release request as lock and permit records keep it: when (ms), by whom, why (null: no reason). */
+export interface StoredReleaseRequest {
+  readonly a: number;
+  readonly b: string;
+  readonly n: string | null;
+}
+
+export const storedRequest = (r: ReleaseRequest): StoredReleaseRequest => ({ a: r.atMs, b: r.by, n: r.reason });
+
+export const requestOf = (r: StoredReleaseRequest): ReleaseRequest => ({ atMs: r.a, by: r.b, reason: r.n });

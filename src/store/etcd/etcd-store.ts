@@ -22,12 +22,14 @@ import {
   type LockState,
   type LockStore,
   type QueuedCaller,
+  type ReleaseRequest,
+  type ReleaseRequestInput,
   type RenewOutcome,
   type SlotOutcome,
 } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
-import { callEtcd, parseJson, queuedCallers, queueReadLimit } from './etcd-records.js';
+import { callEtcd, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest, type StoredReleaseRequest } from './etcd-records.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -59,6 +61,8 @@ interface LockRecord {
   readonly i?: string;
   /** Lock-delay (ms): if this lease EXPIRES, the lock stays unavailable this long after `e`. */
   readonly d?: number;
+  /** A release request on this lease; a grant or an end writes a record without it. */
+  readonly r?: StoredReleaseRequest;
 }
 
 interface WaiterRecord {
@@ -233,7 +237,29 @@ export class EtcdStore implements LockStore {
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
-    return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
+    if (!reply.held) return { renewed: false };
+    const { fencingToken, expiresAtMs, releaseRequested } = reply;
+    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+  }
+
+  /** One compare-and-set of the lock record: the live lease with `fencingToken` keeps the request. */
+  async requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const { lock } = await this.readLock(key);
+      const nowMs = this.now();
+      if (!lock || lock.value.e <= nowMs || tokenOf(lock) !== fencingToken) return null;
+      const asked = { atMs: Math.floor(nowMs), by: request.by, reason: request.reason };
+      // `t` pins the token (a put moves the mod revision it would otherwise be read from); `w` (a
+      // hand-over's waiter) is dropped, as a renewal drops it, so this put is never read as a hand-over.
+      const record: LockRecord = { ...lock.value, w: undefined, t: fencingToken, r: storedRequest(asked) };
+      const keepUntil = record.k ?? record.e + this.graceMs;
+      const txn = await this.txn({
+        compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
+        success: [await this.putOp(this.keys.lock(key), record, keepUntil)],
+      });
+      if (txn.succeeded) return asked;
+    }
+    throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }
 
   async release(key: string, ownerToken: string): Promise<boolean> {
@@ -383,7 +409,11 @@ export class EtcdStore implements LockStore {
           }),
         ),
       });
-      if (txn.succeeded) return { renewed: true, fencingTokens, expiresAtMs };
+      if (!txn.succeeded) continue;
+      const asked = held.find((lock) => lock.value.r !== undefined)?.value.r;
+      return asked
+        ? { renewed: true, fencingTokens, expiresAtMs, releaseRequested: requestOf(asked) }
+        : { renewed: true, fencingTokens, expiresAtMs };
     }
     throw new StoreUnavailableError('too much contention on a lock set to decide in time');
   }
@@ -725,12 +755,16 @@ export class EtcdStore implements LockStore {
         // A renewal keeps the lease's idempotency key: a retried acquire still finds the same lease.
         ...(lock.value.i !== undefined ? { i: lock.value.i } : {}),
         ...(lock.value.d !== undefined ? { d: lock.value.d } : {}),
+        ...(lock.value.r !== undefined ? { r: lock.value.r } : {}),
       };
       const txn = await this.txn({
         compare: [{ key: this.keys.lock(key), target: 'Mod', result: 'Equal', mod_revision: lock.kv.mod_revision }],
         success: [await this.putOp(this.keys.lock(key), record, record.k as number)],
       });
-      if (txn.succeeded) return { held: true, fencingToken, expiresAtMs };
+      if (!txn.succeeded) continue;
+      return lock.value.r
+        ? { held: true, fencingToken, expiresAtMs, releaseRequested: requestOf(lock.value.r) }
+        : { held: true, fencingToken, expiresAtMs };
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }

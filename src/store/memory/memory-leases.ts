@@ -17,6 +17,8 @@ import {
   type PermitAcquireInput,
   type PermitAcquireOutcome,
   type PermitKind,
+  type ReleaseRequest,
+  type ReleaseRequestInput,
 } from '../../domain/permit-store.js';
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore, QueuedCaller } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
@@ -32,6 +34,8 @@ interface Lease {
   readonly idempotencyKey: string | null;
   /** Lock-delay: how long the key stays unavailable after this lease EXPIRES (0: none). */
   readonly lockDelayMs: number;
+  /** Someone asked the holder to let go; it goes with the lease (a new lease is a new object). */
+  releaseRequest?: ReleaseRequest;
 }
 
 interface Waiter {
@@ -216,12 +220,28 @@ export class MemoryLeases implements PermitStore {
       held.push([pool, lease]);
     }
     const expiresAtMs = Math.floor(now) + ttlMs;
+    let releaseRequested: ReleaseRequest | undefined;
     for (const [pool, lease] of held) {
       lease.expiresAtMs = expiresAtMs;
+      releaseRequested ??= lease.releaseRequest;
       this.retain(pool, expiresAtMs);
       this.scheduleHandOver(pool);
     }
-    return { renewed: true, fencingTokens: held.map(([, lease]) => lease.fencingToken), expiresAtMs };
+    const fencingTokens = held.map(([, lease]) => lease.fencingToken);
+    return releaseRequested
+      ? { renewed: true, fencingTokens, expiresAtMs, releaseRequested }
+      : { renewed: true, fencingTokens, expiresAtMs };
+  }
+
+  /** Stores the request on the live lease with `fencingToken` (replacing an earlier one); null when none has it. */
+  async requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    this.assertOpen();
+    const now = this.options.clock();
+    const pool = this.pools.get(poolId(kind, key));
+    const lease = pool === undefined ? undefined : liveLeases(pool, now).find((l) => l.fencingToken === fencingToken);
+    if (lease === undefined) return null;
+    lease.releaseRequest = { atMs: Math.floor(now), by: request.by, reason: request.reason };
+    return lease.releaseRequest;
   }
 
   /** Ends the lease of `ownerToken` on every key where it holds a live one; false when it held none. */
@@ -327,7 +347,15 @@ export class MemoryLeases implements PermitStore {
   async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
     const outcome = await this.renew(kind, [key], ownerToken, ttlMs);
     if (!outcome.renewed) return outcome;
-    return { renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs: outcome.expiresAtMs };
+    const { expiresAtMs, releaseRequested } = outcome;
+    const fencingToken = outcome.fencingTokens[0] as number;
+    return releaseRequested
+      ? { renewed: true as const, fencingToken, expiresAtMs, releaseRequested }
+      : { renewed: true as const, fencingToken, expiresAtMs };
+  }
+
+  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.requestRelease(kind, key, fencingToken, request);
   }
 
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {

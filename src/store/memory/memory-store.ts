@@ -6,6 +6,7 @@ import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome, LockSetStore } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 
 export interface MemoryStoreOptions {
   /** How long a key's last fencing token is kept after its lease ends. */
@@ -81,9 +82,14 @@ export class MemoryStore implements LockStore {
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const outcome = await this.permits.renew('lock', [key], ownerToken, ttlMs);
-    return outcome.renewed
-      ? { renewed: true, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs: outcome.expiresAtMs }
-      : outcome;
+    if (!outcome.renewed) return outcome;
+    const { expiresAtMs, releaseRequested } = outcome;
+    const fencingToken = outcome.fencingTokens[0] as number;
+    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+  }
+
+  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.permits.requestRelease('lock', key, fencingToken, request);
   }
 
   release(key: string, ownerToken: string): Promise<boolean> {

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { RedisClient } from './client.js';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
-import type { RenewOutcome } from '../../domain/lock-store.js';
+import type { ReleaseRequest, ReleaseRequestInput, RenewOutcome } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
   type EvictedPermit,
@@ -26,6 +26,8 @@ import {
   parsePermitInspect,
   parseQueue,
   parseRelease,
+  parseRequestRelease,
+  releaseRequestPayload,
   type PermitAcquireReply,
 } from './replies.js';
 import type { HandOverArgs, Scripts } from './scripts.js';
@@ -180,7 +182,27 @@ export class RedisPermits implements PermitStore {
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
     await this.deps.replicated(key, 'renewal', servedBy, async () => false);
-    return { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs };
+    const { fencingToken, expiresAtMs, releaseRequested } = reply;
+    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+  }
+
+  async requestPermitRelease(
+    kind: PermitKind,
+    key: string,
+    fencingToken: number,
+    request: ReleaseRequestInput,
+  ): Promise<ReleaseRequest | null> {
+    return this.deps.call(async () =>
+      parseRequestRelease(
+        'permit-request-release',
+        await this.deps.scripts.run('permitRequestRelease', {
+          keys: this.deps.keys.permitKeys(kind, key),
+          fencingToken,
+          payload: releaseRequestPayload(request),
+        }),
+        request,
+      ),
+    );
   }
 
   private renewLease(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {

@@ -22,6 +22,7 @@ import type {
 } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
 import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
@@ -40,7 +41,9 @@ import {
   parseQueue,
   parseLease,
   parseRelease,
+  parseRequestRelease,
   parseScan,
+  releaseRequestPayload,
   parseSlotExtend,
   parseSlotReserve,
   type AcquireReply,
@@ -361,8 +364,21 @@ export class RedisStore implements LockStore {
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const servedBy = this.servedBy(key);
     const reply = await this.renewLease(key, ownerToken, ttlMs);
-    if (reply.held) await this.replicated(key, ownerToken, 'renewal', servedBy);
-    return reply.held ? { renewed: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs } : { renewed: false };
+    if (!reply.held) return { renewed: false };
+    await this.replicated(key, ownerToken, 'renewal', servedBy);
+    const { fencingToken, expiresAtMs, releaseRequested } = reply;
+    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+  }
+
+  /** One script on the lock record (field r): the lease with `fencingToken`, if live, keeps the request. */
+  async requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+    return this.call(async () =>
+      parseRequestRelease(
+        'request-release',
+        await this.scripts.run('requestRelease', { lockKey: this.keys.lock(key), fencingToken, payload: releaseRequestPayload(request) }),
+        request,
+      ),
+    );
   }
 
   async release(key: string, ownerToken: string): Promise<boolean> {

@@ -1,3 +1,4 @@
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-store.js';
 import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 
 export type { CancelReply, LeaseReply };
@@ -68,11 +69,43 @@ export function parseAcquire(reply: unknown): AcquireReply {
   throw new UnexpectedReplyError('acquire', reply);
 }
 
-/** renew: {1, fencingToken, expiresAtMs} or {0}. */
+/** The request-release scripts' payload (what they store after "atMs|"): the asker and the reason. */
+export function releaseRequestPayload(request: ReleaseRequestInput): string {
+  return JSON.stringify([request.by, request.reason]);
+}
+
+/** A stored release request, "atMs|payload" (request-release.lua); undefined when it is not one. */
+function parseReleaseRequest(stored: unknown): ReleaseRequest | undefined {
+  if (typeof stored !== 'string') return undefined;
+  const bar = stored.indexOf('|');
+  const atMs = Number(stored.slice(0, bar));
+  if (bar < 0 || !Number.isSafeInteger(atMs)) return undefined;
+  try {
+    const [by, reason] = JSON.parse(stored.slice(bar + 1)) as unknown[];
+    if (typeof by === 'string' && (reason === null || typeof reason === 'string')) return { atMs, by, reason };
+  } catch {
+    // Not a request these scripts wrote: read as none below.
+  }
+  return undefined;
+}
+
+/** request-release: {1, atMs} stored, or {0}; the request as stored, or null. */
+export function parseRequestRelease(script: string, reply: unknown, request: ReleaseRequestInput): ReleaseRequest | null {
+  if (Array.isArray(reply)) {
+    if (reply.length === 2 && reply[0] === 1) return { atMs: int(script, reply, reply[1]), by: request.by, reason: request.reason };
+    if (reply.length === 1 && reply[0] === 0) return null;
+  }
+  throw new UnexpectedReplyError(script, reply);
+}
+
+/** renew: {1, fencingToken, expiresAtMs}, with the lease's release request as a fourth element, or {0}. */
 export function parseLease(script: string, reply: unknown): LeaseReply {
   if (Array.isArray(reply)) {
-    if (reply.length === 3 && reply[0] === 1) {
-      return { held: true, fencingToken: int(script, reply, reply[1]), expiresAtMs: int(script, reply, reply[2]) };
+    if ((reply.length === 3 || reply.length === 4) && reply[0] === 1) {
+      const lease = { held: true as const, fencingToken: int(script, reply, reply[1]), expiresAtMs: int(script, reply, reply[2]) };
+      if (reply.length === 3) return lease;
+      const releaseRequested = parseReleaseRequest(reply[3]);
+      if (releaseRequested !== undefined) return { ...lease, releaseRequested };
     }
     if (reply.length === 1 && reply[0] === 0) return { held: false };
   }
@@ -142,9 +175,12 @@ export function parseLockSetAcquire(reply: unknown, size: number): LockSetReply 
 export function parseLockSetRenew(
   reply: unknown,
   size: number,
-): { renewed: true; expiresAtMs: number; fencingTokens: number[] } | { renewed: false } {
+): { renewed: true; expiresAtMs: number; fencingTokens: number[]; releaseRequested?: ReleaseRequest } | { renewed: false } {
   if (Array.isArray(reply)) {
     if (reply[0] === 1 && reply.length === size + 2) return { renewed: true, ...setLease('lockSetRenew', reply) };
+    // A release request on one of the keys comes last (lock-set-renew.lua).
+    const releaseRequested = reply[0] === 1 && reply.length === size + 3 ? parseReleaseRequest(reply[size + 2]) : undefined;
+    if (releaseRequested !== undefined) return { renewed: true, ...setLease('lockSetRenew', reply.slice(0, size + 2)), releaseRequested };
     if (reply.length === 1 && reply[0] === 0) return { renewed: false };
   }
   throw new UnexpectedReplyError('lockSetRenew', reply);

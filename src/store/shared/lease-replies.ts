@@ -1,10 +1,12 @@
+import type { ReleaseRequest } from '../../domain/permit-store.js';
+
 /**
  * What a store's atomic step answers about one lease, in the shape the wait room and the stores'
  * renew paths share. Each store parses its own wire format (Lua replies, etcd transactions) into these.
  */
 
-/** renew: the lease is still the caller's (with its token and new end), or it is gone. */
-export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false };
+/** renew: the lease is still the caller's (with its token and new end, and a release request made of it), or it is gone. */
+export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number; releaseRequested?: ReleaseRequest } | { held: false };
 
 /** cancel: the waiter was granted meanwhile (it holds the lease now), or not, and how long the current lease has left. */
 export type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };

@@ -111,6 +111,35 @@ def main(url):
         held=client.inspect(key)["held"],
     )
 
+    # A release request: the lease's next renewal sets release_requested and calls the callback once.
+    heard = []
+    with client.lock(key, ttl_ms=3000, holder="asked") as lease:
+        lease.on_release_requested(heard.append)
+        before = lease.release_requested
+        asked = client.request_release(key, "default", lease.fencing_token, reason="deploy")
+        started = time.monotonic()
+        while lease.release_requested is None and time.monotonic() - started < 10:
+            time.sleep(0.02)
+        seen = lease.release_requested
+        # Another renewal carries the same request: no second call.
+        expires = lease.expires_at
+        while lease.expires_at == expires and time.monotonic() - started < 20:
+            time.sleep(0.02)
+        try:
+            client.request_release(key, "default", lease.fencing_token + 1)
+            changed = None
+        except keyholder.HolderChangedError as err:
+            changed = err.code
+        step(
+            "release-request",
+            before=before,
+            asked=asked["releaseRequested"],
+            seen=seen == asked["releaseRequested"],
+            heard=len(heard),
+            lost=lease.lost.is_set(),
+            changed=changed,
+        )
+
 
 if __name__ == "__main__":
     main(sys.argv[1])

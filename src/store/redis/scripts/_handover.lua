@@ -51,7 +51,7 @@ local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, uni
   cur[4] = idem ~= '' and idem or nil
   cur[5] = holder ~= '' and holder or nil
   cur[8] = unitSec
-  cur[9] = nil
+  cur[9], cur[10] = nil, nil
   writeLock(lockKey, cur, ttlMs + graceMs)
   return token, expiresAt
 end
@@ -176,6 +176,6 @@ end
 
 -- Ends the live lease in cur (release, force release): the last token stays for the grace period.
 local function freeLease(lockKey, cur, graceMs)
-  cur[1], cur[2], cur[4], cur[5], cur[8], cur[9] = nil, nil, nil, nil, nil, nil
+  cur[1], cur[2], cur[4], cur[5], cur[8], cur[9], cur[10] = nil, nil, nil, nil, nil, nil, nil
   writeLock(lockKey, cur, graceMs)
 end

@@ -11,8 +11,8 @@ more per held lock, docs/performance.md). One SET ... PX writes the record and i
 
 Defines:
   readLock(lockKey) -> cur      the record in one GET: cur[1] o, cur[2] e, cur[3] t, cur[4] i, cur[5] h,
-                                cur[6] q, cur[7] w, cur[8] b, cur[9] d (nil when absent; the meaning of each:
-                                acquire.lua). A lock hash written before the packed record is read as it
+                                cur[6] q, cur[7] w, cur[8] b, cur[9] d, cur[10] r (nil when absent; the meaning
+                                of each: acquire.lua). A lock hash written before the packed record is read as it
                                 was (its fields); the next write replaces it. Scripts that change the
                                 record update cur and write it once with writeLock.
   writeLock(lockKey, cur, ms)   SET the record, kept ms from now but never less than q or w need (the
@@ -45,20 +45,21 @@ local function readLock(lockKey)
   if not raw or raw == '' then
     return {}
   end
-  -- Packed in the order t, e, o, b, q, w, d, h, i (written out, not looked up in a table: this runs in
+  -- Packed in the order t, e, o, b, q, w, d, h, i, r (written out, not looked up in a table: this runs in
   -- every lock script).
-  local t, e, o, b, q, w, d, h, i, extra = cmsgpack.unpack(raw)
+  local t, e, o, b, q, w, d, h, i, r, extra = cmsgpack.unpack(raw)
   if extra ~= nil or (t and type(t) ~= 'number') or (e and type(e) ~= 'number') or (o and type(o) ~= 'string')
       or (b and type(b) ~= 'number') or (q and type(q) ~= 'number') or (w and type(w) ~= 'number')
-      or (d and type(d) ~= 'string') or (h and type(h) ~= 'string') or (i and type(i) ~= 'string') then
+      or (d and type(d) ~= 'string') or (h and type(h) ~= 'string') or (i and type(i) ~= 'string')
+      or (r and type(r) ~= 'string') then
     -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
     error('lock record unreadable: ' .. lockKey)
   end
-  return {o, e, t, i, h, q, w, b, d}
+  return {o, e, t, i, h, q, w, b, d, r}
 end
 
 local function packLock(cur)
-  if not (cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9]) then
+  if not (cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9] or cur[10]) then
     -- A held lock without options, or a free one keeping its last token: no table built.
     if cur[1] then
       return cmsgpack.pack(cur[3], cur[2], cur[1])
@@ -68,8 +69,8 @@ local function packLock(cur)
   end
   -- "or nil": an absent field is never packed as false.
   local v = {cur[3] or nil, cur[2] or nil, cur[1] or nil, cur[8] or nil, cur[6] or nil, cur[7] or nil, cur[9] or nil,
-    cur[5] or nil, cur[4] or nil}
-  local n = 9
+    cur[5] or nil, cur[4] or nil, cur[10] or nil}
+  local n = 10
   while n > 0 and v[n] == nil do
     n = n - 1
   end

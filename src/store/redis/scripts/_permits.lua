@@ -5,7 +5,9 @@ lock are one shape, a weighted FIFO semaphore (see src/domain/permit-store.ts): 
 each lease takes a weight of it, and the queue's head is granted as soon as its weight fits.
 
 KEYS[1]  the pool HASH:  t = last fencing token, c = capacity of the live leases, u = units in use,
-                         n = changes (watch index, see permitIndex), o:<ownerToken> = "weight|fencingToken|expiresAtMs|holder" per lease
+                         n = changes (watch index, see permitIndex), o:<ownerToken> = "weight|fencingToken|expiresAtMs|holder" per lease,
+                         r:<ownerToken> = a release request on that lease, "atMs|payload" (permit-request-release.lua),
+                         dropped with its o: field
 KEYS[2]  the wait queue (ZSET, as a lock's: waiter id by arrival time, us)
 KEYS[3]  the waiter records (HASH): waiter id -> "aliveUntilMs|deadlineMs|ttlMs|ownerToken|instanceId|weight|capacity|holder"
 KEYS[4]  the lease ends (ZSET): owner token -> expiresAtMs, so ended leases are found in order
@@ -49,7 +51,7 @@ local function prunePermits(keys)
     local w = permitRecord(keys, gone[i])
     if w then
       used = used - w
-      redis.call('HDEL', keys[1], 'o:' .. gone[i])
+      redis.call('HDEL', keys[1], 'o:' .. gone[i], 'r:' .. gone[i])
     end
   end
   redis.call('ZREMRANGEBYSCORE', keys[4], '-inf', nowMs)

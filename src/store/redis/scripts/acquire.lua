@@ -14,6 +14,7 @@ grace, so an idle lock leaves nothing):
   w = until when an instance watches the lock, Unix ms (watch-mark.lua); change notices only then
   d = the lock-delay of a lease (_delay.lua)
   b = the second of a handed-over lease's quota unit (_lock.lua unitSecond)
+  r = a release request on the live lease, "atMs|payload" (request-release.lua); dropped with the lease
 The record lives until its lease's end plus the grace, or longer while q or w need it (writeLock,
 _lock.lua).
 

@@ -9,6 +9,9 @@ ARGV[3]  fencing grace, ms
 
 Returns:
   {1, expiresAtMs, fencingToken1, ..., fencingTokenN}   renewed, all of them
+  {1, expiresAtMs, fencingToken1, ..., fencingTokenN, releaseRequest}
+                                                        renewed, and the holder was asked to let go of one
+                                                        of them (the first key's request with one: field r)
   {0}                                                   some lock is not held by this token; nothing changed
 ]]
 --- @include "_lock"
@@ -23,9 +26,14 @@ for i = 1, #KEYS do
 end
 local ttl = tonumber(ARGV[2])
 local reply = {1, nowMs + ttl}
+local asked = nil
 for i = 1, #KEYS do
   curs[i][2] = nowMs + ttl
   writeLock(KEYS[i], curs[i], ttl + tonumber(ARGV[3]))
   reply[#reply + 1] = tonumber(curs[i][3])
+  asked = asked or curs[i][10]
+end
+if asked then
+  reply[#reply + 1] = asked
 end
 return reply

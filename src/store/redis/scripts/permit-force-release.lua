@@ -23,7 +23,7 @@ if ARGV[4] ~= '' then
   for i = 1, #live do
     local weight, token, _, holder = permitRecord(KEYS, live[i])
     if weight and token == wanted then
-      redis.call('HDEL', KEYS[1], 'o:' .. live[i])
+      redis.call('HDEL', KEYS[1], 'o:' .. live[i], 'r:' .. live[i])
       redis.call('ZREM', KEYS[4], live[i])
       redis.call('HSET', KEYS[1], 'u', fmt(math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'u')) or 0) - weight)))
       permitChanged(KEYS, ARGV[2])
@@ -41,7 +41,7 @@ for i = 1, #owners do
     reply[#reply + 1] = owners[i]
     reply[#reply + 1] = token
     reply[#reply + 1] = holder
-    redis.call('HDEL', KEYS[1], 'o:' .. owners[i])
+    redis.call('HDEL', KEYS[1], 'o:' .. owners[i], 'r:' .. owners[i])
   end
 end
 redis.call('DEL', KEYS[4])

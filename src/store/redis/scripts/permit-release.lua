@@ -20,7 +20,7 @@ local weight = permitRecord(KEYS, ARGV[1])
 if not weight then
   return 0
 end
-redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1])
+redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1], 'r:' .. ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'u', fmt(math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'u')) or 0) - weight)))
 permitChanged(KEYS, ARGV[3])

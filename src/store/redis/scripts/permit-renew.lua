@@ -5,8 +5,9 @@ token does not change. Keys and records: see _permits.lua.
 KEYS[1..4] pool hash, wait queue, waiter records, lease ends
 ARGV[1..3] as renew.lua's: owner token, new lease length from now (ms, integer > 0), fencing grace (ms)
 
-Returns as renew.lua: {1, fencingToken, expiresAtMs} renewed, or {0} when this token holds no live
-lease (ended, released, evicted, unknown).
+Returns as renew.lua: {1, fencingToken, expiresAtMs} renewed ({1, fencingToken, expiresAtMs,
+releaseRequest} when its holder was asked to let go: field r:<ownerToken>), or {0} when this token holds
+no live lease (ended, released, evicted, unknown).
 ]]
 --- @include "_handover"
 --- @include "_permits"
@@ -20,4 +21,8 @@ redis.call('HSET', KEYS[1], 'o:' .. ARGV[1], fmt(weight) .. '|' .. fmt(token) ..
 redis.call('ZADD', KEYS[4], newEnd, ARGV[1])
 keepUntil(KEYS[1], newEnd + tonumber(ARGV[3]))
 keepUntil(KEYS[4], newEnd + tonumber(ARGV[3]))
+local asked = redis.call('HGET', KEYS[1], 'r:' .. ARGV[1])
+if asked then
+  return {1, token, newEnd, asked}
+end
 return {1, token, newEnd}

@@ -12,6 +12,8 @@ ARGV[3]  fencing grace, ms
 
 Returns:
   {1, fencingToken, expiresAtMs}   renewed
+  {1, fencingToken, expiresAtMs, releaseRequest}
+                                   renewed, and its holder was asked to let go (field r, request-release.lua)
   {0}                              this token holds no live lease (expired, released, taken, unknown)
 ]]
 --- @include "_lock"
@@ -30,4 +32,7 @@ local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
 quotaMove({KEYS[2], KEYS[3]}, from, to)
 cur[2], cur[8] = newExpiresAt, nil
 writeLock(KEYS[1], cur, ttl + tonumber(ARGV[3]))
+if cur[10] then
+  return {1, tonumber(cur[3]), newExpiresAt, cur[10]}
+end
 return {1, tonumber(cur[3]), newExpiresAt}
