@@ -304,8 +304,10 @@ describe('/console in headless Chromium', () => {
     await page.getByRole('tab', { name: /Read\/write locks/ }).click();
     expect(await page.locator('#detail').isHidden()).toBe(true);
     await page.getByRole('button', { name: 'Queue and history of team-b/ledger' }).first().click();
-    await expect.poll(() => queueRows.count()).toBe(1);
-    expect(await queueRows.nth(0).innerText()).toMatch(/^1\s+ledger-writer\s.*write \(all of it\)$/);
+    // The lock's queue (one row: waiter-2) may still show until the read/write lock's answer arrives.
+    await expect.poll(() => page.locator('#detail-title').innerText()).toMatch(/team-b \/ ledger/);
+    await expect.poll(() => queueRows.nth(0).innerText()).toMatch(/^1\s+ledger-writer\s.*write \(all of it\)$/);
+    expect(await queueRows.count()).toBe(1);
     await expect.poll(() => leases.count()).toBe(2);
     expect(await page.locator('#timeline tbody').innerText()).toMatch(/audit-reader \(read\)/);
     await page.getByRole('button', { name: 'Close' }).click();
