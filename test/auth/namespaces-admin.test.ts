@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { embeddedAndRedis } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /**
@@ -13,24 +10,7 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
  */
 const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await RedisServer.start();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-
-async function openRedisStore(): Promise<LockStore> {
-  const store = new RedisStore({ url: redis.url, keyPrefix: `ns-${randomUUID()}:`, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
-  await vi.waitFor(() => store.ping(), { timeout: 2_000, interval: 10 });
-  return store;
-}
-
-const STORES: Array<[string, () => Promise<LockStore>]> = [
-  ['embedded', async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 })],
-  ['redis', openRedisStore],
-];
+const STORES = embeddedAndRedis('ns');
 
 describe.each(STORES)('namespaces and admin routes on the %s store', (_name, openStore) => {
   let t: TestApp;

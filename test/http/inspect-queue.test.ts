@@ -1,30 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { embeddedAndRedis } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /** inspect?queue=true lists who waits (like the Web Locks API's query()), for every primitive, on both stores. */
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await RedisServer.start();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-
-async function openRedisStore(): Promise<LockStore> {
-  const store = new RedisStore({ url: redis.url, keyPrefix: `q-${randomUUID()}:`, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
-  await vi.waitFor(() => store.ping(), { timeout: 2_000, interval: 10 });
-  return store;
-}
-
-const STORES: Array<[string, () => Promise<LockStore>]> = [
-  ['embedded', async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 })],
-  ['redis', openRedisStore],
-];
+const STORES = embeddedAndRedis('q');
 
 describe.each(STORES)('inspect?queue=true on the %s store', (_name, openStore) => {
   let t: TestApp;

@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { embeddedAndRedis } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /**
@@ -14,24 +11,7 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
  */
 const { keys, B, ADMIN } = twoTeamsAndAdmin();
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await RedisServer.start();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-
-async function openRedisStore(): Promise<LockStore> {
-  const store = new RedisStore({ url: redis.url, keyPrefix: `rr-${randomUUID()}:`, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
-  await vi.waitFor(() => store.ping(), { timeout: 2_000, interval: 10 });
-  return store;
-}
-
-const STORES: Array<[string, () => Promise<LockStore>]> = [
-  ['embedded', async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 })],
-  ['redis', openRedisStore],
-];
+const STORES = embeddedAndRedis('rr');
 
 type Grant = { ownerToken: string; fencingToken: number };
 
