@@ -1,3 +1,4 @@
+import { withReleaseRequest } from './permit-store.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
 import { InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
@@ -190,9 +191,7 @@ export class LeaseRules {
       await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
     }
     const { fencingToken, expiresAtMs, releaseRequested } = outcome;
-    return releaseRequested
-      ? { key, fencingToken, ttlMs, expiresAtMs, decidedAt, releaseRequested }
-      : { key, fencingToken, ttlMs, expiresAtMs, decidedAt };
+    return withReleaseRequest({ key, fencingToken, ttlMs, expiresAtMs, decidedAt }, releaseRequested);
   }
 
   /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */

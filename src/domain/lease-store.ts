@@ -10,6 +10,7 @@
  * lock-store.ts, PermitStore in permit-store.ts): `leaseStoreOf` is the one place that chooses among
  * them, so one acquire per store serves every primitive.
  */
+import { withReleaseRequest } from './permit-store.js';
 import type { IndexedLockState, ListPage, ListQuery, LockState, LockStore, QueuedCaller, SlotStore } from './lock-store.js';
 import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
@@ -203,9 +204,7 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
           : await store.permits.renewPermit(kind, one(keys), ownerToken, ttlMs);
       if (!outcome.renewed) return outcome;
       const { fencingToken, expiresAtMs, releaseRequested } = outcome;
-      return releaseRequested
-        ? { renewed: true, fencingTokens: [fencingToken], expiresAtMs, releaseRequested }
-        : { renewed: true, fencingTokens: [fencingToken], expiresAtMs };
+      return withReleaseRequest({ renewed: true as const, fencingTokens: [fencingToken], expiresAtMs }, releaseRequested);
     },
 
     release(kind, keys, ownerToken) {

@@ -5,7 +5,7 @@
  */
 import type { PermitStore, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
-export { MAX_QUEUE_SHOWN, type QueuedCaller, type ReleaseRequest, type ReleaseRequestInput } from './permit-store.js';
+export { MAX_QUEUE_SHOWN, type QueuedCaller, type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from './permit-store.js';
 
 export interface Grant {
   readonly fencingToken: number;

@@ -36,6 +36,17 @@ export interface ReleaseRequest {
 /** What the asker gives; the store adds when, on its own clock. */
 export type ReleaseRequestInput = Omit<ReleaseRequest, 'atMs'>;
 
+/**
+ * `answer` with `releaseRequested` added when there is one. When nobody asked, the field stays absent
+ * (not undefined), so an answer without a request looks exactly as it did before requests existed.
+ */
+export function withReleaseRequest<T extends object, R = ReleaseRequest>(
+  answer: T,
+  releaseRequested: R | undefined,
+): T & { readonly releaseRequested?: R } {
+  return releaseRequested === undefined ? answer : { ...answer, releaseRequested };
+}
+
 type RenewOutcome = ({ readonly renewed: true; readonly releaseRequested?: ReleaseRequest } & Grant) | { readonly renewed: false };
 
 /**

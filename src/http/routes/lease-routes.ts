@@ -1,3 +1,4 @@
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { FreshLease } from '../../domain/lock-service.js';
@@ -59,7 +60,7 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
       confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
       historyOf(request)?.renewed(primitive, namespace, renewal);
       const renewed = { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
-      return renewal.releaseRequested ? { ...renewed, releaseRequested: releaseRequestedView(renewal.releaseRequested) } : renewed;
+      return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));
     },
   );
   typed.post(

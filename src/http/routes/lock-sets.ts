@@ -1,3 +1,4 @@
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import { releaseRequestedView } from './admin.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockSetService } from '../../domain/lock-sets.js';
@@ -95,7 +96,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       const history = historyOf(request);
       for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock });
       const renewed = { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
-      return renewal.releaseRequested ? { ...renewed, releaseRequested: releaseRequestedView(renewal.releaseRequested) } : renewed;
+      return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));
     },
   );
 

@@ -28,6 +28,8 @@
  * 19,000 unlabelled leases, 7,500 with 128-character labels; past it etcd refuses the put, and the
  * grant answers 503 with nothing taken).
  */
+import { renewedFrom } from '../shared/lease-replies.js';
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import { performance } from 'node:perf_hooks';
 import type { Etcd3, IKeyValue, IRequestOp, ITxnRequest, ITxnResponse } from 'etcd3';
 import { InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
@@ -192,10 +194,7 @@ export class EtcdPermits implements PermitStore {
   async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
     const reply = await this.renewLease(kind, key, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false as const };
-    const { fencingToken, expiresAtMs, releaseRequested } = reply;
-    return releaseRequested
-      ? { renewed: true as const, fencingToken, expiresAtMs, releaseRequested }
-      : { renewed: true as const, fencingToken, expiresAtMs };
+    return renewedFrom(reply);
   }
 
   /** The request is written into the lease's entry of the pool record: it goes wherever the lease goes. */
@@ -518,9 +517,7 @@ export class EtcdPermits implements PermitStore {
         success: [await this.putPool(kind, key, { c: pool.value.c, x: pool.value.x, l }, pool.value.k)],
       });
       if (!txn.succeeded) continue;
-      return lease.r
-        ? { held: true, fencingToken: lease.t, expiresAtMs, releaseRequested: requestOf(lease.r) }
-        : { held: true, fencingToken: lease.t, expiresAtMs };
+      return withReleaseRequest({ held: true as const, fencingToken: lease.t, expiresAtMs }, lease.r && requestOf(lease.r));
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }

@@ -1,3 +1,5 @@
+import { renewedFrom } from '../shared/lease-replies.js';
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import { performance } from 'node:perf_hooks';
 import { Etcd3, type IKeyValue, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
@@ -238,8 +240,7 @@ export class EtcdStore implements LockStore {
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
-    const { fencingToken, expiresAtMs, releaseRequested } = reply;
-    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+    return renewedFrom(reply);
   }
 
   /** One compare-and-set of the lock record: the live lease with `fencingToken` keeps the request. */
@@ -411,9 +412,7 @@ export class EtcdStore implements LockStore {
       });
       if (!txn.succeeded) continue;
       const asked = held.find((lock) => lock.value.r !== undefined)?.value.r;
-      return asked
-        ? { renewed: true, fencingTokens, expiresAtMs, releaseRequested: requestOf(asked) }
-        : { renewed: true, fencingTokens, expiresAtMs };
+      return withReleaseRequest({ renewed: true as const, fencingTokens, expiresAtMs }, asked && requestOf(asked));
     }
     throw new StoreUnavailableError('too much contention on a lock set to decide in time');
   }
@@ -762,9 +761,7 @@ export class EtcdStore implements LockStore {
         success: [await this.putOp(this.keys.lock(key), record, record.k as number)],
       });
       if (!txn.succeeded) continue;
-      return lock.value.r
-        ? { held: true, fencingToken, expiresAtMs, releaseRequested: requestOf(lock.value.r) }
-        : { held: true, fencingToken, expiresAtMs };
+      return withReleaseRequest({ held: true as const, fencingToken, expiresAtMs }, lock.value.r && requestOf(lock.value.r));
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }

@@ -1,3 +1,4 @@
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import { performance } from 'node:perf_hooks';
 import {
   IdempotencyKeyReusedError,
@@ -228,9 +229,7 @@ export class MemoryLeases implements PermitStore {
       this.scheduleHandOver(pool);
     }
     const fencingTokens = held.map(([, lease]) => lease.fencingToken);
-    return releaseRequested
-      ? { renewed: true, fencingTokens, expiresAtMs, releaseRequested }
-      : { renewed: true, fencingTokens, expiresAtMs };
+    return withReleaseRequest({ renewed: true as const, fencingTokens, expiresAtMs }, releaseRequested);
   }
 
   /** Stores the request on the live lease with `fencingToken` (replacing an earlier one); null when none has it. */
@@ -348,10 +347,7 @@ export class MemoryLeases implements PermitStore {
     const outcome = await this.renew(kind, [key], ownerToken, ttlMs);
     if (!outcome.renewed) return outcome;
     const { expiresAtMs, releaseRequested } = outcome;
-    const fencingToken = outcome.fencingTokens[0] as number;
-    return releaseRequested
-      ? { renewed: true as const, fencingToken, expiresAtMs, releaseRequested }
-      : { renewed: true as const, fencingToken, expiresAtMs };
+    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
   }
 
   requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {

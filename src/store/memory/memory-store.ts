@@ -1,3 +1,4 @@
+import { withReleaseRequest } from '../../domain/permit-store.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
@@ -84,8 +85,7 @@ export class MemoryStore implements LockStore {
     const outcome = await this.permits.renew('lock', [key], ownerToken, ttlMs);
     if (!outcome.renewed) return outcome;
     const { expiresAtMs, releaseRequested } = outcome;
-    const fencingToken = outcome.fencingTokens[0] as number;
-    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
   }
 
   requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {

@@ -1,3 +1,4 @@
+import { renewedFrom } from '../shared/lease-replies.js';
 import { performance } from 'node:perf_hooks';
 import type { RedisClient } from './client.js';
 import { StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
@@ -182,8 +183,7 @@ export class RedisPermits implements PermitStore {
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
     await this.deps.replicated(key, 'renewal', servedBy, async () => false);
-    const { fencingToken, expiresAtMs, releaseRequested } = reply;
-    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+    return renewedFrom(reply);
   }
 
   async requestPermitRelease(

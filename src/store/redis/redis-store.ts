@@ -1,3 +1,4 @@
+import { renewedFrom } from '../shared/lease-replies.js';
 import { performance } from 'node:perf_hooks';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
@@ -366,8 +367,7 @@ export class RedisStore implements LockStore {
     const reply = await this.renewLease(key, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
     await this.replicated(key, ownerToken, 'renewal', servedBy);
-    const { fencingToken, expiresAtMs, releaseRequested } = reply;
-    return releaseRequested ? { renewed: true, fencingToken, expiresAtMs, releaseRequested } : { renewed: true, fencingToken, expiresAtMs };
+    return renewedFrom(reply);
   }
 
   /** One script on the lock record (field r): the lease with `fencingToken`, if live, keeps the request. */

@@ -1,4 +1,4 @@
-import type { ReleaseRequest } from '../../domain/permit-store.js';
+import { type ReleaseRequest, withReleaseRequest } from '../../domain/permit-store.js';
 
 /**
  * What a store's atomic step answers about one lease, in the shape the wait room and the stores'
@@ -10,3 +10,11 @@ export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number
 
 /** cancel: the waiter was granted meanwhile (it holds the lease now), or not, and how long the current lease has left. */
 export type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };
+
+/** A renewal the store's atomic step confirmed, as a store's renew answers it (with the lease's release request, if any). */
+export function renewedFrom(reply: Extract<LeaseReply, { held: true }>) {
+  return withReleaseRequest(
+    { renewed: true as const, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs },
+    reply.releaseRequested,
+  );
+}
