@@ -1,3 +1,4 @@
+import { withReleaseRequest } from './permit-store.js';
 import { performance } from 'node:perf_hooks';
 import {
   type DomainError,
@@ -354,10 +355,10 @@ export class LeaseService {
         const outcome = await this.store.renew(kind, [id], ownerToken, ttlMs);
         if (!outcome.renewed) return outcome;
         const { expiresAtMs, releaseRequested } = outcome;
-        const fencingToken = outcome.fencingTokens[0] as number;
-        return releaseRequested
-          ? { renewed: true, fencingToken, expiresAtMs, releaseRequested }
-          : { renewed: true, fencingToken, expiresAtMs };
+        return withReleaseRequest(
+          { renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs },
+          releaseRequested,
+        );
       }),
     );
   }
@@ -409,12 +410,8 @@ export class LeaseService {
   async forceRelease(kind: LeaseKind, namespace: string, key: string, fencingToken?: number): Promise<Eviction[]> {
     const id = lockId(namespace, key);
     const evicted: EvictedLease[] = await this.store.forceRelease(kind, id, fencingToken);
-    if (evicted.length === 0 && fencingToken !== undefined) {
-      // Nothing changed; which answer that is (nobody holds it, or someone else does) is read after.
-      const state = await this.store.inspect(kind, id);
-      const current = state === null ? undefined : 'holders' in state ? state.holders[0] : state;
-      if (current !== undefined) throw new HolderChangedError(key, fencingToken, current);
-    }
+    if (evicted.length === 0 && fencingToken !== undefined)
+      await this.refuseIfHolderChanged(kind, id, key, fencingToken, 'nothing was released');
     const quota = this.lane(kind).quota;
     await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken)));
     return evicted.map(({ holder, fencingToken: token }) => ({ holder, fencingToken: token }));
@@ -438,10 +435,18 @@ export class LeaseService {
     const id = lockId(namespace, key);
     const stored = await this.store.requestRelease(kind, id, fencingToken, request);
     if (stored !== null) return stored;
+    await this.refuseIfHolderChanged(kind, id, key, fencingToken, 'nothing was asked');
+    return null;
+  }
+
+  /**
+   * After an operator's call that named the lease with `fencingToken` changed nothing: HolderChangedError
+   * when another lease holds the key now (read after, in a second call), nothing when none does.
+   */
+  private async refuseIfHolderChanged(kind: LeaseKind, id: string, key: string, fencingToken: number, unchanged: string): Promise<void> {
     const state = await this.store.inspect(kind, id);
     const current = state === null ? undefined : 'holders' in state ? state.holders[0] : state;
-    if (current !== undefined) throw new HolderChangedError(key, fencingToken, current, 'nothing was asked');
-    return null;
+    if (current !== undefined) throw new HolderChangedError(key, fencingToken, current, unchanged);
   }
 
   /** One page of the keys with live leases, in one namespace or all of them; the vocabulary reads the entries. */
@@ -537,7 +542,7 @@ export class LeaseService {
     }
     const locks = this.inAskedOrder(keys, ordered, outcome.fencingTokens);
     const { expiresAtMs, releaseRequested } = outcome;
-    return releaseRequested ? { locks, ttlMs, expiresAtMs, releaseRequested } : { locks, ttlMs, expiresAtMs };
+    return withReleaseRequest({ locks, ttlMs, expiresAtMs }, releaseRequested);
   }
 
   async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
