@@ -10,10 +10,11 @@ permits costs one inspect as much as one of a hundred (the count is a ZCOUNT, th
 of the lease ends, and the waiters are bounded by the per-key cap).
 
 Returns:
-  {1, capacity, waiters, nowMs, index, count, weight1, fencingToken1, expiresAtMs1, holder1, weight2, ...}
+  {1, capacity, waiters, nowMs, index, count, weight1, fencingToken1, expiresAtMs1, holder1, asked1, weight2, ...}
         count: the live leases; then the first `shown` of them in order of their ends (holder "" when
-        none); waiters counts live waiters only; nowMs is the Redis clock the answer was read at
-        (time left = expiresAtMs - nowMs)
+        none; asked: the lease's release request, field r:<ownerToken>, or "" when none); waiters
+        counts live waiters only; nowMs is the Redis clock the answer was read at (time left =
+        expiresAtMs - nowMs)
   {0, index}   no live lease
 index: the watch index (permitIndex, _permits.lua): rises on every grant, release, expiry, eviction.
 ]]
@@ -34,6 +35,7 @@ for i = 1, #owners do
     reply[#reply + 1] = token
     reply[#reply + 1] = expiresAt
     reply[#reply + 1] = holder
+    reply[#reply + 1] = redis.call('HGET', KEYS[1], 'r:' .. owners[i]) or ''
   end
 end
 return reply
