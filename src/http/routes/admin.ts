@@ -15,7 +15,7 @@ import {
   ReleaseRequestResponse,
 } from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
-import { BODY_ERRORS, iso, leaseView, releaseRequestedView, routeOptions, routeRule } from './responses.js';
+import { BODY_ERRORS, leaseView, releaseRequestedView, routeOptions, routeRule } from './responses.js';
 
 /** What every admin route can answer (the list takes only a query; force release takes no body). */
 export const ADMIN_ERRORS = {

@@ -238,8 +238,10 @@ export class MemoryLeases implements PermitStore {
     const now = this.options.clock();
     const pool = this.pools.get(poolId(kind, key));
     const lease = pool === undefined ? undefined : liveLeases(pool, now).find((l) => l.fencingToken === fencingToken);
-    if (lease === undefined) return null;
+    if (pool === undefined || lease === undefined) return null;
     lease.releaseRequest = { atMs: Math.floor(now), by: request.by, reason: request.reason };
+    // Watchers re-read, so their next answer shows it; not `changed`: the index stays (same holders).
+    this.options.listeners.changed(pool.id);
     return lease.releaseRequest;
   }
 
@@ -632,7 +634,10 @@ function stateOf(pool: Pool, now: number): PermitState | null {
     capacity: pool.capacity,
     holderCount: count,
     holders: leases.map(({ holder, weight, fencingToken, expiresAtMs, releaseRequest }) =>
-      withReleaseRequest({ holder, weight, fencingToken, expiresAtMs, ttlRemainingMs: Math.max(0, Math.ceil(expiresAtMs - now)) }, releaseRequest),
+      withReleaseRequest(
+        { holder, weight, fencingToken, expiresAtMs, ttlRemainingMs: Math.max(0, Math.ceil(expiresAtMs - now)) },
+        releaseRequest,
+      ),
     ),
     waiters: pool.queue.length,
   };

@@ -375,7 +375,13 @@ export class RedisStore implements LockStore {
     return this.call(async () =>
       parseRequestRelease(
         'request-release',
-        await this.scripts.run('requestRelease', { lockKey: this.keys.lock(key), fencingToken, payload: releaseRequestPayload(request) }),
+        await this.scripts.run('requestRelease', {
+          lockKey: this.keys.lock(key),
+          fencingToken,
+          payload: releaseRequestPayload(request),
+          channelPrefix: this.keys.grantChannelPrefix(),
+          lockName: key,
+        }),
         request,
       ),
     );
