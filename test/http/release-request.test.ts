@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
+import type { LeaseService } from '../../src/domain/lease-service.js';
+import type { LeaseKind } from '../../src/domain/lease-store.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { everyStore } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
@@ -99,6 +101,13 @@ describe.each(STORES)('release requests on the %s store', (_name, openStore) => 
     expect(setRenewed.json()).toMatchObject({ releaseRequested: { reason: 'rebalance' } });
   });
 
+  /** Blocking queries in place on this instance for `kind` (the lease engine's own count; not part of the API). */
+  const watchers = (kind: LeaseKind) => {
+    const engine = kind === 'lock' ? t.locks : kind === 'semaphore' ? t.permits.semaphores : t.permits.rwlocks;
+    return (engine as unknown as { lease: LeaseService }).lease.changesOf(kind).size;
+  };
+  const KIND = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'rwlock' } as const;
+
   it('inspect and watch answers show the request on the lease asked, for every primitive; a blocking query answers it', async () => {
     const get = (url: string) => t.app.inject({ method: 'GET', url, headers: B });
     type Status = { index: number; releaseRequested?: unknown; holders?: Array<{ fencingToken: number; releaseRequested?: unknown }> };
@@ -119,8 +128,11 @@ describe.each(STORES)('release requests on the %s store', (_name, openStore) => 
       const before = (await get(`/v1/${path}/${key}`)).json<Status>();
       expect(JSON.stringify(before), path).not.toContain('releaseRequested');
 
-      // A watcher waits on the current index; the request does not end its wait (no change of holder)...
-      const watching = get(`/v1/${path}/${key}?index=${before.index}&waitMs=300`);
+      // A watcher waits on the current index (in place before the request: its first read is done); the
+      // request does not end its wait (no change of holder)...
+      // (An inject starts when awaited: Promise.resolve sends it now.)
+      const watching = Promise.resolve(get(`/v1/${path}/${key}?index=${before.index}&waitMs=1000`));
+      await expect.poll(() => watchers(KIND[path]), { timeout: 10_000, interval: 5 }).toBe(1);
       const asked = await ask(path, key, { fencingToken: grant.fencingToken, reason: 'rebalance' });
       expect(asked.statusCode, asked.body).toBe(200);
       const expected = asked.json<{ releaseRequested: object }>().releaseRequested;
@@ -137,7 +149,8 @@ describe.each(STORES)('release requests on the %s store', (_name, openStore) => 
       expect(shownOn(atOnce, grant.fencingToken), path).toEqual(expected);
 
       // The next change (its release) wakes a watcher, whose answer no longer has it.
-      const next = get(`/v1/${path}/${key}?index=${before.index}&waitMs=30000`);
+      const next = Promise.resolve(get(`/v1/${path}/${key}?index=${before.index}&waitMs=30000`));
+      await expect.poll(() => watchers(KIND[path]), { timeout: 10_000, interval: 5 }).toBe(1);
       expect((await post(`/v1/${path}/${key}/release`, B, { ownerToken: grant.ownerToken })).statusCode).toBe(200);
       const changed = (await next).json<Status>();
       expect(changed.index, path).not.toBe(before.index);
