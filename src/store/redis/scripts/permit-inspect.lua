@@ -28,6 +28,12 @@ if count == 0 then
 end
 local owners = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. fmt(nowMs), '+inf', 'LIMIT', 0, tonumber(ARGV[1]))
 local reply = {1, tonumber(redis.call('HGET', KEYS[1], 'c')) or 0, liveWaiters(KEYS, false), nowMs, index, count}
+-- The shown leases' release requests in one command, not one per lease.
+local askedFields = {}
+for i = 1, #owners do
+  askedFields[i] = 'r:' .. owners[i]
+end
+local asked = #owners > 0 and redis.call('HMGET', KEYS[1], unpack(askedFields)) or {}
 for i = 1, #owners do
   local weight, token, expiresAt, holder = permitRecord(KEYS, owners[i])
   if weight then
@@ -35,7 +41,7 @@ for i = 1, #owners do
     reply[#reply + 1] = token
     reply[#reply + 1] = expiresAt
     reply[#reply + 1] = holder
-    reply[#reply + 1] = redis.call('HGET', KEYS[1], 'r:' .. owners[i]) or ''
+    reply[#reply + 1] = asked[i] or ''
   end
 end
 return reply
