@@ -224,10 +224,24 @@ def _each(shape):
     return lambda v: isinstance(v, list) and all(not _mismatches(item, shape) for item in v)
 
 
+class _Optional:
+    """A field keyholder sends only sometimes: checked when present."""
+
+    def __init__(self, ok):
+        self.ok = ok
+
+
 def _mismatches(body, shape):
     if not isinstance(body, dict):
         return ["(body) is not an object"]
-    return [f"{name}: {body.get(name)!r}" for name, ok in shape.items() if name not in body or not ok(body[name])]
+    wrong = []
+    for name, ok in shape.items():
+        if isinstance(ok, _Optional):
+            if name in body and not ok.ok(body[name]):
+                wrong.append(f"{name}: {body[name]!r}")
+        elif name not in body or not ok(body[name]):
+            wrong.append(f"{name}: {body.get(name)!r}")
+    return wrong
 
 
 _LEASE = {"fencingToken": _count, "ttlMs": _positive, "expiresAt": _instant}
@@ -239,17 +253,30 @@ _RWLOCK_GRANT = {**_LOCK_GRANT, "mode": lambda v: v in ("read", "write")}
 _SET_LOCKS = {"locks": _each({"key": _text, "fencingToken": _count}), "ttlMs": _positive, "expiresAt": _instant}
 _SET_GRANT = {"ownerToken": _token, "holder": _holder, **_SET_LOCKS}
 _SET_RELEASE = {"released": _true}
-_LOCK_STATUS = {"key": _text, "held": lambda v: isinstance(v, bool), "index": _count}
-_PERMIT_HOLDERS = {"holder": _holder, "fencingToken": _count, "expiresAt": _instant, "ttlRemainingMs": _count}
+_RELEASE_REQUESTED = {"at": _instant, "by": _text, "reason": _holder}
+# A lease's release request, in inspect and watch answers: present only once its holder was asked to let go.
+_ASKED = _Optional(lambda v: not _mismatches(v, _RELEASE_REQUESTED))
+_LOCK_STATUS = {"key": _text, "held": lambda v: isinstance(v, bool), "index": _count, "releaseRequested": _ASKED}
+_PERMIT_HOLDERS = {
+    "holder": _holder,
+    "fencingToken": _count,
+    "expiresAt": _instant,
+    "ttlRemainingMs": _count,
+    "releaseRequested": _ASKED,
+}
 _PERMIT_STATUS = {"key": _text, "index": _count, "holders": _each(_PERMIT_HOLDERS), "waiters": _count}
 # With ?queue=true: a held key's callers queued, head first (weight and mode only for semaphores and rwlocks).
 _QUEUED = {"position": _positive, "holder": _holder, "waitingSince": _instant}
 _QUEUE = {"queue": _each(_QUEUED)}
 _FORCE_RELEASE = {"key": _text, "released": _true}
-_RELEASE_REQUESTED = {"at": _instant, "by": _text}
 _RELEASE_REQUEST = {"key": _text, "fencingToken": _count, "releaseRequested": lambda v: not _mismatches(v, _RELEASE_REQUESTED)}
 _HISTORY_EVENT = {"type": _text, "at": _instant, "holder": _holder}
-_HISTORY = {"key": _text, "events": _each(_HISTORY_EVENT), "truncated": lambda v: isinstance(v, bool)}
+_HISTORY = {
+    "key": _text,
+    "recording": lambda v: isinstance(v, bool),
+    "events": _each(_HISTORY_EVENT),
+    "truncated": lambda v: isinstance(v, bool),
+}
 _ANY_OBJECT = {}
 
 
@@ -348,13 +375,16 @@ class Client:
         """Who holds the lock (never the owner token), with its watch `index`. With `index`, a blocking query:
         answers when the lock's index differs from it, at the latest after `wait_ms`. With `queue=True` (not
         with `index`), a held lock's answer also has `queue`: the callers waiting for it, head first (at most
-        100), each with `position`, `holder` and `waitingSince`."""
+        100), each with `position`, `holder` and `waitingSince`. A held lock whose holder was asked to let go
+        (`request_release`) has `releaseRequested` ({at, by, reason}); the request does not change `index`."""
         return self._inspect(f"/v1/locks/{_quote(key)}", _LOCK_STATUS, index, wait_ms, queue)
 
     def watch(self, key, wait_ms=30000, stop=None):
         """The lock's state now and after every change (grant, release, expiry, force release, hand-over),
         by blocking queries: no polling. Ends when `stop` (a threading.Event) is set, checked between queries
-        (so up to `wait_ms` later). Changes in quick succession may be seen as one (the latest state)."""
+        (so up to `wait_ms` later). Changes in quick succession may be seen as one (the latest state). A
+        release request shows as `releaseRequested` in the states yielded after it (it is no change of holder,
+        so it does not end a wait by itself)."""
         return self._watch(self.inspect, key, wait_ms, stop)
 
     def force_release(self, key, namespace, fencing_token=None):
@@ -384,7 +414,9 @@ class Client:
         `by` and `reason`, released, expired, force_released with `by`, lock_delay), with holder, fencingToken, times, waitedMs and heldMs; never
         owner tokens. `since`/`until`: ISO 8601 strings (or datetimes), keeping every event of a lease live
         in the range. `primitive`: "locks", "semaphores" or "rwlocks". With `namespace`, any namespace's key
-        (an admin key when the server checks keys)."""
+        (an admin key when the server checks keys). The answer's `recording` is False when history is off on
+        the instance that answered (HISTORY=off): its `events` are then empty because nothing is recorded,
+        not because nothing happened."""
         fields = {}
         for name, value in (("since", since), ("until", until)):
             if value is not None:
@@ -415,7 +447,8 @@ class Client:
 
     def inspect_semaphore(self, key, index=None, wait_ms=0, queue=False):
         """The semaphore's limit, permits held and holders (never owner tokens); a blocking query with `index`.
-        With `queue=True`, also the callers queued while a permit is held (each with its `weight`)."""
+        With `queue=True`, also the callers queued while a permit is held (each with its `weight`). A holder
+        asked to let go has `releaseRequested`, as for a lock."""
         return self._inspect(f"/v1/semaphores/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
     def watch_semaphore(self, key, wait_ms=30000, stop=None):
@@ -438,7 +471,8 @@ class Client:
 
     def inspect_rwlock(self, key, index=None, wait_ms=0, queue=False):
         """The lock's mode and holders (never owner tokens); a blocking query with `index`. With `queue=True`,
-        also the callers queued while it is held (each with the `mode` it waits for)."""
+        also the callers queued while it is held (each with the `mode` it waits for). A holder asked to let go
+        has `releaseRequested`, as for a lock."""
         return self._inspect(f"/v1/rwlocks/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
     def watch_rwlock(self, key, wait_ms=30000, stop=None):

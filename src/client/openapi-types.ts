@@ -874,6 +874,8 @@ export interface components {
                 expiresAt: string;
                 /** Format: int64 */
                 ttlRemainingMs: number;
+                /** @description Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the watch index: a blocking query shows it in its next answer. */
+                releaseRequested?: components["schemas"]["ReleaseRequested"];
                 /**
                  * Format: int64
                  * @description Callers queued for this lock
@@ -1009,6 +1011,8 @@ export interface components {
                 expiresAt: string;
                 /** Format: int64 */
                 ttlRemainingMs: number;
+                /** @description Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the watch index: a blocking query shows it in its next answer. */
+                releaseRequested?: components["schemas"]["ReleaseRequested"];
             }[];
             /** @description true when more leases are live than holders shows (at most 100); the count says how many */
             truncated: boolean;
@@ -1078,6 +1082,8 @@ export interface components {
                 expiresAt: string;
                 /** Format: int64 */
                 ttlRemainingMs: number;
+                /** @description Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the watch index: a blocking query shows it in its next answer. */
+                releaseRequested?: components["schemas"]["ReleaseRequested"];
                 /**
                  * @description read: shared with other readers (at most 10000); write: exclusive.
                  * @example read
@@ -1127,6 +1133,8 @@ export interface components {
                     expiresAt: string;
                     /** Format: int64 */
                     ttlRemainingMs: number;
+                    /** @description Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the watch index: a blocking query shows it in its next answer. */
+                    releaseRequested?: components["schemas"]["ReleaseRequested"];
                     /** Format: int64 */
                     weight: number;
                 }[];
@@ -1253,6 +1261,8 @@ export interface components {
             expiresAt: string;
             /** Format: int64 */
             ttlRemainingMs: number;
+            /** @description Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the watch index: a blocking query shows it in its next answer. */
+            releaseRequested?: components["schemas"]["ReleaseRequested"];
             /**
              * Format: int64
              * @description Callers queued for this lock

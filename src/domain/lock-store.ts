@@ -52,6 +52,8 @@ export interface LockState {
   readonly fencingToken: number;
   readonly expiresAtMs: number;
   readonly ttlRemainingMs: number;
+  /** Someone asked this lease's holder to let go (see ReleaseRequest); absent when nobody did. */
+  readonly releaseRequested?: ReleaseRequest;
 }
 
 export interface AcquireInput {

@@ -1,7 +1,7 @@
 import { RwLockHeldError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import type { PermitState } from './permit-store.js';
+import { type PermitState, type ReleaseRequest, withReleaseRequest } from './permit-store.js';
 
 export type RwMode = 'read' | 'write';
 
@@ -28,6 +28,7 @@ export interface RwLockView {
     fencingToken: number;
     expiresAtMs: number;
     ttlRemainingMs: number;
+    releaseRequested?: ReleaseRequest;
   }>;
   /** Every live lease, shown in `holders` or not. */
   readonly holderCount: number;
@@ -54,13 +55,9 @@ export class RwLockService extends PermitService<RwLockAcquire, RwLockView> {
 }
 
 export function rwLockView(state: PermitState): RwLockView {
-  const holders = state.holders.map(({ weight, holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({
-    mode: modeOf(weight),
-    holder,
-    fencingToken,
-    expiresAtMs,
-    ttlRemainingMs,
-  }));
+  const holders = state.holders.map(({ weight, holder, fencingToken, expiresAtMs, ttlRemainingMs, releaseRequested }) =>
+    withReleaseRequest({ mode: modeOf(weight), holder, fencingToken, expiresAtMs, ttlRemainingMs }, releaseRequested),
+  );
   // A writer is alone (it takes the whole capacity), so it is always the one lease shown.
   return {
     mode: holders.some((h) => h.mode === 'write') ? 'write' : 'read',

@@ -1,7 +1,7 @@
 import { LimitMismatchError, SemaphoreFullError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import type { PermitState } from './permit-store.js';
+import { type PermitState, type ReleaseRequest, withReleaseRequest } from './permit-store.js';
 
 /**
  * 10,000: a semaphore's permits are each a live lease the store keeps and inspect lists, so the limit
@@ -20,7 +20,13 @@ export interface SemaphoreView {
   /** Every live permit, shown in `holders` or not. */
   readonly permitsHeld: number;
   /** The first MAX_HOLDERS_SHOWN to end (see PermitState.holders). */
-  readonly holders: ReadonlyArray<{ holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }>;
+  readonly holders: ReadonlyArray<{
+    holder: string | null;
+    fencingToken: number;
+    expiresAtMs: number;
+    ttlRemainingMs: number;
+    releaseRequested?: ReleaseRequest;
+  }>;
   readonly waiters: number;
 }
 
@@ -47,12 +53,9 @@ export function semaphoreView(state: PermitState): SemaphoreView {
   return {
     limit: state.capacity,
     permitsHeld: state.holderCount,
-    holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs }) => ({
-      holder,
-      fencingToken,
-      expiresAtMs,
-      ttlRemainingMs,
-    })),
+    holders: state.holders.map(({ holder, fencingToken, expiresAtMs, ttlRemainingMs, releaseRequested }) =>
+      withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs }, releaseRequested),
+    ),
     waiters: state.waiters,
   };
 }

@@ -202,3 +202,39 @@ describe('Python client: answers it must not trust', () => {
     expect(result['untrusted-certificate']?.message).toMatch(/CERTIFICATE_VERIFY_FAILED/);
   }, 60_000);
 });
+
+/** history()'s `recording` and the inspect answers' `releaseRequested`, checked as the TypeScript client checks them. */
+describe('Python client: history recording and release requests in inspect answers', () => {
+  let on: KeyholderProcess;
+  let off: KeyholderProcess;
+
+  beforeAll(async () => {
+    requireTool('python3', 'python3');
+    [on, off] = await Promise.all([
+      KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', HISTORY: 'on' } }),
+      KeyholderProcess.start({ env: { LOG_LEVEL: 'warn' } }),
+    ]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([on?.stop(), off?.stop()]);
+  });
+
+  it('recording: true with events where history is on, false with none where it is off; an answer without it is refused', async () => {
+    const step = byName(await runScript('history_and_watch.py', JSON.stringify({ on: on.url, off: off.url })), 'step');
+    expect(step.on).toMatchObject({ recording: true, types: ['granted', 'released'] });
+    expect(step.off).toMatchObject({ recording: false, events: [] });
+    const asked = { at: expect.any(String), by: expect.any(String), reason: 'drain' };
+    expect(step['lock-asked']).toMatchObject({ releaseRequested: asked });
+    expect(step['semaphore-asked']).toMatchObject({ first: null, second: { reason: null } });
+    const invalid = { error: 'InvalidResponseError', code: 'invalid_response' };
+    expect(step['stand-in']).toEqual({
+      step: 'stand-in',
+      noRecording: invalid,
+      recordingText: invalid,
+      recorded: 'accepted',
+      lockBadRequest: invalid,
+      semaphoreBadRequest: invalid,
+    });
+  }, 60_000);
+});

@@ -5,8 +5,14 @@ import { type LeaseKind, type LeaseStore, leaseStoreOf } from '../../src/domain/
 import type { StoreHarness } from './lock-store.contract.js';
 import { useInstances } from './contract-kit.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
+import { lockIndex } from '../../src/domain/watch.js';
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
+
+/** The watch index a read gives: a permit key's is stored, a lock's computed from its tokens (watch.ts). */
+function indexOf(kind: LeaseKind, read: unknown): number {
+  return kind === 'lock' ? lockIndex(read as Parameters<typeof lockIndex>[0]) : (read as { index: number }).index;
+}
 const redisKeys = new KeySpace('');
 
 /** Each kind with the capacity and weight one of its leases is taken with (a read/write lock: a reader). */
@@ -54,6 +60,48 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
         }
         // Not an eviction: the lease is still its holder's.
         expect(await leases().release(kind, [key], lease.ownerToken)).toBe(true);
+      });
+
+      it(`${kind}: inspect and the watch read show the request on the lease it names, on every instance, without a new index`, async () => {
+        const key = uniqueKey(`rr-shown-${kind}`);
+        const lease = await take(kind, key, capacity);
+        // A semaphore and a read/write lock have room for a second lease beside it, which must not show it.
+        const other = kind === 'lock' ? null : await take(kind, key, capacity, 5_000, 1);
+        const askedOf = (state: unknown, fencingToken: number) => {
+          if (state === null) return 'free';
+          if (kind === 'lock') {
+            const held = state as { fencingToken: number; releaseRequested?: unknown };
+            return held.fencingToken === fencingToken ? held.releaseRequested : 'not shown';
+          }
+          const shown = (state as { holders: Array<{ fencingToken: number; releaseRequested?: unknown }> }).holders;
+          const lease = shown.find((h) => h.fencingToken === fencingToken);
+          return lease === undefined ? 'not shown' : lease.releaseRequested;
+        };
+        const before = await leases().inspectIndexed(kind, key);
+        expect(askedOf(before.state, lease.fencingToken)).toBeUndefined();
+        expect(JSON.stringify(before.state)).not.toContain('releaseRequested');
+
+        const asked = await leases(1).requestRelease(kind, key, lease.fencingToken, { by: 'ops-key', reason: 'drain' });
+        expect(asked).not.toBeNull();
+        for (const i of [0, 1, 2]) {
+          expect(askedOf(await leases(i).inspect(kind, key), lease.fencingToken)).toEqual(asked);
+          const indexed = await leases(i).inspectIndexed(kind, key);
+          expect(askedOf(indexed.state, lease.fencingToken)).toEqual(asked);
+          if (other) expect(askedOf(indexed.state, other.fencingToken)).toBeUndefined();
+          // A request is no change of holder: the watch index stays (a watcher is not woken for it).
+          expect(indexOf(kind, indexed)).toBe(indexOf(kind, before));
+        }
+        expect(await leases().release(kind, [key], lease.ownerToken)).toBe(true);
+        if (other) {
+          const after = await leases(2).inspectIndexed(kind, key);
+          expect(JSON.stringify(after.state)).not.toContain('releaseRequested');
+          await leases().release(kind, [key], other.ownerToken);
+        } else {
+          const next = await take(kind, key, capacity, 5_000, 2);
+          const after = await leases().inspect(kind, key);
+          expect(askedOf(after, next.fencingToken)).toBeUndefined();
+          await leases().release(kind, [key], next.ownerToken);
+        }
       });
 
       it(`${kind}: asking again replaces the request; no reason reads back as null`, async () => {

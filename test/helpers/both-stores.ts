@@ -3,6 +3,9 @@ import { afterAll, beforeAll, vi } from 'vitest';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { EtcdCluster } from './etcd-cluster.js';
+import { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
 
 /**
@@ -32,4 +35,43 @@ export function embeddedAndRedis(prefix: string): Array<[string, () => Promise<L
     ['embedded', async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 })],
     ['redis', openRedis],
   ];
+}
+
+/**
+ * Every kind of store an HTTP test can run on, for `describe.each`: the embedded store, a Redis store, an
+ * etcd store (a 1-member etcd cluster) and a Redis Cluster store (3 masters, no replicas: the routes'
+ * keys must each stay in one hash slot, which is what a Cluster checks), each opened fresh under its own
+ * key prefix. As embeddedAndRedis, call it at the top of a test file: it registers the hooks that start
+ * and stop the servers (about 2 to 5 s for the etcd member and the Cluster on a busy machine).
+ */
+export function everyStore(prefix: string): Array<[string, () => Promise<LockStore>]> {
+  let etcd: EtcdCluster;
+  let cluster: RedisCluster;
+  beforeAll(async () => {
+    [etcd, cluster] = await Promise.all([EtcdCluster.start(1), RedisCluster.start({ replicasPerMaster: 0 })]);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([etcd?.stop(), cluster?.stop()]);
+  });
+  const openEtcd = async (): Promise<LockStore> => {
+    const store = new EtcdStore({
+      endpoints: etcd.endpoints,
+      keyPrefix: `${prefix}-${randomUUID()}/`,
+      commandTimeoutMs: 5_000,
+      fenceGraceMs: 60_000,
+    });
+    await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
+    return store;
+  };
+  const openCluster = async (): Promise<LockStore> => {
+    const store = new RedisStore({
+      connection: cluster.connection,
+      keyPrefix: `${prefix}-${randomUUID()}:`,
+      commandTimeoutMs: 2_000,
+      fenceGraceMs: 60_000,
+    });
+    await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
+    return store;
+  };
+  return [...embeddedAndRedis(prefix), ['etcd', openEtcd], ['redis cluster', openCluster]];
 }

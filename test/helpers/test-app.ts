@@ -10,6 +10,7 @@ import type { AccessLogSettings } from '../../src/observability/request-log.js';
 import { LockService, type LockObserver } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
+import { createPermitCores, type PermitCores } from '../../src/domain/primitives.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { HistoryRecorder } from '../../src/domain/history.js';
@@ -22,6 +23,8 @@ export interface TestApp {
   readonly app: FastifyInstance;
   readonly store: LockStore;
   readonly locks: LockService;
+  /** The semaphores' and read/write locks' engines the app serves (made here, as the app would make them). */
+  readonly permits: PermitCores;
   /** Every log line the app wrote, as text. */
   readonly logs: string[];
   /** Lease history, on in test apps (production has it off by default) unless the test passed null. */
@@ -57,6 +60,7 @@ export async function buildTestApp(
   });
   const logger = createLogger(options.logLevel ?? 'info', sink);
   const locks = new LockService(store, options.limits ?? DEFAULT_LIMITS, options.observer);
+  const permits = createPermitCores(store, locks.limits, locks.waitGate, options.metrics?.permitObserver);
   const history =
     options.history === undefined
       ? new HistoryRecorder(new MemoryHistory({ eventsPerKey: 50, keysPerNamespace: 5_000, retentionMs: 86_400_000 }), {
@@ -66,6 +70,7 @@ export async function buildTestApp(
       : options.history;
   const app = await buildApp({
     locks,
+    permits,
     store,
     logger,
     auth: options.auth,
@@ -83,6 +88,7 @@ export async function buildTestApp(
     app,
     store,
     locks,
+    permits,
     logs,
     history,
     close: async () => {

@@ -1,27 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bearer, makeKeys } from '../helpers/api-keys.js';
+import { everyStore } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /**
  * The operator's view of who waits (GET /v1/queue/{primitive}/{key}?namespace=), as the console shows
- * it: position, holder label, waiting since and the weight or mode asked for, for any namespace's key,
- * through the domain (the embedded store here; every store answers queue() under the store contract).
+ * it: position, holder label, waiting since and the weight or mode asked for, for any namespace's key, on
+ * every store (embedded, Redis, etcd, Redis Cluster); with the operator's other lease-by-lease overrides,
+ * the conditional force release (DELETE ...?fencingToken=) and the release request, on every primitive.
  * And whether the history routes record at all (recording), so the console can say "history is off".
  */
+const STORES = everyStore('aq');
 const keys = makeKeys([
   { id: 'locker', namespace: 'team-a', scopes: ['locks'] },
   { id: 'other', namespace: 'team-b', scopes: ['locks'] },
   { id: 'operator', namespace: 'ops', scopes: ['admin'] },
 ]);
 type Who = 'locker' | 'other' | 'operator';
+const OPERATOR = bearer(keys.plain.operator ?? '');
 
 let t: TestApp;
-beforeAll(async () => {
-  t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() } });
-});
-afterAll(async () => {
-  await t.close();
-});
 
 async function call(who: Who, method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) {
   const res = await t.app.inject({ method, url, headers: bearer(keys.plain[who] ?? ''), ...(payload === undefined ? {} : { payload }) });
@@ -47,7 +45,14 @@ function waitFor(path: string, key: string, body: Record<string, unknown>) {
   return call('locker', 'POST', `/v1/${path}/${key}/acquire`, { ttlMs: 30_000, waitMs: 30_000, ...body });
 }
 
-describe('GET /v1/queue/{primitive}/{key} (admin)', () => {
+describe.each(STORES)('GET /v1/queue/{primitive}/{key} (admin) on the %s store', (_name, openStore) => {
+  beforeAll(async () => {
+    t = await buildTestApp({ store: await openStore(), auth: { mode: 'keys', keyring: keys.keyring() } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
   it('a lock: its waiters head first with holder label and waiting since; another namespace has its own queue', async () => {
     const held = await call('locker', 'POST', '/v1/locks/q-lock/acquire', { ttlMs: 30_000, holder: 'holder' });
     const before = Date.now();
@@ -109,9 +114,84 @@ describe('GET /v1/queue/{primitive}/{key} (admin)', () => {
     expect((await call('operator', 'GET', '/v1/queue/locks/x')).body).toMatchObject({ code: 'invalid_request' });
     expect((await call('operator', 'GET', '/v1/queue/mutexes/x?namespace=team-a')).status).toBe(400);
   });
+
+  it('force release with ?fencingToken=: only the lease shown, 409 holder_changed once another holds it, every primitive', async () => {
+    type Grant = { ownerToken: string; fencingToken: number };
+    const take = async (path: string, key: string, body: Record<string, unknown>) => {
+      const res = await call('locker', 'POST', `/v1/${path}/${key}/acquire`, { ttlMs: 30_000, ...body });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body as unknown as Grant;
+    };
+    const evict = (path: string, key: string, token: number) =>
+      t.app.inject({ method: 'DELETE', url: `/v1/${path}/${key}?namespace=team-a&fencingToken=${token}`, headers: OPERATOR });
+    const renews = async (path: string, key: string, grant: Grant) =>
+      (await call('locker', 'POST', `/v1/${path}/${key}/renew`, { ownerToken: grant.ownerToken, ttlMs: 30_000 })).status;
+
+    for (const [path, body] of [
+      ['locks', {}],
+      ['semaphores', { limit: 1 }],
+      ['rwlocks', { mode: 'write' }],
+    ] as const) {
+      const key = `cf-${path}`;
+      const shown = await take(path, key, { ...body, holder: 'shown' });
+      expect((await call('locker', 'POST', `/v1/${path}/${key}/release`, { ownerToken: shown.ownerToken })).status).toBe(200);
+      const newer = await take(path, key, { ...body, holder: 'newer' });
+      // The operator clicks on the lease it saw; another holds the key now: nothing is evicted.
+      const changed = await evict(path, key, shown.fencingToken);
+      expect(changed.statusCode, `${path}: ${changed.body}`).toBe(409);
+      expect(changed.headers['content-type']).toContain('application/problem+json');
+      expect(changed.json()).toMatchObject({ code: 'holder_changed', status: 409 });
+      expect(await renews(path, key, newer), path).toBe(200);
+      // The lease shown now is evicted, and its holder can no longer renew it.
+      const evicted = await evict(path, key, newer.fencingToken);
+      expect(evicted.statusCode, `${path}: ${evicted.body}`).toBe(200);
+      expect(JSON.stringify(evicted.json())).toContain(String(newer.fencingToken));
+      expect(await renews(path, key, newer), path).toBe(409);
+      expect((await evict(path, key, newer.fencingToken)).statusCode, path).toBe(404);
+    }
+  });
+
+  it('release request: asked by fencing token on every primitive, shown to the holder, 409 holder_changed once another holds it', async () => {
+    type Grant = { ownerToken: string; fencingToken: number };
+    const ask = (path: string, key: string, fencingToken: number) =>
+      t.app.inject({
+        method: 'POST',
+        url: `/v1/${path}/${key}/release-request?namespace=team-a`,
+        headers: OPERATOR,
+        payload: { fencingToken, reason: 'drain' },
+      });
+    for (const [path, body] of [
+      ['locks', {}],
+      ['semaphores', { limit: 1 }],
+      ['rwlocks', { mode: 'write' }],
+    ] as const) {
+      const key = `rr-${path}`;
+      const first = (await call('locker', 'POST', `/v1/${path}/${key}/acquire`, { ttlMs: 30_000, ...body })).body as unknown as Grant;
+      const asked = await ask(path, key, first.fencingToken);
+      expect(asked.statusCode, `${path}: ${asked.body}`).toBe(200);
+      expect(asked.json()).toMatchObject({ fencingToken: first.fencingToken, releaseRequested: { by: 'operator', reason: 'drain' } });
+      const renewed = await call('locker', 'POST', `/v1/${path}/${key}/renew`, { ownerToken: first.ownerToken, ttlMs: 30_000 });
+      expect(renewed.body, path).toMatchObject({ releaseRequested: { by: 'operator', reason: 'drain' } });
+      expect((await call('locker', 'POST', `/v1/${path}/${key}/release`, { ownerToken: first.ownerToken })).status).toBe(200);
+      const next = (await call('locker', 'POST', `/v1/${path}/${key}/acquire`, { ttlMs: 30_000, ...body })).body as unknown as Grant;
+      const changed = await ask(path, key, first.fencingToken);
+      expect(changed.statusCode, `${path}: ${changed.body}`).toBe(409);
+      expect(changed.json()).toMatchObject({ code: 'holder_changed' });
+      const untouched = await call('locker', 'POST', `/v1/${path}/${key}/renew`, { ownerToken: next.ownerToken, ttlMs: 30_000 });
+      expect(untouched.body, path).not.toHaveProperty('releaseRequested');
+      await call('locker', 'POST', `/v1/${path}/${key}/release`, { ownerToken: next.ownerToken });
+    }
+  });
 });
 
 describe('history routes say whether they record', () => {
+  beforeAll(async () => {
+    t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
   it('recording: true with history on, false (and no events) with it off', async () => {
     await call('locker', 'POST', '/v1/locks/rec/acquire', { ttlMs: 30_000 });
     const on = await call('operator', 'GET', '/v1/history/locks/rec?namespace=team-a');

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { embeddedAndRedis } from '../helpers/both-stores.js';
+import { everyStore } from '../helpers/both-stores.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
-/** inspect?queue=true lists who waits (like the Web Locks API's query()), for every primitive, on both stores. */
-const STORES = embeddedAndRedis('q');
+/** inspect?queue=true lists who waits (like the Web Locks API's query()), for every primitive, on every store. */
+const STORES = everyStore('q');
 
 describe.each(STORES)('inspect?queue=true on the %s store', (_name, openStore) => {
   let t: TestApp;

@@ -124,17 +124,23 @@ describe('permit-renew.lua', () => {
 });
 
 describe('permit-inspect.lua and permit-force-release.lua', () => {
-  it('{1, capacity, waiters, nowMs, index, count, (weight, token, end, holder)...}; {0, index} when nothing is live; force release returns the evicted', async () => {
+  it('{1, capacity, waiters, nowMs, index, count, (weight, token, end, holder, asked)...}; {0, index} when nothing is live; force release returns the evicted', async () => {
     expect(await lua.scripts.run('permitInspect', { keys, shown: 10 })).toEqual([0, 0]);
     const [, t1] = (await acquire('o1', { holder: 'x' })) as number[];
     const [, t2] = (await acquire('o2')) as number[];
     await acquire('w1', { waitMs: 5_000, waiterId: 'id1' });
     const reply = (await lua.scripts.run('permitInspect', { keys, shown: 10 })) as unknown[];
     expect(reply.slice(0, 6)).toEqual([1, 2, 1, int, int, 2]);
-    expect(reply.slice(6)).toEqual([1, t1, int, 'x', 1, t2, int, '']);
+    expect(reply.slice(6)).toEqual([1, t1, int, 'x', '', 1, t2, int, '', '']);
+    // A release request on one lease is shown with it ("atMs|payload"), on no other; the index stays.
+    const asked = { keys, fencingToken: t2 as number, payload: '["ops",null]', channelPrefix: handOver.channelPrefix };
+    expect(await lua.scripts.run('permitRequestRelease', asked)).toEqual([1, int]);
+    const withRequest = (await lua.scripts.run('permitInspect', { keys, shown: 10 })) as unknown[];
+    expect(withRequest[4]).toBe(reply[4]);
+    expect(withRequest.slice(6)).toEqual([1, t1, int, 'x', '', 1, t2, int, '', expect.stringMatching(/^\d+\|\["ops",null\]$/)]);
     // A page shorter than the leases: the count stays the whole, the page holds the first to end.
     const page = (await lua.scripts.run('permitInspect', { keys, shown: 1 })) as unknown[];
-    expect(page.slice(5)).toEqual([2, 1, t1, int, 'x']);
+    expect(page.slice(5)).toEqual([2, 1, t1, int, 'x', '']);
     const evicted = (await lua.scripts.run('permitForceRelease', { ...handOver, lockName, keys })) as unknown[];
     expect(evicted).toEqual(['o1', t1, 'x', 'o2', t2, '']);
     // The waiter got one of the freed permits.

@@ -303,6 +303,24 @@ describe('inspect.lua', () => {
     await lua.raw.del(keys.lock);
     expect(await lua.scripts.run('inspect', { keys })).toEqual([0, 0, 0]);
   });
+
+  it('a seventh element, the lease\'s release request ("atMs|payload"), once its holder was asked; gone with the lease', async () => {
+    const [, token] = (await acquire('owner-1', { holder: 'w' })) as [number, number];
+    const ask = { lockKey: keys.lock, fencingToken: token, payload: '["ops","deploy"]', channelPrefix: CHANNELS, lockName };
+    expect(await lua.scripts.run('requestRelease', ask)).toEqual([1, int]);
+    expect(await lua.scripts.run('inspect', { keys })).toEqual([
+      1,
+      token,
+      int,
+      int,
+      'w',
+      0,
+      expect.stringMatching(/^\d+\|\["ops","deploy"\]$/),
+    ]);
+    await release('owner-1');
+    await acquire('owner-2');
+    expect(await lua.scripts.run('inspect', { keys })).toEqual([1, int, int, int, '', 0]);
+  });
 });
 
 describe('cancel.lua', () => {

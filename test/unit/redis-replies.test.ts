@@ -104,6 +104,15 @@ describe('Redis script replies', () => {
       waiters: 2,
     });
     expect(parseInspect([1, 7, 900, 80, '', 0])).toMatchObject({ holder: null });
+    expect(parseInspect([1, 7, 900, 80, 'w1', 2, '850|["ops",null]'])).toEqual({
+      held: true,
+      fencingToken: 7,
+      expiresAtMs: 900,
+      ttlRemainingMs: 80,
+      holder: 'w1',
+      waiters: 2,
+      releaseRequested: { atMs: 850, by: 'ops', reason: null },
+    });
     expect(parseInspect([0, 7, 30])).toEqual({ held: false, lastFencingToken: 7, lockDelayLeftMs: 30 });
     for (const reply of [
       [1, 7, 900, 80, 1, 2],
@@ -168,6 +177,7 @@ describe('Redis script replies', () => {
     ]);
     refuses(parseInspect, [
       [1, 7, 900, 80, 'w', 2, 9],
+      [1, 7, 900, 80, 'w', 2, 'no request'],
       [0, 7, 30, 1],
       [1, 7, 30],
     ]);
@@ -223,7 +233,7 @@ describe('Redis script replies', () => {
       index: 42,
       held: { capacity: 3, waiters: 2, nowMs: 1000, count: 5, leases: [] },
     });
-    expect(parsePermitInspect([1, 3, 0, 1000, 42, 2, 1, 7, 900, 'w', 2, 8, 950, ''])).toEqual({
+    expect(parsePermitInspect([1, 3, 0, 1000, 42, 2, 1, 7, 900, 'w', '', 2, 8, 950, '', '990|["ops","drain"]'])).toEqual({
       index: 42,
       held: {
         capacity: 3,
@@ -232,11 +242,15 @@ describe('Redis script replies', () => {
         count: 2,
         leases: [
           { weight: 1, fencingToken: 7, expiresAtMs: 900, holder: 'w' },
-          { weight: 2, fencingToken: 8, expiresAtMs: 950, holder: null },
+          { weight: 2, fencingToken: 8, expiresAtMs: 950, holder: null, releaseRequested: { atMs: 990, by: 'ops', reason: 'drain' } },
         ],
       },
     });
     refuses(parsePermitInspect, [
+      // The shape before release requests were shown (four fields per lease), and a request that is not one.
+      [1, 3, 0, 1000, 42, 2, 1, 7, 900, 'w', 2, 8, 950, ''],
+      [1, 3, 0, 1000, 42, 1, 1, 7, 900, 'w', 'not a request'],
+      [1, 3, 0, 1000, 42, 1, 1, 7, 900, 'w', 5],
       [0, 42, 1],
       [1, 42],
       [1, 3, 2, 1000, 42],

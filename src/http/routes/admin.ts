@@ -15,7 +15,7 @@ import {
   ReleaseRequestResponse,
 } from '../schemas/admin.js';
 import { LockKeyParams } from '../schemas/locks.js';
-import { BODY_ERRORS, iso, leaseView, routeOptions, routeRule } from './responses.js';
+import { BODY_ERRORS, leaseView, releaseRequestedView, routeOptions, routeRule } from './responses.js';
 
 /** What every admin route can answer (the list takes only a query; force release takes no body). */
 export const ADMIN_ERRORS = {
@@ -59,8 +59,7 @@ export interface ReleaseRequestCalls {
   requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
 }
 
-/** The stored request as answers show it (renewals, the request's own answer). */
-export const releaseRequestedView = (r: ReleaseRequest) => ({ at: iso(r.atMs), by: r.by, reason: r.reason });
+export { releaseRequestedView };
 
 // As for a force release: holder_changed has no retry time, the operator looks again.
 const releaseRequestRule = routeRule(

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { Access } from '../auth.js';
-import type { QueuedCaller } from '../../domain/lock-store.js';
+import { type QueuedCaller, type ReleaseRequest, withReleaseRequest } from '../../domain/lock-store.js';
 import { Problem } from '../schemas/problem.js';
 
 type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };
@@ -124,13 +124,21 @@ export function routeOptions<const S extends object>(rule: ReturnType<typeof rou
 /** A store time (ms since the epoch) as answers write it: ISO 8601 in UTC. */
 export const iso = (ms: number) => new Date(ms).toISOString();
 
-/** A lease as anyone may see it (never its owner token). */
-export const leaseView = (h: { holder: string | null; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number }) => ({
-  holder: h.holder,
-  fencingToken: h.fencingToken,
-  expiresAt: iso(h.expiresAtMs),
-  ttlRemainingMs: h.ttlRemainingMs,
-});
+/** A stored release request as answers show it (renewals, inspect and watch answers, the request's own answer). */
+export const releaseRequestedView = (r: ReleaseRequest) => ({ at: iso(r.atMs), by: r.by, reason: r.reason });
+
+/** A lease as anyone may see it (never its owner token), with its release request when one was made. */
+export const leaseView = (h: {
+  holder: string | null;
+  fencingToken: number;
+  expiresAtMs: number;
+  ttlRemainingMs: number;
+  releaseRequested?: ReleaseRequest;
+}) =>
+  withReleaseRequest(
+    { holder: h.holder, fencingToken: h.fencingToken, expiresAt: iso(h.expiresAtMs), ttlRemainingMs: h.ttlRemainingMs },
+    h.releaseRequested && releaseRequestedView(h.releaseRequested),
+  );
 
 /** The texts of the errors most routes document, so one code reads the same everywhere. */
 export const BAD_REQUEST = 'invalid_request: a field is missing or malformed (the problem names it)';

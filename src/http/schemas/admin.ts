@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
-import { FencingToken, ReleaseReason, ReleaseRequested } from './locks.js';
+import { AskedToLetGo, FencingToken, ReleaseReason, ReleaseRequested } from './locks.js';
 
 /** Request and response schemas of the administrator's routes (list held locks, force release). */
 
@@ -44,6 +44,7 @@ const HeldLock = z.object({
   fencingToken: z.number().int().nonnegative(),
   expiresAt: z.iso.datetime(),
   ttlRemainingMs: z.number().int().nonnegative(),
+  releaseRequested: AskedToLetGo,
   waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for this lock' }),
 });
 

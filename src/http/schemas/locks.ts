@@ -160,6 +160,16 @@ export const ReleaseRequested = z
       'holder releases it or stops renewing. The request ends with the lease.',
   });
 
+/**
+ * A lease's release request as inspect, watch and listing answers show it. A request does not move the
+ * watch index (it is no change of holder), so a blocking query shows it in its next answer.
+ */
+export const AskedToLetGo = ReleaseRequested.optional().meta({
+  description:
+    "Present when this lease's holder was asked to let go (POST .../release-request). Making the request does not change the " +
+    'watch index: a blocking query shows it in its next answer.',
+});
+
 export const RenewResponse = z
   .object({
     key: z.string(),
@@ -231,6 +241,7 @@ const HeldLock = z
     fencingToken: FencingToken,
     expiresAt: ExpiresAt,
     ttlRemainingMs: z.number().int().nonnegative(),
+    releaseRequested: AskedToLetGo,
     waiters: z.number().int().nonnegative().meta({ description: 'Callers queued for this lock' }),
     queue: QueueField,
   })

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_HOLDERS_SHOWN } from '../../domain/permit-store.js';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
-import { ExpiresAt, FencingToken, grantFields, Holder, QueueField, SafeCount, TtlMs, WaitMs } from './locks.js';
+import { AskedToLetGo, ExpiresAt, FencingToken, grantFields, Holder, QueueField, SafeCount, TtlMs, WaitMs } from './locks.js';
 
 /**
  * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
@@ -64,6 +64,7 @@ const PermitHolder = z.object({
   fencingToken: FencingToken,
   expiresAt: ExpiresAt,
   ttlRemainingMs: z.number().int().nonnegative(),
+  releaseRequested: AskedToLetGo,
 });
 
 export const SemaphoreStatus = z

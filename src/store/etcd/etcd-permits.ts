@@ -606,7 +606,12 @@ function stateOf(pool: PoolRecord, waiters: number, nowMs: number): PermitState 
     holderCount: live.length,
     holders: shown
       .sort((a, b) => a.t - b.t)
-      .map((l) => ({ holder: l.h, weight: l.w, fencingToken: l.t, expiresAtMs: l.e, ttlRemainingMs: Math.max(0, Math.ceil(l.e - nowMs)) })),
+      .map((l) =>
+        withReleaseRequest(
+          { holder: l.h, weight: l.w, fencingToken: l.t, expiresAtMs: l.e, ttlRemainingMs: Math.max(0, Math.ceil(l.e - nowMs)) },
+          l.r && requestOf(l.r),
+        ),
+      ),
     waiters,
   };
 }

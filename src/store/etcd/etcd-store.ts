@@ -282,13 +282,14 @@ export class EtcdStore implements LockStore {
     const { lock, queued } = await this.readLock(key);
     const nowMs = this.now();
     if (!lock || lock.value.e <= nowMs) return null;
-    return {
+    const state = {
       holder: lock.value.h,
       waiters: queued,
       fencingToken: tokenOf(lock),
       expiresAtMs: lock.value.e,
       ttlRemainingMs: Math.max(0, Math.floor(lock.value.e - nowMs)),
     };
+    return withReleaseRequest(state, lock.value.r && requestOf(lock.value.r));
   }
 
   async inspectIndexed(key: string): Promise<IndexedLockState> {
@@ -307,7 +308,7 @@ export class EtcdStore implements LockStore {
       expiresAtMs: lock.value.e,
       ttlRemainingMs: Math.max(0, Math.floor(lock.value.e - nowMs)),
     };
-    return { state, lastFencingToken: fencingToken };
+    return { state: withReleaseRequest(state, lock.value.r && requestOf(lock.value.r)), lastFencingToken: fencingToken };
   }
 
   /** etcd's own watch on the lock record: every put (grant, release, hand-over) or delete is a notice. */

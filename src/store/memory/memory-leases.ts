@@ -238,8 +238,10 @@ export class MemoryLeases implements PermitStore {
     const now = this.options.clock();
     const pool = this.pools.get(poolId(kind, key));
     const lease = pool === undefined ? undefined : liveLeases(pool, now).find((l) => l.fencingToken === fencingToken);
-    if (lease === undefined) return null;
+    if (pool === undefined || lease === undefined) return null;
     lease.releaseRequest = { atMs: Math.floor(now), by: request.by, reason: request.reason };
+    // Watchers re-read, so their next answer shows it; not `changed`: the index stays (same holders).
+    this.options.listeners.changed(pool.id);
     return lease.releaseRequest;
   }
 
@@ -583,13 +585,14 @@ function busyUntil(pool: Pool, now: number): number {
 function lockStateOf(pool: Pool, now: number): LockState | null {
   const [lease] = liveLeases(pool, now);
   if (lease === undefined) return null;
-  return {
+  const state = {
     holder: lease.holder,
     fencingToken: lease.fencingToken,
     expiresAtMs: lease.expiresAtMs,
     ttlRemainingMs: Math.max(0, Math.ceil(lease.expiresAtMs - now)),
     waiters: pool.queue.length,
   };
+  return withReleaseRequest(state, lease.releaseRequest);
 }
 
 /** Time left on the latest-ending live lease (when the pool is empty), at least 1. */
@@ -630,13 +633,12 @@ function stateOf(pool: Pool, now: number): PermitState | null {
   return {
     capacity: pool.capacity,
     holderCount: count,
-    holders: leases.map(({ holder, weight, fencingToken, expiresAtMs }) => ({
-      holder,
-      weight,
-      fencingToken,
-      expiresAtMs,
-      ttlRemainingMs: Math.max(0, Math.ceil(expiresAtMs - now)),
-    })),
+    holders: leases.map(({ holder, weight, fencingToken, expiresAtMs, releaseRequest }) =>
+      withReleaseRequest(
+        { holder, weight, fencingToken, expiresAtMs, ttlRemainingMs: Math.max(0, Math.ceil(expiresAtMs - now)) },
+        releaseRequest,
+      ),
+    ),
     waiters: pool.queue.length,
   };
 }

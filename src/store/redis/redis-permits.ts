@@ -199,6 +199,7 @@ export class RedisPermits implements PermitStore {
           keys: this.deps.keys.permitKeys(kind, key),
           fencingToken,
           payload: releaseRequestPayload(request),
+          channelPrefix: this.deps.keys.grantChannelPrefix(),
         }),
         request,
       ),

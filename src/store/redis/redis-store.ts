@@ -11,7 +11,7 @@ import {
 } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import { LATE_REPLY_FRACTION } from '../../domain/freshness.js';
-import { lockSetsOf } from '../../domain/lock-store.js';
+import { lockSetsOf, withReleaseRequest } from '../../domain/lock-store.js';
 import type {
   AcquireInput,
   AcquireOutcome,
@@ -375,7 +375,13 @@ export class RedisStore implements LockStore {
     return this.call(async () =>
       parseRequestRelease(
         'request-release',
-        await this.scripts.run('requestRelease', { lockKey: this.keys.lock(key), fencingToken, payload: releaseRequestPayload(request) }),
+        await this.scripts.run('requestRelease', {
+          lockKey: this.keys.lock(key),
+          fencingToken,
+          payload: releaseRequestPayload(request),
+          channelPrefix: this.keys.grantChannelPrefix(),
+          lockName: key,
+        }),
         request,
       ),
     );
@@ -399,13 +405,8 @@ export class RedisStore implements LockStore {
   async inspect(key: string): Promise<LockState | null> {
     const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
     if (!reply.held) return null;
-    return {
-      holder: reply.holder,
-      fencingToken: reply.fencingToken,
-      expiresAtMs: reply.expiresAtMs,
-      ttlRemainingMs: reply.ttlRemainingMs,
-      waiters: reply.waiters,
-    };
+    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters, releaseRequested } = reply;
+    return withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, releaseRequested);
   }
 
   async inspectIndexed(key: string): Promise<IndexedLockState> {
@@ -418,8 +419,9 @@ export class RedisStore implements LockStore {
         ...(reply.lockDelayLeftMs > 0 ? { lockDelayUntilMs: Date.now() + reply.lockDelayLeftMs } : {}),
       };
     }
-    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters } = reply;
-    return { state: { holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, lastFencingToken: fencingToken };
+    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters, releaseRequested } = reply;
+    const state = withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, releaseRequested);
+    return { state, lastFencingToken: fencingToken };
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-store.js';
+import { type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from '../../domain/permit-store.js';
 import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 
 export type { CancelReply, LeaseReply };
@@ -129,20 +129,31 @@ export function parseRelease(reply: unknown): boolean {
 }
 
 export type InspectReply =
-  | { held: true; fencingToken: number; expiresAtMs: number; ttlRemainingMs: number; holder: string | null; waiters: number }
+  | {
+      held: true;
+      fencingToken: number;
+      expiresAtMs: number;
+      ttlRemainingMs: number;
+      holder: string | null;
+      waiters: number;
+      releaseRequested?: ReleaseRequest;
+    }
   | { held: false; lastFencingToken: number; lockDelayLeftMs: number };
 
 export function parseInspect(reply: unknown): InspectReply {
   if (Array.isArray(reply)) {
-    if (reply.length === 6 && reply[0] === 1 && typeof reply[4] === 'string') {
-      return {
-        held: true,
+    if ((reply.length === 6 || reply.length === 7) && reply[0] === 1 && typeof reply[4] === 'string') {
+      const held = {
+        held: true as const,
         fencingToken: int('inspect', reply, reply[1]),
         expiresAtMs: int('inspect', reply, reply[2]),
         ttlRemainingMs: int('inspect', reply, reply[3]),
         holder: reply[4] === '' ? null : reply[4],
         waiters: int('inspect', reply, reply[5]),
       };
+      if (reply.length === 6) return held;
+      const releaseRequested = parseReleaseRequest(reply[6]);
+      if (releaseRequested !== undefined) return { ...held, releaseRequested };
     }
     if (reply.length === 3 && reply[0] === 0) {
       return { held: false, lastFencingToken: int('inspect', reply, reply[1]), lockDelayLeftMs: int('inspect', reply, reply[2]) };
@@ -313,9 +324,10 @@ export interface PermitLeaseReply {
   readonly fencingToken: number;
   readonly expiresAtMs: number;
   readonly holder: string | null;
+  readonly releaseRequested?: ReleaseRequest;
 }
 
-/** permit-inspect: {1, capacity, waiters, nowMs, index, count, (weight, token, end, holder)...} or {0, index}. */
+/** permit-inspect: {1, capacity, waiters, nowMs, index, count, (weight, token, end, holder, asked)...} or {0, index}. */
 export function parsePermitInspect(reply: unknown): {
   index: number;
   held: { capacity: number; waiters: number; nowMs: number; count: number; leases: PermitLeaseReply[] } | null;
@@ -323,17 +335,21 @@ export function parsePermitInspect(reply: unknown): {
   const name = 'permit-inspect';
   if (Array.isArray(reply)) {
     if (reply.length === 2 && reply[0] === 0) return { index: int(name, reply, reply[1]), held: null };
-    if (reply.length >= 6 && reply[0] === 1 && (reply.length - 6) % 4 === 0) {
+    if (reply.length >= 6 && reply[0] === 1 && (reply.length - 6) % 5 === 0) {
       const leases: PermitLeaseReply[] = [];
-      for (let i = 6; i < reply.length; i += 4) {
+      for (let i = 6; i < reply.length; i += 5) {
         const holder: unknown = reply[i + 3];
-        if (typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
-        leases.push({
+        const asked: unknown = reply[i + 4];
+        if (typeof holder !== 'string' || typeof asked !== 'string') throw new UnexpectedReplyError(name, reply);
+        const releaseRequested = asked === '' ? undefined : parseReleaseRequest(asked);
+        if (asked !== '' && releaseRequested === undefined) throw new UnexpectedReplyError(name, reply);
+        const lease = {
           weight: int(name, reply, reply[i]),
           fencingToken: int(name, reply, reply[i + 1]),
           expiresAtMs: int(name, reply, reply[i + 2]),
           holder: holder === '' ? null : holder,
-        });
+        };
+        leases.push(withReleaseRequest(lease, releaseRequested));
       }
       const held = {
         capacity: int(name, reply, reply[1]),

@@ -254,11 +254,13 @@ export const SCRIPTS = {
     a.lockName,
     a.fencingToken ?? '',
   ]),
-  requestRelease: spec<{ readonly lockKey: string; readonly fencingToken: number; readonly payload: string }>(
-    'request-release.lua',
-    1,
-    (a) => [a.lockKey, a.fencingToken, a.payload],
-  ),
+  requestRelease: spec<{
+    readonly lockKey: string;
+    readonly fencingToken: number;
+    readonly payload: string;
+    readonly channelPrefix: string;
+    readonly lockName: string;
+  }>('request-release.lua', 1, (a) => [a.lockKey, a.fencingToken, a.payload, a.channelPrefix, a.lockName]),
   slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
   slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
   quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
@@ -318,11 +320,12 @@ export const SCRIPTS = {
     4,
     (a) => [...permitKeys(a.keys), ...handOver(a), a.fencingToken ?? ''],
   ),
-  permitRequestRelease: spec<{ readonly keys: PermitKeys; readonly fencingToken: number; readonly payload: string }>(
-    'permit-request-release.lua',
-    4,
-    (a) => [...permitKeys(a.keys), a.fencingToken, a.payload],
-  ),
+  permitRequestRelease: spec<{
+    readonly keys: PermitKeys;
+    readonly fencingToken: number;
+    readonly payload: string;
+    readonly channelPrefix: string;
+  }>('permit-request-release.lua', 4, (a) => [...permitKeys(a.keys), a.fencingToken, a.payload, a.channelPrefix]),
   queue: spec<{
     readonly keys: { readonly lock: string; readonly queue: string; readonly waiters: string };
     readonly limit: number;

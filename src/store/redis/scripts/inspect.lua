@@ -9,7 +9,9 @@ KEYS[3]  the lock's waiter records (HASH)
 
 Returns:
   {1, fencingToken, expiresAtMs, ttlRemainingMs, holder, waiters}   held; holder is "" when none was
-                                                                    given; waiters counts live waiters only
+                                                                    given; waiters counts live waiters only;
+                                                                    a seventh element, the lease's release
+                                                                    request (field r), when one was made
   {0, lastFencingToken, lockDelayLeftMs}                             free; the last token still kept (0 for
                                                                     none) and the lock-delay left (0 for none)
 ]]
@@ -19,5 +21,8 @@ local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if not isLive(cur[1], expiresAt) then
   return {0, tonumber(cur[3]) or 0, lockDelayLeft(cur)}
+end
+if cur[10] then
+  return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[5] or '', liveWaiters(KEYS, false), cur[10]}
 end
 return {1, tonumber(cur[3]), expiresAt, expiresAt - nowMs, cur[5] or '', liveWaiters(KEYS, false)}

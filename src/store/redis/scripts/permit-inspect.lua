@@ -10,10 +10,11 @@ permits costs one inspect as much as one of a hundred (the count is a ZCOUNT, th
 of the lease ends, and the waiters are bounded by the per-key cap).
 
 Returns:
-  {1, capacity, waiters, nowMs, index, count, weight1, fencingToken1, expiresAtMs1, holder1, weight2, ...}
+  {1, capacity, waiters, nowMs, index, count, weight1, fencingToken1, expiresAtMs1, holder1, asked1, weight2, ...}
         count: the live leases; then the first `shown` of them in order of their ends (holder "" when
-        none); waiters counts live waiters only; nowMs is the Redis clock the answer was read at
-        (time left = expiresAtMs - nowMs)
+        none; asked: the lease's release request, field r:<ownerToken>, or "" when none); waiters
+        counts live waiters only; nowMs is the Redis clock the answer was read at (time left =
+        expiresAtMs - nowMs)
   {0, index}   no live lease
 index: the watch index (permitIndex, _permits.lua): rises on every grant, release, expiry, eviction.
 ]]
@@ -27,6 +28,12 @@ if count == 0 then
 end
 local owners = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. fmt(nowMs), '+inf', 'LIMIT', 0, tonumber(ARGV[1]))
 local reply = {1, tonumber(redis.call('HGET', KEYS[1], 'c')) or 0, liveWaiters(KEYS, false), nowMs, index, count}
+-- The shown leases' release requests in one command, not one per lease.
+local askedFields = {}
+for i = 1, #owners do
+  askedFields[i] = 'r:' .. owners[i]
+end
+local asked = #owners > 0 and redis.call('HMGET', KEYS[1], unpack(askedFields)) or {}
 for i = 1, #owners do
   local weight, token, expiresAt, holder = permitRecord(KEYS, owners[i])
   if weight then
@@ -34,6 +41,7 @@ for i = 1, #owners do
     reply[#reply + 1] = token
     reply[#reply + 1] = expiresAt
     reply[#reply + 1] = holder
+    reply[#reply + 1] = asked[i] or ''
   end
 end
 return reply
