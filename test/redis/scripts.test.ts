@@ -189,6 +189,20 @@ describe('the lock record (_lock.lua): compact, and every field reads back as wr
     }
   });
 
+  it("a hand-over between two of the service's owner tokens stores the new owner's bytes, and a renew keeps them", async () => {
+    const [first, second] = [newOwnerToken(), newOwnerToken()];
+    await acquire(first);
+    await acquire(second, { waitMs: 5_000, waiterId: 'w1', ttlMs: 7_000 });
+    expect(await release(first)).toBe(1);
+    expect(await lockFields(lua.raw, keys.lock)).toMatchObject({ o: second });
+    const renew = (ownerToken: string) =>
+      lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken, ttlMs: 10_000, graceMs: GRACE_MS });
+    expect(await renew(first)).toEqual([0]);
+    expect(await renew(second)).toEqual([1, int, int]);
+    expect(await lockFields(lua.raw, keys.lock)).toMatchObject({ o: second });
+    expect(await release(second)).toBe(1);
+  });
+
   it('an owner without an end (or an end without an owner) is no lease: not kept', async () => {
     await setLockFields(lua.raw, keys.lock, { t: '7', o: 'lone-owner' });
     expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: '7' });

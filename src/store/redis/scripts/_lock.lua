@@ -29,7 +29,8 @@ Defines:
                                 of each: acquire.lua). A lock hash or cmsgpack record of the versions before is
                                 read as it was (its fields); the next write replaces it. Scripts that change the
                                 record update cur and write it once with writeLock. An owner without an end (or
-                                an end without an owner) is no lease and is not kept.
+                                an end without an owner) is no lease and is not kept. cur[11], cur[12]: the
+                                owner token's 16 bytes as stored and the text they read as (when stored so).
   writeLock(lockKey, cur, ms)   SET the record, kept ms from now but never less than q or w need (the
                                 fields that announce a queue or a watcher must last as long as what they
                                 announce); ms nil keeps the expiry as it is
@@ -137,13 +138,16 @@ local function readLock(lockKey)
   local tag = string.byte(raw, 1)
   if tag == 0x93 and #raw == 28 then
     -- The common case, a plain held lock: token, owner token's bytes, end relative to the token.
-    local _, t, o, delta = struct.unpack('>BI7c16i4', raw)
-    return {ownerText(o), math.floor(t / 1000) + delta, t}
+    local _, t, bytes, delta = struct.unpack('>BI7c16i4', raw)
+    local o = ownerText(bytes)
+    -- cur[11], cur[12]: the owner token's bytes and the text they read as, so a write that keeps the owner
+    -- (renew, a mark, a request) packs them again without converting the token back.
+    return {o, math.floor(t / 1000) + delta, t, nil, nil, nil, nil, nil, nil, nil, bytes, o}
   end
   if tag < 0x80 or tag > 0x9f then
     return readPackedLock(lockKey, raw)
   end
-  local pos, t, o, e = 2, nil, nil, nil
+  local pos, t, o, e, bytes = 2, nil, nil, nil, nil
   if bit.band(tag, 16) ~= 0 then
     t, pos = struct.unpack('>I7', raw, pos)
   end
@@ -158,7 +162,7 @@ local function readLock(lockKey)
     end
     pos = pos + n
     if bit.band(tag, 2) ~= 0 then
-      o = ownerText(o)
+      bytes, o = o, ownerText(o)
     end
     if bit.band(tag, 4) ~= 0 then
       e, pos = struct.unpack('>I7', raw, pos)
@@ -174,7 +178,7 @@ local function readLock(lockKey)
     if pos ~= #raw + 1 then
       error('lock record unreadable: ' .. lockKey)
     end
-    return {o, e, t}
+    return {o, e, t, nil, nil, nil, nil, nil, nil, nil, bytes, bytes and o}
   end
   local b, q, w, d, h, i, r, extra = cmsgpack.unpack(string.sub(raw, pos))
   if extra ~= nil or (b and type(b) ~= 'number') or (q and type(q) ~= 'number') or (w and type(w) ~= 'number')
@@ -182,7 +186,7 @@ local function readLock(lockKey)
       or (r and type(r) ~= 'string') then
     error('lock record unreadable: ' .. lockKey)
   end
-  return {o, e, t, i, h, q, w, b, d, r}
+  return {o, e, t, i, h, q, w, b, d, r, bytes, bytes and o}
 end
 
 local function packLock(cur)
@@ -190,7 +194,7 @@ local function packLock(cur)
   local more = cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9] or cur[10]
   local delta = (t and e) and e - math.floor(t / 1000) or nil
   local near = delta and delta >= -2147483648 and delta <= 2147483647
-  local bytes = o and ownerBytes(o)
+  local bytes = o and (o == cur[12] and cur[11] or ownerBytes(o))
   if not more and near and bytes then
     -- A plain held lock: 28 bytes (see the header), no table built.
     return struct.pack('>BI7c16i4', 0x93, t, bytes, delta)
