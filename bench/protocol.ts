@@ -129,8 +129,11 @@ export interface MemoryResult {
   readonly afterGraceBytes: number;
   readonly keysAfterGrace: number;
   readonly msUntilGone: number;
-  /** MEMORY USAGE of one held lock's hash (Redis's own estimate, key and expiry included). */
+  /** MEMORY USAGE of one held lock's record (Redis's own estimate: key, value and its entry in the key table). */
   readonly memoryUsageOfOneLock: number;
+  /** That record's length (STRLEN) and OBJECT ENCODING. */
+  readonly recordBytesOfOneLock: number;
+  readonly encodingOfOneLock: string;
   /** MEMORY STATS fields that moved, per lock: [held - baseline, after the grace - baseline]. */
   readonly statsDeltaPerLock: Record<string, [number, number]>;
 }

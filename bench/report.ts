@@ -536,7 +536,8 @@ function targetsTable(report: Report): string {
 function memorySection(m: MemoryResult, graceMs: number): string {
   const per = (bytes: number) => num((bytes - m.baselineBytes) / m.locks, 1);
   return [
-    `${num(m.locks, 0)} locks held at once (no holder label; namespace quota on, so its slots are counted too), INFO memory used_memory against the baseline before:`,
+    `${num(m.locks, 0)} locks held at once (no holder label; namespace quota on, so its slots are counted too), INFO memory used_memory against the baseline before ` +
+      '(taken after one warm-up acquire and release whose keys are then gone, so the scripts are loaded already):',
     '',
     '| state | used_memory | per lock | keys |',
     '| --- | ---: | ---: | ---: |',
@@ -545,7 +546,8 @@ function memorySection(m: MemoryResult, graceMs: number): string {
     `| just released (fencing token kept for FENCE_GRACE_MS=${graceMs}) | ${num(m.releasedBytes, 0)} B | ${per(m.releasedBytes)} B | ${m.keysAfterRelease} |`,
     `| after the grace (all gone ${num(m.msUntilGone, 0)} ms after release) | ${num(m.afterGraceBytes, 0)} B | ${per(m.afterGraceBytes)} B | ${m.keysAfterGrace} |`,
     '',
-    `MEMORY USAGE of one held lock's hash: ${m.memoryUsageOfOneLock} B (Redis's estimate of key, value and expiry). ` +
+    `One held lock's record: ${m.recordBytesOfOneLock ?? '?'} bytes, encoding ${m.encodingOfOneLock ?? '?'}; its MEMORY USAGE ${m.memoryUsageOfOneLock} B ` +
+      "(Redis's estimate of key, value and key-table entry, without the expiry entry and the tables' slots). " +
       'MEMORY STATS fields that moved, bytes per lock (held / after the grace): ' +
       Object.entries(m.statsDeltaPerLock)
         .map(([field, [held, after]]) => `${field} ${num(held, 1)} / ${num(after, 1)}`)

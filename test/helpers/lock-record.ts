@@ -1,16 +1,18 @@
+import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
 /**
- * A Redis lock record (src/store/redis/scripts/_lock.lua: one string, its fields packed with cmsgpack in
- * the order t, e, o, b, q, w, d, h, i, r) seen and planted as the hash it replaced: field name -> value as
- * digits or text. Decoded by Redis's own cmsgpack, the one the scripts pack with.
+ * A Redis lock record (src/store/redis/scripts/_lock.lua: one string in a compact binary layout) seen and
+ * planted as the hash it replaced: field name -> value as digits or text. Read and written by the
+ * scripts' own readLock and writeLock (the files themselves, so this never drifts from them), which also
+ * read the layouts before (a lock hash, a cmsgpack record).
  */
-const FIELDS = `local NAMES = {'t', 'e', 'o', 'b', 'q', 'w', 'd', 'h', 'i', 'r'}
-local raw = redis.call('GET', KEYS[1])
-local v = {}
-if raw and raw ~= '' then
-  v = {cmsgpack.unpack(raw)}
-end`;
+const lua = (name: string) => readFileSync(new URL(`../../src/store/redis/scripts/${name}`, import.meta.url), 'utf8');
+const FIELDS = `${lua('_common.lua')}
+${lua('_lock.lua')}
+-- cur's positions (readLock): o, e, t, i, h, q, w, b, d, r.
+local NAMES = {'o', 'e', 't', 'i', 'h', 'q', 'w', 'b', 'd', 'r'}
+local v = readLock(KEYS[1])`;
 
 const READ = `${FIELDS}
 local out = {}
@@ -39,18 +41,21 @@ for a = 1, #ARGV, 2 do
     end
   end
 end
-local n = 0
-for pos = 1, 10 do
-  if v[pos] ~= nil then
-    n = pos
-  end
+redis.call('SET', KEYS[1], packLock(v), 'KEEPTTL')
+return 1`;
+
+/**
+ * The cmsgpack record of the version before the compact one: the fields packed one value after another in
+ * the order t, e, o, b, q, w, d, h, i, r (trailing absent ones left out), as that version's packLock wrote
+ * them. Keeps the expiry.
+ */
+const TO_MSGPACK = `${FIELDS}
+local p = {v[3] or nil, v[2] or nil, v[1] or nil, v[8] or nil, v[6] or nil, v[7] or nil, v[9] or nil, v[5] or nil, v[4] or nil, v[10] or nil}
+local n = 10
+while n > 0 and p[n] == nil do
+  n = n - 1
 end
-local packed = n == 0 and '' or cmsgpack.pack(unpack(v, 1, n))
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('SET', KEYS[1], packed, 'KEEPTTL')
-else
-  redis.call('SET', KEYS[1], packed)
-end
+redis.call('SET', KEYS[1], n == 0 and '' or cmsgpack.pack(unpack(p, 1, n)), 'KEEPTTL')
 return n`;
 
 /** Every field of the lock record at `key` ({} when there is none). */
@@ -81,4 +86,18 @@ export async function toLockHash(redis: Redis, key: string): Promise<void> {
   await redis.del(key);
   if (Object.keys(fields).length > 0) await redis.hset(key, fields);
   if (ttl > 0) await redis.pexpire(key, ttl);
+}
+
+/**
+ * Rewrites the lock record at `key` as the cmsgpack record of the version before the compact one (same
+ * fields, same expiry). The scripts still read it (_lock.lua readLock).
+ */
+export async function toMsgpackRecord(redis: Redis, key: string): Promise<void> {
+  await redis.eval(TO_MSGPACK, 1, key);
+}
+
+/** Whether the lock record at `key` is in the compact layout (its first byte a tag in 0x80-0x9f). */
+export async function isCompactRecord(redis: Redis, key: string): Promise<boolean> {
+  const raw = await redis.getBuffer(key);
+  return raw !== null && raw.length > 0 && raw[0]! >= 0x80 && raw[0]! <= 0x9f;
 }

@@ -3,7 +3,8 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
 import { RedisRatePermits } from '../../src/store/redis/rate-permits.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
-import { lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
+import { newOwnerToken } from '../../src/domain/lease-service.js';
+import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
 
 /**
  * Each Lua script on its own, called through the script table on a real redis-server: one case per
@@ -142,6 +143,81 @@ describe('acquire.lua', () => {
   it('the fencing token is last + 1 when the last one is ahead of the clock', async () => {
     await setLockFields(lua.raw, keys.lock, { t: '5000000000000000' });
     expect(await acquire('owner-1')).toEqual([1, 5_000_000_000_000_001, int]);
+  });
+});
+
+describe('the lock record (_lock.lua): compact, and every field reads back as written', () => {
+  it('a plain held lock is 28 bytes (an embedded string in 48 B); a free one keeping its last token 8', async () => {
+    const ownerToken = newOwnerToken();
+    const [, token, end] = (await acquire(ownerToken, { ttlMs: 30_000 })) as number[];
+    expect(await lua.raw.strlen(keys.lock)).toBe(28);
+    expect(await lua.raw.object('ENCODING', keys.lock)).toBe('embstr');
+    expect(await isCompactRecord(lua.raw, keys.lock)).toBe(true);
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ o: ownerToken, e: String(end), t: String(token) });
+    expect(await release(ownerToken)).toBe(1);
+    expect(await lua.raw.strlen(keys.lock)).toBe(8);
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: String(token) });
+  });
+
+  it('round trips: any owner token, ends far from the token, every optional field', async () => {
+    const t = 1_790_000_000_000_000;
+    const tMs = t / 1000;
+    const owners = [
+      newOwnerToken(),
+      'owner-1',
+      // 22 characters that are no 16 bytes of the service's: spare bits set, a character outside base64url.
+      'AAAAAAAAAAAAAAAAAAAAAB',
+      'AAAAAAAAAAAAAAAAAAAA+A',
+      '_-zzZZ0099__--AAaa11Qw',
+      'x'.repeat(300),
+    ];
+    const ends = [tMs + 30_000, tMs, tMs - 1, tMs + 2 ** 31 + 5, tMs - 2 ** 31 - 5, 2 ** 45];
+    const extras: Array<Record<string, string>> = [
+      {},
+      { h: 'worker-a', i: 'scope:fp' },
+      { q: String(tMs + 9_000), w: String(tMs + 8_000), b: '1790000040', d: 'tok|500', r: '1790000000000|["op","why"]' },
+      { r: 'only-r' },
+    ];
+    const cases: Array<Record<string, string>> = [];
+    for (const o of owners) for (const e of ends) for (const more of extras) cases.push({ t: String(t), o, e: String(e), ...more });
+    cases.push({ t: String(t) }, { w: String(tMs + 1_000) }, { t: '1' }, { t: String(2 ** 53 - 1), o: 'a', e: '1' });
+    for (const [i, fields] of cases.entries()) {
+      const key = `${keys.lock}:case${i}`;
+      await setLockFields(lua.raw, key, fields);
+      expect(await isCompactRecord(lua.raw, key)).toBe(true);
+      expect(await lockFields(lua.raw, key)).toEqual(fields);
+    }
+  });
+
+  it("a hand-over between two of the service's owner tokens stores the new owner's bytes, and a renew keeps them", async () => {
+    const [first, second] = [newOwnerToken(), newOwnerToken()];
+    await acquire(first);
+    await acquire(second, { waitMs: 5_000, waiterId: 'w1', ttlMs: 7_000 });
+    expect(await release(first)).toBe(1);
+    expect(await lockFields(lua.raw, keys.lock)).toMatchObject({ o: second });
+    const renew = (ownerToken: string) =>
+      lua.scripts.run('renew', { lockKey: keys.lock, quota: keys.quota, ownerToken, ttlMs: 10_000, graceMs: GRACE_MS });
+    expect(await renew(first)).toEqual([0]);
+    expect(await renew(second)).toEqual([1, int, int]);
+    expect(await lockFields(lua.raw, keys.lock)).toMatchObject({ o: second });
+    expect(await release(second)).toBe(1);
+  });
+
+  it('an owner without an end (or an end without an owner) is no lease: not kept', async () => {
+    await setLockFields(lua.raw, keys.lock, { t: '7', o: 'lone-owner' });
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: '7' });
+    await setLockFields(lua.raw, keys.lock, { e: '12345' });
+    expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: '7' });
+  });
+
+  it('a damaged record fails the call: never read as a free lock, never granted', async () => {
+    const ownerToken = newOwnerToken();
+    await acquire(ownerToken, { ttlMs: 30_000 });
+    const whole = (await lua.raw.getBuffer(keys.lock)) as Buffer;
+    for (const damaged of [whole.subarray(0, 20), Buffer.concat([whole, Buffer.from([0])]), Buffer.from([0x91, 1, 2])]) {
+      await lua.raw.set(keys.lock, damaged);
+      await expect(acquire(newOwnerToken())).rejects.toThrow(/lock record unreadable|data string too short/);
+    }
   });
 });
 

@@ -6,7 +6,7 @@ import { migrateLayout } from '../../src/store/redis/migrate-layout.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { lockFields, toLockHash } from '../helpers/lock-record.js';
+import { isCompactRecord, lockFields, toLockHash, toMsgpackRecord } from '../helpers/lock-record.js';
 
 /**
  * Upgrading a running deployment to the sharded layout, as docs/operations.md says: the instances stop
@@ -161,15 +161,19 @@ describe('upgrading from the layout before shards', () => {
 });
 
 /**
- * Upgrading to the packed lock record (_lock.lua) needs no migration: the scripts read a lock hash of
- * the version before as it was, and their next write replaces it with the record. The hashes are written
- * here as that version left them (the new store's records rewritten field by field: toLockHash), with
- * each kind of state a lock may be in: held with a label and an idempotency key, free with its last token
- * kept for the grace, expired within its lock-delay.
+ * Upgrading the lock record needs no migration: the scripts read a lock of a version before as it was (a
+ * hash of its fields, or the cmsgpack record that replaced it), and their next write replaces it with the
+ * compact record (_lock.lua). The old records are written here as those versions left them (the new
+ * store's records rewritten field by field: toLockHash, toMsgpackRecord), with each kind of state a lock
+ * may be in: held with a label and an idempotency key, free with its last token kept for the grace,
+ * expired within its lock-delay.
  */
-describe('upgrading from lock hashes to packed lock records', () => {
-  it('no lease lost or doubled, no token going back, the delay kept; each hash becomes a record at its first write', async () => {
-    const prefix = 'rec:';
+describe.each([
+  ['lock hashes', 'hash', toLockHash],
+  ['cmsgpack records', 'string', toMsgpackRecord],
+] as const)('upgrading from %s to compact lock records', (_name, oldType, toOld) => {
+  it('no lease lost or doubled, no token going back, the delay kept; each old record becomes a compact one at its first write', async () => {
+    const prefix = `rec-${oldType}:`;
     const keys = new KeySpace(prefix);
     const before = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
     const held = { key: `${NS}/held`, ownerToken: newOwnerToken() };
@@ -185,11 +189,15 @@ describe('upgrading from lock hashes to packed lock records', () => {
     const raw = server.client();
     try {
       for (const id of [held.key, freed.key, delayed.key]) {
-        await toLockHash(raw, keys.lock(id));
-        expect(await raw.type(keys.lock(id))).toBe('hash');
+        const fields = await lockFields(raw, keys.lock(id));
+        await toOld(raw, keys.lock(id));
+        expect(await raw.type(keys.lock(id))).toBe(oldType);
+        expect(await isCompactRecord(raw, keys.lock(id)).catch(() => false)).toBe(false);
+        // Every field as it was.
+        expect(await lockFields(raw, keys.lock(id))).toEqual(fields);
       }
-      // The delayed lease has run out (its hash still names its owner and end: the delay applies).
-      await vi.waitFor(async () => expect(Number(await raw.hget(keys.lock(delayed.key), 'e'))).toBeLessThan(Date.now() - 5), {
+      // The delayed lease has run out (its record still names its owner and end: the delay applies).
+      await vi.waitFor(async () => expect(Number((await lockFields(raw, keys.lock(delayed.key))).e)).toBeLessThan(Date.now() - 5), {
         timeout: 5_000,
       });
 
@@ -202,8 +210,9 @@ describe('upgrading from lock hashes to packed lock records', () => {
         // Not doubled: nobody else is granted it.
         expect((await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
         expect(await store.renew(held.key, held.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantHeld.fencingToken });
-        // Written once, it is a record, with every field it had.
+        // Written once, it is a compact record, with every field it had.
         expect(await raw.type(keys.lock(held.key))).toBe('string');
+        expect(await isCompactRecord(raw, keys.lock(held.key))).toBe(true);
         expect(await lockFields(raw, keys.lock(held.key))).toMatchObject({
           o: held.ownerToken,
           t: String(grantHeld.fencingToken),
@@ -217,7 +226,7 @@ describe('upgrading from lock hashes to packed lock records', () => {
         // The freed lock is granted above its last token.
         const next = await store.acquire({ key: freed.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(next.acquired && next.fencingToken > grantFreed.fencingToken).toBe(true);
-        expect(await raw.type(keys.lock(freed.key))).toBe('string');
+        expect(await isCompactRecord(raw, keys.lock(freed.key))).toBe(true);
         // The holder releases with its token; the next grant is numbered above it.
         expect(await store.release(held.key, held.ownerToken)).toBe(true);
         const after = await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });

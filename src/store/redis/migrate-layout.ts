@@ -12,7 +12,7 @@ import { dataNodes } from './nodes.js';
  *
  * - Lock hashes and permit pools (with their ends) keep every field: owner tokens, lease ends, fencing
  *   tokens, holder labels, lock-delays. A holder renews and releases with the token it has. A lock stays
- *   a hash under its new name: the lock scripts read it as it is and write it back as the packed lock
+ *   a hash under its new name: the lock scripts read it as it is and write it back as the compact lock
  *   record (scripts/_lock.lua).
  * - Wait queues and waiter records are dropped: their callers were connected to the stopped instances,
  *   which answered them when they stopped. The `q` field that announced a queue goes with them.
