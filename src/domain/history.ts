@@ -289,8 +289,13 @@ export class HistoryRecorder {
   ) {}
 
   record(key: HistoryKey, record: HistoryRecord): void {
+    this.add({ namespace: key.namespace, primitive: key.primitive, key: key.key, record });
+  }
+
+  /** As record, with the entry the buffer keeps made by the caller (one object less per event). */
+  add(entry: HistoryAppend): void {
     if (this.closed) return;
-    this.buffer.push({ namespace: key.namespace, primitive: key.primitive, key: key.key, record });
+    this.buffer.push(entry);
     if (this.buffer.length > this.options.maxBuffered) {
       const over = this.buffer.length - this.options.maxBuffered;
       this.buffer.splice(0, over);
