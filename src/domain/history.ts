@@ -89,7 +89,18 @@ const UNSAFE = /[|%\n]/;
 const UNSAFE_ALL = /[|%\n]/g;
 const ESCAPES: Record<string, string> = { '|': '%7C', '%': '%25', '\n': '%0A' };
 const escapeText = (s: string): string => (UNSAFE.test(s) ? s.replace(UNSAFE_ALL, (c) => ESCAPES[c] as string) : s);
-const int36 = (n: number): string => n.toString(36);
+const DIGITS36 = '0123456789abcdefghijklmnopqrstuvwxyz';
+/** n.toString(36), at about a third of its cost for the non-negative integers every event has (4 a pair). */
+function int36(n: number): string {
+  if (n < 0) return n.toString(36);
+  let out = '';
+  do {
+    const q = Math.floor(n / 36);
+    out = (DIGITS36[n - q * 36] as string) + out;
+    n = q;
+  } while (n > 0);
+  return out;
+}
 const INT36 = /^-?[0-9a-z]{1,11}$/;
 
 /**

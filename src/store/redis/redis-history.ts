@@ -138,7 +138,8 @@ export class RedisHistory implements HistoryStore {
       const keys: string[] = [];
       const args: (string | number)[] = [...head];
       for (const [index, names] of group) {
-        keys.push(index, ...names);
+        keys.push(index);
+        for (const name of names) keys.push(name);
         args.push(names.length);
         for (const name of names) {
           const events = lists.get(name) as HistoryRecord[];
