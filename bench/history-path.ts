@@ -5,6 +5,7 @@ import { LeaseHistory } from '../src/http/lease-history.js';
 import { RedisHistory } from '../src/store/redis/redis-history.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { cpuSeconds } from './cpu.js';
+import { commandDeltas, commandStats } from './redis-stats.js';
 
 /**
  * `tsx bench/history-path.ts`: the CPU the history path itself costs, per acquire/release pair, in the
@@ -19,9 +20,14 @@ const { values: args } = parseArgs({
   options: {
     rate: { type: 'string', default: '2500' },
     'duration-ms': { type: 'string', default: '5000' },
-    'flush-ms': { type: 'string', default: '5' },
+    'flush-ms': { type: 'string', default: '100' },
     rounds: { type: 'string', default: '3' },
     keys: { type: 'string', default: '10000' },
+    // Back to back: each batch's pairs (rate x flush-ms) recorded and flushed at once, no pacing. The
+    // CPU then holds the history path and next to nothing else (paced, the wake-ups of the pacing
+    // loop cost more than history and vary more on a busy machine); a pair's grant and release always
+    // share a batch.
+    unpaced: { type: 'boolean', default: false },
   },
 });
 const rate = Number(args.rate);
@@ -66,11 +72,37 @@ async function paced(history: LeaseHistory | null): Promise<number> {
   return done;
 }
 
+async function unpaced(history: LeaseHistory | null, recorder: HistoryRecorder): Promise<number> {
+  const tokens = Array.from({ length: 256 }, () => randomBytes(24).toString('base64url'));
+  const perBatch = Math.max(1, Math.round((rate * flushMs) / 1000));
+  let done = 0;
+  const started = performance.now();
+  while (performance.now() - started < durationMs) {
+    const at = Date.now();
+    for (let i = 0; i < perBatch; i++) {
+      const key = `bench-pair:${(done + i) % distinctKeys}`;
+      const ownerToken = tokens[(done + i) % tokens.length] as string;
+      const grant = { key, ownerToken, fencingToken: at * 1000 + i, ttlMs: 30_000, expiresAtMs: at + 30_000, holder: null };
+      history?.granted('lock', 'bench', grant);
+    }
+    for (let i = 0; i < perBatch; i++) {
+      const key = `bench-pair:${(done + i) % distinctKeys}`;
+      history?.released('lock', 'bench', key, tokens[(done + i) % tokens.length] as string, at + HELD_MS);
+    }
+    done += perBatch;
+    await (history ? recorder.flush() : new Promise((r) => setImmediate(r)));
+  }
+  return done;
+}
+
 async function main(): Promise<void> {
   const redis = await RedisServer.start();
   const pid = redis.pid as number;
   const limits = { eventsPerKey: 50, keysPerNamespace: 5000, retentionMs: 2 * 86_400_000 };
   const results = { off: { node: [] as number[], redis: [] as number[] }, on: { node: [] as number[], redis: [] as number[] } };
+  // Redis calls per pair of the `on` runs, by command (the script's own commands included).
+  const calls: Record<string, number[]> = {};
+  const stats = redis.client();
   try {
     for (let round = 0; round < rounds; round++) {
       for (const side of round % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
@@ -83,29 +115,43 @@ async function main(): Promise<void> {
         const recorder = new HistoryRecorder(store, { flushMs, maxBuffered: 50_000 });
         const history = side === 'on' ? new LeaseHistory(recorder) : null;
         await store.read({ namespace: 'bench', primitive: 'lock', key: 'warm' });
+        const stats0 = commandStats(await stats.info('commandstats'));
         const node0 = process.cpuUsage();
         const redis0 = cpuSeconds(pid);
-        const pairs = await paced(history);
+        const pairs = args.unpaced ? await unpaced(history, recorder) : await paced(history);
         await recorder.flush();
         const node = process.cpuUsage(node0);
         const redisCpu = cpuSeconds(pid) - redis0;
         await recorder.close();
+        if (side === 'on') {
+          for (const [name, n] of Object.entries(commandDeltas(stats0, commandStats(await stats.info('commandstats'))))) {
+            (calls[name] ??= []).push(n / pairs);
+          }
+        }
         results[side].node.push((node.user + node.system) / pairs);
         results[side].redis.push((redisCpu * 1e6) / pairs);
       }
     }
   } finally {
+    stats.disconnect();
     await redis.stop();
   }
   const nodeUs = median(results.on.node) - median(results.off.node);
   const redisUs = median(results.on.redis) - median(results.off.redis);
   process.stdout.write(
-    `history path at ${rate} pairs/s, flush ${flushMs} ms, ${rounds} rounds of ${durationMs} ms (medians; load ${(await import('node:os'))
+    `history path at ${rate} pairs/s${args.unpaced ? ' (batches of that many pairs per flush, unpaced)' : ''}, flush ${flushMs} ms, ${rounds} rounds of ${durationMs} ms (medians; load ${(
+      await import('node:os')
+    )
       .loadavg()
       .map((x) => x.toFixed(2))
       .join(' ')}):\n` +
       `  instance CPU per pair: ${nodeUs.toFixed(1)} µs (on ${results.on.node.map((x) => x.toFixed(1)).join(', ')}; off ${results.off.node.map((x) => x.toFixed(1)).join(', ')})\n` +
-      `  Redis CPU per pair:    ${redisUs.toFixed(1)} µs (on ${results.on.redis.map((x) => x.toFixed(1)).join(', ')}; off ${results.off.redis.map((x) => x.toFixed(1)).join(', ')})\n`,
+      `  Redis CPU per pair:    ${redisUs.toFixed(1)} µs (on ${results.on.redis.map((x) => x.toFixed(1)).join(', ')}; off ${results.off.redis.map((x) => x.toFixed(1)).join(', ')})\n` +
+      `  Redis calls per pair:  ${Object.entries(calls)
+        .filter(([name]) => !['lrange', 'info', 'hello', 'client', 'select'].includes(name))
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([name, xs]) => `${name} ${median(xs).toFixed(2)}`)
+        .join(', ')}\n`,
   );
 }
 

@@ -170,6 +170,12 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     return names.map((n) => `${n} ${median(s.redisCallsPerPair.map((m) => m[n] ?? 0)).toFixed(2)}`).join(', ');
   };
   const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`;
+  // The cost as it is judged: the pairs/s a host gives up. pairs/s moves by more than that between rounds on
+  // a busy machine, so also from CPU: a host whose CPU runs out does pairs in inverse proportion to the
+  // server + Redis CPU a pair takes, so it gives up 1 - off/on of them.
+  const ratios = r.on.pairsPerSecond.map((x, i) => x / (r.off.pairsPerSecond[i] ?? NaN));
+  const offTotal = offCpu * 1000 + offRedis;
+  const onTotal = onCpu * 1000 + onRedis;
   return [
     `## Lease history: cost (HISTORY=on vs off)`,
     '',
@@ -186,6 +192,10 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     `On/off ratio of pairs/s per round (each pair of runs back to back): ${r.on.pairsPerSecond
       .map((x, i) => (x / (r.off.pairsPerSecond[i] ?? NaN)).toFixed(3))
       .join(', ')}.`,
+    '',
+    `**Cost of HISTORY=on**: pairs/s on/off ${median(ratios).toFixed(3)} (median of the rounds' ratios); server + Redis CPU per pair ` +
+      `${offTotal.toFixed(0)} µs off, ${onTotal.toFixed(0)} µs on (${(onTotal - offTotal).toFixed(0)} µs more): a host that runs out of ` +
+      `CPU gives up **${((1 - offTotal / onTotal) * 100).toFixed(1)}% of its pairs/s** (negative: less than the noise).`,
     '',
     `Redis calls per pair: off ${calls(r.off)}; on ${calls(r.on)}.`,
     '',

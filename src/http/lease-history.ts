@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { type HistoryPrimitive, type HistoryRecorder, leaseIdOf } from '../domain/history.js';
+import { type HistoryPrimitive, type HistoryRecord, type HistoryRecorder, leaseIdOf } from '../domain/history.js';
 import type { LeaseGrant } from '../domain/lease-rules.js';
 
 declare module 'fastify' {
@@ -11,6 +11,8 @@ declare module 'fastify' {
 
 /** The path segment of a primitive's routes, as history names it. */
 export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'rwlock' };
+
+const NO_EXTRA = {};
 
 /** A grant as the routes have it: the fields of the domain's grant that history records. */
 type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder'>;
@@ -28,24 +30,23 @@ export class LeaseHistory {
     primitive: HistoryPrimitive,
     namespace: string,
     grant: GrantFacts,
-    extra: { startedMs?: number; lockDelayMs?: number; mode?: 'read' | 'write'; set?: true } = {},
+    extra: { startedMs?: number; lockDelayMs?: number; mode?: 'read' | 'write'; set?: true } = NO_EXTRA,
   ): void {
-    this.recorder.record(
-      { namespace, primitive, key: grant.key },
-      {
-        kind: 'granted',
-        // The store's clock: the lease began ttlMs before it ends.
-        at: grant.expiresAtMs - grant.ttlMs,
-        lease: leaseIdOf(grant.ownerToken),
-        fencingToken: grant.fencingToken,
-        holder: grant.holder,
-        expiresAt: grant.expiresAtMs,
-        ...(extra.startedMs !== undefined ? { waitedMs: Math.round(performance.now() - extra.startedMs) } : {}),
-        ...(extra.lockDelayMs ? { lockDelayMs: extra.lockDelayMs } : {}),
-        ...(extra.mode ? { mode: extra.mode } : {}),
-        ...(extra.set ? { set: true as const } : {}),
-      },
-    );
+    // Fields set one by one (no spread of a temporary object per optional field): this runs on every grant.
+    const record: { -readonly [K in keyof HistoryRecord]: HistoryRecord[K] } = {
+      kind: 'granted',
+      // The store's clock: the lease began ttlMs before it ends.
+      at: grant.expiresAtMs - grant.ttlMs,
+      lease: leaseIdOf(grant.ownerToken),
+      fencingToken: grant.fencingToken,
+      holder: grant.holder,
+      expiresAt: grant.expiresAtMs,
+    };
+    if (extra.startedMs !== undefined) record.waitedMs = Math.round(performance.now() - extra.startedMs);
+    if (extra.lockDelayMs) record.lockDelayMs = extra.lockDelayMs;
+    if (extra.mode) record.mode = extra.mode;
+    if (extra.set) record.set = true;
+    this.recorder.add({ namespace, primitive, key: grant.key, record });
   }
 
   renewed(
@@ -65,7 +66,7 @@ export class LeaseHistory {
    * during that call, is never seen granted before the release that freed it.
    */
   released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number): void {
-    this.recorder.record({ namespace, primitive, key }, { kind: 'released', at, lease: leaseIdOf(ownerToken) });
+    this.recorder.add({ namespace, primitive, key, record: { kind: 'released', at, lease: leaseIdOf(ownerToken) } });
   }
 
   forceReleased(

@@ -51,4 +51,5 @@ describeHistoryContract('etcd (3 members)', {
   stored: (_store, key) =>
     withClient(async (c) => (await c.get(`${PREFIX}history/${key.namespace}/${key.primitive}/${key.key}`).string()) !== null),
   keysKept: (keysPerNamespace) => keysPerNamespace,
+  ranksWithinBatch: false,
 });

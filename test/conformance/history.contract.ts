@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
+  type HistoryAppend,
   type HistoryKey,
   type HistoryLimits,
   type HistoryRecord,
@@ -22,6 +23,8 @@ export interface HistoryHarness {
   stored(store: HistoryStore, key: HistoryKey): Promise<boolean>;
   /** The most keys of one namespace the store keeps for `keysPerNamespace` (Redis counts per quota shard). */
   keysKept(keysPerNamespace: number): number;
+  /** False when the keys of one write are equally recent (etcd: one revision), so the cap keeps any of them. */
+  ranksWithinBatch?: boolean;
 }
 
 const LIMITS: HistoryLimits = { eventsPerKey: 20, keysPerNamespace: 1_000, retentionMs: 3_600_000 };
@@ -73,6 +76,23 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect(events.map((e) => e.type)).toEqual(['granted', 'renewed', 'released', 'granted', 'force_released']);
       expect(events[2]).toMatchObject({ fencingToken: 7, holder: 'billing-1', heldMs: 20, mode: 'write' });
       expect(events[4]).toMatchObject({ fencingToken: 8, by: 'operator', heldMs: 10 });
+    });
+
+    it('keeps any text of a holder, a reason and a key id as written, and large numbers exactly', async () => {
+      const key = keyOf();
+      const t = Date.now();
+      const awkward = 'a|b%7C%c\nd\r\n é 漢字 {"x":1} |';
+      const records: HistoryRecord[] = [
+        { kind: 'granted', at: t, lease: 'l1', fencingToken: Number.MAX_SAFE_INTEGER, holder: awkward, expiresAt: t + 1, waitedMs: 0 },
+        { kind: 'granted', at: t + 1, lease: 'l2', fencingToken: 0, holder: '', expiresAt: t - 5, mode: 'read' },
+        { kind: 'release_requested', at: t + 2, fencingToken: 1, by: awkward, reason: awkward },
+        { kind: 'release_requested', at: t + 3, fencingToken: 2, by: '', reason: null },
+        { kind: 'granted', at: t + 4, lease: 'l|y', fencingToken: 3, holder: 'pipe|only', expiresAt: t + 9 },
+        // Not a whole millisecond: kept as written too.
+        { kind: 'released', at: t + 4.5, lease: 'l|x' },
+      ];
+      await write(key, ...records);
+      expect(await store.read(key)).toEqual(records);
     });
 
     it('derives expired, lock-delay and handed over from what it kept', async () => {
@@ -179,6 +199,45 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         await small.append([{ ...other, record: { kind: 'released', at: Date.now(), lease: 'x' } }]);
         expect(await harness.stored(small, keys.at(-1) as HistoryKey)).toBe(true);
       });
+
+      it('one batch of many keys over namespaces: each namespace capped, each key its own events in order', async () => {
+        const namespaces = [`many-${randomUUID().slice(0, 8)}`, `many-${randomUUID().slice(0, 8)}`];
+        const keys = namespaces.flatMap((namespace) =>
+          Array.from({ length: 260 }, (_, i): HistoryKey => ({ namespace, primitive: 'lock', key: `k${i}` })),
+        );
+        const t = Date.now();
+        // A grant and its release per key, the keys interleaved, as a flush of many pairs holds them; 520
+        // keys: more than one Redis script call takes (500 lists), more than one etcd transaction (100).
+        const batch: HistoryAppend[] = keys.map((key, i) => ({
+          ...key,
+          record: { kind: 'granted', at: t + i, lease: `${key.namespace}${key.key}`, expiresAt: t + i + 5 },
+        }));
+        batch.push(
+          ...keys.map((key, i): HistoryAppend => ({
+            ...key,
+            record: { kind: 'released', at: t + i + 1, lease: `${key.namespace}${key.key}` },
+          })),
+        );
+        await small.append(batch);
+        for (const namespace of namespaces) {
+          const mine = keys.filter((k) => k.namespace === namespace);
+          const stored = await Promise.all(mine.map((key) => harness.stored(small, key)));
+          const kept = stored.filter(Boolean).length;
+          expect(kept).toBeGreaterThan(0);
+          expect(kept).toBeLessThanOrEqual(harness.keysKept(SMALL.keysPerNamespace));
+          // Never part of a key's history: a key kept has the grant and the release the batch gave it.
+          const keptKeys = mine.filter((_, i) => stored[i]);
+          for (const key of keptKeys) {
+            expect((await small.read(key)).map((r) => `${r.kind}:${r.lease}`)).toEqual([
+              `granted:${namespace}${key.key}`,
+              `released:${namespace}${key.key}`,
+            ]);
+          }
+          // Written last: the batch's last key (etcd writes a part of the batch in one revision, so any of
+          // that part may be the one it keeps).
+          if (harness.ranksWithinBatch !== false) expect(stored.at(-1)).toBe(true);
+        }
+      }, 30_000);
 
       it('drops a key idle past the retention', async () => {
         const key: HistoryKey = { namespace: `idle-${randomUUID().slice(0, 8)}`, primitive: 'semaphore', key: 'k' };

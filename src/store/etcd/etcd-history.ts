@@ -12,6 +12,9 @@ import { StoreUnavailableError } from '../../domain/errors.js';
 import { prefixEnd } from './etcd-keys.js';
 import { callEtcd } from './etcd-records.js';
 
+/** Records per transaction at most: with the namespace's count, within etcd's default --max-txn-ops (128). */
+const RECORDS_PER_TXN = 100;
+
 /** Tries of one namespace's compare-and-swap before its part of the batch is given up (another instance kept winning). */
 const CAS_TRIES = 4;
 
@@ -24,7 +27,7 @@ export interface EtcdHistoryOptions {
 
 /**
  * Lease history on etcd: one record per key (`<prefix>history/<namespace>/<primitive>/<key>`) holding its
- * last events, one per line, rewritten by a compare-and-swap per namespace of a batch. Retention is an
+ * last events, one per line, rewritten by a compare-and-swap per namespace of a batch (per 100 records of it). Retention is an
  * etcd lease: each write attaches the current one, granted for 1.25 x the retention and replaced after a
  * quarter of it, so a record lives between 1 and 1.25 retentions past its last write (reads filter by
  * time anyway). Past keysPerNamespace, the records written least recently (lowest mod revision) go.
@@ -62,7 +65,16 @@ export class EtcdHistory implements HistoryStore {
       }
       entry.events.push(encodeRecord(record));
     }
-    await Promise.all([...byNamespace].map(([namespace, records]) => this.appendNamespace(namespace, [...records.values()])));
+    await Promise.all(
+      [...byNamespace].map(async ([namespace, records]) => {
+        // etcd refuses a transaction of more than 128 operations (--max-txn-ops): a namespace's records
+        // go in parts of RECORDS_PER_TXN, one after another (each part evicts past the cap on its own).
+        const all = [...records.values()];
+        for (let from = 0; from < all.length; from += RECORDS_PER_TXN) {
+          await this.appendNamespace(namespace, all.slice(from, from + RECORDS_PER_TXN));
+        }
+      }),
+    );
   }
 
   private async appendNamespace(namespace: string, records: { key: Buffer; events: string[] }[]): Promise<void> {
@@ -119,10 +131,12 @@ export class EtcdHistory implements HistoryStore {
         this.callOptions(),
       ),
     );
-    if (oldest.kvs.length === 0) return;
-    await this.call(() =>
-      this.client.kv.txn({ success: oldest.kvs.map((kv): IRequestOp => ({ request_delete_range: { key: kv.key } })) }, this.callOptions()),
-    );
+    for (let from = 0; from < oldest.kvs.length; from += RECORDS_PER_TXN) {
+      const part = oldest.kvs.slice(from, from + RECORDS_PER_TXN);
+      await this.call(() =>
+        this.client.kv.txn({ success: part.map((kv): IRequestOp => ({ request_delete_range: { key: kv.key } })) }, this.callOptions()),
+      );
+    }
   }
 
   /** The lease writes attach: replaced after a quarter of the retention, living 1.25 retentions. */

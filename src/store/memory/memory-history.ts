@@ -25,21 +25,25 @@ export class MemoryHistory implements HistoryStore {
 
   append(batch: readonly HistoryAppend[]): Promise<void> {
     const now = this.now();
-    for (const { record, ...key } of batch) {
-      let keys = this.namespaces.get(key.namespace);
+    const written = new Set<Map<string, { events: string[]; last: number }>>();
+    for (const entry of batch) {
+      let keys = this.namespaces.get(entry.namespace);
       if (!keys) {
         keys = new Map();
-        this.namespaces.set(key.namespace, keys);
+        this.namespaces.set(entry.namespace, keys);
       }
-      const name = historyName(key);
+      const name = historyName(entry);
       const ring = keys.get(name) ?? { events: [], last: now };
       keys.delete(name);
-      ring.events.push(encodeRecord(record));
+      ring.events.push(encodeRecord(entry.record));
       if (ring.events.length > this.limits.eventsPerKey) ring.events.splice(0, ring.events.length - this.limits.eventsPerKey);
       ring.last = now;
       keys.set(name, ring);
-      this.trim(keys, now);
+      written.add(keys);
     }
+    // Once the batch is in, as the other stores do: a key the batch wrote is as recent as any other it
+    // wrote (a grant early in a large batch is not evicted by the releases after it, then its release kept alone).
+    for (const keys of written) this.trim(keys, now);
     return Promise.resolve();
   }
 

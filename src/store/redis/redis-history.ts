@@ -14,49 +14,62 @@ import { createRedisClient, type RedisClient, type RedisConnection } from './cli
 import { KeySpace, QUOTA_SHARDS } from './keys.js';
 
 /**
- * One atomic step per quota shard of a batch (KEYS[1]: the shard's index; KEYS[2..]: the keys' lists;
- * ARGV: now, retention, events per key, keys per shard, then per list its count of events and the
- * events). Each list keeps its last events and lives `retention` past its last write; the index (a
- * ZSET of list names by last write) drops the lists idle past the retention, and past the shard's cap
- * deletes the least recently written. Every key it touches carries the shard's hash tag, so on a
- * Cluster the step runs on one node (the evicted lists are named by the index, in the same slot).
+ * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: now,
+ * retention, events per key, keys per shard, then per shard its count of lists, and per list its count
+ * of events and the events). Each list keeps its last events and lives `retention` past its last write;
+ * each index (a ZSET of list names by last write) drops the lists idle past the retention, and past the
+ * shard's cap deletes the least recently written. Every key of a shard carries the shard's hash tag: on
+ * a Cluster a call holds one shard (one slot); elsewhere one call holds the whole batch.
  */
 const APPEND_LUA = `
 local now, keep, perKey, perShard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
--- Scores only go up, so the list written last is ranked last even within one millisecond.
-local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
-local score = now
-if top and tonumber(top) >= score then score = tonumber(top) + 0.001 end
-local a = 5
--- The index's new scores, sent in one ZADD per 500 lists (not one per list; unpack's limit is far above).
-local ranks, r = {}, 0
-for i = 2, #KEYS do
-  local n = tonumber(ARGV[a])
-  -- A trim only when the list outgrew its cap: RPUSH answers the length.
-  if redis.call('RPUSH', KEYS[i], unpack(ARGV, a + 1, a + n)) > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
-  a = a + n + 1
-  redis.call('PEXPIRE', KEYS[i], keep)
-  ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
-  score = score + 0.001
-  if r >= 1000 then redis.call('ZADD', KEYS[1], unpack(ranks, 1, r)); r = 0 end
+local a, k = 5, 1
+while k <= #KEYS do
+  local index, lists = KEYS[k], tonumber(ARGV[a])
+  a = a + 1
+  -- Scores only go up, so the list written last is ranked last even within one millisecond.
+  local top = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2]
+  local score = now
+  if top and tonumber(top) >= score then score = tonumber(top) + 0.001 end
+  -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
+  local ranks, r = {}, 0
+  for i = k + 1, k + lists do
+    local n, len = tonumber(ARGV[a]), 0
+    -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
+    for from = a + 1, a + n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(ARGV, from, math.min(from + 999, a + n))) end
+    -- A trim only when the list outgrew its cap: RPUSH answers the length.
+    if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
+    a = a + n + 1
+    redis.call('PEXPIRE', KEYS[i], keep)
+    ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
+    score = score + 0.001
+    if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
+  end
+  if r > 0 then redis.call('ZADD', index, unpack(ranks, 1, r)) end
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', now - keep)
+  local over = redis.call('ZCARD', index) - perShard
+  -- Past the cap: the least recently written lists leave the index (one ZPOPMIN) and go (one DEL per 1000).
+  while over > 0 do
+    local popped = redis.call('ZPOPMIN', index, math.min(over, 1000))
+    local victims = {}
+    for j = 1, #popped, 2 do victims[#victims + 1] = popped[j] end
+    redis.call('DEL', unpack(victims))
+    over = over - #victims
+  end
+  redis.call('PEXPIRE', index, keep)
+  k = k + lists + 1
 end
-if r > 0 then redis.call('ZADD', KEYS[1], unpack(ranks, 1, r)) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)
-local over = redis.call('ZCARD', KEYS[1]) - perShard
-if over > 0 then
-  local victims = redis.call('ZRANGE', KEYS[1], 0, over - 1)
-  for _, v in ipairs(victims) do redis.call('DEL', v) end
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
-end
-redis.call('PEXPIRE', KEYS[1], keep)
 return 1
 `;
 
 const PRIMITIVE_LETTER: Record<HistoryPrimitive, string> = { lock: 'hl', semaphore: 'hs', rwlock: 'hr' };
 
 type HistoryClient = RedisClient & {
-  historyAppend(...args: (string | number)[]): Promise<unknown>;
+  historyAppend(args: (string | number)[]): Promise<unknown>;
 };
+
+/** Lists per script call at most, off a Cluster (see append). */
+const LISTS_PER_CALL = 500;
 
 export interface RedisHistoryOptions {
   readonly connection: RedisConnection;
@@ -68,8 +81,8 @@ export interface RedisHistoryOptions {
 /**
  * Lease history on Redis: a capped LIST per key, in the key's own quota shard (the same hash tag as its
  * lock, so history spreads over a Cluster's masters as the locks do), and one index per shard. Its own
- * connection with auto-pipelining: a batch is one round trip per node, and it never queues behind (or
- * ahead of) the lock scripts. The per-namespace cap is counted per shard: keysPerNamespace / 16,
+ * connection: a batch is one script call (on a Cluster one per shard, sent together), and it never
+ * queues behind (or ahead of) the lock scripts. The per-namespace cap is counted per shard: keysPerNamespace / 16,
  * rounded up, each.
  */
 export class RedisHistory implements HistoryStore {
@@ -81,7 +94,10 @@ export class RedisHistory implements HistoryStore {
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
     this.perShard = Math.max(1, Math.ceil(options.limits.keysPerNamespace / QUOTA_SHARDS));
-    const redis = createRedisClient(options.connection, { commandTimeoutMs: options.commandTimeoutMs, autoPipelining: true });
+    // No auto-pipelining: a batch is one call (on a Cluster, one per shard, each sent to its node at
+    // once anyway), and ioredis' auto-pipelining files a script by its first argument (the key count,
+    // not a key) on a Cluster, so it put shards of other nodes in one pipeline, which the Cluster refused.
+    const redis = createRedisClient(options.connection, { commandTimeoutMs: options.commandTimeoutMs, autoPipelining: false });
     redis.defineCommand('historyAppend', { lua: APPEND_LUA });
     this.redis = redis as HistoryClient;
   }
@@ -97,39 +113,62 @@ export class RedisHistory implements HistoryStore {
   }
 
   async append(batch: readonly HistoryAppend[]): Promise<void> {
-    // Grouped by shard, then by list, keeping each list's order.
-    const shards = new Map<string, Map<string, HistoryRecord[]>>();
-    for (const { record, ...key } of batch) {
-      const list = this.listKey(key);
+    // Grouped by list (a grant and its release mostly share a batch), keeping each list's order; then
+    // by shard. The names are worked out once per list, not per event.
+    const byKey = new Map<string, { key: HistoryKey; events: HistoryRecord[] }>();
+    for (const entry of batch) {
+      // A plain join to group by (the list's name costs a CRC16 and more: worked out once per key below).
+      const id = `${entry.primitive}\n${entry.namespace}\n${entry.key}`;
+      const known = byKey.get(id);
+      if (known) known.events.push(entry.record);
+      else byKey.set(id, { key: entry, events: [entry.record] });
+    }
+    const lists = new Map<string, HistoryRecord[]>();
+    for (const { key, events } of byKey.values()) lists.set(this.listKey(key), events);
+    const shards = new Map<string, string[]>();
+    for (const list of lists.keys()) {
       const index = this.indexKey(list);
-      let lists = shards.get(index);
-      if (!lists) {
-        lists = new Map();
-        shards.set(index, lists);
-      }
-      let events = lists.get(list);
-      if (!events) {
-        events = [];
-        lists.set(list, events);
-      }
-      events.push(record);
+      const names = shards.get(index);
+      if (names) names.push(list);
+      else shards.set(index, [list]);
     }
     const { retentionMs, eventsPerKey } = this.options.limits;
-    const now = Date.now();
-    await Promise.all(
-      [...shards].map(([index, lists]) => {
-        const names = [...lists.keys()];
-        const args: (string | number)[] = [names.length + 1, index, ...names, now, retentionMs, eventsPerKey, this.perShard];
-        for (const events of lists.values()) {
-          // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent (and a
-          // hot key's batch stays far below what one Lua unpack takes).
-          const kept = events.length > eventsPerKey ? events.slice(-eventsPerKey) : events;
-          args.push(kept.length);
-          for (const record of kept) args.push(encodeRecord(record));
+    const head = [Date.now(), retentionMs, eventsPerKey, this.perShard];
+    const call = (group: [string, string[]][]) => {
+      const keys: string[] = [];
+      const args: (string | number)[] = [...head];
+      for (const [index, names] of group) {
+        keys.push(index);
+        for (const name of names) keys.push(name);
+        args.push(names.length);
+        for (const name of names) {
+          const events = lists.get(name) as HistoryRecord[];
+          // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent.
+          const from = Math.max(0, events.length - eventsPerKey);
+          args.push(events.length - from);
+          for (let i = from; i < events.length; i++) args.push(encodeRecord(events[i] as HistoryRecord));
         }
-        return this.call(() => this.redis.historyAppend(...args));
-      }),
-    );
+      }
+      // One array argument (ioredis flattens it): a batch of thousands of events is no spread of as many.
+      return this.call(() => this.redis.historyAppend([keys.length, ...keys, ...args]));
+    };
+    // A Cluster refuses a script whose keys span slots: one call per shard there. Elsewhere one call takes
+    // shards until it holds LISTS_PER_CALL lists (the whole batch at a few thousand pairs/s), so that a
+    // large batch (a buffer that filled while the store was away) never blocks Redis in one long script.
+    const calls: Promise<unknown>[] = [];
+    let group: [string, string[]][] = [];
+    let held = 0;
+    for (const shard of shards) {
+      group.push(shard);
+      held += shard[1].length;
+      if (this.options.connection.mode === 'cluster' || held >= LISTS_PER_CALL) {
+        calls.push(call(group));
+        group = [];
+        held = 0;
+      }
+    }
+    if (group.length > 0) calls.push(call(group));
+    await Promise.all(calls);
   }
 
   async read(key: HistoryKey): Promise<HistoryRecord[]> {

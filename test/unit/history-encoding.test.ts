@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { decodeRecord, encodeRecord, type HistoryRecord } from '../../src/domain/history.js';
+
+/**
+ * The stored form of a history event (the store-level round trips are in test/conformance/history.contract.ts):
+ * what it weighs, and that the events written in the earlier JSON form are still read after an upgrade.
+ */
+describe('history record encoding', () => {
+  const at = 1_796_225_617_711;
+  const lease = 'AbCdEfGhIjKlMnOp';
+  const grant: HistoryRecord = { kind: 'granted', at, lease, fencingToken: 1_796_225_617_711_925, holder: null, expiresAt: at + 30_000 };
+  const release: HistoryRecord = { kind: 'released', at: at + 20, lease };
+
+  it('a grant and its release weigh under 50 and 30 bytes', () => {
+    expect(encodeRecord(grant).length).toBeLessThan(50);
+    expect(encodeRecord(release).length).toBeLessThan(30);
+    expect(decodeRecord(encodeRecord(grant))).toEqual(grant);
+    expect(decodeRecord(encodeRecord(release))).toEqual(release);
+  });
+
+  it('reads the JSON form events were written in before', () => {
+    expect(
+      decodeRecord(`{"k":"g","t":${at},"l":"${lease}","f":1796225617711925,"h":null,"e":${at + 30_000},"w":12,"d":500,"m":"write","s":1}`),
+    ).toEqual({ ...grant, waitedMs: 12, lockDelayMs: 500, mode: 'write', set: true });
+    expect(decodeRecord(`{"k":"q","t":${at},"f":7,"b":"ops","y":null}`)).toEqual({
+      kind: 'release_requested',
+      at,
+      fencingToken: 7,
+      by: 'ops',
+      reason: null,
+    });
+  });
+
+  it('skips what it cannot read, never throws', () => {
+    for (const text of ['', '{', 'x123', 'g', 'g!!', `g${at.toString(36)}|h%E0%A4%A`, '{"k":"z","t":1}']) {
+      expect(decodeRecord(text), text).toBeNull();
+    }
+    // A field it does not know (a later version's) is skipped; the rest is read.
+    expect(decodeRecord(`r${(at + 20).toString(36)}|l${lease}|zfuture`)).toEqual(release);
+  });
+});
