@@ -37,6 +37,7 @@ import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
 import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
+import { lazyRequestLogger } from './observability/logger.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -97,6 +98,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
     },
     logController: requestLog,
+    // request.log is made on its first line, not for every request (see lazyRequestLogger).
+    childLoggerFactory: lazyRequestLogger,
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
