@@ -96,13 +96,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
     enableExemplars: tracing !== undefined,
   });
-  const acquireSeconds = new Histogram({
-    name: 'keyholder_acquire_duration_seconds',
-    help: "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
-    labelNames: ['primitive'] as const,
-    buckets: OPERATION_BUCKETS_SECONDS,
-    registers: [registry],
-  });
+  // Lean as well: every acquire of every primitive records into it.
+  const acquireSeconds = new LeanHistogram(
+    'keyholder_acquire_duration_seconds',
+    "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
+    ['primitive'],
+    OPERATION_BUCKETS_SECONDS,
+    registry,
+  );
   const acquireSecondsOf = childrenOf(acquireSeconds);
   new Gauge({
     name: 'keyholder_waiting_callers',
