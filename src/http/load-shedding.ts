@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { OverloadedError } from '../domain/errors.js';
+import { matchedRoute } from './matched-route.js';
 
 /**
  * What one instance takes on before it refuses new work with 503 `overloaded` (0 turns a budget off).
@@ -99,7 +100,7 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
 
   // Callback style: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request: FastifyRequest, reply, done) => {
-    const url = request.routeOptions.url ?? '';
+    const url = matchedRoute(request).url ?? '';
     if (NEVER_SHED.has(url)) {
       done();
       return;
