@@ -98,6 +98,9 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
     return null;
   };
 
+  const leave = (): void => {
+    inFlight--;
+  };
   // Callback style: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request: FastifyRequest, reply, done) => {
     const url = matchedRoute(request).url ?? '';
@@ -113,8 +116,9 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
       return;
     }
     inFlight++;
-    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away.
-    reply.raw.once('close', () => inFlight--);
+    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away:
+    // one listener function for all of them, and no once-wrapper made per request.
+    reply.raw.on('close', leave);
     done();
   });
 }
