@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import { createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
@@ -37,6 +37,7 @@ import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
 import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
+import { lazyRequestLogger } from './observability/logger.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -72,6 +73,13 @@ export interface AppDeps {
  */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
+/**
+ * Marks a socket whose first request has arrived. Its idle timeout is set once, on that request, in
+ * the server's own request handler: a second 'request' listener made Node copy the listener list and
+ * set the timer again on every request.
+ */
+const FIRST_REQUEST_SEEN = Symbol('keyholder.firstRequestSeen');
+
 export const API_INFO = {
   title: 'keyholder',
   version: '0.1.0',
@@ -92,11 +100,30 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestTimeout: timeouts.requestTimeoutMs,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     connectionTimeout: timeouts.connectionTimeoutMs,
-    http: {
-      headersTimeout: timeouts.headersTimeoutMs,
-      connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
+    // The server Fastify would make, plus the switch to the idle timeout on a connection's first request.
+    serverFactory: (handler) => {
+      const server = createServer(
+        {
+          headersTimeout: timeouts.headersTimeoutMs,
+          connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, timeouts.headersTimeoutMs),
+        },
+        (request, response) => {
+          const socket = request.socket as Socket & { [FIRST_REQUEST_SEEN]?: true };
+          if (socket[FIRST_REQUEST_SEEN] !== true) {
+            socket[FIRST_REQUEST_SEEN] = true;
+            socket.setTimeout(timeouts.connectionTimeoutMs);
+          }
+          handler(request, response);
+        },
+      );
+      server.keepAliveTimeout = timeouts.keepAliveTimeoutMs;
+      server.requestTimeout = timeouts.requestTimeoutMs;
+      server.setTimeout(timeouts.connectionTimeoutMs);
+      return server;
     },
     logController: requestLog,
+    // request.log is made on its first line, not for every request (see lazyRequestLogger).
+    childLoggerFactory: lazyRequestLogger,
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -112,9 +139,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // Node's headers timeout starts at a request's first byte, so a client that connects and sends
   // nothing would hold its socket for the whole idle timeout. Until the first request arrives, give it
-  // only the headers timeout; from then on the usual idle timeout applies.
+  // only the headers timeout; from then on the usual idle timeout applies (set on the first request
+  // by the server made above; Node itself sets it again on every later one).
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
-  app.server.on('request', (request: IncomingMessage) => request.socket.setTimeout(timeouts.connectionTimeoutMs));
   refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
   refuseUnknownExpectations(app.server);
 

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type KeyRing, type Principal, SCOPES, type Scope } from '../auth/api-keys.js';
 import { DEFAULT_NAMESPACE } from '../domain/namespaces.js';
 import { sendProblem } from './problem.js';
+import { matchedRoute } from './matched-route.js';
 
 /**
  * Who may call which route. `open`: anyone may call anything, as the shared `default` namespace (for
@@ -33,9 +34,10 @@ declare module 'fastify' {
  * paths exist.
  */
 export function accessOf(request: FastifyRequest): Access {
-  const declared = request.routeOptions.config.access;
+  const route = matchedRoute(request);
+  const declared = route.config.access;
   if (declared !== undefined) return declared;
-  return isDocsPage(request.method, request.routeOptions.url) ? 'public' : 'admin';
+  return isDocsPage(request.method, route.url) ? 'public' : 'admin';
 }
 
 function isDocsPage(method: string, url: string | undefined): boolean {
@@ -126,7 +128,7 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     request.principal = principal;
     // A request no route matched (404, 405) needs a valid key but no scope: its answer reveals nothing,
     // and a team's key sending the wrong method should hear 405, not 403.
-    if (request.routeOptions.url !== undefined && !principal.scopes.has(access)) {
+    if (matchedRoute(request).url !== undefined && !principal.scopes.has(access)) {
       return refused(sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`));
     }
     return false;

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { OverloadedError } from '../domain/errors.js';
+import { matchedRoute } from './matched-route.js';
 
 /**
  * 256 file descriptors kept back from the connection budget when it is derived from the open-file
@@ -77,7 +78,7 @@ export function registerConnectionBudget(app: FastifyInstance, maxConnections: n
     }
     // The connection is what is over budget: it closes after this answer, and the next request opens a new one.
     reply.header('connection', 'close');
-    const url = request.routeOptions.url ?? '';
+    const url = matchedRoute(request).url ?? '';
     // A renewal or release refused here could cost its caller the lease: they are served, like the probes.
     if (PROBES.has(url) || url.endsWith('/renew') || url.endsWith('/release')) {
       done();

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { OverloadedError } from '../domain/errors.js';
+import { matchedRoute } from './matched-route.js';
 
 /**
  * What one instance takes on before it refuses new work with 503 `overloaded` (0 turns a budget off).
@@ -97,9 +98,12 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
     return null;
   };
 
+  const leave = (): void => {
+    inFlight--;
+  };
   // Callback style: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request: FastifyRequest, reply, done) => {
-    const url = request.routeOptions.url ?? '';
+    const url = matchedRoute(request).url ?? '';
     if (NEVER_SHED.has(url)) {
       done();
       return;
@@ -112,8 +116,9 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
       return;
     }
     inFlight++;
-    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away.
-    reply.raw.once('close', () => inFlight--);
+    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away:
+    // one listener function for all of them, and no once-wrapper made per request.
+    reply.raw.on('close', leave);
     done();
   });
 }

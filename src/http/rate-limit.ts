@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { performance } from 'node:perf_hooks';
 import { RateLimitedError } from '../domain/errors.js';
 import { accessOf } from './auth.js';
+import { matchedRoute } from './matched-route.js';
 
 /** Where permits come from when several instances share one limit (the Redis store: RedisRatePermits). */
 export interface PermitSource {
@@ -214,7 +215,8 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
   app.addHook('onRequest', function (request, reply, done) {
     // Not counted: renew and release (their routes opt out), public routes, and requests no route
     // matched (the plugin counted only the routes registered after it).
-    if (request.routeOptions.url === undefined || request.routeOptions.config.rateLimit === false || accessOf(request) === 'public') {
+    const route = matchedRoute(request);
+    if (route.url === undefined || route.config.rateLimit === false || accessOf(request) === 'public') {
       done();
       return;
     }

@@ -87,3 +87,61 @@ export class LeanSeries {
     this.sum += value;
   }
 }
+
+/**
+ * A Prometheus counter for the request path, as LeanHistogram is a histogram: a labelled series adds
+ * to a number it holds. prom-client's counter hashes the label set on every inc, even through a
+ * labelled child, and every lock call counts one operation. Exposed in prom-client's format.
+ */
+export class LeanCounter<L extends string = string> {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  private readonly series = new Map<string, LeanCount>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly labelNames: readonly L[],
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as unknown as Metric);
+    // As prom-client's: an unlabelled counter is there at zero from the start.
+    if (labelNames.length === 0) this.labels();
+  }
+
+  /** The series of one combination of label values, made on first use and kept (see LeanHistogram.labels). */
+  labels(...values: string[]): LeanCount {
+    const id = values.join('\u0000');
+    let series = this.series.get(id);
+    if (series === undefined) {
+      const labels: Record<string, string> = {};
+      this.labelNames.forEach((name, i) => (labels[name] = values[i] ?? ''));
+      series = new LeanCount(labels);
+      this.series.set(id, series);
+    }
+    return series;
+  }
+
+  get(): Promise<{ name: string; help: string; type: 'counter'; aggregator: 'sum'; values: Sample[] }> {
+    const values: Sample[] = [];
+    for (const series of this.series.values()) values.push({ labels: { ...series.labels }, value: series.value, metricName: this.name });
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  /** As prom-client's: every series goes (a series held elsewhere is detached). */
+  reset(): void {
+    this.series.clear();
+    if (this.labelNames.length === 0) this.labels();
+  }
+}
+
+export class LeanCount {
+  value = 0;
+
+  constructor(readonly labels: Readonly<Record<string, string>>) {}
+
+  inc(by = 1): void {
+    if (!Number.isFinite(by) || by < 0) throw new TypeError(`a counter only goes up by a finite amount, not ${by}`);
+    this.value += by;
+  }
+}

@@ -7,7 +7,7 @@ import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
 import type { Tracing } from './tracing.js';
-import { LeanHistogram } from './lean-histogram.js';
+import { LeanCounter, LeanHistogram } from './lean-histogram.js';
 import type { HistoryObserver } from '../domain/history.js';
 
 /**
@@ -65,12 +65,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
   }
 
-  const operations = new Counter({
-    name: 'keyholder_lock_operations_total',
-    help: 'Lock operations handled, by operation (acquire, renew, release, inspect) and outcome (acquired, held, renewed, released, not_owner, inspected, invalid, too_many_waiters, aborted, error).',
-    labelNames: ['operation', 'outcome'] as const,
-    registers: [registry],
-  });
+  // Lean (lean-histogram.ts), as the histograms below: every lock call counts one operation.
+  const operations = new LeanCounter(
+    'keyholder_lock_operations_total',
+    'Lock operations handled, by operation (acquire, renew, release, inspect) and outcome (acquired, held, renewed, released, not_owner, inspected, invalid, too_many_waiters, aborted, error).',
+    ['operation', 'outcome'],
+    registry,
+  );
   // Lean (lean-histogram.ts): the three histograms every lock call records into.
   const operationSeconds = new LeanHistogram(
     'keyholder_lock_operation_duration_seconds',
@@ -96,13 +97,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
     enableExemplars: tracing !== undefined,
   });
-  const acquireSeconds = new Histogram({
-    name: 'keyholder_acquire_duration_seconds',
-    help: "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
-    labelNames: ['primitive'] as const,
-    buckets: OPERATION_BUCKETS_SECONDS,
-    registers: [registry],
-  });
+  // Lean as well: every acquire of every primitive records into it.
+  const acquireSeconds = new LeanHistogram(
+    'keyholder_acquire_duration_seconds',
+    "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
+    ['primitive'],
+    OPERATION_BUCKETS_SECONDS,
+    registry,
+  );
   const acquireSecondsOf = childrenOf(acquireSeconds);
   new Gauge({
     name: 'keyholder_waiting_callers',

@@ -2,6 +2,7 @@ import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyR
 import { problemCodeOf } from '../http/problem.js';
 import { requestLineLogger } from './logger.js';
 import { RequestCounts } from './request-counts.js';
+import { matchedRoute } from '../http/matched-route.js';
 
 /** Which request lines are written (ACCESS_LOG and the variables beside it in config.ts). */
 export interface AccessLogSettings {
@@ -151,7 +152,7 @@ export class RequestLog extends LogController {
 
 /** The route's path pattern; null when no route matched (a 404). */
 function routeOf(request: FastifyRequest): string | null {
-  return request.routeOptions.url ?? null;
+  return matchedRoute(request).url ?? null;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -237,6 +238,24 @@ describe('slow clients', () => {
     socket.destroy();
     expect(closedAfterMs).toBeGreaterThan(0);
     expect(closedAfterMs).toBeLessThan(10_000);
+  });
+
+  it("a new connection's first request may outlast the headers timeout: a blocking query of twice it is answered", async () => {
+    const view = await fetch(`http://127.0.0.1:${port}/v1/locks/first-long`, { headers: A });
+    const { index } = (await view.json()) as { index: number };
+    // A connection of its own (no agent): this request is its first.
+    const answer = await new Promise<{ status: number; closedEarly: boolean }>((resolve) => {
+      const req = request(
+        { host: '127.0.0.1', port, path: `/v1/locks/first-long?index=${index}&waitMs=3000`, headers: A, agent: false },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, closedEarly: false }));
+        },
+      );
+      req.on('error', () => resolve({ status: 0, closedEarly: true }));
+      req.end();
+    });
+    expect(answer).toEqual({ status: 200, closedEarly: false });
   });
 
   it('a keep-alive connection survives between requests and serves the next one', async () => {

@@ -164,3 +164,36 @@ describe('request log, full', () => {
     expect(summaries(t)).toHaveLength(0);
   });
 });
+
+describe("a request's own logger (request.log)", () => {
+  it('is made only when the request writes a line through it; that line carries the request id', async () => {
+    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const t = await start({ store, accessLog: sampled({ sampleEvery: 1 }) });
+    const child = vi.spyOn(t.app.log, 'child');
+    for (let i = 0; i < 5; i++) {
+      const grant = await acquire(t, `quiet${i}`);
+      expect(await release(t, `quiet${i}`, grant.body.ownerToken)).toBe(200);
+    }
+    expect((await acquire(t, 'quiet0')).status).toBe(200);
+    expect((await acquire(t, 'quiet0')).status).toBe(409);
+    // Twelve answers, each with its request line (sampled one in one), none through request.log.
+    expect(requestLines(t)).toHaveLength(12);
+    expect(child).not.toHaveBeenCalled();
+    await store.close();
+    for (const key of ['down1', 'down2']) expect((await acquire(t, key)).status).toBe(503);
+    // A 5xx is written at error through the request's own logger: made for these two requests only.
+    expect(child).toHaveBeenCalledTimes(2);
+    const errors = parse(t.logs).filter((l) => l.level === 50 && l.msg === 'request');
+    expect(errors.map((l) => l.key)).toEqual(['down1', 'down2']);
+    const ids = errors.map((l) => l.reqId);
+    for (const id of ids) expect(id).toEqual(expect.any(String));
+    expect(new Set(ids).size).toBe(2);
+  });
+
+  it("keeps a route's quieter level: the probes write no request line even with ACCESS_LOG=full", async () => {
+    const t = await start({ accessLog: { mode: 'full', sampleEvery: 10, summaryMs: 100, slowMs: 1000 } });
+    expect((await t.app.inject({ method: 'GET', url: '/livez' })).statusCode).toBe(200);
+    await acquire(t, 'counted');
+    expect(requestLines(t).map((l) => l.route)).toEqual(['/v1/locks/:key/acquire']);
+  });
+});

@@ -121,8 +121,28 @@ export function routeOptions<const S extends object>(rule: ReturnType<typeof rou
   };
 }
 
-/** A store time (ms since the epoch) as answers write it: ISO 8601 in UTC. */
-export const iso = (ms: number) => new Date(ms).toISOString();
+/** The first instant of year 10000: from there on toISOString writes a six-digit, signed year. */
+const YEAR_10000_MS = 253_402_300_800_000;
+/** The second whose text was made last (ms since the epoch, a multiple of 1000), and that text up to its ms. */
+let lastSecondMs = Number.NaN;
+let lastSecondText = '';
+
+/**
+ * A store time (ms since the epoch) as answers write it: ISO 8601 in UTC, exactly what
+ * `new Date(ms).toISOString()` writes. Every grant and renewal answer writes one: the date and time
+ * up to the second are made once per second, and only the milliseconds per answer.
+ */
+export const iso = (ms: number): string => {
+  if (!Number.isInteger(ms) || ms < 0 || ms >= YEAR_10000_MS) return new Date(ms).toISOString();
+  const millis = ms % 1000;
+  const secondMs = ms - millis;
+  if (secondMs !== lastSecondMs) {
+    // "YYYY-MM-DDTHH:MM:SS." (20 characters) for every year from 0 to 9999.
+    lastSecondText = new Date(secondMs).toISOString().slice(0, 20);
+    lastSecondMs = secondMs;
+  }
+  return `${lastSecondText}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
+};
 
 /** A stored release request as answers show it (renewals, inspect and watch answers, the request's own answer). */
 export const releaseRequestedView = (r: ReleaseRequest) => ({ at: iso(r.atMs), by: r.by, reason: r.reason });
