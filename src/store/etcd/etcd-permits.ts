@@ -227,20 +227,8 @@ export class EtcdPermits implements PermitStore {
       const nowMs = this.deps.now();
       const live = liveLeases(pool, nowMs);
       if (!pool || !live.some((l) => l.o === ownerToken)) return false;
-      const txn = await this.deps.txn({
-        compare: [this.unchanged(kind, key, pool)],
-        success: [
-          await this.putPool(
-            kind,
-            key,
-            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: live.filter((l) => l.o !== ownerToken) },
-            pool.value.k,
-          ),
-        ],
-      });
-      if (!txn.succeeded) continue;
-      if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
-      return true;
+      const kept = live.filter((l) => l.o !== ownerToken);
+      if (await this.dropLeases(kind, key, { pool, queued, revision }, kept)) return true;
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }
@@ -274,20 +262,10 @@ export class EtcdPermits implements PermitStore {
       const evicted = liveLeases(pool, this.deps.now()).filter((l) => fencingToken === undefined || l.t === fencingToken);
       if (!pool || evicted.length === 0) return [];
       const gone = new Set(evicted.map((l) => l.o));
-      const txn = await this.deps.txn({
-        compare: [this.unchanged(kind, key, pool)],
-        success: [
-          await this.putPool(
-            kind,
-            key,
-            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: pool.value.l.filter((l) => !gone.has(l.o)) },
-            pool.value.k,
-          ),
-        ],
-      });
-      if (!txn.succeeded) continue;
-      if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
-      return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+      const kept = pool.value.l.filter((l) => !gone.has(l.o));
+      if (await this.dropLeases(kind, key, { pool, queued, revision }, kept)) {
+        return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+      }
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }
@@ -538,6 +516,28 @@ export class EtcdPermits implements PermitStore {
       queued: Number(read.responses[1]?.response_range.count ?? 0),
       revision: Number(read.header.revision),
     };
+  }
+
+  /**
+   * A release or an eviction: writes the pool read at `read.revision` with only the leases `kept` (a
+   * change a watcher counts: the index base moves), then hands the room freed to the callers queued.
+   * False when the pool changed since it was read (nothing was written).
+   */
+  private async dropLeases(
+    kind: PermitKind,
+    key: string,
+    read: { pool: Observed<PoolRecord>; queued: number; revision: number },
+    kept: readonly PermitLeaseRecord[],
+  ): Promise<boolean> {
+    const { pool, queued, revision } = read;
+    const next = { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: kept };
+    const txn = await this.deps.txn({
+      compare: [this.unchanged(kind, key, pool)],
+      success: [await this.putPool(kind, key, next, pool.value.k)],
+    });
+    if (!txn.succeeded) return false;
+    if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
+    return true;
   }
 
   /** The compare of a change: the pool record is as it was read (absent: still absent). */
