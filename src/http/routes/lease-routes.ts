@@ -51,40 +51,25 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
   const rule = routeRule('locks', { ...BODY_ERRORS, ...doc.errors }, { rateLimited: false, noRetryAfter: true });
   const typed = app.withTypeProvider<ZodTypeProvider>();
   const primitive = HISTORY_PRIMITIVES[doc.path] ?? 'lock';
-  typed.post(
-    `/v1/${doc.path}/:key/renew`,
-    routeOptions(rule, doc.renew, RenewResponse, {
-      operationId: `renew${doc.id}`,
-      tags: [doc.tag],
-      params: LockKeyParams,
-      body: RenewRequest,
-    }),
-    async (request) => {
-      const namespace = principalOf(request).namespace;
-      const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
-      const { key, ttlMs, decidedAt } = renewal;
-      confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
-      historyOf(request)?.renewed(primitive, namespace, renewal);
-      const renewed = { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
-      return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));
-    },
-  );
-  typed.post(
-    `/v1/${doc.path}/:key/release`,
-    routeOptions(rule, doc.release, ReleaseResponse, {
-      operationId: `release${doc.id}`,
-      tags: [doc.tag],
-      params: LockKeyParams,
-      body: ReleaseRequest,
-    }),
-    async (request) => {
-      const namespace = principalOf(request).namespace;
-      const sentAt = Date.now();
-      await leases.release(namespace, request.params.key, request.body.ownerToken);
-      historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
-      return { key: request.params.key, released: true as const };
-    },
-  );
+  // Both take the key in the path and a JSON body, and are named after the primitive.
+  const options = <const B extends z.ZodType>(op: 'renew' | 'release', ok: z.ZodType, body: B) =>
+    routeOptions(rule, doc[op], ok, { operationId: `${op}${doc.id}`, tags: [doc.tag], params: LockKeyParams, body });
+  typed.post(`/v1/${doc.path}/:key/renew`, options('renew', RenewResponse, RenewRequest), async (request) => {
+    const namespace = principalOf(request).namespace;
+    const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
+    const { key, ttlMs, decidedAt } = renewal;
+    confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
+    historyOf(request)?.renewed(primitive, namespace, renewal);
+    const renewed = { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
+    return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));
+  });
+  typed.post(`/v1/${doc.path}/:key/release`, options('release', ReleaseResponse, ReleaseRequest), async (request) => {
+    const namespace = principalOf(request).namespace;
+    const sentAt = Date.now();
+    await leases.release(namespace, request.params.key, request.body.ownerToken);
+    historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
+    return { key: request.params.key, released: true as const };
+  });
 }
 
 /** How one primitive answers an inspect: its status body, shared by the watchers one change wakes. */
