@@ -45,6 +45,11 @@ const forceReleaseRule = routeRule(
   },
 );
 
+/** An inspect's description: what the answer shows of the key (`shows`), then the blocking query, alike for every primitive. */
+export const inspectDescription = (shows: string, noun: string): string =>
+  `${shows}, the callers queued, and the ${noun}'s watch index. Never owner tokens. A blocking query, as for locks: ` +
+  `with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the ${noun} changes, otherwise after M.`;
+
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
   /** Path segment: `semaphores`, `rwlocks`. */
