@@ -10,10 +10,14 @@ import type { AccessLogSettings } from './observability/request-log.js';
 
 /** An integer from an env string; empty strings count as unset so `FOO=` falls back to the default. */
 const intFromEnv = (min: number, max: number, fallback: number) =>
-  z.preprocess(
-    (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-    z.number().int().min(min).max(max).default(fallback),
-  );
+  z.preprocess(envNumber, z.number().int().min(min).max(max).default(fallback));
+
+/** The same with no default: unset stays undefined (the caller derives the value). */
+const optionalIntFromEnv = (min: number, max: number) => z.preprocess(envNumber, z.number().int().min(min).max(max).optional());
+
+function envNumber(v: unknown): number | undefined {
+  return typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined;
+}
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
@@ -218,15 +222,10 @@ export const EnvSchema = z
      * callers cannot fill the waiting room the other teams share; lowering the instance cap lowers it
      * with it. Set explicitly, it must stay below the instance cap (checked below).
      */
-    WAITERS_PER_NAMESPACE_MAX: z
-      .preprocess(
-        (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-        z.number().int().min(1).max(1_000_000).optional(),
-      )
-      .describe(
-        'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`. ' +
-          'Unset: a tenth of `WAITERS_PER_INSTANCE_MAX` (at least 1); set, it must be below `WAITERS_PER_INSTANCE_MAX`.',
-      ),
+    WAITERS_PER_NAMESPACE_MAX: optionalIntFromEnv(1, 1_000_000).describe(
+      'Callers of one namespace one instance keeps waiting at once, so one team cannot fill the waiting room the others share; beyond it, 429 `too_many_waiters`. ' +
+        'Unset: a tenth of `WAITERS_PER_INSTANCE_MAX` (at least 1); set, it must be below `WAITERS_PER_INSTANCE_MAX`.',
+    ),
     /**
      * 100 ms: the mean event-loop delay (sampled every 100 ms) past which new requests get 503
      * overloaded. An instance that late answers every call late, and past the Redis command timeout its
@@ -368,15 +367,10 @@ export const EnvSchema = z
      * connection-budget.ts), so a flood of sockets is refused by keyholder before the kernel refuses
      * keyholder its store connection.
      */
-    HTTP_MAX_CONNECTIONS: z
-      .preprocess(
-        (v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : undefined),
-        z.number().int().min(1).max(10_000_000).optional(),
-      )
-      .describe(
-        "Connections one instance keeps open at once; past it a new connection's requests get 503 `overloaded` and it is closed " +
-          '(probes, metrics, renewals and releases are still served). Unset: the open-file limit less 320 descriptors kept for the store and probes.',
-      ),
+    HTTP_MAX_CONNECTIONS: optionalIntFromEnv(1, 10_000_000).describe(
+      "Connections one instance keeps open at once; past it a new connection's requests get 503 `overloaded` and it is closed " +
+        '(probes, metrics, renewals and releases are still served). Unset: the open-file limit less 320 descriptors kept for the store and probes.',
+    ),
   })
   .superRefine((env, ctx) => {
     if (

@@ -26,6 +26,18 @@ export const CONNECTION_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
+/** The connection flags, the lock's key and a lease length: what every command that takes or renews a lease reads. */
+export const LEASE_OPTIONS = {
+  ...CONNECTION_OPTIONS,
+  key: { type: 'string' },
+  'ttl-ms': { type: 'string' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+/** `--key` and `--ttl-ms`, both required. */
+export function keyAndTtl(values: { key?: string | undefined; 'ttl-ms'?: string | undefined }): { key: string; ttlMs: number } {
+  return { key: required(values.key, '--key'), ttlMs: integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0 };
+}
+
 export const CONNECTION_HELP = `
   --url URL        server (default: $KEYHOLDER_URL, else http://127.0.0.1:3000)
   --retry-ms N     keep retrying 503, 429, 408 and lost connections for up to N ms (default 15000)

@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Lease } from '../client/index.js';
-import { type FromGuardian, hostMonotonicMs, type StopReason } from './guardian-messages.js';
+import { type CommandExit, type FromGuardian, hostMonotonicMs } from './guardian-messages.js';
 
 /** The guardian program beside this file (guardian.js compiled, guardian.ts under tsx). */
 const GUARDIAN = fileURLToPath(new URL(`./guardian${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
@@ -13,13 +13,7 @@ const GUARDIAN = fileURLToPath(new URL(`./guardian${extname(fileURLToPath(import
 const DEADLINE_POLL_MS = 50;
 
 export type GuardedExit =
-  | {
-      readonly type: 'exit';
-      readonly code: number | null;
-      readonly signal: NodeJS.Signals | null;
-      readonly error?: string;
-      readonly stoppedBy?: StopReason;
-    }
+  | CommandExit
   /** The guardian died (someone killed it): the command's group was SIGKILLed here instead. */
   | { readonly type: 'guardian-gone' };
 

@@ -26,17 +26,18 @@ export type ToGuardian =
   /** The lease is lost: stop the command now. */
   | { readonly type: 'stop' };
 
+/** How the command ended. */
+export interface CommandExit {
+  readonly type: 'exit';
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  /** The command could not be started (ENOENT, EACCES, ...). */
+  readonly error?: string;
+  readonly stoppedBy?: StopReason;
+}
+
 export type FromGuardian =
-  | { readonly type: 'spawned'; readonly pid: number }
-  | { readonly type: 'stopping'; readonly reason: StopReason }
-  | {
-      readonly type: 'exit';
-      readonly code: number | null;
-      readonly signal: NodeJS.Signals | null;
-      /** The command could not be started (ENOENT, EACCES, ...). */
-      readonly error?: string;
-      readonly stoppedBy?: StopReason;
-    };
+  { readonly type: 'spawned'; readonly pid: number } | { readonly type: 'stopping'; readonly reason: StopReason } | CommandExit;
 
 /**
  * Milliseconds on CLOCK_MONOTONIC, which every process on the host shares (performance.now() counts from

@@ -1,5 +1,16 @@
 import { KeyholderError, LockHeldError, NotOwnerError } from '../client/index.js';
-import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required, UsageError } from './args.js';
+import {
+  clientFrom,
+  CONNECTION_HELP,
+  CONNECTION_OPTIONS,
+  EXIT,
+  integer,
+  keyAndTtl,
+  LEASE_OPTIONS,
+  parse,
+  required,
+  UsageError,
+} from './args.js';
 
 /** Where a command writes, and the environment it reads: the real process's, or a test's. */
 export interface Io {
@@ -59,15 +70,12 @@ Nothing renews it: renew it yourself (keyholder renew) or let it expire. For a c
 Exit: 0 acquired, 75 held by someone else, 1 any other error, 2 bad flags.`,
   async run(args, io) {
     const { values } = parse(args, {
-      ...CONNECTION_OPTIONS,
-      key: { type: 'string' },
-      'ttl-ms': { type: 'string' },
+      ...LEASE_OPTIONS,
       'wait-ms': { type: 'string' },
       holder: { type: 'string' },
       'idempotency-key': { type: 'string' },
     });
-    const key = required(values.key, '--key');
-    const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
+    const { key, ttlMs } = keyAndTtl(values);
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0);
     const client = clientFrom(values, io.env);
     return answer(io, () =>
@@ -90,14 +98,8 @@ ${OWNER_TOKEN_HELP}
   --ttl-ms N           new lease length in milliseconds${CONNECTION_HELP}
 Exit: 0 renewed, 75 this token no longer holds the lock (not_owner), 1 any other error, 2 bad flags.`,
   async run(args, io) {
-    const { values } = parse(args, {
-      ...CONNECTION_OPTIONS,
-      key: { type: 'string' },
-      'owner-token': { type: 'string' },
-      'ttl-ms': { type: 'string' },
-    });
-    const key = required(values.key, '--key');
-    const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
+    const { values } = parse(args, { ...LEASE_OPTIONS, 'owner-token': { type: 'string' } });
+    const { key, ttlMs } = keyAndTtl(values);
     const client = clientFrom(values, io.env);
     const ownerToken = await ownerTokenFrom(values, io);
     return answer(io, () => client.renew(key, ownerToken, ttlMs));

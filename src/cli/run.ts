@@ -1,6 +1,6 @@
 import { constants, hostname } from 'node:os';
 import { KeyholderError, type Lease, LeaseLostError, LockHeldError } from '../client/index.js';
-import { clientFrom, CONNECTION_HELP, CONNECTION_OPTIONS, EXIT, integer, parse, required, UsageError } from './args.js';
+import { clientFrom, CONNECTION_HELP, EXIT, integer, keyAndTtl, LEASE_OPTIONS, parse, UsageError } from './args.js';
 import { guard } from './guarded-command.js';
 import type { Command } from './lock-commands.js';
 import { PASSED_ON, PASSED_ON_QUIETLY, REFUSED } from './signals.js';
@@ -49,9 +49,7 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     const command = args.slice(dashDash + 1);
     if (command.length === 0 || command[0] === '') throw new UsageError('no command after "--"');
     const { values } = parse(args.slice(0, dashDash), {
-      ...CONNECTION_OPTIONS,
-      key: { type: 'string' },
-      'ttl-ms': { type: 'string' },
+      ...LEASE_OPTIONS,
       'wait-ms': { type: 'string' },
       holder: { type: 'string' },
       keep: { type: 'boolean' },
@@ -59,8 +57,7 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       'on-release-request': { type: 'string' },
       'pass-api-key': { type: 'boolean' },
     });
-    const key = required(values.key, '--key');
-    const ttlMs = integer(required(values['ttl-ms'], '--ttl-ms'), '--ttl-ms', 1) ?? 0;
+    const { key, ttlMs } = keyAndTtl(values);
     const waitMs = integer(values['wait-ms'], '--wait-ms', 0) ?? 0;
     const killGraceMs = killGrace(values['kill-grace-ms'], ttlMs);
     const onReleaseRequest = releaseRequestSignal(values['on-release-request']);

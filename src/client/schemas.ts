@@ -57,35 +57,24 @@ export const queuedCaller: z.ZodType<Schemas['QueuedCaller']> = z.object({
   mode: z.enum(['read', 'write']).optional(),
 });
 
+/** A held lock's lease, as inspect and the admin listing show it. */
+const heldLease = {
+  key: z.string(),
+  holder,
+  fencingToken: count,
+  expiresAt: instant,
+  ttlRemainingMs: count,
+  releaseRequested: releaseRequested.optional(),
+  waiters: count,
+};
+
 export const lockStatus: z.ZodType<Schemas['LockStatus']> = z.discriminatedUnion('held', [
   z.object({ key: z.string(), held: z.literal(false), index: count, lockDelayUntil: instant.optional() }),
-  z.object({
-    key: z.string(),
-    held: z.literal(true),
-    index: count,
-    holder,
-    fencingToken: count,
-    expiresAt: instant,
-    ttlRemainingMs: count,
-    releaseRequested: releaseRequested.optional(),
-    waiters: count,
-    queue: z.array(queuedCaller).max(100).optional(),
-  }),
+  z.object({ ...heldLease, held: z.literal(true), index: count, queue: z.array(queuedCaller).max(100).optional() }),
 ]);
 
 export const lockList: z.ZodType<Schemas['LockList']> = z.object({
-  locks: z.array(
-    z.object({
-      namespace: z.string(),
-      key: z.string(),
-      holder,
-      fencingToken: count,
-      expiresAt: instant,
-      ttlRemainingMs: count,
-      releaseRequested: releaseRequested.optional(),
-      waiters: count,
-    }),
-  ),
+  locks: z.array(z.object({ namespace: z.string(), ...heldLease })),
   nextCursor: z.string().nullable(),
 });
 

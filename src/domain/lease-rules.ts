@@ -74,6 +74,17 @@ export interface LeaseRenewal {
 }
 
 /** Which held keys a listing asks for: one namespace (and key prefix) or all of them. */
+/** A blocking query's terms (see LeaseRules.watch). */
+export interface WatchQuery<V> {
+  /** The index the caller last saw; undefined: answer at once. */
+  readonly index: number | undefined;
+  /** How long to wait for a change; 0: answer at once. */
+  readonly waitMs: number;
+  /** Aborted when the caller leaves. */
+  readonly signal?: AbortSignal;
+  readonly onChange?: (view: V) => void;
+}
+
 export interface HeldQuery {
   /** Only this namespace; undefined lists every namespace. */
   readonly namespace?: string;
@@ -115,13 +126,7 @@ export class LeaseRules {
   async watch<V extends Watchable>(
     changes: ChangeWatch<V>,
     id: string,
-    query: {
-      readonly namespace: string;
-      readonly index: number | undefined;
-      readonly waitMs: number;
-      readonly signal?: AbortSignal;
-      readonly onChange?: (view: V) => void;
-    },
+    query: WatchQuery<V> & { readonly namespace: string },
     inspectNow: () => Promise<V>,
   ): Promise<V> {
     const { index, waitMs } = query;

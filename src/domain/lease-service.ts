@@ -20,6 +20,7 @@ import {
   LeaseRules,
   observeOperation,
   type OperationResult,
+  type WatchQuery,
 } from './lease-rules.js';
 import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
 import type { LockLimits } from './limits.js';
@@ -108,7 +109,7 @@ export interface FreshLease {
 }
 
 /** A key's view as a blocking query answers it: a lock's indexed state, or a permit key's. */
-type WatchViewOf<K extends LeaseKind> = K extends 'lock' ? IndexedView : LeaseReads[K]['indexed'];
+export type WatchViewOf<K extends LeaseKind> = K extends 'lock' ? IndexedView : LeaseReads[K]['indexed'];
 
 /** A store grant of one key and when the command that made it was sent (for a replay, the earlier lease). */
 interface DecidedGrant extends Grant {
@@ -384,19 +385,11 @@ export class LeaseService {
    * otherwise after `waitMs` with the unchanged state. Clients compare indexes for inequality only.
    * `onChange`: see ChangeWatch.wait.
    */
-  async watch<K extends LeaseKind>(
-    kind: K,
-    namespace: string,
-    key: string,
-    index: number | undefined,
-    waitMs: number,
-    signal?: AbortSignal,
-    onChange?: (view: WatchViewOf<K>) => void,
-  ): Promise<WatchViewOf<K>> {
+  async watch<K extends LeaseKind>(kind: K, namespace: string, key: string, query: WatchQuery<WatchViewOf<K>>): Promise<WatchViewOf<K>> {
     const id = lockId(namespace, key);
     const changes = this.changesOf(kind);
     // A blocking query's time is mostly waiting, not work: only immediate answers are timed as inspects.
-    return this.lane(kind).rules.watch(changes, id, { namespace, index, waitMs, signal, onChange }, () =>
+    return this.lane(kind).rules.watch(changes, id, { namespace, ...query }, () =>
       this.observe(kind, 'inspect', () => changes.current(id)),
     );
   }

@@ -11,34 +11,35 @@
  * them, so one acquire per store serves every primitive.
  */
 import { withReleaseRequest } from './permit-store.js';
-import type { IndexedLockState, ListPage, ListQuery, LockState, LockStore, QueuedCaller, SlotStore } from './lock-store.js';
+import type {
+  AcquireInput,
+  IndexedLockState,
+  ListPage,
+  ListQuery,
+  LockSetRenewOutcome,
+  LockState,
+  LockStore,
+  QueuedCaller,
+  SlotStore,
+} from './lock-store.js';
 import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
 /** Which primitive a key belongs to: the same name under each kind is a different key. */
 export type LeaseKind = 'lock' | PermitKind;
 
-/** One acquire: `keys` (store ids) are one key, or a lock set's keys (distinct, sorted, of one namespace). */
-export interface LeaseAcquire {
+/**
+ * One acquire: `keys` (store ids) are one key, or a lock set's keys (distinct, sorted, of one namespace).
+ * The rest is a lock's acquire (AcquireInput) without its one key: `waitMs` and `signal` for one key
+ * only; `idempotencyKey` for locks only; `lockDelayMs` for locks and lock sets; `maxHeldInNamespace`
+ * for locks only, on a store with `quotaInside`.
+ */
+export interface LeaseAcquire extends Omit<AcquireInput, 'key'> {
   readonly kind: LeaseKind;
   readonly keys: readonly string[];
   /** What the key holds in all (1 for a lock). */
   readonly capacity: number;
   /** What this lease takes of it (1 to `capacity`). */
   readonly weight: number;
-  readonly ownerToken: string;
-  readonly ttlMs: number;
-  /** A public label for the lease; null or "" for none. */
-  readonly holder: string | null;
-  /** How long to wait in the key's FIFO queue (0 = do not wait); one key only. */
-  readonly waitMs?: number;
-  /** Aborts a wait (see AcquireInput.signal). */
-  readonly signal?: AbortSignal;
-  /** Locks only: see AcquireInput.idempotencyKey. */
-  readonly idempotencyKey?: string;
-  /** Locks and lock sets: see AcquireInput.lockDelayMs. */
-  readonly lockDelayMs?: number;
-  /** Locks only, on a store with `quotaInside`: see AcquireInput.maxHeldInNamespace. */
-  readonly maxHeldInNamespace?: number;
 }
 
 export type LeaseAcquireOutcome =
@@ -70,15 +71,8 @@ export type LeaseAcquireOutcome =
       readonly retryAfterMs: number;
     };
 
-export type LeaseRenewOutcome =
-  | {
-      readonly renewed: true;
-      readonly fencingTokens: readonly number[];
-      readonly expiresAtMs: number;
-      /** Someone asked the holder to let go (on any of the keys); absent when nobody did. */
-      readonly releaseRequested?: ReleaseRequest;
-    }
-  | { readonly renewed: false };
+/** A renewal over one key or several: a lock set's answer (fencing tokens in the order of the keys). */
+export type LeaseRenewOutcome = LockSetRenewOutcome;
 
 /** A lease an administrator evicted; the owner token is for quota bookkeeping only, never shown. */
 export interface EvictedLease {

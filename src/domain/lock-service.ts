@@ -1,5 +1,5 @@
 import type { LockLimits } from './limits.js';
-import type { LockState, LockStore, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
+import type { LockState, LockStore } from './lock-store.js';
 import { LockHeldError } from './errors.js';
 import {
   type HeldQuery,
@@ -9,8 +9,9 @@ import {
   type LeaseRenewal,
   type OperationResult,
 } from './lease-rules.js';
-import { type Eviction, type FreshLease, type LeaseRefusals, LeaseService, newOwnerToken } from './lease-service.js';
+import { type Eviction, type LeaseRefusals, LeaseService, newOwnerToken } from './lease-service.js';
 import { leaseStoreOf } from './lease-store.js';
+import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { WaitGate } from './wait-gate.js';
 import type { ChangeWatch, IndexedView } from './watch.js';
 
@@ -69,21 +70,21 @@ const LOCK_REFUSALS: LeaseRefusals = {
  * (LeaseService: TTL and wait bounds, owner tokens, quota, the late-grant guard). It knows nothing of
  * HTTP or Redis.
  */
-export class LockService {
-  /** The lease engine; the lock-set service runs on the same one (its waits share this instance's caps). */
-  readonly lease: LeaseService;
-
+export class LockService extends LeaseVocabulary<'lock'> {
   constructor(
     store: LockStore,
     /** The bounds, also read by the other primitives' services (permits.ts). */
     readonly limits: LockLimits,
     observer: LockObserver = {},
   ) {
-    this.lease = new LeaseService(leaseStoreOf(store), limits, {
-      lostLease: (op) => observer.lostLease?.(op),
-      waited: (seconds, granted) => observer.waited?.(seconds, granted),
-      operation: (_kind, op, result, seconds, waited) => observer.operation?.(op, result, seconds, waited),
-    });
+    super(
+      'lock',
+      new LeaseService(leaseStoreOf(store), limits, {
+        lostLease: (op) => observer.lostLease?.(op),
+        waited: (seconds, granted) => observer.waited?.(seconds, granted),
+        operation: (_kind, op, result, seconds, waited) => observer.operation?.(op, result, seconds, waited),
+      }),
+    );
   }
 
   /** This instance's waiting callers, shared with the other primitives (semaphores, read/write locks). */
@@ -122,35 +123,6 @@ export class LockService {
     return this.lease.acquire(ask, LOCK_REFUSALS);
   }
 
-  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<LockRenewal> {
-    return this.lease.renew('lock', namespace, key, ownerToken, ttlMs);
-  }
-
-  release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.lease.release('lock', namespace, key, ownerToken);
-  }
-
-  /** The first callers queued for the lock, head first (at most MAX_QUEUE_SHOWN). Never owner tokens. */
-  queue(namespace: string, key: string): Promise<QueuedCaller[]> {
-    return this.lease.queue('lock', namespace, key);
-  }
-
-  inspect(namespace: string, key: string): Promise<LockState | null> {
-    return this.lease.inspect('lock', namespace, key);
-  }
-
-  /** A blocking query on the lock (see LeaseService.watch). */
-  watch(
-    namespace: string,
-    key: string,
-    index: number | undefined,
-    waitMs: number,
-    signal?: AbortSignal,
-    onChange?: (view: IndexedView) => void,
-  ): Promise<IndexedView> {
-    return this.lease.watch('lock', namespace, key, index, waitMs, signal, onChange);
-  }
-
   /**
    * An administrator's override: frees the lock whoever holds it (see LeaseService.forceRelease).
    * Returns what was evicted, or null when the lock was not held.
@@ -160,21 +132,11 @@ export class LockService {
     return evicted ?? null;
   }
 
-  /** Asks the lock's holder to let go, without evicting it (see LeaseService.requestRelease); null when not held. */
-  requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.lease.requestRelease('lock', namespace, key, fencingToken, request);
-  }
-
   /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */
   async listHeld(query: ListHeldQuery): Promise<{ locks: HeldLockView[]; nextCursor: string | null }> {
     const page = await this.lease.listHeld('lock', query);
     const locks = inNamespaces(page.locks, (parsed, { key: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
     return { locks, nextCursor: page.nextCursor };
-  }
-
-  /** The late-grant check again, as the answer is about to leave the process (see LeaseService.confirmFresh). */
-  confirmFresh(namespace: string, lease: FreshLease): Promise<void> {
-    return this.lease.confirmFresh('lock', namespace, lease);
   }
 
   /** The lock-delay asked for, checked against the bounds. */

@@ -1,10 +1,11 @@
 import type { HeldQuery, LeaseGrant, LeaseObserver, LeaseRenewal, OperationResult } from './lease-rules.js';
 import { inNamespaces } from './lease-rules.js';
-import { type FreshLease, type LeaseOperation, type LeaseRefusals, LeaseService } from './lease-service.js';
+import { type LeaseOperation, type LeaseRefusals, LeaseService } from './lease-service.js';
 import { leaseStoreOf } from './lease-store.js';
+import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
-import type { IndexedPermitState, PermitKind, PermitState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
+import type { PermitKind, PermitState } from './permit-store.js';
 import type { WaitGate } from './wait-gate.js';
 
 export type PermitOperation = LeaseOperation;
@@ -45,11 +46,9 @@ export interface HeldPermitsView {
  * TTL and wait bounds, owner tokens, the namespace quota, the instance's wait caps, the late-grant
  * guard). The semaphore and read/write lock services add their vocabulary on top (permit-service.ts).
  */
-export class PermitCore {
-  private readonly lease: LeaseService;
-
+export class PermitCore extends LeaseVocabulary<PermitKind> {
   constructor(
-    readonly kind: PermitKind,
+    kind: PermitKind,
     store: LockStore,
     limits: LockLimits,
     gate: WaitGate,
@@ -62,50 +61,16 @@ export class PermitCore {
       operation: (_kind: unknown, op: PermitOperation, result: OperationResult, seconds: number, waited: number) =>
         observer.operation?.(kind, op, result, seconds, waited),
     };
-    this.lease = new LeaseService(leaseStoreOf(store), limits, leaseObserver, gate);
+    super(kind, new LeaseService(leaseStoreOf(store), limits, leaseObserver, gate));
   }
 
   acquire(request: PermitRequest): Promise<PermitGrant> {
     return this.lease.acquire({ kind: this.kind, ...request }, this.refusals);
   }
 
-  renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {
-    return this.lease.renew(this.kind, namespace, key, ownerToken, ttlMs);
-  }
-
-  release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.lease.release(this.kind, namespace, key, ownerToken);
-  }
-
-  inspect(namespace: string, key: string): Promise<PermitState | null> {
-    return this.lease.inspect(this.kind, namespace, key);
-  }
-
-  /** A blocking query on the key (see LeaseService.watch). */
-  watch(
-    namespace: string,
-    key: string,
-    index: number | undefined,
-    waitMs: number,
-    signal?: AbortSignal,
-    onChange?: (view: IndexedPermitState) => void,
-  ): Promise<IndexedPermitState> {
-    return this.lease.watch(this.kind, namespace, key, index, waitMs, signal, onChange);
-  }
-
-  /** The first callers queued for the key, head first (at most MAX_QUEUE_SHOWN), with the weight each asks for. */
-  queue(namespace: string, key: string): Promise<QueuedCaller[]> {
-    return this.lease.queue(this.kind, namespace, key);
-  }
-
   /** An administrator's override: ends every live lease on the key, or only the one with `fencingToken`. */
   forceRelease(namespace: string, key: string, fencingToken?: number): Promise<Array<{ holder: string | null; fencingToken: number }>> {
     return this.lease.forceRelease(this.kind, namespace, key, fencingToken);
-  }
-
-  /** Asks the holder of the lease with `fencingToken` to let go (see LeaseService.requestRelease); null when nothing is held. */
-  requestRelease(namespace: string, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.lease.requestRelease(this.kind, namespace, key, fencingToken, request);
   }
 
   /** One page of keys with live leases, in one namespace or all of them (as LockService.listHeld). */
@@ -115,10 +80,5 @@ export class PermitCore {
     const page = await this.lease.listHeld(this.kind, query);
     const entries = inNamespaces(page.entries, (parsed, { state }): HeldPermitsView => ({ ...parsed, state }));
     return { entries, nextCursor: page.nextCursor };
-  }
-
-  /** The late-grant check once more as the answer leaves the process (see LockService.confirmFresh). */
-  confirmFresh(namespace: string, lease: FreshLease): Promise<void> {
-    return this.lease.confirmFresh(this.kind, namespace, lease);
   }
 }

@@ -1,7 +1,7 @@
 import { RwLockHeldError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import { type PermitState, type ReleaseRequest, withReleaseRequest } from './permit-store.js';
+import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-store.js';
 
 export type RwMode = 'read' | 'write';
 
@@ -22,14 +22,7 @@ export interface RwLockView {
   /** Who holds it now: readers, one writer (never both). */
   readonly mode: RwMode;
   /** The first MAX_HOLDERS_SHOWN to end (see PermitState.holders). */
-  readonly holders: ReadonlyArray<{
-    mode: RwMode;
-    holder: string | null;
-    fencingToken: number;
-    expiresAtMs: number;
-    ttlRemainingMs: number;
-    releaseRequested?: ReleaseRequest;
-  }>;
+  readonly holders: ReadonlyArray<Omit<PermitHolder, 'weight'> & { readonly mode: RwMode }>;
   /** Every live lease, shown in `holders` or not. */
   readonly holderCount: number;
   readonly waiters: number;

@@ -1,7 +1,7 @@
 import { LimitMismatchError, SemaphoreFullError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import { type PermitState, type ReleaseRequest, withReleaseRequest } from './permit-store.js';
+import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-store.js';
 
 /**
  * 10,000: a semaphore's permits are each a live lease the store keeps and inspect lists, so the limit
@@ -20,13 +20,7 @@ export interface SemaphoreView {
   /** Every live permit, shown in `holders` or not. */
   readonly permitsHeld: number;
   /** The first MAX_HOLDERS_SHOWN to end (see PermitState.holders). */
-  readonly holders: ReadonlyArray<{
-    holder: string | null;
-    fencingToken: number;
-    expiresAtMs: number;
-    ttlRemainingMs: number;
-    releaseRequested?: ReleaseRequest;
-  }>;
+  readonly holders: ReadonlyArray<Omit<PermitHolder, 'weight'>>;
   readonly waiters: number;
 }
 

@@ -2,23 +2,15 @@ import type { Metric, Registry } from 'prom-client';
 
 type Sample = { labels: Record<string, string | number>; value: number; metricName: string };
 
-/**
- * A Prometheus histogram for the request path: observing finds the bucket in a fixed array and adds
- * one, with no allocation and no label hashing. prom-client's own histogram hashes the label set on
- * every observe, even through a labelled child (measured about 0.7 us an observation, and a lock
- * pair makes five). Exposed through the same registry in prom-client's format, so /metrics reads the
- * same; the cumulative bucket counts are computed only when scraped.
- */
-export class LeanHistogram<L extends string = string> {
-  readonly type = 'histogram';
+/** What LeanHistogram and LeanCounter share: registered in prom-client's registry, one series per label values. */
+abstract class LeanMetric<L extends string, S> {
   readonly aggregator = 'sum';
-  private readonly series = new Map<string, LeanSeries>();
+  protected readonly series = new Map<string, S>();
 
-  constructor(
+  protected constructor(
     readonly name: string,
     readonly help: string,
-    private readonly labelNames: readonly L[],
-    private readonly buckets: readonly number[],
+    protected readonly labelNames: readonly L[],
     registry: Registry,
   ) {
     registry.registerMetric(this as unknown as Metric);
@@ -28,16 +20,48 @@ export class LeanHistogram<L extends string = string> {
    * The series of one combination of label values, made on first use and kept. Hold it where the
    * values are fixed (see childrenOf in metrics.ts): finding it again costs a map look-up.
    */
-  labels(...values: string[]): LeanSeries {
+  labels(...values: string[]): S {
     const id = values.join('\u0000');
     let series = this.series.get(id);
     if (series === undefined) {
       const labels: Record<string, string> = {};
       this.labelNames.forEach((name, i) => (labels[name] = values[i] ?? ''));
-      series = new LeanSeries(this.buckets, labels);
+      series = this.newSeries(labels);
       this.series.set(id, series);
     }
     return series;
+  }
+
+  protected abstract newSeries(labels: Readonly<Record<string, string>>): S;
+
+  /** As prom-client's: every series goes (a series held elsewhere is detached). */
+  reset(): void {
+    this.series.clear();
+  }
+}
+
+/**
+ * A Prometheus histogram for the request path: observing finds the bucket in a fixed array and adds
+ * one, with no allocation and no label hashing. prom-client's own histogram hashes the label set on
+ * every observe, even through a labelled child (measured about 0.7 us an observation, and a lock
+ * pair makes five). Exposed through the same registry in prom-client's format, so /metrics reads the
+ * same; the cumulative bucket counts are computed only when scraped.
+ */
+export class LeanHistogram<L extends string = string> extends LeanMetric<L, LeanSeries> {
+  readonly type = 'histogram';
+
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    private readonly buckets: readonly number[],
+    registry: Registry,
+  ) {
+    super(name, help, labelNames, registry);
+  }
+
+  protected newSeries(labels: Readonly<Record<string, string>>): LeanSeries {
+    return new LeanSeries(this.buckets, labels);
   }
 
   /** prom-client's metric format: cumulative buckets, +Inf, sum and count per series. */
@@ -54,11 +78,6 @@ export class LeanHistogram<L extends string = string> {
       values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.name}_count` });
     }
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
-  }
-
-  /** As prom-client's: every series goes (a series held elsewhere is detached). */
-  reset(): void {
-    this.series.clear();
   }
 }
 
@@ -93,33 +112,17 @@ export class LeanSeries {
  * to a number it holds. prom-client's counter hashes the label set on every inc, even through a
  * labelled child, and every lock call counts one operation. Exposed in prom-client's format.
  */
-export class LeanCounter<L extends string = string> {
+export class LeanCounter<L extends string = string> extends LeanMetric<L, LeanCount> {
   readonly type = 'counter';
-  readonly aggregator = 'sum';
-  private readonly series = new Map<string, LeanCount>();
 
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    private readonly labelNames: readonly L[],
-    registry: Registry,
-  ) {
-    registry.registerMetric(this as unknown as Metric);
+  constructor(name: string, help: string, labelNames: readonly L[], registry: Registry) {
+    super(name, help, labelNames, registry);
     // As prom-client's: an unlabelled counter is there at zero from the start.
     if (labelNames.length === 0) this.labels();
   }
 
-  /** The series of one combination of label values, made on first use and kept (see LeanHistogram.labels). */
-  labels(...values: string[]): LeanCount {
-    const id = values.join('\u0000');
-    let series = this.series.get(id);
-    if (series === undefined) {
-      const labels: Record<string, string> = {};
-      this.labelNames.forEach((name, i) => (labels[name] = values[i] ?? ''));
-      series = new LeanCount(labels);
-      this.series.set(id, series);
-    }
-    return series;
+  protected newSeries(labels: Readonly<Record<string, string>>): LeanCount {
+    return new LeanCount(labels);
   }
 
   get(): Promise<{ name: string; help: string; type: 'counter'; aggregator: 'sum'; values: Sample[] }> {
@@ -128,9 +131,9 @@ export class LeanCounter<L extends string = string> {
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
   }
 
-  /** As prom-client's: every series goes (a series held elsewhere is detached). */
-  reset(): void {
-    this.series.clear();
+  /** As prom-client's: every series goes, and an unlabelled counter is back at zero. */
+  override reset(): void {
+    super.reset();
     if (this.labelNames.length === 0) this.labels();
   }
 }

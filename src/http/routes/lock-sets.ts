@@ -12,7 +12,7 @@ import {
   LockSetRenewal,
   LockSetRenewRequest,
 } from '../schemas/lock-sets.js';
-import { callerGone } from './locks.js';
+import { callerGone } from './lease-routes.js';
 import { iso, jsonResponse, routeRule, STORE_UNAVAILABLE } from './responses.js';
 
 const COMMON_ERRORS = {

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { InvalidRequestError, WaitAbortedError } from '../../domain/errors.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
 import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
@@ -8,18 +7,8 @@ import { historyOf } from '../lease-history.js';
 import { SharedAnswers } from '../shared-answers.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
-import { registerLeaseRoutes } from './lease-routes.js';
-import {
-  BAD_REQUEST,
-  BODY_ERRORS,
-  iso,
-  jsonResponse,
-  leaseView,
-  queuedView,
-  routeRule,
-  STORE_UNAVAILABLE,
-  WATCH_REFUSED,
-} from './responses.js';
+import { callerGone, inspectOrWatch, registerLeaseRoutes } from './lease-routes.js';
+import { BAD_REQUEST, BODY_ERRORS, iso, jsonResponse, leaseView, routeRule, STORE_UNAVAILABLE, WATCH_REFUSED } from './responses.js';
 
 const acquireRule = routeRule('locks', {
   ...BODY_ERRORS,
@@ -32,15 +21,6 @@ const acquireRule = routeRule('locks', {
     'granted is live; nothing was changed. Send the original body, or a new key for a new acquire.',
 });
 const inspectRule = routeRule('locks', { 400: BAD_REQUEST, 429: WATCH_REFUSED, 503: STORE_UNAVAILABLE });
-
-/** An AbortSignal that fires when the caller of a long request goes away before its answer. */
-export function callerGone(reply: { raw: { once(event: 'close', fn: () => void): unknown; writableFinished: boolean } }): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort(new WaitAbortedError());
-  });
-  return controller.signal;
-}
 
 /** The answer of inspect and of a blocking query, for the lock's indexed view. */
 function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> {
@@ -63,7 +43,7 @@ function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> 
 }
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
-  const watchAnswers = new SharedAnswers(LockStatus);
+  const answers = { shared: new SharedAnswers(LockStatus), status: lockStatus };
   registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
 
   app.post(
@@ -158,28 +138,6 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
         },
       },
     },
-    async (request, reply) => {
-      const key = request.params.key;
-      const { index, waitMs = 0, queue } = request.query;
-      const blocking = index !== undefined && waitMs > 0;
-      // A blocking answer is one body shared by every watcher of the key (SharedAnswers): it carries no queue.
-      if (queue === true && blocking) throw new InvalidRequestError('queue', 'not with a blocking query (index and waitMs)');
-      // The watchers a change wakes share its view (one body for all of them) and are answered in the
-      // pass that wakes them (see ChangeWatch.wait); an answer at once or after waitMs comes here.
-      const send = (view: IndexedView) => watchAnswers.send(reply, view, key, () => lockStatus(key, view));
-      const view = await locks.watch(
-        principalOf(request).namespace,
-        key,
-        index,
-        waitMs,
-        blocking ? callerGone(reply) : undefined,
-        blocking ? send : undefined,
-      );
-      if (reply.sent) return reply;
-      if (blocking) return send(view);
-      const status = lockStatus(key, view);
-      if (queue !== true || !status.held) return status;
-      return { ...status, queue: (await locks.queue(principalOf(request).namespace, key)).map((q) => queuedView(q)) };
-    },
+    (request, reply) => inspectOrWatch(locks, answers, principalOf(request).namespace, request.params.key, request.query, reply),
   );
 };

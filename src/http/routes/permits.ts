@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
 import type { IndexedPermitState, PermitState } from '../../domain/permit-store.js';
-import { InvalidRequestError } from '../../domain/errors.js';
 import { principalOf } from '../auth.js';
 import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
@@ -12,14 +11,12 @@ import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
 import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
 import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, registerReleaseRequestRoute, storeListQuery } from './admin.js';
-import { callerGone } from './locks.js';
-import { registerLeaseRoutes } from './lease-routes.js';
+import { callerGone, inspectOrWatch, registerLeaseRoutes } from './lease-routes.js';
 import {
   BAD_REQUEST,
   BODY_ERRORS,
   iso,
   leaseView,
-  queuedView,
   routeOptions,
   routeRule,
   STORE_UNAVAILABLE,
@@ -47,6 +44,11 @@ const forceReleaseRule = routeRule(
     noRetryAfter: true,
   },
 );
+
+/** An inspect's description: what the answer shows of the key (`shows`), then the blocking query, alike for every primitive. */
+export const inspectDescription = (shows: string, noun: string): string =>
+  `${shows}, the callers queued, and the ${noun}'s watch index. Never owner tokens. A blocking query, as for locks: ` +
+  `with ?index=N&waitMs=M the answer comes at once if the index differs from N, otherwise as soon as the ${noun} changes, otherwise after M.`;
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
@@ -98,7 +100,12 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
   const primitive = HISTORY_PRIMITIVES[names.path] ?? 'semaphore';
   return async (app, { core }) => {
     const service = kind.service(core);
-    const watchAnswers = new SharedAnswers(kind.inspect.status);
+    const answers = {
+      shared: new SharedAnswers(kind.inspect.status),
+      status: (key: string, watched: IndexedPermitState) =>
+        kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state)),
+      queued: kind.queued,
+    };
     registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
 
     app.post(
@@ -155,30 +162,7 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
         params: LockKeyParams,
         querystring: InspectQuery,
       }),
-      async (request, reply) => {
-        const key = request.params.key;
-        const { index, waitMs = 0, queue } = request.query;
-        const blocking = index !== undefined && waitMs > 0;
-        // As for locks: a blocking answer is shared by every watcher of the key, so it carries no queue.
-        if (queue === true && blocking) throw new InvalidRequestError('queue', 'not with a blocking query (index and waitMs)');
-        const status = (watched: IndexedPermitState) =>
-          kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state));
-        // As for locks: one body per change, written in the pass that wakes every watcher of the key.
-        const send = (watched: IndexedPermitState) => watchAnswers.send(reply, watched, key, () => status(watched));
-        const watched = await core.watch(
-          principalOf(request).namespace,
-          key,
-          index,
-          waitMs,
-          blocking ? callerGone(reply) : undefined,
-          blocking ? send : undefined,
-        );
-        if (reply.sent) return reply;
-        if (blocking) return send(watched);
-        if (queue !== true || watched.state === null) return status(watched);
-        const queued = await core.queue(principalOf(request).namespace, key);
-        return { ...status(watched), queue: queued.map((q) => queuedView(q, kind.queued)) };
-      },
+      (request, reply) => inspectOrWatch(core, answers, principalOf(request).namespace, request.params.key, request.query, reply),
     );
   };
 }

@@ -1,6 +1,6 @@
 import { MAX_READERS, RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
-import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
+import { inspectDescription, permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
 
 /** A queued caller's mode, from the weight it asks for (a writer asks for all of it). */
@@ -25,10 +25,7 @@ const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?
   },
   inspect: {
     summary: 'See who holds a read/write lock (or wait for it to change)',
-    description:
-      'The mode it is held in, its leases (mode, holder label, fencing token, expiry), the callers queued, and the ' +
-      "lock's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer " +
-      'comes at once if the index differs from N, otherwise as soon as the lock changes, otherwise after M.',
+    description: inspectDescription('The mode it is held in, its leases (mode, holder label, fencing token, expiry)', 'lock'),
     status: RwLockStatus,
     ok: "The read/write lock's current state",
   },

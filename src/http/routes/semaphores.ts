@@ -1,6 +1,6 @@
 import { SemaphoreService, semaphoreView, type SemaphoreView } from '../../domain/semaphores.js';
 import { SemaphoreAcquireRequest, SemaphoreGrant, SemaphoreStatus } from '../schemas/permits.js';
-import { permitRoutes, type PermitKind, type PermitNames } from './permits.js';
+import { inspectDescription, permitRoutes, type PermitKind, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
 
 export const SEMAPHORE_NAMES: PermitNames = { path: 'semaphores', id: 'Semaphore', noun: 'semaphore', tag: 'semaphores' };
@@ -23,10 +23,7 @@ const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; wai
   },
   inspect: {
     summary: "See who holds a semaphore's permits (or wait for it to change)",
-    description:
-      'The limit, the permits held and by whom (holder label, fencing token, expiry), the callers queued, and the ' +
-      "semaphore's watch index. Never owner tokens. A blocking query, as for locks: with ?index=N&waitMs=M the answer " +
-      'comes at once if the index differs from N, otherwise as soon as the semaphore changes, otherwise after M.',
+    description: inspectDescription('The limit, the permits held and by whom (holder label, fencing token, expiry)', 'semaphore'),
     status: SemaphoreStatus,
     ok: "The semaphore's current state",
   },

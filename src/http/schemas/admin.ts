@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { NAMESPACE_PATTERN } from '../../domain/namespaces.js';
-import { AskedToLetGo, FencingToken, ReleaseReason, ReleaseRequested } from './locks.js';
+import { AskedToLetGo, FencingToken, queryInteger, ReleaseReason, ReleaseRequested } from './locks.js';
 
 /** Request and response schemas of the administrator's routes (list held locks, force release). */
 
@@ -19,11 +19,7 @@ export const ListLocksQuery = z.strictObject({
     .regex(/^[A-Za-z0-9._\-:@]*$/, 'must contain only A-Z a-z 0-9 . _ - : @')
     .default('')
     .meta({ description: 'Only lock keys starting with this (needs namespace)', examples: ['invoice:'] }),
-  limit: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(1000)
+  limit: queryInteger(1, 1000)
     .default(100)
     .meta({
       description:
@@ -57,11 +53,7 @@ export const LockList = z
 
 export const ForceReleaseQuery = z.strictObject({
   namespace: Namespace.meta({ description: 'The namespace of the lock to free (required: an override names its target in full)' }),
-  fencingToken: z.coerce
-    .number()
-    .int()
-    .nonnegative()
-    .max(Number.MAX_SAFE_INTEGER)
+  fencingToken: queryInteger(0, Number.MAX_SAFE_INTEGER)
     .optional()
     .meta({
       description:

@@ -253,13 +253,12 @@ export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).met
   description: 'Who holds a lock right now. Never the owner token.',
 });
 
+/** A whole number from a query string, `min` to `max`. */
+export const queryInteger = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
 /** Not strict: inspect took no query before, so a parameter it does not know (a cache-buster) is still ignored. */
 export const InspectQuery = z.object({
-  index: z.coerce
-    .number()
-    .int()
-    .nonnegative()
-    .max(Number.MAX_SAFE_INTEGER)
+  index: queryInteger(0, Number.MAX_SAFE_INTEGER)
     .optional()
     .meta({
       description:
@@ -267,11 +266,7 @@ export const InspectQuery = z.object({
         'otherwise when it changes, or after waitMs with the unchanged state.',
       examples: [3528064724432477],
     }),
-  waitMs: z.coerce
-    .number()
-    .int()
-    .nonnegative()
-    .max(MAX_DURATION_MS)
+  waitMs: queryInteger(0, MAX_DURATION_MS)
     .optional()
     .meta({
       description:

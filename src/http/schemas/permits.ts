@@ -22,17 +22,22 @@ const Limit = z
     examples: [5],
   });
 
-export const SemaphoreAcquireRequest = z
-  .strictObject({ limit: Limit, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() })
-  .meta({ id: 'SemaphoreAcquireRequest' });
+/** A permit primitive's acquire body: its own field (a semaphore's limit, a read/write lock's mode), then what every acquire takes. */
+const acquireRequest = <S extends z.ZodRawShape>(id: string, own: S) =>
+  z.strictObject({ ...own, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() }).meta({ id });
 
-export const SemaphoreGrant = z
-  .object({
-    key: z.string(),
-    limit: z.number().int().positive(),
-    ...grantFields(FencingToken.meta({ description: 'Per-semaphore number, above every token granted before on this semaphore' })),
-  })
-  .meta({ id: 'SemaphoreGrant', description: 'A granted permit: a lease of its own, which ends by itself at expiresAt.' });
+/** A permit primitive's grant: the key, its own field, then a grant's fields with the primitive's fencing token. */
+const permitGrant = <S extends z.ZodRawShape>(id: string, own: S, fencingToken: string, description: string) =>
+  z.object({ key: z.string(), ...own, ...grantFields(FencingToken.meta({ description: fencingToken })) }).meta({ id, description });
+
+export const SemaphoreAcquireRequest = acquireRequest('SemaphoreAcquireRequest', { limit: Limit });
+
+export const SemaphoreGrant = permitGrant(
+  'SemaphoreGrant',
+  { limit: z.number().int().positive() },
+  'Per-semaphore number, above every token granted before on this semaphore',
+  'A granted permit: a lease of its own, which ends by itself at expiresAt.',
+);
 
 const PermitWatchIndex = SafeCount.meta({
   description:
@@ -85,21 +90,14 @@ const Mode = z.enum(['read', 'write']).meta({
   examples: ['read'],
 });
 
-export const RwLockAcquireRequest = z
-  .strictObject({ mode: Mode, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() })
-  .meta({ id: 'RwLockAcquireRequest' });
+export const RwLockAcquireRequest = acquireRequest('RwLockAcquireRequest', { mode: Mode });
 
-export const RwLockGrant = z
-  .object({
-    key: z.string(),
-    mode: Mode,
-    ...grantFields(
-      FencingToken.meta({
-        description: "Per-lock number, above every token granted before on this lock (a write's is above every earlier read's and write's)",
-      }),
-    ),
-  })
-  .meta({ id: 'RwLockGrant', description: 'A granted read or write lease.' });
+export const RwLockGrant = permitGrant(
+  'RwLockGrant',
+  { mode: Mode },
+  "Per-lock number, above every token granted before on this lock (a write's is above every earlier read's and write's)",
+  'A granted read or write lease.',
+);
 
 export const RwLockStatus = z
   .object({

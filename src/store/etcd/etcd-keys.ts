@@ -11,6 +11,12 @@
  *
  * <kind> is `semaphore` or `rwlock` (no `/`), so the same name under each kind is a different key.
  */
+/** A prefix range of keys, as etcd's range reads and deletes take it. */
+export interface KeyRange {
+  readonly key: Buffer;
+  readonly rangeEnd: Buffer;
+}
+
 export class EtcdKeys {
   constructor(private readonly prefix: string) {}
 
@@ -18,9 +24,8 @@ export class EtcdKeys {
     return Buffer.from(`${this.prefix}lock/${id}`);
   }
 
-  lockRange(idPrefix: string): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(`${this.prefix}lock/${idPrefix}`);
-    return { key, rangeEnd: prefixEnd(key) };
+  lockRange(idPrefix: string): KeyRange {
+    return this.range(`lock/${idPrefix}`);
   }
 
   /** The lock id in a lock record's key, or null. */
@@ -34,9 +39,8 @@ export class EtcdKeys {
     return Buffer.from(`${this.prefix}queue/${id}#${waiterId}`);
   }
 
-  queue(id: string): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(`${this.prefix}queue/${id}#`);
-    return { key, rangeEnd: prefixEnd(key) };
+  queue(id: string): KeyRange {
+    return this.range(`queue/${id}#`);
   }
 
   waiterIdOf(key: Buffer): string {
@@ -48,9 +52,8 @@ export class EtcdKeys {
     return Buffer.from(`${this.prefix}slot/${namespace}#${slotId}`);
   }
 
-  slots(namespace: string): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(`${this.prefix}slot/${namespace}#`);
-    return { key, rangeEnd: prefixEnd(key) };
+  slots(namespace: string): KeyRange {
+    return this.range(`slot/${namespace}#`);
   }
 
   slotVersion(namespace: string): Buffer {
@@ -61,9 +64,8 @@ export class EtcdKeys {
     return Buffer.from(`${this.prefix}pool/${kind}/${id}`);
   }
 
-  poolRange(kind: string, idPrefix: string): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(`${this.prefix}pool/${kind}/${idPrefix}`);
-    return { key, rangeEnd: prefixEnd(key) };
+  poolRange(kind: string, idPrefix: string): KeyRange {
+    return this.range(`pool/${kind}/${idPrefix}`);
   }
 
   /** The permit key's id in a pool record's key, or null. */
@@ -77,9 +79,8 @@ export class EtcdKeys {
     return Buffer.from(`${this.prefix}pqueue/${kind}/${id}#${waiterId}`);
   }
 
-  permitQueue(kind: string, id: string): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(`${this.prefix}pqueue/${kind}/${id}#`);
-    return { key, rangeEnd: prefixEnd(key) };
+  permitQueue(kind: string, id: string): KeyRange {
+    return this.range(`pqueue/${kind}/${id}#`);
   }
 
   ping(): Buffer {
@@ -87,8 +88,13 @@ export class EtcdKeys {
   }
 
   /** Every key this store writes (for tests and operators). */
-  all(): { key: Buffer; rangeEnd: Buffer } {
-    const key = Buffer.from(this.prefix);
+  all(): KeyRange {
+    return this.range('');
+  }
+
+  /** Every key starting with the prefix and then `head`. */
+  private range(head: string): KeyRange {
+    const key = Buffer.from(this.prefix + head);
     return { key, rangeEnd: prefixEnd(key) };
   }
 }

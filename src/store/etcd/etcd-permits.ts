@@ -53,7 +53,9 @@ import type { Clock } from '../shared/clock.js';
 import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { EtcdKeys } from './etcd-keys.js';
-import { parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest, type StoredReleaseRequest } from './etcd-records.js';
+import { HandOverWatches } from './etcd-watches.js';
+import type { Observed, StoredReleaseRequest, WaiterRecordBase } from './etcd-records.js';
+import { MAX_CAS_ROUNDS, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest } from './etcd-records.js';
 
 /** What the permits use of the etcd store they belong to: its client, keys and plumbing. */
 export interface EtcdPermitsDeps {
@@ -99,22 +101,10 @@ interface PoolRecord {
   readonly g?: readonly string[];
 }
 
-interface PermitWaiterRecord {
-  readonly o: string;
-  readonly ttl: number;
-  /** End of the wait (ms): a waiter past it is skipped. */
-  readonly d: number;
-  readonly h: string | null;
+interface PermitWaiterRecord extends WaiterRecordBase {
   readonly w: number;
   /** The capacity the waiter asked with (the pool's, once it has live leases). */
   readonly c: number;
-  /** When the caller joined the queue (ms, this instance's view of the store clock). */
-  readonly s?: number;
-}
-
-interface Observed<T> {
-  readonly kv: IKeyValue;
-  readonly value: T;
 }
 
 /**
@@ -123,14 +113,13 @@ interface Observed<T> {
  * neither can reach it; revisions stay below 2^53 / 2^15 (2.7e11 writes) as safe integers.
  */
 const INDEX_SCALE = 32_768;
-const MAX_CAS_ROUNDS = 64;
 /** Queue heads read per hand-over: more than enough to fill the room a release frees in one step. */
 const HEADS_READ = 64;
 const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 
 export class EtcdPermits implements PermitStore {
   private readonly room: WaitRoom<PermitAcquireOutcome>;
-  private readonly watchers = new Map<string, Promise<{ cancel(): Promise<void> }>>();
+  private readonly handOvers: HandOverWatches;
 
   constructor(private readonly deps: EtcdPermitsDeps) {
     this.room = new WaitRoom<PermitAcquireOutcome>({
@@ -143,6 +132,7 @@ export class EtcdPermits implements PermitStore {
       },
       visit: (roomKey, waiters) => this.visit(roomKey, waiters),
     });
+    this.handOvers = new HandOverWatches(deps.client, this.room);
   }
 
   visitAll(): void {
@@ -151,7 +141,7 @@ export class EtcdPermits implements PermitStore {
 
   async closeAll(reason: unknown): Promise<void> {
     await this.room.closeAll(reason);
-    await Promise.allSettled([...this.watchers.values()].map(async (w) => (await w).cancel()));
+    await this.handOvers.closeAll();
   }
 
   async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
@@ -227,20 +217,8 @@ export class EtcdPermits implements PermitStore {
       const nowMs = this.deps.now();
       const live = liveLeases(pool, nowMs);
       if (!pool || !live.some((l) => l.o === ownerToken)) return false;
-      const txn = await this.deps.txn({
-        compare: [this.unchanged(kind, key, pool)],
-        success: [
-          await this.putPool(
-            kind,
-            key,
-            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: live.filter((l) => l.o !== ownerToken) },
-            pool.value.k,
-          ),
-        ],
-      });
-      if (!txn.succeeded) continue;
-      if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
-      return true;
+      const kept = live.filter((l) => l.o !== ownerToken);
+      if (await this.dropLeases(kind, key, { pool, queued, revision }, kept)) return true;
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }
@@ -274,20 +252,10 @@ export class EtcdPermits implements PermitStore {
       const evicted = liveLeases(pool, this.deps.now()).filter((l) => fencingToken === undefined || l.t === fencingToken);
       if (!pool || evicted.length === 0) return [];
       const gone = new Set(evicted.map((l) => l.o));
-      const txn = await this.deps.txn({
-        compare: [this.unchanged(kind, key, pool)],
-        success: [
-          await this.putPool(
-            kind,
-            key,
-            { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: pool.value.l.filter((l) => !gone.has(l.o)) },
-            pool.value.k,
-          ),
-        ],
-      });
-      if (!txn.succeeded) continue;
-      if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
-      return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+      const kept = pool.value.l.filter((l) => !gone.has(l.o));
+      if (await this.dropLeases(kind, key, { pool, queued, revision }, kept)) {
+        return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+      }
     }
     throw new StoreUnavailableError('too much contention on one key to decide in time');
   }
@@ -472,33 +440,8 @@ export class EtcdPermits implements PermitStore {
 
   /** One watch per pool this instance has callers waiting for; a put naming one of them is its hand-over. */
   private async watchPool(kind: PermitKind, key: string): Promise<void> {
-    const id = roomKey(kind, key);
-    let watcher = this.watchers.get(id);
-    if (!watcher) {
-      watcher = this.deps.client
-        .watch()
-        .key(this.deps.keys.pool(kind, key))
-        .only('put')
-        .create()
-        .then((w) => {
-          w.on('put', (kv) => {
-            for (const waiterId of parseJson<PoolRecord>(kv.value)?.g ?? []) this.room.granted(waiterId);
-          });
-          w.on('error', () => undefined);
-          return w;
-        });
-      this.watchers.set(id, watcher);
-      watcher.catch(() => this.watchers.delete(id));
-      // Stop watching once nobody here waits for this pool any more.
-      const sweep = setInterval(() => {
-        if (this.room.hasWaitersOn(id)) return;
-        clearInterval(sweep);
-        this.watchers.delete(id);
-        void watcher?.then((w) => w.cancel()).catch(() => undefined);
-      }, 5_000);
-      sweep.unref();
-    }
-    await this.deps.call(() => watcher);
+    const handedTo = (value: Buffer) => parseJson<PoolRecord>(value)?.g ?? [];
+    await this.deps.call(() => this.handOvers.open(roomKey(kind, key), this.deps.keys.pool(kind, key), handedTo));
   }
 
   // ---- plumbing ----
@@ -538,6 +481,28 @@ export class EtcdPermits implements PermitStore {
       queued: Number(read.responses[1]?.response_range.count ?? 0),
       revision: Number(read.header.revision),
     };
+  }
+
+  /**
+   * A release or an eviction: writes the pool read at `read.revision` with only the leases `kept` (a
+   * change a watcher counts: the index base moves), then hands the room freed to the callers queued.
+   * False when the pool changed since it was read (nothing was written).
+   */
+  private async dropLeases(
+    kind: PermitKind,
+    key: string,
+    read: { pool: Observed<PoolRecord>; queued: number; revision: number },
+    kept: readonly PermitLeaseRecord[],
+  ): Promise<boolean> {
+    const { pool, queued, revision } = read;
+    const next = { c: pool.value.c, x: (revision + 1) * INDEX_SCALE, l: kept };
+    const txn = await this.deps.txn({
+      compare: [this.unchanged(kind, key, pool)],
+      success: [await this.putPool(kind, key, next, pool.value.k)],
+    });
+    if (!txn.succeeded) return false;
+    if (queued > 0) await this.handOver(kind, key).catch(() => undefined);
+    return true;
   }
 
   /** The compare of a change: the pool record is as it was read (absent: still absent). */

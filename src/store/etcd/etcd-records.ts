@@ -12,16 +12,32 @@ export function parseJson<T>(value: Buffer | undefined): T | null {
   }
 }
 
-/** What the lock and permit waiter records share: the end of the wait, the label and when it joined. */
-interface QueuedRecord {
+/** What a queued caller's record holds for a lock and for a permit alike. */
+export interface WaiterRecordBase {
+  /** The owner token the lease will be granted under. */
+  readonly o: string;
+  readonly ttl: number;
   /** End of the wait (ms): a waiter past it is skipped. */
   readonly d: number;
   readonly h: string | null;
-  /** When it joined the queue (ms); absent in records written before it was kept. */
+  /** When the caller joined the queue (ms, this instance's view of the store clock); absent in records written before it was kept. */
   readonly s?: number;
+}
+
+/** A waiter record as the queue listing reads it, of either kind. */
+interface QueuedRecord extends WaiterRecordBase {
   /** Permits only: the weight asked for. */
   readonly w?: number;
 }
+
+/** A record read with its etcd key-value (its revisions guard the next change). */
+export interface Observed<T> {
+  readonly kv: IKeyValue;
+  readonly value: T;
+}
+
+/** Compare-and-set rounds before a call gives up with a 503: contention this high means something is wrong. */
+export const MAX_CAS_ROUNDS = 64;
 
 /**
  * Waiter records read in queue order (create revision) as inspect lists them: live ones only, at most

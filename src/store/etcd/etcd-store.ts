@@ -29,9 +29,11 @@ import {
   type RenewOutcome,
   type SlotOutcome,
 } from '../../domain/lock-store.js';
+import { HandOverWatches } from './etcd-watches.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdPermits } from './etcd-permits.js';
-import { callEtcd, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest, type StoredReleaseRequest } from './etcd-records.js';
+import type { Observed, StoredReleaseRequest, WaiterRecordBase } from './etcd-records.js';
+import { callEtcd, MAX_CAS_ROUNDS, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest } from './etcd-records.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -67,21 +69,9 @@ interface LockRecord {
   readonly r?: StoredReleaseRequest;
 }
 
-interface WaiterRecord {
-  readonly o: string;
-  readonly ttl: number;
-  /** End of the wait (ms): a waiter past it is skipped. */
-  readonly d: number;
-  readonly h: string | null;
+interface WaiterRecord extends WaiterRecordBase {
   /** The lock-delay the waiter asked for, carried into the lease it is handed. */
   readonly ld?: number;
-  /** When the caller joined the queue (ms, this instance's view of the store clock). */
-  readonly s?: number;
-}
-
-interface Observed<T> {
-  readonly kv: IKeyValue;
-  readonly value: T;
 }
 
 /**
@@ -90,8 +80,6 @@ interface Observed<T> {
  * would use (the Redis store's WAITER_LIVENESS_MS, enforced by etcd).
  */
 const SESSION_TTL_S = 3;
-/** Compare-and-set rounds before a call gives up with a 503: contention this high means something is wrong. */
-const MAX_CAS_ROUNDS = 64;
 /** Lock records and slots hang on shared leases, one per second of end time: etcd removes them once ended. */
 const LEASE_BUCKET_MS = 1000;
 /** Records outlive their lease end by this before etcd drops them (a dropped record is simply a free lock). */
@@ -135,7 +123,7 @@ export class EtcdStore implements LockStore {
   private readonly heartbeat: NodeJS.Timeout;
   private readonly bucketLeases = new Map<number, Promise<string>>();
   private session: Lease | undefined;
-  private readonly watchers = new Map<string, Promise<{ cancel(): Promise<void> }>>();
+  private readonly handOvers: HandOverWatches;
   private closed = false;
 
   constructor(options: EtcdStoreOptions) {
@@ -151,6 +139,7 @@ export class EtcdStore implements LockStore {
       release: (key, ownerToken) => this.release(key, ownerToken),
       visit: (key, waiters) => this.visit(key, waiters),
     });
+    this.handOvers = new HandOverWatches(this.client, this.room);
     this.permits = new EtcdPermits({
       client: this.client,
       keys: this.keys,
@@ -553,7 +542,7 @@ export class EtcdStore implements LockStore {
     clearInterval(this.heartbeat);
     await this.room.closeAll(new StoreUnavailableError('the store is closing'));
     await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
-    await Promise.allSettled([...this.watchers.values()].map(async (w) => (await w).cancel()));
+    await this.handOvers.closeAll();
     if (this.session) await this.session.revoke().catch(() => undefined);
     this.client.close();
   }
@@ -695,33 +684,11 @@ export class EtcdStore implements LockStore {
 
   /** One watch per lock this instance has callers waiting for; a put naming one of them is its hand-over. */
   private async watchLock(key: string): Promise<void> {
-    let watcher = this.watchers.get(key);
-    if (!watcher) {
-      watcher = this.client
-        .watch()
-        .key(this.keys.lock(key))
-        .only('put')
-        .create()
-        .then((w) => {
-          w.on('put', (kv) => {
-            const value = parseJson<LockRecord>(kv.value);
-            if (value?.w !== undefined) this.room.granted(value.w);
-          });
-          w.on('error', () => undefined);
-          return w;
-        });
-      this.watchers.set(key, watcher);
-      watcher.catch(() => this.watchers.delete(key));
-      // Stop watching once nobody here waits for this lock any more.
-      const sweep = setInterval(() => {
-        if (this.room.hasWaitersOn(key)) return;
-        clearInterval(sweep);
-        this.watchers.delete(key);
-        void watcher?.then((w) => w.cancel()).catch(() => undefined);
-      }, 5_000);
-      sweep.unref();
-    }
-    await this.call(() => watcher);
+    const handedTo = (value: Buffer) => {
+      const w = parseJson<LockRecord>(value)?.w;
+      return w === undefined ? [] : [w];
+    };
+    await this.call(() => this.handOvers.open(key, this.keys.lock(key), handedTo));
   }
 
   /** This instance's session lease (kept alive by the client); a lost one is replaced for new waiters. */

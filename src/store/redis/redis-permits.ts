@@ -31,7 +31,7 @@ import {
   releaseRequestPayload,
   type PermitAcquireReply,
 } from './replies.js';
-import type { HandOverArgs, Scripts } from './scripts.js';
+import type { HandOverArgs, ScriptArgs, ScriptName, Scripts } from './scripts.js';
 import { WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { ScriptLane } from './script-lane.js';
 
@@ -192,46 +192,29 @@ export class RedisPermits implements PermitStore {
     fencingToken: number,
     request: ReleaseRequestInput,
   ): Promise<ReleaseRequest | null> {
-    return this.deps.call(async () =>
-      parseRequestRelease(
-        'permit-request-release',
-        await this.deps.scripts.run('permitRequestRelease', {
-          keys: this.deps.keys.permitKeys(kind, key),
-          fencingToken,
-          payload: releaseRequestPayload(request),
-          channelPrefix: this.deps.keys.grantChannelPrefix(),
-        }),
-        request,
-      ),
-    );
+    const args = {
+      keys: this.deps.keys.permitKeys(kind, key),
+      fencingToken,
+      payload: releaseRequestPayload(request),
+      channelPrefix: this.deps.keys.grantChannelPrefix(),
+    };
+    return this.script('permitRequestRelease', args, (raw) => parseRequestRelease('permit-request-release', raw, request));
   }
 
   private renewLease(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
-    return this.deps.call(async () =>
-      parseLease(
-        'permit-renew',
-        await this.deps.scripts.run('permitRenew', {
-          keys: this.deps.keys.permitKeys(kind, key),
-          ownerToken,
-          ttlMs,
-          graceMs: this.deps.graceMs,
-        }),
-      ),
-    );
+    const args = { keys: this.deps.keys.permitKeys(kind, key), ownerToken, ttlMs, graceMs: this.deps.graceMs };
+    return this.script('permitRenew', args, (raw) => parseLease('permit-renew', raw));
   }
 
   releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
-    return this.deps.call(async () =>
-      parseRelease(
-        await this.deps.scripts.run('permitRelease', {
-          graceMs: this.deps.graceMs,
-          channelPrefix: this.deps.keys.grantChannelPrefix(),
-          lockName: key,
-          keys: this.deps.keys.permitKeys(kind, key),
-          ownerToken,
-        }),
-      ),
-    );
+    const args = {
+      graceMs: this.deps.graceMs,
+      channelPrefix: this.deps.keys.grantChannelPrefix(),
+      lockName: key,
+      keys: this.deps.keys.permitKeys(kind, key),
+      ownerToken,
+    };
+    return this.script('permitRelease', args, parseRelease);
   }
 
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
@@ -239,10 +222,10 @@ export class RedisPermits implements PermitStore {
   }
 
   async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
-    const reply = await this.deps.call(async () =>
-      parsePermitInspect(
-        await this.deps.scripts.run('permitInspect', { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN }),
-      ),
+    const reply = await this.script(
+      'permitInspect',
+      { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN },
+      parsePermitInspect,
     );
     const held = reply.held;
     if (held === null) return { state: null, index: reply.index };
@@ -265,28 +248,19 @@ export class RedisPermits implements PermitStore {
 
   async permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
     const keys = this.deps.keys.permitKeys(kind, key);
-    const queued = await this.deps.call(async () =>
-      parseQueue(
-        await this.deps.scripts.run('queue', {
-          keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters },
-          limit,
-          layout: 'permit',
-        }),
-      ),
-    );
+    const args = { keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters }, limit, layout: 'permit' } as const;
+    const queued = await this.script('queue', args, parseQueue);
     return queued.map((q, i) => ({ position: i + 1, ...q }));
   }
 
   async forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
-    return this.deps.call(async () =>
-      parsePermitForceRelease(
-        await this.deps.scripts.run('permitForceRelease', {
-          ...this.handOverArgs(key),
-          keys: this.deps.keys.permitKeys(kind, key),
-          fencingToken,
-        }),
-      ),
-    );
+    const args = { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), fencingToken };
+    return this.script('permitForceRelease', args, parsePermitForceRelease);
+  }
+
+  /** Runs one script through the store's guard (RedisStore.call: every failure a StoreUnavailableError) and reads its reply. */
+  private script<N extends ScriptName, T>(name: N, args: ScriptArgs<N>, parse: (raw: unknown) => T): Promise<T> {
+    return this.deps.call(async () => parse(await this.deps.scripts.run(name, args)));
   }
 
   /** As RedisStore.list: SCAN with MATCH (never KEYS), then each key read with the inspect script. */
@@ -317,34 +291,19 @@ export class RedisPermits implements PermitStore {
 
   private cancel(waiter: PermitWaiter) {
     const { kind, key } = splitRoomKey(waiter.key);
-    return this.deps.acquires.run(
-      () =>
-        this.deps.call(async () =>
-          parseCancel(
-            await this.deps.scripts.run('permitCancel', {
-              ...this.handOverArgs(key),
-              keys: this.deps.keys.permitKeys(kind, key),
-              waiterId: waiter.id,
-              ownerToken: waiter.ownerToken,
-            }),
-          ),
-        ),
-      false,
-    );
+    const args = {
+      ...this.handOverArgs(key),
+      keys: this.deps.keys.permitKeys(kind, key),
+      waiterId: waiter.id,
+      ownerToken: waiter.ownerToken,
+    };
+    return this.deps.acquires.run(() => this.script('permitCancel', args, parseCancel), false);
   }
 
   private visit(roomKeyText: string, waiters: readonly Waiter[]) {
     const { kind, key } = splitRoomKey(roomKeyText);
-    return this.deps.call(async () =>
-      parsePermitHeartbeat(
-        await this.deps.scripts.run('permitHeartbeat', {
-          ...this.handOverArgs(key),
-          keys: this.deps.keys.permitKeys(kind, key),
-          livenessMs: this.deps.livenessMs,
-          waiters,
-        }),
-      ),
-    );
+    const args = { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), livenessMs: this.deps.livenessMs, waiters };
+    return this.script('permitHeartbeat', args, parsePermitHeartbeat);
   }
 
   private handOverArgs(key: string): HandOverArgs {
