@@ -443,7 +443,20 @@ export function defineScripts(redis: RedisClient): Scripts {
       const nonce = newNonce();
       const argv = buildArgs(args);
       argv.push(nonce);
-      if (direct !== null) return unwrapEcho(name, await direct(name, argv), nonce);
+      if (direct !== null) {
+        // EVALSHA sha numkeys keys... args...; a variable-keys script's arguments start with their key count.
+        const numberOfKeys = SCRIPTS[name].numberOfKeys;
+        if (numberOfKeys === VARIABLE_KEYS) argv.unshift(direct.sha(name));
+        else argv.unshift(direct.sha(name), numberOfKeys);
+        let raw: unknown;
+        try {
+          raw = await direct.send(name, argv, false);
+        } catch (err) {
+          if (!isNoScript(err)) throw err;
+          raw = await direct.send(name, argv, true);
+        }
+        return unwrapEcho(name, raw, nonce);
+      }
       const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
       return unwrapEcho(name, await command.call(redis, argv), nonce);
@@ -463,10 +476,7 @@ const isNoScript = (err: unknown): boolean => err instanceof Error && err.messag
  * source, so a new connection (after a Redis restart) never gets NOSCRIPT; a cache flushed under an open
  * connection answers NOSCRIPT once, and the call is sent again as an EVAL. Null: use the defined commands.
  */
-function directSender(
-  redis: RedisClient,
-  sources: Record<ScriptName, string>,
-): ((name: ScriptName, argv: Arg[]) => Promise<unknown>) | null {
+function directSender(redis: RedisClient, sources: Record<ScriptName, string>): DirectSender | null {
   if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true || redis.options.keyPrefix) return null;
   const shas = {} as Record<ScriptName, string>;
   const loaded = {} as Record<ScriptName, WeakSet<object>>;
@@ -493,27 +503,27 @@ function directSender(
       return super.toWritable(socket);
     }
   }
-  const send = (name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown> => {
-    const command = new ScriptCommand(name, args);
-    if (asEval) {
-      command.name = 'eval';
-      command.args[0] = sources[name];
-    }
-    void redis.sendCommand(command);
-    return command.promise;
+  return {
+    sha: (name) => shas[name],
+    send(name, args, asEval) {
+      // The command copies `args` (ioredis flattens them): a retry may send the same array again.
+      const command = new ScriptCommand(name, args);
+      if (asEval) {
+        command.name = 'eval';
+        command.args[0] = sources[name];
+      }
+      void redis.sendCommand(command);
+      return command.promise;
+    },
   };
-  return async (name, argv) => {
-    const numberOfKeys = SCRIPTS[name].numberOfKeys;
-    // EVALSHA sha numkeys keys... args...; a variable-keys script's arguments start with their key count.
-    if (numberOfKeys === VARIABLE_KEYS) argv.unshift(shas[name]);
-    else argv.unshift(shas[name], numberOfKeys);
-    try {
-      return await send(name, argv, false);
-    } catch (err) {
-      if (!isNoScript(err)) throw err;
-      return send(name, argv.slice(), true);
-    }
-  };
+}
+
+/** Script calls sent as commands of their own (see directSender). */
+interface DirectSender {
+  /** The SHA1 of the script's source, as EVALSHA names it. */
+  sha(name: ScriptName): string;
+  /** Sends EVALSHA (EVAL with the source when `asEval`, or on a socket that has not run it) with `args` (sha, numkeys, keys, args). */
+  send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
 }
 
 /**
