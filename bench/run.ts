@@ -60,7 +60,7 @@ const ALL_SCENARIOS: LoopScenario[] = [
 const USAGE = `npm run bench -- [options]
 
   --quick             one short round at concurrency 50 (about a minute on an idle 2-core machine)
-  --rounds N          rounds of every scenario (default 3; 1 with --quick)
+  --rounds N          rounds of every scenario (default 5; 1 with --quick)
   --duration-ms MS    measured window per scenario (default 5000; 1500 with --quick)
   --scenarios a,b     loop scenarios to run (default all: ${ALL_SCENARIOS.join(', ')})
   --concurrency a,b   client concurrencies (default 50,200; 50 with --quick)
@@ -130,7 +130,7 @@ const profiledAux = args.only === 'memory' || args.only === 'waiting' || args.on
 
 const quick = args.quick ?? false;
 const settings = {
-  rounds: Number(args.rounds ?? (quick ? 1 : 3)),
+  rounds: Number(args.rounds ?? (quick ? 1 : 5)),
   warmMs: quick ? 300 : 1000,
   durationMs: Number(args['duration-ms'] ?? (quick ? 1500 : 5000)),
   concurrencies: args.concurrency ? args.concurrency.split(',').map(Number) : quick ? [50] : [50, 200],

@@ -203,7 +203,10 @@ export class LeaseRules {
   async release(namespace: string, key: string, ownerToken: string, releaseInStore: (id: string) => Promise<boolean>): Promise<void> {
     // The quota unit is named by the owner token, so it is given back in the same round trip: a token
     // that holds no lease has no unit either (or one whose lease has ended), and freeing it costs nothing.
-    const [released] = await Promise.all([releaseInStore(lockId(namespace, key)), this.parts.quota.free(namespace, ownerToken)]);
+    // (Without slots of its own, the quota has nothing to give back: no second call to wait for.)
+    const [released] = this.parts.quota.keepsSlots
+      ? await Promise.all([releaseInStore(lockId(namespace, key)), this.parts.quota.free(namespace, ownerToken)])
+      : [await releaseInStore(lockId(namespace, key))];
     if (!released) {
       this.parts.observer.lostLease?.('release');
       throw new NotOwnerError(key);

@@ -364,7 +364,7 @@ export class LeaseService {
     );
   }
 
-  async release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
+  release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
     return this.observe(kind, 'release', () =>
       this.lane(kind).rules.release(namespace, key, ownerToken, (id) => this.store.release(kind, [id], ownerToken)),
     );

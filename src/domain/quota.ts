@@ -40,8 +40,18 @@ export class NamespaceQuota {
    * is given straight back before anyone hears of it, so no caller is ever told it holds a lock over
    * the namespace's cap (another caller may, for that instant, be told the lock is held).
    */
-  async grantNow<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
+  grantNow<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
+    // No cap here (none, or kept inside the store's lock steps): the acquire itself, without a promise around it.
     if (this.maxHeldLocks <= 0) return acquire();
+    return this.grantWithSlot(claim, acquire);
+  }
+
+  /** True when this quota keeps slots of its own (a cap, not kept inside the store). */
+  get keepsSlots(): boolean {
+    return this.maxHeldLocks > 0;
+  }
+
+  private async grantWithSlot<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
     const [slot, lease] = await Promise.allSettled([
       this.store.reserveSlot(claim.namespace, claim.ownerToken, claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks),
       acquire(),

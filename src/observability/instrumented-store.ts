@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { isDomainError, OverloadedError } from '../domain/errors.js';
 import type {
   AcquireInput,
@@ -138,23 +139,50 @@ export class InstrumentedStore implements LockStore {
     };
   }
 
+  // acquire, renew and release (every lock call) time themselves inline rather than through timed():
+  // the same figures without a promise and three closures more per call.
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
     // A waiting acquire's duration is mostly the wait (reported as keyholder_lock_wait_seconds), not
     // store latency: it is reported as waiting, and the latency metrics leave it out.
-    const outcome = await this.timed('acquire', () => this.inner.acquire(input), Boolean(input.waitMs));
+    const waiting = Boolean(input.waitMs);
+    const started = performance.now();
+    let outcome: AcquireOutcome;
+    try {
+      outcome = await this.inner.acquire(input);
+    } catch (err) {
+      this.sink.storeCall('acquire', this.failure(err), (performance.now() - started) / 1000, waiting);
+      throw err;
+    }
+    this.sink.storeCall('acquire', 'ok', (performance.now() - started) / 1000, waiting);
     // A replay is the earlier lease, already tracked under its own owner token.
     if (outcome.acquired && outcome.replayed === undefined) this.leases.granted(input.ownerToken, input.ttlMs);
     return outcome;
   }
 
   async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
-    const outcome = await this.timed('renew', () => this.inner.renew(key, ownerToken, ttlMs));
+    const started = performance.now();
+    let outcome: RenewOutcome;
+    try {
+      outcome = await this.inner.renew(key, ownerToken, ttlMs);
+    } catch (err) {
+      this.sink.storeCall('renew', this.failure(err), (performance.now() - started) / 1000, false);
+      throw err;
+    }
+    this.sink.storeCall('renew', 'ok', (performance.now() - started) / 1000, false);
     if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
     return outcome;
   }
 
   async release(key: string, ownerToken: string): Promise<boolean> {
-    const released = await this.timed('release', () => this.inner.release(key, ownerToken));
+    const started = performance.now();
+    let released: boolean;
+    try {
+      released = await this.inner.release(key, ownerToken);
+    } catch (err) {
+      this.sink.storeCall('release', this.failure(err), (performance.now() - started) / 1000, false);
+      throw err;
+    }
+    this.sink.storeCall('release', 'ok', (performance.now() - started) / 1000, false);
     if (released) {
       const heldSeconds = this.leases.released(ownerToken);
       if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
@@ -217,12 +245,14 @@ export class InstrumentedStore implements LockStore {
     return measure<T, StoreCallResult>(
       run,
       'ok',
-      // Any domain answer but "unavailable" (a full wait queue, say) is the store working as it should.
-      (err) => {
-        if (err instanceof OverloadedError && err.budget === 'store_queue') this.sink.storeQueueShed();
-        return isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error';
-      },
+      (err) => this.failure(err),
       (result, seconds) => this.sink.storeCall(op, result, seconds, waiting),
     );
+  }
+
+  /** How a failed call counts: any domain answer but "unavailable" (a full wait queue, say) is the store working as it should. */
+  private failure(err: unknown): StoreCallResult {
+    if (err instanceof OverloadedError && err.budget === 'store_queue') this.sink.storeQueueShed();
+    return isDomainError(err) ? (err.code === 'store_unavailable' ? 'unavailable' : 'ok') : 'error';
   }
 }

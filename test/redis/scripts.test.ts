@@ -719,3 +719,27 @@ describe('rate-lease.lua, through RedisRatePermits (the rate limiter shared by i
     }
   });
 });
+
+describe('the script table on the connection', () => {
+  /** Calls of EVAL and EVALSHA since the last CONFIG RESETSTAT, failed ones included. */
+  async function evalCalls(): Promise<{ eval: number; evalsha: number; evalshaFailed: number }> {
+    const info = await lua.raw.info('commandstats');
+    const stat = (command: string, field: string) => Number(new RegExp(`cmdstat_${command}:.*\\b${field}=(\\d+)`).exec(info)?.[1] ?? 0);
+    return { eval: stat('eval', 'calls'), evalsha: stat('evalsha', 'calls'), evalshaFailed: stat('evalsha', 'failed_calls') };
+  }
+
+  it('a script cache flushed under the open connection costs one NOSCRIPT, answered by sending the source again', async () => {
+    expect(await acquire('owner-before')).toEqual([1, int, int]);
+    expect(await release('owner-before')).toEqual(1);
+    await lua.raw.script('FLUSH');
+    await lua.raw.config('RESETSTAT');
+    // Each script's first call after the flush is refused NOSCRIPT and sent again with its source.
+    expect(await acquire('owner-after')).toEqual([1, int, int]);
+    expect(await release('owner-after')).toEqual(1);
+    expect(await evalCalls()).toMatchObject({ eval: 2, evalshaFailed: 2 });
+    // From then on, the script is called by its hash alone.
+    expect(await acquire('owner-next')).toEqual([1, int, int]);
+    expect(await release('owner-next')).toEqual(1);
+    expect(await evalCalls()).toMatchObject({ eval: 2, evalsha: 4, evalshaFailed: 2 });
+  });
+});

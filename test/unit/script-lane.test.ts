@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { OverloadedError } from '../../src/domain/errors.js';
 import { ScriptLane } from '../../src/store/redis/script-lane.js';
 
@@ -27,6 +27,10 @@ function gatedCall() {
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('ScriptLane', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('runs at most `limit` calls at once and starts the queued ones in arrival order', async () => {
     const lane = new ScriptLane(2, 60_000);
     const calls = Array.from({ length: 5 }, () => gatedCall());
@@ -71,6 +75,36 @@ describe('ScriptLane', () => {
     expect(patient.started).toBe(true);
     patient.finish();
     expect(await patientResult).toBe('done');
+  });
+
+  it('keeps one timer for the whole queue and refuses each call at its own bound', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const lane = new ScriptLane(1, 30);
+    const first = gatedCall();
+    const running = lane.run(first.work, true);
+    await vi.advanceTimersByTimeAsync(0);
+    const early = Array.from({ length: 50 }, () => gatedCall());
+    const earlyResults = early.map((c) => lane.run(c.work, true).catch((err: unknown) => err));
+    await vi.advanceTimersByTimeAsync(0);
+    // Fifty calls queued: one timer, not one each.
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(20);
+    const late = gatedCall();
+    const lateResult = lane.run(late.work, true).catch((err: unknown) => err);
+    await vi.advanceTimersByTimeAsync(10);
+    // The first fifty waited 30 ms: refused. The late one has waited 10 ms and is still queued.
+    for (const result of await Promise.all(earlyResults)) expect(result).toBeInstanceOf(OverloadedError);
+    expect(vi.getTimerCount()).toBe(1);
+    let lateSettled = false;
+    void lateResult.then(() => (lateSettled = true));
+    await vi.advanceTimersByTimeAsync(19);
+    expect(lateSettled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await lateResult).toBeInstanceOf(OverloadedError);
+    expect(early.some((c) => c.started) || late.started).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
+    first.finish();
+    expect(await running).toBe('done');
   });
 
   it('gives the place back when a call fails', async () => {

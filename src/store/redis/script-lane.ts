@@ -16,11 +16,26 @@ import { OverloadedError } from '../../domain/errors.js';
  * and may retry elsewhere. Other calls (cancels, which take a caller out of a queue in Redis) always
  * wait their turn: dropping one would leave a waiter in Redis that nobody answers.
  */
+/** A call waiting for its place: started (resolve) or refused (reject) once, whichever comes first. */
+interface Queued {
+  readonly resolve: () => void;
+  readonly reject: (err: Error) => void;
+  /** When it is refused if still queued (performance.now() ms); Infinity for a call that is never refused. */
+  readonly refuseAt: number;
+  done: boolean;
+}
+
 export class ScriptLane {
   private running = 0;
-  /** Each queued call's start: false if it was refused meanwhile (then it is skipped). */
-  private readonly queue: Array<(() => boolean) | undefined> = [];
+  /** The queued calls in arrival order; a started one is cleared, a refused one stays marked done. */
+  private readonly queue: Array<Queued | undefined> = [];
   private head = 0;
+  /**
+   * One timer for the whole queue, not one per queued call: it fires at the oldest refusable call's
+   * bound, refuses what has waited too long and is set again for the next. Refusable calls share one
+   * bound, so their deadlines are in queue order.
+   */
+  private refusalTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly limit: number,
@@ -47,33 +62,38 @@ export class ScriptLane {
 
   private turn(refusable: boolean): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      let done = false;
-      const refuse = () => {
-        if (done) return;
-        done = true;
-        reject(
-          new OverloadedError(
-            'store_queue',
-            1000,
-            `this instance already has ${this.limit} acquires in the store and could not send this one within ${this.maxQueueMs} ms; refused before any store work, retry after Retry-After or on another instance`,
-          ),
-        );
-      };
-      const timer = refusable ? setTimeout(refuse, this.maxQueueMs) : undefined;
-      this.queue.push(() => {
-        if (done) return false;
-        done = true;
-        clearTimeout(timer);
-        resolve();
-        return true;
-      });
+      this.queue.push({ resolve, reject, refuseAt: refusable ? performance.now() + this.maxQueueMs : Infinity, done: false });
+      if (refusable && this.refusalTimer === undefined) this.refusalTimer = setTimeout(this.refuseLate, this.maxQueueMs);
     });
   }
+
+  /** Refuses the queued refusable calls past their bound, and sets the timer for the next one still queued. */
+  private readonly refuseLate = (): void => {
+    this.refusalTimer = undefined;
+    const now = performance.now();
+    for (let i = this.head; i < this.queue.length; i++) {
+      const queued = this.queue[i];
+      if (queued === undefined || queued.done || queued.refuseAt === Infinity) continue;
+      if (queued.refuseAt > now) {
+        // The first refusable call not yet late: the next bound (a timer may fire a little early).
+        this.refusalTimer = setTimeout(this.refuseLate, Math.max(1, Math.ceil(queued.refuseAt - now)));
+        return;
+      }
+      queued.done = true;
+      queued.reject(
+        new OverloadedError(
+          'store_queue',
+          1000,
+          `this instance already has ${this.limit} acquires in the store and could not send this one within ${this.maxQueueMs} ms; refused before any store work, retry after Retry-After or on another instance`,
+        ),
+      );
+    }
+  };
 
   /** Hands the place just freed to the first queued call still waiting (refused ones are skipped). */
   private next(): void {
     while (this.head < this.queue.length) {
-      const start = this.queue[this.head];
+      const queued = this.queue[this.head];
       this.queue[this.head] = undefined;
       this.head++;
       // The started part of the array is cut off now and then, not on every call (shift is O(n)).
@@ -81,7 +101,9 @@ export class ScriptLane {
         this.queue.splice(0, this.head);
         this.head = 0;
       }
-      if (start?.()) {
+      if (queued !== undefined && !queued.done) {
+        queued.done = true;
+        queued.resolve();
         this.running++;
         return;
       }

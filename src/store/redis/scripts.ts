@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 // Node's own, not the global: a test's fake timers must not hold back the writes to Redis.
 import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
-import { Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
+import { Command as RedisCommand, Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
 import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
@@ -426,24 +427,103 @@ const COMMANDS = Object.fromEntries(
 export function defineScripts(redis: RedisClient): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
+  const sources = {} as Record<ScriptName, string>;
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
     const { numberOfKeys } = SCRIPTS[name];
+    sources[name] = withEcho(scriptSource(name));
     // Without numberOfKeys, ioredis takes the first argument as the key count.
-    redis.defineCommand(COMMANDS[name], { lua: withEcho(scriptSource(name)), ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
+    redis.defineCommand(COMMANDS[name], { lua: sources[name], ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
   }
   const batchWrites = tickBatcher(redis);
+  const direct = directSender(redis, sources);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
       batchWrites();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
-      const command = commands[COMMANDS[name]] as Command;
       const argv = buildArgs(args);
       argv.push(nonce);
+      if (direct !== null) {
+        // EVALSHA sha numkeys keys... args...; a variable-keys script's arguments start with their key count.
+        const numberOfKeys = SCRIPTS[name].numberOfKeys;
+        if (numberOfKeys === VARIABLE_KEYS) argv.unshift(direct.sha(name));
+        else argv.unshift(direct.sha(name), numberOfKeys);
+        let raw: unknown;
+        try {
+          raw = await direct.send(name, argv, false);
+        } catch (err) {
+          if (!isNoScript(err)) throw err;
+          raw = await direct.send(name, argv, true);
+        }
+        return unwrapEcho(name, raw, nonce);
+      }
+      const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
       return unwrapEcho(name, await command.call(redis, argv), nonce);
     },
   };
+}
+
+/** The NOSCRIPT error: Redis no longer has the script (its cache was flushed); EVAL sends it again. */
+const isNoScript = (err: unknown): boolean => err instanceof Error && err.message.includes('NOSCRIPT');
+
+/**
+ * On one Redis connection without auto-pipelining or an ioredis key prefix (how the store connects to a
+ * single Redis), a script call is one EVALSHA command sent straight to the client: the same command and
+ * reply as through the `kh<Name>` command ioredis defines, without the extra promise that command chains
+ * onto every call (for its NOSCRIPT retry, done here only when that error comes) and the copies of the
+ * arguments it makes. As in ioredis, the first call of a script on each socket is an EVAL carrying its
+ * source, so a new connection (after a Redis restart) never gets NOSCRIPT; a cache flushed under an open
+ * connection answers NOSCRIPT once, and the call is sent again as an EVAL. Null: use the defined commands.
+ */
+function directSender(redis: RedisClient, sources: Record<ScriptName, string>): DirectSender | null {
+  if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true || redis.options.keyPrefix) return null;
+  const shas = {} as Record<ScriptName, string>;
+  const loaded = {} as Record<ScriptName, WeakSet<object>>;
+  for (const name of Object.keys(sources) as ScriptName[]) {
+    shas[name] = createHash('sha1').update(sources[name]).digest('hex');
+    loaded[name] = new WeakSet();
+  }
+  /** EVALSHA, or EVAL with the source on a socket that has not run this script yet. */
+  class ScriptCommand extends RedisCommand {
+    constructor(
+      readonly script: ScriptName,
+      args: Arg[],
+    ) {
+      super('evalsha', args, { replyEncoding: 'utf8' });
+    }
+
+    override toWritable(socket: object): string | Buffer {
+      const seen = loaded[this.script];
+      if (!seen.has(socket)) {
+        seen.add(socket);
+        this.name = 'eval';
+        this.args[0] = sources[this.script];
+      }
+      return super.toWritable(socket);
+    }
+  }
+  return {
+    sha: (name) => shas[name],
+    send(name, args, asEval) {
+      // The command copies `args` (ioredis flattens them): a retry may send the same array again.
+      const command = new ScriptCommand(name, args);
+      if (asEval) {
+        command.name = 'eval';
+        command.args[0] = sources[name];
+      }
+      void redis.sendCommand(command);
+      return command.promise;
+    },
+  };
+}
+
+/** Script calls sent as commands of their own (see directSender). */
+interface DirectSender {
+  /** The SHA1 of the script's source, as EVALSHA names it. */
+  sha(name: ScriptName): string;
+  /** Sends EVALSHA (EVAL with the source when `asEval`, or on a socket that has not run it) with `args` (sha, numkeys, keys, args). */
+  send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
 }
 
 /**
