@@ -113,6 +113,15 @@ async function post(
   return { status: res.statusCode, json };
 }
 
+/** An answer's status with its problem code, if any ("503 overloaded"): what an error count is made of. */
+function answerName(answer: { status: number; json: Record<string, unknown> }): string {
+  const { code, detail } = answer.json;
+  if (typeof code !== 'string') return String(answer.status);
+  // An overload refusal names the budget it was over in its detail ("over its event loop delay budget").
+  const budget = typeof detail === 'string' ? / over its (.+?) budget/.exec(detail)?.[1] : undefined;
+  return `${answer.status} ${code}${budget ? ` (${budget})` : ''}`;
+}
+
 async function get(pool: Pool, path: string): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await pool.request({ method: 'GET', path, headers: AUTH_HEADERS });
   const json = (await res.body.json()) as Record<string, unknown>;
@@ -177,11 +186,11 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.record('pair', t2 - t0);
           run.done();
@@ -197,11 +206,11 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/semaphores/${key}/acquire`, { limit: SEMAPHORE_LIMIT, ttlMs: 30_000, waitMs: 10_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/semaphores/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.record('pair', t2 - t0);
           run.done();
@@ -217,14 +226,14 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 10_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           clock.granted(t1, run.measuring);
           run.record('acquire', t1 - t0);
           const release = clock.releaseSent(now());
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
           release.answered(t2);
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.done();
         },
@@ -241,7 +250,7 @@ function httpScenario(task: LoopTask): Scenario {
           return async (run) => {
             const t0 = now();
             const renewed = await post(pool, `/v1/locks/${key}/renew`, body);
-            if (renewed.status !== 200) return run.error('renew', renewed.status);
+            if (renewed.status !== 200) return run.error('renew', answerName(renewed));
             run.record('renew', now() - t0);
             run.done();
           };
@@ -253,7 +262,7 @@ function httpScenario(task: LoopTask): Scenario {
         client: async () => async (run) => {
           const t0 = now();
           const echoed = await post(pool, '/echo', { ttlMs: 30_000 });
-          if (echoed.status !== 200) return run.error('request', echoed.status);
+          if (echoed.status !== 200) return run.error('request', answerName(echoed));
           run.record('request', now() - t0);
           run.done();
         },
