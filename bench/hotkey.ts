@@ -4,12 +4,12 @@ import type { LoopResult, LoopTask } from './protocol.js';
 import { commandsPerPair } from './report.js';
 
 /**
- * `npm run bench -- --only hotkey [--baseline DIR]`: hand-offs on one hot key (every caller acquires it
- * with waitMs, takes it, releases it at once), this build against another build of keyholder (DIR: a
+ * `npm run bench -- --only hotkey [--baseline DIR[,DIR...]]`: hand-offs on one hot key (every caller acquires it
+ * with waitMs, takes it, releases it at once), this build against other builds of keyholder (each DIR: a
  * checkout with `npm run build` done, e.g. a `git worktree add --detach` of an older commit). Each build
  * runs on its own redis-server, with the production settings of the loops (API keys, rate limiter,
  * quota, load shedding), so Redis CPU and INFO commandstats are each build's own. The builds take turns,
- * the other one first every other round, so a machine whose load drifts does not favour one; each figure
+ * another one first each round, so a machine whose load drifts does not favour one; each figure
  * is the median of the rounds (min to max).
  */
 export interface HotKeySettings {
@@ -17,8 +17,13 @@ export interface HotKeySettings {
   readonly warmMs: number;
   readonly durationMs: number;
   readonly concurrencies: readonly number[];
-  /** The other build's checkout, or undefined for this build alone. */
-  readonly baseline?: string;
+  /** The other builds' checkouts (none: this build alone). */
+  readonly baselines: readonly string[];
+  /**
+   * Start the processes last build first: a process started first has measured worse than an identical
+   * one started after it (docs/performance.md), so an A/B is run in both start orders.
+   */
+  readonly reverseStart?: boolean;
 }
 
 export interface HotKeyRow {
@@ -40,16 +45,20 @@ export async function measureHotKey(
   const owned: OwnedProcess[] = [];
   const redises: RedisServer[] = [];
   const builds: Array<[string, string]> = [['this build', ROOT]];
-  if (settings.baseline !== undefined) builds.push([`baseline (${settings.baseline})`, settings.baseline]);
+  for (const dir of settings.baselines) builds.push([`baseline (${dir})`, dir]);
   try {
-    const instances: Array<[string, Keyholder, RedisServer]> = [];
-    for (const [i, [name, root]] of builds.entries()) {
+    const started = new Map<number, [string, Keyholder, RedisServer]>();
+    const startOrder = [...builds.keys()];
+    if (settings.reverseStart === true) startOrder.reverse();
+    for (const i of startOrder) {
+      const [name, root] = builds[i] as [string, string];
       const redis = await RedisServer.start();
       redises.push(redis);
-      const kh = await startKeyholder(`keyholder-hot-${i}`, redis.url, dir, access, nodeFlags(i === 0 ? 'this' : 'baseline'), root);
+      const kh = await startKeyholder(`keyholder-hot-${i}`, redis.url, dir, access, nodeFlags(i === 0 ? 'this' : `baseline-${i}`), root);
       owned.push(kh.proc);
-      instances.push([name, kh, redis]);
+      started.set(i, [name, kh, redis]);
     }
+    const instances = builds.map((_, i) => started.get(i) as [string, Keyholder, RedisServer]);
     const rows: HotKeyRow[] = [];
     for (const c of settings.concurrencies) for (const [name] of instances) rows.push({ build: name, concurrency: c, results: [] });
     for (let round = 1; round <= settings.rounds; round++) {
@@ -119,6 +128,7 @@ export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySetting
   const lines = [
     `Hand-offs on one hot key: c callers each acquire it with waitMs, take it and release it at once; ` +
       `${settings.rounds} rounds of ${settings.durationMs / 1000} s per build and concurrency, taking turns; ` +
+      `processes started ${settings.reverseStart === true ? 'last build first' : 'this build first'}; ` +
       'median of the rounds (min–max). Hand-off: the release sent → the next caller’s 200. Server CPU: the ' +
       'keyholder process, user+system, per hand-off. Redis commands: INFO commandstats deltas per hand-off ' +
       '(each hand-off is one release and one queued acquire of the caller that just let go).',

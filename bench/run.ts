@@ -80,10 +80,11 @@ const USAGE = `npm run bench -- [options]
                       HISTORY=on and off, alternating (--rounds, default 4), Redis CPU and calls per pair,
                       and the bytes per event it writes to Redis; with --profile, both instances profiled
   --only hotkey       only the hot-key hand-offs (not part of a full run): --rounds rounds (default 5) at each
-                      --concurrency, each build on its own redis-server; with --baseline DIR, the build in
-                      DIR (a checkout with \`npm run build\` done) takes turns with this one (an A/B); with
-                      --profile, both instances profiled
-  --baseline DIR      the other build of --only hotkey
+                      --concurrency, each build on its own redis-server; with --baseline DIR[,DIR...], the
+                      builds in DIR (checkouts with \`npm run build\` done) take turns with this one (an
+                      A/B); with --profile, every instance profiled
+  --baseline DIRS     the other builds of --only hotkey, comma-separated
+  --reverse-start     --only hotkey: start the processes last build first (an A/B is run in both orders)
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -109,6 +110,7 @@ const { values: args } = parseArgs({
     'stress-cpu': { type: 'string' },
     profile: { type: 'boolean', default: false },
     baseline: { type: 'string' },
+    'reverse-start': { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
@@ -319,7 +321,8 @@ async function hotKeyOnly(): Promise<void> {
     warmMs: settings.warmMs,
     durationMs: settings.durationMs,
     concurrencies: settings.concurrencies,
-    baseline: args.baseline,
+    baselines: args.baseline === undefined ? [] : args.baseline.split(','),
+    reverseStart: args['reverse-start'],
   };
   const profileDir = join(ROOT, '.tmp/bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
   const flags = (build: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, build)}`] : []);
@@ -337,7 +340,7 @@ async function hotKeyOnly(): Promise<void> {
     `load ${loadBefore} before, ${loadAverage()} after\n\n`;
   let report = `${header}### Hot key\n\n${renderHotKey(rows, hotSettings)}`;
   if (args.profile) {
-    for (const build of hotSettings.baseline === undefined ? ['this'] : ['this', 'baseline']) {
+    for (const build of ['this', ...hotSettings.baselines.map((_, i) => `baseline-${i + 1}`)]) {
       report += `\n### CPU profile, ${build} build\n\n${renderProfile(summariseProfiles(join(profileDir, build), ROOT))}\n`;
     }
   }
