@@ -130,11 +130,12 @@ export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySetting
       `${settings.rounds} rounds of ${settings.durationMs / 1000} s per build and concurrency, taking turns; ` +
       `processes started ${settings.reverseStart === true ? 'last build first' : 'this build first'}; ` +
       'median of the rounds (min–max). Hand-off: the release sent → the next caller’s 200. Server CPU: the ' +
-      'keyholder process, user+system, per hand-off. Redis commands: INFO commandstats deltas per hand-off ' +
+      'keyholder process, user+system, per hand-off. Syscalls: read and write calls of each process (syscr + syscw of ' +
+      '/proc/<pid>/io, sockets and log file alike), per hand-off: a count the load on the machine does not change. Redis commands: INFO commandstats deltas per hand-off ' +
       '(each hand-off is one release and one queued acquire of the caller that just let go).',
     '',
-    '| build | c | hand-offs/s | acquire p50 / p99 ms | hand-off p50 / p99 ms | server CPU µs per hand-off | Redis CPU µs per hand-off | Redis calls / commands in scripts per hand-off | commands per hand-off (median round) | errors |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |',
+    '| build | c | hand-offs/s | acquire p50 / p99 ms | hand-off p50 / p99 ms | server CPU µs per hand-off | Redis CPU µs per hand-off | read + write syscalls per hand-off, keyholder / Redis | Redis calls / commands in scripts per hand-off | commands per hand-off (median round) | errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |',
   ];
   for (const row of rows) {
     const rs = row.results;
@@ -167,6 +168,12 @@ export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySetting
       )} | ${cell(
         rs.map((r) => ((r.redisCpuSeconds ?? NaN) * 1e6) / Math.max(1, r.units)),
         0,
+      )} | ${cell(
+        rs.map((r) => (r.serverIoCalls ?? NaN) / Math.max(1, r.units)),
+        1,
+      )} / ${cell(
+        rs.map((r) => (r.redisIoCalls ?? NaN) / Math.max(1, r.units)),
+        1,
       )} | ${cell(
         rs.map((r) => commandsPerPair(r)?.topLevel ?? NaN),
         2,

@@ -12,7 +12,7 @@ import { Pool } from 'undici';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { parseAcquire, parseRelease } from '../src/store/redis/replies.js';
 import { defineScripts } from '../src/store/redis/scripts.js';
-import { cpuSeconds } from './cpu.js';
+import { cpuSeconds, ioCalls } from './cpu.js';
 import { addDeltas, commandDeltas, commandStats } from './redis-stats.js';
 import type {
   ChainResult,
@@ -453,6 +453,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
   const cpu = () => ({
     server: scenario.inProcess ? ownCpuSeconds() : task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
     redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
+    serverIo: task.serverPid === undefined ? undefined : ioCalls(task.serverPid),
+    redisIo: task.redisPid === undefined ? undefined : ioCalls(task.redisPid),
   });
   const stats = task.redisUrl ? new Redis(task.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
   const commands = async () => (stats ? commandStats(await stats.info('commandstats')) : undefined);
@@ -481,6 +483,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     errors: run.errors,
     serverCpuSeconds: diff(cpuBefore.server, cpuAfter.server),
     redisCpuSeconds: diff(cpuBefore.redis, cpuAfter.redis),
+    serverIoCalls: diff(cpuBefore.serverIo, cpuAfter.serverIo),
+    redisIoCalls: diff(cpuBefore.redisIo, cpuAfter.redisIo),
     ...(commandsBefore && commandsAfter ? { redisCommands: commandDeltas(commandsBefore, commandsAfter) } : {}),
     ...(scenario.handOff
       ? {
