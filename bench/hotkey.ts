@@ -1,7 +1,7 @@
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { removeDir, ROOT, startKeyholder, type Keyholder, type OwnedProcess } from './procs.js';
 import type { LoopResult, LoopTask } from './protocol.js';
-import { commandsPerPair } from './report.js';
+import { commandsPerPair, errorKinds } from './report.js';
 
 /**
  * `npm run bench -- --only hotkey [--baseline DIR[,DIR...]]`: hand-offs on one hot key (every caller acquires it
@@ -139,13 +139,7 @@ export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySetting
   ];
   for (const row of rows) {
     const rs = row.results;
-    const errors: Record<string, number> = {};
-    for (const r of rs) for (const [name, n] of Object.entries(r.errors)) errors[name] = (errors[name] ?? 0) + n;
-    const errorText = Object.keys(errors).length
-      ? Object.entries(errors)
-          .map(([name, n]) => `${n} × ${name}`)
-          .join(', ')
-      : '0';
+    const errorText = errorKinds(rs);
     lines.push(
       `| ${row.build} | ${row.concurrency} | ${cell(
         rs.map((r) => r.unitsPerSecond),
