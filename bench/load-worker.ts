@@ -643,7 +643,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
     for (let cycle = 0; cycle < task.cycles; cycle++) {
       const key = `bench-chain:${task.tag}:${task.waiters}:${cycle}`;
       const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
-      if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${holder.status}`);
+      if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${answerName(holder)}`);
       let counting = false;
       const waiters = Array.from({ length: task.waiters }, async () => {
         let acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
@@ -724,7 +724,7 @@ async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
       const key = `bench-expiry:${task.tag}:${i}`;
       // A holder that crashes: it never renews nor releases.
       const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: task.ttlMs });
-      if (holder.status !== 200) throw new Error(`expiry: holder's acquire answered ${holder.status}`);
+      if (holder.status !== 200) throw new Error(`expiry: holder's acquire answered ${answerName(holder)}`);
       const expiresAtMs = Date.parse(holder.json.expiresAt as string);
       const waiter = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: task.ttlMs + 5_000 });
       // expiresAt is on the Redis clock: the same host clock as this one.
