@@ -1,5 +1,7 @@
 import { renewedFrom } from '../shared/lease-replies.js';
 import { performance } from 'node:perf_hooks';
+// Node's own, not the global: a test's fake timers must not hold back a release's answer.
+import { setImmediate as afterThisTurn } from 'node:timers/promises';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import {
@@ -407,7 +409,12 @@ export class RedisStore implements LockStore {
           instanceId: this.instanceId,
         }),
       );
-      if (handedTo !== undefined) this.handedOver(handedTo);
+      if (handedTo !== undefined) {
+        this.handedOver(handedTo);
+        // The next holder's answer leaves first: it is written by this turn's microtasks, and the release
+        // is answered after them. On a hot key the next hand-off waits for that holder, not for this caller.
+        await afterThisTurn();
+      }
       return released;
     });
   }
