@@ -18,3 +18,19 @@ export function cpuSeconds(pid: number): number {
   const stime = Number(fields[12]);
   return (utime + stime) / CLOCK_TICKS_PER_SECOND;
 }
+
+/**
+ * Read and write system calls a process has made so far (syscr + syscw of /proc/<pid>/io: read, write,
+ * readv, writev and the like, on sockets and files alike); undefined where /proc/<pid>/io cannot be read.
+ * Unlike CPU time, a count that the load on the machine does not change.
+ */
+export function ioCalls(pid: number): number | undefined {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const read = /^syscr: (\d+)$/m.exec(io)?.[1];
+    const written = /^syscw: (\d+)$/m.exec(io)?.[1];
+    return read === undefined || written === undefined ? undefined : Number(read) + Number(written);
+  } catch {
+    return undefined;
+  }
+}

@@ -12,7 +12,7 @@ import { Pool } from 'undici';
 import { KeySpace } from '../src/store/redis/keys.js';
 import { parseAcquire, parseRelease } from '../src/store/redis/replies.js';
 import { defineScripts } from '../src/store/redis/scripts.js';
-import { cpuSeconds } from './cpu.js';
+import { cpuSeconds, ioCalls } from './cpu.js';
 import { addDeltas, commandDeltas, commandStats } from './redis-stats.js';
 import type {
   ChainResult,
@@ -113,6 +113,15 @@ async function post(
   return { status: res.statusCode, json };
 }
 
+/** An answer's status with its problem code, if any ("503 overloaded"): what an error count is made of. */
+function answerName(answer: { status: number; json: Record<string, unknown> }): string {
+  const { code, detail } = answer.json;
+  if (typeof code !== 'string') return String(answer.status);
+  // An overload refusal names the budget it was over in its detail ("over its event loop delay budget").
+  const budget = typeof detail === 'string' ? / over its (.+?) budget/.exec(detail)?.[1] : undefined;
+  return `${answer.status} ${code}${budget ? ` (${budget})` : ''}`;
+}
+
 async function get(pool: Pool, path: string): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await pool.request({ method: 'GET', path, headers: AUTH_HEADERS });
   const json = (await res.body.json()) as Record<string, unknown>;
@@ -177,11 +186,11 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.record('pair', t2 - t0);
           run.done();
@@ -197,11 +206,11 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/semaphores/${key}/acquire`, { limit: SEMAPHORE_LIMIT, ttlMs: 30_000, waitMs: 10_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           run.record('acquire', t1 - t0);
           const released = await post(pool, `/v1/semaphores/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.record('pair', t2 - t0);
           run.done();
@@ -217,14 +226,14 @@ function httpScenario(task: LoopTask): Scenario {
           const t0 = now();
           const acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 10_000 });
           const t1 = now();
-          if (acquired.status !== 200) return run.error('acquire', acquired.status);
+          if (acquired.status !== 200) return run.error('acquire', answerName(acquired));
           clock.granted(t1, run.measuring);
           run.record('acquire', t1 - t0);
           const release = clock.releaseSent(now());
           const released = await post(pool, `/v1/locks/${key}/release`, { ownerToken: acquired.json.ownerToken });
           const t2 = now();
           release.answered(t2);
-          if (released.status !== 200) return run.error('release', released.status);
+          if (released.status !== 200) return run.error('release', answerName(released));
           run.record('release', t2 - t1);
           run.done();
         },
@@ -241,7 +250,7 @@ function httpScenario(task: LoopTask): Scenario {
           return async (run) => {
             const t0 = now();
             const renewed = await post(pool, `/v1/locks/${key}/renew`, body);
-            if (renewed.status !== 200) return run.error('renew', renewed.status);
+            if (renewed.status !== 200) return run.error('renew', answerName(renewed));
             run.record('renew', now() - t0);
             run.done();
           };
@@ -253,7 +262,7 @@ function httpScenario(task: LoopTask): Scenario {
         client: async () => async (run) => {
           const t0 = now();
           const echoed = await post(pool, '/echo', { ttlMs: 30_000 });
-          if (echoed.status !== 200) return run.error('request', echoed.status);
+          if (echoed.status !== 200) return run.error('request', answerName(echoed));
           run.record('request', now() - t0);
           run.done();
         },
@@ -444,6 +453,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
   const cpu = () => ({
     server: scenario.inProcess ? ownCpuSeconds() : task.serverPid === undefined ? undefined : cpuSeconds(task.serverPid),
     redis: task.redisPid === undefined ? undefined : cpuSeconds(task.redisPid),
+    serverIo: task.serverPid === undefined ? undefined : ioCalls(task.serverPid),
+    redisIo: task.redisPid === undefined ? undefined : ioCalls(task.redisPid),
   });
   const stats = task.redisUrl ? new Redis(task.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
   const commands = async () => (stats ? commandStats(await stats.info('commandstats')) : undefined);
@@ -472,6 +483,8 @@ async function runLoop(task: LoopTask): Promise<LoopResult> {
     errors: run.errors,
     serverCpuSeconds: diff(cpuBefore.server, cpuAfter.server),
     redisCpuSeconds: diff(cpuBefore.redis, cpuAfter.redis),
+    serverIoCalls: diff(cpuBefore.serverIo, cpuAfter.serverIo),
+    redisIoCalls: diff(cpuBefore.redisIo, cpuAfter.redisIo),
     ...(commandsBefore && commandsAfter ? { redisCommands: commandDeltas(commandsBefore, commandsAfter) } : {}),
     ...(scenario.handOff
       ? {
@@ -630,7 +643,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
     for (let cycle = 0; cycle < task.cycles; cycle++) {
       const key = `bench-chain:${task.tag}:${task.waiters}:${cycle}`;
       const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 60_000 });
-      if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${holder.status}`);
+      if (holder.status !== 200) throw new Error(`chain: holder's acquire answered ${answerName(holder)}`);
       let counting = false;
       const waiters = Array.from({ length: task.waiters }, async () => {
         let acquired = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: 60_000 });
@@ -711,7 +724,7 @@ async function runExpiry(task: ExpiryTask): Promise<ExpiryResult> {
       const key = `bench-expiry:${task.tag}:${i}`;
       // A holder that crashes: it never renews nor releases.
       const holder = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: task.ttlMs });
-      if (holder.status !== 200) throw new Error(`expiry: holder's acquire answered ${holder.status}`);
+      if (holder.status !== 200) throw new Error(`expiry: holder's acquire answered ${answerName(holder)}`);
       const expiresAtMs = Date.parse(holder.json.expiresAt as string);
       const waiter = await post(pool, `/v1/locks/${key}/acquire`, { ttlMs: 30_000, waitMs: task.ttlMs + 5_000 });
       // expiresAt is on the Redis clock: the same host clock as this one.

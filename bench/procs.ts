@@ -44,12 +44,13 @@ export class OwnedProcess {
     });
   }
 
-  static spawn(name: string, command: string, args: string[], env: Record<string, string>, dir: string): OwnedProcess {
+  /** `cwd`: where the process runs (ROOT unless given: another build of keyholder, say). */
+  static spawn(name: string, command: string, args: string[], env: Record<string, string>, dir: string, cwd = ROOT): OwnedProcess {
     const logFile = join(dir, `${name}.log`);
     // O_APPEND: the file can be truncated while the process keeps writing (production logs go to a
     // file or a pipe too; /dev/null would hide the cost of writing them).
     const logFd = openSync(logFile, 'a');
-    const child = spawn(command, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', logFd, logFd] });
+    const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', logFd, logFd] });
     return new OwnedProcess(name, child, logFile, logFd);
   }
 
@@ -128,6 +129,8 @@ export async function startKeyholder(
   dir: string,
   extraEnv: Record<string, string> = {},
   nodeFlags: string[] = [],
+  /** The checkout whose dist/server.js runs (built already): ROOT, or another build for an A/B. */
+  root = ROOT,
 ): Promise<Keyholder> {
   const port = await freePort();
   const env = {
@@ -138,7 +141,7 @@ export async function startKeyholder(
     PORT: String(port),
     ...extraEnv,
   };
-  const proc = OwnedProcess.spawn(name, process.execPath, [...nodeFlags, 'dist/server.js'], env, dir);
+  const proc = OwnedProcess.spawn(name, process.execPath, [...nodeFlags, 'dist/server.js'], env, dir, root);
   const url = `http://127.0.0.1:${port}`;
   await proc.waitReady(`${url}/readyz`);
   return { proc, url };

@@ -107,6 +107,9 @@ export interface LoopResult {
    */
   readonly serverCpuSeconds?: number;
   readonly redisCpuSeconds?: number;
+  /** Read and write system calls of the server's and Redis's process in the measured window (see ioCalls). */
+  readonly serverIoCalls?: number;
+  readonly redisIoCalls?: number;
   /**
    * Calls per Redis command in the measured window (INFO commandstats deltas, the reads themselves
    * left out). Commands a script runs are counted under their own names, the script under evalsha.

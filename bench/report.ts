@@ -561,15 +561,23 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
+/** Non-200 answers of all rounds by kind ("12 × acquire 503 overloaded (event loop delay)"), or 0. */
+export function errorKinds(rs: readonly LoopResult[]): string {
+  const errors: Record<string, number> = {};
+  for (const r of rs) for (const [name, n] of Object.entries(r.errors)) errors[name] = (errors[name] ?? 0) + n;
+  const kinds = Object.entries(errors);
+  return kinds.length === 0 ? '0' : kinds.map(([name, n]) => `${n} × ${name}`).join(', ');
+}
+
 function waitingSection(report: Report): string {
   const out: string[] = [];
   const hot = report.settings.concurrencies.map((c) => ({ c, rs: rounds(report.results, 'hot', c) })).filter((h) => h.rs.length > 0);
   if (hot.length > 0) {
     out.push('Hand-off under load (hot-key scenario: every client waits on one key, takes it, releases at once):', '');
     out.push(
-      '| clients | hand-offs/s | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | grants before the release answer |',
+      '| clients | hand-offs/s | acquire p50 / p99 ms | release answered → next 200, p50 / p99 ms | release sent → next 200, p50 / p99 ms | grants before the release answer | server CPU µs per hand-off | errors (all rounds) |',
     );
-    out.push('| ---: | ---: | ---: | ---: | ---: |');
+    out.push('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
     for (const { c, rs } of hot) {
       const a = rs.map((r) => r.handOffFromReleaseAnswered);
       const s = rs.map((r) => r.handOffFromReleaseSent);
@@ -579,6 +587,12 @@ function waitingSection(report: Report): string {
         `| ${c} | ${spread(
           rs.map((r) => r.unitsPerSecond),
           0,
+        )} | ${spread(
+          rs.map((r) => r.latency.acquire?.p50),
+          1,
+        )} / ${spread(
+          rs.map((r) => r.latency.acquire?.p99),
+          1,
         )} | ${spread(
           a.map((x) => x?.p50),
           2,
@@ -592,7 +606,10 @@ function waitingSection(report: Report): string {
           )} / ${spread(
             s.map((x) => x?.p99),
             2,
-          )} | ${total ? num((100 * before) / total, 0) : 0} % |`,
+          )} | ${total ? num((100 * before) / total, 0) : 0} % | ${spread(
+            rs.map((r) => (r.serverCpuSeconds === undefined ? undefined : (r.serverCpuSeconds * 1e6) / Math.max(1, r.units))),
+            0,
+          )} | ${errorKinds(rs)} |`,
       );
     }
     out.push('');

@@ -35,6 +35,7 @@ import { renderProfile, summariseProfiles } from './profile.js';
 import { DEFAULT_BURST, measureBurst } from './burst.js';
 import { measureTracing, renderTracing } from './tracing.js';
 import { measureHistory } from './history.js';
+import { measureHotKey, renderHotKey } from './hotkey.js';
 
 /**
  * `npm run bench [-- --quick]`: starts its own redis-server, keyholder (built, production settings),
@@ -78,6 +79,12 @@ const USAGE = `npm run bench -- [options]
   --only history      only the lease history A/B (not part of a full run): pairs/s and CPU per pair with
                       HISTORY=on and off, alternating (--rounds, default 4), Redis CPU and calls per pair,
                       and the bytes per event it writes to Redis; with --profile, both instances profiled
+  --only hotkey       only the hot-key hand-offs (not part of a full run): --rounds rounds (default 5) at each
+                      --concurrency, each build on its own redis-server; with --baseline DIR[,DIR...], the
+                      builds in DIR (checkouts with \`npm run build\` done) take turns with this one (an
+                      A/B); with --profile, every instance profiled
+  --baseline DIRS     the other builds of --only hotkey, comma-separated
+  --reverse-start     --only hotkey: start the processes last build first (an A/B is run in both orders)
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -102,6 +109,8 @@ const { values: args } = parseArgs({
     callers: { type: 'string' },
     'stress-cpu': { type: 'string' },
     profile: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
+    'reverse-start': { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
@@ -116,7 +125,7 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-const STANDALONE = ['burst', 'tracing', 'history'];
+const STANDALONE = ['burst', 'tracing', 'history', 'hotkey'];
 if (args.only !== undefined && !STANDALONE.includes(args.only) && !(PARTS as readonly string[]).includes(args.only)) {
   process.stderr.write(`--only takes one of ${[...PARTS, ...STANDALONE].join(', ')}\n\n${USAGE}`);
   process.exit(2);
@@ -297,10 +306,56 @@ async function historyOnly(): Promise<void> {
   }
 }
 
+/** `--only hotkey`: hand-offs on one hot key, this build (and --baseline's), its own short report. */
+async function hotKeyOnly(): Promise<void> {
+  const loadBefore = loadAverage();
+  const dir = benchDir();
+  const apiKey = newApiKey();
+  const keysFile = join(dir, 'api-keys-hotkey.json');
+  writeFileSync(keysFile, JSON.stringify({ keys: [{ id: 'bench', hash: hashApiKey(apiKey), namespace: 'bench', scopes: ['locks'] }] }));
+  // Read by the worker when it starts: set before the fork.
+  process.env.KEYHOLDER_BENCH_API_KEY = apiKey;
+  const experiment = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
+  const hotSettings = {
+    rounds: Number(args.rounds ?? (quick ? 1 : 5)),
+    warmMs: settings.warmMs,
+    durationMs: settings.durationMs,
+    concurrencies: settings.concurrencies,
+    baselines: args.baseline === undefined ? [] : args.baseline.split(','),
+    reverseStart: args['reverse-start'],
+  };
+  const profileDir = join(ROOT, '.tmp/bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
+  const flags = (build: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, build)}`] : []);
+  const worker = new LoadWorker();
+  let rows: Awaited<ReturnType<typeof measureHotKey>>;
+  try {
+    const access = { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment };
+    rows = await measureHotKey(hotSettings, dir, access, (task) => worker.run<LoopResult>(task), progress, flags);
+  } finally {
+    worker.stop();
+  }
+  progress('done\n');
+  const header =
+    `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; ` +
+    `load ${loadBefore} before, ${loadAverage()} after\n\n`;
+  let report = `${header}### Hot key\n\n${renderHotKey(rows, hotSettings)}`;
+  if (args.profile) {
+    for (const build of ['this', ...hotSettings.baselines.map((_, i) => `baseline-${i + 1}`)]) {
+      report += `\n### CPU profile, ${build} build\n\n${renderProfile(summariseProfiles(join(profileDir, build), ROOT))}\n`;
+    }
+  }
+  process.stdout.write(report);
+  if (args.out) {
+    writeFileSync(args.out, report);
+    writeFileSync(`${args.out}.json`, `${JSON.stringify({ settings: hotSettings, rows }, null, 1)}\n`);
+  }
+}
+
 async function main(): Promise<void> {
   if (args.only === 'burst') return burstOnly();
   if (args.only === 'tracing') return tracingOnly();
   if (args.only === 'history') return historyOnly();
+  if (args.only === 'hotkey') return hotKeyOnly();
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

@@ -251,7 +251,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
   });
 
-  // Lost leases and waits are counted alike for every primitive (the metrics predate the others).
+  // Lost leases and waits are counted alike for every primitive (the metrics predate the others). A wait
+  // ends with every hand-off on a hot key: its child is looked up once, not hashed from its label each time.
+  const waitSecondsOf = childrenOf(waitSeconds);
   const leaseEvents: Pick<LockObserver & PermitObserver, 'lostLease' | 'waited'> = {
     lostLease(op) {
       lostLeases.labels(op).inc();
@@ -262,7 +264,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         tracing.waited(seconds, granted);
         observeWithExemplar(waitSeconds, { outcome }, seconds, tracing);
       } else {
-        waitSeconds.labels(outcome).observe(seconds);
+        waitSecondsOf(outcome).observe(seconds);
       }
     },
   };

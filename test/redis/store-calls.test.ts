@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OverloadedError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { connectionPatienceMs } from '../../src/store/redis/client.js';
@@ -10,6 +10,7 @@ import { MisalignedReplyError } from '../../src/store/redis/replies.js';
 import { HEARTBEAT_INTERVAL_MS } from '../../src/store/shared/wait-room.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { lockFields } from '../helpers/lock-record.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
 
 /**
@@ -281,6 +282,44 @@ describe('redis store: hand-overs', () => {
       expect(performance.now() - createdAt).toBeLessThan(HEARTBEAT_INTERVAL_MS);
     } finally {
       await waiterStore.close();
+    }
+  });
+
+  it('a release hands the lock to a waiter of its own instance in its reply: no message, no second call', async () => {
+    const other = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => other.ping(), 5_000, 5);
+      const key = uniqueKey('own');
+      const keys = keySpace.lockKeys(key);
+      const holder = newOwnerToken();
+      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      // Queued in this order: one caller of the releasing instance, then one of another instance.
+      const mine = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(1), 5_000, 5);
+      const theirs = other.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(2), 5_000, 5);
+
+      const renewals = vi.spyOn(store as unknown as { renewLease: () => Promise<unknown> }, 'renewLease');
+      const published = await callsOf('publish');
+      expect(await store.release(key, holder)).toBe(true);
+      const granted = await mine;
+      // The waiter learnt of its lease from the release's reply: Redis published nothing, and the lease
+      // the reply names is the caller's answer, with no renewal to confirm it.
+      expect((await callsOf('publish')) - published).toBe(0);
+      expect(renewals).not.toHaveBeenCalled();
+      renewals.mockRestore();
+      const { o: owner, t: token, e: end } = await lockFields(raw, keySpace.lock(key));
+      expect(granted).toMatchObject({ acquired: true, fencingToken: Number(token), expiresAtMs: Number(end) });
+      if (!granted.acquired) return;
+
+      // The next waiter belongs to another instance: it is told by message, as before.
+      const ownerNow = owner as string;
+      const beforeTheirs = await callsOf('publish');
+      expect(await store.release(key, ownerNow)).toBe(true);
+      expect((await theirs).acquired).toBe(true);
+      expect((await callsOf('publish')) - beforeTheirs).toBe(1);
+    } finally {
+      await other.close();
     }
   });
 

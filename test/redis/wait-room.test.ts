@@ -24,6 +24,8 @@ interface StoreInside {
   readonly room: WaitRoom<AcquireOutcome>;
   readonly heartbeat: NodeJS.Timeout;
   onHandOverMessage(message: string): void;
+  /** Every hand-over notice of a waiter of this instance: by message, or in the reply of its own release. */
+  handedOver(notice: unknown): void;
   renewLease(key: string, ownerToken: string, ttlMs: number): Promise<unknown>;
 }
 const inside = (store: RedisStore) => store as unknown as StoreInside;
@@ -134,7 +136,7 @@ describe('redis wait room', () => {
 
   /** Hand-over messages to this store go missing from now on (the heartbeat is what finds such grants). */
   function loseHandOverMessages(): void {
-    vi.spyOn(inside(store), 'onHandOverMessage').mockImplementation(() => undefined);
+    vi.spyOn(inside(store), 'handedOver').mockImplementation(() => undefined);
   }
 
   it('a wait that runs out without a grant is refused with the time left on the lease', async () => {
@@ -225,7 +227,7 @@ describe('redis wait room', () => {
   it('a waiter told of its hand-over late next to its lease is confirmed with a renewal', async () => {
     const key = uniqueKey();
     const renewals = vi.spyOn(inside(store), 'renewLease');
-    const lost = vi.spyOn(inside(store), 'onHandOverMessage').mockImplementation(() => undefined);
+    const lost = vi.spyOn(inside(store), 'handedOver').mockImplementation(() => undefined);
     const holder = await hold(key, 10_000);
     const ttlMs = 200;
     const waiter = wait(key, 5_000, { ttlMs });

@@ -128,6 +128,19 @@ export function parseRelease(reply: unknown): boolean {
   throw new UnexpectedReplyError('release', reply);
 }
 
+/**
+ * A lock release's reply (release.lua): released or not, and the waiter of the calling instance the lock
+ * was handed to, when it was (that waiter is sent no hand-over message: this reply is its notice).
+ */
+export function parseLockRelease(reply: unknown): { released: boolean; handedTo?: HandOverNotice } {
+  if (reply === 1 || reply === 0) return { released: reply === 1 };
+  if (Array.isArray(reply) && reply.length === 4 && reply[0] === 1 && typeof reply[1] === 'string' && reply[1] !== '') {
+    const handedTo = { waiterId: reply[1], fencingToken: int('release', reply, reply[2]), expiresAtMs: int('release', reply, reply[3]) };
+    return { released: true, handedTo };
+  }
+  throw new UnexpectedReplyError('release', reply);
+}
+
 export type InspectReply =
   | {
       held: true;

@@ -97,6 +97,8 @@ export interface RenewArgs {
 export interface ReleaseArgs extends HandOverArgs {
   readonly keys: LockKeys;
   readonly ownerToken: string;
+  /** The calling instance's id: a waiter of it handed the lock is named in the reply, not sent a message (absent: none). */
+  readonly instanceId?: string;
 }
 
 export interface CancelArgs {
@@ -237,6 +239,7 @@ export const SCRIPTS = {
     a.graceMs,
     a.channelPrefix,
     a.lockName,
+    a.instanceId ?? '',
   ]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
   cancel: spec<CancelArgs>('cancel.lua', 5, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),

@@ -7,7 +7,9 @@ _lock.lua. Defines:
 
   grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec) -> token, expiresAtMs   (updates cur;
                                      unitSec: the second of a waiter's quota unit (field b), or nil)
-  handOverFree(KEYS, cur, graceMs, channelPrefix, lockName) -> waiterId or nil
+  handOverFree(KEYS, cur, graceMs, channelPrefix, lockName, selfInstance) -> waiterId or nil, token, endMs, told
+                                     selfInstance: the calling instance's id, or nil; a waiter of that instance is
+                                     not sent the message (told false): the caller answers it from the reply
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil, cur
   freeLease(lockKey, cur, graceMs)   ends the lease in cur, keeping the last token for the grace
   waiterLive(record) -> boolean      whether a waiter record (below) is live
@@ -29,7 +31,9 @@ The lock record's field q says until when the queue may exist (acquire.lua sets 
 someone; it is dropped once the queue is found empty), so scripts look at the queue only then.
 
 handOver gives a free lock to the first live waiter only (no thundering herd) and tells that waiter's
-instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName".
+instance on channel channelPrefix..instanceId: "waiterId|fencingToken|expiresAtMs|lockName", unless
+that instance is the one running the script and said so (release.lua): it learns of the hand-over from
+the script's reply, one hop sooner, and Redis publishes nothing.
 
 The lock's watchers are told of every hand-over (publishChange, _watch.lua); a lock in its lock-delay
 (_delay.lua) is not handed over by handOver until the delay ends (a heartbeat then does it).
@@ -139,7 +143,7 @@ local function refreshWaiters(keys, livenessMs, from)
 end
 
 -- The lock is not live (the caller has checked); cur is its record as read (and updated) by the caller.
-local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
+local function handOverFree(keys, cur, graceMs, channelPrefix, lockName, selfInstance)
   if not queuedNow(cur) then
     return nil
   end
@@ -158,9 +162,12 @@ local function handOverFree(keys, cur, graceMs, channelPrefix, lockName)
         -- The waiter's quota unit (acquire.lua) stays counted to its wait's end plus its lease.
         local unitSec = math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000)
         local token, leaseEnd = grantLease(keys[1], cur, owner, tonumber(ttl), holder, graceMs, '', unitSec)
-        tellWaiter(channelPrefix, instance, id, token, leaseEnd, lockName)
+        local told = instance ~= selfInstance
+        if told then
+          tellWaiter(channelPrefix, instance, id, token, leaseEnd, lockName)
+        end
         publishChange(channelPrefix, lockName, cur)
-        return id
+        return id, token, leaseEnd, told
       end
     end
   end

@@ -12,9 +12,13 @@ ARGV[1]  owner token
 ARGV[2]  fencing grace, ms
 ARGV[3]  grant channel prefix
 ARGV[4]  lock name (for the hand-over message)
+ARGV[5]  instance id of the caller's keyholder, "" for none: a waiter of that instance handed the lock
+         is answered from this reply, not sent a hand-over message
 
 Returns:
-  1   released (and handed over if someone was queued)
+  1   released (and handed over if someone was queued; the waiter's instance told by message)
+  {1, waiterId, fencingToken, expiresAtMs}
+      released and handed to waiterId, a waiter of the caller's instance (ARGV[5]); no message sent
   0   this token holds no live lease (expired, released, taken, unknown); nothing changed
 ]]
 --- @include "_handover"
@@ -29,5 +33,9 @@ end
 quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
 freeLease(KEYS[1], cur, tonumber(ARGV[2]))
 publishChange(ARGV[3], ARGV[4], cur)
-handOverFree(KEYS, cur, tonumber(ARGV[2]), ARGV[3], ARGV[4])
+local selfInstance = ARGV[5] ~= '' and ARGV[5] or nil
+local id, token, leaseEnd, told = handOverFree(KEYS, cur, tonumber(ARGV[2]), ARGV[3], ARGV[4], selfInstance)
+if id and not told then
+  return {1, id, token, leaseEnd}
+end
 return 1
