@@ -25,7 +25,8 @@ import { KeySpace, QUOTA_SHARDS } from './keys.js';
  */
 const APPEND_LUA = `
 local now, keep, perKey, perShard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local a, k = 5, 1
+-- The TTL as sent, a string: a number passed to redis.call is formatted anew on every call.
+local a, k, ttl = 5, 1, ARGV[2]
 while k <= #KEYS do
   local index, lists = KEYS[k], tonumber(ARGV[a])
   a = a + 1
@@ -50,7 +51,7 @@ while k <= #KEYS do
     -- A trim only when the list outgrew its cap: RPUSH answers the length.
     if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
     a = a + 1
-    redis.call('PEXPIRE', KEYS[i], keep)
+    redis.call('PEXPIRE', KEYS[i], ttl)
     ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
     score = score + 0.001
     if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
@@ -66,7 +67,7 @@ while k <= #KEYS do
     redis.call('DEL', unpack(victims))
     over = over - #victims
   end
-  redis.call('PEXPIRE', index, keep)
+  redis.call('PEXPIRE', index, ttl)
   k = k + lists + 1
 end
 return 1
