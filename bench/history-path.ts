@@ -5,7 +5,7 @@ import { LeaseHistory } from '../src/http/lease-history.js';
 import { RedisHistory } from '../src/store/redis/redis-history.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { cpuSeconds } from './cpu.js';
-import { commandDeltas, commandStats } from './redis-stats.js';
+import { commandDeltas, commandMicros, commandStats } from './redis-stats.js';
 
 /**
  * `tsx bench/history-path.ts`: the CPU the history path itself costs, per acquire/release pair, in the
@@ -102,6 +102,8 @@ async function main(): Promise<void> {
   const results = { off: { node: [] as number[], redis: [] as number[] }, on: { node: [] as number[], redis: [] as number[] } };
   // Redis calls per pair of the `on` runs, by command (the script's own commands included).
   const calls: Record<string, number[]> = {};
+  // Redis µs per pair of the `on` runs, by command (INFO commandstats; a script's figure includes its commands').
+  const micros: Record<string, number[]> = {};
   const stats = redis.client();
   try {
     for (let round = 0; round < rounds; round++) {
@@ -115,7 +117,9 @@ async function main(): Promise<void> {
         const recorder = new HistoryRecorder(store, { flushMs, maxBuffered: 50_000 });
         const history = side === 'on' ? new LeaseHistory(recorder) : null;
         await store.read({ namespace: 'bench', primitive: 'lock', key: 'warm' });
-        const stats0 = commandStats(await stats.info('commandstats'));
+        const info0 = await stats.info('commandstats');
+        const stats0 = commandStats(info0);
+        const micros0 = commandMicros(info0);
         const node0 = process.cpuUsage();
         const redis0 = cpuSeconds(pid);
         const pairs = args.unpaced ? await unpaced(history, recorder) : await paced(history);
@@ -124,8 +128,12 @@ async function main(): Promise<void> {
         const redisCpu = cpuSeconds(pid) - redis0;
         await recorder.close();
         if (side === 'on') {
-          for (const [name, n] of Object.entries(commandDeltas(stats0, commandStats(await stats.info('commandstats'))))) {
+          const info1 = await stats.info('commandstats');
+          for (const [name, n] of Object.entries(commandDeltas(stats0, commandStats(info1)))) {
             (calls[name] ??= []).push(n / pairs);
+          }
+          for (const [name, n] of Object.entries(commandDeltas(micros0, commandMicros(info1)))) {
+            (micros[name] ??= []).push(n / pairs);
           }
         }
         results[side].node.push((node.user + node.system) / pairs);
@@ -151,7 +159,12 @@ async function main(): Promise<void> {
         .filter(([name]) => !['lrange', 'info', 'hello', 'client', 'select'].includes(name))
         .sort(([a], [b]) => a.localeCompare(b))
         .map(([name, xs]) => `${name} ${median(xs).toFixed(2)}`)
-        .join(', ')}\n`,
+        .join(', ')}\n` +
+      `  Redis µs per pair:     ${Object.entries(micros)
+        .filter(([name]) => !['lrange', 'info', 'hello', 'client', 'select'].includes(name))
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([name, xs]) => `${name} ${median(xs).toFixed(2)}`)
+        .join(', ')} (a script's own figure includes its commands')\n`,
   );
 }
 

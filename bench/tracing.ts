@@ -158,6 +158,10 @@ export function renderTracing(result: TracingResult, settings: TracingSettings):
   }
   lines.push(
     '',
+    'The off row is the baseline that never loads tracing: with no OTEL_* variable the server does not import ' +
+      'the tracing SDK and adds no hook (test/ops/tracing-off.test.ts checks that no OpenTelemetry module is in ' +
+      'the process), so tracing off and never loaded are one and the same process; the other rows are measured against it.',
+    '',
     `The OTLP sink received ${result.exported.requests} export requests (${(result.exported.bytes / 1e6).toFixed(1)} MB) ` +
       'from the exporting instance.',
   );

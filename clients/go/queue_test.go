@@ -202,6 +202,53 @@ func TestReleaseRequestReachesTheLeaseItNames(t *testing.T) {
 	}
 }
 
+func TestInspectShowsTheReleaseRequest(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	lock, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 10 * time.Second, Holder: "asked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kh.Release(ctx, key, lock.OwnerToken) }()
+	if s, err := kh.Inspect(ctx, key); err != nil || !s.Held || s.ReleaseRequested != nil {
+		t.Fatalf("before anyone asked: %+v, %v", s, err)
+	}
+	asked, err := kh.RequestRelease(ctx, key, "default", lock.FencingToken, "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kh.Inspect(ctx, key)
+	if err != nil || s.ReleaseRequested == nil || s.ReleaseRequested.Reason != "deploy" || s.ReleaseRequested.By != "anonymous" ||
+		!s.ReleaseRequested.At.Equal(asked.ReleaseRequested.At) {
+		t.Fatalf("inspect after the request: %+v, %v; want %+v", s, err, asked.ReleaseRequested)
+	}
+	// A permit's holder, asked without a reason: its entry in holders says so.
+	key = key + "-permits"
+	permit, err := kh.AcquirePermitGrant(ctx, key, PermitOptions{Limit: 2, TTL: 10 * time.Second, Holder: "permit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kh.ReleasePermit(ctx, key, permit.OwnerToken) }()
+	if st, err := kh.InspectSemaphore(ctx, key); err != nil || len(st.Holders) != 1 || st.Holders[0].ReleaseRequested != nil {
+		t.Fatalf("permit before anyone asked: %+v, %v", st, err)
+	}
+	var out releaseAskedBody
+	err = kh.call(ctx, request{
+		op: "requestPermitRelease", method: "POST", path: permitKind.prefix + key + "/release-request",
+		query:   map[string][]string{"namespace": {"default"}},
+		body:    func() interface{} { return map[string]interface{}{"fencingToken": permit.FencingToken} },
+		timeout: 5 * time.Second,
+	}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kh.InspectSemaphore(ctx, key)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].ReleaseRequested == nil ||
+		st.Holders[0].ReleaseRequested.Reason != "" || st.Holders[0].ReleaseRequested.By != "anonymous" {
+		t.Fatalf("permit after the request: %+v, %v", st, err)
+	}
+}
+
 func TestHistoryListsTheLeaseEventsOldestFirst(t *testing.T) {
 	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
 	ctx, key := testContext(t), testKey(t)

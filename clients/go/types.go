@@ -76,11 +76,11 @@ type Renewal struct {
 // ReleaseRequested is an operator's request that a lease's holder let go: not an eviction, the lease stays
 // held until it is released or no longer renewed.
 type ReleaseRequested struct {
-	At time.Time
+	At time.Time `json:"at"`
 	// By is the id of the API key that asked.
-	By string
+	By string `json:"by"`
 	// Reason is "" when none was given.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 type releaseRequestedBody struct {
@@ -168,7 +168,9 @@ type LockStatus struct {
 	FencingToken   int64   `json:"fencingToken"`
 	ExpiresAt      string  `json:"expiresAt"`
 	TTLRemainingMs int64   `json:"ttlRemainingMs"`
-	Waiters        int     `json:"waiters"`
+	// ReleaseRequested is set once an operator asked the holder to let go (nil while nobody has).
+	ReleaseRequested *ReleaseRequested `json:"releaseRequested"`
+	Waiters          int               `json:"waiters"`
 	// Queue is filled by InspectQueue only: the callers waiting for a held lock, head first (at most 100).
 	Queue []QueuedCaller `json:"queue,omitempty"`
 }
@@ -198,6 +200,8 @@ type SemaphoreStatus struct {
 		FencingToken   int64   `json:"fencingToken"`
 		ExpiresAt      string  `json:"expiresAt"`
 		TTLRemainingMs int64   `json:"ttlRemainingMs"`
+		// ReleaseRequested is set once an operator asked this permit's holder to let go (nil while nobody has).
+		ReleaseRequested *ReleaseRequested `json:"releaseRequested"`
 	} `json:"holders"`
 	Waiters int `json:"waiters"`
 	// Queue is filled by InspectSemaphoreQueue only: the callers waiting for a permit, head first.

@@ -20,6 +20,7 @@ const SERVER_TESTS = [
   'TestInspectSemaphoreQueueGivesEachWaitersWeight',
   'TestForceReleaseLeaseLeavesANewerHolderAlone',
   'TestReleaseRequestReachesTheLeaseItNames',
+  'TestInspectShowsTheReleaseRequest',
   'TestHistoryListsTheLeaseEventsOldestFirst',
 ];
 

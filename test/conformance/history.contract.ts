@@ -207,7 +207,7 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         );
         const t = Date.now();
         // A grant and its release per key, the keys interleaved, as a flush of many pairs holds them; 520
-        // keys: more than one Redis script call takes (500 lists), more than one etcd transaction (100).
+        // keys: more than one Redis script call takes (64 lists), more than one etcd transaction (100).
         const batch: HistoryAppend[] = keys.map((key, i) => ({
           ...key,
           record: { kind: 'granted', at: t + i, lease: `${key.namespace}${key.key}`, expiresAt: t + i + 5 },

@@ -15,15 +15,18 @@ import { KeySpace, QUOTA_SHARDS } from './keys.js';
 
 /**
  * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: now,
- * retention, events per key, keys per shard, then per shard its count of lists, and per list its count
- * of events and the events). Each list keeps its last events and lives `retention` past its last write;
- * each index (a ZSET of list names by last write) drops the lists idle past the retention, and past the
- * shard's cap deletes the least recently written. Every key of a shard carries the shard's hash tag: on
- * a Cluster a call holds one shard (one slot); elsewhere one call holds the whole batch.
+ * retention, events per key, keys per shard, then per shard its count of lists, and per list its events
+ * joined by line breaks, oldest first: one argument a list, not one an event, which is what a batch
+ * costs the instance to send). No stored event holds a raw line break (encodeRecord escapes it in text;
+ * JSON escapes it in strings). Each list keeps its last events and lives `retention` past its last
+ * write; each index (a ZSET of list names by last write) drops the lists idle past the retention, and
+ * past the shard's cap deletes the least recently written. Every key of a shard carries the shard's hash
+ * tag: on a Cluster a call holds one shard (one slot); elsewhere one call holds several.
  */
 const APPEND_LUA = `
 local now, keep, perKey, perShard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local a, k = 5, 1
+-- The TTL as sent, a string: a number passed to redis.call is formatted anew on every call.
+local a, k, ttl = 5, 1, ARGV[2]
 while k <= #KEYS do
   local index, lists = KEYS[k], tonumber(ARGV[a])
   a = a + 1
@@ -34,13 +37,21 @@ while k <= #KEYS do
   -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
   local ranks, r = {}, 0
   for i = k + 1, k + lists do
-    local n, len = tonumber(ARGV[a]), 0
+    local blob, len = ARGV[a], 0
+    local from, n, events = 1, 0, {}
+    while true do
+      local nl = string.find(blob, '\\n', from, true)
+      n = n + 1
+      if not nl then events[n] = string.sub(blob, from); break end
+      events[n] = string.sub(blob, from, nl - 1)
+      from = nl + 1
+    end
     -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
-    for from = a + 1, a + n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(ARGV, from, math.min(from + 999, a + n))) end
+    for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
     -- A trim only when the list outgrew its cap: RPUSH answers the length.
     if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
-    a = a + n + 1
-    redis.call('PEXPIRE', KEYS[i], keep)
+    a = a + 1
+    redis.call('PEXPIRE', KEYS[i], ttl)
     ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
     score = score + 0.001
     if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
@@ -56,7 +67,7 @@ while k <= #KEYS do
     redis.call('DEL', unpack(victims))
     over = over - #victims
   end
-  redis.call('PEXPIRE', index, keep)
+  redis.call('PEXPIRE', index, ttl)
   k = k + lists + 1
 end
 return 1
@@ -68,8 +79,8 @@ type HistoryClient = RedisClient & {
   historyAppend(args: (string | number)[]): Promise<unknown>;
 };
 
-/** Lists per script call at most, off a Cluster (see append). */
-const LISTS_PER_CALL = 500;
+/** Lists per script call, off a Cluster (see append): some 0.5 ms of Redis a call. */
+const LISTS_PER_CALL = 64;
 
 export interface RedisHistoryOptions {
   readonly connection: RedisConnection;
@@ -145,30 +156,35 @@ export class RedisHistory implements HistoryStore {
           const events = lists.get(name) as HistoryRecord[];
           // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent.
           const from = Math.max(0, events.length - eventsPerKey);
-          args.push(events.length - from);
-          for (let i = from; i < events.length; i++) args.push(encodeRecord(events[i] as HistoryRecord));
+          let blob = encodeRecord(events[from] as HistoryRecord);
+          for (let i = from + 1; i < events.length; i++) blob += `\n${encodeRecord(events[i] as HistoryRecord)}`;
+          args.push(blob);
         }
       }
       // One array argument (ioredis flattens it): a batch of thousands of events is no spread of as many.
       return this.call(() => this.redis.historyAppend([keys.length, ...keys, ...args]));
     };
-    // A Cluster refuses a script whose keys span slots: one call per shard there. Elsewhere one call takes
-    // shards until it holds LISTS_PER_CALL lists (the whole batch at a few thousand pairs/s), so that a
-    // large batch (a buffer that filled while the store was away) never blocks Redis in one long script.
-    const calls: Promise<unknown>[] = [];
+    // A Cluster refuses a script whose keys span slots: one call per shard there, sent together (each to its
+    // node). Elsewhere a call takes shards until it holds LISTS_PER_CALL lists, and the calls go one after
+    // another: Redis serves the lock calls of other connections between two of them, so a batch never
+    // holds it for long (a whole batch in one script held it some 5 ms at a few thousand pairs/s, and every
+    // lock call waited meanwhile).
+    if (this.options.connection.mode === 'cluster') {
+      await Promise.all([...shards].map((shard) => call([shard])));
+      return;
+    }
     let group: [string, string[]][] = [];
     let held = 0;
     for (const shard of shards) {
       group.push(shard);
       held += shard[1].length;
-      if (this.options.connection.mode === 'cluster' || held >= LISTS_PER_CALL) {
-        calls.push(call(group));
+      if (held >= LISTS_PER_CALL) {
+        await call(group);
         group = [];
         held = 0;
       }
     }
-    if (group.length > 0) calls.push(call(group));
-    await Promise.all(calls);
+    if (group.length > 0) await call(group);
   }
 
   async read(key: HistoryKey): Promise<HistoryRecord[]> {
