@@ -174,8 +174,10 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
           blocking ? send : undefined,
         );
         if (reply.sent) return reply;
-        if (blocking) return send(watched);
-        if (queue !== true || watched.state === null) return status(watched);
+        // An immediate answer too is written from the view's one body: callers asking together share the
+        // view (ChangeWatch.current), so a page of 100 holders is validated and stringified once for all.
+        if (blocking || queue !== true) return send(watched);
+        if (watched.state === null) return status(watched);
         const queued = await core.queue(principalOf(request).namespace, key);
         return { ...status(watched), queue: queued.map((q) => queuedView(q, kind.queued)) };
       },
