@@ -157,7 +157,11 @@ class RawConnection {
   constructor() {
     this.socket = connect(Number(url.port), url.hostname);
     this.socket.setNoDelay(true);
-    this.received = '';
+    /** The bytes of an answer's head received so far, until its blank line. */
+    this.head = EMPTY;
+    /** The bytes of the answer's body still to come, once its head is read (undefined before). */
+    this.bodyLeft = undefined;
+    this.status = 0;
     this.answered = undefined;
     this.open = true;
     this.socket.on('data', (chunk) => this.read(chunk));
@@ -178,20 +182,33 @@ class RawConnection {
     });
   }
 
+  /** The body is counted, never copied nor decoded: an inspect's answer is ~11 KB. */
   read(chunk) {
-    // Answers are ASCII (JSON, problem+json): a latin1 string's length is its length in bytes.
-    this.received += chunk.toString('latin1');
-    const headEnd = this.received.indexOf('\r\n\r\n');
-    if (headEnd < 0) return;
-    const head = this.received.slice(0, headEnd);
-    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-    if (this.received.length < headEnd + 4 + length) return;
-    this.received = this.received.slice(headEnd + 4 + length);
-    const answered = this.answered;
-    this.answered = undefined;
-    answered?.(Number(head.slice(9, 12)));
+    let data = chunk;
+    while (data.length > 0) {
+      if (this.bodyLeft === undefined) {
+        this.head = this.head.length === 0 ? data : Buffer.concat([this.head, data]);
+        const headEnd = this.head.indexOf('\r\n\r\n');
+        if (headEnd < 0) return;
+        const head = this.head.toString('latin1', 0, headEnd);
+        this.status = Number(head.slice(9, 12));
+        this.bodyLeft = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        data = this.head.subarray(headEnd + 4);
+        this.head = EMPTY;
+      }
+      const taken = Math.min(this.bodyLeft, data.length);
+      this.bodyLeft -= taken;
+      data = data.subarray(taken);
+      if (this.bodyLeft > 0) return;
+      this.bodyLeft = undefined;
+      const answered = this.answered;
+      this.answered = undefined;
+      answered?.(this.status);
+    }
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** The bytes of made-up token call `i`: the same request as fakeTokenCall's. */
 function fakeTokenBytes(i) {
@@ -246,10 +263,23 @@ async function main() {
   if (mode === 'inspect') {
     // 4 callers, each inspecting every 100 ms: up to 40 a second, four times the rate that cost other
     // teams their renewals when an inspect read every permit.
-    work = loop(4, async () => {
-      await call('GET', '/v1/semaphores/big');
+    // On raw keep-alive connections, as the made-up token flood (RawConnection): through node:http the
+    // attacker's own client CPU, on the cores the server and team A share, was a third of the server's.
+    const inspect = `GET /v1/semaphores/big HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: ${auth.authorization}\r\n\r\n`;
+    work = loop(4, async (w) => {
+      let connection = rawConnections[w];
+      if (connection === undefined || !connection.open) {
+        connection = new RawConnection();
+        rawConnections[w] = connection;
+      }
+      const status = await connection.send(inspect);
+      if (status === 0) statuses.error = (statuses.error ?? 0) + 1;
+      else statuses[status] = (statuses[status] ?? 0) + 1;
       await sleep(100);
     });
+    finish = async () => {
+      for (const c of rawConnections) c.socket.destroy();
+    };
   } else if (mode === 'watchers') {
     finish = await watchers();
   } else if (mode === 'blocking') {
