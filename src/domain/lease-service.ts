@@ -639,6 +639,9 @@ export class LeaseService {
         },
         kind,
       ),
+      // An immediate inspect reads up to 100 holders and answers them all: callers asking together
+      // (a dashboard's panels, a poller's workers) share one read and one answer body.
+      true,
     );
   }
 

@@ -130,8 +130,18 @@ export const LINGER_MS = 5_000;
  */
 export class ChangeWatch<V extends Watchable = IndexedView> {
   private readonly watched = new Map<string, Watched<V>>();
+  /** Immediate reads asked for in this turn of the event loop and not yet sent, by id (see current). */
+  private readonly pendingReads = new Map<string, Promise<V>>();
 
-  constructor(private readonly source: WatchSource<V>) {}
+  /**
+   * `coalesce`: immediate reads of one id asked for in one turn of the event loop share one read, sent
+   * once the turn's requests have all been taken in (for views whose read costs more than a round trip,
+   * e.g. a semaphore's page of up to 100 holders).
+   */
+  constructor(
+    private readonly source: WatchSource<V>,
+    private readonly coalesce = false,
+  ) {}
 
   /** Watchers waiting right now (all keys). */
   get size(): number {
@@ -140,9 +150,23 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
     return n;
   }
 
-  /** The current view of `id`. */
+  /**
+   * The current view of `id`. Coalescing, callers asking in one turn of the event loop get the same
+   * view object, from one read sent after the last of them asked (setImmediate: after the turn's I/O
+   * callbacks). Never a read already sent: that one may have left before a change the caller saw
+   * complete, so every caller's view is read after it asked, as without coalescing.
+   */
   current(id: string): Promise<V> {
-    return this.source.read(id);
+    if (!this.coalesce) return this.source.read(id);
+    let pending = this.pendingReads.get(id);
+    if (pending === undefined) {
+      pending = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        this.pendingReads.delete(id);
+        return this.source.read(id);
+      });
+      this.pendingReads.set(id, pending);
+    }
+    return pending;
   }
 
   /**

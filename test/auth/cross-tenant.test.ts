@@ -262,6 +262,8 @@ async function measure(mode: string) {
     errors: errors.slice(0, 5),
   };
   console.log(`cross-tenant ${JSON.stringify(result)}`);
+  // An error of A's is told apart by what the server logged (warnings and up) around it.
+  if (errors.length > 0) console.log(`cross-tenant server log:\n${server.logs.slice(-30).join('\n')}`);
   const refusedB = attackerSaw.reduce((n, r) => n + (r.statuses['429'] ?? 0), 0);
   return { ...result, errorCount: errors.length, refusedB };
 }

@@ -472,6 +472,70 @@ describe('ChangeWatch: an older state in flight', () => {
   });
 });
 
+describe('ChangeWatch: coalesced immediate reads', () => {
+  /** As above: a read returns the state as it was when the read was sent. */
+  class SnapshotSource extends TestSource {
+    override async read(id: string): Promise<View> {
+      this.reads++;
+      const view = this.views.get(id) ?? { index: 1 };
+      await this.readGate;
+      return view;
+    }
+  }
+
+  it('callers asking in one turn of the event loop share one read and get the same view object', async () => {
+    const source = new SnapshotSource();
+    const watch = new ChangeWatch(source, true);
+    source.set('k', { index: 2 });
+    const views = await Promise.all([watch.current('k'), watch.current('k'), watch.current('k'), watch.wait('k', 7, 0)]);
+    expect(source.reads).toBe(1);
+    expect(new Set(views).size).toBe(1);
+    expect(views[0]).toEqual({ index: 2 });
+    // Another key is read on its own.
+    expect(await Promise.all([watch.current('k'), watch.current('other')])).toEqual([{ index: 2 }, { index: 1 }]);
+    expect(source.reads).toBe(3);
+  });
+
+  it('a caller never shares a read that was sent before it asked: it sees every change completed before it', async () => {
+    const source = new SnapshotSource();
+    const watch = new ChangeWatch(source, true);
+    source.set('k', { index: 2 });
+    let open = () => {};
+    source.readGate = new Promise<void>((r) => (open = r));
+    const first = watch.current('k');
+    // The first read is sent (after its turn), then the key changes, then a second caller asks.
+    await new Promise((r) => setImmediate(r));
+    expect(source.reads).toBe(1);
+    source.set('k', { index: 3 });
+    const second = watch.current('k');
+    source.readGate = undefined;
+    open();
+    expect(await first).toEqual({ index: 2 });
+    expect(await second).toEqual({ index: 3 });
+    expect(source.reads).toBe(2);
+  });
+
+  it('a failed read fails every caller that shared it; the next caller reads again', async () => {
+    const source = new SnapshotSource();
+    const watch = new ChangeWatch(source, true);
+    const failing = new TestSource();
+    failing.readError = new Error('store down');
+    const failingWatch = new ChangeWatch(failing, true);
+    const both = [failingWatch.current('k'), failingWatch.current('k')];
+    await expect(Promise.all(both)).rejects.toThrow('store down');
+    await expect(both[1]).rejects.toThrow('store down');
+    expect(failing.reads).toBe(1);
+    failing.readError = undefined;
+    expect(await failingWatch.current('k')).toEqual({ index: 1 });
+    expect(failing.reads).toBe(2);
+    // Without coalescing (the default), every caller reads.
+    const plain = new ChangeWatch(source);
+    await Promise.all([plain.current('k'), plain.current('k')]);
+    expect(source.reads).toBe(2);
+    expect(await watch.current('k')).toEqual({ index: 1 });
+  });
+});
+
 describe('watch sources', () => {
   it('lock index: 2 x token while held, 2 x last token + 1 while free', () => {
     const state = { holder: null, waiters: 0, fencingToken: 21, expiresAtMs: 0, ttlRemainingMs: 0 };

@@ -78,6 +78,12 @@ export interface InspectAnswers<V, S extends z.ZodType> {
   status(key: string, view: V): z.input<S>;
   /** A queued caller's weight in the primitive's words (a read/write lock's mode). */
   readonly queued?: (weight: number) => object;
+  /**
+   * Immediate answers too are written from the view's one body: callers asking together share the view
+   * (ChangeWatch.current coalesces a semaphore's page of up to 100 holders), so it is validated and
+   * stringified once for all of them.
+   */
+  readonly immediateShared?: boolean;
 }
 
 /**
@@ -102,7 +108,7 @@ export async function inspectOrWatch<K extends LeaseKind, S extends z.ZodType>(
   const view = await calls.watch(namespace, key, index, waitMs, blocking ? callerGone(reply) : undefined, blocking ? send : undefined);
   // Answered already (the wake-up pass wrote it, or the caller left): nothing more to send.
   if (reply.sent) return undefined;
-  if (blocking) {
+  if (blocking || (queue !== true && answers.immediateShared === true)) {
     send(view);
     return undefined;
   }

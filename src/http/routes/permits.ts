@@ -105,6 +105,7 @@ export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Bo
       status: (key: string, watched: IndexedPermitState) =>
         kind.status(key, watched.index, watched.state === null ? null : kind.view(watched.state)),
       queued: kind.queued,
+      immediateShared: true,
     };
     registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
 
