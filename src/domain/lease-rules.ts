@@ -73,7 +73,6 @@ export interface LeaseRenewal {
   readonly releaseRequested?: ReleaseRequest;
 }
 
-/** Which held keys a listing asks for: one namespace (and key prefix) or all of them. */
 /** A blocking query's terms (see LeaseRules.watch). */
 export interface WatchQuery<V> {
   /** The index the caller last saw; undefined: answer at once. */
@@ -85,6 +84,7 @@ export interface WatchQuery<V> {
   readonly onChange?: (view: V) => void;
 }
 
+/** Which held keys a listing asks for: one namespace (and key prefix) or all of them. */
 export interface HeldQuery {
   /** Only this namespace; undefined lists every namespace. */
   readonly namespace?: string;
@@ -201,12 +201,7 @@ export class LeaseRules {
 
   /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */
   async release(namespace: string, key: string, ownerToken: string, releaseInStore: (id: string) => Promise<boolean>): Promise<void> {
-    // The quota unit is named by the owner token, so it is given back in the same round trip: a token
-    // that holds no lease has no unit either (or one whose lease has ended), and freeing it costs nothing.
-    // (Without slots of its own, the quota has nothing to give back: no second call to wait for.)
-    const [released] = this.parts.quota.keepsSlots
-      ? await Promise.all([releaseInStore(lockId(namespace, key)), this.parts.quota.free(namespace, ownerToken)])
-      : [await releaseInStore(lockId(namespace, key))];
+    const released = await this.parts.quota.releaseWith(namespace, ownerToken, () => releaseInStore(lockId(namespace, key)));
     if (!released) {
       this.parts.observer.lostLease?.('release');
       throw new NotOwnerError(key);

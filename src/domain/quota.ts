@@ -46,11 +46,6 @@ export class NamespaceQuota {
     return this.grantWithSlot(claim, acquire);
   }
 
-  /** True when this quota keeps slots of its own (a cap, not kept inside the store). */
-  get keepsSlots(): boolean {
-    return this.maxHeldLocks > 0;
-  }
-
   private async grantWithSlot<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
     const [slot, lease] = await Promise.allSettled([
       this.store.reserveSlot(claim.namespace, claim.ownerToken, claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks),
@@ -84,6 +79,16 @@ export class NamespaceQuota {
   /** A renewed lease's slot lasts as long as the lease now does. */
   async extend(namespace: string, ownerToken: string, expiresAtMs: number): Promise<void> {
     if (this.maxHeldLocks > 0) await this.store.extendSlot(namespace, ownerToken, expiresAtMs, this.maxHeldLocks).catch(() => undefined);
+  }
+
+  /**
+   * A release and its slot's return in the same round trip: the unit is named by the owner token, so a
+   * token that holds no lease has no unit either (or one whose lease has ended), and freeing it costs
+   * nothing. Without a cap here (none, or kept inside the store's lock steps), the release alone.
+   */
+  releaseWith(namespace: string, ownerToken: string, release: () => Promise<boolean>): Promise<boolean> {
+    if (this.maxHeldLocks <= 0) return release();
+    return Promise.all([release(), this.free(namespace, ownerToken)]).then(([released]) => released);
   }
 
   /** A released (or evicted) lease's slot is free again. */
