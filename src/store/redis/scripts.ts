@@ -496,12 +496,17 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
       super('evalsha', args, { replyEncoding: 'utf8' });
     }
 
+    /** EVAL with the script's source in place of its SHA1. */
+    carrySource(): void {
+      this.name = 'eval';
+      this.args[0] = sources[this.script];
+    }
+
     override toWritable(socket: object): string | Buffer {
       const seen = loaded[this.script];
       if (!seen.has(socket)) {
         seen.add(socket);
-        this.name = 'eval';
-        this.args[0] = sources[this.script];
+        this.carrySource();
       }
       return super.toWritable(socket);
     }
@@ -511,10 +516,7 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
     send(name, args, asEval) {
       // The command copies `args` (ioredis flattens them): a retry may send the same array again.
       const command = new ScriptCommand(name, args);
-      if (asEval) {
-        command.name = 'eval';
-        command.args[0] = sources[name];
-      }
+      if (asEval) command.carrySource();
       void redis.sendCommand(command);
       return command.promise;
     },
