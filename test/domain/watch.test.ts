@@ -430,17 +430,17 @@ describe('ChangeWatch', () => {
   });
 });
 
-describe('ChangeWatch: an older state in flight', () => {
-  /** A store read returns the state as it was when the read was sent, however late its reply comes. */
-  class SnapshotSource extends TestSource {
-    override async read(id: string): Promise<View> {
-      this.reads++;
-      const view = this.views.get(id) ?? { index: 1 };
-      await this.readGate;
-      return view;
-    }
+/** A store read returns the state as it was when the read was sent, however late its reply comes. */
+class SnapshotSource extends TestSource {
+  override async read(id: string): Promise<View> {
+    this.reads++;
+    const view = this.views.get(id) ?? { index: 1 };
+    await this.readGate;
+    return view;
   }
+}
 
+describe('ChangeWatch: an older state in flight', () => {
   it('a caller who knows a newer index than a read still in flight is not answered with that older state', async () => {
     const source = new SnapshotSource();
     const watch = new ChangeWatch(source);
@@ -473,16 +473,6 @@ describe('ChangeWatch: an older state in flight', () => {
 });
 
 describe('ChangeWatch: coalesced immediate reads', () => {
-  /** As above: a read returns the state as it was when the read was sent. */
-  class SnapshotSource extends TestSource {
-    override async read(id: string): Promise<View> {
-      this.reads++;
-      const view = this.views.get(id) ?? { index: 1 };
-      await this.readGate;
-      return view;
-    }
-  }
-
   it('callers asking in one turn of the event loop share one read and get the same view object', async () => {
     const source = new SnapshotSource();
     const watch = new ChangeWatch(source, true);

@@ -221,6 +221,30 @@ function fakeTokenBytes(i) {
 
 const rawConnections = [];
 
+/**
+ * Sends `bytes` on an idle raw connection of `idle` (a new one when none is open), counts the answer's
+ * status, and gives the connection back to `idle` if the server kept it open.
+ */
+function sendRaw(idle, bytes) {
+  let connection = idle.pop();
+  // One the server closed while idle (its keep-alive timeout) is let go of.
+  while (connection !== undefined && !connection.open) {
+    rawConnections.splice(rawConnections.indexOf(connection), 1);
+    connection = idle.pop();
+  }
+  if (connection === undefined) {
+    connection = new RawConnection();
+    rawConnections.push(connection);
+  }
+  const used = connection;
+  void used.send(bytes).then((status) => {
+    if (status === 0) statuses.error = (statuses.error ?? 0) + 1;
+    else statuses[status] = (statuses[status] ?? 0) + 1;
+    if (used.open) idle.push(used);
+    else rawConnections.splice(rawConnections.indexOf(used), 1);
+  });
+}
+
 async function fakeTokens() {
   const idle = [];
   const started = performance.now();
@@ -228,23 +252,7 @@ async function fakeTokens() {
   while (!stopping) {
     const due = Math.floor(((performance.now() - started) * FAKE_TOKENS_PER_SECOND) / 1000);
     for (; sent < due && (idle.length > 0 || rawConnections.length < FAKE_TOKENS_IN_FLIGHT); sent++) {
-      let connection = idle.pop();
-      // One the server closed while idle (its keep-alive timeout) is let go of.
-      while (connection !== undefined && !connection.open) {
-        rawConnections.splice(rawConnections.indexOf(connection), 1);
-        connection = idle.pop();
-      }
-      if (connection === undefined) {
-        connection = new RawConnection();
-        rawConnections.push(connection);
-      }
-      const used = connection;
-      void used.send(fakeTokenBytes(sent)).then((status) => {
-        if (status === 0) statuses.error = (statuses.error ?? 0) + 1;
-        else statuses[status] = (statuses[status] ?? 0) + 1;
-        if (used.open) idle.push(used);
-        else rawConnections.splice(rawConnections.indexOf(used), 1);
-      });
+      sendRaw(idle, fakeTokenBytes(sent));
     }
     // Sends the cap held back are dropped, not sent later in a burst.
     sent = Math.max(sent, due);
@@ -271,22 +279,7 @@ async function inspects() {
   for (let sent = 0; !stopping;) {
     const due = Math.floor(((performance.now() - started) * INSPECTS_PER_SECOND) / 1000) + 1;
     for (; sent < due && (idle.length > 0 || rawConnections.length < INSPECTS_IN_FLIGHT); sent++) {
-      let connection = idle.pop();
-      while (connection !== undefined && !connection.open) {
-        rawConnections.splice(rawConnections.indexOf(connection), 1);
-        connection = idle.pop();
-      }
-      if (connection === undefined) {
-        connection = new RawConnection();
-        rawConnections.push(connection);
-      }
-      const used = connection;
-      void used.send(bytes).then((status) => {
-        if (status === 0) statuses.error = (statuses.error ?? 0) + 1;
-        else statuses[status] = (statuses[status] ?? 0) + 1;
-        if (used.open) idle.push(used);
-        else rawConnections.splice(rawConnections.indexOf(used), 1);
-      });
+      sendRaw(idle, bytes);
     }
     // Sends the cap held back are dropped, not sent later in a burst.
     sent = Math.max(sent, due);
