@@ -38,7 +38,7 @@ import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
 import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
-import { lazyRequestLogger } from './observability/logger.js';
+import { lazyRequestLoggers } from './observability/logger.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -123,8 +123,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return server;
     },
     logController: requestLog,
-    // request.log is made on its first line, not for every request (see lazyRequestLogger).
-    childLoggerFactory: lazyRequestLogger,
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -134,6 +132,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // During shutdown we answer problem+json ourselves (see the preClose hook) instead of Fastify's JSON.
     return503OnClosing: false,
   }).withTypeProvider<ZodTypeProvider>();
+  // request.log is made on its first line, not for every request (see lazyRequestLoggers).
+  lazyRequestLoggers(app.log);
 
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
   // plain-text body and answer 400 where 415 says what is wrong.
