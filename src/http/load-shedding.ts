@@ -79,7 +79,7 @@ declare module 'fastify' {
  * Load shedding, in an onRequest hook (before the body is read and before any store call). Event-loop
  * delay is sampled here from Node's histogram, as @fastify/under-pressure did for it (mean of the last
  * 100 ms past the 10 ms probe), without under-pressure's process.memoryUsage() and utilisation reads
- * each sample (a /proc read: 0.4 % of the instance's busy time under load, for figures nothing used)
+ * each sample (about 10 us of CPU, a /proc read the event loop waits on, for figures nothing used)
  * and without an object per request to read the delay from. Requests in flight and open waits are
  * counted here.
  */
