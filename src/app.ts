@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
-import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_ACCESS_LOG, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
@@ -10,6 +10,7 @@ import type { LockStore } from './domain/lock-store.js';
 import { createPermitCores, type PermitCores } from './domain/primitives.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { serializerCompiler } from './http/serializer.js';
+import { validatorCompiler } from './http/validator.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
 import { BODY_LIMIT_BYTES } from './http/largest-body.js';
 import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
@@ -37,7 +38,7 @@ import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
 import { type AccessLogSettings, RequestLog } from './observability/request-log.js';
-import { lazyRequestLogger } from './observability/logger.js';
+import { lazyRequestLoggers } from './observability/logger.js';
 
 export interface AppDeps {
   readonly locks: LockService;
@@ -122,8 +123,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return server;
     },
     logController: requestLog,
-    // request.log is made on its first line, not for every request (see lazyRequestLogger).
-    childLoggerFactory: lazyRequestLogger,
     clientErrorHandler,
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -133,6 +132,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // During shutdown we answer problem+json ourselves (see the preClose hook) instead of Fastify's JSON.
     return503OnClosing: false,
   }).withTypeProvider<ZodTypeProvider>();
+  // request.log is made on its first line, not for every request (see lazyRequestLoggers).
+  lazyRequestLoggers(app.log);
 
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
   // plain-text body and answer 400 where 415 says what is wrong.

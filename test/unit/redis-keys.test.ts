@@ -1,6 +1,6 @@
 import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { KeySpace, QUOTA_SHARDS } from '../../src/store/redis/keys.js';
+import { KeySpace, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
@@ -32,6 +32,18 @@ describe('Redis key names', () => {
     const perShard = new Array<number>(QUOTA_SHARDS).fill(0);
     for (let i = 0; i < 16_000; i++) perShard[space.shardOf(`key-${i}`)]! += 1;
     for (const n of perShard) expect(n).toBeGreaterThan(800);
+  });
+
+  it("names a lock's keys in lockKeys exactly as one by one, whatever the id's shape", () => {
+    for (const id of ['team-a/orders:1', 'team-a/x/y', 'plain', 'ns/', '/lead']) {
+      const tag = space.shardTags(splitId(id).group)[space.shardOf(splitId(id).name)]!;
+      expect(space.lockKeys(id)).toEqual({
+        lock: space.lock(id),
+        queue: space.tagged(id, 'q'),
+        waiters: space.tagged(id, 'w'),
+        quota: { count: `kh:{${tag}}Q`, ends: `kh:{${tag}}E` },
+      });
+    }
   });
 
   it('reads the lock id back from a lock hash, and never from a queue, a waiter hash or a quota key', () => {

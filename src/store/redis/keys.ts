@@ -154,7 +154,11 @@ export class KeySpace {
    */
   tagged(id: string, kind: string): string {
     const { group, name } = splitId(id);
-    const tag = this.shardTag(group, name);
+    return this.keyIn(this.shardTag(group, name), kind, id, name);
+  }
+
+  /** The key of kind `kind` for lock id `id` (whose name inside its group is `name`) under hash tag `tag`. */
+  private keyIn(tag: string, kind: string, id: string, name: string): string {
     return name === '' && !id.includes(GROUP_SEPARATOR)
       ? `${this.prefix}{${tag}}${kind}`
       : `${this.prefix}{${tag}}${kind}${GROUP_SEPARATOR}${name}`;
@@ -167,12 +171,15 @@ export class KeySpace {
 
   /** The keys of a lock, its wait queue and its quota shard: lock hash, queue (ZSET), waiter records (HASH), quota. */
   lockKeys(id: string): LockKeys {
+    // One split and one shard lookup (a CRC16 of the name) for all four, as each `tagged` would redo
+    // them: this runs on every lock call.
     const { group, name } = splitId(id);
+    const tag = this.shardTag(group, name);
     return {
-      lock: this.lock(id),
-      queue: this.tagged(id, 'q'),
-      waiters: this.tagged(id, 'w'),
-      quota: this.quotaShard(this.shardTag(group, name)),
+      lock: this.keyIn(tag, '', id, name),
+      queue: this.keyIn(tag, 'q', id, name),
+      waiters: this.keyIn(tag, 'w', id, name),
+      quota: this.quotaShard(tag),
     };
   }
 
