@@ -1,5 +1,6 @@
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import underPressure from '@fastify/under-pressure';
 import { OverloadedError } from '../domain/errors.js';
 import { matchedRoute } from './matched-route.js';
 
@@ -33,12 +34,11 @@ export interface LoadSheddingOptions {
 }
 
 /**
- * 100 ms: how often the event-loop delay is sampled: a burst is seen within a tenth of a second, and a
- * sample is the mean of ten 10 ms probes, so one slow tick does not trip it.
+ * 100 ms: how often the event-loop delay is sampled (by @fastify/under-pressure): a burst is seen
+ * within a tenth of a second, and a sample is the mean of ten 10 ms probes, so one slow tick does not
+ * trip it.
  */
 const SAMPLE_INTERVAL_MS = 100;
-/** 10 ms: the probe of Node's event-loop delay histogram; a sample's mean counts the delay past it. */
-const PROBE_MS = 10;
 
 /**
  * 4: renewals and releases are refused only at four times the requests-in-flight budget: a flood of
@@ -68,44 +68,25 @@ const NEVER_SHED = new Set(['/livez', '/readyz', '/metrics']);
 /** The routes that keep a held lease alive or give it back (locks, lock sets, semaphores, read/write locks). */
 const isRenewalOrRelease = (url: string): boolean => url.endsWith('/renew') || url.endsWith('/release');
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The mean event-loop delay (ms) of the last sample, past the probe's own 10 ms (Infinity: no probe ran in it). */
-    sampledEventLoopDelay(): number;
-  }
-}
-
 /**
  * Load shedding, in an onRequest hook (before the body is read and before any store call). Event-loop
- * delay is sampled here from Node's histogram, as @fastify/under-pressure did for it (mean of the last
- * 100 ms past the 10 ms probe), without under-pressure's process.memoryUsage() and utilisation reads
- * each sample (about 10 us of CPU, a /proc read the event loop waits on, for figures nothing used)
- * and without an object per request to read the delay from. Requests in flight and open waits are
+ * delay comes from @fastify/under-pressure's sampler (its own refusal is not used: it knows neither
+ * keyholder's problem answers nor which requests must pass); requests in flight and open waits are
  * counted here.
  */
 export async function registerLoadShedding(app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
   const { budget, openWaits, onShed } = options;
-  const histogram = monitorEventLoopDelay({ resolution: PROBE_MS });
-  histogram.enable();
-  let sampledDelayMs = 0;
-  const sampler = setInterval(() => {
-    // No probe in the whole sample (NaN): the loop was held up all along.
-    const mean = histogram.mean / 1e6 - PROBE_MS;
-    sampledDelayMs = Number.isNaN(mean) ? Infinity : Math.max(0, mean);
-    histogram.reset();
-  }, SAMPLE_INTERVAL_MS).unref();
-  app.decorate('sampledEventLoopDelay', () => sampledDelayMs);
+  // No thresholds given: under-pressure only samples, and app.memoryUsage() reads the last sample.
+  await app.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS });
   let inFlight = 0;
   // When the turn clock last ticked; how late it is now is how long the loop has not come round.
   let tickedAt = performance.now();
   const turnClock = setInterval(() => (tickedAt = performance.now()), TURN_TICK_MS).unref();
   app.addHook('onClose', (_instance, done) => {
     clearInterval(turnClock);
-    clearInterval(sampler);
-    histogram.disable();
     done();
   });
-  const eventLoopDelayMs = (): number => Math.max(sampledDelayMs, performance.now() - tickedAt - TURN_TICK_MS);
+  const eventLoopDelayMs = (): number => Math.max(app.memoryUsage().eventLoopDelay, performance.now() - tickedAt - TURN_TICK_MS);
 
   const overBudget = (priority: ShedPriority): ShedBudget | null => {
     const headroom = priority === 'last' ? LAST_PRIORITY_HEADROOM : 1;

@@ -146,7 +146,7 @@ describe('load shedding', () => {
       async () => {
         // A fresh turn, with the last sample under the budget: only the turn itself can be over it.
         await new Promise((resolve) => setTimeout(resolve, 20));
-        expect(app.sampledEventLoopDelay()).toBeLessThanOrEqual(50);
+        expect(app.memoryUsage().eventLoopDelay).toBeLessThanOrEqual(50);
         // The rest runs in this turn, as a burst's requests do: held up 120 ms, then read one after another.
         blockEventLoop(120);
         const refused = app.inject({ method: 'POST', url: '/v1/locks/k/acquire', payload: { ttlMs: 1000 } });
@@ -175,7 +175,7 @@ describe('load shedding', () => {
     await vi.waitFor(
       () => {
         blockEventLoop(150);
-        expect(app.sampledEventLoopDelay()).toBeGreaterThan(20);
+        expect(app.memoryUsage().eventLoopDelay).toBeGreaterThan(20);
       },
       { timeout: 10_000, interval: 20 },
     );
@@ -185,7 +185,7 @@ describe('load shedding', () => {
     expect((await app.inject({ method: 'GET', url: '/livez' })).statusCode).toBe(200);
     // Renewals and releases are never refused for delay: one refused costs its holder the lease.
     blockEventLoop(150);
-    expect(app.sampledEventLoopDelay()).toBeGreaterThan(20);
+    expect(app.memoryUsage().eventLoopDelay).toBeGreaterThan(20);
     const renewed = await app.inject({ method: 'POST', url: '/v1/locks/held/renew', payload: { ownerToken, ttlMs: 60_000 } });
     expect(renewed.statusCode).toBe(200);
     expect((await app.inject({ method: 'POST', url: '/v1/locks/held/release', payload: { ownerToken } })).statusCode).toBe(200);
