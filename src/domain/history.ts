@@ -358,12 +358,12 @@ export class HistoryRecorder {
 
   /** As record, with the entry the buffer keeps made by the caller (one object less per event). */
   add(entry: HistoryAppend): void {
-    this.push(entry as Pending, undefined);
+    this.push(entry, undefined);
   }
 
   /** A grant, its `lease` left out: the digest of `ownerToken`, worked out when the batch is written. */
   addGrant(entry: HistoryAppend, ownerToken: string): void {
-    this.push(entry as Pending, ownerToken);
+    this.push(entry, ownerToken);
   }
 
   /**
