@@ -84,7 +84,8 @@ const USAGE = `npm run bench -- [options]
                       builds in DIR (checkouts with \`npm run build\` done) take turns with this one (an
                       A/B); with --profile, every instance profiled
   --baseline DIRS     the other builds of --only hotkey, comma-separated
-  --reverse-start     --only hotkey: start the processes last build first (an A/B is run in both orders)
+  --reverse-start     --only hotkey: start the processes last build first; --only history: start the
+                      HISTORY=off instance first (an A/B is run in both orders)
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -277,6 +278,7 @@ async function historyOnly(): Promise<void> {
         concurrency: settings.concurrencies[0] ?? 50,
         warmMs: settings.warmMs,
         durationMs: settings.durationMs,
+        reverseStart: args['reverse-start'],
       },
       dir,
       { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment },

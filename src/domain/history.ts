@@ -40,6 +40,12 @@ export interface HistoryRecord {
   readonly reason?: string | null;
   /** Grants of a lock set's key. */
   readonly set?: true;
+  /**
+   * Grants only: the lease's release, folded into its grant (when the release came in the batch its grant
+   * was in, with no other event of the key between). One stored record for the two events of a short pair;
+   * readRecords gives the two back. Its time, as a release's: the instance's clock.
+   */
+  readonly releasedAt?: number;
 }
 
 /** Which key a history belongs to. */
@@ -124,6 +130,8 @@ export function encodeRecord(r: HistoryRecord): string {
   if (r.by !== undefined) out += `|b${escapeText(r.by)}`;
   if (r.reason !== undefined) out += r.reason === null ? '|Y' : `|y${escapeText(r.reason)}`;
   if (r.set) out += '|s';
+  // As its distance from the grant (a few ms, mostly; negative if the clocks differ): some 3 bytes.
+  if (r.releasedAt !== undefined) out += `|r${int36(r.releasedAt - r.at)}`;
   return out;
 }
 
@@ -137,6 +145,8 @@ function integral(r: HistoryRecord): boolean {
     (r.expiresAt === undefined || Number.isSafeInteger(r.expiresAt - r.at)) &&
     safe(r.waitedMs) &&
     safe(r.lockDelayMs) &&
+    safe(r.releasedAt) &&
+    (r.releasedAt === undefined || Number.isSafeInteger(r.releasedAt - r.at)) &&
     (r.lease === undefined || !UNSAFE.test(r.lease))
   );
 }
@@ -154,6 +164,7 @@ function encodeJson(r: HistoryRecord): string {
   if (r.by !== undefined) out.b = r.by;
   if (r.reason !== undefined) out.y = r.reason;
   if (r.set) out.s = 1;
+  if (r.releasedAt !== undefined) out.r = r.releasedAt;
   return JSON.stringify(out);
 }
 
@@ -221,6 +232,11 @@ function decodeCompact(text: string): HistoryRecord | null {
         case 's':
           record.set = true;
           break;
+        case 'r': {
+          const gap = parse36(value);
+          if (gap !== undefined && kind === 'granted') record.releasedAt = at + gap;
+          break;
+        }
         // An unknown letter: a field a later version added; skipped.
       }
     }
@@ -261,12 +277,41 @@ function decodeJson(text: string): HistoryRecord | null {
   if (str(o.b) !== undefined) record.by = str(o.b);
   if (o.y === null || typeof o.y === 'string') record.reason = o.y;
   if (o.s === 1) record.set = true;
+  if (num(o.r) !== undefined && kind === 'granted') record.releasedAt = num(o.r);
   return record;
+}
+
+/**
+ * A key's events from its stored records (oldest first), as every store's read answers them: each
+ * record decoded (the unreadable skipped), a grant with its release folded in given back as the two
+ * events it stands for, none older than `oldest`, and the last `eventsPerKey` of them. A store keeps
+ * at most eventsPerKey records, so these are the key's last eventsPerKey events, as if each had been
+ * stored alone.
+ */
+export function readRecords(lines: readonly string[], oldest: number, eventsPerKey: number): HistoryRecord[] {
+  const out: HistoryRecord[] = [];
+  for (const line of lines) {
+    const r = decodeRecord(line);
+    if (r === null) continue;
+    if (r.releasedAt === undefined) {
+      if (r.at >= oldest) out.push(r);
+      continue;
+    }
+    const { releasedAt, ...grant } = r;
+    if (grant.at >= oldest) out.push(grant);
+    if (releasedAt >= oldest) out.push({ kind: 'released', at: releasedAt, ...(grant.lease !== undefined ? { lease: grant.lease } : {}) });
+  }
+  return out.length > eventsPerKey ? out.slice(-eventsPerKey) : out;
 }
 
 /** The name a store files a key's history under: one per primitive, namespace and key. */
 export function historyName(key: HistoryKey): string {
   return `${key.primitive}:${key.namespace}/${key.key}`;
+}
+
+/** A buffered event: its record still filled in (a lease id at flush, a folded release). */
+interface Pending extends HistoryAppend {
+  readonly record: MutableRecord;
 }
 
 /** What the recorder reports: batches that could not be written, events dropped from a full buffer. */
@@ -287,9 +332,17 @@ export interface RecorderOptions {
  * writes what gathered every `flushMs` as one batch (one pipelined round trip on Redis). At most one
  * batch is in flight; events that come meanwhile wait for the next. A batch the store refuses is
  * dropped and counted, never retried: history must not grow without bound while the store is away.
+ *
+ * A lease's grant and release (addGrant, addRelease) hold its owner token here, in memory, until the
+ * batch is written: its lease id (a digest) is worked out then, once for a grant and the release folded
+ * into it, and off the request's path. No token leaves this buffer: the store is handed the digest.
  */
 export class HistoryRecorder {
-  private buffer: HistoryAppend[] = [];
+  private buffer: Pending[] = [];
+  /** Per buffered event, in step with `buffer`: the owner token its lease id is the digest of, if any. */
+  private tokens: (string | undefined)[] = [];
+  /** Per key name, the index in `buffer` of its last event: a release folds only into the key's last event. */
+  private readonly lastOfKey = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
   private inFlight: Promise<void> | null = null;
   private closed = false;
@@ -305,11 +358,47 @@ export class HistoryRecorder {
 
   /** As record, with the entry the buffer keeps made by the caller (one object less per event). */
   add(entry: HistoryAppend): void {
+    this.push(entry, undefined);
+  }
+
+  /** A grant, its `lease` left out: the digest of `ownerToken`, worked out when the batch is written. */
+  addGrant(entry: HistoryAppend, ownerToken: string): void {
+    this.push(entry, ownerToken);
+  }
+
+  /**
+   * A release. Folded into its grant (releasedAt) when the grant is the last event of the key still
+   * buffered: one record for the two, the short pair's common case. Else an event of its own.
+   */
+  addRelease(key: HistoryKey, ownerToken: string, at: number): void {
     if (this.closed) return;
+    const last = this.lastOfKey.get(key.key);
+    if (last !== undefined && this.tokens[last] === ownerToken) {
+      const grant = this.buffer[last] as Pending;
+      if (
+        grant.record.kind === 'granted' &&
+        grant.record.releasedAt === undefined &&
+        grant.namespace === key.namespace &&
+        grant.primitive === key.primitive
+      ) {
+        grant.record.releasedAt = at;
+        return;
+      }
+    }
+    this.push({ namespace: key.namespace, primitive: key.primitive, key: key.key, record: { kind: 'released', at } }, ownerToken);
+  }
+
+  private push(entry: Pending, ownerToken: string | undefined): void {
+    if (this.closed) return;
+    this.lastOfKey.set(entry.key, this.buffer.length);
     this.buffer.push(entry);
+    this.tokens.push(ownerToken);
     if (this.buffer.length > this.options.maxBuffered) {
       const over = this.buffer.length - this.options.maxBuffered;
       this.buffer.splice(0, over);
+      this.tokens.splice(0, over);
+      // The indexes moved: no release folds into what is left (rare: a store that is away).
+      this.lastOfKey.clear();
       this.options.observer?.lost?.(over, 'buffer');
     }
     this.timer ??= setTimeout(() => void this.flush(), this.options.flushMs).unref();
@@ -322,7 +411,14 @@ export class HistoryRecorder {
     while (this.inFlight) await this.inFlight;
     if (this.buffer.length === 0) return;
     const batch = this.buffer;
+    const tokens = this.tokens;
     this.buffer = [];
+    this.tokens = [];
+    this.lastOfKey.clear();
+    for (let i = 0; i < batch.length; i++) {
+      const token = tokens[i];
+      if (token !== undefined) (batch[i] as Pending).record.lease = leaseIdOf(token);
+    }
     this.inFlight = this.store.append(batch).then(
       () => undefined,
       () => this.options.observer?.lost?.(batch.length, 'store'),

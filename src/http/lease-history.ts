@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { type HistoryPrimitive, type HistoryRecord, type HistoryRecorder, leaseIdOf } from '../domain/history.js';
+import { type HistoryPrimitive, type HistoryRecord, type HistoryRecorder } from '../domain/history.js';
 import type { LeaseGrant } from '../domain/lease-rules.js';
 
 declare module 'fastify' {
@@ -19,8 +19,9 @@ type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlM
 
 /**
  * What the routes record, once each answer is decided: the one place that turns an answer into history
- * records (the routes call it; the lease rules know nothing of it). A call costs a digest of the owner
- * token and an array push (HistoryRecorder): no store round trip on the request's path.
+ * records (the routes call it; the lease rules know nothing of it). A call costs an array push, or for a
+ * release whose grant is still buffered a field set (HistoryRecorder): no digest and no store round trip
+ * on the request's path.
  */
 export class LeaseHistory {
   constructor(readonly recorder: HistoryRecorder) {}
@@ -37,7 +38,6 @@ export class LeaseHistory {
       kind: 'granted',
       // The store's clock: the lease began ttlMs before it ends.
       at: grant.expiresAtMs - grant.ttlMs,
-      lease: leaseIdOf(grant.ownerToken),
       fencingToken: grant.fencingToken,
       holder: grant.holder,
       expiresAt: grant.expiresAtMs,
@@ -46,7 +46,8 @@ export class LeaseHistory {
     if (extra.lockDelayMs) record.lockDelayMs = extra.lockDelayMs;
     if (extra.mode) record.mode = extra.mode;
     if (extra.set) record.set = true;
-    this.recorder.add({ namespace, primitive, key: grant.key, record });
+    // Its lease id (a digest of the owner token) is worked out when the batch is written.
+    this.recorder.addGrant({ namespace, primitive, key: grant.key, record }, grant.ownerToken);
   }
 
   renewed(
@@ -66,7 +67,8 @@ export class LeaseHistory {
    * during that call, is never seen granted before the release that freed it.
    */
   released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number): void {
-    this.recorder.add({ namespace, primitive, key, record: { kind: 'released', at, lease: leaseIdOf(ownerToken) } });
+    // Folded into its grant when that is still buffered (the short pair): see HistoryRecorder.addRelease.
+    this.recorder.addRelease({ namespace, primitive, key }, ownerToken, at);
   }
 
   forceReleased(

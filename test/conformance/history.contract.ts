@@ -146,6 +146,83 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect((await store.read(key)).map((r) => r.lease)).toEqual(many(107, LIMITS.eventsPerKey).map((r) => r.lease));
     });
 
+    it('gives back a grant with its release folded in as the two events; eventsPerKey counts events', async () => {
+      const key = keyOf();
+      const t = Date.now();
+      const pair = (i: number): HistoryRecord => ({
+        kind: 'granted',
+        at: t + 10 * i,
+        lease: `p${i}`,
+        fencingToken: i,
+        holder: null,
+        expiresAt: t + 10 * i + 30_000,
+        // Released on the instance's clock: it may read a little before the store's grant.
+        releasedAt: t + 10 * i + (i % 2 ? 3 : -1),
+      });
+      const expanded = (i: number): HistoryRecord[] => {
+        const { releasedAt, ...grant } = pair(i);
+        return [grant, { kind: 'released', at: releasedAt as number, lease: `p${i}` }];
+      };
+      await write(key, pair(0), { kind: 'renewed', at: t + 1, fencingToken: 0, expiresAt: t + 30_001 });
+      expect(await store.read(key)).toEqual([...expanded(0), { kind: 'renewed', at: t + 1, fencingToken: 0, expiresAt: t + 30_001 }]);
+      // 15 pairs over two batches: 30 events, of which the last LIMITS.eventsPerKey are read, as if stored one by one.
+      await write(key, ...Array.from({ length: 7 }, (_, i) => pair(i + 1)));
+      await write(key, ...Array.from({ length: 8 }, (_, i) => pair(i + 8)));
+      const all = [pair(0), { kind: 'renewed', at: t + 1, fencingToken: 0, expiresAt: t + 30_001 } as HistoryRecord]
+        .flatMap((r) => (r.kind === 'granted' ? expanded(0) : [r]))
+        .concat(Array.from({ length: 15 }, (_, i) => expanded(i + 1)).flat());
+      expect(await store.read(key)).toEqual(all.slice(-LIMITS.eventsPerKey));
+    });
+
+    it('the recorder folds a release into its grant when nothing of the key came between, and only then', async () => {
+      const key = keyOf('semaphore');
+      const [a, b, c] = [newOwnerToken(), newOwnerToken(), newOwnerToken()];
+      const appended: HistoryAppend[][] = [];
+      const counting: HistoryStore = {
+        append: (batch) => {
+          appended.push([...batch]);
+          return store.append(batch);
+        },
+        read: (k) => store.read(k),
+        close: () => Promise.resolve(),
+      };
+      const recorder = new HistoryRecorder(counting, { flushMs: 60_000, maxBuffered: 100 });
+      const t = Date.now();
+      const grant = (token: string, at: number) =>
+        recorder.addGrant({ ...key, record: { kind: 'granted', at, fencingToken: at - t, holder: null, expiresAt: at + 1_000 } }, token);
+      grant(a, t);
+      recorder.addRelease(key, a, t + 2);
+      grant(b, t + 3);
+      recorder.record(key, { kind: 'renewed', at: t + 4, fencingToken: 3, expiresAt: t + 1_004 });
+      // A renewal came between: b's release is a record of its own, after it.
+      recorder.addRelease(key, b, t + 5);
+      grant(c, t + 6);
+      // Same key name and token, another namespace: never folded into c's grant.
+      recorder.addRelease({ ...key, namespace: `${key.namespace}-x` }, c, t + 7);
+      const read = await recorder.read(key);
+      expect(appended.map((batch) => batch.length)).toEqual([6]);
+      expect(appended[0]?.map((e) => `${e.record.kind}:${e.record.releasedAt ?? '-'}`)).toEqual([
+        `granted:${t + 2}`,
+        'granted:-',
+        'renewed:-',
+        'released:-',
+        'granted:-',
+        'released:-',
+      ]);
+      // The store is handed lease ids, never an owner token.
+      for (const token of [a, b, c]) expect(JSON.stringify(appended)).not.toContain(token);
+      const name = (lease?: string) => ({ [leaseIdOf(a)]: 'a', [leaseIdOf(b)]: 'b', [leaseIdOf(c)]: 'c' })[lease ?? ''] ?? '-';
+      expect(read.map((r) => `${r.kind}:${r.at - t}:${name(r.lease)}`)).toEqual([
+        'granted:0:a',
+        'released:2:a',
+        'granted:3:b',
+        'renewed:4:-',
+        'released:5:b',
+        'granted:6:c',
+      ]);
+      await recorder.close();
+    });
+
     it('never returns events older than the retention', async () => {
       const key = keyOf();
       const now = Date.now();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeRecord, encodeRecord, type HistoryRecord } from '../../src/domain/history.js';
+import { decodeRecord, encodeRecord, type HistoryRecord, readRecords } from '../../src/domain/history.js';
 
 /**
  * The stored form of a history event (the store-level round trips are in test/conformance/history.contract.ts):
@@ -16,6 +16,29 @@ describe('history record encoding', () => {
     expect(encodeRecord(release).length).toBeLessThan(30);
     expect(decodeRecord(encodeRecord(grant))).toEqual(grant);
     expect(decodeRecord(encodeRecord(release))).toEqual(release);
+  });
+
+  it('a grant with its release folded in weighs under 55 bytes, and reads back as the two events', () => {
+    const folded: HistoryRecord = { ...grant, releasedAt: release.at };
+    expect(encodeRecord(folded).length).toBeLessThan(55);
+    expect(decodeRecord(encodeRecord(folded))).toEqual(folded);
+    // Released on the instance's clock, a little before the store's grant: kept as it was.
+    const early: HistoryRecord = { ...grant, releasedAt: at - 3 };
+    expect(decodeRecord(encodeRecord(early))).toEqual(early);
+    expect(readRecords([encodeRecord(folded)], 0, 50)).toEqual([grant, release]);
+    // The JSON form carries it too (a record with a number that is not a safe integer).
+    const odd: HistoryRecord = { ...folded, waitedMs: 0.5 };
+    expect(encodeRecord(odd).startsWith('{')).toBe(true);
+    expect(readRecords([encodeRecord(odd)], 0, 50)).toEqual([{ ...grant, waitedMs: 0.5 }, release]);
+  });
+
+  it('reads the grant and release written as two records before, alongside folded ones', () => {
+    // What an earlier version wrote for a pair, then what this one writes: the same events.
+    const lines = [encodeRecord(grant), encodeRecord(release), encodeRecord({ ...grant, releasedAt: release.at })];
+    expect(readRecords(lines, 0, 50)).toEqual([grant, release, grant, release]);
+    expect(readRecords(lines, 0, 3)).toEqual([release, grant, release]);
+    // The retention applies to each event: a grant too old, its release not.
+    expect(readRecords([encodeRecord({ ...grant, releasedAt: release.at })], at + 1, 50)).toEqual([release]);
   });
 
   it('reads the JSON form events were written in before', () => {

@@ -2,6 +2,7 @@ import { Etcd3, type IRequestOp } from 'etcd3';
 import {
   decodeRecord,
   encodeRecord,
+  readRecords,
   type HistoryAppend,
   type HistoryKey,
   type HistoryLimits,
@@ -159,10 +160,7 @@ export class EtcdHistory implements HistoryStore {
     const res = await this.call(() => this.client.kv.range({ key: this.recordKey(key) }, this.callOptions()));
     const value = res.kvs[0]?.value.toString() ?? '';
     const oldest = Date.now() - this.options.limits.retentionMs;
-    return value
-      .split('\n')
-      .map(decodeRecord)
-      .filter((r): r is HistoryRecord => r !== null && r.at >= oldest);
+    return readRecords(value.split('\n'), oldest, this.options.limits.eventsPerKey);
   }
 
   close(): Promise<void> {

@@ -1,6 +1,6 @@
 import {
-  decodeRecord,
   encodeRecord,
+  readRecords,
   historyName,
   type HistoryAppend,
   type HistoryKey,
@@ -58,8 +58,7 @@ export class MemoryHistory implements HistoryStore {
   read(key: HistoryKey): Promise<HistoryRecord[]> {
     const ring = this.namespaces.get(key.namespace)?.get(historyName(key));
     const oldest = this.now() - this.limits.retentionMs;
-    const records = (ring?.events ?? []).map(decodeRecord).filter((r): r is HistoryRecord => r !== null && r.at >= oldest);
-    return Promise.resolve(records);
+    return Promise.resolve(readRecords(ring?.events ?? [], oldest, this.limits.eventsPerKey));
   }
 
   /** Whether anything is kept for the key, however old (for tests of the retention). */

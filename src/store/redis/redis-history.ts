@@ -1,6 +1,6 @@
 import {
-  decodeRecord,
   encodeRecord,
+  readRecords,
   type HistoryAppend,
   type HistoryKey,
   type HistoryLimits,
@@ -190,7 +190,7 @@ export class RedisHistory implements HistoryStore {
   async read(key: HistoryKey): Promise<HistoryRecord[]> {
     const raw = await this.call(() => this.redis.lrange(this.listKey(key), 0, -1));
     const oldest = Date.now() - this.options.limits.retentionMs;
-    return raw.map(decodeRecord).filter((r): r is HistoryRecord => r !== null && r.at >= oldest);
+    return readRecords(raw, oldest, this.options.limits.eventsPerKey);
   }
 
   async close(): Promise<void> {
