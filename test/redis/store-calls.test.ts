@@ -132,7 +132,7 @@ describe('redis store: calls on the connection', () => {
     const first = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 5_000 });
     // Queued as this instance sees it too (its reply read), not only in Redis.
     const room = (store as unknown as { room: { hasQueuedOn(key: string): boolean } }).room;
-    await eventually(() => expect(room.hasQueuedOn(key)).toBe(true), 5_000, 5);
+    await vi.waitFor(() => expect(room.hasQueuedOn(key)).toBe(true), { timeout: 5_000, interval: 5 });
     // Behind `first`: in no hurry, held in the corked socket past the end of its turn.
     const secondToken = newOwnerToken();
     const second = store.acquire({ key, ownerToken: secondToken, ttlMs: 10_000, holder: null, waitMs: 5_000 });
