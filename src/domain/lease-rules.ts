@@ -133,9 +133,11 @@ export class LeaseRules {
     if (index === undefined || waitMs === 0) return inspectNow();
     this.checkWaitMs(waitMs);
     const leave = this.parts.gate.enter(query.namespace, id);
+    const waitSignal = this.parts.gate.waitSignal(query.signal);
     try {
-      return await changes.wait(id, index, waitMs, this.parts.gate.waitSignal(query.signal), query.onChange);
+      return await changes.wait(id, index, waitMs, waitSignal.signal, query.onChange);
     } finally {
+      waitSignal.done();
       leave();
     }
   }
@@ -148,10 +150,11 @@ export class LeaseRules {
     const { gate, freshness, observer } = this.parts;
     const { id, ttlMs, callerSignal } = wait;
     const leave = gate.enter(wait.namespace, id);
+    const waitSignal = gate.waitSignal(callerSignal);
     const started = performance.now();
     let granted = false;
     try {
-      const grant = await wait.acquire(gate.waitSignal(callerSignal));
+      const grant = await wait.acquire(waitSignal.signal);
       granted = true;
       const ownerToken = wait.ownerOf(grant);
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
@@ -162,6 +165,7 @@ export class LeaseRules {
       await freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: grant.decidedAt });
       return grant;
     } finally {
+      waitSignal.done();
       leave();
       const seconds = (performance.now() - started) / 1000;
       if (wait.waited) wait.waited.seconds = seconds;

@@ -573,9 +573,11 @@ export class LeaseService {
     // Freed since the set was refused: ask again at once.
     if (view.state === null && view.lockDelayUntilMs === undefined) return;
     const leaveKey = this.waitGate.enterKey(id);
+    const waitSignal = this.waitGate.waitSignal(signal);
     try {
-      await changes.wait(id, view.index, Math.max(1, waitMs), signal ? AbortSignal.any([signal, closing]) : closing);
+      await changes.wait(id, view.index, Math.max(1, waitMs), waitSignal.signal);
     } finally {
+      waitSignal.done();
       leaveKey();
     }
   }

@@ -15,6 +15,8 @@ export class WaitGate {
   private readonly byNamespace = new Map<string, number>();
   /** Waiting callers by store id (this instance's share of a key's waiters); a key with none has no entry. */
   private readonly byKey = new Map<string, number>();
+  /** The signals of the open waits that follow a caller's signal: aborted here at shutdown. */
+  private readonly following = new Set<AbortController>();
 
   constructor(private readonly limits: Pick<LockLimits, 'maxWaitersPerKey' | 'maxWaitersPerInstance' | 'maxWaitersPerNamespace'>) {}
 
@@ -29,7 +31,11 @@ export class WaitGate {
   }
 
   shutdown(): void {
-    this.closing.abort(new ShuttingDownError());
+    const reason = new ShuttingDownError();
+    this.closing.abort(reason);
+    // A copy: each wait's abort listener may end its wait (and leave the set) while this runs.
+    for (const controller of [...this.following]) controller.abort(reason);
+    this.following.clear();
   }
 
   /**
@@ -63,9 +69,29 @@ export class WaitGate {
     return once(this.countKey(id));
   }
 
-  /** The signal a wait listens to: the caller's (if any) and shutdown. */
-  waitSignal(callerSignal: AbortSignal | undefined): AbortSignal {
-    return callerSignal ? AbortSignal.any([callerSignal, this.closing.signal]) : this.closing.signal;
+  /**
+   * The signal a wait listens to: aborted when the caller's (if any) is, or at shutdown, whichever comes
+   * first. `done` ends it when the wait is over (call it exactly once).
+   *
+   * Not AbortSignal.any([caller, closing]): on Node 20 every such signal leaves an entry in the
+   * long-lived closing signal's set of dependants that is never removed (nodejs/node#55351), one per
+   * wait for the life of the process, and the call cost about twice a controller with one listener.
+   */
+  waitSignal(callerSignal: AbortSignal | undefined): WaitSignal {
+    const closing = this.closing.signal;
+    if (callerSignal === undefined || closing.aborted) return { signal: closing, done: nothing };
+    if (callerSignal.aborted) return { signal: callerSignal, done: nothing };
+    const controller = new AbortController();
+    const follow = (): void => controller.abort(callerSignal.reason);
+    callerSignal.addEventListener('abort', follow, { once: true });
+    this.following.add(controller);
+    return {
+      signal: controller.signal,
+      done: () => {
+        callerSignal.removeEventListener('abort', follow);
+        this.following.delete(controller);
+      },
+    };
   }
 
   /**
@@ -82,6 +108,15 @@ export class WaitGate {
     return () => decrement(this.byKey, id);
   }
 }
+
+/** The signal of one wait (WaitGate.waitSignal). */
+export interface WaitSignal {
+  readonly signal: AbortSignal;
+  /** The wait is over: stop following the caller's signal and shutdown. */
+  done(): void;
+}
+
+const nothing = (): void => undefined;
 
 function decrement(counts: Map<string, number>, name: string): void {
   const left = (counts.get(name) ?? 1) - 1;

@@ -99,12 +99,17 @@ describe('WaitGate', () => {
   it('after shutdown no wait is admitted, and the wait signal is aborted', () => {
     const gate = new WaitGate(LIMITS);
     const caller = new AbortController();
-    const signal = gate.waitSignal(caller.signal);
+    const { signal } = gate.waitSignal(caller.signal);
+    const ended = gate.waitSignal(caller.signal);
+    ended.done();
     expect(signal.aborted).toBe(false);
     gate.shutdown();
     expect(signal.aborted).toBe(true);
     expect(signal.reason).toBeInstanceOf(ShuttingDownError);
-    expect(gate.waitSignal(undefined).aborted).toBe(true);
+    // A wait that is over is not aborted any more: it let go of its signal.
+    expect(ended.signal.aborted).toBe(false);
+    expect(gate.waitSignal(undefined).signal.aborted).toBe(true);
+    expect(gate.waitSignal(caller.signal).signal.aborted).toBe(true);
     expect(tryEnter(gate, 'a', 'a/k')).toBe('shutting down');
     expect(tryEnter(gate, 'a')).toBe('shutting down');
     expect(() => gate.enterKey('a/k')).toThrow(ShuttingDownError);
@@ -114,9 +119,19 @@ describe('WaitGate', () => {
   it('the wait signal follows the caller’s own signal too', () => {
     const gate = new WaitGate(LIMITS);
     const caller = new AbortController();
-    const signal = gate.waitSignal(caller.signal);
-    caller.abort(new Error('left'));
+    const { signal } = gate.waitSignal(caller.signal);
+    const other = new AbortController();
+    const ended = gate.waitSignal(other.signal);
+    ended.done();
+    const reason = new Error('left');
+    caller.abort(reason);
     expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBe(reason);
     expect(gate.signal.aborted).toBe(false);
+    // After done, the caller's signal no longer reaches the wait's.
+    other.abort(new Error('left later'));
+    expect(ended.signal.aborted).toBe(false);
+    // A caller gone already: its own signal, aborted.
+    expect(gate.waitSignal(caller.signal).signal.reason).toBe(reason);
   });
 });
