@@ -38,6 +38,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/idempotency.test.ts',
     'test/unit/error-codes-sent.test.ts',
     'test/unit/random.test.ts',
+    'test/unit/history-encoding.test.ts',
+    'test/unit/history.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
     'test/domain/watch.test.ts',
