@@ -46,6 +46,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/domain/permits.test.ts',
     'test/domain/lock-sets.test.ts',
     'test/domain/lock-service-answers.test.ts',
+    'test/domain/release-requests.test.ts',
     'test/domain/permit-answers.test.ts',
     'test/domain/lock-service.test.ts',
     'test/mutants/memory-store-fast-clock.ts',

@@ -38,9 +38,9 @@ describe('history records: every field survives the stored form', () => {
     const text = encodeRecord(full);
     expect(text).not.toContain('\n');
     expect(text.split('|')).toHaveLength(9);
-    expect(decodeRecord(text)).toEqual(full);
+    expect(decodeRecord(text)).toStrictEqual(full);
     const write = { ...full, mode: 'write' as const, holder: null };
-    expect(decodeRecord(encodeRecord(write))).toEqual(write);
+    expect(decodeRecord(encodeRecord(write))).toStrictEqual(write);
   });
 
   it('each kind, and the fields of force releases and release requests', () => {
@@ -52,7 +52,7 @@ describe('history records: every field survives the stored form', () => {
       { kind: 'release_requested', at, fencingToken: 9, by: 'ops', reason: null },
       { kind: 'granted', at: 0, fencingToken: 1, holder: '', waitedMs: 0, lockDelayMs: 0 },
     ];
-    for (const r of records) expect(decodeRecord(encodeRecord(r)), JSON.stringify(r)).toEqual(r);
+    for (const r of records) expect(decodeRecord(encodeRecord(r)), JSON.stringify(r)).toStrictEqual(r);
     // Distinct kinds are stored under distinct letters.
     expect(new Set(records.slice(0, 4).map((r) => encodeRecord(r).charAt(0))).size).toBe(4);
   });
@@ -64,7 +64,7 @@ describe('history records: every field survives the stored form', () => {
 
   it('a negative integer (a clock before the epoch, or an expiry before its event) still round-trips', () => {
     const r: HistoryRecord = { kind: 'renewed', at: 5, expiresAt: -100, fencingToken: 1 };
-    expect(decodeRecord(encodeRecord(r))).toEqual(r);
+    expect(decodeRecord(encodeRecord(r))).toStrictEqual(r);
   });
 
   it('a record the compact form cannot hold is kept in JSON, and read back the same', () => {
@@ -80,23 +80,24 @@ describe('history records: every field survives the stored form', () => {
     for (const r of unsafe) {
       const text = encodeRecord(r);
       expect(text.startsWith('{'), JSON.stringify(r)).toBe(true);
-      expect(decodeRecord(text)).toEqual(r);
+      expect(decodeRecord(text)).toStrictEqual(r);
     }
     const all: HistoryRecord = { ...full, at: 0.5, expiresAt: 9, holder: null, by: 'ops', reason: 'why' };
-    expect(decodeRecord(encodeRecord(all))).toEqual(all);
+    expect(decodeRecord(encodeRecord(all))).toStrictEqual(all);
     const kept: HistoryRecord = { kind: 'release_requested', at: 0.5, holder: 'h', reason: null, mode: 'write' };
-    expect(decodeRecord(encodeRecord(kept))).toEqual(kept);
+    expect(decodeRecord(encodeRecord(kept))).toStrictEqual(kept);
   });
 
   it('JSON fields of the wrong type are left out; an unknown mode or a bad number field is skipped', () => {
-    expect(decodeRecord(`{"k":"g","t":5,"l":1,"f":"1","h":2,"e":"3","w":null,"d":"4","m":"x","b":3,"y":4,"s":true}`)).toEqual({
+    expect(decodeRecord(`{"k":"g","t":5,"l":1,"f":"1","h":2,"e":"3","w":null,"d":"4","m":"x","b":3,"y":4,"s":true}`)).toStrictEqual({
       kind: 'granted',
       at: 5,
     });
     expect(decodeRecord('{"k":1,"t":5}')).toBeNull();
+    expect(decodeRecord('{"k":["g"],"t":5}')).toBeNull();
     expect(decodeRecord('{"k":"g","t":"5"}')).toBeNull();
-    expect(decodeRecord('g5|f!|e!|w!|d!|mx|f123456789012')).toEqual({ kind: 'granted', at: 5 });
-    expect(decodeRecord('g-5')).toEqual({ kind: 'granted', at: -5 });
+    expect(decodeRecord('g5|f!|e!|w!|d!|mx|f123456789012')).toStrictEqual({ kind: 'granted', at: 5 });
+    expect(decodeRecord('g-5')).toStrictEqual({ kind: 'granted', at: -5 });
     expect(decodeRecord('g5!')).toBeNull();
     expect(decodeRecord('g123456789012')).toBeNull();
     // Eleven base-36 digits can exceed a safe integer: refused.
@@ -131,7 +132,7 @@ describe('history timeline', () => {
 
   it('a released lease: granted then released, with how long it was held; records sorted by time', () => {
     const out = timeline([release(1_400, 1), grant(1_000, 1, { mode: 'write' })], 10_000);
-    expect(out).toEqual([
+    expect(out).toStrictEqual([
       { type: 'granted', at: 1_000, fencingToken: 1, holder: 'h1', mode: 'write', expiresAt: 2_000 },
       { type: 'released', at: 1_400, fencingToken: 1, holder: 'h1', mode: 'write', heldMs: 400 },
     ]);
@@ -139,21 +140,21 @@ describe('history timeline', () => {
 
   it('a lease with no end recorded expires at its last expiry, then its lock-delay runs', () => {
     const records = [grant(1_000, 1, { lockDelayMs: 300 }), { kind: 'renewed', at: 1_500, lease: 'L1', expiresAt: 2_500 } as HistoryRecord];
-    expect(timeline(records, 10_000)).toEqual([
+    expect(timeline(records, 10_000)).toStrictEqual([
       { type: 'granted', at: 1_000, fencingToken: 1, holder: 'h1', expiresAt: 2_000 },
       { type: 'renewed', at: 1_500, fencingToken: 1, holder: 'h1', expiresAt: 2_500 },
       { type: 'expired', at: 2_500, fencingToken: 1, holder: 'h1', heldMs: 1_500 },
       { type: 'lock_delay', at: 2_500, fencingToken: 1, holder: 'h1', until: 2_800 },
     ]);
     // Not before its expiry has passed, and not when it was released.
-    expect(timeline(records, 2_499).map((e) => e.type)).toEqual(['granted', 'renewed']);
+    expect(timeline(records, 2_499).map((e) => e.type)).toStrictEqual(['granted', 'renewed']);
     expect(timeline(records, 2_500).map((e) => e.type)).toContain('expired');
-    expect(timeline([grant(1_000, 1, { lockDelayMs: 300 }), release(1_200, 1)], 10_000).map((e) => e.type)).toEqual([
+    expect(timeline([grant(1_000, 1, { lockDelayMs: 300 }), release(1_200, 1)], 10_000).map((e) => e.type)).toStrictEqual([
       'granted',
       'released',
     ]);
     // No lock-delay asked: only the expiry.
-    expect(timeline([grant(1_000, 2, { mode: 'read' })], 10_000).at(-1)).toEqual({
+    expect(timeline([grant(1_000, 2, { mode: 'read' })], 10_000).at(-1)).toStrictEqual({
       type: 'expired',
       at: 2_000,
       fencingToken: 2,
@@ -165,7 +166,7 @@ describe('history timeline', () => {
 
   it('a renewal without an expiry keeps the one before', () => {
     const out = timeline([grant(1_000, 1), { kind: 'renewed', at: 1_100, fencingToken: 1 }], 10_000);
-    expect(out.map((e) => [e.type, e.at])).toEqual([
+    expect(out.map((e) => [e.type, e.at])).toStrictEqual([
       ['granted', 1_000],
       ['renewed', 1_100],
       ['expired', 2_000],
@@ -175,7 +176,7 @@ describe('history timeline', () => {
 
   it('a waiting caller granted as another lease ended was handed the key; one that found it free long after was not', () => {
     const handed = timeline([grant(1_000, 1), release(1_300, 1), grant(1_305, 2, { waitedMs: 200 })], 1_400);
-    expect(handed.map((e) => e.type)).toEqual(['granted', 'released', 'handed_over']);
+    expect(handed.map((e) => e.type)).toStrictEqual(['granted', 'released', 'handed_over']);
     expect(handed[2]).toMatchObject({ fencingToken: 2, holder: 'h2', waitedMs: 200 });
     // The end is inside the wait, within the slack on either side.
     expect(timeline([grant(1_000, 1), release(1_300, 1), grant(1_520, 2, { waitedMs: 200 })], 1_600).at(-1)?.type).toBe('handed_over');
@@ -191,8 +192,8 @@ describe('history timeline', () => {
   });
 
   it('a release long after its lease expired changed nothing and is left out; one within the clock skew is kept', () => {
-    expect(timeline([grant(1_000, 1), release(3_001, 1)], 10_000).map((e) => e.type)).toEqual(['granted', 'expired']);
-    expect(timeline([grant(1_000, 1), release(3_000, 1)], 10_000).map((e) => [e.type, e.at])).toEqual([
+    expect(timeline([grant(1_000, 1), release(3_001, 1)], 10_000).map((e) => e.type)).toStrictEqual(['granted', 'expired']);
+    expect(timeline([grant(1_000, 1), release(3_000, 1)], 10_000).map((e) => [e.type, e.at])).toStrictEqual([
       ['granted', 1_000],
       ['released', 3_000],
     ]);
@@ -209,7 +210,7 @@ describe('history timeline', () => {
       ],
       10_000,
     );
-    expect(out).toEqual([
+    expect(out).toStrictEqual([
       { type: 'granted', at: 1_000, fencingToken: 1, holder: 'h1', expiresAt: 2_000 },
       { type: 'release_requested', at: 1_100, fencingToken: 1, holder: 'h1', by: 'ops', reason: 'stuck' },
       { type: 'release_requested', at: 1_150, fencingToken: 1, holder: 'h1', reason: null },
@@ -226,12 +227,12 @@ describe('history timeline', () => {
       ],
       10_000,
     );
-    expect(out).toEqual([
+    expect(out).toStrictEqual([
       { type: 'renewed', at: 500, fencingToken: 4, holder: 'h4', mode: 'read', expiresAt: 900 },
       { type: 'force_released', at: 600, fencingToken: 4, holder: 'h4', mode: 'read' },
     ]);
     // Expired without a grant kept: no time held either; a grant of a lock set's key says so.
-    expect(timeline([{ kind: 'renewed', at: 500, fencingToken: 4, expiresAt: 900 }], 10_000).at(-1)).toEqual({
+    expect(timeline([{ kind: 'renewed', at: 500, fencingToken: 4, expiresAt: 900 }], 10_000).at(-1)).toStrictEqual({
       type: 'expired',
       at: 900,
       fencingToken: 4,
@@ -242,19 +243,42 @@ describe('history timeline', () => {
     expect(timeline([grant(1_000, 1, { expiresAt: 900 })], 1_500).find((e) => e.type === 'expired')).toMatchObject({ heldMs: 0 });
   });
 
+  it('only the leases that ended count for a hand-over: any one of them in the wait, never a lease still held', () => {
+    // Another lease ended long before the wait, and one inside it: handed over.
+    const records = [grant(100, 3), release(500, 3), grant(1_000, 1), release(1_300, 1), grant(1_305, 2, { waitedMs: 200 })];
+    expect(timeline(records, 1_400).at(-1)?.type).toBe('handed_over');
+    // A semaphore: another lease is still held when the waiter gets its permit; nothing ended.
+    const held = timeline([grant(0, 1, { expiresAt: 10_000 }), grant(10, 2, { waitedMs: 40 })], 50);
+    expect(held.map((e) => e.type)).toStrictEqual(['granted', 'granted']);
+    // A release naming no lease ends nothing; one whose grant is past the retention still ends its lease.
+    expect(timeline([{ kind: 'released', at: 1_300 }, grant(1_305, 2, { waitedMs: 200 })], 1_400).at(-1)?.type).toBe('granted');
+    expect(timeline([release(1_300, 1), grant(1_305, 2, { waitedMs: 200 })], 1_400).at(-1)?.type).toBe('handed_over');
+  });
+
+  it('only a release is dropped for coming long after its lease expired; a force release then is kept', () => {
+    const out = timeline([grant(1_000, 1), { kind: 'force_released', at: 3_001, fencingToken: 1, by: 'ops' }], 10_000);
+    expect(out.map((e) => e.type)).toStrictEqual(['granted', 'force_released']);
+  });
+
   it('a window keeps its own records and every record of a lease that overlaps it', () => {
     const records = [grant(1_000, 1), release(1_500, 1), grant(3_000, 2), release(3_200, 2), grant(5_000, 3), release(5_100, 3)];
     const types = (since: number, until: number) => timeline(records, 10_000, since, until).map((e) => `${e.type}:${e.fencingToken}`);
     // The lease held at `since` is shown from its grant to its end.
-    expect(types(1_200, 3_100)).toEqual(['granted:1', 'released:1', 'granted:2', 'released:2']);
-    expect(types(1_500, 1_500)).toEqual(['granted:1', 'released:1']);
-    expect(types(1_501, 2_999)).toEqual([]);
-    expect(types(2_000, 3_000)).toEqual(['granted:2', 'released:2']);
-    expect(types(5_100, Infinity)).toEqual(['granted:3', 'released:3']);
+    expect(types(1_200, 3_100)).toStrictEqual(['granted:1', 'released:1', 'granted:2', 'released:2']);
+    expect(types(1_500, 1_500)).toStrictEqual(['granted:1', 'released:1']);
+    expect(types(1_501, 2_999)).toStrictEqual([]);
+    expect(types(2_000, 3_000)).toStrictEqual(['granted:2', 'released:2']);
+    expect(types(5_100, Infinity)).toStrictEqual(['granted:3', 'released:3']);
     // A lease not ended yet overlaps every window after its grant; one whose grant was not kept only by its records.
-    expect(timeline([grant(1_000, 1, { expiresAt: 99_000 })], 10_000, 5_000, 6_000).map((e) => e.type)).toEqual(['granted']);
-    expect(timeline([grant(1_000, 1, { expiresAt: undefined })], 10_000, 5_000, 6_000).map((e) => e.type)).toEqual(['granted']);
-    expect(timeline([{ kind: 'renewed', at: 500, fencingToken: 4, expiresAt: 9_000 }], 1_000, 600, 700)).toEqual([]);
+    expect(timeline([grant(1_000, 1, { expiresAt: 99_000 })], 10_000, 5_000, 6_000).map((e) => e.type)).toStrictEqual(['granted']);
+    expect(timeline([grant(1_000, 1, { expiresAt: undefined })], 10_000, 5_000, 6_000).map((e) => e.type)).toStrictEqual(['granted']);
+    expect(timeline([{ kind: 'renewed', at: 500, fencingToken: 4, expiresAt: 9_000 }], 1_000, 600, 700)).toStrictEqual([]);
+    // A record exactly at either edge of the window is in it, with or without its grant.
+    const renewal: HistoryRecord = { kind: 'renewed', at: 600, fencingToken: 4, expiresAt: 9_000 };
+    expect(timeline([renewal], 1_000, 600, 700)).toHaveLength(1);
+    expect(timeline([renewal], 1_000, 500, 600)).toHaveLength(1);
+    // A release that names no lease, outside the window: left out.
+    expect(timeline([{ kind: 'released', at: 1_300 }], 2_000, 0, 100)).toStrictEqual([]);
   });
 });
 
@@ -291,14 +315,14 @@ describe('history recorder', () => {
     const recorder = new HistoryRecorder(store, { flushMs: 20, maxBuffered: 100 });
     recorder.record(KEY, event(1));
     recorder.add({ ...KEY, record: event(2) });
-    expect(store.batches).toEqual([]);
+    expect(store.batches).toStrictEqual([]);
     await expect.poll(() => store.batches.length, { timeout: 5_000 }).toBe(1);
-    expect(store.batches[0]).toEqual([
+    expect(store.batches[0]).toStrictEqual([
       { ...KEY, record: event(1) },
       { ...KEY, record: event(2) },
     ]);
     recorder.record(KEY, event(3));
-    expect(await recorder.read(KEY)).toEqual([event(1), event(2), event(3)]);
+    expect(await recorder.read(KEY)).toStrictEqual([event(1), event(2), event(3)]);
     expect(store.batches).toHaveLength(2);
     // Nothing buffered: a flush writes nothing.
     await recorder.flush();
@@ -311,15 +335,15 @@ describe('history recorder', () => {
     const store = new FakeStore();
     const recorder = new HistoryRecorder(store, { flushMs: 60_000, maxBuffered: 3, observer: { lost: (n, why) => lost.push([n, why]) } });
     for (let i = 1; i <= 3; i++) recorder.record(KEY, event(i));
-    expect(lost).toEqual([]);
+    expect(lost).toStrictEqual([]);
     recorder.record(KEY, event(4));
     recorder.record(KEY, event(5));
-    expect(lost).toEqual([
+    expect(lost).toStrictEqual([
       [1, 'buffer'],
       [1, 'buffer'],
     ]);
     await recorder.flush();
-    expect(store.batches[0]?.map((e) => e.record.at)).toEqual([3, 4, 5]);
+    expect(store.batches[0]?.map((e) => e.record.at)).toStrictEqual([3, 4, 5]);
     await recorder.close();
   });
 
@@ -331,10 +355,16 @@ describe('history recorder', () => {
     recorder.record(KEY, event(1));
     recorder.record(KEY, event(2));
     await recorder.flush();
-    expect(lost).toEqual([[2, 'store']]);
+    expect(lost).toStrictEqual([[2, 'store']]);
     store.fail = false;
     await recorder.flush();
     expect(store.batches).toHaveLength(1);
+    // An observer without a lost() hook: dropped quietly as well (from a full buffer and by the store).
+    store.fail = true;
+    const hookless = new HistoryRecorder(store, { flushMs: 60_000, maxBuffered: 1, observer: {} });
+    hookless.record(KEY, event(1));
+    hookless.record(KEY, event(2));
+    await expect(hookless.flush()).resolves.toBeUndefined();
     // Without an observer a refused batch is dropped quietly.
     const quiet = new HistoryRecorder(store, { flushMs: 60_000, maxBuffered: 1 });
     store.fail = true;
@@ -359,7 +389,7 @@ describe('history recorder', () => {
     store.pending.shift()?.();
     await first;
     await expect.poll(() => store.batches.length).toBe(2);
-    expect(store.batches[1]?.map((e) => e.record.at)).toEqual([2]);
+    expect(store.batches[1]?.map((e) => e.record.at)).toStrictEqual([2]);
     store.pending.shift()?.();
     await second;
     expect(secondDone).toBe(true);
@@ -370,7 +400,7 @@ describe('history recorder', () => {
     const recorder = new HistoryRecorder(store, { flushMs: 60_000, maxBuffered: 10 });
     recorder.record(KEY, event(1));
     await recorder.close();
-    expect(store.batches).toEqual([[{ ...KEY, record: event(1) }]]);
+    expect(store.batches).toStrictEqual([[{ ...KEY, record: event(1) }]]);
     expect(store.closed).toBe(true);
     recorder.record(KEY, event(2));
     await recorder.flush();
@@ -384,13 +414,20 @@ describe('history recorder', () => {
       const recorder = new HistoryRecorder(store, { flushMs: 30, maxBuffered: 10 });
       recorder.record(KEY, event(1));
       await recorder.flush();
-      await vi.advanceTimersByTimeAsync(100);
-      expect(store.batches).toHaveLength(1);
+      // An event 10 ms later waits its own flushMs, not what was left of the first event's timer.
+      await vi.advanceTimersByTimeAsync(10);
       recorder.record(KEY, event(2));
-      await vi.advanceTimersByTimeAsync(29);
+      await vi.advanceTimersByTimeAsync(25);
       expect(store.batches).toHaveLength(1);
-      await vi.advanceTimersByTimeAsync(1);
+      await vi.advanceTimersByTimeAsync(5);
       expect(store.batches).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(store.batches).toHaveLength(2);
+      recorder.record(KEY, event(3));
+      await vi.advanceTimersByTimeAsync(29);
+      expect(store.batches).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(store.batches).toHaveLength(3);
       await recorder.close();
     } finally {
       vi.useRealTimers();
