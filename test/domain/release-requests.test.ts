@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import { HolderChangedError, InvalidRequestError } from '../../src/domain/errors.js';
-import { MAX_RELEASE_REASON } from '../../src/domain/lease-service.js';
+import { HolderChangedError, InvalidRequestError, LockHeldError } from '../../src/domain/errors.js';
+import { LeaseService, MAX_RELEASE_REASON } from '../../src/domain/lease-service.js';
+import { leaseStoreOf } from '../../src/domain/lease-store.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import { createPermitCores } from '../../src/domain/primitives.js';
@@ -84,5 +85,23 @@ describe('release requests', () => {
     expect((await semaphores.renew(ns, 's', a.ownerToken, 60_000)).releaseRequested).toBeUndefined();
     await semaphores.release(ns, 's', a.ownerToken);
     await semaphores.release(ns, 's', b.ownerToken);
+  });
+});
+
+describe('the lease engine on its own', () => {
+  it('built without an observer, it answers as the services built on it do', async () => {
+    const lease = new LeaseService(leaseStoreOf(store), LIMITS);
+    const ns = uniqueNamespace();
+    const refusals = {
+      full: (key: string, retryAfterMs: number) => new LockHeldError(key, retryAfterMs),
+      mismatch: (key: string) => new LockHeldError(key, 1),
+    };
+    const grant = await lease.acquire(
+      { kind: 'lock', namespace: ns, key: 'e', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 },
+      refusals,
+    );
+    expect((await lease.renew('lock', ns, 'e', grant.ownerToken, 60_000)).fencingToken).toBe(grant.fencingToken);
+    await lease.release('lock', ns, 'e', grant.ownerToken);
+    expect(await lease.inspect('lock', ns, 'e')).toBeNull();
   });
 });
