@@ -59,6 +59,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-permits-shown.test.ts',
     'test/redis/shared-rate-limit.test.ts',
     'test/unit/create-history.test.ts',
+    'test/unit/memory-history.test.ts',
     'test/mutants/memory-history-contract.ts',
     'test/domain/lock-service-answers.test.ts',
     'test/domain/permit-answers.test.ts',
