@@ -105,3 +105,18 @@ describe('the lease engine on its own', () => {
     expect(await lease.inspect('lock', ns, 'e')).toBeNull();
   });
 });
+
+describe("the lock service's checks, as the HTTP layer calls them before a request", () => {
+  it('ttl, wait and lock-delay bounds; the closing signal aborts at shutdown', () => {
+    const locks = new LockService(store, { ...LIMITS, minTtlMs: 100, maxTtlMs: 1_000, maxWaitMs: 500, maxLockDelayMs: 50 });
+    expect(() => locks.checkTtl(99)).toThrow(InvalidRequestError);
+    expect(() => locks.checkTtl(100)).not.toThrow();
+    expect(() => locks.checkWaitMs(501)).toThrow(InvalidRequestError);
+    expect(() => locks.checkWaitMs(500)).not.toThrow();
+    expect(() => locks.checkLockDelay(51)).toThrow(InvalidRequestError);
+    expect(locks.checkLockDelay(50)).toBe(50);
+    expect(locks.closingSignal.aborted).toBe(false);
+    locks.shutdown();
+    expect(locks.closingSignal.aborted).toBe(true);
+  });
+});
