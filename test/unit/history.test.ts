@@ -272,6 +272,10 @@ describe('history timeline', () => {
     // A lease not ended yet overlaps every window after its grant; one whose grant was not kept only by its records.
     expect(timeline([grant(1_000, 1, { expiresAt: 99_000 })], 10_000, 5_000, 6_000).map((e) => e.type)).toStrictEqual(['granted']);
     expect(timeline([grant(1_000, 1, { expiresAt: undefined })], 10_000, 5_000, 6_000).map((e) => e.type)).toStrictEqual(['granted']);
+    // A grant without an end shows none (the field is absent, not undefined).
+    expect(timeline([grant(1_000, 1, { expiresAt: undefined })], 10_000)).toStrictEqual([
+      { type: 'granted', at: 1_000, fencingToken: 1, holder: 'h1' },
+    ]);
     expect(timeline([{ kind: 'renewed', at: 500, fencingToken: 4, expiresAt: 9_000 }], 1_000, 600, 700)).toStrictEqual([]);
     // A record exactly at either edge of the window is in it, with or without its grant.
     const renewal: HistoryRecord = { kind: 'renewed', at: 600, fencingToken: 4, expiresAt: 9_000 };
