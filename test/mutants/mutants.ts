@@ -28,7 +28,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'lock-delay-ignored-lua',
     file: 'src/store/redis/scripts/acquire.lua',
-    find: 'local delayLeft = live and 0 or lockDelayLeft(KEYS[1], cur[1], expiresAt)',
+    find: 'local delayLeft = live and 0 or lockDelayLeft(cur)',
     replace: 'local delayLeft = 0',
     what: "an expired lease's lock-delay is ignored: the key is granted at once",
   },
@@ -56,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: '  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(keys[1], cur[1], tonumber(cur[2])) > 0 then\n    return nil, cur\n  end\n',
+    find: '  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(cur) > 0 then\n    return nil, cur\n  end\n',
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },
@@ -119,14 +119,14 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'clock-floor-ms',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)',
-    replace: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowMs)',
+    find: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)',
+    replace: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowMs)',
     what: 'fencing clock floor in milliseconds instead of microseconds (Redis)',
   },
   {
     id: 'fencing-clock-only-lua',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'local token = math.max((tonumber(lastToken) or 0) + 1, nowUs)',
+    find: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)',
     replace: 'local token = nowUs',
     what: 'fencing token from the clock only, without "last + 1" (Redis)',
   },
