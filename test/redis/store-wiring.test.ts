@@ -313,8 +313,9 @@ describe('redis store: watch channels', () => {
   });
 
   it('a mark found run out at its renewal has the listeners read again; a stopped watch is no longer renewed', async () => {
-    // Only the renewal interval is faked (WATCH_MARK_RENEW_MS, 10 s); Redis and its replies are real.
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    // Only the renewal passes and the clock they read are faked (WATCH_MARK_RENEW_MS, 10 s: each mark
+    // is due once within it); Redis and its replies are real.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
     try {
       const store = await open();
       const key = uniqueKey('lapse');
@@ -322,12 +323,12 @@ describe('redis store: watch channels', () => {
       const stop = await store.watchChanges(key, changes);
       // Redis lost the mark (a FLUSHALL, a failover to a replica that never had it).
       await setLockFields(raw, keys.lock(key), { w: null });
-      vi.advanceTimersByTime(10_000);
+      await vi.advanceTimersByTimeAsync(10_000);
       await vi.waitFor(() => expect(changes).toHaveBeenCalled());
       expect(await lockField(raw, keys.lock(key), 'w')).not.toBeNull();
       stop();
       await setLockFields(raw, keys.lock(key), { w: null });
-      vi.advanceTimersByTime(10_000);
+      await vi.advanceTimersByTimeAsync(10_000);
       // A round trip behind any renewal the interval would have sent on the same connection.
       await store.inspect(key);
       expect(await lockField(raw, keys.lock(key), 'w')).toBeNull();

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WatchMarks } from '../../src/store/redis/watch-marks.js';
 
 /**
@@ -49,8 +49,8 @@ async function until(done: () => boolean, what: string): Promise<void> {
 const idle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, REFRESH_MS * 10));
 
 const open: WatchMarks[] = [];
-function watchMarks(log: MarkLog): WatchMarks {
-  const marks = new WatchMarks(log.mark, REFRESH_MS);
+function watchMarks(log: MarkLog, random?: () => number): WatchMarks {
+  const marks = new WatchMarks(log.mark, REFRESH_MS, random);
   open.push(marks);
   return marks;
 }
@@ -124,7 +124,8 @@ describe('WatchMarks: keeping watched locks marked', () => {
 
   it('a lapse found for a lock deleted meanwhile is not reported to its old listener', async () => {
     const log = new MarkLog();
-    const marks = watchMarks(log);
+    // One phase for every mark: both are renewed in the same pass, so both renewals are under way at once.
+    const marks = watchMarks(log, () => 0.5);
     const lapses: string[] = [];
     await marks.add('a', () => lapses.push('a: first'));
     await marks.add('keep', () => lapses.push('keep'));
@@ -149,5 +150,31 @@ describe('WatchMarks: keeping watched locks marked', () => {
     await marks.add('a', () => lapses.push('a'));
     await until(() => calls >= 4, 'renewals tried after failures');
     expect(lapses).toEqual([]);
+  });
+
+  it('marks added together are renewed spread over the period, each once per period, never all in one pass', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const period = 10_000;
+      const log = new MarkLog();
+      const marks = new WatchMarks(log.mark, period);
+      open.push(marks);
+      const ids = Array.from({ length: 100 }, (_v, i) => `lock-${i}`);
+      for (const id of ids) await marks.add(id, () => undefined);
+      log.calls.length = 0;
+      // A pass runs every tenth of the period: the renewals each pass made, over two periods.
+      const perPass: number[] = [];
+      for (let pass = 0; pass < 20; pass++) {
+        const before = log.calls.length;
+        await vi.advanceTimersByTimeAsync(period / 10);
+        perPass.push(log.calls.length - before);
+      }
+      // 100 marks over 10 passes: ~10 a pass (30 or more in one pass is a chance below one in a million).
+      expect(Math.max(...perPass)).toBeLessThan(30);
+      // Every mark renewed once in each period, none skipped nor renewed twice.
+      for (const id of ids) expect(log.count(id)).toBe(2);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

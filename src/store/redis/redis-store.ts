@@ -104,8 +104,8 @@ const ACQUIRES_IN_REDIS_MAX = 32;
 
 /**
  * 30 s: how long a watched lock stays marked as watched in Redis (watch-marks.ts), renewed every 10 s
- * while this instance is subscribed. Rare renewals keep a watch's Redis work per change flat; a mark
- * left behind only costs a PUBLISH per change until it runs out.
+ * (each mark at its own time in the 10 s) while this instance is subscribed. Rare renewals keep a
+ * watch's Redis work per change flat; a mark left behind only costs a PUBLISH per change until it runs out.
  */
 const WATCH_MARK_MS = 30_000;
 const WATCH_MARK_RENEW_MS = 10_000;
