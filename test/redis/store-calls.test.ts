@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { setImmediate as afterThisTurn } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OverloadedError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
@@ -8,7 +7,6 @@ import { connectionPatienceMs } from '../../src/store/redis/client.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { MisalignedReplyError } from '../../src/store/redis/replies.js';
-import { defineScripts, LINGER_MS } from '../../src/store/redis/scripts.js';
 import { HEARTBEAT_INTERVAL_MS } from '../../src/store/shared/wait-room.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -92,65 +90,6 @@ describe('redis store: calls on the connection', () => {
     await Promise.all(keys.map((key) => store.inspect(key)));
     const reads = (await socketReads()) - before;
     expect(reads).toBeLessThanOrEqual(5);
-  });
-
-  it('a call that may linger is held at the end of its turn and leaves within LINGER_MS; one in a hurry takes it along', async () => {
-    // Scripts on a connection of their own: no heartbeat or other call of a store writes on it.
-    const redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
-    try {
-      const scripts = defineScripts(redis);
-      const keys = keySpace.lockKeys(uniqueKey('linger'));
-      await scripts.run('inspect', { keys });
-      const socket = redis.stream;
-      const started = performance.now();
-      const alone = scripts.run('inspect', { keys }, true);
-      await afterThisTurn();
-      expect(socket.writableCorked).toBeGreaterThan(0);
-      expect(socket.writableLength).toBeGreaterThan(0);
-      await alone;
-      // Node's timers may fire up to 1 ms before their time as performance.now() counts it.
-      expect(performance.now() - started).toBeGreaterThanOrEqual(LINGER_MS - 1);
-
-      const lingering = scripts.run('inspect', { keys }, true);
-      await afterThisTurn();
-      expect(socket.writableCorked).toBeGreaterThan(0);
-      const hurried = scripts.run('inspect', { keys });
-      await afterThisTurn();
-      expect(socket.writableCorked).toBe(0);
-      await Promise.all([lingering, hurried]);
-    } finally {
-      redis.disconnect();
-    }
-  });
-
-  it('an acquire queued behind a waiter of this instance is written with the next release, and both are answered', async () => {
-    const key = uniqueKey('hot');
-    const keys = keySpace.lockKeys(key);
-    const socket = (store as unknown as { redis: Redis }).redis.stream;
-    const holder = newOwnerToken();
-    expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
-    const first = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 5_000 });
-    // Queued as this instance sees it too (its reply read), not only in Redis.
-    const room = (store as unknown as { room: { hasQueuedOn(key: string): boolean } }).room;
-    await vi.waitFor(() => expect(room.hasQueuedOn(key)).toBe(true), { timeout: 5_000, interval: 5 });
-    // Behind `first`: in no hurry, held in the corked socket past the end of its turn.
-    const secondToken = newOwnerToken();
-    const second = store.acquire({ key, ownerToken: secondToken, ttlMs: 10_000, holder: null, waitMs: 5_000 });
-    await afterThisTurn();
-    expect(socket.writableCorked).toBeGreaterThan(0);
-    // The release is in a hurry: it leaves at the end of its turn, the queued acquire with it.
-    const released = store.release(key, holder);
-    await afterThisTurn();
-    expect(socket.writableCorked).toBe(0);
-    expect(await released).toBe(true);
-    const granted = await first;
-    expect(granted.acquired).toBe(true);
-    if (!granted.acquired) return;
-    await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(1), 5_000, 5);
-    const { o: owner } = await lockFields(raw, keySpace.lock(key));
-    expect(await store.release(key, owner as string)).toBe(true);
-    expect(await second).toMatchObject({ acquired: true });
-    expect(await store.release(key, secondToken)).toBe(true);
   });
 
   it('a plain acquire and release with the quota on run the commands below inside their scripts, and no queue command', async () => {

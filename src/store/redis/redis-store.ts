@@ -315,30 +315,23 @@ export class RedisStore implements LockStore {
     return this.call(async () => {
       // Every property written out: spreading another object into this literal (`...handOverArgs`)
       // sent V8 down a slow path that cost about 40 µs of CPU per acquire + release pair.
-      // Queued behind a caller of this instance already (a hot key: nearly always queued again), the
-      // acquire is in no hurry: its write may go with the next release's (see tickBatcher).
-      const mayLinger = waitMs > 0 && this.room.hasQueuedOn(key);
-      const raw = await this.scripts.run(
-        'acquire',
-        {
-          graceMs: this.graceMs,
-          channelPrefix: this.keys.grantChannelPrefix(),
-          lockName: key,
-          keys: this.keys.lockKeys(key),
-          ownerToken,
-          ttlMs,
-          holder: holder ?? '',
-          waitMs,
-          waiterId,
-          instanceId: this.instanceId,
-          maxWaiters: this.maxWaitersPerKey,
-          livenessMs: WAITER_LIVENESS_MS,
-          idempotencyKey: idempotencyKey ?? '',
-          lockDelayMs: lockDelayMs ?? 0,
-          maxSlots: insideCap(maxHeldInNamespace ?? 0),
-        },
-        mayLinger,
-      );
+      const raw = await this.scripts.run('acquire', {
+        graceMs: this.graceMs,
+        channelPrefix: this.keys.grantChannelPrefix(),
+        lockName: key,
+        keys: this.keys.lockKeys(key),
+        ownerToken,
+        ttlMs,
+        holder: holder ?? '',
+        waitMs,
+        waiterId,
+        instanceId: this.instanceId,
+        maxWaiters: this.maxWaitersPerKey,
+        livenessMs: WAITER_LIVENESS_MS,
+        idempotencyKey: idempotencyKey ?? '',
+        lockDelayMs: lockDelayMs ?? 0,
+        maxSlots: insideCap(maxHeldInNamespace ?? 0),
+      });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
       if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);

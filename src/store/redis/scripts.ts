@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 // Node's own, not the global: a test's fake timers must not hold back the writes to Redis.
-import { setImmediate as afterThisTurn, setTimeout as after } from 'node:timers';
+import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { createHash } from 'node:crypto';
 import { Command as RedisCommand, Redis } from 'ioredis';
@@ -415,12 +415,8 @@ function newNonce(): string {
 
 /** The scripts as registered on one connection. */
 export interface Scripts {
-  /**
-   * Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError.
-   * `mayLinger`: the call is in no hurry (see tickBatcher); its write may wait up to LINGER_MS for the
-   * next call that is.
-   */
-  run<N extends ScriptName>(name: N, args: ScriptArgs<N>, mayLinger?: boolean): Promise<unknown>;
+  /** Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError. */
+  run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown>;
 }
 
 type Command = (...args: Array<Arg | Arg[]>) => Promise<unknown>;
@@ -444,8 +440,8 @@ export function defineScripts(redis: RedisClient): Scripts {
   const batchWrites = tickBatcher(redis);
   const direct = directSender(redis, sources);
   return {
-    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, mayLinger = false): Promise<unknown> {
-      batchWrites(mayLinger);
+    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
+      batchWrites();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
       const argv = buildArgs(args);
@@ -536,61 +532,25 @@ interface DirectSender {
 }
 
 /**
- * 5 ms: how long the write of a call in no hurry may wait for one that is. A caller queued behind
- * others of this instance (Scripts.run's mayLinger) waits there for longer than this anyway; on a hot key
- * the next release, which goes out at once and takes the queued call's bytes with it, comes sooner.
- */
-export const LINGER_MS = 5;
-
-/**
  * On one Redis connection without ioredis's auto-pipelining: the script calls of one turn of the event
  * loop leave in one socket write. The first call corks the socket and a setImmediate (after the turn's
  * I/O callbacks, as auto-pipelining waits) uncorks it, so Node sends everything written in between with
  * one writev: the batching of auto-pipelining without its pipeline object and promises per batch. A
  * Cluster keeps ioredis's auto-pipelining (one socket per node).
- *
- * A turn that wrote only calls that may linger keeps the socket corked until the next turn that writes
- * one that may not, or LINGER_MS, whichever comes first. On a hot key each hand-off is a release (in a
- * hurry: the next holder waits for it) and the queued acquire of the caller that just let go (not: it
- * joins the back of the queue): they arrive a turn or two apart, and lingering sends them in one write
- * with one reply to read, instead of two of each in keyholder and in Redis. The commands keep their
- * order on the connection (they are written into the corked socket in the order they are made); only
- * when the bytes leave changes, as if the network were slower by at most LINGER_MS for them.
  */
-function tickBatcher(redis: RedisClient): (mayLinger: boolean) => void {
+function tickBatcher(redis: RedisClient): () => void {
   if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true) return () => undefined;
-  /** The socket corked now (undefined: none). */
-  let corked: Redis['stream'] | undefined;
-  /** A call that may not linger was written since the socket was corked. */
-  let hurried = false;
-  let turnEndPending = false;
-  let lingerTimer: NodeJS.Timeout | undefined;
-  const flush = (): void => {
-    clearTimeout(lingerTimer);
-    lingerTimer = undefined;
-    hurried = false;
-    const socket = corked;
-    corked = undefined;
-    socket?.uncork();
-  };
-  const turnEnd = (): void => {
-    turnEndPending = false;
-    if (hurried) flush();
-    else if (corked !== undefined && lingerTimer === undefined) lingerTimer = after(flush, LINGER_MS);
-  };
-  return (mayLinger) => {
-    // The socket of this moment: after a reconnect the next call corks the new one.
+  let corked = false;
+  return () => {
+    if (corked) return;
+    // The socket of this moment: after a reconnect the next tick corks the new one.
     const socket = redis.stream;
     if (socket === undefined) return;
-    if (corked !== socket) {
-      if (corked !== undefined) flush();
-      corked = socket;
-      socket.cork();
-    }
-    if (!mayLinger) hurried = true;
-    if (!turnEndPending) {
-      turnEndPending = true;
-      afterThisTurn(turnEnd);
-    }
+    corked = true;
+    socket.cork();
+    afterThisTurn(() => {
+      corked = false;
+      socket.uncork();
+    });
   };
 }

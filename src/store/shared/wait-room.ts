@@ -163,13 +163,6 @@ export class WaitRoom<O> {
     return (this.byKey.get(key)?.size ?? 0) > 0;
   }
 
-  /** Whether a caller of this instance is queued for `key` in the store (its acquire answered "queued"). */
-  hasQueuedOn(key: string): boolean {
-    const set = this.byKey.get(key);
-    if (set !== undefined) for (const waiter of set) if (waiter.state === 'waiting') return true;
-    return false;
-  }
-
   register(waiter: Waiter): LocalWaiter<O> {
     const local = new LocalWaiter<O>(waiter.id, waiter.key, waiter.ownerToken, waiter.ttlMs, this);
     this.waiters.set(local.id, local);
