@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_LIMITS } from '../../src/config.js';
+import { describe, expect, it, vi } from 'vitest';
 import {
   HolderChangedError,
   IdempotencyKeyReusedError,
@@ -8,10 +6,10 @@ import {
   QuotaExceededError,
   TooManyWaitersError,
 } from '../../src/domain/errors.js';
-import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockObserver, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import type { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * The lock service's answers that the HTTP tests check end to end, here in-process over the embedded
@@ -21,16 +19,7 @@ import { MemoryStore } from '../../src/store/memory/memory-store.js';
  * onChange, and the waiting callers a blocking query or a waiting lock set counts while, and only
  * while, it waits.
  */
-const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
-const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
-
-let store: MemoryStore;
-beforeAll(() => {
-  store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-});
-afterAll(async () => {
-  await store.close();
-});
+const store = embeddedStoreForFile();
 
 describe('lock service answers', () => {
   it('queue: the callers waiting for the lock, head first, with their holders', async () => {

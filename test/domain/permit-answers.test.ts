@@ -1,29 +1,17 @@
-import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_LIMITS } from '../../src/config.js';
+import { describe, expect, it, vi } from 'vitest';
 import { HolderChangedError } from '../../src/domain/errors.js';
-import type { LockLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import type { PermitObserver } from '../../src/domain/permits.js';
 import { createPermitCores } from '../../src/domain/primitives.js';
 import { SemaphoreService } from '../../src/domain/semaphores.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * The semaphore and read/write lock answers the HTTP tests check end to end, here in-process over the
  * embedded store: the queue view with each caller's weight, the administrator's force release of one
  * lease by its fencing token, and the time an acquire spent waiting as the observer hears it.
  */
-const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
-const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
-
-let store: MemoryStore;
-beforeAll(() => {
-  store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-});
-afterAll(async () => {
-  await store.close();
-});
+const store = embeddedStoreForFile();
 
 function rig(observer: PermitObserver = {}) {
   const locks = new LockService(store, LIMITS);

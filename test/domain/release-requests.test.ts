@@ -1,30 +1,18 @@
-import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS } from '../../src/config.js';
+import { describe, expect, it } from 'vitest';
 import { HolderChangedError, InvalidRequestError, LockHeldError } from '../../src/domain/errors.js';
 import { LeaseService, MAX_RELEASE_REASON } from '../../src/domain/lease-service.js';
 import { leaseStoreOf } from '../../src/domain/lease-store.js';
-import type { LockLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import { createPermitCores } from '../../src/domain/primitives.js';
 import { SemaphoreService } from '../../src/domain/semaphores.js';
-import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * Release requests in-process over the embedded store (the HTTP route's end-to-end checks are in
  * test/http): an operator asks the holder of the lease with a given fencing token to let go; the lease
  * is kept, its holder hears of it at its next renewal, and the request never reaches a newer holder.
  */
-const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
-const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
-
-let store: MemoryStore;
-beforeAll(() => {
-  store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-});
-afterAll(async () => {
-  await store.close();
-});
+const store = embeddedStoreForFile();
 
 describe('release requests', () => {
   it('a lock: the request is stored with the lease, which is kept; its renewal tells the holder', async () => {
