@@ -1,8 +1,11 @@
+import fc from 'fast-check';
 import Fastify from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { directionalPart, serializerCompiler } from '../../src/http/serializer.js';
+import { safeParse } from 'zod/v4/core';
+import { AcquireResponse } from '../../src/http/schemas/locks.js';
+import { directionalPart, QUICK_ANSWERS, serializerCompiler } from '../../src/http/serializer.js';
 import { buildTestApp } from '../helpers/test-app.js';
 
 /** Answers are checked against their zod schema with parse; schemas where that differs from encode are refused. */
@@ -61,5 +64,80 @@ describe('response serializer', () => {
     const test = await buildTestApp();
     expect(test.app.printRoutes().length).toBeGreaterThan(0);
     await test.close();
+  });
+
+  const grant = {
+    key: 'k',
+    ownerToken: 'q3HbVfYJm3cS1kQxv7x8XA',
+    fencingToken: 17,
+    ttlMs: 30_000,
+    expiresAt: '2026-11-30T10:00:30.000Z',
+    holder: null,
+  };
+
+  it('writes a lock grant the quick check accepts byte for byte as zod would, and nothing zod refuses', () => {
+    const quick = QUICK_ANSWERS.get(AcquireResponse)!;
+    expect(quick(grant)).toBe(true);
+    const valueOf = fc.oneof(
+      fc.constantFrom(
+        ...Object.values(grant),
+        'q3HbVfYJm3cS1kQ+',
+        '2026-02-30T10:00:30.000Z',
+        '2026-11-30T10:00:30Z',
+        '2026-11-30 10:00:30',
+      ),
+      fc.constantFrom(0, -0, -1, 1.5, 2 ** 53, Number.NaN, Number.MAX_SAFE_INTEGER, '17', 'w', undefined, true, {}),
+      fc.stringMatching(/^[A-Za-z0-9_\-+]{14,130}$/),
+      fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+      fc
+        .date({ noInvalidDate: true })
+        .map((d) => d.toISOString().replace(/(\d\d)T/, (_m, day: string) => `${String(Number(day) + 3).padStart(2, '0')}T`)),
+      fc.integer(),
+      fc.string(),
+    );
+    const fields = Object.keys(grant);
+    // The grant with some fields changed, dropped, added or moved.
+    const bodies = fc
+      .tuple(
+        fc.dictionary(fc.constantFrom(...fields), valueOf, { maxKeys: 3 }),
+        fc.subarray(fields, { minLength: 5 }),
+        fc.option(fc.constantFrom('extra', 'key'), { nil: undefined }),
+        fc.boolean(),
+      )
+      .map(([changed, kept, added, reversed]) => {
+        const order = reversed ? [...kept].reverse() : kept;
+        const body: Record<string, unknown> = {};
+        for (const field of order) body[field] = field in changed ? changed[field] : grant[field as keyof typeof grant];
+        if (added !== undefined) body[added] = 'x';
+        return body;
+      });
+    let accepted = 0;
+    fc.assert(
+      fc.property(bodies, (body) => {
+        if (!quick(body)) return;
+        accepted++;
+        const parsed = safeParse(AcquireResponse, body);
+        expect(parsed.success, JSON.stringify(body)).toBe(true);
+        expect(JSON.stringify(body)).toBe(JSON.stringify(parsed.data));
+      }),
+      { numRuns: 5000 },
+    );
+    expect(accepted).toBeGreaterThan(50);
+  });
+
+  it("the acquire route's answers pass the quick check", async () => {
+    const check = QUICK_ANSWERS.get(AcquireResponse)!;
+    let calls = 0;
+    QUICK_ANSWERS.set(AcquireResponse, (data) => (calls++, check(data)));
+    try {
+      const test = await buildTestApp();
+      const res = await test.app.inject({ method: 'POST', url: '/v1/locks/q/acquire', payload: { ttlMs: 30_000 } });
+      expect(res.statusCode).toBe(200);
+      expect(calls).toBe(1);
+      expect(check(res.json())).toBe(true);
+      await test.close();
+    } finally {
+      QUICK_ANSWERS.set(AcquireResponse, check);
+    }
   });
 });

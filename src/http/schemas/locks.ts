@@ -37,9 +37,12 @@ export const TtlMs = z
     examples: [30000],
   });
 
+/** What an owner token looks like (the one rule OwnerToken checks). */
+export const OWNER_TOKEN_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
+
 export const OwnerToken = z
   .string()
-  .regex(/^[A-Za-z0-9_-]{16,128}$/, 'must be the ownerToken returned by acquire')
+  .regex(OWNER_TOKEN_PATTERN, 'must be the ownerToken returned by acquire')
   .meta({
     description: 'The secret returned by acquire. Proves the caller holds this lease; never shown to anyone else.',
     examples: ['q3HbVfYJm3cS1kQxv7x8XA'],
