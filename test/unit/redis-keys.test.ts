@@ -1,8 +1,6 @@
-import calculateSlot from 'cluster-key-slot';
-import fc from 'fast-check';
 import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { KeySpace, keySlot, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
+import { KeySpace, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
@@ -34,29 +32,6 @@ describe('Redis key names', () => {
     const perShard = new Array<number>(QUOTA_SHARDS).fill(0);
     for (let i = 0; i < 16_000; i++) perShard[space.shardOf(`key-${i}`)]! += 1;
     for (const n of perShard) expect(n).toBeGreaterThan(800);
-  });
-
-  it('hashes a key to the slot Redis Cluster gives it, as calculateSlot does, for any key', () => {
-    // CLUSTER KEYSLOT answers of Redis itself (the last one: a hash tag).
-    for (const [key, slot] of [
-      ['foo', 12182],
-      ['somekey', 11058],
-      ['123456789', 12739],
-      ['{user1000}.following', 3443],
-    ] as const) {
-      expect(keySlot(key)).toBe(slot);
-    }
-    const lockKeys = fc.stringMatching(/^[A-Za-z0-9._\-:@]{1,256}$/);
-    fc.assert(
-      fc.property(lockKeys, (key) => keySlot(key) === calculateSlot(key)),
-      { numRuns: 2000 },
-    );
-    // Any string: braces, non-ASCII (surrogate pairs, lone surrogates), control characters.
-    const any = fc.oneof(fc.string({ unit: 'binary' }), fc.string({ unit: fc.constantFrom('a', '{', '}', 'é', '#', '/') }), fc.string());
-    fc.assert(
-      fc.property(any, (key) => keySlot(key) === calculateSlot(key)),
-      { numRuns: 2000 },
-    );
   });
 
   it("names a lock's keys in lockKeys exactly as one by one, whatever the id's shape", () => {

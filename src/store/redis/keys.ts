@@ -109,36 +109,6 @@ export function splitId(id: string): { group: string; name: string } {
   return at <= 0 ? { group: id, name: '' } : { group: id.slice(0, at), name: id.slice(at + 1) };
 }
 
-/** CRC16-XMODEM (polynomial 0x1021, the Redis Cluster key hash) of each byte value. */
-const CRC16_TABLE = (() => {
-  const table = new Uint16Array(256);
-  for (let byte = 0; byte < 256; byte++) {
-    let crc = byte << 8;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    table[byte] = crc;
-  }
-  return table;
-})();
-
-/** `{`: where a hash tag starts; a key holding one is left to calculateSlot. */
-const OPEN_BRACE = 0x7b;
-
-/**
- * The Redis Cluster slot of `key`, the same number calculateSlot gives. A key of ASCII characters
- * without `{` (every lock key and unit id the API allows) is hashed here straight from its character
- * codes, which are its UTF-8 bytes; calculateSlot first copies every key into a new array of UTF-8
- * bytes, and this runs on every lock call. Any other key goes to calculateSlot.
- */
-export function keySlot(key: string): number {
-  let crc = 0;
-  for (let i = 0; i < key.length; i++) {
-    const code = key.charCodeAt(i);
-    if (code >= 0x80 || code === OPEN_BRACE) return calculateSlot(key);
-    crc = (CRC16_TABLE[((crc >> 8) ^ code) & 0xff] as number) ^ ((crc << 8) & 0xffff);
-  }
-  return crc & 0x3fff;
-}
-
 export class KeySpace {
   /** Each group's shard tags, computed once per group (a bounded cache: see shardTags). */
   private readonly tags = new Map<string, readonly string[]>();
@@ -171,7 +141,7 @@ export class KeySpace {
 
   /** The shard a name of a group lives in: its CRC16 (the Cluster's own hash) over the shards. */
   shardOf(name: string): number {
-    return keySlot(name) % QUOTA_SHARDS;
+    return calculateSlot(name) % QUOTA_SHARDS;
   }
 
   private shardTag(group: string, name: string): string {
@@ -219,7 +189,7 @@ export class KeySpace {
    */
   quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {
     // The unit's own hash over the shards in use (not shardOf's 16 folded: uneven when 16 is not a multiple).
-    return this.quotaShard(this.shardTags(namespace)[keySlot(unitId) % quotaShardsFor(limit)] as string);
+    return this.quotaShard(this.shardTags(namespace)[calculateSlot(unitId) % quotaShardsFor(limit)] as string);
   }
 
   /** Every quota shard of a namespace (for tests and inspection). */
