@@ -1,12 +1,15 @@
 // One tenant's attack on a keyholder, run in its own process so its client-side work does not slow
-// the measuring tenant's client. Usage: node tenant-attacks.mjs <mode> <baseUrl> <bearer key>
+// the measuring tenant's client. Usage: node tenant-attacks.mjs <mode> <baseUrl> <bearer key> [<second key>]
 // Prints "ready" once the attack is under way, runs until SIGTERM, then prints a JSON summary of the
 // answers it got (status counts) and exits.
 //
 // Modes:
-//   fill-semaphore  acquire all 10,000 permits of semaphore "big" (then exit; no SIGTERM needed)
-//   inspect         inspect semaphore "big" 40 times a second (4 callers each every 100 ms), up to 4 in flight
-//   watchers        2,000 sockets each send a blocking query on "big" and never read; "big" changes every 100 ms
+//   fill-semaphore  acquire 9,999 of the 10,000 permits of semaphore "big" (then exit; no SIGTERM needed):
+//                   the last one is the one the watchers' churn takes and gives back
+//   inspect         take the last permit of "big" (all 10,000 held), then inspect it 40 times a second
+//                   (4 callers each every 100 ms), up to 4 in flight
+//   watchers        2,000 sockets each send a blocking query on "big" and never read; once ready, "big"
+//                   changes every 100 ms (its last permit taken, then given back), under the second key
 //   blocking        1,200 callers each repeat blocking queries on keys of their own (waitMs 60 s); refused, they wait 30 s
 //   fake-tokens     renew and release with made-up owner tokens past B's limit, then 200 a second whatever the answers
 import { Buffer } from 'node:buffer';
@@ -14,17 +17,17 @@ import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
-import { setTimeout } from 'node:timers';
+import { clearTimeout, setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 
-const [mode, base, key] = process.argv.slice(2);
+const [mode, base, key, secondKey] = process.argv.slice(2);
 const url = new URL(base);
 const auth = { authorization: `Bearer ${key}` };
 const agent = new Agent({ keepAlive: true, maxSockets: 2_000 });
 const statuses = {};
 let stopping = false;
 
-function call(method, path, body) {
+function call(method, path, body, as = auth) {
   return new Promise((resolve) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(
@@ -34,7 +37,7 @@ function call(method, path, body) {
         method,
         path,
         agent,
-        headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) },
+        headers: { ...as, ...(payload ? { 'content-type': 'application/json' } : {}) },
       },
       (res) => {
         const chunks = [];
@@ -71,10 +74,17 @@ async function loop(concurrency, step) {
 }
 
 const SEMAPHORE = { limit: 10_000, ttlMs: 3_600_000 };
+/**
+ * The permits the fill takes: all but one. The last is the one that changes the semaphore for the
+ * watchers (taken and given back); with all 10,000 held, every churn acquire was refused (409) and no
+ * watcher was ever answered. The inspect attack takes it for its duration, so it inspects all 10,000.
+ */
+const FILLED = SEMAPHORE.limit - 1;
 
 /**
- * Takes the 10,000 permits, 64 at a time. A 503 overloaded is the server's answer to that burst when the
- * machine is busy (more acquires queued for the store than it sends in time; seen at load 14): the
+ * Takes FILLED permits, 64 at a time. A 503 overloaded is the server's answer to that burst when the
+ * machine is busy (more acquires queued for the store than it sends in time; seen at load 14), and a
+ * 503 store_unavailable a store call past its timeout (load 12 beside stress-ng): the
  * permit is asked for again after the Retry-After it names, as any client does. The fill is the state
  * the attacks run on, before any of A's rounds; only the measured attacks must not be held back.
  */
@@ -82,10 +92,10 @@ async function fillSemaphore() {
   let next = 0;
   await Promise.all(
     Array.from({ length: 64 }, async () => {
-      while (next < SEMAPHORE.limit) {
+      while (next < FILLED) {
         next++;
         let r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
-        while (r.status === 503 && r.body.code === 'overloaded') {
+        while (r.status === 503 && (r.body.code === 'overloaded' || r.body.code === 'store_unavailable')) {
           await sleep(r.body.retryAfterMs ?? r.retryAfter * 1000);
           r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
         }
@@ -93,15 +103,93 @@ async function fillSemaphore() {
       }
     }),
   );
+  // A 503 store_unavailable (a Redis command past its timeout; seen at load 12 beside stress-ng) may
+  // have granted the permit it refused: the fill then holds more than FILLED, and the churn would find
+  // no permit to take. Said here, not found later as watchers never answered.
+  const { body } = await call('GET', '/v1/semaphores/big');
+  if (body.permitsHeld !== FILLED) throw new Error(`fill: ${body.permitsHeld} permits held, not ${FILLED}`);
 }
 
-/** Gives back one permit of "big" and takes it again: a change every watcher of "big" is told of. */
+/**
+ * The churn's own calls: under team B's second key, as another of its services would, so they are not
+ * refused by the rate limit the watchers' 2,000 queries spend (every churn call was a 429 when they
+ * shared the attack's key). 10 a second, a hundredth of that key's limit.
+ */
+const churnAuth = { authorization: `Bearer ${secondKey}` };
+
+/** Takes the last free permit of "big" (asking again after a 503 overloaded's delay); its owner token. */
+async function takeLastPermit() {
+  for (;;) {
+    const r = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE, churnAuth);
+    if (r.status === 200) return r.body.ownerToken;
+    if (r.status !== 503 || r.body.code !== 'overloaded') throw new Error(`last permit: ${r.status} ${JSON.stringify(r.body)}`);
+    await sleep(r.body.retryAfterMs ?? r.retryAfter * 1000);
+  }
+}
+
+/** Every 100 ms, takes the last permit of "big" or gives it back: a change every watcher of "big" is told of. */
 async function churn() {
+  let held;
   while (!stopping) {
-    const grant = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE);
-    if (grant.status === 200) await call('POST', '/v1/semaphores/big/release', { ownerToken: grant.body.ownerToken });
+    if (held === undefined) {
+      const grant = await call('POST', '/v1/semaphores/big/acquire', SEMAPHORE, churnAuth);
+      if (grant.status === 200) held = grant.body.ownerToken;
+    } else {
+      const r = await call('POST', '/v1/semaphores/big/release', { ownerToken: held }, churnAuth);
+      if (r.status === 200 || r.status === 409) held = undefined;
+    }
     await sleep(100);
   }
+  // The permit is given back: the next attack finds the same 9,999 held.
+  if (held !== undefined) await call('POST', '/v1/semaphores/big/release', { ownerToken: held }, churnAuth);
+}
+
+/**
+ * What the watchers' sockets received, read once the attack ends (nothing is read before): the answers
+ * by status (the status lines in the bytes), and the sockets the server closed with answers unsent
+ * (reset: what it does to a watcher over WATCHER_BACKLOG_MAX_BYTES).
+ */
+async function readWatchers(sockets) {
+  const seen = { 200: 0, 429: 0, 503: 0, other: 0, reset: 0 };
+  await Promise.all(
+    sockets.map(
+      (s) =>
+        new Promise((resolve) => {
+          let tail = '';
+          let timer;
+          const done = () => {
+            clearTimeout(timer);
+            s.destroy();
+            resolve();
+          };
+          // Done once nothing more comes for a second (what the kernel held arrives at once, but 2,000
+          // sockets' answers take a busy process a while to read: with 300 ms, some were cut unread).
+          const quiet = () => {
+            clearTimeout(timer);
+            timer = setTimeout(done, 1_000);
+          };
+          s.on('data', (chunk) => {
+            const text = tail + chunk.toString('latin1');
+            for (const m of text.matchAll(/HTTP\/1\.1 (\d{3}) /g)) {
+              const status = m[1];
+              if (status in seen) seen[status]++;
+              else seen.other++;
+            }
+            tail = text.slice(-16);
+            quiet();
+          });
+          s.on('error', () => {
+            seen.reset++;
+            done();
+          });
+          s.on('end', done);
+          s.on('close', done);
+          quiet();
+          s.resume();
+        }),
+    ),
+  );
+  return seen;
 }
 
 async function watchers() {
@@ -117,12 +205,20 @@ async function watchers() {
     sockets.push(s);
     if (i % 200 === 199) await sleep(10);
   }
-  const churning = churn();
-  return async () => {
-    await churning;
-    for (const s of sockets) s.destroy();
+  let churning;
+  return {
+    // The semaphore changes only once the attack is measured: a change before it answered the
+    // waiting watchers while A was not yet measured.
+    start: () => (churning = churn()),
+    finish: async () => {
+      await churning;
+      watchersSaw = await readWatchers(sockets);
+    },
   };
 }
+
+/** What the watchers' sockets received (readWatchers), printed with the summary. */
+let watchersSaw;
 
 /**
  * Made-up tokens at a fixed rate, 200 a second: twice the 100 a second (1,000 per 10 s) team B's
@@ -305,15 +401,21 @@ async function main() {
   }
   let work;
   let finish = async () => undefined;
+  let startAfterReady = () => undefined;
   if (mode === 'inspect') {
+    // All 10,000 permits held while B inspects: the fill's 9,999 and the last one, given back after.
+    const last = await takeLastPermit();
     // 4 callers, each inspecting every 100 ms: up to 40 a second, four times the rate that cost other
     // teams their renewals when an inspect read every permit.
     work = inspects();
     finish = async () => {
       for (const c of rawConnections) c.socket.destroy();
+      await call('POST', '/v1/semaphores/big/release', { ownerToken: last }, churnAuth);
     };
   } else if (mode === 'watchers') {
-    finish = await watchers();
+    const attack = await watchers();
+    startAfterReady = attack.start;
+    finish = attack.finish;
   } else if (mode === 'blocking') {
     // 1,200 callers (200 more than its namespace may keep waiting), 50 more every 50 ms (a fleet
     // starting up, not one burst: a burst past the instance's in-flight budget is load shedding's to
@@ -348,6 +450,7 @@ async function main() {
   }
   if (mode === 'watchers') await sleep(3_000);
   process.stdout.write('ready\n');
+  startAfterReady();
   // What is reported is the answers B got while A was measured, not its opening.
   const attackStartedAt = performance.now();
   const opening = { ...statuses };
@@ -356,10 +459,12 @@ async function main() {
   const attack = Object.fromEntries(Object.entries(statuses).map(([status, n]) => [status, n - (opening[status] ?? 0)]));
   const sent = Object.values(attack).reduce((a, b) => a + b, 0);
   stopping = true;
-  agent.destroy();
+  // Before the agent's sockets are cut: a churn call cut in flight could leave the last permit taken.
   await finish();
+  agent.destroy();
   await Promise.race([work, sleep(2_000)]);
-  process.stdout.write(`${JSON.stringify({ statuses: attack, perSecond: Math.round((sent * 1000) / attackMs) })}\n`);
+  const summary = { statuses: attack, perSecond: Math.round((sent * 1000) / attackMs), ...(watchersSaw ? { watchersSaw } : {}) };
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
   process.exit(0);
 }
 
