@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChangeWatch, type WatchSource } from '../../src/domain/watch.js';
+import { ChangeWatch, WAKE_SLICE, type WatchSource } from '../../src/domain/watch.js';
 
 /**
  * ChangeWatch.wait's onChange: called for every watcher a change wakes, all in the one pass that
@@ -57,5 +57,38 @@ describe('ChangeWatch onChange', () => {
     expect((await watch.wait('k', 7, 10_000, undefined, (v) => calls.push(v.index))).index).toBe(1);
     expect((await watch.wait('k', 1, 20, undefined, (v) => calls.push(v.index))).index).toBe(1);
     expect(calls).toEqual([]);
+  });
+
+  it('answers many watchers in slices, serving the event loop between them; one that left meanwhile is not answered again', async () => {
+    const { watch, change } = source();
+    const count = 101;
+    let answered = 0;
+    let answeredWhenOtherWorkRan: number | undefined;
+    const aborts = new AbortController();
+    const waits = Array.from({ length: count }, (_, i) =>
+      watch
+        .wait('k', 1, 10_000, i === count - 1 ? aborts.signal : undefined, () => {
+          answered++;
+          if (i === 0) {
+            // Other work queued when the first answer is made: it must run before the last answer.
+            setImmediate(() => {
+              answeredWhenOtherWorkRan = answered;
+              aborts.abort(new Error('left'));
+            });
+          }
+        })
+        .then(
+          (view) => `settled ${view.index}`,
+          (err: unknown) => `rejected ${(err as Error).message}`,
+        ),
+    );
+    await expect.poll(() => watch.size).toBe(count);
+    change(2);
+    const outcomes = await Promise.all(waits);
+    expect(answeredWhenOtherWorkRan).toBe(WAKE_SLICE);
+    expect(answered).toBe(count - 1);
+    expect(outcomes.slice(0, -1).every((o) => o === 'settled 2')).toBe(true);
+    expect(outcomes.at(-1)).toBe('rejected left');
+    expect(watch.size).toBe(0);
   });
 });
