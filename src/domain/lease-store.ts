@@ -20,7 +20,7 @@ import type {
   LockState,
   LockStore,
   QueuedCaller,
-  SlotStore,
+  QuotaSlotStore,
 } from './lock-store.js';
 import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
@@ -88,7 +88,7 @@ export type LeaseReads = {
   readonly [K in PermitKind]: { readonly state: PermitState; readonly indexed: IndexedPermitState; readonly page: PermitListPage };
 };
 
-export interface LeaseStore extends SlotStore {
+export interface LeaseStore extends QuotaSlotStore {
   /** What kind of store this is, for health output and logs. */
   readonly kind: LockStore['kind'];
   /** See LockStore.quotaInside (locks only). */
@@ -146,9 +146,9 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
     get quotaInsideFrom() {
       return store.quotaInsideFrom;
     },
-    reserveSlot: (...args) => store.reserveSlot(...args),
-    extendSlot: (...args) => store.extendSlot(...args),
-    freeSlot: (...args) => store.freeSlot(...args),
+    reserveQuotaSlot: (...args) => store.reserveQuotaSlot(...args),
+    extendQuotaSlot: (...args) => store.extendQuotaSlot(...args),
+    freeQuotaSlot: (...args) => store.freeQuotaSlot(...args),
 
     async acquire(request) {
       const { kind, keys, ownerToken, ttlMs, holder } = request;

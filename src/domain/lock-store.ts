@@ -128,27 +128,28 @@ export type ForceReleaseOutcome =
     }
   | { readonly released: false };
 
-export type SlotOutcome = { readonly reserved: true } | { readonly reserved: false; readonly retryAfterMs: number };
+export type QuotaSlotOutcome = { readonly reserved: true } | { readonly reserved: false; readonly retryAfterMs: number };
 
 /**
- * Per-namespace cap on leases held at once. A slot is one lease's claim on its namespace's quota,
- * named by the lease's owner token and ending when the lease would end. Slots are kept apart from
- * the lock records (see the lock service for why), and each slot operation is atomic on its own.
+ * Per-namespace cap on leases held at once. A quota slot is one lease's claim on its namespace's quota
+ * (not a Redis Cluster hash slot), named by the lease's owner token and ending when the lease would
+ * end. Quota slots are kept apart from the lock records (see the lock service for why), and each
+ * quota slot operation is atomic on its own.
  */
-export interface SlotStore {
+export interface QuotaSlotStore {
   /**
-   * Takes a slot for `slotId` until `ttlMs` from now (store clock) if fewer than `maxSlots` live slots
+   * Takes a quota slot for `quotaSlotId` until `ttlMs` from now (store clock) if fewer than `maxQuotaSlots` live slots
    * exist in `namespace`; otherwise says when the earliest one ends. Expired slots never count.
    */
-  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome>;
+  reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome>;
   /**
-   * Moves an existing slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
-   * `maxSlots`: the cap the slot was reserved under (a store that splits the cap into shards finds the
+   * Moves an existing quota slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
+   * `maxQuotaSlots`: the cap the quota slot was reserved under (a store that splits the cap into shards finds the
    * slot's shard with it).
    */
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void>;
-  /** Gives a slot back; does nothing for an unknown slot. `maxSlots`: as for extendSlot. */
-  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void>;
+  extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void>;
+  /** Gives a quota slot back; does nothing for an unknown slot. `maxQuotaSlots`: as for extendQuotaSlot. */
+  freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void>;
 }
 
 /**
@@ -219,7 +220,7 @@ export function lockSetsOf(store: LockSetStore): LockSetStore {
   };
 }
 
-export interface LockStore extends SlotStore, ChangeFeed {
+export interface LockStore extends QuotaSlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
   /** Semaphores and read/write locks (permit-store.ts). */
@@ -228,12 +229,12 @@ export interface LockStore extends SlotStore, ChangeFeed {
    * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
    * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait
    * give it back, each in the same atomic step. Otherwise the lock service keeps the quota with the
-   * SlotStore calls around them.
+   * QuotaSlotStore calls around them.
    */
   readonly quotaInside?: boolean;
   /**
    * With `quotaInside`: the smallest cap the store keeps inside its lock steps. A smaller cap is kept by
-   * the lock service with the SlotStore calls (the Redis store's shards would round a small cap too
+   * the lock service with the QuotaSlotStore calls (the Redis store's shards would round a small cap too
    * coarsely; docs/limits.md). Absent: every cap.
    */
   readonly quotaInsideFrom?: number;

@@ -54,8 +54,8 @@ type Op =
   | { op: 'forceRelease'; key: number; inst: number }
   | { op: 'list'; inst: number }
   | { op: 'leave'; pick: number }
-  | { op: 'reserveSlot'; slot: number; inst: number }
-  | { op: 'freeSlot'; slot: number; inst: number }
+  | { op: 'reserveQuotaSlot'; slot: number; inst: number }
+  | { op: 'freeQuotaSlot'; slot: number; inst: number }
   | { op: 'inspectIndexed'; key: number; inst: number }
   | { op: 'setAcquire'; holder: number; inst: number }
   | { op: 'setRenew'; who: Who; inst: number }
@@ -101,8 +101,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('forceRelease' as const), key, inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('list' as const), inst }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('leave' as const), pick: fc.nat(7) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('reserveSlot' as const), slot: fc.nat(3), inst }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('freeSlot' as const), slot: fc.nat(3), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('reserveQuotaSlot' as const), slot: fc.nat(3), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('freeQuotaSlot' as const), slot: fc.nat(3), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('inspectIndexed' as const), key, inst }) },
   // A lock set of both keys (all or none, one owner token for the two).
   { weight: 2, arbitrary: fc.record({ op: fc.constant('setAcquire' as const), holder: fc.nat(HOLDERS.length - 1), inst }) },
@@ -271,12 +271,12 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             if (p) await sameWaiters(p.key);
             break;
           }
-          case 'reserveSlot': {
-            await both(step, ns, (s) => s.reserveSlot(ns, `s${op.slot}`, LEASE_MS, MAX_SLOTS), op.inst);
+          case 'reserveQuotaSlot': {
+            await both(step, ns, (s) => s.reserveQuotaSlot(ns, `s${op.slot}`, LEASE_MS, MAX_SLOTS), op.inst);
             break;
           }
-          case 'freeSlot': {
-            await both(step, ns, (s) => s.freeSlot(ns, `s${op.slot}`, MAX_SLOTS), op.inst);
+          case 'freeQuotaSlot': {
+            await both(step, ns, (s) => s.freeQuotaSlot(ns, `s${op.slot}`, MAX_SLOTS), op.inst);
             break;
           }
           case 'inspectIndexed': {

@@ -435,12 +435,12 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.list({ prefix, limit: 3 })).toEqual({ locks: [], nextCursor: null });
     });
 
-    it('quota slots: at most maxSlots live slots per namespace; freed or ended slots make room (an ended one within a second of its end)', async () => {
+    it('quota slots: at most maxQuotaSlots live slots per namespace; freed or ended slots make room (an ended one within a second of its end)', async () => {
       const ns = uniqueKey('quota');
-      expect(await store.reserveSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });
-      expect(await store.reserveSlot(ns, 'b', 300, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(ns, 'b', 300, 2)).toEqual({ reserved: true });
       const endOfB = Date.now() + 300;
-      const full = await store.reserveSlot(ns, 'c', 5_000, 2);
+      const full = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       expect(full.reserved).toBe(false);
       if (!full.reserved) {
         expect(full.retryAfterMs).toBeGreaterThan(0);
@@ -448,33 +448,33 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         expect(full.retryAfterMs).toBeLessThanOrEqual(1_300);
       }
       // Another namespace has its own slots.
-      expect(await store.reserveSlot(uniqueKey('quota-other'), 'c', 5_000, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(uniqueKey('quota-other'), 'c', 5_000, 2)).toEqual({ reserved: true });
       // An ended slot stops counting by itself: asked again as told, until b's end plus its second.
-      let again = await store.reserveSlot(ns, 'c', 5_000, 2);
+      let again = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       while (!again.reserved && Date.now() < endOfB + 1_000 + 2_000) {
         await sleep(again.retryAfterMs);
-        again = await store.reserveSlot(ns, 'c', 5_000, 2);
+        again = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       }
       expect(again).toEqual({ reserved: true });
-      expect((await store.reserveSlot(ns, 'd', 5_000, 2)).reserved).toBe(false);
+      expect((await store.reserveQuotaSlot(ns, 'd', 5_000, 2)).reserved).toBe(false);
       // A freed slot makes room at once; freeing an unknown one is harmless.
-      await store.freeSlot(ns, 'a', 2);
-      await store.freeSlot(ns, 'nobody', 2);
-      expect(await store.reserveSlot(ns, 'd', 5_000, 2)).toEqual({ reserved: true });
+      await store.freeQuotaSlot(ns, 'a', 2);
+      await store.freeQuotaSlot(ns, 'nobody', 2);
+      expect(await store.reserveQuotaSlot(ns, 'd', 5_000, 2)).toEqual({ reserved: true });
     });
 
     it('quota slots: extend moves a slot later, never earlier, and never creates one', async () => {
       const ns = uniqueKey('quota-extend');
-      expect(await store.reserveSlot(ns, 'a', 200, 1)).toEqual({ reserved: true });
-      await store.extendSlot(ns, 'a', Date.now() + 5_000, 1);
-      await store.extendSlot(ns, 'a', Date.now() + 10, 1);
-      await store.extendSlot(ns, 'ghost', Date.now() + 5_000, 1);
+      expect(await store.reserveQuotaSlot(ns, 'a', 200, 1)).toEqual({ reserved: true });
+      await store.extendQuotaSlot(ns, 'a', Date.now() + 5_000, 1);
+      await store.extendQuotaSlot(ns, 'a', Date.now() + 10, 1);
+      await store.extendQuotaSlot(ns, 'ghost', Date.now() + 5_000, 1);
       await sleep(350);
       // Still held by the extended slot "a"; "ghost" was never created.
-      const full = await store.reserveSlot(ns, 'b', 1_000, 1);
+      const full = await store.reserveQuotaSlot(ns, 'b', 1_000, 1);
       expect(full.reserved).toBe(false);
-      await store.freeSlot(ns, 'a', 1);
-      expect(await store.reserveSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
+      await store.freeQuotaSlot(ns, 'a', 1);
+      expect(await store.reserveQuotaSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
     });
 
     it('the quota bound (docs/limits.md) on every store: a limit of 700 is never exceeded, and nobody is refused below it', async () => {
@@ -483,7 +483,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       let firstRefusal: number | undefined;
       // One at a time: an optimistic store (etcd) retries on every concurrent reservation.
       for (let i = 0; i < 750; i++) {
-        if ((await store.reserveSlot(ns, `unit-${i}`, 60_000, 700)).reserved) held++;
+        if ((await store.reserveQuotaSlot(ns, `unit-${i}`, 60_000, 700)).reserved) held++;
         else firstRefusal ??= held;
       }
       expect(held).toBe(700);
@@ -492,7 +492,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it('200 concurrent slot reservations against a cap of 5: exactly 5 succeed', async () => {
       const ns = uniqueKey('quota-race');
-      const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveSlot(ns, `s${i}`, 5_000, 5)));
+      const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveQuotaSlot(ns, `s${i}`, 5_000, 5)));
       expect(outcomes.filter((o) => o.reserved)).toHaveLength(5);
     });
 
@@ -520,9 +520,9 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         inspect: () => closed.inspect(key),
         forceRelease: () => closed.forceRelease(key),
         list: () => closed.list({ prefix: '', limit: 10 }),
-        reserveSlot: () => closed.reserveSlot(key, 's', 1_000, 1),
-        extendSlot: () => closed.extendSlot(key, 's', Date.now() + 1_000, 1),
-        freeSlot: () => closed.freeSlot(key, 's', 1),
+        reserveQuotaSlot: () => closed.reserveQuotaSlot(key, 's', 1_000, 1),
+        extendQuotaSlot: () => closed.extendQuotaSlot(key, 's', Date.now() + 1_000, 1),
+        freeQuotaSlot: () => closed.freeQuotaSlot(key, 's', 1),
         ping: () => closed.ping(),
         inspectIndexed: () => closed.inspectIndexed(key),
         watchChanges: () => closed.watchChanges(key, () => undefined),

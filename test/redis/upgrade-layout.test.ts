@@ -145,7 +145,7 @@ describe('upgrading from the layout before shards', () => {
         for (const shard of new KeySpace(PREFIX).quotaShards(NS)) n += Number((await raw.hget(shard.count, 'n')) ?? 0);
         return n;
       };
-      // A (inside its lock's shard), B's (given back with its release), the waiter's, p1, p2 (slot-call units).
+      // A (inside its lock's shard), B's (given back with its release), the waiter's, p1, p2 (quota-slot-call units).
       expect(await counted()).toBe(4);
       expect(await store.release(lockA.key, lockA.ownerToken)).toBe(true);
       expect(await counted()).toBe(3);

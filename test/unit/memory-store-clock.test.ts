@@ -119,11 +119,11 @@ describe('embedded store on a fake clock', () => {
   it('quota slots end on the store clock', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    expect(await store.reserveSlot('ns', 'a', 1_000, 1)).toEqual({ reserved: true });
+    expect(await store.reserveQuotaSlot('ns', 'a', 1_000, 1)).toEqual({ reserved: true });
     clock.advance(400);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 600 });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 600 });
     clock.advance(600);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: true });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: true });
   });
 
   it('the default clock is the wall clock (Unix ms), and it never goes back', () => {

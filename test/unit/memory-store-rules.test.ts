@@ -223,35 +223,35 @@ describe('embedded store: bookkeeping', () => {
   it('quota slots: an extend only moves a slot later; free and extend of unknown slots do nothing; freeing one keeps the others', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    await store.extendSlot('unknown-ns', 'x', clock.nowMs + 1_000);
-    await store.freeSlot('unknown-ns', 'x');
-    expect(await store.reserveSlot('ns', 'a', 10_000, 1)).toEqual({ reserved: true });
+    await store.extendQuotaSlot('unknown-ns', 'x', clock.nowMs + 1_000);
+    await store.freeQuotaSlot('unknown-ns', 'x');
+    expect(await store.reserveQuotaSlot('ns', 'a', 10_000, 1)).toEqual({ reserved: true });
     // Earlier than the slot's end: ignored.
-    await store.extendSlot('ns', 'a', Math.floor(clock.nowMs) + 1_000);
+    await store.extendQuotaSlot('ns', 'a', Math.floor(clock.nowMs) + 1_000);
     clock.advance(2_000);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 8_000 });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 8_000 });
     // An unknown slot is not created by an extend.
-    await store.extendSlot('ns', 'ghost', Math.floor(clock.nowMs) + 50_000);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 2)).toEqual({ reserved: true });
-    await store.freeSlot('ns', 'ghost');
+    await store.extendQuotaSlot('ns', 'ghost', Math.floor(clock.nowMs) + 50_000);
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 2)).toEqual({ reserved: true });
+    await store.freeQuotaSlot('ns', 'ghost');
     // Freeing one slot keeps the rest: a and b still count against a cap of 2 after c is freed.
-    expect(await store.reserveSlot('ns', 'c', 1_000, 3)).toEqual({ reserved: true });
-    await store.freeSlot('ns', 'c');
-    expect(await store.reserveSlot('ns', 'd', 1_000, 2)).toMatchObject({ reserved: false });
+    expect(await store.reserveQuotaSlot('ns', 'c', 1_000, 3)).toEqual({ reserved: true });
+    await store.freeQuotaSlot('ns', 'c');
+    expect(await store.reserveQuotaSlot('ns', 'd', 1_000, 2)).toMatchObject({ reserved: false });
   });
 
   it('the sweep forgets quota slots that ended, and a namespace whose slots all ended', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    const slots = (store as unknown as { slots: Map<string, Map<string, number>> }).slots;
-    await store.reserveSlot('ns', 'a', 1_000, 5);
-    await store.reserveSlot('ns', 'b', 5_000, 5);
-    await store.reserveSlot('gone', 'a', 1_000, 5);
+    const slots = (store as unknown as { quotaSlots: Map<string, Map<string, number>> }).quotaSlots;
+    await store.reserveQuotaSlot('ns', 'a', 1_000, 5);
+    await store.reserveQuotaSlot('ns', 'b', 5_000, 5);
+    await store.reserveQuotaSlot('gone', 'a', 1_000, 5);
     clock.advance(1_000);
     store.sweep();
     expect([...slots.keys()]).toEqual(['ns']);
     expect([...(slots.get('ns')?.keys() ?? [])]).toEqual(['b']);
-    await store.freeSlot('ns', 'b');
+    await store.freeQuotaSlot('ns', 'b');
     expect(slots.size).toBe(0);
   });
 });

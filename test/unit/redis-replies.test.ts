@@ -19,8 +19,8 @@ import {
   parseRateLease,
   parseRelease,
   parseScan,
-  parseSlotExtend,
-  parseSlotReserve,
+  parseQuotaExtend,
+  parseQuotaReserve,
   UnexpectedReplyError,
   unwrapEcho,
 } from '../../src/store/redis/replies.js';
@@ -80,14 +80,14 @@ describe('Redis script replies', () => {
     expect(parseRelease(1)).toBe(true);
     expect(parseRelease(0)).toBe(false);
     for (const reply of [2, '1', [1], null]) expect(() => parseRelease(reply)).toThrow(UnexpectedReplyError);
-    expect(parseSlotReserve([1])).toEqual({ reserved: true });
-    expect(parseSlotReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
-    expect(parseSlotReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
+    expect(parseQuotaReserve([1])).toEqual({ reserved: true });
+    expect(parseQuotaReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
+    expect(parseQuotaReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
     for (const reply of [[1, 2], [0], [2], [0, 'x'], [0, 500, 1], [1, 500], 1, null])
-      expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
-    expect(parseSlotExtend(1)).toBe(true);
-    expect(parseSlotExtend(0)).toBe(false);
-    for (const reply of [2, [1]]) expect(() => parseSlotExtend(reply)).toThrow(UnexpectedReplyError);
+      expect(() => parseQuotaReserve(reply)).toThrow(UnexpectedReplyError);
+    expect(parseQuotaExtend(1)).toBe(true);
+    expect(parseQuotaExtend(0)).toBe(false);
+    for (const reply of [2, [1]]) expect(() => parseQuotaExtend(reply)).toThrow(UnexpectedReplyError);
     // lock-set-release and lock-delay: a 0/1 flag, nothing else.
     expect(parseFlag('lockSetRelease', 1)).toBe(true);
     expect(parseFlag('lockSetRelease', 0)).toBe(false);

@@ -27,7 +27,7 @@ import {
   type ReleaseRequest,
   type ReleaseRequestInput,
   type RenewOutcome,
-  type SlotOutcome,
+  type QuotaSlotOutcome,
 } from '../../domain/lock-store.js';
 import { HandOverWatches } from './etcd-watches.js';
 import { EtcdKeys } from './etcd-keys.js';
@@ -464,10 +464,10 @@ export class EtcdStore implements LockStore {
    * no reservation happened since (its version key unchanged) and otherwise reads the new snapshot, so
    * each round under contention is one round trip.
    */
-  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
-    const slots = this.keys.slots(namespace);
+  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
+    const slots = this.keys.quotaSlots(namespace);
     const snapshot: IRequestOp[] = [
-      { request_range: { key: this.keys.slotVersion(namespace) } },
+      { request_range: { key: this.keys.quotaSlotVersion(namespace) } },
       { request_range: { key: slots.key, range_end: slots.rangeEnd } },
     ];
     let read = await this.txn({ success: snapshot });
@@ -475,16 +475,18 @@ export class EtcdStore implements LockStore {
       const version = read.responses[0]?.response_range.kvs[0];
       const nowMs = this.now();
       const all = (read.responses[1]?.response_range.kvs ?? []).map((kv) => ({ kv, e: parseJson<{ e: number }>(kv.value)?.e ?? 0 }));
-      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== slotId);
-      if (live.length >= maxSlots) {
+      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== quotaSlotId);
+      if (live.length >= maxQuotaSlots) {
         return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...live.map((x) => x.e)) - nowMs)) };
       }
       const expiresAtMs = nowMs + ttlMs;
       const txn = await this.txn({
-        compare: [{ key: this.keys.slotVersion(namespace), target: 'Mod', result: 'Equal', mod_revision: version?.mod_revision ?? '0' }],
+        compare: [
+          { key: this.keys.quotaSlotVersion(namespace), target: 'Mod', result: 'Equal', mod_revision: version?.mod_revision ?? '0' },
+        ],
         success: [
-          await this.putOp(this.keys.slot(namespace, slotId), { e: expiresAtMs }, expiresAtMs),
-          { request_put: { key: this.keys.slotVersion(namespace), value: Buffer.from(String(nowMs)) } },
+          await this.putOp(this.keys.quotaSlot(namespace, quotaSlotId), { e: expiresAtMs }, expiresAtMs),
+          { request_put: { key: this.keys.quotaSlotVersion(namespace), value: Buffer.from(String(nowMs)) } },
           // Ended slots are dropped here too, so a namespace's range stays short.
           ...all.filter((x) => x.e <= nowMs).map((x): IRequestOp => ({ request_delete_range: { key: x.kv.key } })),
         ],
@@ -496,9 +498,9 @@ export class EtcdStore implements LockStore {
     throw new StoreUnavailableError('too much contention on one namespace quota to decide in time');
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const key = this.keys.slot(namespace, slotId);
+      const key = this.keys.quotaSlot(namespace, quotaSlotId);
       const res = await this.call(() => this.client.kv.range({ key }, this.callOptions()));
       const kv = res.kvs[0];
       const current = kv ? parseJson<{ e: number }>(kv.value)?.e : undefined;
@@ -511,8 +513,8 @@ export class EtcdStore implements LockStore {
     }
   }
 
-  async freeSlot(namespace: string, slotId: string): Promise<void> {
-    await this.call(() => this.client.kv.deleteRange({ key: this.keys.slot(namespace, slotId) }, this.callOptions()));
+  async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {
+    await this.call(() => this.client.kv.deleteRange({ key: this.keys.quotaSlot(namespace, quotaSlotId) }, this.callOptions()));
   }
 
   /** A linearizable read: it needs a leader and a quorum, which is what "the store can serve" means. */

@@ -24,7 +24,7 @@ import type {
   RenewOutcome,
 } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
@@ -47,8 +47,8 @@ import {
   parseRequestRelease,
   parseScan,
   releaseRequestPayload,
-  parseSlotExtend,
-  parseSlotReserve,
+  parseQuotaExtend,
+  parseQuotaReserve,
   type AcquireReply,
   type CancelReply,
   type HandOverNotice,
@@ -330,7 +330,7 @@ export class RedisStore implements LockStore {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
-        maxSlots: insideCap(maxHeldInNamespace ?? 0),
+        maxQuotaSlots: insideCap(maxHeldInNamespace ?? 0),
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -654,29 +654,33 @@ export class RedisStore implements LockStore {
     return { ids: [...found], nextCursor };
   }
 
-  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
     return this.call(async () =>
-      parseSlotReserve(
-        await this.scripts.run('slotReserve', {
-          quota: this.keys.quotaFor(namespace, slotId, maxSlots),
-          slotId,
+      parseQuotaReserve(
+        await this.scripts.run('quotaReserve', {
+          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
+          quotaSlotId,
           ttlMs,
-          maxSlots: shardCap(maxSlots),
+          maxQuotaSlots: shardCap(maxQuotaSlots),
         }),
       ),
     );
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
+  async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void> {
     await this.call(async () =>
-      parseSlotExtend(
-        await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs }),
+      parseQuotaExtend(
+        await this.scripts.run('quotaExtend', {
+          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
+          quotaSlotId,
+          expiresAtMs,
+        }),
       ),
     );
   }
 
-  async freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
-    await this.call(() => this.scripts.run('slotFree', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId }));
+  async freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void> {
+    await this.call(() => this.scripts.run('quotaFree', { quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots), quotaSlotId }));
   }
 
   async ping(): Promise<void> {

@@ -262,21 +262,21 @@ export function parseForceRelease(reply: unknown): ForceReleaseReply {
   throw new UnexpectedReplyError('force-release', reply);
 }
 
-export type SlotReserveReply = { reserved: true } | { reserved: false; retryAfterMs: number };
+export type QuotaReserveReply = { reserved: true } | { reserved: false; retryAfterMs: number };
 
-export function parseSlotReserve(reply: unknown): SlotReserveReply {
+export function parseQuotaReserve(reply: unknown): QuotaReserveReply {
   if (Array.isArray(reply)) {
     if (reply.length === 1 && reply[0] === 1) return { reserved: true };
     if (reply.length === 2 && reply[0] === 0) {
-      return { reserved: false, retryAfterMs: Math.max(1, int('slot-reserve', reply, reply[1])) };
+      return { reserved: false, retryAfterMs: Math.max(1, int('quota-reserve', reply, reply[1])) };
     }
   }
-  throw new UnexpectedReplyError('slot-reserve', reply);
+  throw new UnexpectedReplyError('quota-reserve', reply);
 }
 
-export function parseSlotExtend(reply: unknown): boolean {
+export function parseQuotaExtend(reply: unknown): boolean {
   if (reply === 1 || reply === 0) return reply === 1;
-  throw new UnexpectedReplyError('slot-extend', reply);
+  throw new UnexpectedReplyError('quota-extend', reply);
 }
 
 /** rate-lease's reply {granted, windowLeftMs, handedOut}. */
