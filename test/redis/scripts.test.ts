@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
-import { RedisRatePermits } from '../../src/store/redis/rate-permits.js';
+import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
@@ -698,22 +698,22 @@ describe('lock-set scripts', () => {
   });
 });
 
-describe('rate-lease.lua, through RedisRatePermits (the rate limiter shared by instances)', () => {
+describe('rate-allowance.lua, through RedisRateAllowance (the rate limiter shared by instances)', () => {
   it('{granted, windowLeftMs, handedOut}: batches from one window until the limit, each caller its own window', async () => {
     const clients = [lua.server.client(), lua.server.client()] as const;
-    const [first, second] = clients.map((client) => new RedisRatePermits(client, 'lua:')) as [RedisRatePermits, RedisRatePermits];
+    const [first, second] = clients.map((client) => new RedisRateAllowance(client, 'lua:')) as [RedisRateAllowance, RedisRateAllowance];
     const rateKey = `key:${lockName}`;
     try {
-      const a = await first.lease(rateKey, 4, 10, 60_000);
+      const a = await first.handOut(rateKey, 4, 10, 60_000);
       expect(a).toEqual({ granted: 4, windowLeftMs: int, handedOut: 4 });
       expect(a.windowLeftMs).toBeGreaterThan(0);
       expect(a.windowLeftMs).toBeLessThanOrEqual(60_000);
       // Another instance draws from the same window: only what is left of the limit.
-      expect(await second.lease(rateKey, 8, 10, 60_000)).toMatchObject({ granted: 6, handedOut: 10 });
-      expect(await first.lease(rateKey, 1, 10, 60_000)).toMatchObject({ granted: 0, handedOut: 10 });
+      expect(await second.handOut(rateKey, 8, 10, 60_000)).toMatchObject({ granted: 6, handedOut: 10 });
+      expect(await first.handOut(rateKey, 1, 10, 60_000)).toMatchObject({ granted: 0, handedOut: 10 });
       // The counter lives under the key space's rate-limit key, and another caller's window is untouched.
       expect(await lua.raw.get(space.rateWindow(rateKey))).toBe('10');
-      expect(await second.lease(`${rateKey}-other`, 3, 10, 60_000)).toMatchObject({ granted: 3, handedOut: 3 });
+      expect(await second.handOut(`${rateKey}-other`, 3, 10, 60_000)).toMatchObject({ granted: 3, handedOut: 3 });
     } finally {
       for (const client of clients) client.disconnect();
     }

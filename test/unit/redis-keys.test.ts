@@ -143,7 +143,7 @@ describe('Redis key names', () => {
           graceMs: 1,
           channelPrefix: 'kh:grants:',
         },
-        rateLease: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
+        rateAllowance: { windowKey: space.rateWindow('key:k'), windowMs: 1, max: 1, wanted: 1 },
         permitAcquire: {
           ...hand,
           keys: permit,

@@ -16,7 +16,7 @@ import {
   parsePermitForceRelease,
   parsePermitHeartbeat,
   parsePermitInspect,
-  parseRateLease,
+  parseRateAllowance,
   parseRelease,
   parseScan,
   parseQuotaExtend,
@@ -146,9 +146,9 @@ describe('Redis script replies', () => {
     ]) {
       expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
     }
-    expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
+    expect(parseRateAllowance([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
     for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x'])
-      expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
+      expect(() => parseRateAllowance(reply)).toThrow(UnexpectedReplyError);
     expect(parseScan(['0', ['a', 'b']])).toEqual({ cursor: '0', keys: ['a', 'b'] });
     for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null])
       expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
@@ -201,9 +201,9 @@ describe('Redis script replies', () => {
     expect(setRenew([0])).toEqual({ renewed: false });
     refuses(setRenew, [[1, 900, 11], [2, 900, 11, 12], [0, 5], [1], [2]]);
 
-    expect(parseRateLease([0, 900, 5])).toEqual({ granted: 0, windowLeftMs: 900, handedOut: 5 });
-    expect(parseRateLease([2, 1, 2])).toEqual({ granted: 2, windowLeftMs: 1, handedOut: 2 });
-    refuses(parseRateLease, [[2, 900, 5, 1]]);
+    expect(parseRateAllowance([0, 900, 5])).toEqual({ granted: 0, windowLeftMs: 900, handedOut: 5 });
+    expect(parseRateAllowance([2, 1, 2])).toEqual({ granted: 2, windowLeftMs: 1, handedOut: 2 });
+    refuses(parseRateAllowance, [[2, 900, 5, 1]]);
 
     expect(parsePermitAcquire([1, 7, 900])).toEqual({ kind: 'granted', fencingToken: 7, expiresAtMs: 900 });
     expect(parsePermitAcquire([5, 3, 250])).toEqual({ kind: 'mismatch', capacity: 3, retryAfterMs: 250 });

@@ -279,13 +279,13 @@ export function parseQuotaExtend(reply: unknown): boolean {
   throw new UnexpectedReplyError('quota-extend', reply);
 }
 
-/** rate-lease's reply {granted, windowLeftMs, handedOut}. */
-export function parseRateLease(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
+/** rate-allowance's reply {granted, windowLeftMs, handedOut}. */
+export function parseRateAllowance(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
   if (Array.isArray(reply) && reply.length === 3) {
-    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-lease', reply, v)) as [number, number, number];
+    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-allowance', reply, v)) as [number, number, number];
     if (granted >= 0 && windowLeftMs >= 1 && handedOut >= granted) return { granted, windowLeftMs, handedOut };
   }
-  throw new UnexpectedReplyError('rate-lease', reply);
+  throw new UnexpectedReplyError('rate-allowance', reply);
 }
 
 /** SCAN's reply: [next cursor, [keys…]]. */

@@ -169,7 +169,7 @@ export interface PermitHeartbeatArgs extends HandOverArgs {
   readonly waiters: ReadonlyArray<{ readonly id: string; readonly ownerToken: string }>;
 }
 
-export interface RateLeaseArgs {
+export interface RateAllowanceArgs {
   readonly windowKey: string;
   readonly windowMs: number;
   readonly max: number;
@@ -342,7 +342,7 @@ export const SCRIPTS = {
     readonly layout: 'lock' | 'permit';
   }>('queue.lua', 3, (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout]),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
-  rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
+  rateAllowance: spec<RateAllowanceArgs>('rate-allowance.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;
