@@ -95,7 +95,7 @@ export interface AcquireInput {
 }
 
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */
-export interface HeldLock extends LockState {
+export interface LockListRow extends LockState {
   /** The store's id of the lock (the lock service composes it; the store treats it as opaque). */
   readonly key: string;
 }
@@ -110,7 +110,7 @@ export interface ListQuery {
 }
 
 export interface ListPage {
-  readonly locks: readonly HeldLock[];
+  readonly locks: readonly LockListRow[];
   /** Pass back to get the next page; null when the listing is complete. */
   readonly nextCursor: string | null;
 }

@@ -13,7 +13,7 @@ import {
   type AcquireInput,
   type AcquireOutcome,
   type ForceReleaseOutcome,
-  type HeldLock,
+  type LockListRow,
   type IndexedLockState,
   type ListPage,
   type ListQuery,
@@ -445,7 +445,7 @@ export class EtcdStore implements LockStore {
     const start = cursor !== undefined ? Buffer.concat([this.keys.lock(cursor), Buffer.from([0])]) : range.key;
     const res = await this.call(() => this.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.callOptions()));
     const nowMs = this.now();
-    const locks: HeldLock[] = [];
+    const locks: LockListRow[] = [];
     let last: string | undefined;
     for (const kv of res.kvs) {
       const id = this.keys.lockIdOf(kv.key);

@@ -10,7 +10,7 @@ import {
 import { nextFencingToken } from '../../domain/fencing.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseRenewOutcome } from '../../domain/lease-store.js';
-import type { HeldLock, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
+import type { LockListRow, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
   type EvictedPermit,
@@ -319,7 +319,7 @@ export class MemoryLeases implements PermitStore {
       throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
     }
     const now = this.options.clock();
-    const found: HeldLock[] = [];
+    const found: LockListRow[] = [];
     for (const pool of this.pools.values()) {
       const key = keyOf(pool, 'lock', prefix);
       if (key === undefined || (cursor !== undefined && key <= cursor)) continue;

@@ -24,7 +24,7 @@ import type {
   RenewOutcome,
 } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, LockListRow, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
@@ -620,7 +620,7 @@ export class RedisStore implements LockStore {
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
     const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: HeldLock[] = [];
+    const locks: LockListRow[] = [];
     for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
     return { locks, nextCursor: page.nextCursor };
   }
