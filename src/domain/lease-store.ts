@@ -33,7 +33,7 @@ export type LeaseKind = 'lock' | PermitKind;
  * only; `idempotencyKey` for locks only; `lockDelayMs` for locks and lock sets; `maxHeldInNamespace`
  * for locks only, on a store with `quotaInside`.
  */
-export interface LeaseAcquire extends Omit<AcquireInput, 'key'> {
+export interface LeaseAcquire extends Omit<AcquireInput, 'id'> {
   readonly kind: LeaseKind;
   readonly keys: readonly string[];
   /** What the key holds in all (1 for a lock). */
@@ -168,7 +168,7 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
       const key = one(keys);
       const { waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = request;
       const outcome = await store.acquire({
-        key,
+        id: key,
         ownerToken,
         ttlMs,
         holder,

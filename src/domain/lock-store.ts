@@ -57,7 +57,8 @@ export interface LockState {
 }
 
 export interface AcquireInput {
-  readonly key: string;
+  /** The store's id of the lock, `<namespace>/<key>` (the lock service composes it; the store treats it as opaque). */
+  readonly id: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
   /** A public label for the lease; null or "" for none (both read back as null). */
@@ -97,7 +98,7 @@ export interface AcquireInput {
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */
 export interface LockListRow extends LockState {
   /** The store's id of the lock (the lock service composes it; the store treats it as opaque). */
-  readonly key: string;
+  readonly id: string;
 }
 
 export interface ListQuery {
@@ -245,29 +246,29 @@ export interface LockStore extends QuotaSlotStore, ChangeFeed {
    */
   acquire(input: AcquireInput): Promise<AcquireOutcome>;
   /** Extends the lease to `ttlMs` from now, only if `ownerToken` holds a live lease. Keeps the fencing token. */
-  renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
+  renew(id: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
   /** Frees the lock, only if `ownerToken` holds a live lease. Returns whether it did. */
-  release(key: string, ownerToken: string): Promise<boolean>;
-  /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
-  inspect(key: string): Promise<LockState | null>;
-  /** The first `limit` live callers queued for `key`, head first. */
-  queue(key: string, limit: number): Promise<QueuedCaller[]>;
+  release(id: string, ownerToken: string): Promise<boolean>;
+  /** The live lease on `id`, or null when nobody holds it. Never exposes the owner token. */
+  inspect(id: string): Promise<LockState | null>;
+  /** The first `limit` live callers queued for `id`, head first. */
+  queue(id: string, limit: number): Promise<QueuedCaller[]>;
   /** inspect, with what a watcher's index needs (the last fencing token also when free). */
-  inspectIndexed(key: string): Promise<IndexedLockState>;
+  inspectIndexed(id: string): Promise<IndexedLockState>;
   /** Lock sets. */
   readonly lockSets: LockSetStore;
   /**
-   * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
+   * Frees the live lease on `id` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token
    * can no longer renew or release. With `fencingToken`, only the live lease with that token is freed,
    * in the same atomic step: an operator who looked at one lease never evicts a newer holder.
    */
-  forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
+  forceRelease(id: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
   /**
    * Asks the holder of the live lease with `fencingToken` to let go (see ReleaseRequest), in one atomic
    * step; its renewals carry the request from then on. Null when no live lease has that token.
    */
-  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+  requestRelease(id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   /**
    * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
    * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold

@@ -172,19 +172,19 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
               seq.noteGrant(
                 k,
                 ownerToken,
-                await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst),
+                await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst),
               );
               break;
             }
             const memoryLeave = new AbortController();
             const otherLeave = new AbortController();
             const m = track(
-              stores.memory.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }),
+              stores.memory.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }),
             );
             const r = track(
               stores
                 .other(op.inst)
-                .acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }),
+                .acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }),
             );
             seq.pending.push({ key: k, ownerToken, memory: m, other: r, memoryLeave, otherLeave });
             // Granted or refused at once, or queued: either way both stores must have taken it in before the next step.
@@ -199,7 +199,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             seq.noteGrant(
               k,
               ownerToken,
-              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst),
+              await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst),
             );
             await sleep(PAST_SHORT_LEASE_MS);
             break;
@@ -213,7 +213,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             seq.noteGrant(
               k,
               ownerToken,
-              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst),
+              await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst),
             );
             break;
           }
@@ -246,7 +246,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
               for (let page = 0; page < 1000; page++) {
                 const result = await s.list({ prefix: `d${run}/`, limit: 2, cursor });
                 for (const lock of result.locks) {
-                  const { key: id, holder, fencingToken, waiters } = lock;
+                  const { id, holder, fencingToken, waiters } = lock;
                   seen.set(id, { key: id, holder, fencingToken, waiters });
                 }
                 if (result.nextCursor === null) break;

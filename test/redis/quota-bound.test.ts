@@ -37,7 +37,7 @@ describe('the Redis quota bound', () => {
     let firstRefusal: number | undefined;
     await inBatches(limit + 1_000, async (i) => {
       const got = await store.acquire({
-        key: lockId('inside', `job-${i}`),
+        id: lockId('inside', `job-${i}`),
         ownerToken: newOwnerToken(),
         ttlMs: 60_000,
         holder: null,

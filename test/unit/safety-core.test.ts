@@ -148,7 +148,7 @@ describe('freshness: the late-grant guard', () => {
     const { store } = setUp();
     const guard = new FreshnessGuard(store);
     const ownerToken = newOwnerToken();
-    const grant = await store.acquire({ key: 'k', ownerToken, ttlMs: 1_000, holder: null });
+    const grant = await store.acquire({ id: 'k', ownerToken, ttlMs: 1_000, holder: null });
     expect(grant.acquired).toBe(true);
     // 0.4 of the lease gone: still fresh (a guard at 0.5 * ttl, not ttl / 0.5 or ttl * 0.5 * 0.5).
     await guard.refuseIfLate({ id: 'k', ownerToken, ttlMs: 1_000, decidedAt: performance.now() - 400 });
@@ -394,7 +394,7 @@ describe('lock service: quota and administration', () => {
     await locks.acquire('ns', 'job:1', 60_000, { holder: 'h' });
     await locks.acquire('ns', 'other', 60_000);
     await locks.acquire('ns2', 'job:2', 60_000);
-    await store.acquire({ key: 'legacy-id', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
+    await store.acquire({ id: 'legacy-id', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
     const page = await locks.listHeld({ namespace: 'ns', prefix: 'job:', limit: 10 });
     expect(page.locks.map((l) => [l.namespace, l.key, l.holder])).toEqual([['ns', 'job:1', 'h']]);
     expect(page.nextCursor).toBeNull();
@@ -486,7 +486,7 @@ describe('quota: slots', () => {
     await store.reserveQuotaSlot('ns', 'taken', 5_000, 1);
     clock.advance(1_000);
     const owner = newOwnerToken();
-    const lease = () => granted(store.acquire({ key: 'ns/k', ownerToken: owner, ttlMs: 1_000, holder: null }));
+    const lease = () => granted(store.acquire({ id: 'ns/k', ownerToken: owner, ttlMs: 1_000, holder: null }));
     await expect(quota.grantNow(claim(owner), lease)).rejects.toMatchObject({
       code: 'quota_exceeded',
       maxHeldLocks: 1,
@@ -510,7 +510,7 @@ describe('quota: slots', () => {
     expect(await store.reserveQuotaSlot('ns', 'c', 1_000, 1)).toEqual({ reserved: true });
     const failing = { ...spied, reserveQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')) };
     const owner = newOwnerToken();
-    const lease = () => granted(store.acquire({ key: 'ns/x', ownerToken: owner, ttlMs: 1_000, holder: null }));
+    const lease = () => granted(store.acquire({ id: 'ns/x', ownerToken: owner, ttlMs: 1_000, holder: null }));
     await expect(new NamespaceQuota(failing, 5).grantNow(claim(owner, 'ns/x'), lease)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await store.inspect('ns/x')).toBeNull();
   });

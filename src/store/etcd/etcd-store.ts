@@ -159,7 +159,7 @@ export class EtcdStore implements LockStore {
   }
 
   async acquire({
-    key,
+    id: key,
     ownerToken,
     ttlMs,
     holder: label,
@@ -221,7 +221,7 @@ export class EtcdStore implements LockStore {
       const retryAfterMs = Math.max(1, Math.ceil((live ? lock.value.e : delayedUntil) - nowMs));
       if (waitMs <= 0) return { acquired: false, retryAfterMs };
       if (queued >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
-      return this.enqueue({ key, ownerToken, ttlMs, holder, waitMs, signal, lockDelayMs }, retryAfterMs);
+      return this.enqueue({ id: key, ownerToken, ttlMs, holder, waitMs, signal, lockDelayMs }, retryAfterMs);
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }
@@ -454,7 +454,7 @@ export class EtcdStore implements LockStore {
       const value = parseJson<LockRecord>(kv.value);
       if (!value || value.e <= nowMs) continue;
       const state = await this.inspect(id);
-      if (state) locks.push({ key: id, ...state });
+      if (state) locks.push({ id, ...state });
     }
     return { locks, nextCursor: res.more && last !== undefined ? last : null };
   }
@@ -556,7 +556,7 @@ export class EtcdStore implements LockStore {
     retryAfterMs: number,
   ): Promise<AcquireOutcome> {
     const waiterId = newId();
-    const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const waiter = this.room.register({ id: waiterId, key: input.id, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
       // The waiter's place in the queue is its record's create revision: written first, before anything
       // else this instance has to set up, so callers queue in the order they arrived.
@@ -572,7 +572,7 @@ export class EtcdStore implements LockStore {
       };
       await this.call(() =>
         this.client.kv.put(
-          { key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
+          { key: this.keys.waiter(input.id, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
           this.callOptions(),
         ),
       );
@@ -583,7 +583,7 @@ export class EtcdStore implements LockStore {
     const outcome = waiter.wait(input.waitMs, retryAfterMs, input.signal);
     // A hand-over made before the watch is in place is found by this visit (and by every heartbeat);
     // the visit also covers a lock freed between the read and the queueing.
-    void this.watchLock(input.key)
+    void this.watchLock(input.id)
       .catch(() => undefined)
       .then(() => this.room.visitAll());
     return outcome;

@@ -72,7 +72,7 @@ export class MemoryStore implements LockStore {
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.key], capacity: 1, weight: 1, ...input });
+    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.id], capacity: 1, weight: 1, ...input });
     if (!outcome.acquired) return { acquired: false, retryAfterMs: outcome.retryAfterMs };
     const { fencingTokens, expiresAtMs, decidedAt, replayed } = outcome;
     const fencingToken = fencingTokens[0] as number;

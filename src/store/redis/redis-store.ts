@@ -266,7 +266,7 @@ export class RedisStore implements LockStore {
     const send = (waitFor: number, waiterId: string) =>
       this.acquires.run(() => {
         decidedAt = performance.now();
-        servedBy = this.servedBy(input.key);
+        servedBy = this.servedBy(input.id);
         return this.runAcquire(input, waitFor, waiterId);
       }, true);
     if (waitMs <= 0) {
@@ -275,7 +275,7 @@ export class RedisStore implements LockStore {
       return this.settle(reply, decidedAt, input, servedBy);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
-    const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const waiter = this.room.register({ id: newId(), key: input.id, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
@@ -292,7 +292,7 @@ export class RedisStore implements LockStore {
    * restarted it: the lease does not expire in between).
    * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
    */
-  private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
+  private async setLockDelay({ id: key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
     try {
       const set = await this.call(async () =>
         parseFlag(
@@ -308,7 +308,7 @@ export class RedisStore implements LockStore {
   }
 
   private runAcquire(
-    { key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
+    { id: key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
     waitMs: number,
     waiterId: string,
   ): Promise<AcquireReply> {
@@ -343,7 +343,7 @@ export class RedisStore implements LockStore {
   private async settle(
     reply: AcquireReply,
     decidedAt: number,
-    { key, ownerToken }: AcquireInput,
+    { id: key, ownerToken }: AcquireInput,
     servedBy: string | null,
   ): Promise<AcquireOutcome> {
     switch (reply.kind) {
@@ -621,7 +621,7 @@ export class RedisStore implements LockStore {
     const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
     const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
     const locks: LockListRow[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    for (const { id, state } of states) if (state !== null) locks.push({ id, ...state });
     return { locks, nextCursor: page.nextCursor };
   }
 
