@@ -19,13 +19,13 @@ export const PARTS = {
     'src/store/redis/keys.ts',
     'src/store/redis/scripts.ts',
     'src/store/redis/watch-marks.ts',
-    'src/store/redis/rate-permits.ts',
+    'src/store/redis/rate-allowance.ts',
     'src/store/shared/lease-replies.ts',
   ],
   // The wait room serves Redis and etcd; its tests run against Redis.
   redis: [
     'src/store/redis/**/*.ts',
-    '!src/store/redis/{replies,keys,scripts,watch-marks,rate-permits}.ts',
+    '!src/store/redis/{replies,keys,scripts,watch-marks,rate-allowance}.ts',
     'src/store/shared/wait-room.ts',
   ],
 };

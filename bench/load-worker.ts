@@ -334,7 +334,7 @@ function redisScenario(task: LoopTask): Scenario {
           channelPrefix: keys.grantChannelPrefix(),
           lockName: key,
           idempotencyKey: '',
-          maxSlots: 0,
+          maxQuotaSlots: 0,
         }),
       );
       const t1 = performance.now();

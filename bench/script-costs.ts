@@ -37,7 +37,7 @@ async function perPair(stats: Redis, pairs: number, run: () => Promise<void>): P
 async function pairs(store: RedisStore, key: (i: number) => string, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const ownerToken = `owner-token-${i.toString().padStart(10, '0')}`;
-    const got = await store.acquire({ key: key(i), ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
+    const got = await store.acquire({ id: key(i), ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
     if (!got.acquired) throw new Error(`acquire ${key(i)} refused`);
     if (!(await store.release(key(i), ownerToken))) throw new Error(`release ${key(i)} refused`);
   }
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
     // throughout, as under load.
     const timed = 30_000;
     await store.acquire({
-      key: `${NAMESPACE}/anchor`,
+      id: `${NAMESPACE}/anchor`,
       ownerToken: 'anchor'.padEnd(22, 'x'),
       ttlMs: 120_000,
       holder: null,
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     const keyholderPair = async (i: number) => {
       const key = `${NAMESPACE}/timed:${i % 10_000}`;
       const ownerToken = `owner-${i}`.padEnd(22, 'x');
-      const got = await store.acquire({ key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
+      const got = await store.acquire({ id: key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
       if (!got.acquired || !(await store.release(key, ownerToken))) throw new Error(`timed pair ${key} refused`);
     };
     const floor = new Redis(server.url, { enableAutoPipelining: true });
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
     const base = usedMemory(await stats.info('memory'));
     for (let i = 0; i < HELD; i++) {
       const got = await store.acquire({
-        key: `${NAMESPACE}/mem:${i}`,
+        id: `${NAMESPACE}/mem:${i}`,
         ownerToken: `t${i}`.padEnd(22, 'x'),
         ttlMs: 120_000,
         holder: null,
@@ -154,7 +154,7 @@ async function main(): Promise<void> {
     const beforeBare = usedMemory(await stats.info('memory'));
     for (let i = 0; i < HELD; i++) {
       const got = await store.acquire({
-        key: `bare/mem:${i}`,
+        id: `bare/mem:${i}`,
         ownerToken: `t${i}`.padEnd(22, 'x'),
         ttlMs: 120_000,
         holder: null,

@@ -49,7 +49,7 @@ export function setUpAccess(config: Config, logger: Logger): AccessSetup {
   return {
     auth,
     reloadKeys,
-    rateLimit: { ...config.rateLimit, ...(shared ? { permits: shared.permits } : {}) },
+    rateLimit: { ...config.rateLimit, ...(shared ? { allowance: shared.allowance } : {}) },
     close: async () => {
       await shared?.close();
     },

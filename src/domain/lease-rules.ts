@@ -225,13 +225,13 @@ export class LeaseRules {
  * The listed entries under their namespace and key. Ids no namespace produced (state written before
  * namespaces existed) are not anyone's to see.
  */
-export function inNamespaces<E extends { readonly key: string }, V>(
+export function inNamespaces<E extends { readonly id: string }, V>(
   entries: readonly E[],
   view: (parsed: { namespace: string; key: string }, entry: E) => V,
 ): V[] {
   const views: V[] = [];
   for (const entry of entries) {
-    const parsed = parseLockId(entry.key);
+    const parsed = parseLockId(entry.id);
     if (parsed !== null) views.push(view(parsed, entry));
   }
   return views;

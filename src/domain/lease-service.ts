@@ -27,7 +27,7 @@ import type { LockLimits } from './limits.js';
 import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
 import { lockId } from './namespaces.js';
 import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-store.js';
-import { type LeaseClaim, NamespaceQuota, SLOT_MARGIN_MS } from './quota.js';
+import { type LeaseClaim, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
 import { randomBase64url } from './random.js';
 import { WaitGate } from './wait-gate.js';
 import { ChangeWatch, type IndexedView, lockWatchSource, permitWatchSource } from './watch.js';
@@ -481,14 +481,14 @@ export class LeaseService {
     // and instance caps) for the whole call, and counted on the busy key while it waits on it.
     const leave = waitMs > 0 ? this.waitGate.enter(namespace) : undefined;
     try {
-      await this.reserveSlots(namespace, ownerToken, ordered.length, ttlMs + waitMs);
+      await this.reserveQuotaSlots(namespace, ownerToken, ordered.length, ttlMs + waitMs);
       let granted = false;
       try {
         const grant = await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
         granted = true;
         return grant;
       } finally {
-        if (!granted) await this.freeSlots(namespace, ownerToken, ordered.length);
+        if (!granted) await this.freeQuotaSlots(namespace, ownerToken, ordered.length);
       }
     } finally {
       leave?.();
@@ -529,7 +529,7 @@ export class LeaseService {
     if (this.maxHeld > 0) {
       await Promise.all(
         ordered.map((_k, i) =>
-          this.store.extendSlot(namespace, slotId(ownerToken, i), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
+          this.store.extendQuotaSlot(namespace, quotaSlotId(ownerToken, i), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
         ),
       );
     }
@@ -546,7 +546,7 @@ export class LeaseService {
       ownerToken,
     );
     if (!released) throw new NotOwnerError(keys.join(','));
-    await this.freeSlots(namespace, ownerToken, ordered.length);
+    await this.freeQuotaSlots(namespace, ownerToken, ordered.length);
   }
 
   /** 1 to 16 distinct keys; the store gets them sorted, so a set is the same set in any order. */
@@ -582,23 +582,23 @@ export class LeaseService {
     }
   }
 
-  private async reserveSlots(namespace: string, ownerToken: string, count: number, ttlMs: number): Promise<void> {
+  private async reserveQuotaSlots(namespace: string, ownerToken: string, count: number, ttlMs: number): Promise<void> {
     const max = this.maxHeld;
     if (max <= 0) return;
     for (let i = 0; i < count; i++) {
-      const slot = await this.store.reserveSlot(namespace, slotId(ownerToken, i), ttlMs + SLOT_MARGIN_MS, max);
+      const slot = await this.store.reserveQuotaSlot(namespace, quotaSlotId(ownerToken, i), ttlMs + QUOTA_SLOT_MARGIN_MS, max);
       if (!slot.reserved) {
-        await this.freeSlots(namespace, ownerToken, i);
+        await this.freeQuotaSlots(namespace, ownerToken, i);
         throw new QuotaExceededError(namespace, max, slot.retryAfterMs);
       }
     }
   }
 
-  private async freeSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
+  private async freeQuotaSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
     const max = this.maxHeld;
     if (max <= 0) return;
     await Promise.all(
-      Array.from({ length: count }, (_v, i) => this.store.freeSlot(namespace, slotId(ownerToken, i), max).catch(() => undefined)),
+      Array.from({ length: count }, (_v, i) => this.store.freeQuotaSlot(namespace, quotaSlotId(ownerToken, i), max).catch(() => undefined)),
     );
   }
 
@@ -609,12 +609,12 @@ export class LeaseService {
     const { store, limits, observer } = this;
     const giveBack = (id: string, ownerToken: string) => store.release(kind, [id], ownerToken);
     const slots = {
-      reserveSlot: store.reserveSlot.bind(store),
-      extendSlot: store.extendSlot.bind(store),
-      freeSlot: store.freeSlot.bind(store),
+      reserveQuotaSlot: store.reserveQuotaSlot.bind(store),
+      extendQuotaSlot: store.extendQuotaSlot.bind(store),
+      freeQuotaSlot: store.freeQuotaSlot.bind(store),
       release: giveBack,
     };
-    // With the quota inside the store's lock steps, the service's own slot calls are off (a cap of 0).
+    // With the quota inside the store's lock steps, the service's own quota-slot calls are off (a cap of 0).
     const quota = new NamespaceQuota(slots, this.quotaInside(kind) === undefined ? this.maxHeld : 0);
     const freshness = new FreshnessGuard({ release: giveBack });
     const rules = new LeaseRules({ limits, gate: this.waitGate, quota, freshness, observer, giveBack });
@@ -653,6 +653,6 @@ export class LeaseService {
 }
 
 /** A set's i-th quota slot: one per key, all named after the set's owner token. */
-function slotId(ownerToken: string, i: number): string {
+function quotaSlotId(ownerToken: string, i: number): string {
   return `${ownerToken}.${i}`;
 }

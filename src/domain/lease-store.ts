@@ -20,7 +20,7 @@ import type {
   LockState,
   LockStore,
   QueuedCaller,
-  SlotStore,
+  QuotaSlotStore,
 } from './lock-store.js';
 import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
 
@@ -33,7 +33,7 @@ export type LeaseKind = 'lock' | PermitKind;
  * only; `idempotencyKey` for locks only; `lockDelayMs` for locks and lock sets; `maxHeldInNamespace`
  * for locks only, on a store with `quotaInside`.
  */
-export interface LeaseAcquire extends Omit<AcquireInput, 'key'> {
+export interface LeaseAcquire extends Omit<AcquireInput, 'id'> {
   readonly kind: LeaseKind;
   readonly keys: readonly string[];
   /** What the key holds in all (1 for a lock). */
@@ -88,7 +88,7 @@ export type LeaseReads = {
   readonly [K in PermitKind]: { readonly state: PermitState; readonly indexed: IndexedPermitState; readonly page: PermitListPage };
 };
 
-export interface LeaseStore extends SlotStore {
+export interface LeaseStore extends QuotaSlotStore {
   /** What kind of store this is, for health output and logs. */
   readonly kind: LockStore['kind'];
   /** See LockStore.quotaInside (locks only). */
@@ -146,9 +146,9 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
     get quotaInsideFrom() {
       return store.quotaInsideFrom;
     },
-    reserveSlot: (...args) => store.reserveSlot(...args),
-    extendSlot: (...args) => store.extendSlot(...args),
-    freeSlot: (...args) => store.freeSlot(...args),
+    reserveQuotaSlot: (...args) => store.reserveQuotaSlot(...args),
+    extendQuotaSlot: (...args) => store.extendQuotaSlot(...args),
+    freeQuotaSlot: (...args) => store.freeQuotaSlot(...args),
 
     async acquire(request) {
       const { kind, keys, ownerToken, ttlMs, holder } = request;
@@ -168,7 +168,7 @@ export function leaseStoreOf(store: LockStore): LeaseStore {
       const key = one(keys);
       const { waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = request;
       const outcome = await store.acquire({
-        key,
+        id: key,
         ownerToken,
         ttlMs,
         holder,

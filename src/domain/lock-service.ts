@@ -135,7 +135,7 @@ export class LockService extends LeaseVocabulary<'lock'> {
   /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */
   async listHeld(query: ListHeldQuery): Promise<{ locks: HeldLockView[]; nextCursor: string | null }> {
     const page = await this.lease.listHeld('lock', query);
-    const locks = inNamespaces(page.locks, (parsed, { key: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
+    const locks = inNamespaces(page.locks, (parsed, { id: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
     return { locks, nextCursor: page.nextCursor };
   }
 

@@ -57,7 +57,8 @@ export interface LockState {
 }
 
 export interface AcquireInput {
-  readonly key: string;
+  /** The store's id of the lock, `<namespace>/<key>` (the lock service composes it; the store treats it as opaque). */
+  readonly id: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
   /** A public label for the lease; null or "" for none (both read back as null). */
@@ -95,9 +96,9 @@ export interface AcquireInput {
 }
 
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */
-export interface HeldLock extends LockState {
+export interface LockListRow extends LockState {
   /** The store's id of the lock (the lock service composes it; the store treats it as opaque). */
-  readonly key: string;
+  readonly id: string;
 }
 
 export interface ListQuery {
@@ -110,7 +111,7 @@ export interface ListQuery {
 }
 
 export interface ListPage {
-  readonly locks: readonly HeldLock[];
+  readonly locks: readonly LockListRow[];
   /** Pass back to get the next page; null when the listing is complete. */
   readonly nextCursor: string | null;
 }
@@ -128,27 +129,28 @@ export type ForceReleaseOutcome =
     }
   | { readonly released: false };
 
-export type SlotOutcome = { readonly reserved: true } | { readonly reserved: false; readonly retryAfterMs: number };
+export type QuotaSlotOutcome = { readonly reserved: true } | { readonly reserved: false; readonly retryAfterMs: number };
 
 /**
- * Per-namespace cap on leases held at once. A slot is one lease's claim on its namespace's quota,
- * named by the lease's owner token and ending when the lease would end. Slots are kept apart from
- * the lock records (see the lock service for why), and each slot operation is atomic on its own.
+ * Per-namespace cap on leases held at once. A quota slot is one lease's claim on its namespace's quota
+ * (not a Redis Cluster hash slot), named by the lease's owner token and ending when the lease would
+ * end. Quota slots are kept apart from the lock records (see the lock service for why), and each
+ * quota slot operation is atomic on its own.
  */
-export interface SlotStore {
+export interface QuotaSlotStore {
   /**
-   * Takes a slot for `slotId` until `ttlMs` from now (store clock) if fewer than `maxSlots` live slots
+   * Takes a quota slot for `quotaSlotId` until `ttlMs` from now (store clock) if fewer than `maxQuotaSlots` live slots
    * exist in `namespace`; otherwise says when the earliest one ends. Expired slots never count.
    */
-  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome>;
+  reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome>;
   /**
-   * Moves an existing slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
-   * `maxSlots`: the cap the slot was reserved under (a store that splits the cap into shards finds the
+   * Moves an existing quota slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
+   * `maxQuotaSlots`: the cap the quota slot was reserved under (a store that splits the cap into shards finds the
    * slot's shard with it).
    */
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void>;
-  /** Gives a slot back; does nothing for an unknown slot. `maxSlots`: as for extendSlot. */
-  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void>;
+  extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void>;
+  /** Gives a quota slot back; does nothing for an unknown slot. `maxQuotaSlots`: as for extendQuotaSlot. */
+  freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void>;
 }
 
 /**
@@ -219,7 +221,7 @@ export function lockSetsOf(store: LockSetStore): LockSetStore {
   };
 }
 
-export interface LockStore extends SlotStore, ChangeFeed {
+export interface LockStore extends QuotaSlotStore, ChangeFeed {
   /** What kind of store this is, for health output and logs. */
   readonly kind: 'memory' | 'redis' | 'etcd';
   /** Semaphores and read/write locks (permit-store.ts). */
@@ -228,12 +230,12 @@ export interface LockStore extends SlotStore, ChangeFeed {
    * True when the store keeps the namespace quota inside its own lock steps: acquire takes the slot
    * (AcquireInput.maxHeldInNamespace), renew moves it, release, force release and a cancelled wait
    * give it back, each in the same atomic step. Otherwise the lock service keeps the quota with the
-   * SlotStore calls around them.
+   * QuotaSlotStore calls around them.
    */
   readonly quotaInside?: boolean;
   /**
    * With `quotaInside`: the smallest cap the store keeps inside its lock steps. A smaller cap is kept by
-   * the lock service with the SlotStore calls (the Redis store's shards would round a small cap too
+   * the lock service with the QuotaSlotStore calls (the Redis store's shards would round a small cap too
    * coarsely; docs/limits.md). Absent: every cap.
    */
   readonly quotaInsideFrom?: number;
@@ -244,29 +246,29 @@ export interface LockStore extends SlotStore, ChangeFeed {
    */
   acquire(input: AcquireInput): Promise<AcquireOutcome>;
   /** Extends the lease to `ttlMs` from now, only if `ownerToken` holds a live lease. Keeps the fencing token. */
-  renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
+  renew(id: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
   /** Frees the lock, only if `ownerToken` holds a live lease. Returns whether it did. */
-  release(key: string, ownerToken: string): Promise<boolean>;
-  /** The live lease on `key`, or null when nobody holds it. Never exposes the owner token. */
-  inspect(key: string): Promise<LockState | null>;
-  /** The first `limit` live callers queued for `key`, head first. */
-  queue(key: string, limit: number): Promise<QueuedCaller[]>;
+  release(id: string, ownerToken: string): Promise<boolean>;
+  /** The live lease on `id`, or null when nobody holds it. Never exposes the owner token. */
+  inspect(id: string): Promise<LockState | null>;
+  /** The first `limit` live callers queued for `id`, head first. */
+  queue(id: string, limit: number): Promise<QueuedCaller[]>;
   /** inspect, with what a watcher's index needs (the last fencing token also when free). */
-  inspectIndexed(key: string): Promise<IndexedLockState>;
+  inspectIndexed(id: string): Promise<IndexedLockState>;
   /** Lock sets. */
   readonly lockSets: LockSetStore;
   /**
-   * Frees the live lease on `key` whoever holds it (an administrator's override). The last fencing
+   * Frees the live lease on `id` whoever holds it (an administrator's override). The last fencing
    * token is kept, so the next grant is numbered above the evicted one, and the evicted owner token
    * can no longer renew or release. With `fencingToken`, only the live lease with that token is freed,
    * in the same atomic step: an operator who looked at one lease never evicts a newer holder.
    */
-  forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
+  forceRelease(id: string, fencingToken?: number): Promise<ForceReleaseOutcome>;
   /**
    * Asks the holder of the live lease with `fencingToken` to let go (see ReleaseRequest), in one atomic
    * step; its renewals carry the request from then on. Null when no live lease has that token.
    */
-  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+  requestRelease(id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   /**
    * One page of the live leases whose id starts with `prefix`, without blocking the store. A lock held
    * for the whole listing appears at least once; the Redis store may show one twice, and its pages hold

@@ -170,7 +170,7 @@ export interface IndexedPermitState {
 }
 
 export interface PermitListPage {
-  readonly entries: ReadonlyArray<{ readonly key: string; readonly state: PermitState }>;
+  readonly entries: ReadonlyArray<{ readonly id: string; readonly state: PermitState }>;
   readonly nextCursor: string | null;
 }
 

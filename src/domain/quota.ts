@@ -8,7 +8,7 @@ import type { Grant, LockStore } from './lock-store.js';
  * wait) earlier. Erring long means a namespace is at worst refused a lock a moment early, never
  * allowed one over its cap; a release frees the slot at once, a renew extends it.
  */
-export const SLOT_MARGIN_MS = 1000;
+export const QUOTA_SLOT_MARGIN_MS = 1000;
 
 /** The lease a caller asks for, as the quota needs to know it. */
 export interface LeaseClaim {
@@ -21,7 +21,7 @@ export interface LeaseClaim {
 }
 
 /**
- * The cap on locks one namespace holds at once, kept as quota slots in the store (see SlotStore). A
+ * The cap on locks one namespace holds at once, kept as quota slots in the store (see QuotaSlotStore). A
  * slot is taken before (or together with) the grant and given back if the lock is not granted. A
  * caller that waits holds its slot while it waits: the quota check cannot run inside the hand-over,
  * whose keys live in the lock's own Cluster slot. Every give-back is best effort: a slot left behind
@@ -29,7 +29,7 @@ export interface LeaseClaim {
  */
 export class NamespaceQuota {
   constructor(
-    private readonly store: Pick<LockStore, 'reserveSlot' | 'extendSlot' | 'freeSlot' | 'release'>,
+    private readonly store: Pick<LockStore, 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot' | 'release'>,
     /** Most locks one namespace may hold at once; 0 means no cap (and no slot bookkeeping). */
     private readonly maxHeldLocks: number,
   ) {}
@@ -43,12 +43,12 @@ export class NamespaceQuota {
   grantNow<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
     // No cap here (none, or kept inside the store's lock steps): the acquire itself, without a promise around it.
     if (this.maxHeldLocks <= 0) return acquire();
-    return this.grantWithSlot(claim, acquire);
+    return this.grantWithQuotaSlot(claim, acquire);
   }
 
-  private async grantWithSlot<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
+  private async grantWithQuotaSlot<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
     const [slot, lease] = await Promise.allSettled([
-      this.store.reserveSlot(claim.namespace, claim.ownerToken, claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks),
+      this.store.reserveQuotaSlot(claim.namespace, claim.ownerToken, claim.ttlMs + QUOTA_SLOT_MARGIN_MS, this.maxHeldLocks),
       acquire(),
     ]);
     if (slot.status === 'fulfilled' && slot.value.reserved) {
@@ -64,7 +64,12 @@ export class NamespaceQuota {
   /** For an acquire that may wait `waitMs`: the slot first, held through the wait, given back if not granted. */
   async grantWaiting<G extends Grant>(claim: LeaseClaim, waitMs: number, acquire: () => Promise<G>): Promise<G> {
     if (this.maxHeldLocks <= 0) return acquire();
-    const slot = await this.store.reserveSlot(claim.namespace, claim.ownerToken, waitMs + claim.ttlMs + SLOT_MARGIN_MS, this.maxHeldLocks);
+    const slot = await this.store.reserveQuotaSlot(
+      claim.namespace,
+      claim.ownerToken,
+      waitMs + claim.ttlMs + QUOTA_SLOT_MARGIN_MS,
+      this.maxHeldLocks,
+    );
     if (!slot.reserved) throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.retryAfterMs);
     let granted = false;
     try {
@@ -78,7 +83,8 @@ export class NamespaceQuota {
 
   /** A renewed lease's slot lasts as long as the lease now does. */
   async extend(namespace: string, ownerToken: string, expiresAtMs: number): Promise<void> {
-    if (this.maxHeldLocks > 0) await this.store.extendSlot(namespace, ownerToken, expiresAtMs, this.maxHeldLocks).catch(() => undefined);
+    if (this.maxHeldLocks > 0)
+      await this.store.extendQuotaSlot(namespace, ownerToken, expiresAtMs, this.maxHeldLocks).catch(() => undefined);
   }
 
   /**
@@ -93,6 +99,6 @@ export class NamespaceQuota {
 
   /** A released (or evicted) lease's slot is free again. */
   async free(namespace: string, ownerToken: string): Promise<void> {
-    if (this.maxHeldLocks > 0) await this.store.freeSlot(namespace, ownerToken, this.maxHeldLocks).catch(() => undefined);
+    if (this.maxHeldLocks > 0) await this.store.freeQuotaSlot(namespace, ownerToken, this.maxHeldLocks).catch(() => undefined);
   }
 }

@@ -5,13 +5,14 @@ import { RateLimitedError } from '../domain/errors.js';
 import { accessOf } from './auth.js';
 import { matchedRoute } from './matched-route.js';
 
-/** Where permits come from when several instances share one limit (the Redis store: RedisRatePermits). */
-export interface PermitSource {
+/** Where allowance comes from when several instances share one limit (the Redis store: RedisRateAllowance). */
+export interface AllowanceSource {
   /**
-   * Hands this instance up to `wanted` permits of `rateKey`'s current window (of `windowMs`, at most
-   * `max` permits in all); `granted` 0 means the window is spent. `windowLeftMs`: until it ends.
+   * Hands this instance allowance for up to `wanted` requests of `rateKey`'s current window (of
+   * `windowMs`, at most `max` requests in all); `granted` 0 means the window is spent. `windowLeftMs`:
+   * until it ends.
    */
-  lease(
+  handOut(
     rateKey: string,
     wanted: number,
     max: number,
@@ -24,22 +25,22 @@ export interface RateLimitSettings {
   readonly max: number;
   readonly windowMs: number;
   /**
-   * Shared permits, so N instances allow `max` per key in total rather than N x max. Absent: each
+   * Shared allowance, so N instances allow `max` per key in total rather than N x max. Absent: each
    * instance counts on its own. (On a Redis Cluster each caller's window is one key updated by a one-key
    * script, so it works unchanged; the windows spread over the masters.)
    */
-  readonly permits?: PermitSource;
+  readonly allowance?: AllowanceSource;
 }
 
 /**
  * A batch is at most 1/8 of what is left in the window: while much is left, an instance asks the
- * shared store rarely; near the limit batches shrink to one permit, so permits an instance holds but
+ * shared store rarely; near the limit batches shrink to one request, so allowance an instance holds but
  * does not use (and so refuses nobody else with) stay a small part of the window.
  */
 const BATCH_SHARE_OF_REMAINING = 8;
 /**
- * 1,000 permits per batch at most: at a few thousand requests a second per key, one shared-store call
- * every few hundred milliseconds, and an instance that dies takes at most this many unused permits
+ * Allowance for 1,000 requests per batch at most: at a few thousand requests a second per key, one shared-store call
+ * every few hundred milliseconds, and an instance that dies takes at most this much unused allowance
  * of one key's window with it.
  */
 const BATCH_MAX = 1000;
@@ -47,33 +48,33 @@ const BATCH_MAX = 1000;
 const SWEEP_ABOVE_WINDOWS = 10_000;
 
 interface LocalWindow {
-  /** Permits this instance holds and has not spent. */
+  /** Allowance (requests) this instance holds and has not spent. */
   left: number;
-  /** Permits handed out in this window (all instances) as of the last batch. */
+  /** Allowance handed out in this window (all instances, in requests) as of the last batch. */
   handedOut: number;
   /** performance.now() when the window ends. */
   endsAt: number;
-  /** The batch being fetched, if any: callers that find no permit wait for it instead of asking again. */
+  /** The batch being fetched, if any: callers that find no allowance wait for it instead of asking again. */
   fetching?: Promise<void>;
 }
 
 type StoreResult = { current: number; ttl: number };
 
 /**
- * A @fastify/rate-limit store that counts in memory and takes permits from the shared store in
+ * A @fastify/rate-limit store that counts in memory and takes allowance from the shared store in
  * batches (see docs/performance.md#rate-limit), so a counted request costs no Redis round trip.
  *
- * Exactness: a permit is taken from the shared window before any request spends it, so all instances
+ * Exactness: allowance is taken from the shared window before any request spends it, so all instances
  * together never let more than `max` requests of one caller through in one window. They may refuse a
- * few early: permits another instance holds unspent when the window runs dry are not moved (at most
+ * few early: allowance another instance holds unspent when the window runs dry are not moved (at most
  * 1/8 of what was left when that instance took its last batch). An instance that crashes loses its
- * unspent permits for the rest of that window: at most BATCH_MAX fewer requests for that caller
+ * unspent allowance for the rest of that window: at most BATCH_MAX fewer requests for that caller
  * until the window ends, never more.
  */
 export class BatchedRateStore {
   private readonly windows = new Map<string, LocalWindow>();
 
-  constructor(private readonly permits: PermitSource) {}
+  constructor(private readonly source: AllowanceSource) {}
 
   incr(rateKey: string, done: (err: Error | null, result?: StoreResult) => void, windowMs: number, max: number): void {
     const counted = this.takeHeld(rateKey);
@@ -88,7 +89,7 @@ export class BatchedRateStore {
   }
 
   /**
-   * Spends a permit this instance holds for `rateKey`, without waiting: the count as incr reports it,
+   * Spends allowance this instance holds for `rateKey`, without waiting: the count as incr reports it,
    * or undefined when none is held here (incr then takes a batch from the shared store).
    */
   takeHeld(rateKey: string): StoreResult | undefined {
@@ -125,7 +126,7 @@ export class BatchedRateStore {
       const remaining = max - (window?.handedOut ?? 0);
       const wanted = Math.max(1, Math.min(BATCH_MAX, Math.floor(remaining / BATCH_SHARE_OF_REMAINING)));
       const fresh: LocalWindow = window ?? { left: 0, handedOut: 0, endsAt: now + windowMs };
-      fresh.fetching = this.permits.lease(rateKey, wanted, max, windowMs).then(
+      fresh.fetching = this.source.handOut(rateKey, wanted, max, windowMs).then(
         (batch) => {
           fresh.left += batch.granted;
           fresh.handedOut = batch.handedOut;
@@ -155,11 +156,11 @@ export class BatchedRateStore {
   }
 }
 
-/** The store class the plugin constructs; `made` is told of the instance (the hook below spends its permits too). */
-function batchedStoreClass(permits: PermitSource, made: (store: BatchedRateStore) => void): FastifyRateLimitStoreCtor {
+/** The store class the plugin constructs; `made` is told of the instance (the hook below spends its allowance too). */
+function batchedStoreClass(source: AllowanceSource, made: (store: BatchedRateStore) => void): FastifyRateLimitStoreCtor {
   return class extends BatchedRateStore {
     constructor() {
-      super(permits);
+      super(source);
       made(this);
     }
   };
@@ -179,7 +180,7 @@ function rateKey(request: FastifyRequest): string {
  * registered after the auth hook and before the routes: it adds its own onRequest hook to each route
  * registered after it, and route hooks run after the root's, so it sees the authenticated principal and
  * never counts requests refused with 401.
- * With shared permits the count is kept in memory and reconciled in batches (BatchedRateStore), so a
+ * With shared allowance the count is kept in memory and reconciled in batches (BatchedRateStore), so a
  * counted request costs no store round trip. `skipOnError`: if the shared store fails, requests go
  * through uncounted rather than failing; the lock calls themselves then answer from the lock store
  * (503 if it is the same Redis and it is down).
@@ -194,7 +195,7 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
   });
   // The plugin constructs the store class it is given.
   let batched: BatchedRateStore | undefined;
-  const store = settings.permits ? batchedStoreClass(settings.permits, (made) => (batched = made)) : undefined;
+  const store = settings.allowance ? batchedStoreClass(settings.allowance, (made) => (batched = made)) : undefined;
   await app.register(fastifyRateLimit, {
     // Not a hook per route from the plugin: the one hook below counts every route that is counted.
     global: false,
@@ -210,7 +211,7 @@ export async function registerRateLimit(app: FastifyInstance, settings: RateLimi
   // fast path below does not answer.
   const check = app.rateLimit();
   const max = settings.max;
-  // Callback style, and a request whose caller holds permits here (nearly all, with the shared
+  // Callback style, and a request whose caller holds allowance here (nearly all, with the shared
   // store) is counted without a promise: the same count and headers as the plugin's check.
   app.addHook('onRequest', function (request, reply, done) {
     // Not counted: renew and release (their routes opt out), public routes, and requests no route

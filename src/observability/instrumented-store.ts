@@ -13,7 +13,7 @@ import type {
   ReleaseRequest,
   ReleaseRequestInput,
   RenewOutcome,
-  SlotOutcome,
+  QuotaSlotOutcome,
 } from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
 import type { LeaseTracker } from './lease-tracker.js';
@@ -224,16 +224,16 @@ export class InstrumentedStore implements LockStore {
     return this.timed('list', () => this.inner.list(query));
   }
 
-  reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
-    return this.timed('slot', () => this.inner.reserveSlot(namespace, slotId, ttlMs, maxSlots));
+  reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
+    return this.timed('slot', () => this.inner.reserveQuotaSlot(namespace, quotaSlotId, ttlMs, maxQuotaSlots));
   }
 
-  extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
-    return this.timed('slot', () => this.inner.extendSlot(namespace, slotId, expiresAtMs, maxSlots));
+  extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.extendQuotaSlot(namespace, quotaSlotId, expiresAtMs, maxQuotaSlots));
   }
 
-  freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
-    return this.timed('slot', () => this.inner.freeSlot(namespace, slotId, maxSlots));
+  freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void> {
+    return this.timed('slot', () => this.inner.freeQuotaSlot(namespace, quotaSlotId, maxQuotaSlots));
   }
 
   async close(): Promise<void> {

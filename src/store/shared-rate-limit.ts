@@ -1,25 +1,25 @@
 import type { StoreSettings } from './create-store.js';
 import { createRedisClient } from './redis/client.js';
-import { RedisRatePermits } from './redis/rate-permits.js';
+import { RedisRateAllowance } from './redis/rate-allowance.js';
 
-/** The rate limiter's counts shared by every instance (handed out in batches of permits), and their client. */
+/** The rate limiter's counts shared by every instance (handed out in batches of allowance), and their client. */
 export interface SharedRateLimit {
-  readonly permits: RedisRatePermits;
+  readonly allowance: RedisRateAllowance;
   close(): Promise<void>;
 }
 
 /**
- * Shared permits when the store can carry them (Redis); undefined otherwise, and each instance then
+ * Shared allowance when the store can carry them (Redis); undefined otherwise, and each instance then
  * counts on its own. The caller closes what it gets.
  */
 export function openSharedRateLimit(store: StoreSettings['store'], onLost: (err: Error) => void): SharedRateLimit | undefined {
   if (store.kind !== 'redis') return undefined;
   // Its own client, failing fast like the store's: while Redis is unreachable a batch call errors
   // at once and the limiter lets the request through (skipOnError) instead of hanging it or turning
-  // it into a 500. It carries one batch of permits now and then, not a call per request.
+  // it into a 500. It carries one batch of allowance now and then, not a call per request.
   const client = createRedisClient(store.connection, { commandTimeoutMs: store.commandTimeoutMs, onLost });
   return {
-    permits: new RedisRatePermits(client, store.keyPrefix),
+    allowance: new RedisRateAllowance(client, store.keyPrefix),
     close: async () => {
       try {
         await client.quit();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import type { PermitSource } from '../../src/http/rate-limit.js';
+import type { AllowanceSource } from '../../src/http/rate-limit.js';
 
 /**
  * Renew and release are never counted by the rate limit, except when they fail with not_owner: a
@@ -50,13 +50,13 @@ describe('failed ownership attempts count against the caller', () => {
 });
 
 describe('while the shared rate store fails', () => {
-  /** A shared rate store that is down: every batch of permits fails, as a Redis that does not answer. */
-  const down: PermitSource = { lease: () => Promise.reject(new Error('rate store down')) };
+  /** A shared rate store that is down: every batch of allowance fails, as a Redis that does not answer. */
+  const down: AllowanceSource = { handOut: () => Promise.reject(new Error('rate store down')) };
   let failing: TestApp;
   beforeAll(async () => {
     failing = await buildTestApp({
       auth: { mode: 'keys', keyring: keys.keyring() },
-      rateLimit: { max: 20, windowMs: 60_000, permits: down },
+      rateLimit: { max: 20, windowMs: 60_000, allowance: down },
     });
   });
   afterAll(async () => {

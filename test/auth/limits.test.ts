@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import type { PermitSource } from '../../src/http/rate-limit.js';
+import type { AllowanceSource } from '../../src/http/rate-limit.js';
 
 const { keys, A, B, ADMIN } = twoTeamsAndAdmin();
 
@@ -40,14 +40,14 @@ describe('rate limit per API key', () => {
   });
 });
 
-describe('rate limit per API key, with permits from a shared window', () => {
+describe('rate limit per API key, with allowance from a shared window', () => {
   let t: TestApp;
   const max = 200;
-  /** The shared window as rate-lease.lua keeps it, in memory (the Redis side has its own tests). */
-  const shared: PermitSource & { calls: number; handedOut: number } = {
+  /** The shared window as rate-allowance.lua keeps it, in memory (the Redis side has its own tests). */
+  const shared: AllowanceSource & { calls: number; handedOut: number } = {
     calls: 0,
     handedOut: 0,
-    async lease(_key: string, wanted: number, limit: number) {
+    async handOut(_key: string, wanted: number, limit: number) {
       shared.calls++;
       await Promise.resolve();
       const granted = Math.max(0, Math.min(wanted, limit - shared.handedOut));
@@ -56,13 +56,13 @@ describe('rate limit per API key, with permits from a shared window', () => {
     },
   };
   beforeAll(async () => {
-    t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, rateLimit: { max, windowMs: 60_000, permits: shared } });
+    t = await buildTestApp({ auth: { mode: 'keys', keyring: keys.keyring() }, rateLimit: { max, windowMs: 60_000, allowance: shared } });
   });
   afterAll(async () => {
     await t.close();
   });
 
-  it('counts each request once, with the headers of the count, whether its permit was held here or fetched', async () => {
+  it('counts each request once, with the headers of the count, whether its allowance was held here or fetched', async () => {
     const acquired = await t.app.inject({ method: 'POST', url: '/v1/locks/sw/acquire', headers: A, payload: { ttlMs: 30_000 } });
     expect(acquired.statusCode).toBe(200);
     const ownerToken = acquired.json<{ ownerToken: string }>().ownerToken;
@@ -79,7 +79,7 @@ describe('rate limit per API key, with permits from a shared window', () => {
       expect(renewed.statusCode).toBe(200);
       expect(renewed.headers['x-ratelimit-remaining']).toBeUndefined();
     }
-    // One down per counted request, from max - 1 to 0; most permits were spent from batches held here.
+    // One down per counted request, from max - 1 to 0; most allowance was spent from batches held here.
     expect(remaining).toEqual(Array.from({ length: max }, (_, i) => max - 1 - i));
     expect(shared.calls).toBeLessThan(max / 4);
     const limited = await t.app.inject({ method: 'GET', url: '/v1/locks/sw', headers: A });

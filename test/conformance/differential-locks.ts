@@ -54,8 +54,8 @@ type Op =
   | { op: 'forceRelease'; key: number; inst: number }
   | { op: 'list'; inst: number }
   | { op: 'leave'; pick: number }
-  | { op: 'reserveSlot'; slot: number; inst: number }
-  | { op: 'freeSlot'; slot: number; inst: number }
+  | { op: 'reserveQuotaSlot'; slot: number; inst: number }
+  | { op: 'freeQuotaSlot'; slot: number; inst: number }
   | { op: 'inspectIndexed'; key: number; inst: number }
   | { op: 'setAcquire'; holder: number; inst: number }
   | { op: 'setRenew'; who: Who; inst: number }
@@ -101,8 +101,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('forceRelease' as const), key, inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('list' as const), inst }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('leave' as const), pick: fc.nat(7) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('reserveSlot' as const), slot: fc.nat(3), inst }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('freeSlot' as const), slot: fc.nat(3), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('reserveQuotaSlot' as const), slot: fc.nat(3), inst }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('freeQuotaSlot' as const), slot: fc.nat(3), inst }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('inspectIndexed' as const), key, inst }) },
   // A lock set of both keys (all or none, one owner token for the two).
   { weight: 2, arbitrary: fc.record({ op: fc.constant('setAcquire' as const), holder: fc.nat(HOLDERS.length - 1), inst }) },
@@ -172,19 +172,19 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
               seq.noteGrant(
                 k,
                 ownerToken,
-                await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst),
+                await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs }), op.inst),
               );
               break;
             }
             const memoryLeave = new AbortController();
             const otherLeave = new AbortController();
             const m = track(
-              stores.memory.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }),
+              stores.memory.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: memoryLeave.signal }),
             );
             const r = track(
               stores
                 .other(op.inst)
-                .acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }),
+                .acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder, waitMs: LONG_WAIT_MS, signal: otherLeave.signal }),
             );
             seq.pending.push({ key: k, ownerToken, memory: m, other: r, memoryLeave, otherLeave });
             // Granted or refused at once, or queued: either way both stores must have taken it in before the next step.
@@ -199,7 +199,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             seq.noteGrant(
               k,
               ownerToken,
-              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst),
+              await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: SHORT_LEASE_MS, holder }), op.inst),
             );
             await sleep(PAST_SHORT_LEASE_MS);
             break;
@@ -213,7 +213,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             seq.noteGrant(
               k,
               ownerToken,
-              await both(step, k, (s) => s.acquire({ key: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst),
+              await both(step, k, (s) => s.acquire({ id: k, ownerToken, ttlMs: LEASE_MS, holder: null, waitMs, signal: gone }), op.inst),
             );
             break;
           }
@@ -246,7 +246,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
               for (let page = 0; page < 1000; page++) {
                 const result = await s.list({ prefix: `d${run}/`, limit: 2, cursor });
                 for (const lock of result.locks) {
-                  const { key: id, holder, fencingToken, waiters } = lock;
+                  const { id, holder, fencingToken, waiters } = lock;
                   seen.set(id, { key: id, holder, fencingToken, waiters });
                 }
                 if (result.nextCursor === null) break;
@@ -271,12 +271,12 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             if (p) await sameWaiters(p.key);
             break;
           }
-          case 'reserveSlot': {
-            await both(step, ns, (s) => s.reserveSlot(ns, `s${op.slot}`, LEASE_MS, MAX_SLOTS), op.inst);
+          case 'reserveQuotaSlot': {
+            await both(step, ns, (s) => s.reserveQuotaSlot(ns, `s${op.slot}`, LEASE_MS, MAX_SLOTS), op.inst);
             break;
           }
-          case 'freeSlot': {
-            await both(step, ns, (s) => s.freeSlot(ns, `s${op.slot}`, MAX_SLOTS), op.inst);
+          case 'freeQuotaSlot': {
+            await both(step, ns, (s) => s.freeQuotaSlot(ns, `s${op.slot}`, MAX_SLOTS), op.inst);
             break;
           }
           case 'inspectIndexed': {

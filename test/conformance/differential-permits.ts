@@ -220,7 +220,7 @@ export function describePermitDifferential(backend: Backend, runs: number): void
                 let cursor: string | undefined;
                 for (let page = 0; page < 1000; page++) {
                   const result = await s.listPermits(kind, { prefix: `p${run}/`, limit: 1, cursor });
-                  for (const entry of result.entries) found.set(entry.key, entry.state.holders.length);
+                  for (const entry of result.entries) found.set(entry.id, entry.state.holders.length);
                   if (result.nextCursor === null) break;
                   cursor = result.nextCursor;
                 }

@@ -45,7 +45,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
     });
 
     const acquire = (key: string, ttlMs = 5_000, holder: string | null = null, ownerToken = newOwnerToken()) =>
-      store.acquire({ key, ownerToken, ttlMs, holder }).then((outcome) => ({ ...outcome, ownerToken }));
+      store.acquire({ id: key, ownerToken, ttlMs, holder }).then((outcome) => ({ ...outcome, ownerToken }));
 
     it('grants a free lock with a fencing token and an expiry on the store clock', async () => {
       const before = Date.now();
@@ -162,12 +162,12 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it("an acquire with the live lease's idempotency key gets that lease back; other keys, and the key after the lease, do not", async () => {
       const key = uniqueKey('idem');
-      const first = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: 'idem-a' });
+      const first = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: 'idem-a' });
       if (!first.acquired) throw new Error('not granted');
       expect(first.replayed).toBeUndefined();
 
       // The same idempotency key while the lease is live: the same grant (token, expiry, owner, holder).
-      const again = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 9_000, holder: 'other', idempotencyKey: 'idem-a' });
+      const again = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 9_000, holder: 'other', idempotencyKey: 'idem-a' });
       expect(again).toMatchObject({ acquired: true, fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
       if (!again.acquired || !again.replayed) throw new Error('not replayed');
       expect(again.replayed.holder).toBe('w1');
@@ -176,11 +176,11 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
       // Another idempotency key, or none, is refused as usual; waiting callers too are answered at once.
       expect(
-        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired,
+        (await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-b' })).acquired,
       ).toBe(false);
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(false);
+      expect((await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(false);
       const waited = await store.acquire({
-        key,
+        id: key,
         ownerToken: newOwnerToken(),
         ttlMs: 5_000,
         holder: null,
@@ -195,7 +195,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
       // Kept only as long as the lease: after release, the key grants a new lease with a higher token.
       expect(await store.release(key, again.replayed.ownerToken)).toBe(true);
-      const next = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' });
+      const next = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' });
       expect(next).toMatchObject({ acquired: true });
       if (!next.acquired) return;
       expect(next.replayed).toBeUndefined();
@@ -204,20 +204,20 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       // A lease granted without a key (here: after a force release) never answers an old key.
       await store.forceRelease(key);
       const plain = newOwnerToken();
-      expect((await store.acquire({ key, ownerToken: plain, ttlMs: 5_000, holder: null })).acquired).toBe(true);
+      expect((await store.acquire({ id: key, ownerToken: plain, ttlMs: 5_000, holder: null })).acquired).toBe(true);
       expect(
-        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired,
+        (await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-a' })).acquired,
       ).toBe(false);
       expect(await store.release(key, plain)).toBe(true);
 
       // Nor does a lease handed to a waiter when a keyed lease runs out.
-      const keyed = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, idempotencyKey: 'idem-h' });
+      const keyed = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, idempotencyKey: 'idem-h' });
       expect(keyed.acquired).toBe(true);
       const waiter = newOwnerToken();
-      const handed = await store.acquire({ key, ownerToken: waiter, ttlMs: 5_000, holder: null, waitMs: 10_000 });
+      const handed = await store.acquire({ id: key, ownerToken: waiter, ttlMs: 5_000, holder: null, waitMs: 10_000 });
       expect(handed).toMatchObject({ acquired: true });
       expect(
-        (await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired,
+        (await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, idempotencyKey: 'idem-h' })).acquired,
       ).toBe(false);
       expect(await store.release(key, waiter)).toBe(true);
     });
@@ -226,12 +226,12 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const key = uniqueKey('idem-reuse');
       const asked = (ttlMs: number, holder: string | null) => idempotencyKeyOf('caller', 'retry-1', { ttlMs, holder, lockDelayMs: 0 });
       const owner = newOwnerToken();
-      const first = await store.acquire({ key, ownerToken: owner, ttlMs: 5_000, holder: 'w1', idempotencyKey: asked(5_000, 'w1') });
+      const first = await store.acquire({ id: key, ownerToken: owner, ttlMs: 5_000, holder: 'w1', idempotencyKey: asked(5_000, 'w1') });
       if (!first.acquired) throw new Error('not granted');
 
       // The same request again: the same grant, exactly.
       const again = await store.acquire({
-        key,
+        id: key,
         ownerToken: newOwnerToken(),
         ttlMs: 5_000,
         holder: 'w1',
@@ -251,20 +251,20 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         [5_000, null, 0],
         [5_000, 'w2', 5_000],
       ] as const) {
-        const reused = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs, holder, waitMs, idempotencyKey: asked(ttlMs, holder) });
+        const reused = store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder, waitMs, idempotencyKey: asked(ttlMs, holder) });
         await expect(reused).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
       }
       // Another caller's key on the same lock is just a held lock.
       const other = idempotencyKeyOf('other-caller', 'retry-1', { ttlMs: 5_000, holder: 'w1', lockDelayMs: 0 });
-      expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: other })).acquired).toBe(
-        false,
-      );
+      expect(
+        (await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: 'w1', idempotencyKey: other })).acquired,
+      ).toBe(false);
       // Nothing changed: the lease is the first one, and its owner still holds it.
       expect(await store.inspect(key)).toMatchObject({ holder: 'w1', fencingToken: first.fencingToken, expiresAtMs: first.expiresAtMs });
       expect(await store.release(key, owner)).toBe(true);
       // Once the lease is gone, the key is free to shape a new request.
       expect(
-        await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 4_000, holder: null, idempotencyKey: asked(4_000, null) }),
+        await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 4_000, holder: null, idempotencyKey: asked(4_000, null) }),
       ).toMatchObject({ acquired: true });
     });
 
@@ -326,9 +326,9 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       try {
         const released = uniqueKey('idle-released');
         const expired = uniqueKey('idle-expired');
-        const grant = await shortGrace.acquire({ key: released, ownerToken: 'a'.repeat(22), ttlMs: 5_000, holder: null });
+        const grant = await shortGrace.acquire({ id: released, ownerToken: 'a'.repeat(22), ttlMs: 5_000, holder: null });
         expect(grant.acquired).toBe(true);
-        await shortGrace.acquire({ key: expired, ownerToken: 'b'.repeat(22), ttlMs: 200, holder: null });
+        await shortGrace.acquire({ id: expired, ownerToken: 'b'.repeat(22), ttlMs: 200, holder: null });
         expect(await shortGrace.release(released, 'a'.repeat(22))).toBe(true);
         expect(await harness.hasState(shortGrace, released)).toBe(true);
         await sleep(1_400);
@@ -415,10 +415,10 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         const result = await store.list({ prefix, limit: 3, cursor });
         expect(JSON.stringify(result)).not.toMatch(new RegExp(tokens.join('|')));
         for (const lock of result.locks) {
-          expect(lock.key.startsWith(prefix)).toBe(true);
+          expect(lock.id.startsWith(prefix)).toBe(true);
           expect(lock.holder).toMatch(/^h\d$/);
           expect(lock.ttlRemainingMs).toBeGreaterThan(0);
-          seen.set(lock.key, lock.fencingToken);
+          seen.set(lock.id, lock.fencingToken);
         }
         if (result.nextCursor === null) break;
         cursor = result.nextCursor;
@@ -435,12 +435,12 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.list({ prefix, limit: 3 })).toEqual({ locks: [], nextCursor: null });
     });
 
-    it('quota slots: at most maxSlots live slots per namespace; freed or ended slots make room (an ended one within a second of its end)', async () => {
+    it('quota slots: at most maxQuotaSlots live slots per namespace; freed or ended slots make room (an ended one within a second of its end)', async () => {
       const ns = uniqueKey('quota');
-      expect(await store.reserveSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });
-      expect(await store.reserveSlot(ns, 'b', 300, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(ns, 'a', 5_000, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(ns, 'b', 300, 2)).toEqual({ reserved: true });
       const endOfB = Date.now() + 300;
-      const full = await store.reserveSlot(ns, 'c', 5_000, 2);
+      const full = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       expect(full.reserved).toBe(false);
       if (!full.reserved) {
         expect(full.retryAfterMs).toBeGreaterThan(0);
@@ -448,33 +448,33 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         expect(full.retryAfterMs).toBeLessThanOrEqual(1_300);
       }
       // Another namespace has its own slots.
-      expect(await store.reserveSlot(uniqueKey('quota-other'), 'c', 5_000, 2)).toEqual({ reserved: true });
+      expect(await store.reserveQuotaSlot(uniqueKey('quota-other'), 'c', 5_000, 2)).toEqual({ reserved: true });
       // An ended slot stops counting by itself: asked again as told, until b's end plus its second.
-      let again = await store.reserveSlot(ns, 'c', 5_000, 2);
+      let again = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       while (!again.reserved && Date.now() < endOfB + 1_000 + 2_000) {
         await sleep(again.retryAfterMs);
-        again = await store.reserveSlot(ns, 'c', 5_000, 2);
+        again = await store.reserveQuotaSlot(ns, 'c', 5_000, 2);
       }
       expect(again).toEqual({ reserved: true });
-      expect((await store.reserveSlot(ns, 'd', 5_000, 2)).reserved).toBe(false);
+      expect((await store.reserveQuotaSlot(ns, 'd', 5_000, 2)).reserved).toBe(false);
       // A freed slot makes room at once; freeing an unknown one is harmless.
-      await store.freeSlot(ns, 'a', 2);
-      await store.freeSlot(ns, 'nobody', 2);
-      expect(await store.reserveSlot(ns, 'd', 5_000, 2)).toEqual({ reserved: true });
+      await store.freeQuotaSlot(ns, 'a', 2);
+      await store.freeQuotaSlot(ns, 'nobody', 2);
+      expect(await store.reserveQuotaSlot(ns, 'd', 5_000, 2)).toEqual({ reserved: true });
     });
 
     it('quota slots: extend moves a slot later, never earlier, and never creates one', async () => {
       const ns = uniqueKey('quota-extend');
-      expect(await store.reserveSlot(ns, 'a', 200, 1)).toEqual({ reserved: true });
-      await store.extendSlot(ns, 'a', Date.now() + 5_000, 1);
-      await store.extendSlot(ns, 'a', Date.now() + 10, 1);
-      await store.extendSlot(ns, 'ghost', Date.now() + 5_000, 1);
+      expect(await store.reserveQuotaSlot(ns, 'a', 200, 1)).toEqual({ reserved: true });
+      await store.extendQuotaSlot(ns, 'a', Date.now() + 5_000, 1);
+      await store.extendQuotaSlot(ns, 'a', Date.now() + 10, 1);
+      await store.extendQuotaSlot(ns, 'ghost', Date.now() + 5_000, 1);
       await sleep(350);
       // Still held by the extended slot "a"; "ghost" was never created.
-      const full = await store.reserveSlot(ns, 'b', 1_000, 1);
+      const full = await store.reserveQuotaSlot(ns, 'b', 1_000, 1);
       expect(full.reserved).toBe(false);
-      await store.freeSlot(ns, 'a', 1);
-      expect(await store.reserveSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
+      await store.freeQuotaSlot(ns, 'a', 1);
+      expect(await store.reserveQuotaSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
     });
 
     it('the quota bound (docs/limits.md) on every store: a limit of 700 is never exceeded, and nobody is refused below it', async () => {
@@ -483,7 +483,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       let firstRefusal: number | undefined;
       // One at a time: an optimistic store (etcd) retries on every concurrent reservation.
       for (let i = 0; i < 750; i++) {
-        if ((await store.reserveSlot(ns, `unit-${i}`, 60_000, 700)).reserved) held++;
+        if ((await store.reserveQuotaSlot(ns, `unit-${i}`, 60_000, 700)).reserved) held++;
         else firstRefusal ??= held;
       }
       expect(held).toBe(700);
@@ -492,7 +492,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
 
     it('200 concurrent slot reservations against a cap of 5: exactly 5 succeed', async () => {
       const ns = uniqueKey('quota-race');
-      const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveSlot(ns, `s${i}`, 5_000, 5)));
+      const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.reserveQuotaSlot(ns, `s${i}`, 5_000, 5)));
       expect(outcomes.filter((o) => o.reserved)).toHaveLength(5);
     });
 
@@ -505,24 +505,24 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       const key = uniqueKey('closed');
       // A caller still waiting when the store closes is answered at once, not when its wait runs out.
       const ownerToken = newOwnerToken();
-      expect((await closed.acquire({ key, ownerToken, ttlMs: 60_000, holder: null })).acquired).toBe(true);
-      const waiting = closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 });
+      expect((await closed.acquire({ id: key, ownerToken, ttlMs: 60_000, holder: null })).acquired).toBe(true);
+      const waiting = closed.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 });
       await vi.waitFor(async () => expect((await closed.inspect(key))?.waiters).toBe(1), { timeout: 5_000, interval: 10 });
       const closing = closed.close();
       await expect(waiting).rejects.toBeInstanceOf(StoreUnavailableError);
       await closing;
       const { lockSets: sets, permits } = closed;
       const calls: Record<string, () => Promise<unknown>> = {
-        acquire: () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
-        'acquire (waiting)': () => closed.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),
+        acquire: () => closed.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+        'acquire (waiting)': () => closed.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 1_000 }),
         renew: () => closed.renew(key, newOwnerToken(), 1_000),
         release: () => closed.release(key, newOwnerToken()),
         inspect: () => closed.inspect(key),
         forceRelease: () => closed.forceRelease(key),
         list: () => closed.list({ prefix: '', limit: 10 }),
-        reserveSlot: () => closed.reserveSlot(key, 's', 1_000, 1),
-        extendSlot: () => closed.extendSlot(key, 's', Date.now() + 1_000, 1),
-        freeSlot: () => closed.freeSlot(key, 's', 1),
+        reserveQuotaSlot: () => closed.reserveQuotaSlot(key, 's', 1_000, 1),
+        extendQuotaSlot: () => closed.extendQuotaSlot(key, 's', Date.now() + 1_000, 1),
+        freeQuotaSlot: () => closed.freeQuotaSlot(key, 's', 1),
         ping: () => closed.ping(),
         inspectIndexed: () => closed.inspectIndexed(key),
         watchChanges: () => closed.watchChanges(key, () => undefined),

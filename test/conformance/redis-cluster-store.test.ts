@@ -163,7 +163,7 @@ describe('one namespace spread over the Cluster', () => {
     let firstRefusalAt: number | undefined;
     const take = async (i: number) => {
       const got = await store.acquire({
-        key: lockId(ns, `job-${i}`),
+        id: lockId(ns, `job-${i}`),
         ownerToken: newOwnerToken(),
         ttlMs: 120_000,
         holder: null,

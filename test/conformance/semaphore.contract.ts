@@ -209,7 +209,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
     it('a semaphore and a lock or read/write lock of the same name are separate', async () => {
       const key = uniqueKey('sem-kinds');
       granted(await take(key, 1));
-      expect((await store().acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(true);
+      expect((await store().acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).acquired).toBe(true);
       expect((await takePermit(store(), 'rwlock', key, { weight: 10_000, capacity: 10_000 })).acquired).toBe(true);
     });
 
@@ -272,7 +272,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       let cursor: string | undefined;
       for (let page = 0; page < 50; page++) {
         const listed = await permitsOf(store()).listPermits('semaphore', { prefix, limit: 2, cursor });
-        for (const entry of listed.entries) found.push(entry.key);
+        for (const entry of listed.entries) found.push(entry.id);
         if (listed.nextCursor === null) break;
         cursor = listed.nextCursor;
       }
@@ -283,7 +283,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       const gone = granted(await take(`${prefix}:released`, 2));
       await permitsOf(store()).releasePermit('semaphore', `${prefix}:released`, gone.ownerToken);
       const again = await permitsOf(store()).listPermits('semaphore', { prefix: `${prefix}:`, limit: 50 });
-      expect(again.entries.map((e) => e.key).sort()).toEqual(['a', 'b', 'c'].map((s) => `${prefix}:${s}`));
+      expect(again.entries.map((e) => e.id).sort()).toEqual(['a', 'b', 'c'].map((s) => `${prefix}:${s}`));
       expect(again.entries[0]?.state).toMatchObject({ capacity: 2, waiters: 0 });
     });
 

@@ -30,7 +30,7 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
     ): Promise<Result> => {
       const ownerToken = newOwnerToken();
       const outcome = await store.acquire({
-        key,
+        id: key,
         ownerToken,
         ttlMs: options.ttlMs ?? 5_000,
         holder: null,
@@ -46,7 +46,7 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       const before = Date.now();
       const waits: Array<Promise<AcquireOutcome>> = [];
       for (const [i, label] of ['first', 'second', ''].entries()) {
-        waits.push(store(i % 2).acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: label, waitMs: 20_000 }));
+        waits.push(store(i % 2).acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: label, waitMs: 20_000 }));
         await vi.waitFor(async () => expect((await store(2).inspect(key))?.waiters).toBe(i + 1), { timeout: 10_000, interval: 10 });
       }
       const queued = await store(2).queue(key, 100);

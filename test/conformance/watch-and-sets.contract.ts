@@ -40,7 +40,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
 
     const grant = async (store: LockStore, key: string, ttlMs = 5_000, lockDelayMs = 0) => {
       const ownerToken = newOwnerToken();
-      const outcome = await store.acquire({ key, ownerToken, ttlMs, holder: null, lockDelayMs });
+      const outcome = await store.acquire({ id: key, ownerToken, ttlMs, holder: null, lockDelayMs });
       if (!outcome.acquired) throw new Error(`not granted: ${key}`);
       return { ...outcome, ownerToken };
     };
@@ -101,14 +101,14 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const key = uniqueId('delay');
         await grant(a, key, 200, 1_000);
         await sleep(300);
-        const refused = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        const refused = await b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(refused.acquired).toBe(false);
         if (!refused.acquired) expect(refused.retryAfterMs).toBeGreaterThan(300);
         const view = await b.inspectIndexed(key);
         expect(view.state).toBeNull();
         expect(view.lockDelayUntilMs).toBeGreaterThan(Date.now());
         await expect
-          .poll(async () => (await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, {
+          .poll(async () => (await b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, {
             timeout: 5_000,
           })
           .toBe(true);
@@ -117,14 +117,14 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
       it('the delay shows only once the lease has run out; an idempotent retry during it is refused like anyone; a lock set touching it is refused', async () => {
         const key = uniqueId('delay-view');
         const idempotencyKey = `idem-${randomUUID()}`;
-        const g = await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, lockDelayMs: 3_000, idempotencyKey });
+        const g = await a.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, lockDelayMs: 3_000, idempotencyKey });
         if (!g.acquired) throw new Error('not granted');
         const whileHeld = await b.inspectIndexed(key);
         expect(whileHeld.state).not.toBeNull();
         expect(whileHeld).not.toHaveProperty('lockDelayUntilMs');
         expect(await b.inspectIndexed(uniqueId('no-delay'))).not.toHaveProperty('lockDelayUntilMs');
         await expect.poll(async () => (await b.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
-        const retry = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
+        const retry = await b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
         expect(retry.acquired).toBe(false);
         const other = `${key.split('/')[0] as string}/${oneShard(1, 'other', 'delay-view')[0] as string}`;
         const set = await a.lockSets.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
@@ -139,11 +139,18 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
       it('a waiter that asked for a delay is handed the lock with it: once its own lease runs out, the delay holds', async () => {
         const key = uniqueId('delay-waiter');
         await grant(a, key, 200);
-        const waited = await b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 300, holder: null, waitMs: 8_000, lockDelayMs: 5_000 });
+        const waited = await b.acquire({
+          id: key,
+          ownerToken: newOwnerToken(),
+          ttlMs: 300,
+          holder: null,
+          waitMs: 8_000,
+          lockDelayMs: 5_000,
+        });
         expect(waited.acquired).toBe(true);
         await expect.poll(async () => (await a.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
         expect((await a.inspectIndexed(key)).lockDelayUntilMs).toBeGreaterThan(Date.now());
-        expect((await a.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect((await a.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
       });
 
       it('a release ends it at once; a waiter is handed the lock only once the delay is over', async () => {
@@ -151,7 +158,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const g = await grant(a, key, 5_000, 5_000);
         await a.release(key, g.ownerToken);
         await grant(b, key, 200, 800);
-        const waited = b.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 8_000 });
+        const waited = b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 8_000 });
         const began = performance.now();
         expect((await waited).acquired).toBe(true);
         // Lease (200) + delay (800), less what passed before the wait began.
@@ -186,7 +193,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         expect(set.fencingTokens[1]).toBeGreaterThan(single.fencingToken);
         expect(set.expiresAtMs).toBeGreaterThanOrEqual(before + 5_000 - 50);
         expect(set.expiresAtMs).toBeLessThanOrEqual(Date.now() + 5_000 + 50);
-        expect((await b.acquire({ key: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect((await b.acquire({ id: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
         expect((await b.inspect(k1))?.holder).toBe('mover');
         // Renew all or none; a renewal moves every key's lease and keeps its token.
         const renewed = await b.lockSets.renewSet([k1, k2, k3], ownerToken, 8_000);

@@ -186,9 +186,9 @@ describe('lock service answers', () => {
         asked.push(input.maxHeldInNamespace);
         return store.acquire(input);
       },
-      reserveSlot: (...args: Parameters<MemoryStore['reserveSlot']>) => {
+      reserveQuotaSlot: (...args: Parameters<MemoryStore['reserveQuotaSlot']>) => {
         slotCalls++;
-        return store.reserveSlot(...args);
+        return store.reserveQuotaSlot(...args);
       },
     });
     const ns = uniqueNamespace();

@@ -12,7 +12,7 @@ import {
 } from '../../src/domain/errors.js';
 import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
-import { SLOT_MARGIN_MS } from '../../src/domain/quota.js';
+import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -103,9 +103,9 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
     const ttlMs = 1_000;
     const grant = await locks.acquire(ns, 'a', ttlMs);
     // The grant's slot was reserved before this moment, so it ends by now + ttl + margin at the latest.
-    const originalSlotEndsBy = Date.now() + ttlMs + SLOT_MARGIN_MS;
+    const originalQuotaSlotEndsBy = Date.now() + ttlMs + QUOTA_SLOT_MARGIN_MS;
     const renewed = await locks.renew(ns, 'a', grant.ownerToken, 60_000);
-    await sleep(originalSlotEndsBy + 100 - Date.now());
+    await sleep(originalQuotaSlotEndsBy + 100 - Date.now());
     // The renewed lease is still held, and its slot with it.
     expect((await locks.inspect(ns, 'a'))?.fencingToken).toBe(renewed.fencingToken);
     await expect(locks.acquire(ns, 'b', 5_000)).rejects.toBeInstanceOf(QuotaExceededError);

@@ -42,9 +42,9 @@ describe('Redis store: replies dropped mid-stream', () => {
         (value) => value,
         (err: unknown) => err,
       );
-    const acquire = (key: string) => settle(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }));
+    const acquire = (key: string) => settle(store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }));
     // A lock held by someone else: the true answer to acquiring it is "held".
-    await store.acquire({ key: 'taken', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
+    await store.acquire({ id: 'taken', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
     const dropped = proxy.stats.bytesDropped;
     proxy.set({ kind: 'dropReplies' });
     const lost = acquire('taken');
@@ -82,7 +82,7 @@ describe('Redis store: replies dropped mid-stream', () => {
     // the held ones are taken before any fault starts.
     // A timed-out call (a busy machine) is tried again: either way the key ends up held.
     for (let i = 0; i < 4; i++) {
-      await vi.waitFor(() => store.acquire({ key: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), {
+      await vi.waitFor(() => store.acquire({ id: `held${i}`, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null }), {
         timeout: 10_000,
       });
     }
@@ -103,7 +103,7 @@ describe('Redis store: replies dropped mid-stream', () => {
         const key = i % 2 === 0 ? `held${i % 4}` : `new${i}`;
         const ownerToken = newOwnerToken();
         try {
-          const outcome = await store.acquire({ key, ownerToken, ttlMs: 60_000, holder: null });
+          const outcome = await store.acquire({ id: key, ownerToken, ttlMs: 60_000, holder: null });
           if (outcome.acquired) {
             granted++;
             // The lease Redis holds for this key must be this caller's, with the token it was told.

@@ -119,8 +119,8 @@ describe('request log, sampled (the default)', () => {
       get: (target, prop) => {
         const value: unknown = Reflect.get(target, prop, target);
         if (prop === 'acquire') {
-          return async (input: { key: string }) => {
-            if (input.key.includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
+          return async (input: { id: string }) => {
+            if (input.id.includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
             return (value as LockStore['acquire']).call(target, input as Parameters<LockStore['acquire']>[0]);
           };
         }

@@ -86,11 +86,11 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     file: 'src/store/redis/scripts/_quota.lua',
     find: '  if n >= cap then',
     replace: '  if n > cap then',
-    what: 'quota count off by one: a quota shard may count one unit over its cap (slot calls and lock scripts)',
+    what: 'quota count off by one: a quota shard may count one unit over its cap (quota-slot calls and lock scripts)',
   },
   {
     id: 'slot-extend-noop',
-    file: 'src/store/redis/scripts/slot-extend.lua',
+    file: 'src/store/redis/scripts/quota-extend.lua',
     find: "if second > known then\n  quotaMove({KEYS[1], KEYS[2]}, known, second)\n  redis.call('ZADD', KEYS[2], second, member)\nend",
     replace: '',
     what: 'renew does not extend the quota slot (Redis)',
@@ -105,7 +105,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'acquire-no-slot-when-waiting',
     file: 'src/store/redis/scripts/acquire.lua',
-    find: 'local full = takeSlot(nowMs + waitMs + ttlMs, maxSlots)',
+    find: 'local full = takeQuotaSlot(nowMs + waitMs + ttlMs, maxQuotaSlots)',
     replace: 'local full = nil',
     what: 'quota inside acquire: a caller that waits takes no slot (Redis)',
   },
@@ -248,7 +248,7 @@ export const FOCUSED_PROOFS: readonly FocusedProof[] = [
     bug: 'no quota slot taken when waitMs > 0 (Redis, inside acquire)',
     mutants: ['acquire-no-slot-when-waiting'],
     // The lock scripts count the quota only at a limit of 9,600 or more (QUOTA_INSIDE_FROM); the lock
-    // service's Redis tests use small limits (the slot calls), so the proof is the scripts' own test.
+    // service's Redis tests use small limits (the quota-slot calls), so the proof is the scripts' own test.
     testFile: 'test/redis/scripts.test.ts',
     testName:
       'the namespace quota, counted per shard inside the lock scripts (_quota.lua) {5, retryAfterMs}: the shard counts its cap; a release gives the unit back in the same step; a waiter takes one and a cancel gives it back',

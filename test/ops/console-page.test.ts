@@ -354,7 +354,7 @@ describe('/console with 10,000 held leases', () => {
     const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
     for (let i = 0; i < 9_000; i++) {
       const outcome = await store.acquire({
-        key: lockId(`team-${i % 3}`, `job:${String(i).padStart(5, '0')}`),
+        id: lockId(`team-${i % 3}`, `job:${String(i).padStart(5, '0')}`),
         ownerToken: newOwnerToken(),
         ttlMs: 600_000,
         holder: `worker-${i}`,
@@ -379,7 +379,7 @@ describe('/console with 10,000 held leases', () => {
     ({ server, baseUrl } = await startServer(store));
     // The same page over one lease: what a first paint costs on this machine now, whatever its load.
     const small = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    await small.acquire({ key: lockId('team-0', 'only'), ownerToken: newOwnerToken(), ttlMs: 600_000, holder: 'one' });
+    await small.acquire({ id: lockId('team-0', 'only'), ownerToken: newOwnerToken(), ttlMs: 600_000, holder: 'one' });
     reference = await startServer(small);
     offline = await launchOfflineBrowser(baseUrl, { viewport: { width: 1280, height: 800 } });
   }, 120_000);

@@ -10,7 +10,7 @@ import { RedisServer } from '../helpers/redis-server.js';
  * The bound docs/limits.md states for the Redis quota, on a real redis-server: a namespace never holds
  * more than its limit plus (shards in use - 1); with uniformly spread keys (these fixed names), nobody
  * is refused below 90% of the limit. Both ways the Redis store counts: inside the lock scripts (a limit
- * of QUOTA_INSIDE_FROM or more, 16 shards) and through the slot calls (a smaller limit, fewer shards).
+ * of QUOTA_INSIDE_FROM or more, 16 shards) and through the quota-slot calls (a smaller limit, fewer shards).
  * The Cluster test (test/conformance/redis-cluster-store.test.ts) does the first on 3 masters.
  */
 let server: RedisServer;
@@ -37,7 +37,7 @@ describe('the Redis quota bound', () => {
     let firstRefusal: number | undefined;
     await inBatches(limit + 1_000, async (i) => {
       const got = await store.acquire({
-        key: lockId('inside', `job-${i}`),
+        id: lockId('inside', `job-${i}`),
         ownerToken: newOwnerToken(),
         ttlMs: 60_000,
         holder: null,
@@ -54,17 +54,17 @@ describe('the Redis quota bound', () => {
     expect(firstRefusal).toBeGreaterThanOrEqual(0.9 * limit);
   }, 120_000);
 
-  it('through the slot calls (limit 2,000: 3 shards of 667): never above the limit + 2, nobody refused below 90% of it', async () => {
+  it('through the quota-slot calls (limit 2,000: 3 shards of 667): never above the limit + 2, nobody refused below 90% of it', async () => {
     const limit = 2_000;
     expect(quotaShardsFor(limit)).toBe(3);
     let held = 0;
     let firstRefusal: number | undefined;
     await inBatches(limit + 300, async (i) => {
-      const slot = await store.reserveSlot('through', `unit-${i}`, 60_000, limit);
+      const slot = await store.reserveQuotaSlot('through', `unit-${i}`, 60_000, limit);
       if (slot.reserved) held++;
       else firstRefusal ??= held;
     });
-    console.log(`[quota] limit ${limit} through the slot calls: first refusal at ${firstRefusal} held, ${held} held in the end`);
+    console.log(`[quota] limit ${limit} through the quota-slot calls: first refusal at ${firstRefusal} held, ${held} held in the end`);
     expect(held).toBeLessThanOrEqual(limit + 2);
     expect(firstRefusal).toBeGreaterThanOrEqual(0.9 * limit);
   }, 120_000);
@@ -74,7 +74,7 @@ describe('the Redis quota bound', () => {
     expect(quotaShardsFor(limit)).toBe(1);
     let held = 0;
     await inBatches(limit + 100, async (i) => {
-      if ((await store.reserveSlot('exact', `unit-${i}`, 60_000, limit)).reserved) held++;
+      if ((await store.reserveQuotaSlot('exact', `unit-${i}`, 60_000, limit)).reserved) held++;
     });
     expect(held).toBe(limit);
   }, 120_000);

@@ -58,7 +58,7 @@ describe('replica acknowledgement', () => {
     await eventually(
       async () => {
         ownerToken = newOwnerToken();
-        const grant = await store.acquire({ key: 'acked', ownerToken, ttlMs: 5_000, holder: null });
+        const grant = await store.acquire({ id: 'acked', ownerToken, ttlMs: 5_000, holder: null });
         expect(grant.acquired).toBe(true);
       },
       20_000,
@@ -77,11 +77,11 @@ describe('replica acknowledgement', () => {
   it('rolls a grant back and answers 503 when fewer replicas confirm it in time', async () => {
     const store = await open(2);
     const ownerToken = newOwnerToken();
-    await expect(store.acquire({ key: 'unacked', ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(store.acquire({ id: 'unacked', ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(StoreUnavailableError);
     // The lease was given back: nobody holds the lock, and the next grant is numbered above the rolled-back one.
     const plain = await open(0);
     expect(await plain.inspect('unacked')).toBeNull();
-    const next = await plain.acquire({ key: 'unacked', ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+    const next = await plain.acquire({ id: 'unacked', ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
     expect(next.acquired).toBe(true);
   });
 
@@ -89,7 +89,7 @@ describe('replica acknowledgement', () => {
     const plain = await open(0);
     const strict = await open(2);
     const ownerToken = newOwnerToken();
-    const grant = await plain.acquire({ key: 'renew-unacked', ownerToken, ttlMs: 5_000, holder: null });
+    const grant = await plain.acquire({ id: 'renew-unacked', ownerToken, ttlMs: 5_000, holder: null });
     expect(grant.acquired).toBe(true);
     await expect(strict.renew('renew-unacked', ownerToken, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
     const state = await plain.inspect('renew-unacked');

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { KeySpace, type LockKeys } from '../../src/store/redis/keys.js';
-import { RedisRatePermits } from '../../src/store/redis/rate-permits.js';
+import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
@@ -34,7 +34,7 @@ function acquire(
     waiterId?: string;
     holder?: string;
     maxWaiters?: number;
-    maxSlots?: number;
+    maxQuotaSlots?: number;
     keys?: LockKeys;
   } = {},
 ) {
@@ -51,7 +51,7 @@ function acquire(
     instanceId: 'inst-a',
     maxWaiters: options.maxWaiters ?? 10,
     livenessMs: 3_000,
-    maxSlots: options.maxSlots ?? 0,
+    maxQuotaSlots: options.maxQuotaSlots ?? 0,
     ...(options.keys ? { keys: options.keys } : {}),
   });
 }
@@ -92,7 +92,7 @@ describe('acquire.lua', () => {
         instanceId: 'inst-a',
         maxWaiters: 10,
         livenessMs: 3_000,
-        maxSlots: 0,
+        maxQuotaSlots: 0,
       });
     const fields = async () => {
       const { o, h, i } = await lockFields(lua.raw, keys.lock);
@@ -239,15 +239,15 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
   it('{5, retryAfterMs}: the shard counts its cap; a release gives the unit back in the same step; a waiter takes one and a cancel gives it back', async () => {
     const [a, b] = sameShard(`ns-${lockName}`);
     expect(a.quota).toEqual(b.quota);
-    expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 5_000 })).toEqual([1, int, int]);
-    const refused = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 1, ttlMs: 5_000 })).toEqual([1, int, int]);
+    const refused = (await acquire('owner-b', { keys: b, maxQuotaSlots: 1 })) as number[];
     expect(refused[0]).toBe(5);
     expect(refused[1]).toBeGreaterThan(4_000);
     expect(await counted(a.quota)).toBe(1);
     expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
     expect(await counted(a.quota)).toBe(0);
-    expect(await acquire('owner-b', { keys: b, maxSlots: 1 })).toEqual([1, int, int]);
-    expect(await acquire('owner-c', { keys: b, maxSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
+    expect(await acquire('owner-b', { keys: b, maxQuotaSlots: 1 })).toEqual([1, int, int]);
+    expect(await acquire('owner-c', { keys: b, maxQuotaSlots: 2, waitMs: 5_000, waiterId: 'w1' })).toEqual([3, int]);
     expect(await counted(b.quota)).toBe(2);
     expect(await lua.scripts.run('cancel', { keys: b, waiterId: 'w1', ownerToken: 'owner-c' })).toEqual([0, int]);
     expect(await counted(b.quota)).toBe(1);
@@ -255,8 +255,8 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
 
   it('a waiter granted by a hand-over keeps its unit (field b) until it releases; a renew moves a unit to the new end', async () => {
     const [a] = sameShard(`ns-${lockName}`);
-    await acquire('owner-a', { keys: a, maxSlots: 5, ttlMs: 5_000 });
-    expect(await acquire('owner-w', { keys: a, maxSlots: 5, waitMs: 30_000, waiterId: 'w1' })).toEqual([3, int]);
+    await acquire('owner-a', { keys: a, maxQuotaSlots: 5, ttlMs: 5_000 });
+    expect(await acquire('owner-w', { keys: a, maxQuotaSlots: 5, waitMs: 30_000, waiterId: 'w1' })).toEqual([3, int]);
     expect(await counted(a.quota)).toBe(2);
     expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
     expect(await counted(a.quota)).toBe(1);
@@ -279,13 +279,13 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
 
   it('a lease that expires without a release stops counting once its second has ended', async () => {
     const [a, b] = sameShard(`ns-${lockName}`);
-    expect(await acquire('owner-a', { keys: a, maxSlots: 1, ttlMs: 20 })).toEqual([1, int, int]);
+    expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 1, ttlMs: 20 })).toEqual([1, int, int]);
     const end = Math.ceil((Date.now() + 20) / 1000) * 1000;
-    let reply = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+    let reply = (await acquire('owner-b', { keys: b, maxQuotaSlots: 1 })) as number[];
     // Condition, not a sleep: asked again until the shard admits it, at most a few seconds past the end.
     while (reply[0] === 5 && Date.now() < end + 5_000) {
       await sleep(Math.max(1, reply[1] as number));
-      reply = (await acquire('owner-b', { keys: b, maxSlots: 1 })) as number[];
+      reply = (await acquire('owner-b', { keys: b, maxQuotaSlots: 1 })) as number[];
     }
     expect(reply[0]).toBe(1);
     expect(await counted(a.quota)).toBe(1);
@@ -462,33 +462,33 @@ describe('force-release.lua', () => {
   });
 });
 
-describe('slot-reserve.lua, slot-extend.lua and slot-free.lua', () => {
+describe('quota-reserve.lua, quota-extend.lua and quota-free.lua', () => {
   it('{1}: reserved; {0, retryAfterMs}: the shard is full until its earliest counted second ends', async () => {
     const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
-    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 3_000, maxSlots: 2 })).toEqual([1]);
-    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'b', ttlMs: 9_000, maxSlots: 2 })).toEqual([1]);
-    const full = (await lua.scripts.run('slotReserve', { quota, slotId: 'c', ttlMs: 1_000, maxSlots: 2 })) as number[];
+    expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 3_000, maxQuotaSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'b', ttlMs: 9_000, maxQuotaSlots: 2 })).toEqual([1]);
+    const full = (await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'c', ttlMs: 1_000, maxQuotaSlots: 2 })) as number[];
     expect(full).toEqual([0, int]);
     expect(full[1]).toBeGreaterThan(2_000);
     expect(full[1]).toBeLessThanOrEqual(4_000);
     // An existing slot may always be reserved again (its end only moves later).
-    expect(await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 1, maxSlots: 2 })).toEqual([1]);
+    expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 1, maxQuotaSlots: 2 })).toEqual([1]);
     expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(2);
   });
 
-  it('1: an existing unit moved later (never earlier); 0: no such unit, nothing created; slot-free gives it back once', async () => {
+  it('1: an existing unit moved later (never earlier); 0: no such unit, nothing created; quota-free gives it back once', async () => {
     const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
-    await lua.scripts.run('slotReserve', { quota, slotId: 'a', ttlMs: 1_000, maxSlots: 2 });
+    await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 1_000, maxQuotaSlots: 2 });
     const second = Number(await lua.raw.zscore(quota.ends, 'u:a'));
-    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'a', expiresAtMs: second * 1000 + 5_000 })).toBe(1);
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'a', expiresAtMs: second * 1000 + 5_000 })).toBe(1);
     expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(second + 5);
-    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'a', expiresAtMs: second * 1000 })).toBe(1);
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'a', expiresAtMs: second * 1000 })).toBe(1);
     expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(second + 5);
     expect(Number(await lua.raw.hget(quota.count, String(second + 5)))).toBe(1);
-    expect(await lua.scripts.run('slotExtend', { quota, slotId: 'ghost', expiresAtMs: second * 1000 })).toBe(0);
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'ghost', expiresAtMs: second * 1000 })).toBe(0);
     expect(await lua.raw.zscore(quota.ends, 'u:ghost')).toBeNull();
-    expect(await lua.scripts.run('slotFree', { quota, slotId: 'a' })).toBe(1);
-    expect(await lua.scripts.run('slotFree', { quota, slotId: 'a' })).toBe(0);
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(1);
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(0);
     expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(0);
   });
 });
@@ -585,7 +585,7 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
       instanceId: 'inst-a',
       maxWaiters: 10,
       livenessMs: 3_000,
-      maxSlots: 0,
+      maxQuotaSlots: 0,
       lockDelayMs,
     });
 
@@ -613,7 +613,7 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
       instanceId: 'inst-a',
       maxWaiters: 10,
       livenessMs: 3_000,
-      maxSlots: 0,
+      maxQuotaSlots: 0,
       lockDelayMs: 5_000,
     });
     expect(raw2).toEqual([1, int, int]);
@@ -632,7 +632,7 @@ describe('lock-delay (_delay.lua in acquire.lua, lock-delay.lua)', () => {
         instanceId: 'inst-a',
         maxWaiters: 10,
         livenessMs: 3_000,
-        maxSlots: 0,
+        maxQuotaSlots: 0,
       }),
     ).toEqual([1, int, int]);
   });
@@ -698,22 +698,22 @@ describe('lock-set scripts', () => {
   });
 });
 
-describe('rate-lease.lua, through RedisRatePermits (the rate limiter shared by instances)', () => {
+describe('rate-allowance.lua, through RedisRateAllowance (the rate limiter shared by instances)', () => {
   it('{granted, windowLeftMs, handedOut}: batches from one window until the limit, each caller its own window', async () => {
     const clients = [lua.server.client(), lua.server.client()] as const;
-    const [first, second] = clients.map((client) => new RedisRatePermits(client, 'lua:')) as [RedisRatePermits, RedisRatePermits];
+    const [first, second] = clients.map((client) => new RedisRateAllowance(client, 'lua:')) as [RedisRateAllowance, RedisRateAllowance];
     const rateKey = `key:${lockName}`;
     try {
-      const a = await first.lease(rateKey, 4, 10, 60_000);
+      const a = await first.handOut(rateKey, 4, 10, 60_000);
       expect(a).toEqual({ granted: 4, windowLeftMs: int, handedOut: 4 });
       expect(a.windowLeftMs).toBeGreaterThan(0);
       expect(a.windowLeftMs).toBeLessThanOrEqual(60_000);
       // Another instance draws from the same window: only what is left of the limit.
-      expect(await second.lease(rateKey, 8, 10, 60_000)).toMatchObject({ granted: 6, handedOut: 10 });
-      expect(await first.lease(rateKey, 1, 10, 60_000)).toMatchObject({ granted: 0, handedOut: 10 });
+      expect(await second.handOut(rateKey, 8, 10, 60_000)).toMatchObject({ granted: 6, handedOut: 10 });
+      expect(await first.handOut(rateKey, 1, 10, 60_000)).toMatchObject({ granted: 0, handedOut: 10 });
       // The counter lives under the key space's rate-limit key, and another caller's window is untouched.
       expect(await lua.raw.get(space.rateWindow(rateKey))).toBe('10');
-      expect(await second.lease(`${rateKey}-other`, 3, 10, 60_000)).toMatchObject({ granted: 3, handedOut: 3 });
+      expect(await second.handOut(`${rateKey}-other`, 3, 10, 60_000)).toMatchObject({ granted: 3, handedOut: 3 });
     } finally {
       for (const client of clients) client.disconnect();
     }

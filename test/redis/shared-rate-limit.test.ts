@@ -5,7 +5,7 @@ import { eventually } from '../helpers/redis-store.js';
 
 /**
  * The rate limiter's counts shared between instances (src/store/shared-rate-limit.ts): only a Redis
- * store carries them; each instance then takes its batches of permits from one window per caller,
+ * store carries them; each instance then takes its batches of allowance from one window per caller,
  * through its own client, which close() ends.
  */
 let redis: RedisServer;
@@ -32,19 +32,19 @@ describe('shared rate limit', () => {
     const [a, b] = [openSharedRateLimit(settings('rl:'), (e) => lost.push(e)), openSharedRateLimit(settings('rl:'), (e) => lost.push(e))];
     if (a === undefined || b === undefined) throw new Error('not opened');
     // The client connects in the background.
-    await eventually(() => a.permits.lease('probe', 1, 1_000, 60_000), 10_000);
-    expect(await a.permits.lease('caller', 3, 5, 60_000)).toMatchObject({ granted: 3 });
-    expect(await b.permits.lease('caller', 3, 5, 60_000)).toMatchObject({ granted: 2 });
-    expect(await b.permits.lease('caller', 3, 5, 60_000)).toMatchObject({ granted: 0 });
+    await eventually(() => a.allowance.handOut('probe', 1, 1_000, 60_000), 10_000);
+    expect(await a.allowance.handOut('caller', 3, 5, 60_000)).toMatchObject({ granted: 3 });
+    expect(await b.allowance.handOut('caller', 3, 5, 60_000)).toMatchObject({ granted: 2 });
+    expect(await b.allowance.handOut('caller', 3, 5, 60_000)).toMatchObject({ granted: 0 });
     // Another prefix is another set of counts.
     const c = openSharedRateLimit(settings('other:'), () => undefined);
     if (c === undefined) throw new Error('not opened');
-    await eventually(() => c.permits.lease('probe', 1, 1_000, 60_000), 10_000);
-    expect(await c.permits.lease('caller', 1, 5, 60_000)).toMatchObject({ granted: 1 });
+    await eventually(() => c.allowance.handOut('probe', 1, 1_000, 60_000), 10_000);
+    expect(await c.allowance.handOut('caller', 1, 5, 60_000)).toMatchObject({ granted: 1 });
     await c.close();
     await a.close();
-    await expect(a.permits.lease('caller', 1, 5, 60_000)).rejects.toThrow();
-    expect(await b.permits.lease('other caller', 1, 5, 60_000)).toMatchObject({ granted: 1 });
+    await expect(a.allowance.handOut('caller', 1, 5, 60_000)).rejects.toThrow();
+    expect(await b.allowance.handOut('other caller', 1, 5, 60_000)).toMatchObject({ granted: 1 });
     await b.close();
     expect(lost).toEqual([]);
   });

@@ -100,14 +100,14 @@ describe('redis store: calls on the connection', () => {
     const ns = uniqueKey('quota');
     const names = Array.from({ length: 400 }, (_v, i) => `plain-${i}`).filter((name) => space.shardOf(name) === shard);
     expect(
-      (await store.acquire({ key: `${ns}/held`, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 }))
+      (await store.acquire({ id: `${ns}/held`, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 }))
         .acquired,
     ).toBe(true);
     let next = 0;
     const run = async () => {
       const key = `${ns}/${names[next++] as string}`;
       const ownerToken = newOwnerToken();
-      expect((await store.acquire({ key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 })).acquired).toBe(true);
+      expect((await store.acquire({ id: key, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: 16_000 })).acquired).toBe(true);
       expect(await store.release(key, ownerToken)).toBe(true);
     };
     await run();
@@ -245,8 +245,8 @@ describe('redis store: hand-overs', () => {
     try {
       const key = uniqueKey('late');
       const holder = newOwnerToken();
-      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
-      const waiting = settle(waiterStore.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 20, holder: null, waitMs: 5_000 }));
+      expect((await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      const waiting = settle(waiterStore.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 20, holder: null, waitMs: 5_000 }));
       await eventually(async () => expect(await raw.zcard(keySpace.lockKeys(key).queue)).toBe(1), 5_000, 5);
       // The hand-over message and the confirming renewal each take 60 ms more: the 20 ms lease is over
       // before the renewal reaches Redis.
@@ -274,8 +274,8 @@ describe('redis store: hand-overs', () => {
       await eventually(() => waiterStore.ping(), 5_000, 5);
       const key = uniqueKey('message');
       const holder = newOwnerToken();
-      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
-      const waiting = waiterStore.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      expect((await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      const waiting = waiterStore.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
       await eventually(async () => expect(await raw.zcard(keySpace.lockKeys(key).queue)).toBe(1), 5_000, 5);
       expect(await store.release(key, holder)).toBe(true);
       expect((await waiting).acquired).toBe(true);
@@ -292,11 +292,11 @@ describe('redis store: hand-overs', () => {
       const key = uniqueKey('own');
       const keys = keySpace.lockKeys(key);
       const holder = newOwnerToken();
-      expect((await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      expect((await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null })).acquired).toBe(true);
       // Queued in this order: one caller of the releasing instance, then one of another instance.
-      const mine = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      const mine = store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
       await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(1), 5_000, 5);
-      const theirs = other.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
+      const theirs = other.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
       await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(2), 5_000, 5);
 
       const renewals = vi.spyOn(store as unknown as { renewLease: () => Promise<unknown> }, 'renewLease');
@@ -326,9 +326,9 @@ describe('redis store: hand-overs', () => {
   it('a visit that finds its waiter holding the lock grants it, though the message went elsewhere', async () => {
     const key = uniqueKey('visit');
     const keys = keySpace.lockKeys(key);
-    expect((await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 150, holder: null })).acquired).toBe(true);
+    expect((await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 150, holder: null })).acquired).toBe(true);
     const startedAt = performance.now();
-    const waiting = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 3_000 });
+    const waiting = store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 3_000 });
     await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(1), 5_000, 5);
     // The waiter's record names another instance: the hand-over message goes to a channel nobody reads.
     const [id, record] = Object.entries(await raw.hgetall(keys.waiters))[0] as [string, string];
@@ -361,7 +361,7 @@ describe('redis store: listing pages', () => {
   it('a page stops at the first SCAN round that brings `limit` ids', async () => {
     await raw.flushdb();
     const ids = Array.from({ length: 200 }, (_, i) => `paged${i}`);
-    await Promise.all(ids.map((key) => store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null })));
+    await Promise.all(ids.map((key) => store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null })));
     // Lookups move a hash table that is being resized along: SCAN below sees one settled table.
     await raw.exists(...Array.from({ length: 1_000 }, (_, i) => `absent:${i}`));
     const pattern = keySpace.lockPattern('paged');
@@ -400,7 +400,7 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
 
   it('an unconfirmed grant is rolled back and answered 503', async () => {
     const key = uniqueKey('acked');
-    await expect(strict.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).rejects.toThrow(
+    await expect(strict.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).rejects.toThrow(
       /reached 0 of 1 replicas within 20 ms and was rolled back/,
     );
     expect(await store.inspect(key)).toBeNull();
@@ -409,7 +409,7 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   it('an unconfirmed renewal is answered 503 and leaves the lease its holder relies on', async () => {
     const key = uniqueKey('renewed');
     const ownerToken = newOwnerToken();
-    const grant = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
+    const grant = await store.acquire({ id: key, ownerToken, ttlMs: 5_000, holder: null });
     expect(grant.acquired).toBe(true);
     await expect(strict.renew(key, ownerToken, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect((await store.inspect(key))?.fencingToken).toBe(grant.acquired ? grant.fencingToken : -1);

@@ -46,21 +46,21 @@ describe('redis store: states planted in Redis', () => {
     const last = 5_000_000_000_000_000;
     await setLockFields(raw, new KeySpace(PREFIX).lock(key), { t: String(last) });
     const ownerToken = newOwnerToken();
-    const first = await store.acquire({ key, ownerToken, ttlMs: 5_000, holder: null });
+    const first = await store.acquire({ id: key, ownerToken, ttlMs: 5_000, holder: null });
     expect(first).toMatchObject({ acquired: true, fencingToken: last + 1 });
     await store.release(key, ownerToken);
-    const second = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+    const second = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
     expect(second).toMatchObject({ acquired: true, fencingToken: last + 2 });
   });
 
   it('inspect does not count a dead instance’s waiters', async () => {
     const key = uniqueKey();
     const holder = newOwnerToken();
-    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null });
     await plantDeadWaiter(key, 'ghost-1');
     await plantDeadWaiter(key, 'ghost-2');
     expect((await store.inspect(key))?.waiters).toBe(0);
-    const waiting = store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
+    const waiting = store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
     await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(1);
     expect((await store.list({ prefix: key, limit: 10 })).locks[0]?.waiters).toBe(1);
     await store.release(key, holder);
@@ -70,18 +70,18 @@ describe('redis store: states planted in Redis', () => {
   it('dead waiters do not fill the queue: they are swept out before anyone is refused', async () => {
     const key = uniqueKey();
     const holder = newOwnerToken();
-    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null });
     // The cap is 2 and both places are taken by the dead.
     await plantDeadWaiter(key, 'ghost-1');
     await plantDeadWaiter(key, 'ghost-2');
     const waiters = [0, 1].map(async () => {
       const ownerToken = newOwnerToken();
-      return { ownerToken, ...(await store.acquire({ key, ownerToken, ttlMs: 1_000, holder: null, waitMs: 5_000 })) };
+      return { ownerToken, ...(await store.acquire({ id: key, ownerToken, ttlMs: 1_000, holder: null, waitMs: 5_000 })) };
     });
     await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(2);
     expect(await raw.zcard(new KeySpace(PREFIX).lockKeys(key).queue)).toBe(2);
     // Now the queue really is full of live waiters.
-    await expect(store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 })).rejects.toMatchObject({
+    await expect(store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 })).rejects.toMatchObject({
       code: 'too_many_waiters',
     });
     // Both live waiters are served in turn; the dead are never handed the lock.
@@ -121,11 +121,11 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
     process.on('unhandledRejection', onUnhandled);
     try {
       const key = uniqueKey();
-      const holder = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+      const holder = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
       expect(holder.acquired).toBe(true);
       const closing = await storeWithHeldReplies();
       const waiting = closing
-        .acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 })
+        .acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 10_000 })
         .catch((err: unknown) => err);
       // The script has reached Redis: the caller is queued there, its answer ("queued") held by the
       // proxy, so the waiter is registered and has no one listening to its outcome yet.
@@ -145,13 +145,13 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
     const key = uniqueKey();
     // The key is free: the script grants it at once, and its answer is held by the proxy.
     const acquiring = closing
-      .acquire({ key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 })
+      .acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null, waitMs: 10_000 })
       .catch((err: unknown) => err);
     await eventually(async () => expect(await store.inspect(key)).not.toBeNull(), 5_000, 5);
     await closing.close();
     // Closing cancelled the caller in Redis, which gave the lease back: the caller must not be told it holds it.
     expect(await acquiring).toBeInstanceOf(StoreUnavailableError);
-    const taken = await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+    const taken = await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
     expect(taken.acquired).toBe(true);
   });
 
@@ -191,7 +191,7 @@ describe('redis store: lock sets on a store built in the test', () => {
       expect(await own.lockSets.releaseSet(keys, ownerToken)).toBe(true);
       // Released: each key is free for anyone else at once.
       for (const key of keys)
-        expect(await store.acquire({ key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).toMatchObject({ acquired: true });
+        expect(await store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null })).toMatchObject({ acquired: true });
     } finally {
       await own.close();
     }

@@ -70,7 +70,7 @@ async function subscribers(channel: string): Promise<number> {
 }
 
 const take = (store: RedisStore, key: string, ttlMs: number, more: { waitMs?: number; lockDelayMs?: number; signal?: AbortSignal } = {}) =>
-  store.acquire({ key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
+  store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
 
 describe('redis store: what the constructor wires up', () => {
   it('keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {
@@ -87,7 +87,7 @@ describe('redis store: what the constructor wires up', () => {
     await vi.waitFor(async () => expect(await raw.pubsub('CHANNELS', `${prefix}grants:*`)).toHaveLength(1));
     const key = uniqueKey('hand-over');
     const holder = newOwnerToken();
-    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null });
     const waiting = take(store, key, 10_000, { waitMs: 3_000 });
     await vi.waitFor(async () => expect((await store.inspect(key))?.waiters).toBe(1));
     expect(await store.release(key, holder)).toBe(true);
@@ -112,7 +112,7 @@ describe('redis store: what the constructor wires up', () => {
     const store = await open();
     const key = uniqueKey('leaves');
     const holder = newOwnerToken();
-    await store.acquire({ key, ownerToken: holder, ttlMs: 10_000, holder: null });
+    await store.acquire({ id: key, ownerToken: holder, ttlMs: 10_000, holder: null });
     const caller = new AbortController();
     const leaving = take(store, key, 30_000, { waitMs: 5_000, signal: caller.signal }).catch((err: unknown) => err);
     await vi.waitFor(async () => expect((await store.inspect(key))?.waiters).toBe(1));
@@ -356,7 +356,7 @@ describe('redis store: listing cursors and replica acknowledgement', () => {
     await expect(take(acked, key, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await plain.inspect(key)).toBeNull();
     const owner = newOwnerToken();
-    const held = await plain.acquire({ key, ownerToken: owner, ttlMs: 5_000, holder: null });
+    const held = await plain.acquire({ id: key, ownerToken: owner, ttlMs: 5_000, holder: null });
     if (!held.acquired) throw new Error('not granted');
     await expect(acked.renew(key, owner, 5_000)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect((await plain.inspect(key))?.fencingToken).toBe(held.fencingToken);

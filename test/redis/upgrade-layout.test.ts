@@ -52,8 +52,8 @@ async function toOldLayout(): Promise<string[]> {
 describe('upgrading from the layout before shards', () => {
   it('no lease lost or doubled, queues drained, the quota counted again; nothing of the old layout left', async () => {
     const old = await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 });
-    const lockA = { key: `${NS}/held`, ownerToken: newOwnerToken() };
-    const lockB = { key: `${NS}/waited-for`, ownerToken: newOwnerToken() };
+    const lockA = { id: `${NS}/held`, ownerToken: newOwnerToken() };
+    const lockB = { id: `${NS}/waited-for`, ownerToken: newOwnerToken() };
     const grantA = await old.acquire({ ...lockA, ttlMs: 30_000, holder: 'worker-a' });
     const grantB = await old.acquire({ ...lockB, ttlMs: 30_000, holder: null });
     if (!grantA.acquired || !grantB.acquired) throw new Error('not granted');
@@ -105,17 +105,17 @@ describe('upgrading from the layout before shards', () => {
     const store: RedisStore = await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 });
     try {
       // Not lost: the holders still hold, with their tokens, and renew with them.
-      const a = await store.inspect(lockA.key);
+      const a = await store.inspect(lockA.id);
       expect(a).toMatchObject({ holder: 'worker-a', fencingToken: grantA.fencingToken, waiters: 0 });
-      expect(await store.renew(lockA.key, lockA.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantA.fencingToken });
+      expect(await store.renew(lockA.id, lockA.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantA.fencingToken });
       // Not doubled: nobody else is granted them.
-      expect((await store.acquire({ key: lockA.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+      expect((await store.acquire({ id: lockA.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
       // The queue is drained: B's release frees the lock (no grant to the caller that is gone).
-      expect((await store.inspect(lockB.key))?.waiters).toBe(0);
-      expect(await store.release(lockB.key, lockB.ownerToken)).toBe(true);
-      expect(await store.inspect(lockB.key)).toBeNull();
+      expect((await store.inspect(lockB.id))?.waiters).toBe(0);
+      expect(await store.release(lockB.id, lockB.ownerToken)).toBe(true);
+      expect(await store.inspect(lockB.id)).toBeNull();
       // The next grant's fencing token is above the old one.
-      const next = await store.acquire({ key: lockB.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+      const next = await store.acquire({ id: lockB.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
       expect(next.acquired && next.fencingToken > grantB.fencingToken).toBe(true);
       // The semaphore's two leases are there; a third caller gets the one unit left, a fourth nothing.
       expect((await store.permits?.inspectPermits('semaphore', pool))?.holders).toHaveLength(2);
@@ -145,9 +145,9 @@ describe('upgrading from the layout before shards', () => {
         for (const shard of new KeySpace(PREFIX).quotaShards(NS)) n += Number((await raw.hget(shard.count, 'n')) ?? 0);
         return n;
       };
-      // A (inside its lock's shard), B's (given back with its release), the waiter's, p1, p2 (slot-call units).
+      // A (inside its lock's shard), B's (given back with its release), the waiter's, p1, p2 (quota-slot-call units).
       expect(await counted()).toBe(4);
-      expect(await store.release(lockA.key, lockA.ownerToken)).toBe(true);
+      expect(await store.release(lockA.id, lockA.ownerToken)).toBe(true);
       expect(await counted()).toBe(3);
       // Nothing of the old layout is left.
       const [, leftOver] = await raw.scan('0', 'MATCH', `${PREFIX}{${NS}}*`, 'COUNT', 10_000);
@@ -176,19 +176,19 @@ describe.each([
     const prefix = `rec-${oldType}:`;
     const keys = new KeySpace(prefix);
     const before = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
-    const held = { key: `${NS}/held`, ownerToken: newOwnerToken() };
-    const freed = { key: `${NS}/freed`, ownerToken: newOwnerToken() };
-    const delayed = { key: `${NS}/delayed`, ownerToken: newOwnerToken() };
+    const held = { id: `${NS}/held`, ownerToken: newOwnerToken() };
+    const freed = { id: `${NS}/freed`, ownerToken: newOwnerToken() };
+    const delayed = { id: `${NS}/delayed`, ownerToken: newOwnerToken() };
     const idempotencyKey = 'scope:fingerprint';
     const grantHeld = await before.acquire({ ...held, ttlMs: 30_000, holder: 'worker-a', idempotencyKey });
     const grantFreed = await before.acquire({ ...freed, ttlMs: 30_000, holder: null });
     const grantDelayed = await before.acquire({ ...delayed, ttlMs: 50, holder: null, lockDelayMs: 30_000 });
     if (!grantHeld.acquired || !grantFreed.acquired || !grantDelayed.acquired) throw new Error('not granted');
-    expect(await before.release(freed.key, freed.ownerToken)).toBe(true);
+    expect(await before.release(freed.id, freed.ownerToken)).toBe(true);
     await before.close();
     const raw = server.client();
     try {
-      for (const id of [held.key, freed.key, delayed.key]) {
+      for (const id of [held.id, freed.id, delayed.id]) {
         const fields = await lockFields(raw, keys.lock(id));
         await toOld(raw, keys.lock(id));
         expect(await raw.type(keys.lock(id))).toBe(oldType);
@@ -197,39 +197,39 @@ describe.each([
         expect(await lockFields(raw, keys.lock(id))).toEqual(fields);
       }
       // The delayed lease has run out (its record still names its owner and end: the delay applies).
-      await vi.waitFor(async () => expect(Number((await lockFields(raw, keys.lock(delayed.key))).e)).toBeLessThan(Date.now() - 5), {
+      await vi.waitFor(async () => expect(Number((await lockFields(raw, keys.lock(delayed.id))).e)).toBeLessThan(Date.now() - 5), {
         timeout: 5_000,
       });
 
       const store = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
       try {
         // Not lost: the holder is seen, replayed to its idempotent retry, and renews with its token.
-        expect(await store.inspect(held.key)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
-        const retry = await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, idempotencyKey });
+        expect(await store.inspect(held.id)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
+        const retry = await store.acquire({ id: held.id, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null, idempotencyKey });
         expect(retry).toMatchObject({ acquired: true, fencingToken: grantHeld.fencingToken, replayed: { ownerToken: held.ownerToken } });
         // Not doubled: nobody else is granted it.
-        expect((await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
-        expect(await store.renew(held.key, held.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantHeld.fencingToken });
+        expect((await store.acquire({ id: held.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect(await store.renew(held.id, held.ownerToken, 30_000)).toMatchObject({ renewed: true, fencingToken: grantHeld.fencingToken });
         // Written once, it is a compact record, with every field it had.
-        expect(await raw.type(keys.lock(held.key))).toBe('string');
-        expect(await isCompactRecord(raw, keys.lock(held.key))).toBe(true);
-        expect(await lockFields(raw, keys.lock(held.key))).toMatchObject({
+        expect(await raw.type(keys.lock(held.id))).toBe('string');
+        expect(await isCompactRecord(raw, keys.lock(held.id))).toBe(true);
+        expect(await lockFields(raw, keys.lock(held.id))).toMatchObject({
           o: held.ownerToken,
           t: String(grantHeld.fencingToken),
           h: 'worker-a',
           i: idempotencyKey,
         });
-        expect(await store.inspect(held.key)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
+        expect(await store.inspect(held.id)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });
         // The delay of the expired lease still holds the lock; its last token is kept.
-        expect((await store.acquire({ key: delayed.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
-        expect(await store.inspectIndexed(delayed.key)).toMatchObject({ state: null, lastFencingToken: grantDelayed.fencingToken });
+        expect((await store.acquire({ id: delayed.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+        expect(await store.inspectIndexed(delayed.id)).toMatchObject({ state: null, lastFencingToken: grantDelayed.fencingToken });
         // The freed lock is granted above its last token.
-        const next = await store.acquire({ key: freed.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        const next = await store.acquire({ id: freed.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(next.acquired && next.fencingToken > grantFreed.fencingToken).toBe(true);
-        expect(await isCompactRecord(raw, keys.lock(freed.key))).toBe(true);
+        expect(await isCompactRecord(raw, keys.lock(freed.id))).toBe(true);
         // The holder releases with its token; the next grant is numbered above it.
-        expect(await store.release(held.key, held.ownerToken)).toBe(true);
-        const after = await store.acquire({ key: held.key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        expect(await store.release(held.id, held.ownerToken)).toBe(true);
+        const after = await store.acquire({ id: held.id, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(after.acquired && after.fencingToken > grantHeld.fencingToken).toBe(true);
       } finally {
         await store.close();

@@ -123,14 +123,14 @@ describe('redis wait room', () => {
 
   async function hold(key: string, ttlMs: number, on = store): Promise<string> {
     const ownerToken = newOwnerToken();
-    expect((await on.acquire({ key, ownerToken, ttlMs, holder: null })).acquired).toBe(true);
+    expect((await on.acquire({ id: key, ownerToken, ttlMs, holder: null })).acquired).toBe(true);
     return ownerToken;
   }
 
   function wait(key: string, waitMs: number, options: { signal?: AbortSignal; on?: RedisStore; ttlMs?: number } = {}) {
     const ownerToken = newOwnerToken();
     const ttlMs = options.ttlMs ?? 10_000;
-    const outcome = (options.on ?? store).acquire({ key, ownerToken, ttlMs, holder: null, waitMs, signal: options.signal });
+    const outcome = (options.on ?? store).acquire({ id: key, ownerToken, ttlMs, holder: null, waitMs, signal: options.signal });
     return { ownerToken, outcome };
   }
 

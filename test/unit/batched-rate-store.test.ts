@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { BatchedRateStore, type PermitSource } from '../../src/http/rate-limit.js';
+import { BatchedRateStore, type AllowanceSource } from '../../src/http/rate-limit.js';
 
-/** The shared window as rate-lease.lua keeps it, in memory: one counter per caller, never above max. */
-function sharedWindow(): PermitSource & { calls: number; handedOut: number } {
+/** The shared window as rate-allowance.lua keeps it, in memory: one counter per caller, never above max. */
+function sharedWindow(): AllowanceSource & { calls: number; handedOut: number } {
   const source = {
     calls: 0,
     handedOut: 0,
-    async lease(_key: string, wanted: number, max: number) {
+    async handOut(_key: string, wanted: number, max: number) {
       source.calls++;
       await Promise.resolve();
       const granted = Math.max(0, Math.min(wanted, max - source.handedOut));
@@ -31,7 +31,7 @@ describe('BatchedRateStore', () => {
     const answers = await Promise.all(Array.from({ length: 1500 }, (_, i) => incr(instances[i % 3] as BatchedRateStore, max)));
     const allowed = answers.filter((a) => a.current <= max).length;
     expect(allowed).toBeLessThanOrEqual(max);
-    // Permits held unspent by one instance when another runs dry are the only shortfall: a few.
+    // Allowance held unspent by one instance when another runs dry are the only shortfall: a few.
     expect(allowed).toBeGreaterThanOrEqual(max - 3 * 8);
     expect(shared.calls).toBeLessThan(allowed / 2);
   });

@@ -161,19 +161,19 @@ describe('embedded store: semaphores and read/write locks', () => {
     await granted(take(store, 'q/other'));
     clock.advance(1_000);
     const all = await store.permits.listPermits('semaphore', { prefix: 'p/', limit: 10 });
-    expect(all.entries.map((e) => e.key)).toEqual(['p/a', 'p/b', 'p/c']);
+    expect(all.entries.map((e) => e.id)).toEqual(['p/a', 'p/b', 'p/c']);
     expect(all.nextCursor).toBeNull();
     expect(all.entries[0]?.state).toMatchObject({ capacity: 2, waiters: 0, holders: [expect.objectContaining({ ttlRemainingMs: 9_000 })] });
     expect((await store.permits.listPermits('semaphore', { prefix: 'p/', limit: 3 })).nextCursor).toBeNull();
     const first = await store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2 });
-    expect(first.entries.map((e) => e.key)).toEqual(['p/a', 'p/b']);
+    expect(first.entries.map((e) => e.id)).toEqual(['p/a', 'p/b']);
     expect(first.nextCursor).toBe('p/b');
     const rest = await store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2, cursor: 'p/b' });
-    expect(rest.entries.map((e) => e.key)).toEqual(['p/c']);
+    expect(rest.entries.map((e) => e.id)).toEqual(['p/c']);
     expect(rest.nextCursor).toBeNull();
-    expect((await store.permits.listPermits('rwlock', { prefix: 'p/', limit: 10 })).entries.map((e) => e.key)).toEqual(['p/rw']);
+    expect((await store.permits.listPermits('rwlock', { prefix: 'p/', limit: 10 })).entries.map((e) => e.id)).toEqual(['p/rw']);
     // Without a prefix: every key of that kind, and only of that kind.
-    expect((await store.permits.listPermits('rwlock', { prefix: '', limit: 10 })).entries.map((e) => e.key)).toEqual(['p/rw']);
+    expect((await store.permits.listPermits('rwlock', { prefix: '', limit: 10 })).entries.map((e) => e.id)).toEqual(['p/rw']);
     for (const cursor of ['q/other', 'p/\u0001', 'not a cursor']) {
       await expect(store.permits.listPermits('semaphore', { prefix: 'p/', limit: 2, cursor })).rejects.toMatchObject({
         code: 'invalid_request',
@@ -290,12 +290,12 @@ describe('embedded store: semaphores and read/write locks', () => {
       const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 1_000 });
       await granted(take(store, 'k', { capacity: 1 }));
       const queued = take(store, 'k', { capacity: 1, waitMs: 60_000 }).catch((err: unknown) => err);
-      const lock = await store.acquire({ key: 'l', ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+      const lock = await store.acquire({ id: 'l', ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
       expect(lock.acquired).toBe(true);
       // A held lock nobody waits for sets no timer of its own: only the sweep's and the queued caller's.
       const beforeClose = vi.getTimerCount();
       const lockWaiter = store
-        .acquire({ key: 'l', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
+        .acquire({ id: 'l', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
         .catch((err: unknown) => err);
       expect(vi.getTimerCount()).toBeGreaterThan(beforeClose);
       await store.close();

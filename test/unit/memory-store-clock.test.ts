@@ -24,7 +24,7 @@ describe('embedded store on a fake clock', () => {
 
   const grant = async (store: MemoryStore, key: string, ttlMs = 10_000) => {
     const ownerToken = newOwnerToken();
-    const outcome: AcquireOutcome = await store.acquire({ key, ownerToken, ttlMs, holder: 'h' });
+    const outcome: AcquireOutcome = await store.acquire({ id: key, ownerToken, ttlMs, holder: 'h' });
     if (!outcome.acquired) throw new Error(`not granted: ${JSON.stringify(outcome)}`);
     return { ...outcome, ownerToken };
   };
@@ -70,7 +70,7 @@ describe('embedded store on a fake clock', () => {
     const state = await store.inspect('k');
     expect(state).toMatchObject({ holder: 'h', fencingToken: held.fencingToken, expiresAtMs: held.expiresAtMs });
     expect(state?.ttlRemainingMs).toBe(15_000);
-    expect((await store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
+    expect((await store.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
     // …and a renewal gives exactly the TTL asked for, from the store's (new) now, keeping the token.
     const renewed = await store.renew('k', held.ownerToken, 2_000);
     expect(renewed).toEqual({ renewed: true, fencingToken: held.fencingToken, expiresAtMs: Math.floor(clock.nowMs) + 2_000 });
@@ -110,7 +110,7 @@ describe('embedded store on a fake clock', () => {
     endsAt = held.expiresAtMs;
     clock.set(endsAt - 1);
     const startedAt = performance.now();
-    const waited = await store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
+    const waited = await store.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
     expect(waited.acquired).toBe(true);
     // Handed over at once, not after the 5 s wait ran out.
     expect(performance.now() - startedAt).toBeLessThan(4_000);
@@ -119,11 +119,11 @@ describe('embedded store on a fake clock', () => {
   it('quota slots end on the store clock', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    expect(await store.reserveSlot('ns', 'a', 1_000, 1)).toEqual({ reserved: true });
+    expect(await store.reserveQuotaSlot('ns', 'a', 1_000, 1)).toEqual({ reserved: true });
     clock.advance(400);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 600 });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 600 });
     clock.advance(600);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: true });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: true });
   });
 
   it('the default clock is the wall clock (Unix ms), and it never goes back', () => {

@@ -27,7 +27,7 @@ describe('embedded store: bookkeeping', () => {
   };
   const grant = async (store: MemoryStore, key: string, ttlMs = 10_000) => {
     const ownerToken = newOwnerToken();
-    const outcome: AcquireOutcome = await store.acquire({ key, ownerToken, ttlMs, holder: null });
+    const outcome: AcquireOutcome = await store.acquire({ id: key, ownerToken, ttlMs, holder: null });
     if (!outcome.acquired) throw new Error('not granted');
     return { ...outcome, ownerToken };
   };
@@ -142,7 +142,7 @@ describe('embedded store: bookkeeping', () => {
     const store = open(clock);
     const holder = await grant(store, 'k');
     // Not awaited: the release below runs while this acquire's promise is still pending.
-    const notWaiting = store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 0 });
+    const notWaiting = store.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 0 });
     await store.release('k', holder.ownerToken);
     expect(await notWaiting).toMatchObject({ acquired: false });
     expect(await store.inspect('k')).toBeNull();
@@ -156,10 +156,10 @@ describe('embedded store: bookkeeping', () => {
     ] as const) {
       await grant(store, 'k');
       const waits = Array.from({ length: cap }, () =>
-        store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch((err: unknown) => err),
+        store.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }).catch((err: unknown) => err),
       );
       await expect(
-        store.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }),
+        store.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 }),
       ).rejects.toBeInstanceOf(TooManyWaitersError);
       expect((await store.inspect('k'))?.waiters).toBe(cap);
       await store.close();
@@ -175,7 +175,7 @@ describe('embedded store: bookkeeping', () => {
     const second = new AbortController();
     const wait = (signal: AbortSignal) =>
       store
-        .acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000, signal })
+        .acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000, signal })
         .catch((err: unknown) => err);
     const waits = [wait(first.signal), wait(second.signal)];
     expect((await store.inspect('k'))?.waiters).toBe(2);
@@ -201,21 +201,21 @@ describe('embedded store: bookkeeping', () => {
     await store.release('p/released', released.ownerToken);
     await grant(store, 'q/other', 5_000);
     const waiting = store
-      .acquire({ key: 'p/a', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
+      .acquire({ id: 'p/a', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 60_000 })
       .catch(() => undefined);
     clock.advance(1_000); // p/expired ends exactly now
     const all = await store.list({ prefix: 'p/', limit: 10 });
-    expect(all.locks.map((l) => l.key)).toEqual(['p/a', 'p/b', 'p/c']);
+    expect(all.locks.map((l) => l.id)).toEqual(['p/a', 'p/b', 'p/c']);
     expect(all.nextCursor).toBeNull();
     expect(all.locks[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
     expect(all.locks[1]?.waiters).toBe(0);
     const exact = await store.list({ prefix: 'p/', limit: 3 });
     expect(exact.nextCursor).toBeNull();
     const first = await store.list({ prefix: 'p/', limit: 2 });
-    expect(first.locks.map((l) => l.key)).toEqual(['p/a', 'p/b']);
+    expect(first.locks.map((l) => l.id)).toEqual(['p/a', 'p/b']);
     expect(first.nextCursor).toBe('p/b');
     const rest = await store.list({ prefix: 'p/', limit: 2, cursor: 'p/b' });
-    expect(rest).toEqual({ locks: [expect.objectContaining({ key: 'p/c' })], nextCursor: null });
+    expect(rest).toEqual({ locks: [expect.objectContaining({ id: 'p/c' })], nextCursor: null });
     await store.close();
     await waiting;
   });
@@ -223,35 +223,35 @@ describe('embedded store: bookkeeping', () => {
   it('quota slots: an extend only moves a slot later; free and extend of unknown slots do nothing; freeing one keeps the others', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    await store.extendSlot('unknown-ns', 'x', clock.nowMs + 1_000);
-    await store.freeSlot('unknown-ns', 'x');
-    expect(await store.reserveSlot('ns', 'a', 10_000, 1)).toEqual({ reserved: true });
+    await store.extendQuotaSlot('unknown-ns', 'x', clock.nowMs + 1_000);
+    await store.freeQuotaSlot('unknown-ns', 'x');
+    expect(await store.reserveQuotaSlot('ns', 'a', 10_000, 1)).toEqual({ reserved: true });
     // Earlier than the slot's end: ignored.
-    await store.extendSlot('ns', 'a', Math.floor(clock.nowMs) + 1_000);
+    await store.extendQuotaSlot('ns', 'a', Math.floor(clock.nowMs) + 1_000);
     clock.advance(2_000);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 8_000 });
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 1)).toEqual({ reserved: false, retryAfterMs: 8_000 });
     // An unknown slot is not created by an extend.
-    await store.extendSlot('ns', 'ghost', Math.floor(clock.nowMs) + 50_000);
-    expect(await store.reserveSlot('ns', 'b', 1_000, 2)).toEqual({ reserved: true });
-    await store.freeSlot('ns', 'ghost');
+    await store.extendQuotaSlot('ns', 'ghost', Math.floor(clock.nowMs) + 50_000);
+    expect(await store.reserveQuotaSlot('ns', 'b', 1_000, 2)).toEqual({ reserved: true });
+    await store.freeQuotaSlot('ns', 'ghost');
     // Freeing one slot keeps the rest: a and b still count against a cap of 2 after c is freed.
-    expect(await store.reserveSlot('ns', 'c', 1_000, 3)).toEqual({ reserved: true });
-    await store.freeSlot('ns', 'c');
-    expect(await store.reserveSlot('ns', 'd', 1_000, 2)).toMatchObject({ reserved: false });
+    expect(await store.reserveQuotaSlot('ns', 'c', 1_000, 3)).toEqual({ reserved: true });
+    await store.freeQuotaSlot('ns', 'c');
+    expect(await store.reserveQuotaSlot('ns', 'd', 1_000, 2)).toMatchObject({ reserved: false });
   });
 
   it('the sweep forgets quota slots that ended, and a namespace whose slots all ended', async () => {
     const clock = new FakeClock();
     const store = open(clock);
-    const slots = (store as unknown as { slots: Map<string, Map<string, number>> }).slots;
-    await store.reserveSlot('ns', 'a', 1_000, 5);
-    await store.reserveSlot('ns', 'b', 5_000, 5);
-    await store.reserveSlot('gone', 'a', 1_000, 5);
+    const slots = (store as unknown as { quotaSlots: Map<string, Map<string, number>> }).quotaSlots;
+    await store.reserveQuotaSlot('ns', 'a', 1_000, 5);
+    await store.reserveQuotaSlot('ns', 'b', 5_000, 5);
+    await store.reserveQuotaSlot('gone', 'a', 1_000, 5);
     clock.advance(1_000);
     store.sweep();
     expect([...slots.keys()]).toEqual(['ns']);
     expect([...(slots.get('ns')?.keys() ?? [])]).toEqual(['b']);
-    await store.freeSlot('ns', 'b');
+    await store.freeQuotaSlot('ns', 'b');
     expect(slots.size).toBe(0);
   });
 });
@@ -267,7 +267,7 @@ describe('createStore', () => {
     expect(warned.join()).toMatch(/NOT shared/);
     expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
     // The configured limits reach it: the sixth caller queued on one key is refused.
-    const take = () => memory.acquire({ key: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
+    const take = () => memory.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
     expect((await take()).acquired).toBe(true);
     const queued = Array.from({ length: 5 }, () => take().catch((err: unknown) => err));
     await expect(take()).rejects.toBeInstanceOf(TooManyWaitersError);

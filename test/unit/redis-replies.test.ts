@@ -16,11 +16,11 @@ import {
   parsePermitForceRelease,
   parsePermitHeartbeat,
   parsePermitInspect,
-  parseRateLease,
+  parseRateAllowance,
   parseRelease,
   parseScan,
-  parseSlotExtend,
-  parseSlotReserve,
+  parseQuotaExtend,
+  parseQuotaReserve,
   UnexpectedReplyError,
   unwrapEcho,
 } from '../../src/store/redis/replies.js';
@@ -80,14 +80,14 @@ describe('Redis script replies', () => {
     expect(parseRelease(1)).toBe(true);
     expect(parseRelease(0)).toBe(false);
     for (const reply of [2, '1', [1], null]) expect(() => parseRelease(reply)).toThrow(UnexpectedReplyError);
-    expect(parseSlotReserve([1])).toEqual({ reserved: true });
-    expect(parseSlotReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
-    expect(parseSlotReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
+    expect(parseQuotaReserve([1])).toEqual({ reserved: true });
+    expect(parseQuotaReserve([0, 500])).toEqual({ reserved: false, retryAfterMs: 500 });
+    expect(parseQuotaReserve([0, 0])).toEqual({ reserved: false, retryAfterMs: 1 });
     for (const reply of [[1, 2], [0], [2], [0, 'x'], [0, 500, 1], [1, 500], 1, null])
-      expect(() => parseSlotReserve(reply)).toThrow(UnexpectedReplyError);
-    expect(parseSlotExtend(1)).toBe(true);
-    expect(parseSlotExtend(0)).toBe(false);
-    for (const reply of [2, [1]]) expect(() => parseSlotExtend(reply)).toThrow(UnexpectedReplyError);
+      expect(() => parseQuotaReserve(reply)).toThrow(UnexpectedReplyError);
+    expect(parseQuotaExtend(1)).toBe(true);
+    expect(parseQuotaExtend(0)).toBe(false);
+    for (const reply of [2, [1]]) expect(() => parseQuotaExtend(reply)).toThrow(UnexpectedReplyError);
     // lock-set-release and lock-delay: a 0/1 flag, nothing else.
     expect(parseFlag('lockSetRelease', 1)).toBe(true);
     expect(parseFlag('lockSetRelease', 0)).toBe(false);
@@ -146,9 +146,9 @@ describe('Redis script replies', () => {
     ]) {
       expect(() => parseForceRelease(reply)).toThrow(UnexpectedReplyError);
     }
-    expect(parseRateLease([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
+    expect(parseRateAllowance([2, 900, 5])).toEqual({ granted: 2, windowLeftMs: 900, handedOut: 5 });
     for (const reply of [[2, 900], [-1, 900, 5], [2, 0, 5], [3, 900, 2], [2, 900, 'x'], 'x'])
-      expect(() => parseRateLease(reply)).toThrow(UnexpectedReplyError);
+      expect(() => parseRateAllowance(reply)).toThrow(UnexpectedReplyError);
     expect(parseScan(['0', ['a', 'b']])).toEqual({ cursor: '0', keys: ['a', 'b'] });
     for (const reply of [['0'], [0, []], ['0', 'a'], ['0', ['a', 1]], ['0', [], 1], null])
       expect(() => parseScan(reply)).toThrow(UnexpectedReplyError);
@@ -201,9 +201,9 @@ describe('Redis script replies', () => {
     expect(setRenew([0])).toEqual({ renewed: false });
     refuses(setRenew, [[1, 900, 11], [2, 900, 11, 12], [0, 5], [1], [2]]);
 
-    expect(parseRateLease([0, 900, 5])).toEqual({ granted: 0, windowLeftMs: 900, handedOut: 5 });
-    expect(parseRateLease([2, 1, 2])).toEqual({ granted: 2, windowLeftMs: 1, handedOut: 2 });
-    refuses(parseRateLease, [[2, 900, 5, 1]]);
+    expect(parseRateAllowance([0, 900, 5])).toEqual({ granted: 0, windowLeftMs: 900, handedOut: 5 });
+    expect(parseRateAllowance([2, 1, 2])).toEqual({ granted: 2, windowLeftMs: 1, handedOut: 2 });
+    refuses(parseRateAllowance, [[2, 900, 5, 1]]);
 
     expect(parsePermitAcquire([1, 7, 900])).toEqual({ kind: 'granted', fencingToken: 7, expiresAtMs: 900 });
     expect(parsePermitAcquire([5, 3, 250])).toEqual({ kind: 'mismatch', capacity: 3, retryAfterMs: 250 });

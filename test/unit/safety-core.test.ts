@@ -21,7 +21,7 @@ import type { LockLimits } from '../../src/domain/limits.js';
 import type { AcquireOutcome } from '../../src/domain/lock-store.js';
 import { type LockObserver, LockService, newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId, parseLockId } from '../../src/domain/namespaces.js';
-import { NamespaceQuota, SLOT_MARGIN_MS } from '../../src/domain/quota.js';
+import { NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
@@ -148,7 +148,7 @@ describe('freshness: the late-grant guard', () => {
     const { store } = setUp();
     const guard = new FreshnessGuard(store);
     const ownerToken = newOwnerToken();
-    const grant = await store.acquire({ key: 'k', ownerToken, ttlMs: 1_000, holder: null });
+    const grant = await store.acquire({ id: 'k', ownerToken, ttlMs: 1_000, holder: null });
     expect(grant.acquired).toBe(true);
     // 0.4 of the lease gone: still fresh (a guard at 0.5 * ttl, not ttl / 0.5 or ttl * 0.5 * 0.5).
     await guard.refuseIfLate({ id: 'k', ownerToken, ttlMs: 1_000, decidedAt: performance.now() - 400 });
@@ -383,7 +383,7 @@ describe('lock service: quota and administration', () => {
     const grant = await locks.acquire('ns', 'a', 1_000);
     await locks.renew('ns', 'a', grant.ownerToken, 10_000);
     // Past the grant's own slot (ttl + margin) but inside the renewed lease: the slot still counts.
-    clock.advance(1_000 + SLOT_MARGIN_MS + 1);
+    clock.advance(1_000 + QUOTA_SLOT_MARGIN_MS + 1);
     await expect(locks.acquire('ns', 'b', 1_000)).rejects.toMatchObject({ code: 'quota_exceeded', retryAfterMs: 10_000 - 2_001 });
     await locks.release('ns', 'a', grant.ownerToken);
     await locks.acquire('ns', 'b', 1_000);
@@ -394,7 +394,7 @@ describe('lock service: quota and administration', () => {
     await locks.acquire('ns', 'job:1', 60_000, { holder: 'h' });
     await locks.acquire('ns', 'other', 60_000);
     await locks.acquire('ns2', 'job:2', 60_000);
-    await store.acquire({ key: 'legacy-id', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
+    await store.acquire({ id: 'legacy-id', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null });
     const page = await locks.listHeld({ namespace: 'ns', prefix: 'job:', limit: 10 });
     expect(page.locks.map((l) => [l.namespace, l.key, l.holder])).toEqual([['ns', 'job:1', 'h']]);
     expect(page.nextCursor).toBeNull();
@@ -426,17 +426,17 @@ describe('quota: slots', () => {
     const { store, clock } = setUp();
     const calls: string[] = [];
     const spied = {
-      reserveSlot: (ns: string, id: string, ttlMs: number, max: number) => {
+      reserveQuotaSlot: (ns: string, id: string, ttlMs: number, max: number) => {
         calls.push(`reserve ${ttlMs} ${max}`);
-        return store.reserveSlot(ns, id, ttlMs, max);
+        return store.reserveQuotaSlot(ns, id, ttlMs, max);
       },
-      extendSlot: (ns: string, id: string, end: number) => {
+      extendQuotaSlot: (ns: string, id: string, end: number) => {
         calls.push(`extend ${end}`);
-        return store.extendSlot(ns, id, end);
+        return store.extendQuotaSlot(ns, id, end);
       },
-      freeSlot: (ns: string, id: string) => {
+      freeQuotaSlot: (ns: string, id: string) => {
         calls.push('free');
-        return store.freeSlot(ns, id);
+        return store.freeQuotaSlot(ns, id);
       },
       release: (id: string, owner: string) => {
         calls.push(`release ${id}`);
@@ -472,16 +472,21 @@ describe('quota: slots', () => {
     await quota.grantWaiting(claim('b'), 300, async () => ({ fencingToken: 1, expiresAtMs: 2 }));
     await quota.extend('ns', 'a', 99_999);
     await quota.free('ns', 'a');
-    expect(calls).toEqual([`reserve ${1_000 + SLOT_MARGIN_MS} 2`, `reserve ${300 + 1_000 + SLOT_MARGIN_MS} 2`, 'extend 99999', 'free']);
+    expect(calls).toEqual([
+      `reserve ${1_000 + QUOTA_SLOT_MARGIN_MS} 2`,
+      `reserve ${300 + 1_000 + QUOTA_SLOT_MARGIN_MS} 2`,
+      'extend 99999',
+      'free',
+    ]);
   });
 
   it('over the cap: the lease granted alongside is given back, and the error says when a slot frees up', async () => {
     const { store, clock, calls, spied } = recording();
     const quota = new NamespaceQuota(spied, 1);
-    await store.reserveSlot('ns', 'taken', 5_000, 1);
+    await store.reserveQuotaSlot('ns', 'taken', 5_000, 1);
     clock.advance(1_000);
     const owner = newOwnerToken();
-    const lease = () => granted(store.acquire({ key: 'ns/k', ownerToken: owner, ttlMs: 1_000, holder: null }));
+    const lease = () => granted(store.acquire({ id: 'ns/k', ownerToken: owner, ttlMs: 1_000, holder: null }));
     await expect(quota.grantNow(claim(owner), lease)).rejects.toMatchObject({
       code: 'quota_exceeded',
       maxHeldLocks: 1,
@@ -502,19 +507,19 @@ describe('quota: slots', () => {
     );
     expect(calls.filter((c) => c === 'free')).toHaveLength(2);
     // Both slots are free again: the cap of 1 lets a third through.
-    expect(await store.reserveSlot('ns', 'c', 1_000, 1)).toEqual({ reserved: true });
-    const failing = { ...spied, reserveSlot: () => Promise.reject(new StoreUnavailableError('down')) };
+    expect(await store.reserveQuotaSlot('ns', 'c', 1_000, 1)).toEqual({ reserved: true });
+    const failing = { ...spied, reserveQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')) };
     const owner = newOwnerToken();
-    const lease = () => granted(store.acquire({ key: 'ns/x', ownerToken: owner, ttlMs: 1_000, holder: null }));
+    const lease = () => granted(store.acquire({ id: 'ns/x', ownerToken: owner, ttlMs: 1_000, holder: null }));
     await expect(new NamespaceQuota(failing, 5).grantNow(claim(owner, 'ns/x'), lease)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await store.inspect('ns/x')).toBeNull();
   });
 
   it('give-backs are best effort: a failing extend or free does not fail the caller', async () => {
     const failing = {
-      reserveSlot: async () => ({ reserved: true as const }),
-      extendSlot: () => Promise.reject(new StoreUnavailableError('down')),
-      freeSlot: () => Promise.reject(new StoreUnavailableError('down')),
+      reserveQuotaSlot: async () => ({ reserved: true as const }),
+      extendQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')),
+      freeQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')),
       release: async () => true,
     };
     const quota = new NamespaceQuota(failing, 1);

@@ -15,7 +15,7 @@ describe('keyholder_requests_shed_total{budget="store_queue"}', () => {
     const answers: Error[] = [new OverloadedError('store_queue', 1000, 'queue to the store full'), new StoreUnavailableError('down')];
     inner.acquire = () => Promise.reject(answers.shift() ?? new Error('no answer left'));
     const store = metrics.instrumentStore(inner);
-    const input = { key: 'ns/k', ownerToken: 'o', ttlMs: 1000, holder: null };
+    const input = { id: 'ns/k', ownerToken: 'o', ttlMs: 1000, holder: null };
     const shed = async () => {
       const text = await metrics.registry.metrics();
       const line = text.split('\n').find((l) => l.startsWith('keyholder_requests_shed_total{budget="store_queue",priority="normal"}'));

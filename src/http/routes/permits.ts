@@ -25,7 +25,7 @@ import {
 } from './responses.js';
 
 /**
- * The semaphore and read/write lock routes, declared once: a primitive is a PermitKind (its names, what
+ * The semaphore and read/write lock routes, declared once: a primitive is a PermitRouteSpec (its names, what
  * its acquire and inspect take and answer, its domain service), and its routes are the same code for
  * every kind. Renew, release and the admin list and force release take the same shapes for both.
  */
@@ -70,7 +70,7 @@ interface AcquireBody {
 }
 
 /** One permit primitive, as its routes need it: everything in which a semaphore and a read/write lock differ. */
-export interface PermitKind<Body extends AcquireBody, View> {
+export interface PermitRouteSpec<Body extends AcquireBody, View> {
   readonly names: PermitNames;
   readonly acquire: RouteText & {
     readonly body: z.ZodType<Body>;
@@ -94,7 +94,9 @@ export interface PermitKind<Body extends AcquireBody, View> {
 }
 
 /** A primitive's routes (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
-export function permitRoutes<Body extends AcquireBody, View>(kind: PermitKind<Body, View>): FastifyPluginAsyncZod<{ core: PermitCore }> {
+export function permitRoutes<Body extends AcquireBody, View>(
+  kind: PermitRouteSpec<Body, View>,
+): FastifyPluginAsyncZod<{ core: PermitCore }> {
   const { names } = kind;
   const acquireRule = routeRule('locks', { ...COMMON_ERRORS, 409: kind.acquire.refused, 429: WAIT_ERRORS });
   const primitive = HISTORY_PRIMITIVES[names.path] ?? 'semaphore';

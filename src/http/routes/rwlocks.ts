@@ -1,6 +1,6 @@
 import { MAX_READERS, RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
-import { inspectDescription, permitRoutes, type PermitKind, type PermitNames } from './permits.js';
+import { inspectDescription, permitRoutes, type PermitRouteSpec, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
 
 /** A queued caller's mode, from the weight it asks for (a writer asks for all of it). */
@@ -8,7 +8,7 @@ export const queuedMode = (weight: number) => ({ mode: weight >= MAX_READERS ? (
 
 export const RWLOCK_NAMES: PermitNames = { path: 'rwlocks', id: 'RwLock', noun: 'read/write lock', tag: 'rwlocks' };
 
-const RWLOCK: PermitKind<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?: number }, RwLockView> = {
+const RWLOCK: PermitRouteSpec<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?: number }, RwLockView> = {
   names: RWLOCK_NAMES,
   acquire: {
     summary: 'Take a read/write lock for reading or writing',

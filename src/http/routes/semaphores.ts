@@ -1,11 +1,11 @@
 import { SemaphoreService, semaphoreView, type SemaphoreView } from '../../domain/semaphores.js';
 import { SemaphoreAcquireRequest, SemaphoreGrant, SemaphoreStatus } from '../schemas/permits.js';
-import { inspectDescription, permitRoutes, type PermitKind, type PermitNames } from './permits.js';
+import { inspectDescription, permitRoutes, type PermitRouteSpec, type PermitNames } from './permits.js';
 import { leaseView } from './responses.js';
 
 export const SEMAPHORE_NAMES: PermitNames = { path: 'semaphores', id: 'Semaphore', noun: 'semaphore', tag: 'semaphores' };
 
-const SEMAPHORE: PermitKind<{ limit: number; ttlMs: number; holder?: string; waitMs?: number }, SemaphoreView> = {
+const SEMAPHORE: PermitRouteSpec<{ limit: number; ttlMs: number; holder?: string; waitMs?: number }, SemaphoreView> = {
   names: SEMAPHORE_NAMES,
   acquire: {
     summary: 'Take a semaphore permit',

@@ -33,7 +33,7 @@ export const ListLocksQuery = z.strictObject({
     .meta({ description: 'nextCursor from the previous page; omit for the first page' }),
 });
 
-const HeldLock = z.object({
+const ListedLock = z.object({
   namespace: z.string(),
   key: z.string(),
   holder: z.string().nullable(),
@@ -46,7 +46,7 @@ const HeldLock = z.object({
 
 export const LockList = z
   .object({
-    locks: z.array(HeldLock),
+    locks: z.array(ListedLock),
     nextCursor: z.string().nullable().meta({ description: 'Pass as cursor for the next page; null when the listing is complete' }),
   })
   .meta({ id: 'LockList', description: 'One page of held locks. Owner tokens are never shown.' });

@@ -4,7 +4,7 @@
  *
  *   <prefix>lock/<id>              the lock record (JSON, see LockRecord)
  *   <prefix>queue/<id>#<waiterId>  a queued waiter (JSON, see WaiterRecord); FIFO order = create revision
- *   <prefix>slot/<ns>#<slotId>     a quota slot ({"e": end ms})
+ *   <prefix>slot/<ns>#<quotaSlotId>  a quota slot ({"e": end ms})
  *   <prefix>slotver/<ns>           bumped by every reservation: the compare-and-set guard of a namespace's count
  *   <prefix>pool/<kind>/<id>       a semaphore's or read/write lock's leases, one record (see etcd-permits.ts)
  *   <prefix>pqueue/<kind>/<id>#<waiterId>  a caller queued for a permit; FIFO order = create revision
@@ -48,15 +48,15 @@ export class EtcdKeys {
     return text.slice(text.lastIndexOf('#') + 1);
   }
 
-  slot(namespace: string, slotId: string): Buffer {
-    return Buffer.from(`${this.prefix}slot/${namespace}#${slotId}`);
+  quotaSlot(namespace: string, quotaSlotId: string): Buffer {
+    return Buffer.from(`${this.prefix}slot/${namespace}#${quotaSlotId}`);
   }
 
-  slots(namespace: string): KeyRange {
+  quotaSlots(namespace: string): KeyRange {
     return this.range(`slot/${namespace}#`);
   }
 
-  slotVersion(namespace: string): Buffer {
+  quotaSlotVersion(namespace: string): Buffer {
     return Buffer.from(`${this.prefix}slotver/${namespace}`);
   }
 

@@ -284,7 +284,7 @@ export class EtcdPermits implements PermitStore {
       this.deps.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.deps.callOptions()),
     );
     const nowMs = this.deps.now();
-    const entries: Array<{ key: string; state: PermitState }> = [];
+    const entries: Array<{ id: string; state: PermitState }> = [];
     let last: string | undefined;
     for (const kv of res.kvs) {
       const id = keys.poolIdOf(kind, kv.key);
@@ -294,7 +294,7 @@ export class EtcdPermits implements PermitStore {
       if (!value || liveLeases({ kv, value }, nowMs).length === 0) continue;
       // The queue count is read with the pool, at one revision.
       const state = await this.inspectPermits(kind, id);
-      if (state) entries.push({ key: id, state });
+      if (state) entries.push({ id, state });
     }
     return { entries, nextCursor: res.more && last !== undefined ? last : null };
   }

@@ -13,7 +13,7 @@ import {
   type AcquireInput,
   type AcquireOutcome,
   type ForceReleaseOutcome,
-  type HeldLock,
+  type LockListRow,
   type IndexedLockState,
   type ListPage,
   type ListQuery,
@@ -27,7 +27,7 @@ import {
   type ReleaseRequest,
   type ReleaseRequestInput,
   type RenewOutcome,
-  type SlotOutcome,
+  type QuotaSlotOutcome,
 } from '../../domain/lock-store.js';
 import { HandOverWatches } from './etcd-watches.js';
 import { EtcdKeys } from './etcd-keys.js';
@@ -159,7 +159,7 @@ export class EtcdStore implements LockStore {
   }
 
   async acquire({
-    key,
+    id: key,
     ownerToken,
     ttlMs,
     holder: label,
@@ -221,7 +221,7 @@ export class EtcdStore implements LockStore {
       const retryAfterMs = Math.max(1, Math.ceil((live ? lock.value.e : delayedUntil) - nowMs));
       if (waitMs <= 0) return { acquired: false, retryAfterMs };
       if (queued >= this.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
-      return this.enqueue({ key, ownerToken, ttlMs, holder, waitMs, signal, lockDelayMs }, retryAfterMs);
+      return this.enqueue({ id: key, ownerToken, ttlMs, holder, waitMs, signal, lockDelayMs }, retryAfterMs);
     }
     throw new StoreUnavailableError('too much contention on one lock to decide in time');
   }
@@ -445,7 +445,7 @@ export class EtcdStore implements LockStore {
     const start = cursor !== undefined ? Buffer.concat([this.keys.lock(cursor), Buffer.from([0])]) : range.key;
     const res = await this.call(() => this.client.kv.range({ key: start, range_end: range.rangeEnd, limit }, this.callOptions()));
     const nowMs = this.now();
-    const locks: HeldLock[] = [];
+    const locks: LockListRow[] = [];
     let last: string | undefined;
     for (const kv of res.kvs) {
       const id = this.keys.lockIdOf(kv.key);
@@ -454,7 +454,7 @@ export class EtcdStore implements LockStore {
       const value = parseJson<LockRecord>(kv.value);
       if (!value || value.e <= nowMs) continue;
       const state = await this.inspect(id);
-      if (state) locks.push({ key: id, ...state });
+      if (state) locks.push({ id, ...state });
     }
     return { locks, nextCursor: res.more && last !== undefined ? last : null };
   }
@@ -464,10 +464,10 @@ export class EtcdStore implements LockStore {
    * no reservation happened since (its version key unchanged) and otherwise reads the new snapshot, so
    * each round under contention is one round trip.
    */
-  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
-    const slots = this.keys.slots(namespace);
+  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
+    const slots = this.keys.quotaSlots(namespace);
     const snapshot: IRequestOp[] = [
-      { request_range: { key: this.keys.slotVersion(namespace) } },
+      { request_range: { key: this.keys.quotaSlotVersion(namespace) } },
       { request_range: { key: slots.key, range_end: slots.rangeEnd } },
     ];
     let read = await this.txn({ success: snapshot });
@@ -475,16 +475,18 @@ export class EtcdStore implements LockStore {
       const version = read.responses[0]?.response_range.kvs[0];
       const nowMs = this.now();
       const all = (read.responses[1]?.response_range.kvs ?? []).map((kv) => ({ kv, e: parseJson<{ e: number }>(kv.value)?.e ?? 0 }));
-      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== slotId);
-      if (live.length >= maxSlots) {
+      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== quotaSlotId);
+      if (live.length >= maxQuotaSlots) {
         return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...live.map((x) => x.e)) - nowMs)) };
       }
       const expiresAtMs = nowMs + ttlMs;
       const txn = await this.txn({
-        compare: [{ key: this.keys.slotVersion(namespace), target: 'Mod', result: 'Equal', mod_revision: version?.mod_revision ?? '0' }],
+        compare: [
+          { key: this.keys.quotaSlotVersion(namespace), target: 'Mod', result: 'Equal', mod_revision: version?.mod_revision ?? '0' },
+        ],
         success: [
-          await this.putOp(this.keys.slot(namespace, slotId), { e: expiresAtMs }, expiresAtMs),
-          { request_put: { key: this.keys.slotVersion(namespace), value: Buffer.from(String(nowMs)) } },
+          await this.putOp(this.keys.quotaSlot(namespace, quotaSlotId), { e: expiresAtMs }, expiresAtMs),
+          { request_put: { key: this.keys.quotaSlotVersion(namespace), value: Buffer.from(String(nowMs)) } },
           // Ended slots are dropped here too, so a namespace's range stays short.
           ...all.filter((x) => x.e <= nowMs).map((x): IRequestOp => ({ request_delete_range: { key: x.kv.key } })),
         ],
@@ -496,9 +498,9 @@ export class EtcdStore implements LockStore {
     throw new StoreUnavailableError('too much contention on one namespace quota to decide in time');
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const key = this.keys.slot(namespace, slotId);
+      const key = this.keys.quotaSlot(namespace, quotaSlotId);
       const res = await this.call(() => this.client.kv.range({ key }, this.callOptions()));
       const kv = res.kvs[0];
       const current = kv ? parseJson<{ e: number }>(kv.value)?.e : undefined;
@@ -511,8 +513,8 @@ export class EtcdStore implements LockStore {
     }
   }
 
-  async freeSlot(namespace: string, slotId: string): Promise<void> {
-    await this.call(() => this.client.kv.deleteRange({ key: this.keys.slot(namespace, slotId) }, this.callOptions()));
+  async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {
+    await this.call(() => this.client.kv.deleteRange({ key: this.keys.quotaSlot(namespace, quotaSlotId) }, this.callOptions()));
   }
 
   /** A linearizable read: it needs a leader and a quorum, which is what "the store can serve" means. */
@@ -554,7 +556,7 @@ export class EtcdStore implements LockStore {
     retryAfterMs: number,
   ): Promise<AcquireOutcome> {
     const waiterId = newId();
-    const waiter = this.room.register({ id: waiterId, key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const waiter = this.room.register({ id: waiterId, key: input.id, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     try {
       // The waiter's place in the queue is its record's create revision: written first, before anything
       // else this instance has to set up, so callers queue in the order they arrived.
@@ -570,7 +572,7 @@ export class EtcdStore implements LockStore {
       };
       await this.call(() =>
         this.client.kv.put(
-          { key: this.keys.waiter(input.key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
+          { key: this.keys.waiter(input.id, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
           this.callOptions(),
         ),
       );
@@ -581,7 +583,7 @@ export class EtcdStore implements LockStore {
     const outcome = waiter.wait(input.waitMs, retryAfterMs, input.signal);
     // A hand-over made before the watch is in place is found by this visit (and by every heartbeat);
     // the visit also covers a lock freed between the read and the queueing.
-    void this.watchLock(input.key)
+    void this.watchLock(input.id)
       .catch(() => undefined)
       .then(() => this.room.visitAll());
     return outcome;

@@ -10,7 +10,7 @@ import {
 import { nextFencingToken } from '../../domain/fencing.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseRenewOutcome } from '../../domain/lease-store.js';
-import type { HeldLock, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
+import type { LockListRow, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
   type EvictedPermit,
@@ -319,17 +319,17 @@ export class MemoryLeases implements PermitStore {
       throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
     }
     const now = this.options.clock();
-    const found: HeldLock[] = [];
+    const found: LockListRow[] = [];
     for (const pool of this.pools.values()) {
       const key = keyOf(pool, 'lock', prefix);
       if (key === undefined || (cursor !== undefined && key <= cursor)) continue;
       const state = lockStateOf(pool, now);
-      if (state !== null) found.push({ key, ...state });
+      if (state !== null) found.push({ id: key, ...state });
     }
-    found.sort((a, b) => (a.key < b.key ? -1 : 1));
+    found.sort((a, b) => (a.id < b.id ? -1 : 1));
     const locks = found.slice(0, limit);
     const last = locks[locks.length - 1];
-    return { locks, nextCursor: found.length > limit && last !== undefined ? last.key : null };
+    return { locks, nextCursor: found.length > limit && last !== undefined ? last.id : null };
   }
 
   async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
@@ -392,17 +392,17 @@ export class MemoryLeases implements PermitStore {
       throw new InvalidRequestError('cursor', 'must be a nextCursor returned by this route');
     }
     const now = this.options.clock();
-    const found: Array<{ key: string; state: PermitState }> = [];
+    const found: Array<{ id: string; state: PermitState }> = [];
     for (const pool of this.pools.values()) {
       const key = keyOf(pool, kind, prefix);
       if (key === undefined || (cursor !== undefined && key <= cursor)) continue;
       const state = stateOf(pool, now);
-      if (state !== null) found.push({ key, state });
+      if (state !== null) found.push({ id: key, state });
     }
-    found.sort((a, b) => (a.key < b.key ? -1 : 1));
+    found.sort((a, b) => (a.id < b.id ? -1 : 1));
     const entries = found.slice(0, limit);
     const last = entries[entries.length - 1];
-    return { entries, nextCursor: found.length > limit && last !== undefined ? last.key : null };
+    return { entries, nextCursor: found.length > limit && last !== undefined ? last.id : null };
   }
 
   /** Forgets pools with no live lease, nobody queued, and their grace period over. */

@@ -6,7 +6,7 @@ import { MemoryLeases } from './memory-leases.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
 import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome, LockSetStore } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 
 export interface MemoryStoreOptions {
@@ -36,7 +36,7 @@ export class MemoryStore implements LockStore {
   readonly kind = 'memory';
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Quota slots: namespace -> slot id -> slot end (Unix ms). */
-  private readonly slots = new Map<string, Map<string, number>>();
+  private readonly quotaSlots = new Map<string, Map<string, number>>();
   private readonly clock: Clock;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -72,7 +72,7 @@ export class MemoryStore implements LockStore {
   }
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.key], capacity: 1, weight: 1, ...input });
+    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.id], capacity: 1, weight: 1, ...input });
     if (!outcome.acquired) return { acquired: false, retryAfterMs: outcome.retryAfterMs };
     const { fencingTokens, expiresAtMs, decidedAt, replayed } = outcome;
     const fencingToken = fencingTokens[0] as number;
@@ -143,35 +143,35 @@ export class MemoryStore implements LockStore {
     return this.permits.listLocks(query);
   }
 
-  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
     this.assertOpen();
     const now = this.clock();
-    const slots = this.slots.get(namespace) ?? new Map<string, number>();
+    const slots = this.quotaSlots.get(namespace) ?? new Map<string, number>();
     let earliestEndMs = Infinity;
     for (const [id, endMs] of slots) {
       if (endMs <= now) slots.delete(id);
       else earliestEndMs = Math.min(earliestEndMs, endMs);
     }
-    if (slots.size >= maxSlots && !slots.has(slotId)) {
+    if (slots.size >= maxQuotaSlots && !slots.has(quotaSlotId)) {
       return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(earliestEndMs - now)) };
     }
-    slots.set(slotId, Math.max(slots.get(slotId) ?? 0, Math.floor(now) + ttlMs));
-    this.slots.set(namespace, slots);
+    slots.set(quotaSlotId, Math.max(slots.get(quotaSlotId) ?? 0, Math.floor(now) + ttlMs));
+    this.quotaSlots.set(namespace, slots);
     return { reserved: true };
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number): Promise<void> {
+  async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
     this.assertOpen();
-    const slots = this.slots.get(namespace);
-    const endMs = slots?.get(slotId);
-    if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(slotId, expiresAtMs);
+    const slots = this.quotaSlots.get(namespace);
+    const endMs = slots?.get(quotaSlotId);
+    if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(quotaSlotId, expiresAtMs);
   }
 
-  async freeSlot(namespace: string, slotId: string): Promise<void> {
+  async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {
     this.assertOpen();
-    const slots = this.slots.get(namespace);
-    slots?.delete(slotId);
-    if (slots?.size === 0) this.slots.delete(namespace);
+    const slots = this.quotaSlots.get(namespace);
+    slots?.delete(quotaSlotId);
+    if (slots?.size === 0) this.quotaSlots.delete(namespace);
   }
 
   async ping(): Promise<void> {
@@ -189,9 +189,9 @@ export class MemoryStore implements LockStore {
   sweep(): void {
     this.permits.sweep();
     const now = this.clock();
-    for (const [namespace, slots] of this.slots) {
+    for (const [namespace, slots] of this.quotaSlots) {
       for (const [id, endMs] of slots) if (endMs <= now) slots.delete(id);
-      if (slots.size === 0) this.slots.delete(namespace);
+      if (slots.size === 0) this.quotaSlots.delete(namespace);
     }
   }
 

@@ -38,7 +38,7 @@ export const UNITS_PER_SHARD = 600;
  * How many of a namespace's shards its quota counts in, for a limit of `limit` leases: one per
  * UNITS_PER_SHARD of the limit, at least 1 (an exact count), at most QUOTA_SHARDS. Only a limit that
  * uses every shard can be counted inside the lock scripts (a lock's unit must sit in its own shard);
- * a smaller one is counted through the slot calls (LockStore.quotaInsideFrom).
+ * a smaller one is counted through the quota-slot calls (LockStore.quotaInsideFrom).
  */
 export function quotaShardsFor(limit: number): number {
   return Math.min(QUOTA_SHARDS, Math.max(1, Math.floor(limit / UNITS_PER_SHARD)));
@@ -70,7 +70,7 @@ const CLUSTER_SLOTS = 16384;
 export interface QuotaKeys {
   /** HASH: n = units counted, m = earliest counted second, x = latest, and units per ending second. */
   readonly count: string;
-  /** ZSET: the counted seconds (and units taken through the slot calls, "u:" + id), by second. */
+  /** ZSET: the counted seconds (and units taken through the quota-slot calls, "u:" + id), by second. */
   readonly ends: string;
 }
 
@@ -184,7 +184,7 @@ export class KeySpace {
   }
 
   /**
-   * The quota shard a unit taken through the slot calls (semaphores, read/write locks, lock sets)
+   * The quota shard a unit taken through the quota-slot calls (semaphores, read/write locks, lock sets)
    * counts in: the shard of its unit id within the namespace.
    */
   quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {

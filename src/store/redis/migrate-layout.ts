@@ -18,7 +18,7 @@ import { dataNodes } from './nodes.js';
  *   which answered them when they stopped. The `q` field that announced a queue goes with them.
  * - The quota: every live member of the old sorted sets is counted again, in the new shards: a plain
  *   lock's lease inside its own shard when the limit is counted inside the lock scripts, any other unit
- *   (semaphore and read/write leases, lock sets, a small limit) as a slot-call unit named as before.
+ *   (semaphore and read/write leases, lock sets, a small limit) as a quota-slot-call unit named as before.
  */
 export interface MigrationReport {
   readonly locks: number;
@@ -127,8 +127,8 @@ export async function migrateLayout(client: RedisClient, prefix: string, maxHeld
       const endMs = Number(members[i + 1]);
       const lock = inside ? lockOf.get(member) : undefined;
       const counted = lock
-        ? await scripts.run('quotaAdd', { quota: keys.lockKeys(lock.id).quota, endMs: lock.endMs, slotId: '' })
-        : await scripts.run('quotaAdd', { quota: keys.quotaFor(namespace, member, maxHeldLocksPerNamespace), endMs, slotId: member });
+        ? await scripts.run('quotaAdd', { quota: keys.lockKeys(lock.id).quota, endMs: lock.endMs, quotaSlotId: '' })
+        : await scripts.run('quotaAdd', { quota: keys.quotaFor(namespace, member, maxHeldLocksPerNamespace), endMs, quotaSlotId: member });
       if (counted === 1) quotaUnits++;
     }
     await client.del(setKey);

@@ -273,8 +273,8 @@ export class RedisPermits implements PermitStore {
     const next = page.nextCursor;
     const found = page.ids;
     const states = await Promise.all([...found].sort().map(async (key) => ({ key, state: await this.inspectPermits(kind, key) })));
-    const entries: Array<{ key: string; state: PermitState }> = [];
-    for (const { key, state } of states) if (state !== null) entries.push({ key, state });
+    const entries: Array<{ id: string; state: PermitState }> = [];
+    for (const { key, state } of states) if (state !== null) entries.push({ id: key, state });
     return { entries, nextCursor: next };
   }
 

@@ -24,7 +24,7 @@ import type {
   RenewOutcome,
 } from '../../domain/lock-store.js';
 import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, HeldLock, ListPage, ListQuery, QueuedCaller, SlotOutcome } from '../../domain/lock-store.js';
+import type { ForceReleaseOutcome, LockListRow, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
@@ -47,8 +47,8 @@ import {
   parseRequestRelease,
   parseScan,
   releaseRequestPayload,
-  parseSlotExtend,
-  parseSlotReserve,
+  parseQuotaExtend,
+  parseQuotaReserve,
   type AcquireReply,
   type CancelReply,
   type HandOverNotice,
@@ -266,7 +266,7 @@ export class RedisStore implements LockStore {
     const send = (waitFor: number, waiterId: string) =>
       this.acquires.run(() => {
         decidedAt = performance.now();
-        servedBy = this.servedBy(input.key);
+        servedBy = this.servedBy(input.id);
         return this.runAcquire(input, waitFor, waiterId);
       }, true);
     if (waitMs <= 0) {
@@ -275,7 +275,7 @@ export class RedisStore implements LockStore {
       return this.settle(reply, decidedAt, input, servedBy);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
-    const waiter = this.room.register({ id: newId(), key: input.key, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
+    const waiter = this.room.register({ id: newId(), key: input.id, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
     const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
@@ -292,7 +292,7 @@ export class RedisStore implements LockStore {
    * restarted it: the lease does not expire in between).
    * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
    */
-  private async setLockDelay({ key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
+  private async setLockDelay({ id: key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
     try {
       const set = await this.call(async () =>
         parseFlag(
@@ -308,7 +308,7 @@ export class RedisStore implements LockStore {
   }
 
   private runAcquire(
-    { key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
+    { id: key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
     waitMs: number,
     waiterId: string,
   ): Promise<AcquireReply> {
@@ -330,7 +330,7 @@ export class RedisStore implements LockStore {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
-        maxSlots: insideCap(maxHeldInNamespace ?? 0),
+        maxQuotaSlots: insideCap(maxHeldInNamespace ?? 0),
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
@@ -343,7 +343,7 @@ export class RedisStore implements LockStore {
   private async settle(
     reply: AcquireReply,
     decidedAt: number,
-    { key, ownerToken }: AcquireInput,
+    { id: key, ownerToken }: AcquireInput,
     servedBy: string | null,
   ): Promise<AcquireOutcome> {
     switch (reply.kind) {
@@ -620,8 +620,8 @@ export class RedisStore implements LockStore {
   async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
     const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
     const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: HeldLock[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ key: id, ...state });
+    const locks: LockListRow[] = [];
+    for (const { id, state } of states) if (state !== null) locks.push({ id, ...state });
     return { locks, nextCursor: page.nextCursor };
   }
 
@@ -654,29 +654,33 @@ export class RedisStore implements LockStore {
     return { ids: [...found], nextCursor };
   }
 
-  async reserveSlot(namespace: string, slotId: string, ttlMs: number, maxSlots: number): Promise<SlotOutcome> {
+  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
     return this.call(async () =>
-      parseSlotReserve(
-        await this.scripts.run('slotReserve', {
-          quota: this.keys.quotaFor(namespace, slotId, maxSlots),
-          slotId,
+      parseQuotaReserve(
+        await this.scripts.run('quotaReserve', {
+          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
+          quotaSlotId,
           ttlMs,
-          maxSlots: shardCap(maxSlots),
+          maxQuotaSlots: shardCap(maxQuotaSlots),
         }),
       ),
     );
   }
 
-  async extendSlot(namespace: string, slotId: string, expiresAtMs: number, maxSlots: number): Promise<void> {
+  async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void> {
     await this.call(async () =>
-      parseSlotExtend(
-        await this.scripts.run('slotExtend', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId, expiresAtMs }),
+      parseQuotaExtend(
+        await this.scripts.run('quotaExtend', {
+          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
+          quotaSlotId,
+          expiresAtMs,
+        }),
       ),
     );
   }
 
-  async freeSlot(namespace: string, slotId: string, maxSlots: number): Promise<void> {
-    await this.call(() => this.scripts.run('slotFree', { quota: this.keys.quotaFor(namespace, slotId, maxSlots), slotId }));
+  async freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void> {
+    await this.call(() => this.scripts.run('quotaFree', { quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots), quotaSlotId }));
   }
 
   async ping(): Promise<void> {

@@ -262,30 +262,30 @@ export function parseForceRelease(reply: unknown): ForceReleaseReply {
   throw new UnexpectedReplyError('force-release', reply);
 }
 
-export type SlotReserveReply = { reserved: true } | { reserved: false; retryAfterMs: number };
+export type QuotaReserveReply = { reserved: true } | { reserved: false; retryAfterMs: number };
 
-export function parseSlotReserve(reply: unknown): SlotReserveReply {
+export function parseQuotaReserve(reply: unknown): QuotaReserveReply {
   if (Array.isArray(reply)) {
     if (reply.length === 1 && reply[0] === 1) return { reserved: true };
     if (reply.length === 2 && reply[0] === 0) {
-      return { reserved: false, retryAfterMs: Math.max(1, int('slot-reserve', reply, reply[1])) };
+      return { reserved: false, retryAfterMs: Math.max(1, int('quota-reserve', reply, reply[1])) };
     }
   }
-  throw new UnexpectedReplyError('slot-reserve', reply);
+  throw new UnexpectedReplyError('quota-reserve', reply);
 }
 
-export function parseSlotExtend(reply: unknown): boolean {
+export function parseQuotaExtend(reply: unknown): boolean {
   if (reply === 1 || reply === 0) return reply === 1;
-  throw new UnexpectedReplyError('slot-extend', reply);
+  throw new UnexpectedReplyError('quota-extend', reply);
 }
 
-/** rate-lease's reply {granted, windowLeftMs, handedOut}. */
-export function parseRateLease(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
+/** rate-allowance's reply {granted, windowLeftMs, handedOut}. */
+export function parseRateAllowance(reply: unknown): { granted: number; windowLeftMs: number; handedOut: number } {
   if (Array.isArray(reply) && reply.length === 3) {
-    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-lease', reply, v)) as [number, number, number];
+    const [granted, windowLeftMs, handedOut] = reply.map((v: unknown) => int('rate-allowance', reply, v)) as [number, number, number];
     if (granted >= 0 && windowLeftMs >= 1 && handedOut >= granted) return { granted, windowLeftMs, handedOut };
   }
-  throw new UnexpectedReplyError('rate-lease', reply);
+  throw new UnexpectedReplyError('rate-allowance', reply);
 }
 
 /** SCAN's reply: [next cursor, [keys…]]. */

@@ -50,7 +50,7 @@ export interface AcquireArgs extends WaitArgs {
   /** "" for none. */
   readonly idempotencyKey: string;
   /** Most quota units the lock's quota shard may count (the namespace's limit over the shards, rounded up); 0 = no quota. */
-  readonly maxSlots: number;
+  readonly maxQuotaSlots: number;
   /** 0 or absent = none. */
   readonly lockDelayMs?: number;
 }
@@ -120,16 +120,16 @@ export interface ForceReleaseArgs extends HandOverArgs {
   readonly fencingToken?: number;
 }
 
-export interface SlotReserveArgs {
+export interface QuotaReserveArgs {
   readonly quota: QuotaKeys;
-  readonly slotId: string;
+  readonly quotaSlotId: string;
   readonly ttlMs: number;
-  readonly maxSlots: number;
+  readonly maxQuotaSlots: number;
 }
 
-export interface SlotExtendArgs {
+export interface QuotaExtendArgs {
   readonly quota: QuotaKeys;
-  readonly slotId: string;
+  readonly quotaSlotId: string;
   readonly expiresAtMs: number;
 }
 
@@ -169,7 +169,7 @@ export interface PermitHeartbeatArgs extends HandOverArgs {
   readonly waiters: ReadonlyArray<{ readonly id: string; readonly ownerToken: string }>;
 }
 
-export interface RateLeaseArgs {
+export interface RateAllowanceArgs {
   readonly windowKey: string;
   readonly windowMs: number;
   readonly max: number;
@@ -225,7 +225,7 @@ export const SCRIPTS = {
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
-    a.maxSlots,
+    a.maxQuotaSlots,
     a.lockDelayMs ?? 0,
   ]),
   renew: spec<RenewArgs>('renew.lua', 3, (a) => [a.lockKey, a.quota.count, a.quota.ends, a.ownerToken, a.ttlMs, a.graceMs]),
@@ -265,18 +265,24 @@ export const SCRIPTS = {
     readonly channelPrefix: string;
     readonly lockName: string;
   }>('request-release.lua', 1, (a) => [a.lockKey, a.fencingToken, a.payload, a.channelPrefix, a.lockName]),
-  slotReserve: spec<SlotReserveArgs>('slot-reserve.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.ttlMs, a.maxSlots]),
-  slotExtend: spec<SlotExtendArgs>('slot-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.slotId, a.expiresAtMs]),
-  quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly slotId: string }>('quota-add.lua', 2, (a) => [
+  quotaReserve: spec<QuotaReserveArgs>('quota-reserve.lua', 2, (a) => [
+    a.quota.count,
+    a.quota.ends,
+    a.quotaSlotId,
+    a.ttlMs,
+    a.maxQuotaSlots,
+  ]),
+  quotaExtend: spec<QuotaExtendArgs>('quota-extend.lua', 2, (a) => [a.quota.count, a.quota.ends, a.quotaSlotId, a.expiresAtMs]),
+  quotaAdd: spec<{ readonly quota: QuotaKeys; readonly endMs: number; readonly quotaSlotId: string }>('quota-add.lua', 2, (a) => [
     a.quota.count,
     a.quota.ends,
     a.endMs,
-    a.slotId,
+    a.quotaSlotId,
   ]),
-  slotFree: spec<{ readonly quota: QuotaKeys; readonly slotId: string }>('slot-free.lua', 2, (a) => [
+  quotaFree: spec<{ readonly quota: QuotaKeys; readonly quotaSlotId: string }>('quota-free.lua', 2, (a) => [
     a.quota.count,
     a.quota.ends,
-    a.slotId,
+    a.quotaSlotId,
   ]),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
     a.lockKey,
@@ -336,7 +342,7 @@ export const SCRIPTS = {
     readonly layout: 'lock' | 'permit';
   }>('queue.lua', 3, (a) => [a.keys.lock, a.keys.queue, a.keys.waiters, a.limit, a.layout]),
   watchMark: spec<{ readonly lockKey: string; readonly keepMs: number }>('watch-mark.lua', 1, (a) => [a.lockKey, a.keepMs]),
-  rateLease: spec<RateLeaseArgs>('rate-lease.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
+  rateAllowance: spec<RateAllowanceArgs>('rate-allowance.lua', 1, (a) => [a.windowKey, a.windowMs, a.max, a.wanted]),
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

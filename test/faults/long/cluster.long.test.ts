@@ -96,7 +96,7 @@ async function bystander(cluster: RedisCluster, killedPort: number) {
     for (let n = 0; running; n++) {
       try {
         const ownerToken = `bystander-owner-token-${n}`;
-        const outcome = await store.acquire({ key: id, ownerToken, ttlMs: 5_000, holder: null });
+        const outcome = await store.acquire({ id, ownerToken, ttlMs: 5_000, holder: null });
         if (outcome.acquired) {
           counts.grants++;
           await store.release(id, ownerToken);

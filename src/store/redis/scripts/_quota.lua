@@ -10,7 +10,7 @@ A shard keeps COUNTS, not one entry per lease, so a held lock costs the quota no
                "<second>" = units that end in that second (second = ceil(end ms / 1000))
   ends   ZSET  member "<second>", score second: the counted seconds in order, so ended ones are
                found without a scan; member "u:<unit id>", score its second: a unit taken through the
-               slot calls (slot-reserve.lua), whose caller names it by id rather than by its end
+               quota-slot calls (quota-reserve.lua), whose caller names it by id rather than by its end
 A unit counts until the end of its second unless given back first; a take first drops the seconds
 that have ended (only when m says one has), so a lease that expires without a release stops counting
 within a second of its end. Both keys live until the latest counted second ends (plus a second).

@@ -65,7 +65,7 @@ moves it to the lease's new end.
 
 -- Takes a quota unit counted to endMs, unless the shard is full: then returns the time until its
 -- earliest counted second ends.
-local function takeSlot(endMs, cap)
+local function takeQuotaSlot(endMs, cap)
   if cap <= 0 then
     return nil
   end
@@ -74,7 +74,7 @@ end
 
 local graceMs = tonumber(ARGV[4])
 local ttlMs = tonumber(ARGV[2])
-local maxSlots = tonumber(ARGV[13])
+local maxQuotaSlots = tonumber(ARGV[13])
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
@@ -87,7 +87,7 @@ if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[10], AR
 end
 if not live and delayLeft == 0 then
   -- Free, and nobody live is queued.
-  local full = takeSlot(nowMs + ttlMs, maxSlots)
+  local full = takeQuotaSlot(nowMs + ttlMs, maxQuotaSlots)
   if full then
     return {5, full}
   end
@@ -113,7 +113,7 @@ local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
 if refused then
   return refused
 end
-local full = takeSlot(nowMs + waitMs + ttlMs, maxSlots)
+local full = takeQuotaSlot(nowMs + waitMs + ttlMs, maxQuotaSlots)
 if full then
   return {5, full}
 end

@@ -5,12 +5,12 @@ leases it carries over; see migrate-layout.ts). Layout: see _quota.lua.
 KEYS[1]  the count of the quota shard
 KEYS[2]  the ends of the quota shard
 ARGV[1]  the unit's end, Unix ms
-ARGV[2]  "" for a lock's unit (counted by its end, as the lock scripts do); otherwise the slot id of a
-         unit of the slot calls (slot-reserve.lua), recorded as "u:" .. id
+ARGV[2]  "" for a lock's unit (counted by its end, as the lock scripts do); otherwise the quota slot id of a
+         unit of the quota-slot calls (quota-reserve.lua), recorded as "u:" .. id
 
 Returns:
   1   counted
-  0   its end has passed, or the slot id is counted already; nothing changed
+  0   its end has passed, or the quota slot id is counted already; nothing changed
 ]]
 --- @include "_quota"
 

@@ -1,12 +1,12 @@
 --[[
-slot-extend: count an existing quota unit of the slot calls (slot-reserve.lua) to a later end (after
+quota-extend: count an existing quota unit of the quota-slot calls (quota-reserve.lua) to a later end (after
 a grant or a renewal), so it lasts as long as the lease it counts. Never creates a unit and never
 moves one earlier.
 
-KEYS[1]  the count of the slot's quota shard (see _quota.lua)
-KEYS[2]  the ends of the slot's quota shard
-ARGV[1]  slot id
-ARGV[2]  new slot end, Unix ms on the Redis clock
+KEYS[1]  the count of the quota slot's shard (see _quota.lua)
+KEYS[2]  the ends of the quota slot's shard
+ARGV[1]  quota slot id
+ARGV[2]  new quota slot end, Unix ms on the Redis clock
 
 Returns:
   1   the unit exists (it is now counted at least to ARGV[2])

@@ -1,10 +1,10 @@
 --[[
-slot-free: give back a quota unit of the slot calls (slot-reserve.lua): its lease was released, or
+quota-free: give back a quota unit of the quota-slot calls (quota-reserve.lua): its lease was released, or
 was never granted.
 
-KEYS[1]  the count of the slot's quota shard (see _quota.lua)
-KEYS[2]  the ends of the slot's quota shard
-ARGV[1]  slot id
+KEYS[1]  the count of the quota slot's shard (see _quota.lua)
+KEYS[2]  the ends of the quota slot's shard
+ARGV[1]  quota slot id
 
 Returns:
   1   given back

@@ -1,18 +1,18 @@
 --[[
-slot-reserve: take one unit of a namespace's quota for a lease kept by the slot calls (semaphores,
+quota-reserve: take one unit of a namespace's quota for a lease kept by the quota-slot calls (semaphores,
 read/write locks, lock sets), if its quota shard has one free. The unit counts in the same shard
-counts as the lock scripts' (_quota.lua), named by its slot id so slot-extend and slot-free find it:
-member "u:" .. slot id of the shard's ends set, score the second it is counted to. A unit that is
+counts as the lock scripts' (_quota.lua), named by its quota slot id so quota-extend and quota-free find it:
+member "u:" .. quota slot id of the shard's ends set, score the second it is counted to. A unit that is
 never given back stops counting when its second ends.
 
-KEYS[1]  the count of the slot's quota shard (see _quota.lua)
-KEYS[2]  the ends of the slot's quota shard
-ARGV[1]  slot id
-ARGV[2]  slot length from now, ms (integer > 0)
+KEYS[1]  the count of the quota slot's shard (see _quota.lua)
+KEYS[2]  the ends of the quota slot's shard
+ARGV[1]  quota slot id
+ARGV[2]  quota slot length from now, ms (integer > 0)
 ARGV[3]  most units the shard may count at once: the namespace's limit over the shards, rounded up
 
 Returns:
-  {1}                 reserved (or the slot already existed; its end moves later, never earlier)
+  {1}                 reserved (or the quota slot already existed; its end moves later, never earlier)
   {0, retryAfterMs}   the shard is full; retryAfterMs = time until its earliest counted second ends (>= 1)
 ]]
 --- @include "_quota"

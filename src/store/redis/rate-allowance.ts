@@ -1,13 +1,13 @@
 import type { RedisClient } from './client.js';
 import { KeySpace } from './keys.js';
-import { parseRateLease } from './replies.js';
+import { parseRateAllowance } from './replies.js';
 import { defineScripts, type Scripts } from './scripts.js';
 
 /**
- * The rate limiter's shared counters in Redis: each call hands this instance a batch of permits from
- * one caller's window (rate-lease.lua). One script call per batch, not per request.
+ * The rate limiter's shared counters in Redis: each call hands this instance a batch of allowance from
+ * one caller's window (rate-allowance.lua). One script call per batch, not per request.
  */
-export class RedisRatePermits {
+export class RedisRateAllowance {
   private readonly scripts: Scripts;
   private readonly keys: KeySpace;
 
@@ -16,12 +16,12 @@ export class RedisRatePermits {
     this.keys = new KeySpace(keyPrefix);
   }
 
-  async lease(
+  async handOut(
     rateKey: string,
     wanted: number,
     max: number,
     windowMs: number,
   ): Promise<{ granted: number; windowLeftMs: number; handedOut: number }> {
-    return parseRateLease(await this.scripts.run('rateLease', { windowKey: this.keys.rateWindow(rateKey), windowMs, max, wanted }));
+    return parseRateAllowance(await this.scripts.run('rateAllowance', { windowKey: this.keys.rateWindow(rateKey), windowMs, max, wanted }));
   }
 }

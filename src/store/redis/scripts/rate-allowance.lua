@@ -1,18 +1,18 @@
 --[[
-rate-lease: hand an instance a batch of request permits from one API key's (or address's) rate
-window, shared by every instance. The window is a counter that expires with the window: the permits
+rate-allowance: hand an instance a batch of allowance (requests) from one API key's (or address's) rate
+window, shared by every instance. The window is a counter that expires with the window: the allowance
 handed out in it. An instance spends its batch in memory and asks again when it runs out, so the
 count in Redis is never below what all instances have let through, and never above the limit.
 
 KEYS[1]  the window's counter (a string; it expires when the window ends)
 ARGV[1]  window length, ms (integer > 0)
 ARGV[2]  most requests per window (integer > 0)
-ARGV[3]  permits wanted (integer > 0)
+ARGV[3]  allowance wanted, requests (integer > 0)
 
 Returns:
-  {granted, windowLeftMs, handedOut}   granted: permits handed to this instance (0 = the window is
+  {granted, windowLeftMs, handedOut}   granted: allowance handed to this instance (0 = the window is
                                        spent); windowLeftMs: time until the window ends (>= 1);
-                                       handedOut: permits handed out in this window, these included
+                                       handedOut: allowance handed out in this window, these included
 ]]
 local handedOut = tonumber(redis.call('GET', KEYS[1]) or '0')
 local granted = math.max(0, math.min(tonumber(ARGV[3]), tonumber(ARGV[2]) - handedOut))
