@@ -7,6 +7,7 @@ import { connectionPatienceMs } from '../../src/store/redis/client.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { MisalignedReplyError } from '../../src/store/redis/replies.js';
+import { defineScripts } from '../../src/store/redis/scripts.js';
 import { HEARTBEAT_INTERVAL_MS } from '../../src/store/shared/wait-room.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -90,6 +91,35 @@ describe('redis store: calls on the connection', () => {
     await Promise.all(keys.map((key) => store.inspect(key)));
     const reads = (await socketReads()) - before;
     expect(reads).toBeLessThanOrEqual(5);
+  });
+
+  it('a release leaves at once, after what its turn wrote before it; the calls after it wait for the turn to end', async () => {
+    const redis = server.client();
+    try {
+      await redis.ping();
+      const scripts = defineScripts(redis);
+      const socket = redis.stream;
+      const key = uniqueKey('flush');
+      const ownerToken = newOwnerToken();
+      const lockKeys = keySpace.lockKeys(key);
+      const handOver = { graceMs: 60_000, channelPrefix: keySpace.grantChannelPrefix(), lockName: key };
+      const acquireArgs = { ...handOver, keys: lockKeys, ownerToken, ttlMs: 10_000, holder: '', idempotencyKey: '' };
+      const waitArgs = { waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 };
+      const acquired = scripts.run('acquire', { ...acquireArgs, ...waitArgs });
+      // Held in the corked socket until the turn ends.
+      expect(socket.writableLength).toBeGreaterThan(0);
+      const released = scripts.run('release', { ...handOver, keys: lockKeys, ownerToken });
+      // Sent now, the acquire before it.
+      expect(socket.writableLength).toBe(0);
+      const inspected = scripts.run('inspect', { keys: lockKeys });
+      expect(socket.writableLength).toBeGreaterThan(0);
+      // In order: granted, released, then free.
+      expect(await acquired).toEqual([1, expect.any(Number), expect.any(Number)]);
+      expect(await released).toBe(1);
+      expect(await inspected).toEqual([0, expect.any(Number), 0]);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('a plain acquire and release with the quota on run the commands below inside their scripts, and no queue command', async () => {

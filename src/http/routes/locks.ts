@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
@@ -5,6 +6,7 @@ import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyP
 import { principalOf } from '../auth.js';
 import { historyOf } from '../lease-history.js';
 import { SharedAnswers } from '../shared-answers.js';
+import { ReleasesInFlight } from '../releases-in-flight.js';
 import type { IndexedView } from '../../domain/watch.js';
 import type { z } from 'zod';
 import { callerGone, inspectOrWatch, registerLeaseRoutes } from './lease-routes.js';
@@ -45,11 +47,27 @@ function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
   const answers = { shared: new SharedAnswers(LockStatus), status: lockStatus };
   registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
+  const releases = new ReleasesInFlight();
+
+  /**
+   * A waiting acquire of a key this instance is releasing right now waits for that release to settle
+   * before it is validated and sent (see ReleasesInFlight): here, the earliest point where waitMs is known.
+   */
+  const afterReleaseInFlight = (request: FastifyRequest, _reply: unknown, done: () => void): void => {
+    const waitMs = (request.body as { waitMs?: unknown } | undefined)?.waitMs;
+    const settled =
+      typeof waitMs === 'number' && waitMs > 0
+        ? releases.settledOf(principalOf(request).namespace, (request.params as { key: string }).key)
+        : undefined;
+    if (settled === undefined) done();
+    else void settled.then(done);
+  };
 
   app.post(
     '/v1/locks/:key/acquire',
     {
       config: acquireRule.config,
+      preValidation: afterReleaseInFlight,
       schema: {
         operationId: 'acquireLock',
         summary: 'Take a lock',
@@ -98,7 +116,12 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
     },
   );
 
-  registerLeaseRoutes(app, locks, {
+  const leases = {
+    renew: locks.renew.bind(locks),
+    release: (namespace: string, key: string, ownerToken: string) =>
+      releases.track(namespace, key, () => locks.release(namespace, key, ownerToken)),
+  };
+  registerLeaseRoutes(app, leases, {
     path: 'locks',
     id: 'Lock',
     tag: 'locks',

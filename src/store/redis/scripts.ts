@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { createHash } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { Command as RedisCommand, Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
 import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
@@ -443,11 +444,11 @@ export function defineScripts(redis: RedisClient): Scripts {
     // Without numberOfKeys, ioredis takes the first argument as the key count.
     redis.defineCommand(COMMANDS[name], { lua: sources[name], ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
   }
-  const batchWrites = tickBatcher(redis);
+  const writes = tickBatcher(redis);
   const direct = directSender(redis, sources);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
-      batchWrites();
+      writes.batch();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
       const argv = buildArgs(args);
@@ -459,7 +460,9 @@ export function defineScripts(redis: RedisClient): Scripts {
         else argv.unshift(direct.sha(name), numberOfKeys);
         let raw: unknown;
         try {
-          raw = await direct.send(name, argv, false);
+          const sent = direct.send(name, argv, false);
+          if (SENT_AT_ONCE.has(name)) writes.flush();
+          raw = await sent;
         } catch (err) {
           if (!isNoScript(err)) throw err;
           raw = await direct.send(name, argv, true);
@@ -468,7 +471,9 @@ export function defineScripts(redis: RedisClient): Scripts {
       }
       const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
-      return unwrapEcho(name, await command.call(redis, argv), nonce);
+      const sent = command.call(redis, argv);
+      if (SENT_AT_ONCE.has(name)) writes.flush();
+      return unwrapEcho(name, await sent, nonce);
     },
   };
 }
@@ -538,25 +543,50 @@ interface DirectSender {
 }
 
 /**
+ * The scripts a hot key's hand-off waits for: a release that hands the lock to the next waiter. Each
+ * leaves at once, with whatever this turn wrote before it, instead of at the end of the turn: the
+ * requests read after it in the same turn (on a hot key, the releaser's next acquire, read together
+ * with the new holder's release) are not parsed and sent first, and Redis does not run their scripts
+ * before answering it.
+ */
+const SENT_AT_ONCE: ReadonlySet<ScriptName> = new Set<ScriptName>(['release']);
+
+/** How script calls reach the socket: batched per turn of the event loop (see tickBatcher). */
+interface WriteBatcher {
+  /** Holds this turn's writes until the turn ends (on the first call of a turn). */
+  batch(): void;
+  /** Sends what this turn has written so far now; later writes of the turn are held again. */
+  flush(): void;
+}
+
+/**
  * On one Redis connection without ioredis's auto-pipelining: the script calls of one turn of the event
  * loop leave in one socket write. The first call corks the socket and a setImmediate (after the turn's
  * I/O callbacks, as auto-pipelining waits) uncorks it, so Node sends everything written in between with
  * one writev: the batching of auto-pipelining without its pipeline object and promises per batch. A
  * Cluster keeps ioredis's auto-pipelining (one socket per node).
  */
-function tickBatcher(redis: RedisClient): () => void {
-  if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true) return () => undefined;
-  let corked = false;
-  return () => {
-    if (corked) return;
-    // The socket of this moment: after a reconnect the next tick corks the new one.
-    const socket = redis.stream;
-    if (socket === undefined) return;
-    corked = true;
-    socket.cork();
-    afterThisTurn(() => {
-      corked = false;
-      socket.uncork();
-    });
+function tickBatcher(redis: RedisClient): WriteBatcher {
+  if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true) return { batch: () => undefined, flush: () => undefined };
+  let corked: Socket | undefined;
+  return {
+    batch() {
+      if (corked !== undefined) return;
+      // The socket of this moment: after a reconnect the next tick corks the new one.
+      const socket = redis.stream;
+      if (socket === undefined) return;
+      corked = socket;
+      socket.cork();
+      afterThisTurn(() => {
+        corked = undefined;
+        socket.uncork();
+      });
+    },
+    flush() {
+      // Uncorked, the held writes leave in one writev; corked again, the turn's later writes wait for
+      // its end as before (the setImmediate above undoes this cork).
+      corked?.uncork();
+      corked?.cork();
+    },
   };
 }
