@@ -16,7 +16,7 @@ class GatedStore extends MemoryStore {
   private gates: Array<(fail: boolean) => void> = [];
 
   override acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    this.calls.push(`acquire ${input.key} ${input.waitMs ?? 0}`);
+    this.calls.push(`acquire ${input.id} ${input.waitMs ?? 0}`);
     return super.acquire(input);
   }
 

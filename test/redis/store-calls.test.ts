@@ -104,7 +104,7 @@ describe('redis store: calls on the connection', () => {
       const lockKeys = keySpace.lockKeys(key);
       const handOver = { graceMs: 60_000, channelPrefix: keySpace.grantChannelPrefix(), lockName: key };
       const acquireArgs = { ...handOver, keys: lockKeys, ownerToken, ttlMs: 10_000, holder: '', idempotencyKey: '' };
-      const waitArgs = { waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 10, livenessMs: 3_000, maxSlots: 0 };
+      const waitArgs = { waitMs: 0, waiterId: '-', instanceId: 'i', maxWaiters: 10, livenessMs: 3_000, maxQuotaSlots: 0 };
       const acquired = scripts.run('acquire', { ...acquireArgs, ...waitArgs });
       // Held in the corked socket until the turn ends.
       expect(socket.writableLength).toBeGreaterThan(0);
