@@ -655,28 +655,18 @@ export class RedisStore implements LockStore {
   }
 
   async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
-    return this.call(async () =>
-      parseQuotaReserve(
-        await this.scripts.run('quotaReserve', {
-          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
-          quotaSlotId,
-          ttlMs,
-          maxQuotaSlots: shardCap(maxQuotaSlots),
-        }),
-      ),
-    );
+    const args = {
+      quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
+      quotaSlotId,
+      ttlMs,
+      maxQuotaSlots: shardCap(maxQuotaSlots),
+    };
+    return this.call(async () => parseQuotaReserve(await this.scripts.run('quotaReserve', args)));
   }
 
   async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void> {
-    await this.call(async () =>
-      parseQuotaExtend(
-        await this.scripts.run('quotaExtend', {
-          quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots),
-          quotaSlotId,
-          expiresAtMs,
-        }),
-      ),
-    );
+    const args = { quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots), quotaSlotId, expiresAtMs };
+    await this.call(async () => parseQuotaExtend(await this.scripts.run('quotaExtend', args)));
   }
 
   async freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void> {
