@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { call, KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Waiting across real keyholder processes on one Redis: FIFO across instances, and a dead instance's waiter. */
 let redis: RedisServer;
@@ -18,6 +17,17 @@ afterAll(async () => {
 
 const url = (i: number) => (instances[i % instances.length] as KeyholderProcess).url;
 
+/** Waits until the lock's inspect answer counts `count` waiters (a condition, not a sleep). */
+async function waitForWaiters(key: string, count: number, timeout = 10_000): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      const waiters = (await call(url(0), 'GET', `/v1/locks/${key}`)).body.waiters;
+      if (waiters !== count) throw new Error(`${key}: ${String(waiters)} waiters, waiting for ${count}`);
+    },
+    { timeout, interval: 10 },
+  );
+}
+
 describe('waiting across instances', () => {
   it('grants waiters in arrival order across 3 instances; each hand-over takes milliseconds', async () => {
     const holder = await call(url(0), 'POST', '/v1/locks/fifo/acquire', { ttlMs: 30_000 });
@@ -31,14 +41,7 @@ describe('waiting across instances', () => {
         }),
       );
       // Arrival order is defined by Redis: send the next waiter only once this one is queued.
-      await vi
-        .waitFor(
-          async () => {
-            if ((await call(url(0), 'GET', '/v1/locks/fifo')).body.waiters !== i + 1) throw new Error('not queued yet');
-          },
-          { timeout: 5_000, interval: 10 },
-        )
-        .catch(() => undefined);
+      await waitForWaiters('fifo', i + 1);
     }
     const order: number[] = [];
     const handOffMs: number[] = [];
@@ -59,21 +62,24 @@ describe('waiting across instances', () => {
 
   it('a waiter on an instance that dies leaves the queue; the next waiter gets the lock', async () => {
     const doomed = await KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' } });
-    const holder = await call(url(0), 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000 });
-    void call(doomed.url, 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000, waitMs: 20_000 }).catch(() => undefined);
-    await sleep(100);
-    const survivor = call(url(1), 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000, waitMs: 20_000 }, 25_000);
-    await sleep(100);
-    expect((await call(url(2), 'GET', '/v1/locks/orphan')).body.waiters).toBe(2);
-    await doomed.stop('SIGKILL');
-    // Its waiter stops being refreshed and is skipped once its liveness (3 s) runs out.
-    await sleep(3_500);
-    // Only the live waiter is counted from then on.
-    expect((await call(url(2), 'GET', '/v1/locks/orphan')).body.waiters).toBe(1);
-    const releasedAt = performance.now();
-    expect((await call(url(0), 'POST', '/v1/locks/orphan/release', { ownerToken: holder.body.ownerToken })).status).toBe(200);
-    const granted = await survivor;
-    expect(granted.status).toBe(200);
-    expect(performance.now() - releasedAt).toBeLessThan(1_000);
+    try {
+      const holder = await call(url(0), 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000 });
+      void call(doomed.url, 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000, waitMs: 20_000 }).catch(() => undefined);
+      await waitForWaiters('orphan', 1);
+      const survivor = call(url(1), 'POST', '/v1/locks/orphan/acquire', { ttlMs: 30_000, waitMs: 20_000 }, 25_000);
+      await waitForWaiters('orphan', 2);
+      await doomed.stop('SIGKILL');
+      // Its waiter stops being refreshed and is skipped once its liveness (3 s) runs out: from then on
+      // only the live waiter is counted.
+      await waitForWaiters('orphan', 1, 3_500);
+      const releasedAt = performance.now();
+      expect((await call(url(0), 'POST', '/v1/locks/orphan/release', { ownerToken: holder.body.ownerToken })).status).toBe(200);
+      const granted = await survivor;
+      expect(granted.status).toBe(200);
+      expect(performance.now() - releasedAt).toBeLessThan(1_000);
+    } finally {
+      // Stopped here whatever failed above, so a failure leaves no server behind.
+      await doomed.stop('SIGKILL');
+    }
   });
 });
