@@ -27,8 +27,8 @@
  * grant, release or eviction, not of a renewal) plus the leases in it that have ended: an expiry raises
  * it with nothing written, and the next change (which drops the ended leases) starts from a higher base.
  *
- * Lock-delay: an expired lease with one stays in the record (it blocks grants until `e + d`); a change
- * that drops it keeps the delay's end as `u`.
+ * Lock-delay: an expired lease with one stays in the record, and blocks every grant path (acquire,
+ * hand-over, lock set) until `e + d`; only a change after that drops it.
  *
  * One record per pool keeps each step a single compare-and-swap; its cost is the record's size, about
  * 80 bytes per live lease plus its holder label (etcd's default request limit of 1.5 MiB holds about

@@ -39,8 +39,6 @@ export interface PoolRecord {
   readonly l: readonly LeaseRecord[];
   /** The last fencing token granted on the key (a lock's watch index counts from it). */
   readonly f?: number;
-  /** The end of a lock-delay of an expired lease already dropped from `l` (ms; absent: none). */
-  readonly u?: number;
   /** The waiters this change handed a lease to, so their instances recognise the hand-over. */
   readonly g?: readonly string[];
 }
@@ -114,7 +112,7 @@ export function lastToken(pool: PoolRecord | null): number {
 /** When the lock-delay after an EXPIRED (not released) lease ends, or 0 when none runs now. */
 export function delayEnd(pool: PoolRecord | null, nowMs: number): number {
   if (!pool) return 0;
-  let until = pool.u ?? 0;
+  let until = 0;
   for (const lease of pool.l) if (lease.e <= nowMs && lease.d) until = Math.max(until, lease.e + lease.d);
   return until > nowMs ? until : 0;
 }
@@ -147,9 +145,11 @@ export function indexOf(pool: PoolRecord, nowMs: number): number {
 }
 
 /**
- * What a change carries forward of the leases it drops: the end of a lock-delay still running (`u`),
- * and the last token. `kind` decides how long the record is kept: a lock's one lease decides alone (a
- * release ends its keep-until now plus the grace), a multi-holder key keeps the longest end so far.
+ * The record a change writes: `next` with the last token carried over from the leases it drops, kept
+ * until its last lease's end plus the grace (a lock-delay is never longer than the grace: config.ts).
+ * `kind` decides the rest: a lock's one lease decides alone (a release ends its keep-until now plus
+ * the grace), a multi-holder key keeps the longest end so far. No change drops an expired lease
+ * whose lock-delay still runs: every grant path waits for it to end.
  */
 export function carried(
   kind: LeaseKind,
@@ -158,11 +158,10 @@ export function carried(
   nowMs: number,
   graceMs: number,
 ): PoolRecord {
-  const u = delayEnd(prior, nowMs);
   const f = Math.max(lastToken(prior), lastToken({ ...next, k: 0 }));
   const floor = kind === 'lock' || !prior ? Math.floor(nowMs) + graceMs : prior.k;
-  const k = Math.max(floor, u, ...next.l.map((l) => l.e + graceMs));
-  return { ...next, k, ...(f > 0 ? { f } : {}), ...(u > 0 ? { u } : {}) };
+  const k = Math.max(floor, ...next.l.map((l) => l.e + graceMs));
+  return { ...next, k, ...(f > 0 ? { f } : {}) };
 }
 
 /** Ends first: the earlier end, then the lower owner token (the order the other stores show). */
