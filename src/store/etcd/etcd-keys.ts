@@ -2,14 +2,16 @@
  * The one place etcd key names are built. Lock ids (namespace/key) contain only A-Z a-z 0-9 . _ - : @
  * and one `/`, so `#` safely ends a lock id inside a longer key, and a prefix range never mixes locks.
  *
- *   <prefix>lock/<id>              the lock record (JSON, see LockRecord)
- *   <prefix>queue/<id>#<waiterId>  a queued waiter (JSON, see WaiterRecord); FIFO order = create revision
+ *   <prefix>lock/<id>              a lock's pool record (JSON, PoolRecord in etcd-pools.ts; one lease at most)
+ *   <prefix>queue/<id>#<waiterId>  a caller queued for a lock (LeaseWaiterRecord); FIFO order = create revision
  *   <prefix>slot/<ns>#<quotaSlotId>  a quota slot ({"e": end ms})
  *   <prefix>slotver/<ns>           bumped by every reservation: the compare-and-set guard of a namespace's count
- *   <prefix>pool/<kind>/<id>       a semaphore's or read/write lock's leases, one record (see etcd-permits.ts)
+ *   <prefix>pool/<kind>/<id>       a semaphore's or read/write lock's pool record (PoolRecord)
  *   <prefix>pqueue/<kind>/<id>#<waiterId>  a caller queued for a permit; FIFO order = create revision
  *
- * <kind> is `semaphore` or `rwlock` (no `/`), so the same name under each kind is a different key.
+ * <kind> is `semaphore` or `rwlock` (no `/`), so the same name under each kind is a different key. A
+ * lock keeps the names it had before locks were pools (`lock/`, `queue/`), so keys written then are
+ * still found (etcd-pools.ts reads their old records).
  */
 /** A prefix range of keys, as etcd's range reads and deletes take it. */
 export interface KeyRange {
@@ -81,6 +83,27 @@ export class EtcdKeys {
 
   permitQueue(kind: string, id: string): KeyRange {
     return this.range(`pqueue/${kind}/${id}#`);
+  }
+
+  /** The record of a key of any kind: a lock's under `lock/`, the others' under `pool/<kind>/`. */
+  leaseRecord(kind: string, id: string): Buffer {
+    return kind === 'lock' ? this.lock(id) : this.pool(kind, id);
+  }
+
+  leaseRecords(kind: string, idPrefix: string): KeyRange {
+    return kind === 'lock' ? this.lockRange(idPrefix) : this.poolRange(kind, idPrefix);
+  }
+
+  leaseIdOf(kind: string, key: Buffer): string | null {
+    return kind === 'lock' ? this.lockIdOf(key) : this.poolIdOf(kind, key);
+  }
+
+  leaseWaiter(kind: string, id: string, waiterId: string): Buffer {
+    return kind === 'lock' ? this.waiter(id, waiterId) : this.permitWaiter(kind, id, waiterId);
+  }
+
+  leaseQueue(kind: string, id: string): KeyRange {
+    return kind === 'lock' ? this.queue(id) : this.permitQueue(kind, id);
   }
 
   ping(): Buffer {

@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { eventually } from '../helpers/redis-store.js';
+
+/** With etcd gone, every acquire path of the one engine fails closed: a 503, never a grant. */
+let cluster: EtcdCluster;
+let store: EtcdStore;
+
+beforeAll(async () => {
+  cluster = await EtcdCluster.start(1);
+  store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'gone/', commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+  await eventually(() => store.ping(), 10_000);
+}, 60_000);
+afterAll(async () => {
+  await store?.close();
+  await cluster?.stop();
+});
+
+describe('etcd store: etcd unreachable', () => {
+  it('a lock, a lock set, a permit and their renewals and releases answer StoreUnavailableError', async () => {
+    const ownerToken = 'o'.repeat(22);
+    expect(await store.acquire({ id: 'ns/held', ownerToken, ttlMs: 30_000, holder: null })).toMatchObject({ acquired: true });
+    await cluster.stop();
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ['acquire', () => store.acquire({ id: 'ns/free', ownerToken, ttlMs: 5_000, holder: null })],
+      ['acquire waiting', () => store.acquire({ id: 'ns/held', ownerToken: 'p'.repeat(22), ttlMs: 5_000, holder: null, waitMs: 2_000 })],
+      ['acquireSet', () => store.acquireSet({ keys: ['ns/a', 'ns/b'], ownerToken, ttlMs: 5_000, holder: null })],
+      [
+        'acquirePermit',
+        () =>
+          store.permits.acquirePermit({ kind: 'semaphore', key: 'ns/s', ownerToken, ttlMs: 5_000, holder: null, weight: 1, capacity: 3 }),
+      ],
+      ['renew', () => store.renew('ns/held', ownerToken, 5_000)],
+      ['release', () => store.release('ns/held', ownerToken)],
+      ['inspect', () => store.inspect('ns/held')],
+    ];
+    for (const [name, call] of calls) {
+      const err = await call().then(
+        (answer) => answer,
+        (e: unknown) => e,
+      );
+      expect(err, name).toBeInstanceOf(StoreUnavailableError);
+    }
+  }, 60_000);
+});
