@@ -43,10 +43,7 @@ import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseR
 import type { IndexedLockState, ListPage, ListQuery, LockListRow, LockState } from '../../domain/lock-store.js';
 import {
   withReleaseRequest,
-  type EvictedPermit,
   type IndexedPermitState,
-  type PermitAcquireInput,
-  type PermitAcquireOutcome,
   type PermitKind,
   type PermitListPage,
   type PermitListQuery,
@@ -64,6 +61,7 @@ import type { EtcdKeys } from './etcd-keys.js';
 import { HandOverWatches } from './etcd-watches.js';
 import type { Observed } from './etcd-records.js';
 import { MAX_CAS_ROUNDS, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest } from './etcd-records.js';
+import { EnginePermitWords, type LeaseEngine } from '../shared/engine-words.js';
 import {
   busyUntil,
   carried,
@@ -117,11 +115,12 @@ const HEADS_READ = 64;
 const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 const CONTENDED = 'too much contention on one key to decide in time';
 
-export class EtcdLeases implements PermitStore {
+export class EtcdLeases extends EnginePermitWords implements PermitStore, LeaseEngine {
   private readonly room: WaitRoom<LeaseAcquireOutcome>;
   private readonly handOvers: HandOverWatches;
 
   constructor(private readonly deps: EtcdLeasesDeps) {
+    super();
     this.room = new WaitRoom<LeaseAcquireOutcome>({
       confirm: (waiter) => this.confirm(waiter),
       // The caller's key is filled in by acquire (only a one-key acquire waits).
@@ -400,30 +399,6 @@ export class EtcdLeases implements PermitStore {
 
   // ---- the permit words (PermitStore) ----
 
-  async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
-    const outcome = await this.acquire({ ...input, keys: [input.key] });
-    if (!outcome.acquired) {
-      return outcome.reason === 'full' ? { acquired: false, reason: 'full', retryAfterMs: outcome.retryAfterMs } : outcome;
-    }
-    const { fencingTokens, expiresAtMs, decidedAt } = outcome;
-    return { acquired: true, fencingToken: fencingTokens[0] as number, expiresAtMs, decidedAt };
-  }
-
-  async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
-    const outcome = await this.renew(kind, [key], ownerToken, ttlMs);
-    if (!outcome.renewed) return outcome;
-    const { expiresAtMs, releaseRequested } = outcome;
-    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
-  }
-
-  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.requestRelease(kind, key, fencingToken, request);
-  }
-
-  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
-    return this.release(kind, [key], ownerToken);
-  }
-
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
     return (await this.inspectPermitsIndexed(kind, key)).state;
   }
@@ -434,18 +409,6 @@ export class EtcdLeases implements PermitStore {
     if (!pool) return { state: null, index: 0 };
     const nowMs = this.deps.now();
     return { state: stateOf(pool.value, queued, nowMs), index: indexOf(pool.value, nowMs) };
-  }
-
-  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void> {
-    return this.watchChanges(kind, key, onChange);
-  }
-
-  permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
-    return this.queue(kind, key, limit);
-  }
-
-  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
-    return this.forceRelease(kind, key, fencingToken);
   }
 
   async listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage> {

@@ -1,31 +1,12 @@
-import { withReleaseRequest } from '../../domain/permit-store.js';
 import { Etcd3, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { monotonicWallClock, type Clock } from '../shared/clock.js';
 import { startHeartbeat } from '../shared/wait-room.js';
-import {
-  lockSetsOf,
-  type AcquireInput,
-  type AcquireOutcome,
-  type ForceReleaseOutcome,
-  type IndexedLockState,
-  type ListPage,
-  type ListQuery,
-  type LockSetAcquireOutcome,
-  type LockSetInput,
-  type LockSetRenewOutcome,
-  type LockSetStore,
-  type LockState,
-  type LockStore,
-  type QueuedCaller,
-  type ReleaseRequest,
-  type ReleaseRequestInput,
-  type RenewOutcome,
-  type QuotaSlotOutcome,
-} from '../../domain/lock-store.js';
+import { lockSetsOf, type LockSetStore, type LockStore, type QuotaSlotOutcome } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdLeases } from './etcd-leases.js';
 import { callEtcd, MAX_CAS_ROUNDS, parseJson } from './etcd-records.js';
+import { EngineLockWords } from '../shared/engine-words.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -72,7 +53,7 @@ const RECORD_SLACK_MS = 2000;
  * instance's clock. Instances must keep their clocks in step (NTP); skew between instances eats into
  * the lease exactly as a client's own clock error does.
  */
-export class EtcdStore implements LockStore {
+export class EtcdStore extends EngineLockWords implements LockStore {
   readonly kind = 'etcd';
   /** A lock set is one transaction over all its lock records. */
   readonly lockSets: LockSetStore = lockSetsOf(this);
@@ -88,6 +69,7 @@ export class EtcdStore implements LockStore {
   private closed = false;
 
   constructor(options: EtcdStoreOptions) {
+    super();
     this.keys = new EtcdKeys(options.keyPrefix);
     this.timeoutMs = options.commandTimeoutMs;
     this.now = options.clock ?? monotonicWallClock;
@@ -105,80 +87,6 @@ export class EtcdStore implements LockStore {
       sessionLease: () => this.sessionLease(),
     });
     this.heartbeat = startHeartbeat(() => this.permits.visitAll());
-  }
-
-  async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.id], capacity: 1, weight: 1, ...input });
-    if (!outcome.acquired) return { acquired: false, retryAfterMs: outcome.retryAfterMs };
-    const { fencingTokens, expiresAtMs, decidedAt, replayed } = outcome;
-    const fencingToken = fencingTokens[0] as number;
-    return replayed
-      ? { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed }
-      : { acquired: true, fencingToken, expiresAtMs, decidedAt };
-  }
-
-  async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
-    const outcome = await this.permits.renew('lock', [key], ownerToken, ttlMs);
-    if (!outcome.renewed) return outcome;
-    const { expiresAtMs, releaseRequested } = outcome;
-    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
-  }
-
-  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.permits.requestRelease('lock', key, fencingToken, request);
-  }
-
-  release(key: string, ownerToken: string): Promise<boolean> {
-    return this.permits.release('lock', [key], ownerToken);
-  }
-
-  inspect(key: string): Promise<LockState | null> {
-    return this.permits.lockState(key);
-  }
-
-  inspectIndexed(key: string): Promise<IndexedLockState> {
-    return this.permits.lockIndexed(key);
-  }
-
-  /** etcd's own watch on the lock's record: every put (grant, release, hand-over) or delete is a notice. */
-  watchChanges(key: string, onChange: () => void): Promise<() => void> {
-    return this.permits.watchChanges('lock', key, onChange);
-  }
-
-  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
-    const [evicted] = await this.permits.forceRelease('lock', key, fencingToken);
-    if (evicted === undefined) return { released: false };
-    return { released: true, holder: evicted.holder, fencingToken: evicted.fencingToken, evictedOwnerToken: evicted.ownerToken };
-  }
-
-  /** Every key or none: one transaction over all the keys' records (etcd-leases.ts). */
-  async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
-    if (outcome.acquired) {
-      return { acquired: true, fencingTokens: outcome.fencingTokens, expiresAtMs: outcome.expiresAtMs, decidedAt: outcome.decidedAt };
-    }
-    // (Keys of capacity 1: never a mismatch.)
-    return {
-      acquired: false,
-      retryAfterMs: outcome.retryAfterMs,
-      busyKey: outcome.reason === 'full' ? outcome.busyKey : (keys[0] as string),
-    };
-  }
-
-  renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
-    return this.permits.renew('lock', keys, ownerToken, ttlMs);
-  }
-
-  releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
-    return this.permits.release('lock', keys, ownerToken);
-  }
-
-  queue(key: string, limit: number): Promise<QueuedCaller[]> {
-    return this.permits.queue('lock', key, limit);
-  }
-
-  list(query: ListQuery): Promise<ListPage> {
-    return this.permits.listLocks(query);
   }
 
   /**

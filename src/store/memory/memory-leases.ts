@@ -13,10 +13,7 @@ import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseR
 import type { LockListRow, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
 import {
   MAX_HOLDERS_SHOWN,
-  type EvictedPermit,
   type IndexedPermitState,
-  type PermitAcquireInput,
-  type PermitAcquireOutcome,
   type PermitKind,
   type ReleaseRequest,
   type ReleaseRequestInput,
@@ -24,6 +21,7 @@ import {
 import type { PermitListPage, PermitListQuery, PermitState, PermitStore, QueuedCaller } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from '../shared/clock.js';
+import { EnginePermitWords, type LeaseEngine } from '../shared/engine-words.js';
 
 interface Lease {
   readonly ownerToken: string;
@@ -87,11 +85,13 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
  * runs synchronously on the one event loop; a lease that runs out with callers queued is handed on by a
  * timer set for its end (or its lock-delay's).
  */
-export class MemoryLeases implements PermitStore {
+export class MemoryLeases extends EnginePermitWords implements PermitStore, LeaseEngine {
   private readonly pools = new Map<string, Pool>();
   private closed = false;
 
-  constructor(private readonly options: MemoryLeasesOptions) {}
+  constructor(private readonly options: MemoryLeasesOptions) {
+    super();
+  }
 
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
@@ -332,34 +332,6 @@ export class MemoryLeases implements PermitStore {
     return { locks, nextCursor: found.length > limit && last !== undefined ? last.id : null };
   }
 
-  async acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome> {
-    const outcome = await this.acquire({ ...input, keys: [input.key] });
-    if (!outcome.acquired) {
-      return outcome.reason === 'full' ? { acquired: false, reason: 'full', retryAfterMs: outcome.retryAfterMs } : outcome;
-    }
-    return {
-      acquired: true,
-      fencingToken: outcome.fencingTokens[0] as number,
-      expiresAtMs: outcome.expiresAtMs,
-      decidedAt: outcome.decidedAt,
-    };
-  }
-
-  async renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
-    const outcome = await this.renew(kind, [key], ownerToken, ttlMs);
-    if (!outcome.renewed) return outcome;
-    const { expiresAtMs, releaseRequested } = outcome;
-    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
-  }
-
-  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.requestRelease(kind, key, fencingToken, request);
-  }
-
-  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
-    return this.release(kind, [key], ownerToken);
-  }
-
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
     this.assertOpen();
     const pool = this.pools.get(poolId(kind, key));
@@ -372,18 +344,6 @@ export class MemoryLeases implements PermitStore {
     if (pool === undefined) return { state: null, index: 0 };
     const now = this.options.clock();
     return { state: stateOf(pool, now), index: permitIndex(pool, now) };
-  }
-
-  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void> {
-    return this.watchChanges(kind, key, onChange);
-  }
-
-  permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
-    return this.queue(kind, key, limit);
-  }
-
-  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]> {
-    return this.forceRelease(kind, key, fencingToken);
   }
 
   async listPermits(kind: PermitKind, { prefix, limit, cursor }: PermitListQuery): Promise<PermitListPage> {

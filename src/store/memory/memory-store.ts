@@ -1,13 +1,12 @@
-import { withReleaseRequest } from '../../domain/permit-store.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryLeases } from './memory-leases.js';
 import { lockSetsOf } from '../../domain/lock-store.js';
-import type { AcquireInput, AcquireOutcome, IndexedLockState, LockState, LockStore, RenewOutcome } from '../../domain/lock-store.js';
-import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome, LockSetStore } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
-import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
+import type { LockStore } from '../../domain/lock-store.js';
+import type { LockSetStore } from '../../domain/lock-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
+import { EngineLockWords } from '../shared/engine-words.js';
 
 export interface MemoryStoreOptions {
   /** How long a key's last fencing token is kept after its lease ends. */
@@ -32,7 +31,7 @@ export interface MemoryStoreOptions {
  * a FIFO queue; a release hands the key straight to the queue's head (only that waiter wakes), a lease
  * that runs out is handed over by a timer set for its end.
  */
-export class MemoryStore implements LockStore {
+export class MemoryStore extends EngineLockWords implements LockStore {
   readonly kind = 'memory';
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Quota slots: namespace -> slot id -> slot end (Unix ms). */
@@ -46,6 +45,7 @@ export class MemoryStore implements LockStore {
   readonly permits: MemoryLeases;
 
   constructor(options: MemoryStoreOptions) {
+    super();
     this.clock = options.clock ?? monotonicWallClock;
     this.permits = new MemoryLeases({
       fenceGraceMs: options.fenceGraceMs,
@@ -69,78 +69,6 @@ export class MemoryStore implements LockStore {
   /** Whether any state (a lease, or a remembered fencing token) is kept for the lock `key`. */
   has(key: string): boolean {
     return this.permits.has('lock', key);
-  }
-
-  async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.id], capacity: 1, weight: 1, ...input });
-    if (!outcome.acquired) return { acquired: false, retryAfterMs: outcome.retryAfterMs };
-    const { fencingTokens, expiresAtMs, decidedAt, replayed } = outcome;
-    const fencingToken = fencingTokens[0] as number;
-    return replayed
-      ? { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed }
-      : { acquired: true, fencingToken, expiresAtMs, decidedAt };
-  }
-
-  async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
-    const outcome = await this.permits.renew('lock', [key], ownerToken, ttlMs);
-    if (!outcome.renewed) return outcome;
-    const { expiresAtMs, releaseRequested } = outcome;
-    return withReleaseRequest({ renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs }, releaseRequested);
-  }
-
-  requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.permits.requestRelease('lock', key, fencingToken, request);
-  }
-
-  release(key: string, ownerToken: string): Promise<boolean> {
-    return this.permits.release('lock', [key], ownerToken);
-  }
-
-  inspect(key: string): Promise<LockState | null> {
-    return this.permits.lockState(key);
-  }
-
-  inspectIndexed(key: string): Promise<IndexedLockState> {
-    return this.permits.lockIndexed(key);
-  }
-
-  watchChanges(key: string, onChange: () => void): Promise<() => void> {
-    return this.permits.watchChanges('lock', key, onChange);
-  }
-
-  async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
-    if (outcome.acquired)
-      return { acquired: true, fencingTokens: outcome.fencingTokens, expiresAtMs: outcome.expiresAtMs, decidedAt: outcome.decidedAt };
-    // (Keys of capacity 1: never a mismatch.)
-    return {
-      acquired: false,
-      retryAfterMs: outcome.retryAfterMs,
-      busyKey: outcome.reason === 'full' ? outcome.busyKey : (keys[0] as string),
-    };
-  }
-
-  renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
-    return this.permits.renew('lock', keys, ownerToken, ttlMs);
-  }
-
-  releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
-    return this.permits.release('lock', keys, ownerToken);
-  }
-
-  queue(key: string, limit: number): Promise<QueuedCaller[]> {
-    return this.permits.queue('lock', key, limit);
-  }
-
-  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
-    const [evicted] = await this.permits.forceRelease('lock', key, fencingToken);
-    if (evicted === undefined) return { released: false };
-    return { released: true, holder: evicted.holder, fencingToken: evicted.fencingToken, evictedOwnerToken: evicted.ownerToken };
-  }
-
-  /** Exact pages in id order (see MemoryLeases.listLocks). */
-  list(query: ListQuery): Promise<ListPage> {
-    return this.permits.listLocks(query);
   }
 
   async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
