@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
@@ -55,4 +55,40 @@ describeHistoryContract('redis', {
   },
   // Counted per quota shard: keysPerNamespace / 16, rounded up, in each.
   keysKept: (keysPerNamespace) => QUOTA_SHARDS * Math.ceil(keysPerNamespace / QUOTA_SHARDS),
+});
+
+describe('redis history index', () => {
+  it('holds at most the shard cap of lists, those its TTL dropped included, with no sweep of its own', async () => {
+    // keysPerNamespace 16: one list per shard. Lists of one shard, written one call apart; the first
+    // two outlive their TTL before the next is written.
+    const limits = { eventsPerKey: 5, keysPerNamespace: 16, retentionMs: 300 };
+    const store = new RedisHistory({
+      connection: { mode: 'standalone', url: server.url },
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 2_000,
+      limits,
+    });
+    const client = server.client();
+    try {
+      const namespace = `index-${Date.now().toString(36)}`;
+      const keyOf = (i: number) => ({ namespace, primitive: 'lock' as const, key: `k${i}` });
+      const index = store.indexKey(store.listKey(keyOf(0)));
+      const same = Array.from({ length: 400 }, (_, i) => keyOf(i)).filter((k) => store.indexKey(store.listKey(k)) === index);
+      expect(same.length).toBeGreaterThanOrEqual(4);
+      const [a, b, c, d] = same as [ReturnType<typeof keyOf>, ReturnType<typeof keyOf>, ReturnType<typeof keyOf>, ReturnType<typeof keyOf>];
+      await store.append([{ ...a, record: { kind: 'released', at: Date.now(), lease: 'a' } }]);
+      await store.append([{ ...b, record: { kind: 'released', at: Date.now(), lease: 'b' } }]);
+      expect(await client.zcard(index)).toBe(1);
+      expect(await client.exists(store.listKey(a))).toBe(0);
+      await new Promise((r) => setTimeout(r, 450));
+      expect(await client.exists(store.listKey(b))).toBe(0);
+      await store.append([{ ...c, record: { kind: 'released', at: Date.now(), lease: 'c' } }]);
+      await store.append([{ ...d, record: { kind: 'released', at: Date.now(), lease: 'd' } }]);
+      expect(await client.zrange(index, 0, -1)).toEqual([store.listKey(d)]);
+      expect(await client.exists(store.listKey(d))).toBe(1);
+    } finally {
+      client.disconnect();
+      await store.close();
+    }
+  });
 });

@@ -14,40 +14,49 @@ import { createRedisClient, type RedisClient, type RedisConnection } from './cli
 import { KeySpace, QUOTA_SHARDS } from './keys.js';
 
 /**
- * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: now,
- * retention, events per key, keys per shard, then per shard its count of lists, and per list its events
- * joined by line breaks, oldest first: one argument a list, not one an event, which is what a batch
- * costs the instance to send). No stored event holds a raw line break (encodeRecord escapes it in text;
- * JSON escapes it in strings). Each list keeps its last events and lives `retention` past its last
- * write; each index (a ZSET of list names by last write) drops the lists idle past the retention, and
- * past the shard's cap deletes the least recently written. Every key of a shard carries the shard's hash
- * tag: on a Cluster a call holds one shard (one slot); elsewhere one call holds several.
+ * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: retention,
+ * events per key, keys per shard, then per shard its count of lists, and per list its events joined by
+ * line breaks, oldest first: one argument a list, not one an event, which is what a batch costs the
+ * instance to send). No stored event holds a raw line break (encodeRecord escapes it in text; JSON
+ * escapes it in strings). Each list keeps its last events and lives `retention` past its last write
+ * (its TTL); each index (a ZSET of list names by last write, on Redis's clock) deletes the least recently
+ * written past the shard's cap. An index entry of a list its TTL dropped stays until it is the oldest past
+ * the cap (it is: it was written before any live list), so the index never outgrows the cap and needs no
+ * sweep of its own. Every key of a shard carries the shard's hash tag: on a Cluster a call holds one shard
+ * (one slot); elsewhere one call holds several.
  */
 const APPEND_LUA = `
-local now, keep, perKey, perShard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local perKey, perShard = tonumber(ARGV[2]), tonumber(ARGV[3])
 -- The TTL as sent, a string: a number passed to redis.call is formatted anew on every call.
-local a, k, ttl = 5, 1, ARGV[2]
+local a, k, ttl = 4, 1, ARGV[1]
+-- Ranks from Redis's clock, read once a call (not the top of each index, one call per shard): they go up
+-- from call to call, whichever instance sent it, as each list takes the script longer than the 1 µs its
+-- rank adds.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 while k <= #KEYS do
   local index, lists = KEYS[k], tonumber(ARGV[a])
   a = a + 1
-  -- Scores only go up, so the list written last is ranked last even within one millisecond.
-  local top = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2]
   local score = now
-  if top and tonumber(top) >= score then score = tonumber(top) + 0.001 end
   -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
   local ranks, r = {}, 0
   for i = k + 1, k + lists do
     local blob, len = ARGV[a], 0
-    local from, n, events = 1, 0, {}
-    while true do
-      local nl = string.find(blob, '\\n', from, true)
-      n = n + 1
-      if not nl then events[n] = string.sub(blob, from); break end
-      events[n] = string.sub(blob, from, nl - 1)
-      from = nl + 1
+    if not string.find(blob, '\\n', 1, true) then
+      -- One event (a short pair folded into its grant, mostly): pushed as sent.
+      len = redis.call('RPUSH', KEYS[i], blob)
+    else
+      local from, n, events = 1, 0, {}
+      while true do
+        local nl = string.find(blob, '\\n', from, true)
+        n = n + 1
+        if not nl then events[n] = string.sub(blob, from); break end
+        events[n] = string.sub(blob, from, nl - 1)
+        from = nl + 1
+      end
+      -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
+      for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
     end
-    -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
-    for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
     -- A trim only when the list outgrew its cap: RPUSH answers the length.
     if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
     a = a + 1
@@ -57,7 +66,6 @@ while k <= #KEYS do
     if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
   end
   if r > 0 then redis.call('ZADD', index, unpack(ranks, 1, r)) end
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', now - keep)
   local over = redis.call('ZCARD', index) - perShard
   -- Past the cap: the least recently written lists leave the index (one ZPOPMIN) and go (one DEL per 1000).
   while over > 0 do
@@ -144,7 +152,7 @@ export class RedisHistory implements HistoryStore {
       else shards.set(index, [list]);
     }
     const { retentionMs, eventsPerKey } = this.options.limits;
-    const head = [Date.now(), retentionMs, eventsPerKey, this.perShard];
+    const head = [retentionMs, eventsPerKey, this.perShard];
     const call = (group: [string, string[]][]) => {
       const keys: string[] = [];
       const args: (string | number)[] = [...head];
