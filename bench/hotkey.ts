@@ -1,6 +1,6 @@
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { removeDir, ROOT, startKeyholder, type Keyholder, type OwnedProcess } from './procs.js';
-import type { LoopResult, LoopTask } from './protocol.js';
+import type { LoopResult, LoopScenario, LoopTask } from './protocol.js';
 import { commandsPerPair, errorKinds } from './report.js';
 
 /**
@@ -24,6 +24,11 @@ export interface HotKeySettings {
    * one started after it (docs/performance.md), so an A/B is run in both start orders.
    */
   readonly reverseStart?: boolean;
+  /**
+   * The loop each build runs: 'hot' (the default, the hand-offs) or another loop scenario, e.g. 'pairs'
+   * for an A/B of lock pairs on distinct keys (--only ab).
+   */
+  readonly scenario?: LoopScenario;
 }
 
 export interface HotKeyRow {
@@ -66,10 +71,10 @@ export async function measureHotKey(
         const order = instances.map((_, i) => (i + round - 1) % instances.length);
         for (const i of order) {
           const [name, kh, redis] = instances[i] as [string, Keyholder, RedisServer];
-          progress(`hot key round ${round}/${settings.rounds} c=${c}: ${name}`);
+          progress(`${settings.scenario ?? 'hot'} round ${round}/${settings.rounds} c=${c}: ${name}`);
           const result = await runLoop({
             kind: 'loop',
-            scenario: 'hot',
+            scenario: settings.scenario ?? 'hot',
             target: kh.url,
             concurrency: c,
             warmMs: settings.warmMs,
@@ -82,7 +87,7 @@ export async function measureHotKey(
           kh.proc.truncateLog();
           rows.find((r) => r.build === name && r.concurrency === c)?.results.push(result);
           const errors = Object.keys(result.errors).length ? `  errors ${JSON.stringify(result.errors)}` : '';
-          progress(`hot key round ${round}/${settings.rounds} c=${c}: ${name}: ${result.unitsPerSecond.toFixed(0)} hand-offs/s${errors}`);
+          progress(`${settings.scenario ?? 'hot'} round ${round}/${settings.rounds} c=${c}: ${name}: ${result.unitsPerSecond.toFixed(0)}/s${errors}`);
         }
       }
     }
@@ -125,8 +130,14 @@ function breakdown(rs: readonly LoopResult[]): string {
 }
 
 export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySettings): string {
+  const scenario = settings.scenario ?? 'hot';
+  // Another scenario's units (a lock pair on distinct keys, say): the same table, its cells per unit.
+  const intro =
+    scenario === 'hot'
+      ? ''
+      : `Scenario ${scenario} (see the loops' units; "hand-off" below reads "${scenario} unit", and its hand-off latency is n/a). `;
   const lines = [
-    `Hand-offs on one hot key: c callers each acquire it with waitMs, take it and release it at once; ` +
+    `${intro}Hand-offs on one hot key: c callers each acquire it with waitMs, take it and release it at once; ` +
       `${settings.rounds} rounds of ${settings.durationMs / 1000} s per build and concurrency, taking turns; ` +
       `processes started ${settings.reverseStart === true ? 'last build first' : 'this build first'}; ` +
       'median of the rounds (min–max). Hand-off: the release sent → the next caller’s 200. Server CPU: the ' +
