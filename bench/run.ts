@@ -328,6 +328,7 @@ async function hotKeyOnly(scenario: LoopScenario = 'hot'): Promise<void> {
     baselines: args.baseline === undefined ? [] : args.baseline.split(','),
     reverseStart: args['reverse-start'],
     scenario,
+    baselineEnv: JSON.parse(process.env.BENCH_BASELINE_ENV ?? '{}') as Record<string, string>,
   };
   const profileDir = join(ROOT, '.tmp/bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
   const flags = (build: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, build)}`] : []);

@@ -742,4 +742,15 @@ describe('the script table on the connection', () => {
     expect(await release('owner-next')).toEqual(1);
     expect(await evalCalls()).toMatchObject({ eval: 2, evalsha: 4, evalshaFailed: 2 });
   });
+
+  it('a call hands its arguments to the command as built: no Array.prototype.flat copy (about 3 us per acquire on Node 20)', async () => {
+    const flat = vi.spyOn(Array.prototype, 'flat');
+    try {
+      expect(await acquire('owner-flat')).toEqual([1, int, int]);
+      expect(await release('owner-flat')).toEqual(1);
+      expect(flat).not.toHaveBeenCalled();
+    } finally {
+      flat.mockRestore();
+    }
+  });
 });
