@@ -422,8 +422,15 @@ function newNonce(): string {
 
 /** The scripts as registered on one connection. */
 export interface Scripts {
-  /** Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError. */
-  run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown>;
+  /**
+   * Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError.
+   * `atOnce`: the call leaves for Redis now, with whatever this turn wrote before it, instead of at the
+   * end of the turn (see tickBatcher): for a release that may hand the lock to a waiter, so the requests
+   * read after it in the same turn (on a hot key, the releaser's next acquire, read together with the new
+   * holder's release) are not parsed and sent first, and Redis does not run their scripts before
+   * answering it. Each such call is a socket write of its own.
+   */
+  run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce?: boolean): Promise<unknown>;
 }
 
 type Command = (...args: Array<Arg | Arg[]>) => Promise<unknown>;
@@ -447,7 +454,7 @@ export function defineScripts(redis: RedisClient): Scripts {
   const writes = tickBatcher(redis);
   const direct = directSender(redis, sources);
   return {
-    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
+    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce = false): Promise<unknown> {
       writes.batch();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
@@ -461,7 +468,7 @@ export function defineScripts(redis: RedisClient): Scripts {
         let raw: unknown;
         try {
           const sent = direct.send(name, argv, false);
-          if (SENT_AT_ONCE.has(name)) writes.flush();
+          if (atOnce) writes.flush();
           raw = await sent;
         } catch (err) {
           if (!isNoScript(err)) throw err;
@@ -473,7 +480,7 @@ export function defineScripts(redis: RedisClient): Scripts {
       const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
       const sent = command.call(redis, argv);
-      if (SENT_AT_ONCE.has(name)) writes.flush();
+      if (atOnce) writes.flush();
       return unwrapEcho(name, await sent, nonce);
     },
   };
@@ -552,15 +559,6 @@ interface DirectSender {
   /** Sends EVALSHA (EVAL with the source when `asEval`, or on a socket that has not run it) with `args` (sha, numkeys, keys, args). */
   send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
 }
-
-/**
- * The scripts a hot key's hand-off waits for: a release that hands the lock to the next waiter. Each
- * leaves at once, with whatever this turn wrote before it, instead of at the end of the turn: the
- * requests read after it in the same turn (on a hot key, the releaser's next acquire, read together
- * with the new holder's release) are not parsed and sent first, and Redis does not run their scripts
- * before answering it.
- */
-const SENT_AT_ONCE: ReadonlySet<ScriptName> = new Set<ScriptName>(['release']);
 
 /** How script calls reach the socket: batched per turn of the event loop (see tickBatcher). */
 interface WriteBatcher {
