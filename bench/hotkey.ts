@@ -1,6 +1,6 @@
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { removeDir, ROOT, startKeyholder, type Keyholder, type OwnedProcess } from './procs.js';
-import type { LoopResult, LoopTask } from './protocol.js';
+import type { LoopResult, LoopScenario, LoopTask } from './protocol.js';
 import { commandsPerPair, errorKinds } from './report.js';
 
 /**
@@ -24,6 +24,16 @@ export interface HotKeySettings {
    * one started after it (docs/performance.md), so an A/B is run in both start orders.
    */
   readonly reverseStart?: boolean;
+  /**
+   * The loop each build runs: 'hot' (the default, the hand-offs) or another loop scenario, e.g. 'pairs'
+   * for an A/B of lock pairs on distinct keys (--only ab).
+   */
+  readonly scenario?: LoopScenario;
+  /**
+   * Keyholder variables for the baseline builds only (BENCH_BASELINE_ENV), on top of `access`: an A/B of
+   * one setting on one build (--baseline naming this checkout), e.g. '{"NODE_OPTIONS":"--max-semi-space-size=16"}'.
+   */
+  readonly baselineEnv?: Record<string, string>;
 }
 
 export interface HotKeyRow {
@@ -54,7 +64,8 @@ export async function measureHotKey(
       const [name, root] = builds[i] as [string, string];
       const redis = await RedisServer.start();
       redises.push(redis);
-      const kh = await startKeyholder(`keyholder-hot-${i}`, redis.url, dir, access, nodeFlags(i === 0 ? 'this' : `baseline-${i}`), root);
+      const env = i === 0 ? access : { ...access, ...settings.baselineEnv };
+      const kh = await startKeyholder(`keyholder-hot-${i}`, redis.url, dir, env, nodeFlags(i === 0 ? 'this' : `baseline-${i}`), root);
       owned.push(kh.proc);
       started.set(i, [name, kh, redis]);
     }
@@ -66,10 +77,10 @@ export async function measureHotKey(
         const order = instances.map((_, i) => (i + round - 1) % instances.length);
         for (const i of order) {
           const [name, kh, redis] = instances[i] as [string, Keyholder, RedisServer];
-          progress(`hot key round ${round}/${settings.rounds} c=${c}: ${name}`);
+          progress(`${settings.scenario ?? 'hot'} round ${round}/${settings.rounds} c=${c}: ${name}`);
           const result = await runLoop({
             kind: 'loop',
-            scenario: 'hot',
+            scenario: settings.scenario ?? 'hot',
             target: kh.url,
             concurrency: c,
             warmMs: settings.warmMs,
@@ -82,7 +93,9 @@ export async function measureHotKey(
           kh.proc.truncateLog();
           rows.find((r) => r.build === name && r.concurrency === c)?.results.push(result);
           const errors = Object.keys(result.errors).length ? `  errors ${JSON.stringify(result.errors)}` : '';
-          progress(`hot key round ${round}/${settings.rounds} c=${c}: ${name}: ${result.unitsPerSecond.toFixed(0)} hand-offs/s${errors}`);
+          progress(
+            `${settings.scenario ?? 'hot'} round ${round}/${settings.rounds} c=${c}: ${name}: ${result.unitsPerSecond.toFixed(0)}/s${errors}`,
+          );
         }
       }
     }
@@ -125,14 +138,29 @@ function breakdown(rs: readonly LoopResult[]): string {
 }
 
 export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySettings): string {
+  const scenario = settings.scenario ?? 'hot';
+  const env = Object.keys(settings.baselineEnv ?? {}).length
+    ? `Baseline builds run with ${JSON.stringify(settings.baselineEnv)} added. `
+    : '';
+  const turns =
+    `${settings.rounds} rounds of ${settings.durationMs / 1000} s per build and concurrency, taking turns; ` +
+    `processes started ${settings.reverseStart === true ? 'last build first' : 'this build first'}; median of the rounds (min–max). `;
+  const syscalls =
+    'Syscalls: read and write calls of each process (syscr + syscw of /proc/<pid>/io, sockets and log file alike), ' +
+    'per hand-off: a count the load on the machine does not change. ';
   const lines = [
-    `Hand-offs on one hot key: c callers each acquire it with waitMs, take it and release it at once; ` +
-      `${settings.rounds} rounds of ${settings.durationMs / 1000} s per build and concurrency, taking turns; ` +
-      `processes started ${settings.reverseStart === true ? 'last build first' : 'this build first'}; ` +
-      'median of the rounds (min–max). Hand-off: the release sent → the next caller’s 200. Server CPU: the ' +
-      'keyholder process, user+system, per hand-off. Syscalls: read and write calls of each process (syscr + syscw of ' +
-      '/proc/<pid>/io, sockets and log file alike), per hand-off: a count the load on the machine does not change. Redis commands: INFO commandstats deltas per hand-off ' +
-      '(each hand-off is one release and one queued acquire of the caller that just let go).',
+    scenario === 'hot'
+      ? `${env}Hand-offs on one hot key: c callers each acquire it with waitMs, take it and release it at once; ` +
+        turns +
+        'Hand-off: the release sent → the next caller’s 200. Server CPU: the keyholder process, user+system, per hand-off. ' +
+        syscalls +
+        'Redis commands: INFO commandstats deltas per hand-off (each hand-off is one release and one queued acquire of the caller that just let go).'
+      : `${env}The ${scenario} loop (--only ab): each "hand-off" column below is per unit of that loop (for pairs: an acquire + ` +
+        'release on one of 10,000 keys), and the hand-off latency is n/a. ' +
+        turns +
+        'Server CPU: the keyholder process, user+system, per unit. ' +
+        syscalls.replace('hand-off', 'unit') +
+        'Redis commands: INFO commandstats deltas per unit.',
     '',
     '| build | c | hand-offs/s | acquire p50 / p99 ms | hand-off p50 / p99 ms | server CPU µs per hand-off | Redis CPU µs per hand-off | read + write syscalls per hand-off, keyholder / Redis | Redis calls / commands in scripts per hand-off | commands per hand-off (median round) | errors |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |',
@@ -177,5 +205,35 @@ export function renderHotKey(rows: readonly HotKeyRow[], settings: HotKeySetting
       )} | ${breakdown(rs)} | ${errorText} |`,
     );
   }
+  lines.push('', ...pairedRatios(rows, settings));
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * This build against each baseline within each round (the builds ran back to back): a machine whose
+ * load drifts moves both sides of a round alike, so the ratios scatter less than the medians above.
+ */
+function pairedRatios(rows: readonly HotKeyRow[], settings: HotKeySettings): string[] {
+  const cpu = (r: LoopResult) => ((r.serverCpuSeconds ?? NaN) * 1e6) / Math.max(1, r.units);
+  const out: string[] = [];
+  for (const c of settings.concurrencies) {
+    const atC = rows.filter((r) => r.concurrency === c);
+    const [self, ...others] = atC;
+    if (!self) continue;
+    for (const other of others) {
+      const n = Math.min(self.results.length, other.results.length);
+      const ratio = (f: (r: LoopResult) => number) =>
+        Array.from({ length: n }, (_, i) => f(self.results[i] as LoopResult) / f(other.results[i] as LoopResult));
+      const cpuRatios = ratio(cpu);
+      const lower = cpuRatios.filter((x) => x < 1).length;
+      out.push(
+        `Per round, c=${c}, ${self.build} ÷ ${other.build}: server CPU per unit ${cell(cpuRatios, 3)} (lower in ${lower} of ${n} rounds), ` +
+          `units/s ${cell(
+            ratio((r) => r.unitsPerSecond),
+            3,
+          )}.`,
+      );
+    }
+  }
+  return out;
 }

@@ -83,7 +83,9 @@ const USAGE = `npm run bench -- [options]
                       --concurrency, each build on its own redis-server; with --baseline DIR[,DIR...], the
                       builds in DIR (checkouts with \`npm run build\` done) take turns with this one (an
                       A/B); with --profile, every instance profiled
-  --baseline DIRS     the other builds of --only hotkey, comma-separated
+  --only ab           --only hotkey's A/B for another loop scenario: the first of --scenarios (default pairs),
+                      this build and each --baseline build taking turns, each on its own redis-server
+  --baseline DIRS     the other builds of --only hotkey or --only ab, comma-separated
   --reverse-start     --only hotkey: start the processes last build first; --only history: start the
                       HISTORY=off instance first (an A/B is run in both orders)
   --callers N         callers of the burst
@@ -126,7 +128,7 @@ const RESULTS_DIR = join(ROOT, 'bench/results');
 /** The parts of a run, each skipped by its --no-* flag or by an --only naming another part. */
 const PARTS = ['loops', 'memory', 'waiting', 'watch', 'backends'] as const;
 type Part = (typeof PARTS)[number];
-const STANDALONE = ['burst', 'tracing', 'history', 'hotkey'];
+const STANDALONE = ['burst', 'tracing', 'history', 'hotkey', 'ab'];
 if (args.only !== undefined && !STANDALONE.includes(args.only) && !(PARTS as readonly string[]).includes(args.only)) {
   process.stderr.write(`--only takes one of ${[...PARTS, ...STANDALONE].join(', ')}\n\n${USAGE}`);
   process.exit(2);
@@ -309,7 +311,7 @@ async function historyOnly(): Promise<void> {
 }
 
 /** `--only hotkey`: hand-offs on one hot key, this build (and --baseline's), its own short report. */
-async function hotKeyOnly(): Promise<void> {
+async function hotKeyOnly(scenario: LoopScenario = 'hot'): Promise<void> {
   const loadBefore = loadAverage();
   const dir = benchDir();
   const apiKey = newApiKey();
@@ -325,6 +327,8 @@ async function hotKeyOnly(): Promise<void> {
     concurrencies: settings.concurrencies,
     baselines: args.baseline === undefined ? [] : args.baseline.split(','),
     reverseStart: args['reverse-start'],
+    scenario,
+    baselineEnv: JSON.parse(process.env.BENCH_BASELINE_ENV ?? '{}') as Record<string, string>,
   };
   const profileDir = join(ROOT, '.tmp/bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
   const flags = (build: string) => (args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, build)}`] : []);
@@ -340,7 +344,7 @@ async function hotKeyOnly(): Promise<void> {
   const header =
     `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; ` +
     `load ${loadBefore} before, ${loadAverage()} after\n\n`;
-  let report = `${header}### Hot key\n\n${renderHotKey(rows, hotSettings)}`;
+  let report = `${header}### ${scenario === 'hot' ? 'Hot key' : `A/B: ${scenario}`}\n\n${renderHotKey(rows, hotSettings)}`;
   if (args.profile) {
     for (const build of ['this', ...hotSettings.baselines.map((_, i) => `baseline-${i + 1}`)]) {
       report += `\n### CPU profile, ${build} build\n\n${renderProfile(summariseProfiles(join(profileDir, build), ROOT))}\n`;
@@ -358,6 +362,7 @@ async function main(): Promise<void> {
   if (args.only === 'tracing') return tracingOnly();
   if (args.only === 'history') return historyOnly();
   if (args.only === 'hotkey') return hotKeyOnly();
+  if (args.only === 'ab') return hotKeyOnly(args.scenarios ? (selected[0] ?? 'pairs') : 'pairs');
   const loadBefore = loadAverage();
   const startedAt = new Date().toISOString();
   const dir = benchDir();

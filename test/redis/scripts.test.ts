@@ -742,4 +742,25 @@ describe('the script table on the connection', () => {
     expect(await release('owner-next')).toEqual(1);
     expect(await evalCalls()).toMatchObject({ eval: 2, evalsha: 4, evalshaFailed: 2 });
   });
+
+  it('a call hands its arguments to the command as built: no Array.prototype.flat copy (about 3 us per acquire on Node 20)', async () => {
+    const flat = vi.spyOn(Array.prototype, 'flat');
+    let acquired: Promise<unknown>;
+    let released: Promise<unknown>;
+    /** The length of each array flat was called on (read before mockRestore, which clears them). */
+    let copied: number[];
+    try {
+      // Each call builds and writes its command before its first await: spied on that part alone.
+      acquired = acquire('owner-flat');
+      released = release('owner-flat');
+      copied = flat.mock.contexts.map((list) => (list as unknown[]).length);
+    } finally {
+      flat.mockRestore();
+    }
+    expect(await acquired).toEqual([1, int, int]);
+    expect(await released).toEqual(1);
+    // ioredis's constructor is handed no arguments (it copies that empty list): no call copies any.
+    expect(copied).toContain(0);
+    expect(copied.filter((length) => length > 0)).toEqual([]);
+  });
 });

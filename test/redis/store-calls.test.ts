@@ -93,7 +93,7 @@ describe('redis store: calls on the connection', () => {
     expect(reads).toBeLessThanOrEqual(5);
   });
 
-  it('a release leaves at once, after what its turn wrote before it; the calls after it wait for the turn to end', async () => {
+  it('a call asked at once (a release that may hand over) leaves at once, after what its turn wrote before it; the calls after it wait for the turn to end', async () => {
     const redis = server.client();
     try {
       await redis.ping();
@@ -108,7 +108,7 @@ describe('redis store: calls on the connection', () => {
       const acquired = scripts.run('acquire', { ...acquireArgs, ...waitArgs });
       // Held in the corked socket until the turn ends.
       expect(socket.writableLength).toBeGreaterThan(0);
-      const released = scripts.run('release', { ...handOver, keys: lockKeys, ownerToken });
+      const released = scripts.run('release', { ...handOver, keys: lockKeys, ownerToken }, true);
       // Sent now, the acquire before it.
       expect(socket.writableLength).toBe(0);
       const inspected = scripts.run('inspect', { keys: lockKeys });
@@ -120,6 +120,27 @@ describe('redis store: calls on the connection', () => {
     } finally {
       redis.disconnect();
     }
+  });
+
+  it('the store releases at once only a key an acquire here found held lately; another release waits for the turn with the other calls', async () => {
+    const socket = (store as unknown as { redis: Redis }).redis.stream;
+    const calm = uniqueKey('calm');
+    const calmOwner = newOwnerToken();
+    expect((await store.acquire({ id: calm, ownerToken: calmOwner, ttlMs: 30_000, holder: null })).acquired).toBe(true);
+    const calmReleased = store.release(calm, calmOwner);
+    // Held in the corked socket until the turn ends, with the turn's other calls.
+    expect(socket.writableLength).toBeGreaterThan(0);
+    expect(await calmReleased).toBe(true);
+
+    const contended = uniqueKey('contended');
+    const holder = newOwnerToken();
+    expect((await store.acquire({ id: contended, ownerToken: holder, ttlMs: 30_000, holder: null })).acquired).toBe(true);
+    // Another caller finds it held: its release may hand it over from now on.
+    expect((await store.acquire({ id: contended, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null })).acquired).toBe(false);
+    const released = store.release(contended, holder);
+    // Sent now.
+    expect(socket.writableLength).toBe(0);
+    expect(await released).toBe(true);
   });
 
   it('a plain acquire and release with the quota on run the commands below inside their scripts, and no queue command', async () => {

@@ -60,6 +60,7 @@ import { type HandedLease, lockWaitRoom, startHeartbeat, type WaitRoom, type Wai
 import { WatchMarks } from './watch-marks.js';
 import { RedisPermits } from './redis-permits.js';
 import { ScriptLane } from './script-lane.js';
+import { ContendedKeys } from './contended-keys.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
@@ -176,6 +177,8 @@ export class RedisStore implements LockStore {
   private readonly commandTimeoutMs: number;
   /** The acquires and cancels (of locks, lock sets and permits) this instance has in Redis: see ScriptLane. */
   private readonly acquires: ScriptLane;
+  /** Keys an acquire here found held lately: their releases leave at once (see ContendedKeys). */
+  private readonly contended = new ContendedKeys();
   /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
   readonly permits: RedisPermits;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
@@ -335,6 +338,7 @@ export class RedisStore implements LockStore {
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
       if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);
+      if (reply.kind === 'held' || reply.kind === 'queued' || reply.kind === 'queue_full') this.contended.mark(key, reply.retryAfterMs);
       return reply;
     });
   }
@@ -400,14 +404,19 @@ export class RedisStore implements LockStore {
     return this.call(async () => {
       // Written out, not spread from handOverArgs: see runAcquire.
       const { released, handedTo } = parseLockRelease(
-        await this.scripts.run('release', {
-          graceMs: this.graceMs,
-          channelPrefix: this.keys.grantChannelPrefix(),
-          lockName: key,
-          keys: this.keys.lockKeys(key),
-          ownerToken,
-          instanceId: this.instanceId,
-        }),
+        await this.scripts.run(
+          'release',
+          {
+            graceMs: this.graceMs,
+            channelPrefix: this.keys.grantChannelPrefix(),
+            lockName: key,
+            keys: this.keys.lockKeys(key),
+            ownerToken,
+            instanceId: this.instanceId,
+          },
+          // One that may hand the lock over leaves at once; the others with the turn's other calls.
+          this.contended.has(key),
+        ),
       );
       if (handedTo !== undefined) {
         this.handedOver(handedTo);

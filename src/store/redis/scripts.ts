@@ -422,8 +422,15 @@ function newNonce(): string {
 
 /** The scripts as registered on one connection. */
 export interface Scripts {
-  /** Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError. */
-  run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown>;
+  /**
+   * Runs a script with a fresh nonce; resolves to its own reply, or rejects with MisalignedReplyError.
+   * `atOnce`: the call leaves for Redis now, with whatever this turn wrote before it, instead of at the
+   * end of the turn (see tickBatcher): for a release that may hand the lock to a waiter, so the requests
+   * read after it in the same turn (on a hot key, the releaser's next acquire, read together with the new
+   * holder's release) are not parsed and sent first, and Redis does not run their scripts before
+   * answering it. Each such call is a socket write of its own.
+   */
+  run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce?: boolean): Promise<unknown>;
 }
 
 type Command = (...args: Array<Arg | Arg[]>) => Promise<unknown>;
@@ -447,7 +454,7 @@ export function defineScripts(redis: RedisClient): Scripts {
   const writes = tickBatcher(redis);
   const direct = directSender(redis, sources);
   return {
-    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>): Promise<unknown> {
+    async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce = false): Promise<unknown> {
       writes.batch();
       const buildArgs = SCRIPTS[name].args as (a: ScriptArgs<N>) => Arg[];
       const nonce = newNonce();
@@ -461,18 +468,19 @@ export function defineScripts(redis: RedisClient): Scripts {
         let raw: unknown;
         try {
           const sent = direct.send(name, argv, false);
-          if (SENT_AT_ONCE.has(name)) writes.flush();
+          if (atOnce) writes.flush();
           raw = await sent;
         } catch (err) {
           if (!isNoScript(err)) throw err;
-          raw = await direct.send(name, argv, true);
+          // A copy: the first command owns argv (its numbers made strings, its SHA1 maybe replaced by the source).
+          raw = await direct.send(name, argv.slice(), true);
         }
         return unwrapEcho(name, raw, nonce);
       }
       const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
       const sent = command.call(redis, argv);
-      if (SENT_AT_ONCE.has(name)) writes.flush();
+      if (atOnce) writes.flush();
       return unwrapEcho(name, await sent, nonce);
     },
   };
@@ -500,11 +508,19 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
   }
   /** EVALSHA, or EVAL with the source on a socket that has not run this script yet. */
   class ScriptCommand extends RedisCommand {
+    /**
+     * Takes `args` as they are (this command owns the array from here on). ioredis's constructor copies
+     * its arguments with Array.prototype.flat, which costs about 3 us for the 22 of an acquire on Node 20
+     * (more than the rest of the command): it is handed no arguments, and these are set after it, each
+     * number made a string as ioredis would have (stringifyArguments).
+     */
     constructor(
       readonly script: ScriptName,
       args: Arg[],
     ) {
-      super('evalsha', args, { replyEncoding: 'utf8' });
+      super('evalsha', NO_ARGS, { replyEncoding: 'utf8' });
+      this.args = args;
+      this.stringifyArguments();
     }
 
     /** EVAL with the script's source in place of its SHA1. */
@@ -525,7 +541,6 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
   return {
     sha: (name) => shas[name],
     send(name, args, asEval) {
-      // The command copies `args` (ioredis flattens them): a retry may send the same array again.
       const command = new ScriptCommand(name, args);
       if (asEval) command.carrySource();
       void redis.sendCommand(command);
@@ -534,6 +549,9 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
   };
 }
 
+/** The arguments ScriptCommand hands ioredis's constructor: none (it sets its own after; ioredis only copies this array). */
+const NO_ARGS: Arg[] = [];
+
 /** Script calls sent as commands of their own (see directSender). */
 interface DirectSender {
   /** The SHA1 of the script's source, as EVALSHA names it. */
@@ -541,15 +559,6 @@ interface DirectSender {
   /** Sends EVALSHA (EVAL with the source when `asEval`, or on a socket that has not run it) with `args` (sha, numkeys, keys, args). */
   send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
 }
-
-/**
- * The scripts a hot key's hand-off waits for: a release that hands the lock to the next waiter. Each
- * leaves at once, with whatever this turn wrote before it, instead of at the end of the turn: the
- * requests read after it in the same turn (on a hot key, the releaser's next acquire, read together
- * with the new holder's release) are not parsed and sent first, and Redis does not run their scripts
- * before answering it.
- */
-const SENT_AT_ONCE: ReadonlySet<ScriptName> = new Set<ScriptName>(['release']);
 
 /** How script calls reach the socket: batched per turn of the event loop (see tickBatcher). */
 interface WriteBatcher {
