@@ -85,7 +85,7 @@ describe('Redis key names', () => {
   it('keeps every kind of PERMIT_KINDS, and any later one, apart: no key of one kind is a key of another or of a lock', () => {
     // The kinds there are, and later ones (the rule that names them is what a new kind relies on): a kind
     // that is another's name plus a suffix letter (q, w, e) too.
-    const kinds = [...PERMIT_KINDS, ...(['pool', 'poolq', 'poole', 'p', 'q'] as unknown as PermitKind[])];
+    const kinds = [...new Set([...PERMIT_KINDS, ...(['pool', 'poolq', 'poole', 'p', 'q'] as unknown as PermitKind[])])];
     for (const id of ['team-a/x', 'plain']) {
       const owner = new Map<string, string>();
       const claim = (key: string, who: string) => {
