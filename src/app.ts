@@ -25,8 +25,7 @@ import { lockRoutes } from './http/routes/locks.js';
 import { lockSetRoutes } from './http/routes/lock-sets.js';
 import { LockSetService } from './domain/lock-sets.js';
 import { permitAdminRoutes } from './http/routes/permits.js';
-import { RWLOCK_NAMES, rwLockRoutes } from './http/routes/rwlocks.js';
-import { SEMAPHORE_NAMES, semaphoreRoutes } from './http/routes/semaphores.js';
+import { permitPrimitives } from './http/routes/primitives.js';
 import { healthRoutes } from './http/routes/health.js';
 import { docsRoutes } from './http/routes/docs.js';
 import { consoleRoutes } from './http/routes/console.js';
@@ -198,8 +197,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       tags: [
         { name: 'locks', description: 'Take, renew, release and inspect named locks' },
         { name: 'lock sets', description: 'Several locks of one namespace taken, renewed and released together, all or none' },
-        { name: 'semaphores', description: 'At most N holders at once: each permit its own lease with its own fencing token' },
-        { name: 'rwlocks', description: 'Read/write locks: many readers or one writer, writers not starved' },
+        ...permitPrimitives().map(({ names }) => ({ name: names.tag, description: names.tagDescription })),
         { name: 'health', description: 'Liveness and readiness probes' },
         { name: 'admin', description: 'Operator routes (API key scope `admin`): list held locks, force-release' },
         { name: 'docs', description: "This API's OpenAPI document" },
@@ -228,11 +226,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(lockRoutes, { locks: deps.locks });
   await app.register(lockSetRoutes, { lockSets: new LockSetService(deps.store, deps.locks.limits, deps.locks) });
   const permits = deps.permits ?? createPermitCores(deps.store, deps.locks.limits, deps.locks.waitGate, deps.metrics?.permitObserver);
-  await app.register(semaphoreRoutes, { core: permits.semaphores });
-  await app.register(rwLockRoutes, { core: permits.rwlocks });
+  for (const primitive of permitPrimitives()) await app.register(primitive.routes, { core: permits[primitive.names.path] });
   await app.register(adminRoutes, { locks: deps.locks });
-  await app.register(permitAdminRoutes(permits.semaphores, SEMAPHORE_NAMES));
-  await app.register(permitAdminRoutes(permits.rwlocks, RWLOCK_NAMES));
+  for (const { names } of permitPrimitives()) await app.register(permitAdminRoutes(permits[names.path], names));
   await app.register(adminQueueRoutes, { locks: deps.locks, permits });
   await app.register(historyRoutes);
   await app.register(healthRoutes, { store: deps.store });

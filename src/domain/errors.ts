@@ -250,3 +250,19 @@ export class RwLockHeldError extends KeyRefusal {
     super(key, retryAfterMs, `read/write lock "${key}" cannot be taken for ${mode} now`);
   }
 }
+
+/**
+ * A refusal of one key in a primitive's own words, for a primitive that needs no class of its own: it
+ * refuses with its own code (a row of error-codes.ts) and message, so a new capacity and weight primitive
+ * adds no class here.
+ */
+export class PrimitiveRefusal extends KeyRefusal {
+  constructor(
+    readonly code: ErrorCode,
+    key: string,
+    retryAfterMs: number,
+    message: string,
+  ) {
+    super(key, retryAfterMs, message);
+  }
+}

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import type { PermitKind } from './permit-store.js';
 
 /**
  * Lease history: what happened to a key's leases recently (granted, renewed, released, force-released,
@@ -11,8 +12,8 @@ import { hash } from 'node:crypto';
  * the buffer (docs/operations.md#lease-history).
  */
 
-/** The primitive a key belongs to; a lock set's keys are locks. */
-export type HistoryPrimitive = 'lock' | 'semaphore' | 'rwlock';
+/** The primitive a key belongs to (a lock, or a kind of PERMIT_KINDS); a lock set's keys are locks. */
+export type HistoryPrimitive = 'lock' | PermitKind;
 
 /** What is written: the events an answer proves. The rest is derived when read (see timeline). */
 export type RecordedKind = 'granted' | 'renewed' | 'released' | 'force_released' | 'release_requested';

@@ -1,5 +1,5 @@
 import type { PermitState } from './permit-store.js';
-import type { PermitCore, PermitGrant, PermitRenewal } from './permits.js';
+import type { PermitCore, PermitGrant, PermitRefusals, PermitRenewal } from './permits.js';
 
 /** What an acquire of any multi-holder primitive carries besides its share of the key. */
 export interface PermitAcquire {
@@ -13,6 +13,8 @@ export interface PermitAcquire {
 export interface PermitVocabulary<A extends PermitAcquire, V> {
   share(request: A): { readonly weight: number; readonly capacity: number };
   view(state: PermitState): V;
+  /** Its refusals in its own words: the room is taken (`full`), or another capacity is live (`mismatch`). */
+  readonly refusals: PermitRefusals;
 }
 
 /**
@@ -27,16 +29,19 @@ export class PermitService<A extends PermitAcquire, V> {
 
   acquire(namespace: string, key: string, request: A): Promise<PermitGrant> {
     const { weight, capacity } = this.vocabulary.share(request);
-    return this.core.acquire({
-      namespace,
-      key,
-      ttlMs: request.ttlMs,
-      holder: request.holder ?? null,
-      weight,
-      capacity,
-      waitMs: request.waitMs ?? 0,
-      signal: request.signal,
-    });
+    return this.core.acquire(
+      {
+        namespace,
+        key,
+        ttlMs: request.ttlMs,
+        holder: request.holder ?? null,
+        weight,
+        capacity,
+        waitMs: request.waitMs ?? 0,
+        signal: request.signal,
+      },
+      this.vocabulary.refusals,
+    );
   }
 
   renew(namespace: string, key: string, ownerToken: string, ttlMs: number): Promise<PermitRenewal> {

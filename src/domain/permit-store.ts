@@ -73,8 +73,15 @@ export interface PermitListQuery {
   readonly cursor?: string;
 }
 
-/** Which primitive a key belongs to: the same name under each kind is a different key. */
-export type PermitKind = 'semaphore' | 'rwlock';
+/**
+ * Every multi-holder primitive, by kind: the one list a new capacity and weight primitive joins. The
+ * permit cores (primitives.ts), the stores' keys and lease history are built from it; the same name
+ * under each kind is a different key. A kind is lower-case letters only: the stores put it in key names.
+ */
+export const PERMIT_KINDS = ['semaphore', 'rwlock'] as const;
+
+/** Which primitive a key belongs to. */
+export type PermitKind = (typeof PERMIT_KINDS)[number];
 
 export interface PermitAcquireInput {
   readonly kind: PermitKind;

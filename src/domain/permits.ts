@@ -47,14 +47,7 @@ export interface HeldPermitsView {
  * guard). The semaphore and read/write lock services add their vocabulary on top (permit-service.ts).
  */
 export class PermitCore extends LeaseVocabulary<PermitKind> {
-  constructor(
-    kind: PermitKind,
-    store: LockStore,
-    limits: LockLimits,
-    gate: WaitGate,
-    private readonly refusals: PermitRefusals,
-    observer: PermitObserver = {},
-  ) {
+  constructor(kind: PermitKind, store: LockStore, limits: LockLimits, gate: WaitGate, observer: PermitObserver = {}) {
     const leaseObserver = {
       lostLease: (op: 'renew' | 'release') => observer.lostLease?.(op),
       waited: (seconds: number, granted: boolean) => observer.waited?.(seconds, granted),
@@ -64,8 +57,9 @@ export class PermitCore extends LeaseVocabulary<PermitKind> {
     super(kind, new LeaseService(leaseStoreOf(store), limits, leaseObserver, gate));
   }
 
-  acquire(request: PermitRequest): Promise<PermitGrant> {
-    return this.lease.acquire({ kind: this.kind, ...request }, this.refusals);
+  /** `refusals`: how the primitive words a refusal (its service's, see PermitVocabulary). */
+  acquire(request: PermitRequest, refusals: PermitRefusals): Promise<PermitGrant> {
+    return this.lease.acquire({ kind: this.kind, ...request }, refusals);
   }
 
   /** An administrator's override: ends every live lease on the key, or only the one with `fencingToken`. */

@@ -1,20 +1,17 @@
 import type { LockLimits } from './limits.js';
 import type { LockStore } from './lock-store.js';
+import { PERMIT_KINDS, type PermitKind } from './permit-store.js';
 import { PermitCore, type PermitObserver } from './permits.js';
-import { RwLockService } from './rwlocks.js';
-import { SemaphoreService } from './semaphores.js';
 import type { WaitGate } from './wait-gate.js';
 
-/** The semaphore and read/write lock cores over one store. */
-export interface PermitCores {
-  readonly semaphores: PermitCore;
-  readonly rwlocks: PermitCore;
-}
+/**
+ * One permit core per kind in PERMIT_KINDS, under its kind's plural (`semaphores`, `rwlocks`): a new
+ * kind gets its core here without an edit. What a kind means (weight, capacity, refusals, view) is its
+ * service's (semaphores.ts, rwlocks.ts).
+ */
+export type PermitCores = { readonly [K in PermitKind as `${K}s`]: PermitCore };
 
-/** Builds both over one store, sharing the lock service's bounds and wait gate (caps and shutdown). */
+/** Builds every core over one store, sharing the lock service's bounds and wait gate (caps and shutdown). */
 export function createPermitCores(store: LockStore, limits: LockLimits, gate: WaitGate, observer: PermitObserver = {}): PermitCores {
-  return {
-    semaphores: new PermitCore('semaphore', store, limits, gate, SemaphoreService.refusals, observer),
-    rwlocks: new PermitCore('rwlock', store, limits, gate, RwLockService.refusals, observer),
-  };
+  return Object.fromEntries(PERMIT_KINDS.map((kind) => [`${kind}s`, new PermitCore(kind, store, limits, gate, observer)])) as PermitCores;
 }

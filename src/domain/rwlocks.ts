@@ -36,10 +36,14 @@ export interface RwLockView {
  */
 export class RwLockService extends PermitService<RwLockAcquire, RwLockView> {
   constructor(core: PermitCore) {
-    super(core, { share: ({ mode }) => ({ weight: WEIGHT[mode], capacity: MAX_READERS }), view: rwLockView });
+    super(core, {
+      share: ({ mode }) => ({ weight: WEIGHT[mode], capacity: MAX_READERS }),
+      view: rwLockView,
+      refusals: RwLockService.refusals,
+    });
   }
 
-  /** The refusals in a read/write lock's words, for the permit core. */
+  /** The refusals in a read/write lock's words. */
   static readonly refusals = {
     full: (key: string, retryAfterMs: number, weight: number) => new RwLockHeldError(key, modeOf(weight), retryAfterMs),
     // The capacity is fixed, so the store never reports a mismatch for a read/write lock.

@@ -32,10 +32,10 @@ export interface SemaphoreView {
  */
 export class SemaphoreService extends PermitService<SemaphoreAcquire, SemaphoreView> {
   constructor(core: PermitCore) {
-    super(core, { share: ({ limit }) => ({ weight: 1, capacity: limit }), view: semaphoreView });
+    super(core, { share: ({ limit }) => ({ weight: 1, capacity: limit }), view: semaphoreView, refusals: SemaphoreService.refusals });
   }
 
-  /** The refusals in a semaphore's words, for the permit core. */
+  /** The refusals in a semaphore's words. */
   static readonly refusals = {
     full: (key: string, retryAfterMs: number) => new SemaphoreFullError(key, retryAfterMs),
     mismatch: (key: string, requested: number, live: number, retryAfterMs: number) =>

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type HistoryPrimitive, type HistoryRecord, type HistoryRecorder } from '../domain/history.js';
 import type { LeaseGrant } from '../domain/lease-rules.js';
+import { PERMIT_KINDS } from '../domain/permit-store.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -9,8 +10,10 @@ declare module 'fastify' {
   }
 }
 
-/** The path segment of a primitive's routes, as history names it. */
-export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = { locks: 'lock', semaphores: 'semaphore', rwlocks: 'rwlock' };
+/** The path segment of a primitive's routes (its kind's plural: `locks`, `semaphores`, `rwlocks`), as history names it. */
+export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = Object.fromEntries(
+  (['lock', ...PERMIT_KINDS] as const).map((primitive): [string, HistoryPrimitive] => [`${primitive}s`, primitive]),
+);
 
 const NO_EXTRA = {};
 

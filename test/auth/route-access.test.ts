@@ -5,6 +5,8 @@ import { registerAuth } from '../../src/http/auth.js';
 import { bearer, makeKeys } from '../helpers/api-keys.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { permitPrimitives } from '../../src/http/routes/primitives.js';
+import { PRIMITIVE_PATHS } from '../../src/http/schemas/history.js';
 
 /**
  * Every route x {no key, bad key, wrong scope, right scope}: the status and problem code each gets.
@@ -88,7 +90,7 @@ const ROUTES: RouteCase[] = [
     },
   },
   // Lease history: each primitive's in the key's namespace (`locks`); any namespace's for an operator (`admin`).
-  ...(['locks', 'semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => [
+  ...PRIMITIVE_PATHS.flatMap((path): RouteCase[] => [
     {
       name: `${path} history`,
       method: 'GET',
@@ -111,9 +113,8 @@ const ROUTES: RouteCase[] = [
       prepare: async () => ({ url: `/v1/queue/${path}/${freshKey()}?namespace=team-a` }),
     },
   ]),
-  // Semaphores and read/write locks: the `locks` scope in the key's namespace; their admin routes `admin`.
-  ...(['semaphores', 'rwlocks'] as const).flatMap((path): RouteCase[] => {
-    const body = path === 'semaphores' ? { limit: 10, ttlMs: 5_000 } : { mode: 'read', ttlMs: 5_000 };
+  // Every permit primitive (semaphores, read/write locks, ...): the `locks` scope in the key's namespace; their admin routes `admin`.
+  ...permitPrimitives().flatMap(({ names: { path }, example: body }): RouteCase[] => {
     const hold = async (key: string) => {
       const res = await send('POST', `/v1/${path}/${key}/acquire`, body, bearer(keys.plain.locker ?? ''));
       expect(res.statusCode).toBe(200);
@@ -252,9 +253,8 @@ describe('every route x {no key, bad key, wrong scope, right scope}', () => {
           expect(operation.responses['401'], where).toBeUndefined();
         } else {
           expect(operation.responses['401']?.description, where).toMatch(/^unauthenticated/);
-          const lockRoute =
-            (/^\/v1\/(locks|semaphores|rwlocks)\/\{key\}/.test(path) && method !== 'delete' && !path.endsWith('/release-request')) ||
-            path.startsWith('/v1/lock-sets/');
+          const ownKey = PRIMITIVE_PATHS.some((p) => path.startsWith(`/v1/${p}/{key}`));
+          const lockRoute = (ownKey && method !== 'delete' && !path.endsWith('/release-request')) || path.startsWith('/v1/lock-sets/');
           expect(operation.responses['403']?.description, where).toMatch(lockRoute ? /`locks` scope/ : /`admin` scope/);
         }
       }

@@ -8,6 +8,7 @@ import type { LockStore } from '../../src/domain/lock-store.js';
 import { describeWaitingContract } from './waiting.contract.js';
 import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
 import { describePermitWatchContract } from './permit-watch.contract.js';
+import { describePermitKindsContract } from './permit-kinds.contract.js';
 import { describeRwLockContract } from './rwlock.contract.js';
 import { describeSemaphoreContract } from './semaphore.contract.js';
 import { describeReleaseRequestContract } from './release-request.contract.js';
@@ -564,6 +565,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
   describeWatchAndSetsContract(name, harness);
   describeSemaphoreContract(name, harness);
   describeRwLockContract(name, harness);
+  describePermitKindsContract(name, harness);
   describePermitWatchContract(name, harness);
   describeReleaseRequestContract(name, harness);
 }

@@ -3,6 +3,7 @@ import { HolderChangedError } from '../../src/domain/errors.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import type { PermitObserver } from '../../src/domain/permits.js';
 import { createPermitCores } from '../../src/domain/primitives.js';
+import { RwLockService } from '../../src/domain/rwlocks.js';
 import { SemaphoreService } from '../../src/domain/semaphores.js';
 import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
@@ -24,11 +25,17 @@ describe('permit answers', () => {
     const { cores } = rig();
     const ns = uniqueNamespace();
     expect(await cores.rwlocks.queue(ns, 'q')).toEqual([]);
-    const reader = await cores.rwlocks.acquire({ namespace: ns, key: 'q', ttlMs: 60_000, holder: 'r', weight: 1, capacity: 4, waitMs: 0 });
+    const reader = await cores.rwlocks.acquire(
+      { namespace: ns, key: 'q', ttlMs: 60_000, holder: 'r', weight: 1, capacity: 4, waitMs: 0 },
+      RwLockService.refusals,
+    );
     const leave = new AbortController();
     const wait = (holder: string, weight: number) =>
       cores.rwlocks
-        .acquire({ namespace: ns, key: 'q', ttlMs: 60_000, holder, weight, capacity: 4, waitMs: 30_000, signal: leave.signal })
+        .acquire(
+          { namespace: ns, key: 'q', ttlMs: 60_000, holder, weight, capacity: 4, waitMs: 30_000, signal: leave.signal },
+          RwLockService.refusals,
+        )
         .catch((e: unknown) => e);
     const writer = wait('writer', 4);
     await vi.waitFor(async () => expect(await cores.rwlocks.queue(ns, 'q')).toHaveLength(1), { timeout: 5_000 });

@@ -9,6 +9,8 @@ import { OpenApiContract } from '../helpers/openapi-contract.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 import { HistoryRecorder } from '../../src/domain/history.js';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { permitPrimitives } from '../../src/http/routes/primitives.js';
+import { PRIMITIVE_PATHS } from '../../src/http/schemas/history.js';
 
 /**
  * Every route and every status it declares, driven over real HTTP and each answer checked against
@@ -326,7 +328,7 @@ describe('every route and status against openapi.yaml', () => {
       },
       { method: 'GET', url: '/v1/locks', headers: OPS, status: 503 },
       { method: 'DELETE', url: '/v1/locks/d?namespace=team', headers: OPS, status: 503 },
-      ...['locks', 'semaphores', 'rwlocks'].map((path) => ({
+      ...PRIMITIVE_PATHS.map((path) => ({
         method: 'GET',
         url: `/v1/queue/${path}/d?namespace=team`,
         headers: OPS,
@@ -364,11 +366,9 @@ describe('every route and status against openapi.yaml', () => {
     }
   });
 
-  describe('semaphores and read/write locks', () => {
-    const PRIMITIVES = [
-      { path: 'semaphores', body: '{"limit":1,"ttlMs":30000}' },
-      { path: 'rwlocks', body: '{"mode":"write","ttlMs":30000}' },
-    ] as const;
+  describe('semaphores, read/write locks and every other permit primitive', () => {
+    // Each primitive's example acquire takes the whole of a free key, so the next acquire is refused (409).
+    const PRIMITIVES = permitPrimitives().map(({ names, example }) => ({ path: names.path, body: JSON.stringify(example) }));
 
     it('their routes: success and client errors', async () => {
       for (const p of PRIMITIVES) {
@@ -514,7 +514,7 @@ describe('every route and status against openapi.yaml', () => {
       { flushMs: 5, maxBuffered: 10 },
     );
     const down = await start({ auth: auth(), history: gone });
-    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+    for (const path of PRIMITIVE_PATHS) {
       const own = `/v1/${path}/h1/history`;
       const admin = `/v1/history/${path}/h1?namespace=team`;
       for (const c of [
@@ -535,18 +535,18 @@ describe('every route and status against openapi.yaml', () => {
     }
     // One counted request per key and window: the second of each key is refused.
     await drive(limited, { method: 'GET', url: '/v1/locks/h1/history', headers: TEAM, status: 200 });
-    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+    for (const path of PRIMITIVE_PATHS) {
       await drive(limited, { method: 'GET', url: `/v1/${path}/h1/history`, headers: TEAM, status: 429 });
     }
     await drive(limited, { method: 'GET', url: '/v1/history/locks/h1?namespace=team', headers: OPS, status: 200 });
-    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+    for (const path of PRIMITIVE_PATHS) {
       await drive(limited, { method: 'GET', url: `/v1/history/${path}/h1?namespace=team`, headers: OPS, status: 429 });
     }
   });
 
   it('the queue route (admin)', async () => {
     const limited = await start({ auth: auth(), rateLimit: { max: 1, windowMs: 60_000 } });
-    for (const path of ['locks', 'semaphores', 'rwlocks']) {
+    for (const path of PRIMITIVE_PATHS) {
       const url = `/v1/queue/${path}/q1?namespace=team`;
       for (const c of [
         { method: 'GET', url, headers: OPS, status: 200 },

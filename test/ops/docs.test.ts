@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, PROBLEM_CODES } from '../../src/domain/error-codes.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { CONFIG_DOC, TABLE_END, TABLE_START, renderConfigTable, withTable } from '../../scripts/config-docs.js';
+import { ERRORS_END, ERRORS_START, renderErrorTable, withErrorTable } from '../../scripts/error-docs.js';
 
 /** The README onboards and docs/ holds the rest: sizes, generated parts and every link are checked. */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -99,6 +100,13 @@ describe('documentation', () => {
     for (const code of PROBLEM_CODES) {
       expect(api, `docs/api.md misses ${code}`).toContain(`| \`${code}\` | ${ERROR_CODES[code].status} |`);
     }
+  });
+
+  it('the table of errors in docs/api.md is the one the table of codes generates (npm run openapi)', () => {
+    const api = read('docs/api.md');
+    expect(api).toContain(ERRORS_START);
+    expect(api).toContain(ERRORS_END);
+    expect(api, 'docs/api.md is stale: run `npm run openapi`').toBe(withErrorTable(api, renderErrorTable()));
   });
 
   it('documents every keyholder metric in docs/operations.md', () => {

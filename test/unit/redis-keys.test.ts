@@ -1,6 +1,7 @@
 import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { KeySpace, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
+import { PERMIT_KINDS, type PermitKind } from '../../src/domain/permit-store.js';
+import { historyKindLetter, KeySpace, permitKindLetter, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 
 const space = new KeySpace('kh:');
@@ -79,6 +80,32 @@ describe('Redis key names', () => {
     expect(space.lockIdOf(sem.pool, 'r')).toBeNull();
     for (const other of [sem.queue, sem.waiters, sem.expiries, space.lock('team-a/x')]) expect(space.lockIdOf(other, 's')).toBeNull();
     expect(space.lockPattern('team-a/ch', 's')).toBe('kh:{team-a#*}s/ch*');
+  });
+
+  it('keeps every kind of PERMIT_KINDS, and any later one, apart: no key of one kind is a key of another or of a lock', () => {
+    // The kinds there are, and later ones (the rule that names them is what a new kind relies on): a kind
+    // that is another's name plus a suffix letter (q, w, e) too.
+    const kinds = [...new Set([...PERMIT_KINDS, ...(['pool', 'poolq', 'poole', 'p', 'q'] as unknown as PermitKind[])])];
+    for (const id of ['team-a/x', 'plain']) {
+      const owner = new Map<string, string>();
+      const claim = (key: string, who: string) => {
+        expect(owner.get(key), `${key}: ${who} and ${owner.get(key)}`).toBeUndefined();
+        owner.set(key, who);
+      };
+      const lock = space.lockKeys(id);
+      for (const key of [lock.lock, lock.queue, lock.waiters, space.tagged(id, historyKindLetter('lock'))]) claim(key, 'lock');
+      for (const kind of kinds) {
+        const keys = space.permitKeys(kind, id);
+        for (const key of [keys.pool, keys.queue, keys.waiters, keys.expiries, space.tagged(id, historyKindLetter(kind))]) claim(key, kind);
+        // A listing of one kind finds only its own pools.
+        for (const other of kinds)
+          expect(space.lockIdOf(keys.pool, permitKindLetter(other)), `${kind} as ${other}`).toBe(other === kind ? id : null);
+        expect(space.lockIdOf(keys.pool)).toBeNull();
+      }
+    }
+    // The deployed kinds keep their letters (their data is stored under them).
+    expect([permitKindLetter('semaphore'), permitKindLetter('rwlock'), historyKindLetter('lock')]).toEqual(['s', 'r', 'hl']);
+    expect([historyKindLetter('semaphore'), historyKindLetter('rwlock')]).toEqual(['hs', 'hr']);
   });
 
   it("every script touches keys of one Cluster slot: the lock's shard (and its quota)", () => {

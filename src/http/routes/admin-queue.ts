@@ -5,9 +5,12 @@ import { AdminKeyQuery, AdminQueue } from '../schemas/queue.js';
 import { HistoryPrimitiveParams } from '../schemas/history.js';
 import { ADMIN_ERRORS } from './admin.js';
 import { queuedView, routeOptions, routeRule } from './responses.js';
-import { queuedMode } from './rwlocks.js';
+import { PERMIT_PRIMITIVES } from './primitives.js';
 
 const queueRule = routeRule('admin', ADMIN_ERRORS);
+
+/** How a permit primitive words a queued caller's weight (a read/write lock's mode), by its path. */
+const queuedOf = (path: string) => Object.values(PERMIT_PRIMITIVES).find((p) => p.names.path === path)?.queued;
 
 /**
  * Who waits for a key of any namespace (scope `admin`): what inspect?queue=true lists for a team's own
@@ -36,7 +39,7 @@ export const adminQueueRoutes: FastifyPluginAsyncZod<{ locks: LockService; permi
       const queued =
         primitive === 'locks'
           ? (await locks.queue(namespace, key)).map((q) => queuedView(q))
-          : (await permits[primitive].queue(namespace, key)).map((q) => queuedView(q, primitive === 'rwlocks' ? queuedMode : undefined));
+          : (await permits[primitive].queue(namespace, key)).map((q) => queuedView(q, queuedOf(primitive)));
       return { namespace, key, queue: queued };
     },
   );

@@ -7,6 +7,7 @@ import { HISTORY_PRIMITIVES, type LeaseHistory } from '../lease-history.js';
 import { AdminHistoryQuery, HistoryPrimitiveParams, HistoryQuery, KeyHistory } from '../schemas/history.js';
 import { LockKeyParams } from '../schemas/locks.js';
 import { ADMIN_ERRORS } from './admin.js';
+import { permitPrimitives } from './primitives.js';
 import { BAD_REQUEST, iso, routeOptions, routeRule, STORE_UNAVAILABLE } from './responses.js';
 
 const ownRule = routeRule('locks', { 400: BAD_REQUEST, 503: STORE_UNAVAILABLE });
@@ -56,19 +57,20 @@ async function answer(
 
 /** Lease history: each primitive's key in the caller's namespace (scope `locks`), and any key for an operator (`admin`). */
 export const historyRoutes: FastifyPluginAsyncZod = async (app) => {
-  for (const [path, primitive] of Object.entries(HISTORY_PRIMITIVES)) {
-    const id = { locks: 'Lock', semaphores: 'Semaphore', rwlocks: 'RwLock' }[path] ?? path;
+  const named = [{ path: 'locks', id: 'Lock', noun: 'lock', tag: 'locks' }, ...permitPrimitives().map((p) => p.names)];
+  for (const { path, id, noun, tag } of named) {
+    const primitive = HISTORY_PRIMITIVES[path] ?? 'lock';
     app.get(
       `/v1/${path}/:key/history`,
       routeOptions(
         ownRule,
         {
-          summary: `Recent lease events of a ${primitive === 'rwlock' ? 'read/write lock' : primitive}`,
+          summary: `Recent lease events of a ${noun}`,
           description: DESCRIPTION,
           ok: "The key's recent events",
         },
         KeyHistory,
-        { operationId: `history${id}`, tags: [path === 'locks' ? 'locks' : path], params: LockKeyParams, querystring: HistoryQuery },
+        { operationId: `history${id}`, tags: [tag], params: LockKeyParams, querystring: HistoryQuery },
       ),
       async (request) => answer(app.leaseHistory, principalOf(request).namespace, primitive, request.params.key, request.query),
     );

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
-import type { IndexedPermitState, PermitState } from '../../domain/permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitState } from '../../domain/permit-store.js';
 import { principalOf } from '../auth.js';
-import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
+import { historyOf } from '../lease-history.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
@@ -52,14 +52,15 @@ export const inspectDescription = (shows: string, noun: string): string =>
 
 /** How a primitive is named in paths, operation ids and texts. */
 export interface PermitNames {
-  /** Path segment: `semaphores`, `rwlocks`. */
-  readonly path: string;
+  /** Path segment: its kind's plural (`semaphores`, `rwlocks`), as history and the admin queue name it. */
+  readonly path: `${PermitKind}s`;
   /** For operation ids: `Semaphore`, `RwLock`. */
   readonly id: string;
   /** For texts: `semaphore`, `read/write lock`. */
   readonly noun: string;
-  /** OpenAPI tag. */
+  /** OpenAPI tag, and what it says. */
   readonly tag: string;
+  readonly tagDescription: string;
 }
 
 /** What every permit acquire takes besides the primitive's own field. */
@@ -71,7 +72,11 @@ interface AcquireBody {
 
 /** One permit primitive, as its routes need it: everything in which a semaphore and a read/write lock differ. */
 export interface PermitRouteSpec<Body extends AcquireBody, View> {
+  /** Its kind (PERMIT_KINDS): the permit core its routes run on, and how history names it. */
+  readonly kind: PermitKind;
   readonly names: PermitNames;
+  /** An acquire that takes the whole of a free key (the next one is refused): what the route tests send. */
+  readonly example: Body;
   readonly acquire: RouteText & {
     readonly body: z.ZodType<Body>;
     readonly grant: z.ZodType;
@@ -99,7 +104,7 @@ export function permitRoutes<Body extends AcquireBody, View>(
 ): FastifyPluginAsyncZod<{ core: PermitCore }> {
   const { names } = kind;
   const acquireRule = routeRule('locks', { ...COMMON_ERRORS, 409: kind.acquire.refused, 429: WAIT_ERRORS });
-  const primitive = HISTORY_PRIMITIVES[names.path] ?? 'semaphore';
+  const primitive = kind.kind;
   return async (app, { core }) => {
     const service = kind.service(core);
     const answers = {
@@ -229,13 +234,7 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
             `no live lease on ${names.noun} "${key}" in namespace "${namespace}"; nothing changed`,
           );
         }
-        historyOf(request)?.forceReleased(
-          HISTORY_PRIMITIVES[names.path] ?? 'semaphore',
-          namespace,
-          key,
-          evicted,
-          principalOf(request).keyId,
-        );
+        historyOf(request)?.forceReleased(core.kind, namespace, key, evicted, principalOf(request).keyId);
         request.log.warn(
           {
             audit: 'force_release',
@@ -253,4 +252,20 @@ export function permitAdminRoutes(core: PermitCore, names: PermitNames): Fastify
     );
     registerReleaseRequestRoute(app, core, names);
   };
+}
+
+/** One permit primitive as the app and the shared routes need it, whatever its acquire body and view. */
+export interface PermitPrimitive {
+  readonly kind: PermitKind;
+  readonly names: PermitNames;
+  /** Its acquire, renew, release and inspect (scope `locks`), on its kind's core. */
+  readonly routes: FastifyPluginAsyncZod<{ core: PermitCore }>;
+  /** A queued caller's weight in the primitive's words (see PermitRouteSpec.queued). */
+  readonly queued?: (weight: number) => object;
+  readonly example: object;
+}
+
+/** A primitive's spec as an entry of the table of primitives (routes/primitives.ts). */
+export function permitPrimitive<Body extends AcquireBody, View>(spec: PermitRouteSpec<Body, View>): PermitPrimitive {
+  return { kind: spec.kind, names: spec.names, routes: permitRoutes(spec), queued: spec.queued, example: spec.example };
 }

@@ -1,15 +1,21 @@
 import { MAX_READERS, RwLockService, rwLockView, type RwLockView, type RwMode } from '../../domain/rwlocks.js';
 import { RwLockAcquireRequest, RwLockGrant, RwLockStatus } from '../schemas/permits.js';
-import { inspectDescription, permitRoutes, type PermitRouteSpec, type PermitNames } from './permits.js';
+import { inspectDescription, permitPrimitive, type PermitRouteSpec } from './permits.js';
 import { leaseView } from './responses.js';
 
 /** A queued caller's mode, from the weight it asks for (a writer asks for all of it). */
-export const queuedMode = (weight: number) => ({ mode: weight >= MAX_READERS ? ('write' as const) : ('read' as const) });
-
-export const RWLOCK_NAMES: PermitNames = { path: 'rwlocks', id: 'RwLock', noun: 'read/write lock', tag: 'rwlocks' };
+const queuedMode = (weight: number) => ({ mode: weight >= MAX_READERS ? ('write' as const) : ('read' as const) });
 
 const RWLOCK: PermitRouteSpec<{ mode: RwMode; ttlMs: number; holder?: string; waitMs?: number }, RwLockView> = {
-  names: RWLOCK_NAMES,
+  kind: 'rwlock',
+  names: {
+    path: 'rwlocks',
+    id: 'RwLock',
+    noun: 'read/write lock',
+    tag: 'rwlocks',
+    tagDescription: 'Read/write locks: many readers or one writer, writers not starved',
+  },
+  example: { mode: 'write', ttlMs: 30_000 },
   acquire: {
     summary: 'Take a read/write lock for reading or writing',
     description:
@@ -48,4 +54,4 @@ const RWLOCK: PermitRouteSpec<{ mode: RwMode; ttlMs: number; holder?: string; wa
 };
 
 /** Read/write locks (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
-export const rwLockRoutes = permitRoutes(RWLOCK);
+export const RWLOCKS = permitPrimitive(RWLOCK);

@@ -1,12 +1,18 @@
 import { SemaphoreService, semaphoreView, type SemaphoreView } from '../../domain/semaphores.js';
 import { SemaphoreAcquireRequest, SemaphoreGrant, SemaphoreStatus } from '../schemas/permits.js';
-import { inspectDescription, permitRoutes, type PermitRouteSpec, type PermitNames } from './permits.js';
+import { inspectDescription, permitPrimitive, type PermitRouteSpec } from './permits.js';
 import { leaseView } from './responses.js';
 
-export const SEMAPHORE_NAMES: PermitNames = { path: 'semaphores', id: 'Semaphore', noun: 'semaphore', tag: 'semaphores' };
-
 const SEMAPHORE: PermitRouteSpec<{ limit: number; ttlMs: number; holder?: string; waitMs?: number }, SemaphoreView> = {
-  names: SEMAPHORE_NAMES,
+  kind: 'semaphore',
+  names: {
+    path: 'semaphores',
+    id: 'Semaphore',
+    noun: 'semaphore',
+    tag: 'semaphores',
+    tagDescription: 'At most N holders at once: each permit its own lease with its own fencing token',
+  },
+  example: { limit: 1, ttlMs: 30_000 },
   acquire: {
     summary: 'Take a semaphore permit',
     description:
@@ -45,4 +51,4 @@ const SEMAPHORE: PermitRouteSpec<{ limit: number; ttlMs: number; holder?: string
 };
 
 /** Semaphores (scope `locks`, in the key's namespace): acquire, renew, release, inspect. */
-export const semaphoreRoutes = permitRoutes(SEMAPHORE);
+export const SEMAPHORES = permitPrimitive(SEMAPHORE);

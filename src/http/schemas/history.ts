@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Namespace } from './admin.js';
+import { PERMIT_KINDS, type PermitKind } from '../../domain/permit-store.js';
 import { LockKeyParams, SafeCount } from './locks.js';
 
 /** The schemas of lease history (GET .../{key}/history): see domain/history.ts for what is recorded and derived. */
@@ -28,8 +29,14 @@ export const AdminHistoryQuery = HistoryQuery.extend({
   namespace: Namespace.meta({ description: 'The namespace of the key' }),
 });
 
+/**
+ * The path segment of every primitive's routes, `locks` first, then one per kind of PERMIT_KINDS: its
+ * kind's plural (`semaphores`, `rwlocks`), so a new kind's routes need no entry here.
+ */
+export const PRIMITIVE_PATHS = ['locks', ...PERMIT_KINDS.map((kind): `${PermitKind}s` => `${kind}s`)] as const;
+
 export const HistoryPrimitiveParams = LockKeyParams.extend({
-  primitive: z.enum(['locks', 'semaphores', 'rwlocks']).meta({ description: "The key's primitive, as in its routes' paths" }),
+  primitive: z.enum(PRIMITIVE_PATHS).meta({ description: "The key's primitive, as in its routes' paths" }),
 });
 
 export const HistoryEvent = z

@@ -5,9 +5,10 @@ import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
 import { AskedToLetGo, ExpiresAt, FencingToken, grantFields, Holder, QueueField, SafeCount, TtlMs, WaitMs } from './locks.js';
 
 /**
- * Request and response schemas of semaphores and read/write locks. Renew and release take and answer
- * the lock's shapes (RenewRequest, LockRenewal, ReleaseRequest, LockRelease): an owner token and a TTL
- * mean the same for every primitive.
+ * Request and response schemas of semaphores and read/write locks, and the parts every permit primitive's
+ * schemas are made of (a later primitive declares its own with them, beside its routes). Renew and release
+ * take and answer the lock's shapes (RenewRequest, LockRenewal, ReleaseRequest, LockRelease): an owner
+ * token and a TTL mean the same for every primitive.
  */
 
 const Limit = z
@@ -23,11 +24,11 @@ const Limit = z
   });
 
 /** A permit primitive's acquire body: its own field (a semaphore's limit, a read/write lock's mode), then what every acquire takes. */
-const acquireRequest = <S extends z.ZodRawShape>(id: string, own: S) =>
+export const acquireRequest = <S extends z.ZodRawShape>(id: string, own: S) =>
   z.strictObject({ ...own, ttlMs: TtlMs, holder: Holder.optional(), waitMs: WaitMs.optional() }).meta({ id });
 
 /** A permit primitive's grant: the key, its own field, then a grant's fields with the primitive's fencing token. */
-const permitGrant = <S extends z.ZodRawShape>(id: string, own: S, fencingToken: string, description: string) =>
+export const permitGrant = <S extends z.ZodRawShape>(id: string, own: S, fencingToken: string, description: string) =>
   z.object({ key: z.string(), ...own, ...grantFields(FencingToken.meta({ description: fencingToken })) }).meta({ id, description });
 
 export const SemaphoreAcquireRequest = acquireRequest('SemaphoreAcquireRequest', { limit: Limit });
@@ -39,7 +40,7 @@ export const SemaphoreGrant = permitGrant(
   'A granted permit: a lease of its own, which ends by itself at expiresAt.',
 );
 
-const PermitWatchIndex = SafeCount.meta({
+export const PermitWatchIndex = SafeCount.meta({
   description:
     'Watch index: a per-key number that rises on every grant, release, expiry, force release and hand-over (not on a ' +
     'renewal). Pass it back as ?index= to wait for the next change. Compare for inequality only: it is 0 once the ' +
@@ -48,7 +49,7 @@ const PermitWatchIndex = SafeCount.meta({
 });
 
 /** A key's leases as an answer shows them: at most MAX_HOLDERS_SHOWN, the ones that end first. */
-const shownHolders = <T extends z.ZodType>(holder: T) =>
+export const shownHolders = <T extends z.ZodType>(holder: T) =>
   z
     .array(holder)
     .max(MAX_HOLDERS_SHOWN)
@@ -58,13 +59,13 @@ const shownHolders = <T extends z.ZodType>(holder: T) =>
         'first. Listed in grant order (ascending fencing token).',
     });
 
-const Truncated = z.boolean().meta({
+export const Truncated = z.boolean().meta({
   description: `true when more leases are live than holders shows (at most ${MAX_HOLDERS_SHOWN}); the count says how many`,
 });
 
-const HolderCount = z.number().int().nonnegative().meta({ description: 'Every live lease, shown in holders or not' });
+export const HolderCount = z.number().int().nonnegative().meta({ description: 'Every live lease, shown in holders or not' });
 
-const PermitHolder = z.object({
+export const PermitHolder = z.object({
   holder: Holder.nullable(),
   fencingToken: FencingToken,
   expiresAt: ExpiresAt,

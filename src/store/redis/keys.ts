@@ -1,4 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
+import type { HistoryPrimitive } from '../../domain/history.js';
+import type { PermitKind } from '../../domain/permit-store.js';
 
 /**
  * The one place Redis key names are built.
@@ -97,8 +99,26 @@ export interface PermitKeys {
   readonly expiries: string;
 }
 
-/** The kind letter of each multi-holder primitive's keys: `P{ns}s/key` a semaphore, `P{ns}r/key` a read/write lock. */
-export const PERMIT_KIND_LETTER = { semaphore: 's', rwlock: 'r' } as const;
+/**
+ * The kind letters of the first two multi-holder primitives' keys, kept as deployments store them:
+ * `{ns}s/key` a semaphore, `{ns}r/key` a read/write lock.
+ */
+const FIRST_KIND_LETTERS: Readonly<Record<string, string>> = { semaphore: 's', rwlock: 'r' };
+
+/**
+ * The kind part of a multi-holder primitive's key names: its letter for the first two, and for every
+ * later kind `P<kind>:` (`{ns}Ppool:/key`), so a new kind of PERMIT_KINDS needs no entry here. No other
+ * key name starts with `P`, and a kind is lower-case letters, so `:` ends it: the queue (`q`), waiters
+ * (`w`) and expiries (`e`) suffixes of one kind never read as another kind.
+ */
+export function permitKindLetter(kind: PermitKind): string {
+  return FIRST_KIND_LETTERS[kind] ?? `P${kind}:`;
+}
+
+/** The kind part of a key's lease-history list: `hl` a lock's, `hs` and `hr` as above, `hP<kind>:` a later kind's. */
+export function historyKindLetter(primitive: HistoryPrimitive): string {
+  return primitive === 'lock' ? 'hl' : `h${permitKindLetter(primitive)}`;
+}
 
 /** The separator between an id's group (its hash tag) and the rest of it. */
 const GROUP_SEPARATOR = '/';
@@ -202,8 +222,8 @@ export class KeySpace {
   }
 
   /** The keys of a semaphore (`s`, `sq`, `sw`, `se`) or read/write lock (`r`, `rq`, `rw`, `re`). */
-  permitKeys(kind: keyof typeof PERMIT_KIND_LETTER, id: string): PermitKeys {
-    const letter = PERMIT_KIND_LETTER[kind];
+  permitKeys(kind: PermitKind, id: string): PermitKeys {
+    const letter = permitKindLetter(kind);
     return {
       pool: this.tagged(id, letter),
       queue: this.tagged(id, `${letter}q`),

@@ -4,14 +4,13 @@ import {
   type HistoryAppend,
   type HistoryKey,
   type HistoryLimits,
-  type HistoryPrimitive,
   type HistoryRecord,
   type HistoryStore,
 } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
-import { KeySpace, QUOTA_SHARDS } from './keys.js';
+import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 
 /**
  * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: retention,
@@ -76,8 +75,6 @@ end
 return 1
 `;
 
-const PRIMITIVE_LETTER: Record<HistoryPrimitive, string> = { lock: 'hl', semaphore: 'hs', rwlock: 'hr' };
-
 type HistoryClient = RedisClient & {
   historyAppend(args: (string | number)[]): Promise<unknown>;
 };
@@ -118,7 +115,7 @@ export class RedisHistory implements HistoryStore {
 
   /** The LIST of a key's events. */
   listKey(key: HistoryKey): string {
-    return this.keys.tagged(lockId(key.namespace, key.key), PRIMITIVE_LETTER[key.primitive]);
+    return this.keys.tagged(lockId(key.namespace, key.key), historyKindLetter(key.primitive));
   }
 
   /** The index of the shard a list lives in: the list's prefix and hash tag, kind `H`. */

@@ -17,7 +17,7 @@ import {
   type QueuedCaller,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
-import { type KeySpace, PERMIT_KIND_LETTER } from './keys.js';
+import { type KeySpace, permitKindLetter } from './keys.js';
 import {
   parseCancel,
   parseLease,
@@ -265,7 +265,7 @@ export class RedisPermits implements PermitStore {
 
   /** As RedisStore.list: SCAN with MATCH (never KEYS), then each key read with the inspect script. */
   async listPermits(kind: PermitKind, { prefix, limit, cursor }: PermitListQuery): Promise<PermitListPage> {
-    const letter = PERMIT_KIND_LETTER[kind];
+    const letter = permitKindLetter(kind);
     const page = await this.deps.scanIds(this.deps.keys.lockPattern(prefix, letter), limit, cursor, (redisKey) => {
       const id = this.deps.keys.lockIdOf(redisKey, letter);
       return id !== null && id.startsWith(prefix) ? id : null;
