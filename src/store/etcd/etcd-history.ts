@@ -1,14 +1,6 @@
 import { Etcd3, type IRequestOp } from 'etcd3';
-import {
-  decodeRecord,
-  encodeRecord,
-  readRecords,
-  type HistoryAppend,
-  type HistoryKey,
-  type HistoryLimits,
-  type HistoryRecord,
-  type HistoryStore,
-} from '../../domain/history.js';
+import { decodeRecord, encodeRecord, readRecords } from '../../domain/history.js';
+import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { prefixEnd } from './etcd-keys.js';
 import { callEtcd } from './etcd-records.js';

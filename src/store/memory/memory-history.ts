@@ -1,13 +1,5 @@
-import {
-  encodeRecord,
-  readRecords,
-  historyName,
-  type HistoryAppend,
-  type HistoryKey,
-  type HistoryLimits,
-  type HistoryRecord,
-  type HistoryStore,
-} from '../../domain/history.js';
+import { encodeRecord, readRecords, historyName } from '../../domain/history.js';
+import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 
 /**
  * The embedded store's history: per namespace, a Map of key -> ring of encoded events, in order of the

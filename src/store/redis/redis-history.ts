@@ -1,12 +1,5 @@
-import {
-  encodeRecord,
-  readRecords,
-  type HistoryAppend,
-  type HistoryKey,
-  type HistoryLimits,
-  type HistoryRecord,
-  type HistoryStore,
-} from '../../domain/history.js';
+import { encodeRecord, readRecords } from '../../domain/history.js';
+import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
