@@ -72,7 +72,10 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/redis-replies.test.ts',
     'test/unit/redis-client-options.test.ts',
     'test/unit/watch-marks.test.ts',
+    'test/unit/script-lane.test.ts',
+    'test/unit/contended-keys.test.ts',
     'test/redis/client-events.test.ts',
+    'test/redis/command-deadline.test.ts',
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
     'test/redis/wait-room.test.ts',
@@ -85,8 +88,8 @@ const PART_FILES: Record<string, readonly string[]> = {
   ],
 };
 // The replies, keys, scripts and client code are reached by the same files (the store's tests reach the
-// client code), plus the script lane's unit test.
-PART_FILES['redis-codec'] = ['test/unit/script-lane.test.ts', ...(PART_FILES.redis ?? [])];
+// client code).
+PART_FILES['redis-codec'] = [...(PART_FILES.redis ?? [])];
 const part = process.env.STRYKER_PART;
 /** Without a part (a plain `stryker run` over the whole scope): every file, in the parts' order. */
 const FILES = part ? (PART_FILES[part] ?? []) : [...new Set(Object.values(PART_FILES).flat())];
