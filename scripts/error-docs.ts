@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ERROR_CODES, PROBLEM_CODES } from '../src/domain/error-codes.js';
+import { withRegion } from './doc-region.js';
 
 /** docs/api.md's table of errors, generated from src/domain/error-codes.ts (by `npm run openapi`). */
 export const ERRORS_DOC = fileURLToPath(new URL('../docs/api.md', import.meta.url));
@@ -19,10 +20,7 @@ export function renderErrorTable(): string {
 
 /** `doc` with the text between the markers replaced by `table`. */
 export function withErrorTable(doc: string, table: string): string {
-  const start = doc.indexOf(ERRORS_START);
-  const end = doc.indexOf(ERRORS_END);
-  if (start < 0 || end < start) throw new Error(`${ERRORS_DOC} lacks the ${ERRORS_START} … ${ERRORS_END} markers`);
-  return `${doc.slice(0, start + ERRORS_START.length)}\n${table}\n${doc.slice(end)}`;
+  return withRegion(doc, ERRORS_DOC, ERRORS_START, ERRORS_END, table);
 }
 
 /** Rewrites the table in docs/api.md. */
