@@ -34,16 +34,22 @@ while k <= #KEYS do
   local ranks, r = {}, 0
   for i = k + 1, k + lists do
     local blob, len = ARGV[a], 0
-    local from, n, events = 1, 0, {}
-    while true do
-      local nl = string.find(blob, '\\n', from, true)
-      n = n + 1
-      if not nl then events[n] = string.sub(blob, from); break end
-      events[n] = string.sub(blob, from, nl - 1)
-      from = nl + 1
+    local nl = string.find(blob, '\\n', 1, true)
+    if not nl then
+      -- One event (the common case: a pair folded into its grant): pushed as sent, no split, no table.
+      len = redis.call('RPUSH', KEYS[i], blob)
+    else
+      local from, n, events = 1, 0, {}
+      while true do
+        n = n + 1
+        if not nl then events[n] = string.sub(blob, from); break end
+        events[n] = string.sub(blob, from, nl - 1)
+        from = nl + 1
+        nl = string.find(blob, '\\n', from, true)
+      end
+      -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
+      for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
     end
-    -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
-    for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
     -- A trim only when the list outgrew its cap: RPUSH answers the length.
     if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
     a = a + 1
