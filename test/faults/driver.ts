@@ -325,8 +325,17 @@ interface Answer {
 function recorded(
   answer: Answer,
   call: Pick<LockOp, 'id' | 'kind' | 'client' | 'key' | 'instance' | 'ttlMs'>,
-): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'ttlMs'> {
-  return { type: 'lock', ...call, startMs: answer.startMs, endMs: answer.endMs, outcome: answer.outcome, status: answer.status };
+): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'code' | 'ttlMs'> {
+  const code = answer.status !== null && answer.status >= 400 && typeof answer.json.code === 'string' ? answer.json.code : undefined;
+  return {
+    type: 'lock',
+    ...call,
+    startMs: answer.startMs,
+    endMs: answer.endMs,
+    outcome: answer.outcome,
+    status: answer.status,
+    ...(code !== undefined ? { code } : {}),
+  };
 }
 
 function permitBody(permit: PermitShape | undefined): Record<string, unknown> {

@@ -38,6 +38,20 @@ const lockOps = (d: Driver) => d.ops.filter((op): op is LockOp => op.type === 'l
  */
 export const MAX_OBSERVER_LAG_MS = TTL_MS / 2;
 
+/**
+ * The operations without a certain answer, counted by why: the 503's problem code (store_unavailable,
+ * overloaded, ...), or `noAnswer` for a call that got no HTTP answer at all. A 503 `overloaded` is the
+ * instance refusing work before touching the store, a different cause from a store it could not reach.
+ */
+function byCode(prefix: string, ops: readonly LockOp[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const o of ops) {
+    const name = `${prefix}_${o.outcome === 'failed' ? 'noAnswer' : (o.code ?? `status${o.status}`)}`;
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
 function check(driver: Driver): CheckReport {
   const observerLagMs = Math.min(driver.maxLagMs, MAX_OBSERVER_LAG_MS);
   return checkHistory({ ops: driver.ops, faults: driver.faults }, { ...DEFAULT_CHECK_OPTIONS, observerLagMs });
@@ -99,6 +113,7 @@ export async function baseline(cluster: Cluster, scale: Scale): Promise<Scenario
       grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
       lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
       unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+      ...byCode('unavailable', ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed')),
     },
   );
 }
@@ -331,6 +346,7 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
     {
       answered503OrNoAnswer: unavailable.length,
       unavailableWhileRedisUp: whileUp.length,
+      ...byCode('unavailableWhileRedisUp', whileUp),
       unavailableWhileRedisSlow: whileSlow.length,
       redisSlowSpans: slow.length,
       maxRecoveryMs: Math.round(maxRecoveryMs),
