@@ -113,7 +113,10 @@ export async function baseline(cluster: Cluster, scale: Scale): Promise<Scenario
       grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
       lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
       unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
-      ...byCode('unavailable', ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed')),
+      ...byCode(
+        'unavailable',
+        ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed'),
+      ),
     },
   );
 }
@@ -436,24 +439,26 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     for (let r = 0; r < rounds; r++) {
       for (const kind of kinds) {
         await sleep(gapMs);
+        // The proxy runs in another process: a fault is in force once its change is acknowledged, so the
+        // window opens after that, and closes after the heal is (a call wholly inside it met the fault).
+        if (kind === 'delay') await proxy.set({ kind: 'delay', delayMs: 1_000 });
+        if (kind === 'blackhole') await proxy.set({ kind: 'blackhole' });
+        if (kind === 'dropReplies') await proxy.set({ kind: 'dropReplies' });
         const startMs = driver.clock.nowMs();
-        if (kind === 'delay') proxy.set({ kind: 'delay', delayMs: 1_000 });
-        if (kind === 'blackhole') proxy.set({ kind: 'blackhole' });
-        if (kind === 'dropReplies') proxy.set({ kind: 'dropReplies' });
         if (kind === 'resets' || kind === 'replyDropBursts') {
           while (driver.clock.nowMs() - startMs < windowMs) {
-            if (kind === 'resets') proxy.resetAll();
+            if (kind === 'resets') await proxy.resetAll();
             else {
-              proxy.set({ kind: 'dropReplies' });
+              await proxy.set({ kind: 'dropReplies' });
               await sleep(10 + Math.random() * 20);
-              proxy.heal();
+              await proxy.heal();
             }
             await sleep(50 + Math.random() * 150);
           }
         } else {
           await sleep(windowMs);
         }
-        proxy.heal();
+        await proxy.heal();
         const endMs = driver.clock.nowMs();
         windows.push({ kind, startMs, endMs });
         // Inside resets and short drop bursts some calls get through, so a 200 there is legitimate.
@@ -478,6 +483,7 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     if (b === 0) windowsWithoutOthersServing++;
   }
   const servedAfterHeal = ops.filter((o) => o.instance === target && o.startMs >= healedAt && o.outcome === 'ok').length;
+  const stats = await proxy.stats();
   return result(
     '7 network faults',
     driver,
@@ -491,8 +497,8 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
       affectedInstance503s: affected503,
       othersServed200s: othersServed,
       affectedServed200sAfterHeal: servedAfterHeal,
-      connectionResets: proxy.stats.resets,
-      bytesDropped: proxy.stats.bytesDropped,
+      connectionResets: stats.resets,
+      bytesDropped: stats.bytesDropped,
     },
   );
 }
