@@ -82,15 +82,23 @@ export class Driver {
 
   async run(): Promise<DriverResult> {
     const deadline = this.clock.nowMs() + this.options.durationMs;
+    await this.measured(() => Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline))));
+    return { ops: this.ops, paused: this.paused, resource: this.resource };
+  }
+
+  /**
+   * Runs `work` with this process's event-loop delay measured into maxLagMs: for a scenario that makes
+   * its calls itself (through call) rather than through run, whose answers are checked the same way.
+   */
+  async measured<T>(work: () => Promise<T>): Promise<T> {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
     try {
-      await Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline)));
+      return await work();
     } finally {
       lag.disable();
       this.maxLagMs = Math.max(this.maxLagMs, lag.max / 1e6);
     }
-    return { ops: this.ops, paused: this.paused, resource: this.resource };
   }
 
   /** Marks a fault window in the history (for the uncertain-success check and the report). */
