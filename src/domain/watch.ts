@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { ChangeFeed, IndexedLockState } from './lock-store.js';
 import { WaitAbortedError } from './errors.js';
 import type { IndexedPermitState, PermitKind, PermitStore } from './permit-store.js';
@@ -122,13 +123,16 @@ interface Watched<V> {
 export const LINGER_MS = 5_000;
 
 /**
- * Watchers answered in one turn of the event loop when a change wakes many (see check). Each answer is
- * a socket write of up to ~20 KB (a semaphore's view of 100 holders: ~11 KB), and another tenant's call
- * waits for one slice in every turn it takes (read, store reply, answer): 8, not 32, so that wait is a
- * quarter as long. The watchers case of test/auth/cross-tenant.test.ts, alternated runs at load 7-20:
- * team A's attacked/alone p99 1.36-3.48 (median 2.16) with 32, 0.73-2.15 (median 1.12) with 8.
+ * How long (ms) one turn of the event loop may spend answering the watchers a change woke (see check)
+ * before it yields to everyone else's I/O; at least one watcher is answered per turn. Each answer is a
+ * socket write of up to ~20 KB (a semaphore's view of 100 holders: ~11 KB), and another tenant's call
+ * waits for one such turn at every step it takes (read, store reply, answer). A time, not a count: an
+ * answer costs ~0.1 ms on an idle machine, but on a busy host the process is put off the CPU in the
+ * middle of a turn, and a count of answers (8 was the last) then went on answering after the stall
+ * while the other tenant's calls, already late, still waited. With a time the turn ends at the first
+ * answer that finds the budget spent.
  */
-export const WAKE_SLICE = 8;
+export const WAKE_TURN_BUDGET_MS = 1;
 
 /**
  * Blocking queries for one instance: however many callers watch a key here, the instance holds ONE
@@ -184,8 +188,8 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
    *
    * `onChange`, when given, is called with the view when a change ends this wait, synchronously in the
    * pass that wakes every watcher of the key, before the returned promise settles (not when the wait
-   * ends at once or by running out). A caller that answers there answers the watchers in passes of
-   * WAKE_SLICE: a promise's continuations run in turns, every watcher's first step before any one's
+   * ends at once or by running out). A caller that answers there answers the watchers in turns of
+   * WAKE_TURN_BUDGET_MS: a promise's continuations run in turns, every watcher's first step before any one's
    * second, so answering after the await would delay the first answer until all of them reached it.
    * If it throws, the wait rejects with what it threw.
    */
@@ -326,17 +330,25 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         }
         this.remember(id, entry, view);
         const woken = [...entry.watchers].filter((w) => w.index !== view.index);
-        for (let from = 0; from < woken.length; from += WAKE_SLICE) {
-          // Between two slices the event loop serves everyone else's I/O: a thousand watchers of one key
+        for (let next = 0; next < woken.length;) {
+          // Between two turns the event loop serves everyone else's I/O: a thousand watchers of one key
           // (~0.2 ms of answer each on a busy host) would otherwise hold it some 200 ms, every other
           // tenant's calls queued behind. A watcher that left meanwhile (timed out, aborted, shut down)
           // was answered by its own path and is skipped.
-          if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
-          const slice = woken.slice(from, from + WAKE_SLICE).filter((w) => entry.watchers.has(w));
-          // Every answer of the slice first (onChange), then the bookkeeping (timers, abort listeners):
+          if (next > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+          const turnStartedAt = performance.now();
+          const answered: Array<Watcher<V>> = [];
+          const failures: Array<{ err: unknown } | undefined> = [];
+          while (next < woken.length) {
+            const w = woken[next++] as Watcher<V>;
+            if (!entry.watchers.has(w)) continue;
+            answered.push(w);
+            failures.push(answerFirst(w, view));
+            if (performance.now() - turnStartedAt >= WAKE_TURN_BUDGET_MS) break;
+          }
+          // Every answer of the turn first (onChange), then the bookkeeping (timers, abort listeners):
           // the last answer waits for all the work done before it.
-          const failures = slice.map((w) => answerFirst(w, view));
-          slice.forEach((w, i) => {
+          answered.forEach((w, i) => {
             w.done();
             const failure = failures[i];
             if (failure === undefined) w.resolve(view);

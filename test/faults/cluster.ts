@@ -1,4 +1,4 @@
-import { FaultProxy } from '../helpers/fault-proxy.js';
+import { FaultProxyHost, type RemoteFaultProxy } from '../helpers/fault-proxy-process.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
@@ -13,12 +13,14 @@ export interface ClusterOptions {
 
 /**
  * One real redis-server, and N keyholder instances each reaching it through its own fault proxy:
- * keyholder[i] -> proxy[i] -> Redis. Faults injected at proxy[i] hit instance i only.
+ * keyholder[i] -> proxy[i] -> Redis. Faults injected at proxy[i] hit instance i only. The proxies run
+ * in a process of their own (FaultProxyHost), not in the test's: see fault-proxy-process.ts.
  */
 export class Cluster {
   private constructor(
     readonly redis: RedisServer,
-    readonly proxies: readonly FaultProxy[],
+    private readonly proxyHost: FaultProxyHost,
+    readonly proxies: readonly RemoteFaultProxy[],
     readonly instances: readonly KeyholderProcess[],
     /** How long an instance waits for a Redis reply before it answers 503 (REDIS_COMMAND_TIMEOUT_MS). */
     readonly commandTimeoutMs: number,
@@ -28,9 +30,11 @@ export class Cluster {
     const redis = await RedisServer.start({ appendOnly: options.appendOnly });
     const count = options.instances ?? 3;
     const commandTimeoutMs = options.commandTimeoutMs ?? 250;
-    const proxies = await Promise.all(Array.from({ length: count }, () => FaultProxy.start(redis.port)));
+    const proxyHost = await FaultProxyHost.start();
+    const proxies: RemoteFaultProxy[] = [];
     const instances: KeyholderProcess[] = [];
     try {
+      for (let i = 0; i < count; i++) proxies.push(await proxyHost.proxy(redis.port));
       // One at a time: three tsx compilations at once on two cores only slow each other down.
       for (const proxy of proxies) {
         instances.push(
@@ -46,11 +50,11 @@ export class Cluster {
       }
     } catch (err) {
       await Promise.all(instances.map((i) => i.stop('SIGKILL')));
-      await Promise.all(proxies.map((p) => p.close()));
+      await proxyHost.stop();
       await redis.stop();
       throw err;
     }
-    return new Cluster(redis, proxies, instances, commandTimeoutMs);
+    return new Cluster(redis, proxyHost, proxies, instances, commandTimeoutMs);
   }
 
   get urls(): string[] {
@@ -59,7 +63,7 @@ export class Cluster {
 
   async stop(): Promise<void> {
     await Promise.all(this.instances.map((i) => i.stop('SIGKILL')));
-    await Promise.all(this.proxies.map((p) => p.close()));
+    await this.proxyHost.stop();
     await this.redis.stop();
   }
 

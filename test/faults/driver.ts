@@ -82,15 +82,23 @@ export class Driver {
 
   async run(): Promise<DriverResult> {
     const deadline = this.clock.nowMs() + this.options.durationMs;
+    await this.measured(() => Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline))));
+    return { ops: this.ops, paused: this.paused, resource: this.resource };
+  }
+
+  /**
+   * Runs `work` with this process's event-loop delay measured into maxLagMs: for a scenario that makes
+   * its calls itself (through call) rather than through run, whose answers are checked the same way.
+   */
+  async measured<T>(work: () => Promise<T>): Promise<T> {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
     try {
-      await Promise.all(Array.from({ length: this.options.clients }, (_, c) => this.client(c, deadline)));
+      return await work();
     } finally {
       lag.disable();
       this.maxLagMs = Math.max(this.maxLagMs, lag.max / 1e6);
     }
-    return { ops: this.ops, paused: this.paused, resource: this.resource };
   }
 
   /** Marks a fault window in the history (for the uncertain-success check and the report). */
@@ -325,8 +333,17 @@ interface Answer {
 function recorded(
   answer: Answer,
   call: Pick<LockOp, 'id' | 'kind' | 'client' | 'key' | 'instance' | 'ttlMs'>,
-): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'ttlMs'> {
-  return { type: 'lock', ...call, startMs: answer.startMs, endMs: answer.endMs, outcome: answer.outcome, status: answer.status };
+): Pick<LockOp, 'type' | 'id' | 'kind' | 'client' | 'key' | 'instance' | 'startMs' | 'endMs' | 'outcome' | 'status' | 'code' | 'ttlMs'> {
+  const code = answer.status !== null && answer.status >= 400 && typeof answer.json.code === 'string' ? answer.json.code : undefined;
+  return {
+    type: 'lock',
+    ...call,
+    startMs: answer.startMs,
+    endMs: answer.endMs,
+    outcome: answer.outcome,
+    status: answer.status,
+    ...(code !== undefined ? { code } : {}),
+  };
 }
 
 function permitBody(permit: PermitShape | undefined): Record<string, unknown> {

@@ -24,6 +24,8 @@ export interface LockOp {
   readonly endMs: number;
   readonly outcome: LockOpOutcome;
   readonly status: number | null;
+  /** The problem answer's `code` on a 4xx/5xx (e.g. store_unavailable or overloaded for a 503). */
+  readonly code?: string;
   /** The acquire this operation belongs to (its own id for an acquire). */
   readonly grantId: number;
   readonly ttlMs: number;

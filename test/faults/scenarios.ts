@@ -38,8 +38,23 @@ const lockOps = (d: Driver) => d.ops.filter((op): op is LockOp => op.type === 'l
  */
 export const MAX_OBSERVER_LAG_MS = TTL_MS / 2;
 
-function check(driver: Driver): CheckReport {
-  const observerLagMs = Math.min(driver.maxLagMs, MAX_OBSERVER_LAG_MS);
+/**
+ * The operations without a certain answer, counted by why: the 503's problem code (store_unavailable,
+ * overloaded, ...), or `noAnswer` for a call that got no HTTP answer at all. A 503 `overloaded` is the
+ * instance refusing work before touching the store, a different cause from a store it could not reach.
+ */
+function byCode(prefix: string, ops: readonly LockOp[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const o of ops) {
+    const name = `${prefix}_${o.outcome === 'failed' ? 'noAnswer' : (o.code ?? `status${o.status}`)}`;
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** `maxObserverLagMs`: half the lease of the scenario's grants (MAX_OBSERVER_LAG_MS for TTL_MS leases). */
+function check(driver: Driver, maxObserverLagMs = MAX_OBSERVER_LAG_MS): CheckReport {
+  const observerLagMs = Math.min(driver.maxLagMs, maxObserverLagMs);
   return checkHistory({ ops: driver.ops, faults: driver.faults }, { ...DEFAULT_CHECK_OPTIONS, observerLagMs });
 }
 
@@ -99,6 +114,10 @@ export async function baseline(cluster: Cluster, scale: Scale): Promise<Scenario
       grants: ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok').length,
       lockSetGrants: new Set(ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok' && o.set).map((o) => o.set?.id)).size,
       unavailable: ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed').length,
+      ...byCode(
+        'unavailable',
+        ops.filter((o) => o.outcome === 'unavailable' || o.outcome === 'failed'),
+      ),
     },
   );
 }
@@ -331,6 +350,7 @@ export async function redisRestarts(cluster: Cluster, scale: Scale): Promise<Sce
     {
       answered503OrNoAnswer: unavailable.length,
       unavailableWhileRedisUp: whileUp.length,
+      ...byCode('unavailableWhileRedisUp', whileUp),
       unavailableWhileRedisSlow: whileSlow.length,
       redisSlowSpans: slow.length,
       maxRecoveryMs: Math.round(maxRecoveryMs),
@@ -420,24 +440,26 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     for (let r = 0; r < rounds; r++) {
       for (const kind of kinds) {
         await sleep(gapMs);
+        // The proxy runs in another process: a fault is in force once its change is acknowledged, so the
+        // window opens after that, and closes after the heal is (a call wholly inside it met the fault).
+        if (kind === 'delay') await proxy.set({ kind: 'delay', delayMs: 1_000 });
+        if (kind === 'blackhole') await proxy.set({ kind: 'blackhole' });
+        if (kind === 'dropReplies') await proxy.set({ kind: 'dropReplies' });
         const startMs = driver.clock.nowMs();
-        if (kind === 'delay') proxy.set({ kind: 'delay', delayMs: 1_000 });
-        if (kind === 'blackhole') proxy.set({ kind: 'blackhole' });
-        if (kind === 'dropReplies') proxy.set({ kind: 'dropReplies' });
         if (kind === 'resets' || kind === 'replyDropBursts') {
           while (driver.clock.nowMs() - startMs < windowMs) {
-            if (kind === 'resets') proxy.resetAll();
+            if (kind === 'resets') await proxy.resetAll();
             else {
-              proxy.set({ kind: 'dropReplies' });
+              await proxy.set({ kind: 'dropReplies' });
               await sleep(10 + Math.random() * 20);
-              proxy.heal();
+              await proxy.heal();
             }
             await sleep(50 + Math.random() * 150);
           }
         } else {
           await sleep(windowMs);
         }
-        proxy.heal();
+        await proxy.heal();
         const endMs = driver.clock.nowMs();
         windows.push({ kind, startMs, endMs });
         // Inside resets and short drop bursts some calls get through, so a 200 there is legitimate.
@@ -462,6 +484,7 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
     if (b === 0) windowsWithoutOthersServing++;
   }
   const servedAfterHeal = ops.filter((o) => o.instance === target && o.startMs >= healedAt && o.outcome === 'ok').length;
+  const stats = await proxy.stats();
   return result(
     '7 network faults',
     driver,
@@ -475,8 +498,8 @@ export async function networkFaults(cluster: Cluster, scale: Scale): Promise<Sce
       affectedInstance503s: affected503,
       othersServed200s: othersServed,
       affectedServed200sAfterHeal: servedAfterHeal,
-      connectionResets: proxy.stats.resets,
-      bytesDropped: proxy.stats.bytesDropped,
+      connectionResets: stats.resets,
+      bytesDropped: stats.bytesDropped,
     },
   );
 }
@@ -509,25 +532,6 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
     retakeUncertain?: boolean;
   }
   const stale: Stale[] = [];
-  for (let i = 0; i < leases; i += 20) {
-    const batch = await Promise.all(
-      Array.from({ length: 20 }, async (_, j) => {
-        const n = i + j;
-        const key = `expired-${n}`;
-        const { op, ownerToken } = await driver.call('acquire', n, key, instanceOf(n), 0, ttlMs, { ttlMs });
-        return ownerToken === undefined ? null : { key, client: n, grantId: op.id, ownerToken };
-      }),
-    );
-    for (const b of batch) if (b) stale.push(b);
-  }
-  await sleep(ttlMs * 3);
-  // Every other lease gets a new, live holder: a stale token must not touch someone else's lease either.
-  for (const [i, s] of stale.entries()) {
-    if (i % 2 !== 0) continue;
-    const { op } = await driver.call('acquire', leases + i, s.key, 0, 0, retakeTtlMs, { ttlMs: retakeTtlMs });
-    if (op.outcome === 'ok') s.retakenToken = op.fencingToken;
-    else if (op.outcome === 'unavailable' || op.outcome === 'failed') s.retakeUncertain = true;
-  }
   const attempts = { renewRetaken: 0, renewUntouched: 0, releaseRetaken: 0, releaseUntouched: 0 };
   const statuses = new Map<number, number>();
   let succeeded = 0;
@@ -546,7 +550,30 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
       if (op.outcome === 'ok') succeeded++;
     }
   };
-  await Promise.all(Array.from({ length: 32 }, worker));
+  // Its calls are made here, not through driver.run: the recording process's own stalls are measured all
+  // the same, so that an answer read late by a stalled recorder is not taken for a grant that arrived expired.
+  await driver.measured(async () => {
+    for (let i = 0; i < leases; i += 20) {
+      const batch = await Promise.all(
+        Array.from({ length: 20 }, async (_, j) => {
+          const n = i + j;
+          const key = `expired-${n}`;
+          const { op, ownerToken } = await driver.call('acquire', n, key, instanceOf(n), 0, ttlMs, { ttlMs });
+          return ownerToken === undefined ? null : { key, client: n, grantId: op.id, ownerToken };
+        }),
+      );
+      for (const b of batch) if (b) stale.push(b);
+    }
+    await sleep(ttlMs * 3);
+    // Every other lease gets a new, live holder: a stale token must not touch someone else's lease either.
+    for (const [i, s] of stale.entries()) {
+      if (i % 2 !== 0) continue;
+      const { op } = await driver.call('acquire', leases + i, s.key, 0, 0, retakeTtlMs, { ttlMs: retakeTtlMs });
+      if (op.outcome === 'ok') s.retakenToken = op.fencingToken;
+      else if (op.outcome === 'unavailable' || op.outcome === 'failed') s.retakeUncertain = true;
+    }
+    await Promise.all(Array.from({ length: 32 }, worker));
+  });
   // The end state: re-taken leases untouched, untouched keys still free.
   let retakenLeasesDisturbed = 0;
   let untouchedKeysHeld = 0;
@@ -566,6 +593,8 @@ export async function expiredLeaseOps(cluster: Cluster, scale: Scale): Promise<S
     { expiredOpsSucceeded: succeeded, retakenLeasesDisturbed, untouchedKeysHeld },
     // Anything but 200 is safe; 409 is the expected answer, a 503 only says the store was slow to answer.
     { ...attempts, retakesUncertain, ...Object.fromEntries([...statuses].map(([s, n]) => [`status${s}`, n])) },
+    // The excuse for the recorder's stalls is capped at half of these shorter leases, as at half of TTL_MS elsewhere.
+    check(driver, ttlMs / 2),
   );
 }
 
