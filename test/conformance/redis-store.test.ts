@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import type { LockStore } from '../../src/domain/lock-store.js';
@@ -88,6 +89,58 @@ describe('redis history index', () => {
       expect(await client.exists(store.listKey(d))).toBe(1);
     } finally {
       client.disconnect();
+      await store.close();
+    }
+  });
+
+  it('one batch of more lists than one call takes, many of them in one shard: every list gets its events', async () => {
+    // keysPerNamespace 3,200: 200 lists per shard. 300 keys of one namespace: about 19 in each shard, and
+    // more lists than one script call carries (the batch goes as several).
+    const limits = { eventsPerKey: 5, keysPerNamespace: 3_200, retentionMs: 60_000 };
+    const store = new RedisHistory({
+      connection: { mode: 'standalone', url: server.url },
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 2_000,
+      limits,
+    });
+    try {
+      const namespace = `batch-${Date.now().toString(36)}`;
+      const keys = Array.from({ length: 300 }, (_, i) => ({ namespace, primitive: 'lock' as const, key: `k${i}` }));
+      const at = Date.now();
+      await store.append(keys.map((k, i) => ({ ...k, record: { kind: 'released' as const, at, lease: `lease-${i}` } })));
+      const missing: string[] = [];
+      for (const [i, k] of keys.entries()) {
+        const events = await store.read(k);
+        if (events.length !== 1 || (events[0] as { lease?: string }).lease !== `lease-${i}`) missing.push(k.key);
+      }
+      expect(missing).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a Redis that cannot be reached: a batch fails with store_unavailable within the command timeout', async () => {
+    const closed = await RedisServer.start();
+    const url = closed.url;
+    await closed.stop();
+    const store = new RedisHistory({
+      connection: { mode: 'standalone', url },
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 300,
+      limits: { eventsPerKey: 5, keysPerNamespace: 16, retentionMs: 60_000 },
+    });
+    try {
+      const started = Date.now();
+      const err = await store
+        .append([{ namespace: 'gone', primitive: 'lock', key: 'k', record: { kind: 'released', at: started, lease: 'l' } }])
+        .then(
+          () => null,
+          (e: unknown) => e as StoreUnavailableError,
+        );
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect(err?.cause).toBeInstanceOf(Error);
+      expect(Date.now() - started).toBeLessThan(300 + 5_000);
+    } finally {
       await store.close();
     }
   });

@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, matchesGlob, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FOCUSED_PROOFS, type FocusedProof, PLANTED_MUTANTS, type PlantedMutant } from './mutants.js';
 import { summariseStryker, type StrykerSummary } from './stryker-summary.js';
@@ -376,6 +376,29 @@ function strykerOnce(part: string, options: readonly string[], keepWorker: boole
 }
 
 /**
+ * Drops from a part's incremental file every file outside that part's scope (stryker.config.mjs PARTS).
+ * StrykerJS keeps an old result whose file it no longer mutates ("old mutants that didn't run this time
+ * around aren't forgotten") and writes it into the new report: after the Redis scope was split in two,
+ * the `redis` part's report went on showing the reply, key and script files' results of the runs before
+ * the split, never run again, while `redis-codec` (their part now) had no report at all.
+ */
+async function keepOwnFiles(part: string): Promise<void> {
+  const path = join(REPORT_DIR, `stryker-incremental-${part}.json`);
+  const incremental = readJson<{ files: Record<string, unknown> }>(path);
+  if (incremental === null) return;
+  const { PARTS } = (await import(join(ROOT, 'stryker.config.mjs'))) as { PARTS: Record<string, readonly string[]> };
+  const patterns = PARTS[part] ?? [];
+  const included = patterns.filter((p) => !p.startsWith('!'));
+  const excluded = patterns.filter((p) => p.startsWith('!')).map((p) => p.slice(1));
+  const inScope = (file: string) => included.some((p) => matchesGlob(file, p)) && !excluded.some((p) => matchesGlob(file, p));
+  const outside = Object.keys(incremental.files).filter((file) => !inScope(file));
+  if (outside.length === 0) return;
+  for (const file of outside) delete incremental.files[file];
+  writeFileSync(path, JSON.stringify(incremental, null, 2));
+  console.log(`stryker (part ${part}): left out of its incremental file, outside its scope: ${outside.join(', ')}`);
+}
+
+/**
  * Runs StrykerJS on each part in turn, recording each part's run. A part that stalls with the kept test
  * worker is run again from the start without it (slower, but StrykerJS's time-out then ends every
  * mutant); its record says so.
@@ -387,6 +410,7 @@ async function runStryker(parts: readonly string[]): Promise<void> {
     const loadBefore = loadavg()[0] as number;
     // The commit StrykerJS copies into its sandbox now (the working tree may move on during a long run).
     const commit = commitNow();
+    if (args.incremental) await keepOwnFiles(part);
     const options = ['--concurrency', runners, ...(args.incremental ? ['--incremental'] : [])];
     const keepWorker = process.env.KEEP_WORKER !== '0';
     let status = await strykerOnce(part, options, keepWorker);

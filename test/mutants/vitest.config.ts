@@ -82,6 +82,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/redis/store-wiring.test.ts',
     'test/redis/store-calls.test.ts',
     'test/redis/permits-paths.test.ts',
+    'test/redis/migrate-layout.test.ts',
+    'test/redis/upgrade-layout.test.ts',
     'test/domain/lock-service.test.ts',
     'test/conformance/redis-store.test.ts',
     'test/faults/reply-drop.test.ts',

@@ -156,4 +156,55 @@ describe('command deadline', () => {
     await expect.poll(() => rejected.length, { timeout: 10_000, interval: 20 }).toBe(500);
     expect([...rejected].sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => 2 * i + 1));
   });
+
+  it('each command keeps its own deadline, sent at different times, also after the queue drops its judged part', async () => {
+    // A timeout no other test uses: a queue of its own, new. 1,500 commands are judged at once (the queue
+    // then drops them: more than 1,024 and most of it) while commands sent later are still in flight, and
+    // more are sent after that; each must still be judged no sooner than its own deadline.
+    const timeoutMs = 230;
+    const verdicts = new Map<string, { sentAt: number; at?: number }>();
+    const send = (name: string) => {
+      const entry: { sentAt: number; at?: number } = { sentAt: performance.now() };
+      verdicts.set(name, entry);
+      const command = {
+        isResolved: false,
+        reject: () => {
+          entry.at = performance.now();
+          command.isResolved = true;
+        },
+      };
+      armDeadline(command, timeoutMs);
+    };
+    for (let i = 0; i < 1_500; i++) send(`first-${i}`);
+    // Then one command every 40 ms, for well past the first ones' verdicts.
+    for (let i = 0; i < 15; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      send(`later-${i}`);
+    }
+    await expect.poll(() => [...verdicts.values()].every((v) => v.at !== undefined), { timeout: 10_000, interval: 20 }).toBe(true);
+    const early = [...verdicts].filter(([, v]) => (v.at as number) < v.sentAt + timeoutMs - 1).map(([name]) => name);
+    expect(early).toEqual([]);
+  });
+
+  it('however often the process stalls, a Redis that does not answer fails the call: the deadline moves back by at most two timeouts', async () => {
+    let rejectedAt: number | undefined;
+    const command = {
+      isResolved: false,
+      reject: () => {
+        rejectedAt = performance.now();
+        command.isResolved = true;
+      },
+    };
+    const sentAt = performance.now();
+    armDeadline(command, TIMEOUT_MS);
+    // Stalls of 1.5 timeouts, each followed by one short turn of the loop (where the verdict runs), for
+    // 30 timeouts: each stall reads as this process's lateness, but the extensions add up to 2 timeouts.
+    while (rejectedAt === undefined && performance.now() - sentAt < 30 * TIMEOUT_MS) {
+      blockEventLoop(1.5 * TIMEOUT_MS);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    expect(rejectedAt).toBeDefined();
+    // Three timeouts and the stall the last verdict waited behind; the slack is one turn of a loaded machine's loop.
+    expect((rejectedAt as number) - sentAt).toBeLessThan(3 * TIMEOUT_MS + 1.5 * TIMEOUT_MS + 1000);
+  });
 });

@@ -143,6 +143,26 @@ describe('redis store: calls on the connection', () => {
     expect(await released).toBe(true);
   });
 
+  it('an acquire past the cap of its quota shard is refused as quota-full (not as busy); the release of the first lease lets it in', async () => {
+    // A cap of 16 leases counts one per shard (QUOTA_SHARDS): two locks of one shard cannot both be held.
+    const space = new KeySpace('');
+    const [first, second] = Array.from({ length: 400 }, (_v, i) => `cap-${i}`).filter(
+      (name) => space.shardOf(name) === space.shardOf('cap-0'),
+    );
+    const ns = uniqueKey('capped');
+    const holder = newOwnerToken();
+    const acquire = (name: string | undefined, ownerToken: string) =>
+      store.acquire({ id: `${ns}/${name as string}`, ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: 16 });
+    expect((await acquire(first, holder)).acquired).toBe(true);
+    const refused = await acquire(second, newOwnerToken());
+    expect(refused).toMatchObject({ acquired: false, quotaFull: true });
+    expect(await store.inspect(`${ns}/${second as string}`)).toBeNull();
+    expect(await store.release(`${ns}/${first as string}`, holder)).toBe(true);
+    const granted = await acquire(second, newOwnerToken());
+    expect(granted.acquired).toBe(true);
+    expect(granted).not.toHaveProperty('quotaFull');
+  });
+
   it('a plain acquire and release with the quota on run the commands below inside their scripts, and no queue command', async () => {
     // Every key in one quota shard (the namespace's shard of "held"), which holds another lease
     // throughout, as under load.

@@ -107,6 +107,29 @@ describe('ScriptLane', () => {
     expect(await running).toBe('done');
   });
 
+  it('refuses a refusable call at its bound even when it is queued behind one that is never refused', async () => {
+    const lane = new ScriptLane(1, 30);
+    const first = gatedCall();
+    const running = lane.run(first.work, true);
+    const patient = gatedCall();
+    const patientResult = lane.run(patient.work, false);
+    const refused = gatedCall();
+    let outcome: unknown;
+    void lane.run(refused.work, true).then(
+      (value) => (outcome = value),
+      (err: unknown) => (outcome = err),
+    );
+    // Its bound is 30 ms: a few seconds is any machine's timer lateness, not a wait on the call ahead.
+    await vi.waitFor(() => expect(outcome).toBeInstanceOf(OverloadedError), { timeout: 5_000, interval: 10 });
+    expect(refused.started).toBe(false);
+    first.finish();
+    await running;
+    await tick();
+    expect(patient.started).toBe(true);
+    patient.finish();
+    expect(await patientResult).toBe('done');
+  });
+
   it('gives the place back when a call fails', async () => {
     const lane = new ScriptLane(1, 60_000);
     await expect(lane.run(() => Promise.reject(new Error('boom')), true)).rejects.toThrow('boom');
