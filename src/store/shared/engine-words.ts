@@ -6,8 +6,8 @@ import type { EvictedPermit, PermitAcquireInput, PermitAcquireOutcome, PermitKin
 import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-store.js';
 
 /**
- * A store's one lease engine, as the embedded store (memory-leases.ts) and the etcd store
- * (etcd-leases.ts) have it: one acquire for every kind of key, and the calls on held keys keyed by kind.
+ * A store's one lease engine (memory-leases.ts, redis-leases.ts, etcd-leases.ts): one acquire for every
+ * kind of key, and the calls on held keys keyed by kind.
  */
 export interface LeaseEngine {
   acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome>;
@@ -31,17 +31,36 @@ async function renewedOne(renewal: Promise<LeaseRenewOutcome>): Promise<RenewOut
 }
 
 /**
- * LockStore's lock and lock-set methods over a one-engine store's `permits` engine: a lock is the
- * engine's capacity-1 key, a lock set its several-keys acquire. Written once for every store whose
- * engine is one; the Redis store has its own capacity-1 scripts instead.
+ * LockStore's lock and lock-set methods over a store's `permits` engine: a lock is the engine's
+ * capacity-1 key, a lock set its several-keys acquire. Written once for every store (the Redis engine
+ * serves them with its capacity-1 fast path, the lock scripts).
  */
 export abstract class EngineLockWords {
   /** The store's engine, serving every primitive. */
   abstract readonly permits: LeaseEngine;
 
   async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const outcome = await this.permits.acquire({ kind: 'lock', keys: [input.id], capacity: 1, weight: 1, ...input });
-    if (!outcome.acquired) return { acquired: false, retryAfterMs: outcome.retryAfterMs };
+    const { id, ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = input;
+    const outcome = await this.permits.acquire({
+      kind: 'lock',
+      keys: [id],
+      capacity: 1,
+      weight: 1,
+      ownerToken,
+      ttlMs,
+      holder,
+      waitMs,
+      signal,
+      idempotencyKey,
+      lockDelayMs,
+      maxHeldInNamespace,
+    });
+    if (!outcome.acquired) {
+      // (A key of capacity 1: never a mismatch.) A store with the quota inside says when it was the quota.
+      return outcome.reason === 'full' && outcome.quotaFull
+        ? { acquired: false, retryAfterMs: outcome.retryAfterMs, quotaFull: true }
+        : { acquired: false, retryAfterMs: outcome.retryAfterMs };
+    }
     const { fencingTokens, expiresAtMs, decidedAt, replayed } = outcome;
     const fencingToken = fencingTokens[0] as number;
     return replayed
@@ -112,7 +131,7 @@ export abstract class EngineLockWords {
 
 /**
  * PermitStore's words for calls on one key over the engine itself (a semaphore's or read/write
- * lock's key is one key of its capacity), for the engines that are one.
+ * lock's key is one key of its capacity).
  */
 export abstract class EnginePermitWords {
   abstract acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome>;
