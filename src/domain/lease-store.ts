@@ -6,11 +6,10 @@
  * waiting and the in-store quota are options of the one request. The domain services speak only this
  * port (lease-service.ts).
  *
- * Each store still implements it through its lock, lock-set and permit methods (LockStore in
- * lock-store.ts, PermitStore in permit-store.ts): `leaseStoreOf` is the one place that chooses among
- * them, so one acquire per store serves every primitive.
+ * Each store exposes its one engine as this port (`LeaseStoreHost.leases`): one acquire per store
+ * serves every primitive. The LockStore (lock-store.ts) and PermitStore (permit-store.ts) words each
+ * store also has are written over the same engine (store/shared/engine-words.ts).
  */
-import { withReleaseRequest } from './permit-store.js';
 import type {
   AcquireInput,
   IndexedLockState,
@@ -125,115 +124,19 @@ export interface LeaseStore extends QuotaSlotStore {
   watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void>;
 }
 
-type Reads<K extends LeaseKind> = LeaseReads[K];
-
 /**
- * The lease port over a store's lock, lock-set and permit methods: the one place that picks among them.
- * A lock (capacity 1) goes to the store's lock steps, which are its capacity-1 engine (lock-delay,
- * idempotency, the in-store quota); several keys to its lock-set steps; a weighted lease to its permit
- * steps. Methods are looked up on each call, so a store wrapped for instrumentation (or a test's
- * stand-in) is followed as it is.
+ * A store as the domain is handed it: its one lease port. Each store's `leases` is its engine itself
+ * (store/shared/engine-words.ts), with the store's kind and quota slots; the LockStore and PermitStore
+ * words beside it are what the conformance contracts and tests speak.
  */
-export function leaseStoreOf(store: LockStore): LeaseStore {
-  const one = (keys: readonly string[]): string => keys[0] as string;
-  return {
-    get kind() {
-      return store.kind;
-    },
-    get quotaInside() {
-      return store.quotaInside;
-    },
-    get quotaInsideFrom() {
-      return store.quotaInsideFrom;
-    },
-    reserveQuotaSlot: (...args) => store.reserveQuotaSlot(...args),
-    extendQuotaSlot: (...args) => store.extendQuotaSlot(...args),
-    freeQuotaSlot: (...args) => store.freeQuotaSlot(...args),
-
-    async acquire(request) {
-      const { kind, keys, ownerToken, ttlMs, holder } = request;
-      if (kind !== 'lock') {
-        const { capacity, weight, waitMs, signal } = request;
-        const key = one(keys);
-        const outcome = await store.permits.acquirePermit({ kind, key, ownerToken, ttlMs, holder, weight, capacity, waitMs, signal });
-        if (!outcome.acquired) return outcome.reason === 'full' ? { ...outcome, busyKey: key } : outcome;
-        return { acquired: true, decidedAt: outcome.decidedAt, fencingTokens: [outcome.fencingToken], expiresAtMs: outcome.expiresAtMs };
-      }
-      if (keys.length > 1) {
-        const outcome = await store.lockSets.acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs: request.lockDelayMs });
-        return outcome.acquired
-          ? outcome
-          : { acquired: false, reason: 'full', retryAfterMs: outcome.retryAfterMs, busyKey: outcome.busyKey };
-      }
-      const key = one(keys);
-      const { waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = request;
-      const outcome = await store.acquire({
-        id: key,
-        ownerToken,
-        ttlMs,
-        holder,
-        waitMs,
-        signal,
-        idempotencyKey,
-        lockDelayMs,
-        maxHeldInNamespace,
-      });
-      if (!outcome.acquired) {
-        const { retryAfterMs, quotaFull } = outcome;
-        return quotaFull
-          ? { acquired: false, reason: 'full', retryAfterMs, busyKey: key, quotaFull }
-          : { acquired: false, reason: 'full', retryAfterMs, busyKey: key };
-      }
-      const { decidedAt, fencingToken, expiresAtMs, replayed } = outcome;
-      return replayed
-        ? { acquired: true, decidedAt, fencingTokens: [fencingToken], expiresAtMs, replayed }
-        : { acquired: true, decidedAt, fencingTokens: [fencingToken], expiresAtMs };
-    },
-
-    async renew(kind, keys, ownerToken, ttlMs) {
-      if (kind === 'lock' && keys.length > 1) return store.lockSets.renewSet(keys, ownerToken, ttlMs);
-      const outcome =
-        kind === 'lock'
-          ? await store.renew(one(keys), ownerToken, ttlMs)
-          : await store.permits.renewPermit(kind, one(keys), ownerToken, ttlMs);
-      if (!outcome.renewed) return outcome;
-      const { fencingToken, expiresAtMs, releaseRequested } = outcome;
-      return withReleaseRequest({ renewed: true as const, fencingTokens: [fencingToken], expiresAtMs }, releaseRequested);
-    },
-
-    release(kind, keys, ownerToken) {
-      if (kind !== 'lock') return store.permits.releasePermit(kind, one(keys), ownerToken);
-      return keys.length > 1 ? store.lockSets.releaseSet(keys, ownerToken) : store.release(one(keys), ownerToken);
-    },
-
-    async forceRelease(kind, key, fencingToken) {
-      if (kind !== 'lock') return store.permits.forceReleasePermits(kind, key, fencingToken);
-      const outcome = await store.forceRelease(key, fencingToken);
-      return outcome.released
-        ? [{ holder: outcome.holder, fencingToken: outcome.fencingToken, ownerToken: outcome.evictedOwnerToken }]
-        : [];
-    },
-
-    requestRelease: (kind, key, fencingToken, request) =>
-      kind === 'lock'
-        ? store.requestRelease(key, fencingToken, request)
-        : store.permits.requestPermitRelease(kind, key, fencingToken, request),
-
-    inspect<K extends LeaseKind>(kind: K, key: string): Promise<Reads<K>['state'] | null> {
-      return kind === 'lock' ? store.inspect(key) : store.permits.inspectPermits(kind, key);
-    },
-
-    inspectIndexed<K extends LeaseKind>(kind: K, key: string): Promise<Reads<K>['indexed']> {
-      return kind === 'lock' ? store.inspectIndexed(key) : store.permits.inspectPermitsIndexed(kind, key);
-    },
-
-    queue: (kind, key, limit) => (kind === 'lock' ? store.queue(key, limit) : store.permits.permitQueue(kind, key, limit)),
-
-    list<K extends LeaseKind>(kind: K, query: ListQuery): Promise<Reads<K>['page']> {
-      return kind === 'lock' ? store.list(query) : store.permits.listPermits(kind, query);
-    },
-
-    watchChanges: (kind, key, onChange) =>
-      kind === 'lock' ? store.watchChanges(key, onChange) : store.permits.watchPermitChanges(kind, key, onChange),
-  } satisfies LeaseStore;
+export interface LeaseStoreHost {
+  readonly leases: LeaseStore;
 }
+
+/** The store's one lease port (see LeaseStoreHost). */
+export function leaseStoreOf(store: LeaseStoreHost): LeaseStore {
+  return store.leases;
+}
+
+/** A store as the app holds it: the domain's port (`leases`) and the LockStore words beside it. */
+export type StoreWithLeases = LockStore & LeaseStoreHost;

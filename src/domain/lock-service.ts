@@ -1,5 +1,5 @@
 import type { LockLimits } from './limits.js';
-import type { LockState, LockStore } from './lock-store.js';
+import type { LockState } from './lock-store.js';
 import { LockHeldError } from './errors.js';
 import {
   type HeldQuery,
@@ -10,7 +10,7 @@ import {
   type OperationResult,
 } from './lease-rules.js';
 import { type Eviction, type LeaseRefusals, LeaseService, newOwnerToken } from './lease-service.js';
-import { leaseStoreOf } from './lease-store.js';
+import { type LeaseStoreHost, leaseStoreOf } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { WaitGate } from './wait-gate.js';
 import type { ChangeWatch, IndexedView } from './watch.js';
@@ -72,7 +72,7 @@ const LOCK_REFUSALS: LeaseRefusals = {
  */
 export class LockService extends LeaseVocabulary<'lock'> {
   constructor(
-    store: LockStore,
+    store: LeaseStoreHost,
     /** The bounds, also read by the other primitives' services (permits.ts). */
     readonly limits: LockLimits,
     observer: LockObserver = {},

@@ -1,10 +1,9 @@
 import type { HeldQuery, LeaseGrant, LeaseObserver, LeaseRenewal, OperationResult } from './lease-rules.js';
 import { inNamespaces } from './lease-rules.js';
 import { type LeaseOperation, type LeaseRefusals, LeaseService } from './lease-service.js';
-import { leaseStoreOf } from './lease-store.js';
+import { type LeaseStoreHost, leaseStoreOf } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { LockLimits } from './limits.js';
-import type { LockStore } from './lock-store.js';
 import type { PermitKind, PermitState } from './permit-store.js';
 import type { WaitGate } from './wait-gate.js';
 
@@ -47,7 +46,7 @@ export interface HeldPermitsView {
  * guard). The semaphore and read/write lock services add their vocabulary on top (permit-service.ts).
  */
 export class PermitCore extends LeaseVocabulary<PermitKind> {
-  constructor(kind: PermitKind, store: LockStore, limits: LockLimits, gate: WaitGate, observer: PermitObserver = {}) {
+  constructor(kind: PermitKind, store: LeaseStoreHost, limits: LockLimits, gate: WaitGate, observer: PermitObserver = {}) {
     const leaseObserver = {
       lostLease: (op: 'renew' | 'release') => observer.lostLease?.(op),
       waited: (seconds: number, granted: boolean) => observer.waited?.(seconds, granted),

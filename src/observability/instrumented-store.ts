@@ -16,6 +16,7 @@ import type {
   QuotaSlotOutcome,
 } from '../domain/lock-store.js';
 import { measure } from '../domain/measure.js';
+import type { LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseStore, LeaseStoreHost } from '../domain/lease-store.js';
 import type { LeaseTracker } from './lease-tracker.js';
 import type {
   PermitAcquireInput,
@@ -59,20 +60,22 @@ export interface StoreCallSink {
 }
 
 /**
- * A LockStore decorator that times every call, tracks the store's health from the answers, and tells
- * the lease tracker about grants, renewals and releases. It changes no answer and no error.
+ * A store decorator that times every call, tracks the store's health from the answers, and tells the
+ * lease tracker about grants, renewals and releases. It changes no answer and no error. The domain
+ * calls `leases` (its one port); the LockStore words are timed alike, under the same operations.
  */
-export class InstrumentedStore implements LockStore {
+export class InstrumentedStore implements LockStore, LeaseStoreHost {
   readonly kind: LockStore['kind'];
   readonly lockSets: LockSetStore;
   readonly permits: PermitStore;
+  readonly leases: LeaseStore;
   readonly quotaInside: boolean;
   readonly quotaInsideFrom?: number;
 
   constructor(
-    private readonly inner: LockStore,
+    private readonly inner: LockStore & LeaseStoreHost,
     private readonly sink: StoreCallSink,
-    private readonly leases: LeaseTracker,
+    private readonly tracker: LeaseTracker,
   ) {
     this.kind = inner.kind;
     const sets = inner.lockSets;
@@ -80,18 +83,18 @@ export class InstrumentedStore implements LockStore {
     this.lockSets = {
       acquireSet: async (input) => {
         const outcome = await this.timed('acquire', () => sets.acquireSet(input));
-        if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+        if (outcome.acquired) this.tracker.granted(input.ownerToken, input.ttlMs);
         return outcome;
       },
       renewSet: async (keys, ownerToken, ttlMs) => {
         const outcome = await this.timed('renew', () => sets.renewSet(keys, ownerToken, ttlMs));
-        if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+        if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
         return outcome;
       },
       releaseSet: async (keys, ownerToken) => {
         const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
         if (released) {
-          const heldSeconds = this.leases.released(ownerToken);
+          const heldSeconds = this.tracker.released(ownerToken);
           if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
         }
         return released;
@@ -100,6 +103,74 @@ export class InstrumentedStore implements LockStore {
     this.quotaInside = inner.quotaInside ?? false;
     if (inner.quotaInsideFrom !== undefined) this.quotaInsideFrom = inner.quotaInsideFrom;
     this.permits = this.instrumentPermits(inner.permits);
+    this.leases = this.instrumentLeases(inner.leases);
+  }
+
+  /**
+   * The domain's port, timed under the operations the LockStore and PermitStore words are (a lock's or
+   * lock set's `acquire`, `renew`, ...; a semaphore's or read/write lock's `permit_acquire`, ...), and
+   * its leases tracked alike (a lock set as one lease, one owner token).
+   */
+  private instrumentLeases(inner: LeaseStore): LeaseStore {
+    const op = (kind: LeaseKind, lock: StoreOperation, permit: StoreOperation): StoreOperation => (kind === 'lock' ? lock : permit);
+    return {
+      kind: inner.kind,
+      quotaInside: inner.quotaInside,
+      quotaInsideFrom: inner.quotaInsideFrom,
+      acquire: (request) => this.acquireLease(inner, request),
+      renew: async (kind, keys, ownerToken, ttlMs) => {
+        const outcome = await this.timed(op(kind, 'renew', 'permit_renew'), () => inner.renew(kind, keys, ownerToken, ttlMs));
+        if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
+        return outcome;
+      },
+      release: async (kind, keys, ownerToken) => {
+        const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, keys, ownerToken));
+        if (released) {
+          const heldSeconds = this.tracker.released(ownerToken);
+          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+        }
+        return released;
+      },
+      forceRelease: async (kind, key, fencingToken) => {
+        const evicted = await this.timed(op(kind, 'force_release', 'permit_force_release'), () =>
+          inner.forceRelease(kind, key, fencingToken),
+        );
+        for (const e of evicted) this.tracker.released(e.ownerToken);
+        return evicted;
+      },
+      requestRelease: (kind, key, fencingToken, request) =>
+        this.timed(op(kind, 'release_request', 'permit_release_request'), () => inner.requestRelease(kind, key, fencingToken, request)),
+      inspect: (kind, key) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspect(kind, key)),
+      inspectIndexed: (kind, key) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspectIndexed(kind, key)),
+      queue: (kind, key, limit) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.queue(kind, key, limit)),
+      list: (kind, query) => this.timed(op(kind, 'list', 'permit_list'), () => inner.list(kind, query)),
+      watchChanges: (kind, key, onChange) => inner.watchChanges(kind, key, onChange),
+      reserveQuotaSlot: (namespace, quotaSlotId, ttlMs, maxQuotaSlots) =>
+        this.timed('slot', () => inner.reserveQuotaSlot(namespace, quotaSlotId, ttlMs, maxQuotaSlots)),
+      extendQuotaSlot: (namespace, quotaSlotId, expiresAtMs, maxQuotaSlots) =>
+        this.timed('slot', () => inner.extendQuotaSlot(namespace, quotaSlotId, expiresAtMs, maxQuotaSlots)),
+      freeQuotaSlot: (namespace, quotaSlotId, maxQuotaSlots) =>
+        this.timed('slot', () => inner.freeQuotaSlot(namespace, quotaSlotId, maxQuotaSlots)),
+    };
+  }
+
+  /** The port's acquire, timed inline as the lock words' acquire is (the hot path: no closures). */
+  private async acquireLease(inner: LeaseStore, request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
+    const op: StoreOperation = request.kind === 'lock' ? 'acquire' : 'permit_acquire';
+    // A waiting acquire's duration is mostly the wait, not store latency (see acquire). A lock set never waits.
+    const waiting = Boolean(request.waitMs) && request.keys.length === 1;
+    const started = performance.now();
+    let outcome: LeaseAcquireOutcome;
+    try {
+      outcome = await inner.acquire(request);
+    } catch (err) {
+      this.sink.storeCall(op, this.failure(err), (performance.now() - started) / 1000, waiting);
+      throw err;
+    }
+    this.sink.storeCall(op, 'ok', (performance.now() - started) / 1000, waiting);
+    // A replay is the earlier lease, already tracked under its own owner token.
+    if (outcome.acquired && outcome.replayed === undefined) this.tracker.granted(request.ownerToken, request.ttlMs);
+    return outcome;
   }
 
   /** The same for semaphores and read/write locks: timed, and their leases tracked like locks'. */
@@ -107,18 +178,18 @@ export class InstrumentedStore implements LockStore {
     return {
       acquirePermit: async (input: PermitAcquireInput): Promise<PermitAcquireOutcome> => {
         const outcome = await this.timed('permit_acquire', () => inner.acquirePermit(input), Boolean(input.waitMs));
-        if (outcome.acquired) this.leases.granted(input.ownerToken, input.ttlMs);
+        if (outcome.acquired) this.tracker.granted(input.ownerToken, input.ttlMs);
         return outcome;
       },
       renewPermit: async (kind: PermitKind, key: string, ownerToken: string, ttlMs: number) => {
         const outcome = await this.timed('permit_renew', () => inner.renewPermit(kind, key, ownerToken, ttlMs));
-        if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+        if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
         return outcome;
       },
       releasePermit: async (kind: PermitKind, key: string, ownerToken: string) => {
         const released = await this.timed('permit_release', () => inner.releasePermit(kind, key, ownerToken));
         if (released) {
-          const heldSeconds = this.leases.released(ownerToken);
+          const heldSeconds = this.tracker.released(ownerToken);
           if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
         }
         return released;
@@ -130,7 +201,7 @@ export class InstrumentedStore implements LockStore {
       watchPermitChanges: (kind: PermitKind, key: string, onChange: () => void) => inner.watchPermitChanges(kind, key, onChange),
       forceReleasePermits: async (kind: PermitKind, key: string, fencingToken?: number) => {
         const evicted = await this.timed('permit_force_release', () => inner.forceReleasePermits(kind, key, fencingToken));
-        for (const e of evicted) this.leases.released(e.ownerToken);
+        for (const e of evicted) this.tracker.released(e.ownerToken);
         return evicted;
       },
       requestPermitRelease: (kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput) =>
@@ -155,7 +226,7 @@ export class InstrumentedStore implements LockStore {
     }
     this.sink.storeCall('acquire', 'ok', (performance.now() - started) / 1000, waiting);
     // A replay is the earlier lease, already tracked under its own owner token.
-    if (outcome.acquired && outcome.replayed === undefined) this.leases.granted(input.ownerToken, input.ttlMs);
+    if (outcome.acquired && outcome.replayed === undefined) this.tracker.granted(input.ownerToken, input.ttlMs);
     return outcome;
   }
 
@@ -169,7 +240,7 @@ export class InstrumentedStore implements LockStore {
       throw err;
     }
     this.sink.storeCall('renew', 'ok', (performance.now() - started) / 1000, false);
-    if (outcome.renewed) this.leases.renewed(ownerToken, ttlMs);
+    if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
     return outcome;
   }
 
@@ -184,7 +255,7 @@ export class InstrumentedStore implements LockStore {
     }
     this.sink.storeCall('release', 'ok', (performance.now() - started) / 1000, false);
     if (released) {
-      const heldSeconds = this.leases.released(ownerToken);
+      const heldSeconds = this.tracker.released(ownerToken);
       if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
     }
     return released;
@@ -216,7 +287,7 @@ export class InstrumentedStore implements LockStore {
 
   async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
     const outcome = await this.timed('force_release', () => this.inner.forceRelease(key, fencingToken));
-    if (outcome.released) this.leases.released(outcome.evictedOwnerToken);
+    if (outcome.released) this.tracker.released(outcome.evictedOwnerToken);
     return outcome;
   }
 
@@ -237,7 +308,7 @@ export class InstrumentedStore implements LockStore {
   }
 
   async close(): Promise<void> {
-    this.leases.clear();
+    this.tracker.clear();
     await this.inner.close();
   }
 

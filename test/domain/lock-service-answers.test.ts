@@ -8,7 +8,7 @@ import {
 } from '../../src/domain/errors.js';
 import { type LockObserver, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
-import type { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
@@ -179,18 +179,18 @@ describe('lock service answers', () => {
     /** The embedded store, claiming to keep caps of 2 or more itself; what the service asks of it is recorded. */
     const asked: Array<number | undefined> = [];
     let slotCalls = 0;
-    const inside = Object.assign(Object.create(store) as MemoryStore, {
+    const inside = withLeases(store, (own) => ({
       quotaInside: true,
       quotaInsideFrom: 2,
-      acquire: (input: Parameters<MemoryStore['acquire']>[0]) => {
-        asked.push(input.maxHeldInNamespace);
-        return store.acquire(input);
+      acquire: (request) => {
+        asked.push(request.maxHeldInNamespace);
+        return own.acquire(request);
       },
-      reserveQuotaSlot: (...args: Parameters<MemoryStore['reserveQuotaSlot']>) => {
+      reserveQuotaSlot: (...args) => {
         slotCalls++;
-        return store.reserveQuotaSlot(...args);
+        return own.reserveQuotaSlot(...args);
       },
-    });
+    }));
     const ns = uniqueNamespace();
     // A cap the store keeps (exactly its smallest): passed along, no slot taken by the service.
     const kept = new LockService(inside, { ...LIMITS, maxHeldLocksPerNamespace: 2 });

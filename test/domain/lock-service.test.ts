@@ -14,7 +14,8 @@ import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 
@@ -34,13 +35,13 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 
-const STORES: ReadonlyArray<{ name: string; open: () => Promise<LockStore> }> = [
+const STORES: ReadonlyArray<{ name: string; open: () => Promise<StoreWithLeases> }> = [
   { name: 'embedded (memory)', open: async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }) },
   { name: 'redis', open: () => openRedisStore(redis, { keyPrefix: 'service:' }) },
 ];
 
 describe.each(STORES)('lock service over $name', ({ open }) => {
-  let store: LockStore;
+  let store: StoreWithLeases;
   let locks: LockService;
 
   beforeAll(async () => {
@@ -179,13 +180,13 @@ describe('lock service rules over the embedded store', () => {
   });
 
   it('a grant that comes back too late to trust is given back: the lock is free, and store_unavailable is answered', async () => {
-    const slow = Object.assign(Object.create(store) as LockStore, {
-      acquire: async (input: Parameters<LockStore['acquire']>[0]) => {
-        const outcome = await store.acquire(input);
+    const slow = withLeases(store, (own) => ({
+      acquire: async (request) => {
+        const outcome = await own.acquire(request);
         await sleep(60);
         return outcome;
       },
-    });
+    }));
     const locks = new LockService(slow, LIMITS);
     const ns = uniqueNamespace();
     // On a busy machine the 60 ms sleep's timer itself can fire late, which this process would rightly
@@ -201,9 +202,9 @@ describe('lock service rules over the embedded store', () => {
   });
 
   it("a grant late because this process's own event loop was held up is given back and answered overloaded, not store_unavailable", async () => {
-    const busy = Object.assign(Object.create(store) as LockStore, {
-      acquire: async (input: Parameters<LockStore['acquire']>[0]) => {
-        const outcome = await store.acquire(input);
+    const busy = withLeases(store, (own) => ({
+      acquire: async (request) => {
+        const outcome = await own.acquire(request);
         // The store answered at once; this process then held its own thread (as a burst of requests does).
         const until = performance.now() + 80;
         while (performance.now() < until) {
@@ -211,7 +212,7 @@ describe('lock service rules over the embedded store', () => {
         }
         return outcome;
       },
-    });
+    }));
     const locks = new LockService(busy, LIMITS);
     const ns = uniqueNamespace();
     await expect(locks.acquire(ns, 'held-up', 100)).rejects.toBeInstanceOf(OverloadedError);

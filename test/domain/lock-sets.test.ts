@@ -14,7 +14,8 @@ import {
 import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockGrant, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService, MAX_LOCK_SET_KEYS } from '../../src/domain/lock-sets.js';
-import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
+import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
@@ -29,27 +30,30 @@ const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The embedded store, with its lock-set steps counted (a waiting set must not poll). */
-function countedStore(memory: MemoryStore, delayMs = 0, afterRefusal?: () => Promise<void>): { store: LockStore; attempts: () => number } {
+function countedStore(
+  memory: MemoryStore,
+  delayMs = 0,
+  afterRefusal?: () => Promise<void>,
+): { store: StoreWithLeases; attempts: () => number } {
   let attempts = 0;
-  const sets = memory.lockSets;
-  const lockSets: LockSetStore = {
-    acquireSet: async (input) => {
+  const store = withLeases(memory, (own) => ({
+    acquire: async (request) => {
+      // Only the sets' acquires (several keys) are counted and delayed.
+      if (request.keys.length < 2) return own.acquire(request);
       attempts++;
-      const outcome = await sets.acquireSet(input);
+      const outcome = await own.acquire(request);
       if (!outcome.acquired) await afterRefusal?.();
       // A store that answers late (a stalled network): the grant may be stale when it arrives.
       if (delayMs > 0) await sleep(delayMs);
       return outcome;
     },
-    renewSet: (keys, ownerToken, ttlMs) => sets.renewSet(keys, ownerToken, ttlMs),
-    releaseSet: (keys, ownerToken) => sets.releaseSet(keys, ownerToken),
-  };
-  return { store: Object.assign(Object.create(memory) as LockStore, { lockSets }), attempts: () => attempts };
+  }));
+  return { store, attempts: () => attempts };
 }
 
 describe('lock sets', () => {
   let memory: MemoryStore;
-  let store: LockStore;
+  let store: StoreWithLeases;
   let attempts: () => number;
   let locks: LockService;
   let sets: LockSetService;

@@ -15,8 +15,8 @@ import {
 } from '../../src/domain/errors.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
-import type { PermitStore } from '../../src/domain/permit-store.js';
+import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import type { PermitObserver } from '../../src/domain/permits.js';
 import { createPermitCores, type PermitCores } from '../../src/domain/primitives.js';
 import { MAX_READERS, RwLockService } from '../../src/domain/rwlocks.js';
@@ -43,7 +43,7 @@ interface Rig {
   readonly events: string[];
 }
 
-function rig(limits: LockLimits = LIMITS, wrap: (store: MemoryStore) => LockStore = (s) => s, clock?: FakeClock): Rig {
+function rig(limits: LockLimits = LIMITS, wrap: (store: MemoryStore) => StoreWithLeases = (s) => s, clock?: FakeClock): Rig {
   const store = new MemoryStore({ fenceGraceMs: 600_000, sweepIntervalMs: 0, clock: clock?.now });
   const wrapped = wrap(store);
   const locks = new LockService(wrapped, limits);
@@ -477,22 +477,21 @@ describe('late grants and stores without permits', () => {
     const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
     onTestFinished(() => lag.mockRestore());
     const delay = { ms: 0 };
-    const own = rig(LIMITS, (memory) => {
-      const permits = memory.permits;
-      const slow: PermitStore = Object.assign(Object.create(permits) as PermitStore, {
-        acquirePermit: async (input: Parameters<PermitStore['acquirePermit']>[0]) => {
-          const outcome = await permits.acquirePermit(input);
-          await sleep(delay.ms);
+    // Only the permits' steps are slow (a lock's are the store's own).
+    const own = rig(LIMITS, (memory) =>
+      withLeases(memory, (leases) => ({
+        acquire: async (request) => {
+          const outcome = await leases.acquire(request);
+          if (request.kind !== 'lock') await sleep(delay.ms);
           return outcome;
         },
-        renewPermit: async (...args: Parameters<PermitStore['renewPermit']>) => {
-          const outcome = await permits.renewPermit(...args);
-          await sleep(delay.ms);
+        renew: async (kind, ...args) => {
+          const outcome = await leases.renew(kind, ...args);
+          if (kind !== 'lock') await sleep(delay.ms);
           return outcome;
         },
-      });
-      return Object.assign(Object.create(memory) as LockStore, { permits: slow });
-    });
+      })),
+    );
     const ns = uniqueNamespace();
     delay.ms = 60;
     // 60 ms late on a 100 ms lease: more than half of it may be gone.

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { LoadBudget } from '../../src/http/load-shedding.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import type { LeaseStore } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -24,25 +25,34 @@ class GatedStore extends MemoryStore {
   letGo(): void {
     this.open();
   }
-  override async inspect(key: string) {
-    this.calls++;
-    await this.gate;
-    return super.inspect(key);
-  }
-  // GET /v1/locks/{key} reads the lock's indexed view (it answers blocking queries too).
-  override async inspectIndexed(key: string) {
-    this.calls++;
-    await this.gate;
-    return super.inspectIndexed(key);
-  }
-  override async acquire(input: Parameters<MemoryStore['acquire']>[0]) {
-    this.calls++;
-    return super.acquire(input);
-  }
-  override async renew(key: string, ownerToken: string, ttlMs: number) {
-    this.calls++;
-    await this.gate;
-    return super.renew(key, ownerToken, ttlMs);
+  private gatedPort: LeaseStore | undefined;
+  /** The domain's port, gated (the services speak only it). */
+  override get leases(): LeaseStore {
+    const own = super.leases;
+    this.gatedPort ??= {
+      ...own,
+      inspect: async (kind, key) => {
+        this.calls++;
+        await this.gate;
+        return own.inspect(kind, key);
+      },
+      // GET /v1/locks/{key} reads the lock's indexed view (it answers blocking queries too).
+      inspectIndexed: async (kind, key) => {
+        this.calls++;
+        await this.gate;
+        return own.inspectIndexed(kind, key);
+      },
+      acquire: async (request) => {
+        this.calls++;
+        return own.acquire(request);
+      },
+      renew: async (kind, keys, ownerToken, ttlMs) => {
+        this.calls++;
+        await this.gate;
+        return own.renew(kind, keys, ownerToken, ttlMs);
+      },
+    };
+    return this.gatedPort;
   }
 }
 

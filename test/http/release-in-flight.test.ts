@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AcquireInput, AcquireOutcome } from '../../src/domain/lock-store.js';
+import type { LeaseStore } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { ReleasesInFlight } from '../../src/http/releases-in-flight.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
@@ -15,17 +15,26 @@ class GatedStore extends MemoryStore {
   readonly calls: string[] = [];
   private gates: Array<(fail: boolean) => void> = [];
 
-  override acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    this.calls.push(`acquire ${input.id} ${input.waitMs ?? 0}`);
-    return super.acquire(input);
-  }
-
-  override async release(key: string, ownerToken: string): Promise<boolean> {
-    this.calls.push(`release ${key}`);
-    const fail = await new Promise<boolean>((resolve) => this.gates.push(resolve));
-    this.calls.push(`released ${key}`);
-    if (fail) throw new Error('store down');
-    return super.release(key, ownerToken);
+  private gatedPort: LeaseStore | undefined;
+  /** The domain's port, gated (the services speak only it): a lock's acquires logged, its releases held. */
+  override get leases(): LeaseStore {
+    const own = super.leases;
+    this.gatedPort ??= {
+      ...own,
+      acquire: (request) => {
+        if (request.kind === 'lock') this.calls.push(`acquire ${request.keys[0]} ${request.waitMs ?? 0}`);
+        return own.acquire(request);
+      },
+      release: async (kind, keys, ownerToken) => {
+        if (kind !== 'lock') return own.release(kind, keys, ownerToken);
+        this.calls.push(`release ${keys[0]}`);
+        const fail = await new Promise<boolean>((resolve) => this.gates.push(resolve));
+        this.calls.push(`released ${keys[0]}`);
+        if (fail) throw new Error('store down');
+        return own.release(kind, keys, ownerToken);
+      },
+    };
+    return this.gatedPort;
   }
 
   get held(): number {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import type { AccessLogSettings } from '../../src/observability/request-log.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
@@ -115,18 +115,12 @@ describe('request log, sampled (the default)', () => {
     // The store takes longer than slowMs for keys starting "slow": a lower bound, whatever the machine's load.
     const slowMs = 1000;
     const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
-    const store = new Proxy(memory, {
-      get: (target, prop) => {
-        const value: unknown = Reflect.get(target, prop, target);
-        if (prop === 'acquire') {
-          return async (input: { id: string }) => {
-            if (input.id.includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
-            return (value as LockStore['acquire']).call(target, input as Parameters<LockStore['acquire']>[0]);
-          };
-        }
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const store = withLeases(memory, (own) => ({
+      acquire: async (request) => {
+        if ((request.keys[0] as string).includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
+        return own.acquire(request);
       },
-    });
+    }));
     const t = await start({ store, accessLog: sampled({ sampleEvery: 0, slowMs }) });
     expect((await acquire(t, 'slow-one')).status).toBe(200);
     await acquire(t, 'busy');

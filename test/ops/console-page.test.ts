@@ -5,7 +5,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId } from '../../src/domain/namespaces.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { StoreWithLeases } from '../../src/domain/lease-store.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -19,7 +19,7 @@ const cast = twoTeamsAndAdmin();
 const ADMIN_KEY = cast.keys.plain['ops-key']!;
 
 /** A keyholder with API keys on `store`, listening, with metrics (the console's figures come from /metrics). */
-async function startServer(store: LockStore, history?: null): Promise<{ server: TestApp; baseUrl: string }> {
+async function startServer(store: StoreWithLeases, history?: null): Promise<{ server: TestApp; baseUrl: string }> {
   const metrics = createMetrics({ defaultMetrics: false });
   const server = await buildTestApp({
     store: metrics.instrumentStore(store),

@@ -370,7 +370,7 @@ describe('redis store: hand-overs', () => {
       const theirs = other.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
       await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(2), 5_000, 5);
 
-      const renewals = vi.spyOn(store as unknown as { renewLease: () => Promise<unknown> }, 'renewLease');
+      const renewals = vi.spyOn(store.permits as unknown as { renewLockLease: () => Promise<unknown> }, 'renewLockLease');
       const published = await callsOf('publish');
       expect(await store.release(key, holder)).toBe(true);
       const granted = await mine;

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { AcquireOutcome } from '../../src/domain/lock-store.js';
+import type { LeaseAcquireOutcome } from '../../src/domain/lease-store.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps } from '../../src/store/shared/wait-room.js';
@@ -21,15 +21,19 @@ import { lockField, lockFields } from '../helpers/lock-record.js';
 
 /** The parts of a RedisStore these tests drive directly. */
 interface StoreInside {
-  readonly room: WaitRoom<AcquireOutcome>;
   readonly heartbeat: NodeJS.Timeout;
   onHandOverMessage(message: string): void;
+}
+/** The parts of its lease engine (redis-leases.ts): the locks' wait room and what it calls. */
+interface EngineInside {
+  readonly room: WaitRoom<LeaseAcquireOutcome>;
   /** Every hand-over notice of a waiter of this instance: by message, or in the reply of its own release. */
   handedOver(notice: unknown): void;
-  renewLease(key: string, ownerToken: string, ttlMs: number): Promise<unknown>;
+  renewLockLease(key: string, ownerToken: string, ttlMs: number): Promise<unknown>;
 }
 const inside = (store: RedisStore) => store as unknown as StoreInside;
-const opsOf = (room: WaitRoom<AcquireOutcome>) => (room as unknown as { ops: WaitRoomOps<AcquireOutcome> }).ops;
+const engine = (store: RedisStore) => store.permits as unknown as EngineInside;
+const opsOf = (room: WaitRoom<LeaseAcquireOutcome>) => (room as unknown as { ops: WaitRoomOps<LeaseAcquireOutcome> }).ops;
 
 const PREFIX = 'room:';
 const keySpace = new KeySpace(PREFIX);
@@ -76,9 +80,9 @@ describe('redis wait room', () => {
   let server: RedisServer;
   let raw: Redis;
   let store: RedisStore;
-  let room: WaitRoom<AcquireOutcome>;
-  let visits: MockInstance<WaitRoomOps<AcquireOutcome>['visit']>;
-  let confirms: MockInstance<WaitRoomOps<AcquireOutcome>['confirm']>;
+  let room: WaitRoom<LeaseAcquireOutcome>;
+  let visits: MockInstance<WaitRoomOps<LeaseAcquireOutcome>['visit']>;
+  let confirms: MockInstance<WaitRoomOps<LeaseAcquireOutcome>['confirm']>;
   let startWaiting: ReturnType<typeof spyOnWaits>;
 
   beforeAll(async () => {
@@ -91,7 +95,7 @@ describe('redis wait room', () => {
   });
 
   /** Spies on the moment the room learns that a caller is queued (the acquire script answered). */
-  function spyOnWaits(target: WaitRoom<AcquireOutcome>) {
+  function spyOnWaits(target: WaitRoom<LeaseAcquireOutcome>) {
     return vi.spyOn(target, 'startWaiting');
   }
 
@@ -105,7 +109,7 @@ describe('redis wait room', () => {
   // Built per test, not in beforeAll: the room's constructor code then counts as reached by each test.
   beforeEach(async () => {
     store = await openStore();
-    room = inside(store).room;
+    room = engine(store).room;
     visits = vi.spyOn(opsOf(room), 'visit');
     confirms = vi.spyOn(opsOf(room), 'confirm');
     startWaiting = spyOnWaits(room);
@@ -136,7 +140,7 @@ describe('redis wait room', () => {
 
   /** Hand-over messages to this store go missing from now on (the heartbeat is what finds such grants). */
   function loseHandOverMessages(): void {
-    vi.spyOn(inside(store), 'handedOver').mockImplementation(() => undefined);
+    vi.spyOn(engine(store), 'handedOver').mockImplementation(() => undefined);
   }
 
   it('a wait that runs out without a grant is refused with the time left on the lease', async () => {
@@ -211,7 +215,7 @@ describe('redis wait room', () => {
 
   it('a waiter told of its hand-over soon is answered with the lease the message names, without a renewal', async () => {
     const key = uniqueKey();
-    const renewals = vi.spyOn(inside(store), 'renewLease');
+    const renewals = vi.spyOn(engine(store), 'renewLockLease');
     const holder = await hold(key, 10_000);
     const waiter = wait(key, 5_000);
     await queued();
@@ -226,8 +230,8 @@ describe('redis wait room', () => {
 
   it('a waiter told of its hand-over late next to its lease is confirmed with a renewal', async () => {
     const key = uniqueKey();
-    const renewals = vi.spyOn(inside(store), 'renewLease');
-    const lost = vi.spyOn(inside(store), 'handedOver').mockImplementation(() => undefined);
+    const renewals = vi.spyOn(engine(store), 'renewLockLease');
+    const lost = vi.spyOn(engine(store), 'handedOver').mockImplementation(() => undefined);
     const holder = await hold(key, 10_000);
     const ttlMs = 200;
     const waiter = wait(key, 5_000, { ttlMs });
@@ -284,7 +288,7 @@ describe('redis wait room', () => {
     const key = uniqueKey();
     const slow = await openStore(200);
     try {
-      const waits = spyOnWaits(inside(slow).room);
+      const waits = spyOnWaits(engine(slow).room);
       await hold(key, 10_000, slow);
       const waiter = wait(key, 50, { on: slow });
       await queued(1, waits);

@@ -23,6 +23,7 @@ import { type LockObserver, LockService, newOwnerToken } from '../../src/domain/
 import { lockId, parseLockId } from '../../src/domain/namespaces.js';
 import { NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { withLeases } from '../helpers/with-leases.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 /**
@@ -282,7 +283,7 @@ describe('lock service: what the observer hears', () => {
       expect(seconds).toBeLessThan(5);
     }
     const broken = new LockService(
-      Object.assign(Object.create(store) as MemoryStore, { inspect: () => Promise.reject(new TypeError('bug')) }),
+      withLeases(store, () => ({ inspect: () => Promise.reject(new TypeError('bug')) })),
       LIMITS,
       {
         operation: (op, result) => seen.push([op, result]),

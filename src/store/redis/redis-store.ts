@@ -1,66 +1,19 @@
-import { renewedFrom } from '../shared/lease-replies.js';
-import { performance } from 'node:perf_hooks';
-// Node's own, not the global: a test's fake timers must not hold back a release's answer.
-import { setImmediate as afterThisTurn } from 'node:timers/promises';
-import calculateSlot from 'cluster-key-slot';
-import { Cluster } from 'ioredis';
-import {
-  IdempotencyKeyReusedError,
-  InvalidRequestError,
-  OverloadedError,
-  StoreUnavailableError,
-  TooManyWaitersError,
-} from '../../domain/errors.js';
+import { StoreUnavailableError } from '../../domain/errors.js';
+import { InvalidRequestError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import { LATE_REPLY_FRACTION } from '../../domain/freshness.js';
-import { lockSetsOf, withReleaseRequest } from '../../domain/lock-store.js';
-import type {
-  AcquireInput,
-  AcquireOutcome,
-  IndexedLockState,
-  LockSetStore,
-  LockState,
-  LockStore,
-  RenewOutcome,
-} from '../../domain/lock-store.js';
-import type { LockSetAcquireOutcome, LockSetInput, LockSetRenewOutcome } from '../../domain/lock-store.js';
-import type { ForceReleaseOutcome, LockListRow, ListPage, ListQuery, QueuedCaller, QuotaSlotOutcome } from '../../domain/lock-store.js';
-import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
+import { lockSetsOf } from '../../domain/lock-store.js';
+import type { LockSetStore, LockStore, QuotaSlotOutcome } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
-import { insideCap, KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
+import { KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
 import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
-import {
-  MisalignedReplyError,
-  parseAcquire,
-  parseCancel,
-  parseFlag,
-  parseForceRelease,
-  parseLockSetAcquire,
-  parseLockSetRenew,
-  parseHandOver,
-  parseHeartbeat,
-  parseInspect,
-  parseQueue,
-  parseLease,
-  parseLockRelease,
-  parseRequestRelease,
-  parseScan,
-  releaseRequestPayload,
-  parseQuotaExtend,
-  parseQuotaReserve,
-  type AcquireReply,
-  type CancelReply,
-  type HandOverNotice,
-  type LeaseReply,
-  UnexpectedReplyError,
-} from './replies.js';
-import { defineScripts, type HandOverArgs, type Scripts } from './scripts.js';
-import { type HandedLease, lockWaitRoom, startHeartbeat, type WaitRoom, type Waiter } from '../shared/wait-room.js';
+import { MisalignedReplyError, parseFlag, parseHandOver, parseScan, parseQuotaExtend, parseQuotaReserve } from './replies.js';
+import { defineScripts, type Scripts } from './scripts.js';
+import { startHeartbeat } from '../shared/wait-room.js';
+import { EngineLockWords } from '../shared/engine-words.js';
 import { WatchMarks } from './watch-marks.js';
-import { RedisPermits } from './redis-permits.js';
+import { RedisLeases } from './redis-leases.js';
 import { ScriptLane } from './script-lane.js';
-import { ContendedKeys } from './contended-keys.js';
 
 export interface RedisStoreOptions {
   /** One Redis by URL; or give `connection` for Sentinel or a Cluster. */
@@ -88,13 +41,6 @@ export interface RedisStoreOptions {
 const LIST_MAX_SCAN_ROUNDS = 10;
 
 /**
- * 3 s: an instance tells Redis its waiters are still there every heartbeat (HEARTBEAT_INTERVAL_MS). A
- * waiter whose instance died stops being refreshed and is skipped after this, so it never receives a
- * grant nobody will use for longer than that.
- */
-const WAITER_LIVENESS_MS = 3000;
-
-/**
  * 32: acquire and cancel scripts this instance has in Redis at once (ScriptLane); more wait in the
  * instance, before anything is sent. A lock's acquire costs Redis up to about half a millisecond when
  * its queue is long, so three instances' lanes keep Redis's own backlog near 50 ms, far below the
@@ -113,22 +59,6 @@ const WATCH_MARK_RENEW_MS = 10_000;
 
 const newId = () => randomBase64url(9);
 
-/**
- * A waiter handed the lock within this share of its TTL of being registered is answered from the
- * hand-over message (see confirm): half the share the freshness guard allows (LATE_REPLY_FRACTION), so
- * an answer taken this way is not then refused as late on its way out.
- */
-const HANDED_LEASE_FRACTION = LATE_REPLY_FRACTION / 2;
-
-/**
- * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
- * keyholder instances can share one Redis.
- *
- * Waiting: a caller that waits is queued in Redis (FIFO across all instances). A release or a lease
- * running out hands the lock to the first live waiter inside the same script and announces it on that
- * waiter's instance channel: one message, to one instance, per hand-over. Each instance holds one
- * subscriber connection, not one connection per waiter.
- */
 /** A listing cursor: a SCAN cursor, after `<node index>-` on a Cluster. */
 const LIST_CURSOR = /^(?:(0|[1-9][0-9]{0,3})-)?(0|[1-9][0-9]{0,19})$/;
 const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
@@ -149,7 +79,17 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
   return { node, scan };
 }
 
-export class RedisStore implements LockStore {
+/**
+ * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
+ * keyholder instances can share one Redis.
+ *
+ * One lease engine (redis-leases.ts) serves every primitive, with the lock scripts as its documented
+ * capacity-1 fast path; the lock methods here only put the lock's words on it (EngineLockWords). This
+ * class holds what the engine runs on: the connection and its guard (call), the subscriber connection
+ * (one per instance, not one per waiter: hand-over messages and watched keys' change notices), replica
+ * acknowledgement, listings over every node, the quota slots and the health check.
+ */
+export class RedisStore extends EngineLockWords implements LockStore {
   readonly kind = 'redis';
   readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
@@ -168,7 +108,6 @@ export class RedisStore implements LockStore {
   private readonly maxWaitersPerKey: number;
   /** This process's identity for hand-over messages. */
   private readonly instanceId = newId();
-  private readonly room: WaitRoom<AcquireOutcome>;
   private readonly heartbeat: NodeJS.Timeout;
   /** Counts connections made ready, so a late verdict on an old connection never drops a new one. */
   private connectionEpoch = 0;
@@ -177,10 +116,8 @@ export class RedisStore implements LockStore {
   private readonly commandTimeoutMs: number;
   /** The acquires and cancels (of locks, lock sets and permits) this instance has in Redis: see ScriptLane. */
   private readonly acquires: ScriptLane;
-  /** Keys an acquire here found held lately: their releases leave at once (see ContendedKeys). */
-  private readonly contended = new ContendedKeys();
-  /** Semaphores and read/write locks, on this store's connection, scripts and channel. */
-  readonly permits: RedisPermits;
+  /** Every lease: locks, lock sets, semaphores and read/write locks, on this store's connection, scripts and channel. */
+  readonly permits: RedisLeases;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
   private readonly watchMarks = new WatchMarks(
     (id) =>
@@ -191,6 +128,7 @@ export class RedisStore implements LockStore {
   );
 
   constructor(options: RedisStoreOptions) {
+    super();
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
@@ -232,236 +170,30 @@ export class RedisStore implements LockStore {
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
-    this.room = lockWaitRoom({
-      confirm: (waiter, handed) => this.confirm(waiter, handed),
-      cancel: (waiter) => this.cancel(waiter),
-      release: (key, ownerToken) => this.release(key, ownerToken),
-      visit: (key, waiters) => this.visit(key, waiters),
-    });
-    this.permits = new RedisPermits({
+    this.permits = new RedisLeases({
       redis: this.redis,
       scripts: this.scripts,
       keys: this.keys,
       instanceId: this.instanceId,
       graceMs: this.graceMs,
       maxWaitersPerKey: this.maxWaitersPerKey,
-      livenessMs: WAITER_LIVENESS_MS,
+      replicaAcks: this.replicaAcks !== null,
       call: (run) => this.call(run),
       acquires: this.acquires,
       scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
-      // The permit's id tags its keys like a lock's, so the lock key names the same node and slot.
-      replicated: (id, what, servedBy, giveBack) => this.replicated(id, '', what, servedBy, giveBack),
+      // A permit's id tags its keys like a lock's, so the lock key names the same node and slot.
+      replicated: (id, what, servedBy, giveBack) => this.replicated(id, what, servedBy, giveBack),
       servedBy: (id) => this.servedBy(id),
-      watchChannel: (channel, onChange) => this.watchChannel(channel, onChange),
+      watchChannel: (channel, onChange, markKey) => this.watchChannel(channel, onChange, markKey),
     });
-    this.heartbeat = startHeartbeat(() => {
-      this.room.visitAll();
-      this.permits.visitAll();
-    });
-  }
-
-  async acquire(input: AcquireInput): Promise<AcquireOutcome> {
-    const waitMs = input.waitMs ?? 0;
-    // The lease is decided from the moment the script is sent (after its turn in the lane), and the
-    // node serving the key is read then too.
-    let decidedAt = 0;
-    let servedBy: string | null = null;
-    const send = (waitFor: number, waiterId: string) =>
-      this.acquires.run(() => {
-        decidedAt = performance.now();
-        servedBy = this.servedBy(input.id);
-        return this.runAcquire(input, waitFor, waiterId);
-      }, true);
-    if (waitMs <= 0) {
-      input.signal?.throwIfAborted();
-      const reply = await send(0, '-');
-      return this.settle(reply, decidedAt, input, servedBy);
-    }
-    // Registered before the script runs: a hand-over message may arrive before the script's reply.
-    const waiter = this.room.register({ id: newId(), key: input.id, ownerToken: input.ownerToken, ttlMs: input.ttlMs });
-    const reply = await waiter.enter(input.signal, () => send(waitMs, waiter.id));
-    if (reply.kind === 'queued') {
-      const outcome = await waiter.wait(waitMs, reply.retryAfterMs, input.signal);
-      if (outcome.acquired && (input.lockDelayMs ?? 0) > 0) await this.setLockDelay(input);
-      return outcome;
-    }
-    waiter.drop();
-    return this.settle(reply, decidedAt, input, servedBy);
+    this.heartbeat = startHeartbeat(() => this.permits.visitAll());
   }
 
   /**
-   * A waiter's record does not carry its lock-delay: the lease handed to it gets it here, right after
-   * the hand-over was answered (with at least three quarters of its TTL left, or confirmed by a renew that
-   * restarted it: the lease does not expire in between).
-   * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
-   */
-  private async setLockDelay({ id: key, ownerToken, lockDelayMs }: AcquireInput): Promise<void> {
-    try {
-      const set = await this.call(async () =>
-        parseFlag(
-          'lockDelay',
-          await this.scripts.run('lockDelay', { lockKey: this.keys.lock(key), ownerToken, lockDelayMs: lockDelayMs ?? 0 }),
-        ),
-      );
-      if (!set) throw new StoreUnavailableError('the lock was handed over, but its lease ended before its lock-delay was set');
-    } catch (err) {
-      await this.release(key, ownerToken).catch(() => false);
-      throw err;
-    }
-  }
-
-  private runAcquire(
-    { id: key, ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: AcquireInput,
-    waitMs: number,
-    waiterId: string,
-  ): Promise<AcquireReply> {
-    return this.call(async () => {
-      // Every property written out: spreading another object into this literal (`...handOverArgs`)
-      // sent V8 down a slow path that cost about 40 µs of CPU per acquire + release pair.
-      const raw = await this.scripts.run('acquire', {
-        graceMs: this.graceMs,
-        channelPrefix: this.keys.grantChannelPrefix(),
-        lockName: key,
-        keys: this.keys.lockKeys(key),
-        ownerToken,
-        ttlMs,
-        holder: holder ?? '',
-        waitMs,
-        waiterId,
-        instanceId: this.instanceId,
-        maxWaiters: this.maxWaitersPerKey,
-        livenessMs: WAITER_LIVENESS_MS,
-        idempotencyKey: idempotencyKey ?? '',
-        lockDelayMs: lockDelayMs ?? 0,
-        maxQuotaSlots: insideCap(maxHeldInNamespace ?? 0),
-      });
-      const reply = parseAcquire(raw);
-      // acquire.lua queues only a caller that waits.
-      if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);
-      if (reply.kind === 'held' || reply.kind === 'queued' || reply.kind === 'queue_full') this.contended.mark(key, reply.retryAfterMs);
-      return reply;
-    });
-  }
-
-  /** The answer to an acquire the script settled at once (not queued). */
-  private async settle(
-    reply: AcquireReply,
-    decidedAt: number,
-    { id: key, ownerToken }: AcquireInput,
-    servedBy: string | null,
-  ): Promise<AcquireOutcome> {
-    switch (reply.kind) {
-      case 'granted':
-        await this.replicated(key, ownerToken, 'grant', servedBy);
-        return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
-      case 'replayed': {
-        const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
-        return { acquired: true, fencingToken, expiresAtMs, decidedAt, replayed: { ownerToken, holder } };
-      }
-      case 'queue_full':
-        throw new TooManyWaitersError('key', reply.retryAfterMs);
-      case 'idempotency_key_reused':
-        throw new IdempotencyKeyReusedError();
-      case 'quota_full':
-        return { acquired: false, retryAfterMs: reply.retryAfterMs, quotaFull: true };
-      default:
-        return { acquired: false, retryAfterMs: reply.retryAfterMs };
-    }
-  }
-
-  async renew(key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome> {
-    const servedBy = this.servedBy(key);
-    const reply = await this.renewLease(key, ownerToken, ttlMs);
-    if (!reply.held) return { renewed: false };
-    await this.replicated(key, ownerToken, 'renewal', servedBy);
-    return renewedFrom(reply);
-  }
-
-  /** One script on the lock record (field r): the lease with `fencingToken`, if live, keeps the request. */
-  async requestRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
-    return this.call(async () =>
-      parseRequestRelease(
-        'request-release',
-        await this.scripts.run('requestRelease', {
-          lockKey: this.keys.lock(key),
-          fencingToken,
-          payload: releaseRequestPayload(request),
-          channelPrefix: this.keys.grantChannelPrefix(),
-          lockName: key,
-        }),
-        request,
-      ),
-    );
-  }
-
-  /**
-   * Frees the lease and hands the lock to the first live waiter. A waiter of this instance is named in
-   * the reply instead of being sent a hand-over message, and is woken here, before the release itself
-   * is answered: on a hot key the next holder's grant leaves first, without a second socket read (the
-   * subscriber's) or a PUBLISH. Should the reply be lost, the waiter's heartbeat visit finds the grant.
-   */
-  async release(key: string, ownerToken: string): Promise<boolean> {
-    return this.call(async () => {
-      // Written out, not spread from handOverArgs: see runAcquire.
-      const { released, handedTo } = parseLockRelease(
-        await this.scripts.run(
-          'release',
-          {
-            graceMs: this.graceMs,
-            channelPrefix: this.keys.grantChannelPrefix(),
-            lockName: key,
-            keys: this.keys.lockKeys(key),
-            ownerToken,
-            instanceId: this.instanceId,
-          },
-          // One that may hand the lock over leaves at once; the others with the turn's other calls.
-          this.contended.has(key),
-        ),
-      );
-      if (handedTo !== undefined) {
-        this.handedOver(handedTo);
-        // The next holder's answer leaves first: it is written by this turn's microtasks, and the release
-        // is answered after them. On a hot key the next hand-off waits for that holder, not for this caller.
-        await afterThisTurn();
-      }
-      return released;
-    });
-  }
-
-  async inspect(key: string): Promise<LockState | null> {
-    const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
-    if (!reply.held) return null;
-    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters, releaseRequested } = reply;
-    return withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, releaseRequested);
-  }
-
-  async inspectIndexed(key: string): Promise<IndexedLockState> {
-    const reply = await this.call(async () => parseInspect(await this.scripts.run('inspect', { keys: this.keys.lockKeys(key) })));
-    if (!reply.held) {
-      return {
-        state: null,
-        lastFencingToken: reply.lastFencingToken,
-        // On the Redis clock; told as an end time on this clock (the same machine's, or close).
-        ...(reply.lockDelayLeftMs > 0 ? { lockDelayUntilMs: Date.now() + reply.lockDelayLeftMs } : {}),
-      };
-    }
-    const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters, releaseRequested } = reply;
-    const state = withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, releaseRequested);
-    return { state, lastFencingToken: fencingToken };
-  }
-
-  /**
-   * Subscribes to the key's change channel on the subscriber connection (one SUBSCRIBE per key, however
-   * many local listeners). Resolves once Redis confirmed the subscription; while Redis is unreachable,
-   * rejects with a 503 instead of waiting (the subscriber itself would wait for ever).
-   */
-  watchChanges(key: string, onChange: () => void): Promise<() => void> {
-    return this.watchChannel(this.keys.changeChannel(key), onChange, key);
-  }
-
-  /**
-   * The subscription behind watchChanges, for any change channel (the permits' too). `markKey`: the lock
-   * whose scripts publish only while it is marked as watched (watch-marks.ts); permits always publish.
+   * The subscription behind the engine's watchChanges, for any change channel. Resolves once Redis
+   * confirmed the subscription; while Redis is unreachable, rejects with a 503 instead of waiting (the
+   * subscriber itself would wait for ever). `markKey`: the lock whose scripts publish only while it is
+   * marked as watched (watch-marks.ts); permits always publish.
    */
   private async watchChannel(channel: string, onChange: () => void, markKey?: string): Promise<() => void> {
     let listeners = this.changeListeners.get(channel);
@@ -515,123 +247,6 @@ export class RedisStore implements LockStore {
         },
       );
     });
-  }
-
-  async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LockSetInput): Promise<LockSetAcquireOutcome> {
-    this.checkOneSlot(keys);
-    let decidedAt = 0;
-    let servedBy: string | null = null;
-    const reply = await this.acquires.run(() => {
-      decidedAt = performance.now();
-      // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
-      servedBy = this.servedBy(keys[0] as string);
-      return this.call(async () =>
-        parseLockSetAcquire(
-          await this.scripts.run('lockSetAcquire', {
-            members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
-            ownerToken,
-            ttlMs,
-            holder: holder ?? '',
-            graceMs: this.graceMs,
-            lockDelayMs: lockDelayMs ?? 0,
-            channelPrefix: this.keys.grantChannelPrefix(),
-          }),
-          keys.length,
-        ),
-      );
-    }, true);
-    if (!reply.granted) return { acquired: false, retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
-    if (this.replicaAcks) {
-      // Replica acknowledgement covers the set as one grant: not confirmed in time, the whole set goes back.
-      try {
-        await this.replicated(keys[0] as string, ownerToken, 'grant', servedBy);
-      } catch (err) {
-        await this.releaseSet(keys, ownerToken).catch(() => false);
-        throw err;
-      }
-    }
-    return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
-  }
-
-  /**
-   * A lock set is one script over all its keys, and a Cluster runs a script only when every key it names
-   * lives in one hash slot. A namespace's locks are spread over its shards (keys.ts), so on a Cluster a
-   * set whose keys fall in different shards is refused here, as a bad request the caller can act on
-   * (docs/limits.md), instead of failing in Redis with CROSSSLOT. A single Redis (or Sentinel) has no slots:
-   * every set works there.
-   */
-  private checkOneSlot(ids: readonly string[]): void {
-    if (!(this.redis instanceof Cluster) || ids.length < 2) return;
-    const slot = calculateSlot(this.keys.lock(ids[0] as string));
-    if (ids.some((id) => calculateSlot(this.keys.lock(id)) !== slot)) {
-      throw new InvalidRequestError(
-        'keys',
-        'on a Redis Cluster a lock set must have all its keys in one shard of the namespace, and these are not; lock them one by one, or use a single Redis (see docs/limits.md)',
-      );
-    }
-  }
-
-  async renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome> {
-    const servedBy = this.servedBy(keys[0] as string);
-    const reply = await this.call(async () =>
-      parseLockSetRenew(
-        await this.scripts.run('lockSetRenew', {
-          lockKeys: keys.map((id) => this.keys.lock(id)),
-          ownerToken,
-          ttlMs,
-          graceMs: this.graceMs,
-        }),
-        keys.length,
-      ),
-    );
-    if (reply.renewed) await this.replicated(keys[0] as string, ownerToken, 'renewal', servedBy);
-    return reply;
-  }
-
-  async releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
-    return this.call(async () =>
-      parseFlag(
-        'lockSetRelease',
-        await this.scripts.run('lockSetRelease', {
-          members: keys.map((id) => ({ keys: this.keys.lockKeys(id), name: id })),
-          ownerToken,
-          graceMs: this.graceMs,
-          channelPrefix: this.keys.grantChannelPrefix(),
-        }),
-      ),
-    );
-  }
-
-  async queue(key: string, limit: number): Promise<QueuedCaller[]> {
-    const queued = await this.call(async () =>
-      parseQueue(await this.scripts.run('queue', { keys: this.keys.lockKeys(key), limit, layout: 'lock' })),
-    );
-    return queued.map(({ holder, waitingSinceMs }, i) => ({ position: i + 1, holder, waitingSinceMs }));
-  }
-
-  async forceRelease(key: string, fencingToken?: number): Promise<ForceReleaseOutcome> {
-    const reply = await this.call(async () =>
-      parseForceRelease(await this.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.keys.lockKeys(key), fencingToken })),
-    );
-    return reply.released
-      ? { released: true, holder: reply.holder, fencingToken: reply.fencingToken, evictedOwnerToken: reply.ownerToken }
-      : { released: false };
-  }
-
-  /**
-   * SCAN with MATCH and COUNT (never KEYS): each call walks a bounded part of the keyspace, so a listing
-   * never blocks Redis however many keys it holds. On a Cluster every master is walked in turn (each
-   * holds only its own slots); the cursor is then `<master index>-<SCAN cursor>`. The keys found are read
-   * with the inspect script (on the Redis clock, without the owner token); lock hashes that only
-   * remember a fencing token are skipped. A page may hold a few more or fewer than `limit` locks; only a
-   * null cursor means the end.
-   */
-  async list({ prefix, limit, cursor }: ListQuery): Promise<ListPage> {
-    const page = await this.scanIds(this.keys.lockPattern(prefix), limit, cursor, (redisKey) => this.keys.lockIdOf(redisKey));
-    const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.inspect(id) })));
-    const locks: LockListRow[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ id, ...state });
-    return { locks, nextCursor: page.nextCursor };
   }
 
   /**
@@ -741,7 +356,6 @@ export class RedisStore implements LockStore {
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
     this.watchMarks.close();
-    await this.room.closeAll(new StoreUnavailableError('the store is closing'));
     await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();
     try {
@@ -751,104 +365,14 @@ export class RedisStore implements LockStore {
     }
   }
 
-  private renewLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
-    return this.call(async () =>
-      parseLease(
-        'renew',
-        await this.scripts.run('renew', {
-          lockKey: this.keys.lock(key),
-          quota: this.keys.lockKeys(key).quota,
-          ownerToken,
-          ttlMs,
-          graceMs: this.graceMs,
-        }),
-      ),
-    );
-  }
-
-  /**
-   * A waiter was handed the lock. When the hand-over message named the lease and came soon enough, the
-   * caller is answered from it: the fencing token and end Redis gave the lease, decided (for the
-   * freshness checks) when the waiter was registered, before its acquire was sent and so before the
-   * hand-over. A hand-over then costs the release script and its message, and no renewal.
-   *
-   * Otherwise (no message: a heartbeat or a cancel found the grant; a wait long next to the lease; replica
-   * acknowledgement on, whose WAIT must follow a write on this connection) a renewal confirms the lease
-   * is still this waiter's and restarts its full TTL from now, so the caller gets the lease it asked for
-   * however long the message took.
-   */
-  private async confirm(waiter: Waiter, handed?: HandedLease): Promise<AcquireOutcome> {
-    if (
-      handed !== undefined &&
-      this.replicaAcks === null &&
-      performance.now() - handed.registeredAt < waiter.ttlMs * HANDED_LEASE_FRACTION
-    ) {
-      return { acquired: true, fencingToken: handed.fencingToken, expiresAtMs: handed.expiresAtMs, decidedAt: handed.registeredAt };
-    }
-    const decidedAt = performance.now();
-    const servedBy = this.servedBy(waiter.key);
-    const reply = await this.renewLease(waiter.key, waiter.ownerToken, waiter.ttlMs);
-    // Redis handed the lock over and answered this renewal, but the lease had run out in between: this
-    // process took longer than the whole lease to act on the hand-over. That is this instance's load,
-    // not the store's: the caller is told so (and nobody holds the lease; it went to the next waiter).
-    if (!reply.held) {
-      throw new OverloadedError(
-        'event_loop_delay',
-        1000,
-        'the lock was handed to this caller, but this instance took longer than the lease to deliver it; it went to the next caller',
-      );
-    }
-    await this.replicated(waiter.key, waiter.ownerToken, 'grant', servedBy);
-    return { acquired: true, fencingToken: reply.fencingToken, expiresAtMs: reply.expiresAtMs, decidedAt };
-  }
-
-  /** In the acquire lane (never refused): a burst's waits end together, and so do their cancels. */
-  private cancel(waiter: Waiter): Promise<CancelReply> {
-    return this.acquires.run(
-      () =>
-        this.call(async () =>
-          parseCancel(
-            await this.scripts.run('cancel', { keys: this.keys.lockKeys(waiter.key), waiterId: waiter.id, ownerToken: waiter.ownerToken }),
-          ),
-        ),
-      false,
-    );
-  }
-
-  private async visit(key: string, waiters: readonly Waiter[]) {
-    const { remainingLeaseMs, grantedWaiterId } = await this.call(async () =>
-      parseHeartbeat(
-        await this.scripts.run('heartbeat', {
-          ...this.handOverArgs(key),
-          keys: this.keys.lockKeys(key),
-          livenessMs: WAITER_LIVENESS_MS,
-          waiters,
-        }),
-      ),
-    );
-    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
-  }
-
   private onHandOverMessage(message: string): void {
     const notice = parseHandOver(message);
-    if (notice !== null) this.handedOver(notice);
-  }
-
-  /** A hand-over notice, by message or in a release's reply (see release). */
-  private handedOver(notice: HandOverNotice): void {
-    // Waiter ids are unique across both rooms: the one that does not know it ignores it.
-    this.room.granted(notice.waiterId, notice);
-    this.permits.granted(notice.waiterId);
+    if (notice !== null) this.permits.handedOver(notice);
   }
 
   /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */
   private servedBy(key: string): string | null {
     return this.replicaAcks ? ownerOf(this.redis, this.keys.lock(key)) : null;
-  }
-
-  /** What a script needs to hand `key` to the next waiter, should it free the lock (the acquire and release of every pair write it out). */
-  private handOverArgs(key: string): HandOverArgs {
-    return { graceMs: this.graceMs, channelPrefix: this.keys.grantChannelPrefix(), lockName: key };
   }
 
   /**
@@ -863,11 +387,10 @@ export class RedisStore implements LockStore {
    */
   private async replicated(
     key: string,
-    ownerToken: string,
     what: 'grant' | 'renewal',
     servedBy: string | null,
-    // A semaphore permit or read/write lease is given back through its own script (redis-permits.ts).
-    giveBack: () => Promise<unknown> = () => this.release(key, ownerToken).catch(() => false),
+    // The engine gives a lease back through its own kind's script (redis-leases.ts).
+    giveBack: () => Promise<unknown>,
   ): Promise<void> {
     const acks = this.replicaAcks;
     if (!acks) return;

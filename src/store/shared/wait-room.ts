@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import type { AcquireOutcome } from '../../domain/lock-store.js';
 import type { CancelReply } from './lease-replies.js';
 
 /** A caller of this instance queued for a lock in the store (Redis or etcd). */
@@ -56,11 +55,6 @@ export function startHeartbeat(visit: () => void): NodeJS.Timeout {
   const timer = setInterval(visit, HEARTBEAT_INTERVAL_MS);
   timer.unref();
   return timer;
-}
-
-/** A room for the waiters of locks (not permits): a wait that runs out answers as a refused acquire. */
-export function lockWaitRoom(ops: Omit<WaitRoomOps<AcquireOutcome>, 'notGranted'>): WaitRoom<AcquireOutcome> {
-  return new WaitRoom<AcquireOutcome>({ ...ops, notGranted: (retryAfterMs) => ({ acquired: false, retryAfterMs }) });
 }
 
 type State =
