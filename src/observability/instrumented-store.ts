@@ -93,10 +93,7 @@ export class InstrumentedStore implements LockStore, LeaseStoreHost {
       },
       releaseSet: async (keys, ownerToken) => {
         const released = await this.timed('release', () => sets.releaseSet(keys, ownerToken));
-        if (released) {
-          const heldSeconds = this.tracker.released(ownerToken);
-          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-        }
+        if (released) this.releasedByOwner(ownerToken);
         return released;
       },
     };
@@ -125,10 +122,7 @@ export class InstrumentedStore implements LockStore, LeaseStoreHost {
       },
       release: async (kind, keys, ownerToken) => {
         const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, keys, ownerToken));
-        if (released) {
-          const heldSeconds = this.tracker.released(ownerToken);
-          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-        }
+        if (released) this.releasedByOwner(ownerToken);
         return released;
       },
       forceRelease: async (kind, key, fencingToken) => {
@@ -188,10 +182,7 @@ export class InstrumentedStore implements LockStore, LeaseStoreHost {
       },
       releasePermit: async (kind: PermitKind, key: string, ownerToken: string) => {
         const released = await this.timed('permit_release', () => inner.releasePermit(kind, key, ownerToken));
-        if (released) {
-          const heldSeconds = this.tracker.released(ownerToken);
-          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-        }
+        if (released) this.releasedByOwner(ownerToken);
         return released;
       },
       inspectPermits: (kind: PermitKind, key: string) => this.timed('permit_inspect', () => inner.inspectPermits(kind, key)),
@@ -254,10 +245,7 @@ export class InstrumentedStore implements LockStore, LeaseStoreHost {
       throw err;
     }
     this.sink.storeCall('release', 'ok', (performance.now() - started) / 1000, false);
-    if (released) {
-      const heldSeconds = this.tracker.released(ownerToken);
-      if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-    }
+    if (released) this.releasedByOwner(ownerToken);
     return released;
   }
 
@@ -305,6 +293,12 @@ export class InstrumentedStore implements LockStore, LeaseStoreHost {
 
   freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void> {
     return this.timed('slot', () => this.inner.freeQuotaSlot(namespace, quotaSlotId, maxQuotaSlots));
+  }
+
+  /** A lease its owner released: no longer tracked, and its hold time observed (every release path). */
+  private releasedByOwner(ownerToken: string): void {
+    const heldSeconds = this.tracker.released(ownerToken);
+    if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
   }
 
   async close(): Promise<void> {
