@@ -13,13 +13,6 @@
  * holder never keeps its permit past its TTL.
  */
 
-/** (Written out here rather than imported from lock-store.ts, which imports this file: no cycle.) */
-interface Grant {
-  readonly fencingToken: number;
-  /** When the lease ends, in Unix milliseconds on the store's clock. */
-  readonly expiresAtMs: number;
-}
-
 /**
  * An ask to a lease's holder to let go, without evicting it (an operator's `release-request`). It is
  * stored with the lease it names, so every instance sees it, and it ends with that lease: released,
@@ -47,8 +40,6 @@ export function withReleaseRequest<T extends object, R = ReleaseRequest>(
 ): T & { readonly releaseRequested?: R } {
   return releaseRequested === undefined ? answer : { ...answer, releaseRequested };
 }
-
-type RenewOutcome = ({ readonly renewed: true; readonly releaseRequested?: ReleaseRequest } & Grant) | { readonly renewed: false };
 
 /**
  * A caller queued for a key, as inspect lists it (like the Web Locks API's query()): never its owner

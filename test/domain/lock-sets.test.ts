@@ -30,11 +30,7 @@ const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The embedded store, with its lock-set steps counted (a waiting set must not poll). */
-function countedStore(
-  memory: MemoryStore,
-  delayMs = 0,
-  afterRefusal?: () => Promise<void>,
-): { store: Store; attempts: () => number } {
+function countedStore(memory: MemoryStore, delayMs = 0, afterRefusal?: () => Promise<void>): { store: Store; attempts: () => number } {
   let attempts = 0;
   const store = withLeases(memory, (own) => ({
     acquire: async (request) => {

@@ -78,7 +78,7 @@ describe('release requests', () => {
 
 describe('the lease engine on its own', () => {
   it('built without an observer, it answers as the services built on it do', async () => {
-    const lease = new LeaseService((store).leases, LIMITS);
+    const lease = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
     const refusals = {
       full: (key: string, retryAfterMs: number) => new LockHeldError(key, retryAfterMs),

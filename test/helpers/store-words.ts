@@ -137,7 +137,11 @@ export function lockSetWords(leases: LeaseStore): LockSetStore {
         return { acquired: true, fencingTokens: outcome.fencingTokens, expiresAtMs: outcome.expiresAtMs, decidedAt: outcome.decidedAt };
       }
       // (Keys of capacity 1: never a mismatch.)
-      return { acquired: false, retryAfterMs: outcome.retryAfterMs, busyKey: outcome.reason === 'full' ? outcome.busyKey : (keys[0] as string) };
+      return {
+        acquired: false,
+        retryAfterMs: outcome.retryAfterMs,
+        busyKey: outcome.reason === 'full' ? outcome.busyKey : (keys[0] as string),
+      };
     },
     renewSet: (keys, ownerToken, ttlMs) => leases.renew('lock', keys, ownerToken, ttlMs),
     releaseSet: (keys, ownerToken) => leases.release('lock', keys, ownerToken),
@@ -242,7 +246,7 @@ export function withWords<S extends Store>(store: S): Worded<S> {
   const words = lockWords(store.leases);
   return new Proxy(store, {
     get(target, prop) {
-      if (prop in words) return words[prop as keyof LockWords];
+      if (prop in words) return Reflect.get(words, prop) as unknown;
       const value: unknown = Reflect.get(target, prop, target);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },

@@ -31,7 +31,11 @@ describe('hand-offs on one instance (Redis store)', () => {
         order.push('grant');
         return answer;
       });
-      await eventually(async () => expect((await lockWords(t.store.leases).inspect(lockId(DEFAULT_NAMESPACE, key)))?.waiters).toBe(1), 5_000, 5);
+      await eventually(
+        async () => expect((await lockWords(t.store.leases).inspect(lockId(DEFAULT_NAMESPACE, key)))?.waiters).toBe(1),
+        5_000,
+        5,
+      );
       const released = await post(`/v1/locks/${key}/release`, { ownerToken: holder.json<{ ownerToken: string }>().ownerToken }).then(
         (answer) => {
           order.push('release');

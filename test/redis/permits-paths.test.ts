@@ -48,7 +48,15 @@ afterAll(async () => {
  */
 async function open(options: { heartbeat?: boolean; replicaAcks?: ReplicaAcks } = {}): Promise<Worded<RedisStore>> {
   const make = () =>
-    withWords(new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, replicaAcks: options.replicaAcks }));
+    withWords(
+      new RedisStore({
+        url: server.url,
+        keyPrefix: PREFIX,
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+        replicaAcks: options.replicaAcks,
+      }),
+    );
   let store: Worded<RedisStore>;
   if (options.heartbeat === false) {
     vi.useFakeTimers({ toFake: ['setInterval'] });

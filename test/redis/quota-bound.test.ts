@@ -5,7 +5,7 @@ import { lockId } from '../../src/domain/namespaces.js';
 import { QUOTA_INSIDE_FROM, QUOTA_SHARDS, quotaShardsFor } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { withWords, type Worded } from '../helpers/store-words.js';
+import { withWords } from '../helpers/store-words.js';
 
 /**
  * The bound docs/limits.md states for the Redis quota, on a real redis-server: a namespace never holds

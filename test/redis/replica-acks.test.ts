@@ -38,13 +38,15 @@ describe('replica acknowledgement', () => {
   // The replica's confirmation is waited for this long: room for a loaded machine where an answer is
   // expected, and short where the test counts on too few replicas.
   const open = async (minReplicas: number, ackTimeoutMs = 100) => {
-    const store = withWords(new RedisStore({
-      url: primary.url,
-      replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: ackTimeoutMs } : null,
-      keyPrefix: 'acks:',
-      commandTimeoutMs: 1_000,
-      fenceGraceMs: 60_000,
-    }));
+    const store = withWords(
+      new RedisStore({
+        url: primary.url,
+        replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: ackTimeoutMs } : null,
+        keyPrefix: 'acks:',
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+      }),
+    );
     stores.push(store);
     await eventually(() => store.ping(), 10_000);
     return store;

@@ -457,13 +457,15 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   // WAIT 1 on a lone Redis answers 0 after the timeout: nothing is confirmed.
   let strict: Worded<RedisStore>;
   beforeAll(async () => {
-    strict = withWords(new RedisStore({
-      url: server.url,
-      keyPrefix: PREFIX,
-      replicaAcks: { minReplicas: 1, timeoutMs: 20 },
-      commandTimeoutMs: 1_000,
-      fenceGraceMs: 60_000,
-    }));
+    strict = withWords(
+      new RedisStore({
+        url: server.url,
+        keyPrefix: PREFIX,
+        replicaAcks: { minReplicas: 1, timeoutMs: 20 },
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+      }),
+    );
     await eventually(() => strict.ping(), 10_000);
   });
   afterAll(async () => {

@@ -41,7 +41,9 @@ afterEach(async () => {
 
 /** A RedisStore built in the test itself, resolved once it answers; closed after the test. */
 async function open(options: Partial<RedisStoreOptions> = {}): Promise<Worded<RedisStore>> {
-  const store = withWords(new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, ...options }));
+  const store = withWords(
+    new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, ...options }),
+  );
   opened.push(store);
   await eventually(() => store.ping(), 10_000);
   return store;
@@ -70,8 +72,12 @@ async function subscribers(channel: string): Promise<number> {
   return Number(reply[1]);
 }
 
-const take = (store: Worded<RedisStore>, key: string, ttlMs: number, more: { waitMs?: number; lockDelayMs?: number; signal?: AbortSignal } = {}) =>
-  store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
+const take = (
+  store: Worded<RedisStore>,
+  key: string,
+  ttlMs: number,
+  more: { waitMs?: number; lockDelayMs?: number; signal?: AbortSignal } = {},
+) => store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
 
 describe('redis store: what the constructor wires up', () => {
   it('keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {

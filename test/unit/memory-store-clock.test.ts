@@ -101,11 +101,13 @@ describe('embedded store on a fake clock', () => {
     let reads = 0;
     let endsAt = 0;
     const clock = new FakeClock();
-    const store = withWords(new MemoryStore({
-      fenceGraceMs: 60_000,
-      sweepIntervalMs: 0,
-      clock: () => (endsAt > 0 && ++reads > 1 ? endsAt + 1 : clock.nowMs),
-    }));
+    const store = withWords(
+      new MemoryStore({
+        fenceGraceMs: 60_000,
+        sweepIntervalMs: 0,
+        clock: () => (endsAt > 0 && ++reads > 1 ? endsAt + 1 : clock.nowMs),
+      }),
+    );
     stores.push(store);
     const held = await grant(store, 'k', 1_000);
     endsAt = held.expiresAtMs;

@@ -267,7 +267,8 @@ describe('createStore', () => {
     expect(warned.join()).toMatch(/NOT shared/);
     expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
     // The configured limits reach it: the sixth caller queued on one key is refused.
-    const take = () => lockWords(memory.leases).acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
+    const take = () =>
+      lockWords(memory.leases).acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
     expect((await take()).acquired).toBe(true);
     const queued = Array.from({ length: 5 }, () => take().catch((err: unknown) => err));
     await expect(take()).rejects.toBeInstanceOf(TooManyWaitersError);

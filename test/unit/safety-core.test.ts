@@ -25,7 +25,7 @@ import { NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js'
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import { FakeClock } from '../helpers/fake-clock.js';
-import { withWords, type Worded } from '../helpers/store-words.js';
+import { withWords } from '../helpers/store-words.js';
 
 /**
  * The lock rules one unit at a time, on the embedded store with a clock the test moves: TTL and wait

@@ -89,8 +89,7 @@ export class MemoryLeases implements LeaseEngine {
   private readonly pools = new Map<string, Pool>();
   private closed = false;
 
-  constructor(private readonly options: MemoryLeasesOptions) {
-  }
+  constructor(private readonly options: MemoryLeasesOptions) {}
 
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {

@@ -33,7 +33,10 @@ export interface LeaseEngine {
 }
 
 /** What a store adds to its engine to make the domain's port: its kind and its quota slots. */
-export type StoreParts = Pick<LeaseStore, 'kind' | 'quotaInside' | 'quotaInsideFrom' | 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot'>;
+export type StoreParts = Pick<
+  LeaseStore,
+  'kind' | 'quotaInside' | 'quotaInsideFrom' | 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot'
+>;
 
 /**
  * The domain's port (LeaseStore) over a store's engine: every call on leases goes straight to the
