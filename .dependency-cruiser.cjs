@@ -1,6 +1,6 @@
 /**
  * The layering rules `npm run lint` enforces (dependency-cruiser). The domain (lock rules) is the
- * centre: it owns its port (domain/lock-store.ts) and knows nothing of HTTP, stores, auth or metrics;
+ * centre: it owns its port (domain/lease-store.ts) and knows nothing of HTTP, stores, auth or metrics;
  * everything else may depend on it. No folder may reach back into a folder that depends on it.
  * test/lint/dependency-rules.test.ts shows the rules failing on fixtures.
  */

@@ -10,7 +10,7 @@
  */
 export const PARTS = {
   domain: ['src/domain/**/*.ts'],
-  memory: ['src/store/*.ts', 'src/store/memory/**/*.ts', 'src/store/shared/clock.ts', 'src/store/shared/engine-words.ts'],
+  memory: ['src/store/*.ts', 'src/store/memory/**/*.ts', 'src/store/shared/clock.ts', 'src/store/shared/lease-port.ts'],
   // The Redis store in two parts, so that a slow machine keeps the first: the code that reads replies,
   // names keys and loads scripts (mostly killed by the unit and script tests within a second or two),
   // then everything on the store's connection path (each survivor there runs most of the Redis tests).

@@ -5,6 +5,7 @@ import { KeySpace } from '../src/store/redis/keys.js';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { FLOOR_ACQUIRE, FLOOR_RELEASE } from './floor-lock-scripts.js';
 import { commandDeltas, commandMicros, commandStats } from './redis-stats.js';
+import { withWords, type Worded } from '../test/helpers/store-words.js';
 
 /**
  * `npx tsx bench/script-costs.ts`: what the lock scripts cost Redis, without HTTP and independent of
@@ -34,7 +35,7 @@ async function perPair(stats: Redis, pairs: number, run: () => Promise<void>): P
   return { total: inside, breakdown: deltas.map(([n, c]) => `${n} ${c.toFixed(2)}`).join(', ') };
 }
 
-async function pairs(store: RedisStore, key: (i: number) => string, n: number): Promise<void> {
+async function pairs(store: Worded<RedisStore>, key: (i: number) => string, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const ownerToken = `owner-token-${i.toString().padStart(10, '0')}`;
     const got = await store.acquire({ id: key(i), ownerToken, ttlMs: 30_000, holder: null, maxHeldInNamespace: HELD * 2 });
@@ -68,7 +69,7 @@ async function redisTimePerPair(stats: Redis, n: number, pair: (i: number) => Pr
 async function main(): Promise<void> {
   const server = await RedisServer.start();
   const stats = new Redis(server.url);
-  const store = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 5000, fenceGraceMs: 1000 });
+  const store = withWords(new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 5000, fenceGraceMs: 1000 }));
   try {
     for (
       let i = 0;

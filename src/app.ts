@@ -6,7 +6,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_ACCESS_LOG, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
 import { ShuttingDownError } from './domain/errors.js';
 import type { LockService } from './domain/lock-service.js';
-import type { StoreWithLeases } from './domain/lease-store.js';
+import type { Store } from './domain/lease-store.js';
 import { createPermitCores, type PermitCores } from './domain/primitives.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { serializerCompiler } from './http/serializer.js';
@@ -41,7 +41,7 @@ import { lazyRequestLoggers } from './observability/logger.js';
 
 export interface AppDeps {
   readonly locks: LockService;
-  readonly store: StoreWithLeases;
+  readonly store: Store;
   /** Semaphores and read/write locks; built over `store` with the lock service's bounds when absent. */
   readonly permits?: PermitCores;
   readonly logger: FastifyBaseLogger;

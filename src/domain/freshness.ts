@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
 import { OverloadedError, StoreUnavailableError } from './errors.js';
-import type { LockStore } from './lock-store.js';
 import { ownLag } from './own-lag.js';
 
 /**
@@ -8,6 +7,11 @@ import { ownLag } from './own-lag.js';
  * network) may describe a lease that is already gone or nearly so; it is not handed out as a success.
  */
 export const LATE_REPLY_FRACTION = 0.5;
+
+/** How the guard gives a late lease back: its owner's release of the lock `id` (the lease port's, for the lease's kind). */
+export interface LeaseGiveBack {
+  release(id: string, ownerToken: string): Promise<boolean>;
+}
 
 /** A lease as the freshness guard sees it: which lock, whose, how long, and when the store decided it. */
 export interface DecidedLease {
@@ -39,7 +43,7 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
  * close it (see docs/safety.md, Limits).
  */
 export class FreshnessGuard {
-  constructor(private readonly store: Pick<LockStore, 'release'>) {
+  constructor(private readonly store: LeaseGiveBack) {
     ownLag.watch();
   }
 

@@ -159,7 +159,7 @@ export const MAX_LOCK_SET_KEYS = 16;
 export class LeaseService {
   /** This instance's waiting callers (shared by every primitive's service built on the same gate). */
   readonly waitGate: WaitGate;
-  /** The cap the store keeps inside its lock steps (see LockStore.quotaInside); 0 when the service keeps it. */
+  /** The cap the store keeps inside its lock steps (see LeaseStore.quotaInside); 0 when the service keeps it. */
   private readonly quotaInStore: number;
   private readonly maxHeld: number;
   private readonly lanes = new Map<LeaseKind, Lane>();
@@ -634,13 +634,7 @@ export class LeaseService {
       );
     }
     return new ChangeWatch(
-      permitWatchSource(
-        {
-          watchPermitChanges: (_kind, id, onChange) => store.watchChanges(kind, id, onChange),
-          inspectPermitsIndexed: (_kind, id) => store.inspectIndexed(kind, id),
-        },
-        kind,
-      ),
+      permitWatchSource(store, kind),
       // An immediate inspect reads up to 100 holders and answers them all: callers asking together
       // (a dashboard's panels, a poller's workers) share one read and one answer body.
       true,

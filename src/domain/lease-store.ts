@@ -7,8 +7,8 @@
  * port (lease-service.ts).
  *
  * Each store exposes its one engine as this port (`LeaseStoreHost.leases`): one acquire per store
- * serves every primitive. The LockStore (lock-store.ts) and PermitStore (permit-store.ts) words each
- * store also has are written over the same engine (store/shared/engine-words.ts).
+ * serves every primitive, and the port is all a store offers for leases (Store: the port, its kind and
+ * its lifecycle).
  */
 import type {
   AcquireInput,
@@ -17,11 +17,13 @@ import type {
   ListQuery,
   LockSetRenewOutcome,
   LockState,
-  LockStore,
   QueuedCaller,
   QuotaSlotStore,
 } from './lock-store.js';
 import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
+
+/** What kind of store serves the leases, for health output and logs. */
+export type StoreKind = 'memory' | 'redis' | 'etcd';
 
 /** Which primitive a key belongs to: the same name under each kind is a different key. */
 export type LeaseKind = 'lock' | PermitKind;
@@ -44,18 +46,29 @@ export interface LeaseAcquire extends Omit<AcquireInput, 'id'> {
 export type LeaseAcquireOutcome =
   | {
       readonly acquired: true;
-      /** performance.now() when the store command that established the lease was sent. */
+      /**
+       * performance.now() when the store command that established the lease was sent: the caller
+       * measures from here whether the answer is still fresh enough to hand out.
+       */
       readonly decidedAt: number;
       /** One per key, in the order of `keys`. */
       readonly fencingTokens: readonly number[];
       readonly expiresAtMs: number;
-      /** A lock's idempotent replay: the earlier lease's owner token and holder (see AcquireOutcome). */
+      /**
+       * A lock's idempotent replay: the lock was already held by a live lease acquired with the same
+       * idempotency key; that lease is the answer (its owner token and holder, not the ones asked for),
+       * and nothing changed.
+       */
       readonly replayed?: { readonly ownerToken: string; readonly holder: string | null };
     }
   | {
       readonly acquired: false;
       readonly reason: 'full';
-      /** At least 1 (see AcquireOutcome, PermitAcquireOutcome). */
+      /**
+       * Until the earliest live lease ends, when the answer was decided (for a wait that ran out: when it
+       * ran out, not when it began); at least 1. With `quotaFull`: until the namespace's earliest quota
+       * slot ends.
+       */
       readonly retryAfterMs: number;
       /** The key that was busy (for one key: that key). */
       readonly busyKey: string;
@@ -67,6 +80,7 @@ export type LeaseAcquireOutcome =
       readonly reason: 'mismatch';
       /** The capacity the live leases were granted under. */
       readonly capacity: number;
+      /** Until the last live lease ends (the capacity is free to change then): at least 1. */
       readonly retryAfterMs: number;
     };
 
@@ -89,10 +103,19 @@ export type LeaseReads = {
 
 export interface LeaseStore extends QuotaSlotStore {
   /** What kind of store this is, for health output and logs. */
-  readonly kind: LockStore['kind'];
-  /** See LockStore.quotaInside (locks only). */
+  readonly kind: StoreKind;
+  /**
+   * True when the store keeps the namespace quota inside its own lock steps (locks only): acquire takes
+   * the slot (LeaseAcquire.maxHeldInNamespace), renew moves it, release, force release and a cancelled
+   * wait give it back, each in the same atomic step. Otherwise the lease service keeps the quota with
+   * the QuotaSlotStore calls around them.
+   */
   readonly quotaInside?: boolean;
-  /** See LockStore.quotaInsideFrom. */
+  /**
+   * With `quotaInside`: the smallest cap the store keeps inside its lock steps. A smaller cap is kept by
+   * the lease service with the QuotaSlotStore calls (the Redis store's shards would round a small cap too
+   * coarsely; docs/limits.md). Absent: every cap.
+   */
   readonly quotaInsideFrom?: number;
   /**
    * Grants the lease if its weight fits beside the live ones and nobody is queued (all keys or none);
@@ -118,7 +141,11 @@ export interface LeaseStore extends QuotaSlotStore {
   inspectIndexed<K extends LeaseKind>(kind: K, key: string): Promise<LeaseReads[K]['indexed']>;
   /** The first `limit` live callers queued for `key`, head first. */
   queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]>;
-  /** One page of keys with live leases (see LockStore.list). */
+  /**
+   * One page of the keys with live leases whose id starts with `query.prefix`, without blocking the
+   * store. A key held for the whole listing appears at least once; the Redis store may show one twice,
+   * and its pages hold about `limit` keys (SCAN's COUNT is a hint), so only `nextCursor: null` means the end.
+   */
   list<K extends LeaseKind>(kind: K, query: ListQuery): Promise<LeaseReads[K]['page']>;
   /** Change notices of `key` (see ChangeFeed). */
   watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void>;
@@ -126,17 +153,16 @@ export interface LeaseStore extends QuotaSlotStore {
 
 /**
  * A store as the domain is handed it: its one lease port. Each store's `leases` is its engine itself
- * (store/shared/engine-words.ts), with the store's kind and quota slots; the LockStore and PermitStore
- * words beside it are what the conformance contracts and tests speak.
+ * (store/shared/lease-port.ts), with the store's kind and quota slots.
  */
 export interface LeaseStoreHost {
   readonly leases: LeaseStore;
 }
 
-/** The store's one lease port (see LeaseStoreHost). */
-export function leaseStoreOf(store: LeaseStoreHost): LeaseStore {
-  return store.leases;
+/** A store as the app holds it: its lease port, and its lifecycle (the health check and closing). */
+export interface Store extends LeaseStoreHost {
+  readonly kind: StoreKind;
+  /** Resolves when the store can serve requests; rejects otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
 }
-
-/** A store as the app holds it: the domain's port (`leases`) and the LockStore words beside it. */
-export type StoreWithLeases = LockStore & LeaseStoreHost;

@@ -10,7 +10,7 @@ import {
   type OperationResult,
 } from './lease-rules.js';
 import { type Eviction, type LeaseRefusals, LeaseService, newOwnerToken } from './lease-service.js';
-import { type LeaseStoreHost, leaseStoreOf } from './lease-store.js';
+import type { LeaseStoreHost } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { WaitGate } from './wait-gate.js';
 import type { ChangeWatch, IndexedView } from './watch.js';
@@ -79,7 +79,7 @@ export class LockService extends LeaseVocabulary<'lock'> {
   ) {
     super(
       'lock',
-      new LeaseService(leaseStoreOf(store), limits, {
+      new LeaseService(store.leases, limits, {
         lostLease: (op) => observer.lostLease?.(op),
         waited: (seconds, granted) => observer.waited?.(seconds, granted),
         operation: (_kind, op, result, seconds, waited) => observer.operation?.(op, result, seconds, waited),

@@ -1,6 +1,6 @@
 import type { LockLimits } from './limits.js';
 import type { LockService } from './lock-service.js';
-import type { LockStore } from './lock-store.js';
+import type { LeaseStoreHost } from './lease-store.js';
 import type { LeaseService, LeaseSetGrant, LeaseSetRenewal } from './lease-service.js';
 
 export { MAX_LOCK_SET_KEYS } from './lease-service.js';
@@ -28,7 +28,7 @@ export class LockSetService {
 
   constructor(
     /** The store the lock service runs on (the set is served by the same engine). */
-    _store: LockStore,
+    _store: LeaseStoreHost,
     _limits: LockLimits,
     locks: LockService,
   ) {

@@ -1,23 +1,17 @@
 /**
- * The port for primitives that let several leases hold one key at once: semaphores (at most `limit`
- * permits) and read/write locks (many readers or one writer). Both are one shape, a weighted FIFO
- * semaphore: a key has a capacity, every lease takes a weight of it, and a caller is granted only if
- * its weight still fits and nobody is queued ahead of it. A semaphore permit weighs 1 against the
+ * The words of the primitives that let several leases hold one key at once, as the lease port
+ * (lease-store.ts) reads and answers them: semaphores (at most `limit` permits) and read/write locks
+ * (many readers or one writer). Both are one shape, a weighted FIFO semaphore: a key has a capacity,
+ * every lease takes a weight of it, and a caller is granted only if its weight still fits and nobody
+ * is queued ahead of it. A semaphore permit weighs 1 against the
  * semaphore's limit; a read lease weighs 1 and a write lease the whole capacity (so it excludes
  * everyone). Waiters are granted strictly in arrival order, so a queued writer holds back the readers
  * behind it (writers are not starved).
  *
- * As for locks (lock-store.ts), each method is ONE atomic step in the store, expiry is timed on the
- * store's clock, and each lease is its own: it ends by itself at its own expiry, so a crashed holder
- * never keeps its permit past its TTL.
+ * As for locks (lock-store.ts), each call of the port is ONE atomic step in the store, expiry is timed
+ * on the store's clock, and each lease is its own: it ends by itself at its own expiry, so a crashed
+ * holder never keeps its permit past its TTL.
  */
-
-/** (Written out here rather than imported from lock-store.ts, which imports this port: no cycle.) */
-interface Grant {
-  readonly fencingToken: number;
-  /** When the lease ends, in Unix milliseconds on the store's clock. */
-  readonly expiresAtMs: number;
-}
 
 /**
  * An ask to a lease's holder to let go, without evicting it (an operator's `release-request`). It is
@@ -47,8 +41,6 @@ export function withReleaseRequest<T extends object, R = ReleaseRequest>(
   return releaseRequested === undefined ? answer : { ...answer, releaseRequested };
 }
 
-type RenewOutcome = ({ readonly renewed: true; readonly releaseRequested?: ReleaseRequest } & Grant) | { readonly renewed: false };
-
 /**
  * A caller queued for a key, as inspect lists it (like the Web Locks API's query()): never its owner
  * token. Only live waiters, in queue order, as LockState.waiters counts them.
@@ -66,7 +58,7 @@ export interface QueuedCaller {
 /** The most queued callers one inspect lists: as for holders (MAX_HOLDERS_SHOWN), more than a person reads. */
 export const MAX_QUEUE_SHOWN = 100;
 
-/** As LockStore.list's query: ids starting with `prefix`, about `limit` per page, from `cursor`. */
+/** As a lock listing's query (ListQuery): ids starting with `prefix`, about `limit` per page, from `cursor`. */
 export interface PermitListQuery {
   readonly prefix: string;
   readonly limit: number;
@@ -82,48 +74,6 @@ export const PERMIT_KINDS = ['semaphore', 'rwlock'] as const;
 
 /** Which primitive a key belongs to. */
 export type PermitKind = (typeof PERMIT_KINDS)[number];
-
-export interface PermitAcquireInput {
-  readonly kind: PermitKind;
-  /** The store's id of the key (namespaces.ts composes it). */
-  readonly key: string;
-  readonly ownerToken: string;
-  readonly ttlMs: number;
-  /** A public label for the lease; null or "" for none. */
-  readonly holder: string | null;
-  /** How much of the capacity this lease takes (1 to `capacity`). */
-  readonly weight: number;
-  /**
-   * The key's capacity as this caller understands it. While any lease is live the key keeps the
-   * capacity it was first taken with; a caller asking with another one is refused (`mismatch`).
-   */
-  readonly capacity: number;
-  /** How long to wait in the key's FIFO queue (0 = do not wait). */
-  readonly waitMs?: number;
-  /** Aborts a wait, as for AcquireInput.signal. */
-  readonly signal?: AbortSignal;
-}
-
-export type PermitAcquireOutcome =
-  | ({
-      readonly acquired: true;
-      /** performance.now() when the store command that established the lease was sent. */
-      readonly decidedAt: number;
-    } & Grant)
-  | {
-      readonly acquired: false;
-      readonly reason: 'full';
-      /** Until the earliest live lease ends (or the wait ran out): at least 1. */
-      readonly retryAfterMs: number;
-    }
-  | {
-      readonly acquired: false;
-      readonly reason: 'mismatch';
-      /** The capacity the live leases were granted under. */
-      readonly capacity: number;
-      /** Until the last live lease ends (the capacity is free to change then): at least 1. */
-      readonly retryAfterMs: number;
-    };
 
 /** One live lease on a key, as anyone may see it: never the owner token. */
 export interface PermitHolder {
@@ -158,13 +108,6 @@ export interface PermitState {
   readonly waiters: number;
 }
 
-/** A lease an administrator evicted; the owner token is for quota bookkeeping only, never shown. */
-export interface EvictedPermit {
-  readonly holder: string | null;
-  readonly fencingToken: number;
-  readonly ownerToken: string;
-}
-
 /**
  * A key's state with its watch index: a per-key number that rises on every change (grant, release,
  * expiry, eviction, hand-over; not on a renewal). Floored at the store clock in microseconds on each
@@ -179,42 +122,4 @@ export interface IndexedPermitState {
 export interface PermitListPage {
   readonly entries: ReadonlyArray<{ readonly id: string; readonly state: PermitState }>;
   readonly nextCursor: string | null;
-}
-
-export interface PermitStore {
-  /**
-   * Grants a lease if its weight fits beside the live ones and nobody is queued; otherwise waits up to
-   * `waitMs` in the key's FIFO queue, or says when the earliest lease ends. Throws TooManyWaitersError
-   * when the key's queue is full.
-   */
-  acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome>;
-  /** Extends one live lease to `ttlMs` from now, only for its owner token. Keeps its fencing token. */
-  renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
-  /** Ends one live lease, only for its owner token, and hands the freed room to the queue. */
-  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean>;
-  /**
-   * The live leases on `key` (the first MAX_HOLDERS_SHOWN, and their count) and its waiters; null when
-   * no lease is live. Its cost in the store does not grow with the number of live leases.
-   */
-  inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
-  /** The first `limit` live callers queued for `key`, head first, with the weight each asks for. */
-  permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]>;
-  /** As inspectPermits, with the key's watch index. */
-  inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;
-  /** Change notices of `key`, as LockStore.watchChanges (ChangeFeed) gives them for a lock. */
-  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void>;
-  /**
-   * Ends every live lease on `key` (an administrator's override); the fencing sequence is kept, so the
-   * next grant is numbered above every evicted one. Empty when nothing was live. With `fencingToken`,
-   * only the live lease with that token ends (in the same atomic step), and the others stay.
-   */
-  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]>;
-  /**
-   * Stores a release request on the live lease with `fencingToken` (replacing an earlier one), in one
-   * atomic step; later renewals of that lease carry it. Null when no live lease has that token (nothing
-   * changed): a request never reaches a newer holder.
-   */
-  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
-  /** One page of keys with live leases whose id starts with `prefix` (as LockStore.list pages). */
-  listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }

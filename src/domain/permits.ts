@@ -1,7 +1,7 @@
 import type { HeldQuery, LeaseGrant, LeaseObserver, LeaseRenewal, OperationResult } from './lease-rules.js';
 import { inNamespaces } from './lease-rules.js';
 import { type LeaseOperation, type LeaseRefusals, LeaseService } from './lease-service.js';
-import { type LeaseStoreHost, leaseStoreOf } from './lease-store.js';
+import type { LeaseStoreHost } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { LockLimits } from './limits.js';
 import type { PermitKind, PermitState } from './permit-store.js';
@@ -53,7 +53,7 @@ export class PermitCore extends LeaseVocabulary<PermitKind> {
       operation: (_kind: unknown, op: PermitOperation, result: OperationResult, seconds: number, waited: number) =>
         observer.operation?.(kind, op, result, seconds, waited),
     };
-    super(kind, new LeaseService(leaseStoreOf(store), limits, leaseObserver, gate));
+    super(kind, new LeaseService(store.leases, limits, leaseObserver, gate));
   }
 
   /** `refusals`: how the primitive words a refusal (its service's, see PermitVocabulary). */

@@ -1,5 +1,6 @@
 import { QuotaExceededError } from './errors.js';
-import type { Grant, LockStore } from './lock-store.js';
+import type { LeaseGiveBack } from './freshness.js';
+import type { Grant, QuotaSlotStore } from './lock-store.js';
 
 /**
  * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the
@@ -29,7 +30,7 @@ export interface LeaseClaim {
  */
 export class NamespaceQuota {
   constructor(
-    private readonly store: Pick<LockStore, 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot' | 'release'>,
+    private readonly store: QuotaSlotStore & LeaseGiveBack,
     /** Most locks one namespace may hold at once; 0 means no cap (and no slot bookkeeping). */
     private readonly maxHeldLocks: number,
   ) {}

@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { ChangeFeed, IndexedLockState } from './lock-store.js';
 import { WaitAbortedError } from './errors.js';
-import type { IndexedPermitState, PermitKind, PermitStore } from './permit-store.js';
+import type { LeaseStore } from './lease-store.js';
+import type { IndexedPermitState, PermitKind } from './permit-store.js';
 
 /**
  * The watch index of a key: 2 * fencingToken while held, 2 * lastFencingToken + 1 while free.
@@ -61,12 +62,12 @@ export function lockWatchSource(store: ChangeFeed & { inspectIndexed(id: string)
 
 /** A semaphore's or read/write lock's source: its indexed state, re-read when its earliest lease ends. */
 export function permitWatchSource(
-  permits: Pick<PermitStore, 'watchPermitChanges' | 'inspectPermitsIndexed'>,
+  store: Pick<LeaseStore, 'watchChanges' | 'inspectIndexed'>,
   kind: PermitKind,
 ): WatchSource<IndexedPermitState> {
   return {
-    watchChanges: (id, onChange) => permits.watchPermitChanges(kind, id, onChange),
-    read: (id) => permits.inspectPermitsIndexed(kind, id),
+    watchChanges: (id, onChange) => store.watchChanges(kind, id, onChange),
+    read: (id) => store.inspectIndexed(kind, id),
     changesByItselfInMs: (view) => {
       const ends = view.state?.holders.map((h) => h.ttlRemainingMs) ?? [];
       // +1: a lease is live up to and including its end millisecond on the store clock.

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, type LabelValues, Registry, type RegistryCon
 import type { LockObserver, Operation, OperationResult } from '../domain/lock-service.js';
 import type { PermitObserver } from '../domain/permits.js';
 import { ERROR_CODES, PROBLEM_CODES } from '../domain/error-codes.js';
-import type { StoreWithLeases } from '../domain/lease-store.js';
+import type { Store } from '../domain/lease-store.js';
 import { InstrumentedStore, type StoreCallSink } from './instrumented-store.js';
 import type { ShedBudget, ShedPriority } from '../http/load-shedding.js';
 import { LeaseTracker } from './lease-tracker.js';
@@ -23,7 +23,7 @@ export interface Metrics {
   /** Pass to the semaphore and read/write lock cores: their operations, by primitive. */
   readonly permitObserver: PermitObserver;
   /** Wraps the store so its latency, health and the leases granted here are measured. */
-  instrumentStore(store: StoreWithLeases): StoreWithLeases;
+  instrumentStore(store: Store): Store;
   /** Where the keyholder_waiting_callers gauge reads its value (LockService.waitingCallers). */
   countWaitingCallers(count: () => number): void;
   /** Counts an error answer by its problem code (every one: 401, 403, 404 and 429 included). */
@@ -158,7 +158,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registry,
   );
   const storeSecondsOf = childrenOf(storeSeconds);
-  let instrumented: StoreWithLeases | undefined;
+  let instrumented: Store | undefined;
   const storeUp = new Gauge({
     name: 'keyholder_store_up',
     help: 'Whether the lock store answers (1) or not (0), checked with a ping at each scrape; store is its kind.',

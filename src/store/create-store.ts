@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { StoreWithLeases } from '../domain/lease-store.js';
+import type { Store } from '../domain/lease-store.js';
 import { EtcdStore } from './etcd/etcd-store.js';
 import { MemoryStore } from './memory/memory-store.js';
 import type { RedisConnection, ReplicaAcks } from './redis/client.js';
@@ -27,7 +27,7 @@ export interface StoreSettings {
   readonly limits: { readonly maxWaitersPerKey: number };
 }
 
-export function createStore(config: StoreSettings, log: Logger): StoreWithLeases {
+export function createStore(config: StoreSettings, log: Logger): Store {
   if (config.store.kind === 'redis') {
     return new RedisStore({
       connection: config.store.connection,

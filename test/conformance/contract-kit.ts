@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { LockStore } from '../helpers/store-words.js';
 import type { StoreHarness } from './lock-store.contract.js';
 
 /**

@@ -3,8 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
-import type { PermitStore } from '../../src/domain/permit-store.js';
+import { type LockStore, withWords, type Worded } from '../helpers/store-words.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -100,15 +99,15 @@ export type NormalizeValue = (store: string, ranks: TokenRanks, key: string, val
 /** The store compared with the embedded one: Redis, or a 3-member etcd cluster. */
 export type Backend = 'redis' | 'etcd';
 
-/** A compared store: every store has permits and lock sets. */
-export type ComparedStore = LockStore & { readonly permits: PermitStore; readonly lockSets: LockSetStore };
+/** A compared store, in the words over its port (with the permits' and lock sets' words). */
+export type ComparedStore = LockStore;
 
 /**
  * The embedded store and two instances of the compared store on one backend (as two keyholder
  * processes), for one file.
  */
 export interface Stores {
-  readonly memory: MemoryStore;
+  readonly memory: Worded<MemoryStore>;
   /** Which backend the embedded store is compared with (it names that side of a difference). */
   readonly backend: Backend;
   other(index: number): ComparedStore;
@@ -117,14 +116,14 @@ export interface Stores {
 export function useStores(keyPrefix: string, backend: Backend = 'redis'): Stores {
   let stop: (() => Promise<void>) | undefined;
   let others: ComparedStore[] = [];
-  let memory: MemoryStore | undefined;
+  let memory: Worded<MemoryStore> | undefined;
   beforeAll(async () => {
     if (backend === 'redis') {
       const server = await RedisServer.start();
       stop = () => server.stop();
       const open = () =>
         openRedisStore(server, { keyPrefix, fenceGraceMs: 60_000, maxWaitersPerKey: MAX_WAITERS, commandTimeoutMs: 5_000 });
-      others = [await open(), await open()];
+      others = [withWords(await open()), withWords(await open())];
     } else {
       const cluster = await EtcdCluster.start(3);
       stop = () => cluster.stop();
@@ -137,11 +136,11 @@ export function useStores(keyPrefix: string, backend: Backend = 'redis'): Stores
           maxWaitersPerKey: MAX_WAITERS,
         });
         await eventually(() => store.ping(), 10_000);
-        return store;
+        return withWords(store);
       };
       others = [await open(), await open()];
     }
-    memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, maxWaitersPerKey: MAX_WAITERS });
+    memory = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, maxWaitersPerKey: MAX_WAITERS }));
   }, 60_000);
   afterAll(async () => {
     await memory?.close();

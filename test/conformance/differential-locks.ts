@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { LockStore } from '../helpers/store-words.js';
 import {
   agreeOnSequences,
   Coverage,

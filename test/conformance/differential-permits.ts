@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { PermitKind, PermitStore } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitStore } from '../helpers/store-words.js';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
 import {
   agreeOnSequences,

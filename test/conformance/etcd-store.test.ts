@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import { Etcd3 } from 'etcd3';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { type LockStore, withWords, type Worded } from '../helpers/store-words.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
@@ -22,7 +22,7 @@ afterAll(async () => {
 const open = async ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> => {
   const store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs, maxWaitersPerKey });
   await eventually(() => store.ping(), 10_000);
-  return store;
+  return withWords(store);
 };
 
 async function withClient<T>(run: (client: Etcd3) => Promise<T>): Promise<T> {
@@ -43,7 +43,7 @@ describeStoreContract('etcd (3 members)', {
     return store;
   },
   hasState: (_store, key) => withClient(async (c) => (await c.getAll().prefix(`${PREFIX}lock/${key}`).count()) > 0),
-  collect: (store) => (store as EtcdStore).sweep(),
+  collect: (store) => (store as Worded<EtcdStore>).sweep(),
 });
 
 describeHistoryContract('etcd (3 members)', {

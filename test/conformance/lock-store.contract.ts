@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IdempotencyKeyReusedError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { idempotencyKeyOf } from '../../src/domain/idempotency.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { LockStore } from '../helpers/store-words.js';
 import { describeWaitingContract } from './waiting.contract.js';
 import { describeWatchAndSetsContract } from './watch-and-sets.contract.js';
 import { describePermitWatchContract } from './permit-watch.contract.js';

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
-import type { PermitAcquireOutcome, PermitKind, PermitStore } from '../../src/domain/permit-store.js';
+import type { LockStore } from '../helpers/store-words.js';
+import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitAcquireOutcome, PermitStore } from '../helpers/store-words.js';
 
 /** Shared by the semaphore and read/write lock contracts: unique keys, acquire with its owner token, grants. */
 export const uniqueKey = (name: string) => `${name}:${randomUUID()}`;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { LockStore } from '../helpers/store-words.js';
 import type { PermitKind } from '../../src/domain/permit-store.js';
 import { ChangeWatch, permitWatchSource } from '../../src/domain/watch.js';
 import type { StoreHarness } from './lock-store.contract.js';
@@ -66,7 +66,7 @@ export function describePermitWatchContract(name: string, harness: StoreHarness)
         const key = uniqueKey(`${kind}-expiry`);
         granted(await takePermit(a, kind, key, { ...call, ttlMs: 300 }));
         const held = await indexOf(kind, key);
-        const watch = new ChangeWatch(permitWatchSource(permitsOf(b), kind));
+        const watch = new ChangeWatch(permitWatchSource(b.leases, kind));
         const woken = await watch.wait(key, held, 10_000);
         expect(woken.state).toBeNull();
         expect(woken.index).toBeGreaterThan(held);
@@ -75,7 +75,7 @@ export function describePermitWatchContract(name: string, harness: StoreHarness)
 
       it(`${kind}: a blocking query answers at once when the index differs, and on another instance as soon as a grant or release happens`, async () => {
         const key = uniqueKey(`${kind}-wait`);
-        const watch = new ChangeWatch(permitWatchSource(permitsOf(b), kind));
+        const watch = new ChangeWatch(permitWatchSource(b.leases, kind));
         const free = await indexOf(kind, key);
         expect((await watch.wait(key, free + 1, 10_000)).index).toBe(free);
         const onGrant = watch.wait(key, free, 10_000);

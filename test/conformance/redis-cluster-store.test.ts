@@ -4,7 +4,7 @@ import { InvalidRequestError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId } from '../../src/domain/namespaces.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { type LockStore, withWords } from '../helpers/store-words.js';
 import { makeKeys } from '../helpers/api-keys.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 const open = (options: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
-  openReplicatedStore(cluster.connection, { keyPrefix: PREFIX, ...options });
+  openReplicatedStore(cluster.connection, { keyPrefix: PREFIX, ...options }).then(withWords);
 
 describeStoreContract('redis cluster, 3 masters, 1 replica ack', {
   open,

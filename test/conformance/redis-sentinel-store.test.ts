@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import { KeySpace } from '../../src/store/redis/keys.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { type LockStore, withWords } from '../helpers/store-words.js';
 import { SentinelTopology } from '../helpers/redis-sentinel.js';
 import { openReplicatedStore } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
@@ -20,7 +20,7 @@ afterAll(async () => {
 });
 
 const open = (options: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
-  openReplicatedStore(topology.connection, { keyPrefix: PREFIX, ...options });
+  openReplicatedStore(topology.connection, { keyPrefix: PREFIX, ...options }).then(withWords);
 
 describeStoreContract('redis via sentinel, 1 replica ack', {
   open,

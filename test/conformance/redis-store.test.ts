@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import { type LockStore, withWords } from '../helpers/store-words.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
@@ -20,7 +20,7 @@ afterAll(async () => {
 });
 
 const open = ({ fenceGraceMs, maxWaitersPerKey }: { fenceGraceMs: number; maxWaitersPerKey?: number }): Promise<LockStore> =>
-  openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs, maxWaitersPerKey });
+  openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs, maxWaitersPerKey }).then(withWords);
 
 describeStoreContract('redis', {
   open,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import { type LeaseKind, type LeaseStore, leaseStoreOf, type StoreWithLeases } from '../../src/domain/lease-store.js';
+import { type LeaseKind, type LeaseStore } from '../../src/domain/lease-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { useInstances } from './contract-kit.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
@@ -30,8 +30,8 @@ const KINDS: ReadonlyArray<{ kind: LeaseKind; capacity: number }> = [
 export function describeReleaseRequestContract(name: string, harness: StoreHarness): void {
   describe(`release request contract: ${name}`, () => {
     const instance = useInstances(harness);
-    // Every store of the harnesses is a real one, with its port beside its LockStore words.
-    const leases = (i = 0): LeaseStore => leaseStoreOf(instance(i) as StoreWithLeases);
+    // The port itself, not the words over it (test/helpers/store-words.ts).
+    const leases = (i = 0): LeaseStore => instance(i).leases;
 
     const take = async (kind: LeaseKind, key: string, capacity: number, ttlMs = 5_000, i = 0) => {
       const ownerToken = newOwnerToken();

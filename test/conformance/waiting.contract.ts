@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { AcquireOutcome, LockStore } from '../../src/domain/lock-store.js';
+import type { AcquireOutcome, LockStore } from '../helpers/store-words.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { sleep, useInstances } from './contract-kit.js';
 

@@ -2,7 +2,7 @@ import { sleep } from './contract-kit.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockSetStore, LockStore } from '../../src/domain/lock-store.js';
+import type { LockSetStore, LockStore } from '../helpers/store-words.js';
 import { ChangeWatch, lockIndex, lockWatchSource } from '../../src/domain/watch.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import type { StoreHarness } from './lock-store.contract.js';

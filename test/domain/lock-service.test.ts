@@ -14,7 +14,7 @@ import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
 import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
@@ -35,13 +35,13 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 
-const STORES: ReadonlyArray<{ name: string; open: () => Promise<StoreWithLeases> }> = [
+const STORES: ReadonlyArray<{ name: string; open: () => Promise<Store> }> = [
   { name: 'embedded (memory)', open: async () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }) },
   { name: 'redis', open: () => openRedisStore(redis, { keyPrefix: 'service:' }) },
 ];
 
 describe.each(STORES)('lock service over $name', ({ open }) => {
-  let store: StoreWithLeases;
+  let store: Store;
   let locks: LockService;
 
   beforeAll(async () => {

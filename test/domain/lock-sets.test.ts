@@ -14,7 +14,7 @@ import {
 import type { LockLimits } from '../../src/domain/limits.js';
 import { type LockGrant, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService, MAX_LOCK_SET_KEYS } from '../../src/domain/lock-sets.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
@@ -30,11 +30,7 @@ const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The embedded store, with its lock-set steps counted (a waiting set must not poll). */
-function countedStore(
-  memory: MemoryStore,
-  delayMs = 0,
-  afterRefusal?: () => Promise<void>,
-): { store: StoreWithLeases; attempts: () => number } {
+function countedStore(memory: MemoryStore, delayMs = 0, afterRefusal?: () => Promise<void>): { store: Store; attempts: () => number } {
   let attempts = 0;
   const store = withLeases(memory, (own) => ({
     acquire: async (request) => {
@@ -53,7 +49,7 @@ function countedStore(
 
 describe('lock sets', () => {
   let memory: MemoryStore;
-  let store: StoreWithLeases;
+  let store: Store;
   let attempts: () => number;
   let locks: LockService;
   let sets: LockSetService;

@@ -15,7 +15,7 @@ import {
 } from '../../src/domain/errors.js';
 import type { LockLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import type { PermitObserver } from '../../src/domain/permits.js';
 import { createPermitCores, type PermitCores } from '../../src/domain/primitives.js';
@@ -43,7 +43,7 @@ interface Rig {
   readonly events: string[];
 }
 
-function rig(limits: LockLimits = LIMITS, wrap: (store: MemoryStore) => StoreWithLeases = (s) => s, clock?: FakeClock): Rig {
+function rig(limits: LockLimits = LIMITS, wrap: (store: MemoryStore) => Store = (s) => s, clock?: FakeClock): Rig {
   const store = new MemoryStore({ fenceGraceMs: 600_000, sweepIntervalMs: 0, clock: clock?.now });
   const wrapped = wrap(store);
   const locks = new LockService(wrapped, limits);

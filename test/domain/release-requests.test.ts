@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HolderChangedError, InvalidRequestError, LockHeldError } from '../../src/domain/errors.js';
 import { LeaseService, MAX_RELEASE_REASON } from '../../src/domain/lease-service.js';
-import { leaseStoreOf } from '../../src/domain/lease-store.js';
+
 import { LockService } from '../../src/domain/lock-service.js';
 import { createPermitCores } from '../../src/domain/primitives.js';
 import { SemaphoreService } from '../../src/domain/semaphores.js';
@@ -78,7 +78,7 @@ describe('release requests', () => {
 
 describe('the lease engine on its own', () => {
   it('built without an observer, it answers as the services built on it do', async () => {
-    const lease = new LeaseService(leaseStoreOf(store), LIMITS);
+    const lease = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
     const refusals = {
       full: (key: string, retryAfterMs: number) => new LockHeldError(key, retryAfterMs),

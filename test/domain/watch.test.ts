@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ShuttingDownError, WaitAbortedError } from '../../src/domain/errors.js';
-import type { IndexedPermitState, PermitHolder, PermitStore } from '../../src/domain/permit-store.js';
+import type { IndexedPermitState, PermitHolder } from '../../src/domain/permit-store.js';
+import type { LeaseStore } from '../../src/domain/lease-store.js';
 import { ChangeWatch, LINGER_MS, lockIndex, lockWatchSource, permitWatchSource, type WatchSource } from '../../src/domain/watch.js';
 
 /**
@@ -570,20 +571,20 @@ describe('watch sources', () => {
       ttlRemainingMs,
     });
     const calls: string[] = [];
-    const permits = {
-      watchPermitChanges: async (kind: string, id: string) => {
+    const port = {
+      watchChanges: async (kind: string, id: string) => {
         calls.push(`watch ${kind} ${id}`);
         return () => undefined;
       },
-      inspectPermitsIndexed: async (kind: string, id: string): Promise<IndexedPermitState> => {
+      inspectIndexed: async (kind: string, id: string): Promise<IndexedPermitState> => {
         calls.push(`read ${kind} ${id}`);
         return {
           state: { capacity: 2, holders: [holder(900, now + 20_000), holder(300, now + 10_000)], holderCount: 2, waiters: 0 },
           index: 8,
         };
       },
-    } as unknown as PermitStore;
-    const source = permitWatchSource(permits, 'rwlock');
+    } as unknown as LeaseStore;
+    const source = permitWatchSource(port, 'rwlock');
     await source.watchChanges('x', () => undefined);
     const view = await source.read('x');
     expect(calls).toEqual(['watch rwlock x', 'read rwlock x']);

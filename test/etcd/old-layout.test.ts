@@ -3,6 +3,7 @@ import { Etcd3 } from 'etcd3';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * Records written before locks were pools of one lease (`lock/<id>`: {o, e, h, t?, k, i?, d?}, and
@@ -12,12 +13,12 @@ import { eventually } from '../helpers/redis-store.js';
 const PREFIX = 'old-layout/';
 let cluster: EtcdCluster;
 let client: Etcd3;
-let store: EtcdStore;
+let store: Worded<EtcdStore>;
 
 beforeAll(async () => {
   cluster = await EtcdCluster.start(1);
   client = new Etcd3({ hosts: cluster.endpoints });
-  store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+  store = withWords(new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 }));
   await eventually(() => store.ping(), 10_000);
 }, 60_000);
 afterAll(async () => {

@@ -3,14 +3,15 @@ import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /** With etcd gone, every acquire path of the one engine fails closed: a 503, never a grant. */
 let cluster: EtcdCluster;
-let store: EtcdStore;
+let store: Worded<EtcdStore>;
 
 beforeAll(async () => {
   cluster = await EtcdCluster.start(1);
-  store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'gone/', commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+  store = withWords(new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'gone/', commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }));
   await eventually(() => store.ping(), 10_000);
 }, 60_000);
 afterAll(async () => {

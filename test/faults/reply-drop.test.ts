@@ -7,6 +7,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { lockFields } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * Replies lost on a connection that then carries on (a proxy dropping bytes) put every later reply out
@@ -16,13 +17,13 @@ import { lockFields } from '../helpers/lock-record.js';
 describe('Redis store: replies dropped mid-stream', () => {
   let redis: RedisServer;
   let proxy: FaultProxy;
-  let store: RedisStore;
+  let store: Worded<RedisStore>;
   const PREFIX = 'replydrop:';
 
   beforeAll(async () => {
     redis = await RedisServer.startShared();
     proxy = await FaultProxy.start(redis.port);
-    store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000 });
+    store = withWords(new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000 }));
     await waitUntilServing(store);
   });
   afterAll(async () => {
@@ -35,7 +36,7 @@ describe('Redis store: replies dropped mid-stream', () => {
     // Replies are matched to calls by order alone: the reply after a lost one answers the wrong call.
     // The timeout is well above a scheduling delay, so the calls below are all sent and answered before
     // the lost call times out, whatever the machine's load.
-    const store = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 1_500, fenceGraceMs: 60_000 });
+    const store = withWords(new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 1_500, fenceGraceMs: 60_000 }));
     await waitUntilServing(store);
     const settle = <T>(p: Promise<T>) =>
       p.then(
@@ -126,7 +127,7 @@ describe('Redis store: replies dropped mid-stream', () => {
   }, 30_000);
 });
 
-async function waitUntilServing(store: RedisStore): Promise<void> {
+async function waitUntilServing(store: Worded<RedisStore>): Promise<void> {
   for (let i = 0; i < 200; i++) {
     try {
       await store.ping();

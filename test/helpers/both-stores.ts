@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, vi } from 'vitest';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
@@ -13,7 +13,7 @@ import { RedisServer } from './redis-server.js';
  * redis-server this file's hooks start and stop), each opened fresh under its own key prefix. Call it
  * at the top of a test file: it registers the redis-server's beforeAll and afterAll.
  */
-export function embeddedAndRedis(prefix: string): Array<[string, () => Promise<StoreWithLeases>]> {
+export function embeddedAndRedis(prefix: string): Array<[string, () => Promise<Store>]> {
   let redis: RedisServer;
   beforeAll(async () => {
     redis = await RedisServer.start();
@@ -21,7 +21,7 @@ export function embeddedAndRedis(prefix: string): Array<[string, () => Promise<S
   afterAll(async () => {
     await redis.stop();
   });
-  const openRedis = async (): Promise<StoreWithLeases> => {
+  const openRedis = async (): Promise<Store> => {
     const store = new RedisStore({
       url: redis.url,
       keyPrefix: `${prefix}-${randomUUID()}:`,
@@ -44,7 +44,7 @@ export function embeddedAndRedis(prefix: string): Array<[string, () => Promise<S
  * key prefix. As embeddedAndRedis, call it at the top of a test file: it registers the hooks that start
  * and stop the servers (about 2 to 5 s for the etcd member and the Cluster on a busy machine).
  */
-export function everyStore(prefix: string): Array<[string, () => Promise<StoreWithLeases>]> {
+export function everyStore(prefix: string): Array<[string, () => Promise<Store>]> {
   let etcd: EtcdCluster;
   let cluster: RedisCluster;
   beforeAll(async () => {
@@ -53,7 +53,7 @@ export function everyStore(prefix: string): Array<[string, () => Promise<StoreWi
   afterAll(async () => {
     await Promise.all([etcd?.stop(), cluster?.stop()]);
   });
-  const openEtcd = async (): Promise<StoreWithLeases> => {
+  const openEtcd = async (): Promise<Store> => {
     const store = new EtcdStore({
       endpoints: etcd.endpoints,
       keyPrefix: `${prefix}-${randomUUID()}/`,
@@ -63,7 +63,7 @@ export function everyStore(prefix: string): Array<[string, () => Promise<StoreWi
     await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
     return store;
   };
-  const openCluster = async (): Promise<StoreWithLeases> => {
+  const openCluster = async (): Promise<Store> => {
     const store = new RedisStore({
       connection: cluster.connection,
       keyPrefix: `${prefix}-${randomUUID()}:`,

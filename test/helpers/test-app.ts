@@ -12,7 +12,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import type { Metrics } from '../../src/observability/metrics.js';
 import { createPermitCores, type PermitCores } from '../../src/domain/primitives.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { HistoryRecorder } from '../../src/domain/history.js';
 import { MemoryHistory } from '../../src/store/memory/memory-history.js';
 
@@ -21,7 +21,7 @@ export const FULL_ACCESS_LOG: AccessLogSettings = { ...DEFAULT_ACCESS_LOG, mode:
 
 export interface TestApp {
   readonly app: FastifyInstance;
-  readonly store: StoreWithLeases;
+  readonly store: Store;
   readonly locks: LockService;
   /** The semaphores' and read/write locks' engines the app serves (made here, as the app would make them). */
   readonly permits: PermitCores;
@@ -35,7 +35,7 @@ export interface TestApp {
 /** Builds the app in-process (no listening socket unless a test asks) over the given store. */
 export async function buildTestApp(
   options: {
-    store?: StoreWithLeases;
+    store?: Store;
     limits?: LockLimits;
     observer?: LockObserver;
     logLevel?: string;

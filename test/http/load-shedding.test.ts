@@ -25,11 +25,11 @@ class GatedStore extends MemoryStore {
   letGo(): void {
     this.open();
   }
-  private gatedPort: LeaseStore | undefined;
   /** The domain's port, gated (the services speak only it). */
-  override get leases(): LeaseStore {
-    const own = super.leases;
-    this.gatedPort ??= {
+  override readonly leases: LeaseStore = this.gatedOver((this as MemoryStore).leases);
+
+  private gatedOver(own: LeaseStore): LeaseStore {
+    return {
       ...own,
       inspect: async (kind, key) => {
         this.calls++;
@@ -52,7 +52,6 @@ class GatedStore extends MemoryStore {
         return own.renew(kind, keys, ownerToken, ttlMs);
       },
     };
-    return this.gatedPort;
   }
 }
 

@@ -15,11 +15,11 @@ class GatedStore extends MemoryStore {
   readonly calls: string[] = [];
   private gates: Array<(fail: boolean) => void> = [];
 
-  private gatedPort: LeaseStore | undefined;
   /** The domain's port, gated (the services speak only it): a lock's acquires logged, its releases held. */
-  override get leases(): LeaseStore {
-    const own = super.leases;
-    this.gatedPort ??= {
+  override readonly leases: LeaseStore = this.gatedOver((this as MemoryStore).leases);
+
+  private gatedOver(own: LeaseStore): LeaseStore {
+    return {
       ...own,
       acquire: (request) => {
         if (request.kind === 'lock') this.calls.push(`acquire ${request.keys[0]} ${request.waitMs ?? 0}`);
@@ -34,7 +34,6 @@ class GatedStore extends MemoryStore {
         return own.release(kind, keys, ownerToken);
       },
     };
-    return this.gatedPort;
   }
 
   get held(): number {

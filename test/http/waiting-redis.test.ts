@@ -3,6 +3,7 @@ import { DEFAULT_NAMESPACE, lockId } from '../../src/domain/namespaces.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { lockWords } from '../helpers/store-words.js';
 
 /** Hand-offs over HTTP on the Redis store, where the releasing instance is also the waiter's. */
 let server: RedisServer;
@@ -30,7 +31,11 @@ describe('hand-offs on one instance (Redis store)', () => {
         order.push('grant');
         return answer;
       });
-      await eventually(async () => expect((await t.store.inspect(lockId(DEFAULT_NAMESPACE, key)))?.waiters).toBe(1), 5_000, 5);
+      await eventually(
+        async () => expect((await lockWords(t.store.leases).inspect(lockId(DEFAULT_NAMESPACE, key)))?.waiters).toBe(1),
+        5_000,
+        5,
+      );
       const released = await post(`/v1/locks/${key}/release`, { ownerToken: holder.json<{ ownerToken: string }>().ownerToken }).then(
         (answer) => {
           order.push('release');

@@ -5,7 +5,8 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId } from '../../src/domain/namespaces.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
+import { withWords } from '../helpers/store-words.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -19,7 +20,7 @@ const cast = twoTeamsAndAdmin();
 const ADMIN_KEY = cast.keys.plain['ops-key']!;
 
 /** A keyholder with API keys on `store`, listening, with metrics (the console's figures come from /metrics). */
-async function startServer(store: StoreWithLeases, history?: null): Promise<{ server: TestApp; baseUrl: string }> {
+async function startServer(store: Store, history?: null): Promise<{ server: TestApp; baseUrl: string }> {
   const metrics = createMetrics({ defaultMetrics: false });
   const server = await buildTestApp({
     store: metrics.instrumentStore(store),
@@ -351,7 +352,7 @@ describe('/console with 10,000 held leases', () => {
 
   beforeAll(async () => {
     // Straight into the store: 9,000 locks in three namespaces and 100 semaphores of 10 permits.
-    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const store = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }));
     for (let i = 0; i < 9_000; i++) {
       const outcome = await store.acquire({
         id: lockId(`team-${i % 3}`, `job:${String(i).padStart(5, '0')}`),
@@ -378,7 +379,7 @@ describe('/console with 10,000 held leases', () => {
     }
     ({ server, baseUrl } = await startServer(store));
     // The same page over one lease: what a first paint costs on this machine now, whatever its load.
-    const small = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
+    const small = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }));
     await small.acquire({ id: lockId('team-0', 'only'), ownerToken: newOwnerToken(), ttlMs: 600_000, holder: 'one' });
     reference = await startServer(small);
     offline = await launchOfflineBrowser(baseUrl, { viewport: { width: 1280, height: 800 } });

@@ -8,7 +8,7 @@ import { LockService } from '../../src/domain/lock-service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import type { StoreWithLeases } from '../../src/domain/lease-store.js';
+import type { Store } from '../../src/domain/lease-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { requireTool } from '../helpers/tools.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -38,7 +38,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<
 describe('metrics over a real Redis', () => {
   let redis: RedisServer;
   let metrics: Metrics;
-  let store: StoreWithLeases;
+  let store: Store;
   let app: FastifyInstance;
   const key = (name: string) => `metrics-${randomUUID()}-${name}`;
   const post = (path: string, body: unknown) => app.inject({ method: 'POST', url: path, payload: body as object });

@@ -11,6 +11,7 @@ import { FaultProxy } from '../helpers/fault-proxy.js';
 import { until, withClient } from '../helpers/redis-admin.js';
 import { freePort, RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The Redis store's permit paths that the contracts reach only from stores built before their tests
@@ -25,7 +26,7 @@ const PREFIX = 'paths:';
 const space = new KeySpace(PREFIX);
 let n = 0;
 const uniqueKey = () => `paths/sem${++n}`;
-const opened: RedisStore[] = [];
+const opened: Worded<RedisStore>[] = [];
 
 beforeAll(async () => {
   server = await RedisServer.start();
@@ -43,12 +44,20 @@ afterAll(async () => {
 /**
  * A store on the test server. `heartbeat: false`: its heartbeat interval is created on a fake timer
  * that never fires, so grants reach a waiter only through hand-over messages and the visits its wait
- * room schedules, and the test runs the heartbeat's visit itself (`permits.visitAll()`).
+ * room schedules, and the test runs the heartbeat's visit itself (`engine.visitAll()`).
  */
-async function open(options: { heartbeat?: boolean; replicaAcks?: ReplicaAcks } = {}): Promise<RedisStore> {
+async function open(options: { heartbeat?: boolean; replicaAcks?: ReplicaAcks } = {}): Promise<Worded<RedisStore>> {
   const make = () =>
-    new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, replicaAcks: options.replicaAcks });
-  let store: RedisStore;
+    withWords(
+      new RedisStore({
+        url: server.url,
+        keyPrefix: PREFIX,
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+        replicaAcks: options.replicaAcks,
+      }),
+    );
+  let store: Worded<RedisStore>;
   if (options.heartbeat === false) {
     vi.useFakeTimers({ toFake: ['setInterval'] });
     try {
@@ -72,13 +81,13 @@ interface Call {
 }
 
 /** A permit of a semaphore of one (each test's key is its own). */
-const take = (store: RedisStore, { key, ownerToken = newOwnerToken(), waitMs = 0, signal }: Call) =>
+const take = (store: Worded<RedisStore>, { key, ownerToken = newOwnerToken(), waitMs = 0, signal }: Call) =>
   store.permits.acquirePermit({ kind: 'semaphore', key, ownerToken, ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs, signal });
 
-const inspect = (store: RedisStore, key: string) => store.permits.inspectPermits('semaphore', key);
+const inspect = (store: Worded<RedisStore>, key: string) => store.permits.inspectPermits('semaphore', key);
 
 /** Waits (on the condition, not a sleep) until `count` live callers wait on `key`. */
-const waitersAre = (store: RedisStore, key: string, count: number, timeout = 5_000) =>
+const waitersAre = (store: Worded<RedisStore>, key: string, count: number, timeout = 5_000) =>
   expect.poll(async () => (await inspect(store, key))?.waiters, { timeout, interval: 10 }).toBe(count);
 
 /** The promise's outcome, or a failure as soon as `ms` have passed: an answer that never comes fails fast. */
@@ -149,7 +158,7 @@ describe('redis permits: waiting, in a store built by the test', () => {
     if (id === undefined || record === null) throw new Error('no waiter record');
     await raw.hset(records, id, record.replace(/^\d+/, String(Date.now() - 1_000)));
     expect((await inspect(other, key))?.waiters).toBe(0);
-    store.permits.visitAll();
+    store.engine.visitAll();
     await waitersAre(other, key, 1, 2_000);
     expect(await other.permits.releasePermit('semaphore', key, holder)).toBe(true);
     expect((await within(3_000, 'the grant', waiting)).acquired).toBe(true);
@@ -247,7 +256,7 @@ describe('nodes: one Redis', () => {
 
   it('ping fails while Redis holds the connection open but answers nothing', async () => {
     const stalled = await RedisServer.start();
-    const store = new RedisStore({ url: stalled.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000 });
+    const store = withWords(new RedisStore({ url: stalled.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000 }));
     try {
       await eventually(() => store.ping(), 10_000);
       stalled.pause();

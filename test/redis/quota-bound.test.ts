@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { LockStore } from '../../src/domain/lock-store.js';
+import type { LockStore } from '../helpers/store-words.js';
 import { lockId } from '../../src/domain/namespaces.js';
 import { QUOTA_INSIDE_FROM, QUOTA_SHARDS, quotaShardsFor } from '../../src/store/redis/keys.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { withWords } from '../helpers/store-words.js';
 
 /**
  * The bound docs/limits.md states for the Redis quota, on a real redis-server: a namespace never holds
@@ -18,7 +19,7 @@ let store: LockStore;
 
 beforeAll(async () => {
   server = await RedisServer.start();
-  store = await openRedisStore(server, { keyPrefix: 'bound:', fenceGraceMs: 60_000 });
+  store = withWords(await openRedisStore(server, { keyPrefix: 'bound:', fenceGraceMs: 60_000 }));
 });
 afterAll(async () => {
   await store?.close();

@@ -6,6 +6,7 @@ import { KeySpace } from '../../src/store/redis/keys.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 import { lockField } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * Replica acknowledgement (WAIT after the granting script) against a real primary and replica: a grant
@@ -14,7 +15,7 @@ import { lockField } from '../helpers/lock-record.js';
 describe('replica acknowledgement', () => {
   let primary: RedisServer;
   let replica: RedisServer;
-  const stores: RedisStore[] = [];
+  const stores: Worded<RedisStore>[] = [];
 
   beforeAll(async () => {
     primary = await RedisServer.start({ args: ['--repl-diskless-sync-delay', '0'] });
@@ -37,13 +38,15 @@ describe('replica acknowledgement', () => {
   // The replica's confirmation is waited for this long: room for a loaded machine where an answer is
   // expected, and short where the test counts on too few replicas.
   const open = async (minReplicas: number, ackTimeoutMs = 100) => {
-    const store = new RedisStore({
-      url: primary.url,
-      replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: ackTimeoutMs } : null,
-      keyPrefix: 'acks:',
-      commandTimeoutMs: 1_000,
-      fenceGraceMs: 60_000,
-    });
+    const store = withWords(
+      new RedisStore({
+        url: primary.url,
+        replicaAcks: minReplicas > 0 ? { minReplicas, timeoutMs: ackTimeoutMs } : null,
+        keyPrefix: 'acks:',
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+      }),
+    );
     stores.push(store);
     await eventually(() => store.ping(), 10_000);
     return store;

@@ -13,6 +13,7 @@ import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { lockFields } from '../helpers/lock-record.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * How the Redis store uses its connection, seen from Redis and from a proxy in front of it: the
@@ -23,9 +24,9 @@ import { eventually, openRedisStore } from '../helpers/redis-store.js';
 let server: RedisServer;
 let proxy: FaultProxy;
 /** Straight to Redis. */
-let store: RedisStore;
+let store: Worded<RedisStore>;
 /** Through the proxy, with a short command timeout: a lost reply fails its call within 150 ms. */
-let faulty: RedisStore;
+let faulty: Worded<RedisStore>;
 let raw: Redis;
 const PREFIX = 'calls:';
 const keySpace = new KeySpace(PREFIX);
@@ -44,8 +45,8 @@ async function callsOf(command: string): Promise<number> {
   return (await commandCalls()).get(command) ?? 0;
 }
 
-const openVia = async (commandTimeoutMs: number): Promise<RedisStore> => {
-  const opened = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs, fenceGraceMs: 60_000 });
+const openVia = async (commandTimeoutMs: number): Promise<Worded<RedisStore>> => {
+  const opened = withWords(new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs, fenceGraceMs: 60_000 }));
   await eventually(() => opened.ping(), 10_000);
   return opened;
 };
@@ -61,7 +62,7 @@ beforeAll(async () => {
   server = await RedisServer.startShared();
   proxy = await FaultProxy.start(server.port);
   raw = server.client();
-  store = await openRedisStore(server, { keyPrefix: PREFIX });
+  store = withWords(await openRedisStore(server, { keyPrefix: PREFIX }));
   faulty = await openVia(150);
 });
 afterEach(async () => {
@@ -292,7 +293,7 @@ describe('redis store: calls on the connection', () => {
   it('a store closed while its connection is down does not reconnect', async () => {
     // A proxy of its own: every connection it sees is this store's.
     const own = await FaultProxy.start(server.port);
-    const closing = new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    const closing = withWords(new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }));
     try {
       await eventually(() => closing.ping(), 10_000);
       own.resetAll();
@@ -338,7 +339,7 @@ describe('redis store: hand-overs', () => {
     const channels = async () => (await raw.pubsub('CHANNELS', `${keySpace.grantChannelPrefix()}*`)) as string[];
     const known = new Set(await channels());
     const createdAt = performance.now();
-    const waiterStore = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    const waiterStore = withWords(new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }));
     try {
       // Its first heartbeat visit is HEARTBEAT_INTERVAL_MS after this; its hand-over channel must be subscribed first.
       await eventually(async () => expect((await channels()).filter((c) => !known.has(c))).toHaveLength(1), 5_000, 5);
@@ -357,7 +358,7 @@ describe('redis store: hand-overs', () => {
   });
 
   it('a release hands the lock to a waiter of its own instance in its reply: no message, no second call', async () => {
-    const other = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    const other = withWords(new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }));
     try {
       await eventually(() => other.ping(), 5_000, 5);
       const key = uniqueKey('own');
@@ -370,7 +371,7 @@ describe('redis store: hand-overs', () => {
       const theirs = other.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null, waitMs: 5_000 });
       await eventually(async () => expect(await raw.zcard(keys.queue)).toBe(2), 5_000, 5);
 
-      const renewals = vi.spyOn(store.permits as unknown as { renewLockLease: () => Promise<unknown> }, 'renewLockLease');
+      const renewals = vi.spyOn(store.engine as unknown as { renewLockLease: () => Promise<unknown> }, 'renewLockLease');
       const published = await callsOf('publish');
       expect(await store.release(key, holder)).toBe(true);
       const granted = await mine;
@@ -454,15 +455,17 @@ describe('redis store: listing pages', () => {
 
 describe('redis store: replica acknowledgement on a Redis without replicas', () => {
   // WAIT 1 on a lone Redis answers 0 after the timeout: nothing is confirmed.
-  let strict: RedisStore;
+  let strict: Worded<RedisStore>;
   beforeAll(async () => {
-    strict = new RedisStore({
-      url: server.url,
-      keyPrefix: PREFIX,
-      replicaAcks: { minReplicas: 1, timeoutMs: 20 },
-      commandTimeoutMs: 1_000,
-      fenceGraceMs: 60_000,
-    });
+    strict = withWords(
+      new RedisStore({
+        url: server.url,
+        keyPrefix: PREFIX,
+        replicaAcks: { minReplicas: 1, timeoutMs: 20 },
+        commandTimeoutMs: 1_000,
+        fenceGraceMs: 60_000,
+      }),
+    );
     await eventually(() => strict.ping(), 10_000);
   });
   afterAll(async () => {

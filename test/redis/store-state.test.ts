@@ -8,13 +8,14 @@ import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually, openRedisStore } from '../helpers/redis-store.js';
 import { setLockFields } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The Redis store from states a test writes straight into Redis: what the conformance suite cannot
  * reach through the store's own API (Redis's clock cannot be faked; a dead instance's waiter record).
  */
 let server: RedisServer;
-let store: RedisStore;
+let store: Worded<RedisStore>;
 let raw: Redis;
 const PREFIX = 'state:';
 let n = 0;
@@ -22,7 +23,7 @@ const uniqueKey = () => `k${++n}`;
 
 beforeAll(async () => {
   server = await RedisServer.startShared();
-  store = await openRedisStore(server, { keyPrefix: PREFIX, maxWaitersPerKey: 2 });
+  store = withWords(await openRedisStore(server, { keyPrefix: PREFIX, maxWaitersPerKey: 2 }));
   raw = server.client();
 });
 afterAll(async () => {
@@ -106,10 +107,10 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
    * A store whose Redis replies are held back (300 ms) by a proxy: an acquire script it sends runs in
    * Redis at once, but the store reads its answer only later, so a close can come in between.
    */
-  async function storeWithHeldReplies(): Promise<RedisStore> {
+  async function storeWithHeldReplies(): Promise<Worded<RedisStore>> {
     const proxy = await FaultProxy.start(server.port);
     proxies.push(proxy);
-    const closing = new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 });
+    const closing = withWords(new RedisStore({ url: proxy.url, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 }));
     await eventually(() => closing.ping(), 10_000);
     proxy.set({ kind: 'delayReplies', delayMs: 300 });
     return closing;
@@ -158,7 +159,7 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
   it('the same for a waiting semaphore acquire: answered "the store is closing", and the permit is given back', async () => {
     const closing = await storeWithHeldReplies();
     const key = uniqueKey();
-    const permit = (s: RedisStore, waitMs: number) =>
+    const permit = (s: Worded<RedisStore>, waitMs: number) =>
       s.permits.acquirePermit({
         kind: 'semaphore',
         key,
@@ -182,7 +183,7 @@ describe('redis store: lock sets on a store built in the test', () => {
   // A store built in beforeAll is built outside every test: this one also pins what its constructor
   // sets up for lock sets (the scripts that take their key count per call).
   it('a set of two free locks is granted with a token per lock, and released', async () => {
-    const own = await openRedisStore(server, { keyPrefix: PREFIX });
+    const own = withWords(await openRedisStore(server, { keyPrefix: PREFIX }));
     try {
       const keys = [uniqueKey(), uniqueKey()];
       const ownerToken = newOwnerToken();

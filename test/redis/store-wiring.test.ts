@@ -9,6 +9,7 @@ import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 import { lockField, setLockFields } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The Redis store's own wiring, each test on a store it builds itself: what the constructor hands to
@@ -33,21 +34,23 @@ afterAll(async () => {
   await server.stop();
 });
 
-const opened: RedisStore[] = [];
+const opened: Worded<RedisStore>[] = [];
 afterEach(async () => {
   for (const store of opened.splice(0)) await store.close();
 });
 
 /** A RedisStore built in the test itself, resolved once it answers; closed after the test. */
-async function open(options: Partial<RedisStoreOptions> = {}): Promise<RedisStore> {
-  const store = new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, ...options });
+async function open(options: Partial<RedisStoreOptions> = {}): Promise<Worded<RedisStore>> {
+  const store = withWords(
+    new RedisStore({ url: server.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, ...options }),
+  );
   opened.push(store);
   await eventually(() => store.ping(), 10_000);
   return store;
 }
 
 /** Closes a store of this test now (before the server or proxy under it goes). */
-async function closeNow(store: RedisStore): Promise<void> {
+async function closeNow(store: Worded<RedisStore>): Promise<void> {
   opened.splice(opened.indexOf(store), 1);
   await store.close();
 }
@@ -69,14 +72,18 @@ async function subscribers(channel: string): Promise<number> {
   return Number(reply[1]);
 }
 
-const take = (store: RedisStore, key: string, ttlMs: number, more: { waitMs?: number; lockDelayMs?: number; signal?: AbortSignal } = {}) =>
-  store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
+const take = (
+  store: Worded<RedisStore>,
+  key: string,
+  ttlMs: number,
+  more: { waitMs?: number; lockDelayMs?: number; signal?: AbortSignal } = {},
+) => store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs, holder: null, ...more });
 
 describe('redis store: what the constructor wires up', () => {
   it('keeps the namespace cap in its scripts; without a url or connection it is refused', async () => {
     const store = await open();
     expect(store.quotaInside).toBe(true);
-    expect(() => new RedisStore({ keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 })).toThrow(
+    expect(() => withWords(new RedisStore({ keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }))).toThrow(
       /needs a url or a connection/,
     );
   });
@@ -131,9 +138,9 @@ describe('redis store: what the constructor wires up', () => {
     process.on('uncaughtException', onUncaught);
     try {
       const log = { info: vi.fn(), warn: vi.fn() };
-      const logged = new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, log });
+      const logged = withWords(new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000, log }));
       // Without a log, losing Redis is just as quiet (nothing thrown out of the client's event handler).
-      const quiet = new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+      const quiet = withWords(new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 }));
       opened.push(logged, quiet);
       await eventually(() => Promise.all([logged.ping(), quiet.ping()]), 10_000);
       expect(log.info).toHaveBeenCalledWith({ store: 'redis' }, expect.any(String));

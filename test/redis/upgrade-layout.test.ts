@@ -7,6 +7,7 @@ import type { RedisStore } from '../../src/store/redis/redis-store.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { isCompactRecord, lockFields, toLockHash, toMsgpackRecord } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * Upgrading a running deployment to the sharded layout, as docs/operations.md says: the instances stop
@@ -51,7 +52,7 @@ async function toOldLayout(): Promise<string[]> {
 
 describe('upgrading from the layout before shards', () => {
   it('no lease lost or doubled, queues drained, the quota counted again; nothing of the old layout left', async () => {
-    const old = await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 });
+    const old = withWords(await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 }));
     const lockA = { id: `${NS}/held`, ownerToken: newOwnerToken() };
     const lockB = { id: `${NS}/waited-for`, ownerToken: newOwnerToken() };
     const grantA = await old.acquire({ ...lockA, ttlMs: 30_000, holder: 'worker-a' });
@@ -102,7 +103,7 @@ describe('upgrading from the layout before shards', () => {
     client.disconnect();
     expect(report).toMatchObject({ locks: 2, queuesDropped: 2, quotaUnits: 5 });
 
-    const store: RedisStore = await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 });
+    const store: Worded<RedisStore> = withWords(await openRedisStore(server, { keyPrefix: PREFIX, fenceGraceMs: 60_000 }));
     try {
       // Not lost: the holders still hold, with their tokens, and renew with them.
       const a = await store.inspect(lockA.id);
@@ -175,7 +176,7 @@ describe.each([
   it('no lease lost or doubled, no token going back, the delay kept; each old record becomes a compact one at its first write', async () => {
     const prefix = `rec-${oldType}:`;
     const keys = new KeySpace(prefix);
-    const before = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
+    const before = withWords(await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 }));
     const held = { id: `${NS}/held`, ownerToken: newOwnerToken() };
     const freed = { id: `${NS}/freed`, ownerToken: newOwnerToken() };
     const delayed = { id: `${NS}/delayed`, ownerToken: newOwnerToken() };
@@ -201,7 +202,7 @@ describe.each([
         timeout: 5_000,
       });
 
-      const store = await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 });
+      const store = withWords(await openRedisStore(server, { keyPrefix: prefix, fenceGraceMs: 60_000 }));
       try {
         // Not lost: the holder is seen, replayed to its idempotent retry, and renews with its token.
         expect(await store.inspect(held.id)).toMatchObject({ holder: 'worker-a', fencingToken: grantHeld.fencingToken });

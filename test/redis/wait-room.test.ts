@@ -9,6 +9,7 @@ import { HEARTBEAT_INTERVAL_MS, startHeartbeat, type WaitRoom, type WaitRoomOps 
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { lockField, lockFields } from '../helpers/lock-record.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The Redis store's wait room at the moments the contract cannot place: a hand-over message that comes
@@ -31,8 +32,8 @@ interface EngineInside {
   handedOver(notice: unknown): void;
   renewLockLease(key: string, ownerToken: string, ttlMs: number): Promise<unknown>;
 }
-const inside = (store: RedisStore) => store as unknown as StoreInside;
-const engine = (store: RedisStore) => store.permits as unknown as EngineInside;
+const inside = (store: Worded<RedisStore>) => store as unknown as StoreInside;
+const engine = (store: Worded<RedisStore>) => store.engine as unknown as EngineInside;
 const opsOf = (room: WaitRoom<LeaseAcquireOutcome>) => (room as unknown as { ops: WaitRoomOps<LeaseAcquireOutcome> }).ops;
 
 const PREFIX = 'room:';
@@ -79,7 +80,7 @@ describe('redis wait room: the heartbeat', () => {
 describe('redis wait room', () => {
   let server: RedisServer;
   let raw: Redis;
-  let store: RedisStore;
+  let store: Worded<RedisStore>;
   let room: WaitRoom<LeaseAcquireOutcome>;
   let visits: MockInstance<WaitRoomOps<LeaseAcquireOutcome>['visit']>;
   let confirms: MockInstance<WaitRoomOps<LeaseAcquireOutcome>['confirm']>;
@@ -100,8 +101,8 @@ describe('redis wait room', () => {
   }
 
   /** A store whose room is visited only by its lease-end timer (or by the test): no heartbeat. */
-  async function openStore(commandTimeoutMs?: number): Promise<RedisStore> {
-    const opened = await openRedisStore(server, { keyPrefix: PREFIX, commandTimeoutMs });
+  async function openStore(commandTimeoutMs?: number): Promise<Worded<RedisStore>> {
+    const opened = withWords(await openRedisStore(server, { keyPrefix: PREFIX, commandTimeoutMs }));
     clearInterval(inside(opened).heartbeat);
     return opened;
   }
@@ -131,7 +132,7 @@ describe('redis wait room', () => {
     return ownerToken;
   }
 
-  function wait(key: string, waitMs: number, options: { signal?: AbortSignal; on?: RedisStore; ttlMs?: number } = {}) {
+  function wait(key: string, waitMs: number, options: { signal?: AbortSignal; on?: Worded<RedisStore>; ttlMs?: number } = {}) {
     const ownerToken = newOwnerToken();
     const ttlMs = options.ttlMs ?? 10_000;
     const outcome = (options.on ?? store).acquire({ id: key, ownerToken, ttlMs, holder: null, waitMs, signal: options.signal });

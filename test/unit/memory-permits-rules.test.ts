@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { PermitAcquireOutcome, PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitAcquireOutcome } from '../helpers/store-words.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The embedded store's semaphores and read/write locks, where the shared contract (semaphore.contract.ts,
@@ -15,17 +17,17 @@ const GRACE_MS = 60_000;
 const WRITE = 100;
 
 describe('embedded store: semaphores and read/write locks', () => {
-  const stores: MemoryStore[] = [];
+  const stores: Worded<MemoryStore>[] = [];
   afterEach(async () => {
     for (const store of stores.splice(0)) await store.close();
   });
   const open = (clock: FakeClock, options: { maxWaitersPerKey?: number } = {}) => {
-    const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0, clock: clock.now, ...options });
+    const store = withWords(new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0, clock: clock.now, ...options }));
     stores.push(store);
     return store;
   };
   const take = (
-    store: MemoryStore,
+    store: Worded<MemoryStore>,
     key: string,
     call: {
       weight?: number;
@@ -57,7 +59,7 @@ describe('embedded store: semaphores and read/write locks', () => {
     if (!o.acquired) throw new Error(`not granted: ${JSON.stringify(o)}`);
     return o;
   };
-  const waiters = async (store: MemoryStore, key: string, kind: PermitKind = 'semaphore') =>
+  const waiters = async (store: Worded<MemoryStore>, key: string, kind: PermitKind = 'semaphore') =>
     (await store.permits.inspectPermits(kind, key))?.waiters;
 
   it('a refusal says exactly how long until room frees up: the earliest lease when full, the last one on a limit mismatch', async () => {
@@ -121,11 +123,11 @@ describe('embedded store: semaphores and read/write locks', () => {
     await store.permits.releasePermit('semaphore', 'k', short.ownerToken);
     clock.set(start + 5_000 + GRACE_MS - 1);
     store.sweep();
-    expect(store.permits.has('semaphore', 'k')).toBe(true);
+    expect(store.engine.has('semaphore', 'k')).toBe(true);
     clock.set(start + 5_000 + GRACE_MS);
     store.sweep();
-    expect(store.permits.has('semaphore', 'k')).toBe(false);
-    expect(store.permits.has('semaphore', 'live')).toBe(true);
+    expect(store.engine.has('semaphore', 'k')).toBe(false);
+    expect(store.engine.has('semaphore', 'live')).toBe(true);
 
     // A renewal that moves the lease later keeps the key longer.
     const renewed = await granted(take(store, 'r', { ttlMs: 1_000 }));
@@ -134,10 +136,10 @@ describe('embedded store: semaphores and read/write locks', () => {
     const renewedEnd = Math.floor(clock.nowMs) + 3_000;
     clock.set(renewedEnd + GRACE_MS - 1);
     store.sweep();
-    expect(store.permits.has('semaphore', 'r')).toBe(true);
+    expect(store.engine.has('semaphore', 'r')).toBe(true);
     clock.set(renewedEnd + GRACE_MS);
     store.sweep();
-    expect(store.permits.has('semaphore', 'r')).toBe(false);
+    expect(store.engine.has('semaphore', 'r')).toBe(false);
 
     // A caller still queued keeps its key, even past every lease's end and grace.
     // Its lease is long in real time too: the store's hand-over timer (real) must not fire during the test.
@@ -145,7 +147,7 @@ describe('embedded store: semaphores and read/write locks', () => {
     const queued = take(store, 'q', { capacity: 1, waitMs: 10 * GRACE_MS }).catch((err: unknown) => err);
     clock.set(held.expiresAtMs + 2 * GRACE_MS);
     store.sweep();
-    expect(store.permits.has('semaphore', 'q')).toBe(true);
+    expect(store.engine.has('semaphore', 'q')).toBe(true);
     await store.close();
     expect(await queued).toBeInstanceOf(StoreUnavailableError);
   });
@@ -241,7 +243,7 @@ describe('embedded store: semaphores and read/write locks', () => {
   });
 
   it('a queued caller is woken when the EARLIEST lease ends, not the last one', async () => {
-    const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0 });
+    const store = withWords(new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0 }));
     stores.push(store);
     await granted(take(store, 'k', { ttlMs: 200 }));
     await granted(take(store, 'k', { ttlMs: 60_000 }));
@@ -287,7 +289,7 @@ describe('embedded store: semaphores and read/write locks', () => {
   it('a closed store leaves no timer behind, not even for a lease that would have been handed on', async () => {
     vi.useFakeTimers();
     try {
-      const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 1_000 });
+      const store = withWords(new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 1_000 }));
       await granted(take(store, 'k', { capacity: 1 }));
       const queued = take(store, 'k', { capacity: 1, waitMs: 60_000 }).catch((err: unknown) => err);
       const lock = await store.acquire({ id: 'l', ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * Which holders the embedded store's inspect shows when a key has more live leases than it shows
@@ -9,7 +10,7 @@ import { FakeClock } from '../helpers/fake-clock.js';
  * Redis sorted set orders equal scores, so both stores show the same page), listed in grant order.
  */
 describe('embedded store: the holders an inspect shows', () => {
-  const stores: MemoryStore[] = [];
+  const stores: Worded<MemoryStore>[] = [];
   afterEach(async () => {
     for (const store of stores.splice(0)) await store.close();
   });
@@ -19,7 +20,7 @@ describe('embedded store: the holders an inspect shows', () => {
     ['a later grant has the higher owner token', (i: number) => String(1_000 + i)],
   ])('the ones that end first (ties: the lower owner token), in grant order, with the count of all; %s', async (_name, tokenOf) => {
     const clock = new FakeClock(1_000_000);
-    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now });
+    const store = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now }));
     stores.push(store);
     // One more than a whole number of pairs: the page is cut between the two leases of a pair.
     const total = MAX_HOLDERS_SHOWN + 41;

@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { monotonicWallClock } from '../../src/store/shared/clock.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
-import type { AcquireOutcome } from '../../src/domain/lock-store.js';
+import type { AcquireOutcome } from '../helpers/store-words.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
  * The embedded store on a clock the test controls: what a clock that stands still or steps backwards
@@ -11,18 +12,18 @@ import { FakeClock } from '../helpers/fake-clock.js';
  * covered in test/redis/scripts.test.ts by planting a far-future token.)
  */
 describe('embedded store on a fake clock', () => {
-  const stores: MemoryStore[] = [];
+  const stores: Worded<MemoryStore>[] = [];
   afterEach(async () => {
     for (const store of stores.splice(0)) await store.close();
   });
 
   const open = (clock: FakeClock) => {
-    const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now });
+    const store = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now }));
     stores.push(store);
     return store;
   };
 
-  const grant = async (store: MemoryStore, key: string, ttlMs = 10_000) => {
+  const grant = async (store: Worded<MemoryStore>, key: string, ttlMs = 10_000) => {
     const ownerToken = newOwnerToken();
     const outcome: AcquireOutcome = await store.acquire({ id: key, ownerToken, ttlMs, holder: 'h' });
     if (!outcome.acquired) throw new Error(`not granted: ${JSON.stringify(outcome)}`);
@@ -100,11 +101,13 @@ describe('embedded store on a fake clock', () => {
     let reads = 0;
     let endsAt = 0;
     const clock = new FakeClock();
-    const store = new MemoryStore({
-      fenceGraceMs: 60_000,
-      sweepIntervalMs: 0,
-      clock: () => (endsAt > 0 && ++reads > 1 ? endsAt + 1 : clock.nowMs),
-    });
+    const store = withWords(
+      new MemoryStore({
+        fenceGraceMs: 60_000,
+        sweepIntervalMs: 0,
+        clock: () => (endsAt > 0 && ++reads > 1 ? endsAt + 1 : clock.nowMs),
+      }),
+    );
     stores.push(store);
     const held = await grant(store, 'k', 1_000);
     endsAt = held.expiresAtMs;

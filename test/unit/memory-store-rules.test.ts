@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { AcquireOutcome } from '../../src/domain/lock-store.js';
+import { type AcquireOutcome, lockWords, withWords, type Worded } from '../helpers/store-words.js';
 import { createStore } from '../../src/store/create-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
@@ -16,16 +16,16 @@ import { RedisServer } from '../helpers/redis-server.js';
 const GRACE_MS = 60_000;
 
 describe('embedded store: bookkeeping', () => {
-  const stores: MemoryStore[] = [];
+  const stores: Worded<MemoryStore>[] = [];
   afterEach(async () => {
     for (const store of stores.splice(0)) await store.close();
   });
   const open = (clock: FakeClock, options: { sweepIntervalMs?: number; maxWaitersPerKey?: number } = {}) => {
-    const store = new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0, clock: clock.now, ...options });
+    const store = withWords(new MemoryStore({ fenceGraceMs: GRACE_MS, sweepIntervalMs: 0, clock: clock.now, ...options }));
     stores.push(store);
     return store;
   };
-  const grant = async (store: MemoryStore, key: string, ttlMs = 10_000) => {
+  const grant = async (store: Worded<MemoryStore>, key: string, ttlMs = 10_000) => {
     const ownerToken = newOwnerToken();
     const outcome: AcquireOutcome = await store.acquire({ id: key, ownerToken, ttlMs, holder: null });
     if (!outcome.acquired) throw new Error('not granted');
@@ -267,7 +267,8 @@ describe('createStore', () => {
     expect(warned.join()).toMatch(/NOT shared/);
     expect(warn).toHaveBeenCalledWith({ store: 'memory' }, expect.any(String));
     // The configured limits reach it: the sixth caller queued on one key is refused.
-    const take = () => memory.acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
+    const take = () =>
+      lockWords(memory.leases).acquire({ id: 'k', ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null, waitMs: 60_000 });
     expect((await take()).acquired).toBe(true);
     const queued = Array.from({ length: 5 }, () => take().catch((err: unknown) => err));
     await expect(take()).rejects.toBeInstanceOf(TooManyWaitersError);

@@ -18,13 +18,14 @@ import { compareIdempotencyKeys, idempotencyKeyOf, idempotencyScope } from '../.
 import { FreshnessGuard, LATE_REPLY_FRACTION } from '../../src/domain/freshness.js';
 import { ownLag } from '../../src/domain/own-lag.js';
 import type { LockLimits } from '../../src/domain/limits.js';
-import type { AcquireOutcome } from '../../src/domain/lock-store.js';
+import type { AcquireOutcome } from '../helpers/store-words.js';
 import { type LockObserver, LockService, newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId, parseLockId } from '../../src/domain/namespaces.js';
 import { NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { withWords } from '../helpers/store-words.js';
 
 /**
  * The lock rules one unit at a time, on the embedded store with a clock the test moves: TTL and wait
@@ -44,7 +45,7 @@ const LIMITS: LockLimits = {
 
 function setUp(limits: Partial<LockLimits> = {}, observer: LockObserver = {}) {
   const clock = new FakeClock();
-  const store = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now });
+  const store = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now }));
   const locks = new LockService(store, { ...LIMITS, ...limits }, observer);
   return { clock, store, locks };
 }

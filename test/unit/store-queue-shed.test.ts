@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { OverloadedError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
+import { withWords } from '../helpers/store-words.js';
+import { withLeases } from '../helpers/with-leases.js';
 
 /**
  * An acquire the Redis store could not send in time (its acquire lane was full: script-lane.ts) is a
@@ -11,10 +13,11 @@ import { MemoryStore } from '../../src/store/memory/memory-store.js';
 describe('keyholder_requests_shed_total{budget="store_queue"}', () => {
   it('counts a store call refused by its queue to the store, and nothing else', async () => {
     const metrics = createMetrics();
-    const inner = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
     const answers: Error[] = [new OverloadedError('store_queue', 1000, 'queue to the store full'), new StoreUnavailableError('down')];
-    inner.acquire = () => Promise.reject(answers.shift() ?? new Error('no answer left'));
-    const store = metrics.instrumentStore(inner);
+    const inner = withLeases(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 }), () => ({
+      acquire: () => Promise.reject(answers.shift() ?? new Error('no answer left')),
+    }));
+    const store = withWords(metrics.instrumentStore(inner));
     const input = { id: 'ns/k', ownerToken: 'o', ttlMs: 1000, holder: null };
     const shed = async () => {
       const text = await metrics.registry.metrics();

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { LockStore } from '../../domain/lock-store.js';
+import type { Store } from '../../domain/lease-store.js';
 import { sendProblem } from '../problem.js';
 import { jsonResponse, routeRule } from './responses.js';
 
@@ -13,7 +13,7 @@ const Ready = z
 const liveRule = routeRule('public');
 const readyRule = routeRule('public', { 503: 'store_unavailable: the store does not answer' });
 
-export const healthRoutes: FastifyPluginAsyncZod<{ store: LockStore }> = async (app, { store }) => {
+export const healthRoutes: FastifyPluginAsyncZod<{ store: Pick<Store, 'kind' | 'ping'> }> = async (app, { store }) => {
   app.get(
     '/livez',
     {

@@ -2,7 +2,7 @@
  * The etcd store's lease engine: every key a pool of some capacity whose leases each take a weight,
  * with FIFO waiting and hand-off. A lock is a pool of capacity 1 (with its options: lock-delay,
  * idempotency, several keys at once for a lock set); a semaphore or read/write lock a pool of its
- * capacity (permit-store.ts). etcd-store.ts only words it as a LockStore.
+ * capacity (permit-store.ts). etcd-store.ts makes it the domain's port (lease-port.ts).
  *
  * Key layout (names built in etcd-keys.ts; records in etcd-pools.ts):
  *
@@ -48,7 +48,6 @@ import {
   type PermitListPage,
   type PermitListQuery,
   type PermitState,
-  type PermitStore,
   type QueuedCaller,
   type ReleaseRequest,
   type ReleaseRequestInput,
@@ -61,7 +60,7 @@ import type { EtcdKeys } from './etcd-keys.js';
 import { HandOverWatches } from './etcd-watches.js';
 import type { Observed } from './etcd-records.js';
 import { MAX_CAS_ROUNDS, parseJson, queuedCallers, queueReadLimit, requestOf, storedRequest } from './etcd-records.js';
-import { EnginePermitWords, type LeaseEngine } from '../shared/engine-words.js';
+import type { LeaseEngine } from '../shared/lease-port.js';
 import {
   busyUntil,
   carried,
@@ -115,12 +114,11 @@ const HEADS_READ = 64;
 const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 const CONTENDED = 'too much contention on one key to decide in time';
 
-export class EtcdLeases extends EnginePermitWords implements PermitStore, LeaseEngine {
+export class EtcdLeases implements LeaseEngine {
   private readonly room: WaitRoom<LeaseAcquireOutcome>;
   private readonly handOvers: HandOverWatches;
 
   constructor(private readonly deps: EtcdLeasesDeps) {
-    super();
     this.room = new WaitRoom<LeaseAcquireOutcome>({
       confirm: (waiter) => this.confirm(waiter),
       // The caller's key is filled in by acquire (only a one-key acquire waits).
@@ -365,14 +363,14 @@ export class EtcdLeases extends EnginePermitWords implements PermitStore, LeaseE
     return () => void watcher.cancel().catch(() => undefined);
   }
 
-  /** A lock's live lease, as LockStore.inspect answers it. */
+  /** A lock's live lease, as the port's inspect answers it. */
   async lockState(key: string): Promise<LockState | null> {
     const { reads } = await this.read('lock', [key]);
     const { pool, queued } = reads[0] as KeyRead;
     return lockStateOf(pool?.value ?? null, queued, this.deps.now());
   }
 
-  /** A lock's state with what its watch index needs (LockStore.inspectIndexed). */
+  /** A lock's state with what its watch index needs (the port's inspectIndexed). */
   async lockIndexed(key: string): Promise<IndexedLockState> {
     const { reads } = await this.read('lock', [key]);
     const { pool, queued } = reads[0] as KeyRead;
@@ -397,7 +395,7 @@ export class EtcdLeases extends EnginePermitWords implements PermitStore, LeaseE
     return { locks, nextCursor };
   }
 
-  // ---- the permit words (PermitStore) ----
+  // ---- the reads of semaphores and read/write locks ----
 
   async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
     return (await this.inspectPermitsIndexed(kind, key)).state;

@@ -2,11 +2,12 @@ import { Etcd3, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { monotonicWallClock, type Clock } from '../shared/clock.js';
 import { startHeartbeat } from '../shared/wait-room.js';
-import { lockSetsOf, type LockSetStore, type LockStore, type QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { LeaseStore, Store } from '../../domain/lease-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdLeases } from './etcd-leases.js';
 import { callEtcd, MAX_CAS_ROUNDS, parseJson } from './etcd-records.js';
-import { EngineLockWords } from '../shared/engine-words.js';
+import { leaseStoreOver } from '../shared/lease-port.js';
 
 export interface EtcdStoreOptions {
   readonly endpoints: readonly string[];
@@ -36,7 +37,7 @@ const RECORD_SLACK_MS = 2000;
  * so a grant acknowledged to a caller survives the loss of any minority of members.
  *
  * One lease engine (etcd-leases.ts) serves every primitive: a lock is its capacity-1 case and a lock
- * set its several-keys case; the lock methods here only put the lock's words on it.
+ * set its several-keys case; `leases` is that engine as the domain's port.
  *
  * - Check-and-set: each change is one etcd transaction guarded by the key's record's mod revision (a
  *   lock set's: every key's); a change that lost a race is re-read and decided again.
@@ -53,12 +54,12 @@ const RECORD_SLACK_MS = 2000;
  * instance's clock. Instances must keep their clocks in step (NTP); skew between instances eats into
  * the lease exactly as a client's own clock error does.
  */
-export class EtcdStore extends EngineLockWords implements LockStore {
+export class EtcdStore implements Store {
   readonly kind = 'etcd';
-  /** A lock set is one transaction over all its lock records. */
-  readonly lockSets: LockSetStore = lockSetsOf(this);
-  /** Every lease: locks, lock sets, semaphores and read/write locks, in one engine. */
-  readonly permits: EtcdLeases;
+  /** Every lease: locks, lock sets (one transaction over all their records), semaphores and read/write locks. */
+  readonly engine: EtcdLeases;
+  /** The domain's one port: the engine, with this store's kind and quota slots. */
+  readonly leases: LeaseStore;
   private readonly client: Etcd3;
   private readonly keys: EtcdKeys;
   private readonly timeoutMs: number;
@@ -69,12 +70,11 @@ export class EtcdStore extends EngineLockWords implements LockStore {
   private closed = false;
 
   constructor(options: EtcdStoreOptions) {
-    super();
     this.keys = new EtcdKeys(options.keyPrefix);
     this.timeoutMs = options.commandTimeoutMs;
     this.now = options.clock ?? monotonicWallClock;
     this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
-    this.permits = new EtcdLeases({
+    this.engine = new EtcdLeases({
       client: this.client,
       keys: this.keys,
       graceMs: options.fenceGraceMs,
@@ -86,7 +86,8 @@ export class EtcdStore extends EngineLockWords implements LockStore {
       callOptions: () => this.callOptions(),
       sessionLease: () => this.sessionLease(),
     });
-    this.heartbeat = startHeartbeat(() => this.permits.visitAll());
+    this.leases = leaseStoreOver(this, this.engine);
+    this.heartbeat = startHeartbeat(() => this.engine.visitAll());
   }
 
   /**
@@ -172,7 +173,7 @@ export class EtcdStore extends EngineLockWords implements LockStore {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.heartbeat);
-    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.engine.closeAll(new StoreUnavailableError('the store is closing'));
     if (this.session) await this.session.revoke().catch(() => undefined);
     this.client.close();
   }

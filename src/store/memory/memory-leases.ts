@@ -18,10 +18,10 @@ import {
   type ReleaseRequest,
   type ReleaseRequestInput,
 } from '../../domain/permit-store.js';
-import type { PermitListPage, PermitListQuery, PermitState, PermitStore, QueuedCaller } from '../../domain/permit-store.js';
+import type { PermitListPage, PermitListQuery, PermitState, QueuedCaller } from '../../domain/permit-store.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from '../shared/clock.js';
-import { EnginePermitWords, type LeaseEngine } from '../shared/engine-words.js';
+import type { LeaseEngine } from '../shared/lease-port.js';
 
 interface Lease {
   readonly ownerToken: string;
@@ -85,13 +85,11 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
  * runs synchronously on the one event loop; a lease that runs out with callers queued is handed on by a
  * timer set for its end (or its lock-delay's).
  */
-export class MemoryLeases extends EnginePermitWords implements PermitStore, LeaseEngine {
+export class MemoryLeases implements LeaseEngine {
   private readonly pools = new Map<string, Pool>();
   private closed = false;
 
-  constructor(private readonly options: MemoryLeasesOptions) {
-    super();
-  }
+  constructor(private readonly options: MemoryLeasesOptions) {}
 
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
@@ -291,14 +289,14 @@ export class MemoryLeases extends EnginePermitWords implements PermitStore, Leas
     return this.options.listeners.watch(poolId(kind, key), onChange);
   }
 
-  /** A lock's live lease, as LockStore.inspect answers it. */
+  /** A lock's live lease, as the port's inspect answers it. */
   async lockState(key: string): Promise<LockState | null> {
     this.assertOpen();
     const pool = this.pools.get(poolId('lock', key));
     return pool === undefined ? null : lockStateOf(pool, this.options.clock());
   }
 
-  /** A lock's state with what its watch index needs (LockStore.inspectIndexed). */
+  /** A lock's state with what its watch index needs (the port's inspectIndexed). */
   async lockIndexed(key: string): Promise<IndexedLockState> {
     const state = await this.lockState(key);
     const pool = this.pools.get(poolId('lock', key));

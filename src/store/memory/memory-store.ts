@@ -2,11 +2,9 @@ import { StoreUnavailableError } from '../../domain/errors.js';
 import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryLeases } from './memory-leases.js';
-import { lockSetsOf } from '../../domain/lock-store.js';
-import type { LockStore } from '../../domain/lock-store.js';
-import type { LockSetStore } from '../../domain/lock-store.js';
+import type { LeaseStore, Store } from '../../domain/lease-store.js';
 import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
-import { EngineLockWords } from '../shared/engine-words.js';
+import { leaseStoreOver } from '../shared/lease-port.js';
 
 export interface MemoryStoreOptions {
   /** How long a key's last fencing token is kept after its lease ends. */
@@ -27,13 +25,12 @@ export interface MemoryStoreOptions {
  * store, never a synchronous throw that a caller's `.catch()` would miss.
  *
  * One engine (memory-leases.ts) serves every primitive: a lock is its capacity-1 case and a lock set
- * its several-keys case; the lock methods here only put the lock's words on it. Waiting: each key has
+ * its several-keys case; `leases` is that engine as the domain's port. Waiting: each key has
  * a FIFO queue; a release hands the key straight to the queue's head (only that waiter wakes), a lease
  * that runs out is handed over by a timer set for its end.
  */
-export class MemoryStore extends EngineLockWords implements LockStore {
+export class MemoryStore implements Store {
   readonly kind = 'memory';
-  readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Quota slots: namespace -> slot id -> slot end (Unix ms). */
   private readonly quotaSlots = new Map<string, Map<string, number>>();
   private readonly clock: Clock;
@@ -42,17 +39,19 @@ export class MemoryStore extends EngineLockWords implements LockStore {
   /** Change notices by key (watch), told after each grant, release, force release and hand-over. */
   private readonly changeListeners = new ChangeListeners();
   /** Every lease: locks, lock sets, semaphores and read/write locks, on one clock and bounds. */
-  readonly permits: MemoryLeases;
+  readonly engine: MemoryLeases;
+  /** The domain's one port: the engine, with this store's kind and quota slots. */
+  readonly leases: LeaseStore;
 
   constructor(options: MemoryStoreOptions) {
-    super();
     this.clock = options.clock ?? monotonicWallClock;
-    this.permits = new MemoryLeases({
+    this.engine = new MemoryLeases({
       fenceGraceMs: options.fenceGraceMs,
       listeners: this.changeListeners,
       clock: this.clock,
       maxWaitersPerKey: options.maxWaitersPerKey ?? 1000,
     });
+    this.leases = leaseStoreOver(this, this.engine);
     const interval = options.sweepIntervalMs ?? 10_000;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(), interval);
@@ -63,12 +62,12 @@ export class MemoryStore extends EngineLockWords implements LockStore {
 
   /** Number of locks with state (held or within their grace period); for tests and capacity checks. */
   get size(): number {
-    return this.permits.count('lock');
+    return this.engine.count('lock');
   }
 
   /** Whether any state (a lease, or a remembered fencing token) is kept for the lock `key`. */
   has(key: string): boolean {
-    return this.permits.has('lock', key);
+    return this.engine.has('lock', key);
   }
 
   async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
@@ -109,13 +108,13 @@ export class MemoryStore extends EngineLockWords implements LockStore {
   async close(): Promise<void> {
     this.closed = true;
     // Waiting callers get their answer now, as the Redis store gives it, not when their wait runs out.
-    this.permits.close();
+    this.engine.close();
     if (this.sweepTimer) clearInterval(this.sweepTimer);
   }
 
   /** Forgets keys whose lease and grace period are both over, and ended quota slots. */
   sweep(): void {
-    this.permits.sweep();
+    this.engine.sweep();
     const now = this.clock();
     for (const [namespace, slots] of this.quotaSlots) {
       for (const [id, endMs] of slots) if (endMs <= now) slots.delete(id);

@@ -40,7 +40,7 @@ export const UNITS_PER_SHARD = 600;
  * How many of a namespace's shards its quota counts in, for a limit of `limit` leases: one per
  * UNITS_PER_SHARD of the limit, at least 1 (an exact count), at most QUOTA_SHARDS. Only a limit that
  * uses every shard can be counted inside the lock scripts (a lock's unit must sit in its own shard);
- * a smaller one is counted through the quota-slot calls (LockStore.quotaInsideFrom).
+ * a smaller one is counted through the quota-slot calls (LeaseStore.quotaInsideFrom).
  */
 export function quotaShardsFor(limit: number): number {
   return Math.min(QUOTA_SHARDS, Math.max(1, Math.floor(limit / UNITS_PER_SHARD)));

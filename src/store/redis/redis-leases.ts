@@ -30,7 +30,6 @@ import {
   type PermitListPage,
   type PermitListQuery,
   type PermitState,
-  type PermitStore,
   type QueuedCaller,
 } from '../../domain/permit-store.js';
 import { randomBase64url } from '../../domain/random.js';
@@ -62,7 +61,7 @@ import {
   UnexpectedReplyError,
 } from './replies.js';
 import type { HandOverArgs, ScriptArgs, ScriptName, Scripts } from './scripts.js';
-import { EnginePermitWords, type LeaseEngine } from '../shared/engine-words.js';
+import type { LeaseEngine } from '../shared/lease-port.js';
 import { type HandedLease, WaitRoom, type Waiter } from '../shared/wait-room.js';
 import type { ScriptLane } from './script-lane.js';
 import { ContendedKeys } from './contended-keys.js';
@@ -141,7 +140,7 @@ function renewedOne(reply: Extract<LeaseReply, { held: true }>): LeaseRenewOutco
  * announces it on that waiter's instance channel: one message, to one instance, per hand-over; a
  * heartbeat finds missed messages and dead instances. One wait room per family.
  */
-export class RedisLeases extends EnginePermitWords implements PermitStore, LeaseEngine {
+export class RedisLeases implements LeaseEngine {
   private readonly room: WaitRoom<LeaseAcquireOutcome>;
   /** The permits' waiters (the room is keyed by `kind key`). */
   private readonly permitRoom: WaitRoom<LeaseAcquireOutcome>;
@@ -149,7 +148,6 @@ export class RedisLeases extends EnginePermitWords implements PermitStore, Lease
   private readonly contended = new ContendedKeys();
 
   constructor(private readonly deps: RedisLeasesDeps) {
-    super();
     // The caller's key is filled in by the acquire that waited (only a one-key acquire waits).
     const notGranted = (retryAfterMs: number): LeaseAcquireOutcome => ({ acquired: false, reason: 'full', retryAfterMs, busyKey: '' });
     this.room = new WaitRoom<LeaseAcquireOutcome>({
@@ -419,7 +417,7 @@ export class RedisLeases extends EnginePermitWords implements PermitStore, Lease
     });
   }
 
-  /** A lock's live lease, as LockStore.inspect answers it. */
+  /** A lock's live lease, as the port's inspect answers it. */
   async lockState(key: string): Promise<LockState | null> {
     const reply = await this.deps.call(async () =>
       parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(key) })),
@@ -429,7 +427,7 @@ export class RedisLeases extends EnginePermitWords implements PermitStore, Lease
     return withReleaseRequest({ holder, fencingToken, expiresAtMs, ttlRemainingMs, waiters }, releaseRequested);
   }
 
-  /** A lock's state with what its watch index needs, as LockStore.inspectIndexed answers it. */
+  /** A lock's state with what its watch index needs, as the port's inspectIndexed answers it. */
   async lockIndexed(key: string): Promise<IndexedLockState> {
     const reply = await this.deps.call(async () =>
       parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(key) })),

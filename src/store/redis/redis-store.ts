@@ -1,8 +1,8 @@
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { InvalidRequestError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
-import { lockSetsOf } from '../../domain/lock-store.js';
-import type { LockSetStore, LockStore, QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { LeaseStore, Store } from '../../domain/lease-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
@@ -10,7 +10,7 @@ import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subs
 import { MisalignedReplyError, parseFlag, parseHandOver, parseScan, parseQuotaExtend, parseQuotaReserve } from './replies.js';
 import { defineScripts, type Scripts } from './scripts.js';
 import { startHeartbeat } from '../shared/wait-room.js';
-import { EngineLockWords } from '../shared/engine-words.js';
+import { leaseStoreOver } from '../shared/lease-port.js';
 import { WatchMarks } from './watch-marks.js';
 import { RedisLeases } from './redis-leases.js';
 import { ScriptLane } from './script-lane.js';
@@ -84,14 +84,13 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
  * keyholder instances can share one Redis.
  *
  * One lease engine (redis-leases.ts) serves every primitive, with the lock scripts as its documented
- * capacity-1 fast path; the lock methods here only put the lock's words on it (EngineLockWords). This
+ * capacity-1 fast path; `leases` is that engine as the domain's port (lease-port.ts). This
  * class holds what the engine runs on: the connection and its guard (call), the subscriber connection
  * (one per instance, not one per waiter: hand-over messages and watched keys' change notices), replica
  * acknowledgement, listings over every node, the quota slots and the health check.
  */
-export class RedisStore extends EngineLockWords implements LockStore {
+export class RedisStore implements Store {
   readonly kind = 'redis';
-  readonly lockSets: LockSetStore = lockSetsOf(this);
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
   private readonly changeListeners = new Map<string, Set<() => void>>();
   /**
@@ -117,7 +116,9 @@ export class RedisStore extends EngineLockWords implements LockStore {
   /** The acquires and cancels (of locks, lock sets and permits) this instance has in Redis: see ScriptLane. */
   private readonly acquires: ScriptLane;
   /** Every lease: locks, lock sets, semaphores and read/write locks, on this store's connection, scripts and channel. */
-  readonly permits: RedisLeases;
+  readonly engine: RedisLeases;
+  /** The domain's one port: the engine, with this store's kind and quota slots. */
+  readonly leases: LeaseStore;
   /** The watched locks' marks in Redis: the scripts publish change notices for marked locks only. */
   private readonly watchMarks = new WatchMarks(
     (id) =>
@@ -128,7 +129,6 @@ export class RedisStore extends EngineLockWords implements LockStore {
   );
 
   constructor(options: RedisStoreOptions) {
-    super();
     this.keys = new KeySpace(options.keyPrefix);
     this.graceMs = options.fenceGraceMs;
     this.maxWaitersPerKey = options.maxWaitersPerKey ?? 1000;
@@ -170,7 +170,7 @@ export class RedisStore extends EngineLockWords implements LockStore {
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
-    this.permits = new RedisLeases({
+    this.engine = new RedisLeases({
       redis: this.redis,
       scripts: this.scripts,
       keys: this.keys,
@@ -186,7 +186,8 @@ export class RedisStore extends EngineLockWords implements LockStore {
       servedBy: (id) => this.servedBy(id),
       watchChannel: (channel, onChange, markKey) => this.watchChannel(channel, onChange, markKey),
     });
-    this.heartbeat = startHeartbeat(() => this.permits.visitAll());
+    this.leases = leaseStoreOver(this, this.engine);
+    this.heartbeat = startHeartbeat(() => this.engine.visitAll());
   }
 
   /**
@@ -356,7 +357,7 @@ export class RedisStore extends EngineLockWords implements LockStore {
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
     this.watchMarks.close();
-    await this.permits.closeAll(new StoreUnavailableError('the store is closing'));
+    await this.engine.closeAll(new StoreUnavailableError('the store is closing'));
     this.subscriber.disconnect();
     try {
       await this.redis.quit();
@@ -367,7 +368,7 @@ export class RedisStore extends EngineLockWords implements LockStore {
 
   private onHandOverMessage(message: string): void {
     const notice = parseHandOver(message);
-    if (notice !== null) this.permits.handedOver(notice);
+    if (notice !== null) this.engine.handedOver(notice);
   }
 
   /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */

@@ -15,6 +15,7 @@ import {
   type FailoverResult,
 } from '../failover.js';
 import { printScenario, publishTable } from '../report.js';
+import { withWords } from '../../helpers/store-words.js';
 
 /**
  * Redis Cluster under traffic: 3 masters + 3 replicas on loopback, three keyholder instances given
@@ -82,12 +83,14 @@ async function bystander(cluster: RedisCluster, killedPort: number) {
   const keys = new KeySpace(REDIS_KEY_PREFIX);
   let namespace = 'bystander-0';
   for (let i = 1; (await cluster.masterOf(keys.lock(lockId(namespace, 'x')))) === killedPort; i++) namespace = `bystander-${i}`;
-  const store = new RedisStore({
-    connection: cluster.connection,
-    keyPrefix: REDIS_KEY_PREFIX,
-    commandTimeoutMs: 1_000,
-    fenceGraceMs: 60_000,
-  });
+  const store = withWords(
+    new RedisStore({
+      connection: cluster.connection,
+      keyPrefix: REDIS_KEY_PREFIX,
+      commandTimeoutMs: 1_000,
+      fenceGraceMs: 60_000,
+    }),
+  );
   await eventually(() => store.ping(), 10_000);
   const id = lockId(namespace, 'x');
   const counts = { grants: 0, failures: 0 };
