@@ -40,6 +40,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/random.test.ts',
     'test/unit/history-encoding.test.ts',
     'test/unit/history.test.ts',
+    'test/unit/history-reads.test.ts',
+    'test/unit/watch-on-change.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
     'test/domain/watch.test.ts',
