@@ -35,7 +35,7 @@ describe('reading stored history records', () => {
   });
 
   it('a folded release of a grant without a lease id names no lease', () => {
-    const { lease: _none, ...anonymous } = grant;
+    const anonymous: HistoryRecord = { kind: 'granted', at, fencingToken: 9, holder: null, expiresAt: at + 30_000 };
     expect(readRecords([encodeRecord({ ...anonymous, releasedAt: at + 5 })], 0, 50)).toStrictEqual([
       anonymous,
       { kind: 'released', at: at + 5 },
