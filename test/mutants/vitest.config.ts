@@ -63,6 +63,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/memory-leases-timing.test.ts',
     'test/redis/shared-rate-limit.test.ts',
     'test/unit/create-history.test.ts',
+    'test/unit/create-history-redis.test.ts',
     'test/unit/memory-history.test.ts',
     'test/mutants/memory-history-contract.ts',
     'test/domain/lock-service-answers.test.ts',
