@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
 import type { LeaseAcquire, LeaseAcquireOutcome } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 
@@ -104,5 +105,19 @@ describe('embedded lease engine: ends to the millisecond', () => {
     expect(store.size).toBe(0);
     await lock('n');
     expect(store.size).toBe(1);
+  });
+});
+
+describe('embedded lease engine: closing with callers queued', () => {
+  it('every queued caller is answered StoreUnavailableError, none granted, even one whose weight now fits', async () => {
+    const semaphore = { kind: 'semaphore' as const, keys: ['c'], capacity: 2, ttlMs: 10_000, holder: null };
+    expect((await store.leases.acquire({ ...semaphore, weight: 1, ownerToken: 'held' })).acquired).toBe(true);
+    // The head asks for the whole capacity; the one behind it would fit beside the holder, but FIFO.
+    const head = store.leases.acquire({ ...semaphore, weight: 2, ownerToken: 'head', waitMs: 60_000 });
+    const behind = store.leases.acquire({ ...semaphore, weight: 1, ownerToken: 'behind', waitMs: 60_000 });
+    await store.close();
+    await expect(head).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(behind).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
