@@ -80,6 +80,30 @@ describe('lease engine: store calls around refusals', () => {
   });
 });
 
+describe('lease engine: immediate reads of a semaphore or read/write lock', () => {
+  it('callers asking together share one store read and one view; a caller after it reads again', async () => {
+    let reads = 0;
+    const leases: LeaseStore = Object.create(store.leases) as LeaseStore;
+    Object.assign(leases, {
+      inspectIndexed: (...args: Parameters<LeaseStore['inspectIndexed']>) => {
+        reads++;
+        return store.leases.inspectIndexed(...args);
+      },
+    });
+    const service = new LeaseService(leases, LIMITS);
+    const ns = uniqueNamespace();
+    for (const kind of ['semaphore', 'rwlock'] as const) {
+      reads = 0;
+      const views = await Promise.all([0, 1, 2].map(() => service.watch(kind, ns, 'k', { waitMs: 0 })));
+      expect(reads).toBe(1);
+      expect(views[1]).toBe(views[0]);
+      expect(views[2]).toBe(views[0]);
+      await service.watch(kind, ns, 'k', { waitMs: 0 });
+      expect(reads).toBe(2);
+    }
+  });
+});
+
 describe('lease engine without an observer', () => {
   const refusals: LeaseRefusals = {
     full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
