@@ -34,6 +34,11 @@ function counted(): { leases: LeaseStore; calls: { acquire: number; release: num
   return { leases, calls, failAcquire };
 }
 
+const refusals: LeaseRefusals = {
+  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
+  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
+};
+
 describe('lease engine: store calls around refusals', () => {
   it('a lock held by another costs one store acquire, with or without an Idempotency-Key', async () => {
     const { leases, calls } = counted();
@@ -104,12 +109,69 @@ describe('lease engine: immediate reads of a semaphore or read/write lock', () =
   });
 });
 
-describe('lease engine without an observer', () => {
-  const refusals: LeaseRefusals = {
-    full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-    mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  };
+describe('lease engine: quota slot calls', () => {
+  /** The embedded store's port with its quota-slot calls counted. */
+  function slotCounted(): { leases: LeaseStore; slotCalls: string[] } {
+    const slotCalls: string[] = [];
+    const leases: LeaseStore = Object.create(store.leases) as LeaseStore;
+    for (const name of ['reserveQuotaSlot', 'extendQuotaSlot', 'freeQuotaSlot'] as const) {
+      const inner = store.leases[name].bind(store.leases) as (...args: unknown[]) => Promise<unknown>;
+      Object.assign(leases, {
+        [name]: (...args: unknown[]) => {
+          slotCalls.push(name);
+          return inner(...args);
+        },
+      });
+    }
+    return { leases, slotCalls };
+  }
 
+  it('without a per-namespace cap, locks and lock sets make no quota slot call', async () => {
+    const { leases, slotCalls } = slotCounted();
+    const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 0 });
+    const ns = uniqueNamespace();
+    const ask = { kind: 'lock' as const, namespace: ns, key: 'k', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
+    const held = await service.acquire(ask, refusals);
+    await service.renew('lock', ns, 'k', held.ownerToken, 60_000);
+    await service.release('lock', ns, 'k', held.ownerToken);
+    const set = await service.acquireSet({ namespace: ns, keys: ['a', 'b'], ttlMs: 60_000, holder: null, waitMs: 0, lockDelayMs: 0 });
+    await service.renewSet(ns, ['a', 'b'], set.ownerToken, 60_000);
+    await service.releaseSet(ns, ['a', 'b'], set.ownerToken);
+    expect(slotCalls).toStrictEqual([]);
+  });
+
+  it('with a cap, a lock set reserves, extends and frees one slot per key', async () => {
+    const { leases, slotCalls } = slotCounted();
+    const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 5 });
+    const ns = uniqueNamespace();
+    const set = await service.acquireSet({ namespace: ns, keys: ['a', 'b'], ttlMs: 60_000, holder: null, waitMs: 0, lockDelayMs: 0 });
+    await service.renewSet(ns, ['a', 'b'], set.ownerToken, 60_000);
+    await service.releaseSet(ns, ['a', 'b'], set.ownerToken);
+    expect(slotCalls.filter((c) => c === 'extendQuotaSlot')).toHaveLength(2);
+    expect(slotCalls.filter((c) => c === 'freeQuotaSlot')).toHaveLength(2);
+  });
+
+  it('a store that keeps the quota inside its lock steps is asked once: it looked for the replay itself', async () => {
+    let acquires = 0;
+    const leases: LeaseStore = Object.create(store.leases) as LeaseStore;
+    Object.defineProperty(leases, 'quotaInside', { value: true });
+    Object.assign(leases, {
+      acquire: () => {
+        acquires++;
+        return Promise.resolve({ acquired: false, reason: 'full', retryAfterMs: 50, busyKey: 'k', quotaFull: true });
+      },
+    });
+    const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const ns = uniqueNamespace();
+    const ask = { kind: 'lock' as const, namespace: ns, key: 'k', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
+    await expect(service.acquire({ ...ask, idempotency: { callerId: 'c', key: 'i-3' } }, refusals)).rejects.toBeInstanceOf(
+      QuotaExceededError,
+    );
+    expect(acquires).toBe(1);
+  });
+});
+
+describe('lease engine without an observer', () => {
   it('answers a lost lease with not_owner and a wait with its grant', async () => {
     const service = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
