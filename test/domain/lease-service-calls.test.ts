@@ -99,11 +99,11 @@ describe('lease engine: immediate reads of a semaphore or read/write lock', () =
     const ns = uniqueNamespace();
     for (const kind of ['semaphore', 'rwlock'] as const) {
       reads = 0;
-      const views = await Promise.all([0, 1, 2].map(() => service.watch(kind, ns, 'k', { waitMs: 0 })));
+      const views = await Promise.all([0, 1, 2].map(() => service.watch(kind, ns, 'k', { index: undefined, waitMs: 0 })));
       expect(reads).toBe(1);
       expect(views[1]).toBe(views[0]);
       expect(views[2]).toBe(views[0]);
-      await service.watch(kind, ns, 'k', { waitMs: 0 });
+      await service.watch(kind, ns, 'k', { index: undefined, waitMs: 0 });
       expect(reads).toBe(2);
     }
   });
