@@ -75,6 +75,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/script-lane.test.ts',
     'test/unit/contended-keys.test.ts',
     'test/unit/wait-room-timing.test.ts',
+    'test/unit/deadline-queue.test.ts',
     'test/redis/client-events.test.ts',
     'test/redis/command-deadline.test.ts',
     'test/redis/scripts.test.ts',
@@ -90,6 +91,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/domain/lock-service.test.ts',
     'test/conformance/redis-store.test.ts',
     'test/faults/reply-drop.test.ts',
+    // Starts a primary and its replica of its own (some 2 s): last, so only a mutant every file above misses pays for it.
+    'test/redis/replica-acks.test.ts',
   ],
 };
 // The replies, keys, scripts and client code are reached by the same files (the store's tests reach the

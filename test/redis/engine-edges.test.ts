@@ -229,8 +229,10 @@ describe('redis lease engine: quota slots', () => {
     const reservedAt = Date.now();
     expect(await store.leases.reserveQuotaSlot(namespace, 'a', 200, 1)).toEqual({ reserved: true });
     await store.leases.extendQuotaSlot(namespace, 'a', Date.now() + 10_000, 1);
-    // Past the end it was reserved with (a bound on time, not a wait for something to happen).
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, reservedAt + 400 - Date.now())));
+    // Past the end it was reserved with, as the store counts it (by the whole second: _quota.lua); a bound
+    // on time, not a wait for something to happen.
+    const countedUntil = Math.ceil((reservedAt + 200) / 1000) * 1000;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, countedUntil + 150 - Date.now())));
     expect(await store.leases.reserveQuotaSlot(namespace, 'b', 10_000, 1)).toMatchObject({ reserved: false });
   });
 });
@@ -253,6 +255,37 @@ describe('redis lease engine: the acquire lane of an instance whose Redis does n
       ].map((outcome) => outcome.catch((err: unknown) => err));
       for (const err of await Promise.all(queued)) expect(err).toMatchObject({ code: 'overloaded', budget: 'store_queue' });
       for (const err of await Promise.all(inFlight)) expect(err).toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      own.resume();
+      await store.close();
+      await own.stop();
+    }
+  });
+});
+
+describe('redis store: a Redis that was only slow', () => {
+  it('keeps its connection once the probe after a timed-out call gets its own echo back', async () => {
+    const own = await RedisServer.start();
+    const connected = vi.fn<() => void>();
+    const log = {
+      info: (_obj: object, msg: string) => {
+        if (msg === 'connected to Redis') connected();
+      },
+      warn: () => undefined,
+    };
+    const store = new RedisStore({ url: own.url, keyPrefix: PREFIX, commandTimeoutMs: 200, fenceGraceMs: 60_000, log });
+    try {
+      await eventually(() => store.ping(), 10_000);
+      expect(connected).toHaveBeenCalledTimes(1);
+      own.pause();
+      // Times out; the store then sends one echo PING behind it to learn whether the connection is in step.
+      await expect(lock(store, uniqueKey()).outcome).rejects.toBeInstanceOf(StoreUnavailableError);
+      own.resume();
+      // Replies come in order: once this answers, the probe has had its echo.
+      await eventually(() => store.ping(), 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(connected).toHaveBeenCalledTimes(1);
+      expect(await lock(store, uniqueKey()).outcome).toMatchObject({ acquired: true });
     } finally {
       own.resume();
       await store.close();
