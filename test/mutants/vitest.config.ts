@@ -79,11 +79,15 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/watch-marks.test.ts',
     'test/unit/script-lane.test.ts',
     'test/unit/contended-keys.test.ts',
+    'test/unit/wait-room-timing.test.ts',
+    'test/unit/deadline-queue.test.ts',
     'test/redis/client-events.test.ts',
     'test/redis/command-deadline.test.ts',
     'test/redis/scripts.test.ts',
     'test/redis/store-state.test.ts',
     'test/redis/wait-room.test.ts',
+    'test/redis/history-batches.test.ts',
+    'test/redis/engine-edges.test.ts',
     'test/redis/store-wiring.test.ts',
     'test/redis/store-calls.test.ts',
     'test/redis/permits-paths.test.ts',
@@ -92,6 +96,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/domain/lock-service.test.ts',
     'test/conformance/redis-store.test.ts',
     'test/faults/reply-drop.test.ts',
+    // Starts a primary and its replica of its own (some 2 s): last, so only a mutant every file above misses pays for it.
+    'test/redis/replica-acks.test.ts',
   ],
 };
 // The replies, keys, scripts and client code are reached by the same files (the store's tests reach the

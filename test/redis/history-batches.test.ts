@@ -1,0 +1,164 @@
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import calculateSlot from 'cluster-key-slot';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { HistoryLimits, HistoryRecord } from '../../src/domain/history.js';
+import { StoreUnavailableError } from '../../src/domain/errors.js';
+import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import { freePort, RedisServer } from '../helpers/redis-server.js';
+
+/**
+ * Lease history on a single Redis (redis-history.ts) beyond the history contract: a large batch goes
+ * to Redis in calls of at most 64 lists (Redis serves the lock calls between two of them), each event
+ * written exactly once; each shard's index shares its lists' hash tag; a history that could not reach
+ * Redis writes again once Redis is there; and closing ends its connection.
+ */
+
+const PREFIX = 'hist:';
+const LISTS_PER_CALL = 64;
+const limits: HistoryLimits = { eventsPerKey: 5, keysPerNamespace: 10_000, retentionMs: 60_000 };
+
+let server: RedisServer;
+const histories: RedisHistory[] = [];
+
+beforeAll(async () => {
+  server = await RedisServer.startShared();
+});
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await Promise.all(histories.splice(0).map((h) => h.close()));
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+function open(url = server.url, commandTimeoutMs = 2_000): RedisHistory {
+  const history = new RedisHistory({ connection: { mode: 'standalone', url }, keyPrefix: PREFIX, commandTimeoutMs, limits });
+  histories.push(history);
+  return history;
+}
+
+/** The script calls a batch is sent in: how many lists each carried (each list here in a shard of its own). */
+function spyOnCalls(history: RedisHistory) {
+  const redis = (history as unknown as { redis: { historyAppend: (args: (string | number)[]) => Promise<unknown> } }).redis;
+  const spy = vi.spyOn(redis, 'historyAppend');
+  // The first argument is the number of keys: per shard its index and its one list.
+  return () => spy.mock.calls.map(([args]) => Number(args[0]) / 2);
+}
+
+const record = (lease: string): HistoryRecord => ({ kind: 'released', at: Date.now(), lease });
+
+/** `count` keys, each in a namespace (so a shard) of its own, with two events each. */
+function batchOf(count: number) {
+  const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+  const keys = Array.from({ length: count }, (_, i) => ({ namespace: `ns${run}-${i}`, primitive: 'lock' as const, key: 'k' }));
+  const batch = keys.flatMap((key, i) => [
+    { ...key, record: record(`a${i}`) },
+    { ...key, record: record(`b${i}`) },
+  ]);
+  return { keys, batch };
+}
+
+describe('redis history: batches', () => {
+  it('sends a batch in calls of at most 64 lists, every event once', async () => {
+    const history = open();
+    const calls = spyOnCalls(history);
+    const { keys, batch } = batchOf(LISTS_PER_CALL * 2 + 1);
+    await history.append(batch);
+    expect(calls()).toEqual([LISTS_PER_CALL, LISTS_PER_CALL, 1]);
+    for (const [i, key] of keys.entries()) {
+      expect((await history.read(key)).map((r) => (r.kind === 'released' ? r.lease : r.kind))).toEqual([`a${i}`, `b${i}`]);
+    }
+  });
+
+  it('sends a batch of exactly 64 lists in one call', async () => {
+    const history = open();
+    const calls = spyOnCalls(history);
+    await history.append(batchOf(LISTS_PER_CALL).batch);
+    expect(calls()).toEqual([LISTS_PER_CALL]);
+  });
+
+  it('keeps each shard’s index in the slot of its lists', async () => {
+    const history = open();
+    const { keys, batch } = batchOf(3);
+    await history.append(batch);
+    const client = server.client();
+    try {
+      for (const key of keys) {
+        const list = history.listKey(key);
+        const index = history.indexKey(list);
+        expect(calculateSlot(index)).toBe(calculateSlot(list));
+        expect(await client.zrange(index, 0, -1)).toEqual([list]);
+      }
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('redis history: its connection', () => {
+  it('writes again once a Redis that was not there comes up', async () => {
+    const port = await freePort();
+    const history = open(`redis://127.0.0.1:${port}`, 300);
+    const { keys, batch } = batchOf(1);
+    await expect(history.append(batch)).rejects.toBeInstanceOf(StoreUnavailableError);
+    const late = await RedisServer.start({}, port);
+    try {
+      await vi.waitFor(() => history.append(batch), { timeout: 10_000, interval: 50 });
+      expect(await history.read(keys[0] as (typeof keys)[number])).not.toHaveLength(0);
+    } finally {
+      await history.close();
+      await late.stop();
+    }
+  });
+
+  it('waits for the connection again after Redis went away and came back', async () => {
+    const own = await RedisServer.start();
+    try {
+      const history = open(own.url, 5_000);
+      const { keys, batch } = batchOf(1);
+      await history.append(batch);
+      await own.kill();
+      await vi.waitFor(() => expect((history as unknown as { redis: { status: string } }).redis.status).not.toBe('ready'), {
+        timeout: 5_000,
+        interval: 10,
+      });
+      // Sent while the connection is down: it waits for the reconnect (up to a command timeout).
+      const appended = history.append(batch);
+      await own.launch();
+      await appended;
+      expect(await history.read(keys[0] as (typeof keys)[number])).toHaveLength(2);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('writes nothing once closed', async () => {
+    const history = open(server.url, 300);
+    const { keys, batch } = batchOf(1);
+    await history.close();
+    await expect(history.append(batch)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(await open().read(keys[0] as (typeof keys)[number])).toEqual([]);
+  });
+
+  it('stops reconnecting to a Redis that is not there once closed', async () => {
+    const port = await freePort();
+    const history = open(`redis://127.0.0.1:${port}`, 300);
+    await expect(history.append(batchOf(1).batch)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await history.close();
+    // Something listens there now: a client still reconnecting would be back within its longest
+    // reconnect delay (1 s, client.ts).
+    let connections = 0;
+    const listener = createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(port, '127.0.0.1', resolve));
+    try {
+      await sleep(1_500);
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise((resolve) => listener.close(resolve));
+    }
+  });
+});
