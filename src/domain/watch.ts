@@ -136,6 +136,16 @@ export const LINGER_MS = 5_000;
 export const WAKE_TURN_BUDGET_MS = 1;
 
 /**
+ * How long (ms) the answering rests after each turn before the next (see WAKE_TURN_BUDGET_MS): the
+ * process's other work runs meanwhile, and the fan-out takes at most about half its time, not a whole
+ * core while it lasts. On a busy host a process that keeps a core busy for a few hundred ms (1,000 answers
+ * of ~11 KB) is put off the CPU for whole time slices, and every other tenant's call in flight then
+ * waits for them. 2, not 1: the timer counts from the loop's clock, read when the loop iteration began,
+ * which is up to a turn before the turn ended (a 1 ms timer then fired 0.7 ms after a 1.5 ms turn).
+ */
+export const WAKE_TURN_REST_MS = 2;
+
+/**
  * Blocking queries for one instance: however many callers watch a key here, the instance holds ONE
  * subscription to its change notices and ONE lease-end timer, and a change costs one state read, after
  * which every watcher whose index differs is answered in process. No polling, no herd on the store.
@@ -332,11 +342,12 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         this.remember(id, entry, view);
         const woken = [...entry.watchers].filter((w) => w.index !== view.index);
         for (let next = 0; next < woken.length;) {
-          // Between two turns the event loop serves everyone else's I/O: a thousand watchers of one key
-          // (~0.2 ms of answer each on a busy host) would otherwise hold it some 200 ms, every other
-          // tenant's calls queued behind. A watcher that left meanwhile (timed out, aborted, shut down)
-          // was answered by its own path and is skipped.
-          if (next > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+          // Between two turns the event loop serves everyone else's I/O, and what that I/O queued for
+          // the end of its turn (betweenTurns): a thousand watchers of one key (~0.2 ms of answer each
+          // on a busy host) would otherwise hold it some 200 ms, every other tenant's calls queued
+          // behind. A watcher that left meanwhile (timed out, aborted, shut down) was answered by its
+          // own path and is skipped.
+          if (next > 0) await betweenTurns();
           const turnStartedAt = performance.now();
           const answered: Array<Watcher<V>> = [];
           const failures: Array<{ err: unknown } | undefined> = [];
@@ -385,6 +396,17 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
     }, LINGER_MS);
     entry.linger.unref();
   }
+}
+
+/**
+ * The pause between two turns of answers: WAKE_TURN_REST_MS, then two setImmediate hops. One hop would
+ * resume the answers ahead of the work that I/O read meanwhile queued for the end of its turn (its
+ * setImmediate comes later in the same queue): another tenant's store call, written to Redis in one batch
+ * at the end of the turn that made it (scripts.ts), left only after a whole turn of answers. With two,
+ * the second hop is queued after everything queued before the first ran, and so runs after it.
+ */
+function betweenTurns(): Promise<void> {
+  return new Promise<void>((resolve) => setTimeout(() => setImmediate(() => setImmediate(resolve)), WAKE_TURN_REST_MS));
 }
 
 /** Calls `watcher`'s onChange with `view`; what it threw, if anything (its wait then rejects with it). */

@@ -118,6 +118,22 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect(events[3]).toMatchObject({ waitedMs: 2_500, holder: 'next' });
     });
 
+    it('a store just opened writes its first batch whole: keys of every shard at once, before any connection is made', async () => {
+      // On a Cluster the batch's calls go to their masters together, each master's connection not yet
+      // made: all of them are written, none refused for a connection still being made.
+      const fresh = await harness.open(LIMITS);
+      try {
+        const namespace = `first-${randomUUID().slice(0, 8)}`;
+        const keys = Array.from({ length: 64 }, (_, i): HistoryKey => ({ namespace, primitive: 'lock', key: `k${i}` }));
+        const t = Date.now();
+        await fresh.append(keys.map((key, i) => ({ ...key, record: { kind: 'released', at: t + i, lease: `l${i}` } })));
+        const read = await Promise.all(keys.map(async (key) => (await fresh.read(key)).map((r) => r.lease)));
+        expect(read).toEqual(keys.map((_, i) => [`l${i}`]));
+      } finally {
+        await fresh.close();
+      }
+    });
+
     it('keeps each primitive, namespace and key apart', async () => {
       const namespace = `ns-${randomUUID().slice(0, 8)}`;
       const lock = keyOf('lock', namespace);

@@ -99,4 +99,29 @@ describe('ChangeWatch onChange', () => {
     expect(outcomes.at(-1)).toBe('rejected left');
     expect(watch.size).toBe(0);
   });
+
+  it('rests between two turns: work queued by the work that ran after a turn (a read whose store call is written at the end of its own turn) runs before the next turn', async () => {
+    const { watch, change } = source();
+    const count = 40;
+    const answerMs = 0.4;
+    const answersPerTurn = Math.ceil(WAKE_TURN_BUDGET_MS / answerMs);
+    let answered = 0;
+    let answeredWhenQueuedWorkRan: number | undefined;
+    const waits = Array.from({ length: count }, (_, i) =>
+      watch.wait('k', 1, 10_000, undefined, () => {
+        const until = performance.now() + answerMs;
+        while (performance.now() < until);
+        answered++;
+        // Work that runs after this turn and queues more for the end of its own turn: the second step
+        // must run before the next turn too, not after it.
+        if (i === 0) setImmediate(() => setImmediate(() => (answeredWhenQueuedWorkRan = answered)));
+      }),
+    );
+    await expect.poll(() => watch.size).toBe(count);
+    change(2);
+    await Promise.all(waits);
+    expect(answered).toBe(count);
+    expect(answeredWhenQueuedWorkRan).toBeGreaterThanOrEqual(1);
+    expect(answeredWhenQueuedWorkRan).toBeLessThanOrEqual(answersPerTurn);
+  });
 });

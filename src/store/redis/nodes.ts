@@ -56,6 +56,72 @@ export function dataNodes(client: RedisClient): Redis[] {
 }
 
 /**
+ * Whether calls sent now, several at once, reach their nodes: the client is ready and, on a Cluster, so
+ * is its connection to every master. A Cluster client without an offline queue sends the first command
+ * for a master whose connection is not made yet (that command starts it), but refuses every other one
+ * until that connection is ready, with "Connection is closed." although nothing was closed: of calls
+ * sent together to a master not yet connected (right after a start, or once a node's connection was
+ * made anew), all but one fail without reaching Redis.
+ */
+export function readyForCalls(client: RedisClient): boolean {
+  if (client.status !== 'ready') return false;
+  return !(client instanceof Cluster) || client.nodes('master').every((node) => node.status === 'ready');
+}
+
+/**
+ * Resolves once readyForCalls(client), making the Cluster's master connections not yet started (a
+ * Cluster client makes them lazily, on a first command); rejects after `timeoutMs`. Nothing is sent
+ * before it resolves, so a caller that gives up has sent nothing.
+ */
+export function whenReadyForCalls(client: RedisClient, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const listened = new Set<Redis | Cluster>();
+    const check = (): void => {
+      if (readyForCalls(client)) {
+        finish();
+        resolve();
+        return;
+      }
+      if (!(client instanceof Cluster) || client.status !== 'ready') return;
+      for (const node of client.nodes('master')) {
+        // Its failure (a node that is down) is the node's 'error' event's to tell, and the timer's.
+        if (node.status === 'wait') node.connect().catch(() => undefined);
+        listen(node);
+      }
+    };
+    const listen = (emitter: Redis | Cluster): void => {
+      if (listened.has(emitter)) return;
+      listened.add(emitter);
+      emitter.on('ready', check);
+    };
+    const finish = (): void => {
+      clearTimeout(timer);
+      for (const emitter of listened) emitter.off('ready', check);
+      client.off('refresh', check);
+      client.off('-node', check);
+    };
+    const timer = setTimeout(() => {
+      finish();
+      reject(new Error(`not connected (${connectionStates(client)})`));
+    }, timeoutMs);
+    listen(client);
+    // A Cluster's masters change with its slot map (a failover): a master gone may leave the rest ready.
+    client.on('refresh', check);
+    client.on('-node', check);
+    check();
+  });
+}
+
+/** The client's state, and on a Cluster each master connection's: what a timed-out wait reports. */
+function connectionStates(client: RedisClient): string {
+  if (!(client instanceof Cluster) || client.status !== 'ready') return client.status;
+  return client
+    .nodes('master')
+    .map((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')} ${n.status}`)
+    .join(', ');
+}
+
+/**
  * PING with a message echoes it: a reply meant for another call cannot pass for this one. With
  * `timeoutMs`, under that deadline instead of the client's command timeout (see sendWithin).
  */

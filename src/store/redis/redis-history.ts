@@ -4,6 +4,7 @@ import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
+import { readyForCalls, whenReadyForCalls } from './nodes.js';
 
 /**
  * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: retention,
@@ -202,22 +203,14 @@ export class RedisHistory implements HistoryStore {
 
   /**
    * The client queues nothing while it connects (no offline queue, as the lock store's): the first batch
-   * after a start or a reconnect waits for the connection, up to a command timeout.
+   * after a start or a reconnect waits for the connection, up to a command timeout. On a Cluster that is
+   * every master's connection too (readyForCalls): a batch's calls go to their shards' masters together,
+   * and a master not yet connected refused all of them but the first.
    */
   private connected(): Promise<void> {
-    if (this.redis.status === 'ready') return Promise.resolve();
-    // One wait for every call meanwhile (one listener, not one per call).
-    this.connecting ??= new Promise<void>((resolve, reject) => {
-      const onReady = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.redis.off('ready', onReady);
-        reject(new Error(`not connected (${this.redis.status})`));
-      }, this.options.commandTimeoutMs);
-      this.redis.once('ready', onReady);
-    }).finally(() => {
+    if (readyForCalls(this.redis)) return Promise.resolve();
+    // One wait for every call meanwhile (one set of listeners, not one per call).
+    this.connecting ??= whenReadyForCalls(this.redis, this.options.commandTimeoutMs).finally(() => {
       this.connecting = null;
     });
     return this.connecting;
