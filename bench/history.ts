@@ -3,6 +3,7 @@ import { RedisServer } from '../test/helpers/redis-server.js';
 import { readRecords } from '../src/domain/history.js';
 import type { LoopResult, Task, TaskResult } from './protocol.js';
 import { startKeyholder, type OwnedProcess } from './procs.js';
+import { pin, placement, type Placement } from './pin.js';
 
 /**
  * `npm run bench -- --only history`: what lease history costs. Two keyholder instances on one Redis, one
@@ -18,8 +19,12 @@ export interface HistoryBenchSettings {
   readonly concurrency: number;
   readonly warmMs: number;
   readonly durationMs: number;
-  /** Start the HISTORY=off instance first (default: on first). */
+  /** The unrecorded run of each instance after it starts, ms (after warmMs). */
+  readonly warmUpMs: number;
+  /** Start the HISTORY=on instance first in even rounds, off first in odd ones (default: the other way). */
   readonly reverseStart?: boolean;
+  /** Pin the processes (see bench/pin.ts; default: where the scheduler puts them). */
+  readonly pin?: boolean;
 }
 
 interface SideResult {
@@ -39,9 +44,12 @@ export interface HistoryBenchResult {
   lists: number;
   redisBytes: number;
   encodedBytesPerEvent: number;
+  /** Where the processes ran: null, left to the scheduler. */
+  placement: Placement | null;
 }
 
 interface Worker {
+  readonly pid: number;
   run<T extends TaskResult>(task: Task): Promise<T>;
 }
 
@@ -71,16 +79,9 @@ export async function measureHistory(
         { ...common, HISTORY: name, REDIS_KEY_PREFIX: `kh${name}:` },
         nodeFlags[name],
       );
-    // Started in either order (reverseStart: off first), so an A/B can be run both ways: the process
-    // started first may get the warmer placement.
-    const started: Partial<Record<'on' | 'off', Awaited<ReturnType<typeof startKeyholder>>>> = {};
-    for (const name of settings.reverseStart ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
-      const instance = await start(name);
-      owned.push(instance.proc);
-      started[name] = instance;
-    }
-    const on = started.on as Awaited<ReturnType<typeof startKeyholder>>;
-    const off = started.off as Awaited<ReturnType<typeof startKeyholder>>;
+    // Opt-in (--pin): both instances on one CPU set, Redis and the load worker on the other.
+    const cpus = settings.pin ? placement() : null;
+    if (cpus) for (const pid of [redis.pid, worker.pid]) if (pid !== undefined) pin(pid, cpus.rest);
     const side = (): SideResult => ({ pairsPerSecond: [], cpuMsPerPair: [], redisUsPerPair: [], redisCallsPerPair: [] });
     const result: HistoryBenchResult = {
       on: side(),
@@ -90,35 +91,63 @@ export async function measureHistory(
       lists: 0,
       redisBytes: 0,
       encodedBytesPerEvent: 0,
+      placement: cpus,
     };
-    // Round 0 is a warm-up of each instance, not recorded: a process's first round runs its JIT's first
-    // compilations and its connections' start, and read 186-385 pairs/s against 1,000-2,500 after it
-    // on a busy machine, enough to move a median of 5.
-    for (let round = 0; round <= settings.rounds; round++) {
-      // Alternate which goes first, so neither always runs on a warmer (or busier) machine.
-      const order =
-        round % 2
-          ? ([
-              ['on', on],
-              ['off', off],
-            ] as const)
-          : ([
-              ['off', off],
-              ['on', on],
-            ] as const);
-      for (const [name, target] of order) {
-        const r = await worker.run<LoopResult>({
-          kind: 'loop',
-          scenario: 'pairs',
-          target: target.url,
-          concurrency: settings.concurrency,
-          warmMs: settings.warmMs,
-          durationMs: settings.durationMs,
-          tag: `history-${name}-${round}`,
-          serverPid: target.proc.pid,
-          redisPid: redis.pid,
-          redisUrl: redis.url,
-        });
+    type Instance = Awaited<ReturnType<typeof startKeyholder>>;
+    const loop = (name: 'on' | 'off', target: Instance, round: number, durationMs: number) =>
+      worker.run<LoopResult>({
+        kind: 'loop',
+        scenario: 'pairs',
+        target: target.url,
+        concurrency: settings.concurrency,
+        warmMs: settings.warmMs,
+        durationMs,
+        tag: `history-${name}-${round}`,
+        serverPid: target.proc.pid,
+        redisPid: redis.pid,
+        redisUrl: redis.url,
+      });
+    for (let round = 1; round <= settings.rounds; round++) {
+      // Both instances started afresh every round, in an order that alternates with the round (reverseStart
+      // flips it): whatever the process started first gains (its CPU placement next to Redis and the load
+      // worker, its JIT warming first) goes to each side in turn, not to one side for a whole run. Started
+      // once for a run, the on/off ratio moved by some 10% with the start order.
+      const onFirst = round % 2 === 1 ? !settings.reverseStart : Boolean(settings.reverseStart);
+      const started: Partial<Record<'on' | 'off', Instance>> = {};
+      for (const name of onFirst ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+        const instance = await start(name);
+        owned.push(instance.proc);
+        if (cpus) pin(instance.proc.pid, cpus.servers);
+        started[name] = instance;
+      }
+      const on = started.on as Instance;
+      const off = started.off as Instance;
+      // Each instance warmed (its JIT's first compilations, its connections' start) before either is
+      // measured: a process's first seconds read a fraction of its pairs/s on a busy machine. In start order.
+      for (const [name, target] of onFirst
+        ? ([
+            ['on', on],
+            ['off', off],
+          ] as const)
+        : ([
+            ['off', off],
+            ['on', on],
+          ] as const)) {
+        const r = await loop(name, target, round, settings.warmUpMs);
+        target.proc.truncateLog();
+        progress(`history round ${round} warm-up ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s (not counted)`);
+      }
+      // The measured runs in the other order (the instance started second runs first).
+      for (const [name, target] of onFirst
+        ? ([
+            ['off', off],
+            ['on', on],
+          ] as const)
+        : ([
+            ['on', on],
+            ['off', off],
+          ] as const)) {
+        const r = await loop(name, target, round, settings.durationMs);
         // A round with no pair done (every call refused, say a 401) is a broken bench, not a figure.
         if (r.units === 0) {
           throw new Error(
@@ -126,17 +155,19 @@ export async function measureHistory(
           );
         }
         target.proc.truncateLog();
-        if (round === 0) {
-          progress(`history warm-up ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s (not counted)`);
-          continue;
-        }
         result[name].pairsPerSecond.push(r.unitsPerSecond);
         result[name].cpuMsPerPair.push(((r.serverCpuSeconds ?? 0) * 1000) / r.units);
         result[name].redisUsPerPair.push(((r.redisCpuSeconds ?? 0) * 1e6) / r.units);
         result[name].redisCallsPerPair.push(
           Object.fromEntries(Object.entries(r.redisCommands ?? {}).map(([command, calls]) => [command, calls / r.units])),
         );
-        progress(`history round ${round}/${settings.rounds} ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s`);
+        progress(
+          `history round ${round}/${settings.rounds} ${name} (started ${onFirst === (name === 'on') ? 'first' : 'second'}): ${r.unitsPerSecond.toFixed(0)} pairs/s`,
+        );
+      }
+      for (const instance of [on, off]) {
+        await instance.proc.stop();
+        owned.splice(owned.indexOf(instance.proc), 1);
       }
     }
     // What the history of the `on` instance weighs in Redis: its lists and its shard indexes.
@@ -201,7 +232,10 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     `## Lease history: cost (HISTORY=on vs off)`,
     '',
     `\`pairs\` (acquire + release, 10,000 distinct keys in turn) at concurrency ${settings.concurrency}, ${settings.rounds} rounds of ` +
-      `${settings.durationMs} ms each, A/B alternating; medians.`,
+      `${settings.durationMs} ms each, A/B alternating; medians. Both instances started afresh each round, ${settings.reverseStart ? 'off' : 'on'} first in odd rounds; ` +
+      (r.placement
+        ? `both instances pinned to CPU ${r.placement.servers}, Redis and the load worker to CPU ${r.placement.rest}.`
+        : 'unpinned.'),
     '',
     '| | pairs/s | server CPU ms per pair | Redis CPU µs per pair |',
     '|---|---:|---:|---:|',
