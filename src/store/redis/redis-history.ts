@@ -10,7 +10,7 @@ import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 const APPEND_LUA = readFileSync(new URL('./scripts/history-append.lua', import.meta.url), 'utf8');
 
 /**
- * A list's TTL is refreshed once per this share of the retention, not on every write: a PEXPIRE per list
+ * A list's (and a shard index's) TTL is refreshed once per this share of the retention, not on every write: a PEXPIRE per list
  * per flush was one of the three commands a list written again costs (RPUSH, PEXPIRE, its ZADD entry). The TTL sent is
  * the retention plus two of these, so a list written without a refresh, at most one period after its last
  * one, still outlives that write by the retention (the second period covers a call that waited in the
@@ -49,7 +49,7 @@ export class RedisHistory implements HistoryStore {
   /** How long a refresh holds (ms), and the TTL a refresh sets (ms): see REFRESHES_PER_RETENTION. */
   private readonly refreshMs: number;
   private readonly ttlMs: number;
-  /** The lists whose TTL a call of this period set (or asked for): they need no refresh until it ends. */
+  /** The lists and indexes whose TTL a call of this period set (or asked for): no refresh until it ends. */
   private refreshed = new Set<string>();
   private periodStart = 0;
 
@@ -119,7 +119,7 @@ export class RedisHistory implements HistoryStore {
       const args: (string | number)[] = [...head];
       for (const [index, names] of group) {
         keys.push(index);
-        let flags = '';
+        let flags = this.needsRefresh(index, now) ? '1' : '0';
         for (const name of names) {
           keys.push(name);
           flags += this.needsRefresh(name, now) ? '1' : '0';

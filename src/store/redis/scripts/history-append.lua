@@ -4,7 +4,7 @@ _common.lua (it reads no lease): called with its key count first, as EVALSHA tak
 
 Each list keeps its last events and lives at least `retention` past its last write (its TTL). Its TTL is
 set when the list is created (RPUSH answers a length equal to what it pushed: the list was not there) and
-when the caller asks (a flag per list); the caller asks once per list per refresh period and sends a TTL of
+when the caller asks (a flag per list); an index's likewise (ZADD added as many members as it then holds); the caller asks once per list per refresh period and sends a TTL of
 retention + 2 refresh periods, so a list it writes without a refresh still outlives that write by the
 retention (see redis-history.ts). Each index (a ZSET of list names by last write, on Redis's clock) deletes
 the least recently written past the shard's cap. An index entry of a list its TTL dropped stays until it is
@@ -16,9 +16,10 @@ KEYS     per shard: its index (ZSET), then its lists (LIST), in the order of ARG
 ARGV[1]  TTL of a list and an index, ms (retention + 2 refresh periods)
 ARGV[2]  events kept per list
 ARGV[3]  lists kept per shard index
-ARGV[4..] per shard, a group: its count of lists n; its refresh flags, one character a list ("1": set
-         the list's TTL even if it was there, "0": only if RPUSH created it); then n arguments, one a
-         list: its events joined by line breaks, oldest first (no stored event holds a raw line break)
+ARGV[4..] per shard, a group: its count of lists n; its refresh flags, one character for the index and
+         then one a list ("1": set the TTL even if the key was there, "0": only if this call created it);
+         then n arguments, one a list: its events joined by line breaks, oldest first (no stored event
+         holds a raw line break)
 
 Returns:
   1   written
@@ -37,7 +38,7 @@ while k <= #KEYS do
   a = a + 2
   local score = now
   -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
-  local ranks, r = {}, 0
+  local ranks, r, added = {}, 0, 0
   for i = k + 1, k + lists do
     local blob, len, pushed = ARGV[a], 0, 1
     local nl = string.find(blob, '\n', 1, true)
@@ -59,16 +60,19 @@ while k <= #KEYS do
     end
     -- A new list (as long as what was pushed: the caller sends at most perKey events a list) always gets
     -- its TTL; a list that was there keeps the one it has unless the caller asks for a refresh (byte 49: "1").
-    if len == pushed or string.byte(flags, i - k) == 49 then redis.call('PEXPIRE', KEYS[i], ttl) end
+    if len == pushed or string.byte(flags, i - k + 1) == 49 then redis.call('PEXPIRE', KEYS[i], ttl) end
     -- A trim only when the list outgrew its cap.
     if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
     a = a + 1
     ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
     score = score + 0.001
-    if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
+    if r >= 1000 then added = added + redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
   end
-  if r > 0 then redis.call('ZADD', index, unpack(ranks, 1, r)) end
-  local over = redis.call('ZCARD', index) - perShard
+  if r > 0 then added = added + redis.call('ZADD', index, unpack(ranks, 1, r)) end
+  local held = redis.call('ZCARD', index)
+  -- As many members as this call added: the index was not there (it held at least one member else).
+  if held == added or string.byte(flags, 1) == 49 then redis.call('PEXPIRE', index, ttl) end
+  local over = held - perShard
   -- Past the cap: the least recently written lists leave the index (one ZPOPMIN) and go (one DEL per 1000).
   while over > 0 do
     local popped = redis.call('ZPOPMIN', index, math.min(over, 1000))
@@ -77,7 +81,6 @@ while k <= #KEYS do
     redis.call('DEL', unpack(victims))
     over = over - #victims
   end
-  redis.call('PEXPIRE', index, ttl)
   k = k + lists + 1
 end
 return 1
