@@ -53,6 +53,20 @@ interface Worker {
   run<T extends TaskResult>(task: Task): Promise<T>;
 }
 
+/**
+ * Rounds run: an even count, so each side is started (and measured) first in as many rounds as the other.
+ * The process started second, measured first, read 1.1 to 3x the pairs/s of the other in 5 of 5 rounds at
+ * load ~13: an odd count would hand that to one side once more than to the other.
+ */
+const balancedRounds = (rounds: number) => 2 * Math.ceil(rounds / 2);
+
+/**
+ * The on/off ratio of each two consecutive rounds (one with each start order): the geometric mean of their
+ * ratios, in which an effect of the start order that multiplies one side's figure cancels.
+ */
+const pairedRatios = (ratios: number[]) =>
+  Array.from({ length: Math.floor(ratios.length / 2) }, (_, i) => Math.sqrt((ratios[2 * i] as number) * (ratios[2 * i + 1] as number)));
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
@@ -107,7 +121,7 @@ export async function measureHistory(
         redisPid: redis.pid,
         redisUrl: redis.url,
       });
-    for (let round = 1; round <= settings.rounds; round++) {
+    for (let round = 1; round <= balancedRounds(settings.rounds); round++) {
       // Both instances started afresh every round, in an order that alternates with the round (reverseStart
       // flips it): whatever the process started first gains (its CPU placement next to Redis and the load
       // worker, its JIT warming first) goes to each side in turn, not to one side for a whole run. Started
@@ -226,6 +240,10 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
   // Server CPU per pair, on over off, per round (the two runs of a round back to back, on one machine
   // load): the judge on a busy machine, where a median of each side over rounds moves with the load.
   const cpuRatios = r.on.cpuMsPerPair.map((x, i) => x / (r.off.cpuMsPerPair[i] ?? NaN));
+  const redisRatios = r.on.redisUsPerPair.map((x, i) => x / (r.off.redisUsPerPair[i] ?? NaN));
+  // Odd rounds start `on` first (even ones `off`), or the other way with reverseStart.
+  const orderRatios = ratios.map((x, i) => ((i % 2 === 0) !== Boolean(settings.reverseStart) ? 1 / x : x));
+  const geomean = (xs: number[]) => Math.exp(xs.reduce((n, x) => n + Math.log(x), 0) / xs.length);
   const offTotal = offCpu * 1000 + offRedis;
   const onTotal = onCpu * 1000 + onRedis;
   return [
@@ -247,10 +265,20 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     `On/off ratio of pairs/s per round (each pair of runs back to back): ${r.on.pairsPerSecond
       .map((x, i) => (x / (r.off.pairsPerSecond[i] ?? NaN)).toFixed(3))
       .join(', ')}.`,
+    `Rounds two by two (one with each start order; geometric mean): pairs/s on/off ${pairedRatios(ratios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(ratios)).toFixed(3)}**; server CPU per pair on/off ${pairedRatios(cpuRatios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(cpuRatios)).toFixed(3)}**; Redis CPU per pair on/off ${pairedRatios(redisRatios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(redisRatios)).toFixed(3)}**.`,
+    `Start order: the instance started second over the one started first, pairs/s per round ${orderRatios
+      .map((x) => x.toFixed(2))
+      .join(', ')} (geometric mean ${geomean(orderRatios).toFixed(3)}: the bias the pairing cancels).`,
     `Server CPU per pair, on/off per round: ${cpuRatios.map((x) => x.toFixed(3)).join(', ')}; ` +
       `**median ${median(cpuRatios).toFixed(3)}** (${pct(median(cpuRatios), 1)} server CPU per pair with history on).`,
     '',
-    `**Cost of HISTORY=on**: pairs/s on/off ${median(ratios).toFixed(3)} (median of the rounds' ratios); server + Redis CPU per pair ` +
+    `**Cost of HISTORY=on**: pairs/s on/off ${median(pairedRatios(ratios)).toFixed(3)} (median over rounds two by two, above); server + Redis CPU per pair ` +
       `${offTotal.toFixed(0)} µs off, ${onTotal.toFixed(0)} µs on (${(onTotal - offTotal).toFixed(0)} µs more): a host that runs out of ` +
       `CPU gives up **${((1 - offTotal / onTotal) * 100).toFixed(1)}% of its pairs/s** (negative: less than the noise).`,
     '',
