@@ -3,6 +3,7 @@ import { RedisServer } from '../test/helpers/redis-server.js';
 import { readRecords } from '../src/domain/history.js';
 import type { LoopResult, Task, TaskResult } from './protocol.js';
 import { startKeyholder, type OwnedProcess } from './procs.js';
+import { pin, placement, type Placement } from './pin.js';
 
 /**
  * `npm run bench -- --only history`: what lease history costs. Two keyholder instances on one Redis, one
@@ -18,8 +19,12 @@ export interface HistoryBenchSettings {
   readonly concurrency: number;
   readonly warmMs: number;
   readonly durationMs: number;
-  /** Start the HISTORY=off instance first (default: on first). */
+  /** The unrecorded run of each instance after it starts, ms (after warmMs). */
+  readonly warmUpMs: number;
+  /** Start the HISTORY=on instance first in even rounds, off first in odd ones (default: the other way). */
   readonly reverseStart?: boolean;
+  /** Pin the processes (see bench/pin.ts; default: where the scheduler puts them). */
+  readonly pin?: boolean;
 }
 
 interface SideResult {
@@ -39,11 +44,28 @@ export interface HistoryBenchResult {
   lists: number;
   redisBytes: number;
   encodedBytesPerEvent: number;
+  /** Where the processes ran: null, left to the scheduler. */
+  placement: Placement | null;
 }
 
 interface Worker {
+  readonly pid: number;
   run<T extends TaskResult>(task: Task): Promise<T>;
 }
+
+/**
+ * Rounds run: an even count, so each side is started (and measured) first in as many rounds as the other.
+ * The process started second, measured first, read 1.1 to 3x the pairs/s of the other in 5 of 5 rounds at
+ * load ~13: an odd count would hand that to one side once more than to the other.
+ */
+const balancedRounds = (rounds: number) => 2 * Math.ceil(rounds / 2);
+
+/**
+ * The on/off ratio of each two consecutive rounds (one with each start order): the geometric mean of their
+ * ratios, in which an effect of the start order that multiplies one side's figure cancels.
+ */
+const pairedRatios = (ratios: number[]) =>
+  Array.from({ length: Math.floor(ratios.length / 2) }, (_, i) => Math.sqrt((ratios[2 * i] as number) * (ratios[2 * i + 1] as number)));
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -71,16 +93,9 @@ export async function measureHistory(
         { ...common, HISTORY: name, REDIS_KEY_PREFIX: `kh${name}:` },
         nodeFlags[name],
       );
-    // Started in either order (reverseStart: off first), so an A/B can be run both ways: the process
-    // started first may get the warmer placement.
-    const started: Partial<Record<'on' | 'off', Awaited<ReturnType<typeof startKeyholder>>>> = {};
-    for (const name of settings.reverseStart ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
-      const instance = await start(name);
-      owned.push(instance.proc);
-      started[name] = instance;
-    }
-    const on = started.on as Awaited<ReturnType<typeof startKeyholder>>;
-    const off = started.off as Awaited<ReturnType<typeof startKeyholder>>;
+    // Opt-in (--pin): both instances on one CPU set, Redis and the load worker on the other.
+    const cpus = settings.pin ? placement() : null;
+    if (cpus) for (const pid of [redis.pid, worker.pid]) if (pid !== undefined) pin(pid, cpus.rest);
     const side = (): SideResult => ({ pairsPerSecond: [], cpuMsPerPair: [], redisUsPerPair: [], redisCallsPerPair: [] });
     const result: HistoryBenchResult = {
       on: side(),
@@ -90,35 +105,63 @@ export async function measureHistory(
       lists: 0,
       redisBytes: 0,
       encodedBytesPerEvent: 0,
+      placement: cpus,
     };
-    // Round 0 is a warm-up of each instance, not recorded: a process's first round runs its JIT's first
-    // compilations and its connections' start, and read 186-385 pairs/s against 1,000-2,500 after it
-    // on a busy machine, enough to move a median of 5.
-    for (let round = 0; round <= settings.rounds; round++) {
-      // Alternate which goes first, so neither always runs on a warmer (or busier) machine.
-      const order =
-        round % 2
-          ? ([
-              ['on', on],
-              ['off', off],
-            ] as const)
-          : ([
-              ['off', off],
-              ['on', on],
-            ] as const);
-      for (const [name, target] of order) {
-        const r = await worker.run<LoopResult>({
-          kind: 'loop',
-          scenario: 'pairs',
-          target: target.url,
-          concurrency: settings.concurrency,
-          warmMs: settings.warmMs,
-          durationMs: settings.durationMs,
-          tag: `history-${name}-${round}`,
-          serverPid: target.proc.pid,
-          redisPid: redis.pid,
-          redisUrl: redis.url,
-        });
+    type Instance = Awaited<ReturnType<typeof startKeyholder>>;
+    const loop = (name: 'on' | 'off', target: Instance, round: number, durationMs: number) =>
+      worker.run<LoopResult>({
+        kind: 'loop',
+        scenario: 'pairs',
+        target: target.url,
+        concurrency: settings.concurrency,
+        warmMs: settings.warmMs,
+        durationMs,
+        tag: `history-${name}-${round}`,
+        serverPid: target.proc.pid,
+        redisPid: redis.pid,
+        redisUrl: redis.url,
+      });
+    for (let round = 1; round <= balancedRounds(settings.rounds); round++) {
+      // Both instances started afresh every round, in an order that alternates with the round (reverseStart
+      // flips it): whatever the process started first gains (its CPU placement next to Redis and the load
+      // worker, its JIT warming first) goes to each side in turn, not to one side for a whole run. Started
+      // once for a run, the on/off ratio moved by some 10% with the start order.
+      const onFirst = round % 2 === 1 ? !settings.reverseStart : Boolean(settings.reverseStart);
+      const started: Partial<Record<'on' | 'off', Instance>> = {};
+      for (const name of onFirst ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+        const instance = await start(name);
+        owned.push(instance.proc);
+        if (cpus) pin(instance.proc.pid, cpus.servers);
+        started[name] = instance;
+      }
+      const on = started.on as Instance;
+      const off = started.off as Instance;
+      // Each instance warmed (its JIT's first compilations, its connections' start) before either is
+      // measured: a process's first seconds read a fraction of its pairs/s on a busy machine. In start order.
+      for (const [name, target] of onFirst
+        ? ([
+            ['on', on],
+            ['off', off],
+          ] as const)
+        : ([
+            ['off', off],
+            ['on', on],
+          ] as const)) {
+        const r = await loop(name, target, round, settings.warmUpMs);
+        target.proc.truncateLog();
+        progress(`history round ${round} warm-up ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s (not counted)`);
+      }
+      // The measured runs in the other order (the instance started second runs first).
+      for (const [name, target] of onFirst
+        ? ([
+            ['off', off],
+            ['on', on],
+          ] as const)
+        : ([
+            ['on', on],
+            ['off', off],
+          ] as const)) {
+        const r = await loop(name, target, round, settings.durationMs);
         // A round with no pair done (every call refused, say a 401) is a broken bench, not a figure.
         if (r.units === 0) {
           throw new Error(
@@ -126,17 +169,19 @@ export async function measureHistory(
           );
         }
         target.proc.truncateLog();
-        if (round === 0) {
-          progress(`history warm-up ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s (not counted)`);
-          continue;
-        }
         result[name].pairsPerSecond.push(r.unitsPerSecond);
         result[name].cpuMsPerPair.push(((r.serverCpuSeconds ?? 0) * 1000) / r.units);
         result[name].redisUsPerPair.push(((r.redisCpuSeconds ?? 0) * 1e6) / r.units);
         result[name].redisCallsPerPair.push(
           Object.fromEntries(Object.entries(r.redisCommands ?? {}).map(([command, calls]) => [command, calls / r.units])),
         );
-        progress(`history round ${round}/${settings.rounds} ${name}: ${r.unitsPerSecond.toFixed(0)} pairs/s`);
+        progress(
+          `history round ${round}/${settings.rounds} ${name} (started ${onFirst === (name === 'on') ? 'first' : 'second'}): ${r.unitsPerSecond.toFixed(0)} pairs/s`,
+        );
+      }
+      for (const instance of [on, off]) {
+        await instance.proc.stop();
+        owned.splice(owned.indexOf(instance.proc), 1);
       }
     }
     // What the history of the `on` instance weighs in Redis: its lists and its shard indexes.
@@ -195,13 +240,20 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
   // Server CPU per pair, on over off, per round (the two runs of a round back to back, on one machine
   // load): the judge on a busy machine, where a median of each side over rounds moves with the load.
   const cpuRatios = r.on.cpuMsPerPair.map((x, i) => x / (r.off.cpuMsPerPair[i] ?? NaN));
+  const redisRatios = r.on.redisUsPerPair.map((x, i) => x / (r.off.redisUsPerPair[i] ?? NaN));
+  // Odd rounds start `on` first (even ones `off`), or the other way with reverseStart.
+  const orderRatios = ratios.map((x, i) => ((i % 2 === 0) !== Boolean(settings.reverseStart) ? 1 / x : x));
+  const geomean = (xs: number[]) => Math.exp(xs.reduce((n, x) => n + Math.log(x), 0) / xs.length);
   const offTotal = offCpu * 1000 + offRedis;
   const onTotal = onCpu * 1000 + onRedis;
   return [
     `## Lease history: cost (HISTORY=on vs off)`,
     '',
     `\`pairs\` (acquire + release, 10,000 distinct keys in turn) at concurrency ${settings.concurrency}, ${settings.rounds} rounds of ` +
-      `${settings.durationMs} ms each, A/B alternating; medians.`,
+      `${settings.durationMs} ms each, A/B alternating; medians. Both instances started afresh each round, ${settings.reverseStart ? 'off' : 'on'} first in odd rounds; ` +
+      (r.placement
+        ? `both instances pinned to CPU ${r.placement.servers}, Redis and the load worker to CPU ${r.placement.rest}.`
+        : 'unpinned.'),
     '',
     '| | pairs/s | server CPU ms per pair | Redis CPU µs per pair |',
     '|---|---:|---:|---:|',
@@ -213,10 +265,20 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     `On/off ratio of pairs/s per round (each pair of runs back to back): ${r.on.pairsPerSecond
       .map((x, i) => (x / (r.off.pairsPerSecond[i] ?? NaN)).toFixed(3))
       .join(', ')}.`,
+    `Rounds two by two (one with each start order; geometric mean): pairs/s on/off ${pairedRatios(ratios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(ratios)).toFixed(3)}**; server CPU per pair on/off ${pairedRatios(cpuRatios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(cpuRatios)).toFixed(3)}**; Redis CPU per pair on/off ${pairedRatios(redisRatios)
+      .map((x) => x.toFixed(3))
+      .join(', ')}, **median ${median(pairedRatios(redisRatios)).toFixed(3)}**.`,
+    `Start order: the instance started second over the one started first, pairs/s per round ${orderRatios
+      .map((x) => x.toFixed(2))
+      .join(', ')} (geometric mean ${geomean(orderRatios).toFixed(3)}: the bias the pairing cancels).`,
     `Server CPU per pair, on/off per round: ${cpuRatios.map((x) => x.toFixed(3)).join(', ')}; ` +
       `**median ${median(cpuRatios).toFixed(3)}** (${pct(median(cpuRatios), 1)} server CPU per pair with history on).`,
     '',
-    `**Cost of HISTORY=on**: pairs/s on/off ${median(ratios).toFixed(3)} (median of the rounds' ratios); server + Redis CPU per pair ` +
+    `**Cost of HISTORY=on**: pairs/s on/off ${median(pairedRatios(ratios)).toFixed(3)} (median over rounds two by two, above); server + Redis CPU per pair ` +
       `${offTotal.toFixed(0)} µs off, ${onTotal.toFixed(0)} µs on (${(onTotal - offTotal).toFixed(0)} µs more): a host that runs out of ` +
       `CPU gives up **${((1 - offTotal / onTotal) * 100).toFixed(1)}% of its pairs/s** (negative: less than the noise).`,
     '',

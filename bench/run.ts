@@ -87,7 +87,10 @@ const USAGE = `npm run bench -- [options]
                       this build and each --baseline build taking turns, each on its own redis-server
   --baseline DIRS     the other builds of --only hotkey or --only ab, comma-separated
   --reverse-start     --only hotkey: start the processes last build first; --only history: start the
-                      HISTORY=off instance first (an A/B is run in both orders)
+                      HISTORY=off instance first in odd rounds (both are restarted every round, the
+                      start order alternating; by default HISTORY=on starts first in odd rounds)
+  --pin               --only history: both instances on one CPU set, Redis and the load worker on the
+                      other, with taskset (see bench/pin.ts; default: unpinned)
   --callers N         callers of the burst
   --stress-cpu N      run stress-ng --cpu N beside the burst (a host starved of CPU; 0: none, the default)
   --profile           run keyholder under --cpu-prof and add a summary (self time by package and by
@@ -114,6 +117,7 @@ const { values: args } = parseArgs({
     profile: { type: 'boolean', default: false },
     baseline: { type: 'string' },
     'reverse-start': { type: 'boolean', default: false },
+    pin: { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-save': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
@@ -167,6 +171,11 @@ class LoadWorker {
       execArgv: ['--import', 'tsx'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
+  }
+
+  get pid(): number {
+    if (this.child.pid === undefined) throw new Error('load worker has no pid');
+    return this.child.pid;
   }
 
   run<T extends TaskResult>(task: Task): Promise<T> {
@@ -281,6 +290,8 @@ async function historyOnly(): Promise<void> {
         warmMs: settings.warmMs,
         durationMs: settings.durationMs,
         reverseStart: args['reverse-start'],
+        warmUpMs: quick ? 1000 : 2000,
+        pin: args.pin,
       },
       dir,
       { KEYHOLDER_API_KEYS_FILE: keysFile, RATE_LIMIT_MAX: '10000000', ...experiment },

@@ -93,6 +93,62 @@ describe('redis history index', () => {
     }
   });
 
+  it('a list outlives every write by the retention: TTL set when created, refreshed once per period, not per write', async () => {
+    // retention 32 s: a refresh period of 1 s, a TTL of 34 s.
+    const limits = { eventsPerKey: 5, keysPerNamespace: 1_600, retentionMs: 32_000 };
+    const store = new RedisHistory({
+      connection: { mode: 'standalone', url: server.url },
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 2_000,
+      limits,
+    });
+    const client = server.client();
+    try {
+      const namespace = `ttl-${Date.now().toString(36)}`;
+      const a = { namespace, primitive: 'lock' as const, key: 'a' };
+      const b = { namespace, primitive: 'lock' as const, key: 'b' };
+      const write = (key: typeof a, n = 1) =>
+        store.append(
+          Array.from({ length: n }, (_, i) => ({ ...key, record: { kind: 'released' as const, at: Date.now(), lease: `${i}` } })),
+        );
+      const ttlOf = (key: typeof a) => client.pttl(store.listKey(key));
+      const index = store.indexKey(store.listKey(a));
+      await write(a);
+      const first = await ttlOf(a);
+      const firstOfIndex = await client.pttl(index);
+      expect(first).toBeGreaterThan(limits.retentionMs);
+      expect(first).toBeLessThanOrEqual(34_000);
+      expect(firstOfIndex).toBeGreaterThan(limits.retentionMs);
+      // Written again within the period: no PEXPIRE, the TTLs run on (and still cover the retention).
+      await new Promise((r) => setTimeout(r, 200));
+      await write(a);
+      const second = await ttlOf(a);
+      expect(second).toBeLessThan(first - 100);
+      expect(second).toBeGreaterThan(limits.retentionMs);
+      expect(await client.pttl(index)).toBeLessThan(firstOfIndex - 100);
+      // A list (or an index) gone meanwhile (its TTL, another instance's cap) and written again within the
+      // period: the script sees it new and gives it a TTL, whatever this instance remembers.
+      await client.del(store.listKey(a), index);
+      await write(a);
+      expect(await ttlOf(a)).toBeGreaterThan(limits.retentionMs);
+      expect(await client.pttl(index)).toBeGreaterThan(limits.retentionMs);
+      // A new list of several events in one call: new as well.
+      await write(b, 3);
+      expect(await store.read(b)).toHaveLength(3);
+      expect(await ttlOf(b)).toBeGreaterThan(limits.retentionMs);
+      // Past the period: the next write refreshes the TTL.
+      const before = await ttlOf(a);
+      await new Promise((r) => setTimeout(r, 1_100));
+      await write(a);
+      // Refreshed: some 34 s left again; not refreshed, 1.1 s less than before.
+      expect(await ttlOf(a)).toBeGreaterThan(before - 500);
+      expect(await store.read(a)).toHaveLength(2);
+    } finally {
+      client.disconnect();
+      await store.close();
+    }
+  });
+
   it('one batch of more lists than one call takes, many of them in one shard: every list gets its events', async () => {
     // keysPerNamespace 3,200: 200 lists per shard. 300 keys of one namespace: about 19 in each shard, and
     // more lists than one script call carries (the batch goes as several).

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
@@ -6,74 +7,19 @@ import { createRedisClient, type RedisClient, type RedisConnection } from './cli
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 import { readyForCalls, whenReadyForCalls } from './nodes.js';
 
+/** The append script (see its header): per shard its index and lists, their TTL set on creation or on request. */
+const APPEND_LUA = readFileSync(new URL('./scripts/history-append.lua', import.meta.url), 'utf8');
+
 /**
- * One atomic step for the shards of a batch (KEYS: per shard its index, then its lists; ARGV: retention,
- * events per key, keys per shard, then per shard its count of lists, and per list its events joined by
- * line breaks, oldest first: one argument a list, not one an event, which is what a batch costs the
- * instance to send). No stored event holds a raw line break (encodeRecord escapes it in text; JSON
- * escapes it in strings). Each list keeps its last events and lives `retention` past its last write
- * (its TTL); each index (a ZSET of list names by last write, on Redis's clock) deletes the least recently
- * written past the shard's cap. An index entry of a list its TTL dropped stays until it is the oldest past
- * the cap (it is: it was written before any live list), so the index never outgrows the cap and needs no
- * sweep of its own. Every key of a shard carries the shard's hash tag: on a Cluster a call holds one shard
- * (one slot); elsewhere one call holds several.
+ * A list's (and a shard index's) TTL is refreshed once per this share of the retention, not on every write: a PEXPIRE per list
+ * per flush was one of the three commands a list written again costs (RPUSH, PEXPIRE, its ZADD entry). The TTL sent is
+ * the retention plus two of these, so a list written without a refresh, at most one period after its last
+ * one, still outlives that write by the retention (the second period covers a call that waited in the
+ * client's queue); a key idle for the retention is then dropped at most 2/32 of it later.
  */
-const APPEND_LUA = `
-local perKey, perShard = tonumber(ARGV[2]), tonumber(ARGV[3])
--- The TTL as sent, a string: a number passed to redis.call is formatted anew on every call.
-local a, k, ttl = 4, 1, ARGV[1]
--- Ranks from Redis's clock, read once a call (not the top of each index, one call per shard): they go up
--- from call to call, whichever instance sent it, as each list takes the script longer than the 1 µs its
--- rank adds.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-while k <= #KEYS do
-  local index, lists = KEYS[k], tonumber(ARGV[a])
-  a = a + 1
-  local score = now
-  -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
-  local ranks, r = {}, 0
-  for i = k + 1, k + lists do
-    local blob, len = ARGV[a], 0
-    local nl = string.find(blob, '\\n', 1, true)
-    if not nl then
-      -- One event (the common case: a pair folded into its grant): pushed as sent, no split, no table.
-      len = redis.call('RPUSH', KEYS[i], blob)
-    else
-      local from, n, events = 1, 0, {}
-      while true do
-        n = n + 1
-        if not nl then events[n] = string.sub(blob, from); break end
-        events[n] = string.sub(blob, from, nl - 1)
-        from = nl + 1
-        nl = string.find(blob, '\\n', from, true)
-      end
-      -- At most 1000 events per RPUSH: unpack's limit (some 8000) is never reached, whatever eventsPerKey is.
-      for first = 1, n, 1000 do len = redis.call('RPUSH', KEYS[i], unpack(events, first, math.min(first + 999, n))) end
-    end
-    -- A trim only when the list outgrew its cap: RPUSH answers the length.
-    if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
-    a = a + 1
-    redis.call('PEXPIRE', KEYS[i], ttl)
-    ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
-    score = score + 0.001
-    if r >= 1000 then redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
-  end
-  if r > 0 then redis.call('ZADD', index, unpack(ranks, 1, r)) end
-  local over = redis.call('ZCARD', index) - perShard
-  -- Past the cap: the least recently written lists leave the index (one ZPOPMIN) and go (one DEL per 1000).
-  while over > 0 do
-    local popped = redis.call('ZPOPMIN', index, math.min(over, 1000))
-    local victims = {}
-    for j = 1, #popped, 2 do victims[#victims + 1] = popped[j] end
-    redis.call('DEL', unpack(victims))
-    over = over - #victims
-  end
-  redis.call('PEXPIRE', index, ttl)
-  k = k + lists + 1
-end
-return 1
-`;
+const REFRESHES_PER_RETENTION = 32;
+/** Lists remembered as refreshed at most: past it the period starts over (more refreshes, never fewer). */
+const MAX_REFRESHED = 50_000;
 
 type HistoryClient = RedisClient & {
   historyAppend(args: (string | number)[]): Promise<unknown>;
@@ -101,6 +47,12 @@ export class RedisHistory implements HistoryStore {
   private readonly keys: KeySpace;
   private readonly perShard: number;
   private connecting: Promise<void> | null = null;
+  /** How long a refresh holds (ms), and the TTL a refresh sets (ms): see REFRESHES_PER_RETENTION. */
+  private readonly refreshMs: number;
+  private readonly ttlMs: number;
+  /** The lists and indexes whose TTL a call of this period set (or asked for): no refresh until it ends. */
+  private refreshed = new Set<string>();
+  private periodStart = 0;
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -111,6 +63,21 @@ export class RedisHistory implements HistoryStore {
     const redis = createRedisClient(options.connection, { commandTimeoutMs: options.commandTimeoutMs, autoPipelining: false });
     redis.defineCommand('historyAppend', { lua: APPEND_LUA });
     this.redis = redis as HistoryClient;
+    this.refreshMs = Math.max(1, Math.floor(options.limits.retentionMs / REFRESHES_PER_RETENTION));
+    this.ttlMs = options.limits.retentionMs + 2 * this.refreshMs;
+    // A new connection may be to a new master (a failover) that lost the last refreshes: all over again.
+    redis.on('ready', () => this.refreshed.clear());
+  }
+
+  /** Whether a call of this period must set the list's TTL (and, once it is asked, that none other must). */
+  private needsRefresh(list: string, now: number): boolean {
+    if (now - this.periodStart >= this.refreshMs || this.refreshed.size >= MAX_REFRESHED) {
+      this.refreshed.clear();
+      this.periodStart = now;
+    }
+    if (this.refreshed.has(list)) return false;
+    this.refreshed.add(list);
+    return true;
   }
 
   /** The LIST of a key's events. */
@@ -143,15 +110,22 @@ export class RedisHistory implements HistoryStore {
       if (names) names.push(list);
       else shards.set(index, [list]);
     }
-    const { retentionMs, eventsPerKey } = this.options.limits;
-    const head = [retentionMs, eventsPerKey, this.perShard];
-    const call = (group: [string, string[]][]) => {
+    const { eventsPerKey } = this.options.limits;
+    const head = [this.ttlMs, eventsPerKey, this.perShard];
+    const now = performance.now();
+    // Built once connected: a (re)connection forgets the refreshes (see the constructor), so the flags are
+    // worked out after it.
+    const argsOf = (group: [string, string[]][]): (string | number)[] => {
       const keys: string[] = [];
       const args: (string | number)[] = [...head];
       for (const [index, names] of group) {
         keys.push(index);
-        for (const name of names) keys.push(name);
-        args.push(names.length);
+        let flags = this.needsRefresh(index, now) ? '1' : '0';
+        for (const name of names) {
+          keys.push(name);
+          flags += this.needsRefresh(name, now) ? '1' : '0';
+        }
+        args.push(names.length, flags);
         for (const name of names) {
           const events = lists.get(name) as HistoryRecord[];
           // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent.
@@ -162,8 +136,14 @@ export class RedisHistory implements HistoryStore {
         }
       }
       // One array argument (ioredis flattens it): a batch of thousands of events is no spread of as many.
-      return this.call(() => this.redis.historyAppend([keys.length, ...keys, ...args]));
+      return [keys.length, ...keys, ...args];
     };
+    const call = (group: [string, string[]][]) =>
+      this.call(() => this.redis.historyAppend(argsOf(group))).catch((err: unknown) => {
+        // The call may have failed before it set the TTLs it was asked to: none is taken as set.
+        this.refreshed.clear();
+        throw err;
+      });
     // A Cluster refuses a script whose keys span slots: one call per shard there, sent together (each to its
     // node). Elsewhere a call takes shards until it holds LISTS_PER_CALL lists, and the calls go one after
     // another: Redis serves the lock calls of other connections between two of them, so a batch never
