@@ -210,7 +210,7 @@ describe('redis lease engine: a hand-over whose message never arrives', () => {
     const holderSide = await open();
     const store = await open();
     // The message to this instance goes missing: only its heartbeat (every second) can find the grant.
-    vi.spyOn(store.permits, 'handedOver').mockImplementation(() => undefined);
+    vi.spyOn(store.engine, 'handedOver').mockImplementation(() => undefined);
     const key = uniqueKey();
     const holder = lock(holderSide, key, { ttlMs: 30_000 });
     await holder.outcome;
