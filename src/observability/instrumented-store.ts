@@ -72,7 +72,11 @@ export class InstrumentedStore implements Store {
       },
       release: async (kind, keys, ownerToken) => {
         const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, keys, ownerToken));
-        if (released) this.releasedByOwner(ownerToken);
+        if (released) {
+          // No longer tracked, and its hold time observed.
+          const heldSeconds = this.tracker.released(ownerToken);
+          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+        }
         return released;
       },
       forceRelease: async (kind, key, fencingToken) => {
@@ -120,12 +124,6 @@ export class InstrumentedStore implements Store {
 
   ping(): Promise<void> {
     return this.timed('ping', () => this.inner.ping());
-  }
-
-  /** A lease its owner released: no longer tracked, and its hold time observed (every release path). */
-  private releasedByOwner(ownerToken: string): void {
-    const heldSeconds = this.tracker.released(ownerToken);
-    if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
   }
 
   async close(): Promise<void> {
