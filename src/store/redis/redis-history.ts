@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
@@ -6,9 +5,10 @@ import { StoreUnavailableError } from '../../domain/errors.js';
 import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 import { readyForCalls, whenReadyForCalls } from './nodes.js';
+import { loadScript } from './scripts.js';
 
 /** The append script (see its header): per shard its index and lists, their TTL set on creation or on request. */
-const APPEND_LUA = readFileSync(new URL('./scripts/history-append.lua', import.meta.url), 'utf8');
+const APPEND_LUA = loadScript('history-append.lua');
 
 /**
  * A list's (and a shard index's) TTL is refreshed once per this share of the retention, not on every write: a PEXPIRE per list

@@ -349,7 +349,8 @@ export const SCRIPTS = {
 export type ScriptName = keyof typeof SCRIPTS;
 export type ScriptArgs<N extends ScriptName> = Parameters<(typeof SCRIPTS)[N]['args']>[0];
 
-function loadScript(name: string): string {
+/** A script file of ./scripts as written (no prelude, no includes expanded). */
+export function loadScript(name: string): string {
   return readFileSync(new URL(`./scripts/${name}`, import.meta.url), 'utf8');
 }
 
