@@ -7,6 +7,7 @@ import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import type { HistoryLimits } from '../../src/domain/history.js';
 import { QUOTA_SHARDS } from '../../src/store/redis/keys.js';
 
 let server: RedisServer;
@@ -43,9 +44,12 @@ describeStoreContract('redis', {
   },
 });
 
+/** A Redis history on the test server under the contract's prefix. */
+const openHistory = (limits: HistoryLimits): RedisHistory =>
+  new RedisHistory({ connection: { mode: 'standalone', url: server.url }, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits });
+
 describeHistoryContract('redis', {
-  open: async (limits) =>
-    new RedisHistory({ connection: { mode: 'standalone', url: server.url }, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
+  open: async (limits) => openHistory(limits),
   stored: async (store, key) => {
     const client = server.client();
     try {
@@ -63,12 +67,7 @@ describe('redis history index', () => {
     // keysPerNamespace 16: one list per shard. Lists of one shard, written one call apart; the first
     // two outlive their TTL before the next is written.
     const limits = { eventsPerKey: 5, keysPerNamespace: 16, retentionMs: 300 };
-    const store = new RedisHistory({
-      connection: { mode: 'standalone', url: server.url },
-      keyPrefix: PREFIX,
-      commandTimeoutMs: 2_000,
-      limits,
-    });
+    const store = openHistory(limits);
     const client = server.client();
     try {
       const namespace = `index-${Date.now().toString(36)}`;
@@ -96,12 +95,7 @@ describe('redis history index', () => {
   it('a list outlives every write by the retention: TTL set when created, refreshed once per period, not per write', async () => {
     // retention 32 s: a refresh period of 1 s, a TTL of 34 s.
     const limits = { eventsPerKey: 5, keysPerNamespace: 1_600, retentionMs: 32_000 };
-    const store = new RedisHistory({
-      connection: { mode: 'standalone', url: server.url },
-      keyPrefix: PREFIX,
-      commandTimeoutMs: 2_000,
-      limits,
-    });
+    const store = openHistory(limits);
     const client = server.client();
     try {
       const namespace = `ttl-${Date.now().toString(36)}`;
@@ -153,12 +147,7 @@ describe('redis history index', () => {
     // keysPerNamespace 3,200: 200 lists per shard. 300 keys of one namespace: about 19 in each shard, and
     // more lists than one script call carries (the batch goes as several).
     const limits = { eventsPerKey: 5, keysPerNamespace: 3_200, retentionMs: 60_000 };
-    const store = new RedisHistory({
-      connection: { mode: 'standalone', url: server.url },
-      keyPrefix: PREFIX,
-      commandTimeoutMs: 2_000,
-      limits,
-    });
+    const store = openHistory(limits);
     try {
       const namespace = `batch-${Date.now().toString(36)}`;
       const keys = Array.from({ length: 300 }, (_, i) => ({ namespace, primitive: 'lock' as const, key: `k${i}` }));
