@@ -1,5 +1,6 @@
-import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { performance } from 'node:perf_hooks';
+import { Cluster, Command, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InvalidRequestError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId } from '../../src/domain/namespaces.js';
@@ -8,7 +9,8 @@ import { type LockStore, withWords } from '../helpers/store-words.js';
 import { makeKeys } from '../helpers/api-keys.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
-import { openReplicatedStore } from '../helpers/redis-store.js';
+import { eventually, openReplicatedStore } from '../helpers/redis-store.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
@@ -238,3 +240,84 @@ describe('one namespace spread over the Cluster', () => {
     await expect(apart).rejects.toMatchObject({ field: 'keys' });
   });
 });
+
+/**
+ * A master's connection lost and made anew (CLIENT KILL on that master, as a network blip or a proxy's
+ * idle reaper would): the Cluster client opens a new connection on the next command for that master's
+ * slots. Lock calls sent meanwhile, several at once, must be answered once it is made, not refused
+ * with 503 while the master is healthy; a call still unanswered at its deadline fails closed (503).
+ */
+describe('a master connection dropped under the store', () => {
+  const CALLS = 20;
+  const COMMAND_TIMEOUT_MS = 1_000;
+
+  it(`${CALLS} lock calls on one master right after its connection was killed: every one granted, none refused`, async () => {
+    const prefix = `${PREFIX}dropped:`;
+    const space = new KeySpace(prefix);
+    const store = new RedisStore({
+      connection: cluster.connection,
+      keyPrefix: prefix,
+      commandTimeoutMs: COMMAND_TIMEOUT_MS,
+      fenceGraceMs: 60_000,
+    });
+    try {
+      await eventually(() => store.ping(), 10_000);
+      const words = withWords(store);
+      // Keys whose locks live on the master of the first one, by the store's own slot map.
+      const client = (store as unknown as { redis: Cluster }).redis;
+      const port = await cluster.masterOf(space.lock(lockId('drop', 'k-0')));
+      const onPort = (prefixOfKey: string, n: number): string[] => {
+        const found: string[] = [];
+        for (let i = 0; found.length < n; i++) {
+          const id = lockId('drop', `${prefixOfKey}-${i}`);
+          if (client.slots[new Command('exists', [space.lock(id)]).getSlot()]?.[0] === `127.0.0.1:${port}`) found.push(id);
+        }
+        return found;
+      };
+      const ids = onPort('k', CALLS + 1);
+      const take = (id: string) =>
+        words.acquire({ id, ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null }).then(
+          (outcome) => (outcome.acquired ? 'granted' : 'held'),
+          (err: Error) => `${err.constructor.name}: ${err.message}`,
+        );
+      // The store's connection to that master is made and used.
+      expect(await take(ids[0] as string)).toBe('granted');
+      const node = () => client.nodes('master').find((n) => n.options.port === port);
+      const before = node();
+      expect(before?.status).toBe('ready');
+      await withAdmin(port, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'));
+      // Once the store has seen the connection close (a call in flight as it closed may rightly fail).
+      await vi.waitFor(() => expect(node() === before && before?.status === 'ready').toBe(false), { timeout: 5_000, interval: 5 });
+      const started = performance.now();
+      const answers = await Promise.all(ids.slice(1).map(take));
+      const tookMs = Math.round(performance.now() - started);
+      const tally = answers.reduce<Record<string, number>>((acc, a) => ({ ...acc, [a]: (acc[a] ?? 0) + 1 }), {});
+      console.log(`[cluster] ${CALLS} lock calls right after a master connection was killed: ${JSON.stringify(tally)} in ${tookMs} ms`);
+      expect.soft(tally).toEqual({ granted: CALLS });
+      // Once more, one call at a time: how long the master's keys are refused, if at all (for the docs).
+      await withAdmin(port, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'));
+      const killedAt = performance.now();
+      const refused: string[] = [];
+      for (const id of onPort('one-by-one', 10_000)) {
+        const answer = await take(id);
+        if (answer === 'granted') break;
+        refused.push(answer);
+        if (performance.now() - killedAt > 10_000) throw new Error(`still refused after 10 s: ${answer}`);
+      }
+      console.log(
+        `[cluster] one call at a time after a kill: ${refused.length} refused (${refused.join('; ')}), first grant ${Math.round(performance.now() - killedAt)} ms after the kill`,
+      );
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+async function withAdmin<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: false });
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}

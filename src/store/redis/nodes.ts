@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, Command, type Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
@@ -108,6 +109,95 @@ export function whenReadyForCalls(client: RedisClient, timeoutMs: number): Promi
     // A Cluster's masters change with its slot map (a failover): a master gone may leave the rest ready.
     client.on('refresh', check);
     client.on('-node', check);
+    check();
+  });
+}
+
+/**
+ * Before a call on `key`: nothing to wait for (undefined), or a wait for the connection to the master
+ * serving its slot, which resolves once it is ready and rejects after `timeoutMs` (nothing is sent
+ * then, so a call that gives up has done nothing). Null on one Redis: its client's status says it all.
+ */
+export type MasterGate = (key: string) => Promise<void> | undefined;
+
+/**
+ * The MasterGate of a Cluster client. Its connection to a master, once lost (the master closed it, a
+ * proxy reaped it, a network blip), is dropped from the client's pool, while the slot map still names
+ * that master until it is read again (within a second): a call sent meanwhile goes to another master
+ * and comes back MOVED, and calls sent together on one connection (auto-pipelining) are not redirected
+ * but fail. Once the map is read again the connection is made anew on the next command, and until it
+ * is ready every call but that first one is refused with "Connection is closed." (no offline queue).
+ * Either way a healthy master's keys were answered 503 for up to a second, and every call sent at once
+ * failed. Here a call whose master's connection is not ready first waits for it, up to `timeoutMs`
+ * (the command timeout): the slot map is read again, the connection made, and the call then sent on a
+ * ready connection. A master really gone still answers 503, after the wait; calls on other masters
+ * never wait for it. The check costs a slot hash and a map look-up per call while connections are ready.
+ */
+export function masterGate(client: RedisClient, timeoutMs: number): MasterGate | null {
+  if (!(client instanceof Cluster)) return null;
+  /** Master connections by node key, as last seen ready (a cache: the pool is what counts). */
+  const ready = new Map<string, Redis>();
+  return (key) => {
+    const slot = calculateSlot(key);
+    const owner = client.slots[slot]?.[0];
+    if (owner !== undefined && ready.get(owner)?.status === 'ready') return undefined;
+    return whenMasterReady(client, slot, timeoutMs, (nodeKey, node) => ready.set(nodeKey, node));
+  };
+}
+
+/** The pool's connection to the master `nodeKey` ("host:port"), if it has one. */
+function masterByKey(cluster: Cluster, nodeKey: string): Redis | undefined {
+  return cluster.nodes('master').find((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}` === nodeKey);
+}
+
+/** See masterGate: resolves once the master of `slot` (by the slot map of that moment) has a ready connection. */
+function whenMasterReady(cluster: Cluster, slot: number, timeoutMs: number, seen: (nodeKey: string, node: Redis) => void): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const listened = new Set<Redis>();
+    let owner: string | undefined;
+    let state = 'no master known for the slot';
+    const check = (): void => {
+      owner = cluster.slots[slot]?.[0];
+      const node = owner === undefined ? undefined : masterByKey(cluster, owner);
+      if (owner !== undefined && node?.status === 'ready') {
+        seen(owner, node);
+        finish();
+        resolve();
+        return;
+      }
+      if (node === undefined) {
+        // Not in the pool (its connection ended): the slot map is read again, which makes it anew
+        // ('+node'), or names the slot's new master ('refresh'). One refresh at a time (ioredis).
+        state = `${owner ?? 'no master'} not connected`;
+        cluster.refreshSlotsCache();
+        return;
+      }
+      state = `${owner ?? ''} ${node.status}`;
+      // A connection made lazily: its first command would start it; nothing is sent here, so start it.
+      if (node.status === 'wait') node.connect().catch(() => undefined);
+      if (!listened.has(node)) {
+        listened.add(node);
+        node.on('ready', check);
+        node.on('end', check);
+      }
+    };
+    const finish = (): void => {
+      clearTimeout(timer);
+      for (const node of listened) {
+        node.off('ready', check);
+        node.off('end', check);
+      }
+      cluster.off('refresh', check);
+      cluster.off('+node', check);
+      cluster.off('-node', check);
+    };
+    const timer = setTimeout(() => {
+      finish();
+      reject(new Error(`the connection to the slot's master is not ready within ${timeoutMs} ms (${state})`));
+    }, timeoutMs);
+    cluster.on('refresh', check);
+    cluster.on('+node', check);
+    cluster.on('-node', check);
     check();
   });
 }

@@ -152,7 +152,9 @@ export class RedisStore implements Store {
       },
       onLost: (err) => log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back'),
     });
-    this.scripts = defineScripts(this.redis);
+    // On a Cluster, a call waits (up to a command timeout) for its master's connection to be made anew
+    // after it was lost, instead of being refused meanwhile (masterGate).
+    this.scripts = defineScripts(this.redis, { masterWaitMs: options.commandTimeoutMs });
     // The subscriber may queue its SUBSCRIBE until connected and re-subscribes after a reconnect. Its
     // commands are retried across reconnects (maxRetriesPerRequest: null): with the lock connection's 0,
     // ioredis's own re-subscribe after a connection reset fails with an error nobody can catch, and

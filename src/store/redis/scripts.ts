@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { Command as RedisCommand, Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
+import { masterGate } from './nodes.js';
 import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
@@ -441,8 +442,12 @@ const COMMANDS = Object.fromEntries(
   Object.keys(SCRIPTS).map((name) => [name, `kh${name.charAt(0).toUpperCase()}${name.slice(1)}`]),
 ) as Record<ScriptName, string>;
 
-/** Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. */
-export function defineScripts(redis: RedisClient): Scripts {
+/**
+ * Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. `masterWaitMs`, on
+ * a Cluster: how long a call may wait for the connection to its keys' master to be ready before it is
+ * sent (masterGate, nodes.ts); without it a call is sent as things are.
+ */
+export function defineScripts(redis: RedisClient, options: { masterWaitMs?: number } = {}): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
   const sources = {} as Record<ScriptName, string>;
@@ -454,6 +459,7 @@ export function defineScripts(redis: RedisClient): Scripts {
   }
   const writes = tickBatcher(redis);
   const direct = directSender(redis, sources);
+  const gate = options.masterWaitMs === undefined ? null : masterGate(redis, options.masterWaitMs);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce = false): Promise<unknown> {
       writes.batch();
@@ -477,6 +483,11 @@ export function defineScripts(redis: RedisClient): Scripts {
           raw = await direct.send(name, argv.slice(), true);
         }
         return unwrapEcho(name, raw, nonce);
+      }
+      if (gate !== null) {
+        // Every key of a script shares one slot (keys.ts): its first key names the master.
+        const waiting = gate(String(SCRIPTS[name].numberOfKeys === VARIABLE_KEYS ? argv[1] : argv[0]));
+        if (waiting !== undefined) await waiting;
       }
       const command = commands[COMMANDS[name]] as Command;
       // One array argument: ioredis flattens it, so the arguments are not spread into the call.
