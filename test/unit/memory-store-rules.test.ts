@@ -79,7 +79,7 @@ describe('embedded store: bookkeeping', () => {
     const clock = new FakeClock();
     const store = open(clock);
     const ownerToken = newOwnerToken();
-    const set = await store.acquireSet({ keys: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
+    const set = await store.acquireSet({ ids: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
     if (!set.acquired) throw new Error('not granted');
     // An empty holder label is no label.
     expect((await store.inspect('s/a'))?.holder).toBeNull();
@@ -205,17 +205,17 @@ describe('embedded store: bookkeeping', () => {
       .catch(() => undefined);
     clock.advance(1_000); // p/expired ends exactly now
     const all = await store.list({ prefix: 'p/', limit: 10 });
-    expect(all.locks.map((l) => l.id)).toEqual(['p/a', 'p/b', 'p/c']);
+    expect(all.leases.map((l) => l.id)).toEqual(['p/a', 'p/b', 'p/c']);
     expect(all.nextCursor).toBeNull();
-    expect(all.locks[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
-    expect(all.locks[1]?.waiters).toBe(0);
+    expect(all.leases[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
+    expect(all.leases[1]?.waiters).toBe(0);
     const exact = await store.list({ prefix: 'p/', limit: 3 });
     expect(exact.nextCursor).toBeNull();
     const first = await store.list({ prefix: 'p/', limit: 2 });
-    expect(first.locks.map((l) => l.id)).toEqual(['p/a', 'p/b']);
+    expect(first.leases.map((l) => l.id)).toEqual(['p/a', 'p/b']);
     expect(first.nextCursor).toBe('p/b');
     const rest = await store.list({ prefix: 'p/', limit: 2, cursor: 'p/b' });
-    expect(rest).toEqual({ locks: [expect.objectContaining({ id: 'p/c' })], nextCursor: null });
+    expect(rest).toEqual({ leases: [expect.objectContaining({ id: 'p/c' })], nextCursor: null });
     await store.close();
     await waiting;
   });
