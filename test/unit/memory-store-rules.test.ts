@@ -190,6 +190,23 @@ describe('embedded store: bookkeeping', () => {
     expect(store.has('k')).toBe(false);
   });
 
+  it("the port (store.leases) hands the queue and release requests to the engine, and says the store's kind", async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    expect(store.leases.kind).toBe('memory');
+    const holder = await grant(store, 'q', 1_000);
+    const leave = new AbortController();
+    const waiting = store
+      .acquire({ id: 'q', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: 'next', waitMs: 60_000, signal: leave.signal })
+      .catch((err: unknown) => err);
+    expect(await store.leases.queue('lock', 'q', 10)).toEqual([{ position: 1, holder: 'next', waitingSinceMs: Math.floor(clock.now()) }]);
+    const asked = await store.leases.requestRelease('lock', 'q', holder.fencingToken, { by: 'ops', reason: 'maintenance' });
+    expect(asked).toEqual({ atMs: Math.floor(clock.now()), by: 'ops', reason: 'maintenance' });
+    expect((await store.inspect('q'))?.releaseRequested).toEqual(asked);
+    leave.abort();
+    await waiting;
+  });
+
   it('lists held locks in id order, a page at a time, with their time left and waiters; never expired or released ones', async () => {
     const clock = new FakeClock();
     const store = open(clock);
