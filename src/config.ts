@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { LockLimits } from './domain/limits.js';
+import type { LeaseLimits } from './domain/limits.js';
 import type { LoadBudget } from './http/load-shedding.js';
 import type { AccessLogSettings } from './observability/request-log.js';
 
@@ -508,7 +508,7 @@ export interface Config {
   /** Which request lines are written (see ACCESS_LOG). */
   readonly accessLog: AccessLogSettings;
   readonly store: StoreConfig;
-  readonly limits: LockLimits;
+  readonly limits: LeaseLimits;
   readonly fenceGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly auth: { readonly mode: 'open' } | { readonly mode: 'keys'; readonly keysFile: string };
@@ -689,6 +689,6 @@ function parseTrustProxy(value: string): TrustProxy {
  * buildApp use its parts (limits, HTTP timeouts) instead of writing the defaults a second time.
  */
 export const DEFAULT_CONFIG: Config = loadConfig({});
-export const DEFAULT_LIMITS: LockLimits = DEFAULT_CONFIG.limits;
+export const DEFAULT_LIMITS: LeaseLimits = DEFAULT_CONFIG.limits;
 export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = DEFAULT_CONFIG.httpTimeouts;
 export const DEFAULT_ACCESS_LOG: AccessLogSettings = DEFAULT_CONFIG.accessLog;

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { PermitKind } from './permit-store.js';
+import type { PermitKind } from './permit-values.js';
 
 /**
  * Lease history: what happened to a key's leases recently (granted, renewed, released, force-released,

@@ -1,10 +1,10 @@
-import { withReleaseRequest } from './permit-store.js';
+import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
 import { InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
 import type { FreshnessGuard } from './freshness.js';
-import type { LockLimits } from './limits.js';
-import type { ReleaseRequest, RenewOutcome } from './lock-store.js';
+import type { LeaseLimits } from './limits.js';
+import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
 import { measure } from './measure.js';
 import { lockId, parseLockId } from './namespaces.js';
 import type { NamespaceQuota } from './quota.js';
@@ -24,7 +24,7 @@ export interface LeaseObserver {
 
 /** What one primitive's service hands the shared rules: its bounds, quota, guard and wait gate. */
 export interface LeaseRulesParts {
-  readonly limits: LockLimits;
+  readonly limits: LeaseLimits;
   readonly gate: WaitGate;
   readonly quota: NamespaceQuota;
   readonly freshness: FreshnessGuard;

@@ -1,4 +1,4 @@
-import { withReleaseRequest } from './permit-store.js';
+import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import {
   type DomainError,
@@ -23,10 +23,10 @@ import {
   type WatchQuery,
 } from './lease-rules.js';
 import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
-import type { LockLimits } from './limits.js';
-import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
+import type { LeaseLimits } from './limits.js';
+import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 import { lockId } from './namespaces.js';
-import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-store.js';
+import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-values.js';
 import { type LeaseClaim, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
 import { randomBase64url } from './random.js';
 import { WaitGate } from './wait-gate.js';
@@ -166,7 +166,7 @@ export class LeaseService {
 
   constructor(
     private readonly store: LeaseStore,
-    readonly limits: LockLimits,
+    readonly limits: LeaseLimits,
     private readonly observer: LeaseServiceObserver = {},
     gate?: WaitGate,
   ) {
@@ -293,7 +293,7 @@ export class LeaseService {
     const { kind, capacity, weight, holder } = ask;
     const outcome = await this.store.acquire({
       kind,
-      keys: [id],
+      ids: [id],
       capacity,
       weight,
       ownerToken,
@@ -499,7 +499,7 @@ export class LeaseService {
     const { namespace, ttlMs, holder, lockDelayMs, signal } = ask;
     const ids = ordered.map((key) => lockId(namespace, key));
     for (;;) {
-      const outcome = await this.store.acquire({ kind: 'lock', keys: ids, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
+      const outcome = await this.store.acquire({ kind: 'lock', ids, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
       if (outcome.acquired) {
         const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });
         await guard.refuseIfLate({ id: ids[0] as string, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
@@ -512,7 +512,7 @@ export class LeaseService {
         };
       }
       // (A set is of capacity-1 keys: never a mismatch.)
-      const busyId = outcome.reason === 'full' ? outcome.busyKey : (ids[0] as string);
+      const busyId = outcome.reason === 'full' ? outcome.busyId : (ids[0] as string);
       const leftMs = deadline - performance.now();
       const busyKey = ordered[ids.indexOf(busyId)] ?? ordered[0];
       if (leftMs <= 0) throw new LockHeldError(busyKey ?? '', outcome.retryAfterMs);

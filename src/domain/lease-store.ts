@@ -19,8 +19,8 @@ import type {
   LockState,
   QueuedCaller,
   QuotaSlotStore,
-} from './lock-store.js';
-import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-store.js';
+} from './lock-values.js';
+import type { IndexedPermitState, PermitKind, PermitListPage, PermitState, ReleaseRequest, ReleaseRequestInput } from './permit-values.js';
 
 /** What kind of store serves the leases, for health output and logs. */
 export type StoreKind = 'memory' | 'redis' | 'etcd';
@@ -29,14 +29,14 @@ export type StoreKind = 'memory' | 'redis' | 'etcd';
 export type LeaseKind = 'lock' | PermitKind;
 
 /**
- * One acquire: `keys` (store ids) are one key, or a lock set's keys (distinct, sorted, of one namespace).
+ * One acquire: `ids` (store ids) are one key, or a lock set's keys (distinct, sorted, of one namespace).
  * The rest is a lock's acquire (AcquireInput) without its one key: `waitMs` and `signal` for one key
  * only; `idempotencyKey` for locks only; `lockDelayMs` for locks and lock sets; `maxHeldInNamespace`
  * for locks only, on a store with `quotaInside`.
  */
 export interface LeaseAcquire extends Omit<AcquireInput, 'id'> {
   readonly kind: LeaseKind;
-  readonly keys: readonly string[];
+  readonly ids: readonly string[];
   /** What the key holds in all (1 for a lock). */
   readonly capacity: number;
   /** What this lease takes of it (1 to `capacity`). */
@@ -51,7 +51,7 @@ export type LeaseAcquireOutcome =
        * measures from here whether the answer is still fresh enough to hand out.
        */
       readonly decidedAt: number;
-      /** One per key, in the order of `keys`. */
+      /** One per key, in the order of `ids`. */
       readonly fencingTokens: readonly number[];
       readonly expiresAtMs: number;
       /**
@@ -71,7 +71,7 @@ export type LeaseAcquireOutcome =
        */
       readonly retryAfterMs: number;
       /** The key that was busy (for one key: that key). */
-      readonly busyKey: string;
+      readonly busyId: string;
       /** The namespace holds its cap (a store with the quota inside its lock steps). */
       readonly quotaFull?: true;
     }
@@ -124,31 +124,31 @@ export interface LeaseStore extends QuotaSlotStore {
    */
   acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome>;
   /** Extends the lease on every key to `ttlMs` from now, only if `ownerToken` holds each. Keeps the fencing tokens. */
-  renew(kind: LeaseKind, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome>;
-  /** Ends the lease (on every key `ownerToken` holds among `keys`); false when it held none. */
-  release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean>;
-  /** Ends every live lease on `key`, or only the one with `fencingToken`; what it evicted (empty: nothing). */
-  forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]>;
+  renew(kind: LeaseKind, ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome>;
+  /** Ends the lease (on every key `ownerToken` holds among `ids`); false when it held none. */
+  release(kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean>;
+  /** Ends every live lease on `id`, or only the one with `fencingToken`; what it evicted (empty: nothing). */
+  forceRelease(kind: LeaseKind, id: string, fencingToken?: number): Promise<EvictedLease[]>;
   /**
-   * Asks the holder of the live lease with `fencingToken` on `key` to let go, without evicting it: the
+   * Asks the holder of the live lease with `fencingToken` on `id` to let go, without evicting it: the
    * request is stored with that lease (its renewals carry it) and ends with it. Null when no live lease
    * has that token (nothing changed).
    */
-  requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
-  /** The live leases on `key`, or null when none is live. Never owner tokens. */
-  inspect<K extends LeaseKind>(kind: K, key: string): Promise<LeaseReads[K]['state'] | null>;
+  requestRelease(kind: LeaseKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+  /** The live leases on `id`, or null when none is live. Never owner tokens. */
+  inspect<K extends LeaseKind>(kind: K, id: string): Promise<LeaseReads[K]['state'] | null>;
   /** inspect, with what the key's watch index needs. */
-  inspectIndexed<K extends LeaseKind>(kind: K, key: string): Promise<LeaseReads[K]['indexed']>;
-  /** The first `limit` live callers queued for `key`, head first. */
-  queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]>;
+  inspectIndexed<K extends LeaseKind>(kind: K, id: string): Promise<LeaseReads[K]['indexed']>;
+  /** The first `limit` live callers queued for `id`, head first. */
+  queue(kind: LeaseKind, id: string, limit: number): Promise<QueuedCaller[]>;
   /**
    * One page of the keys with live leases whose id starts with `query.prefix`, without blocking the
    * store. A key held for the whole listing appears at least once; the Redis store may show one twice,
    * and its pages hold about `limit` keys (SCAN's COUNT is a hint), so only `nextCursor: null` means the end.
    */
   list<K extends LeaseKind>(kind: K, query: ListQuery): Promise<LeaseReads[K]['page']>;
-  /** Change notices of `key` (see ChangeFeed). */
-  watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void>;
+  /** Change notices of `id` (see ChangeFeed). */
+  watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void>;
 }
 
 /**

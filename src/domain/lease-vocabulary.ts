@@ -1,7 +1,7 @@
 import type { LeaseRenewal } from './lease-rules.js';
 import type { FreshLease, LeaseService, WatchViewOf } from './lease-service.js';
 import type { LeaseKind, LeaseReads } from './lease-store.js';
-import type { QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-store.js';
+import type { QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 
 /**
  * One primitive's calls on one key, bound to its kind, over the lease engine: what a lock, a semaphore

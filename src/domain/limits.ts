@@ -2,7 +2,7 @@
  * The bounds the lock rules enforce. Their values (and why each default is what it is) come from the
  * configuration schema in src/config.ts.
  */
-export interface LockLimits {
+export interface LeaseLimits {
   readonly minTtlMs: number;
   readonly maxTtlMs: number;
   readonly maxWaitMs: number;

@@ -1,5 +1,5 @@
-import type { LockLimits } from './limits.js';
-import type { LockState } from './lock-store.js';
+import type { LeaseLimits } from './limits.js';
+import type { LockState } from './lock-values.js';
 import { LockHeldError } from './errors.js';
 import {
   type HeldQuery,
@@ -74,7 +74,7 @@ export class LockService extends LeaseVocabulary<'lock'> {
   constructor(
     store: LeaseStoreHost,
     /** The bounds, also read by the other primitives' services (permits.ts). */
-    readonly limits: LockLimits,
+    readonly limits: LeaseLimits,
     observer: LockObserver = {},
   ) {
     super(
@@ -135,7 +135,7 @@ export class LockService extends LeaseVocabulary<'lock'> {
   /** One page of held locks, in one namespace or all of them. Never shows owner tokens. */
   async listHeld(query: ListHeldQuery): Promise<{ locks: HeldLockView[]; nextCursor: string | null }> {
     const page = await this.lease.listHeld('lock', query);
-    const locks = inNamespaces(page.locks, (parsed, { id: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
+    const locks = inNamespaces(page.leases, (parsed, { id: _id, ...state }): HeldLockView => ({ ...parsed, ...state }));
     return { locks, nextCursor: page.nextCursor };
   }
 

@@ -1,4 +1,4 @@
-import type { LockLimits } from './limits.js';
+import type { LeaseLimits } from './limits.js';
 import type { LockService } from './lock-service.js';
 import type { LeaseStoreHost } from './lease-store.js';
 import type { LeaseService, LeaseSetGrant, LeaseSetRenewal } from './lease-service.js';
@@ -29,7 +29,7 @@ export class LockSetService {
   constructor(
     /** The store the lock service runs on (the set is served by the same engine). */
     _store: LeaseStoreHost,
-    _limits: LockLimits,
+    _limits: LeaseLimits,
     locks: LockService,
   ) {
     this.lease = locks.lease;

@@ -1,4 +1,4 @@
-import type { PermitState } from './permit-store.js';
+import type { PermitState } from './permit-values.js';
 import type { PermitCore, PermitGrant, PermitRefusals, PermitRenewal } from './permits.js';
 
 /** What an acquire of any multi-holder primitive carries besides its share of the key. */

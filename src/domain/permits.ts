@@ -3,8 +3,8 @@ import { inNamespaces } from './lease-rules.js';
 import { type LeaseOperation, type LeaseRefusals, LeaseService } from './lease-service.js';
 import type { LeaseStoreHost } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
-import type { LockLimits } from './limits.js';
-import type { PermitKind, PermitState } from './permit-store.js';
+import type { LeaseLimits } from './limits.js';
+import type { PermitKind, PermitState } from './permit-values.js';
 import type { WaitGate } from './wait-gate.js';
 
 export type PermitOperation = LeaseOperation;
@@ -46,7 +46,7 @@ export interface HeldPermitsView {
  * guard). The semaphore and read/write lock services add their vocabulary on top (permit-service.ts).
  */
 export class PermitCore extends LeaseVocabulary<PermitKind> {
-  constructor(kind: PermitKind, store: LeaseStoreHost, limits: LockLimits, gate: WaitGate, observer: PermitObserver = {}) {
+  constructor(kind: PermitKind, store: LeaseStoreHost, limits: LeaseLimits, gate: WaitGate, observer: PermitObserver = {}) {
     const leaseObserver = {
       lostLease: (op: 'renew' | 'release') => observer.lostLease?.(op),
       waited: (seconds: number, granted: boolean) => observer.waited?.(seconds, granted),

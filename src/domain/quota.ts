@@ -1,6 +1,6 @@
 import { QuotaExceededError } from './errors.js';
 import type { LeaseGiveBack } from './freshness.js';
-import type { Grant, QuotaSlotStore } from './lock-store.js';
+import type { Grant, QuotaSlotStore } from './lock-values.js';
 
 /**
  * 1 s: a quota slot is reserved before the grant, so it is made to last this much longer than the

@@ -1,7 +1,7 @@
 import { RwLockHeldError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-store.js';
+import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-values.js';
 
 export type RwMode = 'read' | 'write';
 

@@ -1,7 +1,7 @@
 import { LimitMismatchError, SemaphoreFullError } from './errors.js';
 import type { PermitCore } from './permits.js';
 import { type PermitAcquire, PermitService } from './permit-service.js';
-import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-store.js';
+import { type PermitHolder, type PermitState, withReleaseRequest } from './permit-values.js';
 
 /**
  * 10,000: a semaphore's permits are each a live lease the store keeps and inspect lists, so the limit

@@ -1,5 +1,5 @@
 import { ShuttingDownError, TooManyWaitersError } from './errors.js';
-import type { LockLimits } from './limits.js';
+import type { LeaseLimits } from './limits.js';
 
 /**
  * The callers of this instance with an open wait of any kind (a queued lock, semaphore or read/write
@@ -18,7 +18,7 @@ export class WaitGate {
   /** The signals of the open waits that follow a caller's signal: aborted here at shutdown. */
   private readonly following = new Set<AbortController>();
 
-  constructor(private readonly limits: Pick<LockLimits, 'maxWaitersPerKey' | 'maxWaitersPerInstance' | 'maxWaitersPerNamespace'>) {}
+  constructor(private readonly limits: Pick<LeaseLimits, 'maxWaitersPerKey' | 'maxWaitersPerInstance' | 'maxWaitersPerNamespace'>) {}
 
   /** Callers of this instance waiting right now. */
   get count(): number {

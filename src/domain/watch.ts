@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
-import type { ChangeFeed, IndexedLockState } from './lock-store.js';
+import type { ChangeFeed, IndexedLockState } from './lock-values.js';
 import { WaitAbortedError } from './errors.js';
 import type { LeaseStore } from './lease-store.js';
-import type { IndexedPermitState, PermitKind } from './permit-store.js';
+import type { IndexedPermitState, PermitKind } from './permit-values.js';
 
 /**
  * The watch index of a key: 2 * fencingToken while held, 2 * lastFencingToken + 1 while free.

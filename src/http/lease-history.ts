@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type HistoryPrimitive, type HistoryRecord, type HistoryRecorder } from '../domain/history.js';
 import type { LeaseGrant } from '../domain/lease-rules.js';
-import { PERMIT_KINDS } from '../domain/permit-store.js';
+import { PERMIT_KINDS } from '../domain/permit-values.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

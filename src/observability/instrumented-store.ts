@@ -65,13 +65,13 @@ export class InstrumentedStore implements Store {
       quotaInside: inner.quotaInside,
       quotaInsideFrom: inner.quotaInsideFrom,
       acquire: (request) => this.acquireLease(inner, request),
-      renew: async (kind, keys, ownerToken, ttlMs) => {
-        const outcome = await this.timed(op(kind, 'renew', 'permit_renew'), () => inner.renew(kind, keys, ownerToken, ttlMs));
+      renew: async (kind, ids, ownerToken, ttlMs) => {
+        const outcome = await this.timed(op(kind, 'renew', 'permit_renew'), () => inner.renew(kind, ids, ownerToken, ttlMs));
         if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
         return outcome;
       },
-      release: async (kind, keys, ownerToken) => {
-        const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, keys, ownerToken));
+      release: async (kind, ids, ownerToken) => {
+        const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, ids, ownerToken));
         if (released) {
           // No longer tracked, and its hold time observed.
           const heldSeconds = this.tracker.released(ownerToken);
@@ -79,20 +79,20 @@ export class InstrumentedStore implements Store {
         }
         return released;
       },
-      forceRelease: async (kind, key, fencingToken) => {
+      forceRelease: async (kind, id, fencingToken) => {
         const evicted = await this.timed(op(kind, 'force_release', 'permit_force_release'), () =>
-          inner.forceRelease(kind, key, fencingToken),
+          inner.forceRelease(kind, id, fencingToken),
         );
         for (const e of evicted) this.tracker.released(e.ownerToken);
         return evicted;
       },
-      requestRelease: (kind, key, fencingToken, request) =>
-        this.timed(op(kind, 'release_request', 'permit_release_request'), () => inner.requestRelease(kind, key, fencingToken, request)),
-      inspect: (kind, key) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspect(kind, key)),
-      inspectIndexed: (kind, key) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspectIndexed(kind, key)),
-      queue: (kind, key, limit) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.queue(kind, key, limit)),
+      requestRelease: (kind, id, fencingToken, request) =>
+        this.timed(op(kind, 'release_request', 'permit_release_request'), () => inner.requestRelease(kind, id, fencingToken, request)),
+      inspect: (kind, id) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspect(kind, id)),
+      inspectIndexed: (kind, id) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.inspectIndexed(kind, id)),
+      queue: (kind, id, limit) => this.timed(op(kind, 'inspect', 'permit_inspect'), () => inner.queue(kind, id, limit)),
       list: (kind, query) => this.timed(op(kind, 'list', 'permit_list'), () => inner.list(kind, query)),
-      watchChanges: (kind, key, onChange) => inner.watchChanges(kind, key, onChange),
+      watchChanges: (kind, id, onChange) => inner.watchChanges(kind, id, onChange),
       reserveQuotaSlot: (namespace, quotaSlotId, ttlMs, maxQuotaSlots) =>
         this.timed('slot', () => inner.reserveQuotaSlot(namespace, quotaSlotId, ttlMs, maxQuotaSlots)),
       extendQuotaSlot: (namespace, quotaSlotId, expiresAtMs, maxQuotaSlots) =>
@@ -107,7 +107,7 @@ export class InstrumentedStore implements Store {
     const op: StoreOperation = request.kind === 'lock' ? 'acquire' : 'permit_acquire';
     // A waiting acquire's duration is mostly the wait (reported as keyholder_lock_wait_seconds), not store
     // latency: it is reported as waiting, and the latency metrics leave it out. A lock set never waits.
-    const waiting = Boolean(request.waitMs) && request.keys.length === 1;
+    const waiting = Boolean(request.waitMs) && request.ids.length === 1;
     const started = performance.now();
     let outcome: LeaseAcquireOutcome;
     try {

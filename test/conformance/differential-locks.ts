@@ -245,7 +245,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
               let cursor: string | undefined;
               for (let page = 0; page < 1000; page++) {
                 const result = await s.list({ prefix: `d${run}/`, limit: 2, cursor });
-                for (const lock of result.locks) {
+                for (const lock of result.leases) {
                   const { id, holder, fencingToken, waiters } = lock;
                   seen.set(id, { key: id, holder, fencingToken, waiters });
                 }
@@ -290,7 +290,7 @@ export function describeLockDifferential(backend: Backend, runs: number): void {
             const answer = (await both(
               step,
               setKeys[0] as string,
-              (s) => s.lockSets.acquireSet({ keys: setKeys, ownerToken, ttlMs: LEASE_MS, holder }),
+              (s) => s.lockSets.acquireSet({ ids: setKeys, ownerToken, ttlMs: LEASE_MS, holder }),
               op.inst,
               setKeys,
             )) as { acquired?: boolean };

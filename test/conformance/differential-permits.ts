@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { describe } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-values.js';
 import type { PermitStore } from '../helpers/store-words.js';
 import { MAX_READERS } from '../../src/domain/rwlocks.js';
 import {
@@ -164,7 +164,7 @@ export function describePermitDifferential(backend: Backend, runs: number): void
           case 'acquire': {
             const { kind, key } = target(op.t);
             const ownerToken = newOwnerToken();
-            const input = { kind, key, ownerToken, ttlMs: LEASE_MS, holder: HOLDERS[op.holder] ?? null, ...call({ kind }, op.shape) };
+            const input = { kind, id: key, ownerToken, ttlMs: LEASE_MS, holder: HOLDERS[op.holder] ?? null, ...call({ kind }, op.shape) };
             if (op.wait !== 'long') {
               const waitMs = op.wait === 'short' ? SHORT_WAIT_MS : 0;
               seq.noteGrant(key, ownerToken, await both(step, key, (s) => s.acquirePermit({ ...input, waitMs }), op.inst));
@@ -182,7 +182,7 @@ export function describePermitDifferential(backend: Backend, runs: number): void
           case 'acquireAndExpire': {
             const { kind, key } = target(op.t);
             const ownerToken = newOwnerToken();
-            const input = { kind, key, ownerToken, ttlMs: SHORT_LEASE_MS, holder: null, ...call({ kind }, op.shape) };
+            const input = { kind, id: key, ownerToken, ttlMs: SHORT_LEASE_MS, holder: null, ...call({ kind }, op.shape) };
             seq.noteGrant(key, ownerToken, await both(step, key, (s) => s.acquirePermit(input), op.inst));
             await sleep(PAST_SHORT_LEASE_MS);
             break;

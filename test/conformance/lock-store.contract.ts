@@ -415,7 +415,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       for (let page = 0; page < 100; page++) {
         const result = await store.list({ prefix, limit: 3, cursor });
         expect(JSON.stringify(result)).not.toMatch(new RegExp(tokens.join('|')));
-        for (const lock of result.locks) {
+        for (const lock of result.leases) {
           expect(lock.id.startsWith(prefix)).toBe(true);
           expect(lock.holder).toMatch(/^h\d$/);
           expect(lock.ttlRemainingMs).toBeGreaterThan(0);
@@ -433,7 +433,7 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         await expect(store.list({ prefix, limit: 3, cursor })).rejects.toMatchObject({ code: 'invalid_request', field: 'cursor' });
       }
       // The store still answers.
-      expect(await store.list({ prefix, limit: 3 })).toEqual({ locks: [], nextCursor: null });
+      expect(await store.list({ prefix, limit: 3 })).toEqual({ leases: [], nextCursor: null });
     });
 
     it('quota slots: at most maxQuotaSlots live slots per namespace; freed or ended slots make room (an ended one within a second of its end)', async () => {
@@ -527,13 +527,13 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
         ping: () => closed.ping(),
         inspectIndexed: () => closed.inspectIndexed(key),
         watchChanges: () => closed.watchChanges(key, () => undefined),
-        acquireSet: () => sets.acquireSet({ keys: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
+        acquireSet: () => sets.acquireSet({ ids: [key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null }),
         renewSet: () => sets.renewSet([key], newOwnerToken(), 1_000),
         releaseSet: () => sets.releaseSet([key], newOwnerToken()),
         acquirePermit: () =>
           permits.acquirePermit({
             kind: 'semaphore',
-            key,
+            id: key,
             ownerToken: newOwnerToken(),
             ttlMs: 1_000,
             holder: null,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../helpers/store-words.js';
-import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-values.js';
 import type { PermitAcquireOutcome, PermitStore } from '../helpers/store-words.js';
 
 /** Shared by the semaphore and read/write lock contracts: unique keys, acquire with its owner token, grants. */
@@ -29,7 +29,7 @@ export async function takePermit(store: LockStore, kind: PermitKind, key: string
   const ownerToken = newOwnerToken();
   const outcome = await permitsOf(store).acquirePermit({
     kind,
-    key,
+    id: key,
     ownerToken,
     ttlMs: call.ttlMs ?? 5_000,
     holder: call.holder ?? null,

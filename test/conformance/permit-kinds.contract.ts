@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PERMIT_KINDS } from '../../src/domain/permit-store.js';
+import { PERMIT_KINDS } from '../../src/domain/permit-values.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitGranted } from './permit-harness.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockStore } from '../helpers/store-words.js';
-import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-values.js';
 import { ChangeWatch, permitWatchSource } from '../../src/domain/watch.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { granted, permitsOf, takePermit, uniqueKey } from './permit-harness.js';

@@ -200,7 +200,7 @@ describe('one namespace spread over the Cluster', () => {
       const kind = i % 2 === 0 ? 'semaphore' : 'rwlock';
       const got = await permits.acquirePermit({
         kind,
-        key: lockId(ns, `p-${i}`),
+        id: lockId(ns, `p-${i}`),
         ownerToken: newOwnerToken(),
         ttlMs: 120_000,
         holder: null,
@@ -227,11 +227,11 @@ describe('one namespace spread over the Cluster', () => {
     const same = names.find((n) => n !== first && space.shardOf(n) === space.shardOf(first)) as string;
     const other = names.find((n) => space.shardOf(n) !== space.shardOf(first)) as string;
     const ownerToken = newOwnerToken();
-    const together = await sets.acquireSet({ keys: [lockId(ns, first), lockId(ns, same)], ownerToken, ttlMs: 10_000, holder: null });
+    const together = await sets.acquireSet({ ids: [lockId(ns, first), lockId(ns, same)], ownerToken, ttlMs: 10_000, holder: null });
     expect(together.acquired).toBe(true);
     expect(await sets.releaseSet([lockId(ns, first), lockId(ns, same)], ownerToken)).toBe(true);
     const apart = sets.acquireSet({
-      keys: [lockId(ns, first), lockId(ns, other)],
+      ids: [lockId(ns, first), lockId(ns, other)],
       ownerToken: newOwnerToken(),
       ttlMs: 10_000,
       holder: null,

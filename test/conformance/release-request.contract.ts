@@ -35,7 +35,7 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
 
     const take = async (kind: LeaseKind, key: string, capacity: number, ttlMs = 5_000, i = 0) => {
       const ownerToken = newOwnerToken();
-      const outcome = await leases(i).acquire({ kind, keys: [key], capacity, weight: 1, ownerToken, ttlMs, holder: null });
+      const outcome = await leases(i).acquire({ kind, ids: [key], capacity, weight: 1, ownerToken, ttlMs, holder: null });
       if (!outcome.acquired) throw new Error(`not granted: ${JSON.stringify(outcome)}`);
       return { ownerToken, fencingToken: outcome.fencingTokens[0] as number };
     };
@@ -154,7 +154,7 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
         const ownerToken = newOwnerToken();
         const waiting = leases(1).acquire({
           kind,
-          keys: [key],
+          ids: [key],
           capacity,
           weight: capacity,
           ownerToken,
@@ -190,7 +190,7 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
       for (let i = 0; names.length < 2; i++) if (redisKeys.shardOf(`rr${i}`) === redisKeys.shardOf('rr0')) names.push(`rr${i}`);
       const keys = names.map((n) => `${ns}/${n}`).sort();
       const ownerToken = newOwnerToken();
-      const outcome = await leases().acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs: 5_000, holder: null });
+      const outcome = await leases().acquire({ kind: 'lock', ids: keys, capacity: 1, weight: 1, ownerToken, ttlMs: 5_000, holder: null });
       if (!outcome.acquired) throw new Error('set not granted');
       expect(await leases().renew('lock', keys, ownerToken, 5_000)).not.toHaveProperty('releaseRequested');
       const asked = await leases(1).requestRelease('lock', keys[1] as string, outcome.fencingTokens[1] as number, {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-store.js';
+import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-values.js';
 import type { StoreHarness } from './lock-store.contract.js';
 import { sleep, useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';

@@ -127,10 +127,10 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const retry = await b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, idempotencyKey });
         expect(retry.acquired).toBe(false);
         const other = `${key.split('/')[0] as string}/${oneShard(1, 'other', 'delay-view')[0] as string}`;
-        const set = await a.lockSets.acquireSet({ keys: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
+        const set = await a.lockSets.acquireSet({ ids: [other, key], ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null });
         expect(set?.acquired).toBe(false);
         if (set === undefined || set.acquired) return;
-        expect(set.busyKey).toBe(key);
+        expect(set.busyId).toBe(key);
         expect(set.retryAfterMs).toBeGreaterThan(1);
         expect(set.retryAfterMs).toBeLessThanOrEqual(3_300);
         expect(await a.inspect(other)).toBeNull();
@@ -174,10 +174,10 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         const ns = uniqueId('set').split('/')[0] as string;
         const [k1, k2, k3] = oneShard(3, 'x').map((n) => `${ns}/${n}`) as [string, string, string];
         const single = await grant(b, k2);
-        const refused = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
+        const refused = await sets().acquireSet({ ids: [k1, k2, k3], ownerToken: newOwnerToken(), ttlMs: 5_000, holder: null });
         expect(refused.acquired).toBe(false);
         if (!refused.acquired) {
-          expect(refused.busyKey).toBe(k2);
+          expect(refused.busyId).toBe(k2);
           // Until the held key's lease ends.
           expect(refused.retryAfterMs).toBeGreaterThan(1);
           expect(refused.retryAfterMs).toBeLessThanOrEqual(single.expiresAtMs - Date.now() + 50);
@@ -187,7 +187,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         await b.release(k2, single.ownerToken);
         const ownerToken = newOwnerToken();
         const before = Date.now();
-        const set = await sets().acquireSet({ keys: [k1, k2, k3], ownerToken, ttlMs: 5_000, holder: 'mover' });
+        const set = await sets().acquireSet({ ids: [k1, k2, k3], ownerToken, ttlMs: 5_000, holder: 'mover' });
         expect(set.acquired).toBe(true);
         if (!set.acquired) return;
         expect(set.fencingTokens[1]).toBeGreaterThan(single.fencingToken);
@@ -212,8 +212,8 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         for (let round = 0; round < 20; round++) {
           const ns = uniqueId('race').split('/')[0] as string;
           const [p, q, r] = oneShard(3, 'p').map((n) => `${ns}/${n}`) as [string, string, string];
-          const first = { keys: [p, q], ownerToken: newOwnerToken() };
-          const second = { keys: [q, r], ownerToken: newOwnerToken() };
+          const first = { ids: [p, q], ownerToken: newOwnerToken() };
+          const second = { ids: [q, r], ownerToken: newOwnerToken() };
           const [one, two] = await Promise.all([
             a.lockSets.acquireSet({ ...first, ttlMs: 5_000, holder: 'one' }),
             b.lockSets.acquireSet({ ...second, ttlMs: 5_000, holder: 'two' }),

@@ -158,7 +158,7 @@ describe('lease engine: quota slot calls', () => {
     Object.assign(leases, {
       acquire: () => {
         acquires++;
-        return Promise.resolve({ acquired: false, reason: 'full', retryAfterMs: 50, busyKey: 'k', quotaFull: true });
+        return Promise.resolve({ acquired: false, reason: 'full', retryAfterMs: 50, busyId: 'k', quotaFull: true });
       },
     });
     const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });

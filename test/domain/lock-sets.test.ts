@@ -11,7 +11,7 @@ import {
   StoreUnavailableError,
   WaitAbortedError,
 } from '../../src/domain/errors.js';
-import type { LockLimits } from '../../src/domain/limits.js';
+import type { LeaseLimits } from '../../src/domain/limits.js';
 import { type LockGrant, LockService } from '../../src/domain/lock-service.js';
 import { LockSetService, MAX_LOCK_SET_KEYS } from '../../src/domain/lock-sets.js';
 import type { Store } from '../../src/domain/lease-store.js';
@@ -25,7 +25,7 @@ import { FakeClock } from '../helpers/fake-clock.js';
  * waiting that wakes when the busy key changes (no polling) and gives up at waitMs, and one quota
  * slot per key that is never left behind by a refused set.
  */
-const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1, maxLockDelayMs: 5_000 };
+const LIMITS: LeaseLimits = { ...DEFAULT_LIMITS, minTtlMs: 1, maxLockDelayMs: 5_000 };
 const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -35,7 +35,7 @@ function countedStore(memory: MemoryStore, delayMs = 0, afterRefusal?: () => Pro
   const store = withLeases(memory, (own) => ({
     acquire: async (request) => {
       // Only the sets' acquires (several keys) are counted and delayed.
-      if (request.keys.length < 2) return own.acquire(request);
+      if (request.ids.length < 2) return own.acquire(request);
       attempts++;
       const outcome = await own.acquire(request);
       if (!outcome.acquired) await afterRefusal?.();

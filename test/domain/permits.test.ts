@@ -13,7 +13,7 @@ import {
   StoreUnavailableError,
   WaitAbortedError,
 } from '../../src/domain/errors.js';
-import type { LockLimits } from '../../src/domain/limits.js';
+import type { LeaseLimits } from '../../src/domain/limits.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
@@ -30,7 +30,7 @@ import { FakeClock } from '../helpers/fake-clock.js';
  * writers not starved, waiting callers granted in turn, each lease its own (renew, release, not_owner),
  * the namespace quota counting every lease, blocking queries, and a late grant never handed out.
  */
-const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
+const LIMITS: LeaseLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
 const uniqueNamespace = () => `ns-${randomUUID().slice(0, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -43,7 +43,7 @@ interface Rig {
   readonly events: string[];
 }
 
-function rig(limits: LockLimits = LIMITS, wrap: (store: MemoryStore) => Store = (s) => s, clock?: FakeClock): Rig {
+function rig(limits: LeaseLimits = LIMITS, wrap: (store: MemoryStore) => Store = (s) => s, clock?: FakeClock): Rig {
   const store = new MemoryStore({ fenceGraceMs: 600_000, sweepIntervalMs: 0, clock: clock?.now });
   const wrapped = wrap(store);
   const locks = new LockService(wrapped, limits);

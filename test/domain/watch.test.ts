@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ShuttingDownError, WaitAbortedError } from '../../src/domain/errors.js';
-import type { IndexedPermitState, PermitHolder } from '../../src/domain/permit-store.js';
+import type { IndexedPermitState, PermitHolder } from '../../src/domain/permit-values.js';
 import type { LeaseStore } from '../../src/domain/lease-store.js';
 import { ChangeWatch, LINGER_MS, lockIndex, lockWatchSource, permitWatchSource, type WatchSource } from '../../src/domain/watch.js';
 

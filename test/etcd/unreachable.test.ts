@@ -27,11 +27,11 @@ describe('etcd store: etcd unreachable', () => {
     const calls: Array<[string, () => Promise<unknown>]> = [
       ['acquire', () => store.acquire({ id: 'ns/free', ownerToken, ttlMs: 5_000, holder: null })],
       ['acquire waiting', () => store.acquire({ id: 'ns/held', ownerToken: 'p'.repeat(22), ttlMs: 5_000, holder: null, waitMs: 2_000 })],
-      ['acquireSet', () => store.acquireSet({ keys: ['ns/a', 'ns/b'], ownerToken, ttlMs: 5_000, holder: null })],
+      ['acquireSet', () => store.acquireSet({ ids: ['ns/a', 'ns/b'], ownerToken, ttlMs: 5_000, holder: null })],
       [
         'acquirePermit',
         () =>
-          store.permits.acquirePermit({ kind: 'semaphore', key: 'ns/s', ownerToken, ttlMs: 5_000, holder: null, weight: 1, capacity: 3 }),
+          store.permits.acquirePermit({ kind: 'semaphore', id: 'ns/s', ownerToken, ttlMs: 5_000, holder: null, weight: 1, capacity: 3 }),
       ],
       ['renew', () => store.renew('ns/held', ownerToken, 5_000)],
       ['release', () => store.release('ns/held', ownerToken)],

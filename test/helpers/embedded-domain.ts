@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-import type { LockLimits } from '../../src/domain/limits.js';
+import type { LeaseLimits } from '../../src/domain/limits.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 
 /** The domain services' limits for in-process tests: the defaults, with TTLs as short as a test wants. */
-export const LIMITS: LockLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
+export const LIMITS: LeaseLimits = { ...DEFAULT_LIMITS, minTtlMs: 1 };
 
 /** A namespace of its own for each test, so tests sharing one store never see each other's keys. */
 export const uniqueNamespace = (): string => `ns-${randomUUID().slice(0, 8)}`;

@@ -15,8 +15,8 @@ import type {
   LockState,
   QuotaSlotStore,
   RenewOutcome,
-} from '../../src/domain/lock-store.js';
-import { withReleaseRequest } from '../../src/domain/permit-store.js';
+} from '../../src/domain/lock-values.js';
+import { withReleaseRequest } from '../../src/domain/permit-values.js';
 import type {
   IndexedPermitState,
   PermitKind,
@@ -26,7 +26,7 @@ import type {
   QueuedCaller,
   ReleaseRequest,
   ReleaseRequestInput,
-} from '../../src/domain/permit-store.js';
+} from '../../src/domain/permit-values.js';
 
 /** A lock's acquire in the one-key words (a grant of capacity 1, weight 1). */
 export type AcquireOutcome =
@@ -44,7 +44,7 @@ export type ForceReleaseOutcome =
   | { readonly released: false };
 
 export interface LockSetInput {
-  readonly keys: readonly string[];
+  readonly ids: readonly string[];
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly holder: string | null;
@@ -53,11 +53,11 @@ export interface LockSetInput {
 
 export type LockSetAcquireOutcome =
   | { readonly acquired: true; readonly fencingTokens: readonly number[]; readonly expiresAtMs: number; readonly decidedAt: number }
-  | { readonly acquired: false; readonly retryAfterMs: number; readonly busyKey: string };
+  | { readonly acquired: false; readonly retryAfterMs: number; readonly busyId: string };
 
 export interface PermitAcquireInput {
   readonly kind: PermitKind;
-  readonly key: string;
+  readonly id: string;
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly holder: string | null;
@@ -77,21 +77,21 @@ export type EvictedPermit = EvictedLease;
 /** A lock set's words: every key or none, each one step of the port. */
 export interface LockSetStore {
   acquireSet(input: LockSetInput): Promise<LockSetAcquireOutcome>;
-  renewSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome>;
-  releaseSet(keys: readonly string[], ownerToken: string): Promise<boolean>;
+  renewSet(ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewOutcome>;
+  releaseSet(ids: readonly string[], ownerToken: string): Promise<boolean>;
 }
 
 /** A semaphore's or read/write lock's words for one key. */
 export interface PermitStore {
   acquirePermit(input: PermitAcquireInput): Promise<PermitAcquireOutcome>;
-  renewPermit(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
-  releasePermit(kind: PermitKind, key: string, ownerToken: string): Promise<boolean>;
-  inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
-  permitQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]>;
-  inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;
-  watchPermitChanges(kind: PermitKind, key: string, onChange: () => void): Promise<() => void>;
-  forceReleasePermits(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedPermit[]>;
-  requestPermitRelease(kind: PermitKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+  renewPermit(kind: PermitKind, id: string, ownerToken: string, ttlMs: number): Promise<RenewOutcome>;
+  releasePermit(kind: PermitKind, id: string, ownerToken: string): Promise<boolean>;
+  inspectPermits(kind: PermitKind, id: string): Promise<PermitState | null>;
+  permitQueue(kind: PermitKind, id: string, limit: number): Promise<QueuedCaller[]>;
+  inspectPermitsIndexed(kind: PermitKind, id: string): Promise<IndexedPermitState>;
+  watchPermitChanges(kind: PermitKind, id: string, onChange: () => void): Promise<() => void>;
+  forceReleasePermits(kind: PermitKind, id: string, fencingToken?: number): Promise<EvictedPermit[]>;
+  requestPermitRelease(kind: PermitKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
   listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }
 
@@ -131,8 +131,8 @@ async function renewedOne(renewal: Promise<LeaseRenewOutcome>): Promise<RenewOut
 /** A lock set's words over the port: the port's several-keys acquire of capacity-1 keys. */
 export function lockSetWords(leases: LeaseStore): LockSetStore {
   return {
-    async acquireSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }) {
-      const outcome = await leases.acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
+    async acquireSet({ ids, ownerToken, ttlMs, holder, lockDelayMs }) {
+      const outcome = await leases.acquire({ kind: 'lock', ids, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
       if (outcome.acquired) {
         return { acquired: true, fencingTokens: outcome.fencingTokens, expiresAtMs: outcome.expiresAtMs, decidedAt: outcome.decidedAt };
       }
@@ -140,11 +140,11 @@ export function lockSetWords(leases: LeaseStore): LockSetStore {
       return {
         acquired: false,
         retryAfterMs: outcome.retryAfterMs,
-        busyKey: outcome.reason === 'full' ? outcome.busyKey : (keys[0] as string),
+        busyId: outcome.reason === 'full' ? outcome.busyId : (ids[0] as string),
       };
     },
-    renewSet: (keys, ownerToken, ttlMs) => leases.renew('lock', keys, ownerToken, ttlMs),
-    releaseSet: (keys, ownerToken) => leases.release('lock', keys, ownerToken),
+    renewSet: (ids, ownerToken, ttlMs) => leases.renew('lock', ids, ownerToken, ttlMs),
+    releaseSet: (ids, ownerToken) => leases.release('lock', ids, ownerToken),
   };
 }
 
@@ -152,7 +152,7 @@ export function lockSetWords(leases: LeaseStore): LockSetStore {
 export function permitWords(leases: LeaseStore): PermitStore {
   return {
     async acquirePermit(input) {
-      const outcome = await leases.acquire({ ...input, keys: [input.key] });
+      const outcome = await leases.acquire({ ...input, ids: [input.id] });
       if (!outcome.acquired) {
         return outcome.reason === 'full'
           ? { acquired: false, reason: 'full', retryAfterMs: outcome.retryAfterMs }
@@ -161,14 +161,14 @@ export function permitWords(leases: LeaseStore): PermitStore {
       const { fencingTokens, expiresAtMs, decidedAt } = outcome;
       return { acquired: true, fencingToken: fencingTokens[0] as number, expiresAtMs, decidedAt };
     },
-    renewPermit: (kind, key, ownerToken, ttlMs) => renewedOne(leases.renew(kind, [key], ownerToken, ttlMs)),
-    releasePermit: (kind, key, ownerToken) => leases.release(kind, [key], ownerToken),
-    inspectPermits: (kind, key) => leases.inspect(kind, key),
-    permitQueue: (kind, key, limit) => leases.queue(kind, key, limit),
-    inspectPermitsIndexed: (kind, key) => leases.inspectIndexed(kind, key),
-    watchPermitChanges: (kind, key, onChange) => leases.watchChanges(kind, key, onChange),
-    forceReleasePermits: (kind, key, fencingToken) => leases.forceRelease(kind, key, fencingToken),
-    requestPermitRelease: (kind, key, fencingToken, request) => leases.requestRelease(kind, key, fencingToken, request),
+    renewPermit: (kind, id, ownerToken, ttlMs) => renewedOne(leases.renew(kind, [id], ownerToken, ttlMs)),
+    releasePermit: (kind, id, ownerToken) => leases.release(kind, [id], ownerToken),
+    inspectPermits: (kind, id) => leases.inspect(kind, id),
+    permitQueue: (kind, id, limit) => leases.queue(kind, id, limit),
+    inspectPermitsIndexed: (kind, id) => leases.inspectIndexed(kind, id),
+    watchPermitChanges: (kind, id, onChange) => leases.watchChanges(kind, id, onChange),
+    forceReleasePermits: (kind, id, fencingToken) => leases.forceRelease(kind, id, fencingToken),
+    requestPermitRelease: (kind, id, fencingToken, request) => leases.requestRelease(kind, id, fencingToken, request),
     listPermits: (kind, query) => leases.list(kind, query),
   };
 }
@@ -196,7 +196,7 @@ export function lockWords(leases: LeaseStore): LockWords {
       const { id, ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = input;
       const outcome = await leases.acquire({
         kind: 'lock',
-        keys: [id],
+        ids: [id],
         capacity: 1,
         weight: 1,
         ownerToken,

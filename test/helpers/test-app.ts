@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { DEFAULT_ACCESS_LOG, DEFAULT_LIMITS, type HttpTimeouts, type TrustProxy } from '../../src/config.js';
-import type { LockLimits } from '../../src/domain/limits.js';
+import type { LeaseLimits } from '../../src/domain/limits.js';
 import type { AuthMode } from '../../src/http/auth.js';
 import type { RateLimitSettings } from '../../src/http/rate-limit.js';
 import type { LoadBudget } from '../../src/http/load-shedding.js';
@@ -36,7 +36,7 @@ export interface TestApp {
 export async function buildTestApp(
   options: {
     store?: Store;
-    limits?: LockLimits;
+    limits?: LeaseLimits;
     observer?: LockObserver;
     logLevel?: string;
     auth?: AuthMode;

@@ -22,7 +22,7 @@ class GatedStore extends MemoryStore {
     return {
       ...own,
       acquire: (request) => {
-        if (request.kind === 'lock') this.calls.push(`acquire ${request.keys[0]} ${request.waitMs ?? 0}`);
+        if (request.kind === 'lock') this.calls.push(`acquire ${request.ids[0]} ${request.waitMs ?? 0}`);
         return own.acquire(request);
       },
       release: async (kind, keys, ownerToken) => {

@@ -117,7 +117,7 @@ describe('request log, sampled (the default)', () => {
     const memory = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
     const store = withLeases(memory, (own) => ({
       acquire: async (request) => {
-        if ((request.keys[0] as string).includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
+        if ((request.ids[0] as string).includes('slow')) await new Promise((r) => setTimeout(r, slowMs + 100));
         return own.acquire(request);
       },
     }));

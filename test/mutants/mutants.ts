@@ -35,8 +35,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'memory-lock-set-partial',
     file: 'src/store/memory/memory-leases.ts',
-    find: 'if (busyKey !== undefined) return { acquired: false',
-    replace: 'if (busyKey !== undefined && keys.length < 0) return { acquired: false',
+    find: 'if (busyId !== undefined) return { acquired: false',
+    replace: 'if (busyId !== undefined && ids.length < 0) return { acquired: false',
     what: 'embedded store: a lock set is granted although one of its keys is busy',
   },
   {

@@ -367,7 +367,7 @@ describe('/console with 10,000 held leases', () => {
         const key = lockId('team-0', `pool:${s}`);
         const outcome = await store.permits.acquirePermit({
           kind: 'semaphore',
-          key,
+          id: key,
           ownerToken: newOwnerToken(),
           ttlMs: 600_000,
           holder: `p-${p}`,

@@ -57,7 +57,16 @@ type Options = Partial<Omit<LeaseAcquire, 'kind' | 'keys'>>;
 function lock(store: RedisStore, key: string | string[], options: Options = {}) {
   const ownerToken = options.ownerToken ?? newOwnerToken();
   const keys = typeof key === 'string' ? [key] : key;
-  const outcome = store.leases.acquire({ kind: 'lock', keys, capacity: 1, weight: 1, ownerToken, ttlMs: 10_000, holder: null, ...options });
+  const outcome = store.leases.acquire({
+    kind: 'lock',
+    ids: keys,
+    capacity: 1,
+    weight: 1,
+    ownerToken,
+    ttlMs: 10_000,
+    holder: null,
+    ...options,
+  });
   return { ownerToken, outcome };
 }
 
@@ -65,7 +74,7 @@ function permit(store: RedisStore, key: string, capacity: number, options: Optio
   const ownerToken = options.ownerToken ?? newOwnerToken();
   const outcome = store.leases.acquire({
     kind: 'semaphore',
-    keys: [key],
+    ids: [key],
     capacity,
     weight: 1,
     ownerToken,
@@ -93,11 +102,11 @@ describe('redis lease engine: a waited acquire that runs out', () => {
     const store = await open();
     const key = uniqueKey();
     expect(await lock(store, key).outcome).toMatchObject({ acquired: true });
-    expect(await lock(store, key, { waitMs: 50 }).outcome).toMatchObject({ acquired: false, reason: 'full', busyKey: key });
+    expect(await lock(store, key, { waitMs: 50 }).outcome).toMatchObject({ acquired: false, reason: 'full', busyId: key });
 
     const pool = uniqueKey();
     expect(await permit(store, pool, 1).outcome).toMatchObject({ acquired: true });
-    expect(await permit(store, pool, 1, { waitMs: 50 }).outcome).toMatchObject({ acquired: false, reason: 'full', busyKey: pool });
+    expect(await permit(store, pool, 1, { waitMs: 50 }).outcome).toMatchObject({ acquired: false, reason: 'full', busyId: pool });
   });
 });
 

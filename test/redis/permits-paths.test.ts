@@ -82,7 +82,17 @@ interface Call {
 
 /** A permit of a semaphore of one (each test's key is its own). */
 const take = (store: Worded<RedisStore>, { key, ownerToken = newOwnerToken(), waitMs = 0, signal }: Call) =>
-  store.permits.acquirePermit({ kind: 'semaphore', key, ownerToken, ttlMs: 10_000, holder: null, weight: 1, capacity: 1, waitMs, signal });
+  store.permits.acquirePermit({
+    kind: 'semaphore',
+    id: key,
+    ownerToken,
+    ttlMs: 10_000,
+    holder: null,
+    weight: 1,
+    capacity: 1,
+    waitMs,
+    signal,
+  });
 
 const inspect = (store: Worded<RedisStore>, key: string) => store.permits.inspectPermits('semaphore', key);
 

@@ -420,7 +420,7 @@ describe('redis store: listing pages', () => {
     try {
       const scansBefore = await callsOf('scan');
       const page = await store.list({ prefix: 'nomatch', limit: 1 });
-      expect(page.locks).toEqual([]);
+      expect(page.leases).toEqual([]);
       // LIST_MAX_SCAN_ROUNDS: the page comes back empty with a cursor rather than walk the whole keyspace.
       expect((await callsOf('scan')) - scansBefore).toBe(10);
       // On one Redis the cursor is SCAN's own (no `<node>-` in front).
@@ -448,7 +448,7 @@ describe('redis store: listing pages', () => {
     const scansBefore = await callsOf('scan');
     const page = await store.list({ prefix: 'paged', limit });
     expect((await callsOf('scan')) - scansBefore).toBe(1);
-    expect(page.locks).toHaveLength(limit);
+    expect(page.leases).toHaveLength(limit);
     expect(page.nextCursor).toBe(cursor);
   });
 });
@@ -492,7 +492,7 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   it('an unconfirmed lock set is given back whole and answered 503', async () => {
     const keys = [uniqueKey('set/a'), uniqueKey('set/b')];
     const ownerToken = newOwnerToken();
-    await expect(strict.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(
+    await expect(strict.lockSets.acquireSet({ ids: keys, ownerToken, ttlMs: 5_000, holder: null })).rejects.toBeInstanceOf(
       StoreUnavailableError,
     );
     for (const key of keys) expect(await store.inspect(key)).toBeNull();
@@ -501,7 +501,7 @@ describe('redis store: replica acknowledgement on a Redis without replicas', () 
   it('a set renewal is confirmed only when it renewed something; unconfirmed, the set stays held', async () => {
     const keys = [uniqueKey('set/c'), uniqueKey('set/d')];
     const ownerToken = newOwnerToken();
-    const set = await store.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null });
+    const set = await store.lockSets.acquireSet({ ids: keys, ownerToken, ttlMs: 5_000, holder: null });
     expect(set.acquired).toBe(true);
     // Nothing renewed: nothing to confirm, the plain answer.
     await expect(strict.lockSets.renewSet(keys, newOwnerToken(), 5_000)).resolves.toEqual({ renewed: false });

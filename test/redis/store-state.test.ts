@@ -63,7 +63,7 @@ describe('redis store: states planted in Redis', () => {
     expect((await store.inspect(key))?.waiters).toBe(0);
     const waiting = store.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null, waitMs: 5_000 });
     await expect.poll(async () => (await store.inspect(key))?.waiters, { interval: 10 }).toBe(1);
-    expect((await store.list({ prefix: key, limit: 10 })).locks[0]?.waiters).toBe(1);
+    expect((await store.list({ prefix: key, limit: 10 })).leases[0]?.waiters).toBe(1);
     await store.release(key, holder);
     expect((await waiting).acquired).toBe(true);
   });
@@ -162,7 +162,7 @@ describe('redis store: closed while a waiting acquire is in flight', () => {
     const permit = (s: Worded<RedisStore>, waitMs: number) =>
       s.permits.acquirePermit({
         kind: 'semaphore',
-        key,
+        id: key,
         ownerToken: newOwnerToken(),
         ttlMs: 10_000,
         holder: null,
@@ -187,7 +187,7 @@ describe('redis store: lock sets on a store built in the test', () => {
     try {
       const keys = [uniqueKey(), uniqueKey()];
       const ownerToken = newOwnerToken();
-      const set = await own.lockSets.acquireSet({ keys, ownerToken, ttlMs: 5_000, holder: null });
+      const set = await own.lockSets.acquireSet({ ids: keys, ownerToken, ttlMs: 5_000, holder: null });
       expect(set).toMatchObject({ acquired: true, fencingTokens: [expect.any(Number), expect.any(Number)] });
       expect(await own.lockSets.releaseSet(keys, ownerToken)).toBe(true);
       // Released: each key is free for anyone else at once.

@@ -195,7 +195,7 @@ describe('redis store: watch channels', () => {
     expect(stop).toBeTypeOf('function');
     await store.permits.acquirePermit({
       kind: 'semaphore',
-      key,
+      id: key,
       ownerToken: newOwnerToken(),
       ttlMs: 5_000,
       holder: null,
@@ -353,7 +353,7 @@ describe('redis store: listing cursors and replica acknowledgement', () => {
     await expect(list('18446744073709551616')).rejects.toBeInstanceOf(InvalidRequestError);
     await expect(list('1-0')).rejects.toBeInstanceOf(InvalidRequestError);
     // The largest SCAN cursor (2^64 - 1) is one Redis takes.
-    expect((await list('18446744073709551615')).locks).toEqual(expect.any(Array));
+    expect((await list('18446744073709551615')).leases).toEqual(expect.any(Array));
   });
 
   it('with replica acknowledgement and no replica: grants are given back with a 503, renewals are a 503 but kept', async () => {
@@ -373,7 +373,7 @@ describe('redis store: listing cursors and replica acknowledgement', () => {
     await expect(
       acked.permits.acquirePermit({
         kind: 'semaphore',
-        key: permitKey,
+        id: permitKey,
         ownerToken: newOwnerToken(),
         ttlMs: 5_000,
         holder: null,

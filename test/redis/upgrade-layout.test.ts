@@ -65,7 +65,7 @@ describe('upgrading from the layout before shards', () => {
     const p2 = newOwnerToken();
     for (const ownerToken of [p1, p2]) {
       expect(
-        (await permits.acquirePermit({ kind: 'semaphore', key: pool, ownerToken, ttlMs: 30_000, holder: null, weight: 1, capacity: 3 }))
+        (await permits.acquirePermit({ kind: 'semaphore', id: pool, ownerToken, ttlMs: 30_000, holder: null, weight: 1, capacity: 3 }))
           .acquired,
       ).toBe(true);
     }
@@ -123,7 +123,7 @@ describe('upgrading from the layout before shards', () => {
       expect((await store.permits?.renewPermit('semaphore', pool, p1, 30_000))?.renewed).toBe(true);
       const third = await store.permits?.acquirePermit({
         kind: 'semaphore',
-        key: pool,
+        id: pool,
         ownerToken: newOwnerToken(),
         ttlMs: 5_000,
         holder: null,
@@ -132,7 +132,7 @@ describe('upgrading from the layout before shards', () => {
       });
       const fourth = await store.permits?.acquirePermit({
         kind: 'semaphore',
-        key: pool,
+        id: pool,
         ownerToken: newOwnerToken(),
         ttlMs: 5_000,
         holder: null,

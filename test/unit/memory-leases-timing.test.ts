@@ -26,7 +26,7 @@ let tokens = 0;
 const lock = (key: string, ask: Partial<LeaseAcquire> = {}): Promise<LeaseAcquireOutcome> =>
   store.leases.acquire({
     kind: 'lock',
-    keys: [key],
+    ids: [key],
     capacity: 1,
     weight: 1,
     ownerToken: `owner-${++tokens}`,
@@ -72,7 +72,7 @@ describe('embedded lease engine: hand-over timing', () => {
     expect(held.acquired).toBe(true);
     await store.leases.release('lock', ['idle'], 'owner-' + tokens);
     expect(vi.getTimerCount()).toBe(0);
-    const semaphore = { kind: 'semaphore' as const, keys: ['s'], capacity: 2, weight: 1, ttlMs: 10_000, holder: null };
+    const semaphore = { kind: 'semaphore' as const, ids: ['s'], capacity: 2, weight: 1, ttlMs: 10_000, holder: null };
     expect((await store.leases.acquire({ ...semaphore, ownerToken: 'a' })).acquired).toBe(true);
     expect((await store.leases.acquire({ ...semaphore, ownerToken: 'b' })).acquired).toBe(true);
     expect(vi.getTimerCount()).toBe(0);
@@ -92,7 +92,7 @@ describe('embedded lease engine: ends to the millisecond', () => {
   it('a lock-delay refuses with the time left on it, and ends at its millisecond', async () => {
     expect((await lock('l', { ttlMs: 1_000, lockDelayMs: 5_000 })).acquired).toBe(true);
     vi.setSystemTime(START + 2_000);
-    expect(await lock('l')).toStrictEqual({ acquired: false, reason: 'full', retryAfterMs: 4_000, busyKey: 'l' });
+    expect(await lock('l')).toStrictEqual({ acquired: false, reason: 'full', retryAfterMs: 4_000, busyId: 'l' });
     vi.setSystemTime(START + 5_999);
     expect(await lock('l')).toMatchObject({ acquired: false, retryAfterMs: 1 });
     vi.setSystemTime(START + 6_000);
@@ -100,8 +100,8 @@ describe('embedded lease engine: ends to the millisecond', () => {
   });
 
   it("the store's lock count counts locks only, not semaphores or read/write locks", async () => {
-    await store.leases.acquire({ kind: 'semaphore', keys: ['n'], capacity: 2, weight: 1, ownerToken: 's', ttlMs: 10_000, holder: null });
-    await store.leases.acquire({ kind: 'rwlock', keys: ['n'], capacity: 2, weight: 1, ownerToken: 'r', ttlMs: 10_000, holder: null });
+    await store.leases.acquire({ kind: 'semaphore', ids: ['n'], capacity: 2, weight: 1, ownerToken: 's', ttlMs: 10_000, holder: null });
+    await store.leases.acquire({ kind: 'rwlock', ids: ['n'], capacity: 2, weight: 1, ownerToken: 'r', ttlMs: 10_000, holder: null });
     expect(store.size).toBe(0);
     await lock('n');
     expect(store.size).toBe(1);
@@ -110,7 +110,7 @@ describe('embedded lease engine: ends to the millisecond', () => {
 
 describe('embedded lease engine: closing with callers queued', () => {
   it('every queued caller is answered StoreUnavailableError, none granted, even one whose weight now fits', async () => {
-    const semaphore = { kind: 'semaphore' as const, keys: ['c'], capacity: 2, ttlMs: 10_000, holder: null };
+    const semaphore = { kind: 'semaphore' as const, ids: ['c'], capacity: 2, ttlMs: 10_000, holder: null };
     expect((await store.leases.acquire({ ...semaphore, weight: 1, ownerToken: 'held' })).acquired).toBe(true);
     // The head asks for the whole capacity; the one behind it would fit beside the holder, but FIFO.
     const head = store.leases.acquire({ ...semaphore, weight: 2, ownerToken: 'head', waitMs: 60_000 });

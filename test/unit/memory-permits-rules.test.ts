@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError, TooManyWaitersError, WaitAbortedError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
-import type { PermitKind } from '../../src/domain/permit-store.js';
+import type { PermitKind } from '../../src/domain/permit-values.js';
 import type { PermitAcquireOutcome } from '../helpers/store-words.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
@@ -43,7 +43,7 @@ describe('embedded store: semaphores and read/write locks', () => {
     return store.permits
       .acquirePermit({
         kind: call.kind ?? 'semaphore',
-        key,
+        id: key,
         ownerToken,
         ttlMs: call.ttlMs ?? 10_000,
         holder: call.holder ?? null,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-store.js';
+import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-values.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { withWords, type Worded } from '../helpers/store-words.js';
@@ -32,7 +32,7 @@ describe('embedded store: the holders an inspect shows', () => {
       const ownerToken = tokenOf(i);
       const outcome = await store.permits.acquirePermit({
         kind: 'semaphore',
-        key: 'k',
+        id: 'k',
         ownerToken,
         ttlMs: 10_000 + 10 * Math.floor((slot + 1) / 2),
         holder: ownerToken,

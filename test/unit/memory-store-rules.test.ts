@@ -79,7 +79,7 @@ describe('embedded store: bookkeeping', () => {
     const clock = new FakeClock();
     const store = open(clock);
     const ownerToken = newOwnerToken();
-    const set = await store.acquireSet({ keys: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
+    const set = await store.acquireSet({ ids: ['s/a', 's/b'], ownerToken, ttlMs: 1_000, holder: '' });
     if (!set.acquired) throw new Error('not granted');
     // An empty holder label is no label.
     expect((await store.inspect('s/a'))?.holder).toBeNull();
@@ -190,6 +190,23 @@ describe('embedded store: bookkeeping', () => {
     expect(store.has('k')).toBe(false);
   });
 
+  it("the port (store.leases) hands the queue and release requests to the engine, and says the store's kind", async () => {
+    const clock = new FakeClock();
+    const store = open(clock);
+    expect(store.leases.kind).toBe('memory');
+    const holder = await grant(store, 'q', 1_000);
+    const leave = new AbortController();
+    const waiting = store
+      .acquire({ id: 'q', ownerToken: newOwnerToken(), ttlMs: 1_000, holder: 'next', waitMs: 60_000, signal: leave.signal })
+      .catch((err: unknown) => err);
+    expect(await store.leases.queue('lock', 'q', 10)).toEqual([{ position: 1, holder: 'next', waitingSinceMs: Math.floor(clock.now()) }]);
+    const asked = await store.leases.requestRelease('lock', 'q', holder.fencingToken, { by: 'ops', reason: 'maintenance' });
+    expect(asked).toEqual({ atMs: Math.floor(clock.now()), by: 'ops', reason: 'maintenance' });
+    expect((await store.inspect('q'))?.releaseRequested).toEqual(asked);
+    leave.abort();
+    await waiting;
+  });
+
   it('lists held locks in id order, a page at a time, with their time left and waiters; never expired or released ones', async () => {
     const clock = new FakeClock();
     const store = open(clock);
@@ -205,17 +222,17 @@ describe('embedded store: bookkeeping', () => {
       .catch(() => undefined);
     clock.advance(1_000); // p/expired ends exactly now
     const all = await store.list({ prefix: 'p/', limit: 10 });
-    expect(all.locks.map((l) => l.id)).toEqual(['p/a', 'p/b', 'p/c']);
+    expect(all.leases.map((l) => l.id)).toEqual(['p/a', 'p/b', 'p/c']);
     expect(all.nextCursor).toBeNull();
-    expect(all.locks[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
-    expect(all.locks[1]?.waiters).toBe(0);
+    expect(all.leases[0]).toMatchObject({ fencingToken: a.fencingToken, ttlRemainingMs: 4_000, waiters: 1, expiresAtMs: a.expiresAtMs });
+    expect(all.leases[1]?.waiters).toBe(0);
     const exact = await store.list({ prefix: 'p/', limit: 3 });
     expect(exact.nextCursor).toBeNull();
     const first = await store.list({ prefix: 'p/', limit: 2 });
-    expect(first.locks.map((l) => l.id)).toEqual(['p/a', 'p/b']);
+    expect(first.leases.map((l) => l.id)).toEqual(['p/a', 'p/b']);
     expect(first.nextCursor).toBe('p/b');
     const rest = await store.list({ prefix: 'p/', limit: 2, cursor: 'p/b' });
-    expect(rest).toEqual({ locks: [expect.objectContaining({ id: 'p/c' })], nextCursor: null });
+    expect(rest).toEqual({ leases: [expect.objectContaining({ id: 'p/c' })], nextCursor: null });
     await store.close();
     await waiting;
   });

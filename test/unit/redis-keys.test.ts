@@ -1,6 +1,6 @@
 import { Command } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { PERMIT_KINDS, type PermitKind } from '../../src/domain/permit-store.js';
+import { PERMIT_KINDS, type PermitKind } from '../../src/domain/permit-values.js';
 import { historyKindLetter, KeySpace, permitKindLetter, QUOTA_SHARDS, splitId } from '../../src/store/redis/keys.js';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.js';
 

@@ -17,7 +17,7 @@ import { nextFencingToken } from '../../src/domain/fencing.js';
 import { compareIdempotencyKeys, idempotencyKeyOf, idempotencyScope } from '../../src/domain/idempotency.js';
 import { FreshnessGuard, LATE_REPLY_FRACTION } from '../../src/domain/freshness.js';
 import { ownLag } from '../../src/domain/own-lag.js';
-import type { LockLimits } from '../../src/domain/limits.js';
+import type { LeaseLimits } from '../../src/domain/limits.js';
 import type { AcquireOutcome } from '../helpers/store-words.js';
 import { type LockObserver, LockService, newOwnerToken } from '../../src/domain/lock-service.js';
 import { lockId, parseLockId } from '../../src/domain/namespaces.js';
@@ -33,7 +33,7 @@ import { withWords } from '../helpers/store-words.js';
  * observer hears, and the error table's fields. Fast and in-process, so the mutation run
  * (test/mutants) uses it on every mutant it reaches.
  */
-const LIMITS: LockLimits = {
+const LIMITS: LeaseLimits = {
   minTtlMs: 100,
   maxTtlMs: 100_000,
   maxWaitMs: 5_000,
@@ -43,7 +43,7 @@ const LIMITS: LockLimits = {
   maxHeldLocksPerNamespace: 0,
 };
 
-function setUp(limits: Partial<LockLimits> = {}, observer: LockObserver = {}) {
+function setUp(limits: Partial<LeaseLimits> = {}, observer: LockObserver = {}) {
   const clock = new FakeClock();
   const store = withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now }));
   const locks = new LockService(store, { ...LIMITS, ...limits }, observer);

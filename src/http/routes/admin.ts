@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { LockService } from '../../domain/lock-service.js';
-import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-store.js';
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/lock-values.js';
 import { principalOf } from '../auth.js';
 import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import { sendProblem } from '../problem.js';

@@ -1,4 +1,4 @@
-import { withReleaseRequest } from '../../domain/permit-store.js';
+import { withReleaseRequest } from '../../domain/permit-values.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { FreshLease } from '../../domain/lock-service.js';
@@ -6,7 +6,7 @@ import { InvalidRequestError, WaitAbortedError } from '../../domain/errors.js';
 import type { WatchViewOf } from '../../domain/lease-service.js';
 import type { LeaseKind } from '../../domain/lease-store.js';
 import type { LeaseVocabulary } from '../../domain/lease-vocabulary.js';
-import type { ReleaseRequest as AskedRelease } from '../../domain/lock-store.js';
+import type { ReleaseRequest as AskedRelease } from '../../domain/lock-values.js';
 import { releaseRequestedView } from './admin.js';
 import { principalOf } from '../auth.js';
 import { confirmBeforeSending } from '../fresh-answers.js';

@@ -1,4 +1,4 @@
-import { withReleaseRequest } from '../../domain/permit-store.js';
+import { withReleaseRequest } from '../../domain/permit-values.js';
 import { releaseRequestedView } from './admin.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockSetService } from '../../domain/lock-sets.js';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { PermitCore, PermitGrant } from '../../domain/permits.js';
-import type { IndexedPermitState, PermitKind, PermitState } from '../../domain/permit-store.js';
+import type { IndexedPermitState, PermitKind, PermitState } from '../../domain/permit-values.js';
 import { principalOf } from '../auth.js';
 import { historyOf } from '../lease-history.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';

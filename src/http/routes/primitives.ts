@@ -1,4 +1,4 @@
-import type { PermitKind } from '../../domain/permit-store.js';
+import type { PermitKind } from '../../domain/permit-values.js';
 import type { PermitPrimitive } from './permits.js';
 import { RWLOCKS } from './rwlocks.js';
 import { SEMAPHORES } from './semaphores.js';

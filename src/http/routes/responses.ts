@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { Access } from '../auth.js';
-import { type QueuedCaller, type ReleaseRequest, withReleaseRequest } from '../../domain/lock-store.js';
+import { type QueuedCaller, type ReleaseRequest, withReleaseRequest } from '../../domain/lock-values.js';
 import { Problem } from '../schemas/problem.js';
 
 type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof Problem } } };

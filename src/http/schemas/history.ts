@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Namespace } from './admin.js';
-import { PERMIT_KINDS, type PermitKind } from '../../domain/permit-store.js';
+import { PERMIT_KINDS, type PermitKind } from '../../domain/permit-values.js';
 import { LockKeyParams, SafeCount } from './locks.js';
 
 /** The schemas of lease history (GET .../{key}/history): see domain/history.ts for what is recorded and derived. */

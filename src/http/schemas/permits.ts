@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_HOLDERS_SHOWN } from '../../domain/permit-store.js';
+import { MAX_HOLDERS_SHOWN } from '../../domain/permit-values.js';
 import { MAX_READERS } from '../../domain/rwlocks.js';
 import { MAX_SEMAPHORE_LIMIT } from '../../domain/semaphores.js';
 import { AskedToLetGo, ExpiresAt, FencingToken, grantFields, Holder, QueueField, SafeCount, TtlMs, WaitMs } from './locks.js';

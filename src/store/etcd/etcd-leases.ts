@@ -2,7 +2,7 @@
  * The etcd store's lease engine: every key a pool of some capacity whose leases each take a weight,
  * with FIFO waiting and hand-off. A lock is a pool of capacity 1 (with its options: lock-delay,
  * idempotency, several keys at once for a lock set); a semaphore or read/write lock a pool of its
- * capacity (permit-store.ts). etcd-store.ts makes it the domain's port (lease-port.ts).
+ * capacity (permit-values.ts). etcd-store.ts makes it the domain's port (lease-port.ts).
  *
  * Key layout (names built in etcd-keys.ts; records in etcd-pools.ts):
  *
@@ -40,7 +40,7 @@ import type { Etcd3, IKeyValue, IRequestOp, ITxnRequest, ITxnResponse } from 'et
 import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseRenewOutcome } from '../../domain/lease-store.js';
-import type { IndexedLockState, ListPage, ListQuery, LockListRow, LockState } from '../../domain/lock-store.js';
+import type { IndexedLockState, ListPage, ListQuery, LockListRow, LockState } from '../../domain/lock-values.js';
 import {
   withReleaseRequest,
   type IndexedPermitState,
@@ -51,7 +51,7 @@ import {
   type QueuedCaller,
   type ReleaseRequest,
   type ReleaseRequestInput,
-} from '../../domain/permit-store.js';
+} from '../../domain/permit-values.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { Clock } from '../shared/clock.js';
 import type { CancelReply } from '../shared/lease-replies.js';
@@ -122,11 +122,11 @@ export class EtcdLeases implements LeaseEngine {
     this.room = new WaitRoom<LeaseAcquireOutcome>({
       confirm: (waiter) => this.confirm(waiter),
       // The caller's key is filled in by acquire (only a one-key acquire waits).
-      notGranted: (retryAfterMs) => ({ acquired: false, reason: 'full', retryAfterMs, busyKey: '' }),
+      notGranted: (retryAfterMs) => ({ acquired: false, reason: 'full', retryAfterMs, busyId: '' }),
       cancel: (waiter) => this.cancel(waiter),
       release: (roomKeyText, ownerToken) => {
-        const { kind, key } = splitRoomKey(roomKeyText);
-        return this.release(kind, [key], ownerToken);
+        const { kind, id } = splitRoomKey(roomKeyText);
+        return this.release(kind, [id], ownerToken);
       },
       visit: (roomKeyText, waiters) => this.visit(roomKeyText, waiters),
     });
@@ -144,17 +144,17 @@ export class EtcdLeases implements LeaseEngine {
 
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
-    const { kind, keys, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;
+    const { kind, ids, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;
     // "" is no label, as in the other stores.
     const holder = request.holder === '' ? null : request.holder;
     // A caller that has already left takes nothing, not even a free key (nobody would release it).
     signal?.throwIfAborted();
-    if (keys.length > 1) return this.acquireAll(kind, keys, { ownerToken, ttlMs, holder, lockDelayMs });
-    const key = keys[0] as string;
+    if (ids.length > 1) return this.acquireAll(kind, ids, { ownerToken, ttlMs, holder, lockDelayMs });
+    const id = ids[0] as string;
     let handedOver = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const decidedAt = performance.now();
-      const { revision, reads } = await this.read(kind, [key]);
+      const { revision, reads } = await this.read(kind, [id]);
       const { pool, queued } = reads[0] as KeyRead;
       const nowMs = this.deps.now();
       const live = liveLeases(pool, nowMs);
@@ -168,7 +168,7 @@ export class EtcdLeases implements LeaseEngine {
       const room = used(live) + weight <= capacity && delayEnd(pool?.value ?? null, nowMs) === 0;
       if (room && queued > 0 && !handedOver) {
         // Room, but callers are queued: it is theirs first (a lease may have ended with nobody to hand it on).
-        await this.handOver(kind, key);
+        await this.handOver(kind, id);
         handedOver = true;
         continue;
       }
@@ -184,8 +184,8 @@ export class EtcdLeases implements LeaseEngine {
           ...(lockDelayMs > 0 ? { d: lockDelayMs } : {}),
         };
         const txn = await this.deps.txn({
-          compare: [this.unchanged(kind, key, pool)],
-          success: [await this.putPool(kind, key, pool, { c: capacity, x: base, l: [...live, lease] }, nowMs)],
+          compare: [this.unchanged(kind, id, pool)],
+          success: [await this.putPool(kind, id, pool, { c: capacity, x: base, l: [...live, lease] }, nowMs)],
         });
         if (txn.succeeded) return { acquired: true, fencingTokens: [lease.t], expiresAtMs: lease.e, decidedAt };
         continue;
@@ -202,10 +202,10 @@ export class EtcdLeases implements LeaseEngine {
         }
       }
       const retryAfterMs = untilFirst(pool?.value ?? null, live, nowMs);
-      if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs, busyKey: key };
+      if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs, busyId: id };
       if (queued >= this.deps.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
       const outcome = await this.enqueue(request, holder, retryAfterMs);
-      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyKey: key };
+      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
     throw new StoreUnavailableError(CONTENDED);
   }
@@ -217,23 +217,23 @@ export class EtcdLeases implements LeaseEngine {
    */
   private async acquireAll(
     kind: LeaseKind,
-    keys: readonly string[],
+    ids: readonly string[],
     asked: { ownerToken: string; ttlMs: number; holder: string | null; lockDelayMs: number },
   ): Promise<LeaseAcquireOutcome> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const decidedAt = performance.now();
-      const { revision, reads } = await this.read(kind, keys);
+      const { revision, reads } = await this.read(kind, ids);
       const nowMs = this.deps.now();
-      let busyKey: string | undefined;
+      let busyId: string | undefined;
       let freeAt = 0;
       reads.forEach(({ pool, queued }, i) => {
         const until = busyUntil(pool?.value ?? null, liveLeases(pool, nowMs), queued, nowMs);
         if (until > freeAt) {
           freeAt = until;
-          busyKey ??= keys[i];
+          busyId ??= ids[i];
         }
       });
-      if (busyKey !== undefined) return { acquired: false, reason: 'full', retryAfterMs: Math.max(1, Math.ceil(freeAt - nowMs)), busyKey };
+      if (busyId !== undefined) return { acquired: false, reason: 'full', retryAfterMs: Math.max(1, Math.ceil(freeAt - nowMs)), busyId };
       const base = (revision + 1) * INDEX_SCALE;
       const lease: LeaseRecord = {
         o: asked.ownerToken,
@@ -244,20 +244,20 @@ export class EtcdLeases implements LeaseEngine {
         ...(asked.lockDelayMs > 0 ? { d: asked.lockDelayMs } : {}),
       };
       const txn = await this.deps.txn({
-        compare: keys.map((key, i) => this.unchanged(kind, key, reads[i]?.pool ?? null)),
+        compare: ids.map((id, i) => this.unchanged(kind, id, reads[i]?.pool ?? null)),
         success: await Promise.all(
-          keys.map((key, i) => this.putPool(kind, key, reads[i]?.pool ?? null, { c: 1, x: base, l: [lease] }, nowMs)),
+          ids.map((id, i) => this.putPool(kind, id, reads[i]?.pool ?? null, { c: 1, x: base, l: [lease] }, nowMs)),
         ),
       });
-      if (txn.succeeded) return { acquired: true, fencingTokens: keys.map(() => base), expiresAtMs: lease.e, decidedAt };
+      if (txn.succeeded) return { acquired: true, fencingTokens: ids.map(() => base), expiresAtMs: lease.e, decidedAt };
     }
     throw new StoreUnavailableError('too much contention on a lock set to decide in time');
   }
 
   /** Extends the lease of `ownerToken` on every key, in one transaction, only if it holds a live one on each. */
-  async renew(kind: LeaseKind, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+  async renew(kind: LeaseKind, ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const { reads } = await this.read(kind, keys);
+      const { reads } = await this.read(kind, ids);
       const nowMs = this.deps.now();
       const held: Array<{ pool: Observed<PoolRecord>; lease: LeaseRecord }> = [];
       for (const { pool } of reads) {
@@ -268,11 +268,11 @@ export class EtcdLeases implements LeaseEngine {
       const expiresAtMs = Math.floor(nowMs) + ttlMs;
       // A renewal is no change a watcher counts: the index base stays, and ended leases stay counted.
       const txn = await this.deps.txn({
-        compare: keys.map((key, i) => this.unchanged(kind, key, held[i]?.pool ?? null)),
+        compare: ids.map((id, i) => this.unchanged(kind, id, held[i]?.pool ?? null)),
         success: await Promise.all(
           held.map(({ pool, lease }, i) => {
             const l = pool.value.l.map((x) => (x.t === lease.t && x.o === ownerToken ? { ...x, e: expiresAtMs } : x));
-            return this.putPool(kind, keys[i] as string, pool, { c: pool.value.c, x: pool.value.x, l }, nowMs);
+            return this.putPool(kind, ids[i] as string, pool, { c: pool.value.c, x: pool.value.x, l }, nowMs);
           }),
         ),
       });
@@ -285,9 +285,9 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** The request is written into the lease's entry of the pool record: it goes wherever the lease goes. */
-  async requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+  async requestRelease(kind: LeaseKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const { reads } = await this.read(kind, [key]);
+      const { reads } = await this.read(kind, [id]);
       const { pool } = reads[0] as KeyRead;
       const nowMs = this.deps.now();
       const lease = liveLeases(pool, nowMs).find((l) => l.t === fencingToken);
@@ -296,8 +296,8 @@ export class EtcdLeases implements LeaseEngine {
       // Not a change a watcher counts (as a renewal): the index base stays.
       const l = pool.value.l.map((x) => (x.o === lease.o ? { ...x, r: storedRequest(asked) } : x));
       const txn = await this.deps.txn({
-        compare: [this.unchanged(kind, key, pool)],
-        success: [await this.putPool(kind, key, pool, { c: pool.value.c, x: pool.value.x, l }, nowMs)],
+        compare: [this.unchanged(kind, id, pool)],
+        success: [await this.putPool(kind, id, pool, { c: pool.value.c, x: pool.value.x, l }, nowMs)],
       });
       if (txn.succeeded) return asked;
     }
@@ -305,12 +305,12 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** Ends the lease of `ownerToken` on every key where it holds a live one, in one transaction; false when it held none. */
-  async release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean> {
+  async release(kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const { revision, reads } = await this.read(kind, keys);
+      const { revision, reads } = await this.read(kind, ids);
       const nowMs = this.deps.now();
-      const mine = keys
-        .map((key, i) => ({ key, ...(reads[i] as KeyRead) }))
+      const mine = ids
+        .map((id, i) => ({ key: id, ...(reads[i] as KeyRead) }))
         .filter((x): x is { key: string; pool: Observed<PoolRecord>; queued: number } =>
           liveLeases(x.pool, nowMs).some((l) => l.o === ownerToken),
         );
@@ -321,10 +321,10 @@ export class EtcdLeases implements LeaseEngine {
     throw new StoreUnavailableError(CONTENDED);
   }
 
-  /** Ends every live lease on `key`, or the one with `fencingToken`: an administrator's override. */
-  async forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]> {
+  /** Ends every live lease on `id`, or the one with `fencingToken`: an administrator's override. */
+  async forceRelease(kind: LeaseKind, id: string, fencingToken?: number): Promise<EvictedLease[]> {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const { revision, reads } = await this.read(kind, [key]);
+      const { revision, reads } = await this.read(kind, [id]);
       const { pool, queued } = reads[0] as KeyRead;
       const nowMs = this.deps.now();
       // With a fencing token, only that lease goes (the one an administrator saw); none live: nothing changes.
@@ -332,7 +332,7 @@ export class EtcdLeases implements LeaseEngine {
       if (!pool || evicted.length === 0) return [];
       const gone = new Set(evicted.map((l) => l.o));
       const kept = pool.value.l.filter((l) => !gone.has(l.o));
-      if (await this.dropLeases(kind, [{ key, pool, queued }], revision, [kept], nowMs)) {
+      if (await this.dropLeases(kind, [{ key: id, pool, queued }], revision, [kept], nowMs)) {
         return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
       }
     }
@@ -340,8 +340,8 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** Live queued callers in queue order (create revision), at most `limit`; never their owner tokens. */
-  async queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]> {
-    const range = this.deps.keys.leaseQueue(kind, key);
+  async queue(kind: LeaseKind, id: string, limit: number): Promise<QueuedCaller[]> {
+    const range = this.deps.keys.leaseQueue(kind, id);
     const res = await this.deps.call(() =>
       this.deps.client.kv.range(
         { key: range.key, range_end: range.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: queueReadLimit(limit) },
@@ -353,8 +353,8 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** etcd's own watch on the pool record: every grant, release, eviction or hand-over is a put. */
-  async watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void> {
-    const watcher = await this.deps.call(() => this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, key)).create());
+  async watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void> {
+    const watcher = await this.deps.call(() => this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, id)).create());
     watcher.on('put', () => onChange());
     watcher.on('delete', () => onChange());
     // A watch that reconnects may have missed events: read again.
@@ -364,15 +364,15 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** A lock's live lease, as the port's inspect answers it. */
-  async lockState(key: string): Promise<LockState | null> {
-    const { reads } = await this.read('lock', [key]);
+  async lockState(id: string): Promise<LockState | null> {
+    const { reads } = await this.read('lock', [id]);
     const { pool, queued } = reads[0] as KeyRead;
     return lockStateOf(pool?.value ?? null, queued, this.deps.now());
   }
 
   /** A lock's state with what its watch index needs (the port's inspectIndexed). */
-  async lockIndexed(key: string): Promise<IndexedLockState> {
-    const { reads } = await this.read('lock', [key]);
+  async lockIndexed(id: string): Promise<IndexedLockState> {
+    const { reads } = await this.read('lock', [id]);
     const { pool, queued } = reads[0] as KeyRead;
     const nowMs = this.deps.now();
     const delayedUntil = delayEnd(pool?.value ?? null, nowMs);
@@ -386,23 +386,23 @@ export class EtcdLeases implements LeaseEngine {
   /** Held locks in id order from the cursor (the last id of the previous page). */
   async listLocks(query: ListQuery): Promise<ListPage> {
     const { ids, nextCursor } = await this.page('lock', query);
-    const locks: LockListRow[] = [];
+    const leases: LockListRow[] = [];
     for (const id of ids) {
       // The queue count is read with the record, at one revision.
       const state = await this.lockState(id);
-      if (state) locks.push({ id, ...state });
+      if (state) leases.push({ id, ...state });
     }
-    return { locks, nextCursor };
+    return { leases, nextCursor };
   }
 
   // ---- the reads of semaphores and read/write locks ----
 
-  async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
-    return (await this.inspectPermitsIndexed(kind, key)).state;
+  async inspectPermits(kind: PermitKind, id: string): Promise<PermitState | null> {
+    return (await this.inspectPermitsIndexed(kind, id)).state;
   }
 
-  async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
-    const { reads } = await this.read(kind, [key]);
+  async inspectPermitsIndexed(kind: PermitKind, id: string): Promise<IndexedPermitState> {
+    const { reads } = await this.read(kind, [id]);
     const { pool, queued } = reads[0] as KeyRead;
     if (!pool) return { state: null, index: 0 };
     const nowMs = this.deps.now();
@@ -424,9 +424,9 @@ export class EtcdLeases implements LeaseEngine {
 
   private async enqueue(input: LeaseAcquire, holder: string | null, retryAfterMs: number): Promise<LeaseAcquireOutcome> {
     const { kind, ownerToken, ttlMs, waitMs = 0, signal, lockDelayMs = 0 } = input;
-    const key = input.keys[0] as string;
+    const id = input.ids[0] as string;
     const waiterId = randomBase64url(9);
-    const waiter = this.room.register({ id: waiterId, key: roomKey(kind, key), ownerToken, ttlMs });
+    const waiter = this.room.register({ id: waiterId, key: roomKey(kind, id), ownerToken, ttlMs });
     try {
       // Written first: the record's create revision is the caller's place in the queue.
       const session = await this.deps.sessionLease();
@@ -443,7 +443,7 @@ export class EtcdLeases implements LeaseEngine {
       };
       await this.deps.call(() =>
         this.deps.client.kv.put(
-          { key: this.deps.keys.leaseWaiter(kind, key, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
+          { key: this.deps.keys.leaseWaiter(kind, id, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
           this.deps.callOptions(),
         ),
       );
@@ -454,7 +454,7 @@ export class EtcdLeases implements LeaseEngine {
     const outcome = waiter.wait(waitMs, retryAfterMs, signal);
     // A hand-over made before the watch is in place is found by this visit (and by every heartbeat);
     // the visit also covers room freed between the read and the queueing.
-    void this.watchPool(kind, key)
+    void this.watchPool(kind, id)
       .catch(() => undefined)
       .then(() => this.room.visitAll());
     return outcome;
@@ -463,18 +463,18 @@ export class EtcdLeases implements LeaseEngine {
   /** The waiter was handed a lease: renewing restarts its full TTL from now and confirms it is still its. */
   private async confirm(waiter: Waiter): Promise<LeaseAcquireOutcome> {
     const decidedAt = performance.now();
-    const { kind, key } = splitRoomKey(waiter.key);
-    const reply = await this.renew(kind, [key], waiter.ownerToken, waiter.ttlMs);
+    const { kind, id } = splitRoomKey(waiter.key);
+    const reply = await this.renew(kind, [id], waiter.ownerToken, waiter.ttlMs);
     if (!reply.renewed) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
     return { acquired: true, fencingTokens: reply.fencingTokens, expiresAtMs: reply.expiresAtMs, decidedAt };
   }
 
   private async cancel(waiter: Waiter): Promise<CancelReply> {
-    const { kind, key } = splitRoomKey(waiter.key);
+    const { kind, id } = splitRoomKey(waiter.key);
     const txn = await this.deps.txn({
       success: [
-        { request_delete_range: { key: this.deps.keys.leaseWaiter(kind, key, waiter.id) } },
-        { request_range: { key: this.deps.keys.leaseRecord(kind, key) } },
+        { request_delete_range: { key: this.deps.keys.leaseWaiter(kind, id, waiter.id) } },
+        { request_range: { key: this.deps.keys.leaseRecord(kind, id) } },
       ],
     });
     const pool = poolOf(txn.responses[1]?.response_range.kvs[0]);
@@ -483,15 +483,15 @@ export class EtcdLeases implements LeaseEngine {
     const mine = live.find((l) => l.o === waiter.ownerToken);
     if (mine) return { held: true, fencingToken: mine.t, expiresAtMs: mine.e };
     // A waiter leaving from the head may let those behind it in (readers behind a writer who gave up).
-    void this.handOver(kind, key).catch(() => undefined);
+    void this.handOver(kind, id).catch(() => undefined);
     // Time left on whoever holds it now: the caller's "not acquired" says when to try again.
     return { held: false, retryAfterMs: live.length > 0 ? untilFirst(pool?.value ?? null, live, nowMs) : 0 };
   }
 
   private async visit(roomKeyText: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: string[] }> {
-    const { kind, key } = splitRoomKey(roomKeyText);
-    await this.handOver(kind, key);
-    const { reads } = await this.read(kind, [key]);
+    const { kind, id } = splitRoomKey(roomKeyText);
+    await this.handOver(kind, id);
+    const { reads } = await this.read(kind, [id]);
     const { pool } = reads[0] as KeyRead;
     const nowMs = this.deps.now();
     const live = liveLeases(pool, nowMs);
@@ -512,13 +512,13 @@ export class EtcdLeases implements LeaseEngine {
    * lock-delay runs, in one transaction: the pool gains their leases and their waiter records go,
    * guarded by all their revisions. Waiters whose wait has ended are dropped on the way.
    */
-  private async handOver(kind: LeaseKind, key: string): Promise<void> {
+  private async handOver(kind: LeaseKind, id: string): Promise<void> {
     const keys = this.deps.keys;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const queue = keys.leaseQueue(kind, key);
+      const queue = keys.leaseQueue(kind, id);
       const read = await this.deps.txn({
         success: [
-          { request_range: { key: keys.leaseRecord(kind, key) } },
+          { request_range: { key: keys.leaseRecord(kind, id) } },
           { request_range: { key: queue.key, range_end: queue.rangeEnd, sort_target: 'Create', sort_order: 'Ascend', limit: HEADS_READ } },
         ],
       });
@@ -562,12 +562,12 @@ export class EtcdLeases implements LeaseEngine {
       const next = { c: capacity as number, x: base, l: leases, g: taken.map((t) => t.id) };
       const txn = await this.deps.txn({
         compare: [
-          this.unchanged(kind, key, pool),
+          this.unchanged(kind, id, pool),
           ...taken.map(({ kv }) => ({ key: kv.key, target: 'Mod' as const, result: 'Equal' as const, mod_revision: kv.mod_revision })),
         ],
         success: [
           ...ended,
-          await this.putPool(kind, key, pool, next, nowMs),
+          await this.putPool(kind, id, pool, next, nowMs),
           ...taken.map(({ kv }): IRequestOp => ({ request_delete_range: { key: kv.key } })),
         ],
       });
@@ -576,25 +576,25 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** One watch per pool this instance has callers waiting for; a put naming one of them is its hand-over. */
-  private async watchPool(kind: LeaseKind, key: string): Promise<void> {
+  private async watchPool(kind: LeaseKind, id: string): Promise<void> {
     const handedTo = (value: Buffer) => parseJson<PoolRecord>(value)?.g ?? [];
-    await this.deps.call(() => this.handOvers.open(roomKey(kind, key), this.deps.keys.leaseRecord(kind, key), handedTo));
+    await this.deps.call(() => this.handOvers.open(roomKey(kind, id), this.deps.keys.leaseRecord(kind, id), handedTo));
   }
 
   // ---- plumbing ----
 
-  /** The pool records and queue counts of `keys`, read together, and the revision read at. */
-  private async read(kind: LeaseKind, keys: readonly string[]): Promise<{ revision: number; reads: KeyRead[] }> {
+  /** The pool records and queue counts of `ids`, read together, and the revision read at. */
+  private async read(kind: LeaseKind, ids: readonly string[]): Promise<{ revision: number; reads: KeyRead[] }> {
     const read = await this.deps.txn({
-      success: keys.flatMap((key): IRequestOp[] => {
-        const queue = this.deps.keys.leaseQueue(kind, key);
+      success: ids.flatMap((id): IRequestOp[] => {
+        const queue = this.deps.keys.leaseQueue(kind, id);
         return [
-          { request_range: { key: this.deps.keys.leaseRecord(kind, key) } },
+          { request_range: { key: this.deps.keys.leaseRecord(kind, id) } },
           { request_range: { key: queue.key, range_end: queue.rangeEnd, count_only: true } },
         ];
       }),
     });
-    const reads = keys.map((_, i) => ({
+    const reads = ids.map((_, i) => ({
       pool: poolOf(read.responses[2 * i]?.response_range.kvs[0]),
       queued: Number(read.responses[2 * i + 1]?.response_range.count ?? 0),
     }));
@@ -615,9 +615,9 @@ export class EtcdLeases implements LeaseEngine {
   ): Promise<boolean> {
     const x = (revision + 1) * INDEX_SCALE;
     const txn = await this.deps.txn({
-      compare: changed.map(({ key, pool }) => this.unchanged(kind, key, pool)),
+      compare: changed.map(({ key: id, pool }) => this.unchanged(kind, id, pool)),
       success: await Promise.all(
-        changed.map(({ key, pool }, i) => this.putPool(kind, key, pool, { c: pool.value.c, x, l: kept[i] ?? [] }, nowMs)),
+        changed.map(({ key: id, pool }, i) => this.putPool(kind, id, pool, { c: pool.value.c, x, l: kept[i] ?? [] }, nowMs)),
       ),
     });
     if (!txn.succeeded) return false;
@@ -626,9 +626,9 @@ export class EtcdLeases implements LeaseEngine {
   }
 
   /** The compare of a change: the pool record is as it was read (absent: still absent). */
-  private unchanged(kind: LeaseKind, key: string, pool: Observed<PoolRecord> | null) {
+  private unchanged(kind: LeaseKind, id: string, pool: Observed<PoolRecord> | null) {
     return {
-      key: this.deps.keys.leaseRecord(kind, key),
+      key: this.deps.keys.leaseRecord(kind, id),
       target: 'Mod' as const,
       result: 'Equal' as const,
       mod_revision: pool ? pool.kv.mod_revision : '0',
@@ -638,13 +638,13 @@ export class EtcdLeases implements LeaseEngine {
   /** The put of a pool record after `prior`, carrying its last token and lock-delay (etcd-pools.ts: carried). */
   private putPool(
     kind: LeaseKind,
-    key: string,
+    id: string,
     prior: Observed<PoolRecord> | null,
     next: Pick<PoolRecord, 'c' | 'x' | 'l' | 'g'>,
     nowMs: number,
   ): Promise<IRequestOp> {
     const record = carried(kind, prior?.value ?? null, next, nowMs, this.deps.graceMs);
-    return this.deps.putOp(this.deps.keys.leaseRecord(kind, key), record, record.k);
+    return this.deps.putOp(this.deps.keys.leaseRecord(kind, id), record, record.k);
   }
 
   /** Record keys in key order from the cursor; keys with no live lease are left out. */
@@ -672,11 +672,11 @@ export class EtcdLeases implements LeaseEngine {
   }
 }
 
-function roomKey(kind: LeaseKind, key: string): string {
-  return `${kind} ${key}`;
+function roomKey(kind: LeaseKind, id: string): string {
+  return `${kind} ${id}`;
 }
 
-function splitRoomKey(text: string): { kind: LeaseKind; key: string } {
+function splitRoomKey(text: string): { kind: LeaseKind; id: string } {
   const at = text.indexOf(' ');
-  return { kind: text.slice(0, at) as LeaseKind, key: text.slice(at + 1) };
+  return { kind: text.slice(0, at) as LeaseKind, id: text.slice(at + 1) };
 }

@@ -5,8 +5,8 @@
  */
 import type { IKeyValue } from 'etcd3';
 import type { LeaseKind } from '../../domain/lease-store.js';
-import type { LockState } from '../../domain/lock-store.js';
-import { MAX_HOLDERS_SHOWN, withReleaseRequest, type PermitState } from '../../domain/permit-store.js';
+import type { LockState } from '../../domain/lock-values.js';
+import { MAX_HOLDERS_SHOWN, withReleaseRequest, type PermitState } from '../../domain/permit-values.js';
 import type { Observed, StoredReleaseRequest, WaiterRecordBase } from './etcd-records.js';
 import { parseJson, requestOf } from './etcd-records.js';
 

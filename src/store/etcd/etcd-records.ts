@@ -1,6 +1,6 @@
 import type { IKeyValue } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
-import type { QueuedCaller, ReleaseRequest } from '../../domain/permit-store.js';
+import type { QueuedCaller, ReleaseRequest } from '../../domain/permit-values.js';
 
 /** A record's JSON value; null for an absent, empty or unreadable one (treated as no record). */
 export function parseJson<T>(value: Buffer | undefined): T | null {

@@ -3,7 +3,7 @@ import { StoreUnavailableError } from '../../domain/errors.js';
 import { monotonicWallClock, type Clock } from '../shared/clock.js';
 import { startHeartbeat } from '../shared/wait-room.js';
 import type { LeaseStore, Store } from '../../domain/lease-store.js';
-import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-values.js';
 import { EtcdKeys } from './etcd-keys.js';
 import { EtcdLeases } from './etcd-leases.js';
 import { callEtcd, MAX_CAS_ROUNDS, parseJson } from './etcd-records.js';

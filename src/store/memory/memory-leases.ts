@@ -1,4 +1,4 @@
-import { withReleaseRequest } from '../../domain/permit-store.js';
+import { withReleaseRequest } from '../../domain/permit-values.js';
 import { performance } from 'node:perf_hooks';
 import {
   IdempotencyKeyReusedError,
@@ -10,15 +10,15 @@ import {
 import { nextFencingToken } from '../../domain/fencing.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseRenewOutcome } from '../../domain/lease-store.js';
-import type { LockListRow, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
+import type { LockListRow, IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-values.js';
 import {
   MAX_HOLDERS_SHOWN,
   type IndexedPermitState,
   type PermitKind,
   type ReleaseRequest,
   type ReleaseRequestInput,
-} from '../../domain/permit-store.js';
-import type { PermitListPage, PermitListQuery, PermitState, QueuedCaller } from '../../domain/permit-store.js';
+} from '../../domain/permit-values.js';
+import type { PermitListPage, PermitListQuery, PermitState, QueuedCaller } from '../../domain/permit-values.js';
 import type { ChangeListeners } from './change-listeners.js';
 import type { Clock } from '../shared/clock.js';
 import type { LeaseEngine } from '../shared/lease-port.js';
@@ -81,7 +81,7 @@ const PRINTABLE_ID = /^[\x21-\x7e]+$/;
  * The embedded store's lease engine: every key a pool of some capacity whose leases each take a weight,
  * FIFO waiting with hand-off, the same rules as the Redis scripts in TypeScript. A lock is a pool of
  * capacity 1 (with its options: lock-delay, idempotency, several keys at once for a lock set); a
- * semaphore or read/write lock a pool of its capacity (see permit-store.ts). Atomic because every method
+ * semaphore or read/write lock a pool of its capacity (see permit-values.ts). Atomic because every method
  * runs synchronously on the one event loop; a lease that runs out with callers queued is handed on by a
  * timer set for its end (or its lock-delay's).
  */
@@ -94,17 +94,17 @@ export class MemoryLeases implements LeaseEngine {
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
     this.assertOpen();
-    const { kind, keys, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;
+    const { kind, ids, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;
     // "" is no label, as in Redis (which stores none for it).
     const holder = request.holder === '' ? null : request.holder;
     // A caller that has already left takes nothing, not even a free key (nobody would release it).
     signal?.throwIfAborted();
     const decidedAt = performance.now();
     const now = this.options.clock();
-    if (keys.length > 1) return this.acquireAll(kind, keys, { ownerToken, ttlMs, holder, lockDelayMs }, decidedAt, now);
-    const key = keys[0] as string;
-    const id = poolId(kind, key);
-    const pool = this.pools.get(id) ?? this.newPool(id, kind, capacity);
+    if (ids.length > 1) return this.acquireAll(kind, ids, { ownerToken, ttlMs, holder, lockDelayMs }, decidedAt, now);
+    const id = ids[0] as string;
+    const poolName = poolId(kind, id);
+    const pool = this.pools.get(poolName) ?? this.newPool(poolName, kind, capacity);
     this.settle(pool, now);
     if (pool.leases.size > 0 && pool.capacity !== capacity) {
       return { acquired: false, reason: 'mismatch', capacity: pool.capacity, retryAfterMs: untilLast(pool, now) };
@@ -132,7 +132,7 @@ export class MemoryLeases implements LeaseEngine {
       }
     }
     const retryAfterMs = untilFirst(pool, now);
-    if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs, busyKey: key };
+    if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs, busyId: id };
     if (pool.queue.length >= this.options.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
 
     return new Promise<LeaseAcquireOutcome>((resolve, reject) => {
@@ -162,7 +162,7 @@ export class MemoryLeases implements LeaseEngine {
       };
       const timer = setTimeout(() => {
         leave(true);
-        resolve({ acquired: false, reason: 'full', retryAfterMs: untilFirst(pool, this.options.clock()), busyKey: key });
+        resolve({ acquired: false, reason: 'full', retryAfterMs: untilFirst(pool, this.options.clock()), busyId: id });
       }, waitMs);
       const onAbort = () => {
         leave(true);
@@ -181,39 +181,39 @@ export class MemoryLeases implements LeaseEngine {
    */
   private acquireAll(
     kind: LeaseKind,
-    keys: readonly string[],
+    ids: readonly string[],
     asked: { ownerToken: string; ttlMs: number; holder: string | null; lockDelayMs: number },
     decidedAt: number,
     now: number,
   ): LeaseAcquireOutcome {
-    let busyKey: string | undefined;
+    let busyId: string | undefined;
     let freeAt = 0;
-    for (const key of keys) {
-      const pool = this.pools.get(poolId(kind, key));
+    for (const id of ids) {
+      const pool = this.pools.get(poolId(kind, id));
       if (pool === undefined) continue;
       this.settle(pool, now);
       const until = busyUntil(pool, now);
       if (until > freeAt) {
         freeAt = until;
-        busyKey ??= key;
+        busyId ??= id;
       }
     }
-    if (busyKey !== undefined) return { acquired: false, reason: 'full', retryAfterMs: Math.max(1, Math.ceil(freeAt - now)), busyKey };
-    const fencingTokens = keys.map((key) => {
-      const id = poolId(kind, key);
-      const pool = this.pools.get(id) ?? this.newPool(id, kind, 1);
+    if (busyId !== undefined) return { acquired: false, reason: 'full', retryAfterMs: Math.max(1, Math.ceil(freeAt - now)), busyId };
+    const fencingTokens = ids.map((id) => {
+      const poolName = poolId(kind, id);
+      const pool = this.pools.get(poolName) ?? this.newPool(poolName, kind, 1);
       return this.grant(pool, { ...asked, weight: 1 }, now, null).fencingToken;
     });
     return { acquired: true, fencingTokens, expiresAtMs: Math.floor(now) + asked.ttlMs, decidedAt };
   }
 
   /** Extends the lease of `ownerToken` on every key, only if it holds a live one on each. */
-  async renew(kind: LeaseKind, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+  async renew(kind: LeaseKind, ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
     this.assertOpen();
     const now = this.options.clock();
     const held: Array<[Pool, Lease]> = [];
-    for (const key of keys) {
-      const pool = this.pools.get(poolId(kind, key));
+    for (const id of ids) {
+      const pool = this.pools.get(poolId(kind, id));
       const lease = pool?.leases.get(ownerToken);
       if (pool === undefined || lease === undefined || lease.expiresAtMs <= now) return { renewed: false };
       held.push([pool, lease]);
@@ -231,10 +231,10 @@ export class MemoryLeases implements LeaseEngine {
   }
 
   /** Stores the request on the live lease with `fencingToken` (replacing an earlier one); null when none has it. */
-  async requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+  async requestRelease(kind: LeaseKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
     this.assertOpen();
     const now = this.options.clock();
-    const pool = this.pools.get(poolId(kind, key));
+    const pool = this.pools.get(poolId(kind, id));
     const lease = pool === undefined ? undefined : liveLeases(pool, now).find((l) => l.fencingToken === fencingToken);
     if (pool === undefined || lease === undefined) return null;
     lease.releaseRequest = { atMs: Math.floor(now), by: request.by, reason: request.reason };
@@ -244,12 +244,12 @@ export class MemoryLeases implements LeaseEngine {
   }
 
   /** Ends the lease of `ownerToken` on every key where it holds a live one; false when it held none. */
-  async release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean> {
+  async release(kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean> {
     this.assertOpen();
     const now = this.options.clock();
     let released = false;
-    for (const key of keys) {
-      const pool = this.pools.get(poolId(kind, key));
+    for (const id of ids) {
+      const pool = this.pools.get(poolId(kind, id));
       const lease = pool?.leases.get(ownerToken);
       if (pool === undefined || lease === undefined || lease.expiresAtMs <= now) continue;
       this.end(pool, [lease], now);
@@ -258,11 +258,11 @@ export class MemoryLeases implements LeaseEngine {
     return released;
   }
 
-  /** Ends every live lease on `key`, or the one with `fencingToken`: an administrator's override. */
-  async forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]> {
+  /** Ends every live lease on `id`, or the one with `fencingToken`: an administrator's override. */
+  async forceRelease(kind: LeaseKind, id: string, fencingToken?: number): Promise<EvictedLease[]> {
     this.assertOpen();
     const now = this.options.clock();
-    const pool = this.pools.get(poolId(kind, key));
+    const pool = this.pools.get(poolId(kind, id));
     if (pool === undefined) return [];
     this.prune(pool, now);
     const evicted = liveLeases(pool, now).filter((lease) => fencingToken === undefined || lease.fencingToken === fencingToken);
@@ -271,10 +271,10 @@ export class MemoryLeases implements LeaseEngine {
     return evicted.map(({ holder, fencingToken: token, ownerToken }) => ({ holder, fencingToken: token, ownerToken }));
   }
 
-  /** The first `limit` live callers queued for `key`, head first (a lock's without a weight). */
-  async queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]> {
+  /** The first `limit` live callers queued for `id`, head first (a lock's without a weight). */
+  async queue(kind: LeaseKind, id: string, limit: number): Promise<QueuedCaller[]> {
     this.assertOpen();
-    const pool = this.pools.get(poolId(kind, key));
+    const pool = this.pools.get(poolId(kind, id));
     return (pool?.queue ?? [])
       .slice(0, limit)
       .map((w, i) =>
@@ -284,22 +284,22 @@ export class MemoryLeases implements LeaseEngine {
       );
   }
 
-  async watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void> {
+  async watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void> {
     this.assertOpen();
-    return this.options.listeners.watch(poolId(kind, key), onChange);
+    return this.options.listeners.watch(poolId(kind, id), onChange);
   }
 
   /** A lock's live lease, as the port's inspect answers it. */
-  async lockState(key: string): Promise<LockState | null> {
+  async lockState(id: string): Promise<LockState | null> {
     this.assertOpen();
-    const pool = this.pools.get(poolId('lock', key));
+    const pool = this.pools.get(poolId('lock', id));
     return pool === undefined ? null : lockStateOf(pool, this.options.clock());
   }
 
   /** A lock's state with what its watch index needs (the port's inspectIndexed). */
-  async lockIndexed(key: string): Promise<IndexedLockState> {
-    const state = await this.lockState(key);
-    const pool = this.pools.get(poolId('lock', key));
+  async lockIndexed(id: string): Promise<IndexedLockState> {
+    const state = await this.lockState(id);
+    const pool = this.pools.get(poolId('lock', id));
     const delayedUntil = pool === undefined ? 0 : delayEnd(pool, this.options.clock());
     return { state, lastFencingToken: pool?.lastToken ?? 0, ...(delayedUntil > 0 ? { lockDelayUntilMs: delayedUntil } : {}) };
   }
@@ -319,26 +319,26 @@ export class MemoryLeases implements LeaseEngine {
     const now = this.options.clock();
     const found: LockListRow[] = [];
     for (const pool of this.pools.values()) {
-      const key = keyOf(pool, 'lock', prefix);
-      if (key === undefined || (cursor !== undefined && key <= cursor)) continue;
+      const id = idOf(pool, 'lock', prefix);
+      if (id === undefined || (cursor !== undefined && id <= cursor)) continue;
       const state = lockStateOf(pool, now);
-      if (state !== null) found.push({ id: key, ...state });
+      if (state !== null) found.push({ id, ...state });
     }
     found.sort((a, b) => (a.id < b.id ? -1 : 1));
-    const locks = found.slice(0, limit);
-    const last = locks[locks.length - 1];
-    return { locks, nextCursor: found.length > limit && last !== undefined ? last.id : null };
+    const leases = found.slice(0, limit);
+    const last = leases[leases.length - 1];
+    return { leases, nextCursor: found.length > limit && last !== undefined ? last.id : null };
   }
 
-  async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
+  async inspectPermits(kind: PermitKind, id: string): Promise<PermitState | null> {
     this.assertOpen();
-    const pool = this.pools.get(poolId(kind, key));
+    const pool = this.pools.get(poolId(kind, id));
     return pool === undefined ? null : stateOf(pool, this.options.clock());
   }
 
-  async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
+  async inspectPermitsIndexed(kind: PermitKind, id: string): Promise<IndexedPermitState> {
     this.assertOpen();
-    const pool = this.pools.get(poolId(kind, key));
+    const pool = this.pools.get(poolId(kind, id));
     if (pool === undefined) return { state: null, index: 0 };
     const now = this.options.clock();
     return { state: stateOf(pool, now), index: permitIndex(pool, now) };
@@ -352,10 +352,10 @@ export class MemoryLeases implements LeaseEngine {
     const now = this.options.clock();
     const found: Array<{ id: string; state: PermitState }> = [];
     for (const pool of this.pools.values()) {
-      const key = keyOf(pool, kind, prefix);
-      if (key === undefined || (cursor !== undefined && key <= cursor)) continue;
+      const id = idOf(pool, kind, prefix);
+      if (id === undefined || (cursor !== undefined && id <= cursor)) continue;
       const state = stateOf(pool, now);
-      if (state !== null) found.push({ id: key, state });
+      if (state !== null) found.push({ id, state });
     }
     found.sort((a, b) => (a.id < b.id ? -1 : 1));
     const entries = found.slice(0, limit);
@@ -372,8 +372,8 @@ export class MemoryLeases implements LeaseEngine {
   }
 
   /** Whether any state is kept for this key (for tests: idle keys leave nothing behind). */
-  has(kind: LeaseKind, key: string): boolean {
-    return this.pools.has(poolId(kind, key));
+  has(kind: LeaseKind, id: string): boolean {
+    return this.pools.has(poolId(kind, id));
   }
 
   /** Keys of `kind` with state (held or within their grace period). */
@@ -480,15 +480,15 @@ export class MemoryLeases implements LeaseEngine {
  * Kinds are told apart in the one map: a lock's pool under its id (as its change notices go out), the
  * others' under `<kind> <id>` (ids contain no space, so no lock's id is ever one of those).
  */
-function poolId(kind: LeaseKind, key: string): string {
-  return kind === 'lock' ? key : `${kind} ${key}`;
+function poolId(kind: LeaseKind, id: string): string {
+  return kind === 'lock' ? id : `${kind} ${id}`;
 }
 
 /** The key of `pool` if it is of `kind` and its key starts with `prefix`. */
-function keyOf(pool: Pool, kind: LeaseKind, prefix: string): string | undefined {
+function idOf(pool: Pool, kind: LeaseKind, prefix: string): string | undefined {
   if (pool.kind !== kind) return undefined;
-  const key = kind === 'lock' ? pool.id : pool.id.slice(kind.length + 1);
-  return key.startsWith(prefix) ? key : undefined;
+  const id = kind === 'lock' ? pool.id : pool.id.slice(kind.length + 1);
+  return id.startsWith(prefix) ? id : undefined;
 }
 
 function liveLeases(pool: Pool, now: number): Lease[] {

@@ -3,7 +3,7 @@ import { type Clock, monotonicWallClock } from '../shared/clock.js';
 import { ChangeListeners } from './change-listeners.js';
 import { MemoryLeases } from './memory-leases.js';
 import type { LeaseStore, Store } from '../../domain/lease-store.js';
-import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-values.js';
 import { leaseStoreOver } from '../shared/lease-port.js';
 
 export interface MemoryStoreOptions {
@@ -65,9 +65,9 @@ export class MemoryStore implements Store {
     return this.engine.count('lock');
   }
 
-  /** Whether any state (a lease, or a remembered fencing token) is kept for the lock `key`. */
-  has(key: string): boolean {
-    return this.engine.has('lock', key);
+  /** Whether any state (a lease, or a remembered fencing token) is kept for the lock `id`. */
+  has(id: string): boolean {
+    return this.engine.has('lock', id);
   }
 
   async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import type { HistoryPrimitive } from '../../domain/history.js';
-import type { PermitKind } from '../../domain/permit-store.js';
+import type { PermitKind } from '../../domain/permit-values.js';
 
 /**
  * The one place Redis key names are built.
@@ -88,7 +88,7 @@ export interface LockKeys {
 }
 
 /**
- * The keys of one semaphore or read/write lock (see permit-store.ts): its pool hash (capacity, last
+ * The keys of one semaphore or read/write lock (see permit-values.ts): its pool hash (capacity, last
  * fencing token, units in use, one field per live lease), its wait queue and waiter records (laid out
  * as a lock's), and its leases' ends (ZSET owner token -> end, Unix ms) to find ended ones in order.
  */

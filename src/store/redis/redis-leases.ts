@@ -21,7 +21,7 @@ import type {
   LockState,
   ReleaseRequest,
   ReleaseRequestInput,
-} from '../../domain/lock-store.js';
+} from '../../domain/lock-values.js';
 import {
   MAX_HOLDERS_SHOWN,
   withReleaseRequest,
@@ -31,7 +31,7 @@ import {
   type PermitListQuery,
   type PermitState,
   type QueuedCaller,
-} from '../../domain/permit-store.js';
+} from '../../domain/permit-values.js';
 import { randomBase64url } from '../../domain/random.js';
 import { insideCap, type KeySpace, permitKindLetter } from './keys.js';
 import {
@@ -149,21 +149,21 @@ export class RedisLeases implements LeaseEngine {
 
   constructor(private readonly deps: RedisLeasesDeps) {
     // The caller's key is filled in by the acquire that waited (only a one-key acquire waits).
-    const notGranted = (retryAfterMs: number): LeaseAcquireOutcome => ({ acquired: false, reason: 'full', retryAfterMs, busyKey: '' });
+    const notGranted = (retryAfterMs: number): LeaseAcquireOutcome => ({ acquired: false, reason: 'full', retryAfterMs, busyId: '' });
     this.room = new WaitRoom<LeaseAcquireOutcome>({
       confirm: (waiter, handed) => this.confirmLock(waiter, handed),
       notGranted,
       cancel: (waiter) => this.cancelLock(waiter),
-      release: (key, ownerToken) => this.releaseLock(key, ownerToken),
-      visit: (key, waiters) => this.visitLock(key, waiters),
+      release: (id, ownerToken) => this.releaseLock(id, ownerToken),
+      visit: (id, waiters) => this.visitLock(id, waiters),
     });
     this.permitRoom = new WaitRoom<LeaseAcquireOutcome>({
       confirm: (waiter) => this.confirmPermit(waiter),
       notGranted,
       cancel: (waiter) => this.cancelPermit(waiter),
       release: (roomKeyText, ownerToken) => {
-        const { kind, key } = splitRoomKey(roomKeyText);
-        return this.releasePermitLease(kind, key, ownerToken);
+        const { kind, id } = splitRoomKey(roomKeyText);
+        return this.releasePermitLease(kind, id, ownerToken);
       },
       visit: (roomKeyText, waiters) => this.visitPermit(roomKeyText, waiters),
     });
@@ -192,31 +192,31 @@ export class RedisLeases implements LeaseEngine {
    */
   acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
     if (request.kind !== 'lock') return this.takePermit(request);
-    return request.keys.length > 1 ? this.takeLockSet(request) : this.takeLock(request);
+    return request.ids.length > 1 ? this.takeLockSet(request) : this.takeLock(request);
   }
 
-  renew(kind: LeaseKind, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
-    if (kind !== 'lock') return this.renewPermitLease(kind, keys[0] as string, ownerToken, ttlMs);
-    return keys.length > 1 ? this.renewLockSet(keys, ownerToken, ttlMs) : this.renewLock(keys[0] as string, ownerToken, ttlMs);
+  renew(kind: LeaseKind, ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+    if (kind !== 'lock') return this.renewPermitLease(kind, ids[0] as string, ownerToken, ttlMs);
+    return ids.length > 1 ? this.renewLockSet(ids, ownerToken, ttlMs) : this.renewLock(ids[0] as string, ownerToken, ttlMs);
   }
 
-  release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean> {
-    if (kind !== 'lock') return this.releasePermitLease(kind, keys[0] as string, ownerToken);
-    return keys.length > 1 ? this.releaseLockSet(keys, ownerToken) : this.releaseLock(keys[0] as string, ownerToken);
+  release(kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean> {
+    if (kind !== 'lock') return this.releasePermitLease(kind, ids[0] as string, ownerToken);
+    return ids.length > 1 ? this.releaseLockSet(ids, ownerToken) : this.releaseLock(ids[0] as string, ownerToken);
   }
 
-  forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]> {
-    return kind === 'lock' ? this.forceReleaseLock(key, fencingToken) : this.forceReleasePermitLeases(kind, key, fencingToken);
+  forceRelease(kind: LeaseKind, id: string, fencingToken?: number): Promise<EvictedLease[]> {
+    return kind === 'lock' ? this.forceReleaseLock(id, fencingToken) : this.forceReleasePermitLeases(kind, id, fencingToken);
   }
 
-  requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+  requestRelease(kind: LeaseKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
     return kind === 'lock'
-      ? this.requestLockRelease(key, fencingToken, request)
-      : this.requestPermitLeaseRelease(kind, key, fencingToken, request);
+      ? this.requestLockRelease(id, fencingToken, request)
+      : this.requestPermitLeaseRelease(kind, id, fencingToken, request);
   }
 
-  queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]> {
-    return kind === 'lock' ? this.lockQueue(key, limit) : this.permitLeaseQueue(kind, key, limit);
+  queue(kind: LeaseKind, id: string, limit: number): Promise<QueuedCaller[]> {
+    return kind === 'lock' ? this.lockQueue(id, limit) : this.permitLeaseQueue(kind, id, limit);
   }
 
   /**
@@ -225,15 +225,15 @@ export class RedisLeases implements LeaseEngine {
    * (watch-marks.ts); the permit scripts announce a key's changes on the channel named by its pool hash
    * (permitChanged, _permits.lua).
    */
-  watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void> {
-    if (kind === 'lock') return this.deps.watchChannel(this.deps.keys.changeChannel(key), onChange, key);
-    return this.deps.watchChannel(this.deps.keys.changeChannel(this.deps.keys.permitKeys(kind, key).pool), onChange);
+  watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void> {
+    if (kind === 'lock') return this.deps.watchChannel(this.deps.keys.changeChannel(id), onChange, id);
+    return this.deps.watchChannel(this.deps.keys.changeChannel(this.deps.keys.permitKeys(kind, id).pool), onChange);
   }
 
   // ---- Locks: the capacity-1 fast path (the lock scripts), one key or a lock set's several.
 
   private async takeLock(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
-    const key = request.keys[0] as string;
+    const id = request.ids[0] as string;
     const waitMs = request.waitMs ?? 0;
     // The lease is decided from the moment the script is sent (after its turn in the lane), and the
     // node serving the key is read then too.
@@ -242,25 +242,25 @@ export class RedisLeases implements LeaseEngine {
     const send = (waitFor: number, waiterId: string) =>
       this.deps.acquires.run(() => {
         decidedAt = performance.now();
-        servedBy = this.deps.servedBy(key);
-        return this.runAcquire(key, request, waitFor, waiterId);
+        servedBy = this.deps.servedBy(id);
+        return this.runAcquire(id, request, waitFor, waiterId);
       }, true);
     if (waitMs <= 0) {
       request.signal?.throwIfAborted();
       const reply = await send(0, '-');
-      return this.settleLock(reply, decidedAt, key, request.ownerToken, servedBy);
+      return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
-    const waiter = this.room.register({ id: newId(), key, ownerToken: request.ownerToken, ttlMs: request.ttlMs });
+    const waiter = this.room.register({ id: newId(), key: id, ownerToken: request.ownerToken, ttlMs: request.ttlMs });
     const reply = await waiter.enter(request.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, request.signal);
-      if (!outcome.acquired) return outcome.reason === 'full' ? { ...outcome, busyKey: key } : outcome;
-      if ((request.lockDelayMs ?? 0) > 0) await this.setLockDelay(key, request.ownerToken, request.lockDelayMs ?? 0);
+      if (!outcome.acquired) return outcome.reason === 'full' ? { ...outcome, busyId: id } : outcome;
+      if ((request.lockDelayMs ?? 0) > 0) await this.setLockDelay(id, request.ownerToken, request.lockDelayMs ?? 0);
       return outcome;
     }
     waiter.drop();
-    return this.settleLock(reply, decidedAt, key, request.ownerToken, servedBy);
+    return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy);
   }
 
   /**
@@ -269,20 +269,20 @@ export class RedisLeases implements LeaseEngine {
    * restarted it: the lease does not expire in between).
    * Failing, the lease is given back: a lease without the delay it was asked with is not handed out.
    */
-  private async setLockDelay(key: string, ownerToken: string, lockDelayMs: number): Promise<void> {
+  private async setLockDelay(id: string, ownerToken: string, lockDelayMs: number): Promise<void> {
     try {
       const set = await this.deps.call(async () =>
-        parseFlag('lockDelay', await this.deps.scripts.run('lockDelay', { lockKey: this.deps.keys.lock(key), ownerToken, lockDelayMs })),
+        parseFlag('lockDelay', await this.deps.scripts.run('lockDelay', { lockKey: this.deps.keys.lock(id), ownerToken, lockDelayMs })),
       );
       if (!set) throw new StoreUnavailableError('the lock was handed over, but its lease ended before its lock-delay was set');
     } catch (err) {
-      await this.releaseLock(key, ownerToken).catch(() => false);
+      await this.releaseLock(id, ownerToken).catch(() => false);
       throw err;
     }
   }
 
   private runAcquire(
-    key: string,
+    id: string,
     { ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: LeaseAcquire,
     waitMs: number,
     waiterId: string,
@@ -293,8 +293,8 @@ export class RedisLeases implements LeaseEngine {
       const raw = await this.deps.scripts.run('acquire', {
         graceMs: this.deps.graceMs,
         channelPrefix: this.deps.keys.grantChannelPrefix(),
-        lockName: key,
-        keys: this.deps.keys.lockKeys(key),
+        lockName: id,
+        keys: this.deps.keys.lockKeys(id),
         ownerToken,
         ttlMs,
         holder: holder ?? '',
@@ -310,7 +310,7 @@ export class RedisLeases implements LeaseEngine {
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.
       if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);
-      if (reply.kind === 'held' || reply.kind === 'queued' || reply.kind === 'queue_full') this.contended.mark(key, reply.retryAfterMs);
+      if (reply.kind === 'held' || reply.kind === 'queued' || reply.kind === 'queue_full') this.contended.mark(id, reply.retryAfterMs);
       return reply;
     });
   }
@@ -319,13 +319,13 @@ export class RedisLeases implements LeaseEngine {
   private async settleLock(
     reply: AcquireReply,
     decidedAt: number,
-    key: string,
+    id: string,
     ownerToken: string,
     servedBy: string | null,
   ): Promise<LeaseAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated(key, 'grant', servedBy, () => this.releaseLock(key, ownerToken).catch(() => false));
+        await this.deps.replicated(id, 'grant', servedBy, () => this.releaseLock(id, ownerToken).catch(() => false));
         return { acquired: true, decidedAt, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
       case 'replayed': {
         const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
@@ -336,28 +336,28 @@ export class RedisLeases implements LeaseEngine {
       case 'idempotency_key_reused':
         throw new IdempotencyKeyReusedError();
       case 'quota_full':
-        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyKey: key, quotaFull: true };
+        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyId: id, quotaFull: true };
       default:
-        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyKey: key };
+        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyId: id };
     }
   }
 
-  private async renewLock(key: string, ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
-    const servedBy = this.deps.servedBy(key);
-    const reply = await this.renewLockLease(key, ownerToken, ttlMs);
+  private async renewLock(id: string, ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+    const servedBy = this.deps.servedBy(id);
+    const reply = await this.renewLockLease(id, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
-    await this.deps.replicated(key, 'renewal', servedBy, async () => false);
+    await this.deps.replicated(id, 'renewal', servedBy, async () => false);
     return renewedOne(reply);
   }
 
-  private renewLockLease(key: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
+  private renewLockLease(id: string, ownerToken: string, ttlMs: number): Promise<LeaseReply> {
     return this.deps.call(async () =>
       parseLease(
         'renew',
         await this.deps.scripts.run('renew', {
-          lockKey: this.deps.keys.lock(key),
-          quota: this.deps.keys.lockKeys(key).quota,
+          lockKey: this.deps.keys.lock(id),
+          quota: this.deps.keys.lockKeys(id).quota,
           ownerToken,
           ttlMs,
           graceMs: this.deps.graceMs,
@@ -367,16 +367,16 @@ export class RedisLeases implements LeaseEngine {
   }
 
   /** One script on the lock record (field r): the lease with `fencingToken`, if live, keeps the request. */
-  private requestLockRelease(key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
+  private requestLockRelease(id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null> {
     return this.deps.call(async () =>
       parseRequestRelease(
         'request-release',
         await this.deps.scripts.run('requestRelease', {
-          lockKey: this.deps.keys.lock(key),
+          lockKey: this.deps.keys.lock(id),
           fencingToken,
           payload: releaseRequestPayload(request),
           channelPrefix: this.deps.keys.grantChannelPrefix(),
-          lockName: key,
+          lockName: id,
         }),
         request,
       ),
@@ -389,7 +389,7 @@ export class RedisLeases implements LeaseEngine {
    * is answered: on a hot key the next holder's grant leaves first, without a second socket read (the
    * subscriber's) or a PUBLISH. Should the reply be lost, the waiter's heartbeat visit finds the grant.
    */
-  private releaseLock(key: string, ownerToken: string): Promise<boolean> {
+  private releaseLock(id: string, ownerToken: string): Promise<boolean> {
     return this.deps.call(async () => {
       // Written out, not spread from handOverArgs: see runAcquire.
       const { released, handedTo } = parseLockRelease(
@@ -398,13 +398,13 @@ export class RedisLeases implements LeaseEngine {
           {
             graceMs: this.deps.graceMs,
             channelPrefix: this.deps.keys.grantChannelPrefix(),
-            lockName: key,
-            keys: this.deps.keys.lockKeys(key),
+            lockName: id,
+            keys: this.deps.keys.lockKeys(id),
             ownerToken,
             instanceId: this.deps.instanceId,
           },
           // One that may hand the lock over leaves at once; the others with the turn's other calls.
-          this.contended.has(key),
+          this.contended.has(id),
         ),
       );
       if (handedTo !== undefined) {
@@ -418,9 +418,9 @@ export class RedisLeases implements LeaseEngine {
   }
 
   /** A lock's live lease, as the port's inspect answers it. */
-  async lockState(key: string): Promise<LockState | null> {
+  async lockState(id: string): Promise<LockState | null> {
     const reply = await this.deps.call(async () =>
-      parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(key) })),
+      parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(id) })),
     );
     if (!reply.held) return null;
     const { fencingToken, holder, expiresAtMs, ttlRemainingMs, waiters, releaseRequested } = reply;
@@ -428,9 +428,9 @@ export class RedisLeases implements LeaseEngine {
   }
 
   /** A lock's state with what its watch index needs, as the port's inspectIndexed answers it. */
-  async lockIndexed(key: string): Promise<IndexedLockState> {
+  async lockIndexed(id: string): Promise<IndexedLockState> {
     const reply = await this.deps.call(async () =>
-      parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(key) })),
+      parseInspect(await this.deps.scripts.run('inspect', { keys: this.deps.keys.lockKeys(id) })),
     );
     if (!reply.held) {
       return {
@@ -446,18 +446,18 @@ export class RedisLeases implements LeaseEngine {
   }
 
   /** Every key of the set or none, in one script (lock-set-acquire.lua); a lock set never waits. */
-  private async takeLockSet({ keys, ownerToken, ttlMs, holder, lockDelayMs }: LeaseAcquire): Promise<LeaseAcquireOutcome> {
-    this.checkOneSlot(keys);
+  private async takeLockSet({ ids, ownerToken, ttlMs, holder, lockDelayMs }: LeaseAcquire): Promise<LeaseAcquireOutcome> {
+    this.checkOneSlot(ids);
     let decidedAt = 0;
     let servedBy: string | null = null;
     const reply = await this.deps.acquires.run(() => {
       decidedAt = performance.now();
       // On a Cluster a set's keys share one slot (checkOneSlot): its first key names the master that serves them all.
-      servedBy = this.deps.servedBy(keys[0] as string);
+      servedBy = this.deps.servedBy(ids[0] as string);
       return this.deps.call(async () =>
         parseLockSetAcquire(
           await this.deps.scripts.run('lockSetAcquire', {
-            members: keys.map((id) => ({ keys: this.deps.keys.lockKeys(id), name: id })),
+            members: ids.map((id) => ({ keys: this.deps.keys.lockKeys(id), name: id })),
             ownerToken,
             ttlMs,
             holder: holder ?? '',
@@ -465,20 +465,20 @@ export class RedisLeases implements LeaseEngine {
             lockDelayMs: lockDelayMs ?? 0,
             channelPrefix: this.deps.keys.grantChannelPrefix(),
           }),
-          keys.length,
+          ids.length,
         ),
       );
     }, true);
     if (!reply.granted) {
-      return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyKey: keys[reply.busyIndex] as string };
+      return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyId: ids[reply.busyIndex] as string };
     }
     if (this.deps.replicaAcks) {
       // Replica acknowledgement covers the set as one grant: not confirmed in time, the whole set goes back.
-      const first = keys[0] as string;
+      const first = ids[0] as string;
       try {
         await this.deps.replicated(first, 'grant', servedBy, () => this.releaseLock(first, ownerToken).catch(() => false));
       } catch (err) {
-        await this.releaseLockSet(keys, ownerToken).catch(() => false);
+        await this.releaseLockSet(ids, ownerToken).catch(() => false);
         throw err;
       }
     }
@@ -503,29 +503,29 @@ export class RedisLeases implements LeaseEngine {
     }
   }
 
-  private async renewLockSet(keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
-    const servedBy = this.deps.servedBy(keys[0] as string);
+  private async renewLockSet(ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+    const servedBy = this.deps.servedBy(ids[0] as string);
     const reply = await this.deps.call(async () =>
       parseLockSetRenew(
         await this.deps.scripts.run('lockSetRenew', {
-          lockKeys: keys.map((id) => this.deps.keys.lock(id)),
+          lockKeys: ids.map((id) => this.deps.keys.lock(id)),
           ownerToken,
           ttlMs,
           graceMs: this.deps.graceMs,
         }),
-        keys.length,
+        ids.length,
       ),
     );
-    if (reply.renewed) await this.deps.replicated(keys[0] as string, 'renewal', servedBy, async () => false);
+    if (reply.renewed) await this.deps.replicated(ids[0] as string, 'renewal', servedBy, async () => false);
     return reply;
   }
 
-  private releaseLockSet(keys: readonly string[], ownerToken: string): Promise<boolean> {
+  private releaseLockSet(ids: readonly string[], ownerToken: string): Promise<boolean> {
     return this.deps.call(async () =>
       parseFlag(
         'lockSetRelease',
         await this.deps.scripts.run('lockSetRelease', {
-          members: keys.map((id) => ({ keys: this.deps.keys.lockKeys(id), name: id })),
+          members: ids.map((id) => ({ keys: this.deps.keys.lockKeys(id), name: id })),
           ownerToken,
           graceMs: this.deps.graceMs,
           channelPrefix: this.deps.keys.grantChannelPrefix(),
@@ -534,17 +534,17 @@ export class RedisLeases implements LeaseEngine {
     );
   }
 
-  private async lockQueue(key: string, limit: number): Promise<QueuedCaller[]> {
+  private async lockQueue(id: string, limit: number): Promise<QueuedCaller[]> {
     const queued = await this.deps.call(async () =>
-      parseQueue(await this.deps.scripts.run('queue', { keys: this.deps.keys.lockKeys(key), limit, layout: 'lock' })),
+      parseQueue(await this.deps.scripts.run('queue', { keys: this.deps.keys.lockKeys(id), limit, layout: 'lock' })),
     );
     return queued.map(({ holder, waitingSinceMs }, i) => ({ position: i + 1, holder, waitingSinceMs }));
   }
 
-  private async forceReleaseLock(key: string, fencingToken?: number): Promise<EvictedLease[]> {
+  private async forceReleaseLock(id: string, fencingToken?: number): Promise<EvictedLease[]> {
     const reply = await this.deps.call(async () =>
       parseForceRelease(
-        await this.deps.scripts.run('forceRelease', { ...this.handOverArgs(key), keys: this.deps.keys.lockKeys(key), fencingToken }),
+        await this.deps.scripts.run('forceRelease', { ...this.handOverArgs(id), keys: this.deps.keys.lockKeys(id), fencingToken }),
       ),
     );
     return reply.released ? [{ holder: reply.holder, fencingToken: reply.fencingToken, ownerToken: reply.ownerToken }] : [];
@@ -562,9 +562,9 @@ export class RedisLeases implements LeaseEngine {
       this.deps.keys.lockIdOf(redisKey),
     );
     const states = await Promise.all(page.ids.map(async (id) => ({ id, state: await this.lockState(id) })));
-    const locks: LockListRow[] = [];
-    for (const { id, state } of states) if (state !== null) locks.push({ id, ...state });
-    return { locks, nextCursor: page.nextCursor };
+    const leases: LockListRow[] = [];
+    for (const { id, state } of states) if (state !== null) leases.push({ id, ...state });
+    return { leases, nextCursor: page.nextCursor };
   }
 
   /**
@@ -616,12 +616,12 @@ export class RedisLeases implements LeaseEngine {
     );
   }
 
-  private async visitLock(key: string, waiters: readonly Waiter[]) {
+  private async visitLock(id: string, waiters: readonly Waiter[]) {
     const { remainingLeaseMs, grantedWaiterId } = await this.deps.call(async () =>
       parseHeartbeat(
         await this.deps.scripts.run('heartbeat', {
-          ...this.handOverArgs(key),
-          keys: this.deps.keys.lockKeys(key),
+          ...this.handOverArgs(id),
+          keys: this.deps.keys.lockKeys(id),
           livenessMs: WAITER_LIVENESS_MS,
           waiters,
         }),
@@ -634,7 +634,7 @@ export class RedisLeases implements LeaseEngine {
 
   private async takePermit(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
     const kind = request.kind as PermitKind;
-    const key = request.keys[0] as string;
+    const id = request.ids[0] as string;
     const waitMs = request.waitMs ?? 0;
     // Decided when the script is sent, after its turn in the lane (as for locks, takeLock).
     let decidedAt = 0;
@@ -642,27 +642,27 @@ export class RedisLeases implements LeaseEngine {
     const send = (waitFor: number, waiterId: string) =>
       this.deps.acquires.run(() => {
         decidedAt = performance.now();
-        servedBy = this.deps.servedBy(key);
-        return this.runPermitAcquire(kind, key, request, waitFor, waiterId);
+        servedBy = this.deps.servedBy(id);
+        return this.runPermitAcquire(kind, id, request, waitFor, waiterId);
       }, true);
     if (waitMs <= 0) {
       request.signal?.throwIfAborted();
       const reply = await send(0, '-');
-      return this.settlePermit(reply, decidedAt, kind, key, request.ownerToken, servedBy);
+      return this.settlePermit(reply, decidedAt, kind, id, request.ownerToken, servedBy);
     }
-    const waiter = this.permitRoom.register({ id: newId(), key: roomKey(kind, key), ownerToken: request.ownerToken, ttlMs: request.ttlMs });
+    const waiter = this.permitRoom.register({ id: newId(), key: roomKey(kind, id), ownerToken: request.ownerToken, ttlMs: request.ttlMs });
     const reply = await waiter.enter(request.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, request.signal);
-      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyKey: key };
+      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
     waiter.drop();
-    return this.settlePermit(reply, decidedAt, kind, key, request.ownerToken, servedBy);
+    return this.settlePermit(reply, decidedAt, kind, id, request.ownerToken, servedBy);
   }
 
   private runPermitAcquire(
     kind: PermitKind,
-    key: string,
+    id: string,
     request: LeaseAcquire,
     waitMs: number,
     waiterId: string,
@@ -673,8 +673,8 @@ export class RedisLeases implements LeaseEngine {
       const raw = await this.deps.scripts.run('permitAcquire', {
         graceMs: this.deps.graceMs,
         channelPrefix: this.deps.keys.grantChannelPrefix(),
-        lockName: key,
-        keys: this.deps.keys.permitKeys(kind, key),
+        lockName: id,
+        keys: this.deps.keys.permitKeys(kind, id),
         ownerToken: request.ownerToken,
         ttlMs: request.ttlMs,
         holder: request.holder ?? '',
@@ -694,40 +694,40 @@ export class RedisLeases implements LeaseEngine {
     reply: PermitAcquireReply,
     decidedAt: number,
     kind: PermitKind,
-    key: string,
+    id: string,
     ownerToken: string,
     servedBy: string | null,
   ): Promise<LeaseAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermitLease(kind, key, ownerToken).catch(() => false));
+        await this.deps.replicated(id, 'grant', servedBy, () => this.releasePermitLease(kind, id, ownerToken).catch(() => false));
         return { acquired: true, decidedAt, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
       case 'mismatch':
         return { acquired: false, reason: 'mismatch', capacity: reply.capacity, retryAfterMs: reply.retryAfterMs };
       case 'queue_full':
         throw new TooManyWaitersError('key', reply.retryAfterMs);
       default:
-        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyKey: key };
+        return { acquired: false, reason: 'full', retryAfterMs: reply.retryAfterMs, busyId: id };
     }
   }
 
-  private async renewPermitLease(kind: PermitKind, key: string, ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
-    const servedBy = this.deps.servedBy(key);
-    const reply = await this.permitRenewStep(kind, key, ownerToken, ttlMs);
+  private async renewPermitLease(kind: PermitKind, id: string, ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome> {
+    const servedBy = this.deps.servedBy(id);
+    const reply = await this.permitRenewStep(kind, id, ownerToken, ttlMs);
     if (!reply.held) return { renewed: false };
     // A renewal not confirmed is not given back (see RedisStore.replicated).
-    await this.deps.replicated(key, 'renewal', servedBy, async () => false);
+    await this.deps.replicated(id, 'renewal', servedBy, async () => false);
     return renewedOne(reply);
   }
 
   private requestPermitLeaseRelease(
     kind: PermitKind,
-    key: string,
+    id: string,
     fencingToken: number,
     request: ReleaseRequestInput,
   ): Promise<ReleaseRequest | null> {
     const args = {
-      keys: this.deps.keys.permitKeys(kind, key),
+      keys: this.deps.keys.permitKeys(kind, id),
       fencingToken,
       payload: releaseRequestPayload(request),
       channelPrefix: this.deps.keys.grantChannelPrefix(),
@@ -735,30 +735,30 @@ export class RedisLeases implements LeaseEngine {
     return this.script('permitRequestRelease', args, (raw) => parseRequestRelease('permit-request-release', raw, request));
   }
 
-  private permitRenewStep(kind: PermitKind, key: string, ownerToken: string, ttlMs: number) {
-    const args = { keys: this.deps.keys.permitKeys(kind, key), ownerToken, ttlMs, graceMs: this.deps.graceMs };
+  private permitRenewStep(kind: PermitKind, id: string, ownerToken: string, ttlMs: number) {
+    const args = { keys: this.deps.keys.permitKeys(kind, id), ownerToken, ttlMs, graceMs: this.deps.graceMs };
     return this.script('permitRenew', args, (raw) => parseLease('permit-renew', raw));
   }
 
-  private releasePermitLease(kind: PermitKind, key: string, ownerToken: string): Promise<boolean> {
+  private releasePermitLease(kind: PermitKind, id: string, ownerToken: string): Promise<boolean> {
     const args = {
       graceMs: this.deps.graceMs,
       channelPrefix: this.deps.keys.grantChannelPrefix(),
-      lockName: key,
-      keys: this.deps.keys.permitKeys(kind, key),
+      lockName: id,
+      keys: this.deps.keys.permitKeys(kind, id),
       ownerToken,
     };
     return this.script('permitRelease', args, parseRelease);
   }
 
-  async inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null> {
-    return (await this.inspectPermitsIndexed(kind, key)).state;
+  async inspectPermits(kind: PermitKind, id: string): Promise<PermitState | null> {
+    return (await this.inspectPermitsIndexed(kind, id)).state;
   }
 
-  async inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState> {
+  async inspectPermitsIndexed(kind: PermitKind, id: string): Promise<IndexedPermitState> {
     const reply = await this.script(
       'permitInspect',
-      { keys: this.deps.keys.permitKeys(kind, key), shown: MAX_HOLDERS_SHOWN },
+      { keys: this.deps.keys.permitKeys(kind, id), shown: MAX_HOLDERS_SHOWN },
       parsePermitInspect,
     );
     const held = reply.held;
@@ -775,15 +775,15 @@ export class RedisLeases implements LeaseEngine {
     return { state, index: reply.index };
   }
 
-  private async permitLeaseQueue(kind: PermitKind, key: string, limit: number): Promise<QueuedCaller[]> {
-    const keys = this.deps.keys.permitKeys(kind, key);
+  private async permitLeaseQueue(kind: PermitKind, id: string, limit: number): Promise<QueuedCaller[]> {
+    const keys = this.deps.keys.permitKeys(kind, id);
     const args = { keys: { lock: keys.pool, queue: keys.queue, waiters: keys.waiters }, limit, layout: 'permit' } as const;
     const queued = await this.script('queue', args, parseQueue);
     return queued.map((q, i) => ({ position: i + 1, ...q }));
   }
 
-  private forceReleasePermitLeases(kind: PermitKind, key: string, fencingToken?: number): Promise<EvictedLease[]> {
-    const args = { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), fencingToken };
+  private forceReleasePermitLeases(kind: PermitKind, id: string, fencingToken?: number): Promise<EvictedLease[]> {
+    const args = { ...this.handOverArgs(id), keys: this.deps.keys.permitKeys(kind, id), fencingToken };
     return this.script('permitForceRelease', args, parsePermitForceRelease);
   }
 
@@ -801,28 +801,28 @@ export class RedisLeases implements LeaseEngine {
     });
     const next = page.nextCursor;
     const found = page.ids;
-    const states = await Promise.all([...found].sort().map(async (key) => ({ key, state: await this.inspectPermits(kind, key) })));
+    const states = await Promise.all([...found].sort().map(async (id) => ({ id, state: await this.inspectPermits(kind, id) })));
     const entries: Array<{ id: string; state: PermitState }> = [];
-    for (const { key, state } of states) if (state !== null) entries.push({ id: key, state });
+    for (const { id, state } of states) if (state !== null) entries.push({ id, state });
     return { entries, nextCursor: next };
   }
 
   /** A waiter was handed a lease: renewing it confirms it is still this waiter's and restarts its full TTL. */
   private async confirmPermit(waiter: Waiter): Promise<LeaseAcquireOutcome> {
-    const { kind, key } = splitRoomKey(waiter.key);
+    const { kind, id } = splitRoomKey(waiter.key);
     const decidedAt = performance.now();
-    const servedBy = this.deps.servedBy(key);
-    const reply = await this.permitRenewStep(kind, key, waiter.ownerToken, waiter.ttlMs);
+    const servedBy = this.deps.servedBy(id);
+    const reply = await this.permitRenewStep(kind, id, waiter.ownerToken, waiter.ttlMs);
     if (!reply.held) throw new StoreUnavailableError('a lease was handed over, but it ran out before it could be delivered');
-    await this.deps.replicated(key, 'grant', servedBy, () => this.releasePermitLease(kind, key, waiter.ownerToken).catch(() => false));
+    await this.deps.replicated(id, 'grant', servedBy, () => this.releasePermitLease(kind, id, waiter.ownerToken).catch(() => false));
     return { acquired: true, decidedAt, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
   }
 
   private cancelPermit(waiter: Waiter) {
-    const { kind, key } = splitRoomKey(waiter.key);
+    const { kind, id } = splitRoomKey(waiter.key);
     const args = {
-      ...this.handOverArgs(key),
-      keys: this.deps.keys.permitKeys(kind, key),
+      ...this.handOverArgs(id),
+      keys: this.deps.keys.permitKeys(kind, id),
       waiterId: waiter.id,
       ownerToken: waiter.ownerToken,
     };
@@ -830,23 +830,23 @@ export class RedisLeases implements LeaseEngine {
   }
 
   private visitPermit(roomKeyText: string, waiters: readonly Waiter[]) {
-    const { kind, key } = splitRoomKey(roomKeyText);
-    const args = { ...this.handOverArgs(key), keys: this.deps.keys.permitKeys(kind, key), livenessMs: WAITER_LIVENESS_MS, waiters };
+    const { kind, id } = splitRoomKey(roomKeyText);
+    const args = { ...this.handOverArgs(id), keys: this.deps.keys.permitKeys(kind, id), livenessMs: WAITER_LIVENESS_MS, waiters };
     return this.script('permitHeartbeat', args, parsePermitHeartbeat);
   }
 
-  /** What a script needs to hand `key` to the next waiter, should it free the key (the acquire and release of every pair write it out). */
-  private handOverArgs(key: string): HandOverArgs {
-    return { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: key };
+  /** What a script needs to hand `id` to the next waiter, should it free the key (the acquire and release of every pair write it out). */
+  private handOverArgs(id: string): HandOverArgs {
+    return { graceMs: this.deps.graceMs, channelPrefix: this.deps.keys.grantChannelPrefix(), lockName: id };
   }
 }
 
 /** The permit wait room's key for a primitive's key: kinds apart, ids contain no space. */
-function roomKey(kind: PermitKind, key: string): string {
-  return `${kind} ${key}`;
+function roomKey(kind: PermitKind, id: string): string {
+  return `${kind} ${id}`;
 }
 
-function splitRoomKey(text: string): { kind: PermitKind; key: string } {
+function splitRoomKey(text: string): { kind: PermitKind; id: string } {
   const at = text.indexOf(' ');
-  return { kind: text.slice(0, at) as PermitKind, key: text.slice(at + 1) };
+  return { kind: text.slice(0, at) as PermitKind, id: text.slice(at + 1) };
 }

@@ -2,7 +2,7 @@ import { StoreUnavailableError } from '../../domain/errors.js';
 import { InvalidRequestError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { LeaseStore, Store } from '../../domain/lease-store.js';
-import type { QuotaSlotOutcome } from '../../domain/lock-store.js';
+import type { QuotaSlotOutcome } from '../../domain/lock-values.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
@@ -373,9 +373,9 @@ export class RedisStore implements Store {
     if (notice !== null) this.engine.handedOver(notice);
   }
 
-  /** With replica acks on a Cluster: the master serving `key` before its script runs (see confirmOnReplicas). */
-  private servedBy(key: string): string | null {
-    return this.replicaAcks ? ownerOf(this.redis, this.keys.lock(key)) : null;
+  /** With replica acks on a Cluster: the master serving `id` before its script runs (see confirmOnReplicas). */
+  private servedBy(id: string): string | null {
+    return this.replicaAcks ? ownerOf(this.redis, this.keys.lock(id)) : null;
   }
 
   /**
@@ -389,7 +389,7 @@ export class RedisStore implements Store {
    * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
    */
   private async replicated(
-    key: string,
+    id: string,
     what: 'grant' | 'renewal',
     servedBy: string | null,
     // The engine gives a lease back through its own kind's script (redis-leases.ts).
@@ -400,7 +400,7 @@ export class RedisStore implements Store {
     const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));
     let confirmed: number;
     try {
-      const lockKey = this.keys.lock(key);
+      const lockKey = this.keys.lock(id);
       confirmed = await this.call(() => confirmOnReplicas(this.redis, lockKey, servedBy, acks.minReplicas, acks.timeoutMs));
     } catch (err) {
       // The connection broke or timed out: try to give the lease back; if that cannot reach Redis

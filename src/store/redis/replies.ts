@@ -1,4 +1,4 @@
-import { type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from '../../domain/permit-store.js';
+import { type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from '../../domain/permit-values.js';
 import type { CancelReply, LeaseReply } from '../shared/lease-replies.js';
 
 export type { CancelReply, LeaseReply };

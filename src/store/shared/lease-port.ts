@@ -7,10 +7,10 @@ import type {
   LeaseRenewOutcome,
 } from '../../domain/lease-store.js';
 import type { LeaseStore } from '../../domain/lease-store.js';
-import type { IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-store.js';
-import type { PermitKind, QueuedCaller } from '../../domain/permit-store.js';
-import type { IndexedPermitState, PermitListPage, PermitListQuery, PermitState } from '../../domain/permit-store.js';
-import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-store.js';
+import type { IndexedLockState, ListPage, ListQuery, LockState } from '../../domain/lock-values.js';
+import type { PermitKind, QueuedCaller } from '../../domain/permit-values.js';
+import type { IndexedPermitState, PermitListPage, PermitListQuery, PermitState } from '../../domain/permit-values.js';
+import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-values.js';
 
 /**
  * A store's one lease engine (memory-leases.ts, redis-leases.ts, etcd-leases.ts): one acquire for every
@@ -18,17 +18,17 @@ import type { ReleaseRequest, ReleaseRequestInput } from '../../domain/permit-st
  */
 export interface LeaseEngine {
   acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome>;
-  renew(kind: LeaseKind, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome>;
-  release(kind: LeaseKind, keys: readonly string[], ownerToken: string): Promise<boolean>;
-  forceRelease(kind: LeaseKind, key: string, fencingToken?: number): Promise<EvictedLease[]>;
-  requestRelease(kind: LeaseKind, key: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
-  queue(kind: LeaseKind, key: string, limit: number): Promise<QueuedCaller[]>;
-  watchChanges(kind: LeaseKind, key: string, onChange: () => void): Promise<() => void>;
-  lockState(key: string): Promise<LockState | null>;
-  lockIndexed(key: string): Promise<IndexedLockState>;
+  renew(kind: LeaseKind, ids: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseRenewOutcome>;
+  release(kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean>;
+  forceRelease(kind: LeaseKind, id: string, fencingToken?: number): Promise<EvictedLease[]>;
+  requestRelease(kind: LeaseKind, id: string, fencingToken: number, request: ReleaseRequestInput): Promise<ReleaseRequest | null>;
+  queue(kind: LeaseKind, id: string, limit: number): Promise<QueuedCaller[]>;
+  watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void>;
+  lockState(id: string): Promise<LockState | null>;
+  lockIndexed(id: string): Promise<IndexedLockState>;
   listLocks(query: ListQuery): Promise<ListPage>;
-  inspectPermits(kind: PermitKind, key: string): Promise<PermitState | null>;
-  inspectPermitsIndexed(kind: PermitKind, key: string): Promise<IndexedPermitState>;
+  inspectPermits(kind: PermitKind, id: string): Promise<PermitState | null>;
+  inspectPermitsIndexed(kind: PermitKind, id: string): Promise<IndexedPermitState>;
   listPermits(kind: PermitKind, query: PermitListQuery): Promise<PermitListPage>;
 }
 
@@ -61,17 +61,17 @@ export function leaseStoreOver(store: StoreParts, engine: LeaseEngine): LeaseSto
     extendQuotaSlot: (...args) => store.extendQuotaSlot(...args),
     freeQuotaSlot: (...args) => store.freeQuotaSlot(...args),
     acquire: (request) => engine.acquire(request),
-    renew: (kind, keys, ownerToken, ttlMs) => engine.renew(kind, keys, ownerToken, ttlMs),
-    release: (kind, keys, ownerToken) => engine.release(kind, keys, ownerToken),
-    forceRelease: (kind, key, fencingToken) => engine.forceRelease(kind, key, fencingToken),
-    requestRelease: (kind, key, fencingToken, request) => engine.requestRelease(kind, key, fencingToken, request),
-    queue: (kind, key, limit) => engine.queue(kind, key, limit),
-    watchChanges: (kind, key, onChange) => engine.watchChanges(kind, key, onChange),
-    inspect<K extends LeaseKind>(kind: K, key: string): Promise<Reads<K>['state'] | null> {
-      return kind === 'lock' ? engine.lockState(key) : engine.inspectPermits(kind, key);
+    renew: (kind, ids, ownerToken, ttlMs) => engine.renew(kind, ids, ownerToken, ttlMs),
+    release: (kind, ids, ownerToken) => engine.release(kind, ids, ownerToken),
+    forceRelease: (kind, id, fencingToken) => engine.forceRelease(kind, id, fencingToken),
+    requestRelease: (kind, id, fencingToken, request) => engine.requestRelease(kind, id, fencingToken, request),
+    queue: (kind, id, limit) => engine.queue(kind, id, limit),
+    watchChanges: (kind, id, onChange) => engine.watchChanges(kind, id, onChange),
+    inspect<K extends LeaseKind>(kind: K, id: string): Promise<Reads<K>['state'] | null> {
+      return kind === 'lock' ? engine.lockState(id) : engine.inspectPermits(kind, id);
     },
-    inspectIndexed<K extends LeaseKind>(kind: K, key: string): Promise<Reads<K>['indexed']> {
-      return kind === 'lock' ? engine.lockIndexed(key) : engine.inspectPermitsIndexed(kind, key);
+    inspectIndexed<K extends LeaseKind>(kind: K, id: string): Promise<Reads<K>['indexed']> {
+      return kind === 'lock' ? engine.lockIndexed(id) : engine.inspectPermitsIndexed(kind, id);
     },
     list<K extends LeaseKind>(kind: K, query: ListQuery): Promise<Reads<K>['page']> {
       return kind === 'lock' ? engine.listLocks(query) : engine.listPermits(kind, query);

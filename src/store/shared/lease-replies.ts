@@ -1,4 +1,4 @@
-import { type ReleaseRequest, withReleaseRequest } from '../../domain/permit-store.js';
+import { type ReleaseRequest, withReleaseRequest } from '../../domain/permit-values.js';
 
 /**
  * What a store's atomic step answers about one lease, in the shape the wait room and the stores'

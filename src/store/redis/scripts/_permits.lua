@@ -1,7 +1,7 @@
 --[[
 Shared include (not a command of its own) of the semaphore and read/write lock scripts (permit-*.lua),
 pulled in after _handover.lua (whose waiterLive and liveWaiters it uses). A semaphore and a read/write
-lock are one shape, a weighted FIFO semaphore (see src/domain/permit-store.ts): a key has a capacity,
+lock are one shape, a weighted FIFO semaphore (see src/domain/permit-values.ts): a key has a capacity,
 each lease takes a weight of it, and the queue's head is granted as soon as its weight fits.
 
 KEYS[1]  the pool HASH:  t = last fencing token, c = capacity of the live leases, u = units in use,

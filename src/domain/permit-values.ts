@@ -8,7 +8,7 @@
  * everyone). Waiters are granted strictly in arrival order, so a queued writer holds back the readers
  * behind it (writers are not starved).
  *
- * As for locks (lock-store.ts), each call of the port is ONE atomic step in the store, expiry is timed
+ * As for locks (lock-values.ts), each call of the port is ONE atomic step in the store, expiry is timed
  * on the store's clock, and each lease is its own: it ends by itself at its own expiry, so a crashed
  * holder never keeps its permit past its TTL.
  */

@@ -4,9 +4,9 @@
  * in the store: there is no window between checking the owner and changing the lock. The store owns
  * time: expiry is measured on the store's clock, never computed from a caller's clock.
  */
-import type { ReleaseRequest } from './permit-store.js';
+import type { ReleaseRequest } from './permit-values.js';
 
-export { MAX_QUEUE_SHOWN, type QueuedCaller, type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from './permit-store.js';
+export { MAX_QUEUE_SHOWN, type QueuedCaller, type ReleaseRequest, type ReleaseRequestInput, withReleaseRequest } from './permit-values.js';
 
 export interface Grant {
   readonly fencingToken: number;
@@ -86,7 +86,7 @@ export interface ListQuery {
 }
 
 export interface ListPage {
-  readonly locks: readonly LockListRow[];
+  readonly leases: readonly LockListRow[];
   /** Pass back to get the next page; null when the listing is complete. */
   readonly nextCursor: string | null;
 }
