@@ -70,15 +70,7 @@ export class InstrumentedStore implements Store {
         if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
         return outcome;
       },
-      release: async (kind, ids, ownerToken) => {
-        const released = await this.timed(op(kind, 'release', 'permit_release'), () => inner.release(kind, ids, ownerToken));
-        if (released) {
-          // No longer tracked, and its hold time observed.
-          const heldSeconds = this.tracker.released(ownerToken);
-          if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-        }
-        return released;
-      },
+      release: (kind, ids, ownerToken) => this.releaseLease(inner, kind, ids, ownerToken),
       forceRelease: async (kind, id, fencingToken) => {
         const evicted = await this.timed(op(kind, 'force_release', 'permit_force_release'), () =>
           inner.forceRelease(kind, id, fencingToken),
@@ -120,6 +112,26 @@ export class InstrumentedStore implements Store {
     // A replay is the earlier lease, already tracked under its own owner token.
     if (outcome.acquired && outcome.replayed === undefined) this.tracker.granted(request.ownerToken, request.ttlMs);
     return outcome;
+  }
+
+  /** The port's release, timed inline as acquire is (the other half of every lock pair). */
+  private async releaseLease(inner: LeaseStore, kind: LeaseKind, ids: readonly string[], ownerToken: string): Promise<boolean> {
+    const op: StoreOperation = kind === 'lock' ? 'release' : 'permit_release';
+    const started = performance.now();
+    let released: boolean;
+    try {
+      released = await inner.release(kind, ids, ownerToken);
+    } catch (err) {
+      this.sink.storeCall(op, this.failure(err), (performance.now() - started) / 1000, false);
+      throw err;
+    }
+    this.sink.storeCall(op, 'ok', (performance.now() - started) / 1000, false);
+    if (released) {
+      // No longer tracked, and its hold time observed.
+      const heldSeconds = this.tracker.released(ownerToken);
+      if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
+    }
+    return released;
   }
 
   ping(): Promise<void> {

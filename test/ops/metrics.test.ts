@@ -119,11 +119,16 @@ describe('metrics over a real Redis', () => {
   it('observes the hold time at release and the acquire latency', async () => {
     const before = await histogramCount(metrics, 'keyholder_lock_hold_seconds');
     const sumBefore = await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum');
+    const storeReleases = () =>
+      histogramCount(metrics, 'keyholder_store_operation_duration_seconds', { operation: 'release', result: 'ok' });
+    const releasesBefore = await storeReleases();
     const k = key('hold');
     const { ownerToken } = (await post(`/v1/locks/${k}/acquire`, { ttlMs: 5_000 })).json<{ ownerToken: string }>();
     await sleep(50);
     await post(`/v1/locks/${k}/release`, { ownerToken });
     expect(await histogramCount(metrics, 'keyholder_lock_hold_seconds')).toBe(before + 1);
+    // The store's release is timed as its own operation, once.
+    expect(await storeReleases()).toBe(releasesBefore + 1);
     // A lower bound only: the lock was held for at least the 50 ms sleep, however slow the machine.
     expect((await histogramPart(metrics, 'keyholder_lock_hold_seconds', 'sum')) - sumBefore).toBeGreaterThanOrEqual(0.045);
     expect(await histogramCount(metrics, 'keyholder_lock_operation_duration_seconds', { operation: 'acquire' })).toBeGreaterThan(0);

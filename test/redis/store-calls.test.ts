@@ -288,6 +288,11 @@ describe('redis store: calls on the connection', () => {
     await eventually(async () => expect(await settle(faulty.ping())).toBeInstanceOf(StoreUnavailableError), 5_000, 5);
     await expect(faulty.watchChanges(uniqueKey('watched'), () => undefined)).rejects.toThrow(/not connected/);
     await expect(faulty.inspect(uniqueKey('inspected'))).rejects.toThrow(/not connected/);
+    // The lock pair's two calls too (they make the check themselves, not through the store's call).
+    await expect(faulty.acquire({ id: uniqueKey('acquired'), ownerToken: newOwnerToken(), ttlMs: 30_000, holder: null })).rejects.toThrow(
+      /not connected/,
+    );
+    await expect(faulty.release(uniqueKey('released'), newOwnerToken())).rejects.toThrow(/not connected/);
   });
 
   it('a store closed while its connection is down does not reconnect', async () => {

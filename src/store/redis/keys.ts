@@ -132,6 +132,11 @@ export function splitId(id: string): { group: string; name: string } {
 export class KeySpace {
   /** Each group's shard tags, computed once per group (a bounded cache: see shardTags). */
   private readonly tags = new Map<string, readonly string[]>();
+  /**
+   * Each shard tag's quota keys, made once: every lock call names its shard's two keys, and a namespace
+   * has QUOTA_SHARDS of them. Bounded as the tags are (emptied past 16 shards of 10,000 groups).
+   */
+  private readonly quotas = new Map<string, QuotaKeys>();
 
   constructor(private readonly prefix: string) {}
 
@@ -218,7 +223,13 @@ export class KeySpace {
   }
 
   private quotaShard(tag: string): QuotaKeys {
-    return { count: `${this.prefix}{${tag}}Q`, ends: `${this.prefix}{${tag}}E` };
+    let keys = this.quotas.get(tag);
+    if (keys === undefined) {
+      if (this.quotas.size >= 160_000) this.quotas.clear();
+      keys = Object.freeze({ count: `${this.prefix}{${tag}}Q`, ends: `${this.prefix}{${tag}}E` });
+      this.quotas.set(tag, keys);
+    }
+    return keys;
   }
 
   /** The keys of a semaphore (`s`, `sq`, `sw`, `se`) or read/write lock (`r`, `rq`, `rw`, `re`). */

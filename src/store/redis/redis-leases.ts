@@ -79,6 +79,13 @@ export interface RedisLeasesDeps {
   readonly replicaAcks: boolean;
   /** Runs one Redis call; every failure becomes StoreUnavailableError (RedisStore.call). */
   call<T>(run: () => Promise<T>): Promise<T>;
+  /**
+   * RedisStore.call's two steps, for a call that writes them out itself (a lock pair's acquire and
+   * release: one async frame instead of call's and its closure's): the check before sending (throws
+   * StoreUnavailableError), and what a failure becomes.
+   */
+  ensureConnected(): void;
+  callFailed(err: unknown): StoreUnavailableError;
   /** The store's lane for acquire and cancel scripts (ScriptLane): every kind of key shares it. */
   readonly acquires: ScriptLane;
   /** One listing page of ids over every data node (RedisStore.scanIds: one Redis, or each Cluster master). */
@@ -281,13 +288,15 @@ export class RedisLeases implements LeaseEngine {
     }
   }
 
-  private runAcquire(
+  private async runAcquire(
     id: string,
     { ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: LeaseAcquire,
     waitMs: number,
     waiterId: string,
   ): Promise<AcquireReply> {
-    return this.deps.call(async () => {
+    // As this.deps.call(() => ...) would, written out (see RedisLeasesDeps.ensureConnected).
+    this.deps.ensureConnected();
+    try {
       // Every property written out: spreading another object into this literal (`...handOverArgs`)
       // sent V8 down a slow path that cost about 40 µs of CPU per acquire + release pair.
       const raw = await this.deps.scripts.run('acquire', {
@@ -312,7 +321,9 @@ export class RedisLeases implements LeaseEngine {
       if (reply.kind === 'queued' && waitMs <= 0) throw new UnexpectedReplyError('acquire', raw);
       if (reply.kind === 'held' || reply.kind === 'queued' || reply.kind === 'queue_full') this.contended.mark(id, reply.retryAfterMs);
       return reply;
-    });
+    } catch (err) {
+      throw this.deps.callFailed(err);
+    }
   }
 
   /** The answer to a lock's acquire the script settled at once (not queued). */
@@ -389,8 +400,10 @@ export class RedisLeases implements LeaseEngine {
    * is answered: on a hot key the next holder's grant leaves first, without a second socket read (the
    * subscriber's) or a PUBLISH. Should the reply be lost, the waiter's heartbeat visit finds the grant.
    */
-  private releaseLock(id: string, ownerToken: string): Promise<boolean> {
-    return this.deps.call(async () => {
+  private async releaseLock(id: string, ownerToken: string): Promise<boolean> {
+    // As this.deps.call(() => ...) would, written out (see RedisLeasesDeps.ensureConnected).
+    this.deps.ensureConnected();
+    try {
       // Written out, not spread from handOverArgs: see runAcquire.
       const { released, handedTo } = parseLockRelease(
         await this.deps.scripts.run(
@@ -414,7 +427,9 @@ export class RedisLeases implements LeaseEngine {
         await afterThisTurn();
       }
       return released;
-    });
+    } catch (err) {
+      throw this.deps.callFailed(err);
+    }
   }
 
   /** A lock's live lease, as the port's inspect answers it. */

@@ -181,6 +181,8 @@ export class RedisStore implements Store {
       maxWaitersPerKey: this.maxWaitersPerKey,
       replicaAcks: this.replicaAcks !== null,
       call: (run) => this.call(run),
+      ensureConnected: () => this.ensureConnected(),
+      callFailed: (err) => this.callFailed(err),
       acquires: this.acquires,
       scanIds: (pattern, limit, cursor, idOf) => this.scanIds(pattern, limit, cursor, idOf),
       // A permit's id tags its keys like a lock's, so the lock key names the same node and slot.
@@ -420,17 +422,27 @@ export class RedisStore implements Store {
    * shape) becomes StoreUnavailableError, because none of them is a certain answer.
    */
   private async call<T>(run: () => Promise<T>): Promise<T> {
-    if (this.redis.status !== 'ready') {
-      throw new StoreUnavailableError(`Redis is not connected (${this.redis.status})`);
-    }
+    this.ensureConnected();
     try {
       return await run();
     } catch (err) {
-      // A reply meant for another call: this connection's replies are out of step; replace it.
-      if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
-      // After a timeout the reply may only be late (Redis slow), or lost for good: find out.
-      else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
-      throw new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
+      throw this.callFailed(err);
     }
+  }
+
+  /** The check every call makes before it sends anything: StoreUnavailableError unless connected. */
+  private ensureConnected(): void {
+    if (this.redis.status !== 'ready') {
+      throw new StoreUnavailableError(`Redis is not connected (${this.redis.status})`);
+    }
+  }
+
+  /** What a call's failure becomes (StoreUnavailableError), and what it says about the connection. */
+  private callFailed(err: unknown): StoreUnavailableError {
+    // A reply meant for another call: this connection's replies are out of step; replace it.
+    if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
+    // After a timeout the reply may only be late (Redis slow), or lost for good: find out.
+    else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
+    return new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
   }
 }
