@@ -7,7 +7,7 @@ import { RedisServer } from '../helpers/redis-server.js';
 import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
-import { encodeRecord, type HistoryKey, type HistoryLimits, type HistoryRecord } from '../../src/domain/history.js';
+import { decodeRecord, encodeRecord, type HistoryKey, type HistoryLimits, type HistoryRecord } from '../../src/domain/history.js';
 import { QUOTA_SHARDS } from '../../src/store/redis/keys.js';
 
 let server: RedisServer;
@@ -145,6 +145,8 @@ describe('redis history layout: a hash and an index per shard', () => {
       const { index, data } = store.historyKeys(a);
       const ttls = async () => [await client.pttl(index), await client.pttl(data)] as const;
       await write(a);
+      // A hash table from its first write, not a listpack (whose every field read scans the others).
+      expect(await client.object('ENCODING', data)).toBe('hashtable');
       const [firstOfIndex, first] = await ttls();
       expect(first).toBeGreaterThan(limits.retentionMs);
       expect(first).toBeLessThanOrEqual(34_000);
@@ -204,6 +206,15 @@ describe('redis history layout: a hash and an index per shard', () => {
       expect(await client.exists(list)).toBe(0);
       expect(await client.zrange(index, 0, -1)).toEqual([store.historyKeys(a).field, store.historyKeys(b).field]);
       expect((await store.read(a)).map((r) => r.lease)).toEqual(['new0', 'new1', 'new2']);
+      // The field keeps the last eventsPerKey lines, not every event written.
+      await store.append([3, 4, 5].map((i) => ({ ...a, record: { kind: 'released' as const, at: t + 10 + i, lease: `new${i}` } })));
+      expect((await client.hget(data, store.historyKeys(a).field))?.split('\n').map((line) => decodeRecord(line)?.lease)).toEqual([
+        'new1',
+        'new2',
+        'new3',
+        'new4',
+        'new5',
+      ]);
     } finally {
       client.disconnect();
       await store.close();

@@ -203,12 +203,18 @@ export class KeySpace {
   history(id: string, letter: string): HistoryKeys {
     const { group, name } = splitId(id);
     const tag = this.shardTag(group, name);
-    return {
-      index: `${this.prefix}{${tag}}H`,
-      data: `${this.prefix}{${tag}}Hd`,
-      field: `${letter}${GROUP_SEPARATOR}${name}`,
-      list: this.keyIn(tag, letter, id, name),
-    };
+    return { ...this.historyShard(tag), field: `${letter}${GROUP_SEPARATOR}${name}`, list: this.keyIn(tag, letter, id, name) };
+  }
+
+  /** A history's shard tag and field, without its keys' names (a flush names each shard once). */
+  historyPlace(id: string, letter: string): { readonly tag: string; readonly field: string } {
+    const { group, name } = splitId(id);
+    return { tag: this.shardTag(group, name), field: `${letter}${GROUP_SEPARATOR}${name}` };
+  }
+
+  /** The hash and index of the history shard with hash tag `tag` (see history). */
+  historyShard(tag: string): Pick<HistoryKeys, 'index' | 'data'> {
+    return { index: `${this.prefix}{${tag}}H`, data: `${this.prefix}{${tag}}Hd` };
   }
 
   /** The hash holding a lock's lease and its last fencing token. */

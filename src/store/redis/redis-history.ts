@@ -110,12 +110,12 @@ export class RedisHistory implements HistoryStore {
       }
       const events = [entry.record];
       byKey.set(id, events);
-      const where = this.historyKeys(entry);
-      const shard = shards.get(where.index);
+      const { tag, field } = this.keys.historyPlace(lockId(entry.namespace, entry.key), historyKindLetter(entry.primitive));
+      const shard = shards.get(tag);
       if (shard) {
-        shard.fields.push(where.field);
+        shard.fields.push(field);
         shard.events.push(events);
-      } else shards.set(where.index, { index: where.index, data: where.data, fields: [where.field], events: [events] });
+      } else shards.set(tag, { ...this.keys.historyShard(tag), fields: [field], events: [events] });
     }
     const { eventsPerKey, retentionMs } = this.options.limits;
     const now = performance.now();
