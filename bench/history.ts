@@ -200,8 +200,10 @@ export async function measureHistory(
       for (const key of keys) {
         result.redisBytes += Number(await client.call('MEMORY', 'USAGE', key, 'SAMPLES', '0'));
         if (key.endsWith('H')) continue;
-        // A key's records: a list's items, or one line each of a hash field's value.
-        const histories = /\}h[lsr]\//.test(key) ? [await client.lrange(key, 0, -1)] : (await client.hvals(key)).map((v) => v.split('\n'));
+        // A key's records: a list's items, or a hash field's lines after its count.
+        const histories = /\}h[lsr]\//.test(key)
+          ? [await client.lrange(key, 0, -1)]
+          : (await client.hvals(key)).map((v) => v.slice(v.indexOf('\n') + 1).split('\n'));
         for (const records of histories) {
           result.lists++;
           // Events, not records: a grant with its release folded in is two (readRecords gives both back).

@@ -206,15 +206,11 @@ describe('redis history layout: a hash and an index per shard', () => {
       expect(await client.exists(list)).toBe(0);
       expect(await client.zrange(index, 0, -1)).toEqual([store.historyKeys(a).field, store.historyKeys(b).field]);
       expect((await store.read(a)).map((r) => r.lease)).toEqual(['new0', 'new1', 'new2']);
-      // The field keeps the last eventsPerKey lines, not every event written.
+      // The field keeps its count and the last eventsPerKey lines, not every event written.
       await store.append([3, 4, 5].map((i) => ({ ...a, record: { kind: 'released' as const, at: t + 10 + i, lease: `new${i}` } })));
-      expect((await client.hget(data, store.historyKeys(a).field))?.split('\n').map((line) => decodeRecord(line)?.lease)).toEqual([
-        'new1',
-        'new2',
-        'new3',
-        'new4',
-        'new5',
-      ]);
+      const [count, ...lines] = ((await client.hget(data, store.historyKeys(a).field)) ?? '').split('\n');
+      expect(count).toBe('5');
+      expect(lines.map((line) => decodeRecord(line)?.lease)).toEqual(['new1', 'new2', 'new3', 'new4', 'new5']);
     } finally {
       client.disconnect();
       await store.close();

@@ -175,7 +175,9 @@ export class RedisHistory implements HistoryStore {
       for (const [err] of replies) if (err) throw err;
       return [replies[0]?.[1] as string[], replies[1]?.[1] as string | null];
     });
-    const lines = blob === null ? older : older.length === 0 ? blob.split('\n') : [...older, ...blob.split('\n')];
+    // A field's value: its count of lines first (see the script), then its events.
+    const events = blob === null ? [] : blob.slice(blob.indexOf('\n') + 1).split('\n');
+    const lines = older.length === 0 ? events : [...older, ...events];
     const oldest = Date.now() - this.options.limits.retentionMs;
     return readRecords(lines, oldest, this.options.limits.eventsPerKey);
   }
