@@ -9,7 +9,7 @@ import { pin, placement, type Placement } from './pin.js';
  * `npm run bench -- --only history`: what lease history costs. Two keyholder instances on one Redis, one
  * with HISTORY=on and one with HISTORY=off, take turns at the `pairs` loop (acquire + release), A/B/A/B,
  * so a change in the machine's load hits both alike; then the history the `on` instance wrote is
- * weighed in Redis (MEMORY USAGE of its shards' hashes and indexes, over the events they hold).
+ * weighed in Redis (MEMORY USAGE of its lists and indexes, over the events they hold).
  *
  * The load worker sends the API key it was started with (KEYHOLDER_BENCH_API_KEY, read when it loads):
  * the caller makes the key and its file before it forks the worker, and passes the file here (`access`).
@@ -184,8 +184,7 @@ export async function measureHistory(
         owned.splice(owned.indexOf(instance.proc), 1);
       }
     }
-    // What the history of the `on` instance weighs in Redis: its shards' hashes and indexes (and any list
-    // of the layout before).
+    // What the history of the `on` instance weighs in Redis: its lists and its shard indexes.
     const client = new Redis(redis.url);
     try {
       let cursor = '0';
@@ -193,20 +192,16 @@ export async function measureHistory(
       do {
         const [next, batch] = await client.scan(cursor, 'MATCH', 'khon:*', 'COUNT', 1000);
         cursor = next;
-        keys.push(...batch.filter((k) => /\}(h[lsr]\/|H$|Hd$)/.test(k)));
+        keys.push(...batch.filter((k) => /\}(h[lsr]\/|H$)/.test(k)));
       } while (cursor !== '0');
       let sampledChars = 0;
       let sampled = 0;
       for (const key of keys) {
         result.redisBytes += Number(await client.call('MEMORY', 'USAGE', key, 'SAMPLES', '0'));
-        if (key.endsWith('H')) continue;
-        // A key's records: a list's items, or a hash field's lines after its count.
-        const histories = /\}h[lsr]\//.test(key)
-          ? [await client.lrange(key, 0, -1)]
-          : (await client.hvals(key)).map((v) => v.slice(v.indexOf('\n') + 1).split('\n'));
-        for (const records of histories) {
+        if (/\}h[lsr]\//.test(key)) {
           result.lists++;
           // Events, not records: a grant with its release folded in is two (readRecords gives both back).
+          const records = await client.lrange(key, 0, -1);
           const events = readRecords(records, 0, Number.MAX_SAFE_INTEGER).length;
           result.events += events;
           result.records += records.length;
@@ -289,7 +284,7 @@ function renderHistory(settings: HistoryBenchSettings, r: HistoryBenchResult): s
     '',
     `Redis calls per pair: off ${calls(r.off)}; on ${calls(r.on)}.`,
     '',
-    `Redis memory of the history written: ${r.redisBytes} bytes for ${r.events} events (${r.records} records) in ${r.lists} keys' histories (and their indexes): ` +
+    `Redis memory of the history written: ${r.redisBytes} bytes for ${r.events} events (${r.records} records) in ${r.lists} lists (and their indexes): ` +
       `**${r.events ? (r.redisBytes / r.events).toFixed(0) : '-'} bytes per event** in Redis; ${r.encodedBytesPerEvent.toFixed(0)} bytes per event encoded.`,
     '',
   ].join('\n');

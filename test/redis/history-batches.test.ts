@@ -9,8 +9,8 @@ import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 /**
  * Lease history on a single Redis (redis-history.ts) beyond the history contract: a large batch goes
- * to Redis in calls of at most 64 keys (Redis serves the lock calls between two of them), each event
- * written exactly once; each shard's hash and index share one hash tag; a history that could not reach
+ * to Redis in calls of at most 64 lists (Redis serves the lock calls between two of them), each event
+ * written exactly once; each shard's index shares its lists' hash tag; a history that could not reach
  * Redis writes again once Redis is there; and closing ends its connection.
  */
 
@@ -42,7 +42,7 @@ function open(url = server.url, commandTimeoutMs = 2_000): RedisHistory {
 function spyOnCalls(history: RedisHistory) {
   const redis = (history as unknown as { redis: { historyAppend: (args: (string | number)[]) => Promise<unknown> } }).redis;
   const spy = vi.spyOn(redis, 'historyAppend');
-  // The first argument is the number of keys: per shard its index and its hash (here a key a shard).
+  // The first argument is the number of keys: per shard its index and its one list.
   return () => spy.mock.calls.map(([args]) => Number(args[0]) / 2);
 }
 
@@ -78,18 +78,17 @@ describe('redis history: batches', () => {
     expect(calls()).toEqual([LISTS_PER_CALL]);
   });
 
-  it('keeps each shard’s hash and index in one slot (and the list of the layout before)', async () => {
+  it('keeps each shard’s index in the slot of its lists', async () => {
     const history = open();
     const { keys, batch } = batchOf(3);
     await history.append(batch);
     const client = server.client();
     try {
       for (const key of keys) {
-        const { index, data, field, list } = history.historyKeys(key);
-        expect(calculateSlot(index)).toBe(calculateSlot(data));
-        expect(calculateSlot(list)).toBe(calculateSlot(data));
-        expect(await client.zrange(index, 0, -1)).toEqual([field]);
-        expect(await client.hkeys(data)).toEqual([field]);
+        const list = history.listKey(key);
+        const index = history.indexKey(list);
+        expect(calculateSlot(index)).toBe(calculateSlot(list));
+        expect(await client.zrange(index, 0, -1)).toEqual([list]);
       }
     } finally {
       client.disconnect();

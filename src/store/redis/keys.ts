@@ -99,17 +99,6 @@ export interface PermitKeys {
   readonly expiries: string;
 }
 
-/** A key's lease history: see KeySpace.history. */
-export interface HistoryKeys {
-  /** ZSET: the shard's fields (and lists of the layout before) by last write. */
-  readonly index: string;
-  /** HASH: the shard's histories, one field a key. */
-  readonly data: string;
-  readonly field: string;
-  /** The layout before: the key's LIST. */
-  readonly list: string;
-}
-
 /**
  * The kind letters of the first two multi-holder primitives' keys, kept as deployments store them:
  * `{ns}s/key` a semaphore, `{ns}r/key` a read/write lock.
@@ -193,28 +182,6 @@ export class KeySpace {
     return name === '' && !id.includes(GROUP_SEPARATOR)
       ? `${this.prefix}{${tag}}${kind}`
       : `${this.prefix}{${tag}}${kind}${GROUP_SEPARATOR}${name}`;
-  }
-
-  /**
-   * Where a key's lease history lives (`letter`: historyKindLetter): its shard's hash of histories `P{T}Hd`
-   * and index `P{T}H`, its field in both (`letter/name`: never a `{`, unlike a key name), and the LIST of
-   * the layout before (a key per history, `P{T}hl/name`), read until its TTL drops it.
-   */
-  history(id: string, letter: string): HistoryKeys {
-    const { group, name } = splitId(id);
-    const tag = this.shardTag(group, name);
-    return { ...this.historyShard(tag), field: `${letter}${GROUP_SEPARATOR}${name}`, list: this.keyIn(tag, letter, id, name) };
-  }
-
-  /** A history's shard tag and field, without its keys' names (a flush names each shard once). */
-  historyPlace(id: string, letter: string): { readonly tag: string; readonly field: string } {
-    const { group, name } = splitId(id);
-    return { tag: this.shardTag(group, name), field: `${letter}${GROUP_SEPARATOR}${name}` };
-  }
-
-  /** The hash and index of the history shard with hash tag `tag` (see history). */
-  historyShard(tag: string): Pick<HistoryKeys, 'index' | 'data'> {
-    return { index: `${this.prefix}{${tag}}H`, data: `${this.prefix}{${tag}}Hd` };
   }
 
   /** The hash holding a lock's lease and its last fencing token. */
