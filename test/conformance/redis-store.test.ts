@@ -108,6 +108,8 @@ describe('redis history index', () => {
       const ttlOf = (key: typeof a) => client.pttl(store.listKey(key));
       const index = store.indexKey(store.listKey(a));
       await write(a);
+      // A skiplist from its first write, not a listpack (whose every ZADD of a member scans the others).
+      expect(await client.object('ENCODING', index)).toBe('skiplist');
       const first = await ttlOf(a);
       const firstOfIndex = await client.pttl(index);
       expect(first).toBeGreaterThan(limits.retentionMs);
