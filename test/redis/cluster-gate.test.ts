@@ -1,0 +1,138 @@
+import { performance } from 'node:perf_hooks';
+import { Cluster, Command, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
+import { masterGate } from '../../src/store/redis/nodes.js';
+import { RedisCluster } from '../helpers/redis-cluster.js';
+import { eventually } from '../helpers/redis-store.js';
+
+/**
+ * The Cluster client's master gate (nodes.ts) on its own, over a real 3-master Cluster and the client
+ * the store makes: no offline queue, so a command for a master whose connection is being made anew is
+ * refused or sent elsewhere (MOVED) unless it waits for that connection. The store's own tests
+ * (redis-cluster-store.test.ts) show the answers callers get; these pin the gate's rules one by one,
+ * cheaply enough to run under each of its mutants.
+ */
+const TIMEOUT_MS = 1_500;
+
+let cluster: RedisCluster;
+let client: Cluster;
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+  client = createRedisClient(cluster.connection, { commandTimeoutMs: TIMEOUT_MS }) as Cluster;
+  await eventually(() => client.ping(), 10_000);
+}, 60_000);
+
+afterAll(async () => {
+  client?.disconnect();
+  await cluster?.stop();
+});
+
+const nodeKey = (n: Redis): string => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`;
+const ownerOfKey = (key: string): string | undefined => client.slots[new Command('get', [key]).getSlot()]?.[0];
+const poolNode = (owner: string): Redis | undefined => client.nodes('master').find((n) => nodeKey(n) === owner);
+
+/** Keys of each master: `perMaster` keys whose slot the named master serves. */
+function keysByMaster(perMaster: number): Map<string, string[]> {
+  const found = new Map<string, string[]>();
+  for (let i = 0; [...found.values()].filter((k) => k.length >= perMaster).length < 3; i++) {
+    const key = `gate:${String(i)}`;
+    const owner = ownerOfKey(key);
+    if (owner === undefined) continue;
+    const list = found.get(owner) ?? [];
+    if (list.length < perMaster) list.push(key);
+    found.set(owner, list);
+  }
+  return found;
+}
+
+/** Every master connection made and ready (a command to each). */
+async function warm(): Promise<void> {
+  await eventually(async () => {
+    for (const keys of keysByMaster(1).values()) await client.get(keys[0] as string);
+    for (const n of client.nodes('master')) if (n.status !== 'ready') throw new Error(`${nodeKey(n)} ${n.status}`);
+  }, 10_000);
+}
+
+/** Drops this client's connection to `owner` from the server side, as an idle reaper would. */
+async function killConnectionTo(owner: string): Promise<Redis> {
+  const before = poolNode(owner);
+  expect(before?.status).toBe('ready');
+  const admin = new Redis({ host: '127.0.0.1', port: Number(owner.split(':')[1]) });
+  try {
+    await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+  } finally {
+    admin.disconnect();
+  }
+  await vi.waitFor(() => expect(poolNode(owner) === before && before?.status === 'ready').toBe(false), { timeout: 5_000, interval: 5 });
+  return before as Redis;
+}
+
+describe('master gate (Cluster client)', () => {
+  it('is no gate on one Redis: a plain client needs none', () => {
+    const plain = new Redis({ lazyConnect: true });
+    try {
+      expect(masterGate(plain as unknown as RedisClient, TIMEOUT_MS)).toBeNull();
+    } finally {
+      plain.disconnect();
+    }
+  });
+
+  it('lets a call through at once when its master connection is ready, once seen ready', async () => {
+    await warm();
+    const gate = masterGate(client, TIMEOUT_MS);
+    for (const keys of keysByMaster(2).values()) {
+      // The first call of a master may look it up; from then on none waits.
+      await gate?.(keys[0] as string);
+      expect(gate?.(keys[0] as string)).toBeUndefined();
+      expect(gate?.(keys[1] as string)).toBeUndefined();
+    }
+  });
+
+  it('makes a call wait for its master connection made anew, then lets it through on a ready one; other masters do not wait', async () => {
+    await warm();
+    const gate = masterGate(client, TIMEOUT_MS);
+    const byMaster = keysByMaster(1);
+    for (const keys of byMaster.values()) await gate?.(keys[0] as string);
+    const [victim, other] = [...byMaster.keys()] as [string, string];
+    await killConnectionTo(victim);
+    // Another master's calls are not held for the one being reconnected.
+    expect(gate?.((byMaster.get(other) as string[])[0] as string)).toBeUndefined();
+    const waiting = gate?.((byMaster.get(victim) as string[])[0] as string);
+    expect(waiting).toBeInstanceOf(Promise);
+    const started = performance.now();
+    await waiting;
+    expect(performance.now() - started).toBeLessThan(TIMEOUT_MS);
+    expect(poolNode(victim)?.status).toBe('ready');
+    // Sent together, after the wait every call is answered (no "Connection is closed", no MOVED).
+    const keys = keysByMaster(20).get(victim) as string[];
+    await Promise.all(keys.map((k) => gate?.(k)));
+    const answers = await Promise.allSettled(keys.map((k) => client.set(k, '1')));
+    expect(answers.filter((a) => a.status === 'rejected')).toEqual([]);
+  });
+
+  it('gives up after its timeout when the master does not answer, naming the master and its state', async () => {
+    await warm();
+    const gate = masterGate(client, TIMEOUT_MS);
+    const byMaster = keysByMaster(1);
+    for (const keys of byMaster.values()) await gate?.(keys[0] as string);
+    const victim = [...byMaster.keys()][0] as string;
+    const server = cluster.servers.find((s) => s.port === Number(victim.split(':')[1]));
+    await killConnectionTo(victim);
+    server?.pause();
+    try {
+      const started = performance.now();
+      await expect(gate?.((byMaster.get(victim) as string[])[0] as string)).rejects.toThrow(
+        new RegExp(`not ready within ${String(TIMEOUT_MS)} ms \\(${victim}`),
+      );
+      const tookMs = performance.now() - started;
+      expect(tookMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
+    } finally {
+      server?.resume();
+    }
+    // And once it answers again, the next call's wait ends on its ready connection.
+    await eventually(() => gate?.((byMaster.get(victim) as string[])[0] as string) ?? Promise.resolve(), 10_000);
+    expect(poolNode(victim)?.status).toBe('ready');
+  });
+});
