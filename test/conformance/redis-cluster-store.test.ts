@@ -317,6 +317,51 @@ describe('a master connection dropped under the store', () => {
 });
 
 /**
+ * A listing walks every master with SCAN, each on the pool's connection to it (redis-store.ts, scanIds).
+ * Right after one master's connection was killed, the listing must not come back complete without that
+ * master's locks: it lists every lock, or answers 503.
+ */
+describe('a master connection dropped under a listing', () => {
+  it('every lock listed right after a master connection was killed (or a 503), never a complete listing short of them', async () => {
+    const prefix = `${PREFIX}dropped-list:`;
+    const store = new RedisStore({ connection: cluster.connection, keyPrefix: prefix, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => store.ping(), 10_000);
+      const words = withWords(store);
+      const ids = Array.from({ length: 48 }, (_v, i) => lockId('listed', `l-${i}`));
+      for (const id of ids)
+        expect((await words.acquire({ id, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null })).acquired).toBe(true);
+      const listAll = async (): Promise<string> => {
+        const seen = new Set<string>();
+        let cursor: string | undefined;
+        try {
+          do {
+            const page = await words.list({ prefix: 'listed/', limit: 100, cursor });
+            for (const row of page.leases) seen.add(row.id);
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor !== undefined);
+        } catch (err) {
+          return `${(err as Error).constructor.name}: ${(err as Error).message}`;
+        }
+        return `listed ${seen.size}`;
+      };
+      expect(await listAll()).toBe(`listed ${ids.length}`);
+      const client = (store as unknown as { redis: Cluster }).redis;
+      const port = await cluster.masterOf(new KeySpace(prefix).lock(ids[0] as string));
+      const node = () => client.nodes('master').find((n) => n.options.port === port);
+      const before = node();
+      await withAdmin(port, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'));
+      await vi.waitFor(() => expect(node() === before && before?.status === 'ready').toBe(false), { timeout: 5_000, interval: 5 });
+      const answer = await listAll();
+      console.log(`[cluster] a listing of ${ids.length} locks right after a master connection was killed: ${answer}`);
+      expect(answer === `listed ${ids.length}` || answer.startsWith('StoreUnavailableError')).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+/**
  * The other calls on the Cluster that are not the lock store's scripts, each on a client of its own: the
  * rate limiter's shared allowance (shared-rate-limit.ts) and the lease history (redis-history.ts). Right
  * after their master's connection was killed, calls sent together on that master's keys must be

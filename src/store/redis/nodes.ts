@@ -57,6 +57,28 @@ export function dataNodes(client: RedisClient): Redis[] {
 }
 
 /**
+ * The nodes a listing walks (dataNodes), once the pool has a ready connection to every master the slot
+ * map names: a master's connection that was dropped leaves the pool until it is made anew, and a
+ * listing over the pool alone came back complete without that master's keys (measured: 23 of 48
+ * locks). Waits for such a connection up to `timeoutMs` (whenMasterReady), then rejects if one is
+ * still missing: a listing that cannot reach every master fails rather than come back short.
+ */
+export async function everyMasterNode(client: RedisClient, timeoutMs: number): Promise<Redis[]> {
+  if (!(client instanceof Cluster)) return [client];
+  /** Each master the slot map names, with one slot it serves. */
+  const slotOf = new Map<string, number>();
+  client.slots.forEach((owners, slot) => {
+    const owner = owners[0];
+    if (owner !== undefined && !slotOf.has(owner)) slotOf.set(owner, slot);
+  });
+  await Promise.all([...slotOf.values()].map((slot) => whenMasterReady(client, slot, timeoutMs, () => undefined)));
+  const nodes = dataNodes(client);
+  const pooled = new Set(nodes.map((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`));
+  for (const owner of slotOf.keys()) if (!pooled.has(owner)) throw new Error(`no connection to the master ${owner}`);
+  return nodes;
+}
+
+/**
  * Whether calls sent now, several at once, reach their nodes: the client is ready and, on a Cluster, so
  * is its connection to every master. A Cluster client without an offline queue sends the first command
  * for a master whose connection is not made yet (that command starts it), but refuses every other one
