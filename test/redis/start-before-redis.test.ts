@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { RedisCluster } from '../helpers/redis-cluster.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 
@@ -33,9 +34,19 @@ async function connectCostMs(redis: RedisServer): Promise<number> {
   return performance.now() - started;
 }
 
-/** Starts an instance on `redis` while `redis` does not answer; `answer` makes it answer. Returns the figures. */
-async function readyOnceRedisAnswers(redis: RedisServer, answer: () => Promise<void>, what: string): Promise<void> {
-  const server = await KeyholderProcess.start({ env: { REDIS_URL: redis.url, LOG_LEVEL: 'warn' }, waitFor: 'livez' });
+/**
+ * Starts an instance on `redis` (env: how to reach it) while it does not answer; `answer` makes it
+ * answer. The bound: a reconnect period, plus `extraMs`, plus twice a connection and an answer of the
+ * instance as measured.
+ */
+async function readyOnceRedisAnswers(
+  env: Record<string, string>,
+  redis: RedisServer,
+  answer: () => Promise<void>,
+  what: string,
+  extraMs = 0,
+): Promise<void> {
+  const server = await KeyholderProcess.start({ env: { ...env, LOG_LEVEL: 'warn' }, waitFor: 'livez' });
   try {
     // What one answer of this process costs now (a /readyz poll pays it once more).
     const livezStarted = performance.now();
@@ -51,7 +62,7 @@ async function readyOnceRedisAnswers(redis: RedisServer, answer: () => Promise<v
     const connectMs = await connectCostMs(redis);
     await eventually(async () => expect((await get(server, '/readyz')).status).toBe(200), 15_000);
     const readyMs = performance.now() - answeredAt;
-    const boundMs = RECONNECT_MAX_DELAY_MS + 2 * connectMs + 2 * livezMs + 500;
+    const boundMs = RECONNECT_MAX_DELAY_MS + extraMs + 2 * connectMs + 2 * livezMs + 500;
     console.log(
       `[start] ${what}: /readyz 200 ${Math.round(readyMs)} ms after Redis answered (bound ${Math.round(boundMs)} ms: connect ${Math.round(connectMs)} ms, /livez ${Math.round(livezMs)} ms)`,
     );
@@ -67,7 +78,7 @@ describe('an instance started before Redis answers', () => {
     const redis = await RedisServer.start();
     try {
       await redis.kill();
-      await readyOnceRedisAnswers(redis, () => redis.launch(), 'started before Redis was up');
+      await readyOnceRedisAnswers({ REDIS_URL: redis.url }, redis, () => redis.launch(), 'started before Redis was up');
     } finally {
       await redis.stop();
     }
@@ -77,9 +88,30 @@ describe('an instance started before Redis answers', () => {
     const redis = await RedisServer.start();
     try {
       redis.pause();
-      await readyOnceRedisAnswers(redis, () => Promise.resolve(redis.resume()), 'started while Redis was paused');
+      await readyOnceRedisAnswers({ REDIS_URL: redis.url }, redis, () => Promise.resolve(redis.resume()), 'started while Redis was paused');
     } finally {
       await redis.stop();
+    }
+  });
+
+  it('a Redis Cluster none of whose nodes runs yet: /readyz 503, then 200 within the same bound and a slot map refresh once it is back', async () => {
+    const cluster = await RedisCluster.start();
+    try {
+      // Every node down; each comes back with its cluster configuration (nodes.conf), as after a power cut.
+      for (const server of cluster.servers) await server.kill();
+      await readyOnceRedisAnswers(
+        { REDIS_CLUSTER_NODES: cluster.nodesEnv },
+        cluster.servers[0] as RedisServer,
+        async () => {
+          await Promise.all(cluster.servers.map((server) => server.launch()));
+          await cluster.waitUntilHealthy();
+        },
+        'started before a Redis Cluster was up',
+        // The Cluster client reads the slot map again at least every second (client.ts).
+        1_000,
+      );
+    } finally {
+      await cluster.stop();
     }
   });
 });

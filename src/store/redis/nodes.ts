@@ -153,7 +153,8 @@ export type MasterGate = (key: string) => Promise<void> | undefined;
  * failed. Here a call whose master's connection is not ready first waits for it, up to `timeoutMs`
  * (the command timeout): the slot map is read again, the connection made, and the call then sent on a
  * ready connection. A master really gone still answers 503, after the wait; calls on other masters
- * never wait for it, nor does any call while the client itself is not ready (it fails at once). The check costs a slot hash and a map look-up per call while connections are ready.
+ * never wait for it, nor does any call while the client itself is not ready (it fails at once). The
+ * check costs a slot hash and a map look-up per call while connections are ready.
  */
 export function masterGate(client: RedisClient, timeoutMs: number): MasterGate | null {
   if (!(client instanceof Cluster)) return null;
