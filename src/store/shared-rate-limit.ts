@@ -19,7 +19,8 @@ export function openSharedRateLimit(store: StoreSettings['store'], onLost: (err:
   // it into a 500. It carries one batch of allowance now and then, not a call per request.
   const client = createRedisClient(store.connection, { commandTimeoutMs: store.commandTimeoutMs, onLost });
   return {
-    allowance: new RedisRateAllowance(client, store.keyPrefix),
+    // On a Cluster a call waits (up to a command timeout) for its master's connection made anew.
+    allowance: new RedisRateAllowance(client, store.keyPrefix, store.commandTimeoutMs),
     close: async () => {
       try {
         await client.quit();

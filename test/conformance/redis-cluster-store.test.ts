@@ -15,6 +15,9 @@ import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
 import { QUOTA_SHARDS } from '../../src/store/redis/keys.js';
+import { createRedisClient } from '../../src/store/redis/client.js';
+import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
+import type { HistoryKey } from '../../src/domain/history.js';
 
 /**
  * The same contract on a Redis Cluster (3 masters, 3 replicas on loopback, one cluster for the whole
@@ -309,6 +312,159 @@ describe('a master connection dropped under the store', () => {
       );
     } finally {
       await store.close();
+    }
+  });
+});
+
+/**
+ * A listing walks every master with SCAN, each on the pool's connection to it (redis-store.ts, scanIds).
+ * Right after one master's connection was killed, the listing must not come back complete without that
+ * master's locks: it lists every lock, or answers 503.
+ */
+describe('a master connection dropped under a listing', () => {
+  it('every lock listed right after a master connection was killed (or a 503), never a complete listing short of them', async () => {
+    const prefix = `${PREFIX}dropped-list:`;
+    const store = new RedisStore({ connection: cluster.connection, keyPrefix: prefix, commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => store.ping(), 10_000);
+      const words = withWords(store);
+      const ids = Array.from({ length: 48 }, (_v, i) => lockId('listed', `l-${i}`));
+      for (const id of ids)
+        expect((await words.acquire({ id, ownerToken: newOwnerToken(), ttlMs: 60_000, holder: null })).acquired).toBe(true);
+      const listAll = async (): Promise<string> => {
+        const seen = new Set<string>();
+        let cursor: string | undefined;
+        try {
+          do {
+            const page = await words.list({ prefix: 'listed/', limit: 100, cursor });
+            for (const row of page.leases) seen.add(row.id);
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor !== undefined);
+        } catch (err) {
+          return `${(err as Error).constructor.name}: ${(err as Error).message}`;
+        }
+        return `listed ${seen.size}`;
+      };
+      expect(await listAll()).toBe(`listed ${ids.length}`);
+      const client = (store as unknown as { redis: Cluster }).redis;
+      const port = await cluster.masterOf(new KeySpace(prefix).lock(ids[0] as string));
+      const node = () => client.nodes('master').find((n) => n.options.port === port);
+      const before = node();
+      await withAdmin(port, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'));
+      await vi.waitFor(() => expect(node() === before && before?.status === 'ready').toBe(false), { timeout: 5_000, interval: 5 });
+      const answer = await listAll();
+      console.log(`[cluster] a listing of ${ids.length} locks right after a master connection was killed: ${answer}`);
+      expect(answer === `listed ${ids.length}` || answer.startsWith('StoreUnavailableError')).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+/**
+ * The other calls on the Cluster that are not the lock store's scripts, each on a client of its own: the
+ * rate limiter's shared allowance (shared-rate-limit.ts) and the lease history (redis-history.ts). Right
+ * after their master's connection was killed, calls sent together on that master's keys must be
+ * answered once the connection is made anew, as the lock calls are, not refused while it is healthy.
+ */
+describe('a master connection dropped under the rate limiter and the history', () => {
+  const CALLS = 20;
+  const COMMAND_TIMEOUT_MS = 1_000;
+
+  /** `n` values of `make(i)` whose Redis key (`redisKey`) lies on the master at `port`, by `client`'s slot map. */
+  function onMaster<T>(client: Cluster, port: number, make: (i: number) => T, redisKey: (value: T) => string, n: number): T[] {
+    const found: T[] = [];
+    for (let i = 0; found.length < n; i++) {
+      const value = make(i);
+      if (client.slots[new Command('exists', [redisKey(value)]).getSlot()]?.[0] === `127.0.0.1:${port}`) found.push(value);
+    }
+    return found;
+  }
+
+  /** CLIENT KILL on the master at `port`, then waits until `client` has seen its connection there close. */
+  async function killConnectionsOn(client: Cluster, port: number): Promise<void> {
+    const node = () => client.nodes('master').find((n) => n.options.port === port);
+    const before = node();
+    expect(before?.status).toBe('ready');
+    await withAdmin(port, (c) => c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'));
+    await vi.waitFor(() => expect(node() === before && before?.status === 'ready').toBe(false), { timeout: 5_000, interval: 5 });
+  }
+
+  const tallyOf = (answers: string[]) => answers.reduce<Record<string, number>>((acc, a) => ({ ...acc, [a]: (acc[a] ?? 0) + 1 }), {});
+  const refusal = (err: Error) => `${err.constructor.name}: ${err.message}`;
+
+  it(`${CALLS} allowance calls of the rate limiter on one master right after its connection was killed: every one answered`, async () => {
+    const prefix = `${PREFIX}dropped-rate:`;
+    const space = new KeySpace(prefix);
+    // As openSharedRateLimit makes it: a client of its own, the store's command timeout, the same wait.
+    const client = createRedisClient(cluster.connection, { commandTimeoutMs: COMMAND_TIMEOUT_MS }) as Cluster;
+    const allowance = new RedisRateAllowance(client, prefix, COMMAND_TIMEOUT_MS);
+    const take = (rateKey: string) =>
+      allowance.handOut(rateKey, 1, 100, 60_000).then((batch) => (batch.granted === 1 ? 'granted' : `granted ${batch.granted}`), refusal);
+    try {
+      await eventually(() => allowance.handOut('key:warm-up', 1, 100, 60_000), 10_000);
+      const port = await cluster.masterOf(space.rateWindow('key:r-0'));
+      const rateKeys = onMaster(
+        client,
+        port,
+        (i) => `key:r-${i}`,
+        (k) => space.rateWindow(k),
+        CALLS + 1,
+      );
+      // The client's connection to that master is made and used.
+      expect(await take(rateKeys[0] as string)).toBe('granted');
+      await killConnectionsOn(client, port);
+      const started = performance.now();
+      const tally = tallyOf(await Promise.all(rateKeys.slice(1).map(take)));
+      console.log(
+        `[cluster] ${CALLS} rate allowance calls right after a master connection was killed: ${JSON.stringify(tally)} in ${Math.round(performance.now() - started)} ms`,
+      );
+      expect(tally).toEqual({ granted: CALLS });
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it(`${CALLS} history appends and reads on one master right after its connection was killed: every one answered`, async () => {
+    const prefix = `${PREFIX}dropped-history:`;
+    const history = new RedisHistory({
+      connection: cluster.connection,
+      keyPrefix: prefix,
+      commandTimeoutMs: COMMAND_TIMEOUT_MS,
+      limits: { eventsPerKey: 10, keysPerNamespace: 1_000, retentionMs: 60_000 },
+    });
+    const client = (history as unknown as { redis: Cluster }).redis;
+    const append = (key: HistoryKey) =>
+      history.append([{ ...key, record: { kind: 'released', at: Date.now(), lease: key.key } }]).then(() => 'appended', refusal);
+    const read = (key: HistoryKey) => history.read(key).then((records) => `read ${records.length}`, refusal);
+    try {
+      const first: HistoryKey = { namespace: 'drop', primitive: 'lock', key: 'h-0' };
+      await eventually(() => history.append([{ ...first, record: { kind: 'released', at: Date.now(), lease: 'warm-up' } }]), 10_000);
+      const port = await cluster.masterOf(history.listKey(first));
+      const keys = onMaster(
+        client,
+        port,
+        (i): HistoryKey => ({ namespace: 'drop', primitive: 'lock', key: `h-${i}` }),
+        (k) => history.listKey(k),
+        CALLS + 1,
+      );
+      expect(await append(keys[0] as HistoryKey)).toBe('appended');
+      await killConnectionsOn(client, port);
+      let started = performance.now();
+      const appended = tallyOf(await Promise.all(keys.slice(1).map(append)));
+      console.log(
+        `[cluster] ${CALLS} history appends right after a master connection was killed: ${JSON.stringify(appended)} in ${Math.round(performance.now() - started)} ms`,
+      );
+      await killConnectionsOn(client, port);
+      started = performance.now();
+      const read1 = tallyOf(await Promise.all(keys.slice(1).map(read)));
+      console.log(
+        `[cluster] ${CALLS} history reads right after a master connection was killed: ${JSON.stringify(read1)} in ${Math.round(performance.now() - started)} ms`,
+      );
+      expect.soft(appended).toEqual({ appended: CALLS });
+      expect.soft(read1).toEqual({ 'read 1': CALLS });
+    } finally {
+      await history.close();
     }
   });
 });

@@ -22,6 +22,8 @@ export interface FailoverOptions {
   readonly name: string;
   readonly urls: readonly string[];
   readonly keyPrefix: string;
+  /** The six lock names the clients share; absent: `<keyPrefix>-k0` to `-k5`. */
+  readonly keys?: readonly string[];
   readonly durationMs: number;
   /** Runs alongside the traffic; resolves once the fault was injected and the store has a new leader. */
   readonly inject: (driver: Driver) => Promise<FailoverInjection>;
@@ -43,7 +45,7 @@ export async function failoverUnderTraffic(options: FailoverOptions): Promise<Fa
   const driver = new Driver({
     urls: options.urls,
     clients: options.clients ?? 32,
-    keys: ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'].map((k) => `${options.keyPrefix}-${k}`),
+    keys: options.keys ?? ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'].map((k) => `${options.keyPrefix}-${k}`),
     ttlMs: options.ttlMs ?? TTL_MS,
     durationMs: options.durationMs,
   });

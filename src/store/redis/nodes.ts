@@ -57,6 +57,28 @@ export function dataNodes(client: RedisClient): Redis[] {
 }
 
 /**
+ * The nodes a listing walks (dataNodes), once the pool has a ready connection to every master the slot
+ * map names: a master's connection that was dropped leaves the pool until it is made anew, and a
+ * listing over the pool alone came back complete without that master's keys (measured: 23 of 48
+ * locks). Waits for such a connection up to `timeoutMs` (whenMasterReady), then rejects if one is
+ * still missing: a listing that cannot reach every master fails rather than come back short.
+ */
+export async function everyMasterNode(client: RedisClient, timeoutMs: number): Promise<Redis[]> {
+  if (!(client instanceof Cluster)) return [client];
+  /** Each master the slot map names, with one slot it serves. */
+  const slotOf = new Map<string, number>();
+  client.slots.forEach((owners, slot) => {
+    const owner = owners[0];
+    if (owner !== undefined && !slotOf.has(owner)) slotOf.set(owner, slot);
+  });
+  await Promise.all([...slotOf.values()].map((slot) => whenMasterReady(client, slot, timeoutMs, () => undefined)));
+  const nodes = dataNodes(client);
+  const pooled = new Set(nodes.map((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`));
+  for (const owner of slotOf.keys()) if (!pooled.has(owner)) throw new Error(`no connection to the master ${owner}`);
+  return nodes;
+}
+
+/**
  * Whether calls sent now, several at once, reach their nodes: the client is ready and, on a Cluster, so
  * is its connection to every master. A Cluster client without an offline queue sends the first command
  * for a master whose connection is not made yet (that command starts it), but refuses every other one
@@ -131,13 +153,16 @@ export type MasterGate = (key: string) => Promise<void> | undefined;
  * failed. Here a call whose master's connection is not ready first waits for it, up to `timeoutMs`
  * (the command timeout): the slot map is read again, the connection made, and the call then sent on a
  * ready connection. A master really gone still answers 503, after the wait; calls on other masters
- * never wait for it. The check costs a slot hash and a map look-up per call while connections are ready.
+ * never wait for it, nor does any call while the client itself is not ready (it fails at once). The
+ * check costs a slot hash and a map look-up per call while connections are ready.
  */
 export function masterGate(client: RedisClient, timeoutMs: number): MasterGate | null {
   if (!(client instanceof Cluster)) return null;
   /** Master connections by node key, as last seen ready (a cache: the pool is what counts). */
   const ready = new Map<string, Redis>();
   return (key) => {
+    // The whole client down (or not yet up): nothing to wait for here, the call fails at once as before.
+    if (client.status !== 'ready') return undefined;
     const slot = calculateSlot(key);
     const owner = client.slots[slot]?.[0];
     if (owner !== undefined && ready.get(owner)?.status === 'ready') return undefined;

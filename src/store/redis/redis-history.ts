@@ -4,7 +4,7 @@ import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
-import { readyForCalls, whenReadyForCalls } from './nodes.js';
+import { masterGate, readyForCalls, whenReadyForCalls, type MasterGate } from './nodes.js';
 import { loadScript } from './scripts.js';
 
 /** The append script (see its header): per shard its index and lists, their TTL set on creation or on request. */
@@ -47,6 +47,8 @@ export class RedisHistory implements HistoryStore {
   private readonly keys: KeySpace;
   private readonly perShard: number;
   private connecting: Promise<void> | null = null;
+  /** On a Cluster: a call waits for its master's connection when it is being made anew (see call). */
+  private readonly gate: MasterGate | null;
   /** How long a refresh holds (ms), and the TTL a refresh sets (ms): see REFRESHES_PER_RETENTION. */
   private readonly refreshMs: number;
   private readonly ttlMs: number;
@@ -63,6 +65,7 @@ export class RedisHistory implements HistoryStore {
     const redis = createRedisClient(options.connection, { commandTimeoutMs: options.commandTimeoutMs, autoPipelining: false });
     redis.defineCommand('historyAppend', { lua: APPEND_LUA });
     this.redis = redis as HistoryClient;
+    this.gate = masterGate(redis, options.commandTimeoutMs);
     this.refreshMs = Math.max(1, Math.floor(options.limits.retentionMs / REFRESHES_PER_RETENTION));
     this.ttlMs = options.limits.retentionMs + 2 * this.refreshMs;
     // A new connection may be to a new master (a failover) that lost the last refreshes: all over again.
@@ -138,8 +141,9 @@ export class RedisHistory implements HistoryStore {
       // One array argument (ioredis flattens it): a batch of thousands of events is no spread of as many.
       return [keys.length, ...keys, ...args];
     };
+    // On a Cluster a group is one shard: its index key names the master.
     const call = (group: [string, string[]][]) =>
-      this.call(() => this.redis.historyAppend(argsOf(group))).catch((err: unknown) => {
+      this.call(() => this.redis.historyAppend(argsOf(group)), group[0]?.[0]).catch((err: unknown) => {
         // The call may have failed before it set the TTLs it was asked to: none is taken as set.
         this.refreshed.clear();
         throw err;
@@ -168,7 +172,8 @@ export class RedisHistory implements HistoryStore {
   }
 
   async read(key: HistoryKey): Promise<HistoryRecord[]> {
-    const raw = await this.call(() => this.redis.lrange(this.listKey(key), 0, -1));
+    const list = this.listKey(key);
+    const raw = await this.call(() => this.redis.lrange(list, 0, -1), list);
     const oldest = Date.now() - this.options.limits.retentionMs;
     return readRecords(raw, oldest, this.options.limits.eventsPerKey);
   }
@@ -196,9 +201,17 @@ export class RedisHistory implements HistoryStore {
     return this.connecting;
   }
 
-  private async call<T>(run: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one call on `key`'s master. On a Cluster, once every master known is connected (connected), it
+   * also waits for `key`'s master's connection if that one is being made anew: a connection that was
+   * dropped leaves the client's pool, so readyForCalls no longer sees it, and calls sent together on
+   * that master's keys were refused but the first (measured: 19 of 20 appends, 19 of 20 reads).
+   */
+  private async call<T>(run: () => Promise<T>, key?: string): Promise<T> {
     try {
       await this.connected();
+      const waiting = key === undefined ? undefined : this.gate?.(key);
+      if (waiting !== undefined) await waiting;
       return await run();
     } catch (err) {
       throw new StoreUnavailableError(`Redis history call failed: ${(err as Error).message}`, 1000, { cause: err });

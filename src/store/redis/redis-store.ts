@@ -6,7 +6,7 @@ import type { QuotaSlotOutcome } from '../../domain/lock-values.js';
 import { connectionPatienceMs, createRedisClient, type RedisClient, type RedisConnection, type ReplicaAcks } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
-import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, ownerOf, subscriberFor } from './nodes.js';
+import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, everyMasterNode, ownerOf, subscriberFor } from './nodes.js';
 import { MisalignedReplyError, parseFlag, parseHandOver, parseScan, parseQuotaExtend, parseQuotaReserve } from './replies.js';
 import { defineScripts, type Scripts } from './scripts.js';
 import { startHeartbeat } from '../shared/wait-room.js';
@@ -265,7 +265,12 @@ export class RedisStore implements Store {
     cursor: string | undefined,
     idOf: (redisKey: string) => string | null,
   ): Promise<{ ids: string[]; nextCursor: string | null }> {
-    const nodes = await this.call(async () => this.dataNodes());
+    // Every master the slot map names, each connected (on a Cluster a dropped connection is waited for).
+    const nodes = await this.call(async () => {
+      const all = await everyMasterNode(this.redis, this.commandTimeoutMs);
+      if (all.length === 0) throw new StoreUnavailableError('no Redis node is known yet');
+      return all;
+    });
     let { node, scan } = parseListCursor(cursor, nodes.length);
     const found = new Set<string>();
     for (let round = 0; round < LIST_MAX_SCAN_ROUNDS && node < nodes.length; round++) {

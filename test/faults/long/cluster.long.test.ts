@@ -1,3 +1,4 @@
+import { Command } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_NAMESPACE, lockId } from '../../../src/domain/namespaces.js';
 import { KeySpace } from '../../../src/store/redis/keys.js';
@@ -19,11 +20,10 @@ import { withWords } from '../../helpers/store-words.js';
 
 /**
  * Redis Cluster under traffic: 3 masters + 3 replicas on loopback, three keyholder instances given
- * every node, 32 clients on six locks of one namespace (one slot). Some seconds in, the master serving
- * that slot is killed with SIGKILL (its replica is
- * promoted), or its replica takes over by CLUSTER FAILOVER, or its slot is moved to another master
- * mid-traffic. The history checker judges the whole run: calls that meet the switch answer 503, none
- * is a wrong grant.
+ * every node, 32 clients on six locks of one namespace. Some seconds in, the master serving those
+ * locks is killed with SIGKILL (its replica is promoted), or its replica takes over by CLUSTER
+ * FAILOVER, or their slot is moved to another master mid-traffic. The history checker judges the
+ * whole run: calls that meet the switch answer 503, none is a wrong grant.
  */
 const NODE_TIMEOUT_MS = 1_000;
 /** Leases longer than the failover takes, so a grant lost in it would still be in use when the lock is handed out again. */
@@ -37,27 +37,53 @@ afterAll(() => {
   if (results.length > 0) publishTable(results, 'faults-cluster.md');
 });
 
+/** The Redis key of a lock the driver uses (the instances run open: the default namespace). */
+const space = new KeySpace(REDIS_KEY_PREFIX);
+const lockKeyOf = (name: string) => space.lock(lockId(DEFAULT_NAMESPACE, name));
 /**
- * The Redis key of the first lock the driver uses: the fault is aimed at its slot. The instances run
- * open, so every lock is in the default namespace: one slot, on one master (a Cluster spreads
- * namespaces, not the locks of one namespace), and the fault hits all of the run's locks.
+ * The Redis key of the first lock the driver uses: the fault is aimed at its master, or its slot. A
+ * namespace's locks spread over every master (16 shard tags, keys.ts), so the six locks are chosen to
+ * share it with this one (see locksOn): the fault then hits all of the run's locks.
  */
-const targetKey = new KeySpace(REDIS_KEY_PREFIX).lock(lockId(DEFAULT_NAMESPACE, `${LOCK_PREFIX}-k0`));
+const targetKey = lockKeyOf(`${LOCK_PREFIX}-k0`);
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+/**
+ * Six lock names (`cluster-k<i>`, k0 first) whose keys lie on targetKey's master ('master': the scenarios
+ * that kill or fail over that master), or in its very slot ('slot': the one that moves that slot).
+ */
+async function locksOn(cluster: RedisCluster, where: 'master' | 'slot'): Promise<string[]> {
+  const slotOf = (key: string) => new Command('exists', [key]).getSlot();
+  const targetSlot = slotOf(targetKey);
+  const targetMaster = await cluster.masterOf(targetKey);
+  const names: string[] = [];
+  for (let i = 0; names.length < 6; i++) {
+    if (i > 1_000) throw new Error(`fewer than 6 of 1,000 lock names on the target's ${where}`);
+    const name = `${LOCK_PREFIX}-k${i}`;
+    const key = lockKeyOf(name);
+    const on = where === 'slot' ? slotOf(key) === targetSlot : slotOf(key) === targetSlot || (await cluster.masterOf(key)) === targetMaster;
+    if (on) names.push(name);
+  }
+  return names;
+}
 
 async function run(
   name: string,
   acks: number,
+  where: 'master' | 'slot',
   inject: (cluster: RedisCluster, driver: Driver, urls: readonly string[]) => Promise<FailoverInjection>,
 ): Promise<FailoverResult> {
   const cluster = await RedisCluster.start({ nodeTimeoutMs: NODE_TIMEOUT_MS });
   try {
     const env = replicatedRedisEnv({ REDIS_CLUSTER_NODES: cluster.nodesEnv }, acks);
+    const keys = await locksOn(cluster, where);
+    console.log(`[faults] ${name}: locks ${keys.join(', ')} on the target's ${where} (port ${await cluster.masterOf(targetKey)})`);
     const r = await withInstances(env, (urls) =>
       failoverUnderTraffic({
         name,
         urls,
         keyPrefix: LOCK_PREFIX,
+        keys,
         durationMs: RUN_MS,
         ttlMs: TTL_MS,
         inject: async (driver) => {
@@ -129,7 +155,7 @@ describe('Redis Cluster under traffic', () => {
     async () => {
       let other = { grants: 0, failures: 0 };
       let readyWhileDown = 0;
-      const r = await run('C1 cluster master kill -9, 1 replica ack', 1, async (cluster, driver, urls) => {
+      const r = await run('C1 cluster master kill -9, 1 replica ack', 1, 'master', async (cluster, driver, urls) => {
         const side = await bystander(cluster, await cluster.masterOf(targetKey));
         const oldMaster = await cluster.killMasterOf(targetKey);
         const faultAtMs = driver.clock.nowMs();
@@ -169,7 +195,7 @@ describe('Redis Cluster under traffic', () => {
   it(
     'acks off: CLUSTER FAILOVER on a replica (no data lost by design); 0 overlaps, 0 token-order violations',
     async () => {
-      const r = await run('C2 cluster manual failover, no acks', 0, async (cluster, driver) => {
+      const r = await run('C2 cluster manual failover, no acks', 0, 'master', async (cluster, driver) => {
         const faultAtMs = driver.clock.nowMs();
         const { from, to } = await cluster.manualFailover(targetKey);
         return {
@@ -187,7 +213,7 @@ describe('Redis Cluster under traffic', () => {
   it(
     'acks on: a slot moved to another master mid-traffic (ASK, TRYAGAIN, MOVED); 0 overlaps, 0 token-order violations',
     async () => {
-      const r = await run('C3 cluster slot moved mid-traffic, 1 replica ack', 1, async (cluster, driver) => {
+      const r = await run('C3 cluster slot moved mid-traffic, 1 replica ack', 1, 'slot', async (cluster, driver) => {
         const faultAtMs = driver.clock.nowMs();
         const { from, to, keys } = await cluster.moveSlotOf(targetKey);
         return {
