@@ -98,6 +98,9 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/faults/reply-drop.test.ts',
     // Starts a primary and its replica of its own (some 2 s): last, so only a mutant every file above misses pays for it.
     'test/redis/replica-acks.test.ts',
+    // Starts a 3-master Cluster of its own (seconds): the master gate's rules (nodes.ts), which only a
+    // Cluster reaches; last, for the same reason.
+    'test/redis/cluster-gate.test.ts',
   ],
 };
 // The replies, keys, scripts and client code are reached by the same files (the store's tests reach the

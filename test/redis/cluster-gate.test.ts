@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Cluster, Command, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
-import { masterGate } from '../../src/store/redis/nodes.js';
+import { everyMasterNode, masterGate } from '../../src/store/redis/nodes.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
 import { eventually } from '../helpers/redis-store.js';
 
@@ -79,6 +79,19 @@ describe('master gate (Cluster client)', () => {
     }
   });
 
+  it('does not hold a call while the whole client is down: it fails at once, as without the gate', () => {
+    const down = createRedisClient(
+      { mode: 'cluster', nodes: [{ host: '127.0.0.1', port: 1 }] },
+      { commandTimeoutMs: TIMEOUT_MS },
+    ) as Cluster;
+    try {
+      expect(down.status).not.toBe('ready');
+      expect(masterGate(down, TIMEOUT_MS)?.('gate:0')).toBeUndefined();
+    } finally {
+      down.disconnect();
+    }
+  });
+
   it('lets a call through at once when its master connection is ready, once seen ready', async () => {
     await warm();
     const gate = masterGate(client, TIMEOUT_MS);
@@ -107,7 +120,7 @@ describe('master gate (Cluster client)', () => {
     expect(poolNode(victim)?.status).toBe('ready');
     // Sent together, after the wait every call is answered (no "Connection is closed", no MOVED).
     const keys = keysByMaster(20).get(victim) as string[];
-    await Promise.all(keys.map((k) => gate?.(k)));
+    await Promise.all(keys.map(async (k) => gate?.(k)));
     const answers = await Promise.allSettled(keys.map((k) => client.set(k, '1')));
     expect(answers.filter((a) => a.status === 'rejected')).toEqual([]);
   });
@@ -134,5 +147,26 @@ describe('master gate (Cluster client)', () => {
     // And once it answers again, the next call's wait ends on its ready connection.
     await eventually(() => gate?.((byMaster.get(victim) as string[])[0] as string) ?? Promise.resolve(), 10_000);
     expect(poolNode(victim)?.status).toBe('ready');
+  });
+});
+
+describe('every master node (listings)', () => {
+  it('is the client itself on one Redis', async () => {
+    const plain = new Redis({ lazyConnect: true });
+    try {
+      expect(await everyMasterNode(plain as unknown as RedisClient, TIMEOUT_MS)).toEqual([plain]);
+    } finally {
+      plain.disconnect();
+    }
+  });
+
+  it('names every master of the slot map, waiting for a connection made anew instead of leaving its master out', async () => {
+    await warm();
+    const masters = [...keysByMaster(1).keys()].sort();
+    expect((await everyMasterNode(client, TIMEOUT_MS)).map(nodeKey).sort()).toEqual(masters);
+    await killConnectionTo(masters[1] as string);
+    const nodes = await everyMasterNode(client, TIMEOUT_MS);
+    expect(nodes.map(nodeKey).sort()).toEqual(masters);
+    for (const n of nodes) expect(n.status).toBe('ready');
   });
 });
