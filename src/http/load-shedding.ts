@@ -95,12 +95,6 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
     longestGapMs = Math.max(longestGapMs, now - tickedAt);
     tickedAt = now;
   }, TURN_TICK_MS).unref();
-  // Start-up work (loading, compiling the routes, connecting) is not the delay of a request served:
-  // the turn clock's reading starts when the server listens.
-  app.server.once('listening', () => {
-    tickedAt = windowStartedAt = performance.now();
-    longestGapMs = lastWindowLongestGapMs = 0;
-  });
   app.addHook('onClose', (_instance, done) => {
     clearInterval(turnClock);
     done();
