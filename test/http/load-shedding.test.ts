@@ -168,6 +168,32 @@ describe('load shedding', () => {
     );
   });
 
+  it('a sample window in which no probe ran is read as the longest turn, not as an infinite delay', async () => {
+    t = await buildTestApp({ loadBudget: { ...OFF, maxEventLoopDelayMs: 300 } });
+    const { app } = t;
+    // Turns of 130 ms, each longer than a sample window and under the 300 ms budget: the sampler's
+    // probe comes after its sample in each turn, and the sample finds no probe (Infinity).
+    let seenEmpty = 0;
+    await vi.waitFor(
+      async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        blockEventLoop(130);
+        expect(app.memoryUsage().eventLoopDelay).toBe(Infinity);
+        seenEmpty++;
+        const answer = await app.inject({ method: 'POST', url: `/v1/locks/k${seenEmpty}/acquire`, payload: { ttlMs: 1000 } });
+        expect(answer.statusCode).toBe(200);
+        expect(seenEmpty).toBeGreaterThanOrEqual(3);
+      },
+      { timeout: 15_000, interval: 0 },
+    );
+    // A loop truly held past the budget is still refused.
+    await new Promise((resolve) => setImmediate(resolve));
+    blockEventLoop(350);
+    const refused = await app.inject({ method: 'POST', url: '/v1/locks/late/acquire', payload: { ttlMs: 1000 } });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.json()).toMatchObject({ code: 'overloaded' });
+  });
+
   it('past the event-loop delay budget: new work is refused until the delay falls back; renewals and releases never are', async () => {
     t = await buildTestApp({ loadBudget: { ...OFF, maxEventLoopDelayMs: 20 } });
     const { app } = t;
