@@ -203,9 +203,16 @@ export class LeaseRules {
     return withReleaseRequest({ key, fencingToken, ttlMs, expiresAtMs, decidedAt }, releaseRequested);
   }
 
-  /** Releases through the primitive's give-back and frees the lease's quota slot; a lease that is gone is not_owner. */
-  async release(namespace: string, key: string, ownerToken: string): Promise<void> {
-    const released = await this.parts.quota.releaseWith(namespace, lockId(namespace, key), ownerToken);
+  /**
+   * Releases through the primitive's give-back and frees the lease's quota slot; the caller hands the
+   * answer to refuseIfNotReleased (two steps, not one async method: no async frame of its own per release).
+   */
+  releaseInStore(namespace: string, key: string, ownerToken: string): Promise<boolean> {
+    return this.parts.quota.releaseWith(namespace, lockId(namespace, key), ownerToken);
+  }
+
+  /** A release of a lease that is gone is not_owner, and a lost lease. */
+  refuseIfNotReleased(released: boolean, key: string): void {
     if (!released) {
       this.parts.observer.lostLease?.('release');
       throw new NotOwnerError(key);

@@ -23,7 +23,7 @@ import {
   resultOf,
   type WatchQuery,
 } from './lease-rules.js';
-import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
+import type { EvictedLease, LeaseAcquireOutcome, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
 import type { LeaseLimits } from './limits.js';
 import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 import { lockId } from './namespaces.js';
@@ -237,10 +237,19 @@ export class LeaseService {
         idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
       };
       let grant: DecidedGrant;
-      try {
-        grant = await this.grantWithinQuota(lane, request, refusals, waited);
-      } catch (error) {
-        grant = await this.replayOverQuota(lane, request, refusals, error);
+      if (waited === undefined && lane.quota.uncapped) {
+        // The common acquire (no wait, no quota kept here): the store call in this frame, not in one
+        // more async method behind a closure. The same steps as acquireOnce.
+        grant = this.decide(request, refusals, await this.storeAcquire(request, undefined));
+        // (Awaited only when late: an await of undefined still costs a promise and a turn.)
+        const late = this.refuseIfLate(lane, request, grant);
+        if (late !== undefined) await late;
+      } else {
+        try {
+          grant = await this.grantWithinQuota(lane, request, refusals, waited);
+        } catch (error) {
+          grant = await this.replayOverQuota(lane, request, refusals, error);
+        }
       }
       if (grant.replayed) {
         // The earlier lease already holds its quota slot; the one taken for this call is not needed.
@@ -304,9 +313,17 @@ export class LeaseService {
 
   /** One store call; without `signal` (no wait) the answer is also checked for freshness here. */
   private async acquireOnce(lane: Lane, request: Request, refusals: LeaseRefusals, signal: AbortSignal | undefined): Promise<DecidedGrant> {
+    const grant = this.decide(request, refusals, await this.storeAcquire(request, signal));
+    const late = signal === undefined ? this.refuseIfLate(lane, request, grant) : undefined;
+    if (late !== undefined) await late;
+    return grant;
+  }
+
+  /** The store's acquire for `request`; with `signal`, waiting in the key's queue until it aborts. */
+  private storeAcquire(request: Request, signal: AbortSignal | undefined): Promise<LeaseAcquireOutcome> {
     const { ask, id, ownerToken, ttlMs, idempotencyKey, lockDelayMs } = request;
     const { kind, capacity, weight, holder } = ask;
-    const outcome = await this.store.acquire({
+    return this.store.acquire({
       kind,
       ids: [id],
       capacity,
@@ -320,28 +337,34 @@ export class LeaseService {
       lockDelayMs,
       maxHeldInNamespace: this.quotaInside(kind),
     });
+  }
+
+  /** The store's answer as a grant, or the primitive's refusal (thrown). */
+  private decide(request: Request, refusals: LeaseRefusals, outcome: LeaseAcquireOutcome): DecidedGrant {
+    const { ask } = request;
     if (!outcome.acquired) {
-      if (outcome.reason === 'mismatch') throw refusals.mismatch(ask.key, capacity, outcome.capacity, outcome.retryAfterMs);
+      if (outcome.reason === 'mismatch') throw refusals.mismatch(ask.key, ask.capacity, outcome.capacity, outcome.retryAfterMs);
       throw outcome.quotaFull
         ? new QuotaExceededError(ask.namespace, this.quotaInStore, outcome.retryAfterMs)
-        : refusals.full(ask.key, outcome.retryAfterMs, weight);
+        : refusals.full(ask.key, outcome.retryAfterMs, ask.weight);
     }
-    const grant: DecidedGrant = {
+    return {
       fencingToken: outcome.fencingTokens[0] as number,
       expiresAtMs: outcome.expiresAtMs,
       decidedAt: outcome.decidedAt,
       replayed: outcome.replayed,
     };
-    // A prompt answer (the common case) is checked here without a call and its promise.
-    if (signal === undefined && !isFresh({ ttlMs, decidedAt: outcome.decidedAt })) {
-      await lane.freshness.refuseIfLate({
-        id,
-        ownerToken: outcome.replayed?.ownerToken ?? ownerToken,
-        ttlMs,
-        decidedAt: outcome.decidedAt,
-      });
-    }
-    return grant;
+  }
+
+  /**
+   * The late-grant guard on a grant that did not wait. A prompt answer (the common case) is checked
+   * here without a call: undefined, nothing to await.
+   */
+  private refuseIfLate(lane: Lane, request: Request, grant: DecidedGrant): Promise<void> | undefined {
+    const { ttlMs } = request;
+    const { decidedAt } = grant;
+    if (isFresh({ ttlMs, decidedAt })) return undefined;
+    return lane.freshness.refuseIfLate({ id: request.id, ownerToken: grant.replayed?.ownerToken ?? request.ownerToken, ttlMs, decidedAt });
   }
 
   private acquireWaiting(lane: Lane, request: Request, refusals: LeaseRefusals, waited: { seconds: number }): Promise<DecidedGrant> {
@@ -384,7 +407,8 @@ export class LeaseService {
   async release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
     const started = performance.now();
     try {
-      await this.lane(kind).rules.release(namespace, key, ownerToken);
+      const { rules } = this.lane(kind);
+      rules.refuseIfNotReleased(await rules.releaseInStore(namespace, key, ownerToken), key);
     } catch (error) {
       this.report(kind, 'release', resultOf(error), started, undefined);
       throw error;

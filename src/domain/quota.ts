@@ -35,6 +35,11 @@ export class NamespaceQuota {
     private readonly maxHeldLocks: number,
   ) {}
 
+  /** No cap kept here (none, or kept inside the store's lock steps): no slot bookkeeping at all. */
+  get uncapped(): boolean {
+    return this.maxHeldLocks <= 0;
+  }
+
   /**
    * For an acquire that does not wait. The slot and the lease are asked for at once: the Redis
    * store sends calls made together in one write, so both reach Redis in one round trip instead of two. A lease granted without a slot
