@@ -203,9 +203,16 @@ export class LeaseRules {
     return withReleaseRequest({ key, fencingToken, ttlMs, expiresAtMs, decidedAt }, releaseRequested);
   }
 
-  /** Releases through `releaseInStore` and frees the lease's quota slot; a lease that is gone is not_owner. */
-  async release(namespace: string, key: string, ownerToken: string, releaseInStore: (id: string) => Promise<boolean>): Promise<void> {
-    const released = await this.parts.quota.releaseWith(namespace, ownerToken, () => releaseInStore(lockId(namespace, key)));
+  /**
+   * Releases through the primitive's give-back and frees the lease's quota slot; the caller hands the
+   * answer to refuseIfNotReleased (two steps, not one async method: no async frame of its own per release).
+   */
+  releaseInStore(namespace: string, key: string, ownerToken: string): Promise<boolean> {
+    return this.parts.quota.releaseWith(namespace, lockId(namespace, key), ownerToken);
+  }
+
+  /** A release of a lease that is gone is not_owner, and a lost lease. */
+  refuseIfNotReleased(released: boolean, key: string): void {
     if (!released) {
       this.parts.observer.lostLease?.('release');
       throw new NotOwnerError(key);
@@ -237,7 +244,12 @@ export function inNamespaces<E extends { readonly id: string }, V>(
   return views;
 }
 
+/** How an operation that threw `err` ended: a domain error's code, or 'error' (a bug). */
+export function resultOf(err: unknown): OperationResult {
+  return isDomainError(err) ? err.code : 'error';
+}
+
 /** Runs one operation and reports how it ended and how long it took (see measure). */
 export function observeOperation<T>(run: () => Promise<T>, report: (result: OperationResult, durationSeconds: number) => void): Promise<T> {
-  return measure<T, OperationResult>(run, 'ok', (err) => (isDomainError(err) ? err.code : 'error'), report);
+  return measure<T, OperationResult>(run, 'ok', resultOf, report);
 }

@@ -10,7 +10,7 @@ import {
   QuotaExceededError,
   ShuttingDownError,
 } from './errors.js';
-import { FreshnessGuard } from './freshness.js';
+import { FreshnessGuard, isFresh } from './freshness.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import {
   type HeldQuery,
@@ -20,9 +20,10 @@ import {
   LeaseRules,
   observeOperation,
   type OperationResult,
+  resultOf,
   type WatchQuery,
 } from './lease-rules.js';
-import type { EvictedLease, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
+import type { EvictedLease, LeaseAcquireOutcome, LeaseKind, LeaseReads, LeaseStore } from './lease-store.js';
 import type { LeaseLimits } from './limits.js';
 import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 import { lockId } from './namespaces.js';
@@ -214,45 +215,63 @@ export class LeaseService {
    * One lease on one key. Every method takes the caller's namespace and composes the store's id from it
    * (namespaces.ts), so the same key in two namespaces is two keys with their own fencing sequences.
    */
-  acquire(ask: LeaseAsk, refusals: LeaseRefusals): Promise<LeaseGrant> {
-    const waited = { seconds: 0 };
-    return this.observe(
-      ask.kind,
-      'acquire',
-      async () => {
-        const { kind, namespace, key, ttlMs, holder, waitMs, idempotency } = ask;
-        const lane = this.lane(kind);
-        lane.rules.checkTtl(ttlMs);
-        lane.rules.checkWaitMs(waitMs);
-        const lockDelayMs = this.checkLockDelay(ask.lockDelayMs ?? 0);
-        const request: Request = {
-          ask,
-          lockDelayMs,
-          namespace,
-          id: lockId(namespace, key),
-          ownerToken: newOwnerToken(),
-          ttlMs,
-          idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
-        };
-        const grant = await this.grantWithinQuota(lane, request, refusals, waited);
-        if (grant.replayed) {
-          // The earlier lease already holds its quota slot; the one taken for this call is not needed.
-          // (A store with the quota inside takes none for a replay.)
-          await lane.quota.free(namespace, request.ownerToken);
+  async acquire(ask: LeaseAsk, refusals: LeaseRefusals): Promise<LeaseGrant> {
+    // Timed inline, not through observe(): this is the hot path, and a wrapper costs a closure and an
+    // async frame more on every acquire. The report is the same: how it ended, its duration, its wait.
+    const started = performance.now();
+    const { kind, namespace, key, ttlMs, holder, waitMs, idempotency } = ask;
+    // Only a waiting acquire learns how long it waited.
+    const waited = waitMs > 0 ? { seconds: 0 } : undefined;
+    try {
+      const lane = this.lane(kind);
+      lane.rules.checkTtl(ttlMs);
+      lane.rules.checkWaitMs(waitMs);
+      const lockDelayMs = this.checkLockDelay(ask.lockDelayMs ?? 0);
+      const request: Request = {
+        ask,
+        lockDelayMs,
+        namespace,
+        id: lockId(namespace, key),
+        ownerToken: newOwnerToken(),
+        ttlMs,
+        idempotencyKey: idempotency ? idempotencyKeyOf(idempotency.callerId, idempotency.key, { ttlMs, holder, lockDelayMs }) : undefined,
+      };
+      let grant: DecidedGrant;
+      if (waited === undefined && lane.quota.uncapped) {
+        // The common acquire (no wait, no quota kept here): the store call in this frame, not in one
+        // more async method behind a closure. The same steps as acquireOnce.
+        grant = this.decide(request, refusals, await this.storeAcquire(request, undefined));
+        // (Awaited only when late: an await of undefined still costs a promise and a turn.)
+        const late = this.refuseIfLate(lane, request, grant);
+        if (late !== undefined) await late;
+      } else {
+        try {
+          grant = await this.grantWithinQuota(lane, request, refusals, waited);
+        } catch (error) {
+          grant = await this.replayOverQuota(lane, request, refusals, error);
         }
-        // A replay answers with the earlier lease: its owner token and holder, not this call's.
-        return {
-          key,
-          ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
-          fencingToken: grant.fencingToken,
-          ttlMs,
-          expiresAtMs: grant.expiresAtMs,
-          holder: grant.replayed ? grant.replayed.holder : holder,
-          decidedAt: grant.decidedAt,
-        };
-      },
-      waited,
-    );
+      }
+      if (grant.replayed) {
+        // The earlier lease already holds its quota slot; the one taken for this call is not needed.
+        // (A store with the quota inside takes none for a replay.)
+        await lane.quota.free(namespace, request.ownerToken);
+      }
+      // A replay answers with the earlier lease: its owner token and holder, not this call's.
+      const answer: LeaseGrant = {
+        key,
+        ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
+        fencingToken: grant.fencingToken,
+        ttlMs,
+        expiresAtMs: grant.expiresAtMs,
+        holder: grant.replayed ? grant.replayed.holder : holder,
+        decidedAt: grant.decidedAt,
+      };
+      this.report(kind, 'acquire', 'ok', started, waited);
+      return answer;
+    } catch (error) {
+      this.report(kind, 'acquire', resultOf(error), started, waited);
+      throw error;
+    }
   }
 
   /**
@@ -260,38 +279,51 @@ export class LeaseService {
    * A retried acquire whose first answer was lost must get its lease back even at the namespace's cap:
    * that lease already counts against the quota, so the refusal is checked once for a replay.
    */
-  private async grantWithinQuota(
+  private grantWithinQuota(
     lane: Lane,
     request: Request,
     refusals: LeaseRefusals,
-    waited: { seconds: number },
+    waited: { seconds: number } | undefined,
   ): Promise<DecidedGrant> {
-    const { waitMs, kind } = request.ask;
-    try {
-      return waitMs === 0
-        ? await lane.quota.grantNow(request, () => this.acquireOnce(lane, request, refusals, undefined))
-        : await lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));
-    } catch (error) {
-      // (A store with the quota inside looks for the replay before the cap, in the same step.)
-      if (!(error instanceof QuotaExceededError) || request.idempotencyKey === undefined || this.quotaInside(kind) !== undefined)
-        throw error;
-      // The key reused for another request is that answer, not the quota's; other failures leave the quota's.
-      const replay = await this.acquireOnce(lane, request, refusals, undefined).catch((lookError: unknown) => {
-        if (lookError instanceof IdempotencyKeyReusedError) throw lookError;
-        return undefined;
-      });
-      if (replay?.replayed) return replay;
-      // Not a replay: a lease this look granted over the cap is given straight back, unseen.
-      if (replay) await this.store.release(kind, [request.id], request.ownerToken).catch(() => undefined);
-      throw error;
-    }
+    const { waitMs } = request.ask;
+    return waitMs === 0 || waited === undefined
+      ? lane.quota.grantNow(request, () => this.acquireOnce(lane, request, refusals, undefined))
+      : lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));
+  }
+
+  /**
+   * When the grant failed on the quota this service keeps: a retried acquire whose first answer was lost
+   * must get its lease back even at the namespace's cap (that lease already counts against the quota),
+   * so the refusal is checked once for a replay. Any other failure is thrown as it is.
+   */
+  private async replayOverQuota(lane: Lane, request: Request, refusals: LeaseRefusals, error: unknown): Promise<DecidedGrant> {
+    const { kind } = request.ask;
+    // (A store with the quota inside looks for the replay before the cap, in the same step.)
+    if (!(error instanceof QuotaExceededError) || request.idempotencyKey === undefined || this.quotaInside(kind) !== undefined) throw error;
+    // The key reused for another request is that answer, not the quota's; other failures leave the quota's.
+    const replay = await this.acquireOnce(lane, request, refusals, undefined).catch((lookError: unknown) => {
+      if (lookError instanceof IdempotencyKeyReusedError) throw lookError;
+      return undefined;
+    });
+    if (replay?.replayed) return replay;
+    // Not a replay: a lease this look granted over the cap is given straight back, unseen.
+    if (replay) await this.store.release(kind, [request.id], request.ownerToken).catch(() => undefined);
+    throw error;
   }
 
   /** One store call; without `signal` (no wait) the answer is also checked for freshness here. */
   private async acquireOnce(lane: Lane, request: Request, refusals: LeaseRefusals, signal: AbortSignal | undefined): Promise<DecidedGrant> {
+    const grant = this.decide(request, refusals, await this.storeAcquire(request, signal));
+    const late = signal === undefined ? this.refuseIfLate(lane, request, grant) : undefined;
+    if (late !== undefined) await late;
+    return grant;
+  }
+
+  /** The store's acquire for `request`; with `signal`, waiting in the key's queue until it aborts. */
+  private storeAcquire(request: Request, signal: AbortSignal | undefined): Promise<LeaseAcquireOutcome> {
     const { ask, id, ownerToken, ttlMs, idempotencyKey, lockDelayMs } = request;
     const { kind, capacity, weight, holder } = ask;
-    const outcome = await this.store.acquire({
+    return this.store.acquire({
       kind,
       ids: [id],
       capacity,
@@ -305,27 +337,34 @@ export class LeaseService {
       lockDelayMs,
       maxHeldInNamespace: this.quotaInside(kind),
     });
+  }
+
+  /** The store's answer as a grant, or the primitive's refusal (thrown). */
+  private decide(request: Request, refusals: LeaseRefusals, outcome: LeaseAcquireOutcome): DecidedGrant {
+    const { ask } = request;
     if (!outcome.acquired) {
-      if (outcome.reason === 'mismatch') throw refusals.mismatch(ask.key, capacity, outcome.capacity, outcome.retryAfterMs);
+      if (outcome.reason === 'mismatch') throw refusals.mismatch(ask.key, ask.capacity, outcome.capacity, outcome.retryAfterMs);
       throw outcome.quotaFull
         ? new QuotaExceededError(ask.namespace, this.quotaInStore, outcome.retryAfterMs)
-        : refusals.full(ask.key, outcome.retryAfterMs, weight);
+        : refusals.full(ask.key, outcome.retryAfterMs, ask.weight);
     }
-    const grant: DecidedGrant = {
+    return {
       fencingToken: outcome.fencingTokens[0] as number,
       expiresAtMs: outcome.expiresAtMs,
       decidedAt: outcome.decidedAt,
       replayed: outcome.replayed,
     };
-    if (signal === undefined) {
-      await lane.freshness.refuseIfLate({
-        id,
-        ownerToken: outcome.replayed?.ownerToken ?? ownerToken,
-        ttlMs,
-        decidedAt: outcome.decidedAt,
-      });
-    }
-    return grant;
+  }
+
+  /**
+   * The late-grant guard on a grant that did not wait. A prompt answer (the common case) is checked
+   * here without a call: undefined, nothing to await.
+   */
+  private refuseIfLate(lane: Lane, request: Request, grant: DecidedGrant): Promise<void> | undefined {
+    const { ttlMs } = request;
+    const { decidedAt } = grant;
+    if (isFresh({ ttlMs, decidedAt })) return undefined;
+    return lane.freshness.refuseIfLate({ id: request.id, ownerToken: grant.replayed?.ownerToken ?? request.ownerToken, ttlMs, decidedAt });
   }
 
   private acquireWaiting(lane: Lane, request: Request, refusals: LeaseRefusals, waited: { seconds: number }): Promise<DecidedGrant> {
@@ -364,10 +403,17 @@ export class LeaseService {
     );
   }
 
-  release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
-    return this.observe(kind, 'release', () =>
-      this.lane(kind).rules.release(namespace, key, ownerToken, (id) => this.store.release(kind, [id], ownerToken)),
-    );
+  /** Timed inline, as acquire is (the other half of every lock pair): no wrapper's closure and async frame. */
+  async release(kind: LeaseKind, namespace: string, key: string, ownerToken: string): Promise<void> {
+    const started = performance.now();
+    try {
+      const { rules } = this.lane(kind);
+      rules.refuseIfNotReleased(await rules.releaseInStore(namespace, key, ownerToken), key);
+    } catch (error) {
+      this.report(kind, 'release', resultOf(error), started, undefined);
+      throw error;
+    }
+    this.report(kind, 'release', 'ok', started, undefined);
   }
 
   async inspect<K extends LeaseKind>(kind: K, namespace: string, key: string): Promise<LeaseReads[K]['state'] | null> {
@@ -639,6 +685,17 @@ export class LeaseService {
       // (a dashboard's panels, a poller's workers) share one read and one answer body.
       true,
     );
+  }
+
+  /** One operation's end for the observer, as observe() reports it (for the calls timed inline). */
+  private report(
+    kind: LeaseKind,
+    op: LeaseOperation,
+    result: OperationResult,
+    started: number,
+    waited: { readonly seconds: number } | undefined,
+  ): void {
+    this.observer.operation?.(kind, op, result, (performance.now() - started) / 1000, waited?.seconds ?? 0);
   }
 
   private observe<T>(kind: LeaseKind, op: LeaseOperation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {

@@ -35,6 +35,11 @@ export class NamespaceQuota {
     private readonly maxHeldLocks: number,
   ) {}
 
+  /** No cap kept here (none, or kept inside the store's lock steps): no slot bookkeeping at all. */
+  get uncapped(): boolean {
+    return this.maxHeldLocks <= 0;
+  }
+
   /**
    * For an acquire that does not wait. The slot and the lease are asked for at once: the Redis
    * store sends calls made together in one write, so both reach Redis in one round trip instead of two. A lease granted without a slot
@@ -91,11 +96,12 @@ export class NamespaceQuota {
   /**
    * A release and its slot's return in the same round trip: the unit is named by the owner token, so a
    * token that holds no lease has no unit either (or one whose lease has ended), and freeing it costs
-   * nothing. Without a cap here (none, or kept inside the store's lock steps), the release alone.
+   * nothing. Without a cap here (none, or kept inside the store's lock steps), the release alone. The
+   * release is the store's give-back of the lease's kind (the lock's, or the permit's).
    */
-  releaseWith(namespace: string, ownerToken: string, release: () => Promise<boolean>): Promise<boolean> {
-    if (this.maxHeldLocks <= 0) return release();
-    return Promise.all([release(), this.free(namespace, ownerToken)]).then(([released]) => released);
+  releaseWith(namespace: string, id: string, ownerToken: string): Promise<boolean> {
+    if (this.maxHeldLocks <= 0) return this.store.release(id, ownerToken);
+    return Promise.all([this.store.release(id, ownerToken), this.free(namespace, ownerToken)]).then(([released]) => released);
   }
 
   /** A released (or evicted) lease's slot is free again. */

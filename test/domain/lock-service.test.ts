@@ -201,6 +201,25 @@ describe('lock service rules over the embedded store', () => {
     expect(await locks.inspect(ns, 'late')).toBeNull();
   });
 
+  it('without a namespace quota (the acquire that takes no quota slot), a late grant is given back too', async () => {
+    const slow = withLeases(store, (own) => ({
+      acquire: async (request) => {
+        const outcome = await own.acquire(request);
+        await sleep(60);
+        return outcome;
+      },
+    }));
+    const locks = new LockService(slow, { ...LIMITS, maxHeldLocksPerNamespace: 0 });
+    const ns = uniqueNamespace();
+    const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
+    try {
+      await expect(locks.acquire(ns, 'late-unquoted', 100)).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      lag.mockRestore();
+    }
+    expect(await locks.inspect(ns, 'late-unquoted')).toBeNull();
+  });
+
   it("a grant late because this process's own event loop was held up is given back and answered overloaded, not store_unavailable", async () => {
     const busy = withLeases(store, (own) => ({
       acquire: async (request) => {
