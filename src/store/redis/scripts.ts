@@ -4,7 +4,7 @@ import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { Command as RedisCommand, Redis } from 'ioredis';
+import { Cluster, Command as RedisCommand, Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
 import { masterGate } from './nodes.js';
 import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
@@ -456,6 +456,15 @@ export function defineScripts(redis: RedisClient, options: { masterWaitMs?: numb
     sources[name] = withEcho(scriptSource(name));
     // Without numberOfKeys, ioredis takes the first argument as the key count.
     redis.defineCommand(COMMANDS[name], { lua: sources[name], ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
+    // ioredis groups auto-pipelined calls by the slot of their first argument, which for these is the
+    // key count: on a Cluster such a call shared a pipeline with calls of other masters, and ioredis
+    // refused the whole pipeline ("...same slots allocation group"), so every call in it answered 503.
+    // Sent on their own, they are routed by their keys.
+    // A new list, not a push: the client's default list is ioredis's one array shared by every Cluster client.
+    if (numberOfKeys === VARIABLE_KEYS && redis instanceof Cluster) {
+      const ignored = redis.options.autoPipeliningIgnoredCommands ?? [];
+      if (!ignored.includes(COMMANDS[name])) redis.options.autoPipeliningIgnoredCommands = [...ignored, COMMANDS[name]];
+    }
   }
   const writes = tickBatcher(redis);
   const direct = directSender(redis, sources);
