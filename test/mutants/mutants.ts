@@ -154,8 +154,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'no-slot-when-waiting',
     file: 'src/domain/lease-service.ts',
-    find: ': await lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));',
-    replace: ': await this.acquireWaiting(lane, request, refusals, waited);',
+    find: ': lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));',
+    replace: ': this.acquireWaiting(lane, request, refusals, waited);',
     what: 'no quota slot taken when waitMs > 0 (quota bypass; every primitive)',
   },
   {
