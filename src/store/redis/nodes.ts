@@ -18,8 +18,14 @@ function slotOwner(cluster: Cluster, key: string): string | null {
   return cluster.slots[slot]?.[0] ?? null;
 }
 
+/** A node's key as the slot map names it ("host:port"). */
+function nodeKeyOf(node: Redis): string {
+  return `${node.options.host ?? ''}:${String(node.options.port ?? '')}`;
+}
+
+/** The pool's connection to the master `nodeKey` ("host:port"), if it has one. */
 function nodeByKey(cluster: Cluster, nodeKey: string): Redis | undefined {
-  return cluster.nodes('master').find((n) => `${n.options.host ?? ''}:${n.options.port ?? ''}` === nodeKey);
+  return cluster.nodes('master').find((n) => nodeKeyOf(n) === nodeKey);
 }
 
 /**
@@ -52,8 +58,7 @@ export function ownerOf(client: RedisClient, key: string): string | null {
 /** The nodes holding data: the one Redis, or every Cluster master (sorted, so a listing cursor is stable). */
 export function dataNodes(client: RedisClient): Redis[] {
   if (!(client instanceof Cluster)) return [client];
-  const key = (n: Redis) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`;
-  return client.nodes('master').sort((a, b) => key(a).localeCompare(key(b)));
+  return client.nodes('master').sort((a, b) => nodeKeyOf(a).localeCompare(nodeKeyOf(b)));
 }
 
 /**
@@ -73,7 +78,7 @@ export async function everyMasterNode(client: RedisClient, timeoutMs: number): P
   });
   await Promise.all([...slotOf.values()].map((slot) => whenMasterReady(client, slot, timeoutMs, () => undefined)));
   const nodes = dataNodes(client);
-  const pooled = new Set(nodes.map((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}`));
+  const pooled = new Set(nodes.map(nodeKeyOf));
   for (const owner of slotOf.keys()) if (!pooled.has(owner)) throw new Error(`no connection to the master ${owner}`);
   return nodes;
 }
@@ -170,11 +175,6 @@ export function masterGate(client: RedisClient, timeoutMs: number): MasterGate |
   };
 }
 
-/** The pool's connection to the master `nodeKey` ("host:port"), if it has one. */
-function masterByKey(cluster: Cluster, nodeKey: string): Redis | undefined {
-  return cluster.nodes('master').find((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}` === nodeKey);
-}
-
 /** See masterGate: resolves once the master of `slot` (by the slot map of that moment) has a ready connection. */
 function whenMasterReady(cluster: Cluster, slot: number, timeoutMs: number, seen: (nodeKey: string, node: Redis) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
@@ -183,7 +183,7 @@ function whenMasterReady(cluster: Cluster, slot: number, timeoutMs: number, seen
     let state = 'no master known for the slot';
     const check = (): void => {
       owner = cluster.slots[slot]?.[0];
-      const node = owner === undefined ? undefined : masterByKey(cluster, owner);
+      const node = owner === undefined ? undefined : nodeByKey(cluster, owner);
       if (owner !== undefined && node?.status === 'ready') {
         seen(owner, node);
         finish();
@@ -232,7 +232,7 @@ function connectionStates(client: RedisClient): string {
   if (!(client instanceof Cluster) || client.status !== 'ready') return client.status;
   return client
     .nodes('master')
-    .map((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')} ${n.status}`)
+    .map((n) => `${nodeKeyOf(n)} ${n.status}`)
     .join(', ');
 }
 
