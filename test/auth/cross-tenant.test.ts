@@ -198,7 +198,8 @@ async function measure(mode: string) {
   const errors: string[] = [];
   let peakRssMb = serverRssMb();
   /** Each attacked round's answers to B (status counts) and B's requests per second. */
-  const attackerSaw: { statuses: Record<string, number>; perSecond: number; watchersSaw?: Record<string, number> }[] = [];
+  const attackerSaw: { statuses: Record<string, number>; perSecond: number; takenInMs?: number; watchersSaw?: Record<string, number> }[] =
+    [];
   // The server's and Redis's CPU time in A's rounds alone and attacked: what serving B cost them
   // (printed, not asserted; it tells a slower A apart from a machine that was busy anyway).
   const cpu = { aloneServer: 0, aloneRedis: 0, attackedServer: 0, attackedRedis: 0, attackedAttacker: 0 };
@@ -270,7 +271,9 @@ async function measure(mode: string) {
     cpuMs: cpu,
     settledMs,
     attackerSaw: attackerSaw.map(
-      (r) => `${r.perSecond}/s ${JSON.stringify(r.statuses)}${r.watchersSaw ? ` watchers ${JSON.stringify(r.watchersSaw)}` : ''}`,
+      (r) =>
+        `${r.perSecond}/s ${JSON.stringify(r.statuses)}${r.takenInMs === undefined ? '' : ` opening taken in ${r.takenInMs} ms`}` +
+        `${r.watchersSaw ? ` watchers ${JSON.stringify(r.watchersSaw)}` : ''}`,
     ),
     errors: errors.slice(0, 5),
   };

@@ -192,11 +192,15 @@ async function readWatchers(sockets) {
   return seen;
 }
 
+/** The watchers' sockets: one blocking query each. */
+const WATCHERS = 2_000;
+
 async function watchers() {
   const { body } = await call('GET', '/v1/semaphores/big');
+  const before = await takenIn();
   const sockets = [];
   const bytes = `GET /v1/semaphores/big?index=${body.index}&waitMs=60000 HTTP/1.1\r\nhost: x\r\nauthorization: ${auth.authorization}\r\n\r\n`;
-  for (let i = 0; i < 2_000; i++) {
+  for (let i = 0; i < WATCHERS; i++) {
     const s = connect(Number(url.port), url.hostname);
     s.on('error', () => undefined);
     // Never read: no data listener, and paused, so answers pile up wherever the server keeps them.
@@ -205,6 +209,7 @@ async function watchers() {
     sockets.push(s);
     if (i % 200 === 199) await sleep(10);
   }
+  await untilTakenIn(WATCHERS, before);
   let churning;
   return {
     // The semaphore changes only once the attack is measured: a change before it answered the
@@ -216,6 +221,55 @@ async function watchers() {
     },
   };
 }
+
+/**
+ * What the server has taken in of an opening: its callers with an open wait now (the waiting-callers
+ * gauge) and its error answers so far (every code: rate_limited, too_many_waiters, overloaded...),
+ * read from its metrics. Every query of an opening is, once the server has read it, either waiting or
+ * refused.
+ */
+async function takenIn() {
+  const { text } = await new Promise((resolve) => {
+    const req = request({ host: url.hostname, port: url.port, path: '/metrics', agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', () => resolve({ text: '' }));
+    });
+    req.on('error', () => resolve({ text: '' }));
+    req.end();
+  });
+  let refused = 0;
+  for (const m of text.matchAll(/^keyholder_problems_total\{code="[a-z_]+"\} (\d+)/gm)) refused += Number(m[1]);
+  return { waiting: Number(/^keyholder_waiting_callers (\d+)/m.exec(text)?.[1] ?? NaN), refused };
+}
+
+/**
+ * Waits until the server has read all `callers` queries of an opening (each one waiting or refused
+ * since `before`): a condition, not a time. Measured at load 7-13: 0.17-0.38 s for the watchers'
+ * 2,000, 1.2 s for the blocking callers' ramp; the fixed 3 s (and 2 s after the blocking callers'
+ * 200th refusal) it replaces waited longer than needed there and would not wait enough on a machine
+ * busy enough: A's measured requests would queue behind the server still reading the opening, a
+ * burst (load shedding's to answer, for every tenant alike), not what holding the waits costs.
+ * Gives up after 120 s with an error: an opening never taken in is a finding, not a measure.
+ */
+async function untilTakenIn(callers, before) {
+  const started = performance.now();
+  for (;;) {
+    const now = await takenIn();
+    if (now.waiting + (now.refused - before.refused) >= callers) {
+      takenInMs = Math.round(performance.now() - started);
+      return;
+    }
+    if (performance.now() - started > 120_000) {
+      throw new Error(`the server took in ${now.waiting} waiting + ${now.refused - before.refused} refused of ${callers} callers in 120 s`);
+    }
+    await sleep(50);
+  }
+}
+
+/** How long the server took to take in the opening once it was sent (ms; printed with the summary). */
+let takenInMs;
 
 /** What the watchers' sockets received (readWatchers), printed with the summary. */
 let watchersSaw;
@@ -393,6 +447,10 @@ async function inspects() {
   }
 }
 
+/** The blocking attack's callers: 200 more than team B's namespace may keep waiting. */
+const BLOCKING_CALLERS = 1_200;
+let blockingBefore;
+
 async function main() {
   if (mode === 'fill-semaphore') {
     await fillSemaphore();
@@ -417,10 +475,11 @@ async function main() {
     startAfterReady = attack.start;
     finish = attack.finish;
   } else if (mode === 'blocking') {
+    blockingBefore = await takenIn();
     // 1,200 callers (200 more than its namespace may keep waiting), 50 more every 50 ms (a fleet
     // starting up, not one burst: a burst past the instance's in-flight budget is load shedding's to
     // answer, for every tenant alike).
-    work = loop(1_200, async (w, i) => {
+    work = loop(BLOCKING_CALLERS, async (w, i) => {
       if (i === 0) await sleep(Math.floor(w / 50) * 50);
       const path = `/v1/locks/b-watch-${w}`;
       // Index 1: a key never held; the query waits the whole 60 s.
@@ -442,13 +501,9 @@ async function main() {
   // the watchers' 2,000 connections and queries.
   // Opening thousands of requests at once is a burst, load shedding's to answer for every tenant
   // alike; what is measured here is what holding them costs the other team.
-  // The blocking callers' opening is taken in once every refused caller has had its answer (the
-  // admitted ones have then been counted too); then 2 s more for their subscriptions and reads.
-  if (mode === 'blocking') {
-    for (let waited = 0; (statuses[429] ?? 0) + (statuses[503] ?? 0) < 200 && waited < 20_000; waited += 100) await sleep(100);
-    await sleep(2_000);
-  }
-  if (mode === 'watchers') await sleep(3_000);
+  // The blocking callers' opening is taken in once the server has read every caller's first query
+  // (waiting or refused); the watchers' within watchers().
+  if (mode === 'blocking') await untilTakenIn(BLOCKING_CALLERS, blockingBefore);
   process.stdout.write('ready\n');
   startAfterReady();
   // What is reported is the answers B got while A was measured, not its opening.
@@ -463,7 +518,12 @@ async function main() {
   await finish();
   agent.destroy();
   await Promise.race([work, sleep(2_000)]);
-  const summary = { statuses: attack, perSecond: Math.round((sent * 1000) / attackMs), ...(watchersSaw ? { watchersSaw } : {}) };
+  const summary = {
+    statuses: attack,
+    perSecond: Math.round((sent * 1000) / attackMs),
+    ...(takenInMs === undefined ? {} : { takenInMs }),
+    ...(watchersSaw ? { watchersSaw } : {}),
+  };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
   process.exit(0);
 }
