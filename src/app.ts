@@ -137,10 +137,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
   // plain-text body and answer 400 where 415 says what is wrong.
   app.removeContentTypeParser('text/plain');
-  // Node's headers timeout starts at a request's first byte, so a client that connects and sends
-  // nothing would hold its socket for the whole idle timeout. Until the first request arrives, give it
-  // only the headers timeout; from then on the usual idle timeout applies (set on the first request
-  // by the server made above; Node itself sets it again on every later one).
+  // A client that connects and sends nothing must not hold its socket for the whole idle timeout.
+  // Until the first request arrives, the socket's own timeout is the headers timeout (it closes the
+  // socket without a word); from then on the usual idle timeout applies (set on the first request by
+  // the server made above; Node itself sets it again on every later one). Node 20's periodic check of
+  // connections (connectionsCheckingInterval) also closes such a socket, answering 408 first; which of
+  // the two runs first depends on how late the event loop is. Neither is left to the other: the check
+  // is Node's behaviour of the day, and it only runs once a check interval has passed.
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
   refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
   refuseUnknownExpectations(app.server);
