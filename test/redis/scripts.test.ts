@@ -5,6 +5,8 @@ import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
+import { loadScript } from '../../src/store/redis/scripts.js';
+import { ownerTokenHex } from '../../src/store/redis/owner-bytes.js';
 
 /**
  * Each Lua script on its own, called through the script table on a real redis-server: one case per
@@ -201,6 +203,25 @@ describe('the lock record (_lock.lua): compact, and every field reads back as wr
     expect(await renew(second)).toEqual([1, int, int]);
     expect(await lockFields(lua.raw, keys.lock)).toMatchObject({ o: second });
     expect(await release(second)).toBe(1);
+  });
+
+  it("the owner token's bytes worked out in Node (knowOwner) are the script's own reading of the token, for any token", async () => {
+    // The script's ownerBytes alone, without knowOwner: its bytes in hex, or false for a token kept as given.
+    const decode = `${loadScript('_common.lua')}\n${loadScript('_lock.lua')}\nlocal out = {}
+for k, o in ipairs(ARGV) do
+  local b = ownerBytes(o)
+  out[k] = b and (string.gsub(b, '.', function(c) return string.format('%02x', string.byte(c)) end)) or 'none'
+end
+return out`;
+    const tokens = Array.from({ length: 300 }, () => newOwnerToken());
+    // Near misses: spare bits set in the last character, one character short or long, characters outside
+    // base64url (Buffer's decoder would skip or accept them), padding, the alphabet's ends.
+    for (const last of 'ABPQRfghvwxz09-_') tokens.push(`${'A'.repeat(21)}${last}`);
+    tokens.push('A'.repeat(21), 'A'.repeat(23), `${'A'.repeat(20)}+A`, `${'A'.repeat(20)}/A`, `${'A'.repeat(20)}==`);
+    tokens.push(`${'_'.repeat(21)}w`, `${'-'.repeat(21)}g`, `${'z'.repeat(21)}Q`, `${'9'.repeat(21)}A`, 'AAAAAAAAAA AAAAAAAAAAA', '');
+    const script = (await lua.raw.eval(decode, 0, ...tokens)) as string[];
+    expect(tokens.map((t) => ownerTokenHex(t) || 'none')).toEqual(script);
+    expect(script.filter((b) => b !== 'none').length).toBeGreaterThan(300);
   });
 
   it('an owner without an end (or an end without an owner) is no lease: not kept', async () => {

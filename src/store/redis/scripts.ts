@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import { Cluster, Command as RedisCommand, Redis } from 'ioredis';
 import type { RedisClient } from './client.js';
 import { masterGate } from './nodes.js';
+import { ownerTokenHex } from './owner-bytes.js';
 import type { LockKeys, PermitKeys, QuotaKeys } from './keys.js';
 import { unwrapEcho } from './replies.js';
 
@@ -229,8 +230,17 @@ export const SCRIPTS = {
     a.idempotencyKey,
     a.maxQuotaSlots,
     a.lockDelayMs ?? 0,
+    ownerTokenHex(a.ownerToken),
   ]),
-  renew: spec<RenewArgs>('renew.lua', 3, (a) => [a.lockKey, a.quota.count, a.quota.ends, a.ownerToken, a.ttlMs, a.graceMs]),
+  renew: spec<RenewArgs>('renew.lua', 3, (a) => [
+    a.lockKey,
+    a.quota.count,
+    a.quota.ends,
+    a.ownerToken,
+    a.ttlMs,
+    a.graceMs,
+    ownerTokenHex(a.ownerToken),
+  ]),
   release: spec<ReleaseArgs>('release.lua', 5, (a) => [
     a.keys.lock,
     a.keys.queue,
@@ -242,6 +252,7 @@ export const SCRIPTS = {
     a.channelPrefix,
     a.lockName,
     a.instanceId ?? '',
+    ownerTokenHex(a.ownerToken),
   ]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
   cancel: spec<CancelArgs>('cancel.lua', 5, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),

@@ -40,8 +40,22 @@ Defines:
                                 are published only then (_watch.lua)
   unitSecond(cur) -> second     the second the live lease's quota unit is counted in (_quota.lua): its
                                 end's, or field b for a lease a hand-over granted (its unit was taken
-                                when it queued, counted to the end of its wait plus its lease)
+                                when it queued, counted to the end of its wait plus its lease)  knowOwner(text, hex)          the caller's owner token and its 16 bytes as 32 hex digits, worked out by
+                                the caller (src/store/redis/owner-bytes.ts; "" for a token kept as given):
+                                converting that token either way is then a comparison, not 22 character
+                                steps in Lua (the plain acquire and release pair would pay both)
 ]]
+-- The caller's owner token and its bytes (knowOwner): nil when not given; bytes false for a token kept
+-- as given.
+local knownText, knownBytes
+
+local function knowOwner(text, hex)
+  knownText = text
+  -- Three integers of 48, 40 and 40 bits: a double holds each exactly.
+  knownBytes = hex ~= '' and struct.pack('>I6I5I5', tonumber(string.sub(hex, 1, 12), 16),
+    tonumber(string.sub(hex, 13, 22), 16), tonumber(string.sub(hex, 23, 32), 16))
+end
+
 -- The 6-bit value of a base64url character code (the caller has checked it is one).
 local function b64value(c)
   if c >= 97 then
@@ -59,10 +73,14 @@ end
 
 -- The 16 bytes an owner token of the service encodes (22 base64url characters, no padding, as
 -- newOwnerToken makes them), or nil for any other token: those are kept as given. Only a token that
--- reads back exactly (its last character's 4 spare bits 0) is decoded. No tables: this runs at every
--- grant (with ownerText, 10-13 us of Redis time per decode and encode against 19-28 with tables, at a load
+-- reads back exactly (its last character's 4 spare bits 0) is decoded. The caller's own token comes
+-- decoded (knowOwner); the rest runs for any other token (a waiter granted by a hand-over). No tables
+-- (with ownerText, 10-13 us of Redis time per decode and encode against 19-28 with tables, at a load
 -- average of 11).
 local function ownerBytes(o)
+  if o == knownText then
+    return knownBytes or nil
+  end
   if #o ~= 22 or string.find(o, '[^%w_-]') then
     return nil
   end
@@ -83,8 +101,12 @@ local function ownerBytes(o)
     floor(n5 / 65536), floor(n5 / 256) % 256, n5 % 256, v(c21) * 4 + v22 / 16)
 end
 
--- The owner token that ownerBytes decoded into 16 bytes (runs at every read of a held lock).
+-- The owner token that ownerBytes decoded into 16 bytes: the caller's own without converting (knowOwner),
+-- any other by the 22 character steps (a read of a lock another owner holds).
 local function ownerText(bytes)
+  if bytes == knownBytes then
+    return knownText
+  end
   local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
   local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = string.byte(bytes, 1, 16)
   local c, floor = string.byte, math.floor

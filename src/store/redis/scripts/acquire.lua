@@ -41,6 +41,7 @@ ARGV[12] idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idemp
 ARGV[13] most quota units (leases held or waited for) the lock's quota shard may count at once: the
          namespace's limit over the shards, rounded up; 0 = no quota
 ARGV[14] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
+ARGV[15] ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
@@ -72,6 +73,7 @@ local function takeQuotaSlot(endMs, cap)
   return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)
 end
 
+knowOwner(ARGV[1], ARGV[15])
 local graceMs = tonumber(ARGV[4])
 local ttlMs = tonumber(ARGV[2])
 local maxQuotaSlots = tonumber(ARGV[13])

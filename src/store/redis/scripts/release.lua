@@ -14,6 +14,7 @@ ARGV[3]  grant channel prefix
 ARGV[4]  lock name (for the hand-over message)
 ARGV[5]  instance id of the caller's keyholder, "" for none: a waiter of that instance handed the lock
          is answered from this reply, not sent a hand-over message
+ARGV[6]  ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
 
 Returns:
   1   released (and handed over if someone was queued; the waiter's instance told by message)
@@ -24,6 +25,7 @@ Returns:
 --- @include "_handover"
 --- @include "_quota"
 
+knowOwner(ARGV[1], ARGV[6])
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then

@@ -9,6 +9,7 @@ KEYS[3]  the ends of the lock's quota shard
 ARGV[1]  owner token
 ARGV[2]  new lease length from now, ms (integer > 0)
 ARGV[3]  fencing grace, ms
+ARGV[4]  ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
 
 Returns:
   {1, fencingToken, expiresAtMs}   renewed
@@ -19,6 +20,7 @@ Returns:
 --- @include "_lock"
 --- @include "_quota"
 
+knowOwner(ARGV[1], ARGV[4])
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
