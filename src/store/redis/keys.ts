@@ -197,8 +197,10 @@ export class KeySpace {
   /** The keys of a lock, its wait queue and its quota shard: lock hash, queue (ZSET), waiter records (HASH), quota. */
   lockKeys(id: string): LockKeys {
     // One split and one shard lookup (a CRC16 of the name) for all four, as each `tagged` would redo
-    // them: this runs on every lock call.
-    const { group, name } = splitId(id);
+    // them: this runs on every lock call, so the split is splitId's without its result object.
+    const at = id.indexOf(GROUP_SEPARATOR);
+    const group = at <= 0 ? id : id.slice(0, at);
+    const name = at <= 0 ? '' : id.slice(at + 1);
     const tag = this.shardTag(group, name);
     return {
       lock: this.keyIn(tag, '', id, name),
