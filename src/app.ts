@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { Socket } from 'node:net';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { DEFAULT_ACCESS_LOG, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts, type TrustProxy } from './config.js';
@@ -93,7 +93,15 @@ export const API_INFO = {
 /** Builds the app: plugins and routes. Never reads the environment and never listens. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const timeouts = deps.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS;
-  const requestLog = new RequestLog(deps.logger, deps.accessLog ?? DEFAULT_ACCESS_LOG);
+  const metrics = deps.metrics;
+  // Every error answer by code, wherever it came from (auth, routing, limits, the lock rules): counted
+  // as the request completes, by the request log's completion (no onResponse hook on every request).
+  const countProblems = metrics
+    ? (reply: FastifyReply) => {
+        if (reply.statusCode >= 400) metrics.problemAnswered(problemCodeOf(reply) ?? 'other');
+      }
+    : undefined;
+  const requestLog = new RequestLog(deps.logger, deps.accessLog ?? DEFAULT_ACCESS_LOG, countProblems);
   const app = Fastify({
     loggerInstance: deps.logger,
     trustProxy: deps.trustProxy ?? false,
@@ -170,14 +178,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', (_request, _reply, done) => {
     done(closing ? new ShuttingDownError() : undefined);
   });
-  const metrics = deps.metrics;
-  if (metrics) {
-    // Every error answer by code, wherever it came from (auth, routing, limits, the lock rules).
-    app.addHook('onResponse', (_request, reply, done) => {
-      if (reply.statusCode >= 400) metrics.problemAnswered(problemCodeOf(reply) ?? 'other');
-      done();
-    });
-  }
   // Before auth and the routes: a refused request costs as little as possible, and no store call.
   if (deps.maxConnections !== undefined) {
     registerConnectionBudget(app, deps.maxConnections, metrics ? () => metrics.requestShed('connections', 'normal') : undefined);

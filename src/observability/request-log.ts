@@ -16,6 +16,13 @@ export interface AccessLogSettings {
   readonly slowMs: number;
 }
 
+/**
+ * Told of every answer as its request completes (metrics count the error answers by code). Called from
+ * the completion callback Fastify makes for every request anyway: an onResponse hook for it would add
+ * a hook run (and its closure) to every request.
+ */
+export type AnswerObserver = (reply: FastifyReply) => void;
+
 /** The levels at which a logger writes info lines. */
 const INFO_WRITTEN = new Set(['info', 'debug', 'trace']);
 
@@ -47,8 +54,11 @@ export class RequestLog extends LogController {
   /** 503 overloaded answers seen, to pick one in `sampleEvery`. */
   private shedSeen = 0;
 
-  constructor(logger: FastifyBaseLogger | undefined, settings: AccessLogSettings) {
+  private readonly answered: AnswerObserver | undefined;
+
+  constructor(logger: FastifyBaseLogger | undefined, settings: AccessLogSettings, answered?: AnswerObserver) {
     super();
+    this.answered = answered;
     this.lines = logger === undefined ? undefined : requestLineLogger(logger);
     this.base = logger;
     this.settings = settings;
@@ -64,6 +74,7 @@ export class RequestLog extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    this.answered?.(reply);
     const status = reply.statusCode;
     const elapsedMs = reply.elapsedTime;
     // 503 overloaded: this instance refused (a burst: thousands at once) or could not deliver in time. A line

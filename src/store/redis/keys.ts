@@ -1,4 +1,4 @@
-import calculateSlot from 'cluster-key-slot';
+import { slotOf } from './slot.js';
 import type { HistoryPrimitive } from '../../domain/history.js';
 import type { PermitKind } from '../../domain/permit-values.js';
 
@@ -152,7 +152,7 @@ export class KeySpace {
     let found = 0;
     for (let n = 0; found < QUOTA_SHARDS; n++) {
       const tag = `${group}#${n}`;
-      const range = Math.floor((calculateSlot(tag) * QUOTA_SHARDS) / CLUSTER_SLOTS);
+      const range = Math.floor((slotOf(tag) * QUOTA_SHARDS) / CLUSTER_SLOTS);
       if (tags[range] === undefined) {
         tags[range] = tag;
         found++;
@@ -166,7 +166,7 @@ export class KeySpace {
 
   /** The shard a name of a group lives in: its CRC16 (the Cluster's own hash) over the shards. */
   shardOf(name: string): number {
-    return calculateSlot(name) % QUOTA_SHARDS;
+    return slotOf(name) % QUOTA_SHARDS;
   }
 
   private shardTag(group: string, name: string): string {
@@ -197,8 +197,10 @@ export class KeySpace {
   /** The keys of a lock, its wait queue and its quota shard: lock hash, queue (ZSET), waiter records (HASH), quota. */
   lockKeys(id: string): LockKeys {
     // One split and one shard lookup (a CRC16 of the name) for all four, as each `tagged` would redo
-    // them: this runs on every lock call.
-    const { group, name } = splitId(id);
+    // them: this runs on every lock call, so the split is splitId's without its result object.
+    const at = id.indexOf(GROUP_SEPARATOR);
+    const group = at <= 0 ? id : id.slice(0, at);
+    const name = at <= 0 ? '' : id.slice(at + 1);
     const tag = this.shardTag(group, name);
     return {
       lock: this.keyIn(tag, '', id, name),
@@ -214,7 +216,7 @@ export class KeySpace {
    */
   quotaFor(namespace: string, unitId: string, limit: number): QuotaKeys {
     // The unit's own hash over the shards in use (not shardOf's 16 folded: uneven when 16 is not a multiple).
-    return this.quotaShard(this.shardTags(namespace)[calculateSlot(unitId) % quotaShardsFor(limit)] as string);
+    return this.quotaShard(this.shardTags(namespace)[slotOf(unitId) % quotaShardsFor(limit)] as string);
   }
 
   /** Every quota shard of a namespace (for tests and inspection). */
