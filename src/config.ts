@@ -273,7 +273,8 @@ export const EnvSchema = z
       'Lease history: events older than this are dropped (2 days by default, so yesterday is there all of today).',
     ),
     HISTORY_FLUSH_MS: intFromEnv(1, 10_000, 100).describe(
-      'Lease history: how long an event waits in the in-process buffer before its batch is written; a crash loses at most this much. ' +
+      'Lease history: how long an event waits in the in-process buffer before its batch is written; a crash loses at most this much ' +
+        '(twice this for a grant whose release had not come yet: one recorded in the last half of a wait is left for the next batch, once, so its release folds into it). ' +
         'Longer batches cost less per event (a grant and its release often share one).',
     ),
     SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000).describe(

@@ -10,8 +10,9 @@ import { freePort, RedisServer } from '../helpers/redis-server.js';
 /**
  * Lease history on a single Redis (redis-history.ts) beyond the history contract: a large batch goes
  * to Redis in calls of at most 64 lists (Redis serves the lock calls between two of them), each event
- * written exactly once; each shard's index shares its lists' hash tag; a history that could not reach
- * Redis writes again once Redis is there; and closing ends its connection.
+ * written exactly once; the keys' names it remembers are bounded; each shard's index shares its lists'
+ * hash tag; a history that could not reach Redis writes again once Redis is there; and closing ends its
+ * connection.
  */
 
 const PREFIX = 'hist:';
@@ -77,6 +78,25 @@ describe('redis history: batches', () => {
     await history.append(batchOf(LISTS_PER_CALL).batch);
     expect(calls()).toEqual([LISTS_PER_CALL]);
   });
+
+  it('remembers the names of at most 50,000 keys; a key whose names were forgotten is written to the same list', async () => {
+    const history = open();
+    const names = (history as unknown as { names: Map<string, unknown> }).names;
+    const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+    const first = { namespace: `names${run}-0`, primitive: 'lock' as const, key: 'first' };
+    await history.append([{ ...first, record: record('a') }]);
+    // 50,000 keys more, 5,000 a namespace: under the namespace's cap (10,000), so none is dropped.
+    const many = Array.from({ length: 50_000 }, (_, i) => ({
+      namespace: `names${run}-${1 + Math.floor(i / 5_000)}`,
+      primitive: 'lock' as const,
+      key: `k${i}`,
+    }));
+    await history.append(many.map((key) => ({ ...key, record: record('m') })));
+    expect(names.size).toBeLessThanOrEqual(50_000);
+    await history.append([{ ...first, record: record('b') }]);
+    expect((await history.read(first)).map((r) => r.lease)).toEqual(['a', 'b']);
+    expect((await history.read(many.at(-1) as (typeof many)[number])).map((r) => r.lease)).toEqual(['m']);
+  }, 60_000);
 
   it('keeps each shard’s index in the slot of its lists', async () => {
     const history = open();

@@ -20,6 +20,18 @@ const APPEND_LUA = loadScript('history-append.lua');
 const REFRESHES_PER_RETENTION = 32;
 /** Lists remembered as refreshed at most: past it the period starts over (more refreshes, never fewer). */
 const MAX_REFRESHED = 50_000;
+/**
+ * Keys whose list and index names are remembered at most (past it they are worked out anew): a name is a
+ * CRC16 and some slicing and joining, and, the same string again, its hash is not worked out again by the
+ * refresh set's and the batch's lookups.
+ */
+const MAX_NAMES = 50_000;
+
+/** A key's history list and the index of its shard. */
+interface ListName {
+  readonly list: string;
+  readonly index: string;
+}
 
 type HistoryClient = RedisClient & {
   historyAppend(args: (string | number)[]): Promise<unknown>;
@@ -55,6 +67,8 @@ export class RedisHistory implements HistoryStore {
   /** The lists and indexes whose TTL a call of this period set (or asked for): no refresh until it ends. */
   private refreshed = new Set<string>();
   private periodStart = 0;
+  /** See nameOf. */
+  private readonly names = new Map<string, ListName>();
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -93,25 +107,35 @@ export class RedisHistory implements HistoryStore {
     return `${list.slice(0, list.indexOf('}', this.options.keyPrefix.length) + 1)}H`;
   }
 
+  /** A key's list and its shard's index, by the key's join (see append): worked out once, then looked up. */
+  private nameOf(id: string, key: HistoryKey): ListName {
+    const known = this.names.get(id);
+    if (known !== undefined) return known;
+    if (this.names.size >= MAX_NAMES) this.names.clear();
+    const list = this.listKey(key);
+    const name = { list, index: this.indexKey(list) };
+    this.names.set(id, name);
+    return name;
+  }
+
   async append(batch: readonly HistoryAppend[]): Promise<void> {
     // Grouped by list (a grant and its release mostly share a batch), keeping each list's order; then
-    // by shard. The names are worked out once per list, not per event.
-    const byKey = new Map<string, { key: HistoryKey; events: HistoryRecord[] }>();
+    // by shard. The names are looked up once per list, not per event.
+    const byKey = new Map<string, { name: ListName; events: HistoryRecord[] }>();
     for (const entry of batch) {
-      // A plain join to group by (the list's name costs a CRC16 and more: worked out once per key below).
+      // A plain join to group by and to find the names under (a list's name costs a CRC16 and more).
       const id = `${entry.primitive}\n${entry.namespace}\n${entry.key}`;
       const known = byKey.get(id);
       if (known) known.events.push(entry.record);
-      else byKey.set(id, { key: entry, events: [entry.record] });
+      else byKey.set(id, { name: this.nameOf(id, entry), events: [entry.record] });
     }
     const lists = new Map<string, HistoryRecord[]>();
-    for (const { key, events } of byKey.values()) lists.set(this.listKey(key), events);
     const shards = new Map<string, string[]>();
-    for (const list of lists.keys()) {
-      const index = this.indexKey(list);
-      const names = shards.get(index);
-      if (names) names.push(list);
-      else shards.set(index, [list]);
+    for (const { name, events } of byKey.values()) {
+      lists.set(name.list, events);
+      const names = shards.get(name.index);
+      if (names) names.push(name.list);
+      else shards.set(name.index, [name.list]);
     }
     const { eventsPerKey } = this.options.limits;
     const head = [this.ttlMs, eventsPerKey, this.perShard];

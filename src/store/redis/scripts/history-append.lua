@@ -82,13 +82,15 @@ while k <= #KEYS do
     redis.call('ZREM', index, WIDE)
   end
   local over = held - perShard
-  -- Past the cap: the least recently written lists leave the index (one ZPOPMIN) and go (one DEL per 1000).
+  -- Past the cap: the least recently written lists go (one DEL per 1000) and leave the index. Their names
+  -- by rank (ZRANGE, then ZREMRANGEBYRANK), not by ZPOPMIN: that one answers each score too, formatted
+  -- as text and made a Lua string, for nothing.
   while over > 0 do
-    local popped = redis.call('ZPOPMIN', index, math.min(over, 1000))
-    local victims = {}
-    for j = 1, #popped, 2 do victims[#victims + 1] = popped[j] end
+    local n = math.min(over, 1000)
+    local victims = redis.call('ZRANGE', index, 0, n - 1)
     redis.call('DEL', unpack(victims))
-    over = over - #victims
+    redis.call('ZREMRANGEBYRANK', index, 0, n - 1)
+    over = over - n
   end
   k = k + lists + 1
 end
