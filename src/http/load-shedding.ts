@@ -1,9 +1,8 @@
 import { performance } from 'node:perf_hooks';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { OverloadedError } from '../domain/errors.js';
 import { matchedRoute } from './matched-route.js';
-import { TurnPacer } from './turn-pacer.js';
 
 /**
  * What one instance takes on before it refuses new work with 503 `overloaded` (0 turns a budget off).
@@ -59,13 +58,6 @@ const LAST_PRIORITY_HEADROOM = 4;
  * waiting behind its work.
  */
 const TURN_TICK_MS = 10;
-
-/**
- * 20 ms: how much of a turn may go to starting requests before the rest are held for later turns (see
- * turn-pacer.ts). A probe read behind a burst then waits for about this much, not for the whole burst;
- * the turn's age is read from the turn clock, which can be up to a tick old when the turn begins.
- */
-const TURN_SLICE_MS = 20;
 
 /** 1 s: about ten delay samples; by then the burst that tripped a budget has been answered or refused. */
 const RETRY_AFTER_MS = 1000;
@@ -132,27 +124,6 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
   const leave = (): void => {
     inFlight--;
   };
-  const pacer = new TurnPacer(TURN_SLICE_MS, () => performance.now() - tickedAt);
-  const refuse = (done: HookHandlerDoneFunction, over: ShedBudget, priority: ShedPriority): void => {
-    onShed?.(over, priority);
-    done(new OverloadedError(over, RETRY_AFTER_MS));
-  };
-  const start = (reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-    inFlight++;
-    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away:
-    // one listener function for all of them, and no once-wrapper made per request.
-    reply.raw.on('close', leave);
-    done();
-  };
-  /** A held request, in a later turn: held longer than the delay budget, it waited as a late loop would have kept it waiting. */
-  const startHeld = (reply: FastifyReply, done: HookHandlerDoneFunction, priority: ShedPriority, heldMs: number): void => {
-    const over =
-      priority === 'normal' && budget.maxEventLoopDelayMs > 0 && heldMs > budget.maxEventLoopDelayMs
-        ? 'event_loop_delay'
-        : overBudget(priority);
-    if (over !== null) refuse(done, over, priority);
-    else start(reply, done);
-  };
   // Callback style: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request: FastifyRequest, reply, done) => {
     const url = matchedRoute(request).url ?? '';
@@ -161,11 +132,16 @@ export async function registerLoadShedding(app: FastifyInstance, options: LoadSh
       return;
     }
     const priority: ShedPriority = isRenewalOrRelease(url) ? 'last' : 'normal';
-    // Refused at once, held or not: a refusal is cheap, and its caller should not wait to hear it.
     const over = overBudget(priority);
-    if (over !== null) refuse(done, over, priority);
-    else if (pacer.startsNow()) start(reply, done);
-    // A closure only for a request held back: the common path allocates none.
-    else pacer.hold((heldMs) => startHeld(reply, done, priority, heldMs), priority === 'last');
+    if (over !== null) {
+      onShed?.(over, priority);
+      done(new OverloadedError(over, RETRY_AFTER_MS));
+      return;
+    }
+    inFlight++;
+    // 'close' comes exactly once per response, whether it was sent, failed or the caller went away:
+    // one listener function for all of them, and no once-wrapper made per request.
+    reply.raw.on('close', leave);
+    done();
   });
 }
