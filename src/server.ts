@@ -84,7 +84,8 @@ async function main(): Promise<void> {
     history,
     warmedUp: () => warmedUp,
   });
-  app.addHook('preClose', () => {
+  // A shutdown during the warm-up ends it (its app is closed in runWarmUp).
+  app.addHook('preClose', async () => {
     closing = true;
   });
   app.addHook('onClose', async () => {

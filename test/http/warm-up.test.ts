@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
@@ -80,5 +81,21 @@ describe('the warm-up of a new instance', () => {
     });
     expect(grant.status).toBe(200);
     expect((await direct.keys('*')).length).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('ends at a shutdown: SIGTERM during a long warm-up exits cleanly at once', async () => {
+    const long = await KeyholderProcess.start({
+      env: { KEYHOLDER_STORE: 'memory', LOG_LEVEL: 'info', WARM_UP_CYCLES: '1000000', WARM_UP_MAX_MS: '60000' },
+      waitFor: 'livez',
+    });
+    expect((await get(long, '/readyz')).status).toBe(503);
+    const stopping = performance.now();
+    await long.stop();
+    const stopMs = performance.now() - stopping;
+    process.stdout.write(`[warm-up] stopped ${Math.round(stopMs)} ms after SIGTERM, during a 60 s warm-up\n`);
+    expect(long.exit?.code).toBe(0);
+    expect(long.jsonLogs().some((l) => l.msg === 'shut down cleanly')).toBe(true);
+    // Far below the warm-up's 60 s and the shutdown timeout's 10 s: it ended with the shutdown.
+    expect(stopMs).toBeLessThan(8_000);
   }, 120_000);
 });
