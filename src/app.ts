@@ -65,6 +65,8 @@ export interface AppDeps {
   readonly accessLog?: AccessLogSettings;
   /** Lease history (HISTORY): the routes record into it; none recorded (and empty histories) when absent. */
   readonly history?: HistoryRecorder | null;
+  /** False while the start's warm-up runs: /readyz answers 503 warming_up until it is true. Ready at once when absent. */
+  readonly warmedUp?: () => boolean;
 }
 
 /**
@@ -234,7 +236,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   for (const { names } of permitPrimitives()) await app.register(permitAdminRoutes(permits[names.path], names));
   await app.register(adminQueueRoutes, { locks: deps.locks, permits });
   await app.register(historyRoutes);
-  await app.register(healthRoutes, { store: deps.store });
+  await app.register(healthRoutes, { store: deps.store, ...(deps.warmedUp ? { warmedUp: deps.warmedUp } : {}) });
   await app.register(docsRoutes);
   await app.register(consoleRoutes);
   if (deps.metrics) await app.register(metricsRoutes, { metrics: deps.metrics });

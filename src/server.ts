@@ -11,6 +11,8 @@ import { createStore } from './store/create-store.js';
 import { createHistoryStore } from './store/create-history.js';
 import { HistoryRecorder, type HistoryObserver } from './domain/history.js';
 import { connectionBudget } from './http/connection-budget.js';
+import { warmUp } from './warm-up.js';
+import { buildWarmUpApp } from './warm-up-app.js';
 
 /**
  * Lease history events buffered at most between two writes: at 100 ms a batch (the default), far above
@@ -63,6 +65,9 @@ async function main(): Promise<void> {
         observer: { lost: historyLoss(metrics.historyObserver, throttledLossLog(logger)) },
       })
     : null;
+  // Not ready until the request path has been run warm (see warm-up.ts); ready at once when it is off.
+  let warmedUp = config.warmUp.cycles === 0 || config.warmUp.maxMs === 0;
+  let closing = false;
   const app = await buildApp({
     locks,
     store,
@@ -77,6 +82,11 @@ async function main(): Promise<void> {
     maxConnections,
     accessLog: config.accessLog,
     history,
+    warmedUp: () => warmedUp,
+  });
+  // A shutdown during the warm-up ends it (its app is closed in runWarmUp).
+  app.addHook('preClose', async () => {
+    closing = true;
   });
   app.addHook('onClose', async () => {
     // The buffered events first, while the store still answers.
@@ -109,6 +119,30 @@ async function main(): Promise<void> {
 
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
+  if (!warmedUp) {
+    // After listen: /livez answers during the warm-up, /readyz says 503 warming_up until it ends.
+    await runWarmUp(config, logger, () => closing);
+    warmedUp = true;
+  }
+}
+
+/**
+ * The start's warm-up, through a throw-away app (warm-up-app.ts). A failure is logged and the instance
+ * becomes ready anyway: the warm-up only makes the first requests cheaper, it decides nothing.
+ */
+async function runWarmUp(config: Config, logger: ReturnType<typeof createLogger>, stopped: () => boolean): Promise<void> {
+  try {
+    const warmApp = await buildWarmUpApp(config, logger);
+    try {
+      const result = await warmUp(warmApp, config.warmUp, stopped);
+      const level = result.unexpected > 0 ? 'warn' : 'info';
+      logger[level]({ cycles: result.cycles, ms: Math.round(result.ms), unexpected: result.unexpected }, 'warm-up done; ready');
+    } finally {
+      await warmApp.close();
+    }
+  } catch (err) {
+    logger.warn({ err }, 'warm-up failed; ready without it');
+  }
 }
 
 /** A lost batch or dropped events: counted in the metrics at once, logged (throttled) too. */

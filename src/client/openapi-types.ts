@@ -562,7 +562,7 @@ export interface paths {
         };
         /**
          * Can the service grant locks now?
-         * @description 200 when the store answers; 503 store_unavailable when it does not (load balancers should route elsewhere).
+         * @description 200 when the store answers and the start-up warm-up has run; 503 store_unavailable when the store does not answer, 503 warming_up while a new instance warms up (load balancers should route elsewhere).
          */
         get: operations["readiness"];
         put?: never;
@@ -843,7 +843,7 @@ export interface components {
              * @description Stable machine-readable error code
              * @enum {string}
              */
-            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "idempotency_key_reused" | "holder_changed";
+            code: "invalid_request" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "headers_too_large" | "expectation_failed" | "unsupported_media_type" | "lock_held" | "too_many_waiters" | "not_owner" | "unauthenticated" | "forbidden" | "rate_limited" | "quota_exceeded" | "store_unavailable" | "overloaded" | "shutting_down" | "warming_up" | "internal_error" | "semaphore_full" | "limit_mismatch" | "rwlock_held" | "idempotency_key_reused" | "holder_changed";
             /** @description The request path */
             instance?: string;
             /**
@@ -5142,7 +5142,7 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
-            /** @description store_unavailable: the store does not answer */
+            /** @description store_unavailable: the store does not answer; warming_up: the instance has just started and is still warming up */
             503: {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */

@@ -167,6 +167,15 @@ export const ERROR_CODES = Object.freeze({
     outcome: 'aborted',
     meaning: 'the instance is shutting down (also the answer to callers still waiting then); retry on another instance',
   },
+  // Only /readyz answers it: the instance listens (its /livez answers) but has not run its warm-up yet.
+  warming_up: {
+    status: 503,
+    title: 'Server is warming up',
+    retryable: true,
+    outcome: 'error',
+    meaning:
+      'answered by `/readyz` only: the instance has just started and is still running its warm-up (`WARM_UP_*`); route elsewhere until it answers 200',
+  },
   internal_error: {
     status: 500,
     title: 'Internal server error',

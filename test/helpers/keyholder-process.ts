@@ -125,6 +125,9 @@ export class KeyholderProcess {
         // event-loop delay as an overloaded one: it would refuse the tests' calls with 503 overloaded.
         // Tests of load shedding set their own budget.
         OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+        // Up to 2 s of CPU per start, times the hundreds of starts of the test files on a 2-core machine.
+        // The tests of the warm-up, and those about a production-like start, set their own.
+        WARM_UP_CYCLES: '0',
         ...this.options.env,
         PORT: String(this.port),
         HOST: '127.0.0.1',

@@ -11,9 +11,20 @@ const Ready = z
 
 // Load balancers and orchestrators call the probes without credentials; they reveal only up/ready.
 const liveRule = routeRule('public');
-const readyRule = routeRule('public', { 503: 'store_unavailable: the store does not answer' });
+const readyRule = routeRule('public', {
+  503: 'store_unavailable: the store does not answer; warming_up: the instance has just started and is still warming up',
+});
 
-export const healthRoutes: FastifyPluginAsyncZod<{ store: Pick<Store, 'kind' | 'ping'> }> = async (app, { store }) => {
+export interface HealthOptions {
+  readonly store: Pick<Store, 'kind' | 'ping'>;
+  /** False until the start's warm-up has run (see warm-up.ts): not ready meanwhile. Always warm when absent. */
+  readonly warmedUp?: () => boolean;
+}
+
+/** 500 ms: a warm-up takes 2 s at most (WARM_UP_MAX_MS); a probe half a second later may find it done. */
+const WARMING_RETRY_AFTER_MS = 500;
+
+export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, { store, warmedUp }) => {
   app.get(
     '/livez',
     {
@@ -37,7 +48,9 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: Pick<Store, 'kind' | '
       schema: {
         operationId: 'readiness',
         summary: 'Can the service grant locks now?',
-        description: '200 when the store answers; 503 store_unavailable when it does not (load balancers should route elsewhere).',
+        description:
+          '200 when the store answers and the start-up warm-up has run; 503 store_unavailable when the store does not answer, ' +
+          '503 warming_up while a new instance warms up (load balancers should route elsewhere).',
         tags: ['health'],
         response: {
           200: jsonResponse(Ready, 'Ready: the store answers'),
@@ -47,6 +60,11 @@ export const healthRoutes: FastifyPluginAsyncZod<{ store: Pick<Store, 'kind' | '
       logLevel: 'warn',
     },
     async (request, reply) => {
+      if (warmedUp !== undefined && !warmedUp()) {
+        return sendProblem(request, reply, 'warming_up', 'the instance has just started and is warming up', {
+          retryAfterMs: WARMING_RETRY_AFTER_MS,
+        });
+      }
       try {
         await store.ping();
       } catch {
