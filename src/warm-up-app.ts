@@ -9,7 +9,7 @@ import { MemoryStore } from './store/memory/memory-store.js';
  * The app the warm-up runs through: built by the same code as the real one (routes, hooks, validation,
  * serialization, metrics), but over a memory store of its own and with metrics of its own, so the
  * warm-up writes nothing to the real store, takes no quota and counts in none of the served metrics.
- * Open access: it is only ever called by app.inject, never listens.
+ * Open access: it listens only on a loopback port of its own, for the warm-up's time (warm-up.ts).
  */
 export async function buildWarmUpApp(config: Config, logger: FastifyBaseLogger): Promise<FastifyInstance> {
   // No sweep timer: the app lives a second or two, and its keys are released by the warm-up.

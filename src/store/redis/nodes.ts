@@ -1,9 +1,9 @@
-import calculateSlot from 'cluster-key-slot';
 import { Cluster, Command, type Redis } from 'ioredis';
 import { randomBase64url } from '../../domain/random.js';
 import type { RedisClient } from './client.js';
 import { sendWithin } from './command-deadline.js';
 import { MisalignedReplyError } from './replies.js';
+import { slotOf } from './slot.js';
 
 /**
  * What differs between one Redis and a Redis Cluster for the store, in one place: which node a command
@@ -14,8 +14,7 @@ import { MisalignedReplyError } from './replies.js';
 
 /** The master serving `key`'s slot as the client's slot map has it ("host:port"), or null if unknown. */
 function slotOwner(cluster: Cluster, key: string): string | null {
-  const slot = new Command('exists', [key]).getSlot();
-  return cluster.slots[slot]?.[0] ?? null;
+  return cluster.slots[slotOf(key)]?.[0] ?? null;
 }
 
 /** A node's key as the slot map names it ("host:port"). */
@@ -71,15 +70,15 @@ export function dataNodes(client: RedisClient): Redis[] {
 export async function everyMasterNode(client: RedisClient, timeoutMs: number): Promise<Redis[]> {
   if (!(client instanceof Cluster)) return [client];
   /** Each master the slot map names, with one slot it serves. */
-  const slotOf = new Map<string, number>();
+  const slotOfMaster = new Map<string, number>();
   client.slots.forEach((owners, slot) => {
     const owner = owners[0];
-    if (owner !== undefined && !slotOf.has(owner)) slotOf.set(owner, slot);
+    if (owner !== undefined && !slotOfMaster.has(owner)) slotOfMaster.set(owner, slot);
   });
-  await Promise.all([...slotOf.values()].map((slot) => whenMasterReady(client, slot, timeoutMs, () => undefined)));
+  await Promise.all([...slotOfMaster.values()].map((slot) => whenMasterReady(client, slot, timeoutMs, () => undefined)));
   const nodes = dataNodes(client);
   const pooled = new Set(nodes.map(nodeKeyOf));
-  for (const owner of slotOf.keys()) if (!pooled.has(owner)) throw new Error(`no connection to the master ${owner}`);
+  for (const owner of slotOfMaster.keys()) if (!pooled.has(owner)) throw new Error(`no connection to the master ${owner}`);
   return nodes;
 }
 
@@ -168,7 +167,7 @@ export function masterGate(client: RedisClient, timeoutMs: number): MasterGate |
   return (key) => {
     // The whole client down (or not yet up): nothing to wait for here, the call fails at once as before.
     if (client.status !== 'ready') return undefined;
-    const slot = calculateSlot(key);
+    const slot = slotOf(key);
     const owner = client.slots[slot]?.[0];
     if (owner !== undefined && ready.get(owner)?.status === 'ready') return undefined;
     return whenMasterReady(client, slot, timeoutMs, (nodeKey, node) => ready.set(nodeKey, node));

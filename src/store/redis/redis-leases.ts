@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
 // Node's own, not the global: a test's fake timers must not hold back a release's answer.
 import { setImmediate as afterThisTurn } from 'node:timers/promises';
-import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from './client.js';
 import {
@@ -34,6 +33,7 @@ import {
 } from '../../domain/permit-values.js';
 import { randomBase64url } from '../../domain/random.js';
 import { insideCap, type KeySpace, permitKindLetter } from './keys.js';
+import { slotOf } from './slot.js';
 import {
   parseAcquire,
   parseCancel,
@@ -509,8 +509,8 @@ export class RedisLeases implements LeaseEngine {
    */
   private checkOneSlot(ids: readonly string[]): void {
     if (!(this.deps.redis instanceof Cluster) || ids.length < 2) return;
-    const slot = calculateSlot(this.deps.keys.lock(ids[0] as string));
-    if (ids.some((id) => calculateSlot(this.deps.keys.lock(id)) !== slot)) {
+    const slot = slotOf(this.deps.keys.lock(ids[0] as string));
+    if (ids.some((id) => slotOf(this.deps.keys.lock(id)) !== slot)) {
       throw new InvalidRequestError(
         'keys',
         'on a Redis Cluster a lock set must have all its keys in one shard of the namespace, and these are not; lock them one by one, or use a single Redis (see docs/limits.md)',

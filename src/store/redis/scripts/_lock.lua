@@ -40,7 +40,8 @@ Defines:
                                 are published only then (_watch.lua)
   unitSecond(cur) -> second     the second the live lease's quota unit is counted in (_quota.lua): its
                                 end's, or field b for a lease a hand-over granted (its unit was taken
-                                when it queued, counted to the end of its wait plus its lease)  knowOwner(text, hex)          the caller's owner token and its 16 bytes as 32 hex digits, worked out by
+                                when it queued, counted to the end of its wait plus its lease)
+  knowOwner(text, hex)          the caller's owner token and its 16 bytes as 32 hex digits, worked out by
                                 the caller (src/store/redis/owner-bytes.ts; "" for a token kept as given):
                                 converting that token either way is then a comparison, not 22 character
                                 steps in Lua (the plain acquire and release pair would pay both)
