@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { renderBurst, runBurst, type BurstResult } from '../test/helpers/burst.js';
-import { removeDir, startKeyholder, type OwnedProcess } from './procs.js';
+import { ROOT, removeDir, startKeyholder, type OwnedProcess } from './procs.js';
 
 /**
  * `npm run bench -- --only burst`: the overload scenario a user reported. 3,000 callers at once send
@@ -27,6 +27,8 @@ export async function measureBurst(
   settings: BurstSettings,
   dir: string,
   progress: (line: string) => void,
+  /** The checkout whose dist/server.js answers (built already): ROOT, or another build for a before/after. */
+  root = ROOT,
 ): Promise<{ result: BurstResult; text: string }> {
   const owned: OwnedProcess[] = [];
   let stress: ChildProcess | undefined;
@@ -36,12 +38,19 @@ export async function measureBurst(
     progress(`burst: starting ${settings.instances} keyholder instances`);
     const instances = await Promise.all(
       Array.from({ length: settings.instances }, (_, i) =>
-        startKeyholder(`keyholder-${i}`, redis.url, dir, {
-          KEYHOLDER_AUTH: 'open',
-          RATE_LIMIT_MAX: '0',
-          REDIS_KEY_PREFIX: PREFIX,
-          LOG_LEVEL: 'warn',
-        }),
+        startKeyholder(
+          `keyholder-${i}`,
+          redis.url,
+          dir,
+          {
+            KEYHOLDER_AUTH: 'open',
+            RATE_LIMIT_MAX: '0',
+            REDIS_KEY_PREFIX: PREFIX,
+            LOG_LEVEL: 'warn',
+          },
+          [],
+          root,
+        ),
       ),
     );
     owned.push(...instances.map((k) => k.proc));
@@ -62,6 +71,7 @@ export async function measureBurst(
     const text =
       `### Burst\n\n${settings.callers} callers at once, \`acquire {"ttlMs":${settings.ttlMs},"waitMs":${settings.waitMs}}\` on one held lock, ` +
       `${settings.instances} instances on one Redis (healthy throughout)` +
+      `${root === ROOT ? '' : `, the build in ${root}`}` +
       `${(settings.stressCpu ?? 0) > 0 ? `, beside stress-ng --cpu ${settings.stressCpu}` : ''}:\n\n${renderBurst(result)}\n`;
     return { result, text };
   } finally {

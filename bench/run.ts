@@ -33,6 +33,7 @@ import { renderReport, type Report, type Results } from './report.js';
 import { measureBackends, renderBackends, type BackendRow } from './backends.js';
 import { renderProfile, summariseProfiles } from './profile.js';
 import { DEFAULT_BURST, measureBurst } from './burst.js';
+import type { BurstResult } from '../test/helpers/burst.js';
 import { measureTracing, renderTracing } from './tracing.js';
 import { measureHistory } from './history.js';
 import { measureHotKey, renderHotKey } from './hotkey.js';
@@ -85,7 +86,8 @@ const USAGE = `npm run bench -- [options]
                       A/B); with --profile, every instance profiled
   --only ab           --only hotkey's A/B for another loop scenario: the first of --scenarios (default pairs),
                       this build and each --baseline build taking turns, each on its own redis-server
-  --baseline DIRS     the other builds of --only hotkey or --only ab, comma-separated
+  --baseline DIRS     the other builds of --only hotkey, --only ab or --only burst (one burst each, after
+                      this build's: a before/after), comma-separated
   --reverse-start     --only hotkey: start the processes last build first; --only history: start the
                       HISTORY=off instance first in odd rounds (both are restarted every round, the
                       start order alternating; by default HISTORY=on starts first in odd rounds)
@@ -218,13 +220,22 @@ async function burstOnly(): Promise<void> {
     ...(args.callers ? { callers: Number(args.callers) } : {}),
     ...(args['stress-cpu'] ? { stressCpu: Number(args['stress-cpu']) } : {}),
   };
-  const { result, text } = await measureBurst(settings, benchDir(), progress);
+  // This build, then each --baseline build (a before/after), one burst each on its own Redis.
+  const runs: { build: string; result: BurstResult; text: string }[] = [];
+  for (const build of [ROOT, ...(args.baseline === undefined ? [] : args.baseline.split(','))]) {
+    const { result, text } = await measureBurst(settings, benchDir(), progress, build);
+    runs.push({ build, result, text });
+  }
   progress('done\n');
   const header = `${cpuModel()}, ${availableParallelism()} CPUs, Node ${process.versions.node}, Redis ${redisVersion()}; load ${loadBefore} before, ${loadAverage()} after\n\n`;
+  const text = runs.map((r) => r.text).join('\n');
   process.stdout.write(header + text);
   if (args.out) {
     writeFileSync(args.out, header + text);
-    writeFileSync(`${args.out}.json`, `${JSON.stringify({ settings, result }, null, 1)}\n`);
+    writeFileSync(
+      `${args.out}.json`,
+      `${JSON.stringify({ settings, runs: runs.map(({ build, result }) => ({ build, result })) }, null, 1)}\n`,
+    );
   }
 }
 

@@ -197,8 +197,10 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   if (first.status !== 200) throw new Error(`the first acquire answered ${first.status}: ${JSON.stringify(first.body)}`);
   const firstOwner = first.body.ownerToken as string;
   let lockHash: string | undefined;
+  // A string (this version's record) or a hash (the layout before it: a before/after bench runs an older build).
   for (const candidate of await redis.keys(`${options.keyPrefix}*`)) {
-    if ((await redis.type(candidate)) === 'string' && (await lockField(redis, candidate, 'o').catch(() => null)) === firstOwner)
+    const type = await redis.type(candidate);
+    if ((type === 'string' || type === 'hash') && (await lockField(redis, candidate, 'o').catch(() => null)) === firstOwner)
       lockHash = candidate;
   }
   if (lockHash === undefined) throw new Error('the lock record of the first holder was not found in Redis');
