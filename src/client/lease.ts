@@ -111,8 +111,13 @@ export class Lease {
     return () => this.releaseListeners.delete(listener);
   }
 
-  /** True once the lease was lost (the signal aborted). */
+  /**
+   * True once the lease was lost (the signal aborted). A safe deadline already passed counts at once, even
+   * before its timer has run: a process frozen or starved past it (SIGSTOP, a long GC) may see other events
+   * first when it wakes (a child's exit, say), and must not report that work as done under the lock.
+   */
   get lost(): boolean {
+    if (!this.done && monotonicNow() >= this.safeDeadlineAt) this.lose('deadline');
     return this.signal.aborted;
   }
 

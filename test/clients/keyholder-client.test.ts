@@ -289,6 +289,20 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     await lease.release(); // lost: nothing to give back
   });
 
+  it('a safe deadline passed while the process could not run its timers: lease.lost is true at once, the signal aborted', async () => {
+    const lease = await kh.acquire(key('frozen'), { ttlMs: 300, autoRenew: false });
+    // Block this process past the safe deadline (as a frozen or starved one would be): no timer can run.
+    const until = performance.now() + 400;
+    while (performance.now() < until) {
+      /* busy */
+    }
+    // Read before any timer has had a turn: the deadline timer has not fired yet.
+    expect(lease.remainingMs).toBe(0);
+    expect(lease.lost).toBe(true);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as LeaseLostError).reason).toBe('deadline');
+  });
+
   it('429: retries after Retry-After (never sooner), then succeeds', async () => {
     const limited = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '2000' } });
     try {
