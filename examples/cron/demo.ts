@@ -28,6 +28,7 @@ export function cronRow(r: CronResult): Array<string | number> {
     r.staleResultsRefused,
     r.skipped,
     r.lostLeases,
+    r.lostBeforeStart,
     r.failed,
   ];
 }
@@ -45,6 +46,7 @@ export const CRON_TABLE_HEADER = [
   'stale results refused',
   'skipped (held)',
   'lease lost',
+  'lost before start',
   'failed',
 ];
 

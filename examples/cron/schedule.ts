@@ -58,29 +58,44 @@ export interface CronResult {
   readonly skipped: number;
   /** `keyholder run` calls that found their lease lost when they woke (exit 76). */
   readonly lostLeases: number;
-  /** Invocations that failed otherwise (keyholder unreachable, job error): must be 0. */
+  /**
+   * `keyholder run` calls that ran nothing because no grant reached them in time: no answer within their
+   * retries (exit 1, "could not take lock"), or a grant that arrived after the lease's safe deadline (exit
+   * 76, "lost before the command started"). What a starved host does; the job did not start.
+   */
+  readonly lostBeforeStart: number;
+  /** Invocations that failed otherwise (job error, keyholder run crashed): must be 0. */
   readonly failed: number;
   /** What the failed invocations said. */
   readonly failures: readonly string[];
 }
 
-/** Checks `condition` every 20 ms until it holds; throws after `timeoutMs`. */
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+/**
+ * Checks `condition` every 20 ms until it holds. No time limit of its own: how long a starved machine takes
+ * is not known in advance (the caller's timeout, if any, is the backstop). It throws only once `alive`
+ * says nothing is left that could make the condition hold.
+ */
+async function until(condition: () => boolean | Promise<boolean>, what: string, alive: () => boolean = () => true): Promise<void> {
   while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`cron example: timed out waiting for ${what}`);
+    if (!alive() && !(await condition())) throw new Error(`cron example: ${what}: what could do it has ended`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
 
-/** True once the process is stopped (state T in /proc: Linux). */
-function isStopped(pid: number): boolean {
+/** The process's state letter in /proc (Linux), or undefined once it is gone. */
+function stateOf(pid: number): string | undefined {
   try {
-    return / T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\)/, ''));
+    return / (\S) /.exec(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\)/, ''))?.[1];
   } catch {
-    return false;
+    return undefined;
   }
 }
+
+/** True once the process is stopped (state T). */
+const isStopped = (pid: number): boolean => stateOf(pid) === 'T';
+
+/** True while the process exists and has not exited (a zombie, state Z, has). */
+const isAlive = (pid: number): boolean => ![undefined, 'Z', 'X'].includes(stateOf(pid));
 
 /** The servers start the same job each tick; counts how often it really ran per tick and what it wrote. */
 export async function runSchedule(options: CronOptions): Promise<CronResult> {
@@ -100,10 +115,16 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
   const frozenInvocations = new Set<string>();
   let skipped = 0;
   let lostLeases = 0;
+  let lostBeforeStart = 0;
   let failed = 0;
   const failures: string[] = [];
+  /** Invocations started by a stall (the late server, restarts), awaited with the scheduled ones. */
+  const extra: Array<Promise<void>> = [];
+  /** Whether the job of this tick and server started: job.sh's line in the run log. */
+  const jobStarted = (tick: number, server: string): boolean => readFileSync(log, 'utf8').includes(`{"tick":${tick},"server":"${server}",`);
 
-  const invoke = (tick: number, server: string): Promise<void> => {
+  /** Runs one server's invocation of the tick; true when it was lost before start (ran nothing). */
+  const invoke = (tick: number, server: string): Promise<boolean> => {
     const jobCommand = [JOB, log, String(tick), server, (options.workMs / 1000).toFixed(3), store.url, stallDirOf(tick)];
     const [command, args] =
       options.mode === 'none'
@@ -140,7 +161,12 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
       child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
       child.once('exit', (code) => {
         running[tick]!--;
+        const lostBeforeItStarted =
+          options.mode !== 'none' &&
+          (code === 76 || (code === 1 && /keyholder run: could not take lock/.test(stderr))) &&
+          !jobStarted(tick, server);
         if (code === 75) skipped++;
+        else if (lostBeforeItStarted) lostBeforeStart++;
         // Woken after its lease ran out, `keyholder run` reports the loss (76, or 1 when it was still
         // confirming its first renewal): what the stall is meant to cause, not a failure.
         else if (code === 76 || (code !== 0 && frozenInvocations.has(`${tick} ${server}`))) lostLeases++;
@@ -148,7 +174,7 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
           failed++;
           failures.push(`${server} tick ${tick}: exit ${code} ${stderr.trim()}`);
         }
-        resolve();
+        resolve(lostBeforeItStarted);
       });
     });
   };
@@ -159,10 +185,18 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
    */
   const stall = async (tick: number, resumedBefore: number): Promise<void> => {
     const pidsFile = join(stallDirOf(tick), 'pids');
-    await until(() => existsSync(pidsFile), `tick ${tick}'s run to stall`);
+    // The first run of the tick to start is the one that freezes. On a starved machine every invocation
+    // of the tick may end having run nothing (lost before start: no answer in time, or a grant past its
+    // safe deadline): the tick is then started again on one more server, until a run starts (a grant
+    // kept by a late invocation makes these find the lock held until its TTL runs out).
+    for (let restart = 1; ; restart++) {
+      await until(() => existsSync(pidsFile) || running[tick] === 0, `tick ${tick}'s invocations`);
+      if (existsSync(pidsFile)) break;
+      extra.push(invoke(tick, `server-restart-${restart}`).then(() => undefined));
+    }
     const [jobPid, guardianPid, server] = readFileSync(pidsFile, 'utf8').trim().split(' ') as [string, string, string];
     // Gone instead: its lease was lost before the freeze (renewals starved) and the guardian killed it.
-    await until(() => isStopped(Number(jobPid)) || !existsSync(`/proc/${jobPid}`), `tick ${tick}'s job to stop`);
+    await until(() => isStopped(Number(jobPid)) || !isAlive(Number(jobPid)), `tick ${tick}'s job to stop`);
     if (!isStopped(Number(jobPid))) return;
     // Without a lock the job's parent is this process: only the job freezes.
     const frozen = options.mode === 'none' ? [] : [Number(guardianPid), invocations.get(`${tick} ${server}`)!];
@@ -181,9 +215,14 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
     }
     // The tick's other servers are done, so the late run's result is the newest written before the wake.
     await until(() => running[tick] === 1, `tick ${tick}'s other servers`);
-    await invoke(tick, 'server-late');
+    // The late run is the tick's second: started again (another late server) while it is lost before start.
+    for (let late = 1; await invoke(tick, late === 1 ? 'server-late' : `server-late-${late}`); late++);
     process.kill(Number(jobPid), 'SIGCONT');
-    await until(() => store.staleWrites() > resumedBefore, `tick ${tick}'s stalled write`);
+    await until(
+      () => store.staleWrites() > resumedBefore,
+      `tick ${tick}'s stalled write`,
+      () => isAlive(Number(jobPid)),
+    );
     for (const pid of frozen) process.kill(pid, 'SIGCONT');
   };
 
@@ -202,7 +241,7 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
             setTimeout(
               () => {
                 running[tick]!--;
-                void invoke(tick, server).then(resolve);
+                void invoke(tick, server).then(() => resolve());
               },
               Math.max(0, at - Date.now()),
             ),
@@ -217,6 +256,7 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
       })(),
     );
     await Promise.all(all);
+    await Promise.all(extra);
 
     const perTick = new Array<number>(options.ticks).fill(0);
     const lines = readFileSync(log, 'utf8').split('\n').filter(Boolean);
@@ -240,6 +280,7 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
       staleResultsRefused: store.staleResultsRefused(),
       skipped,
       lostLeases,
+      lostBeforeStart,
       failed,
       failures,
     };
