@@ -63,7 +63,7 @@ describeStoreContract('redis cluster, 3 masters, 1 replica ack', {
 describeHistoryContract('redis cluster, 3 masters', {
   open: async (limits) => new RedisHistory({ connection: cluster.connection, keyPrefix: PREFIX, commandTimeoutMs: 2_000, limits }),
   // One Cluster client for every check: two new connections per key (slot lookup, then the master) took
-  // over 2 s for a batch's 520 keys on a busy machine, past the 2 s retention of the bounded store's lists.
+  // over 2 s for a batch's 520 keys on a busy machine.
   stored: async (store, key) => {
     historyProbe ??= new Cluster([...cluster.connection.nodes]);
     return (await historyProbe.exists((store as RedisHistory).listKey(key))) === 1;
