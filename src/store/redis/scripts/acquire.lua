@@ -111,6 +111,7 @@ end
 
 local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
 local waitMs = tonumber(ARGV[5])
+makeQueueHelpers()
 local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
 if refused then
   return refused
