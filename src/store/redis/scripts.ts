@@ -220,11 +220,8 @@ export const SCRIPTS = {
     a.ttlMs,
     a.holder,
     a.graceMs,
-    a.waitMs,
-    a.waiterId,
-    a.instanceId,
-    a.maxWaiters,
-    a.livenessMs,
+    // The waiting in one argument, read by the script only when it does not grant at once.
+    `${a.waitMs}|${a.maxWaiters}|${a.livenessMs}|${a.waiterId}|${a.instanceId}`,
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
