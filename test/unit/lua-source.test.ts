@@ -37,6 +37,47 @@ describe('withoutUnusedFunctions', () => {
     expect(out).toContain('return used(1)');
   });
 
+  it('drops the helpers made on demand that nothing calls, and keeps the ones called', () => {
+    const source = [
+      'local calledLater, neverCalled',
+      'local function make()',
+      '  function calledLater(x)',
+      '    if x then',
+      '      return 1',
+      '    end',
+      '  end',
+      '  function neverCalled()',
+      '    return calledLater(2)',
+      '  end',
+      'end',
+      'make()',
+      'return calledLater(1)',
+    ].join('\n');
+    const out = withoutUnusedFunctions(source);
+    expect(out).toContain('  function calledLater(x)');
+    expect(out).not.toContain('  function neverCalled(');
+    expect(out).toContain('return calledLater(1)');
+  });
+
+  it('a script that names a wait-queue helper made on demand makes them (makeQueueHelpers) before it runs', () => {
+    const handover = readFileSync(new URL('_handover.lua', DIR), 'utf8');
+    const madeOnDemand = [...handover.matchAll(/^ {2}function (\w+)\(/gm)].map((m) => m[1] as string);
+    expect(madeOnDemand).toContain('enqueue');
+    for (const file of readdirSync(DIR).filter((f) => f.endsWith('.lua') && f !== '_handover.lua')) {
+      // The permit scripts make them through _permits.lua, at its start.
+      const code = readFileSync(new URL(file, DIR), 'utf8')
+        .replace('--- @include "_permits"', () => readFileSync(new URL('_permits.lua', DIR), 'utf8'))
+        .replace(/--\[\[[^]*?\]\]/g, '')
+        .replace(/--[^\n]*/g, '');
+      const names = madeOnDemand.filter((fn) => new RegExp(`\\b${fn}\\(`).test(code));
+      if (names.length === 0) continue;
+      const first = Math.min(...names.map((fn) => code.search(new RegExp(`\\b${fn}\\(`))));
+      const made = code.indexOf('makeQueueHelpers()');
+      expect(made, `${file} calls ${names.join(', ')} without makeQueueHelpers()`).toBeGreaterThanOrEqual(0);
+      expect(made, `${file}: makeQueueHelpers() after its first use of ${names.join(', ')}`).toBeLessThan(first);
+    }
+  });
+
   it('every helper in the script files starts at column 0 and ends at an `end` line of its own', () => {
     for (const file of readdirSync(DIR).filter((f) => f.endsWith('.lua'))) {
       const lines = readFileSync(new URL(file, DIR), 'utf8').split('\n');

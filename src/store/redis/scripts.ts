@@ -220,11 +220,8 @@ export const SCRIPTS = {
     a.ttlMs,
     a.holder,
     a.graceMs,
-    a.waitMs,
-    a.waiterId,
-    a.instanceId,
-    a.maxWaiters,
-    a.livenessMs,
+    // The waiting in one argument, read by the script only when it does not grant at once.
+    `${a.waitMs}|${a.maxWaiters}|${a.livenessMs}|${a.waiterId}|${a.instanceId}`,
     a.channelPrefix,
     a.lockName,
     a.idempotencyKey,
@@ -386,25 +383,37 @@ export function scriptSource(name: ScriptName): string {
 
 /** A top-level helper as the script files write them: `local function name(` at the line start, up to the first `end` line. */
 const TOP_LEVEL_FUNCTION = /^local function (\w+)\([^]*?^end$\n?/gm;
+/**
+ * A helper made on demand (the wait-queue helpers, _handover.lua's makeQueueHelpers): declared with the
+ * other top-level locals, defined as `function name(` two spaces in, up to the first `end` line there.
+ */
+const MADE_ON_DEMAND_FUNCTION = /^ {2}function (\w+)\([^]*?^ {2}end$\n?/gm;
 
 /**
- * Drops the top-level `local function`s that nothing else in the source names, until none is left.
- * Redis runs a script's whole text on every call, so each helper an include brings costs a closure
- * per call even when the script never calls it: release, for one, would otherwise build the queueing
- * helpers on every call (measured: about 1 us of Redis time per call). The script files keep the
- * layout this relies on (a test checks it): helpers start at column 0 and end at an `end` line of
- * their own at column 0.
+ * Drops the top-level `local function`s that nothing else in the source names, until none is left, and
+ * the helpers made on demand (MADE_ON_DEMAND_FUNCTION) that nothing names. Redis runs a script's whole
+ * text on every call, so each helper an include brings costs a closure per call even when the script
+ * never calls it: release, for one, would otherwise build the queueing helpers on every call (measured:
+ * about 1 us of Redis time per call). The script files keep the layout this relies on (a test checks
+ * it): helpers start at column 0 and end at an `end` line of their own at column 0; helpers made on
+ * demand start at two spaces and end at an `end` line at two spaces.
  */
 export function withoutUnusedFunctions(source: string): string {
   let text = source;
   for (;;) {
     // Names in comments (the includes' headers list what they define) are not uses.
     const code = withoutComments(text);
-    const used = (fn: string) => (code.match(new RegExp(`\\b${fn}\\b`, 'g'))?.length ?? 0) > 1;
+    const named = (fn: string) => code.match(new RegExp(`\\b${fn}\\b`, 'g'))?.length ?? 0;
     let dropped = false;
+    // Named once: its own definition. (A helper that only calls itself would be kept; none does.)
     text = text.replace(TOP_LEVEL_FUNCTION, (block: string, fn: string) => {
-      // Named once: its own definition. (A helper that only calls itself would be kept; none does.)
-      if (used(fn)) return block;
+      if (named(fn) > 1) return block;
+      dropped = true;
+      return '';
+    });
+    // Named twice: its declaration and its definition.
+    text = text.replace(MADE_ON_DEMAND_FUNCTION, (block: string, fn: string) => {
+      if (named(fn) > 2) return block;
       dropped = true;
       return '';
     });

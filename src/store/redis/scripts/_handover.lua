@@ -12,6 +12,8 @@ _lock.lua. Defines:
                                      not sent the message (told false): the caller answers it from the reply
   handOver(KEYS, graceMs, channelPrefix, lockName) -> waiterId or nil, cur
   freeLease(lockKey, cur, graceMs)   ends the lease in cur, keeping the last token for the grace
+  makeQueueHelpers()                 makes the wait-queue helpers below (once per run): call it before
+                                     using any of them (handOverFree calls it itself)
   waiterLive(record) -> boolean      whether a waiter record (below) is live
   liveWaiters(KEYS, prune) -> count  the live waiters; with prune, dead records are dropped
   refreshWaiters(KEYS, livenessMs, from)   heartbeat: ARGV[from], ARGV[from + 2], ... are waiter ids
@@ -60,93 +62,111 @@ local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, uni
   return token, expiresAt
 end
 
-local function waiterLive(record)
-  local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
-  return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
-end
+-- The wait-queue helpers are made by makeQueueHelpers, at the first look at a queue, not with the rest:
+-- Redis runs a script's whole text on each call, so each helper defined at the top costs a closure per
+-- call, and a plain acquire or release never looks at a queue. Scripts that use one call
+-- makeQueueHelpers first (handOverFree does once the record says a queue may exist; the scripts that
+-- always work with the queue at their start). Each helper is defined at two spaces up to an `end` line
+-- at two spaces, so the ones a script never names are left out of it (withoutUnusedFunctions,
+-- src/store/redis/scripts.ts).
+local waiterLive, dropWaiter, queueHead, tellWaiter, liveWaiters, notQueued, enqueue, refreshWaiters
+local queueHelpersMade = false
 
-local function dropWaiter(keys, id)
-  redis.call('ZREM', keys[2], id)
-  redis.call('HDEL', keys[3], id)
-end
+local function makeQueueHelpers()
+  if queueHelpersMade then
+    return
+  end
+  queueHelpersMade = true
+  function waiterLive(record)
+    local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
+    return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
+  end
 
-local function queueHead(keys)
-  local head = redis.call('ZRANGE', keys[2], 0, 0)
-  if #head == 0 then
+  function dropWaiter(keys, id)
+    redis.call('ZREM', keys[2], id)
+    redis.call('HDEL', keys[3], id)
+  end
+
+  function queueHead(keys)
+    local head = redis.call('ZRANGE', keys[2], 0, 0)
+    if #head == 0 then
+      return nil
+    end
+    return head[1], redis.call('HGET', keys[3], head[1])
+  end
+
+  function tellWaiter(channelPrefix, instance, id, token, endMs, name)
+    redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(endMs) .. '|' .. name)
+  end
+
+  -- Callers queued and still there, the number the embedded store reports too. Dead records (an instance
+  -- that died, a wait that ran out before its cancel arrived) are only dropped when they reach the head,
+  -- so ZCARD over-counts them. This walks the key's records: O(waiters on this key), at most the per-key
+  -- cap, paid only by inspect and by an acquire that finds the queue full, never by a plain acquire,
+  -- renew or release.
+  function liveWaiters(keys, prune)
+    if redis.call('ZCARD', keys[2]) == 0 then
+      return 0
+    end
+    local records = redis.call('HGETALL', keys[3])
+    local live = 0
+    for i = 1, #records, 2 do
+      if waiterLive(records[i + 1]) then
+        live = live + 1
+      elseif prune then
+        dropWaiter(keys, records[i])
+      end
+    end
+    return live
+  end
+
+  -- The answer to a caller that may not queue: it does not wait ({0, retryAfterMs}), or maxWaiters live
+  -- waiters are queued already ({2, retryAfterMs}); nil when it may. The cap counts live waiters only:
+  -- dead records are swept out of a full queue before it refuses anyone.
+  function notQueued(keys, waitMs, maxWaiters, retryAfter)
+    if waitMs <= 0 then
+      return {0, retryAfter}
+    end
+    if redis.call('ZCARD', keys[2]) >= maxWaiters and liveWaiters(keys, true) >= maxWaiters then
+      return {2, retryAfter}
+    end
     return nil
   end
-  return head[1], redis.call('HGET', keys[3], head[1])
-end
 
-local function tellWaiter(channelPrefix, instance, id, token, endMs, name)
-  redis.call('PUBLISH', channelPrefix .. instance, id .. '|' .. fmt(token) .. '|' .. fmt(endMs) .. '|' .. name)
-end
-
--- Callers queued and still there, the number the embedded store reports too. Dead records (an instance
--- that died, a wait that ran out before its cancel arrived) are only dropped when they reach the head,
--- so ZCARD over-counts them. This walks the key's records: O(waiters on this key), at most the per-key
--- cap, paid only by inspect and by an acquire that finds the queue full, never by a plain acquire,
--- renew or release.
-local function liveWaiters(keys, prune)
-  if redis.call('ZCARD', keys[2]) == 0 then
-    return 0
-  end
-  local records = redis.call('HGETALL', keys[3])
-  local live = 0
-  for i = 1, #records, 2 do
-    if waiterLive(records[i + 1]) then
-      live = live + 1
-    elseif prune then
-      dropWaiter(keys, records[i])
+  -- The record is "aliveUntilMs|deadlineMs|" .. rest. The queue outlives its longest wait, and then
+  -- disappears with nothing left behind; returns how long it is kept from now.
+  function enqueue(keys, id, waitMs, livenessMs, rest)
+    local deadline = nowMs + waitMs
+    redis.call('ZADD', keys[2], nowUs, id)
+    redis.call('HSET', keys[3], id, fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. fmt(deadline) .. '|' .. rest)
+    local keep = waitMs + 1000
+    for i = 2, 3 do
+      if redis.call('PTTL', keys[i]) < keep then
+        redis.call('PEXPIRE', keys[i], keep)
+      end
     end
+    return keep
   end
-  return live
-end
 
--- The answer to a caller that may not queue: it does not wait ({0, retryAfterMs}), or maxWaiters live
--- waiters are queued already ({2, retryAfterMs}); nil when it may. The cap counts live waiters only:
--- dead records are swept out of a full queue before it refuses anyone.
-local function notQueued(keys, waitMs, maxWaiters, retryAfter)
-  if waitMs <= 0 then
-    return {0, retryAfter}
-  end
-  if redis.call('ZCARD', keys[2]) >= maxWaiters and liveWaiters(keys, true) >= maxWaiters then
-    return {2, retryAfter}
-  end
-  return nil
-end
-
--- The record is "aliveUntilMs|deadlineMs|" .. rest. The queue outlives its longest wait, and then
--- disappears with nothing left behind; returns how long it is kept from now.
-local function enqueue(keys, id, waitMs, livenessMs, rest)
-  local deadline = nowMs + waitMs
-  redis.call('ZADD', keys[2], nowUs, id)
-  redis.call('HSET', keys[3], id, fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. fmt(deadline) .. '|' .. rest)
-  local keep = waitMs + 1000
-  for i = 2, 3 do
-    if redis.call('PTTL', keys[i]) < keep then
-      redis.call('PEXPIRE', keys[i], keep)
-    end
-  end
-  return keep
-end
-
-local function refreshWaiters(keys, livenessMs, from)
-  for i = from, #ARGV, 2 do
-    local raw = redis.call('HGET', keys[3], ARGV[i])
-    if raw then
-      local rest = string.match(raw, '^%d+|(%d+|.*)$')
-      local deadline = tonumber(string.match(rest, '^(%d+)'))
-      redis.call('HSET', keys[3], ARGV[i], fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. rest)
+  function refreshWaiters(keys, livenessMs, from)
+    for i = from, #ARGV, 2 do
+      local raw = redis.call('HGET', keys[3], ARGV[i])
+      if raw then
+        local rest = string.match(raw, '^%d+|(%d+|.*)$')
+        local deadline = tonumber(string.match(rest, '^(%d+)'))
+        redis.call('HSET', keys[3], ARGV[i], fmt(math.min(deadline, nowMs + livenessMs)) .. '|' .. rest)
+      end
     end
   end
 end
 
 -- The lock is not live (the caller has checked); cur is its record as read (and updated) by the caller.
 local function handOverFree(keys, cur, graceMs, channelPrefix, lockName, selfInstance)
-  if not queuedNow(cur) then
+  -- queuedNow (_lock.lua), written out: a plain acquire or release then makes no closure for it.
+  if (tonumber(cur[6]) or 0) <= nowMs then
     return nil
   end
+  makeQueueHelpers()
   while true do
     local id, raw = queueHead(keys)
     if not id then

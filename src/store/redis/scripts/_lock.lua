@@ -57,21 +57,6 @@ local function knowOwner(text, hex)
     tonumber(string.sub(hex, 13, 22), 16), tonumber(string.sub(hex, 23, 32), 16))
 end
 
--- The 6-bit value of a base64url character code (the caller has checked it is one).
-local function b64value(c)
-  if c >= 97 then
-    return c - 71
-  elseif c >= 65 then
-    if c == 95 then
-      return 63
-    end
-    return c - 65
-  elseif c >= 48 then
-    return c + 4
-  end
-  return 62
-end
-
 -- The 16 bytes an owner token of the service encodes (22 base64url characters, no padding, as
 -- newOwnerToken makes them), or nil for any other token: those are kept as given. Only a token that
 -- reads back exactly (its last character's 4 spare bits 0) is decoded. The caller's own token comes
@@ -85,13 +70,29 @@ local function ownerBytes(o)
   if #o ~= 22 or string.find(o, '[^%w_-]') then
     return nil
   end
+  -- The 6-bit value of a base64url character code (checked above to be one). Made here, not with the
+  -- top-level helpers: only a token other than the caller's gets this far, and each top-level helper is
+  -- a closure made on every run.
+  local v = function(c)
+    if c >= 97 then
+      return c - 71
+    elseif c >= 65 then
+      if c == 95 then
+        return 63
+      end
+      return c - 65
+    elseif c >= 48 then
+      return c + 4
+    end
+    return 62
+  end
   local c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22 =
     string.byte(o, 1, 22)
-  local v22 = b64value(c22)
+  local v22 = v(c22)
   if v22 % 16 ~= 0 then
     return nil
   end
-  local v, floor = b64value, math.floor
+  local floor = math.floor
   local n1 = v(c1) * 262144 + v(c2) * 4096 + v(c3) * 64 + v(c4)
   local n2 = v(c5) * 262144 + v(c6) * 4096 + v(c7) * 64 + v(c8)
   local n3 = v(c9) * 262144 + v(c10) * 4096 + v(c11) * 64 + v(c12)
@@ -125,20 +126,6 @@ local function ownerText(bytes)
     c(B64, floor(b16 / 4) + 1), c(B64, (b16 % 4) * 16 + 1))
 end
 
--- A record of the version before the compact one (cmsgpack values in the order t, e, o, b, q, w, d, h,
--- i, r), read as it was.
-local function readPackedLock(lockKey, raw)
-  local t, e, o, b, q, w, d, h, i, r, extra = cmsgpack.unpack(raw)
-  if extra ~= nil or (t and type(t) ~= 'number') or (e and type(e) ~= 'number') or (o and type(o) ~= 'string')
-      or (b and type(b) ~= 'number') or (q and type(q) ~= 'number') or (w and type(w) ~= 'number')
-      or (d and type(d) ~= 'string') or (h and type(h) ~= 'string') or (i and type(i) ~= 'string')
-      or (r and type(r) ~= 'string') then
-    -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
-    error('lock record unreadable: ' .. lockKey)
-  end
-  return {o, e, t, i, h, q, w, b, d, r}
-end
-
 local function readLock(lockKey)
   local raw = redis.pcall('GET', lockKey)
   if type(raw) == 'table' then
@@ -168,7 +155,17 @@ local function readLock(lockKey)
     return {o, math.floor(t / 1000) + delta, t, nil, nil, nil, nil, nil, nil, nil, bytes, o}
   end
   if tag < 0x80 or tag > 0x9f then
-    return readPackedLock(lockKey, raw)
+    -- A record of the version before the compact one (cmsgpack values in the order t, e, o, b, q, w, d,
+    -- h, i, r), read as it was.
+    local t, e, o, b, q, w, d, h, i, r, extra = cmsgpack.unpack(raw)
+    if extra ~= nil or (t and type(t) ~= 'number') or (e and type(e) ~= 'number') or (o and type(o) ~= 'string')
+        or (b and type(b) ~= 'number') or (q and type(q) ~= 'number') or (w and type(w) ~= 'number')
+        or (d and type(d) ~= 'string') or (h and type(h) ~= 'string') or (i and type(i) ~= 'string')
+        or (r and type(r) ~= 'string') then
+      -- Not a record these scripts wrote: fail the call (503) rather than read a lease into it.
+      error('lock record unreadable: ' .. lockKey)
+    end
+    return {o, e, t, i, h, q, w, b, d, r}
   end
   local pos, t, o, e, bytes = 2, nil, nil, nil, nil
   if bit.band(tag, 16) ~= 0 then

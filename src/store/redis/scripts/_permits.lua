@@ -25,6 +25,9 @@ Defines:
   permitIndex(keys) -> the watch index: n plus the leases ended but not yet pruned (an expiry writes
                        nothing, yet is a change; pruning moves it into n, so the index never drops)
 ]]
+-- Every permit script works with the queue: the wait-queue helpers are made at once (_handover.lua).
+makeQueueHelpers()
+
 local function permitRecord(keys, owner)
   local raw = redis.call('HGET', keys[1], 'o:' .. owner)
   if not raw then
@@ -70,7 +73,7 @@ end
 local function permitChanged(keys, channelPrefix)
   local n = tonumber(redis.call('HGET', keys[1], 'n')) or 0
   redis.call('HSET', keys[1], 'n', fmt(math.max(n + 1, nowUs)))
-  announceChange(channelPrefix, keys[1])
+  publishChange(channelPrefix, keys[1])
 end
 
 -- Keeps key k until untilMs (Redis clock); never shortens it.

@@ -89,7 +89,8 @@ local function quotaAdd(q, second)
 end
 
 local function quotaTake(q, endMs, cap)
-  local second = quotaSecond(endMs)
+  -- quotaSecond, written out: acquire then makes no closure for it.
+  local second = math.ceil(endMs / 1000)
   local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
   local n, m, v = tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[4])
   if m and m * 1000 <= nowMs then

@@ -28,30 +28,33 @@ ARGV[1]  owner token of the new lease
 ARGV[2]  lease length, ms (integer > 0)
 ARGV[3]  holder label, "" for none
 ARGV[4]  fencing grace, ms: how long the record outlives the lease
-ARGV[5]  wait, ms: 0 = do not wait
-ARGV[6]  waiter id (unique; used when queued)
-ARGV[7]  instance id of the caller's keyholder (its grant channel)
-ARGV[8]  most waiters allowed on this lock
-ARGV[9]  waiter liveness, ms: a queued waiter is dropped if its instance stops refreshing it this long
-ARGV[10] grant channel prefix
-ARGV[11] lock name (for the hand-over message)
-ARGV[12] idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idempotency.ts), stored with a
+ARGV[5]  the waiting, in one argument (read only when the lock is not granted at once, so a plain
+         acquire does not pay four more arguments): "waitMs|maxWaiters|livenessMs|waiterId|instanceId"
+           waitMs      wait, ms: 0 = do not wait
+           maxWaiters  most waiters allowed on this lock
+           livenessMs  waiter liveness, ms: a queued waiter is dropped if its instance stops refreshing
+                       it this long
+           waiterId    waiter id (unique; used when queued)
+           instanceId  instance id of the caller's keyholder (its grant channel)
+ARGV[6]  grant channel prefix
+ARGV[7]  lock name (for the hand-over message)
+ARGV[8]  idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idempotency.ts), stored with a
          lease this call grants; if the live lease was granted with the same one, that lease is the answer;
          if with the same scope but another fingerprint (the key reused for another request), {6}
-ARGV[13] most quota units (leases held or waited for) the lock's quota shard may count at once: the
+ARGV[9]  most quota units (leases held or waited for) the lock's quota shard may count at once: the
          namespace's limit over the shards, rounded up; 0 = no quota
-ARGV[14] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
-ARGV[15] ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
+ARGV[10] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
+ARGV[11] ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
 
 Returns:
   {1, fencingToken, expiresAtMs}   granted to the caller
   {0, retryAfterMs}                held (or others are queued) and the caller does not wait
-  {2, retryAfterMs}                held and the queue already holds ARGV[8] live waiters
+  {2, retryAfterMs}                held and the queue already holds maxWaiters (ARGV[5]) live waiters
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
   {4, fencingToken, expiresAtMs, ownerToken, holder}
                                    the live lease was granted with this idempotency key: that lease
                                    (holder "" for none); nothing changed
-  {5, retryAfterMs}                the quota shard counts ARGV[13] units; retryAfterMs = until its earliest
+  {5, retryAfterMs}                the quota shard counts ARGV[9] units; retryAfterMs = until its earliest
                                    counted second ends (>= 1); nothing changed
   {6}                              the live lease was granted with this idempotency key's scope but for
                                    another request (ttlMs, holder or lock-delay); nothing changed
@@ -73,17 +76,17 @@ local function takeQuotaSlot(endMs, cap)
   return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)
 end
 
-knowOwner(ARGV[1], ARGV[15])
+knowOwner(ARGV[1], ARGV[11])
 local graceMs = tonumber(ARGV[4])
 local ttlMs = tonumber(ARGV[2])
-local maxQuotaSlots = tonumber(ARGV[13])
+local maxQuotaSlots = tonumber(ARGV[9])
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])
 local live = isLive(cur[1], expiresAt)
 local delayLeft = live and 0 or lockDelayLeft(cur)
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
 -- queue is only looked at when the lock is free and its record says someone was queued (q).
-if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[10], ARGV[11]) then
+if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[6], ARGV[7]) then
   expiresAt = tonumber(cur[2])
   live = true
 end
@@ -93,25 +96,27 @@ if not live and delayLeft == 0 then
   if full then
     return {5, full}
   end
-  local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[12])
-  setLockDelay(KEYS[1], cur, ARGV[1], ARGV[14])
-  publishChange(ARGV[10], ARGV[11], cur)
+  local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[8])
+  setLockDelay(KEYS[1], cur, ARGV[1], ARGV[10])
+  publishChange(ARGV[6], ARGV[7], cur)
   return {1, token, leaseEnd}
 end
-if live and ARGV[12] ~= '' and cur[4] then
-  if cur[4] == ARGV[12] then
+if live and ARGV[8] ~= '' and cur[4] then
+  if cur[4] == ARGV[8] then
     -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
     return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
   end
   -- The scope is everything before the first ':' (base64url holds none).
-  if string.match(cur[4], '^[^:]*') == string.match(ARGV[12], '^[^:]*') then
+  if string.match(cur[4], '^[^:]*') == string.match(ARGV[8], '^[^:]*') then
     return {6}
   end
 end
 
 local retryAfter = math.max(1, expiresAt - nowMs, delayLeft)
-local waitMs = tonumber(ARGV[5])
-local refused = notQueued(KEYS, waitMs, tonumber(ARGV[8]), retryAfter)
+local waitMs, maxWaiters, livenessMs, waiterId, instanceId = string.match(ARGV[5], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+waitMs = tonumber(waitMs)
+makeQueueHelpers()
+local refused = notQueued(KEYS, waitMs, tonumber(maxWaiters), retryAfter)
 if refused then
   return refused
 end
@@ -120,7 +125,7 @@ if full then
   return {5, full}
 end
 
-local keep = enqueue(KEYS, ARGV[6], waitMs, tonumber(ARGV[9]), ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[7] .. '|' .. ARGV[3])
+local keep = enqueue(KEYS, waiterId, waitMs, tonumber(livenessMs), ARGV[2] .. '|' .. ARGV[1] .. '|' .. instanceId .. '|' .. ARGV[3])
 -- The record says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
 -- until its end plus the grace so far.
 cur[6] = math.max(tonumber(cur[6]) or 0, nowMs + keep)

@@ -18,6 +18,7 @@ Returns:
                                         the lock now, or ""
 ]]
 --- @include "_handover"
+makeQueueHelpers()
 
 local liveness = tonumber(ARGV[1])
 

@@ -16,6 +16,7 @@ Returns:
                                                                     none) and the lock-delay left (0 for none)
 ]]
 --- @include "_handover"
+makeQueueHelpers()
 
 local cur = readLock(KEYS[1])
 local expiresAt = tonumber(cur[2])

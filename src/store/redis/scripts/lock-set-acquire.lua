@@ -21,6 +21,7 @@ Returns:
                                  left on any busy lock (at least 1)
 ]]
 --- @include "_handover"
+makeQueueHelpers()
 
 local n = #KEYS / 3
 local graceMs = tonumber(ARGV[4])

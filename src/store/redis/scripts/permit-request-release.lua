@@ -2,7 +2,7 @@
 permit-request-release: ask the holder of the live semaphore or read/write lock lease with a given
 fencing token to let go, without evicting it. Stored as field r:<ownerToken> of the pool hash, beside
 the lease's o: field, and dropped with it (release, eviction, pruning of an ended lease); renewing the
-lease answers it. Asking again replaces it. Watchers are told (announceChange), so their next answer
+lease answers it. Asking again replaces it. Watchers are told (publishChange), so their next answer
 shows it; the watch index does not move (no lease began or ended). Keys: see _permits.lua.
 
 KEYS[1..4] pool hash, wait queue, waiter records, lease ends
@@ -24,7 +24,7 @@ for i = 1, #live do
   local weight, token = permitRecord(KEYS, live[i])
   if weight and token == wanted then
     redis.call('HSET', KEYS[1], 'r:' .. live[i], fmt(nowMs) .. '|' .. ARGV[2])
-    announceChange(ARGV[3], KEYS[1])
+    publishChange(ARGV[3], KEYS[1])
     return {1, nowMs}
   end
 end

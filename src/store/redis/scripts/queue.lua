@@ -13,6 +13,7 @@ Returns:
   {holder1, arrivedUs1, weight1, holder2, ...}   holder "" when none was given; weight 0 for a lock
 ]]
 --- @include "_handover"
+makeQueueHelpers()
 
 local limit = tonumber(ARGV[1])
 local reply = {}
