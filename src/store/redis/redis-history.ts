@@ -33,6 +33,12 @@ interface ListName {
   readonly index: string;
 }
 
+/** A key's names as remembered under its key text (see nameOf): the rest of the key, to tell it from another's. */
+interface KnownName extends ListName {
+  readonly namespace: string;
+  readonly primitive: string;
+}
+
 /** A batch's events of one key, oldest first, and the key's list. */
 interface KeyEvents {
   readonly name: ListName;
@@ -74,7 +80,7 @@ export class RedisHistory implements HistoryStore {
   private refreshed = new Set<string>();
   private periodStart = 0;
   /** See nameOf. */
-  private readonly names = new Map<string, ListName>();
+  private readonly names = new Map<string, KnownName>();
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -113,27 +119,30 @@ export class RedisHistory implements HistoryStore {
     return `${list.slice(0, list.indexOf('}', this.options.keyPrefix.length) + 1)}H`;
   }
 
-  /** A key's list and its shard's index, by the key's join (see append): worked out once, then looked up. */
-  private nameOf(id: string, key: HistoryKey): ListName {
-    const known = this.names.get(id);
-    if (known !== undefined) return known;
+  /**
+   * A key's list and its shard's index: worked out once, then looked up under the key's text (a string the
+   * request made, not a join of the key's parts made per event), the namespace and primitive compared.
+   * A key text of two namespaces or primitives keeps the last one's names.
+   */
+  private nameOf(key: HistoryKey): ListName {
+    const known = this.names.get(key.key);
+    if (known !== undefined && known.namespace === key.namespace && known.primitive === key.primitive) return known;
     if (this.names.size >= MAX_NAMES) this.names.clear();
     const list = this.listKey(key);
-    const name = { list, index: this.indexKey(list) };
-    this.names.set(id, name);
+    const name = { namespace: key.namespace, primitive: key.primitive, list, index: this.indexKey(list) };
+    this.names.set(key.key, name);
     return name;
   }
 
   async append(batch: readonly HistoryAppend[]): Promise<void> {
     // Grouped by list (a grant and its release mostly share a batch), keeping each list's order; then
-    // by shard. The names are looked up once per list, not per event.
+    // by shard.
     const byKey = new Map<string, KeyEvents>();
     for (const entry of batch) {
-      // A plain join to group by and to find the names under (a list's name costs a CRC16 and more).
-      const id = `${entry.primitive}\n${entry.namespace}\n${entry.key}`;
-      const known = byKey.get(id);
+      const name = this.nameOf(entry);
+      const known = byKey.get(name.list);
       if (known) known.events.push(entry.record);
-      else byKey.set(id, { name: this.nameOf(id, entry), events: [entry.record] });
+      else byKey.set(name.list, { name, events: [entry.record] });
     }
     // Per shard's index, its lists with their events (no map by list name: a key's join is its list's).
     const shards = new Map<string, KeyEvents[]>();
