@@ -5,14 +5,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import type { HistoryLimits, HistoryRecord } from '../../src/domain/history.js';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import { loadScript } from '../../src/store/redis/scripts.js';
 import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 /**
  * Lease history on a single Redis (redis-history.ts) beyond the history contract: a large batch goes
  * to Redis in calls of at most 64 lists (Redis serves the lock calls between two of them), each event
  * written exactly once; the keys' names it remembers are bounded; each shard's index shares its lists'
- * hash tag; a history that could not reach Redis writes again once Redis is there; and closing ends its
- * connection.
+ * hash tag; the script ranks a shard's lists in the order written (its ranks are sent as text); a history
+ * that could not reach Redis writes again once Redis is there; and closing ends its connection.
  */
 
 const PREFIX = 'hist:';
@@ -110,6 +111,63 @@ describe('redis history: batches', () => {
         expect(calculateSlot(index)).toBe(calculateSlot(list));
         expect(await client.zrange(index, 0, -1)).toEqual([list]);
       }
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('redis history: the append script', () => {
+  const APPEND = loadScript('history-append.lua');
+
+  it('ranks a shard’s lists by when they were written: 1 µs apart, in order, across the ms they reach', async () => {
+    const client = server.client();
+    try {
+      // 1,100 lists in one shard in one call (a Cluster's call holds a shard's whole batch): their ranks
+      // span at least two ms, so the ms's text is made anew within the call.
+      const index = 'rank:{s}H';
+      const lists = Array.from({ length: 1100 }, (_, i) => `rank:{s}l${i}`);
+      const [sec, usec] = (await client.time()).map(Number) as [number, number];
+      await client.eval(
+        APPEND,
+        1 + lists.length,
+        index,
+        ...lists,
+        '60000',
+        '5',
+        '100000',
+        lists.length,
+        '0'.repeat(1 + lists.length),
+        ...lists.map((l) => `e-${l}`),
+      );
+      const ranked = await client.zrange(index, 0, -1, 'WITHSCORES');
+      const members = ranked.filter((_, i) => i % 2 === 0);
+      const scores = ranked.filter((_, i) => i % 2 === 1).map(Number);
+      expect(members).toEqual(lists);
+      const first = scores[0] as number;
+      // Redis's clock in ms (TIME, read just before the call), µs as its fraction.
+      expect(first).toBeGreaterThanOrEqual(sec * 1000 + usec / 1000);
+      expect(first).toBeLessThan(sec * 1000 + usec / 1000 + 2_000);
+      // 1 µs apart, as far as a double near 1.8e12 tells (to 1/4096 ms).
+      for (let i = 1; i < scores.length; i++) {
+        expect(scores[i]).toBeGreaterThan(scores[i - 1] as number);
+        expect((scores[i] as number) - (scores[i - 1] as number)).toBeCloseTo(0.001, 3);
+      }
+      expect(scores.at(-1) as number).toBeCloseTo(first + 1.099, 2);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('trims a list to the events kept, the last ones', async () => {
+    const client = server.client();
+    try {
+      const index = 'trim:{t}H';
+      const list = 'trim:{t}l';
+      for (let i = 0; i < 8; i++) await client.eval(APPEND, 2, index, list, '60000', '5', '10', 1, '00', `e${i}`);
+      await client.eval(APPEND, 2, index, list, '60000', '5', '10', 1, '00', 'e8\ne9');
+      expect(await client.lrange(list, 0, -1)).toEqual(['e5', 'e6', 'e7', 'e8', 'e9']);
+      expect(await client.zcard(index)).toBe(1);
     } finally {
       client.disconnect();
     }

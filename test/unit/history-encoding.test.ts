@@ -54,6 +54,16 @@ describe('history record encoding', () => {
     });
   });
 
+  it('writes integers in base 36 as toString(36) does, at every digit count', () => {
+    const values = [0, 1, 35, 36, 37, 1295, 1296, 1297, 36 ** 3 - 1, 36 ** 3, 36 ** 4 + 5, 36 ** 5 - 1, at, at * 1000 + 925];
+    values.push(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER - 1295);
+    for (let i = 0; i < 2000; i++) values.push(Math.floor(Math.random() * 36 ** (1 + (i % 10))));
+    for (const n of values) {
+      expect(encodeRecord({ kind: 'released', at: n }), String(n)).toBe(`r${n.toString(36)}`);
+      expect(encodeRecord({ kind: 'released', at, fencingToken: n }), String(n)).toBe(`r${at.toString(36)}|f${n.toString(36)}`);
+    }
+  });
+
   it('skips what it cannot read, never throws', () => {
     for (const text of ['', '{', 'x123', 'g', 'g!!', `g${at.toString(36)}|h%E0%A4%A`, '{"k":"z","t":1}']) {
       expect(decodeRecord(text), text).toBeNull();

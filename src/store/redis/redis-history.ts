@@ -33,6 +33,18 @@ interface ListName {
   readonly index: string;
 }
 
+/** A key's names as remembered under its key text (see nameOf): the rest of the key, to tell it from another's. */
+interface KnownName extends ListName {
+  readonly namespace: string;
+  readonly primitive: string;
+}
+
+/** A batch's events of one key, oldest first, and the key's list. */
+interface KeyEvents {
+  readonly name: ListName;
+  readonly events: HistoryRecord[];
+}
+
 type HistoryClient = RedisClient & {
   historyAppend(args: (string | number)[]): Promise<unknown>;
 };
@@ -68,7 +80,7 @@ export class RedisHistory implements HistoryStore {
   private refreshed = new Set<string>();
   private periodStart = 0;
   /** See nameOf. */
-  private readonly names = new Map<string, ListName>();
+  private readonly names = new Map<string, KnownName>();
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -107,54 +119,57 @@ export class RedisHistory implements HistoryStore {
     return `${list.slice(0, list.indexOf('}', this.options.keyPrefix.length) + 1)}H`;
   }
 
-  /** A key's list and its shard's index, by the key's join (see append): worked out once, then looked up. */
-  private nameOf(id: string, key: HistoryKey): ListName {
-    const known = this.names.get(id);
-    if (known !== undefined) return known;
+  /**
+   * A key's list and its shard's index: worked out once, then looked up under the key's text (a string the
+   * request made, not a join of the key's parts made per event), the namespace and primitive compared.
+   * A key text of two namespaces or primitives keeps the last one's names.
+   */
+  private nameOf(key: HistoryKey): ListName {
+    const known = this.names.get(key.key);
+    if (known !== undefined && known.namespace === key.namespace && known.primitive === key.primitive) return known;
     if (this.names.size >= MAX_NAMES) this.names.clear();
     const list = this.listKey(key);
-    const name = { list, index: this.indexKey(list) };
-    this.names.set(id, name);
+    const name = { namespace: key.namespace, primitive: key.primitive, list, index: this.indexKey(list) };
+    this.names.set(key.key, name);
     return name;
   }
 
   async append(batch: readonly HistoryAppend[]): Promise<void> {
     // Grouped by list (a grant and its release mostly share a batch), keeping each list's order; then
-    // by shard. The names are looked up once per list, not per event.
-    const byKey = new Map<string, { name: ListName; events: HistoryRecord[] }>();
+    // by shard.
+    const byKey = new Map<string, KeyEvents>();
     for (const entry of batch) {
-      // A plain join to group by and to find the names under (a list's name costs a CRC16 and more).
-      const id = `${entry.primitive}\n${entry.namespace}\n${entry.key}`;
-      const known = byKey.get(id);
+      const name = this.nameOf(entry);
+      const known = byKey.get(name.list);
       if (known) known.events.push(entry.record);
-      else byKey.set(id, { name: this.nameOf(id, entry), events: [entry.record] });
+      else byKey.set(name.list, { name, events: [entry.record] });
     }
-    const lists = new Map<string, HistoryRecord[]>();
-    const shards = new Map<string, string[]>();
-    for (const { name, events } of byKey.values()) {
-      lists.set(name.list, events);
-      const names = shards.get(name.index);
-      if (names) names.push(name.list);
-      else shards.set(name.index, [name.list]);
+    // Per shard's index, its lists with their events (no map by list name: a key's join is its list's).
+    const shards = new Map<string, KeyEvents[]>();
+    for (const list of byKey.values()) {
+      const lists = shards.get(list.name.index);
+      if (lists) lists.push(list);
+      else shards.set(list.name.index, [list]);
     }
     const { eventsPerKey } = this.options.limits;
-    const head = [this.ttlMs, eventsPerKey, this.perShard];
     const now = performance.now();
     // Built once connected: a (re)connection forgets the refreshes (see the constructor), so the flags are
-    // worked out after it.
-    const argsOf = (group: [string, string[]][]): (string | number)[] => {
-      const keys: string[] = [];
-      const args: (string | number)[] = [...head];
-      for (const [index, names] of group) {
-        keys.push(index);
+    // worked out after it. One array, as the script takes it (ioredis flattens none of it): the key count,
+    // the keys, then the arguments; a batch of thousands of events is no spread of as many.
+    const argsOf = (group: [string, KeyEvents[]][]): (string | number)[] => {
+      let keyCount = 0;
+      for (const [, lists] of group) keyCount += 1 + lists.length;
+      const args: (string | number)[] = [keyCount];
+      for (const [index, lists] of group) {
+        args.push(index);
+        for (const { name } of lists) args.push(name.list);
+      }
+      args.push(this.ttlMs, eventsPerKey, this.perShard);
+      for (const [index, lists] of group) {
         let flags = this.needsRefresh(index, now) ? '1' : '0';
-        for (const name of names) {
-          keys.push(name);
-          flags += this.needsRefresh(name, now) ? '1' : '0';
-        }
-        args.push(names.length, flags);
-        for (const name of names) {
-          const events = lists.get(name) as HistoryRecord[];
+        for (const { name } of lists) flags += this.needsRefresh(name.list, now) ? '1' : '0';
+        args.push(lists.length, flags);
+        for (const { events } of lists) {
           // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent.
           const from = Math.max(0, events.length - eventsPerKey);
           let blob = encodeRecord(events[from] as HistoryRecord);
@@ -162,11 +177,10 @@ export class RedisHistory implements HistoryStore {
           args.push(blob);
         }
       }
-      // One array argument (ioredis flattens it): a batch of thousands of events is no spread of as many.
-      return [keys.length, ...keys, ...args];
+      return args;
     };
     // On a Cluster a group is one shard: its index key names the master.
-    const call = (group: [string, string[]][]) =>
+    const call = (group: [string, KeyEvents[]][]) =>
       this.call(() => this.redis.historyAppend(argsOf(group)), group[0]?.[0]).catch((err: unknown) => {
         // The call may have failed before it set the TTLs it was asked to: none is taken as set.
         this.refreshed.clear();
@@ -181,7 +195,7 @@ export class RedisHistory implements HistoryStore {
       await Promise.all([...shards].map((shard) => call([shard])));
       return;
     }
-    let group: [string, string[]][] = [];
+    let group: [string, KeyEvents[]][] = [];
     let held = 0;
     for (const shard of shards) {
       group.push(shard);

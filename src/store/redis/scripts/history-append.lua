@@ -26,19 +26,27 @@ Returns:
 ]]
 
 local perKey, perShard = tonumber(ARGV[2]), tonumber(ARGV[3])
--- The TTL as sent, a string: a number passed to redis.call is formatted anew on every call.
-local a, k, ttl = 4, 1, ARGV[1]
+-- Numbers passed to redis.call go as text made here once a call (or kept as sent): Redis 7.0 formats
+-- each number it is passed with %.17g, some 2,200 instructions a number.
+local a, k, ttl, keep = 4, 1, ARGV[1], '-' .. ARGV[2]
 -- Ranks from Redis's clock, read once a call (not the top of each index, one call per shard): they go up
 -- from call to call, whichever instance sent it, as each list takes the script longer than the 1 µs its
 -- rank adds.
 local time = redis.call('TIME')
 -- Never a list's name: no key name is 65 dashes.
 local WIDE = string.rep('-', 65)
-local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+-- A rank is the time in ms, as digit text: the ms, a point, then three digits of µs; each list of a
+-- shard 1 µs after the one before.
+local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
+local sec, usec = tonumber(time[1]), tonumber(time[2])
+local startMs, startUs = sec * 1000 + math.floor(usec / 1000), usec % 1000
 while k <= #KEYS do
   local index, lists, flags = KEYS[k], tonumber(ARGV[a]), ARGV[a + 1]
   a = a + 2
-  local score = now
+  -- The rank's ms as text (%d: an integer, not a %.17g), and its µs as three digits counted up.
+  local ms = startMs
+  local msText = string.format('%d', ms)
+  local h, t, o = math.floor(startUs / 100), math.floor(startUs / 10) % 10, startUs % 10
   -- The index's new scores, sent in one ZADD per 500 lists (not one per list).
   local ranks, r, added = {}, 0, 0
   for i = k + 1, k + lists do
@@ -64,10 +72,20 @@ while k <= #KEYS do
     -- its TTL; a list that was there keeps the one it has unless the caller asks for a refresh (byte 49: "1").
     if len == pushed or string.byte(flags, i - k + 1) == 49 then redis.call('PEXPIRE', KEYS[i], ttl) end
     -- A trim only when the list outgrew its cap.
-    if len > perKey then redis.call('LTRIM', KEYS[i], -perKey, -1) end
+    if len > perKey then redis.call('LTRIM', KEYS[i], keep, '-1') end
     a = a + 1
-    ranks[r + 1], ranks[r + 2], r = score, KEYS[i], r + 2
-    score = score + 0.001
+    ranks[r + 1], ranks[r + 2], r = msText .. '.' .. DIGIT[h] .. DIGIT[t] .. DIGIT[o], KEYS[i], r + 2
+    o = o + 1
+    if o == 10 then
+      o, t = 0, t + 1
+      if t == 10 then
+        t, h = 0, h + 1
+        if h == 10 then
+          h, ms = 0, ms + 1
+          msText = string.format('%d', ms)
+        end
+      end
+    end
     if r >= 1000 then added = added + redis.call('ZADD', index, unpack(ranks, 1, r)); r = 0 end
   end
   if r > 0 then added = added + redis.call('ZADD', index, unpack(ranks, 1, r)) end
@@ -78,7 +96,7 @@ while k <= #KEYS do
     -- A member longer than zset-max-listpack-value (64) makes a sorted set a skiplist, which it stays. A
     -- small one (a listpack, up to 128 members) finds and moves a member by reading the others: a shard of
     -- some 60 keys written again spent 6 of its 10 µs a key in ZADD.
-    redis.call('ZADD', index, 0, WIDE)
+    redis.call('ZADD', index, '0', WIDE)
     redis.call('ZREM', index, WIDE)
   end
   local over = held - perShard
@@ -87,9 +105,10 @@ while k <= #KEYS do
   -- as text and made a Lua string, for nothing.
   while over > 0 do
     local n = math.min(over, 1000)
-    local victims = redis.call('ZRANGE', index, 0, n - 1)
+    local last = string.format('%d', n - 1)
+    local victims = redis.call('ZRANGE', index, '0', last)
     redis.call('DEL', unpack(victims))
-    redis.call('ZREMRANGEBYRANK', index, 0, n - 1)
+    redis.call('ZREMRANGEBYRANK', index, '0', last)
     over = over - n
   end
   k = k + lists + 1
