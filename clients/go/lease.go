@@ -125,6 +125,12 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// A safe deadline already passed is a loss at once, even before its timer has fired: a process frozen
+	// or starved past it may run other code first when it wakes (fn's return, say), and must not report
+	// that work as done under the lock.
+	if !l.doneLocked() && !time.Now().Before(l.safeDeadline) {
+		l.loseLocked(LostDeadline, nil)
+	}
 	if l.lostErr == nil {
 		return nil
 	}
@@ -393,9 +399,14 @@ func runWithLease(ctx context.Context, lease *Lease, fn func(ctx context.Context
 		}
 	}()
 	fnErr := fn(fnCtx, lease)
+	// Asked before the release (which ends the lease's watch): a deadline that passed while fn ran counts
+	// even if its timer has not fired yet.
+	lostErr := lease.Err()
 	// The caller's ctx may be done by now; the release is bounded by the lease's own end instead.
 	releaseErr := lease.Release(context.Background())
-	lostErr := lease.Err()
+	if lostErr == nil {
+		lostErr = lease.Err()
+	}
 	switch {
 	case fnErr != nil && lostErr != nil && errors.Is(fnErr, context.Canceled) && ctx.Err() == nil:
 		return lostErr

@@ -736,6 +736,10 @@ class Lease:
         with self._lock:
             if self._released:
                 return
+            # A safe deadline already passed is a loss even if its timer thread has not run yet (this process
+            # was frozen or starved past it): the work just done may have run unlocked, and must not look done.
+            if time.monotonic() >= self._deadline:
+                self._lose_locked("deadline")
             self._released = True
             self._stop.set()
             if self._deadline_timer:

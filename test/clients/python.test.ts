@@ -56,7 +56,10 @@ describe('Python client against a running server', () => {
       'single-calls',
       'conditional-force-release',
       'release-request',
+      'deadline-passed-unseen',
     ]);
+    // A safe deadline passed before its timer ran: the block's exit raises LeaseLostError (deadline).
+    expect(step['deadline-passed-unseen']).toEqual({ step: 'deadline-passed-unseen', raised: 'deadline', lost: true });
     expect(step['held-elsewhere']).toMatchObject({ code: 'lock_held', status: 409 });
     expect(step['held-elsewhere']?.retryAfterMs).toBeGreaterThan(0);
     expect(step.held).toMatchObject({ lost: false });

@@ -140,6 +140,17 @@ def main(url):
             changed=changed,
         )
 
+    # A safe deadline passed while its timer thread had not run (as in a process frozen past it): leaving
+    # the block reports the loss, it does not pass for work done under the lock.
+    key = f"py-frozen-{uuid.uuid4().hex[:8]}"
+    try:
+        with client.lock(key, ttl_ms=60000) as lease:
+            lease._deadline_timer.cancel()
+            lease._deadline = time.monotonic() - 0.001
+        step("deadline-passed-unseen", raised=None)
+    except keyholder.LeaseLostError as err:
+        step("deadline-passed-unseen", raised=err.reason, lost=lease.lost.is_set())
+
 
 if __name__ == "__main__":
     main(sys.argv[1])
