@@ -137,6 +137,8 @@ export class Lease {
    */
   async release(): Promise<void> {
     if (this.released) return;
+    // Asked before it is marked released: a deadline passed while its timer has not run is a loss (see lost).
+    if (this.lost) return;
     this.released = true;
     this.stop();
     if (this.signal.aborted) return;

@@ -303,6 +303,18 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     expect((lease.signal.reason as LeaseLostError).reason).toBe('deadline');
   });
 
+  it('withLock whose fn blocked the process past the safe deadline throws LeaseLostError, though no timer ran', async () => {
+    const name = key('frozen-with-lock');
+    const run = kh.withLock(name, { ttlMs: 300, autoRenew: false }, () => {
+      const until = performance.now() + 400;
+      while (performance.now() < until) {
+        /* busy: no timer can run */
+      }
+      return 'done';
+    });
+    await expect(run).rejects.toMatchObject({ name: 'LeaseLostError', reason: 'deadline' });
+  });
+
   it('429: retries after Retry-After (never sooner), then succeeds', async () => {
     const limited = await KeyholderProcess.start({ env: { LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '2000' } });
     try {
