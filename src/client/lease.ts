@@ -137,11 +137,11 @@ export class Lease {
    */
   async release(): Promise<void> {
     if (this.released) return;
-    // Asked before it is marked released: a deadline passed while its timer has not run is a loss (see lost).
+    // Nothing to give back once lost. Asked before it is marked released: a deadline passed while its
+    // timer has not run is a loss too (see lost).
     if (this.lost) return;
     this.released = true;
     this.stop();
-    if (this.signal.aborted) return;
     try {
       await this.transport.release(this.key, this.ownerToken, this.safeDeadlineAt + this.driftMarginMs);
     } catch (err) {
