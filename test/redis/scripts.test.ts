@@ -311,6 +311,28 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
     expect(reply[0]).toBe(1);
     expect(await counted(a.quota)).toBe(1);
   });
+
+  it('a unit given back is not taken off again when its second is swept: the count stays exact', async () => {
+    const [a, b] = sameShard(`ns-${lockName}`);
+    expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 2, ttlMs: 20 })).toEqual([1, int, int]);
+    expect(await lua.scripts.run('release', { ...handOver, lockName, keys: a, ownerToken: 'owner-a' })).toBe(1);
+    // The given-back second stays indexed (its count 0) until a take sweeps it.
+    const earliest = Number(await lua.raw.hget(a.quota.count, 'm'));
+    expect(await acquire('owner-b', { keys: b, maxQuotaSlots: 2, ttlMs: 60_000 })).toEqual([1, int, int]);
+    expect(await counted(a.quota)).toBe(1);
+    // Condition, not a sleep: Redis's own clock past the end of that second.
+    const redisMs = async () => {
+      const [s, us] = await lua.raw.time();
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    };
+    while ((await redisMs()) <= earliest * 1000) await sleep(20);
+    // This take sweeps the ended second: b's unit still counts, so the shard now holds 2 and is full.
+    expect(await acquire('owner-a2', { keys: a, maxQuotaSlots: 2, ttlMs: 60_000 })).toEqual([1, int, int]);
+    expect(await counted(a.quota)).toBe(2);
+    expect(((await acquire('owner-c', { keys: space.lockKeys(`ns-${lockName}/c`), maxQuotaSlots: 2 })) as number[])[0]).toBe(
+      space.shardOf('c') === space.shardOf('a') ? 5 : 1,
+    );
+  });
 });
 
 describe('renew.lua', () => {

@@ -31,7 +31,7 @@ end
 -- and the earliest counted second left (nil when none).
 local function quotaSweep(q, n)
   local nowSec = math.floor(nowMs / 1000)
-  local ended = redis.call('ZRANGE', q[2], '-inf', nowSec, 'BYSCORE', 'LIMIT', 0, 1000)
+  local ended = redis.call('ZRANGE', q[2], '-inf', fmt(nowSec), 'BYSCORE', 'LIMIT', '0', '1000')
   local seconds = {}
   for _, member in ipairs(ended) do
     if string.byte(member, 1) ~= 117 then -- not "u:..."
@@ -48,50 +48,54 @@ local function quotaSweep(q, n)
     redis.call('ZREM', q[2], unpack(ended))
   end
   n = math.max(0, n)
-  local first = tonumber(redis.call('ZRANGE', q[2], 0, 0, 'WITHSCORES')[2])
+  local first = tonumber(redis.call('ZRANGE', q[2], '0', '0', 'WITHSCORES')[2])
   if first then
-    redis.call('HSET', q[1], 'n', n, 'm', first)
+    redis.call('HSET', q[1], 'n', fmt(n), 'm', fmt(first))
   else
-    redis.call('HSET', q[1], 'n', n)
+    redis.call('HSET', q[1], 'n', fmt(n))
     redis.call('HDEL', q[1], 'm')
   end
   return n, first
 end
 
--- Counts one unit in second, given the shard's n, m and x and the second's count v as just read (nil
--- when absent): one HSET, plus, the first time a second is counted, its index entry, and when it is
--- the latest, both keys' expiry.
-local function quotaCount(q, second, n, m, x, v)
-  local set = {'n', n + 1, second, (v or 0) + 1}
+-- Counts one unit in second (secondText: its digits), given the shard's n, m and x and the second's count
+-- v as just read (nil when absent): one HSET, plus, the first time a second is counted, its index entry,
+-- and when it is the latest, both keys' expiry. Numbers go to Redis as digits made here (fmt): Redis 7.0
+-- formats each Lua number it is passed with %.17g, several times the cost, and the second's digits are
+-- made once for its three or four uses.
+local function quotaCount(q, second, secondText, n, m, x, v)
+  local set = {'n', fmt(n + 1), secondText, fmt((v or 0) + 1)}
   if not m or second < m then
-    set[5], set[6] = 'm', second
+    set[5], set[6] = 'm', secondText
   end
   local later = not x or second > x
   if later then
-    set[#set + 1], set[#set + 2] = 'x', second
+    set[#set + 1], set[#set + 2] = 'x', secondText
   end
   redis.call('HSET', q[1], unpack(set))
   -- A second's count may stay at 0 after a give-back until the second is swept; it stays indexed.
   if not v then
-    redis.call('ZADD', q[2], second, second)
+    redis.call('ZADD', q[2], secondText, secondText)
   end
   if later then
     -- Both keys last until the latest counted second has ended.
-    local keep = second * 1000 - nowMs + 1000
+    local keep = fmt(second * 1000 - nowMs + 1000)
     redis.call('PEXPIRE', q[1], keep)
     redis.call('PEXPIRE', q[2], keep)
   end
 end
 
 local function quotaAdd(q, second)
-  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
-  quotaCount(q, second, tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]))
+  local secondText = fmt(second)
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', secondText)
+  quotaCount(q, second, secondText, tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]))
 end
 
 local function quotaTake(q, endMs, cap)
   -- quotaSecond, written out: acquire then makes no closure for it.
   local second = math.ceil(endMs / 1000)
-  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', second)
+  local secondText = fmt(second)
+  local r = redis.call('HMGET', q[1], 'n', 'm', 'x', secondText)
   local n, m, v = tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[4])
   if m and m * 1000 <= nowMs then
     n, m = quotaSweep(q, n)
@@ -99,18 +103,19 @@ local function quotaTake(q, endMs, cap)
   if n >= cap then
     return math.max(1, (m or 0) * 1000 - nowMs)
   end
-  quotaCount(q, second, n, m, tonumber(r[3]), v)
+  quotaCount(q, second, secondText, n, m, tonumber(r[3]), v)
   return nil
 end
 
 local function quotaGive(q, second)
-  local vn = redis.call('HMGET', q[1], second, 'n')
+  local secondText = fmt(second)
+  local vn = redis.call('HMGET', q[1], secondText, 'n')
   local left = tonumber(vn[1])
   if not left or left <= 0 then
     -- Ended and swept (or never counted): nothing of it is counted any more.
     return
   end
-  redis.call('HSET', q[1], second, left - 1, 'n', math.max(0, (tonumber(vn[2]) or 1) - 1))
+  redis.call('HSET', q[1], secondText, fmt(left - 1), 'n', fmt(math.max(0, (tonumber(vn[2]) or 1) - 1)))
 end
 
 local function quotaMove(q, fromSecond, toSecond)
