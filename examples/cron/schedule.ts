@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { KeyholderClient } from '../lib/keyholder.js';
 import { startResultStore } from './result-store.js';
+import { ERROR_CODES } from '../../src/domain/error-codes.js';
 
 /** The `keyholder` command as npm installs it (`npm run build` writes dist/). */
 const KEYHOLDER = fileURLToPath(new URL('../../dist/cli/keyholder.js', import.meta.url));
@@ -97,6 +98,19 @@ const isStopped = (pid: number): boolean => stateOf(pid) === 'T';
 /** True while the process exists and has not exited (a zombie, state Z, has). */
 const isAlive = (pid: number): boolean => ![undefined, 'Z', 'X'].includes(stateOf(pid));
 
+/**
+ * Whether `keyholder run` gave up because no grant reached it within its retries: it says "could not take
+ * lock" with a code the client retries (the network, 503, 429, 408; ERROR_CODES' `retryable`). Any other
+ * code (a refused key, a bad request) is a failure of the example, not what a starved host does.
+ */
+export function gaveUpRetrying(stderr: string): boolean {
+  const code = /keyholder run: could not take lock "[^"]*": (\w+):/.exec(stderr)?.[1];
+  if (code === undefined) return false;
+  if (code === 'unreachable') return true;
+  const row = (ERROR_CODES as Record<string, { readonly retryable: boolean }>)[code];
+  return row?.retryable === true;
+}
+
 /** The servers start the same job each tick; counts how often it really ran per tick and what it wrote. */
 export async function runSchedule(options: CronOptions): Promise<CronResult> {
   const dir = mkdtempSync(join(tmpdir(), 'keyholder-cron-'));
@@ -162,9 +176,7 @@ export async function runSchedule(options: CronOptions): Promise<CronResult> {
       child.once('exit', (code) => {
         running[tick]!--;
         const lostBeforeItStarted =
-          options.mode !== 'none' &&
-          (code === 76 || (code === 1 && /keyholder run: could not take lock/.test(stderr))) &&
-          !jobStarted(tick, server);
+          options.mode !== 'none' && (code === 76 || (code === 1 && gaveUpRetrying(stderr))) && !jobStarted(tick, server);
         if (code === 75) skipped++;
         else if (lostBeforeItStarted) lostBeforeStart++;
         // Woken after its lease ran out, `keyholder run` reports the loss (76, or 1 when it was still
