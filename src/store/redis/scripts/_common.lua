@@ -12,7 +12,7 @@ Scripts that may hand a lock to a waiter also include _handover.lua (see its hea
 local nowMs, nowUs
 do
   local t = redis.call('TIME')
-  nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  nowUs = t[1] * 1000000 + t[2]
   nowMs = math.floor(nowUs / 1000)
 end
 

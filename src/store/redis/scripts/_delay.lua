@@ -12,7 +12,7 @@ Uses nowMs from _common.lua and writeLock from _lock.lua. Defines:
   setLockDelay(lockKey, cur, owner, ms)        stores the delay of owner's lease (when ms > 0)
 ]]
 local function lockDelayLeft(cur)
-  local owner, endMs, d = cur[1], tonumber(cur[2]), cur[9]
+  local owner, endMs, d = cur[1], cur[2], cur[9]
   if not owner or not endMs or endMs > nowMs or not d then
     return 0
   end
@@ -24,7 +24,7 @@ local function lockDelayLeft(cur)
 end
 
 local function setLockDelay(lockKey, cur, owner, ms)
-  if tonumber(ms) > 0 then
+  if ms ~= '0' and ms + 0 > 0 then
     cur[9] = owner .. '|' .. ms
     writeLock(lockKey, cur)
   end

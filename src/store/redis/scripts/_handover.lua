@@ -51,7 +51,7 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 -- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's
 -- lease); so is an earlier lease's lock-delay (d). One SET writes the record and its expiry.
 local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec)
-  local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)
+  local token = math.max((cur[3] or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   cur[1], cur[2], cur[3] = owner, expiresAt, token
   cur[4] = idem ~= '' and idem or nil
@@ -163,7 +163,7 @@ end
 -- The lock is not live (the caller has checked); cur is its record as read (and updated) by the caller.
 local function handOverFree(keys, cur, graceMs, channelPrefix, lockName, selfInstance)
   -- queuedNow (_lock.lua), written out: a plain acquire or release then makes no closure for it.
-  if (tonumber(cur[6]) or 0) <= nowMs then
+  if (cur[6] or 0) <= nowMs then
     return nil
   end
   makeQueueHelpers()
@@ -195,7 +195,7 @@ end
 
 local function handOver(keys, graceMs, channelPrefix, lockName)
   local cur = readLock(keys[1])
-  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(cur) > 0 then
+  if isLive(cur[1], cur[2]) or lockDelayLeft(cur) > 0 then
     return nil, cur
   end
   return handOverFree(keys, cur, graceMs, channelPrefix, lockName), cur

@@ -210,7 +210,7 @@ local function readLock(lockKey)
 end
 
 local function packLock(cur)
-  local o, e, t = cur[1], tonumber(cur[2]), tonumber(cur[3])
+  local o, e, t = cur[1], cur[2], cur[3]
   local more = cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9] or cur[10]
   local delta = (t and e) and e - math.floor(t / 1000) or nil
   local near = delta and delta >= -2147483648 and delta <= 2147483647
@@ -259,18 +259,18 @@ local function writeLock(lockKey, cur, ms)
     redis.call('SET', lockKey, packLock(cur), 'KEEPTTL')
     return
   end
-  local keep = math.max(1, ms, (tonumber(cur[6]) or 0) - nowMs, (tonumber(cur[7]) or 0) - nowMs)
+  local keep = math.max(1, ms, (cur[6] or 0) - nowMs, (cur[7] or 0) - nowMs)
   redis.call('SET', lockKey, packLock(cur), 'PX', fmt(keep))
 end
 
 local function queuedNow(cur)
-  return (tonumber(cur[6]) or 0) > nowMs
+  return (cur[6] or 0) > nowMs
 end
 
 local function watchedNow(cur)
-  return (tonumber(cur[7]) or 0) > nowMs
+  return (cur[7] or 0) > nowMs
 end
 
 local function unitSecond(cur)
-  return tonumber(cur[8]) or math.ceil(tonumber(cur[2]) / 1000)
+  return cur[8] or math.ceil(cur[2] / 1000)
 end

@@ -88,7 +88,7 @@ end
 local function quotaAdd(q, second)
   local secondText = fmt(second)
   local r = redis.call('HMGET', q[1], 'n', 'm', 'x', secondText)
-  quotaCount(q, second, secondText, tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]))
+  quotaCount(q, second, secondText, (r[1] or 0) + 0, r[2] and r[2] + 0, r[3] and r[3] + 0, r[4] and r[4] + 0)
 end
 
 local function quotaTake(q, endMs, cap)
@@ -96,26 +96,26 @@ local function quotaTake(q, endMs, cap)
   local second = math.ceil(endMs / 1000)
   local secondText = fmt(second)
   local r = redis.call('HMGET', q[1], 'n', 'm', 'x', secondText)
-  local n, m, v = tonumber(r[1]) or 0, tonumber(r[2]), tonumber(r[4])
+  local n, m, v = (r[1] or 0) + 0, r[2] and r[2] + 0, r[4] and r[4] + 0
   if m and m * 1000 <= nowMs then
     n, m = quotaSweep(q, n)
   end
   if n >= cap then
     return math.max(1, (m or 0) * 1000 - nowMs)
   end
-  quotaCount(q, second, secondText, n, m, tonumber(r[3]), v)
+  quotaCount(q, second, secondText, n, m, r[3] and r[3] + 0, v)
   return nil
 end
 
 local function quotaGive(q, second)
   local secondText = fmt(second)
   local vn = redis.call('HMGET', q[1], secondText, 'n')
-  local left = tonumber(vn[1])
+  local left = vn[1] and vn[1] + 0
   if not left or left <= 0 then
     -- Ended and swept (or never counted): nothing of it is counted any more.
     return
   end
-  redis.call('HSET', q[1], secondText, fmt(left - 1), 'n', fmt(math.max(0, (tonumber(vn[2]) or 1) - 1)))
+  redis.call('HSET', q[1], secondText, fmt(left - 1), 'n', fmt(math.max(0, (vn[2] or 1) - 1)))
 end
 
 local function quotaMove(q, fromSecond, toSecond)

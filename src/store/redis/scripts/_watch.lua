@@ -22,7 +22,7 @@ local publishedChanges
 -- One helper, the watched test written out (watchedNow): a plain acquire or release, which calls it
 -- once, makes one closure for it, not three.
 local function publishChange(channelPrefix, name, cur)
-  if cur and (tonumber(cur[7]) or 0) <= nowMs then
+  if cur and (cur[7] or 0) <= nowMs then
     return
   end
   publishedChanges = publishedChanges or {}

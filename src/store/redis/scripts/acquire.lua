@@ -77,17 +77,17 @@ local function takeQuotaSlot(endMs, cap)
 end
 
 knowOwner(ARGV[1], ARGV[11])
-local graceMs = tonumber(ARGV[4])
-local ttlMs = tonumber(ARGV[2])
-local maxQuotaSlots = tonumber(ARGV[9])
+local graceMs = ARGV[4] + 0
+local ttlMs = ARGV[2] + 0
+local maxQuotaSlots = ARGV[9] + 0
 local cur = readLock(KEYS[1])
-local expiresAt = tonumber(cur[2])
+local expiresAt = cur[2]
 local live = isLive(cur[1], expiresAt)
 local delayLeft = live and 0 or lockDelayLeft(cur)
 -- A lease that ran out with callers queued belongs to the first of them, not to this newcomer. The
 -- queue is only looked at when the lock is free and its record says someone was queued (q).
 if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[6], ARGV[7]) then
-  expiresAt = tonumber(cur[2])
+  expiresAt = cur[2]
   live = true
 end
 if not live and delayLeft == 0 then
@@ -104,7 +104,7 @@ end
 if live and ARGV[8] ~= '' and cur[4] then
   if cur[4] == ARGV[8] then
     -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
-    return {4, tonumber(cur[3]), expiresAt, cur[1], cur[5] or ''}
+    return {4, cur[3], expiresAt, cur[1], cur[5] or ''}
   end
   -- The scope is everything before the first ':' (base64url holds none).
   if string.match(cur[4], '^[^:]*') == string.match(ARGV[8], '^[^:]*') then
@@ -128,6 +128,6 @@ end
 local keep = enqueue(KEYS, waiterId, waitMs, tonumber(livenessMs), ARGV[2] .. '|' .. ARGV[1] .. '|' .. instanceId .. '|' .. ARGV[3])
 -- The record says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
 -- until its end plus the grace so far.
-cur[6] = math.max(tonumber(cur[6]) or 0, nowMs + keep)
+cur[6] = math.max(cur[6] or 0, nowMs + keep)
 writeLock(KEYS[1], cur, expiresAt + graceMs - nowMs)
 return {3, retryAfter}

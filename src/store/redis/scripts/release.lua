@@ -27,16 +27,17 @@ Returns:
 
 knowOwner(ARGV[1], ARGV[6])
 local cur = readLock(KEYS[1])
-local expiresAt = tonumber(cur[2])
+local expiresAt = cur[2]
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
 quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
-freeLease(KEYS[1], cur, tonumber(ARGV[2]))
+local graceMs = ARGV[2] + 0
+freeLease(KEYS[1], cur, graceMs)
 publishChange(ARGV[3], ARGV[4], cur)
 local selfInstance = ARGV[5] ~= '' and ARGV[5] or nil
-local id, token, leaseEnd, told = handOverFree(KEYS, cur, tonumber(ARGV[2]), ARGV[3], ARGV[4], selfInstance)
+local id, token, leaseEnd, told = handOverFree(KEYS, cur, graceMs, ARGV[3], ARGV[4], selfInstance)
 if id and not told then
   return {1, id, token, leaseEnd}
 end
