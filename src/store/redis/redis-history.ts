@@ -2,7 +2,7 @@ import { encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
-import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
+import { closeClient, createRedisClient, type RedisClient, type RedisConnection } from './client.js';
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 import { masterGate, readyForCalls, whenReadyForCalls, type MasterGate } from './nodes.js';
 import { loadScript } from './scripts.js';
@@ -217,11 +217,7 @@ export class RedisHistory implements HistoryStore {
   }
 
   async close(): Promise<void> {
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
-    }
+    await closeClient(this.redis);
   }
 
   /**
