@@ -114,7 +114,9 @@ describe('redis history: batches', () => {
 
   it('remembers the names of at most 50,000 keys; a key whose names were forgotten is written to the same list', async () => {
     const history = open();
-    const names = (history as unknown as { names: Map<string, unknown> }).names;
+    // Names by primitive, then namespace, then key text: every key's counted.
+    const byPrimitive = (history as unknown as { names: Map<string, Map<string, Map<string, unknown>>> }).names;
+    const remembered = () => [...byPrimitive.values()].flatMap((byNamespace) => [...byNamespace.values()]).reduce((n, m) => n + m.size, 0);
     const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
     const first = { namespace: `names${run}-0`, primitive: 'lock' as const, key: 'first' };
     await history.append([{ ...first, record: record('a') }]);
@@ -125,11 +127,30 @@ describe('redis history: batches', () => {
       key: `k${i}`,
     }));
     await history.append(many.map((key) => ({ ...key, record: record('m') })));
-    expect(names.size).toBeLessThanOrEqual(50_000);
+    expect(remembered()).toBeGreaterThan(0);
+    expect(remembered()).toBeLessThanOrEqual(50_000);
     await history.append([{ ...first, record: record('b') }]);
     expect((await history.read(first)).map((r) => r.lease)).toEqual(['a', 'b']);
     expect((await history.read(many.at(-1) as (typeof many)[number])).map((r) => r.lease)).toEqual(['m']);
   }, 60_000);
+
+  it('remembers the names of one key text in several namespaces and primitives side by side', async () => {
+    const history = open();
+    // A key's names are worked out by listKey: called once per key remembered, not on every batch.
+    const worked = vi.spyOn(history, 'listKey');
+    const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+    const keys = [
+      { namespace: `a${run}`, primitive: 'lock' as const, key: 'job' },
+      { namespace: `b${run}`, primitive: 'lock' as const, key: 'job' },
+      { namespace: `a${run}`, primitive: 'semaphore' as const, key: 'job' },
+    ];
+    // Each written in turn, one batch each, three rounds: the names of the last one written never served.
+    for (let round = 0; round < 3; round++) {
+      for (const key of keys) await history.append([{ ...key, record: record(`r${round}`) }]);
+    }
+    expect(worked).toHaveBeenCalledTimes(keys.length);
+    for (const key of keys) expect((await history.read(key)).map((r) => r.lease)).toEqual(['r0', 'r1', 'r2']);
+  });
 
   it('keeps each shard’s index in the slot of its lists', async () => {
     const history = open();
