@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import calculateSlot from 'cluster-key-slot';
+import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { HistoryLimits, HistoryRecord } from '../../src/domain/history.js';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
@@ -13,7 +14,8 @@ import { freePort, RedisServer } from '../helpers/redis-server.js';
  * to Redis in calls of at most 64 lists (Redis serves the lock calls between two of them), each event
  * written exactly once; the keys' names it remembers are bounded; each shard's index shares its lists'
  * hash tag; the script ranks a shard's lists in the order written (its ranks are sent as text); a history
- * that could not reach Redis writes again once Redis is there; and closing ends its connection.
+ * that could not reach Redis writes again once Redis is there; and closing ends its connection, also one
+ * to a Redis that is not there (status 'end', no timer left, a call waiting for it failed at once).
  */
 
 const PREFIX = 'hist:';
@@ -38,6 +40,36 @@ function open(url = server.url, commandTimeoutMs = 2_000): RedisHistory {
   const history = new RedisHistory({ connection: { mode: 'standalone', url }, keyPrefix: PREFIX, commandTimeoutMs, limits });
   histories.push(history);
   return history;
+}
+
+/** The history's ioredis client (standalone here). */
+function clientOf(history: RedisHistory): Redis {
+  return (history as unknown as { redis: Redis }).redis;
+}
+
+/** The timers keeping this process alive (a client's among them). */
+const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+/**
+ * Closes `history` while its client waits between two connection attempts, and checks that the close
+ * ends it: at once, status 'end' and its 'end' event (a call made then is told it is closed), its
+ * reconnect timer gone and no timer added (ioredis's disconnect() left it 'reconnecting' for ever, with a
+ * 2 s timer armed on its dead socket, and the QUIT sent first a deadline timer of 3 s).
+ */
+async function expectEndedOnClose(history: RedisHistory): Promise<void> {
+  const redis = clientOf(history);
+  await vi.waitFor(() => expect(redis.status).toBe('reconnecting'), { timeout: 5_000, interval: 10 });
+  const ended = new Promise<'end'>((resolve) => redis.once('end', () => resolve('end')));
+  // Its reconnect timer among them.
+  const before = timers();
+  const started = performance.now();
+  await history.close();
+  const closedMs = performance.now() - started;
+  const after = timers();
+  expect(await Promise.race([ended, sleep(1_000).then(() => `still ${redis.status}`)])).toBe('end');
+  expect(redis.status).toBe('end');
+  expect(after).toBeLessThan(before);
+  expect(closedMs).toBeLessThan(100);
 }
 
 /** The script calls a batch is sent in: how many lists each carried (each list here in a shard of its own). */
@@ -82,7 +114,9 @@ describe('redis history: batches', () => {
 
   it('remembers the names of at most 50,000 keys; a key whose names were forgotten is written to the same list', async () => {
     const history = open();
-    const names = (history as unknown as { names: Map<string, unknown> }).names;
+    // Names by primitive, then namespace, then key text: every key's counted.
+    const byPrimitive = (history as unknown as { names: Map<string, Map<string, Map<string, unknown>>> }).names;
+    const remembered = () => [...byPrimitive.values()].flatMap((byNamespace) => [...byNamespace.values()]).reduce((n, m) => n + m.size, 0);
     const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
     const first = { namespace: `names${run}-0`, primitive: 'lock' as const, key: 'first' };
     await history.append([{ ...first, record: record('a') }]);
@@ -93,11 +127,30 @@ describe('redis history: batches', () => {
       key: `k${i}`,
     }));
     await history.append(many.map((key) => ({ ...key, record: record('m') })));
-    expect(names.size).toBeLessThanOrEqual(50_000);
+    expect(remembered()).toBeGreaterThan(0);
+    expect(remembered()).toBeLessThanOrEqual(50_000);
     await history.append([{ ...first, record: record('b') }]);
     expect((await history.read(first)).map((r) => r.lease)).toEqual(['a', 'b']);
     expect((await history.read(many.at(-1) as (typeof many)[number])).map((r) => r.lease)).toEqual(['m']);
   }, 60_000);
+
+  it('remembers the names of one key text in several namespaces and primitives side by side', async () => {
+    const history = open();
+    // A key's names are worked out by listKey: called once per key remembered, not on every batch.
+    const worked = vi.spyOn(history, 'listKey');
+    const run = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+    const keys = [
+      { namespace: `a${run}`, primitive: 'lock' as const, key: 'job' },
+      { namespace: `b${run}`, primitive: 'lock' as const, key: 'job' },
+      { namespace: `a${run}`, primitive: 'semaphore' as const, key: 'job' },
+    ];
+    // Each written in turn, one batch each, three rounds: the names of the last one written never served.
+    for (let round = 0; round < 3; round++) {
+      for (const key of keys) await history.append([{ ...key, record: record(`r${round}`) }]);
+    }
+    expect(worked).toHaveBeenCalledTimes(keys.length);
+    for (const key of keys) expect((await history.read(key)).map((r) => r.lease)).toEqual(['r0', 'r1', 'r2']);
+  });
 
   it('keeps each shard’s index in the slot of its lists', async () => {
     const history = open();
@@ -238,5 +291,40 @@ describe('redis history: its connection', () => {
     } finally {
       await new Promise((resolve) => listener.close(resolve));
     }
+  });
+
+  it('ends its client when closed while Redis was never there', async () => {
+    const port = await freePort();
+    // A command timeout no other test uses (nor its 4x for a connection's setup): deadline queues of their own.
+    const history = open(`redis://127.0.0.1:${port}`, 777);
+    await expect(history.append(batchOf(1).batch)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expectEndedOnClose(history);
+  });
+
+  it('ends its client when closed after its Redis went away', async () => {
+    const own = await RedisServer.start();
+    try {
+      const history = open(own.url, 777);
+      await history.append(batchOf(1).batch);
+      await own.kill();
+      await expectEndedOnClose(history);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('fails a call waiting for the connection as soon as it is closed, not after its command timeout', async () => {
+    const port = await freePort();
+    const history = open(`redis://127.0.0.1:${port}`, 20_000);
+    await vi.waitFor(() => expect(clientOf(history).status).toBe('reconnecting'), { timeout: 5_000, interval: 10 });
+    const started = performance.now();
+    const appended = history.append(batchOf(1).batch).then(
+      () => 'written',
+      (err: unknown) => err,
+    );
+    await history.close();
+    const outcome = await Promise.race([appended, sleep(2_000).then(() => 'still waiting')]);
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 });

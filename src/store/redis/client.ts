@@ -1,4 +1,6 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+// ioredis's own handler of a closed socket: the one way to end a client whose socket is already gone (see closeClient).
+import { closeHandler } from 'ioredis/built/redis/event_handler.js';
 import { withCommandDeadlines } from './command-deadline.js';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
@@ -118,6 +120,50 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     wasReady = false;
   });
   return redis;
+}
+
+/** The parts of an ioredis client that disconnect() sets before it closes the socket (see endBetweenAttempts). */
+interface ClosingState {
+  manuallyClosing: boolean;
+  reconnectTimeout: NodeJS.Timeout | null;
+}
+
+/**
+ * Closes a client for good. A ready one is sent QUIT (the replies it waits for come first), and is
+ * disconnected if that fails; any other is disconnected at once, QUIT unsent: with no offline queue it
+ * could not be written anyway, and its deadline (the longer one of a connection not ready) kept a timer
+ * running for seconds for nothing. A client between two connection attempts (a Redis that never came
+ * up, or went away) is ended here too: ioredis's disconnect() leaves it as it was (see endBetweenAttempts).
+ * A Cluster client is closed as before (QUIT, else disconnect).
+ */
+export async function closeClient(client: RedisClient): Promise<void> {
+  if (client instanceof Cluster || client.status === 'ready') {
+    try {
+      await client.quit();
+      return;
+    } catch {
+      // Not answered: closed as it is now, below (the connection may have dropped meanwhile).
+    }
+  }
+  if (client instanceof Cluster) client.disconnect();
+  else if (client.status === 'reconnecting') endBetweenAttempts(client);
+  else if (client.status !== 'end') client.disconnect();
+}
+
+/**
+ * Ends a client whose socket is closed while it waits to try again. ioredis's disconnect() then stops the
+ * next attempt but waits for its socket's 'close' to end the client, an event that came already: the
+ * client stayed 'reconnecting' for ever (never 'end', its calls never told it is closed), and its
+ * socket's end, asked of a socket already closed, armed a 2 s timer that kept the process alive
+ * (ioredis 5.11, unchanged in 6.0; redis/ioredis#1247). What disconnect() does before it closes the socket is done here,
+ * then what a socket's 'close' does to a client closed on purpose: 'close', then 'end', its queues failed.
+ */
+function endBetweenAttempts(client: Redis): void {
+  const state = client as unknown as ClosingState;
+  state.manuallyClosing = true;
+  if (state.reconnectTimeout !== null) clearTimeout(state.reconnectTimeout);
+  state.reconnectTimeout = null;
+  closeHandler(client)();
 }
 
 /** 1 s: how often a Cluster client re-reads the slot map unasked, so a failover is seen within a second. */

@@ -97,12 +97,19 @@ export function readyForCalls(client: RedisClient): boolean {
 
 /**
  * Resolves once readyForCalls(client), making the Cluster's master connections not yet started (a
- * Cluster client makes them lazily, on a first command); rejects after `timeoutMs`. Nothing is sent
- * before it resolves, so a caller that gives up has sent nothing.
+ * Cluster client makes them lazily, on a first command); rejects after `timeoutMs`, or at once when the
+ * client is closed (ended): it will never be ready, and a wait of a command timeout kept its timer, so
+ * the process, alive after the close. Nothing is sent before it resolves, so a caller that gives up has
+ * sent nothing.
  */
 export function whenReadyForCalls(client: RedisClient, timeoutMs: number): Promise<void> {
+  if (client.status === 'end') return Promise.reject(new Error('not connected (closed)'));
   return new Promise<void>((resolve, reject) => {
     const listened = new Set<Redis | Cluster>();
+    const ended = (): void => {
+      finish();
+      reject(new Error('not connected (closed)'));
+    };
     const check = (): void => {
       if (readyForCalls(client)) {
         finish();
@@ -124,6 +131,7 @@ export function whenReadyForCalls(client: RedisClient, timeoutMs: number): Promi
     const finish = (): void => {
       clearTimeout(timer);
       for (const emitter of listened) emitter.off('ready', check);
+      client.off('end', ended);
       client.off('refresh', check);
       client.off('-node', check);
     };
@@ -132,6 +140,7 @@ export function whenReadyForCalls(client: RedisClient, timeoutMs: number): Promi
       reject(new Error(`not connected (${connectionStates(client)})`));
     }, timeoutMs);
     listen(client);
+    client.on('end', ended);
     // A Cluster's masters change with its slot map (a failover): a master gone may leave the rest ready.
     client.on('refresh', check);
     client.on('-node', check);

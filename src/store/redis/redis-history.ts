@@ -1,8 +1,8 @@
 import { encodeRecord, readRecords } from '../../domain/history.js';
-import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
+import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryPrimitive, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
-import { createRedisClient, type RedisClient, type RedisConnection } from './client.js';
+import { closeClient, createRedisClient, type RedisClient, type RedisConnection } from './client.js';
 import { historyKindLetter, KeySpace, QUOTA_SHARDS } from './keys.js';
 import { masterGate, readyForCalls, whenReadyForCalls, type MasterGate } from './nodes.js';
 import { loadScript } from './scripts.js';
@@ -21,9 +21,9 @@ const REFRESHES_PER_RETENTION = 32;
 /** Lists remembered as refreshed at most: past it the period starts over (more refreshes, never fewer). */
 const MAX_REFRESHED = 50_000;
 /**
- * Keys whose list and index names are remembered at most (past it they are worked out anew): a name is a
- * CRC16 and some slicing and joining, and, the same string again, its hash is not worked out again by the
- * refresh set's and the batch's lookups.
+ * Keys whose list and index names are remembered at most, over every namespace and primitive (past it
+ * they are all forgotten, and worked out anew): a name is a CRC16 and some slicing and joining, and, the
+ * same string again, its hash is not worked out again by the refresh set's and the batch's lookups.
  */
 const MAX_NAMES = 50_000;
 
@@ -33,11 +33,8 @@ interface ListName {
   readonly index: string;
 }
 
-/** A key's names as remembered under its key text (see nameOf): the rest of the key, to tell it from another's. */
-interface KnownName extends ListName {
-  readonly namespace: string;
-  readonly primitive: string;
-}
+/** The names remembered of one namespace's keys of one primitive, by key text (see nameOf). */
+type KnownNames = Map<string, ListName>;
 
 /** A batch's events of one key, oldest first, and the key's list. */
 interface KeyEvents {
@@ -79,8 +76,14 @@ export class RedisHistory implements HistoryStore {
   /** The lists and indexes whose TTL a call of this period set (or asked for): no refresh until it ends. */
   private refreshed = new Set<string>();
   private periodStart = 0;
-  /** See nameOf. */
-  private readonly names = new Map<string, KnownName>();
+  /** See nameOf: by primitive, then namespace, then key text. */
+  private readonly names = new Map<HistoryPrimitive, Map<string, KnownNames>>();
+  /** How many names `names` holds, all maps together (at most MAX_NAMES). */
+  private namesHeld = 0;
+  /** The namespace and primitive of the last key named, and their map in `names` (see nameOf). */
+  private lastNamespace = '';
+  private lastPrimitive: HistoryPrimitive | '' = '';
+  private lastNames: KnownNames | null = null;
 
   constructor(private readonly options: RedisHistoryOptions) {
     this.keys = new KeySpace(options.keyPrefix);
@@ -121,17 +124,44 @@ export class RedisHistory implements HistoryStore {
 
   /**
    * A key's list and its shard's index: worked out once, then looked up under the key's text (a string the
-   * request made, not a join of the key's parts made per event), the namespace and primitive compared.
-   * A key text of two namespaces or primitives keeps the last one's names.
+   * request made, not a join of the key's parts made per event) in the map of its namespace and primitive.
+   * That map is the last key's when the namespace and primitive are the same (two string compares, as the
+   * one map by key text did, its names' namespace and primitive compared), and looked up otherwise. One map
+   * by key text alone kept the last namespace's (or primitive's) names of a key text: two namespaces
+   * writing the same key text in turn worked them out anew on every event.
    */
   private nameOf(key: HistoryKey): ListName {
-    const known = this.names.get(key.key);
-    if (known !== undefined && known.namespace === key.namespace && known.primitive === key.primitive) return known;
-    if (this.names.size >= MAX_NAMES) this.names.clear();
+    const { namespace, primitive } = key;
+    let names = this.lastNames;
+    if (names === null || namespace !== this.lastNamespace || primitive !== this.lastPrimitive) {
+      names = this.namesOf(namespace, primitive);
+      this.lastNamespace = namespace;
+      this.lastPrimitive = primitive;
+      this.lastNames = names;
+    }
+    const known = names.get(key.key);
+    if (known !== undefined) return known;
+    if (this.namesHeld >= MAX_NAMES) {
+      this.names.clear();
+      this.namesHeld = 0;
+      // The map in hand left `names` with the rest: one anew, in its place.
+      names = this.namesOf(namespace, primitive);
+      this.lastNames = names;
+    }
     const list = this.listKey(key);
-    const name = { namespace: key.namespace, primitive: key.primitive, list, index: this.indexKey(list) };
-    this.names.set(key.key, name);
+    const name = { list, index: this.indexKey(list) };
+    names.set(key.key, name);
+    this.namesHeld++;
     return name;
+  }
+
+  /** The map of names of a namespace's keys of a primitive, made when there is none. */
+  private namesOf(namespace: string, primitive: HistoryPrimitive): KnownNames {
+    let byNamespace = this.names.get(primitive);
+    if (byNamespace === undefined) this.names.set(primitive, (byNamespace = new Map<string, KnownNames>()));
+    let names = byNamespace.get(namespace);
+    if (names === undefined) byNamespace.set(namespace, (names = new Map<string, ListName>()));
+    return names;
   }
 
   async append(batch: readonly HistoryAppend[]): Promise<void> {
@@ -217,11 +247,7 @@ export class RedisHistory implements HistoryStore {
   }
 
   async close(): Promise<void> {
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
-    }
+    await closeClient(this.redis);
   }
 
   /**
