@@ -56,7 +56,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'handover-while-held',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: '  if isLive(cur[1], tonumber(cur[2])) or lockDelayLeft(cur) > 0 then\n    return nil, cur\n  end\n',
+    find: '  if isLive(cur[1], cur[2]) or lockDelayLeft(cur) > 0 then\n    return nil, cur\n  end\n',
     replace: '',
     what: 'the lock is handed to a waiter while it is still held',
   },
@@ -119,14 +119,14 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'clock-floor-ms',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)',
-    replace: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowMs)',
+    find: 'local token = math.max((cur[3] or 0) + 1, nowUs)',
+    replace: 'local token = math.max((cur[3] or 0) + 1, nowMs)',
     what: 'fencing clock floor in milliseconds instead of microseconds (Redis)',
   },
   {
     id: 'fencing-clock-only-lua',
     file: 'src/store/redis/scripts/_handover.lua',
-    find: 'local token = math.max((tonumber(cur[3]) or 0) + 1, nowUs)',
+    find: 'local token = math.max((cur[3] or 0) + 1, nowUs)',
     replace: 'local token = nowUs',
     what: 'fencing token from the clock only, without "last + 1" (Redis)',
   },
