@@ -63,6 +63,15 @@ function groupRunning(pgid: number): boolean {
 }
 
 /** A process's argv as `ps` shows it to every user of the host. */
+/** A problem the CLI wrote to stderr, as JSON; anything else fails with the text itself, so a failure shows what the CLI said. */
+function problemOf(stderr: string): unknown {
+  try {
+    return JSON.parse(stderr) as unknown;
+  } catch {
+    throw new Error(`stderr is not one JSON problem:\n${stderr}`);
+  }
+}
+
 const cmdline = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
 
 /** The processes whose parent is `pid` (from /proc/<pid>/stat: "pid (comm) state ppid ..."). */
@@ -425,7 +434,7 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     const held = await cli('acquire', '--key', k, '--ttl-ms', '5000');
     expect(held.code).toBe(75);
     expect(held.stdout).toBe('');
-    expect(JSON.parse(held.stderr)).toMatchObject({ code: 'lock_held', status: 409 });
+    expect(problemOf(held.stderr)).toMatchObject({ code: 'lock_held', status: 409 });
 
     const inspected = await cli('inspect', '--key', k);
     expect(JSON.parse(inspected.stdout)).toMatchObject({ held: true, holder: 'script', fencingToken: grant.fencingToken });
@@ -449,15 +458,15 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     expect((await start(['release', '--key', k], withToken).done).code).toBe(0);
     const again = await start(['release', '--key', k], withToken).done;
     expect(again.code).toBe(75);
-    expect(JSON.parse(again.stderr)).toMatchObject({ code: 'not_owner' });
+    expect(problemOf(again.stderr)).toMatchObject({ code: 'not_owner' });
 
     const badTtl = await cli('acquire', '--key', k, '--ttl-ms', '1');
     expect(badTtl.code).toBe(1);
-    expect(JSON.parse(badTtl.stderr)).toMatchObject({ code: 'invalid_request' });
+    expect(problemOf(badTtl.stderr)).toMatchObject({ code: 'invalid_request' });
 
     const unreachable = await start(['inspect', '--key', k, '--url', 'http://127.0.0.1:1', '--retry-ms', '0'], {}).done;
     expect(unreachable.code).toBe(1);
-    expect(JSON.parse(unreachable.stderr)).toMatchObject({ code: 'unreachable' });
+    expect(problemOf(unreachable.stderr)).toMatchObject({ code: 'unreachable' });
   }, 240_000);
 
   it('--help on every command; bad flags are named, exit 2', async () => {
