@@ -89,6 +89,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'quota count off by one: a quota shard may count one unit over its cap (quota-slot calls and lock scripts)',
   },
   {
+    id: 'quota-give-back-second-kept',
+    file: 'src/store/redis/scripts/_quota.lua',
+    find: "redis.call('HSET', q[1], secondText, fmt(left - 1), 'n'",
+    replace: "redis.call('HSET', q[1], secondText, fmt(left), 'n'",
+    what: "a unit given back stays counted in its second, so the sweep of that second takes it off the shard's count again: the shard admits more than its cap",
+  },
+  {
     id: 'slot-extend-noop',
     file: 'src/store/redis/scripts/quota-extend.lua',
     find: "if second > known then\n  quotaMove({KEYS[1], KEYS[2]}, known, second)\n  redis.call('ZADD', KEYS[2], second, member)\nend",
