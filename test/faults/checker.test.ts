@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkHistory, VIOLATION_KINDS, type ViolationKind } from './checker.js';
+import { checkHistory, DEFAULT_CHECK_OPTIONS, VIOLATION_KINDS, type ViolationKind } from './checker.js';
 import type { FaultWindow, HistoryOp, LockOp, WriteOp } from './history.js';
 
 /**
@@ -182,6 +182,24 @@ describe('history checker', () => {
     const { count, others } = onlyViolation([a], 'expiredOnArrival');
     expect(count).toBe(1);
     expect(others).toEqual([]);
+  });
+
+  it("excuses a grant read late only by the recorder's own stalls between the lease's end and the reading", () => {
+    // Read 518 ms after its lease ended, with 500 ms of measured lag allowed (the cap, half a 1 s lease).
+    const late = acquire(1, 'k', 0, 2500, 100, { expiresAtMs: 1_000_000, receivedWallMs: 1_000_518 });
+    const options = { ...DEFAULT_CHECK_OPTIONS, observerLagMs: 500 };
+    expect(checkHistory({ ops: [late], faults: [] }, options).violations.expiredOnArrival).toHaveLength(1);
+    // The recorder stood still from 100 ms before the end to 400 ms after: 400 ms of it fall in between.
+    const during = [{ fromWallMs: 999_900, toWallMs: 1_000_400 }];
+    expect(checkHistory({ ops: [late], faults: [] }, { ...options, observerStalls: during }).totalViolations).toBe(0);
+    // A stall before the lease's end, or after the reading, excuses nothing.
+    const elsewhere = [
+      { fromWallMs: 998_000, toWallMs: 999_990 },
+      { fromWallMs: 1_000_600, toWallMs: 1_003_000 },
+    ];
+    expect(checkHistory({ ops: [late], faults: [] }, { ...options, observerStalls: elsewhere }).violations.expiredOnArrival).toHaveLength(
+      1,
+    );
   });
 
   it('catches a success reported while the instance could get no answer from the store', () => {

@@ -21,6 +21,26 @@ export interface CheckOptions {
    * answer late is a paused client, not a late answer from the service.
    */
   readonly observerLagMs: number;
+  /**
+   * When the recording process's event loop did not run (wall clock, ms): an answer it read at the end of
+   * such a window may have come at any time in it. An answer's lateness is excused by as much of these
+   * windows as lies between its lease's end and its reading, on top of observerLagMs: only the recorder's
+   * own stalls at that very time, so a slow machine cannot hide a late grant outside them.
+   */
+  readonly observerStalls?: readonly ObserverStall[];
+}
+
+/** A window in which the recording process's event loop did not run (Driver.stalls). */
+export interface ObserverStall {
+  readonly fromWallMs: number;
+  readonly toWallMs: number;
+}
+
+/** How much of `stalls` lies inside [fromMs, toMs]. */
+export function stalledWithin(stalls: readonly ObserverStall[], fromMs: number, toMs: number): number {
+  let ms = 0;
+  for (const s of stalls) ms += Math.max(0, Math.min(toMs, s.toWallMs) - Math.max(fromMs, s.fromWallMs));
+  return ms;
 }
 
 export const DEFAULT_CHECK_OPTIONS: CheckOptions = Object.freeze({ driftMarginMs: 25, observerLagMs: 0 });
@@ -346,7 +366,8 @@ function checkExpiredOnArrival(history: History, options: CheckOptions, out: Vio
   for (const op of history.ops) {
     if (op.type !== 'lock' || op.outcome !== 'ok' || op.kind === 'release') continue;
     if (op.expiresAtMs === undefined || op.receivedWallMs === undefined) continue;
-    if (op.expiresAtMs + options.observerLagMs <= op.receivedWallMs) {
+    const stalled = options.observerStalls ? stalledWithin(options.observerStalls, op.expiresAtMs, op.receivedWallMs) : 0;
+    if (op.expiresAtMs + options.observerLagMs + stalled <= op.receivedWallMs) {
       out.expiredOnArrival.push({ key: op.key, op: op.id, lateByMs: op.receivedWallMs - op.expiresAtMs });
     }
   }

@@ -10,6 +10,11 @@ import {
   type LockOpOutcome,
   type PermitShape,
 } from './history.js';
+import type { ObserverStall } from './checker.js';
+
+/** How often the stall recorder ticks, and the gap between two ticks that counts as a stall (see Driver.measured). */
+const TICK_MS = 10;
+const STALL_MS = 50;
 
 export interface DriverOptions {
   readonly urls: readonly string[];
@@ -79,6 +84,8 @@ export class Driver {
 
   /** The longest this process's event loop was stalled during the run, in ms (see CheckOptions.observerLagMs). */
   maxLagMs = 0;
+  /** When this process's event loop did not run for longer than STALL_MS (see CheckOptions.observerStalls). */
+  readonly stalls: ObserverStall[] = [];
 
   async run(): Promise<DriverResult> {
     const deadline = this.clock.nowMs() + this.options.durationMs;
@@ -93,9 +100,18 @@ export class Driver {
   async measured<T>(work: () => Promise<T>): Promise<T> {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
+    // The stalls themselves, on the wall clock the answers are read on: a tick that comes more than
+    // STALL_MS after the one before marks the time between as one in which no answer could be read.
+    let lastTickMs = Date.now();
+    const ticks = setInterval(() => {
+      const nowMs = Date.now();
+      if (nowMs - lastTickMs > STALL_MS) this.stalls.push({ fromWallMs: lastTickMs, toWallMs: nowMs });
+      lastTickMs = nowMs;
+    }, TICK_MS);
     try {
       return await work();
     } finally {
+      clearInterval(ticks);
       lag.disable();
       this.maxLagMs = Math.max(this.maxLagMs, lag.max / 1e6);
     }

@@ -51,7 +51,14 @@ export async function failoverUnderTraffic(options: FailoverOptions): Promise<Fa
   });
   const [, injection] = await Promise.all([driver.run(), options.inject(driver)]);
   driver.fault('store leader lost', null, injection.faultAtMs, injection.blindUntilMs, 'none');
-  const report = checkHistory({ ops: driver.ops, faults: driver.faults }, { ...DEFAULT_CHECK_OPTIONS, observerLagMs: driver.maxLagMs });
+  const report = checkHistory(
+    { ops: driver.ops, faults: driver.faults },
+    {
+      ...DEFAULT_CHECK_OPTIONS,
+      observerLagMs: driver.maxLagMs,
+      observerStalls: driver.stalls,
+    },
+  );
 
   const ops = driver.ops.filter((op): op is LockOp => op.type === 'lock');
   const grants = ops.filter((o) => o.kind === 'acquire' && o.outcome === 'ok');

@@ -55,7 +55,10 @@ function byCode(prefix: string, ops: readonly LockOp[]): Record<string, number> 
 /** `maxObserverLagMs`: half the lease of the scenario's grants (MAX_OBSERVER_LAG_MS for TTL_MS leases). */
 function check(driver: Driver, maxObserverLagMs = MAX_OBSERVER_LAG_MS): CheckReport {
   const observerLagMs = Math.min(driver.maxLagMs, maxObserverLagMs);
-  return checkHistory({ ops: driver.ops, faults: driver.faults }, { ...DEFAULT_CHECK_OPTIONS, observerLagMs });
+  return checkHistory(
+    { ops: driver.ops, faults: driver.faults },
+    { ...DEFAULT_CHECK_OPTIONS, observerLagMs, observerStalls: driver.stalls },
+  );
 }
 
 function duration(scale: Scale, shortMs: number, longMs: number): number {
