@@ -72,7 +72,9 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       const many = MAX_HOLDERS_SHOWN + 20;
       const leases = [];
       // Each later permit ends sooner: the page must hold the last MAX_HOLDERS_SHOWN granted, not the first.
-      for (let i = 0; i < many; i++) leases.push(granted(await take(key, many, { ttlMs: 60_000 - i * 100 }, i % 3)));
+      // 2 s shorter each, so that holds however slowly the grants come (at 100 ms apart, a busy Cluster
+      // that took longer than that between two grants reversed their ends).
+      for (let i = 0; i < many; i++) leases.push(granted(await take(key, many, { ttlMs: 300_000 - i * 2_000 }, i % 3)));
       const state = await permitsOf(store()).inspectPermits('semaphore', key);
       expect(state?.holderCount).toBe(many);
       expect(state?.holders.map((h) => h.fencingToken)).toEqual(leases.slice(many - MAX_HOLDERS_SHOWN).map((l) => l.fencingToken));
