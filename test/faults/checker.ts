@@ -37,7 +37,7 @@ export interface ObserverStall {
 }
 
 /** How much of `stalls` lies inside [fromMs, toMs]. */
-export function stalledWithin(stalls: readonly ObserverStall[], fromMs: number, toMs: number): number {
+function stalledWithin(stalls: readonly ObserverStall[], fromMs: number, toMs: number): number {
   let ms = 0;
   for (const s of stalls) ms += Math.max(0, Math.min(toMs, s.toWallMs) - Math.max(fromMs, s.fromWallMs));
   return ms;

@@ -101,11 +101,12 @@ export class Driver {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
     // The stalls themselves, on the wall clock the answers are read on: a tick that comes more than
-    // STALL_MS after the one before marks the time between as one in which no answer could be read.
+    // STALL_MS after the one before marks the time from when it was due until it came as one in which no
+    // answer could be read.
     let lastTickMs = Date.now();
     const ticks = setInterval(() => {
       const nowMs = Date.now();
-      if (nowMs - lastTickMs > STALL_MS) this.stalls.push({ fromWallMs: lastTickMs, toWallMs: nowMs });
+      if (nowMs - lastTickMs > STALL_MS) this.stalls.push({ fromWallMs: lastTickMs + TICK_MS, toWallMs: nowMs });
       lastTickMs = nowMs;
     }, TICK_MS);
     try {
