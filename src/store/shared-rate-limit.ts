@@ -1,5 +1,5 @@
 import type { StoreSettings } from './create-store.js';
-import { createRedisClient } from './redis/client.js';
+import { closeClient, createRedisClient } from './redis/client.js';
 import { RedisRateAllowance } from './redis/rate-allowance.js';
 
 /** The rate limiter's counts shared by every instance (handed out in batches of allowance), and their client. */
@@ -21,12 +21,7 @@ export function openSharedRateLimit(store: StoreSettings['store'], onLost: (err:
   return {
     // On a Cluster a call waits (up to a command timeout) for its master's connection made anew.
     allowance: new RedisRateAllowance(client, store.keyPrefix, store.commandTimeoutMs),
-    close: async () => {
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
-      }
-    },
+    // Ended at once also while Redis is gone (see closeClient).
+    close: () => closeClient(client),
   };
 }

@@ -134,10 +134,11 @@ interface ClosingState {
  * could not be written anyway, and its deadline (the longer one of a connection not ready) kept a timer
  * running for seconds for nothing. A client between two connection attempts (a Redis that never came
  * up, or went away) is ended here too: ioredis's disconnect() leaves it as it was (see endBetweenAttempts).
- * A Cluster client is closed as before (QUIT, else disconnect).
+ * A Cluster client is closed as before (QUIT, else disconnect). With `quit: false` (a subscriber, which
+ * has no replies to wait for) no QUIT is sent: closed at once whatever its state.
  */
-export async function closeClient(client: RedisClient): Promise<void> {
-  if (client instanceof Cluster || client.status === 'ready') {
+export async function closeClient(client: RedisClient, { quit = true }: { quit?: boolean } = {}): Promise<void> {
+  if (quit && (client instanceof Cluster || client.status === 'ready')) {
     try {
       await client.quit();
       return;
