@@ -69,7 +69,8 @@ async function expectEndedOnClose(history: RedisHistory): Promise<void> {
   expect(await Promise.race([ended, sleep(1_000).then(() => `still ${redis.status}`)])).toBe('end');
   expect(redis.status).toBe('end');
   expect(after).toBeLessThan(before);
-  expect(closedMs).toBeLessThan(100);
+  // A QUIT's deadline (3 s) or a dead socket's end timer (2 s) would show; 500 ms leaves a busy machine's turns room.
+  expect(closedMs).toBeLessThan(500);
 }
 
 /** The script calls a batch is sent in: how many lists each carried (each list here in a shard of its own). */

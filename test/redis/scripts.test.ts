@@ -298,6 +298,23 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
     expect(await counted(a.quota)).toBe(0);
   });
 
+  it('a renew counts no unit for a lease whose second counts none (granted with the quota off)', async () => {
+    const [a] = sameShard(`ns-${lockName}`);
+    expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 0, ttlMs: 5_000 })).toEqual([1, int, int]);
+    expect(await counted(a.quota)).toBe(0);
+    const renewed = (await lua.scripts.run('renew', {
+      lockKey: a.lock,
+      quota: a.quota,
+      ownerToken: 'owner-a',
+      ttlMs: 90_000,
+      graceMs: GRACE_MS,
+    })) as number[];
+    expect(renewed[0]).toBe(1);
+    // Nothing given back, so nothing counted at the new end either: the shard holds no unit of this lease.
+    expect(await counted(a.quota)).toBe(0);
+    expect(await lua.raw.hget(a.quota.count, String(Math.ceil((renewed[2] as number) / 1000)))).toBeNull();
+  });
+
   it('a lease that expires without a release stops counting once its second has ended', async () => {
     const [a, b] = sameShard(`ns-${lockName}`);
     expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 1, ttlMs: 20 })).toEqual([1, int, int]);

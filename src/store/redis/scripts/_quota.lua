@@ -19,7 +19,7 @@ Defines:
   quotaSecond(endMs) -> second
   quotaTake(q, endMs, cap) -> nil, or retryAfterMs when the shard holds cap units
   quotaAdd(q, second)          counts one unit in second (no cap: a renewal or a move)
-  quotaGive(q, second)         gives back one unit counted in second, if that second is still counted
+  quotaGive(q, second) -> given  gives back one unit counted in second, if that second is still counted
   quotaMove(q, fromSecond, toSecond)
 where q is {countKey, endsKey}.
 ]]
@@ -107,21 +107,23 @@ local function quotaTake(q, endMs, cap)
   return nil
 end
 
+-- Returns whether a unit was given back (false: its second was no longer counted).
 local function quotaGive(q, second)
   local secondText = fmt(second)
   local vn = redis.call('HMGET', q[1], secondText, 'n')
   local left = vn[1] and vn[1] + 0
   if not left or left <= 0 then
     -- Ended and swept (or never counted): nothing of it is counted any more.
-    return
+    return false
   end
   redis.call('HSET', q[1], secondText, fmt(left - 1), 'n', fmt(math.max(0, (vn[2] or 1) - 1)))
+  return true
 end
 
+-- The unit moves only if its second still counts it: one read (quotaGive's), not a read of its own before
+-- it; a unit no longer counted is not counted again elsewhere.
 local function quotaMove(q, fromSecond, toSecond)
-  if fromSecond == toSecond or (tonumber(redis.call('HGET', q[1], fromSecond)) or 0) <= 0 then
-    return
+  if fromSecond ~= toSecond and quotaGive(q, fromSecond) then
+    quotaAdd(q, toSecond)
   end
-  quotaGive(q, fromSecond)
-  quotaAdd(q, toSecond)
 end

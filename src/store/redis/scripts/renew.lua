@@ -22,19 +22,20 @@ Returns:
 
 knowOwner(ARGV[1], ARGV[4])
 local cur = readLock(KEYS[1])
-local expiresAt = tonumber(cur[2])
+-- readLock gives the record's numbers as numbers: no tonumber (two strtod each in Lua 5.1).
+local expiresAt = cur[2]
 if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return {0}
 end
 
-local ttl = tonumber(ARGV[2])
+local ttl = ARGV[2] + 0
 local newExpiresAt = nowMs + ttl
 -- The lease's quota unit (if counted) moves to its new end's second; field b (a waiter's unit) is then done.
 local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
 quotaMove({KEYS[2], KEYS[3]}, from, to)
 cur[2], cur[8] = newExpiresAt, nil
-writeLock(KEYS[1], cur, ttl + tonumber(ARGV[3]))
+writeLock(KEYS[1], cur, ttl + ARGV[3])
 if cur[10] then
-  return {1, tonumber(cur[3]), newExpiresAt, cur[10]}
+  return {1, cur[3], newExpiresAt, cur[10]}
 end
-return {1, tonumber(cur[3]), newExpiresAt}
+return {1, cur[3], newExpiresAt}
