@@ -162,6 +162,11 @@ export class LeaseService {
   readonly waitGate: WaitGate;
   /** The cap the store keeps inside its lock steps (see LeaseStore.quotaInside); 0 when the service keeps it. */
   private readonly quotaInStore: number;
+  /**
+   * A cap the lease service counts through the quota-slot calls, with a store that counts quota inside its
+   * steps: its leases say so (LeaseAcquire.quotaOutside).
+   */
+  private readonly quotaOutsideStore: boolean;
   private readonly maxHeld: number;
   private readonly lanes = new Map<LeaseKind, Lane>();
 
@@ -175,6 +180,7 @@ export class LeaseService {
     this.maxHeld = limits.maxHeldLocksPerNamespace ?? 0;
     const inside = store.quotaInside === true && this.maxHeld >= (store.quotaInsideFrom ?? 0);
     this.quotaInStore = inside ? this.maxHeld : 0;
+    this.quotaOutsideStore = store.quotaInside === true && this.maxHeld > 0 && !inside;
   }
 
   /** Aborted at shutdown (for every wait on this instance). */
@@ -336,6 +342,7 @@ export class LeaseService {
       idempotencyKey,
       lockDelayMs,
       maxHeldInNamespace: this.quotaInside(kind),
+      quotaOutside: kind === 'lock' && this.quotaOutsideStore ? true : undefined,
     });
   }
 

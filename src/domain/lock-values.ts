@@ -68,6 +68,14 @@ export interface AcquireInput {
    * have at once; 0 or absent = no cap.
    */
   readonly maxHeldInNamespace?: number;
+  /**
+   * Only for a store with `quotaInside`: the namespace has a cap, but the lease service counts this lease
+   * through the quota-slot calls (a cap below `quotaInsideFrom`). The store takes no unit in its own step
+   * and records that the lease (or its wait) holds none, so that its release, renewal, force release or
+   * cancelled wait gives back and moves none either: a unit given back by a lease that took none would be
+   * another lease's, and the namespace would admit more than its cap.
+   */
+  readonly quotaOutside?: boolean;
 }
 
 /** A held lock as an administrator's listing shows it. Never carries the owner token. */

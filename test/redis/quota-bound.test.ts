@@ -1,8 +1,12 @@
+import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/config.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { LockStore } from '../helpers/store-words.js';
 import { lockId } from '../../src/domain/namespaces.js';
-import { QUOTA_INSIDE_FROM, QUOTA_SHARDS, quotaShardsFor } from '../../src/store/redis/keys.js';
+import { KeySpace, QUOTA_INSIDE_FROM, QUOTA_SHARDS, quotaShardsFor } from '../../src/store/redis/keys.js';
+import { lockField } from '../helpers/lock-record.js';
+import { buildTestApp } from '../helpers/test-app.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { withWords } from '../helpers/store-words.js';
@@ -79,4 +83,30 @@ describe('the Redis quota bound', () => {
     });
     expect(held).toBe(limit);
   }, 120_000);
+});
+
+describe('which leases hold a unit of the lock scripts', () => {
+  // The lock service counts a cap below QUOTA_INSIDE_FROM through the quota-slot calls: its leases say they
+  // took no unit of the lock scripts (field b = 0), so that their release, renewal or force release gives
+  // back none of those (another lease's, counted in the same second: test/redis/scripts.test.ts).
+  it.each([
+    ['counted around the lock scripts', 5, '0'],
+    ['counted inside them', QUOTA_INSIDE_FROM, null],
+  ] as const)('a lock granted with the cap %s (%i): field b %s', async (_name, cap, b) => {
+    const redis = await openRedisStore(server, { keyPrefix: `wired-${cap}:`, fenceGraceMs: 60_000 });
+    const t = await buildTestApp({ store: redis, limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: cap } });
+    try {
+      const res = await request(t.app.server).post('/v1/locks/job/acquire').send({ ttlMs: 60_000 }).expect(200);
+      const keys = new KeySpace(`wired-${cap}:`);
+      const raw = server.client();
+      try {
+        expect(await lockField(raw, keys.lock(lockId('default', 'job')), 'b')).toBe(b);
+      } finally {
+        raw.disconnect();
+      }
+      await request(t.app.server).post('/v1/locks/job/release').send({ ownerToken: res.body.ownerToken }).expect(200);
+    } finally {
+      await t.close();
+    }
+  });
 });

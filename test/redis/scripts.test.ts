@@ -315,6 +315,80 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
     expect(await lua.raw.hget(a.quota.count, String(Math.ceil((renewed[2] as number) / 1000)))).toBeNull();
   });
 
+  describe('a lease whose quota is counted around the lock scripts (maxQuotaSlots -1) gives back and moves no unit of theirs', () => {
+    /** Counts another lease's unit in the second `endMs` falls in, in `quota`'s shard (as a quota-slot call would). */
+    const otherUnit = async (quota: LockKeys['quota'], endMs: number, id: string) => {
+      expect(await lua.scripts.run('quotaAdd', { quota, endMs, quotaSlotId: id })).toBe(1);
+      return Math.ceil(endMs / 1000);
+    };
+    const inSecond = async (quota: LockKeys['quota'], second: number) => Number((await lua.raw.hget(quota.count, String(second))) ?? 0);
+    const renew = (lock: LockKeys, ownerToken: string, ttlMs: number) =>
+      lua.scripts.run('renew', { lockKey: lock.lock, quota: lock.quota, ownerToken, ttlMs, graceMs: GRACE_MS }) as Promise<number[]>;
+
+    it('release, renew and force release leave the other lease of its second counted', async () => {
+      const [a, b] = sameShard(`ns-${lockName}`);
+      const granted = (await acquire('owner-a', { keys: a, maxQuotaSlots: -1, ttlMs: 60_000 })) as number[];
+      expect(granted[0]).toBe(1);
+      expect(await lockField(lua.raw, a.lock, 'b')).toBe('0');
+      const second = await otherUnit(a.quota, granted[2] as number, 'other-1');
+      // A renewal moves nothing and the lease still says it holds no unit here.
+      const renewed = await renew(a, 'owner-a', 120_000);
+      expect(renewed[0]).toBe(1);
+      expect(await lockField(lua.raw, a.lock, 'b')).toBe('0');
+      expect(await inSecond(a.quota, second)).toBe(1);
+      expect(await inSecond(a.quota, Math.ceil((renewed[2] as number) / 1000))).toBe(0);
+      expect(await lua.scripts.run('release', { ...handOver, lockName: `ns-${lockName}/a`, keys: a, ownerToken: 'owner-a' })).toBe(1);
+      expect(await inSecond(a.quota, second)).toBe(1);
+      expect(await counted(a.quota)).toBe(1);
+      // Force release too.
+      const next = (await acquire('owner-b', { keys: b, maxQuotaSlots: -1, ttlMs: 60_000 })) as number[];
+      const secondB = await otherUnit(b.quota, next[2] as number, 'other-2');
+      expect(((await lua.scripts.run('forceRelease', { ...handOver, lockName: `ns-${lockName}/b0`, keys: b })) as unknown[])[0]).toBe(1);
+      expect(await inSecond(b.quota, secondB)).toBe(secondB === second ? 2 : 1);
+      expect(await counted(a.quota)).toBe(2);
+    });
+
+    it('a waiter that took no unit: its cancel gives back none, and the lease a hand-over gives it says so', async () => {
+      const [a] = sameShard(`ns-${lockName}`);
+      const name = `ns-${lockName}/a`;
+      await acquire('owner-a', { keys: a, maxQuotaSlots: -1, ttlMs: 5_000 });
+      expect(await acquire('owner-w', { keys: a, maxQuotaSlots: -1, waitMs: 30_000, waiterId: 'w1' })).toEqual([3, int]);
+      // The waiter's unit would have been counted to its wait's end plus its lease: another lease's unit there.
+      const [, deadline, ttl] = ((await lua.raw.hget(a.waiters, 'w1')) as string).split('|');
+      const waitSecond = await otherUnit(a.quota, Number(deadline) + Number(ttl), 'other-w');
+      expect(await lua.scripts.run('cancel', { keys: a, waiterId: 'w1', ownerToken: 'owner-w' })).toEqual([0, int]);
+      expect(await inSecond(a.quota, waitSecond)).toBe(1);
+      // Queued again, then handed the lock by the holder's release: the lease it gets holds no unit here either.
+      expect(await acquire('owner-w', { keys: a, maxQuotaSlots: -1, waitMs: 30_000, waiterId: 'w2' })).toEqual([3, int]);
+      expect(await lua.scripts.run('release', { ...handOver, lockName: name, keys: a, ownerToken: 'owner-a' })).toBe(1);
+      expect(await lockField(lua.raw, a.lock, 'o')).toBe('owner-w');
+      expect(await lockField(lua.raw, a.lock, 'b')).toBe('0');
+      expect(await lua.scripts.run('release', { ...handOver, lockName: name, keys: a, ownerToken: 'owner-w' })).toBe(1);
+      expect(await inSecond(a.quota, waitSecond)).toBe(1);
+      expect(await counted(a.quota)).toBe(1);
+    });
+
+    it("a lock set's keys (counted through the quota-slot calls) give back none when released or renewed one by one", async () => {
+      const id = `ns-${lockName}/set-a`;
+      const keysA = space.lockKeys(id);
+      const set = (await lua.scripts.run('lockSetAcquire', {
+        members: [{ keys: keysA, name: id }],
+        ownerToken: 'owner-set',
+        ttlMs: 60_000,
+        holder: 'h',
+        graceMs: GRACE_MS,
+        lockDelayMs: 0,
+        channelPrefix: CHANNELS,
+      })) as number[];
+      expect(set[0]).toBe(1);
+      expect(await lockField(lua.raw, keysA.lock, 'b')).toBe('0');
+      const second = await otherUnit(keysA.quota, set[1] as number, 'other-set');
+      expect((await renew(keysA, 'owner-set', 90_000))[0]).toBe(1);
+      expect(((await lua.scripts.run('forceRelease', { ...handOver, lockName: id, keys: keysA })) as unknown[])[0]).toBe(1);
+      expect(await inSecond(keysA.quota, second)).toBe(1);
+    });
+  });
+
   it('a lease that expires without a release stops counting once its second has ended', async () => {
     const [a, b] = sameShard(`ns-${lockName}`);
     expect(await acquire('owner-a', { keys: a, maxQuotaSlots: 1, ttlMs: 20 })).toEqual([1, int, int]);
@@ -523,6 +597,17 @@ describe('force-release.lua', () => {
 });
 
 describe('quota-reserve.lua, quota-extend.lua and quota-free.lua', () => {
+  it('quota-add refuses an end that is not a whole number of ms below 2^53, and the shard keeps its units', async () => {
+    const quota = space.quotaFor(`ns-${lockName}`, 'a', 100);
+    expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 60_000, maxQuotaSlots: 100 })).toEqual([1]);
+    // %d prints these as -2^63: a PEXPIRE of it deleted the shard, every unit counted in it.
+    for (const endMs of [1e19, Number.POSITIVE_INFINITY, 1.5e12 + 0.5]) {
+      await expect(lua.scripts.run('quotaAdd', { quota, endMs, quotaSlotId: '' })).rejects.toThrow(/not a whole number/);
+    }
+    expect(await lua.raw.zscore(quota.ends, 'u:a')).not.toBeNull();
+    expect(await counted(quota)).toBe(1);
+  });
+
   it('{1}: reserved; {0, retryAfterMs}: the shard is full until its earliest counted second ends', async () => {
     const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
     expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 3_000, maxQuotaSlots: 2 })).toEqual([1]);

@@ -110,6 +110,10 @@ export async function migrateLayout(client: RedisClient, prefix: string, maxHeld
       } else {
         const fields = await client.hgetall(redisKey);
         delete fields.q;
+        // A quota counted around the lock scripts (a cap below QUOTA_INSIDE_FROM): the lease holds a unit of
+        // the quota-slot calls (counted below), none of the lock scripts', and says so (field b = 0,
+        // acquire.lua), so that its release gives back none of theirs.
+        if (old.kind === '' && fields.o && Number(fields.e) > Date.now() && maxHeldLocksPerNamespace > 0 && !inside) fields.b = '0';
         if (Object.keys(fields).length > 0) await client.hset(target, fields);
         if (old.kind === '' && fields.o && Number(fields.e) > Date.now()) lockOf.set(fields.o, { id: old.id, endMs: Number(fields.e) });
       }

@@ -290,7 +290,7 @@ export class RedisLeases implements LeaseEngine {
 
   private async runAcquire(
     id: string,
-    { ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace }: LeaseAcquire,
+    { ownerToken, ttlMs, holder, idempotencyKey, lockDelayMs, maxHeldInNamespace, quotaOutside }: LeaseAcquire,
     waitMs: number,
     waiterId: string,
   ): Promise<AcquireReply> {
@@ -314,7 +314,8 @@ export class RedisLeases implements LeaseEngine {
         livenessMs: WAITER_LIVENESS_MS,
         idempotencyKey: idempotencyKey ?? '',
         lockDelayMs: lockDelayMs ?? 0,
-        maxQuotaSlots: insideCap(maxHeldInNamespace ?? 0),
+        // -1: counted around the script (acquire.lua, ARGV[9]); the lease records that it took no unit.
+        maxQuotaSlots: quotaOutside === true ? -1 : insideCap(maxHeldInNamespace ?? 0),
       });
       const reply = parseAcquire(raw);
       // acquire.lua queues only a caller that waits.

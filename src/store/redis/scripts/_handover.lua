@@ -179,8 +179,9 @@ local function handOverFree(keys, cur, graceMs, channelPrefix, lockName, selfIns
     if raw then
       local deadline, ttl, owner, instance, holder = string.match(raw, '^%d+|(%d+)|(%d+)|([^|]+)|([^|]+)|(.*)$')
       if ttl and waiterLive(raw) then
-        -- The waiter's quota unit (acquire.lua) stays counted to its wait's end plus its lease.
-        local unitSec = math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000)
+        -- The waiter's quota unit (acquire.lua) stays counted to its wait's end plus its lease; a length
+        -- led by a 0 is a waiter that took none (field b = 0).
+        local unitSec = string.byte(ttl, 1) == 48 and 0 or math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000)
         local token, leaseEnd = grantLease(keys[1], cur, owner, tonumber(ttl), holder, graceMs, '', unitSec)
         local told = instance ~= selfInstance
         if told then

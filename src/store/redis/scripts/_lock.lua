@@ -40,7 +40,9 @@ Defines:
                                 are published only then (_watch.lua)
   unitSecond(cur) -> second     the second the live lease's quota unit is counted in (_quota.lua): its
                                 end's, or field b for a lease a hand-over granted (its unit was taken
-                                when it queued, counted to the end of its wait plus its lease)
+                                when it queued, counted to the end of its wait plus its lease); 0 (field
+                                b = 0) for a lease that took no unit here, its quota counted around the
+                                lock scripts (the quota-slot calls): it gives back and moves nothing
   knowOwner(text, hex)          the caller's owner token and its 16 bytes as 32 hex digits, worked out by
                                 the caller (src/store/redis/owner-bytes.ts; "" for a token kept as given):
                                 converting that token either way is then a comparison, not 22 character

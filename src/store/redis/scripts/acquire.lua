@@ -13,7 +13,8 @@ grace, so an idle lock leaves nothing):
       script looks at the queue
   w = until when an instance watches the lock, Unix ms (watch-mark.lua); change notices only then
   d = the lock-delay of a lease (_delay.lua)
-  b = the second of a handed-over lease's quota unit (_lock.lua unitSecond)
+  b = the second of a handed-over lease's quota unit (_lock.lua unitSecond); 0: the lease took no unit
+      here (its quota is counted around the lock scripts)
   r = a release request on the live lease, "atMs|payload" (request-release.lua); dropped with the lease
 The record lives until its lease's end plus the grace, or longer while q or w need it (writeLock,
 _lock.lua).
@@ -42,7 +43,9 @@ ARGV[8]  idempotency key, "" for none: "<scope>:<fingerprint>" (src/domain/idemp
          lease this call grants; if the live lease was granted with the same one, that lease is the answer;
          if with the same scope but another fingerprint (the key reused for another request), {6}
 ARGV[9]  most quota units (leases held or waited for) the lock's quota shard may count at once: the
-         namespace's limit over the shards, rounded up; 0 = no quota
+         namespace's limit over the shards, rounded up; 0 = no quota; -1 = the quota is counted around
+         the lock scripts (the quota-slot calls): no unit is taken here, and the lease (field b = 0) or the
+         waiter says so, so that nothing of it is given back or moved here
 ARGV[10] lock-delay, ms (0 = none): how long the lock stays unavailable if this lease expires (_delay.lua)
 ARGV[11] ARGV[1]'s 16 bytes as 32 hex digits, "" for a token kept as given (knowOwner, _lock.lua)
 
@@ -96,7 +99,8 @@ if not live and delayLeft == 0 then
   if full then
     return {5, full}
   end
-  local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[8])
+  -- Field b = 0: this lease took no unit here (see ARGV[9]).
+  local token, leaseEnd = grantLease(KEYS[1], cur, ARGV[1], ttlMs, ARGV[3], graceMs, ARGV[8], maxQuotaSlots < 0 and 0 or nil)
   setLockDelay(KEYS[1], cur, ARGV[1], ARGV[10])
   publishChange(ARGV[6], ARGV[7], cur)
   return {1, token, leaseEnd}
@@ -125,7 +129,9 @@ if full then
   return {5, full}
 end
 
-local keep = enqueue(KEYS, waiterId, waitMs, tonumber(livenessMs), ARGV[2] .. '|' .. ARGV[1] .. '|' .. instanceId .. '|' .. ARGV[3])
+-- A waiter that took no unit (its quota counted around the lock scripts) is written with its lease
+-- length led by a 0 (a length is never 0): the hand-over and a cancel then give back and record none.
+local keep = enqueue(KEYS, waiterId, waitMs, tonumber(livenessMs), (maxQuotaSlots < 0 and '0' or '') .. ARGV[2] .. '|' .. ARGV[1] .. '|' .. instanceId .. '|' .. ARGV[3])
 -- The record says so (q), and lives as long as the queue: a lease (live or in its lock-delay) keeps it
 -- until its end plus the grace so far.
 cur[6] = math.max(cur[6] or 0, nowMs + keep)

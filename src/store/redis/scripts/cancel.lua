@@ -30,7 +30,8 @@ end
 if record then
   -- Its unit was counted to the end of its wait plus its lease (acquire.lua).
   local deadline, ttl = string.match(record, '^%d+|(%d+)|(%d+)|')
-  if deadline then
+  -- A length led by a 0: it took no unit (acquire.lua).
+  if deadline and string.byte(ttl, 1) ~= 48 then
     quotaGive({KEYS[4], KEYS[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
   end
 end

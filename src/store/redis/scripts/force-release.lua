@@ -32,7 +32,10 @@ if ARGV[4] ~= '' and tonumber(cur[3]) ~= tonumber(ARGV[4]) then
 end
 
 local owner, holder, token = cur[1], cur[5] or '', tonumber(cur[3])
-quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
+local unit = unitSecond(cur)
+if unit ~= 0 then
+  quotaGive({KEYS[4], KEYS[5]}, unit)
+end
 freeLease(KEYS[1], cur, tonumber(ARGV[1]))
 publishChange(ARGV[2], ARGV[3], cur)
 handOverFree(KEYS, cur, tonumber(ARGV[1]), ARGV[2], ARGV[3])

@@ -57,7 +57,9 @@ end
 local reply = {1, nowMs + ttl}
 for i = 1, n do
   local lockKey = KEYS[3 * i - 2]
-  local token = grantLease(lockKey, curs[i], ARGV[1], ttl, ARGV[3], graceMs, '')
+  -- Field b = 0: a set's quota is counted around the lock scripts (one unit a set, the quota-slot calls), so
+  -- a plain release, renew or force release of one of its keys gives back and moves nothing here.
+  local token = grantLease(lockKey, curs[i], ARGV[1], ttl, ARGV[3], graceMs, '', 0)
   setLockDelay(lockKey, curs[i], ARGV[1], ARGV[5])
   publishChange(ARGV[6], ARGV[6 + i], curs[i])
   reply[#reply + 1] = token

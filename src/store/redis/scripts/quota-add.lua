@@ -15,6 +15,11 @@ Returns:
 --- @include "_quota"
 
 local endMs = tonumber(ARGV[1])
+-- Only a whole number of ms below 2^53: fmt (%d) prints an infinite, NaN or 2^63-and-above value as
+-- -2^63, and a PEXPIRE of that would delete the shard, every unit counted in it.
+if not endMs or endMs ~= math.floor(endMs) or endMs >= 9007199254740992 then
+  error('quota-add: the end is not a whole number of ms')
+end
 if endMs <= nowMs or (ARGV[2] ~= '' and redis.call('ZSCORE', KEYS[2], 'u:' .. ARGV[2])) then
   return 0
 end

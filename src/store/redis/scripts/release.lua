@@ -32,7 +32,10 @@ if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
-quotaGive({KEYS[4], KEYS[5]}, unitSecond(cur))
+local unit = unitSecond(cur)
+if unit ~= 0 then
+  quotaGive({KEYS[4], KEYS[5]}, unit)
+end
 local graceMs = ARGV[2] + 0
 freeLease(KEYS[1], cur, graceMs)
 publishChange(ARGV[3], ARGV[4], cur)

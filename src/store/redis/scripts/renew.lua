@@ -31,9 +31,13 @@ end
 local ttl = ARGV[2] + 0
 local newExpiresAt = nowMs + ttl
 -- The lease's quota unit (if counted) moves to its new end's second; field b (a waiter's unit) is then done.
+-- A lease that took no unit here (b = 0) moves none, and stays so.
 local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
-quotaMove({KEYS[2], KEYS[3]}, from, to)
-cur[2], cur[8] = newExpiresAt, nil
+if from ~= 0 then
+  quotaMove({KEYS[2], KEYS[3]}, from, to)
+  cur[8] = nil
+end
+cur[2] = newExpiresAt
 writeLock(KEYS[1], cur, ttl + ARGV[3])
 if cur[10] then
   return {1, cur[3], newExpiresAt, cur[10]}
