@@ -7,6 +7,7 @@ import {
   LOCK_KEY_PATTERN,
   LockKeyParams,
   MAX_DURATION_MS,
+  NoQuery,
   OWNER_TOKEN_PATTERN,
   ReleaseRequest,
 } from './schemas/locks.js';
@@ -45,6 +46,8 @@ export const QUICK_ACCEPT = new Map<unknown, (data: unknown) => boolean>([
   // Other headers are not checked (the schema has none but this one, and strips the rest).
   [AcquireHeaders, (data) => isRecord(data) && data['idempotency-key'] === undefined],
   [AcquireRequest, (data) => onlyField(data, 'ttlMs') && isTtl(data.ttlMs)],
+  // A URL without a query (Fastify's parse of none is an empty object).
+  [NoQuery, (data) => isRecord(data) && noField(data)],
   [
     ReleaseRequest,
     (data) => onlyField(data, 'ownerToken') && typeof data.ownerToken === 'string' && OWNER_TOKEN_PATTERN.test(data.ownerToken),
@@ -59,6 +62,12 @@ function isRecord(data: unknown): data is Record<string, unknown> {
 function onlyField<N extends string>(data: unknown, name: N): data is Record<N, unknown> {
   if (!isRecord(data) || !Object.hasOwn(data, name)) return false;
   for (const field in data) if (field !== name) return false;
+  return true;
+}
+
+/** `data` has no enumerable field (own or inherited). */
+function noField(data: Record<string, unknown>): boolean {
+  for (const _ in data) return false;
   return true;
 }
 

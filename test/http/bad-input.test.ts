@@ -366,3 +366,36 @@ describe('bad input', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
+
+describe('query parameters on the routes that change leases', () => {
+  // A parameter these routes do not take is refused, not ignored: `?namespace=` (which the admin routes
+  // take) would otherwise take or free the caller's own namespace's lock while it believed it named another.
+  const routes: Array<[string, object]> = [
+    ['/v1/locks/q-lock/acquire', { ttlMs: 1000 }],
+    ['/v1/locks/q-lock/renew', { ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', ttlMs: 1000 }],
+    ['/v1/locks/q-lock/release', { ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }],
+    ['/v1/semaphores/q-sem/acquire', { ttlMs: 1000, limit: 2 }],
+    ['/v1/semaphores/q-sem/release', { ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA' }],
+    ['/v1/rwlocks/q-rw/acquire', { ttlMs: 1000, mode: 'read' }],
+    ['/v1/lock-sets/acquire', { keys: ['q-a', 'q-b'], ttlMs: 1000 }],
+    ['/v1/lock-sets/release', { ownerToken: 'AAAAAAAAAAAAAAAAAAAAAA', keys: ['q-a', 'q-b'] }],
+  ];
+  for (const [path, body] of routes) {
+    it(`POST ${path}?namespace=other -> 400 invalid_request naming namespace; nothing taken`, async () => {
+      const res = await request(t.app.server).post(`${path}?namespace=other`).send(body);
+      expect(res.status).toBe(400);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ code: 'invalid_request', errors: [{ field: 'namespace' }] });
+      expect(res.body.detail).toContain("a caller's namespace is its API key's");
+      await stillServes();
+    });
+  }
+
+  it('nothing was taken by a refused acquire; the same call without the parameter is granted', async () => {
+    await request(t.app.server).post('/v1/locks/q-taken/acquire?foo=1').send({ ttlMs: 60_000 }).expect(400);
+    expect((await request(t.app.server).get('/v1/locks/q-taken').expect(200)).body).toMatchObject({ held: false });
+    await request(t.app.server).post('/v1/locks/q-taken/acquire').send({ ttlMs: 60_000 }).expect(200);
+    // An empty query is none.
+    await request(t.app.server).post('/v1/locks/q-empty/acquire?').send({ ttlMs: 60_000 }).expect(200);
+  });
+});

@@ -4,7 +4,7 @@ import { validatorCompiler as libraryCompiler } from 'fastify-type-provider-zod'
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { safeParse, type $ZodType } from 'zod/v4/core';
-import { AcquireHeaders, AcquireRequest, LockKeyParams, MAX_DURATION_MS, ReleaseRequest } from '../../src/http/schemas/locks.js';
+import { AcquireHeaders, AcquireRequest, LockKeyParams, MAX_DURATION_MS, NoQuery, ReleaseRequest } from '../../src/http/schemas/locks.js';
 import { QUICK_ACCEPT, validatorCompiler } from '../../src/http/validator.js';
 
 const Headers = z.object({
@@ -69,7 +69,18 @@ describe('quick acceptance of the lock pair requests', () => {
     fc.double(),
     fc.constantFrom(null, true, undefined, [], {}, ['x'], '30000'),
   );
-  const fieldOf = fc.constantFrom('key', 'ttlMs', 'ownerToken', 'holder', 'waitMs', 'lockDelayMs', 'idempotency-key', 'host', '__proto__x');
+  const fieldOf = fc.constantFrom(
+    'key',
+    'namespace',
+    'ttlMs',
+    'ownerToken',
+    'holder',
+    'waitMs',
+    'lockDelayMs',
+    'idempotency-key',
+    'host',
+    '__proto__x',
+  );
   /** Parts of every shape, and many of the one shape a quick check looks for (`field` alone, or with one more). */
   const partOf = (field: string) =>
     fc.oneof(
@@ -82,6 +93,7 @@ describe('quick acceptance of the lock pair requests', () => {
     ['params', LockKeyParams, 'key'],
     ['headers', AcquireHeaders, 'host'],
     ['acquire body', AcquireRequest, 'ttlMs'],
+    ['query of the lease changes', NoQuery, 'namespace'],
     ['release body', ReleaseRequest, 'ownerToken'],
   ];
 
@@ -113,6 +125,8 @@ describe('quick acceptance of the lock pair requests', () => {
     expect(quick(LockKeyParams, { key: 'bench-pair:42' })).toBe(true);
     expect(quick(AcquireHeaders, { host: 'x', authorization: 'Bearer k' })).toBe(true);
     expect(quick(AcquireRequest, { ttlMs: 30_000 })).toBe(true);
+    expect(quick(NoQuery, {})).toBe(true);
+    expect(quick(NoQuery, { namespace: 'other' })).toBe(false);
     expect(quick(ReleaseRequest, { ownerToken: 'q3HbVfYJm3cS1kQxv7x8XA' })).toBe(true);
     expect(quick(AcquireHeaders, { 'idempotency-key': 'k' })).toBe(false);
     expect(quick(AcquireRequest, { ttlMs: 30_000, holder: 'w' })).toBe(false);

@@ -13,7 +13,15 @@ import { confirmBeforeSending } from '../fresh-answers.js';
 import { HISTORY_PRIMITIVES, historyOf } from '../lease-history.js';
 import type { SharedAnswers } from '../shared-answers.js';
 import type { z } from 'zod';
-import { type InspectQuery, LockKeyParams, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse } from '../schemas/locks.js';
+import {
+  type InspectQuery,
+  LockKeyParams,
+  NoQuery,
+  ReleaseRequest,
+  ReleaseResponse,
+  RenewRequest,
+  RenewResponse,
+} from '../schemas/locks.js';
 import { BODY_ERRORS, iso, queuedView, routeOptions, routeRule, type RouteText } from './responses.js';
 
 /** A renewal as every primitive's renew answers it (FreshLease but the owner token, which the caller sent). */
@@ -53,7 +61,7 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
   const primitive = HISTORY_PRIMITIVES[doc.path] ?? 'lock';
   // Both take the key in the path and a JSON body, and are named after the primitive.
   const options = <const B extends z.ZodType>(op: 'renew' | 'release', ok: z.ZodType, body: B) =>
-    routeOptions(rule, doc[op], ok, { operationId: `${op}${doc.id}`, tags: [doc.tag], params: LockKeyParams, body });
+    routeOptions(rule, doc[op], ok, { operationId: `${op}${doc.id}`, tags: [doc.tag], params: LockKeyParams, querystring: NoQuery, body });
   typed.post(`/v1/${doc.path}/:key/renew`, options('renew', RenewResponse, RenewRequest), async (request) => {
     const namespace = principalOf(request).namespace;
     const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);

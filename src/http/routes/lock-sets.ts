@@ -12,6 +12,7 @@ import {
   LockSetRenewal,
   LockSetRenewRequest,
 } from '../schemas/lock-sets.js';
+import { NoQuery } from '../schemas/locks.js';
 import { callerGone } from './lease-routes.js';
 import { iso, jsonResponse, routeRule, STORE_UNAVAILABLE } from './responses.js';
 
@@ -50,6 +51,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
           'or none of them. Each key of a held set is held for everyone (a plain acquire of it gets lock_held). Overlapping ' +
           'sets asked for in any order never deadlock: nothing is held while deciding or waiting.',
         tags: ['lock sets'],
+        querystring: NoQuery,
         body: LockSetAcquireRequest,
         response: { 200: jsonResponse(LockSetGrant, 'Granted: every key is held until expiresAt'), ...acquireRule.errors },
       },
@@ -85,6 +87,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
         summary: 'Extend every lease of a set',
         description: "Sets every key's lease to end ttlMs from now, only if ownerToken holds every one of them; otherwise nothing changes.",
         tags: ['lock sets'],
+        querystring: NoQuery,
         body: LockSetRenewRequest,
         response: { 200: jsonResponse(LockSetRenewal, 'Renewed, every key'), ...renewRule.errors },
       },
@@ -109,6 +112,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
         summary: 'Give a set back',
         description: 'Frees every key of the set that ownerToken still holds, in one atomic step.',
         tags: ['lock sets'],
+        querystring: NoQuery,
         body: LockSetReleaseRequest,
         response: { 200: jsonResponse(LockSetRelease, 'Released'), ...releaseRule.errors },
       },

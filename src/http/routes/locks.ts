@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import type { LockService } from '../../domain/lock-service.js';
-import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus } from '../schemas/locks.js';
+import { AcquireHeaders, AcquireRequest, AcquireResponse, InspectQuery, LockKeyParams, LockStatus, NoQuery } from '../schemas/locks.js';
 import { principalOf } from '../auth.js';
 import { historyOf } from '../lease-history.js';
 import { SharedAnswers } from '../shared-answers.js';
@@ -80,6 +80,7 @@ export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (
           'key with another body is a 422.',
         tags: ['locks'],
         params: LockKeyParams,
+        querystring: NoQuery,
         headers: AcquireHeaders,
         body: AcquireRequest,
         response: {

@@ -7,7 +7,7 @@ import { historyOf } from '../lease-history.js';
 import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { sendProblem } from '../problem.js';
 import { ForceReleaseQuery, ListLocksQuery } from '../schemas/admin.js';
-import { InspectQuery, LockKeyParams } from '../schemas/locks.js';
+import { InspectQuery, LockKeyParams, NoQuery } from '../schemas/locks.js';
 import { SharedAnswers } from '../shared-answers.js';
 import { PermitForceRelease, PermitList } from '../schemas/permits.js';
 import { ADMIN_ERRORS, encodeCursor, forceReleaseErrors, HOLDER_CHANGED, registerReleaseRequestRoute, storeListQuery } from './admin.js';
@@ -122,6 +122,7 @@ export function permitRoutes<Body extends AcquireBody, View>(
         operationId: `acquire${names.id}`,
         tags: [names.tag],
         params: LockKeyParams,
+        querystring: NoQuery,
         body: kind.acquire.body,
       }),
       async (request, reply) => {

@@ -259,6 +259,19 @@ export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).met
 /** A whole number from a query string, `min` to `max`. */
 export const queryInteger = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
+/**
+ * The query of the routes that change leases (acquire, renew, release, lock sets): none. A parameter is a
+ * 400, not ignored: an ignored `?namespace=` (which the admin routes take) would take or free the lock of
+ * the caller's own namespace while the caller believed it named another.
+ */
+export const NoQuery = z.strictObject(
+  {},
+  {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys' ? "not a parameter of this route (a caller's namespace is its API key's)" : undefined,
+  },
+);
+
 /** Not strict: inspect took no query before, so a parameter it does not know (a cache-buster) is still ignored. */
 export const InspectQuery = z.object({
   index: queryInteger(0, Number.MAX_SAFE_INTEGER)
