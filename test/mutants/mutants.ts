@@ -96,6 +96,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: "a unit given back stays counted in its second, so the sweep of that second takes it off the shard's count again: the shard admits more than its cap",
   },
   {
+    id: 'lease-without-unit-unmarked',
+    file: 'src/store/redis/scripts/acquire.lua',
+    find: 'graceMs, ARGV[8], maxQuotaSlots < 0 and 0 or nil)',
+    replace: 'graceMs, ARGV[8], nil)',
+    what: "a lease whose quota is counted through the quota-slot calls gives back a unit of the lock scripts it never took (another lease's): the namespace admits more than its cap",
+  },
+  {
     id: 'slot-extend-noop',
     file: 'src/store/redis/scripts/quota-extend.lua',
     find: "if second > known then\n  quotaMove({KEYS[1], KEYS[2]}, known, second)\n  redis.call('ZADD', KEYS[2], second, member)\nend",
