@@ -552,7 +552,19 @@ export class LeaseService {
     const { namespace, ttlMs, holder, lockDelayMs, signal } = ask;
     const ids = ordered.map((key) => lockId(namespace, key));
     for (;;) {
-      const outcome = await this.store.acquire({ kind: 'lock', ids, capacity: 1, weight: 1, ownerToken, ttlMs, holder, lockDelayMs });
+      // A set's quota is counted through the quota-slot calls: a one-key set goes through the plain lock step
+      // (acquire.lua), whose lease must then say it took no unit there (field b = 0), as lock-set-acquire.lua's do.
+      const outcome = await this.store.acquire({
+        kind: 'lock',
+        ids,
+        capacity: 1,
+        weight: 1,
+        ownerToken,
+        ttlMs,
+        holder,
+        lockDelayMs,
+        quotaOutside: this.store.quotaInside === true && this.maxHeld > 0 ? true : undefined,
+      });
       if (outcome.acquired) {
         const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });
         await guard.refuseIfLate({ id: ids[0] as string, ownerToken, ttlMs, decidedAt: outcome.decidedAt });

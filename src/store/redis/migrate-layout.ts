@@ -113,7 +113,9 @@ export async function migrateLayout(client: RedisClient, prefix: string, maxHeld
         // A quota counted around the lock scripts (a cap below QUOTA_INSIDE_FROM): the lease holds a unit of
         // the quota-slot calls (counted below), none of the lock scripts', and says so (field b = 0,
         // acquire.lua), so that its release gives back none of theirs.
-        if (old.kind === '' && fields.o && Number(fields.e) > Date.now() && maxHeldLocksPerNamespace > 0 && !inside) fields.b = '0';
+        // Counted inside them, only a plain lock's own unit is counted in its shard (below, where the mark is
+        // taken off again); a lock set's key holds quota-slot units ("<owner>.<i>") and stays marked.
+        if (old.kind === '' && fields.o && Number(fields.e) > Date.now() && maxHeldLocksPerNamespace > 0) fields.b = '0';
         if (Object.keys(fields).length > 0) await client.hset(target, fields);
         if (old.kind === '' && fields.o && Number(fields.e) > Date.now()) lockOf.set(fields.o, { id: old.id, endMs: Number(fields.e) });
       }
@@ -133,6 +135,8 @@ export async function migrateLayout(client: RedisClient, prefix: string, maxHeld
       const counted = lock
         ? await scripts.run('quotaAdd', { quota: keys.lockKeys(lock.id).quota, endMs: lock.endMs, quotaSlotId: '' })
         : await scripts.run('quotaAdd', { quota: keys.quotaFor(namespace, member, maxHeldLocksPerNamespace), endMs, quotaSlotId: member });
+      // A plain lock whose unit is counted in its own shard gives it back itself: no mark.
+      if (lock) await client.hdel(keys.lock(lock.id), 'b');
       if (counted === 1) quotaUnits++;
     }
     await client.del(setKey);
