@@ -197,7 +197,7 @@ export class LeaseRules {
       await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, { giveBack: false });
     } finally {
       // Renewed either way: its quota unit lasts as long.
-      await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);
+      await this.parts.quota.extend(namespace, ownerToken, id, outcome.expiresAtMs);
     }
     const { fencingToken, expiresAtMs, releaseRequested } = outcome;
     return withReleaseRequest({ key, fencingToken, ttlMs, expiresAtMs, decidedAt }, releaseRequested);

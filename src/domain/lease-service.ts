@@ -28,7 +28,7 @@ import type { LeaseLimits } from './limits.js';
 import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 import { lockId } from './namespaces.js';
 import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-values.js';
-import { type LeaseClaim, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
+import { type LeaseClaim, leaseSlotId, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
 import { randomBase64url } from './random.js';
 import { WaitGate } from './wait-gate.js';
 import { ChangeWatch, type IndexedView, lockWatchSource, permitWatchSource } from './watch.js';
@@ -260,7 +260,7 @@ export class LeaseService {
       if (grant.replayed) {
         // The earlier lease already holds its quota slot; the one taken for this call is not needed.
         // (A store with the quota inside takes none for a replay.)
-        await lane.quota.free(namespace, request.ownerToken);
+        await lane.quota.free(namespace, request.ownerToken, request.id);
       }
       // A replay answers with the earlier lease: its owner token and holder, not this call's.
       const answer: LeaseGrant = {
@@ -459,7 +459,7 @@ export class LeaseService {
     if (evicted.length === 0 && fencingToken !== undefined)
       await this.refuseIfHolderChanged(kind, id, key, fencingToken, 'nothing was released');
     const quota = this.lane(kind).quota;
-    await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken)));
+    await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken, id)));
     return evicted.map(({ holder, fencingToken: token }) => ({ holder, fencingToken: token }));
   }
 
@@ -534,14 +534,15 @@ export class LeaseService {
     // and instance caps) for the whole call, and counted on the busy key while it waits on it.
     const leave = waitMs > 0 ? this.waitGate.enter(namespace) : undefined;
     try {
-      await this.reserveQuotaSlots(namespace, ownerToken, ordered.length, ttlMs + waitMs);
+      const ids = ordered.map((key) => lockId(namespace, key));
+      await this.reserveQuotaSlots(namespace, ownerToken, ids, ttlMs + waitMs);
       let granted = false;
       try {
         const grant = await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
         granted = true;
         return grant;
       } finally {
-        if (!granted) await this.freeQuotaSlots(namespace, ownerToken, ordered.length);
+        if (!granted) await this.freeQuotaSlots(namespace, ownerToken, ids);
       }
     } finally {
       leave?.();
@@ -593,8 +594,8 @@ export class LeaseService {
     if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
     if (this.maxHeld > 0) {
       await Promise.all(
-        ordered.map((_k, i) =>
-          this.store.extendQuotaSlot(namespace, quotaSlotId(ownerToken, i), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
+        ids.map((id) =>
+          this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
         ),
       );
     }
@@ -605,13 +606,11 @@ export class LeaseService {
 
   async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
     const ordered = this.checkKeys(keys);
-    const released = await this.store.release(
-      'lock',
-      ordered.map((key) => lockId(namespace, key)),
-      ownerToken,
-    );
+    const ids = ordered.map((key) => lockId(namespace, key));
+    const released = await this.store.release('lock', ids, ownerToken);
     if (!released) throw new NotOwnerError(keys.join(','));
-    await this.freeQuotaSlots(namespace, ownerToken, ordered.length);
+    // Each key's slot: a key of the list the set did not hold (any more) names none.
+    await this.freeQuotaSlots(namespace, ownerToken, ids);
   }
 
   /** 1 to 16 distinct keys; the store gets them sorted, so a set is the same set in any order. */
@@ -647,24 +646,27 @@ export class LeaseService {
     }
   }
 
-  private async reserveQuotaSlots(namespace: string, ownerToken: string, count: number, ttlMs: number): Promise<void> {
+  private async reserveQuotaSlots(namespace: string, ownerToken: string, ids: readonly string[], ttlMs: number): Promise<void> {
     const max = this.maxHeld;
     if (max <= 0) return;
-    for (let i = 0; i < count; i++) {
-      const slot = await this.store.reserveQuotaSlot(namespace, quotaSlotId(ownerToken, i), ttlMs + QUOTA_SLOT_MARGIN_MS, max);
+    for (let i = 0; i < ids.length; i++) {
+      const slot = await this.store.reserveQuotaSlot(
+        namespace,
+        leaseSlotId(ownerToken, ids[i] as string),
+        ttlMs + QUOTA_SLOT_MARGIN_MS,
+        max,
+      );
       if (!slot.reserved) {
-        await this.freeQuotaSlots(namespace, ownerToken, i);
+        await this.freeQuotaSlots(namespace, ownerToken, ids.slice(0, i));
         throw new QuotaExceededError(namespace, max, slot.retryAfterMs);
       }
     }
   }
 
-  private async freeQuotaSlots(namespace: string, ownerToken: string, count: number): Promise<void> {
+  private async freeQuotaSlots(namespace: string, ownerToken: string, ids: readonly string[]): Promise<void> {
     const max = this.maxHeld;
     if (max <= 0) return;
-    await Promise.all(
-      Array.from({ length: count }, (_v, i) => this.store.freeQuotaSlot(namespace, quotaSlotId(ownerToken, i), max).catch(() => undefined)),
-    );
+    await Promise.all(ids.map((id) => this.store.freeQuotaSlot(namespace, leaseSlotId(ownerToken, id), max).catch(() => undefined)));
   }
 
   /** The parts for `kind`, made on first use: its leases are given back through its own store steps. */
@@ -720,9 +722,4 @@ export class LeaseService {
   private observe<T>(kind: LeaseKind, op: LeaseOperation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {
     return observeOperation(run, (result, seconds) => this.observer.operation?.(kind, op, result, seconds, waited?.seconds ?? 0));
   }
-}
-
-/** A set's i-th quota slot: one per key, all named after the set's owner token. */
-function quotaSlotId(ownerToken: string, i: number): string {
-  return `${ownerToken}.${i}`;
 }

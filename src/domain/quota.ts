@@ -11,12 +11,23 @@ import type { Grant, QuotaSlotStore } from './lock-values.js';
  */
 export const QUOTA_SLOT_MARGIN_MS = 1000;
 
+/**
+ * A lease's quota slot: named by its owner token AND its lock, so a token that releases, renews or is
+ * evicted from a key names no slot but that lease's. Named by the token alone, a release of a key the
+ * token did not hold (a 409) freed the slot of the lease it held elsewhere, which stayed held uncounted:
+ * a namespace could hold any number of leases over its cap. A lock set's keys each have their own, so a
+ * plain renew or release of one of them names the set's slot of that key. An owner token holds no '/'.
+ */
+export function leaseSlotId(ownerToken: string, id: string): string {
+  return `${ownerToken}/${id}`;
+}
+
 /** The lease a caller asks for, as the quota needs to know it. */
 export interface LeaseClaim {
   readonly namespace: string;
   /** The store's id of the lock. */
   readonly id: string;
-  /** Also the quota slot's id: one slot per lease. */
+  /** With `id`, the quota slot's name (leaseSlotId): one slot per lease. */
   readonly ownerToken: string;
   readonly ttlMs: number;
 }
@@ -54,12 +65,17 @@ export class NamespaceQuota {
 
   private async grantWithQuotaSlot<G extends Grant>(claim: LeaseClaim, acquire: () => Promise<G>): Promise<G> {
     const [slot, lease] = await Promise.allSettled([
-      this.store.reserveQuotaSlot(claim.namespace, claim.ownerToken, claim.ttlMs + QUOTA_SLOT_MARGIN_MS, this.maxHeldLocks),
+      this.store.reserveQuotaSlot(
+        claim.namespace,
+        leaseSlotId(claim.ownerToken, claim.id),
+        claim.ttlMs + QUOTA_SLOT_MARGIN_MS,
+        this.maxHeldLocks,
+      ),
       acquire(),
     ]);
     if (slot.status === 'fulfilled' && slot.value.reserved) {
       if (lease.status === 'fulfilled') return lease.value;
-      await this.free(claim.namespace, claim.ownerToken);
+      await this.free(claim.namespace, claim.ownerToken, claim.id);
       throw lease.reason;
     }
     if (lease.status === 'fulfilled') await this.store.release(claim.id, claim.ownerToken).catch(() => undefined);
@@ -72,7 +88,7 @@ export class NamespaceQuota {
     if (this.maxHeldLocks <= 0) return acquire();
     const slot = await this.store.reserveQuotaSlot(
       claim.namespace,
-      claim.ownerToken,
+      leaseSlotId(claim.ownerToken, claim.id),
       waitMs + claim.ttlMs + QUOTA_SLOT_MARGIN_MS,
       this.maxHeldLocks,
     );
@@ -83,29 +99,30 @@ export class NamespaceQuota {
       granted = true;
       return grant;
     } finally {
-      if (!granted) await this.free(claim.namespace, claim.ownerToken);
+      if (!granted) await this.free(claim.namespace, claim.ownerToken, claim.id);
     }
   }
 
   /** A renewed lease's slot lasts as long as the lease now does. */
-  async extend(namespace: string, ownerToken: string, expiresAtMs: number): Promise<void> {
+  async extend(namespace: string, ownerToken: string, id: string, expiresAtMs: number): Promise<void> {
     if (this.maxHeldLocks > 0)
-      await this.store.extendQuotaSlot(namespace, ownerToken, expiresAtMs, this.maxHeldLocks).catch(() => undefined);
+      await this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), expiresAtMs, this.maxHeldLocks).catch(() => undefined);
   }
 
   /**
-   * A release and its slot's return in the same round trip: the unit is named by the owner token, so a
-   * token that holds no lease has no unit either (or one whose lease has ended), and freeing it costs
-   * nothing. Without a cap here (none, or kept inside the store's lock steps), the release alone. The
+   * A release and its slot's return in the same round trip: the unit is named by the owner token and the
+   * lock (leaseSlotId), so a token that holds no lease there has no unit there either (or one whose lease
+   * has ended), and freeing it costs nothing. Without a cap here (none, or kept inside the store's lock steps), the release alone. The
    * release is the store's give-back of the lease's kind (the lock's, or the permit's).
    */
   releaseWith(namespace: string, id: string, ownerToken: string): Promise<boolean> {
     if (this.maxHeldLocks <= 0) return this.store.release(id, ownerToken);
-    return Promise.all([this.store.release(id, ownerToken), this.free(namespace, ownerToken)]).then(([released]) => released);
+    return Promise.all([this.store.release(id, ownerToken), this.free(namespace, ownerToken, id)]).then(([released]) => released);
   }
 
   /** A released (or evicted) lease's slot is free again. */
-  async free(namespace: string, ownerToken: string): Promise<void> {
-    if (this.maxHeldLocks > 0) await this.store.freeQuotaSlot(namespace, ownerToken, this.maxHeldLocks).catch(() => undefined);
+  async free(namespace: string, ownerToken: string, id: string): Promise<void> {
+    if (this.maxHeldLocks > 0)
+      await this.store.freeQuotaSlot(namespace, leaseSlotId(ownerToken, id), this.maxHeldLocks).catch(() => undefined);
   }
 }

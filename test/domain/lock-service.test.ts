@@ -12,6 +12,7 @@ import {
 } from '../../src/domain/errors.js';
 import { ownLag } from '../../src/domain/own-lag.js';
 import { LockService, type LockGrant } from '../../src/domain/lock-service.js';
+import { LockSetService } from '../../src/domain/lock-sets.js';
 import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/domain/lease-store.js';
@@ -43,13 +44,41 @@ const STORES: ReadonlyArray<{ name: string; open: () => Promise<Store> }> = [
 describe.each(STORES)('lock service over $name', ({ open }) => {
   let store: Store;
   let locks: LockService;
+  /** A cap of 2 (lock sets' tests). */
+  let locks2: LockService;
 
   beforeAll(async () => {
     store = await open();
     locks = new LockService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 });
+    locks2 = new LockService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 2 });
   });
   afterAll(async () => {
     await store.close();
+  });
+
+  it('quota: a release of a key its token does not hold (409) frees no slot of the lease that token holds', async () => {
+    const ns = uniqueNamespace();
+    const held = await locks.acquire(ns, 'a', 60_000);
+    for (let i = 0; i < 3; i++) await expect(locks.release(ns, `not-mine-${i}`, held.ownerToken)).rejects.toBeInstanceOf(NotOwnerError);
+    // 'a' is still held and still counted: the cap of one is reached.
+    await expect(locks.acquire(ns, 'b', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await locks.release(ns, 'a', held.ownerToken);
+    await locks.release(ns, 'b', (await locks.acquire(ns, 'b', 60_000)).ownerToken);
+  });
+
+  it('quota: a lock set counts one slot per key it holds; a release or renew naming other keys moves no slot of the set', async () => {
+    const ns = uniqueNamespace();
+    const sets = new LockSetService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 2 }, locks2);
+    const set = await sets.acquire(ns, ['a', 'b'], 60_000);
+    // Releasing 'a' and a key the set never held frees a's slot only: b still counts, so one more fits, not two.
+    await sets.release(ns, ['a', 'zzz'], set.ownerToken);
+    const c = await locks2.acquire(ns, 'c', 60_000);
+    await expect(locks2.acquire(ns, 'd', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    // A renew of the set's key through the lock route extends that key's slot (the set's), so b keeps counting.
+    await locks2.renew(ns, 'b', set.ownerToken, 60_000);
+    await expect(locks2.acquire(ns, 'd', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await locks2.release(ns, 'c', c.ownerToken);
+    await sets.release(ns, ['b'], set.ownerToken);
   });
 
   it('quota: a caller that waits takes a slot, so nobody else in its namespace gets past the cap', async () => {

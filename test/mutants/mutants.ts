@@ -103,6 +103,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: "a lease whose quota is counted through the quota-slot calls gives back a unit of the lock scripts it never took (another lease's): the namespace admits more than its cap",
   },
   {
+    id: 'slot-named-by-token-alone',
+    file: 'src/domain/quota.ts',
+    find: 'return `${ownerToken}/${id}`;',
+    replace: 'return ownerToken;',
+    what: "a lease's quota slot named by its owner token alone: a release of a key the token does not hold frees the slot of the lease it holds, which stays held uncounted (the namespace goes over its cap)",
+  },
+  {
     id: 'slot-extend-noop',
     file: 'src/store/redis/scripts/quota-extend.lua',
     find: "if second > known then\n  quotaMove({KEYS[1], KEYS[2]}, known, second)\n  redis.call('ZADD', KEYS[2], second, member)\nend",
@@ -175,7 +182,7 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'renew-no-slot-extend',
     file: 'src/domain/lease-rules.ts',
-    find: 'await this.parts.quota.extend(namespace, ownerToken, outcome.expiresAtMs);',
+    find: 'await this.parts.quota.extend(namespace, ownerToken, id, outcome.expiresAtMs);',
     replace: '',
     what: 'renew does not extend the quota slot (locks, semaphores and read/write locks)',
   },

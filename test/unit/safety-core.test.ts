@@ -462,8 +462,8 @@ describe('quota: slots', () => {
       expiresAtMs: 2,
     });
     await quota.grantWaiting(claim('o'), 100, async () => ({ fencingToken: 1, expiresAtMs: 2 }));
-    await quota.extend('ns', 'o', 5);
-    await quota.free('ns', 'o');
+    await quota.extend('ns', 'o', 'ns/k', 5);
+    await quota.free('ns', 'o', 'ns/k');
     expect(calls).toEqual([]);
   });
 
@@ -472,8 +472,8 @@ describe('quota: slots', () => {
     const quota = new NamespaceQuota(spied, 2);
     await quota.grantNow(claim('a'), async () => ({ fencingToken: 1, expiresAtMs: 2 }));
     await quota.grantWaiting(claim('b'), 300, async () => ({ fencingToken: 1, expiresAtMs: 2 }));
-    await quota.extend('ns', 'a', 99_999);
-    await quota.free('ns', 'a');
+    await quota.extend('ns', 'a', 'ns/k', 99_999);
+    await quota.free('ns', 'a', 'ns/k');
     expect(calls).toEqual([
       `reserve ${1_000 + QUOTA_SLOT_MARGIN_MS} 2`,
       `reserve ${300 + 1_000 + QUOTA_SLOT_MARGIN_MS} 2`,
@@ -525,8 +525,8 @@ describe('quota: slots', () => {
       release: async () => true,
     };
     const quota = new NamespaceQuota(failing, 1);
-    await quota.extend('ns', 'o', 5);
-    await quota.free('ns', 'o');
+    await quota.extend('ns', 'o', 'ns/k', 5);
+    await quota.free('ns', 'o', 'ns/k');
     await expect(quota.grantWaiting(claim('o'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(
       LockHeldError,
     );
