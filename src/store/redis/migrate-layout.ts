@@ -115,9 +115,10 @@ export async function migrateLayout(client: RedisClient, prefix: string, maxHeld
         // acquire.lua), so that its release gives back none of theirs.
         // Counted inside them, only a plain lock's own unit is counted in its shard (below, where the mark is
         // taken off again); a lock set's key holds quota-slot units ("<owner>.<i>") and stays marked.
-        if (old.kind === '' && fields.o && Number(fields.e) > Date.now() && maxHeldLocksPerNamespace > 0) fields.b = '0';
+        const liveLock = old.kind === '' && fields.o && Number(fields.e) > Date.now();
+        if (liveLock && maxHeldLocksPerNamespace > 0) fields.b = '0';
         if (Object.keys(fields).length > 0) await client.hset(target, fields);
-        if (old.kind === '' && fields.o && Number(fields.e) > Date.now()) lockOf.set(fields.o, { id: old.id, endMs: Number(fields.e) });
+        if (liveLock) lockOf.set(fields.o as string, { id: old.id, endMs: Number(fields.e) });
       }
       if (ttl > 0) await client.pexpire(target, ttl);
       await client.del(redisKey);

