@@ -114,9 +114,13 @@ export interface QuotaSlotStore {
    */
   reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome>;
   /**
-   * Moves an existing quota slot's end to `expiresAtMs` if that is later; does nothing for an unknown slot.
-   * `maxQuotaSlots`: the cap the quota slot was reserved under (a store that splits the cap into shards finds the
-   * slot's shard with it).
+   * Counts a quota slot until `expiresAtMs`, after its lease was granted or renewed: moves its end there if
+   * that is later (never earlier), and counts a missing slot again, over the cap if need be. The lease it
+   * counts is held, so it must count: its slot goes missing when a release fails but the slot's give-back
+   * sent with it does not (NamespaceQuota.releaseWith), and the lease lives on. Were the lease released at
+   * the same moment by another call, the slot counts until `expiresAtMs`, never over the cap.
+   * `maxQuotaSlots`: the cap the quota slot was reserved under (a store that splits the cap into shards
+   * finds the slot's shard with it).
    */
   extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void>;
   /** Gives a quota slot back; does nothing for an unknown slot. `maxQuotaSlots`: as for extendQuotaSlot. */

@@ -103,7 +103,7 @@ export class NamespaceQuota {
     }
   }
 
-  /** A renewed lease's slot lasts as long as the lease now does. */
+  /** A renewed lease's slot lasts as long as the lease now does, and counts again if it went missing. */
   async extend(namespace: string, ownerToken: string, id: string, expiresAtMs: number): Promise<void> {
     if (this.maxHeldLocks > 0)
       await this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), expiresAtMs, this.maxHeldLocks).catch(() => undefined);

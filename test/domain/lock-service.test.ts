@@ -66,6 +66,31 @@ describe.each(STORES)('lock service over $name', ({ open }) => {
     await locks.release(ns, 'b', (await locks.acquire(ns, 'b', 60_000)).ownerToken);
   });
 
+  it('quota: a lease whose release failed after its slot was freed (the lease lives on) counts again from its next renew', async () => {
+    const ns = uniqueNamespace();
+    // The release and the slot's give-back go out together (NamespaceQuota.releaseWith): here the
+    // release fails (store_unavailable) and the give-back does not, so the lease lives on without its slot.
+    let failRelease = false;
+    const leases = store.leases;
+    const host = {
+      leases: Object.assign(Object.create(leases) as typeof leases, {
+        release: (...args: Parameters<typeof leases.release>) =>
+          failRelease ? Promise.reject(new StoreUnavailableError('the release failed')) : leases.release(...args),
+      }),
+    };
+    const capped = new LockService(host, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 });
+    const held = await capped.acquire(ns, 'a', 60_000);
+    failRelease = true;
+    await expect(capped.release(ns, 'a', held.ownerToken)).rejects.toBeInstanceOf(StoreUnavailableError);
+    failRelease = false;
+    expect((await capped.inspect(ns, 'a'))?.fencingToken).toBe(held.fencingToken);
+    // Its renewal counts it again: the cap of one is reached.
+    await capped.renew(ns, 'a', held.ownerToken, 60_000);
+    await expect(capped.acquire(ns, 'b', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await capped.release(ns, 'a', held.ownerToken);
+    await capped.release(ns, 'b', (await capped.acquire(ns, 'b', 60_000)).ownerToken);
+  });
+
   it('quota: a lock set counts one slot per key it holds; a release or renew naming other keys moves no slot of the set', async () => {
     const ns = uniqueNamespace();
     const sets = new LockSetService(store, { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 2 }, locks2);

@@ -112,9 +112,16 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'slot-extend-noop',
     file: 'src/store/redis/scripts/quota-extend.lua',
-    find: "if second > known then\n  quotaMove({KEYS[1], KEYS[2]}, known, second)\n  redis.call('ZADD', KEYS[2], second, member)\nend",
-    replace: '',
+    find: "local counted = known and quotaGive(q, known)\nquotaAdd(q, second)\nredis.call('ZADD', KEYS[2], second, member)\n",
+    replace: 'local counted = known\n',
     what: 'renew does not extend the quota slot (Redis)',
+  },
+  {
+    id: 'slot-missing-not-recounted',
+    file: 'src/store/memory/memory-store.ts',
+    find: 'if (endMs === undefined || expiresAtMs > endMs) slots.set(quotaSlotId, expiresAtMs);',
+    replace: 'if (endMs !== undefined && expiresAtMs > endMs) slots.set(quotaSlotId, expiresAtMs);',
+    what: 'a renewed lease whose slot went missing (a failed release freed it) stays uncounted: the namespace holds more than its cap',
   },
   {
     id: 'acquire-quota-off-by-one',

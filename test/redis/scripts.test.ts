@@ -621,7 +621,7 @@ describe('quota-reserve.lua, quota-extend.lua and quota-free.lua', () => {
     expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(2);
   });
 
-  it('1: an existing unit moved later (never earlier); 0: no such unit, nothing created; quota-free gives it back once', async () => {
+  it('1: an existing unit moved later (never earlier); 0: no such unit, counted anew unless its end has passed; quota-free gives it back once', async () => {
     const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
     await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 1_000, maxQuotaSlots: 2 });
     const second = Number(await lua.raw.zscore(quota.ends, 'u:a'));
@@ -630,8 +630,14 @@ describe('quota-reserve.lua, quota-extend.lua and quota-free.lua', () => {
     expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'a', expiresAtMs: second * 1000 })).toBe(1);
     expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(second + 5);
     expect(Number(await lua.raw.hget(quota.count, String(second + 5)))).toBe(1);
+    // A unit gone missing while its lease lived on is counted again, without a cap.
     expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'ghost', expiresAtMs: second * 1000 })).toBe(0);
-    expect(await lua.raw.zscore(quota.ends, 'u:ghost')).toBeNull();
+    expect(Number(await lua.raw.zscore(quota.ends, 'u:ghost'))).toBe(second);
+    expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(2);
+    // An end already passed counts nothing (and sets no expiry in the past, which would delete the shard).
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'late', expiresAtMs: Date.now() - 5_000 })).toBe(0);
+    expect(await lua.raw.zscore(quota.ends, 'u:late')).toBeNull();
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'ghost' })).toBe(1);
     expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(1);
     expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(0);
     expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(0);

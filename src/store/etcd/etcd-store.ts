@@ -135,9 +135,11 @@ export class EtcdStore implements Store {
       const res = await this.call(() => this.client.kv.range({ key }, this.callOptions()));
       const kv = res.kvs[0];
       const current = kv ? parseJson<{ e: number }>(kv.value)?.e : undefined;
-      if (!kv || current === undefined || current <= this.now() || current >= expiresAtMs) return;
+      // A missing (or ended) slot is counted again (QuotaSlotStore.extendQuotaSlot says why).
+      if (current !== undefined && current >= expiresAtMs) return;
       const txn = await this.txn({
-        compare: [{ key, target: 'Mod', result: 'Equal', mod_revision: kv.mod_revision }],
+        // Mod revision 0: the slot is still missing.
+        compare: [{ key, target: 'Mod', result: 'Equal', mod_revision: kv?.mod_revision ?? '0' }],
         success: [await this.putOp(key, { e: expiresAtMs }, expiresAtMs)],
       });
       if (txn.succeeded) return;

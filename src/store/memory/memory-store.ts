@@ -89,9 +89,11 @@ export class MemoryStore implements Store {
 
   async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
     this.assertOpen();
-    const slots = this.quotaSlots.get(namespace);
-    const endMs = slots?.get(quotaSlotId);
-    if (slots && endMs !== undefined && expiresAtMs > endMs) slots.set(quotaSlotId, expiresAtMs);
+    const slots = this.quotaSlots.get(namespace) ?? new Map<string, number>();
+    const endMs = slots.get(quotaSlotId);
+    // A missing slot is counted again (QuotaSlotStore.extendQuotaSlot says why).
+    if (endMs === undefined || expiresAtMs > endMs) slots.set(quotaSlotId, expiresAtMs);
+    this.quotaSlots.set(namespace, slots);
   }
 
   async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {

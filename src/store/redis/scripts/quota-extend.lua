@@ -1,7 +1,8 @@
 --[[
-quota-extend: count an existing quota unit of the quota-slot calls (quota-reserve.lua) to a later end (after
-a grant or a renewal), so it lasts as long as the lease it counts. Never creates a unit and never
-moves one earlier.
+quota-extend: count a quota unit of the quota-slot calls (quota-reserve.lua) to a later end, after its
+lease was granted or renewed: the unit moves there (never earlier), and a missing unit is counted again,
+with no cap. The lease it counts is held, so it must count: its unit goes missing when a release fails
+but the unit's give-back sent with it does not, and the lease lives on (see QuotaSlotStore).
 
 KEYS[1]  the count of the quota slot's shard (see _quota.lua)
 KEYS[2]  the ends of the quota slot's shard
@@ -9,19 +10,26 @@ ARGV[1]  quota slot id
 ARGV[2]  new quota slot end, Unix ms on the Redis clock
 
 Returns:
-  1   the unit exists (it is now counted at least to ARGV[2])
-  0   no such unit; nothing changed
+  1   the unit was counted; it now counts at least to ARGV[2]
+  0   the unit was missing (or no longer counted); it is counted again, to ARGV[2] (if that has not passed)
 ]]
 --- @include "_quota"
 
+local q = {KEYS[1], KEYS[2]}
 local member = 'u:' .. ARGV[1]
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
-if not known then
-  return 0
+local endMs = tonumber(ARGV[2])
+if known and known * 1000 >= endMs then
+  return 1
 end
-local second = quotaSecond(tonumber(ARGV[2]))
-if second > known then
-  quotaMove({KEYS[1], KEYS[2]}, known, second)
-  redis.call('ZADD', KEYS[2], second, member)
+if endMs <= nowMs then
+  -- The lease has ended already: nothing to count (and a past second must not set the keys' expiry).
+  return known and 1 or 0
 end
-return 1
+local second = quotaSecond(endMs)
+-- Still counted at its second: moved. Otherwise (missing, or its second already swept or given back) the
+-- unit is counted anew.
+local counted = known and quotaGive(q, known)
+quotaAdd(q, second)
+redis.call('ZADD', KEYS[2], second, member)
+return counted and 1 or 0
