@@ -402,6 +402,14 @@ export class LeaseService {
         const outcome = await this.store.renew(kind, [id], ownerToken, ttlMs);
         if (!outcome.renewed) return outcome;
         const { expiresAtMs, releaseRequested } = outcome;
+        // A lock set's key renewed alone, its quota counted through the quota-slot calls although the
+        // store counts this cap inside its lock steps (the lane's own quota then keeps no slots): its
+        // slot, left at the set's end, would stop counting a lease that lives on.
+        // (Under a cap the lane's quota keeps, it carries the slot itself: NamespaceQuota.extend.)
+        const capInside = outcome.quotaOutside === true ? this.quotaInside(kind) : undefined;
+        if (capInside !== undefined) {
+          await this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), expiresAtMs, capInside).catch(() => undefined);
+        }
         return withReleaseRequest(
           { renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs },
           releaseRequested,

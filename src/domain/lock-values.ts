@@ -155,5 +155,11 @@ export type LockSetRenewOutcome =
       readonly expiresAtMs: number;
       /** A release request on any of the set's keys (the first one found). */
       readonly releaseRequested?: ReleaseRequest;
+      /**
+       * Only from a store with `quotaInside`, for one key: the lease's quota is counted through the
+       * quota-slot calls although the store counts the namespace's cap inside its lock steps (a lock
+       * set's key renewed alone): the caller carries its slot to the new end.
+       */
+      readonly quotaOutside?: true;
     }
   | { readonly renewed: false };

@@ -124,6 +124,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'a renewed lease whose slot went missing (a failed release freed it) stays uncounted: the namespace holds more than its cap',
   },
   {
+    id: 'set-key-renew-slot-left',
+    file: 'src/store/redis/scripts/renew.lua',
+    find: 'local renewed = from ~= 0 and 1 or 2',
+    replace: 'local renewed = 1',
+    what: "under a cap counted inside the lock scripts, a lock set's key renewed alone leaves its quota slot at the set's end: the lease lives on uncounted (Redis)",
+  },
+  {
     id: 'acquire-quota-off-by-one',
     file: 'src/store/redis/scripts/acquire.lua',
     find: '  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)',

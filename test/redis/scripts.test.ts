@@ -333,7 +333,8 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
       const second = await otherUnit(a.quota, granted[2] as number, 'other-1');
       // A renewal moves nothing and the lease still says it holds no unit here.
       const renewed = await renew(a, 'owner-a', 120_000);
-      expect(renewed[0]).toBe(1);
+      // Tag 2: renewed, its quota slot for the caller to carry (it took no unit here).
+      expect(renewed[0]).toBe(2);
       expect(await lockField(lua.raw, a.lock, 'b')).toBe('0');
       expect(await inSecond(a.quota, second)).toBe(1);
       expect(await inSecond(a.quota, Math.ceil((renewed[2] as number) / 1000))).toBe(0);
@@ -383,7 +384,7 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
       expect(set[0]).toBe(1);
       expect(await lockField(lua.raw, keysA.lock, 'b')).toBe('0');
       const second = await otherUnit(keysA.quota, set[1] as number, 'other-set');
-      expect((await renew(keysA, 'owner-set', 90_000))[0]).toBe(1);
+      expect((await renew(keysA, 'owner-set', 90_000))[0]).toBe(2);
       expect(((await lua.scripts.run('forceRelease', { ...handOver, lockName: id, keys: keysA })) as unknown[])[0]).toBe(1);
       expect(await inSecond(keysA.quota, second)).toBe(1);
     });

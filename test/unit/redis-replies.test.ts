@@ -168,7 +168,10 @@ describe('Redis script replies', () => {
     const lease = (reply: unknown) => parseLease('renew', reply);
     expect(lease([1, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900 });
     expect(lease([0])).toEqual({ held: false });
-    refuses(lease, [[1, 7], [2, 7, 900], [1, 7, 900, 1], [0, 5], [1], [1, 'x', 900], [1, 7, 'x']]);
+    // Tag 2 (a lease whose quota is counted through the quota-slot calls) from renew.lua only.
+    expect(lease([2, 7, 900])).toEqual({ held: true, fencingToken: 7, expiresAtMs: 900, quotaOutside: true });
+    expect(() => parseLease('permit-renew', [2, 7, 900])).toThrow(UnexpectedReplyError);
+    refuses(lease, [[1, 7], [3, 7, 900], [1, 7, 900, 1], [2, 7, 900, 1], [0, 5], [1], [1, 'x', 900], [1, 7, 'x'], [2, 'x', 900]]);
     refuses(parseCancel, [
       [1, 7, 900, 1],
       [2, 7, 900],

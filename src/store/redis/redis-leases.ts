@@ -124,10 +124,8 @@ const HANDED_LEASE_FRACTION = LATE_REPLY_FRACTION / 2;
 
 /** A renewal Redis confirmed, in the engine's words (one key: one fencing token). */
 function renewedOne(reply: Extract<LeaseReply, { held: true }>): LeaseRenewOutcome {
-  return withReleaseRequest(
-    { renewed: true as const, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs },
-    reply.releaseRequested,
-  );
+  const renewed = { renewed: true as const, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
+  return withReleaseRequest(reply.quotaOutside === true ? { ...renewed, quotaOutside: true as const } : renewed, reply.releaseRequested);
 }
 
 /**

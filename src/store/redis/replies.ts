@@ -107,6 +107,18 @@ export function parseLease(script: string, reply: unknown): LeaseReply {
       const releaseRequested = parseReleaseRequest(reply[3]);
       if (releaseRequested !== undefined) return { ...lease, releaseRequested };
     }
+    // renew.lua only: a lease whose quota is counted through the quota-slot calls.
+    if ((reply.length === 3 || reply.length === 4) && reply[0] === 2 && script === 'renew') {
+      const lease = {
+        held: true as const,
+        fencingToken: int(script, reply, reply[1]),
+        expiresAtMs: int(script, reply, reply[2]),
+        quotaOutside: true as const,
+      };
+      if (reply.length === 3) return lease;
+      const releaseRequested = parseReleaseRequest(reply[3]);
+      if (releaseRequested !== undefined) return { ...lease, releaseRequested };
+    }
     if (reply.length === 1 && reply[0] === 0) return { held: false };
   }
   throw new UnexpectedReplyError(script, reply);

@@ -6,7 +6,16 @@ import { type ReleaseRequest, withReleaseRequest } from '../../domain/permit-val
  */
 
 /** renew: the lease is still the caller's (with its token and new end, and a release request made of it), or it is gone. */
-export type LeaseReply = { held: true; fencingToken: number; expiresAtMs: number; releaseRequested?: ReleaseRequest } | { held: false };
+export type LeaseReply =
+  | {
+      held: true;
+      fencingToken: number;
+      expiresAtMs: number;
+      releaseRequested?: ReleaseRequest;
+      /** The lease's quota is counted through the quota-slot calls (see LockSetRenewOutcome.quotaOutside). */
+      quotaOutside?: true;
+    }
+  | { held: false };
 
 /** cancel: the waiter was granted meanwhile (it holds the lease now), or not, and how long the current lease has left. */
 export type CancelReply = { held: true; fencingToken: number; expiresAtMs: number } | { held: false; retryAfterMs: number };

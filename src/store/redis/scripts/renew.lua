@@ -15,6 +15,9 @@ Returns:
   {1, fencingToken, expiresAtMs}   renewed
   {1, fencingToken, expiresAtMs, releaseRequest}
                                    renewed, and its holder was asked to let go (field r, request-release.lua)
+  {2, ...}                         renewed, as {1, ...}; the lease took no unit here (field b = 0: a lock
+                                   set's key, or a cap counted through the quota-slot calls), so its
+                                   quota slot is for the caller to carry to the new end
   {0}                              this token holds no live lease (expired, released, taken, unknown)
 ]]
 --- @include "_lock"
@@ -39,7 +42,8 @@ if from ~= 0 then
 end
 cur[2] = newExpiresAt
 writeLock(KEYS[1], cur, ttl + ARGV[3])
+local renewed = from ~= 0 and 1 or 2
 if cur[10] then
-  return {1, cur[3], newExpiresAt, cur[10]}
+  return {renewed, cur[3], newExpiresAt, cur[10]}
 end
-return {1, cur[3], newExpiresAt}
+return {renewed, cur[3], newExpiresAt}
