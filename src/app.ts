@@ -33,6 +33,7 @@ import { metricsRoutes } from './http/routes/metrics.js';
 import { historyRoutes } from './http/routes/history.js';
 import { adminQueueRoutes } from './http/routes/admin-queue.js';
 import { LeaseHistory, registerLeaseHistory } from './http/lease-history.js';
+import { useJsonBodyParser } from './http/json-body.js';
 import type { HistoryRecorder } from './domain/history.js';
 import type { Metrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
@@ -147,6 +148,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would accept a
   // plain-text body and answer 400 where 415 says what is wrong.
   app.removeContentTypeParser('text/plain');
+  // JSON as Fastify parses it, with the reason kept when a body is refused (json-body.ts).
+  useJsonBodyParser(app);
   // A client that connects and sends nothing must not hold its socket for the whole idle timeout.
   // Until the first request arrives, the socket's own timeout is the headers timeout (it closes the
   // socket without a word); from then on the usual idle timeout applies (set on the first request by

@@ -358,6 +358,32 @@ describe('bad input', () => {
     expect(res.body.errors[0].field).toBe('key');
   });
 
+  it('each refusal says what is wrong: a refused key names it, malformed JSON says so, an out-of-range number gets one message', async () => {
+    const send = (path: string, body: string) =>
+      request(t.app.server).post(path).set('content-type', 'application/json').send(body).expect(400);
+    for (const body of ['{"ttlMs": 1000, "__proto__": {"admin": true}}', '{"ttlMs": 1000, "constructor": {"prototype": {}}}']) {
+      const res = await send('/v1/locks/why/acquire', body);
+      expect(res.body).toMatchObject({ code: 'invalid_request' });
+      expect(res.body.detail).toContain('"__proto__" or "constructor.prototype" key');
+    }
+    expect((await send('/v1/locks/why/acquire', '{"ttlMs": ')).body.detail).toMatch(/^the body is not valid JSON: /);
+    // A byte-order mark before valid JSON is no error (as Fastify's own parser takes it).
+    await request(t.app.server)
+      .post('/v1/locks/why-bom/acquire')
+      .set('content-type', 'application/json')
+      .send('\ufeff{"ttlMs": 1000}')
+      .expect(200);
+    for (const [path, body, field, message] of [
+      ['/v1/locks/why/acquire', '{"ttlMs": 1e20}', 'ttlMs', 'Too big: expected number to be <=2147483647'],
+      ['/v1/locks/why/acquire', '{"ttlMs": -1e20}', 'ttlMs', 'Too small: expected number to be >0'],
+      ['/v1/locks/why/acquire', '{"ttlMs": 1000, "waitMs": 1e300}', 'waitMs', 'Too big: expected number to be <=2147483647'],
+      ['/v1/semaphores/why/acquire', '{"ttlMs": 1000, "limit": 1e20}', 'limit', expect.stringMatching(/^Too big/)],
+    ] as const) {
+      const res = await send(path, body);
+      expect(res.body.errors).toEqual([{ field, message }]);
+    }
+  });
+
   it('a prototype-pollution attempt leaves Object.prototype clean', async () => {
     await request(t.app.server)
       .post('/v1/locks/pp/acquire')

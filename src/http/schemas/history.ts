@@ -18,9 +18,9 @@ export const HistoryQuery = z.strictObject({
   }),
   limit: z.coerce
     .number()
+    .min(1, { abort: true })
+    .max(1000, { abort: true })
     .int()
-    .min(1)
-    .max(1000)
     .default(200)
     .meta({ description: 'At most this many events: the most recent ones (truncated says whether older ones were left out)' }),
 });

@@ -25,13 +25,18 @@ export const LockKeyParams = z.object({
 export const MAX_DURATION_MS = 2_147_483_647;
 
 /** A duration in milliseconds that may be 0 (a wait, a delay). */
-export const DurationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
+/*
+ * Range checks before the whole-number check, each ending the checks when it fails ({ abort: true }): a
+ * value out of range then gets one message naming the range, not a second one about 2^53 (zod's int
+ * check carries its own safe-integer bounds). The JSON Schema (openapi.yaml) is the same either way.
+ */
+export const DurationMs = z.number().nonnegative({ abort: true }).max(MAX_DURATION_MS, { abort: true }).int();
 
 export const TtlMs = z
   .number()
+  .positive({ abort: true })
+  .max(MAX_DURATION_MS, { abort: true })
   .int()
-  .positive()
-  .max(MAX_DURATION_MS)
   .meta({
     description: 'Lease length in milliseconds. The server bounds it (by default 100 to 3,600,000); a value outside the bounds is a 400.',
     examples: [30000],
@@ -49,7 +54,7 @@ export const OwnerToken = z
   });
 
 /** A whole number JSON carries exactly (tokens and indexes are microsecond-scale, far below 2^53). */
-export const SafeCount = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+export const SafeCount = z.number().nonnegative({ abort: true }).max(Number.MAX_SAFE_INTEGER, { abort: true }).int();
 
 export const FencingToken = SafeCount.meta({
   description:
@@ -189,9 +194,9 @@ export const ReleaseResponse = z.object({ key: z.string(), released: z.literal(t
 
 export const WatchIndex = z
   .number()
+  .positive({ abort: true })
+  .max(Number.MAX_SAFE_INTEGER, { abort: true })
   .int()
-  .positive()
-  .max(Number.MAX_SAFE_INTEGER)
   .meta({
     description:
       'Watch index: a per-key number that changes on every grant, release, expiry, force release and hand-over ' +
@@ -257,7 +262,7 @@ export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).met
 });
 
 /** A whole number from a query string, `min` to `max`. */
-export const queryInteger = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+export const queryInteger = (min: number, max: number) => z.coerce.number().min(min, { abort: true }).max(max, { abort: true }).int();
 
 /**
  * The query of the routes that change leases (acquire, renew, release, lock sets): none. A parameter is a

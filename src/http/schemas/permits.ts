@@ -13,9 +13,9 @@ import { AskedToLetGo, ExpiresAt, FencingToken, grantFields, Holder, QueueField,
 
 const Limit = z
   .number()
+  .min(1, { abort: true })
+  .max(MAX_SEMAPHORE_LIMIT, { abort: true })
   .int()
-  .min(1)
-  .max(MAX_SEMAPHORE_LIMIT)
   .meta({
     description:
       `Most permits held at once, 1 to ${MAX_SEMAPHORE_LIMIT}. Every caller of one semaphore must send the same limit: while ` +
