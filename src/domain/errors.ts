@@ -81,12 +81,18 @@ export class NotOwnerError extends DomainError {
  */
 export class StoreUnavailableError extends DomainError {
   readonly code = 'store_unavailable';
+  /**
+   * The call was sent and its answer is missing (a timeout, a connection lost after the write): the store
+   * may have done what it was asked. A lease it may have granted keeps its quota slot (quota.ts).
+   */
+  readonly outcomeUnknown: boolean;
   constructor(
     message: string,
     override readonly retryAfterMs = 1000,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; outcomeUnknown?: boolean },
   ) {
     super(message, options);
+    this.outcomeUnknown = options?.outcomeUnknown === true;
   }
 }
 

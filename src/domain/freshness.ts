@@ -61,7 +61,20 @@ export class FreshnessGuard {
     const now = performance.now();
     const elapsedMs = now - lease.decidedAt;
     const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
-    if (giveBack) await this.store.release(lease.id, lease.ownerToken).catch(() => undefined);
+    const gaveBack = giveBack
+      ? await this.store.release(lease.id, lease.ownerToken).then(
+          () => true,
+          () => false,
+        )
+      : true;
+    if (!gaveBack) {
+      // The lease lives on to its end: its quota slot must too (quota.ts, leaseMayBeLive).
+      throw new StoreUnavailableError(
+        `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease, and the lease could not be given back: it ends by itself`,
+        1000,
+        { outcomeUnknown: true },
+      );
+    }
     const fate = giveBack
       ? 'the lease was given back'
       : 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it';

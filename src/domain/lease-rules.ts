@@ -1,7 +1,7 @@
 import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
-import { InvalidRequestError, isDomainError, NotOwnerError, WaitAbortedError } from './errors.js';
+import { InvalidRequestError, isDomainError, NotOwnerError, StoreUnavailableError, WaitAbortedError } from './errors.js';
 import type { FreshnessGuard } from './freshness.js';
 import type { LeaseLimits } from './limits.js';
 import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
@@ -159,7 +159,13 @@ export class LeaseRules {
       const ownerToken = wait.ownerOf(grant);
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
-        await this.parts.giveBack(id, ownerToken).catch(() => undefined);
+        const gaveBack = await this.parts.giveBack(id, ownerToken).then(
+          () => true,
+          () => false,
+        );
+        // Not given back: the lease lives on to its end, so its quota slot must too (leaseMayBeLive).
+        if (!gaveBack)
+          throw new StoreUnavailableError('the caller left and its lease could not be given back', 1000, { outcomeUnknown: true });
         throw new WaitAbortedError();
       }
       await freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: grant.decidedAt });

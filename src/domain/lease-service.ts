@@ -28,7 +28,7 @@ import type { LeaseLimits } from './limits.js';
 import type { Grant, IndexedLockState, QueuedCaller, ReleaseRequest, ReleaseRequestInput } from './lock-values.js';
 import { lockId } from './namespaces.js';
 import { type IndexedPermitState, MAX_QUEUE_SHOWN } from './permit-values.js';
-import { type LeaseClaim, leaseSlotId, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
+import { type LeaseClaim, leaseMayBeLive, leaseSlotId, NamespaceQuota, QUOTA_SLOT_MARGIN_MS } from './quota.js';
 import { randomBase64url } from './random.js';
 import { WaitGate } from './wait-gate.js';
 import { ChangeWatch, type IndexedView, lockWatchSource, permitWatchSource } from './watch.js';
@@ -544,13 +544,12 @@ export class LeaseService {
     try {
       const ids = ordered.map((key) => lockId(namespace, key));
       await this.reserveQuotaSlots(namespace, ownerToken, ids, ttlMs + waitMs);
-      let granted = false;
       try {
-        const grant = await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
-        granted = true;
-        return grant;
-      } finally {
-        if (!granted) await this.freeQuotaSlots(namespace, ownerToken, ids);
+        return await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
+      } catch (error) {
+        // A set the store may have granted keeps its slots (leaseMayBeLive).
+        if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, ownerToken, ids);
+        throw error;
       }
     } finally {
       leave?.();

@@ -1,4 +1,4 @@
-import { QuotaExceededError } from './errors.js';
+import { QuotaExceededError, StoreUnavailableError } from './errors.js';
 import type { LeaseGiveBack } from './freshness.js';
 import type { Grant, QuotaSlotStore } from './lock-values.js';
 
@@ -20,6 +20,16 @@ export const QUOTA_SLOT_MARGIN_MS = 1000;
  */
 export function leaseSlotId(ownerToken: string, id: string): string {
   return `${ownerToken}/${id}`;
+}
+
+/**
+ * Whether a failed acquire may still have granted its lease: its call was sent and the answer is missing
+ * (StoreUnavailableError.outcomeUnknown). Its slot then stays, counting until its own end (wait + lease +
+ * margin): freed, a lease granted in the store would live on uncounted, over the namespace's cap. Any other
+ * failure granted nothing, and frees the slot at once.
+ */
+export function leaseMayBeLive(error: unknown): boolean {
+  return error instanceof StoreUnavailableError && error.outcomeUnknown;
 }
 
 /** The lease a caller asks for, as the quota needs to know it. */
@@ -75,7 +85,7 @@ export class NamespaceQuota {
     ]);
     if (slot.status === 'fulfilled' && slot.value.reserved) {
       if (lease.status === 'fulfilled') return lease.value;
-      await this.free(claim.namespace, claim.ownerToken, claim.id);
+      if (!leaseMayBeLive(lease.reason)) await this.free(claim.namespace, claim.ownerToken, claim.id);
       throw lease.reason;
     }
     if (lease.status === 'fulfilled') await this.store.release(claim.id, claim.ownerToken).catch(() => undefined);
@@ -93,13 +103,11 @@ export class NamespaceQuota {
       this.maxHeldLocks,
     );
     if (!slot.reserved) throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.retryAfterMs);
-    let granted = false;
     try {
-      const grant = await acquire();
-      granted = true;
-      return grant;
-    } finally {
-      if (!granted) await this.free(claim.namespace, claim.ownerToken, claim.id);
+      return await acquire();
+    } catch (error) {
+      if (!leaseMayBeLive(error)) await this.free(claim.namespace, claim.ownerToken, claim.id);
+      throw error;
     }
   }
 

@@ -17,6 +17,7 @@ import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
+import { FakeClock } from '../helpers/fake-clock.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { openRedisStore } from '../helpers/redis-store.js';
 
@@ -253,6 +254,66 @@ describe('lock service rules over the embedded store', () => {
       lag.mockRestore();
     }
     expect(await locks.inspect(ns, 'late')).toBeNull();
+  });
+
+  it('a late grant whose give-back fails keeps its quota slot: the lease lives on in the store, still counted', async () => {
+    // The store's clock stands still: the lease and its slot cannot end during the test, however slow
+    // the machine; only the reply is late (on the real clock the freshness check reads).
+    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
+    let failGiveBack = true;
+    const slow = withLeases(frozen, (own) => ({
+      acquire: async (request) => {
+        const outcome = await own.acquire(request);
+        await sleep(60);
+        return outcome;
+      },
+      release: (kind, ids, ownerToken) =>
+        failGiveBack
+          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
+          : own.release(kind, ids, ownerToken),
+    }));
+    const capped = new LockService(slow, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const ns = uniqueNamespace();
+    const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
+    let refused: unknown;
+    try {
+      refused = await capped.acquire(ns, 'late', 100).catch((e: unknown) => e);
+    } finally {
+      lag.mockRestore();
+    }
+    expect(refused).toBeInstanceOf(StoreUnavailableError);
+    expect((refused as StoreUnavailableError).outcomeUnknown).toBe(true);
+    // The lease lives on, and so does its slot: the cap of one is reached.
+    expect(await capped.inspect(ns, 'late')).not.toBeNull();
+    await expect(capped.acquire(ns, 'other', 100)).rejects.toBeInstanceOf(QuotaExceededError);
+    failGiveBack = false;
+    await frozen.close();
+  });
+
+  it('a waiting grant whose caller left, given back in vain, keeps its quota slot', async () => {
+    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
+    const caller = new AbortController();
+    let failGiveBack = true;
+    const leaving = withLeases(frozen, (own) => ({
+      // The caller leaves while its grant is on its way back.
+      acquire: async (request) => {
+        const outcome = await own.acquire(request);
+        caller.abort();
+        return outcome;
+      },
+      release: (kind, ids, ownerToken) =>
+        failGiveBack
+          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
+          : own.release(kind, ids, ownerToken),
+    }));
+    const capped = new LockService(leaving, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const ns = uniqueNamespace();
+    const refused = await capped.acquire(ns, 'left', 60_000, { waitMs: 1_000, signal: caller.signal }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StoreUnavailableError);
+    expect(await capped.inspect(ns, 'left')).not.toBeNull();
+    await expect(capped.acquire(ns, 'other', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    failGiveBack = false;
+    await frozen.close();
   });
 
   it('without a namespace quota (the acquire that takes no quota slot), a late grant is given back too', async () => {

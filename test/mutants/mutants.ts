@@ -131,6 +131,21 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: "under a cap counted inside the lock scripts, a lock set's key renewed alone leaves its quota slot at the set's end: the lease lives on uncounted (Redis)",
   },
   {
+    id: 'uncertain-acquire-frees-slot',
+    file: 'src/domain/quota.ts',
+    find: 'export function leaseMayBeLive(error: unknown): boolean {\n  return error instanceof StoreUnavailableError && error.outcomeUnknown;',
+    replace: 'export function leaseMayBeLive(error: unknown): boolean {\n  return error instanceof StoreUnavailableError && false;',
+    what: 'an acquire whose answer was lost but which ran in the store frees its quota slot: the lease it was granted lives on uncounted, over the cap',
+  },
+  {
+    id: 'abort-answered-before-give-back',
+    file: 'src/store/shared/wait-room.ts',
+    find: '    this.ops\n      .cancel(waiter)\n      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))\n      .then(\n        () => this.finish(waiter, () => waiter.reject(reason)),',
+    replace:
+      '    this.finish(waiter, () => waiter.reject(reason));\n    this.ops\n      .cancel(waiter)\n      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))\n      .then(\n        () => undefined,',
+    what: 'a waiter that leaves as the lock is handed to it is answered before that lease is given back: its quota slot goes back while the lease lives (the namespace over its cap)',
+  },
+  {
     id: 'acquire-quota-off-by-one',
     file: 'src/store/redis/scripts/acquire.lua',
     find: '  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)',

@@ -71,7 +71,7 @@ export async function callEtcd<T>(closed: boolean, what: string, run: () => Prom
     return await run();
   } catch (err) {
     if (err instanceof StoreUnavailableError) throw err;
-    throw new StoreUnavailableError(`${what} call failed: ${(err as Error).message}`, 1000, { cause: err });
+    throw new StoreUnavailableError(`${what} call failed: ${(err as Error).message}`, 1000, { cause: err, outcomeUnknown: true });
   }
 }
 

@@ -453,6 +453,6 @@ export class RedisStore implements Store {
     if (err instanceof MisalignedReplyError) this.replaceConnection(this.connectionEpoch);
     // After a timeout the reply may only be late (Redis slow), or lost for good: find out.
     else if ((err as Error).message === COMMAND_TIMED_OUT) this.probeAlignment();
-    return new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err });
+    return new StoreUnavailableError(`Redis call failed: ${(err as Error).message}`, 1000, { cause: err, outcomeUnknown: true });
   }
 }

@@ -211,9 +211,16 @@ export class WaitRoom<O> {
       leaving.map(async (waiter) => {
         waiter.closed = true;
         this.leave(waiter);
+        // Answered once a lease handed to it is given back (or with why it could not be): its quota slot
+        // is freed on that answer, and must count until then (onAbort says why).
+        try {
+          const reply = await this.ops.cancel(waiter);
+          if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);
+        } catch (error) {
+          waiter.reject(error);
+          throw error;
+        }
         waiter.reject(reason);
-        const reply = await this.ops.cancel(waiter);
-        if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);
       }),
     );
   }
@@ -253,12 +260,18 @@ export class WaitRoom<O> {
     if (waiter.state !== 'waiting') return;
     this.leave(waiter);
     const reason: unknown = waiter.signal?.reason;
-    this.finish(waiter, () => waiter.reject(reason));
-    // Nobody will use a lease handed to this caller: give it back so the next waiter gets it.
-    void this.ops
+    // Nobody will use a lease handed to this caller: give it back so the next waiter gets it, and only
+    // then answer. The caller's quota slot is freed on that answer: answered first, the slot went back
+    // while the lease handed to it still lived in the store (one round trip, or its whole TTL when the
+    // give-back failed), and the namespace could hold one lease over its cap. A give-back that fails
+    // answers with its error (the store's outcome unknown), and the slot then counts to its own end.
+    this.ops
       .cancel(waiter)
       .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))
-      .catch(() => undefined);
+      .then(
+        () => this.finish(waiter, () => waiter.reject(reason)),
+        (error: unknown) => this.finish(waiter, () => waiter.reject(error)),
+      );
   }
 
   /** Takes the waiter out of this instance's bookkeeping (not yet out of the map of known ids). */
