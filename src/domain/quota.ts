@@ -88,7 +88,17 @@ export class NamespaceQuota {
       if (!leaseMayBeLive(lease.reason)) await this.free(claim.namespace, claim.ownerToken, claim.id);
       throw lease.reason;
     }
-    if (lease.status === 'fulfilled') await this.store.release(claim.id, claim.ownerToken).catch(() => undefined);
+    if (lease.status === 'fulfilled') {
+      const gaveBack = await this.store.release(claim.id, claim.ownerToken).then(
+        () => true,
+        () => false,
+      );
+      // Not given back, the lease lives on to its end: counted over the cap rather than not at all.
+      if (!gaveBack) {
+        const slotId = leaseSlotId(claim.ownerToken, claim.id);
+        await this.store.extendQuotaSlot(claim.namespace, slotId, lease.value.expiresAtMs, this.maxHeldLocks).catch(() => undefined);
+      }
+    }
     if (slot.status === 'rejected') throw slot.reason;
     throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.value.reserved ? 1 : slot.value.retryAfterMs);
   }
@@ -96,6 +106,7 @@ export class NamespaceQuota {
   /** For an acquire that may wait `waitMs`: the slot first, held through the wait, given back if not granted. */
   async grantWaiting<G extends Grant>(claim: LeaseClaim, waitMs: number, acquire: () => Promise<G>): Promise<G> {
     if (this.maxHeldLocks <= 0) return acquire();
+    const askedAt = performance.now();
     const slot = await this.store.reserveQuotaSlot(
       claim.namespace,
       leaseSlotId(claim.ownerToken, claim.id),
@@ -104,7 +115,14 @@ export class NamespaceQuota {
     );
     if (!slot.reserved) throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.retryAfterMs);
     try {
-      return await acquire();
+      const grant = await acquire();
+      // The slot outlives the lease unless the grant came more than wait + margin after the slot was
+      // taken, which this process's own clock bounds from above (a grant confirmed late, an overloaded
+      // instance): then the slot is carried to the lease's end, one call on that rare path only.
+      if (performance.now() - askedAt > waitMs + QUOTA_SLOT_MARGIN_MS) {
+        await this.extend(claim.namespace, claim.ownerToken, claim.id, grant.expiresAtMs);
+      }
+      return grant;
     } catch (error) {
       if (!leaseMayBeLive(error)) await this.free(claim.namespace, claim.ownerToken, claim.id);
       throw error;

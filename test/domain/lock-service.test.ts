@@ -316,6 +316,59 @@ describe('lock service rules over the embedded store', () => {
     await frozen.close();
   });
 
+  it('a lease granted over the cap that cannot be given back is counted: the namespace is not left over its cap', async () => {
+    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
+    let failGiveBack = false;
+    const failing = withLeases(frozen, (own) => ({
+      release: (kind, ids, ownerToken) =>
+        failGiveBack
+          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
+          : own.release(kind, ids, ownerToken),
+    }));
+    const capped = new LockService(failing, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const ns = uniqueNamespace();
+    const a = await capped.acquire(ns, 'a', 60_000);
+    // The slot is refused and the lease, asked for at the same time, granted: its give-back fails.
+    failGiveBack = true;
+    await expect(capped.acquire(ns, 'b', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    failGiveBack = false;
+    expect(await capped.inspect(ns, 'b')).not.toBeNull();
+    // 'a' goes; 'b' still lives, counted: the cap of one is still reached.
+    await capped.release(ns, 'a', a.ownerToken);
+    await expect(capped.acquire(ns, 'c', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await frozen.close();
+  });
+
+  it("a waiting grant that comes later than its slot allowed for carries the slot to the lease's end", async () => {
+    // The store's clock moves only by hand: the grant comes 5 s of store time after the slot was taken
+    // (more than the wait and the slot's margin), and the slot must not end before the lease.
+    const clock = new FakeClock();
+    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: clock.now });
+    const slowGrant = withLeases(frozen, (own) => ({
+      acquire: async (request) => {
+        // Late on this process's clock too (past wait + margin), as a late grant is.
+        await sleep(QUOTA_SLOT_MARGIN_MS + 100);
+        clock.advance(5_000);
+        return own.acquire(request);
+      },
+    }));
+    const capped = new LockService(slowGrant, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const plain = new LockService(frozen, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
+    const ns = uniqueNamespace();
+    const lag = vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(0);
+    let grant: LockGrant;
+    try {
+      grant = await capped.acquire(ns, 'late', 60_000, { waitMs: 1 });
+    } finally {
+      lag.mockRestore();
+    }
+    // Past the slot's end as it was taken (wait + lease + margin from then), before the lease's.
+    clock.advance(60_000 + QUOTA_SLOT_MARGIN_MS - 5_000 + 500);
+    expect((await plain.inspect(ns, 'late'))?.fencingToken).toBe(grant.fencingToken);
+    await expect(plain.acquire(ns, 'other', 1_000)).rejects.toBeInstanceOf(QuotaExceededError);
+    await frozen.close();
+  });
+
   it('without a namespace quota (the acquire that takes no quota slot), a late grant is given back too', async () => {
     const slow = withLeases(store, (own) => ({
       acquire: async (request) => {
