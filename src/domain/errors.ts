@@ -18,12 +18,23 @@ export abstract class DomainError extends Error {
   readonly retryAfterMs?: number;
   /** For invalid_request: each offending field. */
   readonly fields?: readonly FieldError[];
+  /**
+   * The failed call left its lease live on purpose (keptLease): an idempotent acquire whose answer could
+   * not be delivered keeps it for a retry with its key. Its quota slot keeps counting (quota.ts).
+   */
+  leaseKept = false;
 
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
     // Each error is named after its class (LockHeldError, ...), as logs and stack traces show it.
     this.name = new.target.name;
   }
+}
+
+/** Marks `error` as leaving its lease live on purpose (DomainError.leaseKept). */
+export function keptLease<E extends DomainError>(error: E): E {
+  error.leaseKept = true;
+  return error;
 }
 
 /** A refusal of one key that a retry may get past: `retryAfterMs` is the earliest it can. */

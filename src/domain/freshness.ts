@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { OverloadedError, StoreUnavailableError } from './errors.js';
+import { keptLease, OverloadedError, StoreUnavailableError } from './errors.js';
 import { ownLag } from './own-lag.js';
 
 /**
@@ -42,6 +42,15 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
  * hand out a lease that ran out meanwhile. That narrows the window to the write itself; it cannot
  * close it (see docs/safety.md, Limits).
  */
+/** Why a late lease is kept rather than given back (FreshnessGuard.refuseIfLate). */
+export type KeptBecause = 'renewal' | 'idempotency-key';
+
+const KEPT: Record<KeptBecause, string> = {
+  renewal: 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it',
+  'idempotency-key':
+    'the lease was kept for its Idempotency-Key: an acquire sent again with the same key gets it back; otherwise it ends at its TTL',
+};
+
 export class FreshnessGuard {
   constructor(private readonly store: LeaseGiveBack) {
     ownLag.watch();
@@ -51,16 +60,20 @@ export class FreshnessGuard {
    * Who is to blame for a late answer decides what the caller is told: when the time this process's
    * own event loop was held up (its own load, or a host starving it) is what made the answer late, it
    * is 503 `overloaded`, since the store answered in time; otherwise the store was slow:
-   * `store_unavailable`. Either way the lease is given back, unless `giveBack` is false: a renewal's
-   * lease was the caller's before the renewal and stays live until the end the store gave it, so
-   * giving it back would make a late answer cost the holder its lease (protection must never do that);
-   * the caller is told the renewal is uncertain and renews again.
+   * `store_unavailable`. Either way the lease is given back, unless it is kept (`keep`, KeptBecause): a
+   * renewal's lease was the caller's before the renewal and stays live until the end the store gave it,
+   * so giving it back would make a late answer cost the holder its lease (protection must never do
+   * that); the caller is told the renewal is uncertain and renews again. An acquire sent with an
+   * Idempotency-Key may have been answered with this very lease already, to a retry (a replay, on any
+   * instance): given back, its holder would hold a 200 for a lock another caller is then granted. The
+   * error then says the lease was kept (DomainError.leaseKept), so its quota slot keeps counting.
    */
-  async refuseIfLate(lease: DecidedLease, { giveBack = true }: { readonly giveBack?: boolean } = {}): Promise<void> {
+  async refuseIfLate(lease: DecidedLease, { keep }: { readonly keep?: KeptBecause } = {}): Promise<void> {
     if (isFresh(lease)) return;
     const now = performance.now();
     const elapsedMs = now - lease.decidedAt;
     const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
+    const giveBack = keep === undefined;
     const gaveBack = giveBack
       ? await this.store.release(lease.id, lease.ownerToken).then(
           () => true,
@@ -75,21 +88,20 @@ export class FreshnessGuard {
         { outcomeUnknown: true },
       );
     }
-    const fate = giveBack
-      ? 'the lease was given back'
-      : 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it';
+    const fate = keep === undefined ? 'the lease was given back' : KEPT[keep];
     // Ours when the hold-ups were the larger part of the wait and, without them, the answer was in time.
     // (A hold-up while the reply was still on its way also counts here: requiring the larger part keeps
     // a store that was slow, on a host that was also busy, reported as the store's.)
-    if (ownMs * 2 >= elapsedMs && elapsedMs - ownMs < lease.ttlMs * LATE_REPLY_FRACTION) {
-      throw new OverloadedError(
-        'event_loop_delay',
-        1000,
-        `this instance took ${Math.round(elapsedMs)} ms to deliver a ${lease.ttlMs} ms lease (its event loop was held up ${Math.round(ownMs)} ms of it); ${fate}`,
-      );
-    }
-    throw new StoreUnavailableError(
-      `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; ${fate}`,
-    );
+    const refusal =
+      ownMs * 2 >= elapsedMs && elapsedMs - ownMs < lease.ttlMs * LATE_REPLY_FRACTION
+        ? new OverloadedError(
+            'event_loop_delay',
+            1000,
+            `this instance took ${Math.round(elapsedMs)} ms to deliver a ${lease.ttlMs} ms lease (its event loop was held up ${Math.round(ownMs)} ms of it); ${fate}`,
+          )
+        : new StoreUnavailableError(
+            `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; ${fate}`,
+          );
+    throw keep === undefined ? refusal : keptLease(refusal);
   }
 }

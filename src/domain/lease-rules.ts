@@ -1,7 +1,7 @@
 import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
-import { InvalidRequestError, isDomainError, NotOwnerError, StoreUnavailableError, WaitAbortedError } from './errors.js';
+import { InvalidRequestError, isDomainError, keptLease, NotOwnerError, StoreUnavailableError, WaitAbortedError } from './errors.js';
 import type { FreshnessGuard } from './freshness.js';
 import type { LeaseLimits } from './limits.js';
 import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
@@ -10,6 +10,9 @@ import { lockId, parseLockId } from './namespaces.js';
 import type { NamespaceQuota } from './quota.js';
 import type { WaitGate } from './wait-gate.js';
 import type { ChangeWatch, Watchable } from './watch.js';
+
+/** A late grant asked with an Idempotency-Key is kept (FreshnessGuard.refuseIfLate). */
+export const KEEP_FOR_KEY = { keep: 'idempotency-key' } as const;
 
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
 export type OperationResult = 'ok' | ErrorCode | 'error';
@@ -47,6 +50,11 @@ export interface WaitingGrant<G extends { readonly decidedAt: number }> {
   ownerOf(grant: G): string;
   /** Set to the seconds spent waiting when the wait ends, so the caller can time its own work apart. */
   readonly waited?: { seconds: number };
+  /**
+   * Asked with an Idempotency-Key: a grant that cannot be delivered (the caller left, or it came late) is
+   * kept for a retry with the key, which may have been answered with it already, not given back.
+   */
+  readonly idempotent?: boolean;
 }
 
 /** A grant as every primitive reports it. */
@@ -59,6 +67,11 @@ export interface LeaseGrant {
   readonly holder: string | null;
   /** performance.now() when the store command that established the lease was sent (see FreshnessGuard). */
   readonly decidedAt: number;
+  /**
+   * Asked with an Idempotency-Key: a retry with the key may have been answered with this lease, so an
+   * answer that cannot be delivered (late) keeps the lease rather than give it back (FreshnessGuard).
+   */
+  readonly idempotent?: boolean;
 }
 
 /** A renewal as every primitive reports it. */
@@ -159,6 +172,8 @@ export class LeaseRules {
       const ownerToken = wait.ownerOf(grant);
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
+        // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting.
+        if (wait.idempotent === true) throw keptLease(new WaitAbortedError());
         const gaveBack = await this.parts.giveBack(id, ownerToken).then(
           () => true,
           () => false,
@@ -168,7 +183,10 @@ export class LeaseRules {
           throw new StoreUnavailableError('the caller left and its lease could not be given back', 1000, { outcomeUnknown: true });
         throw new WaitAbortedError();
       }
-      await freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt: grant.decidedAt });
+      await freshness.refuseIfLate(
+        { id, ownerToken, ttlMs, decidedAt: grant.decidedAt },
+        wait.idempotent === true ? KEEP_FOR_KEY : undefined,
+      );
       return grant;
     } finally {
       waitSignal.done();
@@ -200,7 +218,7 @@ export class LeaseRules {
     }
     try {
       // A late answer is refused but the lease is kept (see refuseIfLate): it was the caller's already.
-      await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, { giveBack: false });
+      await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, { keep: 'renewal' });
     } finally {
       // Renewed either way: its quota unit lasts as long.
       await this.parts.quota.extend(namespace, ownerToken, id, outcome.expiresAtMs);

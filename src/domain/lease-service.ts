@@ -14,6 +14,7 @@ import { FreshnessGuard, isFresh } from './freshness.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import {
   type HeldQuery,
+  KEEP_FOR_KEY,
   type LeaseGrant,
   type LeaseObserver,
   type LeaseRenewal,
@@ -107,6 +108,8 @@ export interface FreshLease {
   readonly ownerToken: string;
   readonly ttlMs: number;
   readonly decidedAt: number;
+  /** Asked with an Idempotency-Key: kept, not given back, when late (LeaseGrant.idempotent). */
+  readonly idempotent?: boolean;
 }
 
 /** A key's view as a blocking query answers it: a lock's indexed state, or a permit key's. */
@@ -271,6 +274,7 @@ export class LeaseService {
         expiresAtMs: grant.expiresAtMs,
         holder: grant.replayed ? grant.replayed.holder : holder,
         decidedAt: grant.decidedAt,
+        idempotent: request.idempotencyKey !== undefined,
       };
       this.report(kind, 'acquire', 'ok', started, waited);
       return answer;
@@ -371,7 +375,8 @@ export class LeaseService {
     const { ttlMs } = request;
     const { decidedAt } = grant;
     if (isFresh({ ttlMs, decidedAt })) return undefined;
-    return lane.freshness.refuseIfLate({ id: request.id, ownerToken: grant.replayed?.ownerToken ?? request.ownerToken, ttlMs, decidedAt });
+    const lease = { id: request.id, ownerToken: grant.replayed?.ownerToken ?? request.ownerToken, ttlMs, decidedAt };
+    return lane.freshness.refuseIfLate(lease, request.idempotencyKey === undefined ? undefined : KEEP_FOR_KEY);
   }
 
   private acquireWaiting(lane: Lane, request: Request, refusals: LeaseRefusals, waited: { seconds: number }): Promise<DecidedGrant> {
@@ -384,6 +389,7 @@ export class LeaseService {
       waited,
       acquire: (signal) => this.acquireOnce(lane, request, refusals, signal),
       ownerOf: (grant) => grant.replayed?.ownerToken ?? request.ownerToken,
+      idempotent: request.idempotencyKey !== undefined,
     });
   }
 
@@ -516,7 +522,8 @@ export class LeaseService {
    */
   async confirmFresh(kind: LeaseKind, namespace: string, lease: FreshLease): Promise<void> {
     const { key, ownerToken, ttlMs, decidedAt } = lease;
-    await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt });
+    const keep = lease.idempotent === true ? KEEP_FOR_KEY : undefined;
+    await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt }, keep);
   }
 
   /**

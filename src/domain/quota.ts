@@ -1,4 +1,4 @@
-import { QuotaExceededError, StoreUnavailableError } from './errors.js';
+import { isDomainError, QuotaExceededError, StoreUnavailableError } from './errors.js';
 import type { LeaseGiveBack } from './freshness.js';
 import type { Grant, QuotaSlotStore } from './lock-values.js';
 
@@ -24,12 +24,13 @@ export function leaseSlotId(ownerToken: string, id: string): string {
 
 /**
  * Whether a failed acquire may still have granted its lease: its call was sent and the answer is missing
- * (StoreUnavailableError.outcomeUnknown). Its slot then stays, counting until its own end (wait + lease +
- * margin): freed, a lease granted in the store would live on uncounted, over the namespace's cap. Any other
- * failure granted nothing, and frees the slot at once.
+ * (StoreUnavailableError.outcomeUnknown), or the lease was kept on purpose (DomainError.leaseKept). Its
+ * slot then stays, counting until its own end (wait + lease + margin): freed, a lease granted in the store
+ * would live on uncounted, over the namespace's cap. Any other failure granted nothing, and frees the slot
+ * at once.
  */
 export function leaseMayBeLive(error: unknown): boolean {
-  return error instanceof StoreUnavailableError && error.outcomeUnknown;
+  return isDomainError(error) && (error.leaseKept || (error instanceof StoreUnavailableError && error.outcomeUnknown));
 }
 
 /** The lease a caller asks for, as the quota needs to know it. */

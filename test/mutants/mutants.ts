@@ -146,6 +146,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'a waiter that leaves as the lock is handed to it is answered before that lease is given back: its quota slot goes back while the lease lives (the namespace over its cap)',
   },
   {
+    id: 'late-keyed-grant-given-back',
+    file: 'src/domain/lease-service.ts',
+    find: 'return lane.freshness.refuseIfLate(lease, request.idempotencyKey === undefined ? undefined : KEEP_FOR_KEY);',
+    replace: 'return lane.freshness.refuseIfLate(lease, undefined);',
+    what: 'a late grant asked with an Idempotency-Key is given back, though a retry may already hold it as its replay: another caller is granted the lock while that 200 still runs',
+  },
+  {
     id: 'acquire-quota-off-by-one',
     file: 'src/store/redis/scripts/acquire.lua',
     find: '  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)',
