@@ -256,21 +256,23 @@ describe('lock service rules over the embedded store', () => {
     expect(await locks.inspect(ns, 'late')).toBeNull();
   });
 
+  /** An embedded store whose clock stands still: no lease or slot ends during the test, however slow the machine. */
+  const frozenStore = () => new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
+  /** A give-back (release) that fails as a lost answer does: the store may or may not have run it. */
+  const giveBackFailed = () => Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }));
+
   it('a late grant whose give-back fails keeps its quota slot: the lease lives on in the store, still counted', async () => {
     // The store's clock stands still: the lease and its slot cannot end during the test, however slow
     // the machine; only the reply is late (on the real clock the freshness check reads).
-    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
-    let failGiveBack = true;
+    const frozen = frozenStore();
+    const giveBack = { fails: true };
     const slow = withLeases(frozen, (own) => ({
       acquire: async (request) => {
         const outcome = await own.acquire(request);
         await sleep(60);
         return outcome;
       },
-      release: (kind, ids, ownerToken) =>
-        failGiveBack
-          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
-          : own.release(kind, ids, ownerToken),
+      release: (kind, ids, ownerToken) => (giveBack.fails ? giveBackFailed() : own.release(kind, ids, ownerToken)),
     }));
     const capped = new LockService(slow, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
@@ -286,14 +288,14 @@ describe('lock service rules over the embedded store', () => {
     // The lease lives on, and so does its slot: the cap of one is reached.
     expect(await capped.inspect(ns, 'late')).not.toBeNull();
     await expect(capped.acquire(ns, 'other', 100)).rejects.toBeInstanceOf(QuotaExceededError);
-    failGiveBack = false;
+    giveBack.fails = false;
     await frozen.close();
   });
 
   it('a waiting grant whose caller left, given back in vain, keeps its quota slot', async () => {
-    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
+    const frozen = frozenStore();
     const caller = new AbortController();
-    let failGiveBack = true;
+    const giveBack = { fails: true };
     const leaving = withLeases(frozen, (own) => ({
       // The caller leaves while its grant is on its way back.
       acquire: async (request) => {
@@ -301,10 +303,7 @@ describe('lock service rules over the embedded store', () => {
         caller.abort();
         return outcome;
       },
-      release: (kind, ids, ownerToken) =>
-        failGiveBack
-          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
-          : own.release(kind, ids, ownerToken),
+      release: (kind, ids, ownerToken) => (giveBack.fails ? giveBackFailed() : own.release(kind, ids, ownerToken)),
     }));
     const capped = new LockService(leaving, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
@@ -312,26 +311,23 @@ describe('lock service rules over the embedded store', () => {
     expect(refused).toBeInstanceOf(StoreUnavailableError);
     expect(await capped.inspect(ns, 'left')).not.toBeNull();
     await expect(capped.acquire(ns, 'other', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
-    failGiveBack = false;
+    giveBack.fails = false;
     await frozen.close();
   });
 
   it('a lease granted over the cap that cannot be given back is counted: the namespace is not left over its cap', async () => {
-    const frozen = new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock: new FakeClock().now });
-    let failGiveBack = false;
+    const frozen = frozenStore();
+    const giveBack = { fails: false };
     const failing = withLeases(frozen, (own) => ({
-      release: (kind, ids, ownerToken) =>
-        failGiveBack
-          ? Promise.reject(new StoreUnavailableError('the give-back failed', 1000, { outcomeUnknown: true }))
-          : own.release(kind, ids, ownerToken),
+      release: (kind, ids, ownerToken) => (giveBack.fails ? giveBackFailed() : own.release(kind, ids, ownerToken)),
     }));
     const capped = new LockService(failing, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
     const a = await capped.acquire(ns, 'a', 60_000);
     // The slot is refused and the lease, asked for at the same time, granted: its give-back fails.
-    failGiveBack = true;
+    giveBack.fails = true;
     await expect(capped.acquire(ns, 'b', 60_000)).rejects.toBeInstanceOf(QuotaExceededError);
-    failGiveBack = false;
+    giveBack.fails = false;
     expect(await capped.inspect(ns, 'b')).not.toBeNull();
     // 'a' goes; 'b' still lives, counted: the cap of one is still reached.
     await capped.release(ns, 'a', a.ownerToken);
