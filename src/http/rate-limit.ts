@@ -174,9 +174,9 @@ function rateKey(request: FastifyRequest): string {
 
 /**
  * Per-key request rate with @fastify/rate-limit. It counts acquire, inspect and the admin routes. Renew
- * and release opt out in their route config (`rateLimit: false`): they are bounded by the leases a key
- * holds (which the namespace quota caps), and refusing one would take a lease away from a caller whose
- * only fault is sharing a key with a noisy poller. Public routes are never counted either. It must be
+ * and release opt out in their route config (`rateLimit: false`): refusing one would take a lease away
+ * from a caller whose only fault is sharing a key with a noisy poller (so how often one lease is renewed
+ * is not bounded here: docs/limits.md). Public routes are never counted either. It must be
  * registered after the auth hook and before the routes: it adds its own onRequest hook to each route
  * registered after it, and route hooks run after the root's, so it sees the authenticated principal and
  * never counts requests refused with 401.

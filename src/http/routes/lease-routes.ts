@@ -52,8 +52,8 @@ export interface LeaseRoutesDoc {
 
 /**
  * Renew and release of one lease, for any primitive: an owner token and a TTL mean the same for all of
- * them. Neither is refused by the request rate limit (see rate-limit.ts): a holder's renewals are bounded
- * by the leases its key holds, and refusing one would cost the caller its lease.
+ * them. Neither is refused by the request rate limit (see rate-limit.ts): refusing one would cost the
+ * caller its lease. (So the limit does not bound how often one lease is renewed: docs/limits.md.)
  */
 export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, doc: LeaseRoutesDoc): void {
   const rule = routeRule('locks', { ...BODY_ERRORS, ...doc.errors }, { rateLimited: false, noRetryAfter: true });
