@@ -28,10 +28,12 @@ async function blame(ttlMs: number, elapsedMs: number, ownMs: number, giveBack =
   });
   vi.spyOn(performance, 'now').mockReturnValue(100_000);
   vi.spyOn(ownLag, 'heldUpBetween').mockReturnValue(ownMs);
-  const answer = await guard.refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs, decidedAt: 100_000 - elapsedMs }, giveBack ? undefined : { keep: 'renewal' }).then(
-    () => 'fresh',
-    (e: unknown) => (e instanceof OverloadedError ? 'overloaded' : e instanceof StoreUnavailableError ? 'store_unavailable' : String(e)),
-  );
+  const answer = await guard
+    .refuseIfLate({ id: 'ns/k', ownerToken: 'o', ttlMs, decidedAt: 100_000 - elapsedMs }, giveBack ? undefined : { keep: 'renewal' })
+    .then(
+      () => 'fresh',
+      (e: unknown) => (e instanceof OverloadedError ? 'overloaded' : e instanceof StoreUnavailableError ? 'store_unavailable' : String(e)),
+    );
   vi.restoreAllMocks();
   return { answer, givenBack };
 }
