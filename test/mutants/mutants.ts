@@ -133,8 +133,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'uncertain-acquire-frees-slot',
     file: 'src/domain/quota.ts',
-    find: 'export function leaseMayBeLive(error: unknown): boolean {\n  return error instanceof StoreUnavailableError && error.outcomeUnknown;',
-    replace: 'export function leaseMayBeLive(error: unknown): boolean {\n  return error instanceof StoreUnavailableError && false;',
+    find: 'return isDomainError(error) && (error.leaseKept || (error instanceof StoreUnavailableError && error.outcomeUnknown));',
+    replace: 'return isDomainError(error) && error.leaseKept;',
     what: 'an acquire whose answer was lost but which ran in the store frees its quota slot: the lease it was granted lives on uncounted, over the cap',
   },
   {
@@ -225,8 +225,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'waiter-left-lease-kept',
     file: 'src/domain/lease-rules.ts',
-    find: 'if (callerSignal?.aborted) {\n        await this.parts.giveBack(id, ownerToken).catch(() => undefined);',
-    replace: 'if (callerSignal?.aborted) {',
+    find: 'const gaveBack = await this.parts.giveBack(id, ownerToken).then(\n          () => true,\n          () => false,\n        );',
+    replace: 'const gaveBack = true;',
     what: 'lease not given back when the waiting caller left as it was granted (every primitive)',
   },
   {
