@@ -267,6 +267,39 @@ export function dropConnection(client: RedisClient, node?: Redis): void {
   else client.disconnect(true);
 }
 
+/** What a Cluster's pub/sub connection is kept by (ioredis's ClusterSubscriber); not in ioredis's types. */
+interface ClusterSubscriberLike {
+  selectSubscriber(): void;
+  getInstance(): Redis | null;
+}
+
+/**
+ * Calls `connected` with the connection the subscriber's SUBSCRIBEs go out on, each time one is ready
+ * after a connection was lost (on one Redis, the first one too). One Redis reconnects its own connection and says
+ * so ('ready'). A Cluster's pub/sub runs on a connection ioredis makes anew, to any node, when the last
+ * one ends (ClusterSubscriber.selectSubscriber), and the Cluster itself says nothing of it: hence the hook
+ * on that method, the one place each new connection is made. Without it, notices published while the
+ * connection was away were lost for good, and a blocking query answered only when its wait ran out, with
+ * the state from before the gap.
+ */
+export function onSubscriberConnection(subscriber: RedisClient, connected: (connection: Redis) => void): void {
+  if (!(subscriber instanceof Cluster)) {
+    subscriber.on('ready', () => connected(subscriber));
+    return;
+  }
+  const inner = (subscriber as unknown as { subscriber?: ClusterSubscriberLike }).subscriber;
+  // An ioredis that keeps it otherwise: nothing to hook (test/redis/cluster-subscriber.test.ts fails then).
+  if (inner === undefined || typeof inner.selectSubscriber !== 'function' || typeof inner.getInstance !== 'function') return;
+  const select = inner.selectSubscriber.bind(inner);
+  // The first connection comes before any subscription, so nothing was missed: only later ones count.
+  let made = 0;
+  inner.selectSubscriber = () => {
+    select();
+    const connection = inner.getInstance();
+    if (connection !== null && made++ > 0) connection.once('ready', () => connected(connection));
+  };
+}
+
 /**
  * The hand-over subscriber: a second connection that may queue its SUBSCRIBE until connected and
  * re-subscribes after a reconnect (see RedisStore). On a Cluster, PUBLISH (also from a script) reaches

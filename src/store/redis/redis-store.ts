@@ -13,7 +13,16 @@ import {
 } from './client.js';
 import { COMMAND_TIMED_OUT } from './command-deadline.js';
 import { KeySpace, QUOTA_INSIDE_FROM, shardCap } from './keys.js';
-import { confirmOnReplicas, dataNodes, dropConnection, echoPingOn, everyMasterNode, ownerOf, subscriberFor } from './nodes.js';
+import {
+  confirmOnReplicas,
+  dataNodes,
+  dropConnection,
+  echoPingOn,
+  everyMasterNode,
+  onSubscriberConnection,
+  ownerOf,
+  subscriberFor,
+} from './nodes.js';
 import { MisalignedReplyError, parseFlag, parseHandOver, parseScan, parseQuotaExtend, parseQuotaReserve } from './replies.js';
 import { defineScripts, type Scripts } from './scripts.js';
 import { startHeartbeat } from '../shared/wait-room.js';
@@ -173,9 +182,16 @@ export class RedisStore implements Store {
       if (listeners !== undefined) for (const listener of listeners) listener();
       else this.onHandOverMessage(message);
     });
-    // Notices published while the subscriber was away are lost: every watcher reads the state again.
-    this.subscriber.on('ready', () => {
-      for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
+    // Notices published while the subscriber was away are lost: every watcher reads the state again,
+    // once Redis has confirmed the channels on the new connection (a read sent before that could run
+    // before the SUBSCRIBE, and miss a change made in between). ioredis re-subscribes too; a SUBSCRIBE of
+    // a channel already subscribed changes nothing.
+    onSubscriberConnection(this.subscriber, (connection) => {
+      const channels = [this.keys.grantChannelPrefix() + this.instanceId, ...this.changeListeners.keys()];
+      const readAgain = () => {
+        for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
+      };
+      connection.subscribe(...channels).then(readAgain, readAgain);
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 
