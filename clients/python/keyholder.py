@@ -343,7 +343,9 @@ class Client:
         """Takes the lock and returns a Lease that renews itself until release(). Raises LockHeldError."""
         sent_at = time.monotonic()
         grant = self.acquire_grant(key, ttl_ms, wait_ms, holder, idempotency_key)
-        return self._lease(Lease, "locks", grant, sent_at, drift_margin_ms)
+        # With the caller's own idempotency key the grant may be an earlier call's lease, replayed as it was
+        # (its end unchanged): its age is unknown, so it is renewed before it is handed out.
+        return self._lease(Lease, "locks", grant, sent_at, drift_margin_ms, grant_may_be_older=idempotency_key is not None)
 
     def acquire_grant(self, key, ttl_ms, wait_ms=0, holder=None, idempotency_key=None):
         """One acquire, retried with the same Idempotency-Key; returns the grant dict (nothing renews it)."""
@@ -500,7 +502,7 @@ class Client:
             sent_at,
             drift_margin_ms,
             renew=lambda ttl, timeout_s: self._call(
-                "POST", "/v1/lock-sets/renew", _SET_LOCKS, lambda: {**body, "ttlMs": ttl}, timeout_s=timeout_s, deadline=0
+                "POST", "/v1/lock-sets/renew", _SET_LOCKS, lambda: {**body, "ttlMs": ttl}, timeout_s=min(timeout_s, self.timeout_s), deadline=0
             ),
             release=lambda deadline: self._call(
                 "POST", "/v1/lock-sets/release", _SET_RELEASE, lambda: body, deadline=deadline
@@ -511,7 +513,7 @@ class Client:
 
     # -- shared ------------------------------------------------------------------------------------------
 
-    def _lease(self, cls, kind, grant, sent_at, drift_margin_ms):
+    def _lease(self, cls, kind, grant, sent_at, drift_margin_ms, grant_may_be_older=False):
         path = f"/v1/{kind}/{_quote(grant['key'])}"
         token = grant["ownerToken"]
         lease = cls(
@@ -520,13 +522,13 @@ class Client:
             sent_at,
             drift_margin_ms,
             renew=lambda ttl, timeout_s: self._call(
-                "POST", f"{path}/renew", _RENEWAL, lambda: {"ownerToken": token, "ttlMs": ttl}, timeout_s=timeout_s, deadline=0
+                "POST", f"{path}/renew", _RENEWAL, lambda: {"ownerToken": token, "ttlMs": ttl}, timeout_s=min(timeout_s, self.timeout_s), deadline=0
             ),
             release=lambda deadline: self._call(
                 "POST", f"{path}/release", _RELEASE, lambda: {"ownerToken": token}, deadline=deadline
             ),
         )
-        lease._start()
+        lease._start(grant_may_be_older)
         return lease
 
     def _acquire(self, path, fields, holder, wait_ms, shape, headers=None):
@@ -757,9 +759,10 @@ class Lease:
             if not (err.retryable and time.monotonic() >= self._deadline):
                 raise
 
-    def _start(self):
-        # A grant that took longer than a renewal period to arrive is renewed at once (full safe window).
-        if self.remaining_s < self.ttl_ms / 1000 * (1 - _RENEW_FRACTION):
+    def _start(self, grant_may_be_older=False):
+        # A grant that took longer than a renewal period to arrive is renewed at once (full safe window), as
+        # is one that may be older than the call that got it (a replay for the caller's own idempotency key).
+        if grant_may_be_older or self.remaining_s < self.ttl_ms / 1000 * (1 - _RENEW_FRACTION):
             err = self._renew_once()
             if err is not None:
                 self._lose("renew_failed", err)
@@ -778,7 +781,11 @@ class Lease:
         return max(0.0, period - since_send)
 
     def _renew_once(self):
-        """One renewal attempt; returns the error to retry after, or None."""
+        """One renewal attempt; returns the error to retry after, or None.
+
+        Waits at most the client's timeout_s (as the TypeScript client caps it with requestTimeoutMs), never
+        until the safe deadline: one renewal whose connection went silently dead would otherwise hold the
+        renewal thread until the lease is lost, where a retry on a new connection could have kept it."""
         sent_at = time.monotonic()
         try:
             renewal = self._renew_call(self.ttl_ms, max(0.001, self._deadline - sent_at))

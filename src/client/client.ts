@@ -202,7 +202,9 @@ export class KeyholderClient {
     const sentAt = monotonicNow();
     const grant = await this.acquireGrant(key, options);
     const lease = new Lease(this.leaseTransport(), grant, sentAt, options);
-    await lease.start();
+    // With the caller's own Idempotency-Key the grant may be an earlier call's lease, replayed as it
+    // was (its end unchanged): its age is unknown, so it is renewed before it is handed out.
+    await lease.start(options.idempotencyKey !== undefined);
     return lease;
   }
 

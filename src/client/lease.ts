@@ -123,10 +123,13 @@ export class Lease {
 
   /**
    * Called once by the client after acquire. A grant that took longer than a renewal period to arrive (a
-   * long wait in the queue, retries) is renewed at once, so the caller starts with a full safe window.
+   * long wait in the queue, retries) is renewed at once, so the caller starts with a full safe window; so
+   * is one that may be older than the call that got it (`grantMayBeOlder`: a replay, for the caller's own
+   * Idempotency-Key, of a lease an earlier call was granted, whose end the safe deadline of this call
+   * would overstate by up to a whole TTL).
    */
-  async start(): Promise<void> {
-    if (this.remainingMs < this.ttlMsValue * (1 - RENEW_FRACTION)) await this.renewNow();
+  async start(grantMayBeOlder = false): Promise<void> {
+    if (grantMayBeOlder || this.remainingMs < this.ttlMsValue * (1 - RENEW_FRACTION)) await this.renewNow();
     if (this.signal.aborted) throw this.signal.reason;
     if (this.options.autoRenew ?? true) void this.renewLoop();
   }

@@ -240,4 +240,10 @@ describe('Python client: history recording and release requests in inspect answe
       semaphoreBadRequest: invalid,
     });
   }, 60_000);
+
+  it("a renewal whose connection goes silently dead is given up after timeout_s and tried again, not waited on until the lease's deadline", async () => {
+    const [result] = await runScript('renew_timeout.py', '');
+    // Timeout 0.5 s, the first renewal due at about 2 s: further attempts within the 4 s window (one alone before).
+    expect((result?.renewals as number[]).length, JSON.stringify(result)).toBeGreaterThanOrEqual(2);
+  });
 });
