@@ -31,6 +31,26 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
   return performance.now() - lease.decidedAt < lease.ttlMs * LATE_REPLY_FRACTION;
 }
 
+/** Why a late lease is kept rather than given back (FreshnessGuard.refuseIfLate). */
+export type KeptBecause = 'renewal' | 'idempotency-key';
+
+const KEPT: Record<KeptBecause, string> = {
+  renewal: 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it',
+  'idempotency-key':
+    'the lease was kept for its Idempotency-Key: an acquire sent again with the same key gets it back; otherwise it ends at its TTL',
+};
+
+/**
+ * Whether a give-back went through: false when it failed, and the lease may then live on to its end (its
+ * quota slot must too: quota.ts, leaseMayBeLive). A give-back that found no lease went through.
+ */
+export function gaveBack(giveBack: Promise<unknown>): Promise<boolean> {
+  return giveBack.then(
+    () => true,
+    () => false,
+  );
+}
+
 /**
  * The late-grant guard. If the store's answer arrived late, the lease it describes may have run out
  * while the reply was in flight; reporting it as held would let two callers believe they hold the
@@ -42,15 +62,6 @@ export function isFresh(lease: { readonly ttlMs: number; readonly decidedAt: num
  * hand out a lease that ran out meanwhile. That narrows the window to the write itself; it cannot
  * close it (see docs/safety.md, Limits).
  */
-/** Why a late lease is kept rather than given back (FreshnessGuard.refuseIfLate). */
-export type KeptBecause = 'renewal' | 'idempotency-key';
-
-const KEPT: Record<KeptBecause, string> = {
-  renewal: 'the lease was kept: it holds until the end the store gave it, and a renewal sent again in time keeps it',
-  'idempotency-key':
-    'the lease was kept for its Idempotency-Key: an acquire sent again with the same key gets it back; otherwise it ends at its TTL',
-};
-
 export class FreshnessGuard {
   constructor(private readonly store: LeaseGiveBack) {
     ownLag.watch();
@@ -74,13 +85,7 @@ export class FreshnessGuard {
     const elapsedMs = now - lease.decidedAt;
     const ownMs = ownLag.heldUpBetween(lease.decidedAt, now);
     const giveBack = keep === undefined;
-    const gaveBack = giveBack
-      ? await this.store.release(lease.id, lease.ownerToken).then(
-          () => true,
-          () => false,
-        )
-      : true;
-    if (!gaveBack) {
+    if (giveBack && !(await gaveBack(this.store.release(lease.id, lease.ownerToken)))) {
       // The lease lives on to its end: its quota slot must too (quota.ts, leaseMayBeLive).
       throw new StoreUnavailableError(
         `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease, and the lease could not be given back: it ends by itself`,
@@ -88,7 +93,7 @@ export class FreshnessGuard {
         { outcomeUnknown: true },
       );
     }
-    const fate = keep === undefined ? 'the lease was given back' : KEPT[keep];
+    const fate = giveBack ? 'the lease was given back' : KEPT[keep];
     // Ours when the hold-ups were the larger part of the wait and, without them, the answer was in time.
     // (A hold-up while the reply was still on its way also counts here: requiring the larger part keeps
     // a store that was slow, on a host that was also busy, reported as the store's.)
@@ -102,6 +107,6 @@ export class FreshnessGuard {
         : new StoreUnavailableError(
             `the store answered after ${Math.round(elapsedMs)} ms, too late to trust a ${lease.ttlMs} ms lease; ${fate}`,
           );
-    throw keep === undefined ? refusal : keptLease(refusal);
+    throw giveBack ? refusal : keptLease(refusal);
   }
 }

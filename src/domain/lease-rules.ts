@@ -2,7 +2,7 @@ import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
 import { InvalidRequestError, isDomainError, keptLease, NotOwnerError, StoreUnavailableError, WaitAbortedError } from './errors.js';
-import type { FreshnessGuard } from './freshness.js';
+import { type FreshnessGuard, gaveBack } from './freshness.js';
 import type { LeaseLimits } from './limits.js';
 import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
 import { measure } from './measure.js';
@@ -174,12 +174,8 @@ export class LeaseRules {
       if (callerSignal?.aborted) {
         // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting.
         if (wait.idempotent === true) throw keptLease(new WaitAbortedError());
-        const gaveBack = await this.parts.giveBack(id, ownerToken).then(
-          () => true,
-          () => false,
-        );
         // Not given back: the lease lives on to its end, so its quota slot must too (leaseMayBeLive).
-        if (!gaveBack)
+        if (!(await gaveBack(this.parts.giveBack(id, ownerToken))))
           throw new StoreUnavailableError('the caller left and its lease could not be given back', 1000, { outcomeUnknown: true });
         throw new WaitAbortedError();
       }

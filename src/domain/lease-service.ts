@@ -413,9 +413,7 @@ export class LeaseService {
         // slot, left at the set's end, would stop counting a lease that lives on.
         // (Under a cap the lane's quota keeps, it carries the slot itself: NamespaceQuota.extend.)
         const capInside = outcome.quotaOutside === true ? this.quotaInside(kind) : undefined;
-        if (capInside !== undefined) {
-          await this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), expiresAtMs, capInside).catch(() => undefined);
-        }
+        if (capInside !== undefined) await this.extendQuotaSlots(namespace, ownerToken, [id], expiresAtMs, capInside);
         return withReleaseRequest(
           { renewed: true as const, fencingToken: outcome.fencingTokens[0] as number, expiresAtMs },
           releaseRequested,
@@ -606,13 +604,7 @@ export class LeaseService {
     const ids = ordered.map((key) => lockId(namespace, key));
     const outcome = await this.store.renew('lock', ids, ownerToken, ttlMs);
     if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
-    if (this.maxHeld > 0) {
-      await Promise.all(
-        ids.map((id) =>
-          this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), outcome.expiresAtMs, this.maxHeld).catch(() => undefined),
-        ),
-      );
-    }
+    await this.extendQuotaSlots(namespace, ownerToken, ids, outcome.expiresAtMs, this.maxHeld);
     const locks = this.inAskedOrder(keys, ordered, outcome.fencingTokens);
     const { expiresAtMs, releaseRequested } = outcome;
     return withReleaseRequest({ locks, ttlMs, expiresAtMs }, releaseRequested);
@@ -675,6 +667,20 @@ export class LeaseService {
         throw new QuotaExceededError(namespace, max, slot.retryAfterMs);
       }
     }
+  }
+
+  /** Each key's slot (of `ownerToken`'s lease) counted to `expiresAtMs`, under `max` (0: no cap, no call). */
+  private async extendQuotaSlots(
+    namespace: string,
+    ownerToken: string,
+    ids: readonly string[],
+    expiresAtMs: number,
+    max: number,
+  ): Promise<void> {
+    if (max <= 0) return;
+    await Promise.all(
+      ids.map((id) => this.store.extendQuotaSlot(namespace, leaseSlotId(ownerToken, id), expiresAtMs, max).catch(() => undefined)),
+    );
   }
 
   private async freeQuotaSlots(namespace: string, ownerToken: string, ids: readonly string[]): Promise<void> {

@@ -1,5 +1,5 @@
 import { isDomainError, QuotaExceededError, StoreUnavailableError } from './errors.js';
-import type { LeaseGiveBack } from './freshness.js';
+import { gaveBack, type LeaseGiveBack } from './freshness.js';
 import type { Grant, QuotaSlotStore } from './lock-values.js';
 
 /**
@@ -89,16 +89,9 @@ export class NamespaceQuota {
       if (!leaseMayBeLive(lease.reason)) await this.free(claim.namespace, claim.ownerToken, claim.id);
       throw lease.reason;
     }
-    if (lease.status === 'fulfilled') {
-      const gaveBack = await this.store.release(claim.id, claim.ownerToken).then(
-        () => true,
-        () => false,
-      );
-      // Not given back, the lease lives on to its end: counted over the cap rather than not at all.
-      if (!gaveBack) {
-        const slotId = leaseSlotId(claim.ownerToken, claim.id);
-        await this.store.extendQuotaSlot(claim.namespace, slotId, lease.value.expiresAtMs, this.maxHeldLocks).catch(() => undefined);
-      }
+    // Not given back, the lease lives on to its end: counted over the cap rather than not at all.
+    if (lease.status === 'fulfilled' && !(await gaveBack(this.store.release(claim.id, claim.ownerToken)))) {
+      await this.extend(claim.namespace, claim.ownerToken, claim.id, lease.value.expiresAtMs);
     }
     if (slot.status === 'rejected') throw slot.reason;
     throw new QuotaExceededError(claim.namespace, this.maxHeldLocks, slot.value.reserved ? 1 : slot.value.retryAfterMs);

@@ -140,9 +140,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'abort-answered-before-give-back',
     file: 'src/store/shared/wait-room.ts',
-    find: '    this.ops\n      .cancel(waiter)\n      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))\n      .then(\n        () => this.finish(waiter, () => waiter.reject(reason)),',
-    replace:
-      '    this.finish(waiter, () => waiter.reject(reason));\n    this.ops\n      .cancel(waiter)\n      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))\n      .then(\n        () => undefined,',
+    find: '    this.giveBackHanded(waiter).then(\n      () => this.finish(waiter, () => waiter.reject(reason)),',
+    replace: '    this.finish(waiter, () => waiter.reject(reason));\n    this.giveBackHanded(waiter).then(\n      () => undefined,',
     what: 'a waiter that leaves as the lock is handed to it is answered before that lease is given back: its quota slot goes back while the lease lives (the namespace over its cap)',
   },
   {
@@ -232,8 +231,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'waiter-left-lease-kept-redis',
     file: 'src/store/shared/wait-room.ts',
-    find: '.then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))',
-    replace: '.then(() => false)',
+    find: 'if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);',
+    replace: '',
     what: 'Redis wait room: a lease handed to a caller that left is not given back',
   },
   {

@@ -24,12 +24,14 @@ export const LockKeyParams = z.object({
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days); every duration field is bounded by it. */
 export const MAX_DURATION_MS = 2_147_483_647;
 
-/** A duration in milliseconds that may be 0 (a wait, a delay). */
 /*
- * Range checks before the whole-number check, each ending the checks when it fails ({ abort: true }): a
- * value out of range then gets one message naming the range, not a second one about 2^53 (zod's int
- * check carries its own safe-integer bounds). The JSON Schema (openapi.yaml) is the same either way.
+ * The whole numbers below: range checks before the whole-number check, each ending the checks when it
+ * fails ({ abort: true }): a value out of range then gets one message naming the range, not a second one
+ * about 2^53 (zod's int check carries its own safe-integer bounds). The JSON Schema (openapi.yaml) is the
+ * same either way.
  */
+
+/** A duration in milliseconds that may be 0 (a wait, a delay). */
 export const DurationMs = z.number().nonnegative({ abort: true }).max(MAX_DURATION_MS, { abort: true }).int();
 
 export const TtlMs = z

@@ -101,25 +101,20 @@ export function parseRequestRelease(script: string, reply: unknown, request: Rel
 /** renew: {1, fencingToken, expiresAtMs}, with the lease's release request as a fourth element, or {0}. */
 export function parseLease(script: string, reply: unknown): LeaseReply {
   if (Array.isArray(reply)) {
-    if ((reply.length === 3 || reply.length === 4) && reply[0] === 1) {
-      const lease = { held: true as const, fencingToken: int(script, reply, reply[1]), expiresAtMs: int(script, reply, reply[2]) };
+    // Tag 2 from renew.lua only: renewed, a lease whose quota is counted through the quota-slot calls.
+    const tag: unknown = reply[0];
+    if ((reply.length === 3 || reply.length === 4) && (tag === 1 || (tag === 2 && script === 'renew'))) {
+      const fencingToken = int(script, reply, reply[1]);
+      const expiresAtMs = int(script, reply, reply[2]);
+      const lease =
+        tag === 1
+          ? { held: true as const, fencingToken, expiresAtMs }
+          : { held: true as const, fencingToken, expiresAtMs, quotaOutside: true as const };
       if (reply.length === 3) return lease;
       const releaseRequested = parseReleaseRequest(reply[3]);
       if (releaseRequested !== undefined) return { ...lease, releaseRequested };
     }
-    // renew.lua only: a lease whose quota is counted through the quota-slot calls.
-    if ((reply.length === 3 || reply.length === 4) && reply[0] === 2 && script === 'renew') {
-      const lease = {
-        held: true as const,
-        fencingToken: int(script, reply, reply[1]),
-        expiresAtMs: int(script, reply, reply[2]),
-        quotaOutside: true as const,
-      };
-      if (reply.length === 3) return lease;
-      const releaseRequested = parseReleaseRequest(reply[3]);
-      if (releaseRequested !== undefined) return { ...lease, releaseRequested };
-    }
-    if (reply.length === 1 && reply[0] === 0) return { held: false };
+    if (reply.length === 1 && tag === 0) return { held: false };
   }
   throw new UnexpectedReplyError(script, reply);
 }

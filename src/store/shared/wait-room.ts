@@ -213,14 +213,13 @@ export class WaitRoom<O> {
         this.leave(waiter);
         // Answered once a lease handed to it is given back (or with why it could not be): its quota slot
         // is freed on that answer, and must count until then (onAbort says why).
-        try {
-          const reply = await this.ops.cancel(waiter);
-          if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);
-        } catch (error) {
-          waiter.reject(error);
-          throw error;
-        }
-        waiter.reject(reason);
+        await this.giveBackHanded(waiter).then(
+          () => waiter.reject(reason),
+          (error: unknown) => {
+            waiter.reject(error);
+            throw error;
+          },
+        );
       }),
     );
   }
@@ -265,13 +264,16 @@ export class WaitRoom<O> {
     // while the lease handed to it still lived in the store (one round trip, or its whole TTL when the
     // give-back failed), and the namespace could hold one lease over its cap. A give-back that fails
     // answers with its error (the store's outcome unknown), and the slot then counts to its own end.
-    this.ops
-      .cancel(waiter)
-      .then((reply) => (reply.held ? this.ops.release(waiter.key, waiter.ownerToken) : false))
-      .then(
-        () => this.finish(waiter, () => waiter.reject(reason)),
-        (error: unknown) => this.finish(waiter, () => waiter.reject(error)),
-      );
+    this.giveBackHanded(waiter).then(
+      () => this.finish(waiter, () => waiter.reject(reason)),
+      (error: unknown) => this.finish(waiter, () => waiter.reject(error)),
+    );
+  }
+
+  /** Takes a waiter that leaves out of the store's queue, and gives back a lease handed to it meanwhile. */
+  private async giveBackHanded(waiter: LocalWaiter<O>): Promise<void> {
+    const reply = await this.ops.cancel(waiter);
+    if (reply.held) await this.ops.release(waiter.key, waiter.ownerToken);
   }
 
   /** Takes the waiter out of this instance's bookkeeping (not yet out of the map of known ids). */
