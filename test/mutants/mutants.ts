@@ -224,8 +224,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'waiter-left-lease-kept',
     file: 'src/domain/lease-rules.ts',
-    find: 'const gaveBack = await this.parts.giveBack(id, ownerToken).then(\n          () => true,\n          () => false,\n        );',
-    replace: 'const gaveBack = true;',
+    find: 'gaveBack(this.parts.giveBack(id, ownerToken))',
+    replace: 'gaveBack(Promise.resolve(false))',
     what: 'lease not given back when the waiting caller left as it was granted (every primitive)',
   },
   {
