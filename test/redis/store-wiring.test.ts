@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { InvalidRequestError, StoreUnavailableError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
+import { onSubscriberConnection } from '../../src/store/redis/nodes.js';
 import { RedisStore, type RedisStoreOptions } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -284,6 +285,23 @@ describe('redis store: watch channels', () => {
     await raw.client('KILL', 'TYPE', 'pubsub');
     await vi.waitFor(() => expect(changes).toHaveBeenCalled(), { timeout: 3_000 });
     stop();
+  });
+
+  it("the subscriber's first connection is no reason to read again; each one after a loss is, once", async () => {
+    // A watch that began before the first connection waits for its SUBSCRIBE's reply and then reads:
+    // a read again on that first connection too made it read twice for one notice.
+    const subscriber = server.client();
+    const connected = vi.fn();
+    onSubscriberConnection(subscriber, connected);
+    try {
+      await new Promise<void>((resolve) => subscriber.once('ready', () => resolve()));
+      expect(connected).not.toHaveBeenCalled();
+      await subscriber.subscribe('wiring:first-connection');
+      await raw.client('KILL', 'TYPE', 'pubsub');
+      await vi.waitFor(() => expect(connected).toHaveBeenCalledTimes(1), { timeout: 3_000 });
+    } finally {
+      subscriber.disconnect();
+    }
   });
 
   it('a subscription Redis does not confirm within the command timeout is a 503, not a wait for ever', async () => {

@@ -275,7 +275,7 @@ interface ClusterSubscriberLike {
 
 /**
  * Calls `connected` with the connection the subscriber's SUBSCRIBEs go out on, each time one is ready
- * after a connection was lost (on one Redis, the first one too). One Redis reconnects its own connection and says
+ * after a connection was lost. One Redis reconnects its own connection and says
  * so ('ready'). A Cluster's pub/sub runs on a connection ioredis makes anew, to any node, when the last
  * one ends (ClusterSubscriber.selectSubscriber), and the Cluster itself says nothing of it: hence the hook
  * on that method, the one place each new connection is made. Without it, notices published while the
@@ -283,16 +283,20 @@ interface ClusterSubscriberLike {
  * the state from before the gap.
  */
 export function onSubscriberConnection(subscriber: RedisClient, connected: (connection: Redis) => void): void {
+  // The first connection comes before any subscription is confirmed (a watch waits for its SUBSCRIBE's
+  // reply, then reads), so nothing was missed: only later ones count. Counting the first made every
+  // watcher that began meanwhile read twice.
+  let made = 0;
   if (!(subscriber instanceof Cluster)) {
-    subscriber.on('ready', () => connected(subscriber));
+    subscriber.on('ready', () => {
+      if (made++ > 0) connected(subscriber);
+    });
     return;
   }
   const inner = (subscriber as unknown as { subscriber?: ClusterSubscriberLike }).subscriber;
   // An ioredis that keeps it otherwise: nothing to hook (test/redis/cluster-subscriber.test.ts fails then).
   if (inner === undefined || typeof inner.selectSubscriber !== 'function' || typeof inner.getInstance !== 'function') return;
   const select = inner.selectSubscriber.bind(inner);
-  // The first connection comes before any subscription, so nothing was missed: only later ones count.
-  let made = 0;
   inner.selectSubscriber = () => {
     select();
     const connection = inner.getInstance();
