@@ -42,6 +42,8 @@ type AcquireOptions struct {
 	Holder string
 	// IdempotencyKey makes retries of this acquire safe: while the grant it made is live, the same key gets
 	// that same grant back instead of 409. Empty: a fresh random one, the same on every retry of this call.
+	// Given, Acquire renews the grant before returning the Lease (it may be an earlier call's, replayed
+	// with its end unchanged).
 	IdempotencyKey string
 	// RetryBudget overrides the client's for this call (a negative value: a single attempt).
 	RetryBudget time.Duration
@@ -113,7 +115,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts AcquireOptions) (
 		return nil, err
 	}
 	lease := newLease(c, lockKind, grant, sentAt, opts.LeaseOptions)
-	if err := lease.start(); err != nil {
+	// With the caller's own Idempotency-Key the grant may be an earlier call's lease, replayed as it was
+	// (its end unchanged): its age is unknown, so it is renewed before it is handed out.
+	if err := lease.start(opts.IdempotencyKey != ""); err != nil {
 		return nil, err
 	}
 	return lease, nil

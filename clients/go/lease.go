@@ -201,9 +201,12 @@ func (l *Lease) Keep() {
 }
 
 // start is called once after the grant. A grant that took longer than a renewal period to arrive (a long
-// wait in the queue, retries) is renewed at once, so the caller starts with a full safe window.
-func (l *Lease) start() error {
-	if l.Remaining() < time.Duration(float64(l.TTL())*(1-renewFraction)) {
+// wait in the queue, retries) is renewed at once, so the caller starts with a full safe window; so is one
+// that may be older than the call that got it (grantMayBeOlder: a replay, for the caller's own
+// Idempotency-Key, of a lease an earlier call was granted, whose end this call's safe deadline would
+// overstate by up to a whole TTL).
+func (l *Lease) start(grantMayBeOlder bool) error {
+	if grantMayBeOlder || l.Remaining() < time.Duration(float64(l.TTL())*(1-renewFraction)) {
 		if err := l.renewAttempt(); err != nil {
 			l.lose(lostReasonOf(err), err)
 		}

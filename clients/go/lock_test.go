@@ -221,3 +221,34 @@ func TestACutOffLeaseIsLostBeforeTheServerFreesIt(t *testing.T) {
 		t.Fatalf("the server no longer held the lease when the client gave it up (lost after %v): %v", lostAfter, err)
 	}
 }
+
+// With the caller's own Idempotency-Key, a retry is answered with the earlier call's lease, its end
+// unchanged: the Lease must not count its safe deadline from the retry's send (a whole TTL too late at
+// worst), so Acquire renews such a grant before handing it out.
+func TestAReplayedGrantsSafeDeadlineIsNotAfterTheServersEnd(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	opts := AcquireOptions{TTL: 3 * time.Second, IdempotencyKey: newIdempotencyKey()}
+	// An earlier call (another process, or an Acquire whose answer was lost).
+	if _, err := kh.AcquireGrant(ctx, key, opts); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2600 * time.Millisecond)
+	opts.DisableAutoRenew = true
+	lease, err := kh.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	before := time.Now()
+	believed := lease.Remaining()
+	status, err := kh.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtt := time.Since(before)
+	server := time.Duration(status.TTLRemainingMs) * time.Millisecond
+	if believed > server+rtt {
+		t.Fatalf("the lease believes %v are left, the server %v (inspect took %v)", believed, server, rtt)
+	}
+}

@@ -36,7 +36,7 @@ func (c *Client) AcquirePermit(ctx context.Context, key string, opts PermitOptio
 		return nil, err
 	}
 	lease := newLease(c, permitKind, grant, sentAt, opts.LeaseOptions)
-	if err := lease.start(); err != nil {
+	if err := lease.start(false); err != nil {
 		return nil, err
 	}
 	return lease, nil
