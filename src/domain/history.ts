@@ -343,7 +343,7 @@ export interface RecorderOptions {
  * batch is in flight; events that come meanwhile wait for the next. A batch the store refuses is
  * dropped and counted, never retried: history must not grow without bound while the store is away.
  *
- * A lease's grant and release (addGrant, addRelease) hold its owner token here, in memory, until the
+ * A lease's grant, renewals and release (addLeaseEvent, addRelease) hold its owner token here, in memory, until the
  * batch is written: its lease id (a digest) is worked out then, once for a grant and the release folded
  * into it, and off the request's path. No token leaves this buffer: the store is handed the digest.
  */
@@ -371,8 +371,11 @@ export class HistoryRecorder {
     this.push(entry, undefined);
   }
 
-  /** A grant, its `lease` left out: the digest of `ownerToken`, worked out when the batch is written. */
-  addGrant(entry: HistoryAppend, ownerToken: string): void {
+  /**
+   * An event of a lease (a grant, a renewal), its `lease` left out: the digest of `ownerToken`, worked out
+   * when the batch is written. Only a grant has a release folded into it.
+   */
+  addLeaseEvent(entry: HistoryAppend, ownerToken: string): void {
     this.push(entry, ownerToken);
   }
 
@@ -380,7 +383,7 @@ export class HistoryRecorder {
    * A release. Folded into its grant (releasedAt) when the grant is the last event of the key still
    * buffered: one record for the two, the short pair's common case. Else an event of its own.
    */
-  addRelease(key: HistoryKey, ownerToken: string, at: number): void {
+  addRelease(key: HistoryKey, ownerToken: string, at: number, set?: true): void {
     if (this.closed) return;
     const last = this.lastOfKey.get(key.key);
     if (last !== undefined && this.tokens[last] === ownerToken) {
@@ -395,7 +398,9 @@ export class HistoryRecorder {
         return;
       }
     }
-    this.push({ namespace: key.namespace, primitive: key.primitive, key: key.key, record: { kind: 'released', at } }, ownerToken);
+    const record: MutableRecord = { kind: 'released', at };
+    if (set) record.set = true;
+    this.push({ namespace: key.namespace, primitive: key.primitive, key: key.key, record }, ownerToken);
   }
 
   private push(entry: Pending, ownerToken: string | undefined): void {
@@ -573,7 +578,14 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     const known =
       (r.lease !== undefined ? byLease.get(r.lease) : undefined) ??
       (r.fencingToken !== undefined ? byToken.get(r.fencingToken) : undefined);
-    if (known || !create) return known ?? null;
+    if (known) {
+      // A lease known by one of its ids so far (its grant trimmed: renewals of an older version named only
+      // its fencing token) is found by the other from here on.
+      if (r.lease !== undefined && !byLease.has(r.lease)) byLease.set(r.lease, known);
+      if (r.fencingToken !== undefined && !byToken.has(r.fencingToken)) byToken.set(r.fencingToken, known);
+      return known;
+    }
+    if (!create) return null;
     const track: LeaseTrack = {
       fencingToken: r.fencingToken ?? null,
       grant: r.kind === 'granted' ? r : null,
@@ -590,7 +602,10 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
   };
 
   for (const r of sorted) {
-    const track = trackOf(r, r.kind !== 'released' || r.lease !== undefined);
+    // A lock set's release is recorded on every key it named; on a key where none of its lease's records
+    // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there.
+    const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && r.set !== true));
+    if (r.kind === 'released' && r.set === true && track === null) continue;
     // The store refuses the release of a lease that has ended, so a release recorded well after its
     // lease's end is a lock set's release naming a key this token no longer held: nothing happened.
     if (r.kind === 'released' && track?.expiresAt != null && r.at > track.expiresAt + CLOCK_SKEW_MS) continue;

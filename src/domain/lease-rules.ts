@@ -72,6 +72,8 @@ export interface LeaseGrant {
    * answer that cannot be delivered (late) keeps the lease rather than give it back (FreshnessGuard).
    */
   readonly idempotent?: boolean;
+  /** The earlier lease, answered again for its Idempotency-Key: no new grant (history records none). */
+  readonly replayed?: true;
 }
 
 /** A renewal as every primitive reports it. */

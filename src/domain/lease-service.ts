@@ -266,7 +266,7 @@ export class LeaseService {
         await lane.quota.free(namespace, request.ownerToken, request.id);
       }
       // A replay answers with the earlier lease: its owner token and holder, not this call's.
-      const answer: LeaseGrant = {
+      const answer: { -readonly [K in keyof LeaseGrant]: LeaseGrant[K] } = {
         key,
         ownerToken: grant.replayed?.ownerToken ?? request.ownerToken,
         fencingToken: grant.fencingToken,
@@ -276,6 +276,7 @@ export class LeaseService {
         decidedAt: grant.decidedAt,
         idempotent: request.idempotencyKey !== undefined,
       };
+      if (grant.replayed) answer.replayed = true;
       this.report(kind, 'acquire', 'ok', started, waited);
       return answer;
     } catch (error) {

@@ -18,7 +18,7 @@ export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = Ob
 const NO_EXTRA = {};
 
 /** A grant as the routes have it: the fields of the domain's grant that history records. */
-type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder'>;
+type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder' | 'replayed'>;
 
 /**
  * What the routes record, once each answer is decided: the one place that turns an answer into history
@@ -36,6 +36,8 @@ export class LeaseHistory {
     grant: GrantFacts,
     extra: { startedMs?: number; lockDelayMs?: number; mode?: 'read' | 'write'; set?: true } = NO_EXTRA,
   ): void {
+    // A retry answered with the earlier lease for its Idempotency-Key: that lease's grant is recorded already.
+    if (grant.replayed) return;
     // Fields set one by one (no spread of a temporary object per optional field): this runs on every grant.
     const record: { -readonly [K in keyof HistoryRecord]: HistoryRecord[K] } = {
       kind: 'granted',
@@ -50,28 +52,37 @@ export class LeaseHistory {
     if (extra.mode) record.mode = extra.mode;
     if (extra.set) record.set = true;
     // Its lease id (a digest of the owner token) is worked out when the batch is written.
-    this.recorder.addGrant({ namespace, primitive, key: grant.key, record }, grant.ownerToken);
+    this.recorder.addLeaseEvent({ namespace, primitive, key: grant.key, record }, grant.ownerToken);
   }
 
+  /**
+   * A renewal carries its lease id as well as its fencing token: once the lease's grant is trimmed (a
+   * lease renewed past the events kept per key), it is what pairs the lease's release with it.
+   */
   renewed(
     primitive: HistoryPrimitive,
     namespace: string,
     renewal: { key: string; fencingToken: number; ttlMs: number; expiresAtMs: number },
+    ownerToken: string,
   ): void {
-    this.recorder.record(
-      { namespace, primitive, key: renewal.key },
-      { kind: 'renewed', at: renewal.expiresAtMs - renewal.ttlMs, fencingToken: renewal.fencingToken, expiresAt: renewal.expiresAtMs },
-    );
+    const record = {
+      kind: 'renewed' as const,
+      at: renewal.expiresAtMs - renewal.ttlMs,
+      fencingToken: renewal.fencingToken,
+      expiresAt: renewal.expiresAtMs,
+    };
+    this.recorder.addLeaseEvent({ namespace, primitive, key: renewal.key, record }, ownerToken);
   }
 
   /**
    * A release names no fencing token: its lease id pairs it with its grant when read. `at`: when the
    * release was sent (Date.now() before the store call), so a waiter the release handed the key to, granted
-   * during that call, is never seen granted before the release that freed it.
+   * during that call, is never seen granted before the release that freed it. `set`: a lock set's release,
+   * recorded on every key it named, held or not (see timeline).
    */
-  released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number): void {
+  released(primitive: HistoryPrimitive, namespace: string, key: string, ownerToken: string, at: number, set?: true): void {
     // Folded into its grant when that is still buffered (the short pair): see HistoryRecorder.addRelease.
-    this.recorder.addRelease({ namespace, primitive, key }, ownerToken, at);
+    this.recorder.addRelease({ namespace, primitive, key }, ownerToken, at, set);
   }
 
   forceReleased(

@@ -63,8 +63,8 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
           mode: 'write',
           set: true,
         },
-        { kind: 'renewed', at: t + 10, fencingToken: 7, expiresAt: t + 30_010 },
-        { kind: 'released', at: t + 20, lease: leaseIdOf(ownerToken) },
+        { kind: 'renewed', at: t + 10, lease: leaseIdOf(ownerToken), fencingToken: 7, expiresAt: t + 30_010 },
+        { kind: 'released', at: t + 20, lease: leaseIdOf(ownerToken), set: true },
         { kind: 'granted', at: t + 30, lease: leaseIdOf(newOwnerToken()), fencingToken: 8, holder: null, expiresAt: t + 60_000 },
         { kind: 'force_released', at: t + 40, fencingToken: 8, holder: null, by: 'operator' },
       ];
@@ -76,6 +76,38 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect(events.map((e) => e.type)).toEqual(['granted', 'renewed', 'released', 'granted', 'force_released']);
       expect(events[2]).toMatchObject({ fencingToken: 7, holder: 'billing-1', heldMs: 20, mode: 'write' });
       expect(events[4]).toMatchObject({ fencingToken: 8, by: 'operator', heldMs: 10 });
+    });
+
+    it("pairs a release with its lease through the renewals once the grant is trimmed; leaves out a set's release on a key the set never held", async () => {
+      const key = keyOf();
+      const long = newOwnerToken();
+      const other = newOwnerToken();
+      const t = Date.now() - 60_000;
+      // The lease's grant is older than the LIMITS.eventsPerKey events kept: only its renewals are read back.
+      const renewals: HistoryRecord[] = Array.from({ length: LIMITS.eventsPerKey }, (_, i) => ({
+        kind: 'renewed',
+        at: t + 100 * (i + 1),
+        lease: leaseIdOf(long),
+        fencingToken: 3,
+        expiresAt: t + 100 * (i + 1) + 400,
+      }));
+      await write(
+        key,
+        { kind: 'granted', at: t, lease: leaseIdOf(long), fencingToken: 3, holder: 'long-job', expiresAt: t + 400 },
+        ...renewals.slice(0, -1),
+      );
+      // A set holding other keys named this one too in its release (before this lease's end).
+      await write(key, { kind: 'released', at: t + 100 * LIMITS.eventsPerKey - 50, lease: leaseIdOf(other), set: true });
+      await write(key, renewals.at(-1) as HistoryRecord, {
+        kind: 'released',
+        at: t + 100 * LIMITS.eventsPerKey + 10,
+        lease: leaseIdOf(long),
+      });
+      const read = await store.read(key);
+      expect(read.some((r) => r.kind === 'granted')).toBe(false);
+      const events = timeline(read, Date.now());
+      expect(events.filter((e) => e.type === 'expired')).toEqual([]);
+      expect(events.filter((e) => e.type === 'released')).toEqual([expect.objectContaining({ fencingToken: 3 })]);
     });
 
     it('keeps any text of a holder, a reason and a key id as written, and large numbers exactly', async () => {
@@ -205,7 +237,10 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       const recorder = new HistoryRecorder(counting, { flushMs: 60_000, maxBuffered: 100 });
       const t = Date.now();
       const grant = (token: string, at: number) =>
-        recorder.addGrant({ ...key, record: { kind: 'granted', at, fencingToken: at - t, holder: null, expiresAt: at + 1_000 } }, token);
+        recorder.addLeaseEvent(
+          { ...key, record: { kind: 'granted', at, fencingToken: at - t, holder: null, expiresAt: at + 1_000 } },
+          token,
+        );
       grant(a, t);
       recorder.addRelease(key, a, t + 2);
       grant(b, t + 3);

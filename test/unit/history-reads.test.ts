@@ -96,9 +96,9 @@ describe('history recorder: grants and releases by owner token', () => {
 
   it("a grant is written with its owner token's lease id, never the token", async () => {
     const { store, recorder } = open();
-    recorder.addGrant({ ...KEY, record: granted(1) }, 'token-a');
+    recorder.addLeaseEvent({ ...KEY, record: granted(1) }, 'token-a');
     recorder.add({ ...KEY, record: { kind: 'renewed', at: 2 } });
-    recorder.addGrant({ ...KEY, key: 'other', record: granted(3) }, 'token-b');
+    recorder.addLeaseEvent({ ...KEY, key: 'other', record: granted(3) }, 'token-b');
     await recorder.flush();
     expect(store.batches).toStrictEqual([
       [
@@ -112,7 +112,7 @@ describe('history recorder: grants and releases by owner token', () => {
 
   it("a release folds into its grant when that is the key's last buffered event", async () => {
     const { store, recorder } = open();
-    recorder.addGrant({ ...KEY, record: granted(1) }, 'a');
+    recorder.addLeaseEvent({ ...KEY, record: granted(1) }, 'a');
     recorder.addRelease(KEY, 'a', 4);
     await recorder.flush();
     expect(store.batches).toStrictEqual([[{ ...KEY, record: { ...granted(1), lease: leaseIdOf('a'), releasedAt: 4 } }]]);
@@ -125,14 +125,14 @@ describe('history recorder: grants and releases by owner token', () => {
       record: { kind: 'released', at: t, lease: leaseIdOf(token) },
     });
     // Another lease's release (a stale one) does not fold into this grant.
-    recorder.addGrant({ ...KEY, record: granted(1) }, 'a');
+    recorder.addLeaseEvent({ ...KEY, record: granted(1) }, 'a');
     recorder.addRelease(KEY, 'b', 2);
     // An event of the key after the grant: the release comes after it, in order.
-    recorder.addGrant({ ...KEY, key: 'k2', record: granted(3) }, 'c');
+    recorder.addLeaseEvent({ ...KEY, key: 'k2', record: granted(3) }, 'c');
     recorder.add({ ...KEY, key: 'k2', record: { kind: 'renewed', at: 4 } });
     recorder.addRelease({ ...KEY, key: 'k2' }, 'c', 5);
     // Released twice: the second does not move the first.
-    recorder.addGrant({ ...KEY, key: 'k3', record: granted(6) }, 'd');
+    recorder.addLeaseEvent({ ...KEY, key: 'k3', record: granted(6) }, 'd');
     recorder.addRelease({ ...KEY, key: 'k3' }, 'd', 7);
     recorder.addRelease({ ...KEY, key: 'k3' }, 'd', 8);
     await recorder.flush();
@@ -151,9 +151,9 @@ describe('history recorder: grants and releases by owner token', () => {
 
   it('a release folds only into a grant of the same namespace and primitive, and only a grant', async () => {
     const { store, recorder } = open();
-    recorder.addGrant({ ...KEY, record: granted(1) }, 'a');
+    recorder.addLeaseEvent({ ...KEY, record: granted(1) }, 'a');
     recorder.addRelease({ ...KEY, namespace: 'other' }, 'a', 2);
-    recorder.addGrant({ ...KEY, key: 'k2', record: granted(3) }, 'b');
+    recorder.addLeaseEvent({ ...KEY, key: 'k2', record: granted(3) }, 'b');
     recorder.addRelease({ ...KEY, key: 'k2', primitive: 'semaphore' }, 'b', 4);
     // A release after a release of the same token: never folded into a release.
     recorder.addRelease({ ...KEY, key: 'k3' }, 'c', 5);
@@ -174,11 +174,11 @@ describe('history recorder: grants and releases by owner token', () => {
 
   it('after a flush a release no longer folds into the grant already written; after close nothing is recorded', async () => {
     const { store, recorder } = open();
-    recorder.addGrant({ ...KEY, record: granted(1) }, 'a');
+    recorder.addLeaseEvent({ ...KEY, record: granted(1) }, 'a');
     await recorder.flush();
     recorder.addRelease(KEY, 'a', 2);
     await recorder.close();
-    recorder.addGrant({ ...KEY, record: granted(3) }, 'b');
+    recorder.addLeaseEvent({ ...KEY, record: granted(3) }, 'b');
     recorder.addRelease(KEY, 'a', 4);
     await recorder.flush();
     expect(store.batches).toStrictEqual([

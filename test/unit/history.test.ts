@@ -421,12 +421,12 @@ describe('history recorder', () => {
       const third: HistoryKey = { ...KEY, key: 'third' };
       // Recorded long before the flush (by its store time): written by the first flush, as is any
       // other event; the grant of the last half flushMs waits.
-      recorder.addGrant({ ...other, record: grant(Date.now() - 1_000) }, 'token-old');
+      recorder.addLeaseEvent({ ...other, record: grant(Date.now() - 1_000) }, 'token-old');
       recorder.record(third, event(Date.now()));
       // Recorded in the first half of the timer's flushMs: written by its flush as well.
-      recorder.addGrant({ ...third, record: grant(Date.now()) }, 'token-first-half');
+      recorder.addLeaseEvent({ ...third, record: grant(Date.now()) }, 'token-first-half');
       await vi.advanceTimersByTimeAsync(25);
-      recorder.addGrant({ ...KEY, record: grant(Date.now()) }, 'token-a');
+      recorder.addLeaseEvent({ ...KEY, record: grant(Date.now()) }, 'token-a');
       await vi.advanceTimersByTimeAsync(15);
       expect(store.batches.map((b) => b.map((e) => e.key))).toStrictEqual([['other', 'third', 'third']]);
       // Its release, 10 ms after the flush: folded into the grant the next flush writes.
@@ -440,7 +440,7 @@ describe('history recorder', () => {
       // A grant whose release does not come is left once only: the next timer's flush writes it.
       recorder.record(third, event(Date.now()));
       await vi.advanceTimersByTimeAsync(25);
-      recorder.addGrant({ ...KEY, record: grant(Date.now()) }, 'token-b');
+      recorder.addLeaseEvent({ ...KEY, record: grant(Date.now()) }, 'token-b');
       await vi.advanceTimersByTimeAsync(15);
       expect(store.batches.map((b) => b.length)).toStrictEqual([3, 1, 1]);
       await vi.advanceTimersByTimeAsync(39);
@@ -448,7 +448,7 @@ describe('history recorder', () => {
       await vi.advanceTimersByTimeAsync(1);
       expect(store.batches[3]?.map((e) => [e.record.kind, e.record.releasedAt])).toStrictEqual([['granted', undefined]]);
       // A read writes a young grant at once.
-      recorder.addGrant({ ...KEY, record: grant(Date.now()) }, 'token-c');
+      recorder.addLeaseEvent({ ...KEY, record: grant(Date.now()) }, 'token-c');
       expect((await recorder.read(KEY)).at(-1)?.lease).toBe(leaseIdOf('token-c'));
       await recorder.close();
     } finally {
@@ -465,11 +465,11 @@ describe('history recorder', () => {
       recorder.record({ ...KEY, key: 'filler' }, event(Date.now()));
       await vi.advanceTimersByTimeAsync(25);
       // A young grant with an event of its key after it: written with it, in order.
-      recorder.addGrant({ ...KEY, record: grant(Date.now()) }, 'token-a');
+      recorder.addLeaseEvent({ ...KEY, record: grant(Date.now()) }, 'token-a');
       recorder.record(KEY, { kind: 'renewed', at: Date.now(), fencingToken: 1, expiresAt: Date.now() + 2_000 });
       // A grant stamped by a store clock 10 s ahead: young by its time at every flush, left once only.
       const ahead: HistoryKey = { ...KEY, key: 'ahead' };
-      recorder.addGrant({ ...ahead, record: grant(Date.now() + 10_000) }, 'token-b');
+      recorder.addLeaseEvent({ ...ahead, record: grant(Date.now() + 10_000) }, 'token-b');
       await vi.advanceTimersByTimeAsync(15);
       expect(store.batches[0]?.map((e) => `${e.key}:${e.record.kind}`)).toStrictEqual([
         'filler:released',

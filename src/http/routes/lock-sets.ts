@@ -97,7 +97,7 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       const namespace = principalOf(request).namespace;
       const renewal = await lockSets.renew(namespace, keys, ownerToken, ttlMs);
       const history = historyOf(request);
-      for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock });
+      for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock }, ownerToken);
       const renewed = { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
       return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));
     },
@@ -123,8 +123,9 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       const sentAt = Date.now();
       await lockSets.release(namespace, keys, ownerToken);
       const history = historyOf(request);
-      // Every key named: one this token no longer held is left out when read (see timeline).
-      for (const key of keys) history?.released('lock', namespace, key, ownerToken, sentAt);
+      // Every key named (the store says only whether the token held any): one this token did not hold
+      // is left out when read (see timeline; a set's release is marked as such).
+      for (const key of keys) history?.released('lock', namespace, key, ownerToken, sentAt, true);
       return { released: true as const };
     },
   );
