@@ -152,6 +152,13 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'a late grant asked with an Idempotency-Key is given back, though a retry may already hold it as its replay: another caller is granted the lock while that 200 still runs',
   },
   {
+    id: 'permit-release-of-ended-record',
+    file: 'src/store/redis/scripts/permit-release.lua',
+    find: 'if not weight or expiresAt <= nowMs then',
+    replace: 'if not weight then',
+    what: 'a late release of a permit lease that ended, its record left in the pool hash after its lease ends expired, takes its weight off the live leases: a second permit of a limit of 1 is granted (Redis)',
+  },
+  {
     id: 'acquire-quota-off-by-one',
     file: 'src/store/redis/scripts/acquire.lua',
     find: '  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)',

@@ -16,8 +16,11 @@ Returns:
 --- @include "_permits"
 
 prunePermits(KEYS)
-local weight = permitRecord(KEYS, ARGV[1])
-if not weight then
+-- A record is trusted only while its lease has not ended: pruning finds ended leases through the lease
+-- ends, and those may have expired before the pool hash (emptied and made anew with a shorter TTL), so an
+-- ended lease's record can outlive them. Released, it took its weight off the live leases' room.
+local weight, _, expiresAt = permitRecord(KEYS, ARGV[1])
+if not weight or expiresAt <= nowMs then
   return 0
 end
 redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1], 'r:' .. ARGV[1])
