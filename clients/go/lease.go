@@ -70,7 +70,9 @@ type Lease struct {
 	safeDeadline  time.Time
 	deadlineTimer *time.Timer
 	released      bool
-	lostErr       *LeaseLostError
+	// releaseSettled: a Release gave the lease back or found nothing to give (or Keep was called).
+	releaseSettled bool
+	lostErr        *LeaseLostError
 	// asked is the last release request a renewal carried; listeners hear each new one once.
 	asked     *ReleaseRequested
 	listeners []func(ReleaseRequested)
@@ -88,9 +90,7 @@ func newLease(c *Client, kind leaseKind, g *Grant, sentAt time.Time, opts LeaseO
 		lost: make(chan struct{}), stopCtx: stopCtx, stop: stop,
 		ttl: g.TTL, expiresAt: g.ExpiresAt, safeDeadline: sentAt.Add(g.TTL - drift),
 	}
-	l.mu.Lock()
-	l.armDeadlineLocked()
-	l.mu.Unlock()
+	// The deadline is armed by start: until then the caller has not got the lease.
 	return l
 }
 
@@ -161,18 +161,29 @@ func (l *Lease) Remaining() time.Duration {
 // Release gives the lease back and stops renewing. It returns nil once released, or when there is nothing
 // to give back (the lease was lost or had expired). An unreachable server is retried until the lease would
 // have ended anyway; ctx can end it sooner.
+//
+// A Release that returned an error (its ctx ended before the answer, the server refused) gave nothing back
+// for sure: calling it again tries again. Once one succeeded, or the lease was lost or kept, it returns nil.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	if l.released {
+	if l.releaseSettled {
 		l.mu.Unlock()
 		return nil
 	}
-	l.released = true
-	l.stopLocked()
+	if !l.released {
+		// A safe deadline already passed is a loss even if its timer has not fired (a process frozen past
+		// it): the work just done may have run unlocked, and Err() must say so.
+		if !l.doneLocked() && !time.Now().Before(l.safeDeadline) {
+			l.loseLocked(LostDeadline, nil)
+		}
+		l.released = true
+		l.stopLocked()
+	}
 	wasLost := l.lostErr != nil
 	safeDeadline := l.safeDeadline
 	l.mu.Unlock()
 	if wasLost {
+		l.settleRelease()
 		return nil
 	}
 	err := l.client.releaseLease(ctx, l.kind, l.Key, l.OwnerToken, safeDeadline.Add(l.driftMargin))
@@ -180,13 +191,22 @@ func (l *Lease) Release(ctx context.Context) error {
 	switch {
 	case err == nil, errors.Is(err, ErrNotOwner):
 		// Not ours any more (expired, force-released, or an earlier attempt's answer was lost): nothing to give back.
+		l.settleRelease()
 		return nil
 	case errors.As(err, &kerr) && kerr.Retryable() && !time.Now().Before(safeDeadline):
 		// Unreachable until the lease's own end: the store frees it by TTL.
+		l.settleRelease()
 		return nil
 	default:
 		return err
 	}
+}
+
+// settleRelease marks the release done: a later Release has nothing left to try.
+func (l *Lease) settleRelease() {
+	l.mu.Lock()
+	l.releaseSettled = true
+	l.mu.Unlock()
 }
 
 // Keep stops renewing and leaves the lease to run out by itself, without releasing it: for work done once
@@ -196,6 +216,7 @@ func (l *Lease) Keep() {
 	defer l.mu.Unlock()
 	if !l.released {
 		l.released = true
+		l.releaseSettled = true
 		l.stopLocked()
 	}
 }
@@ -205,11 +226,33 @@ func (l *Lease) Keep() {
 // that may be older than the call that got it (grantMayBeOlder: a replay, for the caller's own
 // Idempotency-Key, of a lease an earlier call was granted, whose end this call's safe deadline would
 // overstate by up to a whole TTL).
+//
+// Nothing has run under the lease before start returns it, so a confirmed renewal starts its safe window
+// afresh from its own send, even when the grant's window has passed already (a wait in the queue longer
+// than the TTL: that grant was lost at once, and the lock left held by nobody until its TTL); the renewal
+// waits up to the request timeout. A renewal that fails loses the lease, and the grant is given back (one
+// attempt) rather than left held.
 func (l *Lease) start(grantMayBeOlder bool) error {
 	if grantMayBeOlder || l.Remaining() < time.Duration(float64(l.TTL())*(1-renewFraction)) {
+		l.mu.Lock()
+		l.safeDeadline = time.Now().Add(l.client.requestTimeout)
+		l.mu.Unlock()
 		if err := l.renewAttempt(); err != nil {
 			l.lose(lostReasonOf(err), err)
 		}
+		if err := l.Err(); err != nil {
+			var lost *LeaseLostError
+			if !errors.As(err, &lost) || lost.Reason != LostNotOwner {
+				ctx, cancel := context.WithTimeout(context.Background(), l.client.requestTimeout)
+				_ = l.client.releaseLease(ctx, l.kind, l.Key, l.OwnerToken, time.Time{})
+				cancel()
+			}
+			return err
+		}
+	} else {
+		l.mu.Lock()
+		l.armDeadlineLocked()
+		l.mu.Unlock()
 	}
 	if err := l.Err(); err != nil {
 		return err

@@ -252,3 +252,55 @@ func TestAReplayedGrantsSafeDeadlineIsNotAfterTheServersEnd(t *testing.T) {
 		t.Fatalf("the lease believes %v are left, the server %v (inspect took %v)", believed, server, rtt)
 	}
 }
+
+// A waiting acquire granted after longer than its TTL (the holder before it let go late): the grant's own
+// safe window has passed before the caller has it, so Acquire renews it and counts the window from that
+// renewal. Before, the Lease was lost at once and the lock left held by nobody until its TTL.
+func TestAWaitLongerThanTheTTLStillGivesALease(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	direct := newClient(t, Config{BaseURL: serverURL(t, urlEnv), RetryBudget: -1})
+	ctx, key := testContext(t), testKey(t)
+	first, err := kh.AcquireGrant(ctx, key, AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		_ = direct.Release(context.Background(), key, first.OwnerToken)
+	}()
+	started := time.Now()
+	lease, err := kh.Acquire(ctx, key, AcquireOptions{TTL: time.Second, Wait: 5 * time.Second})
+	if err != nil {
+		status, _ := direct.Inspect(ctx, key)
+		t.Fatalf("after waiting %v for a 1 s lease: %v; the server: held=%v, %d ms left", time.Since(started), err, status.Held, status.TTLRemainingMs)
+	}
+	if lease.Err() != nil || lease.Remaining() <= 0 {
+		t.Fatalf("the lease handed out: Err() = %v, Remaining() = %v", lease.Err(), lease.Remaining())
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Release whose ctx had already ended sent nothing: a second Release with a live ctx gives the lock back
+// (before, it returned nil at once and the lock stayed held by nobody until its TTL).
+func TestAReleaseRetriedAfterACancelledOneReleases(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	lease, err := kh.Acquire(ctx, key, AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	first := lease.Release(cancelled)
+	second := lease.Release(ctx)
+	status, err := kh.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first == nil || second != nil || status.Held {
+		t.Fatalf("Release(cancelled ctx) = %v, then Release(live ctx) = %v; the server holds the lock: %v (%d ms left)",
+			first, second, status.Held, status.TTLRemainingMs)
+	}
+}

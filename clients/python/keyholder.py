@@ -716,7 +716,7 @@ class Lease:
         #: None while nobody has asked. Not a loss: the lease stays held until released or not renewed.
         self.release_requested = None
         self._release_listeners = []
-        self._arm_deadline()
+        # Armed by _start: until then the caller has not got the lease.
 
     def on_release_requested(self, callback):
         """Calls `callback(request)` (on the renew thread) when a renewal first carries a release request, and
@@ -762,12 +762,24 @@ class Lease:
     def _start(self, grant_may_be_older=False):
         # A grant that took longer than a renewal period to arrive is renewed at once (full safe window), as
         # is one that may be older than the call that got it (a replay for the caller's own idempotency key).
+        # Nothing has run under the lease yet: a confirmed renewal starts its safe window afresh from its own
+        # send, even when the grant's window has passed (a wait in the queue longer than the TTL: that grant
+        # was lost at once, and the lock left held by nobody until its TTL), and waits up to timeout_s. A
+        # renewal that fails loses the lease, and the grant is given back (best effort).
         if grant_may_be_older or self.remaining_s < self.ttl_ms / 1000 * (1 - _RENEW_FRACTION):
+            self._deadline = float("inf")
             err = self._renew_once()
             if err is not None:
                 self._lose("renew_failed", err)
             if self.lost.is_set():
+                if self.lost_reason != "not_owner":
+                    try:
+                        self._release_call(0)  # one attempt: the acquire is not held up by it
+                    except KeyholderError:
+                        pass
                 raise LeaseLostError(self.key, self.lost_reason, self._lost_cause)
+        else:
+            self._arm_deadline()
         # The renewals run in a copy of the acquiring caller's context, so their trace context is its.
         run = contextvars.copy_context().run
         self._thread = threading.Thread(

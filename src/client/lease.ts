@@ -74,7 +74,7 @@ export class Lease {
     this.expiresAtValue = grant.expiresAt;
     this.driftMarginMs = options.driftMarginMs ?? 50 + Math.ceil(grant.ttlMs * 0.02);
     this.safeDeadlineAt = sentAt + grant.ttlMs - this.driftMarginMs;
-    this.armDeadline();
+    // Armed by start: until then the caller has not got the lease (see renewBeforeHandingOut).
   }
 
   /** The lease's TTL as last granted or renewed. */
@@ -129,7 +129,8 @@ export class Lease {
    * would overstate by up to a whole TTL).
    */
   async start(grantMayBeOlder = false): Promise<void> {
-    if (grantMayBeOlder || this.remainingMs < this.ttlMsValue * (1 - RENEW_FRACTION)) await this.renewNow();
+    if (grantMayBeOlder || this.remainingMs < this.ttlMsValue * (1 - RENEW_FRACTION)) await this.renewBeforeHandingOut();
+    else this.armDeadline();
     if (this.signal.aborted) throw this.signal.reason;
     if (this.options.autoRenew ?? true) void this.renewLoop();
   }
@@ -180,14 +181,24 @@ export class Lease {
     );
   }
 
-  /** One renewal outside the schedule; a failure loses the lease. */
-  private async renewNow(): Promise<void> {
+  /**
+   * The renewal of a grant before the caller has it. Nothing has run under the lease yet, so a confirmed
+   * renewal starts its safe window afresh from its own send, even when the grant's window has passed
+   * already (a wait in the queue longer than the TTL: that grant was lost at once, and the lock left held
+   * by nobody until its TTL). Its wait is the request timeout's, not what is left of that window. A
+   * renewal that fails loses the lease, and the grant is given back (best effort) rather than left held.
+   */
+  private async renewBeforeHandingOut(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      const renewal = await this.renewOnce(sentAt);
+      const renewal = await this.transport.renewOnce(this.key, this.ownerToken, this.ttlMsValue, this.stopController.signal, Infinity);
+      this.safeDeadlineAt = Infinity;
       this.confirm(sentAt, renewal);
     } catch (err) {
       this.lose(err instanceof NotOwnerError ? 'not_owner' : 'renew_failed', err);
+      if (!(err instanceof NotOwnerError)) {
+        this.transport.release(this.key, this.ownerToken, monotonicNow() + this.ttlMsValue).catch(() => undefined);
+      }
     }
   }
 

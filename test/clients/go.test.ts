@@ -23,6 +23,8 @@ const SERVER_TESTS = [
   'TestInspectShowsTheReleaseRequest',
   'TestHistoryListsTheLeaseEventsOldestFirst',
   'TestAReplayedGrantsSafeDeadlineIsNotAfterTheServersEnd',
+  'TestAWaitLongerThanTheTTLStillGivesALease',
+  'TestAReleaseRetriedAfterACancelledOneReleases',
 ];
 
 /**
