@@ -176,6 +176,9 @@ func (e *LeaseLostError) Unwrap() error { return e.Err }
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
 // parseRetryAfter reads Retry-After in whole seconds (what the server sends) or as an HTTP date.
+// maxRetryAfter bounds a server's hint (a day): above it, the answer is not a hint a caller should sleep on.
+const maxRetryAfter = 24 * time.Hour
+
 func parseRetryAfter(header string) time.Duration {
 	header = strings.TrimSpace(header)
 	if header == "" {
@@ -184,6 +187,11 @@ func parseRetryAfter(header string) time.Duration {
 	if seconds, err := strconv.ParseFloat(header, 64); err == nil {
 		if seconds < 0 {
 			return 0
+		}
+		// Clamped before the conversion: a huge value (1e20 s) overflowed into a negative duration, and a
+		// caller sleeping RetryAfter did not wait at all.
+		if seconds > maxRetryAfter.Seconds() {
+			return maxRetryAfter
 		}
 		return time.Duration(seconds * float64(time.Second))
 	}
@@ -203,7 +211,10 @@ func errorFromResponse(op string, status int, header http.Header, body []byte) e
 		e.Code = problem.Code
 		// The body's milliseconds are more precise than the header's whole seconds.
 		if problem.RetryAfterMs != nil && *problem.RetryAfterMs >= 0 {
-			e.RetryAfter = time.Duration(*problem.RetryAfterMs) * time.Millisecond
+			e.RetryAfter = maxRetryAfter
+			if *problem.RetryAfterMs < maxRetryAfter.Milliseconds() {
+				e.RetryAfter = time.Duration(*problem.RetryAfterMs) * time.Millisecond
+			}
 		}
 	} else if status == http.StatusServiceUnavailable {
 		// A 503 without a problem body (a proxy's page): nothing was granted, and a retry may succeed.

@@ -106,8 +106,9 @@ func (l *Lease) ReleaseRequested() *ReleaseRequested {
 	return &asked
 }
 
-// OnReleaseRequested calls fn (on the renewing goroutine) when a renewal first carries a release request,
-// and again when it is asked anew; at once (on this goroutine) if one was already seen.
+// OnReleaseRequested calls fn (on a goroutine of its own, never the renewing one: fn may block) when a
+// renewal first carries a release request, and again when it is asked anew; at once (on this goroutine) if
+// one was already seen. A panic in fn is recovered.
 func (l *Lease) OnReleaseRequested(fn func(ReleaseRequested)) {
 	l.mu.Lock()
 	l.listeners = append(l.listeners, fn)
@@ -345,9 +346,21 @@ func (l *Lease) confirm(sentAt time.Time, r *Renewal) {
 		tell = append(tell, l.listeners...)
 	}
 	l.mu.Unlock()
-	// Outside the lock: a listener may read the lease.
-	for _, fn := range tell {
-		fn(*asked)
+	// Outside the lock (a listener may read the lease), and on a goroutine of their own: a listener that
+	// blocks (waits for the work to finish before letting go) held up the renewals, and the lease was lost
+	// on a healthy server.
+	if len(tell) > 0 {
+		go tellListeners(tell, *asked)
+	}
+}
+
+// tellListeners calls each listener in turn; one that panics does not stop the others (nor the renewals).
+func tellListeners(listeners []func(ReleaseRequested), asked ReleaseRequested) {
+	for _, fn := range listeners {
+		func() {
+			defer func() { _ = recover() }()
+			fn(asked)
+		}()
 	}
 }
 

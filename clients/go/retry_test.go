@@ -1,6 +1,7 @@
 package keyholder
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -189,4 +190,70 @@ func TestRetryAfterIsRead(t *testing.T) {
 func writeGrant(w http.ResponseWriter, body string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write([]byte(body))
+}
+
+// A huge Retry-After (header or retryAfterMs) is clamped, never overflowed into a negative duration that a
+// caller sleeping RetryAfter would not wait at all.
+func TestAHugeRetryAfterIsNotNegative(t *testing.T) {
+	for _, c := range []struct{ header, ms string }{{"1e20", ""}, {"", "9000000000000000"}} {
+		body := `{"type":"t","title":"t","status":409,"detail":"d","code":"lock_held"}`
+		if c.ms != "" {
+			body = `{"type":"t","title":"t","status":409,"detail":"d","code":"lock_held","retryAfterMs":` + c.ms + `}`
+		}
+		err := errorFromResponse("acquire", 409, http.Header{"Retry-After": {c.header}}, []byte(body))
+		var held *LockHeldError
+		if !errors.As(err, &held) || held.RetryAfter != maxRetryAfter {
+			t.Errorf("Retry-After %q, retryAfterMs %q: %v, want RetryAfter %v", c.header, c.ms, err, maxRetryAfter)
+		}
+	}
+}
+
+// A renewal answered with a negative fencing token is not a renewal (the contract's minimum is 0).
+func TestARenewalWithANegativeFencingTokenIsRefused(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeGrant(w, `{"key":"k","fencingToken":-5,"ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z"}`)
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL, RetryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := kh.Renew(context.Background(), "k", "o", time.Second); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("renewal with fencingToken -5: got %+v, %v; want ErrBadResponse", r, err)
+	}
+}
+
+// A release-request listener that blocks (waits for the work before letting go) does not hold up the
+// renewals: on a healthy server the lease is not lost meanwhile.
+func TestABlockingReleaseRequestListenerDoesNotStopRenewals(t *testing.T) {
+	var renews atomic.Int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/locks/k/acquire":
+			writeGrant(w, `{"key":"k","ownerToken":"o","fencingToken":7,"ttlMs":600,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`)
+		case "/v1/locks/k/renew":
+			renews.Add(1)
+			writeGrant(w, `{"key":"k","fencingToken":7,"ttlMs":600,"expiresAt":"2026-11-30T10:00:30.000Z","releaseRequested":{"at":"2026-11-30T10:00:00.000Z","by":"admin","reason":"deploy"}}`)
+		default:
+			writeGrant(w, `{"key":"k","released":true}`)
+		}
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := kh.Acquire(context.Background(), "k", AcquireOptions{TTL: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	workDone := make(chan struct{})
+	defer close(workDone)
+	lease.OnReleaseRequested(func(ReleaseRequested) { <-workDone })
+	// Three renewal periods (about 200 ms each) with the listener blocked from the first.
+	waitFor(t, 5*time.Second, "three renewals", func() bool { return renews.Load() >= 3 })
+	if err := lease.Err(); err != nil {
+		t.Fatalf("a lease on a healthy server was lost while its release-request listener waited: %v (renewals: %d)", err, renews.Load())
+	}
 }

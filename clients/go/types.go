@@ -115,8 +115,8 @@ type renewalBody struct {
 }
 
 func (r *renewalBody) validate() error {
-	if r.Key == nil || r.FencingToken == nil || r.TTLMs == nil || *r.TTLMs <= 0 {
-		return errors.New("renewal without key, fencingToken or ttlMs")
+	if r.Key == nil || r.FencingToken == nil || *r.FencingToken < 0 || r.TTLMs == nil || *r.TTLMs <= 0 {
+		return errors.New("renewal without key, fencingToken >= 0 or ttlMs")
 	}
 	if r.ReleaseRequested != nil {
 		if err := r.ReleaseRequested.validate(); err != nil {
