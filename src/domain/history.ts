@@ -81,7 +81,7 @@ export interface HistoryStore {
 
 /**
  * A lease's id in the history: the first 12 bytes of SHA-256 of its owner token. One-way (the token is
- * 24 random bytes, so nothing short of the token finds it), yet the same for a grant and its release.
+ * 16 random bytes, so nothing short of the token finds it), yet the same for a grant, its renewals and its release.
  */
 export function leaseIdOf(ownerToken: string): string {
   // The one-shot crypto.hash: no Hash object per call (two per pair, on the request's path).

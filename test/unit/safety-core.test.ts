@@ -236,7 +236,9 @@ describe('lock service: the grant it reports', () => {
     const idempotency = { callerId: 'caller', key: 'retry-1' };
     const first = await locks.acquire('ns', 'k', 2_000, { holder: 'first', idempotency });
     const again = await locks.acquire('ns', 'k', 2_000, { holder: 'first', idempotency });
-    expect(again).toEqual({ ...first, decidedAt: again.decidedAt });
+    // The same lease, marked as the earlier one answered again (history records no second grant).
+    expect(first.replayed).toBeUndefined();
+    expect(again).toEqual({ ...first, decidedAt: again.decidedAt, replayed: true });
     // Any field that shapes the grant, changed, is the key reused for another request.
     await expect(locks.acquire('ns', 'k', 2_000, { holder: 'second', idempotency })).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
     await expect(locks.acquire('ns', 'k', 90_000, { holder: 'first', idempotency })).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
