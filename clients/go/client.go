@@ -154,7 +154,16 @@ func (c *Client) AcquireGrant(ctx context.Context, key string, opts AcquireOptio
 	if err != nil {
 		return nil, err
 	}
-	return body.grant(), nil
+	return noLongerThanAsked("acquire", body.grant(), opts.TTL)
+}
+
+// noLongerThanAsked refuses a grant longer than the TTL asked: the server grants exactly the TTL asked, or
+// refuses, and a Lease trusting a longer one would count its safe deadline, and ask its renewals, from it.
+func noLongerThanAsked(op string, g *Grant, asked time.Duration) (*Grant, error) {
+	if millis(g.TTL) > millis(asked) {
+		return nil, &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(g.TTL), millis(asked))}
+	}
+	return g, nil
 }
 
 // acquireBody builds an acquire's body for each attempt: a retry waits only for what is left of wait.
@@ -270,7 +279,11 @@ func (c *Client) renewLease(ctx context.Context, kind leaseKind, key, ownerToken
 	if err != nil {
 		return nil, err
 	}
-	return body.renewal(), nil
+	r := body.renewal()
+	if millis(r.TTL) > millis(ttl) {
+		return nil, &Error{Op: kind.renewOp, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(r.TTL), millis(ttl))}
+	}
+	return r, nil
 }
 
 func (c *Client) releaseLease(ctx context.Context, kind leaseKind, key, ownerToken string, deadline time.Time) error {

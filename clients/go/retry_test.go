@@ -257,3 +257,35 @@ func TestABlockingReleaseRequestListenerDoesNotStopRenewals(t *testing.T) {
 		t.Fatalf("a lease on a healthy server was lost while its release-request listener waited: %v (renewals: %d)", err, renews.Load())
 	}
 }
+
+// A grant or renewal longer than the TTL asked is refused as a bad response: trusted, the Lease counted its
+// safe deadline from it (an hour for a 1 s lease) and asked its renewals for an hour.
+func TestATTLLongerThanAskedIsABadResponse(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/locks/k/acquire":
+			writeGrant(w, `{"key":"k","ownerToken":"o","fencingToken":7,"ttlMs":3600000,"expiresAt":"2026-11-30T11:00:00.000Z","holder":null}`)
+		case "/v1/semaphores/k/acquire":
+			writeGrant(w, `{"key":"k","ownerToken":"o","fencingToken":7,"ttlMs":3600000,"expiresAt":"2026-11-30T11:00:00.000Z","holder":null,"limit":2}`)
+		case "/v1/locks/k/renew":
+			writeGrant(w, `{"key":"k","fencingToken":7,"ttlMs":3600000,"expiresAt":"2026-11-30T11:00:00.000Z"}`)
+		default:
+			writeGrant(w, `{"key":"k","released":true}`)
+		}
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL, RetryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if g, err := kh.AcquireGrant(ctx, "k", AcquireOptions{TTL: time.Second}); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("a 1 s acquire answered with an hour: %+v, %v; want ErrBadResponse", g, err)
+	}
+	if g, err := kh.AcquirePermitGrant(ctx, "k", PermitOptions{TTL: time.Second, Limit: 2}); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("a 1 s permit answered with an hour: %+v, %v; want ErrBadResponse", g, err)
+	}
+	if r, err := kh.Renew(ctx, "k", "o", time.Second); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("a 1 s renewal answered with an hour: %+v, %v; want ErrBadResponse", r, err)
+	}
+}

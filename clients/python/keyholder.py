@@ -359,7 +359,7 @@ class Client:
         )
 
     def renew(self, key, owner_token, ttl_ms, timeout_s=None, deadline=None):
-        return self._call(
+        renewal = self._call(
             "POST",
             f"/v1/locks/{_quote(key)}/renew",
             _RENEWAL,
@@ -367,6 +367,7 @@ class Client:
             timeout_s=timeout_s,
             deadline=deadline,
         )
+        return _no_longer_than_asked("renew", renewal, ttl_ms)
 
     def release(self, key, owner_token, deadline=None):
         return self._call(
@@ -543,7 +544,7 @@ class Client:
                 b["waitMs"] = max(0, int(wait_ms - (time.monotonic() - started) * 1000))
             return b
 
-        return self._call(
+        grant = self._call(
             "POST",
             path,
             shape,
@@ -552,6 +553,7 @@ class Client:
             timeout_s=self.timeout_s + wait_ms / 1000,
             deadline=started + wait_ms / 1000 + self.retry_budget_s,
         )
+        return _no_longer_than_asked(f"POST {path}", grant, fields["ttlMs"])
 
     def _inspect(self, path, shape, index, wait_ms, queue=False):
         if queue:
@@ -799,8 +801,9 @@ class Lease:
         until the safe deadline: one renewal whose connection went silently dead would otherwise hold the
         renewal thread until the lease is lost, where a retry on a new connection could have kept it."""
         sent_at = time.monotonic()
+        asked = self.ttl_ms
         try:
-            renewal = self._renew_call(self.ttl_ms, max(0.001, self._deadline - sent_at))
+            renewal = _no_longer_than_asked("renew", self._renew_call(asked, max(0.001, self._deadline - sent_at)), asked)
         except NotOwnerError as err:
             self._lose("not_owner", err)
             return None
@@ -875,6 +878,16 @@ class Lease:
         if self._deadline_timer:
             self._deadline_timer.cancel()
         self.lost.set()
+
+
+def _no_longer_than_asked(operation, answer, asked_ttl_ms):
+    """A grant or renewal longer than the TTL asked is no keyholder answer (the server grants exactly the TTL
+    asked, or refuses): trusted, the lease would count its safe deadline, and ask its renewals, from it."""
+    if answer["ttlMs"] > asked_ttl_ms:
+        raise InvalidResponseError(
+            f"{operation}: ttlMs {answer['ttlMs']} is longer than the {asked_ttl_ms} asked", "invalid_response", 200
+        )
+    return answer
 
 
 class LockSetLease(Lease):

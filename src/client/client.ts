@@ -260,7 +260,7 @@ export class KeyholderClient {
     const started = monotonicNow();
     const waitMs = options.waitMs ?? 0;
     const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
-    return this.call(
+    const grant = await this.call(
       'acquire',
       answers.lockGrant,
       (signal) => {
@@ -282,16 +282,18 @@ export class KeyholderClient {
         deadlineAt: started + waitMs + (options.retryBudgetMs ?? this.retryBudgetMs),
       },
     );
+    return noLongerThanAsked('acquire', grant, options.ttlMs);
   }
 
   /** Extends a lease to end ttlMs from now. Throws NotOwnerError when the token no longer holds it. */
   async renew(key: string, ownerToken: string, ttlMs: number, options: CallOptions = {}): Promise<LockRenewal> {
-    return this.call(
+    const renewal = await this.call(
       'renew',
       answers.lockRenewal,
       (signal) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal }),
       options,
     );
+    return noLongerThanAsked('renew', renewal, ttlMs);
   }
 
   /** Gives the lock back. Throws NotOwnerError when the token no longer holds it. */
@@ -462,13 +464,15 @@ export class KeyholderClient {
   private leaseTransport(): LeaseTransport {
     return {
       backoff: this.backoff,
-      renewOnce: (key, ownerToken, ttlMs, signal, timeoutMs) =>
-        this.call(
+      renewOnce: async (key, ownerToken, ttlMs, signal, timeoutMs) => {
+        const renewal = await this.call(
           'renew',
           answers.lockRenewal,
           (s) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal: s }),
           { signal, timeoutMs: Math.min(timeoutMs, this.requestTimeoutMs), deadlineAt: 0 },
-        ),
+        );
+        return noLongerThanAsked('renew', renewal, ttlMs);
+      },
       release: async (key, ownerToken, deadlineAt) => {
         try {
           await this.release(key, ownerToken, { deadlineAt });
@@ -532,6 +536,15 @@ export class KeyholderClient {
     if (response.ok) throw invalidAnswer(operation, response.status, 'keyholder answers 200 on success');
     throw errorFromResponse(response, result.error);
   }
+}
+
+/**
+ * A grant or renewal longer than the TTL asked is no keyholder answer (the server grants exactly the TTL
+ * asked, or refuses): trusted, the lease would count its safe deadline, and ask its renewals, from it.
+ */
+function noLongerThanAsked<T extends { readonly ttlMs: number }>(operation: string, answer: T, askedTtlMs: number): T {
+  if (answer.ttlMs > askedTtlMs) throw invalidAnswer(operation, 200, `ttlMs ${answer.ttlMs} is longer than the ${askedTtlMs} asked`);
+  return answer;
 }
 
 function invalidAnswer(operation: string, status: number, why: string, cause?: unknown): KeyholderError {
