@@ -42,9 +42,12 @@ type HistoryEvent struct {
 	LockSet bool
 }
 
-// KeyHistory is a key's recent lease events, oldest first; Truncated when older ones of the range were left out.
+// KeyHistory is a key's recent lease events, oldest first; Truncated when older ones of the range were left
+// out. Recording is false when the server's history is off (then there are no events, rather than none
+// happened).
 type KeyHistory struct {
 	Key       string
+	Recording bool
 	Events    []HistoryEvent
 	Truncated bool
 }
@@ -68,11 +71,12 @@ type keyHistoryBody struct {
 	Key       *string            `json:"key"`
 	Events    []historyEventBody `json:"events"`
 	Truncated *bool              `json:"truncated"`
+	Recording *bool              `json:"recording"`
 }
 
 func (h *keyHistoryBody) validate() error {
-	if h.Key == nil || h.Truncated == nil || h.Events == nil {
-		return errors.New("history without key, events or truncated")
+	if h.Key == nil || h.Truncated == nil || h.Events == nil || h.Recording == nil {
+		return errors.New("history without key, recording, events or truncated")
 	}
 	for _, e := range h.Events {
 		if e.Type == nil {
@@ -93,7 +97,7 @@ func (h *keyHistoryBody) validate() error {
 }
 
 func (h *keyHistoryBody) history() *KeyHistory {
-	out := &KeyHistory{Key: *h.Key, Truncated: *h.Truncated, Events: make([]HistoryEvent, 0, len(h.Events))}
+	out := &KeyHistory{Key: *h.Key, Recording: *h.Recording, Truncated: *h.Truncated, Events: make([]HistoryEvent, 0, len(h.Events))}
 	text := func(s *string) string {
 		if s == nil {
 			return ""

@@ -289,3 +289,45 @@ func TestATTLLongerThanAskedIsABadResponse(t *testing.T) {
 		t.Errorf("a 1 s renewal answered with an hour: %+v, %v; want ErrBadResponse", r, err)
 	}
 }
+
+// A 200 that is not a keyholder answer ({} from a proxy) is refused by Inspect, InspectSemaphore,
+// ForceRelease and ForceReleaseLease, not read as a free lock, an empty semaphore or a force release.
+func TestInspectAndForceReleaseRefuseMalformedAnswers(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeGrant(w, `{}`)
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL, RetryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if s, err := kh.Inspect(ctx, "k"); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("Inspect of {}: %+v, %v; want ErrBadResponse", s, err)
+	}
+	if s, err := kh.InspectSemaphore(ctx, "k"); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("InspectSemaphore of {}: %+v, %v; want ErrBadResponse", s, err)
+	}
+	if f, err := kh.ForceRelease(ctx, "k", "ns"); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("ForceRelease of {}: %+v, %v; want ErrBadResponse", f, err)
+	}
+	if f, err := kh.ForceReleaseLease(ctx, "k", "ns", 7); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("ForceReleaseLease of {}: %+v, %v; want ErrBadResponse", f, err)
+	}
+}
+
+// A history answer without `recording` is refused: without it, history off (no events) reads as a key to
+// which nothing happened.
+func TestAHistoryWithoutRecordingIsRefused(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeGrant(w, `{"key":"k","events":[],"truncated":false}`)
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL, RetryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := kh.History(context.Background(), "k", HistoryOptions{}); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("history without recording: %+v, %v; want ErrBadResponse", h, err)
+	}
+}

@@ -230,3 +230,45 @@ func parseTime(s *string) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// The answers below are public structs the caller reads as they are, so what validate can check is what a
+// keyholder answer always has: a key, and for each lease shown a fencing token >= 0 and an expiresAt. A
+// proxy's `{}` is then refused (ErrBadResponse) rather than read as a free lock, an empty semaphore or a
+// force release that evicted nobody.
+
+func (s *LockStatus) validate() error {
+	if s.Key == "" {
+		return errors.New("lock status without key")
+	}
+	if s.Held {
+		if s.FencingToken < 0 {
+			return errors.New("held lock status with a negative fencingToken")
+		}
+		if _, err := parseTime(&s.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *SemaphoreStatus) validate() error {
+	if s.Key == "" || s.Holders == nil {
+		return errors.New("semaphore status without key or holders")
+	}
+	for _, h := range s.Holders {
+		if h.FencingToken < 0 {
+			return errors.New("semaphore holder with a negative fencingToken")
+		}
+		if _, err := parseTime(&h.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *ForceReleased) validate() error {
+	if f.Key == "" || !f.Released {
+		return errors.New("force release answer without key or released: true")
+	}
+	return nil
+}
