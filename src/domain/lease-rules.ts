@@ -13,6 +13,8 @@ import type { ChangeWatch, Watchable } from './watch.js';
 
 /** A late grant asked with an Idempotency-Key is kept (FreshnessGuard.refuseIfLate). */
 export const KEEP_FOR_KEY = { keep: 'idempotency-key' } as const;
+/** A renewal's lease answered late: refused, but kept (it was the caller's before the renewal). */
+export const KEEP_RENEWAL = { keep: 'renewal' } as const;
 
 /** How an operation ended: answered, refused with a domain error's code, or failed otherwise (a bug). */
 export type OperationResult = 'ok' | ErrorCode | 'error';
@@ -216,7 +218,7 @@ export class LeaseRules {
     }
     try {
       // A late answer is refused but the lease is kept (see refuseIfLate): it was the caller's already.
-      await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, { keep: 'renewal' });
+      await this.parts.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, KEEP_RENEWAL);
     } finally {
       // Renewed either way: its quota unit lasts as long.
       await this.parts.quota.extend(namespace, ownerToken, id, outcome.expiresAtMs);

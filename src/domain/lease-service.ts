@@ -10,11 +10,12 @@ import {
   QuotaExceededError,
   ShuttingDownError,
 } from './errors.js';
-import { FreshnessGuard, isFresh } from './freshness.js';
+import { type DecidedLease, FreshnessGuard, isFresh, type KeptBecause } from './freshness.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import {
   type HeldQuery,
   KEEP_FOR_KEY,
+  KEEP_RENEWAL,
   type LeaseGrant,
   type LeaseObserver,
   type LeaseRenewal,
@@ -86,12 +87,16 @@ export interface LeaseSetGrant {
   readonly ttlMs: number;
   readonly expiresAtMs: number;
   readonly holder: string | null;
+  /** performance.now() when the store command that granted the set was sent (see FreshnessGuard). */
+  readonly decidedAt: number;
 }
 
 export interface LeaseSetRenewal {
   readonly locks: ReadonlyArray<{ readonly key: string; readonly fencingToken: number }>;
   readonly ttlMs: number;
   readonly expiresAtMs: number;
+  /** performance.now() when the renewing store command was sent (see FreshnessGuard). */
+  readonly decidedAt: number;
   /** Someone asked the holder of one of the keys to let go (ReleaseRequest). */
   readonly releaseRequested?: ReleaseRequest;
 }
@@ -110,6 +115,10 @@ export interface FreshLease {
   readonly decidedAt: number;
   /** Asked with an Idempotency-Key: kept, not given back, when late (LeaseGrant.idempotent). */
   readonly idempotent?: boolean;
+  /** A renewal's answer: kept, not given back, when late (the lease was the caller's already). */
+  readonly renewal?: true;
+  /** A lock set's lease: every one of these keys (`key` is the first), given back together. */
+  readonly keys?: readonly string[];
 }
 
 /** A key's view as a blocking query answers it: a lock's indexed state, or a permit key's. */
@@ -521,8 +530,40 @@ export class LeaseService {
    */
   async confirmFresh(kind: LeaseKind, namespace: string, lease: FreshLease): Promise<void> {
     const { key, ownerToken, ttlMs, decidedAt } = lease;
-    const keep = lease.idempotent === true ? KEEP_FOR_KEY : undefined;
+    const keep = lease.renewal === true ? KEEP_RENEWAL : lease.idempotent === true ? KEEP_FOR_KEY : undefined;
+    if (lease.keys !== undefined) return this.confirmSetFresh(namespace, lease.keys, lease, keep);
     await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt }, keep);
+  }
+
+  /**
+   * confirmFresh for a lock set: a late grant gives back every key of the set (and their quota slots), a
+   * late renewal keeps them, as one key's would be.
+   */
+  private async confirmSetFresh(
+    namespace: string,
+    keys: readonly string[],
+    lease: FreshLease,
+    keep: { readonly keep: KeptBecause } | undefined,
+  ): Promise<void> {
+    const ids = keys.map((key) => lockId(namespace, key));
+    const { ownerToken, ttlMs, decidedAt } = lease;
+    await this.refuseSetIfLate(namespace, ids, { id: ids[0] as string, ownerToken, ttlMs, decidedAt }, keep);
+  }
+
+  /** The late-answer rule for a set's lease, given back (with its quota slots) unless kept. */
+  private async refuseSetIfLate(
+    namespace: string,
+    ids: readonly string[],
+    lease: DecidedLease,
+    keep: { readonly keep: KeptBecause } | undefined,
+  ): Promise<void> {
+    const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, lease.ownerToken) });
+    try {
+      await guard.refuseIfLate(lease, keep);
+    } catch (error) {
+      if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, lease.ownerToken, ids);
+      throw error;
+    }
   }
 
   /**
@@ -588,6 +629,7 @@ export class LeaseService {
           ttlMs,
           expiresAtMs: outcome.expiresAtMs,
           holder,
+          decidedAt: outcome.decidedAt,
         };
       }
       // (A set is of capacity-1 keys: never a mismatch.)
@@ -603,12 +645,19 @@ export class LeaseService {
     const ordered = this.checkKeys(keys);
     this.checkTtl(ttlMs);
     const ids = ordered.map((key) => lockId(namespace, key));
+    const decidedAt = performance.now();
     const outcome = await this.store.renew('lock', ids, ownerToken, ttlMs);
     if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
-    await this.extendQuotaSlots(namespace, ownerToken, ids, outcome.expiresAtMs, this.maxHeld);
+    try {
+      // A late answer is refused but the set's lease is kept, as one key's renewal is (LeaseRules.renew).
+      await this.refuseSetIfLate(namespace, ids, { id: ids[0] as string, ownerToken, ttlMs, decidedAt }, KEEP_RENEWAL);
+    } finally {
+      // Renewed either way: its quota units last as long.
+      await this.extendQuotaSlots(namespace, ownerToken, ids, outcome.expiresAtMs, this.maxHeld);
+    }
     const locks = this.inAskedOrder(keys, ordered, outcome.fencingTokens);
     const { expiresAtMs, releaseRequested } = outcome;
-    return withReleaseRequest({ locks, ttlMs, expiresAtMs }, releaseRequested);
+    return withReleaseRequest({ locks, ttlMs, expiresAtMs, decidedAt }, releaseRequested);
   }
 
   async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {

@@ -1,7 +1,7 @@
 import type { LeaseLimits } from './limits.js';
 import type { LockService } from './lock-service.js';
 import type { LeaseStoreHost } from './lease-store.js';
-import type { LeaseService, LeaseSetGrant, LeaseSetRenewal } from './lease-service.js';
+import type { FreshLease, LeaseService, LeaseSetGrant, LeaseSetRenewal } from './lease-service.js';
 
 export { MAX_LOCK_SET_KEYS } from './lease-service.js';
 
@@ -42,6 +42,11 @@ export class LockSetService {
 
   renew(namespace: string, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LockSetRenewal> {
     return this.lease.renewSet(namespace, keys, ownerToken, ttlMs);
+  }
+
+  /** The late-answer check again, as the answer is about to leave the process (LeaseService.confirmFresh). */
+  confirmFresh(namespace: string, lease: FreshLease): Promise<void> {
+    return this.lease.confirmFresh('lock', namespace, lease);
   }
 
   release(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {

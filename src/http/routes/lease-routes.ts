@@ -66,7 +66,7 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
     const namespace = principalOf(request).namespace;
     const renewal = await leases.renew(namespace, request.params.key, request.body.ownerToken, request.body.ttlMs);
     const { key, ttlMs, decidedAt } = renewal;
-    confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt });
+    confirmBeforeSending(request, namespace, { key, ownerToken: request.body.ownerToken, ttlMs, decidedAt, renewal: true });
     historyOf(request)?.renewed(primitive, namespace, renewal, request.body.ownerToken);
     const renewed = { key: renewal.key, fencingToken: renewal.fencingToken, ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
     return withReleaseRequest(renewed, renewal.releaseRequested && releaseRequestedView(renewal.releaseRequested));

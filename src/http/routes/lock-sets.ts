@@ -3,6 +3,7 @@ import { releaseRequestedView } from './admin.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { LockSetService } from '../../domain/lock-sets.js';
 import { principalOf } from '../auth.js';
+import { confirmBeforeSending, registerFreshAnswers } from '../fresh-answers.js';
 import { historyOf } from '../lease-history.js';
 import {
   LockSetAcquireRequest,
@@ -39,6 +40,8 @@ const releaseRule = routeRule(
 );
 
 export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> = async (app, { lockSets }) => {
+  // A grant or renewal is checked once more just before it is written, as a lock's is (fresh-answers.ts).
+  registerFreshAnswers(app, (namespace, lease) => lockSets.confirmFresh(namespace, lease));
   app.post(
     '/v1/lock-sets/acquire',
     {
@@ -65,6 +68,13 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
         waitMs,
         lockDelayMs,
         signal: waitMs ? callerGone(reply) : undefined,
+      });
+      confirmBeforeSending(request, namespace, {
+        key: keys[0] as string,
+        keys,
+        ownerToken: grant.ownerToken,
+        ttlMs,
+        decidedAt: grant.decidedAt,
       });
       const history = historyOf(request);
       for (const lock of grant.locks) history?.granted('lock', namespace, { ...grant, ...lock }, { startedMs, lockDelayMs, set: true });
@@ -96,6 +106,14 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
       const { ownerToken, keys, ttlMs } = request.body;
       const namespace = principalOf(request).namespace;
       const renewal = await lockSets.renew(namespace, keys, ownerToken, ttlMs);
+      confirmBeforeSending(request, namespace, {
+        key: keys[0] as string,
+        keys,
+        ownerToken,
+        ttlMs,
+        decidedAt: renewal.decidedAt,
+        renewal: true,
+      });
       const history = historyOf(request);
       for (const lock of renewal.locks) history?.renewed('lock', namespace, { ...renewal, ...lock }, ownerToken);
       const renewed = { locks: [...renewal.locks], ttlMs: renewal.ttlMs, expiresAt: iso(renewal.expiresAtMs) };
