@@ -159,6 +159,20 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'a late release of a permit lease that ended, its record left in the pool hash after its lease ends expired, takes its weight off the live leases: a second permit of a limit of 1 is granted (Redis)',
   },
   {
+    id: 'keyed-grant-rolled-back-unacknowledged',
+    file: 'src/store/redis/redis-store.ts',
+    find: "const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));",
+    replace: "const rollBack = () => (what !== 'renewal' ? giveBack() : Promise.resolve(false));",
+    what: 'with replica acks, a grant asked with an Idempotency-Key that no replica confirmed is rolled back, though a retry may hold it as its replay: another caller is granted the lock while that 200 runs (Redis)',
+  },
+  {
+    id: 'late-set-grant-written',
+    file: 'src/http/routes/lock-sets.ts',
+    find: '        ownerToken: grant.ownerToken,\n        ttlMs,\n        decidedAt: grant.decidedAt,\n',
+    replace: '        ownerToken: grant.ownerToken,\n        ttlMs,\n        decidedAt: Infinity,\n',
+    what: "a lock set's grant that went stale after the service answered is written as a 200 for leases that have ended",
+  },
+  {
     id: 'acquire-quota-off-by-one',
     file: 'src/store/redis/scripts/acquire.lua',
     find: '  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)',

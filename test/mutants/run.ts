@@ -47,6 +47,8 @@ export const SAFETY_TEST_FILES = [
   'test/redis/quota-set-key-renew.test.ts',
   'test/domain/idempotent-give-back.test.ts',
   'test/redis/permit-stale-release.test.ts',
+  'test/redis/replica-acks-idempotency.test.ts',
+  'test/http/late-answers-at-write.test.ts',
 ];
 
 /** The bar for StrykerJS's score over src/domain + src/store. */

@@ -118,6 +118,38 @@ describe('acquire.lua', () => {
     }
   });
 
+  it('{4, ...}: a replay writes its record again, unchanged and with its TTL (a WAIT after it covers the grant)', async () => {
+    const grant = (ownerToken: string) =>
+      lua.scripts.run('acquire', {
+        ...handOver,
+        lockName,
+        keys,
+        ownerToken,
+        ttlMs: 5_000,
+        holder: 'w',
+        idempotencyKey: 'scope:print',
+        waitMs: 0,
+        waiterId: '-',
+        instanceId: 'inst-a',
+        maxWaiters: 10,
+        livenessMs: 3_000,
+        maxQuotaSlots: 0,
+      });
+    expect(await grant('owner-1')).toEqual([1, int, int]);
+    const before = await lua.raw.get(keys.lock);
+    // A write of the key, even of the same value, fails a transaction WATCHing it: the replay wrote it.
+    const watcher = lua.server.client();
+    try {
+      await watcher.watch(keys.lock);
+      expect(await grant('owner-2')).toEqual([4, int, int, 'owner-1', 'w']);
+      expect(await watcher.multi().get(keys.lock).exec()).toBeNull();
+    } finally {
+      watcher.disconnect();
+    }
+    expect(await lua.raw.get(keys.lock)).toBe(before);
+    expect(await lua.raw.pttl(keys.lock)).toBeGreaterThan(5_000 + GRACE_MS - 1_000);
+  });
+
   it('{0, retryAfterMs}: held and the caller does not wait', async () => {
     await acquire('owner-1', { ttlMs: 5_000 });
     const reply = (await acquire('owner-2')) as number[];

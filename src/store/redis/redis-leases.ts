@@ -96,7 +96,12 @@ export interface RedisLeasesDeps {
     idOf: (redisKey: string) => string | null,
   ): Promise<{ ids: string[]; nextCursor: string | null }>;
   /** Waits for replica acknowledgement when configured; a grant not confirmed is given back by `giveBack`. */
-  replicated(id: string, what: 'grant' | 'renewal', servedBy: string | null, giveBack: () => Promise<unknown>): Promise<void>;
+  replicated(
+    id: string,
+    what: 'grant' | 'keyed grant' | 'renewal',
+    servedBy: string | null,
+    giveBack: () => Promise<unknown>,
+  ): Promise<void>;
   /** The node that serves `id`'s slot now, read before a script (RedisStore.servedBy; null without acks). */
   servedBy(id: string): string | null;
   /**
@@ -253,7 +258,7 @@ export class RedisLeases implements LeaseEngine {
     if (waitMs <= 0) {
       request.signal?.throwIfAborted();
       const reply = await send(0, '-');
-      return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy);
+      return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy, request.idempotencyKey !== undefined);
     }
     // Registered before the script runs: a hand-over message may arrive before the script's reply.
     const waiter = this.room.register({ id: newId(), key: id, ownerToken: request.ownerToken, ttlMs: request.ttlMs });
@@ -265,7 +270,7 @@ export class RedisLeases implements LeaseEngine {
       return outcome;
     }
     waiter.drop();
-    return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy);
+    return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy, request.idempotencyKey !== undefined);
   }
 
   /**
@@ -332,12 +337,18 @@ export class RedisLeases implements LeaseEngine {
     id: string,
     ownerToken: string,
     servedBy: string | null,
+    keyed: boolean,
   ): Promise<LeaseAcquireOutcome> {
     switch (reply.kind) {
       case 'granted':
-        await this.deps.replicated(id, 'grant', servedBy, () => this.releaseLock(id, ownerToken).catch(() => false));
+        await this.deps.replicated(id, keyed ? 'keyed grant' : 'grant', servedBy, () =>
+          this.releaseLock(id, ownerToken).catch(() => false),
+        );
         return { acquired: true, decidedAt, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
       case 'replayed': {
+        // Confirmed as a grant is (the replay wrote its record again, so WAIT covers the grant behind it),
+        // and never given back: it is the lease of the key.
+        await this.deps.replicated(id, 'keyed grant', servedBy, async () => false);
         const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
         return { acquired: true, decidedAt, fencingTokens: [fencingToken], expiresAtMs, replayed: { ownerToken, holder } };
       }

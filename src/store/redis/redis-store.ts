@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '../../domain/errors.js';
+import { keptLease, StoreUnavailableError } from '../../domain/errors.js';
 import { InvalidRequestError } from '../../domain/errors.js';
 import { randomBase64url } from '../../domain/random.js';
 import type { LeaseStore, Store } from '../../domain/lease-store.js';
@@ -414,11 +414,15 @@ export class RedisStore implements Store {
    * else took meanwhile is untouched) and the caller gets a 503, never a lease that a failover could
    * hand to someone else. A renewal that was not confirmed is NOT given back: its holder still relies
    * on the lease it was last confirmed (until that one's end), so taking the lock away now could hand
-   * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew.
+   * it to a second caller inside that lease. The caller gets a 503 and keeps the end it knew. Nor is
+   * a grant asked with an Idempotency-Key (`keyed grant`, and its replays): a retry with the key, on any
+   * instance, may hold it already as its replay, so given back, another caller would be granted the lock
+   * while that 200 still ran. It is refused (503, the lease kept: its quota slot counts on), and the
+   * retry with the key gets it once a replica confirms it.
    */
   private async replicated(
     id: string,
-    what: 'grant' | 'renewal',
+    what: 'grant' | 'keyed grant' | 'renewal',
     servedBy: string | null,
     // The engine gives a lease back through its own kind's script (redis-leases.ts).
     giveBack: () => Promise<unknown>,
@@ -434,13 +438,17 @@ export class RedisStore implements Store {
       // The connection broke or timed out: try to give the lease back; if that cannot reach Redis
       // either, the lease runs out by its TTL. The caller is told 503 either way.
       void rollBack();
-      throw err;
+      throw what === 'keyed grant' && err instanceof StoreUnavailableError ? keptLease(err) : err;
     }
     if (confirmed >= acks.minReplicas) return;
     await rollBack();
-    throw new StoreUnavailableError(
-      `the ${what} reached ${confirmed} of ${acks.minReplicas} replicas within ${acks.timeoutMs} ms and was rolled back`,
-    );
+    const unconfirmed = `the ${what === 'renewal' ? 'renewal' : 'grant'} reached ${confirmed} of ${acks.minReplicas} replicas within ${acks.timeoutMs} ms`;
+    if (what === 'keyed grant') {
+      throw keptLease(
+        new StoreUnavailableError(`${unconfirmed}; the lease was kept for its Idempotency-Key (a retry with the key gets it)`),
+      );
+    }
+    throw new StoreUnavailableError(`${unconfirmed} and was rolled back`);
   }
 
   /**

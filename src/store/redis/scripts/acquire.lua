@@ -56,7 +56,7 @@ Returns:
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
   {4, fencingToken, expiresAtMs, ownerToken, holder}
                                    the live lease was granted with this idempotency key: that lease
-                                   (holder "" for none); nothing changed
+                                   (holder "" for none); its record written again unchanged
   {5, retryAfterMs}                the quota shard counts ARGV[9] units; retryAfterMs = until its earliest
                                    counted second ends (>= 1); nothing changed
   {6}                              the live lease was granted with this idempotency key's scope but for
@@ -107,7 +107,10 @@ if not live and delayLeft == 0 then
 end
 if live and ARGV[8] ~= '' and cur[4] then
   if cur[4] == ARGV[8] then
-    -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again.
+    -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again. Its
+    -- record is written again as it is, so that a WAIT on this connection (replica acknowledgement)
+    -- covers the grant behind it: a replica that has this write has every earlier one.
+    redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'KEEPTTL')
     return {4, cur[3], expiresAt, cur[1], cur[5] or ''}
   end
   -- The scope is everything before the first ':' (base64url holds none).
