@@ -19,13 +19,11 @@ export const ListLocksQuery = z.strictObject({
     .regex(/^[A-Za-z0-9._\-:@]*$/, 'must contain only A-Z a-z 0-9 . _ - : @')
     .default('')
     .meta({ description: 'Only lock keys starting with this (needs namespace)', examples: ['invoice:'] }),
-  limit: queryInteger(1, 1000)
-    .default(100)
-    .meta({
-      description:
-        'Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about ' +
-        'this many (its SCAN COUNT), and may show a lock on two pages.',
-    }),
+  limit: queryInteger(1, 1000, undefined, 100).meta({
+    description:
+      'Page size, 1 to 1000 (default 100). The embedded store returns at most this many; the Redis store about ' +
+      'this many (its SCAN COUNT), and may show a lock on two pages.',
+  }),
   cursor: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,1024}$/, 'must be a nextCursor returned by this route')
@@ -53,13 +51,12 @@ export const LockList = z
 
 export const ForceReleaseQuery = z.strictObject({
   namespace: Namespace.meta({ description: 'The namespace of the lock to free (required: an override names its target in full)' }),
-  fencingToken: queryInteger(0, Number.MAX_SAFE_INTEGER)
+  fencingToken: queryInteger(0, Number.MAX_SAFE_INTEGER, [42])
     .optional()
     .meta({
       description:
         'Evict only the lease with this fencing token (the one the operator looked at). When another lease holds the key ' +
         'instead, nothing is changed and the answer is 409 holder_changed.',
-      examples: [42],
     }),
 });
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Namespace } from './admin.js';
 import { PERMIT_KINDS, type PermitKind } from '../../domain/permit-values.js';
-import { LockKeyParams, SafeCount } from './locks.js';
+import { LockKeyParams, queryInteger, SafeCount } from './locks.js';
 
 /** The schemas of lease history (GET .../{key}/history): see domain/history.ts for what is recorded and derived. */
 
@@ -16,13 +16,9 @@ export const HistoryQuery = z.strictObject({
     description: 'Only events up to this time (UTC), and every event of a lease live at this time. Default: now.',
     examples: ['2026-12-01T14:05:00Z'],
   }),
-  limit: z.coerce
-    .number()
-    .min(1, { abort: true })
-    .max(1000, { abort: true })
-    .int()
-    .default(200)
-    .meta({ description: 'At most this many events: the most recent ones (truncated says whether older ones were left out)' }),
+  limit: queryInteger(1, 1000, undefined, 200).meta({
+    description: 'At most this many events: the most recent ones (truncated says whether older ones were left out)',
+  }),
 });
 
 export const AdminHistoryQuery = HistoryQuery.extend({

@@ -263,8 +263,23 @@ export const LockStatus = z.discriminatedUnion('held', [FreeLock, HeldLock]).met
   description: 'Who holds a lock right now. Never the owner token.',
 });
 
-/** A whole number from a query string, `min` to `max`. */
-export const queryInteger = (min: number, max: number) => z.coerce.number().min(min, { abort: true }).max(max, { abort: true }).int();
+/** Digits only: what a query string's whole number may be (Number() would read '' and ' ' as 0, '0x10' as 16). */
+const DIGITS = /^\d+$/;
+
+/**
+ * A whole number from a query string, `min` to `max`: its digits read as a number, anything else left as
+ * the string, which the number schema then refuses (400 naming the field). The JSON Schema is the
+ * number's; `examples` and a default go on the number (on the outer schema a preprocess drops them).
+ */
+export function queryInteger(min: number, max: number, examples?: number[], byDefault?: number) {
+  const number = z.number().min(min, { abort: true }).max(max, { abort: true }).int();
+  const whole = examples ? number.meta({ examples }) : number;
+  // (A default on the number: with none given, the query's value is optional only through .optional().)
+  return z.preprocess(
+    (v) => (typeof v === 'string' && DIGITS.test(v) ? Number(v) : v),
+    byDefault === undefined ? whole : whole.default(byDefault),
+  );
+}
 
 /**
  * The query of the routes that change leases (acquire, renew, release, lock sets): none. A parameter is a
@@ -281,21 +296,19 @@ export const NoQuery = z.strictObject(
 
 /** Not strict: inspect took no query before, so a parameter it does not know (a cache-buster) is still ignored. */
 export const InspectQuery = z.object({
-  index: queryInteger(0, Number.MAX_SAFE_INTEGER)
+  index: queryInteger(0, Number.MAX_SAFE_INTEGER, [3528064724432477])
     .optional()
     .meta({
       description:
         "Blocking query: the index from a previous answer. If the lock's index differs, the answer comes at once; " +
         'otherwise when it changes, or after waitMs with the unchanged state.',
-      examples: [3528064724432477],
     }),
-  waitMs: queryInteger(0, MAX_DURATION_MS)
+  waitMs: queryInteger(0, MAX_DURATION_MS, [30000])
     .optional()
     .meta({
       description:
         'With index: wait up to this long for a change (default 0: answer at once). The server bounds it like an ' +
         "acquire's waitMs (by default 60,000); above is a 400.",
-      examples: [30000],
     }),
   queue: z
     .stringbool()
