@@ -1515,12 +1515,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1845,12 +1839,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2017,12 +2005,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2163,12 +2145,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2519,12 +2495,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2849,12 +2819,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3021,12 +2985,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3173,12 +3131,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3503,12 +3455,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3675,12 +3621,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3785,12 +3725,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3956,12 +3890,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4066,12 +3994,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4237,12 +4159,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4347,12 +4263,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4518,12 +4428,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4627,12 +4531,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4741,12 +4639,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4855,12 +4747,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4969,12 +4855,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5090,12 +4970,6 @@ export interface operations {
                 headers: {
                     /** @description Seconds after which a retry may succeed (retryAfterMs rounded up, at least 1) */
                     "Retry-After"?: number;
-                    /** @description Counted requests this API key may make per window (not sent when the rate limit is off) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Counted requests left in the current window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the current window ends */
-                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -68,14 +68,15 @@ export const openApiTransform: Transform = (input) => {
   // Each response's headers: those its status always carries, and on routes the request rate limit
   // counts (all but the public ones and those opting out, see rate-limit.ts) the limiter's, on every
   // answer but a 401 or a 403 (authentication and the scope check run first; a refused caller is not
-  // counted).
+  // counted) and a 503 (load shedding and shutdown refuse before the limiter counts, so that a refusal
+  // costs no allowance: not every 503 carries them).
   const config = input.route.config as { rateLimit?: unknown; noRetryAfter?: true } | undefined;
   const counted = !isPublic && config?.rateLimit !== false;
   const responses = (out.schema.response ?? {}) as Record<string, Record<string, unknown>>;
   const withHeaders = Object.fromEntries(
     Object.entries(responses).map(([status, response]) => {
       const names = (STATUS_HEADERS[status] ?? []).filter((name) => !(status === '409' && name === 'Retry-After' && config?.noRetryAfter));
-      if (counted && status !== '401' && status !== '403') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+      if (counted && status !== '401' && status !== '403' && status !== '503') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
       if (names.length === 0) return [status, response];
       return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
     }),
