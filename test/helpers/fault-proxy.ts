@@ -8,13 +8,17 @@ import { freePort } from './redis-server.js';
  * - delayReplies: forward requests at once (the server acts on them now), hold its replies for `delayMs`.
  * - blackhole: swallow every byte both ways; connections stay open and say nothing.
  * - dropReplies: forward requests to the server, swallow its replies.
+ * - resetOnReply: forward requests; the first reply chunk that comes back after `skip` others is not
+ *   forwarded, every connection is reset instead (the change was made, its answer lost), and the proxy
+ *   passes traffic again.
  */
 export type FaultMode =
   | { kind: 'pass' }
   | { kind: 'delay'; delayMs: number }
   | { kind: 'delayReplies'; delayMs: number }
   | { kind: 'blackhole' }
-  | { kind: 'dropReplies' };
+  | { kind: 'dropReplies' }
+  | { kind: 'resetOnReply'; skip?: number };
 
 interface Pipe {
   readonly client: Socket;
@@ -121,6 +125,14 @@ export class FaultProxy {
     };
     from.on('data', (chunk: Buffer) => {
       const mode = this.mode;
+      if (mode.kind === 'resetOnReply' && direction === 'reply' && (mode.skip ?? 0) > 0) {
+        this.mode = { kind: 'resetOnReply', skip: (mode.skip ?? 0) - 1 };
+      } else if (mode.kind === 'resetOnReply' && direction === 'reply') {
+        this.mode = { kind: 'pass' };
+        this.stats.bytesDropped += chunk.length;
+        this.resetAll();
+        return;
+      }
       if (mode.kind === 'blackhole' || (mode.kind === 'dropReplies' && direction === 'reply')) {
         this.stats.bytesDropped += chunk.length;
         return;

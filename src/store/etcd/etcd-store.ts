@@ -1,3 +1,4 @@
+import { noop } from 'cockatiel';
 import { Etcd3, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { monotonicWallClock, type Clock } from '../shared/clock.js';
@@ -73,7 +74,15 @@ export class EtcdStore implements Store {
     this.keys = new EtcdKeys(options.keyPrefix);
     this.timeoutMs = options.commandTimeoutMs;
     this.now = options.clock ?? monotonicWallClock;
-    this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
+    this.client = new Etcd3({
+      hosts: [...options.endpoints],
+      dialTimeout: Math.max(1000, options.commandTimeoutMs),
+      // No call is sent again by the client (its default re-sends after a lost connection, up to three
+      // times): a transaction etcd applied whose reply was lost, sent again, fails its compare, and the
+      // engine read that as "not held": a release that freed the lock answered not_owner, a lock set the
+      // caller held came back busy. A call whose outcome is unknown is a 503 (callEtcd), as on Redis.
+      faultHandling: { global: noop },
+    });
     this.engine = new EtcdLeases({
       client: this.client,
       keys: this.keys,
