@@ -46,3 +46,24 @@ describe('etcd store: etcd unreachable', () => {
     }
   }, 60_000);
 });
+
+describe('etcd store: a watch begun while etcd is unreachable', () => {
+  it('is refused with StoreUnavailableError within the command timeout, not left waiting for etcd', async () => {
+    // (The cluster was stopped by the test before.)
+    const started = performance.now();
+    const outcome = await Promise.race([
+      store.leases
+        .watchChanges('lock', 'ns/watched', () => undefined)
+        .then(
+          (stop) => {
+            stop();
+            return 'watching';
+          },
+          (err: unknown) => err,
+        ),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 8_000)),
+    ]);
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    expect(performance.now() - started).toBeLessThan(8_000);
+  }, 30_000);
+});

@@ -354,7 +354,13 @@ export class EtcdLeases implements LeaseEngine {
 
   /** etcd's own watch on the pool record: every grant, release, eviction or hand-over is a put. */
   async watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void> {
-    const watcher = await this.deps.call(() => this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, id)).create());
+    // create() settles only once the watch stream connects; while etcd is unreachable the client keeps
+    // trying for ever, and a blocking query waited with it, past its waitMs and its caller's abort.
+    // Given up at one call's deadline (a 503); a watch made after all is cancelled at once.
+    const creating = this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, id)).create();
+    const watcher = await this.deps.call(() =>
+      withinDeadline(creating, this.deps.callOptions().deadline, (late) => void late.cancel().catch(() => undefined)),
+    );
     watcher.on('put', () => onChange());
     watcher.on('delete', () => onChange());
     // A watch that reconnects may have missed events: read again.
@@ -679,4 +685,32 @@ function roomKey(kind: LeaseKind, id: string): string {
 function splitRoomKey(text: string): { kind: LeaseKind; id: string } {
   const at = text.indexOf(' ');
   return { kind: text.slice(0, at) as LeaseKind, id: text.slice(at + 1) };
+}
+
+/**
+ * `promise`, or a rejection once `deadline` (ms since the epoch) passes first; what it gives after that
+ * goes to `late`, to be undone.
+ */
+function withinDeadline<T>(promise: Promise<T>, deadline: number, late: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timedOut = false;
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        reject(new Error('etcd did not answer before the deadline'));
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        if (timedOut) late(value);
+        else resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }
