@@ -142,6 +142,16 @@ export class EtcdLeases implements LeaseEngine {
     await this.handOvers.closeAll();
   }
 
+  /**
+   * The session lease the queued callers' records hang on has ended: etcd deleted those records, so
+   * nothing will hand these callers a key. Each is answered `reason` now (a lease handed to one just
+   * before is given back first), rather than left to wait out its waitMs; later callers queue on a new
+   * session.
+   */
+  async sessionLost(reason: unknown): Promise<void> {
+    await this.room.closeAll(reason);
+  }
+
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
     const { kind, ids, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;

@@ -196,7 +196,11 @@ export class EtcdStore implements Store {
     if (!this.session || this.session.revoked()) {
       const lease = this.client.lease(SESSION_TTL_S);
       lease.on('lost', () => {
-        if (this.session === lease) this.session = undefined;
+        if (this.session !== lease) return;
+        this.session = undefined;
+        void this.engine.sessionLost(
+          new StoreUnavailableError("the instance's session with etcd ended, and with it the caller's place in the queue: ask again", 1000),
+        );
       });
       this.session = lease;
     }
