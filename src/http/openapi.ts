@@ -76,7 +76,8 @@ export const openApiTransform: Transform = (input) => {
   const withHeaders = Object.fromEntries(
     Object.entries(responses).map(([status, response]) => {
       const names = (STATUS_HEADERS[status] ?? []).filter((name) => !(status === '409' && name === 'Retry-After' && config?.noRetryAfter));
-      if (counted && status !== '401' && status !== '403' && status !== '503') names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+      if (counted && status !== '401' && status !== '403' && status !== '503')
+        names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
       if (names.length === 0) return [status, response];
       return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
     }),
