@@ -106,6 +106,13 @@ export function writeProblem(
     reply.header('retry-after', String(Math.max(1, Math.ceil(extras.retryAfterMs / 1000))));
   }
   if (rule?.closeConnection) reply.header('connection', 'close');
+  if (body.status === 503) {
+    // A 503 carries no rate-limit headers: some are refused before the limiter counts (load shedding,
+    // shutdown), and openapi.yaml promises a header on every answer of a status or on none.
+    reply.removeHeader('x-ratelimit-limit');
+    reply.removeHeader('x-ratelimit-remaining');
+    reply.removeHeader('x-ratelimit-reset');
+  }
   reply.code(body.status).type(PROBLEM_CONTENT_TYPE);
   return JSON.stringify(body);
 }

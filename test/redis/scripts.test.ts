@@ -118,7 +118,7 @@ describe('acquire.lua', () => {
     }
   });
 
-  it('{4, ...}: a replay writes its record again, unchanged and with its TTL (a WAIT after it covers the grant)', async () => {
+  it('{4, ...}: a replay writes its record (its TTL again), unchanged (a WAIT after it covers the grant)', async () => {
     const grant = (ownerToken: string) =>
       lua.scripts.run('acquire', {
         ...handOver,
@@ -137,7 +137,7 @@ describe('acquire.lua', () => {
       });
     expect(await grant('owner-1')).toEqual([1, int, int]);
     const before = await lua.raw.get(keys.lock);
-    // A write of the key, even of the same value, fails a transaction WATCHing it: the replay wrote it.
+    // A write of the key, even one that changes nothing, fails a transaction WATCHing it: the replay wrote it.
     const watcher = lua.server.client();
     try {
       await watcher.watch(keys.lock);

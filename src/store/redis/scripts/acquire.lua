@@ -56,7 +56,7 @@ Returns:
   {3, retryAfterMs}                queued; the grant will come as a hand-over message
   {4, fencingToken, expiresAtMs, ownerToken, holder}
                                    the live lease was granted with this idempotency key: that lease
-                                   (holder "" for none); its record written again unchanged
+                                   (holder "" for none); its record's TTL set again, unchanged
   {5, retryAfterMs}                the quota shard counts ARGV[9] units; retryAfterMs = until its earliest
                                    counted second ends (>= 1); nothing changed
   {6}                              the live lease was granted with this idempotency key's scope but for
@@ -108,9 +108,13 @@ end
 if live and ARGV[8] ~= '' and cur[4] then
   if cur[4] == ARGV[8] then
     -- A retry of the acquire that granted this lease, whose answer was lost: the same grant again. Its
-    -- record is written again as it is, so that a WAIT on this connection (replica acknowledgement)
-    -- covers the grant behind it: a replica that has this write has every earlier one.
-    redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'KEEPTTL')
+    -- record's TTL is set again as it is (a write, in either record layout), so that a WAIT on this
+    -- connection (replica acknowledgement) covers the grant behind it: a replica that has this write
+    -- has every earlier one.
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl > 0 then
+      redis.call('PEXPIRE', KEYS[1], pttl)
+    end
     return {4, cur[3], expiresAt, cur[1], cur[5] or ''}
   end
   -- The scope is everything before the first ':' (base64url holds none).
