@@ -154,12 +154,16 @@ func (c *Client) AcquireGrant(ctx context.Context, key string, opts AcquireOptio
 	if err != nil {
 		return nil, err
 	}
-	return noLongerThanAsked("acquire", body.grant(), opts.TTL)
+	return askedFor("acquire", body.grant(), key, opts.TTL)
 }
 
-// noLongerThanAsked refuses a grant longer than the TTL asked: the server grants exactly the TTL asked, or
-// refuses, and a Lease trusting a longer one would count its safe deadline, and ask its renewals, from it.
-func noLongerThanAsked(op string, g *Grant, asked time.Duration) (*Grant, error) {
+// askedFor refuses a grant of another key than the one asked (renewed and released under the key it
+// names, it would hold that one) or longer than the TTL asked: the server grants exactly the TTL asked,
+// or refuses, and a Lease trusting a longer one would count its safe deadline, and ask its renewals, from it.
+func askedFor(op string, g *Grant, key string, asked time.Duration) (*Grant, error) {
+	if g.Key != key {
+		return nil, &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("a grant of %q, asked for %q", g.Key, key)}
+	}
 	if millis(g.TTL) > millis(asked) {
 		return nil, &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(g.TTL), millis(asked))}
 	}

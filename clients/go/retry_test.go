@@ -331,3 +331,26 @@ func TestAHistoryWithoutRecordingIsRefused(t *testing.T) {
 		t.Errorf("history without recording: %+v, %v; want ErrBadResponse", h, err)
 	}
 }
+
+// A grant of another key than the one asked is refused (renewed and released under the key it names, it
+// would hold that one); a grant of the key asked is taken.
+func TestAGrantOfAnotherKeyIsABadResponse(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeGrant(w, `{"key":"k","ownerToken":"o","fencingToken":7,"ttlMs":1000,"expiresAt":"2026-11-30T11:00:00.000Z","holder":null,"limit":2}`)
+	}))
+	defer server.Close()
+	kh, err := New(Config{BaseURL: server.URL, RetryBudget: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if g, err := kh.AcquireGrant(ctx, "x", AcquireOptions{TTL: time.Second}); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("a grant of k for x: %+v, %v; want ErrBadResponse", g, err)
+	}
+	if g, err := kh.AcquirePermitGrant(ctx, "x", PermitOptions{TTL: time.Second, Limit: 2}); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("a permit of k for x: %+v, %v; want ErrBadResponse", g, err)
+	}
+	if g, err := kh.AcquireGrant(ctx, "k", AcquireOptions{TTL: time.Second}); err != nil || g.Key != "k" {
+		t.Errorf("a grant of k for k: %+v, %v", g, err)
+	}
+}

@@ -64,7 +64,7 @@ func (c *Client) AcquirePermitGrant(ctx context.Context, key string, opts Permit
 	if err != nil {
 		return nil, err
 	}
-	return noLongerThanAsked("acquirePermit", body.grant(), opts.TTL)
+	return askedFor("acquirePermit", body.grant(), key, opts.TTL)
 }
 
 // RenewPermit extends one permit's lease to end ttl from now; ErrNotOwner when the token no longer holds it.

@@ -356,6 +356,7 @@ class Client:
             wait_ms,
             _LOCK_GRANT,
             headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())},
+            key=key,
         )
 
     def renew(self, key, owner_token, ttl_ms, timeout_s=None, deadline=None):
@@ -444,7 +445,7 @@ class Client:
         """Takes one permit and returns a self-renewing Lease. Raises SemaphoreFullError, LimitMismatchError."""
         sent_at = time.monotonic()
         grant = self._acquire(
-            f"/v1/semaphores/{_quote(key)}/acquire", {"limit": limit, "ttlMs": ttl_ms}, holder, wait_ms, _SEMAPHORE_GRANT
+            f"/v1/semaphores/{_quote(key)}/acquire", {"limit": limit, "ttlMs": ttl_ms}, holder, wait_ms, _SEMAPHORE_GRANT, key=key
         )
         return self._lease(Lease, "semaphores", grant, sent_at, drift_margin_ms)
 
@@ -468,7 +469,7 @@ class Client:
         """Takes the lock in `mode` ("read" or "write"); returns a self-renewing Lease. Raises RwLockHeldError."""
         sent_at = time.monotonic()
         grant = self._acquire(
-            f"/v1/rwlocks/{_quote(key)}/acquire", {"mode": mode, "ttlMs": ttl_ms}, holder, wait_ms, _RWLOCK_GRANT
+            f"/v1/rwlocks/{_quote(key)}/acquire", {"mode": mode, "ttlMs": ttl_ms}, holder, wait_ms, _RWLOCK_GRANT, key=key
         )
         return self._lease(Lease, "rwlocks", grant, sent_at, drift_margin_ms)
 
@@ -532,7 +533,7 @@ class Client:
         lease._start(grant_may_be_older)
         return lease
 
-    def _acquire(self, path, fields, holder, wait_ms, shape, headers=None):
+    def _acquire(self, path, fields, holder, wait_ms, shape, headers=None, key=None):
         started = time.monotonic()
 
         def body():
@@ -553,6 +554,9 @@ class Client:
             timeout_s=self.timeout_s + wait_ms / 1000,
             deadline=started + wait_ms / 1000 + self.retry_budget_s,
         )
+        if key is not None and grant.get("key") != key:
+            # Renewed and released under the key it names, a grant of another key would hold that one.
+            raise InvalidResponseError(f"POST {path}: a grant of {grant.get('key')!r}, asked for {key!r}", "invalid_response", 200)
         return _no_longer_than_asked(f"POST {path}", grant, fields["ttlMs"])
 
     def _inspect(self, path, shape, index, wait_ms, queue=False):

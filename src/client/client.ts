@@ -282,6 +282,8 @@ export class KeyholderClient {
         deadlineAt: started + waitMs + (options.retryBudgetMs ?? this.retryBudgetMs),
       },
     );
+    // Renewed and released under the key it names, a grant of another key would hold that one.
+    if (grant.key !== key) throw invalidAnswer('acquire', 200, `a grant of ${JSON.stringify(grant.key)}, asked for ${JSON.stringify(key)}`);
     return noLongerThanAsked('acquire', grant, options.ttlMs);
   }
 

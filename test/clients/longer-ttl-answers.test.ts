@@ -45,6 +45,31 @@ describe('an answer with a TTL longer than asked', { timeout: 30_000 }, () => {
     await expect(kh.renew('k', 'owner-token-0000000001', 1_000)).rejects.toBeInstanceOf(InvalidResponseError);
   });
 
+  it('TS: a grant of another key than the one asked is refused; of the key asked, taken', async () => {
+    const kh = new KeyholderClient({ baseUrl, retryBudgetMs: 0 });
+    await expect(kh.acquireGrant('x', { ttlMs: 3_600_000 })).rejects.toBeInstanceOf(InvalidResponseError);
+    await expect(kh.acquireGrant('k', { ttlMs: 3_600_000 })).resolves.toMatchObject({ key: 'k' });
+  });
+
+  it('Python: a grant of another key than the one asked is refused; of the key asked, taken', async () => {
+    const script = `
+import sys, json
+sys.path.insert(0, ${JSON.stringify(PY_DIR)})
+import keyholder
+c = keyholder.Client(${JSON.stringify(baseUrl)}, retry_budget_s=0)
+out = {}
+for name, key in [("other", "x"), ("asked", "k")]:
+    try:
+        out[name] = c.acquire_grant(key, 3600000)["key"]
+    except keyholder.InvalidResponseError:
+        out[name] = "refused"
+print(json.dumps(out))
+`;
+    const run = await promisify(execFile)('python3', ['-I', '-c', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual({ other: 'refused', asked: 'k' });
+  });
+
   it('Python: acquire and renew are refused as invalid responses', async () => {
     const script = `
 import sys, json
