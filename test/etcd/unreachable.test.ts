@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from '../helpers/etcd-cluster.js';
@@ -65,5 +65,14 @@ describe('etcd store: a watch begun while etcd is unreachable', () => {
     ]);
     expect(outcome).toBeInstanceOf(StoreUnavailableError);
     expect(performance.now() - started).toBeLessThan(8_000);
+  }, 30_000);
+
+  it('a watch refused is not left in the etcd client (five refused: none left waiting to connect)', async () => {
+    const manager = (store as unknown as { client: { watchManager: { watchers: unknown[] } } }).client.watchManager;
+    const before = manager.watchers.length;
+    for (let i = 0; i < 5; i++) {
+      await expect(store.leases.watchChanges('lock', `ns/refused-${i}`, () => undefined)).rejects.toBeInstanceOf(StoreUnavailableError);
+    }
+    await vi.waitFor(() => expect(manager.watchers.length).toBe(before), { timeout: 5_000 });
   }, 30_000);
 });

@@ -36,7 +36,7 @@
  * grant answers 503 with nothing taken).
  */
 import { performance } from 'node:perf_hooks';
-import type { Etcd3, IKeyValue, IRequestOp, ITxnRequest, ITxnResponse } from 'etcd3';
+import type { Etcd3, IKeyValue, IRequestOp, ITxnRequest, ITxnResponse, Watcher } from 'etcd3';
 import { IdempotencyKeyReusedError, InvalidRequestError, StoreUnavailableError, TooManyWaitersError } from '../../domain/errors.js';
 import { compareIdempotencyKeys } from '../../domain/idempotency.js';
 import type { EvictedLease, LeaseAcquire, LeaseAcquireOutcome, LeaseKind, LeaseRenewOutcome } from '../../domain/lease-store.js';
@@ -364,13 +364,19 @@ export class EtcdLeases implements LeaseEngine {
 
   /** etcd's own watch on the pool record: every grant, release, eviction or hand-over is a put. */
   async watchChanges(kind: LeaseKind, id: string, onChange: () => void): Promise<() => void> {
-    // create() settles only once the watch stream connects; while etcd is unreachable the client keeps
-    // trying for ever, and a blocking query waited with it, past its waitMs and its caller's abort.
-    // Given up at one call's deadline (a 503); a watch made after all is cancelled at once.
-    const creating = this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, id)).create();
-    const watcher = await this.deps.call(() =>
-      withinDeadline(creating, this.deps.callOptions().deadline, (late) => void late.cancel().catch(() => undefined)),
-    );
+    // A watch connects once its stream does; while etcd is unreachable the client keeps trying for ever,
+    // and a blocking query waited with it, past its waitMs and its caller's abort. Given up at one
+    // call's deadline (a 503), and cancelled then: left, every refused watch stayed in the client.
+    const watcher = await this.deps.call(async () => {
+      const made = this.deps.client.watch().key(this.deps.keys.leaseRecord(kind, id)).watcher();
+      try {
+        await connectedBy(made, this.deps.callOptions().deadline);
+        return made;
+      } catch (err) {
+        void made.cancel().catch(() => undefined);
+        throw err;
+      }
+    });
     watcher.on('put', () => onChange());
     watcher.on('delete', () => onChange());
     // A watch that reconnects may have missed events: read again.
@@ -697,30 +703,20 @@ function splitRoomKey(text: string): { kind: LeaseKind; id: string } {
   return { kind: text.slice(0, at) as LeaseKind, id: text.slice(at + 1) };
 }
 
-/**
- * `promise`, or a rejection once `deadline` (ms since the epoch) passes first; what it gives after that
- * goes to `late`, to be undone.
- */
-function withinDeadline<T>(promise: Promise<T>, deadline: number, late: (value: T) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setTimeout(
-      () => {
-        timedOut = true;
-        reject(new Error('etcd did not answer before the deadline'));
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        if (timedOut) late(value);
-        else resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
+/** Resolves once `watcher` is connected; rejects on its error, or once `deadline` (ms since the epoch) passes. */
+function connectedBy(watcher: Watcher, deadline: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: unknown) => {
+      clearTimeout(timer);
+      watcher.off('connected', onConnected);
+      watcher.off('error', onError);
+      if (err === undefined) resolve();
+      else reject(err instanceof Error ? err : new Error('the etcd watch failed', { cause: err }));
+    };
+    const onConnected = () => done();
+    const onError = (err: unknown) => done(err);
+    const timer = setTimeout(() => done(new Error('etcd did not answer before the deadline')), Math.max(0, deadline - Date.now()));
+    watcher.on('connected', onConnected);
+    watcher.on('error', onError);
   });
 }
