@@ -98,7 +98,7 @@ export interface RedisLeasesDeps {
   /** Waits for replica acknowledgement when configured; a grant not confirmed is given back by `giveBack`. */
   replicated(
     id: string,
-    what: 'grant' | 'keyed grant' | 'renewal',
+    what: 'grant' | 'keyed grant' | 'replay' | 'renewal',
     servedBy: string | null,
     giveBack: () => Promise<unknown>,
   ): Promise<void>;
@@ -347,8 +347,8 @@ export class RedisLeases implements LeaseEngine {
         return { acquired: true, decidedAt, fencingTokens: [reply.fencingToken], expiresAtMs: reply.expiresAtMs };
       case 'replayed': {
         // Confirmed as a grant is (the replay wrote its record again, so WAIT covers the grant behind it),
-        // and never given back: it is the lease of the key.
-        await this.deps.replicated(id, 'keyed grant', servedBy, async () => false);
+        // and never given back: it is the lease of the key (counted under the call that made it).
+        await this.deps.replicated(id, 'replay', servedBy, async () => false);
         const { fencingToken, expiresAtMs, ownerToken, holder } = reply;
         return { acquired: true, decidedAt, fencingTokens: [fencingToken], expiresAtMs, replayed: { ownerToken, holder } };
       }

@@ -422,7 +422,7 @@ export class RedisStore implements Store {
    */
   private async replicated(
     id: string,
-    what: 'grant' | 'keyed grant' | 'renewal',
+    what: 'grant' | 'keyed grant' | 'replay' | 'renewal',
     servedBy: string | null,
     // The engine gives a lease back through its own kind's script (redis-leases.ts).
     giveBack: () => Promise<unknown>,
@@ -438,6 +438,8 @@ export class RedisStore implements Store {
       // The connection broke or timed out: try to give the lease back; if that cannot reach Redis
       // either, the lease runs out by its TTL. The caller is told 503 either way.
       void rollBack();
+      // (A replay kept nothing of its own: told as a plain 503, its call's slot goes back.)
+      if (what === 'replay') throw new StoreUnavailableError(`the replay could not be confirmed: ${(err as Error).message}`);
       throw what === 'keyed grant' && err instanceof StoreUnavailableError ? keptLease(err) : err;
     }
     if (confirmed >= acks.minReplicas) return;
@@ -447,6 +449,11 @@ export class RedisStore implements Store {
       throw keptLease(
         new StoreUnavailableError(`${unconfirmed}; the lease was kept for its Idempotency-Key (a retry with the key gets it)`),
       );
+    }
+    if (what === 'replay') {
+      // Kept as well, but it is an earlier call's lease, counted under that call's slot: this call kept
+      // nothing of its own (its slot goes back).
+      throw new StoreUnavailableError(`${unconfirmed}; the lease stays kept for its Idempotency-Key (ask again)`);
     }
     throw new StoreUnavailableError(`${unconfirmed} and was rolled back`);
   }
