@@ -1,4 +1,4 @@
-import { noop } from 'cockatiel';
+import { BrokenCircuitError, handleWhen, retry } from 'cockatiel';
 import { Etcd3, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { monotonicWallClock, type Clock } from '../shared/clock.js';
@@ -77,11 +77,13 @@ export class EtcdStore implements Store {
     this.client = new Etcd3({
       hosts: [...options.endpoints],
       dialTimeout: Math.max(1000, options.commandTimeoutMs),
-      // No call is sent again by the client (its default re-sends after a lost connection, up to three
-      // times): a transaction etcd applied whose reply was lost, sent again, fails its compare, and the
-      // engine read that as "not held": a release that freed the lock answered not_owner, a lock set the
-      // caller held came back busy. A call whose outcome is unknown is a 503 (callEtcd), as on Redis.
-      faultHandling: { global: noop },
+      // A call is sent again by the client only when it never went out (its default re-sends after a lost
+      // connection too, up to three times): a transaction etcd applied whose reply was lost, sent again,
+      // fails its compare, and the engine read that as "not held": a release that freed the lock answered
+      // not_owner, a lock set the caller held came back busy. A call whose outcome is unknown is a 503
+      // (callEtcd), as on Redis. One that could not reach a member (refused, or its breaker open) goes to
+      // another: with no retry at all, every call routed to a dead member of three was a 503.
+      faultHandling: { global: retry(handleWhen(notSent), { maxAttempts: options.endpoints.length }) },
     });
     this.engine = new EtcdLeases({
       client: this.client,
@@ -238,4 +240,13 @@ export class EtcdStore implements Store {
   private call<T>(run: () => Promise<T>): Promise<T> {
     return callEtcd(this.closed, 'etcd', run);
   }
+}
+
+/**
+ * An etcd call that never reached a member: its connection was refused (gRPC's "No connection established",
+ * ECONNREFUSED), or the member's breaker refused it before sending. Sent again to another member, it
+ * cannot apply twice.
+ */
+function notSent(err: Error): boolean {
+  return err instanceof BrokenCircuitError || /No connection established|ECONNREFUSED/.test(err.message);
 }
