@@ -164,10 +164,18 @@ func askedFor(op string, g *Grant, key string, asked time.Duration) (*Grant, err
 	if g.Key != key {
 		return nil, &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("a grant of %q, asked for %q", g.Key, key)}
 	}
-	if millis(g.TTL) > millis(asked) {
-		return nil, &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(g.TTL), millis(asked))}
+	if err := longerThanAsked(op, g.TTL, asked); err != nil {
+		return nil, err
 	}
 	return g, nil
+}
+
+// longerThanAsked is the bad response a grant's or renewal's TTL longer than the one asked is, else nil.
+func longerThanAsked(op string, got, asked time.Duration) error {
+	if millis(got) > millis(asked) {
+		return &Error{Op: op, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(got), millis(asked))}
+	}
+	return nil
 }
 
 // acquireBody builds an acquire's body for each attempt: a retry waits only for what is left of wait.
@@ -284,8 +292,8 @@ func (c *Client) renewLease(ctx context.Context, kind leaseKind, key, ownerToken
 		return nil, err
 	}
 	r := body.renewal()
-	if millis(r.TTL) > millis(ttl) {
-		return nil, &Error{Op: kind.renewOp, Code: CodeBadResponse, Status: http.StatusOK, Err: fmt.Errorf("ttlMs %d is longer than the %d asked", millis(r.TTL), millis(ttl))}
+	if err := longerThanAsked(kind.renewOp, r.TTL, ttl); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -466,15 +466,9 @@ export class KeyholderClient {
   private leaseTransport(): LeaseTransport {
     return {
       backoff: this.backoff,
-      renewOnce: async (key, ownerToken, ttlMs, signal, timeoutMs) => {
-        const renewal = await this.call(
-          'renew',
-          answers.lockRenewal,
-          (s) => this.api.POST('/v1/locks/{key}/renew', { params: { path: { key } }, body: { ownerToken, ttlMs }, signal: s }),
-          { signal, timeoutMs: Math.min(timeoutMs, this.requestTimeoutMs), deadlineAt: 0 },
-        );
-        return noLongerThanAsked('renew', renewal, ttlMs);
-      },
+      // One attempt (deadlineAt 0) of the public renew, its answer checked the same way.
+      renewOnce: (key, ownerToken, ttlMs, signal, timeoutMs) =>
+        this.renew(key, ownerToken, ttlMs, { signal, timeoutMs: Math.min(timeoutMs, this.requestTimeoutMs), deadlineAt: 0 }),
       release: async (key, ownerToken, deadlineAt) => {
         try {
           await this.release(key, ownerToken, { deadlineAt });

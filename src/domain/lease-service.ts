@@ -531,22 +531,13 @@ export class LeaseService {
   async confirmFresh(kind: LeaseKind, namespace: string, lease: FreshLease): Promise<void> {
     const { key, ownerToken, ttlMs, decidedAt } = lease;
     const keep = lease.renewal === true ? KEEP_RENEWAL : lease.idempotent === true ? KEEP_FOR_KEY : undefined;
-    if (lease.keys !== undefined) return this.confirmSetFresh(namespace, lease.keys, lease, keep);
-    await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt }, keep);
-  }
-
-  /**
-   * confirmFresh for a lock set: a late grant gives back every key of the set (and their quota slots), a
-   * late renewal keeps them, as one key's would be.
-   */
-  private async confirmSetFresh(
-    namespace: string,
-    keys: readonly string[],
-    lease: FreshLease,
-    keep: { readonly keep: KeptBecause } | undefined,
-  ): Promise<void> {
-    const ids = keys.map((key) => lockId(namespace, key));
-    const { ownerToken, ttlMs, decidedAt } = lease;
+    if (lease.keys === undefined) {
+      await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt }, keep);
+      return;
+    }
+    // A lock set: a late grant gives back every key of the set (and their quota slots), a late renewal
+    // keeps them, as one key's would be.
+    const ids = lease.keys.map((each) => lockId(namespace, each));
     await this.refuseSetIfLate(namespace, ids, { id: ids[0] as string, ownerToken, ttlMs, decidedAt }, keep);
   }
 
