@@ -532,7 +532,16 @@ export class LeaseService {
     const { key, ownerToken, ttlMs, decidedAt } = lease;
     const keep = lease.renewal === true ? KEEP_RENEWAL : lease.idempotent === true ? KEEP_FOR_KEY : undefined;
     if (lease.keys === undefined) {
-      await this.lane(kind).freshness.refuseIfLate({ id: lockId(namespace, key), ownerToken, ttlMs, decidedAt }, keep);
+      const lane = this.lane(kind);
+      const id = lockId(namespace, key);
+      try {
+        await lane.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, keep);
+      } catch (error) {
+        // A lease given back takes its quota slot with it, as after the store's answer; one that may
+        // live on keeps counting.
+        if (!leaseMayBeLive(error)) await lane.quota.free(namespace, ownerToken, id);
+        throw error;
+      }
       return;
     }
     // A lock set: a late grant gives back every key of the set (and their quota slots), a late renewal

@@ -2,6 +2,8 @@ import { afterEach, expect, it, vi } from 'vitest';
 import { LeaseService } from '../../src/domain/lease-service.js';
 import { LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
+import { PermitService } from '../../src/domain/permit-service.js';
+import { DEFAULT_LIMITS } from '../../src/config.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /**
@@ -101,4 +103,23 @@ it("a lock set renewal that went stale before it was written is a 503, and the s
     payload: { keys, ownerToken: grant.ownerToken, ttlMs: 5_000 },
   });
   expect(again.statusCode, again.body).toBe(200);
+});
+
+it("a lock grant given back at the write frees its quota slot: the namespace's cap is not eaten by leases nobody holds", async () => {
+  t = await buildTestApp({ limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 } });
+  pauseAfter(LockService.prototype, 'acquire');
+  const late = await t.app.inject({ method: 'POST', url: '/v1/locks/a/acquire', payload: { ttlMs: TTL_MS } });
+  expect(late.statusCode, late.body).toBe(503);
+  // The late lease was given back, and with it its unit of the cap of 1: the next lock is granted.
+  const next = await t.app.inject({ method: 'POST', url: '/v1/locks/b/acquire', payload: { ttlMs: 60_000 } });
+  expect(next.statusCode, next.body).toBe(200);
+});
+
+it("a semaphore grant given back at the write frees its quota slot", async () => {
+  t = await buildTestApp({ limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 } });
+  pauseAfter(PermitService.prototype, 'acquire');
+  const late = await t.app.inject({ method: 'POST', url: '/v1/semaphores/a/acquire', payload: { ttlMs: TTL_MS, limit: 2 } });
+  expect(late.statusCode, late.body).toBe(503);
+  const next = await t.app.inject({ method: 'POST', url: '/v1/semaphores/b/acquire', payload: { ttlMs: 60_000, limit: 2 } });
+  expect(next.statusCode, next.body).toBe(200);
 });
