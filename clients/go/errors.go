@@ -128,11 +128,13 @@ func (e *Error) Is(target error) bool {
 	return ok && s == target
 }
 
-// Retryable reports whether the same call may succeed later: no answer, 503, 429, or 408 (the request did
-// not arrive in time, so the server did nothing with it).
+// Retryable reports whether the same call may succeed later: no answer, 503, 429, 408 (the request did
+// not arrive in time, so the server did nothing with it), or a load balancer's 502 or 504 (its own
+// answer, which says no more about the call than a lost connection, e.g. while an instance restarts).
 func (e *Error) Retryable() bool {
 	return e.Code == CodeUnreachable || e.Status == http.StatusServiceUnavailable ||
-		e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout
+		e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout ||
+		e.Status == http.StatusBadGateway || e.Status == http.StatusGatewayTimeout
 }
 
 // LockHeldError is a 409 lock_held or semaphore_full: others hold what was asked for past the wait.
@@ -216,8 +218,9 @@ func errorFromResponse(op string, status int, header http.Header, body []byte) e
 				e.RetryAfter = time.Duration(*problem.RetryAfterMs) * time.Millisecond
 			}
 		}
-	} else if status == http.StatusServiceUnavailable {
-		// A 503 without a problem body (a proxy's page): nothing was granted, and a retry may succeed.
+	} else if status == http.StatusServiceUnavailable || status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		// A 502, 503 or 504 without a problem body (a proxy's page): the service behind it could not
+		// answer, and a retry may succeed.
 		e.Code = "store_unavailable"
 	} else {
 		e.Code = "internal_error"

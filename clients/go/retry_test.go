@@ -354,3 +354,33 @@ func TestAGrantOfAnotherKeyIsABadResponse(t *testing.T) {
 		t.Errorf("a grant of k for k: %+v, %v", g, err)
 	}
 }
+
+// A load balancer's 502 or 504 page (an instance restarting behind it) says no more about the call than a
+// lost connection: retried, with the same Idempotency-Key, and an Unavailable error when it persists.
+func TestABalancersGatewayPageIsRetried(t *testing.T) {
+	for _, status := range []int{http.StatusBadGateway, http.StatusGatewayTimeout} {
+		var tries atomic.Int32
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tries.Add(1) == 1 {
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(status)
+				_, _ = w.Write([]byte("<html><body>gateway</body></html>"))
+				return
+			}
+			writeGrant(w, `{"key":"k","ownerToken":"q3HbVfYJm3cS1kQxv7x8XA","fencingToken":7,"ttlMs":1000,"expiresAt":"2026-11-30T10:00:30.000Z","holder":null}`)
+		}))
+		kh := newClient(t, Config{BaseURL: server.URL})
+		grant, err := kh.AcquireGrant(testContext(t), "k", AcquireOptions{TTL: time.Second})
+		server.Close()
+		if err != nil {
+			t.Fatalf("%d: %v", status, err)
+		}
+		if grant.FencingToken != 7 || tries.Load() != 2 {
+			t.Fatalf("%d: grant %+v after %d tries", status, grant, tries.Load())
+		}
+		page := &Error{Status: status, Code: "store_unavailable"}
+		if !page.Retryable() {
+			t.Fatalf("%d is not retryable", status)
+		}
+	}
+}

@@ -24,7 +24,7 @@ than that send time, so the lease cannot end on the server before then: stop whe
 stop before anyone else can be granted the lock. Leaving the block releases the lock; if the lease was lost
 while the block ran, leaving it raises LeaseLostError (its work may have run without the lock).
 
-503, 429 and 408 answers and lost connections are retried with backoff and jitter, never sooner than the
+503, 429 and 408 answers, a load balancer's 502 and 504, and lost connections are retried with backoff and jitter, never sooner than the
 server's Retry-After, until a deadline. Every lock acquire carries an Idempotency-Key, so a retried acquire
 whose first answer was lost gets back the same grant instead of locking itself out. (Semaphores, read/write
 locks and lock sets have no Idempotency-Key on the server: a retried acquire whose answer was lost may hold a
@@ -94,8 +94,9 @@ class KeyholderError(Exception):
 
     @property
     def retryable(self):
-        # 408: the request did not arrive in time, so the server did nothing with it.
-        return self.code == "unreachable" or self.status in (408, 429, 503)
+        # 408: the request did not arrive in time, so the server did nothing with it. 502/504: a load
+        # balancer's own answer, which says no more about the call than a lost connection does.
+        return self.code == "unreachable" or self.status in (408, 429, 502, 503, 504)
 
 
 class LockHeldError(KeyholderError):
@@ -675,8 +676,10 @@ def _error_from(err):
         problem = {}
     if isinstance(problem.get("retryAfterMs"), (int, float)):
         retry_after_ms = problem["retryAfterMs"]  # milliseconds: more precise than the header's seconds
-    code = problem.get("code") or ("store_unavailable" if err.code == 503 else "internal_error")
-    cls = _ERRORS.get(code, UnavailableError if err.code == 503 else KeyholderError)
+    # A proxy's or balancer's page for 502, 503 or 504: the service behind it could not answer.
+    gateway = err.code in (502, 503, 504)
+    code = problem.get("code") or ("store_unavailable" if gateway else "internal_error")
+    cls = _ERRORS.get(code, UnavailableError if gateway else KeyholderError)
     return cls(problem.get("detail") or f"HTTP {err.code}", code, err.code, problem, retry_after_ms)
 
 

@@ -30,11 +30,14 @@ export class KeyholderError extends Error {
   }
 
   /**
-   * 503, 429 and 408 answers and lost connections: the same call may succeed later. (408: the request did
-   * not arrive in time, so the server did nothing with it; a starved client process sees it.)
+   * 503, 429 and 408 answers, lost connections, and a load balancer's 502 and 504: the same call may
+   * succeed later. (408: the request did not arrive in time, so the server did nothing with it; a starved
+   * client process sees it. 502/504: the balancer's own answer, which says no more about the call than a
+   * lost connection does, e.g. while an instance restarts.)
    */
   get retryable(): boolean {
-    return this.code === 'unreachable' || this.status === 503 || this.status === 429 || this.status === 408;
+    const status = this.status;
+    return this.code === 'unreachable' || status === 503 || status === 429 || status === 408 || status === 502 || status === 504;
   }
 }
 
@@ -177,12 +180,16 @@ export function parseRetryAfter(header: string | null): number | undefined {
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/** Statuses a proxy or load balancer answers with when the service behind it could not answer. */
+const GATEWAY_STATUSES = new Set([502, 503, 504]);
+
 /** Turns a non-2xx answer into the error class of its problem `code`. */
 export function errorFromResponse(response: Response, body: unknown): KeyholderError {
   const headerMs = parseRetryAfter(response.headers.get('retry-after'));
   if (!isProblem(body)) {
     const code: ProblemCode = response.status >= 500 ? 'store_unavailable' : 'internal_error';
-    const Class = response.status === 503 ? UnavailableError : KeyholderError;
+    // A proxy's or balancer's page: for 502, 503 and 504 the service behind it could not answer.
+    const Class = GATEWAY_STATUSES.has(response.status) ? UnavailableError : KeyholderError;
     return new Class(`HTTP ${response.status} without a problem body`, code, response.status, undefined, headerMs);
   }
   // The body's milliseconds are more precise than the header's whole seconds; either is a lower bound.

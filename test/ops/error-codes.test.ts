@@ -20,8 +20,11 @@ const codes = Object.keys(ERROR_CODES) as ErrorCode[];
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const clientCodesMatch: Same<ClientProblemCode, ProblemCode> = true;
 
-/** The statuses every client retries (with the code `unreachable`, a call that got no answer). */
-const RETRIED_STATUSES = [408, 429, 503];
+/**
+ * The statuses every client retries (with the code `unreachable`, a call that got no answer): the
+ * server's retryable ones, and a load balancer's 502 and 504 (no code of the server's has them).
+ */
+const RETRIED_STATUSES = [408, 429, 502, 503, 504];
 
 describe('the table of error codes', () => {
   it('sends each code as itself or as a sent code with the same status', () => {
@@ -38,7 +41,7 @@ describe('the table of error codes', () => {
     expect(doc.components.schemas.Problem.properties.code.enum).toEqual([...PROBLEM_CODES]);
   });
 
-  it('says retryable exactly where the clients retry (408, 429, 503)', () => {
+  it('says retryable exactly where the clients retry (408, 429, 503; 502 and 504 are never sent)', () => {
     for (const code of codes) expect(ERROR_CODES[code].retryable, code).toBe(RETRIED_STATUSES.includes(ERROR_CODES[code].status));
   });
 
@@ -77,7 +80,13 @@ describe('the table of error codes', () => {
     expect(mapped.length).toBeGreaterThan(10);
     for (const code of mapped) expect(PROBLEM_CODES, `clients/go maps unknown code ${code}`).toContain(code);
     const retryable = /func \(e \*Error\) Retryable\(\) bool \{([^}]*)\}/.exec(source)?.[1] ?? '';
-    const statuses = { StatusRequestTimeout: 408, StatusTooManyRequests: 429, StatusServiceUnavailable: 503 } as const;
+    const statuses = {
+      StatusRequestTimeout: 408,
+      StatusTooManyRequests: 429,
+      StatusBadGateway: 502,
+      StatusServiceUnavailable: 503,
+      StatusGatewayTimeout: 504,
+    } as const;
     const retried = [...retryable.matchAll(/http\.(Status\w+)/g)].map((m) => statuses[m[1] as keyof typeof statuses]);
     expect(retried.sort()).toEqual(RETRIED_STATUSES);
   });
