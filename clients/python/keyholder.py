@@ -41,7 +41,10 @@ caller's trace; a lease's renewals and release carry the context it was acquired
 propagate_trace=False to send none.
 """
 import contextvars
+import email.utils
+import http.client
 import json
+import math
 import random
 import re
 import ssl
@@ -51,6 +54,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from datetime import timezone
 
 try:  # optional: trace context for the caller's OpenTelemetry setup, when it has one
     from opentelemetry import propagate as _otel_propagate
@@ -425,7 +429,12 @@ class Client:
         fields = {}
         for name, value in (("since", since), ("until", until)):
             if value is not None:
-                fields[name] = value if isinstance(value, str) else value.isoformat()
+                # The server takes UTC with a Z only; a naive datetime is local time (datetime's own rule).
+                fields[name] = (
+                    value
+                    if isinstance(value, str)
+                    else value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                )
         if limit is not None:
             fields["limit"] = str(limit)
         if namespace is not None:
@@ -634,9 +643,10 @@ class Client:
             raise UnavailableError(f"no answer from {self.base_url}: {err.reason}", "unreachable") from err
         except ssl.SSLError as err:
             raise TlsError(f"TLS with {self.base_url} failed: {err}", "tls_failed") from err
-        except OSError as err:
-            # Refused, reset, timed out, or an answer cut short: no certain answer.
-            raise UnavailableError(f"no answer from {self.base_url}: {err}", "unreachable") from err
+        except (OSError, http.client.HTTPException) as err:
+            # Refused, reset, timed out, or an answer cut short (http.client.IncompleteRead, which is no
+            # OSError) or garbled: no certain answer.
+            raise UnavailableError(f"no answer from {self.base_url}: {err!r}", "unreachable") from err
         if status != 200:
             raise InvalidResponseError(
                 f"{method} {path}: HTTP {status} is not a keyholder answer (it answers 200)", "invalid_response", status
@@ -659,26 +669,47 @@ def _quote(key):
     return urllib.parse.quote(key, safe="")
 
 
+def _retry_after_ms(header):
+    """Retry-After in seconds (what the server sends) or as an HTTP date (a proxy may send one), in ms."""
+    if header is None or not header.strip():
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            at = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=timezone.utc)
+        return max(0.0, (at.timestamp() - time.time()) * 1000)
+    return seconds * 1000 if math.isfinite(seconds) and seconds >= 0 else None
+
+
 def _error_from(err):
     if 300 <= err.code < 400:
         location = err.headers.get("Location")
         return RedirectError(f"the server answered {err.code} to {location}; redirects are not followed", err.code, location)
-    header = err.headers.get("Retry-After")
+    retry_after_ms = _retry_after_ms(err.headers.get("Retry-After"))
     try:
-        retry_after_ms = float(header) * 1000 if header else None
-    except ValueError:
-        retry_after_ms = None
+        raw = err.read()
+    except (OSError, http.client.HTTPException) as cut:
+        # The answer was cut short: its outcome is unknown, as if none had come (as the Go client reads it).
+        return UnavailableError(f"HTTP {err.code}: the answer was cut short: {cut!r}", "unreachable", err.code)
     try:
-        problem = json.load(err)
+        problem = json.loads(raw)
     except ValueError:
         problem = {}
     if not isinstance(problem, dict):
         problem = {}
     if isinstance(problem.get("retryAfterMs"), (int, float)):
-        retry_after_ms = problem["retryAfterMs"]  # milliseconds: more precise than the header's seconds
+        # milliseconds: more precise than the header's seconds
+        retry_after_ms = max(0, problem["retryAfterMs"])
     # A proxy's or balancer's page for 502, 503 or 504: the service behind it could not answer.
     gateway = err.code in (502, 503, 504)
-    code = problem.get("code") or ("store_unavailable" if gateway else "internal_error")
+    code = problem.get("code")
+    if not isinstance(code, str) or not code:
+        code = "store_unavailable" if gateway else "internal_error"
     cls = _ERRORS.get(code, UnavailableError if gateway else KeyholderError)
     return cls(problem.get("detail") or f"HTTP {err.code}", code, err.code, problem, retry_after_ms)
 
@@ -708,7 +739,7 @@ class Lease:
         self.ttl_ms = grant["ttlMs"]
         self.expires_at = grant["expiresAt"]
         #: Set when the lease can no longer be trusted; `lost_reason` says why.
-        self.lost = threading.Event()
+        self.lost = _Lost(self)
         self.lost_reason = None
         self._lost_cause = None
         self._renew_call = renew
@@ -820,7 +851,7 @@ class Lease:
             self._lose("renew_failed", err)
             return None
         with self._lock:
-            if self._released or self.lost.is_set():
+            if self._released or self._lost_flag():
                 return None
             if time.monotonic() >= self._deadline:
                 # Too late: the caller may already have been told to stop.
@@ -863,9 +894,18 @@ class Lease:
         self._deadline_timer = timer
         timer.start()
 
+    def _lost_flag(self):
+        # The flag alone, for use under self._lock (lost.is_set() takes the lock to count a passed deadline).
+        return threading.Event.is_set(self.lost)
+
+    def _lose_if_past_deadline(self):
+        with self._lock:
+            if not self._released and time.monotonic() >= self._deadline:
+                self._lose_locked("deadline")
+
     def _check_deadline(self):
         with self._lock:
-            if self._released or self.lost.is_set():
+            if self._released or self._lost_flag():
                 return
             if time.monotonic() >= self._deadline:
                 self._lose_locked("deadline")
@@ -877,7 +917,7 @@ class Lease:
             self._lose_locked(reason, cause)
 
     def _lose_locked(self, reason, cause=None):
-        if self._released or self.lost.is_set():
+        if self._released or self._lost_flag():
             return
         self.lost_reason = reason
         self._lost_cause = cause
@@ -885,6 +925,20 @@ class Lease:
         if self._deadline_timer:
             self._deadline_timer.cancel()
         self.lost.set()
+
+
+class _Lost(threading.Event):
+    """lease.lost: is_set() also counts a safe deadline already passed whose timer thread has not run yet (a
+    process frozen or starved past it may run the caller's next step first when it wakes)."""
+
+    def __init__(self, lease):
+        super().__init__()
+        self._lease = lease
+
+    def is_set(self):
+        if not super().is_set():
+            self._lease._lose_if_past_deadline()
+        return super().is_set()
 
 
 def _no_longer_than_asked(operation, answer, asked_ttl_ms):
