@@ -62,19 +62,25 @@ export function required(value: string | undefined, flag: string): string {
   return value;
 }
 
-/** A whole number of milliseconds (or a count), with the flag named when it is not one. */
-export function integer(value: string | undefined, flag: string, min: number): number | undefined {
+/** A whole number of milliseconds (or a count), with the flag named when it is not one (or above `max`). */
+export function integer(value: string | undefined, flag: string, min: number, max?: number): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
     throw new UsageError(`${flag} must be a whole number >= ${min} (got "${value}")`);
   }
+  if (max !== undefined && Number(value) > max) throw new UsageError(`${flag} must be at most ${max} (got "${value}")`);
   return Number(value);
 }
+
+/** The longest wait one acquire can ask for: LOCK_MAX_WAIT_MS is at most this (docs/configuration.md). */
+export const MAX_SERVER_WAIT_MS = 600_000;
 
 /** The client for the connection flags (--url, --retry-ms) and the environment. */
 export function clientFrom(values: { url?: string; 'retry-ms'?: string }, env: NodeJS.ProcessEnv): KeyholderClient {
   const baseUrl = values.url ?? env.KEYHOLDER_URL ?? 'http://127.0.0.1:3000';
-  if (!/^https?:\/\/[^\s]+$/.test(baseUrl)) throw new UsageError(`--url / KEYHOLDER_URL must be an http(s) URL (got "${baseUrl}")`);
+  if (!/^https?:\/\/[^\s]+$/.test(baseUrl) || !URL.canParse(baseUrl)) {
+    throw new UsageError(`--url / KEYHOLDER_URL must be an http(s) URL (got "${baseUrl}")`);
+  }
   const retryBudgetMs = integer(values['retry-ms'], '--retry-ms', 0);
   return new KeyholderClient({
     baseUrl,

@@ -55,6 +55,11 @@ function stop(reason: StopReason): void {
   stoppedBy = reason;
   clearTimeout(termTimer);
   void send({ type: 'stopping', reason });
+  terminateGroup();
+}
+
+/** SIGTERM to the group now; SIGKILL when the grace runs out, and never later than the safe deadline. */
+function terminateGroup(): void {
   signalGroup('SIGTERM');
   const now = hostMonotonicMs();
   killTimer = setTimeout(
@@ -69,7 +74,14 @@ function stop(reason: StopReason): void {
 async function exited(code: number | null, signal: NodeJS.Signals | null, error?: string): Promise<void> {
   if (exiting) return; // a command that could not be started reports both 'error' and 'exit'
   exiting = true;
-  if (stoppedBy !== undefined) {
+  // The command exited but left processes running in its group (a background job it did not wait for):
+  // the lock is given back once the exit is reported, so they are stopped first, as for a lost lease.
+  const leftovers = stoppedBy === undefined && error === undefined && signalGroup(0);
+  if (leftovers) {
+    clearTimeout(termTimer);
+    terminateGroup();
+  }
+  if (stoppedBy !== undefined || leftovers) {
     // A grandchild may outlive the command: the group is stopped as a whole before the exit is reported.
     while (signalGroup(0) && !killed) await sleep(GROUP_POLL_MS);
     for (let waited = 0; waited < REAP_WAIT_MS && signalGroup(0); waited += GROUP_POLL_MS) await sleep(GROUP_POLL_MS);

@@ -7,6 +7,7 @@ import {
   integer,
   keyAndTtl,
   LEASE_OPTIONS,
+  MAX_SERVER_WAIT_MS,
   parse,
   required,
   UsageError,
@@ -76,7 +77,7 @@ Exit: 0 acquired, 75 held by someone else, 1 any other error, 2 bad flags.`,
       'idempotency-key': { type: 'string' },
     });
     const { key, ttlMs } = keyAndTtl(values);
-    const waitMs = integer(values['wait-ms'], '--wait-ms', 0);
+    const waitMs = integer(values['wait-ms'], '--wait-ms', 0, MAX_SERVER_WAIT_MS);
     const client = clientFrom(values, io.env);
     return answer(io, () =>
       client.acquireGrant(key, {

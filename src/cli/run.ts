@@ -1,5 +1,5 @@
 import { constants, hostname } from 'node:os';
-import { KeyholderError, type Lease, LeaseLostError, LockHeldError } from '../client/index.js';
+import { KeyholderError, type KeyholderClient, type Lease, LeaseLostError, LockHeldError, NotOwnerError } from '../client/index.js';
 import { clientFrom, CONNECTION_HELP, EXIT, integer, keyAndTtl, LEASE_OPTIONS, parse, UsageError } from './args.js';
 import { guard } from './guarded-command.js';
 import type { Command } from './lock-commands.js';
@@ -64,6 +64,8 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     const holder = values.holder ?? `${hostname()}:${process.pid}`.slice(0, 128);
     const client = clientFrom(values, io.env);
     const say = (line: string) => io.stderr(`keyholder run: ${line}\n`);
+    // The release is retried for --retry-ms, like any call here; past it the lease ends by its TTL.
+    const release = (lease: Lease) => releaseWithin(client, lease);
 
     // A signal while the lock is being taken: give up taking it (and release it if it was just granted).
     let signalled: NodeJS.Signals | undefined;
@@ -86,7 +88,7 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
 
     let lease: Lease;
     try {
-      lease = await client.acquire(key, { ttlMs, waitMs, holder, signal: acquiring.signal });
+      lease = await acquireWaiting(client, key, { ttlMs, waitMs, holder, signal: acquiring.signal });
     } catch (err) {
       removeHandlers();
       if (signalled) return 128 + constants.signals[signalled];
@@ -108,7 +110,7 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     }
     if (signalled) {
       removeHandlers();
-      await lease.release().catch(() => undefined);
+      await release(lease).catch(() => undefined);
       return 128 + constants.signals[signalled];
     }
 
@@ -141,13 +143,13 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
 
     if (result.type === 'guardian-gone') {
       say('the guardian process ended unexpectedly; the command was killed');
-      if (!lease.lost) await lease.release().catch(() => undefined);
+      if (!lease.lost) await release(lease).catch(() => undefined);
       return EXIT.failed;
     }
     if (result.stoppedBy !== undefined) {
       if (result.stoppedBy === 'deadline') say('no renewal was confirmed in time; the command was stopped before the lease could end');
       // Stopped for want of a confirmed renewal while the lease may still be ours: give it back.
-      if (!lease.lost) await lease.release().catch(() => undefined);
+      if (!lease.lost) await release(lease).catch(() => undefined);
       return EXIT.leaseLost;
     }
     if (lease.lost) {
@@ -160,7 +162,7 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
       lease.keep();
     } else {
       try {
-        await lease.release();
+        await release(lease);
       } catch (err) {
         say(`could not release lock "${key}" (it ends by itself when its TTL runs out): ${(err as Error).message}`);
       }
@@ -173,6 +175,48 @@ Cron: */5 * * * * keyholder run --key "report:$(date -u +\\%Y\\%m\\%dT\\%H\\%M)"
     return result.code ?? EXIT.failed;
   },
 };
+
+/**
+ * The longest wait one acquire asks the server for: LOCK_MAX_WAIT_MS's default (a longer wait is a 400).
+ * A longer --wait-ms queues again after each turn, until it runs out.
+ */
+const MAX_WAIT_TURN_MS = 60_000;
+
+async function acquireWaiting(
+  client: KeyholderClient,
+  key: string,
+  options: { ttlMs: number; waitMs: number; holder: string; signal: AbortSignal },
+): Promise<Lease> {
+  const waitUntil = performance.now() + options.waitMs;
+  for (;;) {
+    const left = Math.max(0, Math.ceil(waitUntil - performance.now()));
+    const turn = Math.min(left, MAX_WAIT_TURN_MS);
+    try {
+      return await client.acquire(key, { ...options, waitMs: turn });
+    } catch (err) {
+      // The turn ran out with the lock still held, and the wait asked for has not: queue again.
+      if (err instanceof LockHeldError && turn < left) continue;
+      throw err;
+    }
+  }
+}
+
+/**
+ * Gives the lease back, retried for the client's budget (--retry-ms) like any other call; past it
+ * the lease ends by its TTL. (lease.release() would retry until the lease's own end: up to the whole TTL
+ * after the command has finished.) Nothing to give back once the lease is lost.
+ */
+async function releaseWithin(client: KeyholderClient, lease: Lease): Promise<void> {
+  if (lease.lost) return;
+  lease.keep(); // no more renewals: the lease is given back here
+  try {
+    await client.release(lease.key, lease.ownerToken);
+  } catch (err) {
+    // Already not ours (expired, force-released, or an earlier attempt's answer was lost): nothing to give back.
+    if (err instanceof NotOwnerError) return;
+    throw err;
+  }
+}
 
 /** --on-release-request: a signal name (with or without SIG), or "none"; undefined: pass nothing on. */
 function releaseRequestSignal(value: string | undefined): NodeJS.Signals | undefined {
