@@ -584,7 +584,15 @@ class Client:
         if index is None:
             return self._call("GET", path, shape)
         query = urllib.parse.urlencode({"index": index, "waitMs": wait_ms})
-        return self._call("GET", f"{path}?{query}", shape, timeout_s=self.timeout_s + wait_ms / 1000)
+        # The retry budget is for retries, not for the wait asked for (as an acquire's): a blocking query
+        # that waited past it and then met a 503 (its instance shutting down) was not retried.
+        return self._call(
+            "GET",
+            f"{path}?{query}",
+            shape,
+            timeout_s=self.timeout_s + wait_ms / 1000,
+            deadline=time.monotonic() + wait_ms / 1000 + self.retry_budget_s,
+        )
 
     @staticmethod
     def _watch(inspect, key, wait_ms, stop):

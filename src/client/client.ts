@@ -324,7 +324,13 @@ export class KeyholderClient {
       'inspect',
       answers.lockStatus,
       (signal) => this.api.GET('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
-      { ...call, timeoutMs: (call.timeoutMs ?? this.requestTimeoutMs) + waitMs },
+      {
+        ...call,
+        timeoutMs: (call.timeoutMs ?? this.requestTimeoutMs) + waitMs,
+        // The retry budget is for retries, not for the wait asked for (as an acquire's): a blocking query
+        // that waited past the budget and then met a 503 (its instance shutting down) was not retried.
+        deadlineAt: call.deadlineAt ?? (index === undefined ? undefined : monotonicNow() + waitMs + this.retryBudgetMs),
+      },
     );
   }
 

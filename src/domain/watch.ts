@@ -220,7 +220,13 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
       // second read then confirms).
       if (view.index < index) view = await this.sharedRead(id, entry, readsBefore);
       if (view.index !== index) return view;
-      if (!entry.checking && entry.last !== view) this.remember(id, entry, view);
+      if (!entry.checking && entry.last !== view) {
+        // Watchers already waiting at another index: this read found a change nothing announced (an
+        // expiry read before the lease-end timer fired, which remember replaces). Check them now.
+        const behind = [...entry.watchers].some((w) => w.index !== view.index);
+        this.remember(id, entry, view);
+        if (behind) void this.check(id, entry);
+      }
       signal?.throwIfAborted();
       return await new Promise<V>((resolve, reject) => {
         const timer = setTimeout(() => {

@@ -191,7 +191,11 @@ export class RedisStore implements Store {
       const readAgain = () => {
         for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
       };
-      connection.subscribe(...channels).then(readAgain, readAgain);
+      // The marks too (Redis may have restarted without its data): a change after the read is announced.
+      connection
+        .subscribe(...channels)
+        .then(() => this.watchMarks.markAll())
+        .then(readAgain, readAgain);
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
 

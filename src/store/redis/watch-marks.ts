@@ -49,6 +49,29 @@ export class WatchMarks {
     }
   }
 
+  /**
+   * Marks every watched lock again now, whatever their renewal times: after the subscriber's connection
+   * came back (Redis restarted, perhaps without its data), the marks may be gone, and until they are set
+   * again the scripts announce nothing, so a change made after Redis was back went unannounced until the
+   * mark's renewal (up to `refreshMs` later). A mark that cannot be set now is renewed at the next pass.
+   */
+  async markAll(): Promise<void> {
+    const all = [...this.marked];
+    for (let i = 0; i < all.length; i += REFRESH_BATCH) {
+      await Promise.all(
+        all.slice(i, i + REFRESH_BATCH).map(([id, mark]) =>
+          this.mark(id).then(
+            () => undefined,
+            () => {
+              // Retried at the next pass, which has the lock read again if the mark had run out.
+              if (this.marked.get(id) === mark) mark.dueAt = performance.now();
+            },
+          ),
+        ),
+      );
+    }
+  }
+
   delete(id: string): void {
     this.marked.delete(id);
     if (this.marked.size === 0) this.close();
