@@ -32,6 +32,12 @@ const SESSION_TTL_S = 3;
 const LEASE_BUCKET_MS = 1000;
 /** Records outlive their keep-until by this before etcd drops them (a dropped record is simply a free key). */
 const RECORD_SLACK_MS = 2000;
+/**
+ * Reservations of one namespace decided in one transaction, and ended slots dropped in it: with the
+ * version key's put, well under the 128 operations etcd allows in a transaction (--max-txn-ops).
+ */
+const QUOTA_BATCH = 64;
+const ENDED_DROPPED = 32;
 
 /**
  * The etcd store, for deployments that need consensus: every change is a Raft-replicated transaction,
@@ -69,6 +75,8 @@ export class EtcdStore implements Store {
   private readonly bucketLeases = new Map<number, Promise<string>>();
   private session: Lease | undefined;
   private closed = false;
+  /** Each namespace's reservations waiting for the batch being decided (see reserveQuotaSlot). */
+  private readonly quotaAsks = new Map<string, QuotaAsk[]>();
 
   constructor(options: EtcdStoreOptions) {
     this.keys = new EtcdKeys(options.keyPrefix);
@@ -105,36 +113,93 @@ export class EtcdStore implements Store {
    * Optimistic: decide on a snapshot of the namespace's slots, then one transaction that writes only if
    * no reservation happened since (its version key unchanged) and otherwise reads the new snapshot, so
    * each round under contention is one round trip.
+   *
+   * The reservations this instance asks for one namespace meanwhile are decided together, in one such
+   * transaction (in the order they were asked): every reservation compares and bumps the namespace's one
+   * version key, so each round admits one transaction of the namespace, and decided one at a time a burst
+   * of more than MAX_CAS_ROUNDS acquires at once in one namespace answered the rest 503 ("too much
+   * contention") far below the limit, on a healthy etcd.
    */
-  async reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
+  reserveQuotaSlot(namespace: string, quotaSlotId: string, ttlMs: number, maxQuotaSlots: number): Promise<QuotaSlotOutcome> {
+    return new Promise<QuotaSlotOutcome>((resolve, reject) => {
+      const ask: QuotaAsk = { quotaSlotId, ttlMs, maxQuotaSlots, resolve, reject };
+      const waiting = this.quotaAsks.get(namespace);
+      // A batch of this namespace is being decided: this one goes in the next.
+      if (waiting) {
+        waiting.push(ask);
+        return;
+      }
+      this.quotaAsks.set(namespace, [ask]);
+      void this.decideQuotaAsks(namespace);
+    });
+  }
+
+  /** Decides the namespace's waiting reservations, a batch at a time, until none is left. */
+  private async decideQuotaAsks(namespace: string): Promise<void> {
+    for (;;) {
+      const waiting = this.quotaAsks.get(namespace) ?? [];
+      if (waiting.length === 0) {
+        this.quotaAsks.delete(namespace);
+        return;
+      }
+      // At most QUOTA_BATCH a transaction (etcd refuses more than 128 operations in one); the rest next.
+      const batch = waiting.splice(0, QUOTA_BATCH);
+      try {
+        const outcomes = await this.reserveQuotaSlots(namespace, batch);
+        batch.forEach((ask, i) => ask.resolve(outcomes[i] as QuotaSlotOutcome));
+      } catch (err) {
+        for (const ask of batch) ask.reject(err);
+      }
+    }
+  }
+
+  private async reserveQuotaSlots(namespace: string, batch: readonly QuotaAsk[]): Promise<QuotaSlotOutcome[]> {
     const slots = this.keys.quotaSlots(namespace);
     const snapshot: IRequestOp[] = [
       { request_range: { key: this.keys.quotaSlotVersion(namespace) } },
       { request_range: { key: slots.key, range_end: slots.rangeEnd } },
     ];
+    const asked = new Set(batch.map((ask) => ask.quotaSlotId));
     let read = await this.txn({ success: snapshot });
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const version = read.responses[0]?.response_range.kvs[0];
       const nowMs = this.now();
       const all = (read.responses[1]?.response_range.kvs ?? []).map((kv) => ({ kv, e: parseJson<{ e: number }>(kv.value)?.e ?? 0 }));
-      const live = all.filter((x) => x.e > nowMs && this.keys.waiterIdOf(x.kv.key) !== quotaSlotId);
-      if (live.length >= maxQuotaSlots) {
-        return { reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...live.map((x) => x.e)) - nowMs)) };
+      // A slot asked for again is counted once, as the one written now.
+      const ends = all.filter((x) => x.e > nowMs && !asked.has(this.keys.waiterIdOf(x.kv.key))).map((x) => x.e);
+      const outcomes: QuotaSlotOutcome[] = [];
+      const puts: IRequestOp[] = [];
+      for (const ask of batch) {
+        if (ends.length >= ask.maxQuotaSlots) {
+          outcomes.push({ reserved: false, retryAfterMs: Math.max(1, Math.ceil(Math.min(...ends) - nowMs)) });
+          continue;
+        }
+        const expiresAtMs = nowMs + ask.ttlMs;
+        ends.push(expiresAtMs);
+        outcomes.push({ reserved: true });
+        puts.push(await this.putOp(this.keys.quotaSlot(namespace, ask.quotaSlotId), { e: expiresAtMs }, expiresAtMs));
       }
-      const expiresAtMs = nowMs + ttlMs;
+      if (puts.length === 0) return outcomes;
       const txn = await this.txn({
         compare: [
           { key: this.keys.quotaSlotVersion(namespace), target: 'Mod', result: 'Equal', mod_revision: version?.mod_revision ?? '0' },
         ],
         success: [
-          await this.putOp(this.keys.quotaSlot(namespace, quotaSlotId), { e: expiresAtMs }, expiresAtMs),
+          ...puts,
           { request_put: { key: this.keys.quotaSlotVersion(namespace), value: Buffer.from(String(nowMs)) } },
-          // Ended slots are dropped here too, so a namespace's range stays short.
-          ...all.filter((x) => x.e <= nowMs).map((x): IRequestOp => ({ request_delete_range: { key: x.kv.key } })),
+          // Ended slots are dropped here too, so a namespace's range stays short (not one written now:
+          // etcd refuses a transaction that puts and deletes the same key).
+          // At most ENDED_DROPPED of them: etcd refuses a transaction of more than 128 operations, and with
+          // every ended slot in it, a namespace in which more than that many leases had just ended (etcd
+          // deletes them itself some 2 s after their end) had every reservation refused, 503, until then.
+          ...all
+            .filter((x) => x.e <= nowMs && !asked.has(this.keys.waiterIdOf(x.kv.key)))
+            .slice(0, ENDED_DROPPED)
+            .map((x): IRequestOp => ({ request_delete_range: { key: x.kv.key } })),
         ],
         failure: snapshot,
       });
-      if (txn.succeeded) return { reserved: true };
+      if (txn.succeeded) return outcomes;
       read = txn;
     }
     throw new StoreUnavailableError('too much contention on one namespace quota to decide in time');
@@ -240,6 +305,15 @@ export class EtcdStore implements Store {
   private call<T>(run: () => Promise<T>): Promise<T> {
     return callEtcd(this.closed, 'etcd', run);
   }
+}
+
+/** One reservation waiting to be decided with its namespace's batch. */
+interface QuotaAsk {
+  readonly quotaSlotId: string;
+  readonly ttlMs: number;
+  readonly maxQuotaSlots: number;
+  resolve(outcome: QuotaSlotOutcome): void;
+  reject(err: unknown): void;
 }
 
 /**

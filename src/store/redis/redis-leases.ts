@@ -642,7 +642,7 @@ export class RedisLeases implements LeaseEngine {
   }
 
   private async visitLock(id: string, waiters: readonly Waiter[]) {
-    const { remainingLeaseMs, grantedWaiterId } = await this.deps.call(async () =>
+    const { remainingLeaseMs, grantedWaiterId, lostWaiterIds } = await this.deps.call(async () =>
       parseHeartbeat(
         await this.deps.scripts.run('heartbeat', {
           ...this.handOverArgs(id),
@@ -652,7 +652,7 @@ export class RedisLeases implements LeaseEngine {
         }),
       ),
     );
-    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId] };
+    return { remainingLeaseMs, grantedWaiterIds: grantedWaiterId === null ? [] : [grantedWaiterId], lostWaiterIds };
   }
 
   // ---- Semaphores and read/write locks: a key of capacity N, leases with a weight (the permit scripts).

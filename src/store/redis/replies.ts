@@ -223,9 +223,11 @@ export function parseFlag(script: string, reply: unknown): boolean {
   throw new UnexpectedReplyError(script, reply);
 }
 
-export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterId: string | null } {
-  if (Array.isArray(reply) && reply.length === 2 && typeof reply[1] === 'string') {
-    return { remainingLeaseMs: int('heartbeat', reply, reply[0]), grantedWaiterId: reply[1] === '' ? null : reply[1] };
+export function parseHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterId: string | null; lostWaiterIds?: string[] } {
+  if (Array.isArray(reply) && reply.length >= 2 && reply.slice(1).every((id) => typeof id === 'string')) {
+    const parsed = { remainingLeaseMs: int('heartbeat', reply, reply[0]), grantedWaiterId: reply[1] === '' ? null : (reply[1] as string) };
+    // This instance's waiters whose place in the queue is gone (heartbeat.lua).
+    return reply.length > 2 ? { ...parsed, lostWaiterIds: reply.slice(2) as string[] } : parsed;
   }
   throw new UnexpectedReplyError('heartbeat', reply);
 }
@@ -332,9 +334,16 @@ export function parsePermitAcquire(reply: unknown): PermitAcquireReply {
 }
 
 /** permit-heartbeat: {remainingMs, grantedWaiterId...}. */
-export function parsePermitHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterIds: string[] } {
+export function parsePermitHeartbeat(reply: unknown): { remainingLeaseMs: number; grantedWaiterIds: string[]; lostWaiterIds?: string[] } {
   if (Array.isArray(reply) && reply.length >= 1 && reply.slice(1).every((id) => typeof id === 'string')) {
-    return { remainingLeaseMs: int('permit-heartbeat', reply, reply[0]), grantedWaiterIds: reply.slice(1) as string[] };
+    const ids = reply.slice(1) as string[];
+    const parsed = {
+      remainingLeaseMs: int('permit-heartbeat', reply, reply[0]),
+      grantedWaiterIds: ids.filter((id) => !id.startsWith('!')),
+    };
+    // "!" .. id: this instance's waiter whose place in the queue is gone (permit-heartbeat.lua).
+    const lost = ids.filter((id) => id.startsWith('!')).map((id) => id.slice(1));
+    return lost.length > 0 ? { ...parsed, lostWaiterIds: lost } : parsed;
   }
   throw new UnexpectedReplyError('permit-heartbeat', reply);
 }

@@ -204,7 +204,7 @@ const waitArgs = (a: WaitArgs): Arg[] => [
   a.lockName,
 ];
 /** A lock set's key count, then each lock's hash, queue and waiter records. */
-const setKeys = (members: readonly LockSetMember[]): Arg[] => [members.length * 3, ...members.flatMap((m) => queueKeys(m.keys))];
+const setKeys = (members: readonly LockSetMember[]): Arg[] => [members.length * 5, ...members.flatMap((m) => allKeys(m.keys))];
 const setNames = (members: readonly LockSetMember[]): Arg[] => members.map((m) => m.name);
 
 export const SCRIPTS = {
@@ -253,8 +253,8 @@ export const SCRIPTS = {
   ]),
   inspect: spec<{ readonly keys: LockKeys }>('inspect.lua', 3, (a) => queueKeys(a.keys)),
   cancel: spec<CancelArgs>('cancel.lua', 5, (a) => [...allKeys(a.keys), a.waiterId, a.ownerToken]),
-  heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 3, (a) => [
-    ...queueKeys(a.keys),
+  heartbeat: spec<HeartbeatArgs>('heartbeat.lua', 5, (a) => [
+    ...allKeys(a.keys),
     a.livenessMs,
     a.graceMs,
     a.channelPrefix,

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { StoreUnavailableError } from '../../domain/errors.js';
 import type { CancelReply } from './lease-replies.js';
 
 /** A caller of this instance queued for a lock in the store (Redis or etcd). */
@@ -40,8 +41,15 @@ export interface WaitRoomOps<O> {
    */
   cancel(waiter: Waiter): Promise<CancelReply>;
   release(key: string, ownerToken: string): Promise<boolean>;
-  /** Refreshes these waiters, hands over an expired lease, and reports time left and any grants to them. */
-  visit(key: string, waiters: readonly Waiter[]): Promise<{ remainingLeaseMs: number; grantedWaiterIds: readonly string[] }>;
+  /**
+   * Refreshes these waiters, hands over an expired lease, and reports time left and any grants to them,
+   * and (`lostWaiterIds`) those of them that neither hold a lease nor are queued any more: their place is
+   * gone (a record that lapsed while the store was out of reach is dropped as a dead instance's).
+   */
+  visit(
+    key: string,
+    waiters: readonly Waiter[],
+  ): Promise<{ remainingLeaseMs: number; grantedWaiterIds: readonly string[]; lostWaiterIds?: readonly string[] }>;
 }
 
 /**
@@ -82,6 +90,8 @@ class LocalWaiter<O> implements Waiter {
   /** Answered by closeAll (its outcome rejected, its lease given back): whatever the script answers, the caller gets that (enter). */
   closed = false;
   timer: NodeJS.Timeout | undefined;
+  /** performance.now() when its wait runs out (set when it starts waiting). */
+  deadline = Infinity;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
   readonly outcome: Promise<O>;
@@ -173,6 +183,7 @@ export class WaitRoom<O> {
       this.settleGranted(waiter);
       return waiter.outcome;
     }
+    waiter.deadline = performance.now() + waitMs;
     waiter.timer = setTimeout(() => this.onTimeout(waiter), waitMs);
     if (signal) {
       waiter.signal = signal;
@@ -270,6 +281,30 @@ export class WaitRoom<O> {
     );
   }
 
+  /**
+   * The store no longer queues this waiter and holds nothing for it: its record lapsed while this instance
+   * could not reach the store (a master down or failing over for longer than the waiter liveness), and the
+   * next hand-over dropped it as a dead instance's. Nothing will be handed to it, so it is answered now
+   * (503, ask again), as etcd answers the waiters of a session that ended, not left to wait out its waitMs
+   * and be told the key was held. One close to its own end is left to its timer (a wait that runs out).
+   */
+  private lost(id: string): void {
+    const waiter = this.waiters.get(id);
+    if (!waiter || waiter.state !== 'waiting' || waiter.deadline - performance.now() <= HEARTBEAT_INTERVAL_MS) return;
+    this.leave(waiter);
+    this.ops
+      .cancel(waiter)
+      .then(async (reply): Promise<O> => {
+        // Granted after all (between the visit and this cancel): delivered as any grant.
+        if (reply.held) return this.ops.confirm(waiter);
+        throw new StoreUnavailableError("the caller's place in the queue was lost while the store was out of reach: ask again", 1000);
+      })
+      .then(
+        (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
+        (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
+      );
+  }
+
   /** Takes a waiter that leaves out of the store's queue, and gives back a lease handed to it meanwhile. */
   private async giveBackHanded(waiter: LocalWaiter<O>): Promise<void> {
     const reply = await this.ops.cancel(waiter);
@@ -329,8 +364,9 @@ export class WaitRoom<O> {
     const waiting = this.waitingOn(key);
     if (waiting.length === 0) return;
     this.ops.visit(key, waiting).then(
-      ({ remainingLeaseMs, grantedWaiterIds }) => {
+      ({ remainingLeaseMs, grantedWaiterIds, lostWaiterIds = [] }) => {
         for (const id of grantedWaiterIds) this.granted(id);
+        for (const id of lostWaiterIds) this.lost(id);
         if (this.byKey.has(key) && remainingLeaseMs > 0) this.scheduleVisit(key, remainingLeaseMs);
       },
       // Redis unreachable: the next heartbeat tries again; waits that run out answer on their own.

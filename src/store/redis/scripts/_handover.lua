@@ -43,6 +43,23 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 --- @include "_lock"
 --- @include "_watch"
 --- @include "_delay"
+--- @include "_quota"
+
+-- A lock waiter taken out of the queue without being granted (its wait ran out, or its instance stopped
+-- refreshing it) gives back the quota unit it took when it queued (acquire.lua), as its cancel would:
+-- the cancel that may follow finds no record and gives back nothing (cancel.lua), so the unit otherwise
+-- counted on for a whole wait + lease while the waiter held nothing. keys[4], keys[5]: the lock's quota
+-- shard (absent for a permit's queue, whose waiters take no unit in these scripts). A length led by a 0:
+-- a waiter that took none (acquire.lua).
+local function giveWaiterUnit(keys, raw)
+  if not keys[5] or not raw then
+    return
+  end
+  local deadline, ttl = string.match(raw, '^%d+|(%d+)|(%d+)|')
+  if deadline and string.byte(ttl, 1) ~= 48 then
+    quotaGive({keys[4], keys[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+  end
+end
 
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- record (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
@@ -115,6 +132,7 @@ local function makeQueueHelpers()
         live = live + 1
       elseif prune then
         dropWaiter(keys, records[i])
+        giveWaiterUnit(keys, records[i + 1])
       end
     end
     return live
@@ -190,6 +208,7 @@ local function handOverFree(keys, cur, graceMs, channelPrefix, lockName, selfIns
         publishChange(channelPrefix, lockName, cur)
         return id, token, leaseEnd, told
       end
+      giveWaiterUnit(keys, raw)
     end
   end
 end

@@ -5,7 +5,8 @@ at once, and nobody ever sees part of a set held. Nothing is held while deciding
 sets asked for in any order cannot deadlock: one gets everything, the other nothing.
 Hash and queue layout: see acquire.lua and _handover.lua.
 
-KEYS[3i-2], KEYS[3i-1], KEYS[3i]   lock i's hash, wait queue (ZSET) and waiter records (HASH), i = 1..n
+KEYS[5i-4] .. KEYS[5i]   lock i's hash, wait queue (ZSET), waiter records (HASH) and quota shard (count,
+                         ends: a waiter dropped from the queue gives its unit back there), i = 1..n
 ARGV[1]      owner token of the set (the same on every lock)
 ARGV[2]      lease length, ms (integer > 0)
 ARGV[3]      holder label, "" for none
@@ -23,13 +24,13 @@ Returns:
 --- @include "_handover"
 makeQueueHelpers()
 
-local n = #KEYS / 3
+local n = #KEYS / 5
 local graceMs = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[2])
 local curs = {}
 local busy, longest = 0, 0
 for i = 1, n do
-  local keys = {KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]}
+  local keys = {KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2], KEYS[5 * i - 1], KEYS[5 * i]}
   -- A lease that ran out with callers queued is theirs (as in acquire.lua).
   local _, cur = handOver(keys, graceMs, ARGV[6], ARGV[6 + i])
   local expiresAt = tonumber(cur[2])
@@ -56,7 +57,7 @@ end
 
 local reply = {1, nowMs + ttl}
 for i = 1, n do
-  local lockKey = KEYS[3 * i - 2]
+  local lockKey = KEYS[5 * i - 4]
   -- Field b = 0: a set's quota is counted around the lock scripts (one unit a set, the quota-slot calls), so
   -- a plain release, renew or force release of one of its keys gives back and moves nothing here.
   local token = grantLease(lockKey, curs[i], ARGV[1], ttl, ARGV[3], graceMs, '', 0)

@@ -13,7 +13,11 @@ ARGV[5], ARGV[6], ...  pairs of (waiter id, owner token) of this instance's wait
 
 Returns:
   {remainingMs, grantedWaiterId, ...}   remainingMs: time left on the earliest-ending live lease, 0
-                                        when none; then this instance's waiters that hold a lease
+                                        when none; then this instance's waiters that hold a lease, and
+                                        "!" .. waiterId for each of them that neither holds a lease nor
+                                        is queued any more: its place is gone (its record lapsed while
+                                        the instance could not reach Redis, and was dropped as a dead
+                                        instance's), and nothing will be handed to it
 ]]
 --- @include "_handover"
 --- @include "_permits"
@@ -24,8 +28,11 @@ handOverPermits(KEYS, tonumber(ARGV[2]), ARGV[3], ARGV[4])
 local reply = {math.max(0, firstEnd(KEYS) or 0)}
 for i = 5, #ARGV, 2 do
   local weight, _, expiresAt = permitRecord(KEYS, ARGV[i + 1])
-  if weight and expiresAt > nowMs and redis.call('ZSCORE', KEYS[2], ARGV[i]) == false then
+  local queued = redis.call('ZSCORE', KEYS[2], ARGV[i]) ~= false
+  if weight and expiresAt > nowMs and not queued then
     reply[#reply + 1] = ARGV[i]
+  elseif not queued then
+    reply[#reply + 1] = '!' .. ARGV[i]
   end
 end
 return reply
