@@ -607,6 +607,9 @@ export class LeaseService {
     const { namespace, ttlMs, holder, lockDelayMs, signal } = ask;
     const ids = ordered.map((key) => lockId(namespace, key));
     for (;;) {
+      // A caller that has left takes nothing, not even free keys (nobody would release them), as a queued
+      // lock acquire does.
+      signal?.throwIfAborted();
       // A set's quota is counted through the quota-slot calls: a one-key set goes through the plain lock step
       // (acquire.lua), whose lease must then say it took no unit there (field b = 0), as lock-set-acquire.lua's do.
       const outcome = await this.store.acquire({
@@ -621,6 +624,11 @@ export class LeaseService {
         quotaOutside: this.store.quotaInside === true && this.maxHeld > 0 ? true : undefined,
       });
       if (outcome.acquired) {
+        if (signal?.aborted === true) {
+          // The caller left while the set was being granted: given back, as a lease handed to a queued caller that left is.
+          await this.store.release('lock', ids, ownerToken).catch(() => false);
+          signal.throwIfAborted();
+        }
         const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });
         await guard.refuseIfLate({ id: ids[0] as string, ownerToken, ttlMs, decidedAt: outcome.decidedAt });
         return {
@@ -692,10 +700,14 @@ export class LeaseService {
     const view = await changes.current(id);
     // Freed since the set was refused: ask again at once.
     if (view.state === null && view.lockDelayUntilMs === undefined) return;
+    // A lock-delay ends with nothing written (no change wakes the watch): sleep no longer than it runs,
+    // so the set asks again then (and waits on whichever key is still busy), not at the longest busy end.
+    const delayLeftMs =
+      view.state === null && view.lockDelayUntilMs !== undefined ? Math.ceil(view.lockDelayUntilMs - Date.now()) + 1 : waitMs;
     const leaveKey = this.waitGate.enterKey(id);
     const waitSignal = this.waitGate.waitSignal(signal);
     try {
-      await changes.wait(id, view.index, Math.max(1, waitMs), waitSignal.signal);
+      await changes.wait(id, view.index, Math.max(1, Math.min(waitMs, delayLeftMs)), waitSignal.signal);
     } finally {
       waitSignal.done();
       leaveKey();
