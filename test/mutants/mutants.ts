@@ -159,6 +159,20 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
     what: 'a late release of a permit lease that ended, its record left in the pool hash after its lease ends expired, takes its weight off the live leases: a second permit of a limit of 1 is granted (Redis)',
   },
   {
+    id: 'dead-waiter-unit-kept',
+    file: 'src/store/redis/scripts/_handover.lua',
+    find: 'if not keys[5] or not raw then',
+    replace: 'if true then',
+    what: 'a lock waiter dropped from the queue (its wait ran out before its cancel arrived) keeps the quota unit it took: the namespace is refused below its cap for a wait + lease with nothing held (Redis)',
+  },
+  {
+    id: 'late-write-slot-kept',
+    file: 'src/domain/lease-service.ts',
+    find: 'if (!leaseMayBeLive(error)) await lane.quota.free(namespace, ownerToken, id);',
+    replace: 'void leaseMayBeLive;',
+    what: "a grant refused and given back as its answer left keeps its quota slot to the lease's end: the namespace is refused below its cap (every primitive, embedded store)",
+  },
+  {
     id: 'keyed-grant-rolled-back-unacknowledged',
     file: 'src/store/redis/redis-store.ts',
     find: "const rollBack = () => (what === 'grant' ? giveBack() : Promise.resolve(false));",

@@ -49,6 +49,7 @@ export const SAFETY_TEST_FILES = [
   'test/redis/permit-stale-release.test.ts',
   'test/redis/replica-acks-idempotency.test.ts',
   'test/http/late-answers-at-write.test.ts',
+  'test/redis/quota-dead-waiter.test.ts',
 ];
 
 /** The bar for StrykerJS's score over src/domain + src/store. */
