@@ -609,6 +609,9 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     // The store refuses the release of a lease that has ended, so a release recorded well after its
     // lease's end is a lock set's release naming a key this token no longer held: nothing happened.
     if (r.kind === 'released' && track?.expiresAt != null && r.at > track.expiresAt + CLOCK_SKEW_MS) continue;
+    // Nor can it release a lease that already ended (force-released by an operator, or released): a lock
+    // set's release naming such a key freed nothing there, and is no second end of that lease.
+    if (r.kind === 'released' && r.set === true && track?.end != null) continue;
     const base = { at: r.at, fencingToken: track?.fencingToken ?? r.fencingToken ?? null, holder: track?.holder ?? r.holder ?? null };
     const mode = track?.mode ?? r.mode;
     const extra = mode ? { mode } : {};

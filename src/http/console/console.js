@@ -56,12 +56,19 @@ function apiKey() {
 class Unauthorized extends Error {}
 /** The admin API answered 503: the store (or this instance) cannot answer now. */
 class StoreDown extends Error {}
+/** No answer at all: the network between this browser and keyholder failed (fetch rejected). */
+class Unreachable extends Error {}
 
 async function api(method, path) {
   const headers = {};
   const key = apiKey();
   if (key) headers.authorization = `Bearer ${key}`;
-  const res = await fetch(path, { method, headers, cache: 'no-store' });
+  let res;
+  try {
+    res = await fetch(path, { method, headers, cache: 'no-store' });
+  } catch (err) {
+    throw new Unreachable(err.message);
+  }
   if (res.status === 401 || res.status === 403) {
     const problem = await res.json().catch(() => ({}));
     throw new Unauthorized(problem.detail || `HTTP ${res.status}`);
@@ -103,6 +110,28 @@ async function listPage(kind, cursor, limit) {
   if (res.status === 501) return { unsupported: body.detail || 'not supported by this store', entries: [], nextCursor: null };
   if (!res.ok) throw new Error(body.detail || `HTTP ${res.status}`);
   return { entries: kind === 'locks' ? body.locks : body.entries, nextCursor: body.nextCursor };
+}
+
+/**
+ * Store pages one console page may walk to find a row: a store page can hold no live lease and still not
+ * be the last (Redis SCAN and etcd walk the records a released key leaves for its fencing grace; a key
+ * prefix over all namespaces is filtered here, as the API takes none). Up to this many, until one has a
+ * row, so that a page says "nothing is held" only when the store says so.
+ */
+const WALK_PAGES = 10;
+
+/** The page the list shows: the store's page at the cursor, walked on past store pages with nothing to show. */
+async function currentPage(kind) {
+  const prefix = state.namespace ? '' : state.prefix;
+  const shown = (page) => (prefix ? page.entries.filter((e) => e.key.startsWith(prefix)) : page.entries);
+  let page = await listPage(kind, state.cursors[state.page], PAGE_KEYS[kind]);
+  if (page.unsupported) return page;
+  const entries = shown(page);
+  for (let walked = 1; entries.length === 0 && page.nextCursor && walked < WALK_PAGES; walked++) {
+    page = await listPage(kind, page.nextCursor, PAGE_KEYS[kind]);
+    entries.push(...shown(page));
+  }
+  return { ...page, entries };
 }
 
 /** The rows of one page: one per lease (a semaphore or read/write lock key has several). */
@@ -277,7 +306,9 @@ function render() {
   $('empty').hidden = state.leases.length > 0;
   $('empty').textContent = state.storeDown
     ? 'Nothing to show: the store did not answer.'
-    : `Nothing is held${state.namespace || state.prefix ? ' that matches the filter' : ''}.`;
+    : state.nextCursor
+      ? `Nothing on this page${state.namespace || state.prefix ? ' matches the filter' : ''}; the next pages may hold more.`
+      : `Nothing is held${state.namespace || state.prefix ? ' that matches the filter' : ''}.`;
   if (state.scrollToTop) {
     state.scrollToTop = false;
     $('leases').scrollIntoView({ block: 'start' });
@@ -412,6 +443,9 @@ function leasesFromEvents(events) {
       lease.expiresAt = e.expiresAt;
     } else if (e.type === 'lock_delay') {
       lease.lockDelayUntil = e.until;
+    } else if (e.type === 'release_requested') {
+      // An ask, not an end: the lease goes on until it is released, evicted or expires.
+      lease.releaseRequested = e;
     } else {
       lease.end = e;
     }
@@ -429,13 +463,18 @@ function began(lease) {
   return parts.join(' ');
 }
 
+/** Still held at `now`: no recorded end, and its last known expiry is ahead. */
+const stillHeld = (lease, now) => !lease.end && Date.parse(lease.expiresAt ?? '') > now;
+
 function ended(lease, now) {
   const end = lease.end;
-  if (!end) return Date.parse(lease.expiresAt ?? '') > now ? 'still held' : 'not recorded';
-  if (end.type === 'released') return 'released';
-  if (end.type === 'force_released') return `force-released by ${end.by ?? 'an operator'}`;
+  const ask = lease.releaseRequested;
+  const asked = ask ? ` · asked to let go by ${ask.by ?? 'an operator'}${ask.reason ? `: ${ask.reason}` : ''}` : '';
+  if (!end) return (stillHeld(lease, now) ? 'still held' : 'not recorded') + asked;
+  if (end.type === 'released') return `released${asked}`;
+  if (end.type === 'force_released') return `force-released by ${end.by ?? 'an operator'}${asked}`;
   const delay = lease.lockDelayUntil ? `; lock-delay until ${formatTime(Date.parse(lease.lockDelayUntil))}` : '';
-  return `expired (never released)${delay}`;
+  return `expired (never released)${delay}${asked}`;
 }
 
 function renderTimeline(history, now) {
@@ -450,7 +489,7 @@ function renderTimeline(history, now) {
     const tr = document.createElement('tr');
     const from = lease.start ? formatTime(Date.parse(lease.start.at)) : '…';
     const end = ended(lease, now);
-    const live = end === 'still held';
+    const live = stillHeld(lease, now);
     const heldMs = lease.end?.heldMs ?? (live && lease.start ? now - Date.parse(lease.start.at) : undefined);
     const holder = (lease.holder ?? 'no label') + (lease.mode ? ` (${lease.mode})` : '');
     tr.append(
@@ -522,7 +561,7 @@ async function refresh() {
   const kind = state.kind;
   const generation = ++state.generation;
   try {
-    const current = listPage(kind, state.cursors[state.page], PAGE_KEYS[kind]);
+    const current = currentPage(kind);
     // The other tabs' counts: the first page of each, as the tabs show "100+" when there is more.
     const others = KINDS.filter((k) => k !== kind).map(async (k) => [k, await listPage(k, undefined, PAGE_KEYS[k])]);
     const [page, ...rest] = await Promise.all([current, ...others, refreshMetrics()]);
@@ -552,6 +591,13 @@ async function refresh() {
       showMain();
       render();
       showStoreDown(err.message);
+    } else if (err instanceof Unreachable) {
+      // Not the store's fault, nor the key's: the rows on screen are the last answer's, and look it.
+      $('leases').classList.add('stale');
+      $('list-error').textContent =
+        `Could not reach keyholder (${err.message}). ` +
+        (state.leases.length > 0 ? 'The rows below are from the last answer; ' : '') +
+        `this page retries every ${REFRESH_MS / 1000} s.`;
     } else {
       $('list-error').textContent = `Could not list: ${err.message}`;
     }
@@ -623,6 +669,9 @@ $('login-form').addEventListener('submit', (event) => {
 
 $('forget-key').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
+  // An answer still on its way (the list, a key's view) was asked for with the forgotten key: dropped.
+  state.generation++;
+  closeDetail();
   state.leases = [];
   render();
   showLogin('Key forgotten.');
