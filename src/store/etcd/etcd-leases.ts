@@ -114,9 +114,38 @@ const HEADS_READ = 64;
 const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 const CONTENDED = 'too much contention on one key to decide in time';
 
+/**
+ * This instance's acquires of one key, one compare-and-set at a time. Every change of a key is a
+ * compare-and-set on its one record, given up after MAX_CAS_ROUNDS lost rounds: a burst of acquires of
+ * one key on one instance (150 at once on a semaphore with room for all) lost to each other, round after
+ * round, and some were answered 503 on a healthy etcd. In turn, each decides on a fresh read and loses a
+ * round only to another instance. A caller's turn ends before it waits in the queue.
+ */
+class KeyTurns {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  /** Resolves when it is this caller's turn on `key`, with the function that ends it (idempotent). */
+  async take(key: string): Promise<() => void> {
+    const before = this.tails.get(key) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    const tail = before.then(() => mine);
+    this.tails.set(key, tail);
+    await before;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      done();
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    };
+  }
+}
+
 export class EtcdLeases implements LeaseEngine {
   private readonly room: WaitRoom<LeaseAcquireOutcome>;
   private readonly handOvers: HandOverWatches;
+  private readonly turns = new KeyTurns();
 
   constructor(private readonly deps: EtcdLeasesDeps) {
     this.room = new WaitRoom<LeaseAcquireOutcome>({
@@ -154,13 +183,26 @@ export class EtcdLeases implements LeaseEngine {
 
   /** The one acquire: one key of any kind, or several lock keys at once (all or none). */
   async acquire(request: LeaseAcquire): Promise<LeaseAcquireOutcome> {
-    const { kind, ids, ownerToken, ttlMs, weight, capacity, waitMs = 0, signal, idempotencyKey, lockDelayMs = 0 } = request;
+    const { kind, ids, ownerToken, ttlMs, signal, lockDelayMs = 0 } = request;
     // "" is no label, as in the other stores.
     const holder = request.holder === '' ? null : request.holder;
     // A caller that has already left takes nothing, not even a free key (nobody would release it).
     signal?.throwIfAborted();
     if (ids.length > 1) return this.acquireAll(kind, ids, { ownerToken, ttlMs, holder, lockDelayMs });
     const id = ids[0] as string;
+    const endTurn = await this.turns.take(`${kind}\n${id}`);
+    try {
+      // (It may have left while others of this instance had their turn.)
+      signal?.throwIfAborted();
+      return await this.acquireInTurn(request, id, holder, endTurn);
+    } finally {
+      endTurn();
+    }
+  }
+
+  /** acquire's compare-and-set rounds on one key, in this caller's turn (ended before it waits in the queue). */
+  private async acquireInTurn(request: LeaseAcquire, id: string, holder: string | null, endTurn: () => void): Promise<LeaseAcquireOutcome> {
+    const { kind, ownerToken, ttlMs, weight, capacity, waitMs = 0, idempotencyKey, lockDelayMs = 0 } = request;
     let handedOver = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const decidedAt = performance.now();
@@ -214,6 +256,8 @@ export class EtcdLeases implements LeaseEngine {
       const retryAfterMs = untilFirst(pool?.value ?? null, live, nowMs);
       if (waitMs <= 0) return { acquired: false, reason: 'full', retryAfterMs, busyId: id };
       if (queued >= this.deps.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
+      // Waiting is not a compare-and-set: the others of this instance decide meanwhile.
+      endTurn();
       const outcome = await this.enqueue(request, holder, retryAfterMs);
       return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
