@@ -45,22 +45,6 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 --- @include "_delay"
 --- @include "_quota"
 
--- A lock waiter taken out of the queue without being granted (its wait ran out, or its instance stopped
--- refreshing it) gives back the quota unit it took when it queued (acquire.lua), as its cancel would:
--- the cancel that may follow finds no record and gives back nothing (cancel.lua), so the unit otherwise
--- counted on for a whole wait + lease while the waiter held nothing. keys[4], keys[5]: the lock's quota
--- shard (absent for a permit's queue, whose waiters take no unit in these scripts). A length led by a 0:
--- a waiter that took none (acquire.lua).
-local function giveWaiterUnit(keys, raw)
-  if not keys[5] or not raw then
-    return
-  end
-  local deadline, ttl = string.match(raw, '^%d+|(%d+)|(%d+)|')
-  if deadline and string.byte(ttl, 1) ~= 48 then
-    quotaGive({keys[4], keys[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
-  end
-end
-
 -- The fencing rule: above the last token, and never below the Redis clock in microseconds, so a lost
 -- record (restart without persistence, FLUSHALL, deleted key) never lets a token go back.
 -- Values stay below 2^53, so Lua's doubles (and cmsgpack's integers) hold them exactly.
@@ -86,7 +70,7 @@ end
 -- always work with the queue at their start). Each helper is defined at two spaces up to an `end` line
 -- at two spaces, so the ones a script never names are left out of it (withoutUnusedFunctions,
 -- src/store/redis/scripts.ts).
-local waiterLive, dropWaiter, queueHead, tellWaiter, liveWaiters, notQueued, enqueue, refreshWaiters
+local waiterLive, dropWaiter, queueHead, tellWaiter, liveWaiters, notQueued, enqueue, refreshWaiters, giveWaiterUnit
 local queueHelpersMade = false
 
 local function makeQueueHelpers()
@@ -94,6 +78,23 @@ local function makeQueueHelpers()
     return
   end
   queueHelpersMade = true
+
+  -- A lock waiter taken out of the queue without being granted (its wait ran out, or its instance stopped
+  -- refreshing it) gives back the quota unit it took when it queued (acquire.lua), as its cancel would:
+  -- the cancel that may follow finds no record and gives back nothing (cancel.lua), so the unit otherwise
+  -- counted on for a whole wait + lease while the waiter held nothing. keys[4], keys[5]: the lock's quota
+  -- shard (absent for a permit's queue, whose waiters take no unit in these scripts). A length led by a 0:
+  -- a waiter that took none (acquire.lua). Made with the queue helpers, not at the top: a plain acquire
+  -- or release never drops a waiter, and each top-level helper is a closure made on every run.
+  function giveWaiterUnit(keys, raw)
+    if not keys[5] or not raw then
+      return
+    end
+    local deadline, ttl = string.match(raw, '^%d+|(%d+)|(%d+)|')
+    if deadline and string.byte(ttl, 1) ~= 48 then
+      quotaGive({keys[4], keys[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+    end
+  end
   function waiterLive(record)
     local aliveUntil, deadline = string.match(record, '^(%d+)|(%d+)|')
     return aliveUntil ~= nil and tonumber(aliveUntil) > nowMs and tonumber(deadline) > nowMs
