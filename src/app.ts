@@ -83,6 +83,9 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000;
  */
 const FIRST_REQUEST_SEEN = Symbol('keyholder.firstRequestSeen');
 
+/** 50 ms: how often a closing server closes the keep-alive connections that have become idle since. */
+const IDLE_SWEEP_MS = 50;
+
 export const API_INFO = {
   title: 'keyholder',
   version: '0.1.0',
@@ -173,10 +176,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   let closing = false;
+  let idleSweep: NodeJS.Timeout | undefined;
   app.addHook('preClose', async () => {
     closing = true;
     // Waiting callers are in-flight requests: answer them now (503 shutting_down) so close does not hang.
     deps.locks.shutdown();
+    // Fastify closes the connections idle when the close begins, once; a keep-alive connection whose
+    // request was still in flight then is idle once that request is answered, and would hold the close
+    // (and the exit) for its whole keep-alive timeout, past SHUTDOWN_TIMEOUT_MS when that is longer.
+    // Close such connections as they become idle (never one with a request under way).
+    idleSweep = setInterval(() => app.server.closeIdleConnections(), IDLE_SWEEP_MS);
+    idleSweep.unref();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(idleSweep);
+    done();
   });
   // New requests during shutdown get the same answer as the waiters (the error handler writes it).
   // Callback style: it runs on every request, and an async hook costs a promise each time.

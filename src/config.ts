@@ -22,6 +22,23 @@ function envNumber(v: unknown): number | undefined {
 
 const emptyAsUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
+/** The URL, or null when it does not parse (another check reports that). */
+function urlOrNull(value: string): URL | null {
+  try {
+    return new URL(value);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * An item of a list as an error message may show it: any `user:password@` before the host left out,
+ * so a password that was put in the list by mistake is not printed (the error goes to the logs).
+ */
+function shownItem(item: string): string {
+  return item.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?[^@/]*@/, '$1***@');
+}
+
 /** `host:port,host:port`: the seed list of a Sentinel set or a Cluster. */
 const hostPortList = z.string().transform((v, ctx) => {
   const out: HostPort[] = [];
@@ -32,7 +49,7 @@ const hostPortList = z.string().transform((v, ctx) => {
     const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
     const port = m ? Number(m[2]) : 0;
     if (!m || port < 1 || port > 65535) {
-      ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
+      ctx.addIssue({ code: 'custom', message: `"${shownItem(item)}" is not host:port` });
       return z.NEVER;
     }
     out.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
@@ -52,7 +69,7 @@ const urlList = z.string().transform((v, ctx) => {
     .filter((x) => x !== '');
   for (const item of out) {
     if (!/^https?:\/\/[^/\s]+\/?$/.test(item)) {
-      ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s)://host:port URL` });
+      ctx.addIssue({ code: 'custom', message: `"${shownItem(item)}" is not an http(s)://host:port URL` });
       return z.NEVER;
     }
   }
@@ -104,8 +121,23 @@ export const EnvSchema = z
     ),
     /** Unset means the embedded store: zero setup, but locks live in this process only. */
     REDIS_URL: z
-      .preprocess(emptyAsUndefined, z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional())
-      .describe('`redis://` or `rediss://` URL of the Redis that holds the locks. Unset: the embedded store.'),
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
+          // The path is the database number (ioredis sends SELECT with it): anything else is a SELECT of
+          // NaN that Redis refuses, which crashed the process with a stack trace at its first connection.
+          .refine((url) => /^(\/(\d{1,9})?)?$/.test(urlOrNull(url)?.pathname ?? ''), {
+            error: 'the path after host:port must be empty or a database number, such as /0',
+          })
+          .refine((url) => /^\d{1,9}$/.test(urlOrNull(url)?.searchParams.get('db') ?? '0'), {
+            error: 'its db parameter must be a database number',
+          })
+          .optional(),
+      )
+      .describe(
+        '`redis://` or `rediss://` URL of the Redis that holds the locks; its path, if any, is a database number (`/0`), and one the Redis refuses stops the service. Unset: the embedded store.',
+      ),
     /**
      * Which store to use. `auto` picks Redis when REDIS_URL is set, the embedded store otherwise.
      * Production must name `memory` explicitly to run on the embedded store, because a second instance
@@ -344,7 +376,18 @@ export const EnvSchema = z
      * which would make every keyholder export; here tracing is off until asked for.
      */
     OTEL_TRACES_EXPORTER: z
-      .preprocess(emptyAsUndefined, z.string().optional())
+      .preprocess(
+        emptyAsUndefined,
+        z
+          .string()
+          // The SDK only warns (through a diagnostics logger nobody set) about a name it does not know,
+          // and traces nothing: a typo turned tracing off in silence.
+          .regex(
+            /^\s*(otlp|zipkin|console|none)\s*(,\s*(otlp|zipkin|console|none)\s*)*$/,
+            'must be otlp, zipkin, console or none (comma-separated)',
+          )
+          .optional(),
+      )
       .describe(
         'Turns tracing on: `otlp` sends OpenTelemetry spans (one per API call, with the queue wait and store calls as children); ' +
           '`console` prints them. Unset or `none`: off, and nothing of OpenTelemetry is loaded. The SDK reads the other `OTEL_*` ' +
@@ -447,6 +490,14 @@ export const EnvSchema = z
     if (env.REDIS_SENTINELS !== undefined && env.REDIS_SENTINEL_NAME === undefined) {
       ctx.addIssue({ code: 'custom', path: ['REDIS_SENTINEL_NAME'], message: 'is required with REDIS_SENTINELS' });
     }
+    if (env.REDIS_SENTINELS === undefined && env.REDIS_SENTINEL_NAME !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_SENTINEL_NAME'],
+        message:
+          'is set but REDIS_SENTINELS is not; it only names the primary the sentinels are asked for, so set REDIS_SENTINELS or unset it',
+      });
+    }
     if (env.KEYHOLDER_STORE === 'redis' && redisWays.length === 0) {
       ctx.addIssue({
         code: 'custom',
@@ -466,6 +517,14 @@ export const EnvSchema = z
     }
     if (env.KEYHOLDER_STORE !== 'etcd' && env.ETCD_ENDPOINTS !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['ETCD_ENDPOINTS'], message: 'is set but KEYHOLDER_STORE is not etcd' });
+    }
+    const redisInUse = env.KEYHOLDER_STORE === 'redis' || (env.KEYHOLDER_STORE === 'auto' && redisWays.length > 0);
+    if (env.REDIS_MIN_REPLICA_ACKS > 0 && !redisInUse) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_MIN_REPLICA_ACKS'],
+        message: `is ${env.REDIS_MIN_REPLICA_ACKS} but the store is not Redis, so no grant would wait for a replica; unset it or use Redis`,
+      });
     }
     if (env.REDIS_MIN_REPLICA_ACKS > 0 && env.REDIS_REPLICA_ACK_TIMEOUT_MS >= env.REDIS_COMMAND_TIMEOUT_MS) {
       ctx.addIssue({

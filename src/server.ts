@@ -117,7 +117,14 @@ async function main(): Promise<void> {
     },
   );
 
-  await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
+  try {
+    await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
+  } catch (err) {
+    const refusal = listenRefusal(err, config);
+    if (refusal === undefined) throw err;
+    process.stderr.write(`keyholder: ${refusal}\n`);
+    process.exit(2);
+  }
   logger.info({ store: store.kind, host: config.host, port: config.port }, 'keyholder is listening');
   if (!warmedUp) {
     // After listen: /livez answers during the warm-up, /readyz says 503 warming_up until it ends.
@@ -164,6 +171,29 @@ function historyLoss(
  * answer (even a 503 overloaded decided at once), and a renewal on a new connection could outlast its lease.
  */
 const LISTEN_BACKLOG = 4096;
+
+/**
+ * A listen that failed for the configuration's sake (an address that does not resolve or is not this
+ * host's, a port taken or not allowed), in one line naming the variable; undefined for anything else.
+ */
+function listenRefusal(err: unknown, config: Config): string | undefined {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  const where = `${config.host}:${config.port}`;
+  switch (code) {
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EAI_NONAME':
+      return `HOST: "${config.host}" does not resolve to an address (${code})`;
+    case 'EADDRNOTAVAIL':
+      return `HOST: "${config.host}" is not an address of this host (${code})`;
+    case 'EADDRINUSE':
+      return `PORT: ${where} is already in use (${code})`;
+    case 'EACCES':
+      return `PORT: not allowed to listen on ${where} (${code}; ports below 1024 need privileges)`;
+    default:
+      return undefined;
+  }
+}
 
 /** One warning per 10 s at most, with the events lost since the last one: a store that is away loses a batch every few ms. */
 function throttledLossLog(logger: ReturnType<typeof createLogger>): (events: number, reason: 'store' | 'buffer') => void {

@@ -6,7 +6,10 @@ import { twoTeamsAndAdmin } from '../helpers/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 import { launchOfflineBrowser, type OfflineBrowser } from '../helpers/offline-browser.js';
 
-/** The operator console in headless Chromium: cases an operator meets (a release request, a key forgotten mid-listing, keyholder unreachable, filters over many pages). */
+/**
+ * The operator console in headless Chromium: cases an operator meets (a release request, a key forgotten
+ * mid-listing, keyholder unreachable, filters over many pages).
+ */
 const cast = twoTeamsAndAdmin();
 const ADMIN_KEY = cast.keys.plain['ops-key']!;
 

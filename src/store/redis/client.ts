@@ -115,11 +115,22 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     wasReady = true;
     options.onReady?.();
   });
-  redis.on('error', (err: Error) => {
+  redis.on('error', (err: Error & { command?: { name?: string } }) => {
+    if (err.command?.name === 'select') refusedDatabase(err);
     if (wasReady) options.onLost?.(err);
     wasReady = false;
   });
   return redis;
+}
+
+/**
+ * Redis refused the SELECT of REDIS_URL's database (it has fewer databases): ioredis only reports it and
+ * goes on in database 0, where the locks of whatever else uses it live. That is a configuration error,
+ * not an outage to ride out: stop at once, in one line naming the variable.
+ */
+function refusedDatabase(err: Error): never {
+  process.stderr.write(`keyholder: REDIS_URL: Redis refused its database number (${err.message}); name a database this Redis has\n`);
+  process.exit(2);
 }
 
 /** The parts of an ioredis client that disconnect() sets before it closes the socket (see endBetweenAttempts). */
