@@ -13,7 +13,7 @@ import { serializerCompiler } from './http/serializer.js';
 import { validatorCompiler } from './http/validator.js';
 import { refuseOversizedExpectations } from './http/body-limit.js';
 import { BODY_LIMIT_BYTES } from './http/largest-body.js';
-import { clientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
+import { countingClientErrorHandler, frameworkErrors, refuseUnknownExpectations } from './http/transport-errors.js';
 import { openApiTransform, openApiTransformObject } from './http/openapi.js';
 import { type AuthMode, registerAuth } from './http/auth.js';
 import { type RateLimitSettings, registerRateLimit } from './http/rate-limit.js';
@@ -136,7 +136,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return server;
     },
     logController: requestLog,
-    clientErrorHandler,
+    // Its problems are answered on the socket, before any request exists: counted here, not at completion.
+    clientErrorHandler: countingClientErrorHandler(metrics ? (code) => metrics.problemAnswered(code) : undefined),
     frameworkErrors,
     bodyLimit: BODY_LIMIT_BYTES,
     // Keys may be 256 characters (more when percent-encoded); a longer one must reach validation and
@@ -162,7 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // is Node's behaviour of the day, and it only runs once a check interval has passed.
   app.server.on('connection', (socket: Socket) => socket.setTimeout(timeouts.headersTimeoutMs));
   refuseOversizedExpectations(app.server, BODY_LIMIT_BYTES);
-  refuseUnknownExpectations(app.server);
+  refuseUnknownExpectations(app.server, metrics ? (code) => metrics.problemAnswered(code) : undefined);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -39,7 +39,7 @@ export interface LeaseRulesParts {
 }
 
 /** One grant that may wait in the key's queue, as its primitive asks the store for it. */
-export interface WaitingGrant<G extends { readonly decidedAt: number }> {
+export interface WaitingGrant<G extends { readonly decidedAt: number; readonly queued?: true }> {
   readonly namespace: string;
   /** The store's id of the lock (see namespaces.ts). */
   readonly id: string;
@@ -163,16 +163,19 @@ export class LeaseRules {
    * A grant that waits: counted by the wait gate (its caps, and shutdown ends it), given back when the
    * caller left while it was on its way, and checked for freshness like any grant.
    */
-  async grantWaiting<G extends { readonly decidedAt: number }>(wait: WaitingGrant<G>): Promise<G> {
+  async grantWaiting<G extends { readonly decidedAt: number; readonly queued?: true }>(wait: WaitingGrant<G>): Promise<G> {
     const { gate, freshness, observer } = this.parts;
     const { id, ttlMs, callerSignal } = wait;
     const leave = gate.enter(wait.namespace, id);
     const waitSignal = gate.waitSignal(callerSignal);
     const started = performance.now();
     let granted = false;
+    // A grant at once (the key was free) spent nothing in the queue: its time is the acquire's latency.
+    let queued = true;
     try {
       const grant = await wait.acquire(waitSignal.signal);
       granted = true;
+      queued = grant.queued === true;
       const ownerToken = wait.ownerOf(grant);
       // The caller left while the grant was on its way: nobody will use this lease, give it back.
       if (callerSignal?.aborted) {
@@ -191,7 +194,7 @@ export class LeaseRules {
     } finally {
       waitSignal.done();
       leave();
-      const seconds = (performance.now() - started) / 1000;
+      const seconds = queued ? (performance.now() - started) / 1000 : 0;
       if (wait.waited) wait.waited.seconds = seconds;
       observer.waited?.(seconds, granted);
     }

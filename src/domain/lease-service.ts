@@ -127,6 +127,8 @@ export type WatchViewOf<K extends LeaseKind> = K extends 'lock' ? IndexedView : 
 /** A store grant of one key and when the command that made it was sent (for a replay, the earlier lease). */
 interface DecidedGrant extends Grant {
   readonly decidedAt: number;
+  /** Handed over after waiting in the key's queue (LeaseAcquireOutcome.queued). */
+  readonly queued?: true;
   readonly replayed?: { readonly ownerToken: string; readonly holder: string | null };
 }
 
@@ -374,6 +376,7 @@ export class LeaseService {
       expiresAtMs: outcome.expiresAtMs,
       decidedAt: outcome.decidedAt,
       replayed: outcome.replayed,
+      queued: outcome.queued,
     };
   }
 
@@ -655,7 +658,11 @@ export class LeaseService {
     const ids = ordered.map((key) => lockId(namespace, key));
     const decidedAt = performance.now();
     const outcome = await this.store.renew('lock', ids, ownerToken, ttlMs);
-    if (!outcome.renewed) throw new NotOwnerError(keys.join(','));
+    if (!outcome.renewed) {
+      // A lost lease, as a single key's (LeaseRules.renew): keyholder_lost_leases_total, the alarm.
+      this.observer.lostLease?.('renew');
+      throw new NotOwnerError(keys.join(','));
+    }
     try {
       // A late answer is refused but the set's lease is kept, as one key's renewal is (LeaseRules.renew).
       await this.refuseSetIfLate(namespace, ids, { id: ids[0] as string, ownerToken, ttlMs, decidedAt }, KEEP_RENEWAL);
@@ -672,7 +679,10 @@ export class LeaseService {
     const ordered = this.checkKeys(keys);
     const ids = ordered.map((key) => lockId(namespace, key));
     const released = await this.store.release('lock', ids, ownerToken);
-    if (!released) throw new NotOwnerError(keys.join(','));
+    if (!released) {
+      this.observer.lostLease?.('release');
+      throw new NotOwnerError(keys.join(','));
+    }
     // Each key's slot: a key of the list the set did not hold (any more) names none.
     await this.freeQuotaSlots(namespace, ownerToken, ids);
   }

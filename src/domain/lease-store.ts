@@ -60,6 +60,11 @@ export type LeaseAcquireOutcome =
        * and nothing changed.
        */
       readonly replayed?: { readonly ownerToken: string; readonly holder: string | null };
+      /**
+       * Granted after waiting in the key's queue (handed over), not at once: only then is the call's time
+       * time in the queue (keyholder_lock_wait_seconds) rather than acquire latency.
+       */
+      readonly queued?: true;
     }
   | {
       readonly acquired: false;

@@ -30,6 +30,25 @@ export const CLOSE_GRACE_MS = 500;
  * credentials included.
  */
 export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS.ErrnoException, socket: Socket): void {
+  answerClientError(this.log, err, socket, undefined);
+}
+
+/**
+ * clientErrorHandler, telling `answered` the code of each problem it writes (the metrics count error
+ * answers by code: these never reach a request's completion, where the others are counted).
+ */
+export function countingClientErrorHandler(answered: ((code: ProblemCode) => void) | undefined) {
+  return function (this: { log: FastifyBaseLogger }, err: NodeJS.ErrnoException, socket: Socket): void {
+    answerClientError(this.log, err, socket, answered);
+  };
+}
+
+function answerClientError(
+  log: FastifyBaseLogger,
+  err: NodeJS.ErrnoException,
+  socket: Socket,
+  answered: ((code: ProblemCode) => void) | undefined,
+): void {
   // A reset connection has nobody to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const known = err.code === undefined ? undefined : PARSER_ERRORS[err.code];
@@ -37,12 +56,13 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger }, err: NodeJS
     code: 'invalid_request' as const,
     detail: `the request is not valid HTTP/1.1 (${err.code ?? 'unknown'})`,
   };
-  this.log.debug({ err: { code: err.code, message: err.message } }, 'client error');
+  log.debug({ err: { code: err.code, message: err.message } }, 'client error');
   if (!socket.writable) {
     socket.destroy();
     return;
   }
   socket.end(rawProblemResponse(code, detail));
+  answered?.(code);
   const destroyLater = setTimeout(() => socket.destroy(), CLOSE_GRACE_MS);
   destroyLater.unref();
   socket.once('close', () => clearTimeout(destroyLater));
@@ -67,10 +87,11 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
  * An `Expect` other than `100-continue`: Node answers 417 with an empty body; answer a problem instead.
  * The body (if any) is not read, so the connection closes after the answer.
  */
-export function refuseUnknownExpectations(server: Server): void {
+export function refuseUnknownExpectations(server: Server, answered?: (code: ProblemCode) => void): void {
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const body = problemJson('expectation_failed', `Expect: ${String(req.headers.expect)} is not supported (only 100-continue)`);
     res.writeHead(417, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);
+    answered?.('expectation_failed');
   });
 }

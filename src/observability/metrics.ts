@@ -68,7 +68,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Lean (lean-histogram.ts), as the histograms below: every lock call counts one operation.
   const operations = new LeanCounter(
     'keyholder_lock_operations_total',
-    'Lock operations handled, by operation (acquire, renew, release, inspect) and outcome (acquired, held, renewed, released, not_owner, inspected, invalid, too_many_waiters, aborted, error).',
+    'Lock operations handled, by operation (acquire, renew, release, inspect) and outcome (acquired, held, renewed, released, not_owner, inspected, invalid, too_many_waiters, quota_exceeded, aborted, error).',
     ['operation', 'outcome'],
     registry,
   );

@@ -259,7 +259,8 @@ export class EtcdLeases implements LeaseEngine {
       // Waiting is not a compare-and-set: the others of this instance decide meanwhile.
       endTurn();
       const outcome = await this.enqueue(request, holder, retryAfterMs);
-      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
+      if (outcome.acquired) return { ...outcome, queued: true };
+      return outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
     throw new StoreUnavailableError(CONTENDED);
   }

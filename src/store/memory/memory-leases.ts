@@ -153,7 +153,7 @@ export class MemoryLeases implements LeaseEngine {
         since: now,
         grant: (fencingToken, expiresAtMs) => {
           leave(false);
-          resolve({ acquired: true, fencingTokens: [fencingToken], expiresAtMs, decidedAt: performance.now() });
+          resolve({ acquired: true, fencingTokens: [fencingToken], expiresAtMs, decidedAt: performance.now(), queued: true });
         },
         fail: (err) => {
           leave(false);

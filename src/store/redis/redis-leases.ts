@@ -267,7 +267,7 @@ export class RedisLeases implements LeaseEngine {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, request.signal);
       if (!outcome.acquired) return outcome.reason === 'full' ? { ...outcome, busyId: id } : outcome;
       if ((request.lockDelayMs ?? 0) > 0) await this.setLockDelay(id, request.ownerToken, request.lockDelayMs ?? 0);
-      return outcome;
+      return { ...outcome, queued: true };
     }
     waiter.drop();
     return this.settleLock(reply, decidedAt, id, request.ownerToken, servedBy, request.idempotencyKey !== undefined);
@@ -679,7 +679,8 @@ export class RedisLeases implements LeaseEngine {
     const reply = await waiter.enter(request.signal, () => send(waitMs, waiter.id));
     if (reply.kind === 'queued') {
       const outcome = await waiter.wait(waitMs, reply.retryAfterMs, request.signal);
-      return outcome.acquired || outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
+      if (outcome.acquired) return { ...outcome, queued: true };
+      return outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
     waiter.drop();
     return this.settlePermit(reply, decidedAt, kind, id, request.ownerToken, servedBy);
