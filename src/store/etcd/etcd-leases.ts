@@ -109,7 +109,7 @@ interface KeyRead {
  * index (twice its token, + 1) stay safe integers.
  */
 const INDEX_SCALE = 32_768;
-/** Queue heads read per hand-over: more than enough to fill the room a release frees in one step. */
+/** Queue heads read per hand-over step (one transaction stays below etcd's 128 operations); a step that grants them all reads on. */
 const HEADS_READ = 64;
 const PRINTABLE_ID = /^[\x21-\x7e]+$/;
 const CONTENDED = 'too much contention on one key to decide in time';
@@ -258,7 +258,9 @@ export class EtcdLeases implements LeaseEngine {
       if (queued >= this.deps.maxWaitersPerKey) throw new TooManyWaitersError('key', retryAfterMs);
       // Waiting is not a compare-and-set: the others of this instance decide meanwhile.
       endTurn();
-      const outcome = await this.enqueue(request, holder, retryAfterMs);
+      const outcome = await this.enqueue(request, holder, retryAfterMs, pool);
+      // The pool changed since it was read (a grant, maybe under another capacity): decide again.
+      if (outcome === 'changed') continue;
       if (outcome.acquired) return { ...outcome, queued: true };
       return outcome.reason !== 'full' ? outcome : { ...outcome, busyId: id };
     }
@@ -489,7 +491,16 @@ export class EtcdLeases implements LeaseEngine {
 
   // ---- waiting ----
 
-  private async enqueue(input: LeaseAcquire, holder: string | null, retryAfterMs: number): Promise<LeaseAcquireOutcome> {
+  /**
+   * Queues the caller, only if the pool is still as `pool` was read (the decision to queue was made on it:
+   * its capacity, and no room); 'changed' (nothing queued) when it is not.
+   */
+  private async enqueue(
+    input: LeaseAcquire,
+    holder: string | null,
+    retryAfterMs: number,
+    pool: Observed<PoolRecord> | null,
+  ): Promise<LeaseAcquireOutcome | 'changed'> {
     const { kind, ownerToken, ttlMs, waitMs = 0, signal, lockDelayMs = 0 } = input;
     const id = input.ids[0] as string;
     const waiterId = randomBase64url(9);
@@ -508,12 +519,15 @@ export class EtcdLeases implements LeaseEngine {
         ...(kind === 'lock' ? {} : { w: input.weight, c: input.capacity }),
         ...(lockDelayMs > 0 ? { ld: lockDelayMs } : {}),
       };
-      await this.deps.call(() =>
-        this.deps.client.kv.put(
-          { key: this.deps.keys.leaseWaiter(kind, id, waiterId), value: Buffer.from(JSON.stringify(record)), lease: session },
-          this.deps.callOptions(),
-        ),
-      );
+      const key = this.deps.keys.leaseWaiter(kind, id, waiterId);
+      const txn = await this.deps.txn({
+        compare: [this.unchanged(kind, id, pool)],
+        success: [{ request_put: { key, value: Buffer.from(JSON.stringify(record)), lease: session } }],
+      });
+      if (!txn.succeeded) {
+        waiter.drop();
+        return 'changed';
+      }
     } catch (err) {
       waiter.drop();
       throw err;
@@ -638,7 +652,12 @@ export class EtcdLeases implements LeaseEngine {
           ...taken.map(({ kv }): IRequestOp => ({ request_delete_range: { key: kv.key } })),
         ],
       });
-      if (txn.succeeded) return;
+      if (txn.succeeded) {
+        // Every head read was granted (or dropped) and more may be queued: the room may hold them too (a
+        // released writer lets in every reader at the head, far more than one read's heads).
+        if (heads.length === HEADS_READ && taken.length + ended.length === heads.length) round = -1;
+        else return;
+      }
     }
   }
 
