@@ -4,7 +4,6 @@ import type { Store } from '../../src/domain/lease-store.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from './etcd-cluster.js';
 
-
 /** One etcd member, for cases that concern the etcd store alone. */
 export function etcdOnly(prefix: string): Array<[string, () => Promise<Store>]> {
   let etcd: EtcdCluster;

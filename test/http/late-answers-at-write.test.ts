@@ -115,7 +115,7 @@ it("a lock grant given back at the write frees its quota slot: the namespace's c
   expect(next.statusCode, next.body).toBe(200);
 });
 
-it("a semaphore grant given back at the write frees its quota slot", async () => {
+it('a semaphore grant given back at the write frees its quota slot', async () => {
   t = await buildTestApp({ limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 } });
   pauseAfter(PermitService.prototype, 'acquire');
   const late = await t.app.inject({ method: 'POST', url: '/v1/semaphores/a/acquire', payload: { ttlMs: TTL_MS, limit: 2 } });
