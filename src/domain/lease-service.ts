@@ -9,8 +9,9 @@ import {
   NotOwnerError,
   QuotaExceededError,
   ShuttingDownError,
+  StoreUnavailableError,
 } from './errors.js';
-import { type DecidedLease, FreshnessGuard, isFresh, type KeptBecause } from './freshness.js';
+import { type DecidedLease, FreshnessGuard, gaveBack, isFresh, type KeptBecause } from './freshness.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import {
   type HeldQuery,
@@ -628,8 +629,16 @@ export class LeaseService {
       });
       if (outcome.acquired) {
         if (signal?.aborted === true) {
-          // The caller left while the set was being granted: given back, as a lease handed to a queued caller that left is.
-          await this.store.release('lock', ids, ownerToken).catch(() => false);
+          // The caller left while the set was being granted: given back, as a lease handed to a queued caller
+          // that left is. A set that could not be given back lives on to its end, so its quota slots must too
+          // (leaseMayBeLive: acquireSet frees them only for a refusal that holds nothing).
+          if (!(await gaveBack(this.store.release('lock', ids, ownerToken)))) {
+            throw new StoreUnavailableError(
+              'the caller left as its lock set was granted, and the set could not be given back: it ends by itself',
+              1000,
+              { outcomeUnknown: true },
+            );
+          }
           signal.throwIfAborted();
         }
         const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });

@@ -36,8 +36,18 @@ describe('watch across a Redis restart without persistence', () => {
     const indexes = await Promise.all(
       keys.map(async (k) => ((await (await fetch(`${base}/v1/locks/${k}`)).json()) as { index: number }).index),
     );
-    // Blocking queries on every key.
-    const watches = keys.map((k, i) => fetch(`${base}/v1/locks/${k}?index=${indexes[i]}&waitMs=25000`));
+    // Blocking queries on every key, asked again with the same index when answered 503 (as the clients'
+    // watch loops do): one may be answered so while Redis restarts, if its read comes before the store's
+    // connection is back.
+    const watch = async (k: string, index: number): Promise<Response> => {
+      for (;;) {
+        const answer = await fetch(`${base}/v1/locks/${k}?index=${index}&waitMs=25000`);
+        if (answer.status !== 503) return answer;
+        await answer.arrayBuffer();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const watches = keys.map((k, i) => watch(k, indexes[i] as number));
     await expect.poll(() => t.locks.changes.size, { timeout: 10_000, interval: 10 }).toBe(keys.length);
 
     await server.restart();

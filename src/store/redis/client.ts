@@ -116,12 +116,17 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     options.onReady?.();
   });
   redis.on('error', (err: Error & { command?: { name?: string } }) => {
-    if (err.command?.name === 'select') refusedDatabase(err);
+    // Only the refusal of the number itself: a SELECT may also meet a BUSY script or a NOAUTH (a password
+    // being rotated), outages to ride out like any other.
+    if (err.command?.name === 'select' && DATABASE_REFUSED.test(err.message)) refusedDatabase(err);
     if (wasReady) options.onLost?.(err);
     wasReady = false;
   });
   return redis;
 }
+
+/** Redis's answer to a SELECT of a database it does not have (7.x: "DB index is out of range"; older: "invalid DB index"). */
+const DATABASE_REFUSED = /DB index is out of range|invalid DB index/i;
 
 /**
  * Redis refused the SELECT of REDIS_URL's database (it has fewer databases): ioredis only reports it and

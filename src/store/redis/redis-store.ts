@@ -105,6 +105,22 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
  * (one per instance, not one per waiter: hand-over messages and watched keys' change notices), replica
  * acknowledgement, listings over every node, the quota slots and the health check.
  */
+/** How long a reconnected subscriber waits for the watch marks to be set again before its watchers read again. */
+const MARK_ALL_WAIT_MS = 1000;
+
+/** `work`, or nothing once `ms` have passed (whichever comes first); the timer keeps no process alive. */
+function atMost(work: Promise<void>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref();
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    work.then(done, done);
+  });
+}
+
 export class RedisStore implements Store {
   readonly kind = 'redis';
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */
@@ -192,9 +208,11 @@ export class RedisStore implements Store {
         for (const listeners of this.changeListeners.values()) for (const listener of listeners) listener();
       };
       // The marks too (Redis may have restarted without its data): a change after the read is announced.
+      // Waited for MARK_ALL_WAIT_MS at most: on a Cluster, marks of locks on a master still down each wait
+      // out the command timeout, and the watchers of every other lock must not wait for them to read again.
       connection
         .subscribe(...channels)
-        .then(() => this.watchMarks.markAll())
+        .then(() => atMost(this.watchMarks.markAll(), MARK_ALL_WAIT_MS))
         .then(readAgain, readAgain);
     });
     this.subscriber.subscribe(this.keys.grantChannelPrefix() + this.instanceId).catch(() => undefined);
