@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/test-app.js';
-import { threeStores } from '../helpers/three-stores.js';
+import { buildTestApp, type TestApp } from '../../helpers/test-app.js';
+import { threeStores } from '../../helpers/three-stores.js';
 
 /** An answer's fields, read as the API documents them. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
