@@ -1,5 +1,8 @@
 import type { components } from './openapi-types.js';
 
+/** The statuses a call is retried on (see KeyholderError.retryable). */
+const RETRIED_STATUSES: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
+
 /** An application/problem+json body as the server sends it (RFC 9457 plus `code`). */
 export type Problem = components['schemas']['Problem'];
 /** The server's stable error codes. */
@@ -36,8 +39,7 @@ export class KeyholderError extends Error {
    * lost connection does, e.g. while an instance restarts.)
    */
   get retryable(): boolean {
-    const status = this.status;
-    return this.code === 'unreachable' || status === 503 || status === 429 || status === 408 || status === 502 || status === 504;
+    return this.code === 'unreachable' || (this.status !== undefined && RETRIED_STATUSES.has(this.status));
   }
 }
 

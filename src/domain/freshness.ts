@@ -52,6 +52,16 @@ export function gaveBack(giveBack: Promise<unknown>): Promise<boolean> {
 }
 
 /**
+ * Gives back the lease of a caller that left as it was granted (nobody would use or release it). A
+ * give-back that fails leaves the lease to live on to its end, so its quota slot must too: thrown as a
+ * StoreUnavailableError whose outcome is unknown (`message`: what could not be given back), which
+ * leaseMayBeLive keeps counting. Resolves when it was given back; the caller then answers the abort.
+ */
+export async function giveBackForCallerGone(giveBack: Promise<unknown>, message: string): Promise<void> {
+  if (!(await gaveBack(giveBack))) throw new StoreUnavailableError(message, 1000, { outcomeUnknown: true });
+}
+
+/**
  * The late-grant guard. If the store's answer arrived late, the lease it describes may have run out
  * while the reply was in flight; reporting it as held would let two callers believe they hold the
  * lock. The guard gives the lease back and answers 503 instead: `overloaded` when this process's own

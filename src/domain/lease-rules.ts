@@ -1,8 +1,8 @@
 import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
-import { InvalidRequestError, isDomainError, keptLease, NotOwnerError, StoreUnavailableError, WaitAbortedError } from './errors.js';
-import { type FreshnessGuard, gaveBack } from './freshness.js';
+import { InvalidRequestError, isDomainError, keptLease, NotOwnerError, WaitAbortedError } from './errors.js';
+import { type FreshnessGuard, giveBackForCallerGone } from './freshness.js';
 import type { LeaseLimits } from './limits.js';
 import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
 import { measure } from './measure.js';
@@ -182,8 +182,7 @@ export class LeaseRules {
         // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting.
         if (wait.idempotent === true) throw keptLease(new WaitAbortedError());
         // Not given back: the lease lives on to its end, so its quota slot must too (leaseMayBeLive).
-        if (!(await gaveBack(this.parts.giveBack(id, ownerToken))))
-          throw new StoreUnavailableError('the caller left and its lease could not be given back', 1000, { outcomeUnknown: true });
+        await giveBackForCallerGone(this.parts.giveBack(id, ownerToken), 'the caller left and its lease could not be given back');
         throw new WaitAbortedError();
       }
       await freshness.refuseIfLate(

@@ -9,9 +9,8 @@ import {
   NotOwnerError,
   QuotaExceededError,
   ShuttingDownError,
-  StoreUnavailableError,
 } from './errors.js';
-import { type DecidedLease, FreshnessGuard, gaveBack, isFresh, type KeptBecause } from './freshness.js';
+import { type DecidedLease, FreshnessGuard, giveBackForCallerGone, isFresh, type KeptBecause } from './freshness.js';
 import { idempotencyKeyOf } from './idempotency.js';
 import {
   type HeldQuery,
@@ -163,6 +162,24 @@ export const MAX_RELEASE_REASON = 200;
 
 /** 16: enough for a transfer between a handful of accounts; a set is one script over all its keys. */
 export const MAX_LOCK_SET_KEYS = 16;
+
+/**
+ * The late-answer rule with the quota: a lease given back takes its quota slots with it (`freeSlots`), as
+ * after the store's answer; one that may live on (kept, or its give-back failed) keeps them counting.
+ */
+async function refuseIfLateFreeing(
+  guard: FreshnessGuard,
+  lease: DecidedLease,
+  keep: { readonly keep: KeptBecause } | undefined,
+  freeSlots: () => Promise<void>,
+): Promise<void> {
+  try {
+    await guard.refuseIfLate(lease, keep);
+  } catch (error) {
+    if (!leaseMayBeLive(error)) await freeSlots();
+    throw error;
+  }
+}
 
 /**
  * The lease engine's rules, for every primitive: TTL, wait and lock-delay bounds, owner tokens, the
@@ -538,14 +555,9 @@ export class LeaseService {
     if (lease.keys === undefined) {
       const lane = this.lane(kind);
       const id = lockId(namespace, key);
-      try {
-        await lane.freshness.refuseIfLate({ id, ownerToken, ttlMs, decidedAt }, keep);
-      } catch (error) {
-        // A lease given back takes its quota slot with it, as after the store's answer; one that may
-        // live on keeps counting.
-        if (!leaseMayBeLive(error)) await lane.quota.free(namespace, ownerToken, id);
-        throw error;
-      }
+      await refuseIfLateFreeing(lane.freshness, { id, ownerToken, ttlMs, decidedAt }, keep, () =>
+        lane.quota.free(namespace, ownerToken, id),
+      );
       return;
     }
     // A lock set: a late grant gives back every key of the set (and their quota slots), a late renewal
@@ -562,12 +574,7 @@ export class LeaseService {
     keep: { readonly keep: KeptBecause } | undefined,
   ): Promise<void> {
     const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, lease.ownerToken) });
-    try {
-      await guard.refuseIfLate(lease, keep);
-    } catch (error) {
-      if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, lease.ownerToken, ids);
-      throw error;
-    }
+    await refuseIfLateFreeing(guard, lease, keep, () => this.freeQuotaSlots(namespace, lease.ownerToken, ids));
   }
 
   /**
@@ -630,15 +637,12 @@ export class LeaseService {
       if (outcome.acquired) {
         if (signal?.aborted === true) {
           // The caller left while the set was being granted: given back, as a lease handed to a queued caller
-          // that left is. A set that could not be given back lives on to its end, so its quota slots must too
-          // (leaseMayBeLive: acquireSet frees them only for a refusal that holds nothing).
-          if (!(await gaveBack(this.store.release('lock', ids, ownerToken)))) {
-            throw new StoreUnavailableError(
-              'the caller left as its lock set was granted, and the set could not be given back: it ends by itself',
-              1000,
-              { outcomeUnknown: true },
-            );
-          }
+          // that left is (one that could not be given back keeps its quota slots: acquireSet frees them only
+          // for a refusal that holds nothing).
+          await giveBackForCallerGone(
+            this.store.release('lock', ids, ownerToken),
+            'the caller left as its lock set was granted, and the set could not be given back: it ends by itself',
+          );
           signal.throwIfAborted();
         }
         const guard = new FreshnessGuard({ release: () => this.store.release('lock', ids, ownerToken) });

@@ -223,7 +223,12 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
       if (!entry.checking && entry.last !== view) {
         // Watchers already waiting at another index: this read found a change nothing announced (an
         // expiry read before the lease-end timer fired, which remember replaces). Check them now.
-        const behind = [...entry.watchers].some((w) => w.index !== view.index);
+        let behind = false;
+        for (const w of entry.watchers) {
+          if (w.index === view.index) continue;
+          behind = true;
+          break;
+        }
         this.remember(id, entry, view);
         if (behind) void this.check(id, entry);
       }

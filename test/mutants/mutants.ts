@@ -168,8 +168,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'late-write-slot-kept',
     file: 'src/domain/lease-service.ts',
-    find: 'if (!leaseMayBeLive(error)) await lane.quota.free(namespace, ownerToken, id);',
-    replace: 'void leaseMayBeLive;',
+    find: 'lane.quota.free(namespace, ownerToken, id),',
+    replace: 'Promise.resolve(),',
     what: "a grant refused and given back as its answer left keeps its quota slot to the lease's end: the namespace is refused below its cap (every primitive, embedded store)",
   },
   {
@@ -259,8 +259,8 @@ export const PLANTED_MUTANTS: readonly PlantedMutant[] = [
   {
     id: 'waiter-left-lease-kept',
     file: 'src/domain/lease-rules.ts',
-    find: 'gaveBack(this.parts.giveBack(id, ownerToken))',
-    replace: 'gaveBack(Promise.resolve(false))',
+    find: 'giveBackForCallerGone(this.parts.giveBack(id, ownerToken),',
+    replace: 'giveBackForCallerGone(Promise.resolve(false),',
     what: 'lease not given back when the waiting caller left as it was granted (every primitive)',
   },
   {

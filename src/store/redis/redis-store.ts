@@ -95,16 +95,6 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
   return { node, scan };
 }
 
-/**
- * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
- * keyholder instances can share one Redis.
- *
- * One lease engine (redis-leases.ts) serves every primitive, with the lock scripts as its documented
- * capacity-1 fast path; `leases` is that engine as the domain's port (lease-port.ts). This
- * class holds what the engine runs on: the connection and its guard (call), the subscriber connection
- * (one per instance, not one per waiter: hand-over messages and watched keys' change notices), replica
- * acknowledgement, listings over every node, the quota slots and the health check.
- */
 /** How long a reconnected subscriber waits for the watch marks to be set again before its watchers read again. */
 const MARK_ALL_WAIT_MS = 1000;
 
@@ -121,6 +111,16 @@ function atMost(work: Promise<void>, ms: number): Promise<void> {
   });
 }
 
+/**
+ * The Redis store: every operation is one Lua script, so check-and-set is atomic in Redis. Any number of
+ * keyholder instances can share one Redis.
+ *
+ * One lease engine (redis-leases.ts) serves every primitive, with the lock scripts as its documented
+ * capacity-1 fast path; `leases` is that engine as the domain's port (lease-port.ts). This
+ * class holds what the engine runs on: the connection and its guard (call), the subscriber connection
+ * (one per instance, not one per waiter: hand-over messages and watched keys' change notices), replica
+ * acknowledgement, listings over every node, the quota slots and the health check.
+ */
 export class RedisStore implements Store {
   readonly kind = 'redis';
   /** Watch: change channel -> its listeners. One SUBSCRIBE per watched key per instance. */

@@ -251,15 +251,19 @@ export class WaitRoom<O> {
 
   private onTimeout(waiter: LocalWaiter<O>): void {
     if (waiter.state !== 'waiting') return;
+    // Time left on the lease as of now (the cancel ran on the Redis clock), not as of the last visit.
+    this.cancelAndAnswer(waiter, (reply) => this.ops.notGranted(Math.max(1, reply.retryAfterMs)));
+  }
+
+  /**
+   * Takes a waiter out of the store's queue and answers it: with the lease handed to it meanwhile, if one
+   * was (granted just as it left: the caller gets the lock), else with `notHeld`'s answer or error.
+   */
+  private cancelAndAnswer(waiter: LocalWaiter<O>, notHeld: (reply: Extract<CancelReply, { held: false }>) => O): void {
     this.leave(waiter);
     this.ops
       .cancel(waiter)
-      .then(async (reply): Promise<O> => {
-        // Granted just as the wait ran out: the caller gets the lock rather than a 409.
-        if (reply.held) return this.ops.confirm(waiter);
-        // Time left on the lease as of now (the cancel ran on the Redis clock), not as of the last visit.
-        return this.ops.notGranted(Math.max(1, reply.retryAfterMs));
-      })
+      .then(async (reply): Promise<O> => (reply.held ? this.ops.confirm(waiter) : notHeld(reply)))
       .then(
         (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
         (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
@@ -291,18 +295,9 @@ export class WaitRoom<O> {
   private lost(id: string): void {
     const waiter = this.waiters.get(id);
     if (!waiter || waiter.state !== 'waiting' || waiter.deadline - performance.now() <= HEARTBEAT_INTERVAL_MS) return;
-    this.leave(waiter);
-    this.ops
-      .cancel(waiter)
-      .then(async (reply): Promise<O> => {
-        // Granted after all (between the visit and this cancel): delivered as any grant.
-        if (reply.held) return this.ops.confirm(waiter);
-        throw new StoreUnavailableError("the caller's place in the queue was lost while the store was out of reach: ask again", 1000);
-      })
-      .then(
-        (outcome) => this.finish(waiter, () => waiter.resolve(outcome)),
-        (err: unknown) => this.finish(waiter, () => waiter.reject(err)),
-      );
+    this.cancelAndAnswer(waiter, () => {
+      throw new StoreUnavailableError("the caller's place in the queue was lost while the store was out of reach: ask again", 1000);
+    });
   }
 
   /** Takes a waiter that leaves out of the store's queue, and gives back a lease handed to it meanwhile. */
