@@ -700,7 +700,7 @@ async function runChain(task: ChainTask): Promise<ChainResult> {
     redis.disconnect();
   }
   const total = Object.values(breakdown).reduce((a, b) => a + b, 0);
-  const scriptCalls = (breakdown.evalsha ?? 0) + (breakdown.eval ?? 0);
+  const scriptCalls = (breakdown.evalsha ?? 0) + (breakdown.eval ?? 0) + (breakdown.fcall ?? 0);
   return {
     waiters: task.waiters,
     overloadedRetries,

@@ -112,7 +112,7 @@ export interface LoopResult {
   readonly redisIoCalls?: number;
   /**
    * Calls per Redis command in the measured window (INFO commandstats deltas, the reads themselves
-   * left out). Commands a script runs are counted under their own names, the script under evalsha.
+   * left out). Commands a script runs are counted under their own names, the script under evalsha (or fcall: the lock pair's functions).
    */
   readonly redisCommands?: Record<string, number>;
   /** Hot key only: next waiter's 200 after the release was sent / after the release was answered. */

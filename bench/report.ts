@@ -445,6 +445,8 @@ export function targets(report: Report): Target[] {
 const TOP_LEVEL_ONLY = new Set([
   'evalsha',
   'eval',
+  'fcall',
+  'function|load',
   'ping',
   'wait',
   'scan',

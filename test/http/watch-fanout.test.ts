@@ -36,7 +36,7 @@ afterAll(async () => {
 const HOUSEKEEPING = new Set(['info', 'subscribe', 'unsubscribe', 'config', 'slowlog']);
 
 /**
- * The script calls (EVAL, EVALSHA) Redis ran since `startScriptLog`, from its slow log with every
+ * The script and function calls (EVAL, EVALSHA, FCALL) Redis ran since `startScriptLog`, from its slow log with every
  * command logged: each change and each state read is one, whatever it runs inside. A watch-mark renewal
  * (one key: the lock's record; every mark is renewed every 10 s at a time of its own, so one may fall in
  * the window) belongs to no change: counted apart. Every other script here names 3 or more keys.
@@ -56,7 +56,7 @@ async function scriptsRun(): Promise<{ changes: number; markRenewals: number }> 
   const client = redis.client();
   try {
     const entries = (await client.slowlog('GET', -1)) as Array<[number, number, number, string[]]>;
-    const scripts = entries.map((e) => e[3]).filter((args) => /^eval(sha)?$/i.test(args[0] ?? ''));
+    const scripts = entries.map((e) => e[3]).filter((args) => /^(eval(sha)?|fcall)$/i.test(args[0] ?? ''));
     const markRenewals = scripts.filter((args) => args[2] === '1').length;
     return { changes: scripts.length - markRenewals, markRenewals };
   } finally {

@@ -5,7 +5,8 @@ import { RedisRateAllowance } from '../../src/store/redis/rate-allowance.js';
 import { int, useScriptServer } from '../helpers/script-server.js';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { isCompactRecord, lockField, lockFields, setLockFields } from '../helpers/lock-record.js';
-import { loadScript, withEcho } from '../../src/store/redis/scripts.js';
+import { defineScripts, functionLibrary, loadScript, withEcho, type Scripts } from '../../src/store/redis/scripts.js';
+import { Redis } from 'ioredis';
 import { ownerTokenHex } from '../../src/store/redis/owner-bytes.js';
 
 /**
@@ -911,26 +912,117 @@ describe('the script table on the connection', () => {
     expect(reply).toEqual(['the-nonce', [2, 'b']]);
   });
 
-  /** Calls of EVAL and EVALSHA since the last CONFIG RESETSTAT, failed ones included. */
-  async function evalCalls(): Promise<{ eval: number; evalsha: number; evalshaFailed: number }> {
+  /** Calls of a command since the last CONFIG RESETSTAT: answered, failed and rejected (refused before it ran). */
+  async function callsOf(command: string): Promise<{ calls: number; failed: number; rejected: number }> {
     const info = await lua.raw.info('commandstats');
-    const stat = (command: string, field: string) => Number(new RegExp(`cmdstat_${command}:.*\\b${field}=(\\d+)`).exec(info)?.[1] ?? 0);
-    return { eval: stat('eval', 'calls'), evalsha: stat('evalsha', 'calls'), evalshaFailed: stat('evalsha', 'failed_calls') };
+    const stat = (field: string) => Number(new RegExp(`cmdstat_${command}:.*\\b${field}=(\\d+)`).exec(info)?.[1] ?? 0);
+    return { calls: stat('calls'), failed: stat('failed_calls'), rejected: stat('rejected_calls') };
   }
 
+  async function evalCalls(): Promise<{ eval: number; evalsha: number; evalshaFailed: number }> {
+    const [evalStats, evalsha] = [await callsOf('eval'), await callsOf('evalsha')];
+    return { eval: evalStats.calls, evalsha: evalsha.calls, evalshaFailed: evalsha.failed };
+  }
+
+  const inspect = () => lua.scripts.run('inspect', { keys });
+
   it('a script cache flushed under the open connection costs one NOSCRIPT, answered by sending the source again', async () => {
-    expect(await acquire('owner-before')).toEqual([1, int, int]);
-    expect(await release('owner-before')).toEqual(1);
+    // inspect runs as a script (EVAL, then EVALSHA on this socket); the lock pair runs as functions (below).
+    expect(await inspect()).toEqual([0, 0, 0]);
     await lua.raw.script('FLUSH');
     await lua.raw.config('RESETSTAT');
-    // Each script's first call after the flush is refused NOSCRIPT and sent again with its source.
-    expect(await acquire('owner-after')).toEqual([1, int, int]);
-    expect(await release('owner-after')).toEqual(1);
-    expect(await evalCalls()).toMatchObject({ eval: 2, evalshaFailed: 2 });
+    // The script's first call after the flush is refused NOSCRIPT and sent again with its source.
+    expect(await inspect()).toEqual([0, 0, 0]);
+    expect(await evalCalls()).toMatchObject({ eval: 1, evalshaFailed: 1 });
     // From then on, the script is called by its hash alone.
-    expect(await acquire('owner-next')).toEqual([1, int, int]);
-    expect(await release('owner-next')).toEqual(1);
-    expect(await evalCalls()).toMatchObject({ eval: 2, evalsha: 4, evalshaFailed: 2 });
+    expect(await inspect()).toEqual([0, 0, 0]);
+    expect(await evalCalls()).toMatchObject({ eval: 1, evalsha: 2, evalshaFailed: 1 });
+  });
+
+  describe('the lock pair and renew as Redis functions (FUNCTION_SCRIPTS)', () => {
+    const pairOn = async (scripts: Scripts, owner: string) => {
+      const run = <N extends 'acquire' | 'release'>(name: N, args: Parameters<Scripts['run']>[1]) => scripts.run(name, args as never);
+      const granted = await run('acquire', {
+        ...handOver,
+        lockName,
+        keys,
+        ownerToken: owner,
+        ttlMs: 10_000,
+        holder: '',
+        idempotencyKey: '',
+        waitMs: 0,
+        waiterId: '-',
+        instanceId: 'inst-a',
+        maxWaiters: 10,
+        livenessMs: 3_000,
+        maxQuotaSlots: 0,
+      });
+      return { granted, released: await run('release', { ...handOver, lockName, keys, ownerToken: owner }) };
+    };
+
+    it('called with FCALL once a connection has sent the library (FUNCTION LOAD, once per connection)', async () => {
+      const client = lua.server.client();
+      try {
+        const scripts = defineScripts(client);
+        await lua.raw.config('RESETSTAT');
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        expect(await callsOf('fcall')).toEqual({ calls: 4, failed: 0, rejected: 0 });
+        expect(await evalCalls()).toEqual({ eval: 0, evalsha: 0, evalshaFailed: 0 });
+        // This connection's load: another connection (the file's own) loaded this version first, so Redis
+        // answered "already exists", which is as good.
+        expect((await callsOf('function\\|load')).calls).toBe(1);
+        const library = functionLibrary();
+        const listed = (await lua.raw.call('FUNCTION', 'LIST', 'LIBRARYNAME', library.name)) as unknown[];
+        expect(listed).toHaveLength(1);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    it('a library flushed under the open connection costs one refused FCALL, answered as an EVAL, and is sent again', async () => {
+      const client = lua.server.client();
+      try {
+        const scripts = defineScripts(client);
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        await lua.raw.call('FUNCTION', 'FLUSH');
+        await lua.raw.config('RESETSTAT');
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        const fcall = await callsOf('fcall');
+        // The acquire's FCALL is refused (the library is gone) and answered through EVAL; the release is
+        // written after the library was sent again, and is an FCALL.
+        expect(fcall.calls).toBe(2);
+        expect(fcall.failed + fcall.rejected).toBe(1);
+        expect((await callsOf('eval')).calls).toBe(1);
+        expect((await callsOf('function\\|load')).calls).toBe(1);
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        expect((await callsOf('fcall')).calls).toBe(4);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    it('where FUNCTION and FCALL are not allowed (an ACL without them, as on a Redis before 7), the pair runs as scripts', async () => {
+      await lua.raw.call('ACL', 'SETUSER', 'scripts-only', 'on', 'nopass', '~*', '&*', '+@all', '-function', '-fcall');
+      const url = new URL(lua.server.url);
+      url.username = 'scripts-only';
+      const client = new Redis(url.toString());
+      try {
+        const scripts = defineScripts(client);
+        await lua.raw.config('RESETSTAT');
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+        // At most the first call went as an FCALL (written behind the refused load) and was refused before
+        // it ran; every other call went as a script.
+        const fcall = await callsOf('fcall');
+        expect(fcall.calls).toBe(0);
+        expect(fcall.rejected).toBeLessThanOrEqual(1);
+        expect((await callsOf('evalsha')).calls).toBe(2);
+      } finally {
+        client.disconnect();
+        await lua.raw.call('ACL', 'DELUSER', 'scripts-only');
+      }
+    });
   });
 
   it('a call hands its arguments to the command as built: no Array.prototype.flat copy (about 3 us per acquire on Node 20)', async () => {

@@ -4,7 +4,7 @@ import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { Cluster, Command as RedisCommand, Redis } from 'ioredis';
+import { Cluster, Command as RedisCommand, Redis, ReplyError } from 'ioredis';
 import type { RedisClient } from './client.js';
 import { masterGate } from './nodes.js';
 import { ownerTokenHex } from './owner-bytes.js';
@@ -371,6 +371,12 @@ const INCLUDE = /^--- @include "([\w-]+)"$/gm;
  * include. The helpers the script never calls are then left out (withoutUnusedFunctions).
  */
 export function scriptSource(name: ScriptName): string {
+  const expand = includeExpander();
+  return withoutUnusedFunctions(`${loadScript('_common.lua')}\n${expand(loadScript(SCRIPTS[name].file))}`);
+}
+
+/** Replaces each include line by its file (and that file's includes), each file once per expander. */
+function includeExpander(): (text: string) => string {
   const included = new Set<string>();
   const expand = (text: string): string =>
     text.replace(INCLUDE, (_line, include: string) => {
@@ -378,7 +384,83 @@ export function scriptSource(name: ScriptName): string {
       included.add(include);
       return expand(loadScript(`${include}.lua`));
     });
-  return withoutUnusedFunctions(`${loadScript('_common.lua')}\n${expand(loadScript(SCRIPTS[name].file))}`);
+  return expand;
+}
+
+/**
+ * The scripts a lock's hot path runs (a pair's acquire and release, and renew), loaded into Redis as one
+ * function library where the server allows it (FUNCTION LOAD, Redis 7) and then called with FCALL.
+ *
+ * Why: Redis runs an EVAL script's whole text on every call, so every helper of the includes is made
+ * anew as a closure each time, however little of it the call uses. A library's top level runs once, at
+ * its load: its helpers live as long as the library, and a call runs only its own function. Measured on
+ * Redis 7.0 (callgrind, 2,000 acquire + release pairs): 312k against 276k instructions per pair; Redis
+ * time per pair (INFO commandstats, 30,000 pairs, 5 rounds interleaved) 29.2-31.6 against 26.5-29.1 us.
+ */
+export const FUNCTION_SCRIPTS = ['acquire', 'release', 'renew'] as const satisfies readonly ScriptName[];
+export type FunctionScript = (typeof FUNCTION_SCRIPTS)[number];
+
+/** _common.lua's clock read, which an EVAL script runs at its start; a library runs it at each call's. */
+const CLOCK_READ = /^do\n {2}local t = redis\.call\('TIME'\)\n([^]*?)^end\n/m;
+/**
+ * The includes' top-level values that a call sets (the rest are helpers, made once): a library keeps them
+ * between calls, so each call starts them afresh, as an EVAL script's run would. publishedChanges is the
+ * one that must (a second notice of a lock in a later call would be taken for a repeat); the owner
+ * token's text and bytes would still read right, but are not left from another caller.
+ */
+const PER_CALL_VALUES = ['knownText', 'knownBytes', 'publishedChanges'] as const;
+
+export interface FunctionLibrary {
+  /** keyholder_ and 16 hex digits of the source's SHA1: a version's library never clashes with another's. */
+  readonly name: string;
+  readonly source: string;
+  /** Each script's function name (FCALL's first argument). */
+  readonly functions: Readonly<Record<FunctionScript, string>>;
+}
+
+/**
+ * The hot path's library: _common.lua (its clock read made a function run at each call), the includes
+ * the scripts use (each once), then each script's file as a function of (KEYS, ARGV) and a registered
+ * function that reads the clock, starts PER_CALL_VALUES afresh, takes the nonce off ARGV and answers
+ * {nonce, reply}, as withEcho does for an EVAL script.
+ */
+export function functionLibrary(): FunctionLibrary {
+  const common = loadScript('_common.lua');
+  const clock = CLOCK_READ.exec(common);
+  if (clock === null)
+    throw new Error("_common.lua: its clock read (do ... redis.call('TIME') ... end) is not where the library expects it");
+  const expand = includeExpander();
+  const bodies = FUNCTION_SCRIPTS.map((script) => {
+    const file = loadScript(SCRIPTS[script].file);
+    const includes = (file.match(INCLUDE) ?? []).map((line) => expand(line)).join('\n');
+    return { script, includes, body: file.replace(INCLUDE, '') };
+  });
+  const helpers = `${common.replace(CLOCK_READ, '')}\n${bodies.map((b) => b.includes).join('\n')}`;
+  for (const value of PER_CALL_VALUES) {
+    if (!new RegExp(`^local [\\w, ]*\\b${value}\\b`, 'm').test(helpers)) throw new Error(`function library: ${value} is not declared`);
+  }
+  const code = [
+    helpers,
+    `local function readClock()\n  local t = redis.call('TIME')\n${clock[1]}end`,
+    ...bodies.map(({ script, body }) => `local function ${script}Script(KEYS, ARGV)\n${body}\nend`),
+    [
+      'local function entry(script)',
+      '  return function(KEYS, ARGV)',
+      '    readClock()',
+      `    ${PER_CALL_VALUES.join(', ')} = ${PER_CALL_VALUES.map(() => 'nil').join(', ')}`,
+      '    local n = #ARGV',
+      '    local nonce = ARGV[n]',
+      '    ARGV[n] = nil',
+      '    local reply = script(KEYS, ARGV)',
+      '    return {nonce, reply}',
+      '  end',
+      'end',
+    ].join('\n'),
+  ].join('\n');
+  const name = `keyholder_${createHash('sha1').update(code).digest('hex').slice(0, 16)}`;
+  const functions = Object.fromEntries(FUNCTION_SCRIPTS.map((script) => [script, `${name}_${script}`])) as Record<FunctionScript, string>;
+  const registered = FUNCTION_SCRIPTS.map((script) => `redis.register_function('${functions[script]}', entry(${script}Script))`);
+  return { name, functions, source: `#!lua name=${name}\n${withoutUnusedFunctions(`${code}\n${registered.join('\n')}`)}\n` };
 }
 
 /** A top-level helper as the script files write them: `local function name(` at the line start, up to the first `end` line. */
@@ -489,7 +571,7 @@ export function defineScripts(redis: RedisClient, options: { masterWaitMs?: numb
     }
   }
   const writes = tickBatcher(redis);
-  const direct = directSender(redis, sources);
+  const direct = directSender(redis, sources, functionLibrary());
   const gate = options.masterWaitMs === undefined ? null : masterGate(redis, options.masterWaitMs);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce = false): Promise<unknown> {
@@ -509,8 +591,9 @@ export function defineScripts(redis: RedisClient, options: { masterWaitMs?: numb
           if (atOnce) writes.flush();
           raw = await sent;
         } catch (err) {
-          if (!isNoScript(err)) throw err;
-          // A copy: the first command owns argv (its numbers made strings, its SHA1 maybe replaced by the source).
+          if (!isNoScript(err) && !direct.functionMissing(err)) throw err;
+          // A copy: the first command owns argv (its numbers made strings, its SHA1 maybe replaced by the source
+          // or a function's name). Nothing ran: Redis refused the call before the script or function started.
           raw = await direct.send(name, argv.slice(), true);
         }
         return unwrapEcho(name, raw, nonce);
@@ -532,24 +615,76 @@ export function defineScripts(redis: RedisClient, options: { masterWaitMs?: numb
 /** The NOSCRIPT error: Redis no longer has the script (its cache was flushed); EVAL sends it again. */
 const isNoScript = (err: unknown): boolean => err instanceof Error && err.message.includes('NOSCRIPT');
 
+/** FCALL refused: the library is gone (FUNCTION FLUSH, a restart without persistence) or FCALL is not allowed here. */
+const FUNCTION_REFUSED = /Function not found|unknown command .?fcall|NOPERM.*fcall/i;
+/** Of those, the ones that last: a Redis before 7 or a user whose ACL lacks FCALL. */
+const FUNCTIONS_UNAVAILABLE = /unknown command|NOPERM/i;
+
 /**
  * On one Redis connection without auto-pipelining or an ioredis key prefix (how the store connects to a
- * single Redis), a script call is one EVALSHA command sent straight to the client: the same command and
- * reply as through the `kh<Name>` command ioredis defines, without the extra promise that command chains
- * onto every call (for its NOSCRIPT retry, done here only when that error comes) and the copies of the
- * arguments it makes. As in ioredis, the first call of a script on each socket is an EVAL carrying its
- * source, so a new connection (after a Redis restart) never gets NOSCRIPT; a cache flushed under an open
- * connection answers NOSCRIPT once, and the call is sent again as an EVAL. Null: use the defined commands.
+ * single Redis, directly or through Sentinel), a script call is one command sent straight to the client:
+ * the same command and reply as through the `kh<Name>` command ioredis defines, without the extra
+ * promise that command chains onto every call (for its NOSCRIPT retry, done here only when that error
+ * comes) and the copies of the arguments it makes. As in ioredis, the first call of a script on each
+ * socket is an EVAL carrying its source, so a new connection (after a Redis restart) never gets NOSCRIPT;
+ * a cache flushed under an open connection answers NOSCRIPT once, and the call is sent again as an EVAL.
+ *
+ * The hot path's scripts (FUNCTION_SCRIPTS) are called as functions (FCALL) on a socket that has been
+ * sent the library (FUNCTION LOAD, once per socket, written ahead of the call that first needs it; a
+ * library already there, loaded by another instance or before a failover, is as good). Whether a call
+ * is an FCALL or an EVALSHA is decided as it is written, by its socket: a call written to a socket the
+ * library was not sent on (a reconnect in between) goes as a script. A load Redis refuses (Redis 6, an
+ * ACL without FUNCTION) turns functions off for this client: the calls written after it are refused
+ * (FUNCTION_REFUSED, before anything runs) and sent again as EVAL, and later ones go as scripts. A
+ * library gone under an open socket (FUNCTION FLUSH) is sent again before the next call. Null: use the
+ * defined commands.
  */
-function directSender(redis: RedisClient, sources: Record<ScriptName, string>): DirectSender | null {
+function directSender(redis: RedisClient, sources: Record<ScriptName, string>, library: FunctionLibrary): DirectSender | null {
   if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true || redis.options.keyPrefix) return null;
+  const client = redis;
   const shas = {} as Record<ScriptName, string>;
   const loaded = {} as Record<ScriptName, WeakSet<object>>;
   for (const name of Object.keys(sources) as ScriptName[]) {
     shas[name] = createHash('sha1').update(sources[name]).digest('hex');
     loaded[name] = new WeakSet();
   }
-  /** EVALSHA, or EVAL with the source on a socket that has not run this script yet. */
+  const functionOf: Partial<Record<ScriptName, string>> = library.functions;
+  /** The sockets the library was written to; `loading`: a load is on its way to the current one. */
+  let librarySent = new WeakSet<object>();
+  let loading = false;
+  let functionsOff = false;
+
+  /** FUNCTION LOAD of the library; marks its socket as it is written, so every call written after it may be an FCALL. */
+  class LibraryLoad extends RedisCommand {
+    constructor() {
+      super('function', ['LOAD', library.source], { replyEncoding: 'utf8' });
+    }
+
+    override toWritable(socket: object): string | Buffer {
+      librarySent.add(socket);
+      loading = false;
+      return super.toWritable(socket);
+    }
+  }
+
+  /** Sends the library ahead of the next call unless the current socket has it or a load is already on its way. */
+  function loadLibrary(): void {
+    if (functionsOff || loading || (client.stream !== undefined && librarySent.has(client.stream))) return;
+    loading = true;
+    const load = new LibraryLoad();
+    load.promise.catch((err: unknown) => {
+      loading = false;
+      // Another instance (or this one, before a reconnect) loaded this version: as good as ours. A
+      // connection lost under the load (not a reply) says nothing of Redis: the next socket is sent it.
+      if (!(err instanceof ReplyError) || (err as Error).message.includes('already exists')) return;
+      // Redis refused it (an old Redis, an ACL, no memory): scripts from here on; the calls written behind
+      // the load are refused and sent again as EVAL (functionMissing).
+      functionsOff = true;
+    });
+    void client.sendCommand(load);
+  }
+
+  /** EVALSHA, EVAL with the source on a socket that has not run this script yet, or FCALL (see above). */
   class ScriptCommand extends RedisCommand {
     /**
      * Takes `args` as they are (this command owns the array from here on). ioredis's constructor copies
@@ -560,23 +695,29 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
     constructor(
       readonly script: ScriptName,
       args: Arg[],
+      /** Always as an EVAL with the source (a call sent again after NOSCRIPT or a refused FCALL). */
+      private readonly asEval: boolean,
     ) {
       super('evalsha', NO_ARGS, { replyEncoding: 'utf8' });
       this.args = args;
       this.stringifyArguments();
     }
 
-    /** EVAL with the script's source in place of its SHA1. */
-    carrySource(): void {
-      this.name = 'eval';
-      this.args[0] = sources[this.script];
-    }
-
     override toWritable(socket: object): string | Buffer {
-      const seen = loaded[this.script];
-      if (!seen.has(socket)) {
+      const fn = functionOf[this.script];
+      if (this.asEval) {
+        this.name = 'eval';
+        this.args[0] = sources[this.script];
+        loaded[this.script].add(socket);
+      } else if (fn !== undefined && !functionsOff && librarySent.has(socket)) {
+        this.name = 'fcall';
+        this.args[0] = fn;
+      } else {
+        // Decided at each write: a call written again after a reconnect goes as that socket allows.
+        const seen = loaded[this.script];
+        this.name = seen.has(socket) ? 'evalsha' : 'eval';
+        this.args[0] = seen.has(socket) ? shas[this.script] : sources[this.script];
         seen.add(socket);
-        this.carrySource();
       }
       // Every argument is a string by now: an Arg is a string or a number, and stringifyArguments made
       // the numbers strings (no Buffer, so none of ioredis's buffer mode).
@@ -586,10 +727,17 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>): 
   return {
     sha: (name) => shas[name],
     send(name, args, asEval) {
-      const command = new ScriptCommand(name, args);
-      if (asEval) command.carrySource();
+      if (!asEval && functionOf[name] !== undefined) loadLibrary();
+      const command = new ScriptCommand(name, args, asEval);
       void redis.sendCommand(command);
       return command.promise;
+    },
+    functionMissing(err) {
+      if (!(err instanceof Error) || !FUNCTION_REFUSED.test(err.message)) return false;
+      if (FUNCTIONS_UNAVAILABLE.test(err.message)) functionsOff = true;
+      // Gone from Redis: sent again before the next call, whatever socket had it.
+      else librarySent = new WeakSet();
+      return true;
     },
   };
 }
@@ -625,8 +773,13 @@ const NO_ARGS: Arg[] = [];
 interface DirectSender {
   /** The SHA1 of the script's source, as EVALSHA names it. */
   sha(name: ScriptName): string;
-  /** Sends EVALSHA (EVAL with the source when `asEval`, or on a socket that has not run it) with `args` (sha, numkeys, keys, args). */
+  /**
+   * Sends FCALL, EVALSHA, or EVAL with the source (when `asEval`, or on a socket that has not run it) with
+   * `args` (sha, numkeys, keys, args; the first replaced by the function's name or the source as sent).
+   */
   send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
+  /** Whether `err` is an FCALL refused before it ran (FUNCTION_REFUSED), which the call survives as an EVAL; notes what it says. */
+  functionMissing(err: unknown): boolean;
 }
 
 /** How script calls reach the socket: batched per turn of the event loop (see tickBatcher). */
