@@ -49,7 +49,13 @@ export async function withRetries<T>(
       const delayMs = retryDelayMs(err.retryAfterMs, n, options);
       if (monotonicNow() + delayMs >= options.deadlineAt) throw err;
       options.onRetry?.({ attempt: n, delayMs, error: err });
-      await sleep(delayMs, undefined, options.signal ? { signal: options.signal } : undefined);
+      try {
+        await sleep(delayMs, undefined, options.signal ? { signal: options.signal } : undefined);
+      } catch (sleepErr) {
+        // The timer rejects with an AbortError of its own; the caller is owed the signal's reason.
+        options.signal?.throwIfAborted();
+        throw sleepErr;
+      }
     }
   }
 }
