@@ -240,7 +240,9 @@ export class KeyholderClient {
   ): Promise<T> {
     const lease = await this.acquire(key, options);
     granted?.(lease);
+    let held = false;
     const hold = async (): Promise<T> => {
+      held = true;
       let result: T;
       try {
         result = await fn(lease);
@@ -252,7 +254,14 @@ export class KeyholderClient {
       if (lease.signal.aborted) throw lease.signal.reason;
       return result;
     };
-    return this.wrapHold ? this.wrapHold(key, hold) : hold();
+    if (!this.wrapHold) return hold();
+    try {
+      return await this.wrapHold(key, hold);
+    } finally {
+      // A wrapHold that never ran the hold (it failed first) left the lease renewing itself for as long as
+      // the process lived: it is given back here instead.
+      if (!held) await lease.release().catch(() => undefined);
+    }
   }
 
   /** One acquire, retried with the same Idempotency-Key; the grant without a Lease around it (no renewing). */
