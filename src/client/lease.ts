@@ -56,6 +56,8 @@ export class Lease {
   private readonly stopController = new AbortController();
   private deadlineTimer: NodeJS.Timeout | undefined;
   private released = false;
+  /** A release gave the lease back or found nothing to give (or keep was called): nothing left to send. */
+  private releaseSettled = false;
   private releaseRequestedValue: ReleaseRequested | null = null;
   private readonly releaseListeners = new Set<(request: ReleaseRequested) => void>();
 
@@ -138,21 +140,24 @@ export class Lease {
   /**
    * Gives the lock back and stops renewing. Resolves once released, or when there is nothing to give back
    * (the lease was lost or expired). Retries an unreachable server until the lease would have ended anyway.
+   * A release that threw gave nothing back for sure: calling it again tries again.
    */
   async release(): Promise<void> {
-    if (this.released) return;
-    // Nothing to give back once lost. Asked before it is marked released: a deadline passed while its
-    // timer has not run is a loss too (see lost).
-    if (this.lost) return;
-    this.released = true;
-    this.stop();
+    if (this.releaseSettled) return;
+    if (!this.released) {
+      // Nothing to give back once lost. Asked before it is marked released: a deadline passed while its
+      // timer has not run is a loss too (see lost).
+      if (this.lost) return;
+      this.released = true;
+      this.stop();
+    }
     try {
       await this.transport.release(this.key, this.ownerToken, this.safeDeadlineAt + this.driftMarginMs);
     } catch (err) {
       // Unreachable until the lease's own end: the store frees it by TTL, so there is nothing left to do.
-      if (err instanceof KeyholderError && err.retryable && monotonicNow() >= this.safeDeadlineAt) return;
-      throw err;
+      if (!(err instanceof KeyholderError && err.retryable && monotonicNow() >= this.safeDeadlineAt)) throw err;
     }
+    this.releaseSettled = true;
   }
 
   /**
@@ -163,6 +168,7 @@ export class Lease {
   keep(): void {
     if (this.released) return;
     this.released = true;
+    this.releaseSettled = true;
     this.stop();
   }
 
