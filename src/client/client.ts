@@ -12,7 +12,7 @@ import {
 import { Lease, type LeaseOptions, type LeaseTransport } from './lease.js';
 import type { components, paths } from './openapi-types.js';
 import * as answers from './schemas.js';
-import { type BackoffOptions, monotonicNow, type RetryEvent, withRetries } from './retry.js';
+import { type BackoffOptions, monotonicNow, pause, type RetryEvent, withRetries } from './retry.js';
 
 export type LockGrant = components['schemas']['LockGrant'];
 export type LockRenewal = components['schemas']['LockRenewal'];
@@ -376,14 +376,17 @@ export class KeyholderClient {
    * aborted, and send `lease.fencingToken` with every write; followers use observe() to learn the leader.
    */
   async campaign(key: string, options: CampaignOptions): Promise<Lease> {
+    const waitMs = options.waitMs ?? 30_000;
     for (;;) {
       options.signal?.throwIfAborted();
       try {
-        return await this.acquire(key, { ...options, waitMs: options.waitMs ?? 30_000 });
+        return await this.acquire(key, { ...options, waitMs });
       } catch (err) {
-        // The turn ran out with someone else still leading: queue again.
-        if (err instanceof LockHeldError) continue;
-        throw err;
+        if (!(err instanceof LockHeldError)) throw err;
+        // The turn ran out with someone else still leading: queue again. A turn that did not wait in the
+        // queue (waitMs 0) asks again when the server says the lock may be free, not at once: a follower
+        // would otherwise send a request per round trip for as long as the leader holds.
+        if (waitMs === 0) await pause(Math.max(err.retryAfterMs ?? 0, 10), options.signal);
       }
     }
   }

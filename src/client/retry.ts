@@ -49,13 +49,18 @@ export async function withRetries<T>(
       const delayMs = retryDelayMs(err.retryAfterMs, n, options);
       if (monotonicNow() + delayMs >= options.deadlineAt) throw err;
       options.onRetry?.({ attempt: n, delayMs, error: err });
-      try {
-        await sleep(delayMs, undefined, options.signal ? { signal: options.signal } : undefined);
-      } catch (sleepErr) {
-        // The timer rejects with an AbortError of its own; the caller is owed the signal's reason.
-        options.signal?.throwIfAborted();
-        throw sleepErr;
-      }
+      await pause(delayMs, options.signal);
     }
+  }
+}
+
+/** Waits `ms`; a signal that aborts meanwhile ends the wait with the signal's reason. */
+export async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal ? { signal } : undefined);
+  } catch (sleepErr) {
+    // The timer rejects with an AbortError of its own; the caller is owed the signal's reason.
+    signal?.throwIfAborted();
+    throw sleepErr;
   }
 }
