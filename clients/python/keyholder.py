@@ -757,6 +757,8 @@ class Lease:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._released = False
+        # Set once a release was answered (or needs no answer): release() then sends nothing more.
+        self._release_done = False
         self._deadline = sent_at + self.ttl_ms / 1000 - self._drift_s
         self._deadline_timer = None
         self._thread = None
@@ -782,18 +784,22 @@ class Lease:
         return max(0.0, self._deadline - time.monotonic())
 
     def release(self):
-        """Gives the lease back and stops renewing; nothing to do if it was already lost."""
+        """Gives the lease back and stops renewing; nothing to do if it was already lost. A release that
+        raised gave nothing back for sure: calling it again sends the release again (once one succeeded,
+        nothing is sent)."""
         with self._lock:
-            if self._released:
+            if self._release_done:
                 return
-            # A safe deadline already passed is a loss even if its timer thread has not run yet (this process
-            # was frozen or starved past it): the work just done may have run unlocked, and must not look done.
-            if time.monotonic() >= self._deadline:
-                self._lose_locked("deadline")
-            self._released = True
-            self._stop.set()
-            if self._deadline_timer:
-                self._deadline_timer.cancel()
+            if not self._released:
+                # A safe deadline already passed is a loss even if its timer thread has not run yet (this
+                # process was frozen or starved past it): the work just done may have run unlocked, and must
+                # not look done.
+                if time.monotonic() >= self._deadline:
+                    self._lose_locked("deadline")
+                self._released = True
+                self._stop.set()
+                if self._deadline_timer:
+                    self._deadline_timer.cancel()
         # The renew thread is not joined: it may be inside a renewal that waits up to the safe deadline, and
         # a renewal that reaches the server after the release is refused (not_owner) and ignored.
         if self.lost.is_set():
@@ -806,6 +812,7 @@ class Lease:
             # Unreachable until the lease's own end: the store frees it by TTL.
             if not (err.retryable and time.monotonic() >= self._deadline):
                 raise
+        self._release_done = True
 
     def _start(self, grant_may_be_older=False):
         # A grant that took longer than a renewal period to arrive is renewed at once (full safe window), as

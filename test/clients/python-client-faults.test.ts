@@ -81,6 +81,12 @@ describe('Python client: transport faults a keyholder answer can meet', { timeou
           res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': at }).end('upstream unavailable');
           return;
         }
+        if (behaviour === 'release-500' && op === 'release' && times.length === 1) {
+          // The first release meets a server error (not retried); the next one is answered.
+          const problem = JSON.stringify({ type: 'urn:keyholder:problem:internal_error', code: 'internal_error', status: 500 });
+          res.writeHead(500, { 'content-type': 'application/problem+json' }).end(problem);
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json' }).end(raw);
       });
     });
@@ -131,6 +137,23 @@ print(json.dumps({"lost": lease.lost.is_set(), "reason": lease.lost_reason}))
     expect(stderr, 'the renew thread died with an uncaught exception').not.toMatch(/Exception in thread/);
     expect(out).toEqual({ lost: false, reason: null });
     expect((seen.get('cut-renew-py:renew') ?? []).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('Python: release() after a release that raised sends the release again (as the TS and Go clients do); once one succeeded, nothing', async () => {
+    const { out } = await runPython(`
+c = keyholder.Client(${JSON.stringify(`${base}/release-500-py`)})
+lease = c.acquire("k", ttl_ms=10000)
+try:
+    lease.release()
+    first = "released"
+except keyholder.KeyholderError as err:
+    first = err.code
+lease.release()
+lease.release()
+print(json.dumps({"first": first, "lost": lease.lost.is_set()}))
+`);
+    expect(out).toEqual({ first: 'internal_error', lost: false });
+    expect(seen.get('release-500-py:release')).toHaveLength(2);
   });
 
   it('TS (reference): Retry-After as an HTTP date is honoured', async () => {
