@@ -398,7 +398,14 @@ function includeExpander(): (text: string) => string {
  * time per pair (INFO commandstats, 30,000 pairs, 5 rounds interleaved) 29.2-31.6 against 26.5-29.1 us. A
  * semaphore's acquire + release (limit 5): 380.4k-382.7k against 338.5k-342.6k instructions.
  */
-export const FUNCTION_SCRIPTS = ['acquire', 'release', 'renew', 'permitAcquire', 'permitRelease', 'permitRenew'] as const satisfies readonly ScriptName[];
+export const FUNCTION_SCRIPTS = [
+  'acquire',
+  'release',
+  'renew',
+  'permitAcquire',
+  'permitRelease',
+  'permitRenew',
+] as const satisfies readonly ScriptName[];
 export type FunctionScript = (typeof FUNCTION_SCRIPTS)[number];
 
 /** _common.lua's clock read, which an EVAL script runs at its start; a library runs it at each call's. */
