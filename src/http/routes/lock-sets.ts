@@ -41,7 +41,7 @@ const releaseRule = routeRule(
 
 export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> = async (app, { lockSets }) => {
   // A grant or renewal is checked once more just before it is written, as a lock's is (fresh-answers.ts).
-  registerFreshAnswers(app, (namespace, lease) => lockSets.confirmFresh(namespace, lease));
+  registerFreshAnswers(app, 'lock', (namespace, lease) => lockSets.confirmFresh(namespace, lease));
   app.post(
     '/v1/lock-sets/acquire',
     {

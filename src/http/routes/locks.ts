@@ -46,7 +46,7 @@ function lockStatus(key: string, view: IndexedView): z.input<typeof LockStatus> 
 
 export const lockRoutes: FastifyPluginAsyncZod<{ locks: LockService }> = async (app, { locks }) => {
   const answers = { shared: new SharedAnswers(LockStatus), status: lockStatus };
-  registerFreshAnswers(app, (namespace, lease) => locks.confirmFresh(namespace, lease));
+  registerFreshAnswers(app, 'lock', (namespace, lease) => locks.confirmFresh(namespace, lease));
   const releases = new ReleasesInFlight();
 
   /**

@@ -114,7 +114,7 @@ export function permitRoutes<Body extends AcquireBody, View>(
       queued: kind.queued,
       immediateShared: true,
     };
-    registerFreshAnswers(app, (namespace, lease) => core.confirmFresh(namespace, lease));
+    registerFreshAnswers(app, primitive, (namespace, lease) => core.confirmFresh(namespace, lease));
 
     app.post(
       `/v1/${names.path}/:key/acquire`,

@@ -1,0 +1,95 @@
+import { afterEach, expect, it, vi } from 'vitest';
+import { LockService } from '../../src/domain/lock-service.js';
+import { LockSetService } from '../../src/domain/lock-sets.js';
+import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+
+/**
+ * Lease history of answers too late to trust (docs/safety.md): a grant given back just before it was
+ * written ended there and then, by a release (no expiry, no lock-delay), and the key was free for the
+ * next caller at once; its history says so.
+ */
+const TTL_MS = 2_000;
+/** Past half the lease (so the answer is late) but well short of its end. */
+const PAUSE_MS = 1_100;
+
+function pause(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    /* the process is stopped */
+  }
+}
+
+/** Makes `method` of `proto` pause the process once, after it has answered. */
+function pauseAfter<T extends object>(proto: T, method: keyof T, ms: number): void {
+  const original = proto[method] as (...args: unknown[]) => Promise<unknown>;
+  let paused = false;
+  vi.spyOn(proto, method as never).mockImplementation(async function (this: unknown, ...args: unknown[]) {
+    const answer = await original.apply(this, args);
+    if (!paused) pause(ms);
+    paused = true;
+    return answer;
+  } as never);
+}
+
+interface Event {
+  type: string;
+  at: string;
+  holder: string | null;
+  expiresAt?: string;
+}
+
+let t: TestApp | undefined;
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await t?.close();
+  t = undefined;
+});
+
+async function historyOf(app: TestApp, key: string): Promise<Event[]> {
+  const res = await app.app.inject({ method: 'GET', url: `/v1/locks/${key}/history` });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json<{ events: Event[] }>().events;
+}
+
+/** Waits until the lease of `event` would have ended had it not been given back. */
+async function pastItsEnd(event: Event | undefined): Promise<void> {
+  const end = Date.parse(event?.expiresAt ?? '');
+  expect(end).toBeGreaterThan(0);
+  await vi.waitFor(() => expect(Date.now()).toBeGreaterThan(end + 50), { timeout: TTL_MS * 3, interval: 50 });
+}
+
+it('a lock grant given back at the write is released in its history: no expiry, no lock-delay, no overlap with the next holder', async () => {
+  t = await buildTestApp();
+  pauseAfter(LockService.prototype, 'acquire', PAUSE_MS);
+  const late = await t.app.inject({
+    method: 'POST',
+    url: '/v1/locks/late/acquire',
+    payload: { ttlMs: TTL_MS, holder: 'late', lockDelayMs: 10_000 },
+  });
+  expect(late.statusCode, late.body).toBe(503);
+  // Given back: free at once, with no lock-delay.
+  const next = await t.app.inject({ method: 'POST', url: '/v1/locks/late/acquire', payload: { ttlMs: 60_000, holder: 'next' } });
+  expect(next.statusCode, next.body).toBe(200);
+  await pastItsEnd((await historyOf(t, 'late'))[0]);
+  const events = await historyOf(t, 'late');
+  expect(events.map((e) => `${e.type}:${e.holder}`)).toEqual(['granted:late', 'released:late', 'granted:next']);
+});
+
+it('a lock set grant given back at the write is released on each of its keys', async () => {
+  t = await buildTestApp();
+  pauseAfter(LockSetService.prototype, 'acquire', PAUSE_MS);
+  const late = await t.app.inject({
+    method: 'POST',
+    url: '/v1/lock-sets/acquire',
+    payload: { keys: ['s1', 's2'], ttlMs: TTL_MS, holder: 'late' },
+  });
+  expect(late.statusCode, late.body).toBe(503);
+  await pastItsEnd((await historyOf(t, 's1'))[0]);
+  for (const key of ['s1', 's2']) {
+    const events = await historyOf(t, key);
+    expect(
+      events.map((e) => `${e.type}:${e.holder}`),
+      key,
+    ).toEqual(['granted:late', 'released:late']);
+  }
+});
