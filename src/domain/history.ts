@@ -606,9 +606,11 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there.
     const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && r.set !== true));
     if (r.kind === 'released' && r.set === true && track === null) continue;
-    // The store refuses the release of a lease that has ended, so a release recorded well after its
-    // lease's end is a lock set's release naming a key this token no longer held: nothing happened.
-    if (r.kind === 'released' && track?.expiresAt != null && r.at > track.expiresAt + CLOCK_SKEW_MS) continue;
+    // The store refuses the release of a lease that has ended, so a lock set's release recorded well after
+    // its lease's end on this key names a key this token no longer held: nothing happened. A lease's own
+    // release the store took ended a live lease, whatever end was recorded for it: a renewal can go
+    // unrecorded (answered too late and kept, or in a batch the store refused).
+    if (r.kind === 'released' && r.set === true && track?.expiresAt != null && r.at > track.expiresAt + CLOCK_SKEW_MS) continue;
     // Nor can it release a lease that already ended (force-released by an operator, or released): a lock
     // set's release naming such a key freed nothing there, and is no second end of that lease.
     if (r.kind === 'released' && r.set === true && track?.end != null) continue;

@@ -1,12 +1,14 @@
 import { afterEach, expect, it, vi } from 'vitest';
 import { LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
+import { MemoryLeases } from '../../src/store/memory/memory-leases.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 
 /**
  * Lease history of answers too late to trust (docs/safety.md): a grant given back just before it was
  * written ended there and then, by a release (no expiry, no lock-delay), and the key was free for the
- * next caller at once; its history says so.
+ * next caller at once; its history says so. A renewal answered too late is refused but kept: the lease
+ * lives on, and its holder's release later on is a release of a live lease (the store took it).
  */
 const TTL_MS = 2_000;
 /** Past half the lease (so the answer is late) but well short of its end. */
@@ -92,4 +94,21 @@ it('a lock set grant given back at the write is released on each of its keys', a
       key,
     ).toEqual(['granted:late', 'released:late']);
   }
+});
+
+it('a lease whose renewal was refused too late but kept, then released by its holder, is shown released, not expired', async () => {
+  t = await buildTestApp();
+  const grant = await t.app.inject({ method: 'POST', url: '/v1/locks/kept/acquire', payload: { ttlMs: 1_000, holder: 'kept' } });
+  expect(grant.statusCode, grant.body).toBe(200);
+  const { ownerToken } = grant.json<{ ownerToken: string }>();
+  // The store renews it, and its answer comes back past half the new TTL: 503, the renewed lease kept.
+  pauseAfter(MemoryLeases.prototype, 'renew', 2_600);
+  const renewal = await t.app.inject({ method: 'POST', url: '/v1/locks/kept/renew', payload: { ownerToken, ttlMs: 5_000 } });
+  expect(renewal.statusCode, renewal.body).toBe(503);
+  expect(renewal.json()).toMatchObject({ detail: expect.stringContaining('kept') });
+  // Past the end the grant gave it (and the clock skew allowed), the lease is still its holder's to release.
+  const release = await t.app.inject({ method: 'POST', url: '/v1/locks/kept/release', payload: { ownerToken } });
+  expect(release.statusCode, release.body).toBe(200);
+  const events = await historyOf(t, 'kept');
+  expect(events.map((e) => `${e.type}:${e.holder}`)).toEqual(['granted:kept', 'released:kept']);
 });

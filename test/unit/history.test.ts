@@ -191,11 +191,22 @@ describe('history timeline', () => {
     expect(timeline([grant(1_000, 2, { waitedMs: 500 }), release(1_005, 2)], 2_100)[0]?.type).toBe('granted');
   });
 
-  it('a release long after its lease expired changed nothing and is left out; one within the clock skew is kept', () => {
-    expect(timeline([grant(1_000, 1), release(3_001, 1)], 10_000).map((e) => e.type)).toStrictEqual(['granted', 'expired']);
-    expect(timeline([grant(1_000, 1), release(3_000, 1)], 10_000).map((e) => [e.type, e.at])).toStrictEqual([
+  it("a lock set's release long after its lease expired on the key changed nothing and is left out; one within the clock skew is kept", () => {
+    const setRelease = (t: number, token: number): HistoryRecord => ({ ...release(t, token), set: true });
+    expect(timeline([grant(1_000, 1, { set: true }), setRelease(3_001, 1)], 10_000).map((e) => e.type)).toStrictEqual([
+      'granted',
+      'expired',
+    ]);
+    expect(timeline([grant(1_000, 1, { set: true }), setRelease(3_000, 1)], 10_000).map((e) => [e.type, e.at])).toStrictEqual([
       ['granted', 1_000],
       ['released', 3_000],
+    ]);
+  });
+
+  it("a lease's own release after its recorded end ended it there: the store took it, so a renewal went unrecorded", () => {
+    expect(timeline([grant(1_000, 1), release(3_001, 1)], 10_000).map((e) => [e.type, e.at, e.heldMs])).toStrictEqual([
+      ['granted', 1_000, undefined],
+      ['released', 3_001, 2_001],
     ]);
   });
 
