@@ -617,6 +617,8 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     const base = { at: r.at, fencingToken: track?.fencingToken ?? r.fencingToken ?? null, holder: track?.holder ?? r.holder ?? null };
     const mode = track?.mode ?? r.mode;
     const extra = mode ? { mode } : {};
+    // A lease's grant recorded again (an Idempotency-Key's retry answered with it): one grant, the first.
+    if (r.kind === 'granted' && track?.grant != null && track.grant !== r) continue;
     if (r.kind === 'granted') {
       entries.push({
         entry: {

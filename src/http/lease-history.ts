@@ -18,7 +18,7 @@ export const HISTORY_PRIMITIVES: Readonly<Record<string, HistoryPrimitive>> = Ob
 const NO_EXTRA = {};
 
 /** A grant as the routes have it: the fields of the domain's grant that history records. */
-type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder' | 'replayed'>;
+type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlMs' | 'expiresAtMs' | 'holder'>;
 
 /**
  * What the routes record, once each answer is decided: the one place that turns an answer into history
@@ -36,8 +36,9 @@ export class LeaseHistory {
     grant: GrantFacts,
     extra: { startedMs?: number; lockDelayMs?: number; mode?: 'read' | 'write'; set?: true } = NO_EXTRA,
   ): void {
-    // A retry answered with the earlier lease for its Idempotency-Key: that lease's grant is recorded already.
-    if (grant.replayed) return;
+    // A retry answered with the earlier lease for its Idempotency-Key is recorded too (the same lease id, read
+    // as one grant: see timeline): the earlier answer may have been refused too late, its lease kept for the
+    // key and its grant never recorded.
     // Fields set one by one (no spread of a temporary object per optional field): this runs on every grant.
     const record: { -readonly [K in keyof HistoryRecord]: HistoryRecord[K] } = {
       kind: 'granted',

@@ -112,3 +112,34 @@ it('a lease whose renewal was refused too late but kept, then released by its ho
   const events = await historyOf(t, 'kept');
   expect(events.map((e) => `${e.type}:${e.holder}`)).toEqual(['granted:kept', 'released:kept']);
 });
+
+it('a grant refused too late but kept for its Idempotency-Key, then answered to the retry, is in the history once', async () => {
+  t = await buildTestApp();
+  const idem = { 'idempotency-key': 'job-7' };
+  pauseAfter(MemoryLeases.prototype, 'acquire', 2_600);
+  const late = await t.app.inject({
+    method: 'POST',
+    url: '/v1/locks/idem/acquire',
+    headers: idem,
+    payload: { ttlMs: 5_000, holder: 'job' },
+  });
+  expect(late.statusCode, late.body).toBe(503);
+  expect(late.json()).toMatchObject({ detail: expect.stringContaining('kept') });
+  // The retry gets the lease that was kept: the key's one lease, held by 'job'.
+  const retry = await t.app.inject({
+    method: 'POST',
+    url: '/v1/locks/idem/acquire',
+    headers: idem,
+    payload: { ttlMs: 5_000, holder: 'job' },
+  });
+  expect(retry.statusCode, retry.body).toBe(200);
+  const again = await t.app.inject({
+    method: 'POST',
+    url: '/v1/locks/idem/acquire',
+    headers: idem,
+    payload: { ttlMs: 5_000, holder: 'job' },
+  });
+  expect(again.json<{ fencingToken: number }>().fencingToken).toBe(retry.json<{ fencingToken: number }>().fencingToken);
+  const events = await historyOf(t, 'idem');
+  expect(events.map((e) => `${e.type}:${e.holder}`)).toEqual(['granted:job']);
+});
