@@ -57,6 +57,12 @@ export interface RedisClientOptions {
   readonly onLost?: (err: Error) => void;
   /** Called each time the connection becomes ready. */
   readonly onReady?: () => void;
+  /**
+   * Called on each error before the connection was first ready: why it cannot be made (a Sentinel
+   * master name the sentinels do not know, no sentinel answering, a password Redis asks for, nothing
+   * listening). Not an outage (onLost), but without it a start with a wrong setting logged nothing at all.
+   */
+  readonly onNotConnected?: (err: Error) => void;
 }
 
 /**
@@ -111,8 +117,10 @@ export function createRedisClient(target: string | RedisConnection, options: Red
           });
   withCommandDeadlines(redis, options.commandTimeoutMs, connectionPatienceMs(options.commandTimeoutMs));
   let wasReady = false;
+  let everReady = false;
   redis.on('ready', () => {
     wasReady = true;
+    everReady = true;
     options.onReady?.();
   });
   redis.on('error', (err: Error & { command?: { name?: string } }) => {
@@ -120,6 +128,7 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     // being rotated), outages to ride out like any other.
     if (err.command?.name === 'select' && DATABASE_REFUSED.test(err.message)) refusedDatabase(err);
     if (wasReady) options.onLost?.(err);
+    else if (!everReady) options.onNotConnected?.(err);
     wasReady = false;
   });
   return redis;

@@ -7,6 +7,7 @@ import {
   closeClient,
   connectionPatienceMs,
   createRedisClient,
+  type HostPort,
   type RedisClient,
   type RedisConnection,
   type ReplicaAcks,
@@ -95,6 +96,21 @@ function parseListCursor(cursor: string | undefined, nodes: number): { node: num
   return { node, scan };
 }
 
+/**
+ * 10 s: while the store has never connected (each attempt fails, up to one a second), one reason is
+ * warned of at most once per this; a new reason at once (numbers aside: retry delays, ports).
+ */
+const NOT_CONNECTED_LOG_EVERY_MS = 10_000;
+
+/** Where the store connects, for its log lines: the seed list and master name, never a URL (it may carry a password). */
+function connectionTarget(connection: RedisConnection | string): object {
+  if (typeof connection === 'string' || connection.mode === 'standalone') return {};
+  const list = (nodes: readonly HostPort[]) => nodes.map(({ host, port }) => `${host}:${port}`).join(',');
+  return connection.mode === 'sentinel'
+    ? { sentinels: list(connection.sentinels), name: connection.name }
+    : { nodes: list(connection.nodes) };
+}
+
 /** How long a reconnected subscriber waits for the watch marks to be set again before its watchers read again. */
 const MARK_ALL_WAIT_MS = 1000;
 
@@ -172,6 +188,8 @@ export class RedisStore implements Store {
     // then the caller would have been told the store timed out.
     this.acquires = new ScriptLane(ACQUIRES_IN_REDIS_MAX, options.commandTimeoutMs);
     const log = options.log;
+    /** The reason last warned of before the first connection, and when (see NOT_CONNECTED_LOG_EVERY_MS). */
+    const notConnected = { reason: '', at: 0 };
     this.redis = createRedisClient(connection, {
       commandTimeoutMs: options.commandTimeoutMs,
       // Many concurrent lock calls, few round trips and syscalls: on a Cluster through ioredis's
@@ -183,6 +201,17 @@ export class RedisStore implements Store {
         log?.info({ store: 'redis' }, 'connected to Redis');
       },
       onLost: (err) => log?.warn({ store: 'redis', err: err.message }, 'Redis connection error; answering 503 until it is back'),
+      onNotConnected: (err) => {
+        const reason = err.message.replace(/\d+/g, '#');
+        const now = Date.now();
+        if (reason === notConnected.reason && now - notConnected.at < NOT_CONNECTED_LOG_EVERY_MS) return;
+        notConnected.reason = reason;
+        notConnected.at = now;
+        log?.warn(
+          { store: 'redis', ...connectionTarget(connection), err: err.message },
+          'cannot connect to Redis; answering 503 until it can',
+        );
+      },
     });
     // On a Cluster, a call waits (up to a command timeout) for its master's connection to be made anew
     // after it was lost, instead of being refused meanwhile (masterGate).
