@@ -1,6 +1,8 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 // ioredis's own handler of a closed socket: the one way to end a client whose socket is already gone (see closeClient).
 import { closeHandler } from 'ioredis/built/redis/event_handler.js';
+// ioredis's Sentinel failover detector, made to heed its own master's switches only (see ownSwitchesOnly).
+import { FailoverDetector } from 'ioredis/built/connectors/SentinelConnector/FailoverDetector.js';
 import { withCommandDeadlines } from './command-deadline.js';
 
 /** Reconnect quickly at first, then every second, for ever: the service recovers by itself. */
@@ -115,6 +117,7 @@ export function createRedisClient(target: string | RedisConnection, options: Red
             // sentinels where the primary is now) without re-sending the command; the caller gets a 503.
             reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
           });
+  if (connection.mode === 'sentinel') ownSwitchesOnly();
   withCommandDeadlines(redis, options.commandTimeoutMs, connectionPatienceMs(options.commandTimeoutMs));
   let wasReady = false;
   let everReady = false;
@@ -132,6 +135,43 @@ export function createRedisClient(target: string | RedisConnection, options: Red
     wasReady = false;
   });
   return redis;
+}
+
+/** What ownSwitchesOnly reads of ioredis's FailoverDetector (its fields are private in ioredis's types). */
+interface FailoverDetectorState {
+  readonly connector: { readonly options: { readonly name?: string } };
+  readonly sentinels: ReadonlyArray<{ readonly client: Redis }>;
+  readonly isDisconnected: boolean;
+  disconnect(): void;
+}
+
+const SWITCH_MASTER = '+switch-master';
+let switchesFiltered = false;
+
+/**
+ * ioredis's failover detector drops the connection on every `+switch-master` a sentinel announces, whatever
+ * master it names (ioredis 5.11): where the sentinels also watch other masters, each failover of another
+ * one dropped the connection to a healthy primary, and every call on it was answered 503 (an acquire
+ * possibly granted, its lease then held by nobody until its TTL). Its subscribe is replaced, once for the
+ * process, by the same one heeding only announcements that name the client's own master (the message is
+ * `<name> <old ip> <old port> <new ip> <new port>`).
+ */
+function ownSwitchesOnly(): void {
+  if (switchesFiltered) return;
+  switchesFiltered = true;
+  FailoverDetector.prototype.subscribe = async function (this: FailoverDetector): Promise<void> {
+    const detector = this as unknown as FailoverDetectorState;
+    const name = detector.connector.options.name;
+    await Promise.all(
+      detector.sentinels.map(({ client }) => {
+        client.on('message', (channel: string, message: string) => {
+          if (!detector.isDisconnected && channel === SWITCH_MASTER && message.split(' ')[0] === name) detector.disconnect();
+        });
+        // A sentinel that cannot be subscribed to is left out, as in ioredis.
+        return client.subscribe(SWITCH_MASTER).catch(() => undefined);
+      }),
+    );
+  };
 }
 
 /** Redis's answer to a SELECT of a database it does not have (7.x: "DB index is out of range"; older: "invalid DB index"). */
