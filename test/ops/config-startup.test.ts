@@ -3,7 +3,6 @@ import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { call } from '../helpers/keyholder-process.js';
 import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 /**
@@ -85,18 +84,11 @@ describe('start-up refusals of node dist/server.js', () => {
     const admin = redis.client();
     try {
       await admin.flushall();
-      const result = await run({ REDIS_URL: `${redis.url}/99` }, 3_000);
-      if (result.exit === 'running') {
-        // Still up: then it must not be ready, and must not grant from another database.
-        const ready = await call(`http://127.0.0.1:${result.port}`, 'GET', '/readyz');
-        const grant = await call(`http://127.0.0.1:${result.port}`, 'POST', '/v1/locks/db99/acquire', { ttlMs: 60_000 });
-        result.stop();
-        expect(ready.status).toBe(503);
-        expect(grant.status).not.toBe(200);
-        expect(result.output).toContain('REDIS_URL');
-      } else {
-        expectOneClearError(result, 'REDIS_URL');
-      }
+      // Redis refuses the SELECT, and the process stops at once with one line naming REDIS_URL. Waited on
+      // until it exits (the bound only ends a run that hangs): at 3 s a busy machine sometimes still had it
+      // starting, and the probe of a process that was exiting failed.
+      const result = await run({ REDIS_URL: `${redis.url}/99` }, 30_000);
+      expectOneClearError(result, 'REDIS_URL');
       expect(await admin.keys('*db99*')).toEqual([]);
     } finally {
       admin.disconnect();
