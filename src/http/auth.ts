@@ -30,8 +30,8 @@ declare module 'fastify' {
 /**
  * The access rule of the route a request matched, as the route declared it. The interactive docs
  * page and its assets (routes @fastify/swagger-ui registers) are public like the document they show.
- * A request that matched no route needs `admin`: a caller without a key learns nothing about which
- * paths exist.
+ * A request that matched no route is treated as `admin` here (a caller without a key learns nothing
+ * about which paths exist); the key check then asks it for a valid key but no scope (404 or 405, see below).
  */
 export function accessOf(request: FastifyRequest): Access {
   const route = matchedRoute(request);
