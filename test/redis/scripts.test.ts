@@ -1002,6 +1002,41 @@ describe('the script table on the connection', () => {
       }
     });
 
+    it('over maxmemory (noeviction), a permit release, which frees memory before it writes any, still goes through as it does as a script', async () => {
+      // FCALL of a function without flags is refused up front when Redis is over maxmemory; a script is
+      // refused only at a first write that may add memory, and a permit release's first write is an HDEL.
+      const client = lua.server.client();
+      const permitKeys = space.permitKeys('semaphore', `ns/${lockName}`);
+      const permit = { ...handOver, lockName, keys: permitKeys };
+      const owner = newOwnerToken();
+      try {
+        const scripts = defineScripts(client);
+        const granted = await scripts.run('permitAcquire', {
+          ...permit,
+          ownerToken: owner,
+          ttlMs: 60_000,
+          holder: '',
+          weight: 1,
+          capacity: 2,
+          waitMs: 0,
+          waiterId: '-',
+          instanceId: 'inst-a',
+          maxWaiters: 2,
+          livenessMs: 3_000,
+        });
+        expect(granted).toEqual([1, int, int]);
+        await lua.raw.config('SET', 'maxmemory', '1');
+        try {
+          expect(await scripts.run('permitRelease', { ...permit, ownerToken: owner })).toBe(1);
+        } finally {
+          await lua.raw.config('SET', 'maxmemory', '0');
+        }
+        expect(await lua.raw.hget(permitKeys.pool, `o:${owner}`)).toBeNull();
+      } finally {
+        client.disconnect();
+      }
+    });
+
     it('where FUNCTION and FCALL are not allowed (an ACL without them, as on a Redis before 7), the pair runs as scripts', async () => {
       await lua.raw.call('ACL', 'SETUSER', 'scripts-only', 'on', 'nopass', '~*', '&*', '+@all', '-function', '-fcall');
       const url = new URL(lua.server.url);

@@ -627,6 +627,13 @@ const isNoScript = (err: unknown): boolean => err instanceof Error && err.messag
 const FUNCTION_REFUSED = /Function not found|unknown command .?fcall|NOPERM.*fcall/i;
 /** Of those, the ones that last: a Redis before 7 or a user whose ACL lacks FCALL. */
 const FUNCTIONS_UNAVAILABLE = /unknown command|NOPERM/i;
+/**
+ * FCALL refused before it ran because Redis is over maxmemory: a function without flags counts as one
+ * that may add memory, so Redis refuses it up front, where a script is refused only at its first write
+ * that may (a permit release, whose first write frees memory, goes through as a script). The bare error:
+ * one raised inside a function ends with the function's name (" script: ...").
+ */
+const FUNCTION_OOM = /^OOM command not allowed when used memory > 'maxmemory'\.?$/;
 
 /**
  * On one Redis connection without auto-pipelining or an ioredis key prefix (how the store connects to a
@@ -644,8 +651,9 @@ const FUNCTIONS_UNAVAILABLE = /unknown command|NOPERM/i;
  * library was not sent on (a reconnect in between) goes as a script. A load Redis refuses (Redis 6, an
  * ACL without FUNCTION) turns functions off for this client: the calls written after it are refused
  * (FUNCTION_REFUSED, before anything runs) and sent again as EVAL, and later ones go as scripts. A
- * library gone under an open socket (FUNCTION FLUSH) is sent again before the next call. Null: use the
- * defined commands.
+ * library gone under an open socket (FUNCTION FLUSH) is sent again before the next call. An FCALL
+ * refused because Redis is over maxmemory is sent again as EVAL (FUNCTION_OOM). Null: use the defined
+ * commands.
  */
 function directSender(redis: RedisClient, sources: Record<ScriptName, string>, library: FunctionLibrary): DirectSender | null {
   if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true || redis.options.keyPrefix) return null;
@@ -741,7 +749,10 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>, l
       return command.promise;
     },
     functionMissing(err) {
-      if (!(err instanceof Error) || !FUNCTION_REFUSED.test(err.message)) return false;
+      if (!(err instanceof Error)) return false;
+      // Over maxmemory: sent again as a script, which Redis judges write by write; the library stays.
+      if (FUNCTION_OOM.test(err.message) && (err as { command?: { name?: string } }).command?.name === 'fcall') return true;
+      if (!FUNCTION_REFUSED.test(err.message)) return false;
       if (FUNCTIONS_UNAVAILABLE.test(err.message)) functionsOff = true;
       // Gone from Redis: sent again before the next call, whatever socket had it.
       else librarySent = new WeakSet();
@@ -786,7 +797,10 @@ interface DirectSender {
    * `args` (sha, numkeys, keys, args; the first replaced by the function's name or the source as sent).
    */
   send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
-  /** Whether `err` is an FCALL refused before it ran (FUNCTION_REFUSED), which the call survives as an EVAL; notes what it says. */
+  /**
+   * Whether `err` is an FCALL refused before it ran (FUNCTION_REFUSED, FUNCTION_OOM), which the call survives
+   * as an EVAL; notes what it says.
+   */
   functionMissing(err: unknown): boolean;
 }
 
