@@ -1037,6 +1037,31 @@ describe('the script table on the connection', () => {
       }
     });
 
+    it('a load Redis refuses for the moment (over maxmemory) leaves functions on: once Redis takes it, the pair is called with FCALL', async () => {
+      const client = lua.server.client();
+      try {
+        const scripts = defineScripts(client);
+        await lua.raw.call('FUNCTION', 'FLUSH');
+        await lua.raw.config('SET', 'maxmemory', '1');
+        try {
+          // The load and the acquire are both refused: Redis has no memory to spare.
+          await expect(pairOn(scripts, newOwnerToken())).rejects.toThrow(/OOM/);
+        } finally {
+          await lua.raw.config('SET', 'maxmemory', '0');
+        }
+        await vi.waitFor(
+          async () => {
+            await lua.raw.config('RESETSTAT');
+            expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+            expect((await callsOf('fcall')).calls).toBe(2);
+          },
+          { timeout: 10_000, interval: 100 },
+        );
+      } finally {
+        client.disconnect();
+      }
+    });
+
     it('where FUNCTION and FCALL are not allowed (an ACL without them, as on a Redis before 7), the pair runs as scripts', async () => {
       await lua.raw.call('ACL', 'SETUSER', 'scripts-only', 'on', 'nopass', '~*', '&*', '+@all', '-function', '-fcall');
       const url = new URL(lua.server.url);

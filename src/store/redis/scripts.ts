@@ -4,6 +4,7 @@ import { setImmediate as afterThisTurn } from 'node:timers';
 import { randomBase64url } from '../../domain/random.js';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { Cluster, Command as RedisCommand, Redis, ReplyError } from 'ioredis';
 import type { RedisClient } from './client.js';
 import { masterGate } from './nodes.js';
@@ -628,6 +629,13 @@ const FUNCTION_REFUSED = /Function not found|unknown command .?fcall|NOPERM.*fca
 /** Of those, the ones that last: a Redis before 7 or a user whose ACL lacks FCALL. */
 const FUNCTIONS_UNAVAILABLE = /unknown command|NOPERM/i;
 /**
+ * A load refused for the moment, as Redis refuses any write while it lasts: over maxmemory, too few
+ * replicas (min-replicas-to-write), a failed save, a busy script, a primary demoted or still loading.
+ */
+const LOAD_REFUSED_FOR_NOW = /^(OOM|NOREPLICAS|MISCONF|BUSY|READONLY|MASTERDOWN|LOADING)\b/;
+/** How long after a load refused for the moment it is sent again at the earliest. */
+const LOAD_RETRY_MS = 1000;
+/**
  * FCALL refused before it ran because Redis is over maxmemory: a function without flags counts as one
  * that may add memory, so Redis refuses it up front, where a script is refused only at its first write
  * that may (a permit release, whose first write frees memory, goes through as a script). The bare error:
@@ -650,7 +658,8 @@ const FUNCTION_OOM = /^OOM command not allowed when used memory > 'maxmemory'\.?
  * is an FCALL or an EVALSHA is decided as it is written, by its socket: a call written to a socket the
  * library was not sent on (a reconnect in between) goes as a script. A load Redis refuses (Redis 6, an
  * ACL without FUNCTION) turns functions off for this client: the calls written after it are refused
- * (FUNCTION_REFUSED, before anything runs) and sent again as EVAL, and later ones go as scripts. A
+ * (FUNCTION_REFUSED, before anything runs) and sent again as EVAL, and later ones go as scripts; one
+ * refused for the moment (over maxmemory, NOREPLICAS) is sent again on a call a second later. A
  * library gone under an open socket (FUNCTION FLUSH) is sent again before the next call. An FCALL
  * refused because Redis is over maxmemory is sent again as EVAL (FUNCTION_OOM). Null: use the defined
  * commands.
@@ -669,14 +678,20 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>, l
   let librarySent = new WeakSet<object>();
   let loading = false;
   let functionsOff = false;
+  /** After a load Redis refused for the moment (performance.now()): no load is sent again before then. */
+  let loadAgainAt = 0;
 
   /** FUNCTION LOAD of the library; marks its socket as it is written, so every call written after it may be an FCALL. */
   class LibraryLoad extends RedisCommand {
+    /** The socket it was written to. */
+    socket: object | undefined;
+
     constructor() {
       super('function', ['LOAD', library.source], { replyEncoding: 'utf8' });
     }
 
     override toWritable(socket: object): string | Buffer {
+      this.socket = socket;
       librarySent.add(socket);
       loading = false;
       return super.toWritable(socket);
@@ -686,6 +701,7 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>, l
   /** Sends the library ahead of the next call unless the current socket has it or a load is already on its way. */
   function loadLibrary(): void {
     if (functionsOff || loading || (client.stream !== undefined && librarySent.has(client.stream))) return;
+    if (performance.now() < loadAgainAt) return;
     loading = true;
     const load = new LibraryLoad();
     load.promise.catch((err: unknown) => {
@@ -693,8 +709,16 @@ function directSender(redis: RedisClient, sources: Record<ScriptName, string>, l
       // Another instance (or this one, before a reconnect) loaded this version: as good as ours. A
       // connection lost under the load (not a reply) says nothing of Redis: the next socket is sent it.
       if (!(err instanceof ReplyError) || (err as Error).message.includes('already exists')) return;
-      // Redis refused it (an old Redis, an ACL, no memory): scripts from here on; the calls written behind
-      // the load are refused and sent again as EVAL (functionMissing).
+      // The calls written behind a refused load are refused and sent again as EVAL (functionMissing).
+      // Refused for the moment (LOAD_REFUSED_FOR_NOW): that socket goes on with scripts, and the load is
+      // sent again on a call after LOAD_RETRY_MS, not on every call while the refusal lasts. Turned off
+      // for good, a brief refusal cost the functions for the instance's life.
+      if (LOAD_REFUSED_FOR_NOW.test((err as Error).message)) {
+        if (load.socket !== undefined) librarySent.delete(load.socket);
+        loadAgainAt = performance.now() + LOAD_RETRY_MS;
+        return;
+      }
+      // Redis refused it otherwise (an old Redis, an ACL): scripts from here on.
       functionsOff = true;
     });
     void client.sendCommand(load);
