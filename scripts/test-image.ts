@@ -170,7 +170,11 @@ async function main(): Promise<void> {
     sh(`STANDINS_WORKDIR=${STANDINS_WORK} bash ${join(ROOT, 'scripts/image/standins.sh')} ${images.join(' ')}`);
   });
   await step('a copy of the checkout to run the docs in', () => {
-    sh(`git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C ${APP}`, { cwd: ROOT });
+    // Not node_modules: a checkout whose node_modules is a symlink (a git worktree sharing another's)
+    // has it listed among the untracked files, as .gitignore's node_modules/ matches directories only.
+    sh(`git ls-files -z --cached --others --exclude-standard -- . ':!node_modules' | tar --null -T - -cf - | tar -xf - -C ${APP}`, {
+      cwd: ROOT,
+    });
     // Stands for the `npm ci` the quick start asks for once: the same lock file's node_modules.
     symlinkSync(join(ROOT, 'node_modules'), join(APP, 'node_modules'), 'dir');
   });
