@@ -1062,6 +1062,34 @@ describe('the script table on the connection', () => {
       }
     });
 
+    it('a load refused only for a while (a primary without a replica in sync: NOREPLICAS) is sent again once Redis takes writes', async () => {
+      const client = lua.server.client();
+      try {
+        const scripts = defineScripts(client);
+        await lua.raw.call('FUNCTION', 'FLUSH');
+        await lua.raw.config('SET', 'min-replicas-to-write', '1');
+        try {
+          await expect(pairOn(scripts, newOwnerToken())).rejects.toThrow();
+        } finally {
+          await lua.raw.config('SET', 'min-replicas-to-write', '0');
+        }
+        // The first calls once writes are taken may still go as scripts (the refused load's pause).
+        await vi.waitFor(
+          async () => {
+            await lua.raw.config('RESETSTAT');
+            expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+            expect(await callsOf('fcall')).toEqual({ calls: 2, failed: 0, rejected: 0 });
+          },
+          { timeout: 10_000, interval: 100 },
+        );
+        expect(await evalCalls()).toEqual({ eval: 0, evalsha: 0, evalshaFailed: 0 });
+        const listed = (await lua.raw.call('FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary().name)) as unknown[];
+        expect(listed).toHaveLength(1);
+      } finally {
+        client.disconnect();
+      }
+    });
+
     it('where FUNCTION and FCALL are not allowed (an ACL without them, as on a Redis before 7), the pair runs as scripts', async () => {
       await lua.raw.call('ACL', 'SETUSER', 'scripts-only', 'on', 'nopass', '~*', '&*', '+@all', '-function', '-fcall');
       const url = new URL(lua.server.url);
