@@ -3,6 +3,7 @@ import { LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
 import { MemoryLeases } from '../../src/store/memory/memory-leases.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { pauseAfter } from '../helpers/process-pause.js';
 
 /**
  * Lease history of answers too late to trust (docs/safety.md): a grant given back just before it was
@@ -13,25 +14,6 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 const TTL_MS = 2_000;
 /** Past half the lease (so the answer is late) but well short of its end. */
 const PAUSE_MS = 1_100;
-
-function pause(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    /* the process is stopped */
-  }
-}
-
-/** Makes `method` of `proto` pause the process once, after it has answered. */
-function pauseAfter<T extends object>(proto: T, method: keyof T, ms: number): void {
-  const original = proto[method] as (...args: unknown[]) => Promise<unknown>;
-  let paused = false;
-  vi.spyOn(proto, method as never).mockImplementation(async function (this: unknown, ...args: unknown[]) {
-    const answer = await original.apply(this, args);
-    if (!paused) pause(ms);
-    paused = true;
-    return answer;
-  } as never);
-}
 
 interface Event {
   type: string;

@@ -5,6 +5,7 @@ import { LockSetService } from '../../src/domain/lock-sets.js';
 import { PermitService } from '../../src/domain/permit-service.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
+import { pauseAfter } from '../helpers/process-pause.js';
 
 /**
  * docs/safety.md: an answer too late to trust is refused a second time just before it is written (the
@@ -21,25 +22,6 @@ const PAUSE_MS = 260; // past the whole lease
 const RENEW_TTL_MS = 1_000;
 const RENEW_PAUSE_MS = 600;
 
-function pause(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    /* the process is stopped */
-  }
-}
-
-/** Makes `method` of `proto` pause the process after it has answered (once). */
-function pauseAfter<T extends object>(proto: T, method: keyof T, ms = PAUSE_MS): void {
-  const original = proto[method] as (...args: unknown[]) => Promise<unknown>;
-  let paused = false;
-  vi.spyOn(proto, method as never).mockImplementation(async function (this: unknown, ...args: unknown[]) {
-    const answer = await original.apply(this, args);
-    if (!paused) pause(ms);
-    paused = true;
-    return answer;
-  } as never);
-}
-
 let t: TestApp | undefined;
 afterEach(async () => {
   vi.restoreAllMocks();
@@ -49,7 +31,7 @@ afterEach(async () => {
 
 it('a lock grant that went stale before it was written is a 503, and the lock is given back', async () => {
   t = await buildTestApp();
-  pauseAfter(LockService.prototype, 'acquire');
+  pauseAfter(LockService.prototype, 'acquire', PAUSE_MS);
   const res = await t.app.inject({ method: 'POST', url: '/v1/locks/a/acquire', payload: { ttlMs: TTL_MS } });
   expect(res.statusCode, res.body).toBe(503);
   expect((await t.app.inject({ method: 'GET', url: '/v1/locks/a' })).json()).toMatchObject({ held: false });
@@ -57,7 +39,7 @@ it('a lock grant that went stale before it was written is a 503, and the lock is
 
 it('a lock set grant that went stale before it was written is a 503, and every key is given back', async () => {
   t = await buildTestApp();
-  pauseAfter(LockSetService.prototype, 'acquire');
+  pauseAfter(LockSetService.prototype, 'acquire', PAUSE_MS);
   const res = await t.app.inject({ method: 'POST', url: '/v1/lock-sets/acquire', payload: { keys: ['a', 'b'], ttlMs: TTL_MS } });
   expect(res.statusCode, res.body).toBe(503);
   for (const key of ['a', 'b'])
@@ -107,7 +89,7 @@ it("a lock set renewal that went stale before it was written is a 503, and the s
 
 it("a lock grant given back at the write frees its quota slot: the namespace's cap is not eaten by leases nobody holds", async () => {
   t = await buildTestApp({ limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 } });
-  pauseAfter(LockService.prototype, 'acquire');
+  pauseAfter(LockService.prototype, 'acquire', PAUSE_MS);
   const late = await t.app.inject({ method: 'POST', url: '/v1/locks/a/acquire', payload: { ttlMs: TTL_MS } });
   expect(late.statusCode, late.body).toBe(503);
   // The late lease was given back, and with it its unit of the cap of 1: the next lock is granted.
@@ -117,7 +99,7 @@ it("a lock grant given back at the write frees its quota slot: the namespace's c
 
 it('a semaphore grant given back at the write frees its quota slot', async () => {
   t = await buildTestApp({ limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 1 } });
-  pauseAfter(PermitService.prototype, 'acquire');
+  pauseAfter(PermitService.prototype, 'acquire', PAUSE_MS);
   const late = await t.app.inject({ method: 'POST', url: '/v1/semaphores/a/acquire', payload: { ttlMs: TTL_MS, limit: 2 } });
   expect(late.statusCode, late.body).toBe(503);
   const next = await t.app.inject({ method: 'POST', url: '/v1/semaphores/b/acquire', payload: { ttlMs: 60_000, limit: 2 } });

@@ -39,9 +39,11 @@ function acquire(
     maxWaiters?: number;
     maxQuotaSlots?: number;
     keys?: LockKeys;
+    /** Another connection's script table (the file's own by default). */
+    scripts?: Scripts;
   } = {},
 ) {
-  return lua.scripts.run('acquire', {
+  return (options.scripts ?? lua.scripts).run('acquire', {
     ...handOver,
     lockName,
     keys,
@@ -940,25 +942,10 @@ describe('the script table on the connection', () => {
   });
 
   describe('the lock pair and renew as Redis functions (FUNCTION_SCRIPTS)', () => {
-    const pairOn = async (scripts: Scripts, owner: string) => {
-      const run = <N extends 'acquire' | 'release'>(name: N, args: Parameters<Scripts['run']>[1]) => scripts.run(name, args as never);
-      const granted = await run('acquire', {
-        ...handOver,
-        lockName,
-        keys,
-        ownerToken: owner,
-        ttlMs: 10_000,
-        holder: '',
-        idempotencyKey: '',
-        waitMs: 0,
-        waiterId: '-',
-        instanceId: 'inst-a',
-        maxWaiters: 10,
-        livenessMs: 3_000,
-        maxQuotaSlots: 0,
-      });
-      return { granted, released: await run('release', { ...handOver, lockName, keys, ownerToken: owner }) };
-    };
+    const pairOn = async (scripts: Scripts, owner: string) => ({
+      granted: await acquire(owner, { scripts }),
+      released: await scripts.run('release', { ...handOver, lockName, keys, ownerToken: owner }),
+    });
 
     it('called with FCALL once a connection has sent the library (FUNCTION LOAD, once per connection)', async () => {
       const client = lua.server.client();
@@ -1037,58 +1024,41 @@ describe('the script table on the connection', () => {
       }
     });
 
-    it('a load Redis refuses for the moment (over maxmemory) leaves functions on: once Redis takes it, the pair is called with FCALL', async () => {
-      const client = lua.server.client();
-      try {
-        const scripts = defineScripts(client);
-        await lua.raw.call('FUNCTION', 'FLUSH');
-        await lua.raw.config('SET', 'maxmemory', '1');
+    // A load refused for the moment (Redis refuses every write while it lasts) leaves functions on.
+    const refusedForNow: Array<[string, string, string, string, RegExp]> = [
+      ['over maxmemory', 'maxmemory', '1', '0', /OOM/],
+      ['a primary without a replica in sync: NOREPLICAS', 'min-replicas-to-write', '1', '0', /NOREPLICAS/],
+    ];
+    for (const [what, setting, refusing, normal, refusal] of refusedForNow) {
+      it(`a load refused for the moment (${what}) is sent again once Redis takes writes, and the pair is then called with FCALL`, async () => {
+        const client = lua.server.client();
         try {
-          // The load and the acquire are both refused: Redis has no memory to spare.
-          await expect(pairOn(scripts, newOwnerToken())).rejects.toThrow(/OOM/);
+          const scripts = defineScripts(client);
+          await lua.raw.call('FUNCTION', 'FLUSH');
+          await lua.raw.config('SET', setting, refusing);
+          try {
+            // The load and the acquire are both refused.
+            await expect(pairOn(scripts, newOwnerToken())).rejects.toThrow(refusal);
+          } finally {
+            await lua.raw.config('SET', setting, normal);
+          }
+          // The first calls once writes are taken may still go as scripts (the refused load's pause).
+          await vi.waitFor(
+            async () => {
+              await lua.raw.config('RESETSTAT');
+              expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
+              expect(await callsOf('fcall')).toEqual({ calls: 2, failed: 0, rejected: 0 });
+            },
+            { timeout: 10_000, interval: 100 },
+          );
+          expect(await evalCalls()).toEqual({ eval: 0, evalsha: 0, evalshaFailed: 0 });
+          const listed = (await lua.raw.call('FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary().name)) as unknown[];
+          expect(listed).toHaveLength(1);
         } finally {
-          await lua.raw.config('SET', 'maxmemory', '0');
+          client.disconnect();
         }
-        await vi.waitFor(
-          async () => {
-            await lua.raw.config('RESETSTAT');
-            expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
-            expect((await callsOf('fcall')).calls).toBe(2);
-          },
-          { timeout: 10_000, interval: 100 },
-        );
-      } finally {
-        client.disconnect();
-      }
-    });
-
-    it('a load refused only for a while (a primary without a replica in sync: NOREPLICAS) is sent again once Redis takes writes', async () => {
-      const client = lua.server.client();
-      try {
-        const scripts = defineScripts(client);
-        await lua.raw.call('FUNCTION', 'FLUSH');
-        await lua.raw.config('SET', 'min-replicas-to-write', '1');
-        try {
-          await expect(pairOn(scripts, newOwnerToken())).rejects.toThrow();
-        } finally {
-          await lua.raw.config('SET', 'min-replicas-to-write', '0');
-        }
-        // The first calls once writes are taken may still go as scripts (the refused load's pause).
-        await vi.waitFor(
-          async () => {
-            await lua.raw.config('RESETSTAT');
-            expect(await pairOn(scripts, newOwnerToken())).toEqual({ granted: [1, int, int], released: 1 });
-            expect(await callsOf('fcall')).toEqual({ calls: 2, failed: 0, rejected: 0 });
-          },
-          { timeout: 10_000, interval: 100 },
-        );
-        expect(await evalCalls()).toEqual({ eval: 0, evalsha: 0, evalshaFailed: 0 });
-        const listed = (await lua.raw.call('FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary().name)) as unknown[];
-        expect(listed).toHaveLength(1);
-      } finally {
-        client.disconnect();
-      }
-    });
+      });
+    }
 
     it('where FUNCTION and FCALL are not allowed (an ACL without them, as on a Redis before 7), the pair runs as scripts', async () => {
       await lua.raw.call('ACL', 'SETUSER', 'scripts-only', 'on', 'nopass', '~*', '&*', '+@all', '-function', '-fcall');
