@@ -555,6 +555,32 @@ const COMMANDS = Object.fromEntries(
   Object.keys(SCRIPTS).map((name) => [name, `kh${name.charAt(0).toUpperCase()}${name.slice(1)}`]),
 ) as Record<ScriptName, string>;
 
+/** Every script's full source behind the echo wrapper, its SHA1 (as EVALSHA names it), and the function library. */
+interface BuiltScripts {
+  readonly sources: Readonly<Record<ScriptName, string>>;
+  readonly shas: Readonly<Record<ScriptName, string>>;
+  readonly library: FunctionLibrary;
+}
+
+let built: BuiltScripts | undefined;
+
+/**
+ * Built once per process, at the first connection that defines the scripts: the script files do not change
+ * while it runs, and each connection (the store's, the rate limiter's) would otherwise expand, prune and
+ * hash all of them again (some 55 ms).
+ */
+function builtScripts(): BuiltScripts {
+  if (built !== undefined) return built;
+  const sources = {} as Record<ScriptName, string>;
+  const shas = {} as Record<ScriptName, string>;
+  for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+    sources[name] = withEcho(scriptSource(name));
+    shas[name] = createHash('sha1').update(sources[name]).digest('hex');
+  }
+  built = { sources, shas, library: functionLibrary() };
+  return built;
+}
+
 /**
  * Registers every script on `redis` behind the echo wrapper, as command `kh<Name>`. `masterWaitMs`, on
  * a Cluster: how long a call may wait for the connection to its keys' master to be ready before it is
@@ -563,10 +589,9 @@ const COMMANDS = Object.fromEntries(
 export function defineScripts(redis: RedisClient, options: { masterWaitMs?: number } = {}): Scripts {
   // The commands are reached through an index signature: ioredis adds them at run time.
   const commands = redis as unknown as Record<string, Command>;
-  const sources = {} as Record<ScriptName, string>;
+  const { sources, shas, library } = builtScripts();
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
     const { numberOfKeys } = SCRIPTS[name];
-    sources[name] = withEcho(scriptSource(name));
     // Without numberOfKeys, ioredis takes the first argument as the key count.
     redis.defineCommand(COMMANDS[name], { lua: sources[name], ...(numberOfKeys === VARIABLE_KEYS ? {} : { numberOfKeys }) });
     // ioredis groups auto-pipelined calls by the slot of their first argument, which for these is the
@@ -580,7 +605,7 @@ export function defineScripts(redis: RedisClient, options: { masterWaitMs?: numb
     }
   }
   const writes = tickBatcher(redis);
-  const direct = directSender(redis, sources, functionLibrary());
+  const direct = directSender(redis, sources, shas, library);
   const gate = options.masterWaitMs === undefined ? null : masterGate(redis, options.masterWaitMs);
   return {
     async run<N extends ScriptName>(name: N, args: ScriptArgs<N>, atOnce = false): Promise<unknown> {
@@ -664,15 +689,16 @@ const FUNCTION_OOM = /^OOM command not allowed when used memory > 'maxmemory'\.?
  * refused because Redis is over maxmemory is sent again as EVAL (FUNCTION_OOM). Null: use the defined
  * commands.
  */
-function directSender(redis: RedisClient, sources: Record<ScriptName, string>, library: FunctionLibrary): DirectSender | null {
+function directSender(
+  redis: RedisClient,
+  sources: Readonly<Record<ScriptName, string>>,
+  shas: Readonly<Record<ScriptName, string>>,
+  library: FunctionLibrary,
+): DirectSender | null {
   if (!(redis instanceof Redis) || redis.options.enableAutoPipelining === true || redis.options.keyPrefix) return null;
   const client = redis;
-  const shas = {} as Record<ScriptName, string>;
   const loaded = {} as Record<ScriptName, WeakSet<object>>;
-  for (const name of Object.keys(sources) as ScriptName[]) {
-    shas[name] = createHash('sha1').update(sources[name]).digest('hex');
-    loaded[name] = new WeakSet();
-  }
+  for (const name of Object.keys(sources) as ScriptName[]) loaded[name] = new WeakSet();
   const functionOf: Partial<Record<ScriptName, string>> = library.functions;
   /** The sockets the library was written to; `loading`: a load is on its way to the current one. */
   let librarySent = new WeakSet<object>();
