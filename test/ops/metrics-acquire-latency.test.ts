@@ -6,20 +6,7 @@ import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { LeaseStore, Store } from '../../src/domain/lease-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-
-/** A histogram's _sum or _count over the series matching `labels`. */
-async function part(metrics: Metrics, name: string, which: 'sum' | 'count', labels: Record<string, string> = {}): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name);
-  if (!metric) throw new Error(`no metric named ${name}`);
-  const { values } = await metric.get();
-  return values
-    .filter(
-      (v) =>
-        (v as { metricName?: string }).metricName === `${name}_${which}` &&
-        Object.entries(labels).every(([k, w]) => String((v.labels as Record<string, unknown>)[k]) === w),
-    )
-    .reduce((s, v) => s + v.value, 0);
-}
+import { histogramPart } from '../helpers/metric-values.js';
 
 /** The store takes STORE_MS to answer each acquire (a slow Redis, a long network path). */
 const STORE_MS = 150;
@@ -59,16 +46,16 @@ describe('acquire latency of a waitMs acquire that never queued', () => {
     ['semaphore', 'semaphores', { limit: 2 }],
   ] as const) {
     it(`${primitive}: the store's answer time counts as acquire latency, not as time in the queue`, async () => {
-      const latency0 = await part(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive });
-      const waited0 = await part(metrics, 'keyholder_lock_wait_seconds', 'sum');
+      const latency0 = await histogramPart(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive });
+      const waited0 = await histogramPart(metrics, 'keyholder_lock_wait_seconds', 'sum');
       const res = await t.app.inject({
         method: 'POST',
         url: `/v1/${path}/free-${randomUUID()}/acquire`,
         payload: { ttlMs: 5_000, waitMs: 5_000, ...body },
       });
       expect(res.statusCode).toBe(200);
-      const latency = (await part(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive })) - latency0;
-      const waited = (await part(metrics, 'keyholder_lock_wait_seconds', 'sum')) - waited0;
+      const latency = (await histogramPart(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive })) - latency0;
+      const waited = (await histogramPart(metrics, 'keyholder_lock_wait_seconds', 'sum')) - waited0;
       // Nobody held the key: nothing was spent in its queue, and the whole answer is acquire latency.
       expect(latency).toBeGreaterThanOrEqual((STORE_MS - 10) / 1000);
       expect(waited).toBeLessThan(0.05);

@@ -3,20 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
+import { histogramPart } from '../helpers/metric-values.js';
 import { threeStores } from '../helpers/three-stores.js';
-
-async function part(metrics: Metrics, name: string, which: 'sum' | 'count', labels: Record<string, string> = {}): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name);
-  if (!metric) throw new Error(`no metric named ${name}`);
-  const { values } = await metric.get();
-  return values
-    .filter(
-      (v) =>
-        (v as { metricName?: string }).metricName === `${name}_${which}` &&
-        Object.entries(labels).every(([k, w]) => String((v.labels as Record<string, unknown>)[k]) === w),
-    )
-    .reduce((s, v) => s + v.value, 0);
-}
 
 /**
  * keyholder_lock_wait_seconds is the time an acquire with waitMs spent in the key's queue, and
@@ -35,7 +23,7 @@ describe.each(threeStores('wait-split'))('%s store', (_name, makeStore) => {
   });
   afterAll(async () => t?.close());
   const post = (url: string, payload: object) => t.app.inject({ method: 'POST', url, payload });
-  const waited = () => part(metrics, 'keyholder_lock_wait_seconds', 'sum');
+  const waited = () => histogramPart(metrics, 'keyholder_lock_wait_seconds', 'sum');
 
   for (const [primitive, path, body] of [
     ['lock', 'locks', {}],
@@ -45,11 +33,11 @@ describe.each(threeStores('wait-split'))('%s store', (_name, makeStore) => {
     it(`${primitive}: a free key's waitMs acquire adds nothing to the wait; a queued one adds its wait`, async () => {
       const key = `k-${randomUUID()}`;
       const waited0 = await waited();
-      const latency0 = await part(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive });
+      const latency0 = await histogramPart(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive });
       const first = await post(`/v1/${path}/${key}/acquire`, { ttlMs: 10_000, waitMs: 5_000, ...body });
       expect(first.statusCode).toBe(200);
       expect(await waited()).toBe(waited0);
-      expect(await part(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive })).toBeGreaterThan(latency0);
+      expect(await histogramPart(metrics, 'keyholder_acquire_duration_seconds', 'sum', { primitive })).toBeGreaterThan(latency0);
 
       const queued = post(`/v1/${path}/${key}/acquire`, { ttlMs: 10_000, waitMs: 10_000, ...body });
       await vi.waitFor(async () => {

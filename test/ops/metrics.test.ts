@@ -9,6 +9,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/domain/lease-store.js';
+import { histogramPart } from '../helpers/metric-values.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { requireTool } from '../helpers/tools.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -203,18 +204,4 @@ describe('metrics over a real Redis', () => {
 
 function histogramCount(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
   return histogramPart(metrics, name, 'count', labels);
-}
-
-/** A histogram's _count or _sum, added up over the series that match `labels`. */
-async function histogramPart(metrics: Metrics, name: string, part: 'count' | 'sum', labels: Record<string, string> = {}): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name);
-  if (!metric) throw new Error(`no metric named ${name}`);
-  const { values } = await metric.get();
-  return values
-    .filter(
-      (v) =>
-        (v as { metricName?: string }).metricName === `${name}_${part}` &&
-        Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
-    )
-    .reduce((sum, v) => sum + v.value, 0);
 }
