@@ -3,7 +3,7 @@ import { afterAll, beforeAll, vi } from 'vitest';
 import type { Store } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { openEtcdStore } from './etcd-only.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
@@ -53,16 +53,7 @@ export function everyStore(prefix: string): Array<[string, () => Promise<Store>]
   afterAll(async () => {
     await Promise.all([etcd?.stop(), cluster?.stop()]);
   });
-  const openEtcd = async (): Promise<Store> => {
-    const store = new EtcdStore({
-      endpoints: etcd.endpoints,
-      keyPrefix: `${prefix}-${randomUUID()}/`,
-      commandTimeoutMs: 5_000,
-      fenceGraceMs: 60_000,
-    });
-    await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
-    return store;
-  };
+  const openEtcd = (): Promise<Store> => openEtcdStore(etcd, prefix);
   const openCluster = async (): Promise<Store> => {
     const store = new RedisStore({
       connection: cluster.connection,

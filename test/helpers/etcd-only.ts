@@ -13,15 +13,17 @@ export function etcdOnly(prefix: string): Array<[string, () => Promise<Store>]> 
   afterAll(async () => {
     await etcd?.stop();
   });
-  const openEtcd = async (): Promise<Store> => {
-    const store = new EtcdStore({
-      endpoints: etcd.endpoints,
-      keyPrefix: `${prefix}-${randomUUID()}/`,
-      commandTimeoutMs: 5_000,
-      fenceGraceMs: 60_000,
-    });
-    await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
-    return store;
-  };
-  return [['etcd', openEtcd]];
+  return [['etcd', () => openEtcdStore(etcd, prefix)]];
+}
+
+/** An etcd store on `etcd` under a key prefix of its own (`prefix` and a random id), once it answers. */
+export async function openEtcdStore(etcd: EtcdCluster, prefix: string): Promise<Store> {
+  const store = new EtcdStore({
+    endpoints: etcd.endpoints,
+    keyPrefix: `${prefix}-${randomUUID()}/`,
+    commandTimeoutMs: 5_000,
+    fenceGraceMs: 60_000,
+  });
+  await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
+  return store;
 }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, vi } from 'vitest';
 import type { Store } from '../../src/domain/lease-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
-import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { openEtcdStore } from './etcd-only.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { RedisServer } from './redis-server.js';
 
@@ -32,18 +32,6 @@ export function threeStores(prefix: string): Array<[string, () => Promise<Store>
         return store;
       },
     ],
-    [
-      'etcd',
-      async () => {
-        const store = new EtcdStore({
-          endpoints: etcd.endpoints,
-          keyPrefix: `${prefix}-${randomUUID()}/`,
-          commandTimeoutMs: 5_000,
-          fenceGraceMs: 60_000,
-        });
-        await vi.waitFor(() => store.ping(), { timeout: 10_000, interval: 20 });
-        return store;
-      },
-    ],
+    ['etcd', () => openEtcdStore(etcd, prefix)],
   ];
 }
