@@ -4,19 +4,7 @@ import { createMetrics, type Metrics } from '../../src/observability/metrics.js'
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
-
-async function value(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name);
-  if (!metric) throw new Error(`no metric named ${name}`);
-  const { values } = await metric.get();
-  return values
-    .filter(
-      (v) =>
-        ((v as { metricName?: string }).metricName ?? name) === name &&
-        Object.entries(labels).every(([k, w]) => String((v.labels as Record<string, unknown>)[k]) === w),
-    )
-    .reduce((s, v) => s + v.value, 0);
-}
+import { metricValue } from '../helpers/metric-values.js';
 
 /**
  * docs/operations.md: keyholder_lost_leases_total counts "renews or releases that came after the lease
@@ -45,7 +33,7 @@ describe('a lock set whose lease ran out', () => {
       timeout: 5_000,
       interval: 50,
     });
-    const lost = (operation: string) => value(metrics, 'keyholder_lost_leases_total', { operation });
+    const lost = (operation: string) => metricValue(metrics, 'keyholder_lost_leases_total', { operation });
     const [renew0, release0] = [await lost('renew'), await lost('release')];
     expect((await post('/v1/lock-sets/renew', { keys, ownerToken, ttlMs: 5_000 })).statusCode).toBe(409);
     expect((await post('/v1/lock-sets/release', { keys, ownerToken })).statusCode).toBe(409);
