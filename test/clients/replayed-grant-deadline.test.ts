@@ -45,15 +45,18 @@ describe('a grant replayed for a caller-supplied Idempotency-Key', { timeout: 30
   });
 
   it('Python: the safe deadline is not after the server end of the lease', async () => {
+    // A 10 s lease replayed 2.6 s on: a client that counted the TTL from the replay would believe in
+    // 10 s against the server's 7.4, and the lease is still live for the inspect and release on a busy
+    // machine (with 3 s it could run out first, and the release then raises).
     const script = `
 import sys, time, uuid, json
 sys.path.insert(0, ${JSON.stringify(PY_DIR)})
 import keyholder
 c = keyholder.Client(${JSON.stringify(baseUrl)})
 key, ik = "py-replay-" + str(uuid.uuid4()), str(uuid.uuid4())
-c.acquire_grant(key, 3000, idempotency_key=ik)
+c.acquire_grant(key, 10000, idempotency_key=ik)
 time.sleep(2.6)
-lease = c.acquire(key, 3000, idempotency_key=ik)
+lease = c.acquire(key, 10000, idempotency_key=ik)
 before = time.monotonic()
 believed_ms = lease.remaining_s * 1000
 server_ms = c.inspect(key)["ttlRemainingMs"]

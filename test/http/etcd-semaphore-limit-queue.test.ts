@@ -24,6 +24,12 @@ describe.each(stores)('semaphore limit while a waiter queues (%s)', (_name, open
   it('a waiter that asked with limit 1 is never granted beside a permit of limit 5', async () => {
     const store = await open();
     t = await buildTestApp({ store, limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 0 } });
+    // A first call to a fresh etcd store can outlast its deadline on a busy machine (503, failed closed):
+    // the race below needs a store that answers, so one call on another semaphore must succeed first.
+    await vi.waitFor(async () => expect((await post('/v1/semaphores/warm/acquire', { limit: 1, ttlMs: 200 })).statusCode).toBe(200), {
+      timeout: 20_000,
+      interval: 100,
+    });
     // Hold back the next waiter's record (it waits for the instance's session lease first) until released.
     const host = store as unknown as { sessionLease: () => Promise<string> };
     const session = host.sessionLease.bind(store);
