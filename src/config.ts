@@ -233,7 +233,9 @@ export const EnvSchema = z
     /** 1 hour: a longer lease means a crashed holder blocks everyone for that long; renew instead. */
     LOCK_MAX_TTL_MS: intFromEnv(1, 86_400_000, 3_600_000).describe('Longest lease a caller may ask for (1 hour); longer work renews.'),
     /** 60 s: the longest a caller may wait for a held lock; long polls past a minute are better retried. */
-    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe('Longest `waitMs` a caller may ask for; above it, 400.'),
+    LOCK_MAX_WAIT_MS: intFromEnv(0, 600_000, 60_000).describe(
+      'Longest `waitMs` a caller may ask for; above it, 400, whose problem body names this bound (`maxWaitMs`).',
+    ),
     /**
      * 60 s: the longest lock-delay a caller may ask for. A delay keeps a lock unusable after its holder
      * vanished, so it is short. The bound in force is the lower of this and FENCE_GRACE_MS (the lock's

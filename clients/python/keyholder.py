@@ -292,6 +292,22 @@ _RENEW_FRACTION = 1 / 3
 _RENEW_JITTER = 0.1
 
 
+# One watch query's wait when the caller gives none (the server's bound if lower), and how often a watch asks
+# again when the server takes no wait at all (LOCK_MAX_WAIT_MS 0).
+_DEFAULT_WATCH_WAIT_MS = 30000
+_NO_WAIT_POLL_S = 1.0
+
+
+def _server_wait_bound(err, asked_ms):
+    """The server's bound on waitMs when `err` is its refusal of a wait above it (the problem's maxWaitMs) and
+    that bound is below `asked_ms`; else None. Only for a wait the client chose: a caller's own wait is never
+    shortened behind its back."""
+    bound = err.problem.get("maxWaitMs") if err.code == "invalid_request" else None
+    if isinstance(bound, int) and not isinstance(bound, bool) and 0 <= bound < asked_ms:
+        return bound
+    return None
+
+
 def _retry_delay_s(retry_after_ms, attempt, base_s=0.1, max_s=2.0):
     """Never sooner than Retry-After or the exponential step; plus up to half a step of jitter."""
     step = min(max_s, base_s * 2 ** max(0, attempt - 1))
@@ -388,10 +404,12 @@ class Client:
         (`request_release`) has `releaseRequested` ({at, by, reason}); the request does not change `index`."""
         return self._inspect(f"/v1/locks/{_quote(key)}", _LOCK_STATUS, index, wait_ms, queue)
 
-    def watch(self, key, wait_ms=30000, stop=None):
+    def watch(self, key, wait_ms=None, stop=None):
         """The lock's state now and after every change (grant, release, expiry, force release, hand-over),
         by blocking queries: no polling. Ends when `stop` (a threading.Event) is set, checked between queries
-        (so up to `wait_ms` later). Changes in quick succession may be seen as one (the latest state). A
+        (so up to `wait_ms` later). `wait_ms`, one query's longest wait: by default 30 s, or the server's
+        LOCK_MAX_WAIT_MS when that is lower; one given that is above the server's bound raises
+        InvalidRequestError, it is never shortened. Changes in quick succession may be seen as one (the latest state). A
         release request shows as `releaseRequested` in the states yielded after it (it is no change of holder,
         so it does not end a wait by itself)."""
         return self._watch(self.inspect, key, wait_ms, stop)
@@ -465,7 +483,7 @@ class Client:
         asked to let go has `releaseRequested`, as for a lock."""
         return self._inspect(f"/v1/semaphores/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
-    def watch_semaphore(self, key, wait_ms=30000, stop=None):
+    def watch_semaphore(self, key, wait_ms=None, stop=None):
         """The semaphore's state now and after every change, as watch() for a lock."""
         return self._watch(self.inspect_semaphore, key, wait_ms, stop)
 
@@ -489,7 +507,7 @@ class Client:
         has `releaseRequested`, as for a lock."""
         return self._inspect(f"/v1/rwlocks/{_quote(key)}", _PERMIT_STATUS, index, wait_ms, queue)
 
-    def watch_rwlock(self, key, wait_ms=30000, stop=None):
+    def watch_rwlock(self, key, wait_ms=None, stop=None):
         """The read/write lock's state now and after every change, as watch() for a lock."""
         return self._watch(self.inspect_rwlock, key, wait_ms, stop)
 
@@ -596,13 +614,29 @@ class Client:
 
     @staticmethod
     def _watch(inspect, key, wait_ms, stop):
+        chosen = wait_ms is None
+        if chosen:
+            wait_ms = _DEFAULT_WATCH_WAIT_MS
         index = None
         while stop is None or not stop.is_set():
-            status = inspect(key, index=index, wait_ms=wait_ms)
+            try:
+                status = inspect(key, index=index, wait_ms=wait_ms)
+            except InvalidRequestError as err:
+                bound = _server_wait_bound(err, wait_ms) if chosen else None
+                if bound is None:
+                    raise
+                wait_ms = bound
+                continue
             # Compare for inequality only: the index may step down (a free key's state forgotten).
             if status["index"] != index:
                 index = status["index"]
                 yield status
+            elif wait_ms == 0:
+                # A server that takes no wait answers at once: ask again after a pause, not in a tight loop.
+                if stop is not None:
+                    stop.wait(_NO_WAIT_POLL_S)
+                else:
+                    time.sleep(_NO_WAIT_POLL_S)
 
     # -- transport ---------------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@ import createClient, { type Client } from 'openapi-fetch';
 import type { z } from 'zod';
 import {
   errorFromResponse,
+  InvalidRequestError,
   InvalidResponseError,
   LockHeldError,
   noAnswer,
@@ -122,14 +123,22 @@ export interface AcquireOptions extends LeaseOptions {
 }
 
 export interface ObserveOptions {
-  /** Longest wait of one blocking query; it is asked again after. 30 s by default (the server bounds it). */
+  /**
+   * Longest wait of one blocking query; it is asked again after. By default 30 s, or the server's
+   * LOCK_MAX_WAIT_MS when that is lower. One given here that is above the server's bound is refused
+   * (InvalidRequestError), never shortened.
+   */
   readonly waitMs?: number;
   /** Ends the observation (the iterator returns). */
   readonly signal?: AbortSignal;
 }
 
 export interface CampaignOptions extends Omit<AcquireOptions, 'waitMs' | 'idempotencyKey'> {
-  /** Longest wait of one turn in the lock's queue; the campaign queues again after it. 30 s by default. */
+  /**
+   * Longest wait of one turn in the lock's queue; the campaign queues again after it. By default 30 s, or
+   * the server's LOCK_MAX_WAIT_MS when that is lower. One given here that is above the server's bound is
+   * refused (InvalidRequestError), never shortened.
+   */
   readonly waitMs?: number;
 }
 
@@ -351,7 +360,7 @@ export class KeyholderClient {
    * end the iteration by throwing.
    */
   async *observe(key: string, options: ObserveOptions = {}): AsyncGenerator<LockStatus, void, undefined> {
-    const waitMs = options.waitMs ?? 30_000;
+    let waitMs = options.waitMs ?? DEFAULT_HELPER_WAIT_MS;
     let index: number | undefined;
     while (!options.signal?.aborted) {
       let status: LockStatus;
@@ -359,12 +368,22 @@ export class KeyholderClient {
         status = await this.inspect(key, { index, waitMs, signal: options.signal });
       } catch (err) {
         if (options.signal?.aborted) return;
-        throw err;
+        const bound = options.waitMs === undefined ? serverWaitBound(err, waitMs) : undefined;
+        if (bound === undefined) throw err;
+        waitMs = bound;
+        continue;
       }
       // Compare for inequality only: the index may step down (a free key's state forgotten).
       if (status.index !== index) {
         index = status.index;
         yield status;
+      } else if (waitMs === 0) {
+        // A server that takes no wait answers at once: ask again after a pause, not in a tight loop.
+        try {
+          await pause(NO_WAIT_POLL_MS, options.signal);
+        } catch {
+          return;
+        }
       }
     }
   }
@@ -376,12 +395,17 @@ export class KeyholderClient {
    * aborted, and send `lease.fencingToken` with every write; followers use observe() to learn the leader.
    */
   async campaign(key: string, options: CampaignOptions): Promise<Lease> {
-    const waitMs = options.waitMs ?? 30_000;
+    let waitMs = options.waitMs ?? DEFAULT_HELPER_WAIT_MS;
     for (;;) {
       options.signal?.throwIfAborted();
       try {
         return await this.acquire(key, { ...options, waitMs });
       } catch (err) {
+        const bound = options.waitMs === undefined ? serverWaitBound(err, waitMs) : undefined;
+        if (bound !== undefined) {
+          waitMs = bound;
+          continue;
+        }
         if (!(err instanceof LockHeldError)) throw err;
         // The turn ran out with someone else still leading: queue again. A turn that did not wait in the
         // queue (waitMs 0) asks again when the server says the lock may be free, not at once: a follower
@@ -550,6 +574,23 @@ export class KeyholderClient {
     if (response.ok) throw invalidAnswer(operation, response.status, 'keyholder answers 200 on success');
     throw errorFromResponse(response, result.error);
   }
+}
+
+/** The wait of one request of observe() and campaign() when the caller gives none (the server's bound if lower). */
+const DEFAULT_HELPER_WAIT_MS = 30_000;
+
+/** How often observe() asks again when the server takes no wait at all (LOCK_MAX_WAIT_MS 0). */
+const NO_WAIT_POLL_MS = 1_000;
+
+/**
+ * The server's bound on waitMs when `err` is its refusal of a wait above it (the problem's maxWaitMs) and
+ * that bound is below `askedMs`; else undefined. Only for a wait the client chose: a caller's own wait
+ * is never shortened behind its back.
+ */
+function serverWaitBound(err: unknown, askedMs: number): number | undefined {
+  if (!(err instanceof InvalidRequestError) || err.code !== 'invalid_request') return undefined;
+  const bound = err.problem?.maxWaitMs;
+  return typeof bound === 'number' && Number.isInteger(bound) && bound >= 0 && bound < askedMs ? bound : undefined;
 }
 
 /**

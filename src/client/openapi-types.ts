@@ -861,6 +861,11 @@ export interface components {
              * @enum {string}
              */
             store?: "memory" | "redis" | "etcd";
+            /**
+             * Format: int64
+             * @description invalid_request for a waitMs out of bounds: the longest waitMs this server takes (LOCK_MAX_WAIT_MS), so a client that chose its wait itself can ask again within it
+             */
+            maxWaitMs?: number;
         };
         /** @description One page of held locks. Owner tokens are never shown. */
         LockList: {

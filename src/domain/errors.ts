@@ -18,6 +18,8 @@ export abstract class DomainError extends Error {
   readonly retryAfterMs?: number;
   /** For invalid_request: each offending field. */
   readonly fields?: readonly FieldError[];
+  /** For a waitMs out of bounds: the longest this instance takes, so a caller that chose its wait can ask within it. */
+  readonly maxWaitMs?: number;
   /**
    * The failed call left its lease live on purpose (keptLease): an idempotent acquire whose answer could
    * not be delivered keeps it for a retry with its key. Its quota slot keeps counting (quota.ts).
@@ -57,12 +59,15 @@ export function isDomainError(err: unknown): err is DomainError {
 export class InvalidRequestError extends DomainError {
   readonly code = 'invalid_request';
   override readonly fields: readonly FieldError[];
+  override readonly maxWaitMs: number | undefined;
   constructor(
     readonly field: string,
     message: string,
+    bound: { readonly maxWaitMs?: number } = {},
   ) {
     super(`${field}: ${message}`);
     this.fields = [{ field, message: this.message }];
+    this.maxWaitMs = bound.maxWaitMs;
   }
 }
 

@@ -127,7 +127,7 @@ export class LeaseRules {
   checkWaitMs(waitMs: number): void {
     const { maxWaitMs } = this.parts.limits;
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > maxWaitMs) {
-      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${maxWaitMs}`);
+      throw new InvalidRequestError('waitMs', `must be an integer from 0 to ${maxWaitMs}`, { maxWaitMs });
     }
   }
 

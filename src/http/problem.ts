@@ -38,6 +38,7 @@ export interface ProblemExtras {
   readonly retryAfterMs?: number;
   readonly errors?: readonly FieldError[];
   readonly store?: 'memory' | 'redis' | 'etcd';
+  readonly maxWaitMs?: number;
 }
 
 function problemBody(code: ProblemCode, detail: string, instance?: string, extras: ProblemExtras = {}): ProblemBody {
@@ -52,6 +53,7 @@ function problemBody(code: ProblemCode, detail: string, instance?: string, extra
     ...(extras.retryAfterMs === undefined ? {} : { retryAfterMs: extras.retryAfterMs }),
     ...(extras.errors === undefined ? {} : { errors: [...extras.errors] }),
     ...(extras.store === undefined ? {} : { store: extras.store }),
+    ...(extras.maxWaitMs === undefined ? {} : { maxWaitMs: extras.maxWaitMs }),
   };
 }
 
@@ -127,11 +129,15 @@ export function sendProblem(
   return reply.send(writeProblem(request, reply, code, detail, extras));
 }
 
-/** A domain error as a problem: its code's row in the table of codes, its message, retryAfterMs and fields. */
+/** A domain error as a problem: its code's row in the table of codes, its message, retryAfterMs, fields and maxWaitMs. */
 export function writeDomainError(request: FastifyRequest, reply: FastifyReply, error: DomainError): string {
   const { log, detail } = ANSWER_RULES[error.code] ?? {};
   if (log) request.log[log.level]({ err: error.message }, log.msg);
-  return writeProblem(request, reply, error.code, detail ?? error.message, { retryAfterMs: error.retryAfterMs, errors: error.fields });
+  return writeProblem(request, reply, error.code, detail ?? error.message, {
+    retryAfterMs: error.retryAfterMs,
+    errors: error.fields,
+    maxWaitMs: error.maxWaitMs,
+  });
 }
 
 export function sendDomainError(request: FastifyRequest, reply: FastifyReply, error: DomainError): FastifyReply {

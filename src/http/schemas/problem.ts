@@ -34,6 +34,16 @@ export const Problem = z
       .optional()
       .meta({ description: 'invalid_request: each offending field and what is wrong with it' }),
     store: z.enum(['memory', 'redis', 'etcd']).optional().meta({ description: 'store_unavailable on /readyz: the store kind' }),
+    maxWaitMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .optional()
+      .meta({
+        description:
+          'invalid_request for a waitMs out of bounds: the longest waitMs this server takes (LOCK_MAX_WAIT_MS), so a client ' +
+          'that chose its wait itself can ask again within it',
+      }),
   })
   .meta({ id: 'Problem', description: 'An error, as RFC 9457 problem details (application/problem+json).' });
 
