@@ -3,6 +3,8 @@ package keyholder
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -38,7 +40,8 @@ var (
 )
 
 // Lease is a held lock or semaphore permit. It renews itself in the background and closes Lost() the moment
-// it can no longer be trusted: a renewal refused (not_owner, e.g. force-released), or its safe deadline
+// it can no longer be trusted: a renewal refused (not_owner, e.g. force-released) or answered with another
+// fencing token than the lease's (an answer about another lease), or its safe deadline
 // reached without a confirmed renewal. The safe deadline is the send time of the last confirmed acquire or
 // renewal on this process's monotonic clock, plus the TTL, minus the drift margin: the server started the
 // lease no earlier than that send time, so the lease cannot end there before. It is NOT safe to assume the
@@ -317,6 +320,13 @@ func (l *Lease) renewAttempt() error {
 	renewal, err := l.client.renewLease(l.stopCtx, l.kind, l.Key, l.OwnerToken, ttl, timeout, time.Time{})
 	if err != nil {
 		return err
+	}
+	// A renewal never changes the fencing token: one that carries another is an answer about another lease
+	// (a server or proxy that mixed leases up, or this one replaced), so this lease can no longer be
+	// trusted. A bad response is not retried: the lease is lost (LostRenewFailed).
+	if renewal.FencingToken != l.FencingToken {
+		return &Error{Op: l.kind.renewOp, Code: CodeBadResponse, Status: http.StatusOK,
+			Err: fmt.Errorf("fencingToken %d, the lease's is %d", renewal.FencingToken, l.FencingToken)}
 	}
 	l.confirm(sentAt, renewal)
 	return nil

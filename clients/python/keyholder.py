@@ -17,7 +17,8 @@
     client.inspect("invoice:42", queue=True)["queue"]  # who waits for it: position, holder, waitingSince
 
 Inside a block a background thread renews the lease at about a third of its TTL. `lease.lost` (a
-threading.Event) is set the moment a renewal is refused (not_owner, e.g. force-released) or when the
+threading.Event) is set the moment a renewal is refused (not_owner, e.g. force-released) or answers with
+another fencing token than the lease's (an answer about another lease), or when the
 lease's safe deadline passes without a confirmed renewal: the send time of the last confirmed acquire or
 renewal on the monotonic clock, plus the TTL, minus a drift margin. The server started the lease no earlier
 than that send time, so the lease cannot end on the server before then: stop when `lost` is set and you
@@ -891,6 +892,7 @@ class Lease:
         asked = self.ttl_ms
         try:
             renewal = _no_longer_than_asked("renew", self._renew_call(asked, max(0.001, self._deadline - sent_at)), asked)
+            self._check_same_lease(renewal)
         except NotOwnerError as err:
             self._lose("not_owner", err)
             return None
@@ -918,6 +920,17 @@ class Lease:
         for listener in listeners:
             _tell(listener, asked)
         return None
+
+    def _check_same_lease(self, renewal):
+        """A renewal never changes the fencing token: one that carries another is an answer about another lease
+        (a server or proxy that mixed leases up, or this one replaced), so this lease can no longer be trusted.
+        Raised as no keyholder answer, which is not retried: the lease is lost (renew_failed)."""
+        if renewal.get("fencingToken") != self.fencing_token:
+            raise InvalidResponseError(
+                f"renew: fencingToken {renewal.get('fencingToken')}, the lease's is {self.fencing_token}",
+                "invalid_response",
+                200,
+            )
 
     def _renew_loop(self):
         failures = 0
@@ -1008,6 +1021,14 @@ class LockSetLease(Lease):
         super().__init__(",".join(keys), grant, sent_at, drift_margin_ms, renew, release)
         self.keys = list(keys)
         self.fencing_tokens = {lock["key"]: lock["fencingToken"] for lock in grant["locks"]}
+
+    def _check_same_lease(self, renewal):
+        # Each key's token, as for one key's lease (see Lease._check_same_lease).
+        renewed = {lock["key"]: lock["fencingToken"] for lock in renewal["locks"]}
+        if renewed != self.fencing_tokens:
+            raise InvalidResponseError(
+                f"renew: fencingTokens {renewed}, the lease's are {self.fencing_tokens}", "invalid_response", 200
+            )
 
 
 class _Held:

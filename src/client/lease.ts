@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KeyholderError, LeaseLostError, NotOwnerError } from './errors.js';
+import { InvalidResponseError, KeyholderError, LeaseLostError, NotOwnerError } from './errors.js';
 import type { components } from './openapi-types.js';
 import { type BackoffOptions, monotonicNow, retryDelayMs } from './retry.js';
 
@@ -33,7 +33,8 @@ const RENEW_JITTER = 0.1;
 
 /**
  * A held lock. It renews itself in the background and aborts `signal` the moment the lease can no longer
- * be trusted: a renewal refused (not_owner, e.g. force-released), or the safe deadline reached without a
+ * be trusted: a renewal refused (not_owner, e.g. force-released) or answered with another fencing token
+ * than the lease's (an answer about another lease), or the safe deadline reached without a
  * confirmed renewal. The safe deadline is measured on this process's monotonic clock from when the last
  * confirmed acquire or renewal was *sent*: the server started the lease no earlier than that, so it cannot
  * end before send time + TTL; the drift margin covers clock-rate differences and late timers.
@@ -197,7 +198,9 @@ export class Lease {
   private async renewBeforeHandingOut(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      const renewal = await this.transport.renewOnce(this.key, this.ownerToken, this.ttlMsValue, this.stopController.signal, Infinity);
+      const renewal = this.ofThisLease(
+        await this.transport.renewOnce(this.key, this.ownerToken, this.ttlMsValue, this.stopController.signal, Infinity),
+      );
       this.safeDeadlineAt = Infinity;
       this.confirm(sentAt, renewal);
     } catch (err) {
@@ -220,7 +223,7 @@ export class Lease {
       }
       const sentAt = monotonicNow();
       try {
-        const renewal = await this.renewOnce(sentAt);
+        const renewal = this.ofThisLease(await this.renewOnce(sentAt));
         if (this.done) return;
         this.confirm(sentAt, renewal);
         failures = 0;
@@ -236,6 +239,22 @@ export class Lease {
         delayMs = Math.max(10, Math.min(retryDelayMs(err.retryAfterMs, failures, this.transport.backoff), this.remainingMs / 2));
       }
     }
+  }
+
+  /**
+   * A renewal never changes the fencing token: one that carries another is an answer about another lease
+   * (a server or proxy that mixed leases up, or this one replaced), so this lease can no longer be trusted.
+   * Refused as no keyholder answer, which is not retried: the lease is lost (renew_failed).
+   */
+  private ofThisLease(renewal: LockRenewal): LockRenewal {
+    if (renewal.fencingToken === this.fencingToken) return renewal;
+    throw new InvalidResponseError(
+      `renew: HTTP 200 is not a keyholder answer (fencingToken ${renewal.fencingToken}, the lease's is ${this.fencingToken})`,
+      'invalid_response',
+      200,
+      undefined,
+      undefined,
+    );
   }
 
   private renewDelayMs(): number {

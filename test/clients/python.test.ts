@@ -203,6 +203,12 @@ describe('Python client: answers it must not trust', () => {
     expect(result['wrong-types']?.message).toMatch(/fencingToken/);
     expect(result['untrusted-certificate']).toMatchObject({ error: 'TlsError', code: 'tls_failed', retryable: false });
     expect(result['untrusted-certificate']?.message).toMatch(/CERTIFICATE_VERIFY_FAILED/);
+    // A renewal answer with another fencing token than the lease's: the lease is lost, not carried on.
+    for (const kind of ['lock', 'semaphore', 'rwlock', 'lock-set']) {
+      expect(result[`other-token-${kind}`], kind).toMatchObject({ lost: 'renew_failed', when: 'renewal' });
+      expect(result[`other-token-${kind}`]?.message, kind).toMatch(/fencingToken/);
+    }
+    expect(result['other-token-replayed']).toMatchObject({ lost: 'renew_failed', when: 'acquire' });
   }, 60_000);
 });
 

@@ -1,6 +1,13 @@
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidResponseError, KeyholderClient, type KeyholderClientOptions, RedirectError, TlsError } from '../../src/client/index.js';
+import {
+  InvalidResponseError,
+  KeyholderClient,
+  type KeyholderClientOptions,
+  LeaseLostError,
+  RedirectError,
+  TlsError,
+} from '../../src/client/index.js';
 import { HostileServers } from '../helpers/hostile-servers.js';
 import { requireTool } from '../helpers/tools.js';
 
@@ -93,5 +100,30 @@ describe('TypeScript client: answers it must not trust', { timeout: 60_000 }, ()
     expect(err).toBeInstanceOf(TlsError);
     expect(err).toMatchObject({ code: 'tls_failed', retryable: false });
     expect((err as Error).message).toMatch(/DEPTH_ZERO_SELF_SIGNED_CERT/);
+  });
+
+  it('a renewal that carries another fencing token than the lease: the lease is lost, not carried on', async () => {
+    const kh = client(`${hostile.http}/other-token`);
+    const lease = await kh.acquire('k', { ttlMs: 600 });
+    expect(lease.fencingToken).toBe(7);
+    // The first renewal comes at about a third of the TTL; the lease may not outlive the TTL it was granted.
+    const reason = await Promise.race([
+      new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason), { once: true })),
+      new Promise<unknown>((resolve) => setTimeout(() => resolve('still held after 5 s'), 5_000)),
+    ]);
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect(reason).toMatchObject({ reason: 'renew_failed' });
+    expect(((reason as LeaseLostError).cause as Error).message).toMatch(/fencingToken 8.*7/);
+    expect(lease.fencingToken).toBe(7);
+  });
+
+  it('the renewal before a replayed grant is handed out carries another fencing token: no lease', async () => {
+    const kh = client(`${hostile.http}/other-token`);
+    const err = await kh.acquire('k', { ttlMs: 10_000, idempotencyKey: 'replayed' }).then(
+      (lease) => lease.release().then(() => new Error(`a lease was returned with token ${lease.fencingToken}`)),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(LeaseLostError);
+    expect(err).toMatchObject({ reason: 'renew_failed' });
   });
 });

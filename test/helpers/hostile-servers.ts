@@ -25,6 +25,9 @@ export interface SeenRequest {
  * - `to-http` (on `https`): 302 from https to the other origin over plain http.
  * - `empty-200`, `wrong-types`, `not-json`: a 200 without a grant; `created`: 201 with a well-formed one;
  *   `no-content`: 204.
+ * - `other-token`: a well-formed grant (fencing token 7, the TTL asked), then renewals that are well-formed
+ *   but carry fencing token 8, as a server or proxy that mixed up two leases would; for a lock set
+ *   (`/v1/lock-sets/...`), each key's token 7 + its position, then one higher in each renewal.
  *
  * `https` serves the same behaviours with a self-signed certificate for 127.0.0.1 made by the openssl
  * command (Node cannot make X.509 certificates itself); `caFile` is that certificate.
@@ -80,7 +83,7 @@ export class HostileServers {
     });
     const otherUrl = await listen(other);
     const handler = (req: IncomingMessage, res: ServerResponse) => {
-      void readBody(req).then(() => misbehave(req, res, otherUrl));
+      void readBody(req).then((body) => misbehave(req, res, otherUrl, body));
     };
     const http = createHttpServer(handler);
     const https = createHttpsServer({ key: readFileSync(keyFile), cert: readFileSync(caFile) }, handler);
@@ -131,7 +134,30 @@ function answerLikeKeyholder(req: IncomingMessage, res: ServerResponse, status =
   json(res, 404, {});
 }
 
-function misbehave(req: IncomingMessage, res: ServerResponse, otherUrl: string): void {
+/** `other-token`: grants with the TTL asked, renewals with a fencing token one higher than the grant's. */
+function tokenSwapper(req: IncomingMessage, res: ServerResponse, body: string): void {
+  const asked = (JSON.parse(body || '{}') ?? {}) as { ttlMs?: number; keys?: string[] };
+  const ttlMs = asked.ttlMs ?? 10_000;
+  const lease = { ttlMs, expiresAt: new Date(Date.now() + ttlMs).toISOString() };
+  const set = /\/v1\/lock-sets\/(acquire|renew|release)/.exec(req.url ?? '');
+  if (set) {
+    const locks = (bump: number) => (asked.keys ?? []).map((key, i) => ({ key, fencingToken: 7 + i + bump }));
+    if (set[1] === 'acquire') return json(res, 200, { ownerToken: 'hostile-owner-token-0001', holder: null, locks: locks(0), ...lease });
+    if (set[1] === 'renew') return json(res, 200, { locks: locks(1), ...lease });
+    return json(res, 200, { released: true });
+  }
+  const match = /\/v1\/(locks|semaphores|rwlocks)\/([^/?]+)\/(acquire|renew|release)/.exec(req.url ?? '');
+  const key = decodeURIComponent(match?.[2] ?? 'unknown');
+  if (match?.[3] === 'acquire') {
+    const kind = match[1] === 'semaphores' ? { limit: 1 } : match[1] === 'rwlocks' ? { mode: 'write' } : {};
+    return json(res, 200, { key, fencingToken: 7, ...lease, ownerToken: 'hostile-owner-token-0001', holder: null, ...kind });
+  }
+  if (match?.[3] === 'renew') return json(res, 200, { key, fencingToken: 8, ...lease });
+  if (match?.[3] === 'release') return json(res, 200, { key, released: true });
+  json(res, 404, {});
+}
+
+function misbehave(req: IncomingMessage, res: ServerResponse, otherUrl: string, body: string): void {
   const url = req.url ?? '/';
   const [, behaviour = '', rest = ''] = /^\/([^/]+)(.*)$/.exec(url) ?? [];
   switch (behaviour) {
@@ -161,6 +187,8 @@ function misbehave(req: IncomingMessage, res: ServerResponse, otherUrl: string):
     case 'no-content':
       res.writeHead(204).end();
       return;
+    case 'other-token':
+      return tokenSwapper(req, res, body);
     default:
       json(res, 404, {});
   }

@@ -30,6 +30,22 @@ def attempt(case, client):
     print(json.dumps({"case": case, "lease": grant}), flush=True)
 
 
+def lost_on_renewal(case, acquire):
+    """A lease whose renewals carry another fencing token than its grant: prints how it was lost."""
+    try:
+        lease = acquire()
+    except keyholder.LeaseLostError as err:  # the renewal before a replayed grant is handed out
+        print(json.dumps({"case": case, "lost": err.reason, "when": "acquire", "message": str(err.__cause__)}), flush=True)
+        return
+    # The first renewal comes at about a third of the TTL; the lease may not outlive the TTL it was granted.
+    if lease.lost.wait(5):
+        result = {"lost": lease.lost_reason, "when": "renewal", "message": str(lease._lost_cause)}
+    else:
+        result = {"held": True}
+    lease.release()
+    print(json.dumps({"case": case, **result}), flush=True)
+
+
 def main(servers):
     def client(base, **options):
         return keyholder.Client(base, api_key=API_KEY, retry_budget_s=5, **options)
@@ -43,6 +59,12 @@ def main(servers):
     for behaviour in ("empty-200", "wrong-types", "not-json", "created", "no-content"):
         attempt(behaviour, client(servers["http"] + "/" + behaviour))
     attempt("untrusted-certificate", client(servers["https"] + "/grant"))
+    swapper = client(servers["http"] + "/other-token")
+    lost_on_renewal("other-token-lock", lambda: swapper.acquire("k", ttl_ms=600))
+    lost_on_renewal("other-token-semaphore", lambda: swapper.acquire_semaphore("k", limit=1, ttl_ms=600))
+    lost_on_renewal("other-token-rwlock", lambda: swapper.acquire_rwlock("k", mode="write", ttl_ms=600))
+    lost_on_renewal("other-token-lock-set", lambda: swapper.acquire_lock_set(["a", "b"], ttl_ms=600))
+    lost_on_renewal("other-token-replayed", lambda: swapper.acquire("k", ttl_ms=10000, idempotency_key="replayed"))
 
 
 if __name__ == "__main__":
