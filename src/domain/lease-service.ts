@@ -501,8 +501,19 @@ export class LeaseService {
     const evicted: EvictedLease[] = await this.store.forceRelease(kind, id, fencingToken);
     if (evicted.length === 0 && fencingToken !== undefined)
       await this.refuseIfHolderChanged(kind, id, key, fencingToken, 'nothing was released');
+    // Retired, not only freed: a renewal of an evicted lease may have had its store step just before the
+    // eviction, and its slot's extend still on the way would otherwise count the slot again.
     const quota = this.lane(kind).quota;
-    await Promise.all(evicted.map((e) => quota.free(namespace, e.ownerToken, id)));
+    // A lock set's key under a cap the store counts inside its lock steps took its unit through the
+    // quota-slot calls (the lane's quota keeps none then): its eviction gave back nothing of it.
+    const capInside = this.quotaInside(kind);
+    await Promise.all(
+      evicted.map((e) =>
+        e.quotaOutside === true && capInside !== undefined
+          ? this.retireQuotaSlot(namespace, e.ownerToken, id, e.expiresAtMs, capInside)
+          : quota.retire(namespace, e.ownerToken, id, e.expiresAtMs),
+      ),
+    );
     return evicted.map(({ holder, fencingToken: token }) => ({ holder, fencingToken: token }));
   }
 
@@ -768,6 +779,11 @@ export class LeaseService {
     );
   }
 
+  /** One lease's slot, retired under `max` (see NamespaceQuota.retire). */
+  private async retireQuotaSlot(namespace: string, ownerToken: string, id: string, untilMs: number, max: number): Promise<void> {
+    await this.store.retireQuotaSlot(namespace, leaseSlotId(ownerToken, id), untilMs, max).catch(() => undefined);
+  }
+
   private async freeQuotaSlots(namespace: string, ownerToken: string, ids: readonly string[]): Promise<void> {
     const max = this.maxHeld;
     if (max <= 0) return;
@@ -784,6 +800,7 @@ export class LeaseService {
       reserveQuotaSlot: store.reserveQuotaSlot.bind(store),
       extendQuotaSlot: store.extendQuotaSlot.bind(store),
       freeQuotaSlot: store.freeQuotaSlot.bind(store),
+      retireQuotaSlot: store.retireQuotaSlot.bind(store),
       release: giveBack,
     };
     // With the quota inside the store's lock steps, the service's own quota-slot calls are off (a cap of 0).

@@ -97,6 +97,13 @@ export interface EvictedLease {
   readonly holder: string | null;
   readonly fencingToken: number;
   readonly ownerToken: string;
+  /** Its end when it was evicted (Unix ms, store clock): its quota slot is retired until then. */
+  readonly expiresAtMs: number;
+  /**
+   * It took no unit of a quota the store counts inside its lock steps (quotaInside): its quota slot, if
+   * it has one (a lock set's key), was counted through the quota-slot calls and is the caller's to give back.
+   */
+  readonly quotaOutside?: true;
 }
 
 /** What each kind's reads answer: a lock keeps its own shapes (its HTTP answers are built from them). */

@@ -118,13 +118,26 @@ export interface QuotaSlotStore {
    * that is later (never earlier), and counts a missing slot again, over the cap if need be. The lease it
    * counts is held, so it must count: its slot goes missing when a release fails but the slot's give-back
    * sent with it does not (NamespaceQuota.releaseWith), and the lease lives on. Were the lease released at
-   * the same moment by another call, the slot counts until `expiresAtMs`, never over the cap.
+   * the same moment by another call, the slot counts until `expiresAtMs`, never over the cap. A retired
+   * slot (retireQuotaSlot) is neither moved nor counted again: its lease is gone.
    * `maxQuotaSlots`: the cap the quota slot was reserved under (a store that splits the cap into shards
    * finds the slot's shard with it).
    */
   extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number, maxQuotaSlots: number): Promise<void>;
-  /** Gives a quota slot back; does nothing for an unknown slot. `maxQuotaSlots`: as for extendQuotaSlot. */
+  /**
+   * Gives a quota slot back; does nothing for an unknown or retired slot (a retired slot stays retired).
+   * `maxQuotaSlots`: as for extendQuotaSlot.
+   */
   freeQuotaSlot(namespace: string, quotaSlotId: string, maxQuotaSlots: number): Promise<void>;
+  /**
+   * Gives back the quota slot of a lease that is gone for good (force-released), and retires it until
+   * `untilMs`, the lease's end when it went (store clock): an extend of it meanwhile comes from a renewal
+   * decided before the lease went, and must neither move it nor count it again, or the namespace would
+   * count a unit for a lease that no longer exists until that renewal's end. Any renewal decided before
+   * the lease went ended it no later than `untilMs`, so no extend can count it after that either. A
+   * reservation under the same id takes it anew. `maxQuotaSlots`: as for extendQuotaSlot.
+   */
+  retireQuotaSlot(namespace: string, quotaSlotId: string, untilMs: number, maxQuotaSlots: number): Promise<void>;
 }
 
 /**

@@ -140,9 +140,19 @@ export class NamespaceQuota {
     return Promise.all([this.store.release(id, ownerToken), this.free(namespace, ownerToken, id)]).then(([released]) => released);
   }
 
-  /** A released (or evicted) lease's slot is free again. */
+  /** A released lease's slot is free again. */
   async free(namespace: string, ownerToken: string, id: string): Promise<void> {
     if (this.maxHeldLocks > 0)
       await this.store.freeQuotaSlot(namespace, leaseSlotId(ownerToken, id), this.maxHeldLocks).catch(() => undefined);
+  }
+
+  /**
+   * An evicted lease's slot is free again, for good: a renewal of that lease decided before the eviction
+   * may still extend it, and must not count it again (QuotaSlotStore.retireQuotaSlot). `untilMs`: the
+   * lease's end when it was evicted (store clock).
+   */
+  async retire(namespace: string, ownerToken: string, id: string, untilMs: number): Promise<void> {
+    if (this.maxHeldLocks > 0)
+      await this.store.retireQuotaSlot(namespace, leaseSlotId(ownerToken, id), untilMs, this.maxHeldLocks).catch(() => undefined);
   }
 }

@@ -91,6 +91,8 @@ export class InstrumentedStore implements Store {
         this.timed('slot', () => inner.extendQuotaSlot(namespace, quotaSlotId, expiresAtMs, maxQuotaSlots)),
       freeQuotaSlot: (namespace, quotaSlotId, maxQuotaSlots) =>
         this.timed('slot', () => inner.freeQuotaSlot(namespace, quotaSlotId, maxQuotaSlots)),
+      retireQuotaSlot: (namespace, quotaSlotId, untilMs, maxQuotaSlots) =>
+        this.timed('slot', () => inner.retireQuotaSlot(namespace, quotaSlotId, untilMs, maxQuotaSlots)),
     };
   }
 

@@ -484,6 +484,29 @@ export function describeStoreContract(name: string, harness: StoreHarness): void
       expect(await store.reserveQuotaSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
     });
 
+    it('quota slots: a retired slot is given back, and no extend moves or counts it again; a plain free leaves it retired', async () => {
+      const ns = uniqueKey('quota-retire');
+      expect(await store.reserveQuotaSlot(ns, 'a', 5_000, 1)).toEqual({ reserved: true });
+      // Its lease was force-released; the lease's end was a minute away.
+      const leaseEnd = Date.now() + 60_000;
+      await store.retireQuotaSlot(ns, 'a', leaseEnd, 1);
+      // The extend of a renewal decided before the eviction, then the evicted holder's own release: still free.
+      await store.extendQuotaSlot(ns, 'a', leaseEnd, 1);
+      await store.freeQuotaSlot(ns, 'a', 1);
+      await store.extendQuotaSlot(ns, 'a', leaseEnd, 1);
+      expect(await store.reserveQuotaSlot(ns, 'b', 1_000, 1)).toEqual({ reserved: true });
+      // A slot retired that was missing is never counted by an extend either.
+      await store.retireQuotaSlot(ns, 'c', leaseEnd, 1);
+      await store.freeQuotaSlot(ns, 'b', 1);
+      await store.extendQuotaSlot(ns, 'c', leaseEnd, 1);
+      expect(await store.reserveQuotaSlot(ns, 'd', 1_000, 1)).toEqual({ reserved: true });
+      // Other slots are extended and counted again as before.
+      await store.freeQuotaSlot(ns, 'd', 1);
+      await store.extendQuotaSlot(ns, 'e', leaseEnd, 1);
+      expect((await store.reserveQuotaSlot(ns, 'f', 1_000, 1)).reserved).toBe(false);
+      await store.freeQuotaSlot(ns, 'e', 1);
+    });
+
     it('the quota bound (docs/limits.md) on every store: a limit of 700 is never exceeded, and nobody is refused below it', async () => {
       const ns = uniqueKey('quota-bound');
       let held = 0;

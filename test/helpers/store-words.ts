@@ -192,6 +192,7 @@ export function lockWords(leases: LeaseStore): LockWords {
     reserveQuotaSlot: (...args) => leases.reserveQuotaSlot(...args),
     extendQuotaSlot: (...args) => leases.extendQuotaSlot(...args),
     freeQuotaSlot: (...args) => leases.freeQuotaSlot(...args),
+    retireQuotaSlot: (...args) => leases.retireQuotaSlot(...args),
     async acquire(input) {
       const { id, ownerToken, ttlMs, holder, waitMs, signal, idempotencyKey, lockDelayMs, maxHeldInNamespace } = input;
       const outcome = await leases.acquire({

@@ -12,3 +12,43 @@ export function withLeases<S extends Store>(store: S, parts: (own: LeaseStore) =
   // On a new object over the store, shadowing its own `leases` (a readonly field) without changing it.
   return Object.defineProperty(Object.create(store) as S, 'leases', { value: leases });
 }
+
+/**
+ * `store` whose renewals can be held between their store step and the rest of the renewal (its quota
+ * slot's extend, its answer): `race(renew, meanwhile)` runs `renew`, and `meanwhile` once the renewal's
+ * store step has answered and before the renewal goes on, so two calls on one lease meet in exactly that
+ * order. Resolves to the renewal's answer, or its error.
+ */
+export function renewalsHeldAfterTheStore<S extends Store>(store: S) {
+  let held: { reached: () => void; until: Promise<void> } | undefined;
+  const host = withLeases(store, (own) => ({
+    renew: async (...args: Parameters<LeaseStore['renew']>) => {
+      const outcome = await own.renew(...args);
+      const hold = held;
+      held = undefined;
+      if (hold !== undefined) {
+        hold.reached();
+        await hold.until;
+      }
+      return outcome;
+    },
+  }));
+  const race = async (renew: () => Promise<unknown>, meanwhile: () => Promise<unknown>): Promise<unknown> => {
+    let reached!: () => void;
+    let goOn!: () => void;
+    const atTheStore = new Promise<void>((resolve) => (reached = resolve));
+    held = { reached, until: new Promise<void>((resolve) => (goOn = resolve)) };
+    const renewing = renew().then(
+      (answer) => answer,
+      (error: unknown) => error,
+    );
+    await atTheStore;
+    try {
+      await meanwhile();
+    } finally {
+      goOn();
+    }
+    return renewing;
+  };
+  return { host, race };
+}

@@ -622,13 +622,16 @@ describe('heartbeat.lua', () => {
 });
 
 describe('force-release.lua', () => {
-  it('{1, fencingToken, holder, evictedOwnerToken}: released whoever held it; {0}: no live lease', async () => {
-    const [, token] = (await acquire('owner-1', { holder: 'stuck' })) as [number, number];
-    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1']);
+  it('{1, fencingToken, holder, evictedOwnerToken, expiresAtMs, unitHere}: released whoever held it; {0}: no live lease', async () => {
+    // Its quota counted through the quota-slot calls (field b = 0): it took no unit of the lock scripts (0).
+    const [, token, end] = (await acquire('owner-1', { holder: 'stuck', maxQuotaSlots: -1 })) as [number, number, number];
+    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, token, 'stuck', 'owner-1', end, 0]);
     expect(await lockFields(lua.raw, keys.lock)).toEqual({ t: String(token) });
     expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([0]);
-    await acquire('owner-2');
-    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2']);
+    await acquire('owner-2', { maxQuotaSlots: 5 });
+    // Counted inside under a cap: its unit is given back here (1).
+    expect(await lua.scripts.run('forceRelease', { ...handOver, lockName, keys })).toEqual([1, int, '', 'owner-2', int, 1]);
+    expect(await counted(keys.quota)).toBe(0);
   });
 });
 
@@ -677,6 +680,33 @@ describe('quota-reserve.lua, quota-extend.lua and quota-free.lua', () => {
     expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(1);
     expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(0);
     expect(Number(await lua.raw.hget(quota.count, 'n'))).toBe(0);
+  });
+
+  it('quota-free with an end retires a unit: given back, then neither moved nor counted again by quota-extend (2) until that end', async () => {
+    const quota = space.quotaFor(`ns-${lockName}`, 'a', 2);
+    await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 1_000, maxQuotaSlots: 2 });
+    const leaseEnd = Date.now() + 60_000;
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a', retiredUntilMs: leaseEnd })).toBe(1);
+    expect(await counted(quota)).toBe(0);
+    // Kept under its member, half a second past its end's second, until then; the shard lives as long.
+    expect(Number(await lua.raw.zscore(quota.ends, 'u:a'))).toBe(Math.ceil(leaseEnd / 1000) + 0.5);
+    expect(await lua.raw.pttl(quota.ends)).toBeGreaterThan(60_000);
+    // The extend of a renewal decided before the eviction: nothing moved, nothing counted.
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'a', expiresAtMs: leaseEnd })).toBe(2);
+    expect(await counted(quota)).toBe(0);
+    // A plain give-back (the evicted holder's own release) neither gives anything back nor lifts the mark.
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'a' })).toBe(0);
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'a', expiresAtMs: leaseEnd })).toBe(2);
+    expect(await counted(quota)).toBe(0);
+    // A missing unit retired: nothing given back, the mark kept; an end already passed marks nothing.
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'b', retiredUntilMs: leaseEnd })).toBe(0);
+    expect(await lua.scripts.run('quotaExtend', { quota, quotaSlotId: 'b', expiresAtMs: leaseEnd })).toBe(2);
+    expect(await lua.scripts.run('quotaFree', { quota, quotaSlotId: 'c', retiredUntilMs: Date.now() - 1_000 })).toBe(0);
+    expect(await lua.raw.zscore(quota.ends, 'u:c')).toBeNull();
+    // Reserved anew under a retired id: counted again, as any reservation.
+    expect(await lua.scripts.run('quotaReserve', { quota, quotaSlotId: 'a', ttlMs: 1_000, maxQuotaSlots: 2 })).toEqual([1]);
+    expect(await counted(quota)).toBe(1);
+    expect(Number.isInteger(Number(await lua.raw.zscore(quota.ends, 'u:a')))).toBe(true);
   });
 });
 

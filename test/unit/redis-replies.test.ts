@@ -87,7 +87,9 @@ describe('Redis script replies', () => {
       expect(() => parseQuotaReserve(reply)).toThrow(UnexpectedReplyError);
     expect(parseQuotaExtend(1)).toBe(true);
     expect(parseQuotaExtend(0)).toBe(false);
-    for (const reply of [2, [1]]) expect(() => parseQuotaExtend(reply)).toThrow(UnexpectedReplyError);
+    // Retired: nothing counted.
+    expect(parseQuotaExtend(2)).toBe(false);
+    for (const reply of [3, -1, [1]]) expect(() => parseQuotaExtend(reply)).toThrow(UnexpectedReplyError);
     // lock-set-release and lock-delay: a 0/1 flag, nothing else.
     expect(parseFlag('lockSetRelease', 1)).toBe(true);
     expect(parseFlag('lockSetRelease', 0)).toBe(false);
@@ -130,14 +132,23 @@ describe('Redis script replies', () => {
     expect(parseHeartbeat([0, ''])).toEqual({ remainingLeaseMs: 0, grantedWaiterId: null });
     for (const reply of [[300], [300, 1], [300, 'w', 1], ['x', 'w'], 'x'])
       expect(() => parseHeartbeat(reply)).toThrow(UnexpectedReplyError);
-    expect(parseForceRelease([1, 7, 'w1', 'owner'])).toEqual({ released: true, fencingToken: 7, holder: 'w1', ownerToken: 'owner' });
-    expect(parseForceRelease([1, 7, '', 'owner'])).toMatchObject({ holder: null });
+    expect(parseForceRelease([1, 7, 'w1', 'owner', 900, 1])).toEqual({
+      released: true,
+      fencingToken: 7,
+      holder: 'w1',
+      ownerToken: 'owner',
+      expiresAtMs: 900,
+    });
+    expect(parseForceRelease([1, 7, '', 'owner', 900, 0])).toMatchObject({ holder: null, quotaOutside: true });
     expect(parseForceRelease([0])).toEqual({ released: false });
     for (const reply of [
       [1, 7, 'w1'],
-      [1, 7, 1, 'owner'],
-      [1, 7, 'w1', 1],
+      [1, 7, 1, 'owner', 900, 1],
+      [1, 7, 'w1', 1, 900, 1],
       [1, 7, 'w1', 'owner', 1],
+      [1, 7, 'w1', 'owner'],
+      [1, 7, 'w1', 'owner', 'x', 1],
+      [1, 7, 'w1', 'owner', 900, 2],
       [2, 7, 'w', 'o'],
       [0, 0],
       [1],
@@ -264,15 +275,17 @@ describe('Redis script replies', () => {
     ]);
 
     expect(parsePermitForceRelease([])).toEqual([]);
-    expect(parsePermitForceRelease(['o1', 7, 'w1', 'o2', 8, ''])).toEqual([
-      { ownerToken: 'o1', fencingToken: 7, holder: 'w1' },
-      { ownerToken: 'o2', fencingToken: 8, holder: null },
+    expect(parsePermitForceRelease(['o1', 7, 'w1', 900, 'o2', 8, '', 950])).toEqual([
+      { ownerToken: 'o1', fencingToken: 7, holder: 'w1', expiresAtMs: 900 },
+      { ownerToken: 'o2', fencingToken: 8, holder: null, expiresAtMs: 950 },
     ]);
     refuses(parsePermitForceRelease, [
       ['o1', 7],
-      [1, 7, 'w'],
-      ['o', 7, 1],
-      ['o', 'x', 'w'],
+      ['o1', 7, 'w'],
+      [1, 7, 'w', 900],
+      ['o', 7, 1, 900],
+      ['o', 'x', 'w', 900],
+      ['o', 7, 'w', 'x'],
     ]);
   });
 

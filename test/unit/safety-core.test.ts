@@ -442,6 +442,10 @@ describe('quota: slots', () => {
         calls.push('free');
         return store.freeQuotaSlot(ns, id);
       },
+      retireQuotaSlot: (ns: string, id: string, until: number) => {
+        calls.push(`retire ${until}`);
+        return store.retireQuotaSlot(ns, id, until);
+      },
       release: (id: string, owner: string) => {
         calls.push(`release ${id}`);
         return store.release(id, owner);
@@ -466,6 +470,7 @@ describe('quota: slots', () => {
     await quota.grantWaiting(claim('o'), 100, async () => ({ fencingToken: 1, expiresAtMs: 2 }));
     await quota.extend('ns', 'o', 'ns/k', 5);
     await quota.free('ns', 'o', 'ns/k');
+    await quota.retire('ns', 'o', 'ns/k', 5);
     expect(calls).toEqual([]);
   });
 
@@ -524,11 +529,13 @@ describe('quota: slots', () => {
       reserveQuotaSlot: async () => ({ reserved: true as const }),
       extendQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')),
       freeQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')),
+      retireQuotaSlot: () => Promise.reject(new StoreUnavailableError('down')),
       release: async () => true,
     };
     const quota = new NamespaceQuota(failing, 1);
     await quota.extend('ns', 'o', 'ns/k', 5);
     await quota.free('ns', 'o', 'ns/k');
+    await quota.retire('ns', 'o', 'ns/k', 5);
     await expect(quota.grantWaiting(claim('o'), 100, () => Promise.reject(new LockHeldError('k', 5)))).rejects.toBeInstanceOf(
       LockHeldError,
     );

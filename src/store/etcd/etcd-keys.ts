@@ -6,6 +6,8 @@
  *   <prefix>queue/<id>#<waiterId>  a caller queued for a lock (LeaseWaiterRecord); FIFO order = create revision
  *   <prefix>slot/<ns>#<quotaSlotId>  a quota slot ({"e": end ms})
  *   <prefix>slotver/<ns>           bumped by every reservation: the compare-and-set guard of a namespace's count
+ *   <prefix>slotoff/<ns>#<quotaSlotId>  a retired quota slot ({"r": until ms}): its lease was force-released,
+ *                                  and no renewal counts the slot again (EtcdStore.retireQuotaSlot)
  *   <prefix>pool/<kind>/<id>       a semaphore's or read/write lock's pool record (PoolRecord)
  *   <prefix>pqueue/<kind>/<id>#<waiterId>  a caller queued for a permit; FIFO order = create revision
  *
@@ -56,6 +58,11 @@ export class EtcdKeys {
 
   quotaSlots(namespace: string): KeyRange {
     return this.range(`slot/${namespace}#`);
+  }
+
+  /** Outside the namespace's slot range (quotaSlots), so a reservation reads no retired slot. */
+  retiredQuotaSlot(namespace: string, quotaSlotId: string): Buffer {
+    return Buffer.from(`${this.prefix}slotoff/${namespace}#${quotaSlotId}`);
   }
 
   quotaSlotVersion(namespace: string): Buffer {

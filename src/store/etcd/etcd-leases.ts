@@ -390,7 +390,7 @@ export class EtcdLeases implements LeaseEngine {
       const gone = new Set(evicted.map((l) => l.o));
       const kept = pool.value.l.filter((l) => !gone.has(l.o));
       if (await this.dropLeases(kind, [{ key: id, pool, queued }], revision, [kept], nowMs)) {
-        return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o }));
+        return evicted.map((l) => ({ holder: l.h, fencingToken: l.t, ownerToken: l.o, expiresAtMs: l.e }));
       }
     }
     throw new StoreUnavailableError(CONTENDED);

@@ -206,16 +206,25 @@ export class EtcdStore implements Store {
   }
 
   async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
+    const key = this.keys.quotaSlot(namespace, quotaSlotId);
+    const retired = this.keys.retiredQuotaSlot(namespace, quotaSlotId);
+    // The slot and its retired mark in one read (one round trip, as the slot alone).
+    const read: IRequestOp[] = [{ request_range: { key } }, { request_range: { key: retired } }];
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const key = this.keys.quotaSlot(namespace, quotaSlotId);
-      const res = await this.call(() => this.client.kv.range({ key }, this.callOptions()));
-      const kv = res.kvs[0];
+      const res = await this.txn({ success: read });
+      // Retired: its lease is gone, and this renewal was decided before it went (QuotaSlotStore.retireQuotaSlot).
+      if ((res.responses[1]?.response_range.kvs.length ?? 0) > 0) return;
+      const kv = res.responses[0]?.response_range.kvs[0];
       const current = kv ? parseJson<{ e: number }>(kv.value)?.e : undefined;
       // A missing (or ended) slot is counted again (QuotaSlotStore.extendQuotaSlot says why).
       if (current !== undefined && current >= expiresAtMs) return;
       const txn = await this.txn({
-        // Mod revision 0: the slot is still missing.
-        compare: [{ key, target: 'Mod', result: 'Equal', mod_revision: kv?.mod_revision ?? '0' }],
+        compare: [
+          // Mod revision 0: the slot is still missing.
+          { key, target: 'Mod', result: 'Equal', mod_revision: kv?.mod_revision ?? '0' },
+          // And not retired since it was read.
+          { key: retired, target: 'Mod', result: 'Equal', mod_revision: '0' },
+        ],
         success: [await this.putOp(key, { e: expiresAtMs }, expiresAtMs)],
       });
       if (txn.succeeded) return;
@@ -224,6 +233,16 @@ export class EtcdStore implements Store {
 
   async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {
     await this.call(() => this.client.kv.deleteRange({ key: this.keys.quotaSlot(namespace, quotaSlotId) }, this.callOptions()));
+  }
+
+  /** One transaction: the slot goes and its retired mark is written, kept by etcd until `untilMs`. */
+  async retireQuotaSlot(namespace: string, quotaSlotId: string, untilMs: number): Promise<void> {
+    const free: IRequestOp = { request_delete_range: { key: this.keys.quotaSlot(namespace, quotaSlotId) } };
+    if (untilMs <= this.now()) {
+      await this.txn({ success: [free] });
+      return;
+    }
+    await this.txn({ success: [free, await this.putOp(this.keys.retiredQuotaSlot(namespace, quotaSlotId), { r: untilMs }, untilMs)] });
   }
 
   /** A linearizable read: it needs a leader and a quorum, which is what "the store can serve" means. */
@@ -237,8 +256,8 @@ export class EtcdStore implements Store {
     const res = await this.call(() => this.client.kv.range({ key: all.key, range_end: all.rangeEnd }, this.callOptions()));
     const nowMs = this.now();
     for (const kv of res.kvs) {
-      const value = parseJson<{ e?: number; k?: number }>(kv.value);
-      const keepUntil = value?.k ?? value?.e;
+      const value = parseJson<{ e?: number; k?: number; r?: number }>(kv.value);
+      const keepUntil = value?.k ?? value?.e ?? value?.r;
       if (keepUntil === undefined || keepUntil > nowMs) continue;
       await this.txn({
         compare: [{ key: kv.key, target: 'Mod', result: 'Equal', mod_revision: kv.mod_revision }],

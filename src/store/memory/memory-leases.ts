@@ -268,7 +268,12 @@ export class MemoryLeases implements LeaseEngine {
     const evicted = liveLeases(pool, now).filter((lease) => fencingToken === undefined || lease.fencingToken === fencingToken);
     if (evicted.length > 0) this.end(pool, evicted, now);
     else this.settle(pool, now);
-    return evicted.map(({ holder, fencingToken: token, ownerToken }) => ({ holder, fencingToken: token, ownerToken }));
+    return evicted.map(({ holder, fencingToken: token, ownerToken, expiresAtMs }) => ({
+      holder,
+      fencingToken: token,
+      ownerToken,
+      expiresAtMs,
+    }));
   }
 
   /** The first `limit` live callers queued for `id`, head first (a lock's without a weight). */

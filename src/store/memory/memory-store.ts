@@ -33,6 +33,8 @@ export class MemoryStore implements Store {
   readonly kind = 'memory';
   /** Quota slots: namespace -> slot id -> slot end (Unix ms). */
   private readonly quotaSlots = new Map<string, Map<string, number>>();
+  /** Retired quota slots (retireQuotaSlot): namespace -> slot id -> until when (Unix ms). */
+  private readonly retiredSlots = new Map<string, Map<string, number>>();
   private readonly clock: Clock;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -84,11 +86,15 @@ export class MemoryStore implements Store {
     }
     slots.set(quotaSlotId, Math.max(slots.get(quotaSlotId) ?? 0, Math.floor(now) + ttlMs));
     this.quotaSlots.set(namespace, slots);
+    // Taken anew under a retired id: it counts, and its lease's renewals carry it.
+    this.retiredSlots.get(namespace)?.delete(quotaSlotId);
     return { reserved: true };
   }
 
   async extendQuotaSlot(namespace: string, quotaSlotId: string, expiresAtMs: number): Promise<void> {
     this.assertOpen();
+    // Retired: its lease is gone, and this renewal was decided before it went (QuotaSlotStore.retireQuotaSlot).
+    if (this.retiredSlots.get(namespace)?.has(quotaSlotId) === true) return;
     const slots = this.quotaSlots.get(namespace) ?? new Map<string, number>();
     const endMs = slots.get(quotaSlotId);
     // A missing slot is counted again (QuotaSlotStore.extendQuotaSlot says why).
@@ -101,6 +107,14 @@ export class MemoryStore implements Store {
     const slots = this.quotaSlots.get(namespace);
     slots?.delete(quotaSlotId);
     if (slots?.size === 0) this.quotaSlots.delete(namespace);
+  }
+
+  async retireQuotaSlot(namespace: string, quotaSlotId: string, untilMs: number): Promise<void> {
+    await this.freeQuotaSlot(namespace, quotaSlotId);
+    if (untilMs <= this.clock()) return;
+    const retired = this.retiredSlots.get(namespace) ?? new Map<string, number>();
+    retired.set(quotaSlotId, Math.max(retired.get(quotaSlotId) ?? 0, untilMs));
+    this.retiredSlots.set(namespace, retired);
   }
 
   async ping(): Promise<void> {
@@ -118,9 +132,11 @@ export class MemoryStore implements Store {
   sweep(): void {
     this.engine.sweep();
     const now = this.clock();
-    for (const [namespace, slots] of this.quotaSlots) {
-      for (const [id, endMs] of slots) if (endMs <= now) slots.delete(id);
-      if (slots.size === 0) this.quotaSlots.delete(namespace);
+    for (const slotsOf of [this.quotaSlots, this.retiredSlots]) {
+      for (const [namespace, slots] of slotsOf) {
+        for (const [id, endMs] of slots) if (endMs <= now) slots.delete(id);
+        if (slots.size === 0) slotsOf.delete(namespace);
+      }
     }
   }
 

@@ -572,7 +572,13 @@ export class RedisLeases implements LeaseEngine {
         await this.deps.scripts.run('forceRelease', { ...this.handOverArgs(id), keys: this.deps.keys.lockKeys(id), fencingToken }),
       ),
     );
-    return reply.released ? [{ holder: reply.holder, fencingToken: reply.fencingToken, ownerToken: reply.ownerToken }] : [];
+    if (!reply.released) return [];
+    const { holder, fencingToken: token, ownerToken, expiresAtMs, quotaOutside } = reply;
+    return [
+      quotaOutside === true
+        ? { holder, fencingToken: token, ownerToken, expiresAtMs, quotaOutside }
+        : { holder, fencingToken: token, ownerToken, expiresAtMs },
+    ];
   }
 
   /**

@@ -381,6 +381,12 @@ export class RedisStore implements Store {
     await this.call(() => this.scripts.run('quotaFree', { quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots), quotaSlotId }));
   }
 
+  /** One step, in the slot's own shard: given back and retired together (quota-free.lua with an end). */
+  async retireQuotaSlot(namespace: string, quotaSlotId: string, untilMs: number, maxQuotaSlots: number): Promise<void> {
+    const args = { quota: this.keys.quotaFor(namespace, quotaSlotId, maxQuotaSlots), quotaSlotId, retiredUntilMs: untilMs };
+    await this.call(() => this.scripts.run('quotaFree', args));
+  }
+
   async ping(): Promise<void> {
     await this.call(() => this.echoPing());
   }

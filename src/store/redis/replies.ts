@@ -254,17 +254,36 @@ export function parseHandOver(message: string): HandOverNotice | null {
   return { waiterId: match[1] as string, fencingToken, expiresAtMs };
 }
 
-export type ForceReleaseReply = { released: true; fencingToken: number; holder: string | null; ownerToken: string } | { released: false };
+export type ForceReleaseReply =
+  | {
+      released: true;
+      fencingToken: number;
+      holder: string | null;
+      ownerToken: string;
+      /** The evicted lease's end (Unix ms, Redis clock). */
+      expiresAtMs: number;
+      /** It took no unit of the lock scripts' quota: its quota slot, if any, is the caller's to give back. */
+      quotaOutside?: true;
+    }
+  | { released: false };
 
 export function parseForceRelease(reply: unknown): ForceReleaseReply {
   if (Array.isArray(reply)) {
-    if (reply.length === 4 && reply[0] === 1 && typeof reply[2] === 'string' && typeof reply[3] === 'string') {
-      return {
-        released: true,
+    if (
+      reply.length === 6 &&
+      reply[0] === 1 &&
+      typeof reply[2] === 'string' &&
+      typeof reply[3] === 'string' &&
+      (reply[5] === 0 || reply[5] === 1)
+    ) {
+      const evicted = {
+        released: true as const,
         fencingToken: int('force-release', reply, reply[1]),
         holder: reply[2] === '' ? null : reply[2],
         ownerToken: reply[3],
+        expiresAtMs: int('force-release', reply, reply[4]),
       };
+      return reply[5] === 0 ? { ...evicted, quotaOutside: true } : evicted;
     }
     if (reply.length === 1 && reply[0] === 0) return { released: false };
   }
@@ -283,8 +302,9 @@ export function parseQuotaReserve(reply: unknown): QuotaReserveReply {
   throw new UnexpectedReplyError('quota-reserve', reply);
 }
 
+/** Whether the unit was counted already (1); 0: counted again; 2: retired, nothing counted (quota-extend.lua). */
 export function parseQuotaExtend(reply: unknown): boolean {
-  if (reply === 1 || reply === 0) return reply === 1;
+  if (reply === 1 || reply === 0 || reply === 2) return reply === 1;
   throw new UnexpectedReplyError('quota-extend', reply);
 }
 
@@ -394,15 +414,22 @@ export function parsePermitInspect(reply: unknown): {
 }
 
 /** permit-force-release: {(ownerToken, token, holder)...}. */
-export function parsePermitForceRelease(reply: unknown): Array<{ ownerToken: string; fencingToken: number; holder: string | null }> {
+export function parsePermitForceRelease(
+  reply: unknown,
+): Array<{ ownerToken: string; fencingToken: number; holder: string | null; expiresAtMs: number }> {
   const name = 'permit-force-release';
-  if (Array.isArray(reply) && reply.length % 3 === 0) {
+  if (Array.isArray(reply) && reply.length % 4 === 0) {
     const evicted = [];
-    for (let i = 0; i < reply.length; i += 3) {
+    for (let i = 0; i < reply.length; i += 4) {
       const owner: unknown = reply[i];
       const holder: unknown = reply[i + 2];
       if (typeof owner !== 'string' || typeof holder !== 'string') throw new UnexpectedReplyError(name, reply);
-      evicted.push({ ownerToken: owner, fencingToken: int(name, reply, reply[i + 1]), holder: holder === '' ? null : holder });
+      evicted.push({
+        ownerToken: owner,
+        fencingToken: int(name, reply, reply[i + 1]),
+        holder: holder === '' ? null : holder,
+        expiresAtMs: int(name, reply, reply[i + 3]),
+      });
     }
     return evicted;
   }

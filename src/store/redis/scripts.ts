@@ -290,11 +290,16 @@ export const SCRIPTS = {
     a.endMs,
     a.quotaSlotId,
   ]),
-  quotaFree: spec<{ readonly quota: QuotaKeys; readonly quotaSlotId: string }>('quota-free.lua', 2, (a) => [
-    a.quota.count,
-    a.quota.ends,
-    a.quotaSlotId,
-  ]),
+  // retiredUntilMs: the end of a lease gone for good (force-released), its unit retired until then; absent
+  // for a plain give-back, which sends no argument more.
+  quotaFree: spec<{ readonly quota: QuotaKeys; readonly quotaSlotId: string; readonly retiredUntilMs?: number }>(
+    'quota-free.lua',
+    2,
+    (a) =>
+      a.retiredUntilMs === undefined
+        ? [a.quota.count, a.quota.ends, a.quotaSlotId]
+        : [a.quota.count, a.quota.ends, a.quotaSlotId, a.retiredUntilMs],
+  ),
   lockDelay: spec<{ readonly lockKey: string; readonly ownerToken: string; readonly lockDelayMs: number }>('lock-delay.lua', 1, (a) => [
     a.lockKey,
     a.ownerToken,

@@ -35,7 +35,7 @@ export interface LeaseEngine {
 /** What a store adds to its engine to make the domain's port: its kind and its quota slots. */
 export type StoreParts = Pick<
   LeaseStore,
-  'kind' | 'quotaInside' | 'quotaInsideFrom' | 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot'
+  'kind' | 'quotaInside' | 'quotaInsideFrom' | 'reserveQuotaSlot' | 'extendQuotaSlot' | 'freeQuotaSlot' | 'retireQuotaSlot'
 >;
 
 /**
@@ -60,6 +60,7 @@ export function leaseStoreOver(store: StoreParts, engine: LeaseEngine): LeaseSto
     reserveQuotaSlot: (...args) => store.reserveQuotaSlot(...args),
     extendQuotaSlot: (...args) => store.extendQuotaSlot(...args),
     freeQuotaSlot: (...args) => store.freeQuotaSlot(...args),
+    retireQuotaSlot: (...args) => store.retireQuotaSlot(...args),
     acquire: (request) => engine.acquire(request),
     renew: (kind, ids, ownerToken, ttlMs) => engine.renew(kind, ids, ownerToken, ttlMs),
     release: (kind, ids, ownerToken) => engine.release(kind, ids, ownerToken),

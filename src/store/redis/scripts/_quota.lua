@@ -10,7 +10,10 @@ A shard keeps COUNTS, not one entry per lease, so a held lock costs the quota no
                "<second>" = units that end in that second (second = ceil(end ms / 1000))
   ends   ZSET  member "<second>", score second: the counted seconds in order, so ended ones are
                found without a scan; member "u:<unit id>", score its second: a unit taken through the
-               quota-slot calls (quota-reserve.lua), whose caller names it by id rather than by its end
+               quota-slot calls (quota-reserve.lua), whose caller names it by id rather than by its end;
+               a score half a second past a whole second marks such a unit retired (quotaRetired): given
+               back for a lease that is gone for good, counted nowhere, kept until that second ends so that
+               no call made for the gone lease counts it again (quota-free.lua, quota-extend.lua)
 A unit counts until the end of its second unless given back first; a take first drops the seconds
 that have ended (only when m says one has), so a lease that expires without a release stops counting
 within a second of its end. Both keys live until the latest counted second ends (plus a second).
@@ -21,10 +24,16 @@ Defines:
   quotaAdd(q, second)          counts one unit in second (no cap: a renewal or a move)
   quotaGive(q, second) -> given  gives back one unit counted in second, if that second is still counted
   quotaMove(q, fromSecond, toSecond)
+  quotaRetired(score) -> whether a quota-slot unit's score marks it retired
 where q is {countKey, endsKey}.
 ]]
 local function quotaSecond(endMs)
   return math.ceil(endMs / 1000)
+end
+
+-- Counted units have whole seconds as scores; a retired one, its second and a half (quota-free.lua).
+local function quotaRetired(score)
+  return score % 1 ~= 0
 end
 
 -- Drops the ended seconds (at most 1000 per call; the rest on the next) and returns the units left,
@@ -50,6 +59,8 @@ local function quotaSweep(q, n)
   n = math.max(0, n)
   local first = tonumber(redis.call('ZRANGE', q[2], '0', '0', 'WITHSCORES')[2])
   if first then
+    -- A retired unit's half second: the next sweep is due once it has passed, not at its whole second.
+    first = math.ceil(first)
     redis.call('HSET', q[1], 'n', fmt(n), 'm', fmt(first))
   else
     redis.call('HSET', q[1], 'n', fmt(n))

@@ -17,8 +17,12 @@ ARGV[4]  the fencing token of the lease to evict, or "" for whichever is live: w
          lease with another token (the holder changed since the caller looked) is left alone
 
 Returns:
-  {1, fencingToken, holder, evictedOwnerToken}   released; holder is "" when none was given
-  {0}                                            no live lease (or not the one named); nothing changed
+  {1, fencingToken, holder, evictedOwnerToken, expiresAtMs, unitHere}
+         released; holder is "" when none was given; expiresAtMs the evicted lease's end (its quota slot,
+         if it has one, is retired until then: quota-free.lua); unitHere 1 when its quota unit was counted
+         here (and is given back now), 0 when it took none here (field b = 0: a lock set's key, or a cap
+         counted through the quota-slot calls), so its quota slot is for the caller to give back
+  {0}    no live lease (or not the one named); nothing changed
 ]]
 --- @include "_handover"
 --- @include "_quota"
@@ -31,7 +35,7 @@ if ARGV[4] ~= '' and tonumber(cur[3]) ~= tonumber(ARGV[4]) then
   return {0}
 end
 
-local owner, holder, token = cur[1], cur[5] or '', tonumber(cur[3])
+local owner, holder, token, expiresAt = cur[1], cur[5] or '', tonumber(cur[3]), tonumber(cur[2])
 -- Tested here, not in quotaGive, as in release.lua: a lease that took no unit (0) builds no shard table and
 -- makes no call.
 local unit = unitSecond(cur)
@@ -41,4 +45,4 @@ end
 freeLease(KEYS[1], cur, tonumber(ARGV[1]))
 publishChange(ARGV[2], ARGV[3], cur)
 handOverFree(KEYS, cur, tonumber(ARGV[1]), ARGV[2], ARGV[3])
-return {1, token, holder, owner}
+return {1, token, holder, owner, expiresAt, unit ~= 0 and 1 or 0}

@@ -11,7 +11,9 @@ ARGV[4]  the fencing token of the one lease to evict, or "" for all of them: wit
          live lease with that token ends (none when it is no longer live)
 
 Returns:
-  {ownerToken1, fencingToken1, holder1, ...}   the evicted leases (holder "" when none); {} when none
+  {ownerToken1, fencingToken1, holder1, expiresAtMs1, ...}
+         the evicted leases (holder "" when none) with the end each had (its quota slot is retired until
+         then: quota-free.lua); {} when none
 ]]
 --- @include "_handover"
 --- @include "_permits"
@@ -21,14 +23,14 @@ if ARGV[4] ~= '' then
   local wanted = tonumber(ARGV[4])
   local live = redis.call('ZRANGE', KEYS[4], 0, -1)
   for i = 1, #live do
-    local weight, token, _, holder = permitRecord(KEYS, live[i])
+    local weight, token, endMs, holder = permitRecord(KEYS, live[i])
     if weight and token == wanted then
       redis.call('HDEL', KEYS[1], 'o:' .. live[i], 'r:' .. live[i])
       redis.call('ZREM', KEYS[4], live[i])
       redis.call('HSET', KEYS[1], 'u', fmt(math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'u')) or 0) - weight)))
       permitChanged(KEYS, ARGV[2])
       handOverPermits(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])
-      return {live[i], token, holder}
+      return {live[i], token, holder, endMs}
     end
   end
   return {}
@@ -36,11 +38,12 @@ end
 local owners = redis.call('ZRANGE', KEYS[4], 0, -1)
 local reply = {}
 for i = 1, #owners do
-  local weight, token, _, holder = permitRecord(KEYS, owners[i])
+  local weight, token, endMs, holder = permitRecord(KEYS, owners[i])
   if weight then
     reply[#reply + 1] = owners[i]
     reply[#reply + 1] = token
     reply[#reply + 1] = holder
+    reply[#reply + 1] = endMs
     redis.call('HDEL', KEYS[1], 'o:' .. owners[i], 'r:' .. owners[i])
   end
 end

@@ -12,6 +12,8 @@ ARGV[2]  new quota slot end, Unix ms on the Redis clock
 Returns:
   1   the unit was counted; it now counts at least to ARGV[2]
   0   the unit was missing (or no longer counted); it is counted again, to ARGV[2] (if that has not passed)
+  2   the unit is retired (quota-free.lua with an end): its lease was force-released, and this renewal was
+      decided before that; nothing is moved or counted (the lease no longer exists)
 ]]
 --- @include "_quota"
 
@@ -19,6 +21,9 @@ local q = {KEYS[1], KEYS[2]}
 local member = 'u:' .. ARGV[1]
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
 local endMs = tonumber(ARGV[2])
+if known and quotaRetired(known) then
+  return 2
+end
 if known and known * 1000 >= endMs then
   return 1
 end

@@ -21,7 +21,8 @@ local q = {KEYS[1], KEYS[2]}
 local member = 'u:' .. ARGV[1]
 local second = quotaSecond(nowMs + tonumber(ARGV[2]))
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
-if known then
+-- A retired unit (quota-free.lua) counts nowhere: a slot asked for under its id is taken anew.
+if known and not quotaRetired(known) then
   if second > known then
     quotaMove(q, known, second)
     redis.call('ZADD', KEYS[2], second, member)
