@@ -17,6 +17,8 @@ const keys = makeKeys([
   { id: 'rate-key', namespace: 'rate-ns', scopes: ['locks'] },
   { id: 'team-a-key', namespace: 'team-a', scopes: ['locks'] },
   { id: 'team-b-key', namespace: 'team-b', scopes: ['locks'] },
+  { id: 'team-d-key', namespace: 'team-d', scopes: ['locks'] },
+  { id: 'team-d-doomed', namespace: 'team-d', scopes: ['locks'] },
 ]);
 const later = makeKeys([{ id: 'new-key', namespace: 'team-c', scopes: ['locks'] }]);
 
@@ -153,6 +155,58 @@ describe('two instances on one Redis', () => {
       });
     } finally {
       agent.destroy();
+    }
+  });
+
+  it("SIGHUP that revokes a key answers the key's queued acquire 401 at once; the lock goes to the waiter behind it, on the other instance", async () => {
+    const holderKey = keys.plain['team-d-key'];
+    const callers = new AbortController();
+    const waiting = (base: string, key: string | undefined, holder: string) => {
+      const answer = fetch(`${base}/v1/locks/revoked/acquire`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ttlMs: 30_000, waitMs: 25_000, holder }),
+        signal: callers.signal,
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as Record<string, unknown> }));
+      const seen: { got?: { status: number; body: Record<string, unknown> } } = {};
+      void answer.then((got) => (seen.got = got)).catch(() => undefined);
+      return { answer, seen };
+    };
+    const queue = async () =>
+      ((await call(two.url, 'GET', '/v1/locks/revoked?queue=true', holderKey)).body.queue as Array<{ holder: string }>).map(
+        (q) => q.holder,
+      );
+    const reloads = () => one.logs.filter((l) => l.includes('API keys reloaded')).length;
+    try {
+      const held = await call(two.url, 'POST', '/v1/locks/revoked/acquire', holderKey, { ttlMs: 30_000 });
+      expect(held.status).toBe(200);
+      const doomed = waiting(one.url, keys.plain['team-d-doomed'], 'doomed');
+      await vi.waitFor(async () => expect(await queue()).toEqual(['doomed']), { timeout: 10_000, interval: 50 });
+      const next = waiting(two.url, holderKey, 'next');
+      await vi.waitFor(async () => expect(await queue()).toEqual(['doomed', 'next']), { timeout: 10_000, interval: 50 });
+
+      writeFileSync(keysFile, readFileText({ ...keys, entries: keys.entries.filter((e) => e.id !== 'team-d-doomed') }));
+      process.kill(one.pid ?? 0, 'SIGHUP');
+      // Answered while the lock is still held: its wait did not outlive the key.
+      await vi.waitFor(() => expect(doomed.seen.got).toMatchObject({ status: 401, body: { code: 'unauthenticated' } }), {
+        timeout: 10_000,
+        interval: 20,
+      });
+      expect(await queue()).toEqual(['next']);
+      expect(next.seen.got).toBeUndefined();
+
+      expect((await call(two.url, 'POST', '/v1/locks/revoked/release', holderKey, { ownerToken: held.body.ownerToken })).status).toBe(200);
+      const granted = await next.answer;
+      expect(granted.body).toMatchObject({ holder: 'next' });
+      expect((await call(one.url, 'GET', '/v1/locks/revoked', holderKey)).body).toMatchObject({ held: true, holder: 'next' });
+      await call(two.url, 'POST', '/v1/locks/revoked/release', holderKey, { ownerToken: granted.body.ownerToken });
+    } finally {
+      callers.abort();
+      // Back to the original keys for the tests that follow.
+      const before = reloads();
+      writeFileSync(keysFile, readFileText(keys));
+      process.kill(one.pid ?? 0, 'SIGHUP');
+      await vi.waitFor(() => expect(reloads()).toBe(before + 1), { timeout: 10_000, interval: 50 });
     }
   });
 
