@@ -117,6 +117,8 @@ export class KeyRing {
    * reload, as before.
    */
   private readonly recent = new Map<string, Principal>();
+  /** Called after each `replace`: whoever let a long call in re-checks it against the new keys. */
+  private readonly replaced = new Set<() => void>();
 
   constructor(keys: readonly ApiKeyEntry[]) {
     this.replace(keys);
@@ -132,6 +134,13 @@ export class KeyRing {
       digest: Buffer.from(k.hash.slice(HASH_PREFIX.length), 'hex'),
       principal: Object.freeze({ keyId: k.id, namespace: k.namespace, scopes: new Set(k.scopes), anonymous: false }),
     }));
+    for (const listener of this.replaced) listener();
+  }
+
+  /** Calls `listener` after every replace, until the returned function is called. */
+  onReplace(listener: () => void): () => void {
+    this.replaced.add(listener);
+    return () => this.replaced.delete(listener);
   }
 
   authenticate(presentedKey: string): Principal | null {

@@ -206,6 +206,20 @@ export class WaitAbortedError extends DomainError {
 }
 
 /**
+ * A waiting call's API key no longer allows it: a reload of the keys removed the key, or took away the
+ * scope or the namespace the call was let in with, while it waited. Answered as the call would be if it
+ * were sent now (401 or 403); whatever the wait was for is not granted.
+ */
+export class AccessLostError extends DomainError {
+  constructor(
+    readonly code: 'unauthenticated' | 'forbidden',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * The namespace already holds as many locks as it may hold at once. Nothing was granted; a slot frees
  * up when one of its leases is released or expires, at the latest after `retryAfterMs`.
  */

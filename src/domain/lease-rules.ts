@@ -1,7 +1,7 @@
 import { withReleaseRequest } from './permit-values.js';
 import { performance } from 'node:perf_hooks';
 import type { ErrorCode } from './error-codes.js';
-import { InvalidRequestError, isDomainError, keptLease, NotOwnerError, WaitAbortedError } from './errors.js';
+import { DomainError, InvalidRequestError, isDomainError, keptLease, NotOwnerError, WaitAbortedError } from './errors.js';
 import { type FreshnessGuard, giveBackForCallerGone } from './freshness.js';
 import type { LeaseLimits } from './limits.js';
 import type { ReleaseRequest, RenewOutcome } from './lock-values.js';
@@ -177,13 +177,15 @@ export class LeaseRules {
       granted = true;
       queued = grant.queued === true;
       const ownerToken = wait.ownerOf(grant);
-      // The caller left while the grant was on its way: nobody will use this lease, give it back.
+      // The caller left (or lost the right to wait) while the grant was on its way: nobody will use this
+      // lease, give it back, and answer with why the wait ended.
       if (callerSignal?.aborted) {
+        const reason = callerSignal.reason instanceof DomainError ? callerSignal.reason : new WaitAbortedError();
         // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting.
-        if (wait.idempotent === true) throw keptLease(new WaitAbortedError());
+        if (wait.idempotent === true) throw keptLease(reason);
         // Not given back: the lease lives on to its end, so its quota slot must too (leaseMayBeLive).
         await giveBackForCallerGone(this.parts.giveBack(id, ownerToken), 'the caller left and its lease could not be given back');
-        throw new WaitAbortedError();
+        throw reason;
       }
       await freshness.refuseIfLate(
         { id, ownerToken, ttlMs, decidedAt: grant.decidedAt },

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type KeyRing, type Principal, SCOPES, type Scope } from '../auth/api-keys.js';
+import { AccessLostError } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE } from '../domain/namespaces.js';
 import { sendProblem } from './problem.js';
 import { matchedRoute } from './matched-route.js';
@@ -24,6 +25,15 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Who is calling; set by the auth hook on every non-public route. */
     principal: Principal | null;
+  }
+  interface FastifyReply {
+    /**
+     * For a request that waits: calls `end` with the answer to give as soon as the keys in force no longer
+     * let this request in as it was let in (its key removed, the route's scope or its namespace taken
+     * away), at once if that is so already (a reload while its body was read). Returns the function that
+     * stops watching (call it when the wait is over).
+     */
+    whenAccessLost(end: (answer: AccessLostError) => void): () => void;
   }
 }
 
@@ -59,15 +69,22 @@ export function principalOf(request: FastifyRequest): Principal {
 
 const BEARER = /^Bearer[ ]+(\S+)[ ]*$/i;
 
+/** The answer to a key that was sent but is not valid (never why: unknown, revoked or malformed). */
+const INVALID_KEY = 'the API key is not valid';
+/** RFC 6750's challenge for a key that was sent but is not valid. */
+export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="keyholder", error="invalid_token"';
+
+const missingScope = (access: Scope): string => `this API key does not have the "${access}" scope this route needs`;
+
 function unauthenticated(request: FastifyRequest, reply: FastifyReply, presented: boolean): FastifyReply {
   // RFC 6750: say the scheme; for a key that was sent but is not valid, say invalid_token. Never say
   // why (unknown, revoked or malformed) so an attacker learns nothing about which keys exist.
-  reply.header('www-authenticate', presented ? 'Bearer realm="keyholder", error="invalid_token"' : 'Bearer realm="keyholder"');
+  reply.header('www-authenticate', presented ? INVALID_TOKEN_CHALLENGE : 'Bearer realm="keyholder"');
   return sendProblem(
     request,
     reply,
     'unauthenticated',
-    presented ? 'the API key is not valid' : 'this route needs an API key: send Authorization: Bearer <key>',
+    presented ? INVALID_KEY : 'this route needs an API key: send Authorization: Bearer <key>',
   );
 }
 
@@ -129,11 +146,62 @@ export function registerAuth(app: FastifyInstance, auth: AuthMode): void {
     // A request no route matched (404, 405) needs a valid key but no scope: its answer reveals nothing,
     // and a team's key sending the wrong method should hear 405, not 403.
     if (matchedRoute(request).url !== undefined && !principal.scopes.has(access)) {
-      return refused(sendProblem(request, reply, 'forbidden', `this API key does not have the "${access}" scope this route needs`));
+      return refused(sendProblem(request, reply, 'forbidden', missingScope(access)));
     }
     return false;
   }
+
+  // A wait outlives the check above by up to LOCK_MAX_WAIT_MS: each reload checks the waiting requests
+  // again, so a revoked key (or one moved out of the scope or namespace) is granted nothing after it.
+  const waiting = new Map<FastifyReply, (answer: AccessLostError) => void>();
+  app.decorateReply('whenAccessLost', function whenAccessLost(this: FastifyReply, end: (answer: AccessLostError) => void) {
+    // Open mode has no keys to reload.
+    if (auth.mode === 'open') return nothing;
+    const lost = accessLost(this.request);
+    if (lost !== undefined) {
+      end(lost);
+      return nothing;
+    }
+    waiting.set(this, end);
+    return () => waiting.delete(this);
+  });
+  if (auth.mode === 'keys') {
+    const stop = auth.keyring.onReplace(() => {
+      // A copy: an ended wait leaves the map as it answers.
+      for (const [reply, end] of [...waiting]) {
+        const lost = accessLost(reply.request);
+        if (lost === undefined) continue;
+        waiting.delete(reply);
+        end(lost);
+      }
+    });
+    app.addHook('onClose', (_app, done) => {
+      stop();
+      done();
+    });
+  }
+
+  /**
+   * Why the keys in force would not let `request` in as it was let in, or undefined when they would:
+   * its key is gone (401), or no longer has the route's scope or the namespace the request acts in (403).
+   */
+  function accessLost(request: FastifyRequest): AccessLostError | undefined {
+    const before = request.principal;
+    if (auth.mode === 'open' || before === null) return undefined;
+    const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    const now = token === undefined ? null : auth.keyring.authenticate(token);
+    if (now === before) return undefined;
+    if (now === null) return new AccessLostError('unauthenticated', INVALID_KEY);
+    const access = accessOf(request);
+    if (access !== 'public' && !now.scopes.has(access)) return new AccessLostError('forbidden', missingScope(access));
+    if (now.namespace !== before.namespace) {
+      return new AccessLostError('forbidden', `this API key no longer acts in the namespace "${before.namespace}" this request waited in`);
+    }
+    return undefined;
+  }
 }
+
+const nothing = (): void => undefined;
 
 /** The refusal has been sent. */
 const refused = (_sent: FastifyReply): true => true;

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { isDomainError } from '../domain/errors.js';
+import { AccessLostError, isDomainError } from '../domain/errors.js';
+import { INVALID_TOKEN_CHALLENGE } from './auth.js';
 import { drainUnreadBody } from './body-limit.js';
 import { chargeFailedOwnership } from './rate-limit.js';
 import { sendDomainError, sendProblem } from './problem.js';
@@ -43,6 +44,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     // Domain errors (and the rate limiter's): their code's row in the error table says the rest.
     if (isDomainError(error)) {
+      // A wait whose key a reload revoked: answered as the key would be now (see auth.ts).
+      if (error instanceof AccessLostError && error.code === 'unauthenticated') reply.header('www-authenticate', INVALID_TOKEN_CHALLENGE);
       const limited = error.code === 'not_owner' ? await chargeFailedOwnership(request) : undefined;
       return sendDomainError(request, reply, limited ?? error);
     }

@@ -126,10 +126,15 @@ export async function inspectOrWatch<K extends LeaseKind, S extends z.ZodType>(
   return { ...(status as object), queue: queued.map((q) => queuedView(q, answers.queued)) } as z.input<S>;
 }
 
-/** An AbortSignal that fires when the caller of a long request goes away before its answer. */
-export function callerGone(reply: { raw: { once(event: 'close', fn: () => void): unknown; writableFinished: boolean } }): AbortSignal {
+/**
+ * An AbortSignal that fires when the caller of a long request goes away before its answer, or when a
+ * reload of the keys takes away what the request was let in with (the reason is then its 401 or 403).
+ */
+export function callerGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
+  const stopWatching = reply.whenAccessLost((answer) => controller.abort(answer));
   reply.raw.once('close', () => {
+    stopWatching();
     if (!reply.raw.writableFinished) controller.abort(new WaitAbortedError());
   });
   return controller.signal;
