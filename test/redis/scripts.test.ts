@@ -1054,6 +1054,24 @@ describe('the script table on the connection', () => {
       }
     });
 
+    it('while Redis refuses writes (NOREPLICAS), an acquire of a held lock, which writes nothing, answers held as a script does', async () => {
+      // FCALL of a function without flags is refused up front while writes are refused; a script only at
+      // its first write. The caller is told the lock is held (and when to come back), not that the store failed.
+      const client = lua.server.client();
+      try {
+        const scripts = defineScripts(client);
+        expect(await acquire(newOwnerToken(), { scripts })).toEqual([1, int, int]);
+        await lua.raw.config('SET', 'min-replicas-to-write', '1');
+        try {
+          expect(await acquire(newOwnerToken(), { scripts })).toEqual([0, int]);
+        } finally {
+          await lua.raw.config('SET', 'min-replicas-to-write', '0');
+        }
+      } finally {
+        client.disconnect();
+      }
+    });
+
     // A load refused for the moment (Redis refuses every write while it lasts) leaves functions on.
     const refusedForNow: Array<[string, string, string, string, RegExp]> = [
       ['over maxmemory', 'maxmemory', '1', '0', /OOM/],

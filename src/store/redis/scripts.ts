@@ -666,12 +666,15 @@ const LOAD_REFUSED_FOR_NOW = /^(OOM|NOREPLICAS|MISCONF|BUSY|READONLY|MASTERDOWN|
 /** How long after a load refused for the moment it is sent again at the earliest. */
 const LOAD_RETRY_MS = 1000;
 /**
- * FCALL refused before it ran because Redis is over maxmemory: a function without flags counts as one
- * that may add memory, so Redis refuses it up front, where a script is refused only at its first write
- * that may (a permit release, whose first write frees memory, goes through as a script). The bare error:
- * one raised inside a function ends with the function's name (" script: ...").
+ * FCALL refused before it ran because Redis takes no writes for now: a function without flags counts as
+ * one that may write (and add memory), so Redis refuses it up front, where a script is refused only at
+ * its first write (that may add memory): an acquire of a held lock writes nothing and answers "held", a
+ * permit release's first write frees memory. Over maxmemory, too few replicas in sync
+ * (min-replicas-to-write), a failed save (stop-writes-on-bgsave-error). The bare errors: one raised
+ * inside a function ends with the function's name (" script: ...").
  */
-const FUNCTION_OOM = /^OOM command not allowed when used memory > 'maxmemory'\.?$/;
+const FUNCTION_REFUSED_WRITES =
+  /^(OOM command not allowed when used memory > 'maxmemory'|NOREPLICAS Not enough good replicas to write|MISCONF [^:]*)\.?$/;
 
 /**
  * On one Redis connection without auto-pipelining or an ioredis key prefix (how the store connects to a
@@ -691,7 +694,7 @@ const FUNCTION_OOM = /^OOM command not allowed when used memory > 'maxmemory'\.?
  * (FUNCTION_REFUSED, before anything runs) and sent again as EVAL, and later ones go as scripts; one
  * refused for the moment (over maxmemory, NOREPLICAS) is sent again on a call a second later. A
  * library gone under an open socket (FUNCTION FLUSH) is sent again before the next call. An FCALL
- * refused because Redis is over maxmemory is sent again as EVAL (FUNCTION_OOM). Null: use the defined
+ * refused because Redis takes no writes for now is sent again as EVAL (FUNCTION_REFUSED_WRITES). Null: use the defined
  * commands.
  */
 function directSender(
@@ -805,8 +808,8 @@ function directSender(
     },
     functionMissing(err) {
       if (!(err instanceof Error)) return false;
-      // Over maxmemory: sent again as a script, which Redis judges write by write; the library stays.
-      if (FUNCTION_OOM.test(err.message) && (err as { command?: { name?: string } }).command?.name === 'fcall') return true;
+      // Writes refused for now: sent again as a script, which Redis judges write by write; the library stays.
+      if (FUNCTION_REFUSED_WRITES.test(err.message) && (err as { command?: { name?: string } }).command?.name === 'fcall') return true;
       if (!FUNCTION_REFUSED.test(err.message)) return false;
       if (FUNCTIONS_UNAVAILABLE.test(err.message)) functionsOff = true;
       // Gone from Redis: sent again before the next call, whatever socket had it.
@@ -853,7 +856,7 @@ interface DirectSender {
    */
   send(name: ScriptName, args: Arg[], asEval: boolean): Promise<unknown>;
   /**
-   * Whether `err` is an FCALL refused before it ran (FUNCTION_REFUSED, FUNCTION_OOM), which the call survives
+   * Whether `err` is an FCALL refused before it ran (FUNCTION_REFUSED, FUNCTION_REFUSED_WRITES), which the call survives
    * as an EVAL; notes what it says.
    */
   functionMissing(err: unknown): boolean;
