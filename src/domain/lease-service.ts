@@ -41,7 +41,15 @@ export type LeaseOperation = 'acquire' | 'renew' | 'release' | 'inspect';
 export interface LeaseServiceObserver extends LeaseObserver {
   /** `waitedSeconds`: the part of an acquire's duration spent waiting in the key's queue (0 otherwise). */
   operation?(kind: LeaseKind, op: LeaseOperation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
+  /**
+   * A lock set's acquire, renewal or release ended (one report per call, whatever its number of keys).
+   * `waitedSeconds`: the part of an acquire's duration spent waiting for a busy key to change (0 otherwise).
+   */
+  setOperation?(op: LockSetOperation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
 }
+
+/** What a lock set can be asked: it has no inspect of its own (each key is inspected as a lock). */
+export type LockSetOperation = Exclude<LeaseOperation, 'inspect'>;
 
 /** How a primitive words a refusal: the room is taken, or the caller's capacity is not the live one. */
 export interface LeaseRefusals {
@@ -600,32 +608,71 @@ export class LeaseService {
    * Quota: with a per-namespace cap, a set takes one quota slot per key, before it is asked for.
    */
   async acquireSet(ask: LeaseSetAsk): Promise<LeaseSetGrant> {
+    const started = performance.now();
     const { namespace, ttlMs, waitMs } = ask;
-    const ordered = this.checkKeys(ask.keys);
-    this.checkTtl(ttlMs);
-    this.checkWaitMs(waitMs);
-    const lockDelayMs = this.checkLockDelay(ask.lockDelayMs);
-    const ownerToken = newOwnerToken();
-    const deadline = performance.now() + waitMs;
-    // A set that may wait is an open wait like a queued acquire: admitted by the wait gate (namespace
-    // and instance caps) for the whole call, and counted on the busy key while it waits on it.
-    const leave = waitMs > 0 ? this.waitGate.enter(namespace) : undefined;
+    // Only a set that may wait learns how long it waited.
+    const waited = waitMs > 0 ? { seconds: 0 } : undefined;
     try {
-      const ids = ordered.map((key) => lockId(namespace, key));
-      await this.reserveQuotaSlots(namespace, ownerToken, ids, ttlMs + waitMs);
+      const ordered = this.checkKeys(ask.keys);
+      this.checkTtl(ttlMs);
+      this.checkWaitMs(waitMs);
+      const lockDelayMs = this.checkLockDelay(ask.lockDelayMs);
+      const ownerToken = newOwnerToken();
+      const deadline = performance.now() + waitMs;
+      // A set that may wait is an open wait like a queued acquire: admitted by the wait gate (namespace
+      // and instance caps) for the whole call, and counted on the busy key while it waits on it.
+      const leave = waitMs > 0 ? this.waitGate.enter(namespace) : undefined;
+      let grant: LeaseSetGrant;
       try {
-        return await this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline);
-      } catch (error) {
-        // A set the store may have granted keeps its slots (leaseMayBeLive).
-        if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, ownerToken, ids);
-        throw error;
+        const ids = ordered.map((key) => lockId(namespace, key));
+        await this.reserveQuotaSlots(namespace, ownerToken, ids, ttlMs + waitMs);
+        try {
+          grant = await this.grantSetWaiting({ ...ask, lockDelayMs }, ordered, ownerToken, deadline, waited);
+        } catch (error) {
+          // A set the store may have granted keeps its slots (leaseMayBeLive).
+          if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, ownerToken, ids);
+          throw error;
+        }
+      } finally {
+        leave?.();
       }
-    } finally {
-      leave?.();
+      this.observer.setOperation?.('acquire', 'ok', (performance.now() - started) / 1000, waited?.seconds ?? 0);
+      return grant;
+    } catch (error) {
+      this.observer.setOperation?.('acquire', resultOf(error), (performance.now() - started) / 1000, waited?.seconds ?? 0);
+      throw error;
     }
   }
 
-  private async grantSet(ask: LeaseSetAsk, ordered: readonly string[], ownerToken: string, deadline: number): Promise<LeaseSetGrant> {
+  /**
+   * grantSet, and for a set that may wait (`waited`), its wait reported as a queued acquire's is
+   * (keyholder_lock_wait_seconds): the time spent waiting for busy keys to change, 0 for a set granted at once.
+   */
+  private async grantSetWaiting(
+    ask: LeaseSetAsk,
+    ordered: readonly string[],
+    ownerToken: string,
+    deadline: number,
+    waited: { seconds: number } | undefined,
+  ): Promise<LeaseSetGrant> {
+    if (waited === undefined) return this.grantSet(ask, ordered, ownerToken, deadline, undefined);
+    let granted = false;
+    try {
+      const grant = await this.grantSet(ask, ordered, ownerToken, deadline, waited);
+      granted = true;
+      return grant;
+    } finally {
+      this.observer.waited?.(waited.seconds, granted);
+    }
+  }
+
+  private async grantSet(
+    ask: LeaseSetAsk,
+    ordered: readonly string[],
+    ownerToken: string,
+    deadline: number,
+    waited: { seconds: number } | undefined,
+  ): Promise<LeaseSetGrant> {
     const { namespace, ttlMs, holder, lockDelayMs, signal } = ask;
     const ids = ordered.map((key) => lockId(namespace, key));
     for (;;) {
@@ -672,11 +719,20 @@ export class LeaseService {
       const leftMs = deadline - performance.now();
       const busyKey = ordered[ids.indexOf(busyId)] ?? ordered[0];
       if (leftMs <= 0) throw new LockHeldError(busyKey ?? '', outcome.retryAfterMs);
-      await this.waitForChange(busyId, Math.min(leftMs, outcome.retryAfterMs), signal);
+      const waitStarted = performance.now();
+      try {
+        await this.waitForChange(busyId, Math.min(leftMs, outcome.retryAfterMs), signal);
+      } finally {
+        if (waited !== undefined) waited.seconds += (performance.now() - waitStarted) / 1000;
+      }
     }
   }
 
-  async renewSet(namespace: string, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseSetRenewal> {
+  renewSet(namespace: string, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseSetRenewal> {
+    return this.observeSet('renew', () => this.renewSetOnce(namespace, keys, ownerToken, ttlMs));
+  }
+
+  private async renewSetOnce(namespace: string, keys: readonly string[], ownerToken: string, ttlMs: number): Promise<LeaseSetRenewal> {
     const ordered = this.checkKeys(keys);
     this.checkTtl(ttlMs);
     const ids = ordered.map((key) => lockId(namespace, key));
@@ -699,7 +755,11 @@ export class LeaseService {
     return withReleaseRequest({ locks, ttlMs, expiresAtMs, decidedAt }, releaseRequested);
   }
 
-  async releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
+  releaseSet(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
+    return this.observeSet('release', () => this.releaseSetOnce(namespace, keys, ownerToken));
+  }
+
+  private async releaseSetOnce(namespace: string, keys: readonly string[], ownerToken: string): Promise<void> {
     const ordered = this.checkKeys(keys);
     const ids = ordered.map((key) => lockId(namespace, key));
     const released = await this.store.release('lock', ids, ownerToken);
@@ -839,6 +899,10 @@ export class LeaseService {
     waited: { readonly seconds: number } | undefined,
   ): void {
     this.observer.operation?.(kind, op, result, (performance.now() - started) / 1000, waited?.seconds ?? 0);
+  }
+
+  private observeSet<T>(op: LockSetOperation, run: () => Promise<T>): Promise<T> {
+    return observeOperation(run, (result, seconds) => this.observer.setOperation?.(op, result, seconds, 0));
   }
 
   private observe<T>(kind: LeaseKind, op: LeaseOperation, run: () => Promise<T>, waited?: { readonly seconds: number }): Promise<T> {

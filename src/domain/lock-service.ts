@@ -9,7 +9,7 @@ import {
   type LeaseRenewal,
   type OperationResult,
 } from './lease-rules.js';
-import { type Eviction, type LeaseRefusals, LeaseService, newOwnerToken } from './lease-service.js';
+import { type Eviction, type LeaseRefusals, LeaseService, type LockSetOperation, newOwnerToken } from './lease-service.js';
 import type { LeaseStoreHost } from './lease-store.js';
 import { LeaseVocabulary } from './lease-vocabulary.js';
 import type { WaitGate } from './wait-gate.js';
@@ -17,7 +17,7 @@ import type { ChangeWatch, IndexedView } from './watch.js';
 
 export type Operation = 'acquire' | 'renew' | 'release' | 'inspect';
 export type { OperationResult } from './lease-rules.js';
-export type { Eviction, FreshLease } from './lease-service.js';
+export type { Eviction, FreshLease, LockSetOperation } from './lease-service.js';
 export { newOwnerToken };
 
 /**
@@ -27,6 +27,8 @@ export { newOwnerToken };
 export interface LockObserver extends LeaseObserver {
   /** `waitedSeconds`: the part of an acquire's duration spent waiting in the key's queue (0 otherwise). */
   operation?(op: Operation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
+  /** A lock set's call ended (lock sets run on the lock service's engine); see LeaseServiceObserver.setOperation. */
+  setOperation?(op: LockSetOperation, result: OperationResult, durationSeconds: number, waitedSeconds: number): void;
 }
 
 export interface AcquireOptions {
@@ -83,6 +85,7 @@ export class LockService extends LeaseVocabulary<'lock'> {
         lostLease: (op) => observer.lostLease?.(op),
         waited: (seconds, granted) => observer.waited?.(seconds, granted),
         operation: (_kind, op, result, seconds, waited) => observer.operation?.(op, result, seconds, waited),
+        setOperation: (op, result, seconds, waited) => observer.setOperation?.(op, result, seconds, waited),
       }),
     );
   }

@@ -29,8 +29,6 @@ export interface StoreCallSink {
    * `waiting`: an acquire with waitMs, whose call lasts as long as its wait in the queue (not store latency).
    */
   storeCall(op: StoreOperation, result: StoreCallResult, durationSeconds: number, waiting: boolean): void;
-  /** How long a lease granted here was held, observed when it is released here. */
-  leaseHeld(heldSeconds: number): void;
   /** The store refused a call before sending it: its queue to Redis was full for too long (503 overloaded). */
   storeQueueShed(): void;
 }
@@ -56,7 +54,8 @@ export class InstrumentedStore implements Store {
   /**
    * The domain's port, timed under one operation per call and kind (a lock's or lock set's `acquire`,
    * `renew`, ...; a semaphore's or read/write lock's `permit_acquire`, ...), and its leases tracked (a
-   * lock set as one lease, one owner token).
+   * lock set as one lease per key under its one owner token: each key can be renewed or released alone,
+   * through the lock routes).
    */
   private instrumentLeases(inner: LeaseStore): LeaseStore {
     const op = (kind: LeaseKind, lock: StoreOperation, permit: StoreOperation): StoreOperation => (kind === 'lock' ? lock : permit);
@@ -67,7 +66,7 @@ export class InstrumentedStore implements Store {
       acquire: (request) => this.acquireLease(inner, request),
       renew: async (kind, ids, ownerToken, ttlMs) => {
         const outcome = await this.timed(op(kind, 'renew', 'permit_renew'), () => inner.renew(kind, ids, ownerToken, ttlMs));
-        if (outcome.renewed) this.tracker.renewed(ownerToken, ttlMs);
+        if (outcome.renewed) this.tracker.renewed(ownerToken, ids, ttlMs);
         return outcome;
       },
       release: (kind, ids, ownerToken) => this.releaseLease(inner, kind, ids, ownerToken),
@@ -75,7 +74,7 @@ export class InstrumentedStore implements Store {
         const evicted = await this.timed(op(kind, 'force_release', 'permit_force_release'), () =>
           inner.forceRelease(kind, id, fencingToken),
         );
-        for (const e of evicted) this.tracker.released(e.ownerToken);
+        for (const e of evicted) this.tracker.evicted(e.ownerToken, id);
         return evicted;
       },
       requestRelease: (kind, id, fencingToken, request) =>
@@ -112,7 +111,10 @@ export class InstrumentedStore implements Store {
     }
     this.sink.storeCall(op, 'ok', (performance.now() - started) / 1000, waiting);
     // A replay is the earlier lease, already tracked under its own owner token.
-    if (outcome.acquired && outcome.replayed === undefined) this.tracker.granted(request.ownerToken, request.ttlMs);
+    if (outcome.acquired && outcome.replayed === undefined) {
+      if (request.ids.length === 1) this.tracker.granted(request.ownerToken, request.ttlMs);
+      else this.tracker.grantedSet(request.ownerToken, request.ids, request.ttlMs);
+    }
     return outcome;
   }
 
@@ -128,11 +130,9 @@ export class InstrumentedStore implements Store {
       throw err;
     }
     this.sink.storeCall(op, 'ok', (performance.now() - started) / 1000, false);
-    if (released) {
-      // No longer tracked, and its hold time observed.
-      const heldSeconds = this.tracker.released(ownerToken);
-      if (heldSeconds !== undefined) this.sink.leaseHeld(heldSeconds);
-    }
+    // No longer tracked, and its hold time observed (the tracker's released event); for a lock set, only
+    // the keys named: a key released alone through the lock route leaves the set's others held.
+    if (released) this.tracker.released(ownerToken, ids);
     return released;
   }
 

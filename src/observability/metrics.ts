@@ -51,6 +51,8 @@ const OPERATION_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 /** Hold times: from a quick critical section up to the 1 hour maximum lease. */
 const HOLD_BUCKETS_SECONDS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
 
+const HOLD_HELP = 'Time from grant to release, for leases granted and released through this instance (one per key of a lock set).';
+
 const NON_COUNTER_TOTALS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
@@ -91,7 +93,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const waitSeconds = new Histogram({
     name: 'keyholder_lock_wait_seconds',
-    help: 'Time an acquire with waitMs spent waiting for a held lock, by outcome (granted, not_granted).',
+    help: 'Time an acquire with waitMs (any primitive, lock sets included) spent waiting for a held key, by outcome (granted, not_granted).',
     labelNames: ['outcome'] as const,
     buckets: HOLD_BUCKETS_SECONDS,
     registers: [registry],
@@ -100,7 +102,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Lean as well: every acquire of every primitive records into it.
   const acquireSeconds = new LeanHistogram(
     'keyholder_acquire_duration_seconds',
-    "Time to answer an acquire minus any time spent waiting in the key's queue (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock): the acquire latency.",
+    "Time to answer an acquire minus any time spent waiting in the key's queue or, for a lock set, for a busy key (that is keyholder_lock_wait_seconds), by primitive (lock, semaphore, rwlock, lock_set): the acquire latency.",
     ['primitive'],
     OPERATION_BUCKETS_SECONDS,
     registry,
@@ -120,30 +122,29 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const holdWithExemplars = tracing
     ? new Histogram({
         name: 'keyholder_lock_hold_seconds',
-        help: 'Time from grant to release, for leases granted and released through this instance.',
+        help: HOLD_HELP,
         buckets: HOLD_BUCKETS_SECONDS,
         registers: [registry],
         enableExemplars: true,
       })
     : undefined;
   const holdSeconds =
-    holdWithExemplars ??
-    new LeanHistogram(
-      'keyholder_lock_hold_seconds',
-      'Time from grant to release, for leases granted and released through this instance.',
-      [],
-      HOLD_BUCKETS_SECONDS,
-      registry,
-    ).labels();
+    holdWithExemplars ?? new LeanHistogram('keyholder_lock_hold_seconds', HOLD_HELP, [], HOLD_BUCKETS_SECONDS, registry).labels();
   const expiredLeases = new Counter({
     name: 'keyholder_leases_expired_total',
-    help: 'Leases granted by this instance that ran out without a release through this instance.',
+    help: 'Leases granted by this instance that ran out without a release through this instance (one per key of a lock set).',
     registers: [registry],
   });
-  const leases = new LeaseTracker({ expired: () => expiredLeases.inc() });
+  const leases = new LeaseTracker({
+    expired: () => expiredLeases.inc(),
+    released(heldSeconds) {
+      if (tracing && holdWithExemplars) observeWithExemplar(holdWithExemplars, {}, heldSeconds, tracing);
+      else holdSeconds.observe(heldSeconds);
+    },
+  });
   new Gauge({
     name: 'keyholder_locks_held',
-    help: 'Leases granted by this instance that are neither released nor expired.',
+    help: 'Leases granted by this instance that are neither released nor expired (one per key of a lock set).',
     registers: [registry],
     collect() {
       this.set(leases.size);
@@ -184,10 +185,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (up === lastUp) return;
       lastUp = up;
       storeUpOf(instrumented.kind).set(up);
-    },
-    leaseHeld(heldSeconds) {
-      if (tracing && holdWithExemplars) observeWithExemplar(holdWithExemplars, {}, heldSeconds, tracing);
-      else holdSeconds.observe(heldSeconds);
     },
     storeQueueShed() {
       shed.labels('store_queue', 'normal').inc();
@@ -239,13 +236,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const primitiveOperations = new Counter({
     name: 'keyholder_primitive_operations_total',
-    help: 'Semaphore and read/write lock operations handled, by primitive (semaphore, rwlock), operation (acquire, renew, release, inspect) and outcome (as keyholder_lock_operations_total, plus limit_mismatch).',
+    help: 'Semaphore, read/write lock and lock set operations handled, by primitive (semaphore, rwlock, lock_set), operation (acquire, renew, release, inspect) and outcome (as keyholder_lock_operations_total, plus limit_mismatch).',
     labelNames: ['primitive', 'operation', 'outcome'] as const,
     registers: [registry],
   });
   const primitiveSeconds = new Histogram({
     name: 'keyholder_primitive_operation_duration_seconds',
-    help: 'Time to answer a semaphore or read/write lock operation, store round trip (and any wait) included, by primitive and operation.',
+    help: 'Time to answer a semaphore, read/write lock or lock set operation, store round trip (and any wait) included, by primitive and operation.',
     labelNames: ['primitive', 'operation'] as const,
     buckets: OPERATION_BUCKETS_SECONDS,
     registers: [registry],
@@ -277,6 +274,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       operationsOf(op, outcomeLabel(op, result)).inc();
       operationSecondsOf(op).observe(durationSeconds);
       if (op === 'acquire') acquireSecondsOf('lock').observe(Math.max(0, durationSeconds - waitedSeconds));
+    },
+    // A lock set is counted as the other primitives are, under primitive="lock_set" (one count per call,
+    // whatever its number of keys): its calls are few beside a lock's, so prom-client's labels() will do.
+    setOperation(op, result, durationSeconds, waitedSeconds) {
+      primitiveOperations.labels(LOCK_SET, op, outcomeLabel(op, result)).inc();
+      primitiveSeconds.labels(LOCK_SET, op).observe(durationSeconds);
+      if (op === 'acquire') acquireSecondsOf(LOCK_SET).observe(Math.max(0, durationSeconds - waitedSeconds));
     },
   };
 
@@ -312,6 +316,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 }
+
+/** The primitive label of a lock set's calls (keyholder_primitive_operations_total and its histograms). */
+const LOCK_SET = 'lock_set';
 
 const SUCCESS: Readonly<Record<Operation, string>> = { acquire: 'acquired', renew: 'renewed', release: 'released', inspect: 'inspected' };
 
