@@ -146,7 +146,7 @@ describe.each(embeddedAndRedis('metrics-lock-sets'))('%s store: lock sets in /me
     const held0 = await held();
     const expired0 = await value('keyholder_leases_expired_total');
     const keys = keysOf(2);
-    const granted = await post('/v1/lock-sets/acquire', { keys, ttlMs: 500 });
+    const granted = await post('/v1/lock-sets/acquire', { keys, ttlMs: 1_500 });
     expect(granted.statusCode).toBe(200);
     const { ownerToken } = granted.json<{ ownerToken: string }>();
     expect((await post(`/v1/locks/${keys[0]}/renew`, { ownerToken, ttlMs: 20_000 })).statusCode).toBe(200);
