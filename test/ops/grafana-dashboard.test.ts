@@ -67,6 +67,7 @@ describe('deploy/grafana-dashboard.json', () => {
       'Hold time',
       'Semaphores',
       'Read/write locks',
+      'Lock sets',
       'Error answers by code',
       'Lost leases',
       'Store up',

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/domain/error-codes.js';
+import { PERMIT_KINDS } from '../../src/domain/permit-values.js';
 import type { StoreKind } from '../../src/domain/lease-store.js';
 import type { StoreOperation } from '../../src/observability/instrumented-store.js';
 import { createMetrics } from '../../src/observability/metrics.js';
@@ -40,6 +41,13 @@ describe('the label values the Metrics table documents', () => {
       for (const outcome of outcomes) expect(documentedLabels('keyholder_lock_operations_total'), outcome).toContain(`\`${outcome}\``);
     } finally {
       await t.close();
+    }
+  });
+
+  it('keyholder_primitive_operations_total and keyholder_acquire_duration_seconds: every primitive, lock sets included', () => {
+    for (const primitive of [...PERMIT_KINDS, 'lock_set']) {
+      expect(documentedLabels('keyholder_primitive_operations_total'), primitive).toContain(`\`${primitive}\``);
+      expect(documentedLabels('keyholder_acquire_duration_seconds'), primitive).toContain(`\`${primitive}\``);
     }
   });
 

@@ -85,6 +85,12 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     expect(await post(`${rw}/acquire`, { mode: 'write', ttlMs: 10_000 })).toBe(409);
     expect(await post(`${rw}/release`, { ownerToken: reader.body.ownerToken })).toBe(200);
 
+    const keys = [`dash-set-a-${round}`, `dash-set-b-${round}`];
+    const set = await call(keyholder.url, 'POST', '/v1/lock-sets/acquire', { keys, ttlMs: 10_000 });
+    expect(set.status).toBe(200);
+    expect(await post('/v1/lock-sets/acquire', { keys: [keys[1], `dash-set-c-${round}`], ttlMs: 10_000 })).toBe(409);
+    expect(await post('/v1/lock-sets/release', { keys, ownerToken: set.body.ownerToken })).toBe(200);
+
     expect(await post(`${lock}/acquire`, { ttlMs: -1 })).toBe(400);
     expect((await call(keyholder.url, 'GET', '/v1/no-such-route')).status).toBe(404);
   }
@@ -174,7 +180,7 @@ describe('Prometheus scrapes keyholder with deploy/prometheus.yml', () => {
     await waitFor('up{job="keyholder"} == 1', async () => (await query('up{job="keyholder"}'))[0]?.value[1] === '1');
     // rate() needs the counters seen before and after a change: a round, a scrape that sees it, another round.
     await trafficRound(1);
-    const seen = 'keyholder_acquire_duration_seconds_count{job="keyholder",primitive="rwlock"}';
+    const seen = 'keyholder_acquire_duration_seconds_count{job="keyholder",primitive="lock_set"}';
     await waitFor(`${seen} scraped`, async () => (await query(seen)).length === 1);
     await trafficRound(2);
 
