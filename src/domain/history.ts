@@ -324,8 +324,19 @@ interface Pending extends HistoryAppend {
   carried?: true;
 }
 
+/**
+ * The events some records stand for: one each, and two for a grant with its release folded in (counted only
+ * when records are lost, never on the way of a write).
+ */
+function eventsIn(records: readonly HistoryAppend[]): number {
+  let events = records.length;
+  for (const { record } of records) if (record.releasedAt !== undefined) events++;
+  return events;
+}
+
 /** What the recorder reports: batches that could not be written, events dropped from a full buffer. */
 export interface HistoryObserver {
+  /** `events`: as read back, so a grant with its release folded in counts as its two events. */
   lost?(events: number, reason: 'store' | 'buffer'): void;
 }
 
@@ -410,11 +421,11 @@ export class HistoryRecorder {
     this.tokens.push(ownerToken);
     if (this.buffer.length > this.options.maxBuffered) {
       const over = this.buffer.length - this.options.maxBuffered;
-      this.buffer.splice(0, over);
+      const dropped = this.buffer.splice(0, over);
       this.tokens.splice(0, over);
       // The indexes moved: no release folds into what is left (rare: a store that is away).
       this.lastOfKey.clear();
-      this.options.observer?.lost?.(over, 'buffer');
+      this.options.observer?.lost?.(eventsIn(dropped), 'buffer');
     }
     this.arm();
   }
@@ -492,7 +503,7 @@ export class HistoryRecorder {
     }
     this.inFlight = this.store.append(batch).then(
       () => undefined,
-      () => this.options.observer?.lost?.(batch.length, 'store'),
+      () => this.options.observer?.lost?.(eventsIn(batch), 'store'),
     );
     try {
       await this.inFlight;

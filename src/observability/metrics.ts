@@ -220,7 +220,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const historyEventsLost = new Counter({
     name: 'keyholder_history_events_lost_total',
-    help: 'Lease history events not written, by reason (store: in a lost batch; buffer: dropped from a full buffer while the store was away).',
+    help: 'Lease history events not written (a grant with its release folded in counts as two), by reason (store: in a lost batch; buffer: dropped from a full buffer while the store was away).',
     labelNames: ['reason'] as const,
     registers: [registry],
   });

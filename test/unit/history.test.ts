@@ -388,6 +388,29 @@ describe('history recorder', () => {
     await expect(quiet.flush()).resolves.toBeUndefined();
   });
 
+  it('a grant with its release folded in is lost as the two events it holds: from a refused batch and from a full buffer', async () => {
+    const lost: [number, string][] = [];
+    const store = new FakeStore();
+    store.fail = true;
+    const recorder = new HistoryRecorder(store, { flushMs: 60_000, maxBuffered: 2, observer: { lost: (n, why) => lost.push([n, why]) } });
+    const grant = (n: number): HistoryAppend => ({ ...KEY, record: { kind: 'granted', at: n, fencingToken: n, expiresAt: n + 1_000 } });
+    // A short pair, then an event alone: one record of two events, and one of one.
+    recorder.addLeaseEvent(grant(1), 'token-1');
+    recorder.addRelease(KEY, 'token-1', 2);
+    recorder.record(KEY, event(3));
+    await recorder.flush();
+    expect(store.batches[0]).toHaveLength(2);
+    expect(lost).toStrictEqual([[3, 'store']]);
+    // A full buffer drops its oldest record: a short pair is two events gone.
+    lost.length = 0;
+    recorder.addLeaseEvent(grant(4), 'token-4');
+    recorder.addRelease(KEY, 'token-4', 5);
+    recorder.record(KEY, event(6));
+    recorder.record(KEY, event(7));
+    expect(lost).toStrictEqual([[2, 'buffer']]);
+    await recorder.close();
+  });
+
   it('one batch in flight at a time: events that come meanwhile go in the next, after it', async () => {
     const store = new FakeStore();
     store.hold = true;
