@@ -294,23 +294,97 @@ function decodeJson(text: string): HistoryRecord | null {
  * record decoded (the unreadable skipped), a grant with its release folded in given back as the two
  * events it stands for, none older than `oldest`, and the last `eventsPerKey` of them. A store keeps
  * at most eventsPerKey records, so these are the key's last eventsPerKey events, as if each had been
- * stored alone.
+ * stored alone. A grant left out hands its lock-delay on (carryLockDelays).
  */
 export function readRecords(lines: readonly string[], oldest: number, eventsPerKey: number): HistoryRecord[] {
-  const out: HistoryRecord[] = [];
+  const all: HistoryRecord[] = [];
+  let from = 0;
+  let old = 0;
   for (const line of lines) {
     const r = decodeRecord(line);
     if (r === null) continue;
     if (r.releasedAt === undefined) {
-      if (r.at >= oldest) out.push(r);
+      if (r.at < oldest) old++;
+      all.push(r);
       continue;
     }
     const { releasedAt, ...grant } = r;
-    if (grant.at >= oldest) out.push(grant);
-    if (releasedAt >= oldest) out.push({ kind: 'released', at: releasedAt, ...(grant.lease !== undefined ? { lease: grant.lease } : {}) });
+    if (grant.at < oldest) old++;
+    if (releasedAt < oldest) old++;
+    all.push(grant, { kind: 'released', at: releasedAt, ...(grant.lease !== undefined ? { lease: grant.lease } : {}) });
   }
-  return out.length > eventsPerKey ? out.slice(-eventsPerKey) : out;
+  if (all.length - old > eventsPerKey) {
+    // The last eventsPerKey of the events within the retention: those from the one at `from` on.
+    let kept = 0;
+    for (from = all.length; from > 0 && kept < eventsPerKey;) if ((all[--from] as HistoryRecord).at >= oldest) kept++;
+  }
+  if (old === 0 && from === 0) return all;
+  const keep = (i: number) => i >= from && (all[i] as HistoryRecord).at >= oldest;
+  carryLockDelays(all, keep);
+  return all.filter((_, i) => keep(i));
 }
+
+/** Whether a record leaves its lease going: a grant with no release folded in, a renewal, a release request. */
+const goesOn = (r: HistoryRecord): boolean =>
+  (r.kind === 'granted' && r.releasedAt === undefined) || r.kind === 'renewed' || r.kind === 'release_requested';
+
+/** Whether two records name one lease: its id (grants, renewals, releases) or its fencing token (the others). */
+const sameLease = (a: HistoryRecord, b: HistoryRecord): boolean =>
+  (a.lease !== undefined && a.lease === b.lease) || (a.fencingToken !== undefined && a.fencingToken === b.fencingToken);
+
+/**
+ * Records of a key about to go (`keep(i)` false: trimmed past the events kept per key, or past the
+ * retention) hand a lease's lock-delay on to the lease's next record, when that one leaves the lease going
+ * (a renewal, a release request): the lock-delay is recorded with the grant alone, and a lease renewed
+ * past the events kept would else expire with no lock-delay after it, the key seen free when it was shut.
+ * Record to record, so it reaches the lease's first record kept; never past another lease's grant (a
+ * lock-delay is a lock's, capacity 1: that grant came after this lease ended, so a key whose leases all
+ * expire costs a look at one record, not the key's all). Replaces the records it changes (never
+ * changes one in place); returns whether it changed any. Work only for a record that goes with a lock-delay:
+ * none when nothing goes. history-append.lua does the same on Redis's lists.
+ */
+export function carryLockDelays(records: (HistoryRecord | null)[], keep: (i: number) => boolean): boolean {
+  let changed = false;
+  for (let j = 0; j < records.length; j++) {
+    const r = records[j];
+    if (r == null || r.lockDelayMs === undefined || keep(j) || !goesOn(r)) continue;
+    for (let k = j + 1; k < records.length; k++) {
+      const next = records[k];
+      if (next == null) continue;
+      if (!sameLease(r, next)) {
+        // A lock-delay is a lock's (capacity 1): another lease's grant means this one had ended.
+        if (next.kind === 'granted') break;
+        continue;
+      }
+      if (goesOn(next) && next.lockDelayMs === undefined) {
+        records[k] = { ...next, lockDelayMs: r.lockDelayMs };
+        changed = true;
+      }
+      break;
+    }
+  }
+  return changed;
+}
+
+/**
+ * carryLockDelays over stored lines: the lines before `keep` go (a number), or those it marks false; the
+ * lines kept that take a lock-delay on are written anew in place. Nothing is decoded unless a line that
+ * goes may hold a lock-delay.
+ */
+export function carryLockDelaysInLines(lines: string[], keep: number | readonly boolean[]): void {
+  const kept = typeof keep === 'number' ? (i: number) => i >= keep : (i: number) => keep[i] === true;
+  let any = false;
+  const last = typeof keep === 'number' ? Math.min(keep, lines.length) : lines.length;
+  for (let i = 0; i < last && !any; i++) if (!kept(i) && mayHoldLockDelay(lines[i] as string)) any = true;
+  if (!any) return;
+  const records = lines.map(decodeRecord);
+  const before = [...records];
+  if (!carryLockDelays(records, kept)) return;
+  for (let i = 0; i < lines.length; i++) if (records[i] !== before[i] && kept(i)) lines[i] = encodeRecord(records[i] as HistoryRecord);
+}
+
+/** The compact form's lock-delay field (no text holds a raw `|`), or the JSON form's. */
+const mayHoldLockDelay = (line: string): boolean => (line.startsWith('{') ? line.includes('"d"') : line.includes('|d'));
 
 /** The name a store files a key's history under: one per primitive, namespace and key. */
 export function historyName(key: HistoryKey): string {
@@ -616,6 +690,8 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     // A lock set's release is recorded on every key it named; on a key where none of its lease's records
     // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there.
     const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && r.set !== true));
+    // A lease's lock-delay is on its grant, or, the grant trimmed, on its first record kept (carryLockDelays).
+    if (track && r.lockDelayMs !== undefined) track.lockDelayMs = r.lockDelayMs;
     if (r.kind === 'released' && r.set === true && track === null) continue;
     // The store refuses the release of a lease that has ended, so a lock set's release recorded well after
     // its lease's end on this key names a key this token no longer held: nothing happened. A lease's own

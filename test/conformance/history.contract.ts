@@ -110,6 +110,46 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect(events.filter((e) => e.type === 'released')).toEqual([expect.objectContaining({ fencingToken: 3 })]);
     });
 
+    it('a lease with a lock-delay renewed past the events kept per key, then expired: its expiry, then its lock-delay', async () => {
+      // Its renewals written over many batches (the store trims at each), or all in one (trimmed as written).
+      for (const perBatch of [3, Infinity]) {
+        const key = keyOf();
+        const lease = leaseIdOf(newOwnerToken());
+        const t = Date.now() - 60_000;
+        const renewals = Array.from({ length: LIMITS.eventsPerKey + 5 }, (_, i): HistoryRecord => ({
+          kind: 'renewed',
+          at: t + 100 * (i + 1),
+          lease,
+          fencingToken: 5,
+          expiresAt: t + 100 * (i + 1) + 400,
+        }));
+        const records: HistoryRecord[] = [
+          { kind: 'granted', at: t, lease, fencingToken: 5, holder: 'cron', expiresAt: t + 400, lockDelayMs: 2_000 },
+          // An operator's ask names the lease by its fencing token only.
+          { kind: 'release_requested', at: t + 50, fencingToken: 5, by: 'ops', reason: null },
+          ...renewals,
+        ];
+        for (let from = 0; from < records.length; from += perBatch) await write(key, ...records.slice(from, from + perBatch));
+        // The next lease, granted once the lock-delay was over, with none of its own.
+        const next = leaseIdOf(newOwnerToken());
+        const end = t + 100 * renewals.length + 400;
+        await write(
+          key,
+          { kind: 'granted', at: end + 2_500, lease: next, fencingToken: 6, holder: 'cron', expiresAt: end + 3_000 },
+          { kind: 'renewed', at: end + 2_600, lease: next, fencingToken: 6, expiresAt: end + 3_100 },
+        );
+        const read = await store.read(key);
+        expect(read.filter((r) => r.kind === 'granted').map((r) => r.fencingToken)).toEqual([6]);
+        const events = timeline(read, Date.now()).filter((e) => e.type !== 'renewed');
+        expect(events, `${perBatch} a batch`).toEqual([
+          expect.objectContaining({ type: 'expired', at: end, fencingToken: 5 }),
+          expect.objectContaining({ type: 'lock_delay', at: end, fencingToken: 5, until: end + 2_000 }),
+          expect.objectContaining({ type: 'granted', fencingToken: 6 }),
+          expect.objectContaining({ type: 'expired', at: end + 3_100, fencingToken: 6 }),
+        ]);
+      }
+    });
+
     it('keeps any text of a holder, a reason and a key id as written, and large numbers exactly', async () => {
       const key = keyOf();
       const t = Date.now();

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { HistoryLimits, HistoryRecord } from '../../src/domain/history.js';
+import { decodeRecord, encodeRecord, type HistoryLimits, type HistoryRecord } from '../../src/domain/history.js';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { RedisHistory } from '../../src/store/redis/redis-history.js';
 import { loadScript } from '../../src/store/redis/scripts.js';
@@ -222,6 +222,61 @@ describe('redis history: the append script', () => {
       await client.eval(APPEND, 2, index, list, '60000', '5', '10', 1, '00', 'e8\ne9');
       expect(await client.lrange(list, 0, -1)).toEqual(['e5', 'e6', 'e7', 'e8', 'e9']);
       expect(await client.zcard(index)).toBe(1);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe("redis history: a lease's lock-delay in the lines trimmed", () => {
+  const APPEND = loadScript('history-append.lua');
+
+  it("goes on to the lease's first line kept, line to line, and only to a line that leaves the lease going", async () => {
+    const client = server.client();
+    try {
+      const index = 'carry:{c}H';
+      const list = 'carry:{c}l';
+      const at = 1_796_225_617_711;
+      const lease = (id: string, fencingToken: number) => ({ lease: id, fencingToken });
+      const lines: string[] = [
+        // An older version's JSON form, a `|d` in its holder text: hands nothing on.
+        '{"k":"g","t":1796225617000,"l":"J","f":0,"h":"x|d1","d":900}',
+        // A short pair, released: nothing to hand on.
+        encodeRecord({ kind: 'granted', at, ...lease('B', 2), expiresAt: at + 1_000, lockDelayMs: 3_000, releasedAt: at + 1 }),
+        encodeRecord({ kind: 'granted', at: at + 2, ...lease('A', 1), expiresAt: at + 1_002, lockDelayMs: 2_000 }),
+        // Another lease's line (a lock set's release naming the key) is passed over.
+        encodeRecord({ kind: 'released', at: at + 3, lease: 'E', set: true }),
+        // An operator's ask names the lease by its fencing token alone.
+        encodeRecord({ kind: 'release_requested', at: at + 4, fencingToken: 1, by: 'ops', reason: null }),
+        encodeRecord({ kind: 'renewed', at: at + 5, ...lease('A', 1), expiresAt: at + 1_005 }),
+        encodeRecord({ kind: 'released', at: at + 6, lease: 'J' }),
+        encodeRecord({ kind: 'renewed', at: at + 7, ...lease('A', 1), expiresAt: at + 1_007 }),
+        // A expired; C, granted next, released.
+        encodeRecord({ kind: 'granted', at: at + 3_000, ...lease('C', 3), expiresAt: at + 4_000, lockDelayMs: 4_000 }),
+        encodeRecord({ kind: 'released', at: at + 3_001, lease: 'C' }),
+        // X expires; a line naming it after Y's grant (the lock was free by then) takes nothing on.
+        encodeRecord({ kind: 'granted', at: at + 5_000, ...lease('X', 5), expiresAt: at + 6_000, lockDelayMs: 5_000 }),
+        encodeRecord({ kind: 'granted', at: at + 9_000, ...lease('Y', 6), expiresAt: at + 10_000 }),
+        encodeRecord({ kind: 'renewed', at: at + 9_001, ...lease('X', 5), expiresAt: at + 10_001 }),
+        ...Array.from({ length: 3 }, (_, i) =>
+          encodeRecord({ kind: 'renewed', at: at + 9_002 + i, ...lease('Y', 6), expiresAt: at + 10_002 + i }),
+        ),
+      ];
+      const push = async (from: number, to: number) => {
+        for (const line of lines.slice(from, to)) await client.eval(APPEND, 2, index, list, '60000', '5', '10', 1, '00', line);
+      };
+      const read = async () => (await client.lrange(list, 0, -1)).map((line) => decodeRecord(line));
+      const as = (i: number, lockDelayMs?: number) => ({ ...decodeRecord(lines[i] as string), ...(lockDelayMs ? { lockDelayMs } : {}) });
+      await push(0, 8);
+      // A's grant gone: its lock-delay on the ask, the next line of its lease (nothing from the JSON line, nor the pair).
+      expect(await read()).toStrictEqual([as(3), as(4, 2_000), as(5), as(6), as(7)]);
+      await push(8, 11);
+      // Line to line, to A's last line kept.
+      expect(await read()).toStrictEqual([as(6), as(7, 2_000), as(8), as(9), as(10)]);
+      await push(11, lines.length);
+      // Neither C's release nor the line naming X after another grant took a lock-delay on.
+      const kept = await client.lrange(list, 0, -1);
+      expect(kept).toEqual(lines.slice(-5));
     } finally {
       client.disconnect();
     }

@@ -34,6 +34,34 @@ describe('reading stored history records', () => {
     expect(readRecords([folded], at + 6, 50)).toStrictEqual([]);
   });
 
+  it("a grant a read leaves out (past the retention, or past the events kept) hands its lock-delay on to its lease's next record", () => {
+    const delayed: HistoryRecord = { ...grant, lockDelayMs: 2_000 };
+    const renewal: HistoryRecord = { kind: 'renewed', at: at + 10, lease, fencingToken: 9, expiresAt: at + 30_010 };
+    // Past the retention.
+    expect(readRecords([encodeRecord(delayed), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([{ ...renewal, lockDelayMs: 2_000 }]);
+    // Past the events kept: the short pairs of the leases after it are four events in two lines.
+    const pair = (n: number): HistoryRecord => ({
+      kind: 'granted',
+      at: at + 40_000 + n,
+      lease: `other-${n}`,
+      fencingToken: 10 + n,
+      releasedAt: at + 40_000 + n + 1,
+    });
+    const lines = [delayed, renewal, pair(1), pair(2)].map(encodeRecord);
+    const read = readRecords(lines, 0, 5);
+    expect(read.some((r) => r.kind === 'granted' && r.lease === lease)).toBe(false);
+    expect(read[0]).toStrictEqual({ ...renewal, lockDelayMs: 2_000 });
+    // A lock-delay is a lock's: another lease's grant after it means its lease had ended; a line of its
+    // lease after that takes nothing on.
+    expect(readRecords([delayed, pair(1), renewal].map(encodeRecord), at + 1, 50).at(-1)).toStrictEqual(renewal);
+    // A lease that ended (its release) takes nothing on; nor does another lease, nor a grant without a lock-delay.
+    const released: HistoryRecord = { kind: 'released', at: at + 10, lease };
+    expect(readRecords([encodeRecord(delayed), encodeRecord(released)], at + 1, 50)).toStrictEqual([released]);
+    const another: HistoryRecord = { kind: 'renewed', at: at + 10, lease: 'another', fencingToken: 8, expiresAt: at + 30_010 };
+    expect(readRecords([encodeRecord(delayed), encodeRecord(another)], at + 1, 50)).toStrictEqual([another]);
+    expect(readRecords([encodeRecord(grant), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([renewal]);
+  });
+
   it('a folded release of a grant without a lease id names no lease', () => {
     const anonymous: HistoryRecord = { kind: 'granted', at, fencingToken: 9, holder: null, expiresAt: at + 30_000 };
     expect(readRecords([encodeRecord({ ...anonymous, releasedAt: at + 5 })], 0, 50)).toStrictEqual([

@@ -1,5 +1,5 @@
 import { Etcd3, type IRequestOp } from 'etcd3';
-import { decodeRecord, encodeRecord, readRecords } from '../../domain/history.js';
+import { carryLockDelaysInLines, decodeRecord, encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { prefixEnd } from './etcd-keys.js';
@@ -98,13 +98,22 @@ export class EtcdHistory implements HistoryStore {
       });
       const puts = records.map((r, i): IRequestOp => {
         const kv = read.responses[i + 1]?.response_range.kvs[0];
-        const kept = kv
-          ? kv.value
-              .toString()
-              .split('\n')
-              .filter((line) => (decodeRecord(line)?.at ?? 0) >= oldest)
-          : [];
-        const lines = [...kept, ...r.events].slice(-eventsPerKey);
+        const stored = kv ? kv.value.toString().split('\n') : [];
+        // The lines within the retention, then the last eventsPerKey of them with the batch's.
+        const current = stored.map((line) => (decodeRecord(line)?.at ?? 0) >= oldest);
+        const all = [...stored, ...r.events];
+        let within = r.events.length;
+        for (const ok of current) if (ok) within++;
+        let skip = Math.max(0, within - eventsPerKey);
+        const keep = all.map((_, i) => {
+          if (i < stored.length && !current[i]) return false;
+          if (skip === 0) return true;
+          skip--;
+          return false;
+        });
+        // A lease's lock-delay outlives its grant's line (see carryLockDelays).
+        carryLockDelaysInLines(all, keep);
+        const lines = all.filter((_, i) => keep[i]);
         return { request_put: { key: r.key, value: Buffer.from(lines.join('\n')), lease } };
       });
       const write = await this.call(() => this.client.kv.txn({ compare, success: puts }, this.callOptions()));

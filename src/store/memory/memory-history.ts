@@ -1,4 +1,4 @@
-import { encodeRecord, readRecords, historyName } from '../../domain/history.js';
+import { carryLockDelaysInLines, encodeRecord, readRecords, historyName } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 
 /**
@@ -28,7 +28,12 @@ export class MemoryHistory implements HistoryStore {
       const ring = keys.get(name) ?? { events: [], last: now };
       keys.delete(name);
       ring.events.push(encodeRecord(entry.record));
-      if (ring.events.length > this.limits.eventsPerKey) ring.events.splice(0, ring.events.length - this.limits.eventsPerKey);
+      if (ring.events.length > this.limits.eventsPerKey) {
+        const cut = ring.events.length - this.limits.eventsPerKey;
+        // A lease's lock-delay outlives its grant's line (see carryLockDelays).
+        carryLockDelaysInLines(ring.events, cut);
+        ring.events.splice(0, cut);
+      }
       ring.last = now;
       keys.set(name, ring);
       written.add(keys);

@@ -1,4 +1,4 @@
-import { encodeRecord, readRecords } from '../../domain/history.js';
+import { carryLockDelays, encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryPrimitive, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
@@ -200,8 +200,10 @@ export class RedisHistory implements HistoryStore {
         for (const { name } of lists) flags += this.needsRefresh(name.list, now) ? '1' : '0';
         args.push(lists.length, flags);
         for (const { events } of lists) {
-          // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent.
+          // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent (a lease's
+          // lock-delay handed on from them: see carryLockDelays).
           const from = Math.max(0, events.length - eventsPerKey);
+          if (from > 0) carryLockDelays(events, (i) => i >= from);
           let blob = encodeRecord(events[from] as HistoryRecord);
           for (let i = from + 1; i < events.length; i++) blob += `\n${encodeRecord(events[i] as HistoryRecord)}`;
           args.push(blob);

@@ -2,7 +2,8 @@
 history-append: one atomic step of a lease history batch for one or more quota shards. Not built on
 _common.lua (it reads no lease): called with its key count first, as EVALSHA takes it.
 
-Each list keeps its last events and lives at least `retention` past its last write (its TTL). Its TTL is
+Each list keeps its last events (a lease's lock-delay in the lines that go is handed on to the lease's
+first line kept: see carry) and lives at least `retention` past its last write (its TTL). Its TTL is
 set when the list is created (RPUSH answers a length equal to what it pushed: the list was not there) and
 when the caller asks (a flag per list); an index's likewise (ZADD added as many members as it then holds); the caller asks once per list per refresh period and sends a TTL of
 retention + 2 refresh periods, so a list it writes without a refresh still outlives that write by the
@@ -26,9 +27,80 @@ Returns:
 ]]
 
 local perKey, perShard = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+-- Whether a line leaves its lease going: a grant with no release folded in (no `|r`), a renewal, a
+-- release request (the letters of KIND_CODES in history.ts). No text of a line holds a raw `|`, so `|x`
+-- is always the start of field x.
+local function goesOn(line)
+  local kind = string.byte(line, 1)
+  if kind == 103 then return not string.find(line, '|r', 1, true) end -- 'g'
+  return kind == 110 or kind == 113 -- 'n', 'q'
+end
+
+-- Whether a line names the lease: its id field or its fencing token field, whole (`lease`, `token`: the
+-- fields with their `|` in front and one after, or nil).
+local function names(line, lease, token)
+  local whole = line .. '|'
+  return (lease and string.find(whole, lease, 1, true)) or (token and string.find(whole, token, 1, true))
+end
+
+-- The lines `gone` (oldest first) leave the list: a lease's lock-delay (`|d`, recorded with its grant alone)
+-- among them goes on to the lease's next line, if that one leaves the lease going, and so on to the lease's
+-- first line kept, set anew there (LSET). As carryLockDelays in history.ts, which says why. A lock-delay is a
+-- lock's (capacity 1): another lease's grant after the line means the lease had ended, so the search stops
+-- there (a key whose leases all expire reads one line, not the list). Lines in the JSON form (written by
+-- older versions) hand nothing on. Work only for a line that goes with a lock-delay.
+local function carry(list, gone)
+  local kept
+  for j = 1, #gone do
+    local line = gone[j]
+    local d = string.find(line, '|d', 1, true) and string.byte(line, 1) ~= 123 and goesOn(line) and string.match(line, '|d([^|]*)')
+    if d then
+      local l, f = string.match(line, '|l([^|]*)'), string.match(line, '|f([^|]*)')
+      local lease, token = l and ('|l' .. l .. '|'), f and ('|f' .. f .. '|')
+      -- The lease's next line: 0 none, else its place (k) among the lines gone after this one (`inGone`), or kept.
+      local at, inGone, stop = 0, true, false
+      for k = j + 1, #gone do
+        if names(gone[k], lease, token) then at = k; break end
+        if string.byte(gone[k], 1) == 103 then stop = true; break end
+      end
+      if at == 0 and not stop then
+        inGone = false
+        -- Mostly the head (its release or renewal, or the next lease's grant): that line first, the rest
+        -- if need be.
+        kept = kept or { redis.call('LINDEX', list, '0') }
+        local k = 1
+        while true do
+          local later = kept[k]
+          if later == nil and k == 2 and #kept == 1 then
+            local rest = redis.call('LRANGE', list, '1', '-1')
+            for r = 1, #rest do kept[1 + r] = rest[r] end
+            later = kept[k]
+          end
+          if later == nil then break end
+          if names(later, lease, token) then at = k; break end
+          if string.byte(later, 1) == 103 then break end
+          k = k + 1
+        end
+      end
+      if at > 0 then
+        local later = inGone and gone[at] or kept[at]
+        if goesOn(later) and not string.find(later, '|d', 1, true) then
+          later = later .. '|d' .. d
+          if inGone then
+            gone[at] = later
+          else
+            kept[at] = later
+            redis.call('LSET', list, string.format('%d', at - 1), later)
+          end
+        end
+      end
+    end
+  end
+end
 -- Numbers passed to redis.call go as text made here once a call (or kept as sent): Redis 7.0 formats
 -- each number it is passed with %.17g, some 2,200 instructions a number.
-local a, k, ttl, keep = 4, 1, ARGV[1], '-' .. ARGV[2]
+local a, k, ttl = 4, 1, ARGV[1]
 -- Ranks from Redis's clock, read once a call (not the top of each index, one call per shard): they go up
 -- from call to call, whichever instance sent it, as each list takes the script longer than the 1 µs its
 -- rank adds.
@@ -71,8 +143,19 @@ while k <= #KEYS do
     -- A new list (as long as what was pushed: the caller sends at most perKey events a list) always gets
     -- its TTL; a list that was there keeps the one it has unless the caller asks for a refresh (byte 49: "1").
     if len == pushed or string.byte(flags, i - k + 1) == 49 then redis.call('PEXPIRE', KEYS[i], ttl) end
-    -- A trim only when the list outgrew its cap.
-    if len > perKey then redis.call('LTRIM', KEYS[i], keep, '-1') end
+    -- A trim only when the list outgrew its cap: the lines that go are popped (not trimmed unseen), so a
+    -- lease's lock-delay among them is handed on (carry).
+    if len > perKey then
+      local cut = len - perKey
+      if cut == 1 then
+        -- One line (a list at its cap written again, the common trim): LPOP's plain answer, looked at
+        -- for a lock-delay before any table is made.
+        local line = redis.call('LPOP', KEYS[i])
+        if string.find(line, '|d', 1, true) then carry(KEYS[i], { line }) end
+      else
+        carry(KEYS[i], redis.call('LPOP', KEYS[i], string.format('%d', cut)))
+      end
+    end
     a = a + 1
     ranks[r + 1], ranks[r + 2], r = msText .. '.' .. DIGIT[h] .. DIGIT[t] .. DIGIT[o], KEYS[i], r + 2
     o = o + 1
