@@ -336,7 +336,9 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     return askedAt + state.ttlRemainingMs;
   };
 
-  it(
+  // These three wait out a 10 s lease each, and nothing else: they run side by side (their keys, and the
+  // first one's Redis and instances, are their own).
+  it.concurrent(
     'server killed mid-run: the command has stopped (SIGKILL at the safe deadline) before its lease could end',
     { timeout: 600_000 },
     async () => {
@@ -386,7 +388,7 @@ describe('keyholder CLI against a real server', { timeout: 120_000 }, () => {
     },
   );
 
-  it.each(['SIGKILL', 'SIGSTOP'] as const)(
+  it.concurrent.each(['SIGKILL', 'SIGSTOP'] as const)(
     '%s to keyholder run: its guardian stops the command before the lease could end; no second holder',
     { timeout: 600_000 },
     async (sig) => {
