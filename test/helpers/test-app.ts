@@ -48,6 +48,8 @@ export async function buildTestApp(
     maxConnections?: number;
     accessLog?: AccessLogSettings;
     history?: HistoryRecorder | null;
+    /** Hooks of the test's own, added before the app is ready. */
+    configure?: (app: FastifyInstance) => void;
   } = {},
 ): Promise<TestApp> {
   const store = options.store ?? new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0 });
@@ -83,6 +85,7 @@ export async function buildTestApp(
     accessLog: options.accessLog,
     history,
   });
+  options.configure?.(app);
   await app.ready();
   return {
     app,

@@ -132,6 +132,13 @@ export async function inspectOrWatch<K extends LeaseKind, S extends z.ZodType>(
  */
 export function callerGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
+  // Gone before the route ran (its connection closed during an async step before it): 'close' was emitted
+  // then and is not again, so listening for it would leave this wait (and its watch of the keys) to
+  // nobody, for its whole waitMs, and a lease granted to it held by nobody until its TTL.
+  if (reply.raw.destroyed && !reply.raw.writableFinished) {
+    controller.abort(new WaitAbortedError());
+    return controller.signal;
+  }
   const stopWatching = reply.whenAccessLost((answer) => controller.abort(answer));
   reply.raw.once('close', () => {
     stopWatching();
