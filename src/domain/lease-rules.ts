@@ -181,8 +181,10 @@ export class LeaseRules {
       // lease, give it back, and answer with why the wait ended.
       if (callerSignal?.aborted) {
         const reason = callerSignal.reason instanceof DomainError ? callerSignal.reason : new WaitAbortedError();
-        // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting.
-        if (wait.idempotent === true) throw keptLease(reason);
+        // Kept for the key's retry (which may already hold it as a replay); its slot keeps counting. Not a
+        // lease handed over from the queue: it keeps no key, so no retry can get it, and kept it was held by
+        // nobody until its TTL (a caller gone, or its key's rights taken by a reload, as it came).
+        if (wait.idempotent === true && !queued) throw keptLease(reason);
         // Not given back: the lease lives on to its end, so its quota slot must too (leaseMayBeLive).
         await giveBackForCallerGone(this.parts.giveBack(id, ownerToken), 'the caller left and its lease could not be given back');
         throw reason;
