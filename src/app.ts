@@ -243,7 +243,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     transformObject: openApiTransformObject,
   });
 
-  registerLeaseHistory(app, deps.history ? new LeaseHistory(deps.history) : null);
+  registerLeaseHistory(app, deps.history ? new LeaseHistory(deps.history, deps.store.clock) : null);
   // After the auth hook and before the routes (see rate-limit.ts).
   await registerRateLimit(app, deps.rateLimit ?? { max: 0, windowMs: 1000 });
   await app.register(lockRoutes, { locks: deps.locks });

@@ -34,7 +34,8 @@ export function registerFreshAnswers(
     if (pending === null || reply.statusCode !== 200) return done(null, payload);
     request.leaseToConfirm = null;
     if (isFresh(pending.lease)) return done(null, payload);
-    const sentAt = Date.now();
+    // A give-back is recorded as the lease's release (recordGiveBack), dated on history's clock.
+    const sentAt = historyOf(request)?.now() ?? 0;
     confirm(pending.namespace, pending.lease).then(
       () => done(null, payload),
       (err: unknown) => {

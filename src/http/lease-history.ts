@@ -27,7 +27,20 @@ type GrantFacts = Pick<LeaseGrant, 'key' | 'ownerToken' | 'fencingToken' | 'ttlM
  * on the request's path.
  */
 export class LeaseHistory {
-  constructor(readonly recorder: HistoryRecorder) {}
+  /**
+   * `clock`: the clock the instance dates its own events on (a release, a force release): the store's
+   * when it is this process's (Store.clock), so that they sort with the grants and renewals the store
+   * dated.
+   */
+  constructor(
+    readonly recorder: HistoryRecorder,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** Now, in whole ms (floored, as the stores date their leases) on the clock of the store's dates. */
+  now(): number {
+    return Math.floor(this.clock());
+  }
 
   /** `startedMs`: performance.now() before the acquire, for a caller that asked to wait (else undefined). */
   granted(
@@ -77,7 +90,7 @@ export class LeaseHistory {
 
   /**
    * A release names no fencing token: its lease id pairs it with its grant when read. `at`: when the
-   * release was sent (Date.now() before the store call), so a waiter the release handed the key to, granted
+   * release was sent (`now()` before the store call), so a waiter the release handed the key to, granted
    * during that call, is never seen granted before the release that freed it. `set`: a lock set's release,
    * recorded on every key it named, held or not (see timeline).
    */
@@ -93,7 +106,7 @@ export class LeaseHistory {
     evicted: readonly { holder: string | null; fencingToken: number }[],
     by: string,
   ): void {
-    const at = Date.now();
+    const at = this.now();
     for (const e of evicted) {
       this.recorder.record(
         { namespace, primitive, key },

@@ -40,6 +40,7 @@ export interface StoreCallSink {
  */
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
+  readonly clock?: () => number;
   readonly leases: LeaseStore;
 
   constructor(
@@ -48,6 +49,7 @@ export class InstrumentedStore implements Store {
     private readonly tracker: LeaseTracker,
   ) {
     this.kind = inner.kind;
+    if (inner.clock !== undefined) this.clock = inner.clock;
     this.leases = this.instrumentLeases(inner.leases);
   }
 

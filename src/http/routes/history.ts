@@ -32,7 +32,7 @@ async function answer(
   const until = query.until === undefined ? Infinity : Date.parse(query.until);
   if (since > until) throw new InvalidRequestError('since', 'must not be after until');
   const records = history ? await history.recorder.read({ namespace, primitive, key }) : [];
-  const events = timeline(records, Date.now(), since, until);
+  const events = timeline(records, history ? history.now() : Date.now(), since, until);
   const kept = events.slice(-query.limit);
   return {
     key,

@@ -73,9 +73,10 @@ export function registerLeaseRoutes(app: FastifyInstance, leases: LeaseCalls, do
   });
   typed.post(`/v1/${doc.path}/:key/release`, options('release', ReleaseResponse, ReleaseRequest), async (request) => {
     const namespace = principalOf(request).namespace;
-    const sentAt = Date.now();
+    const history = historyOf(request);
+    const sentAt = history?.now() ?? 0;
     await leases.release(namespace, request.params.key, request.body.ownerToken);
-    historyOf(request)?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
+    history?.released(primitive, namespace, request.params.key, request.body.ownerToken, sentAt);
     return { key: request.params.key, released: true as const };
   });
 }

@@ -138,9 +138,9 @@ export const lockSetRoutes: FastifyPluginAsyncZod<{ lockSets: LockSetService }> 
     async (request) => {
       const { ownerToken, keys } = request.body;
       const namespace = principalOf(request).namespace;
-      const sentAt = Date.now();
-      await lockSets.release(namespace, keys, ownerToken);
       const history = historyOf(request);
+      const sentAt = history?.now() ?? 0;
+      await lockSets.release(namespace, keys, ownerToken);
       // Every key named (the store says only whether the token held any): one this token did not hold
       // is left out when read (see timeline; a set's release is marked as such).
       for (const key of keys) history?.released('lock', namespace, key, ownerToken, sentAt, true);

@@ -71,6 +71,10 @@ export class EtcdStore implements Store {
   private readonly keys: EtcdKeys;
   private readonly timeoutMs: number;
   private readonly now: Clock;
+  /** Lease ends are computed on this instance's clock (Store.clock). */
+  get clock(): Clock {
+    return this.now;
+  }
   private readonly heartbeat: NodeJS.Timeout;
   private readonly bucketLeases = new Map<number, Promise<string>>();
   private session: Lease | undefined;

@@ -35,7 +35,8 @@ export class MemoryStore implements Store {
   private readonly quotaSlots = new Map<string, Map<string, number>>();
   /** Retired quota slots (retireQuotaSlot): namespace -> slot id -> until when (Unix ms). */
   private readonly retiredSlots = new Map<string, Map<string, number>>();
-  private readonly clock: Clock;
+  /** Every lease's times (Store.clock). */
+  readonly clock: Clock;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private closed = false;
   /** Change notices by key (watch), told after each grant, release, force release and hand-over. */
