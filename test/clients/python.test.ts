@@ -1,32 +1,10 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostileServers } from '../helpers/hostile-servers.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { byName, runPythonScript } from '../helpers/python-scripts.js';
 import { requireTool } from '../helpers/tools.js';
 
-/** Runs a script from ./python/ with one argument; it prints one JSON object per step and nothing on stderr. */
-async function runScript(name: string, arg: string): Promise<Array<Record<string, unknown>>> {
-  const script = fileURLToPath(new URL(`./python/${name}`, import.meta.url));
-  const child = spawn('python3', ['-I', script, arg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  expect(stderr).toBe('');
-  expect(code).toBe(0);
-  return stdout
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
-
-type Step = Record<string, unknown>;
-
-/** The steps by the value of their `field` (each script names its steps or cases uniquely). */
-const byName = (steps: Step[], field: string): Record<string, Step | undefined> =>
-  Object.fromEntries(steps.map((s) => [String(s[field]), s]));
+const runScript = runPythonScript;
 
 /** clients/python/keyholder.py (standard library only) against a real server: every primitive. */
 describe('Python client against a running server', () => {

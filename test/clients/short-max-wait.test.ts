@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRequestError, KeyholderClient } from '../../src/client/index.js';
 import { KeyholderProcess } from '../helpers/keyholder-process.js';
+import { byName, runPythonScript } from '../helpers/python-scripts.js';
 import { requireTool } from '../helpers/tools.js';
 
 /** Below the 30 s that observe(), campaign() and the Python client's watch() wait per request by default. */
@@ -88,22 +87,7 @@ describe('clients against a server with LOCK_MAX_WAIT_MS below their default wai
 
   it("the Python client's watch() with its default wait; an explicit wait above the bound is refused", async () => {
     requireTool('python3', 'python3');
-    const script = fileURLToPath(new URL('./python/short_max_wait.py', import.meta.url));
-    const child = spawn('python3', ['-I', script, server.url], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-    expect(stderr).toBe('');
-    expect(code).toBe(0);
-    const steps = Object.fromEntries(
-      stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as Record<string, unknown>)
-        .map((s) => [String(s.step), s]),
-    );
+    const steps = byName(await runPythonScript('short_max_wait.py', server.url), 'step');
     for (const name of ['watch', 'watch_semaphore', 'watch_rwlock']) {
       expect(steps[name], name).toMatchObject({ states: [false, true] });
     }
