@@ -72,7 +72,9 @@ type Lease struct {
 	expiresAt     time.Time
 	safeDeadline  time.Time
 	deadlineTimer *time.Timer
-	released      bool
+	// releasing counts the Release calls under way: the lease is neither renewed nor watched meanwhile (work
+	// done before the release is not made a loss by a slow answer). One that fails puts the watch back.
+	releasing int
 	// releaseSettled: a Release gave the lease back or found nothing to give (or Keep was called).
 	releaseSettled bool
 	lostErr        *LeaseLostError
@@ -122,10 +124,12 @@ func (l *Lease) OnReleaseRequested(fn func(ReleaseRequested)) {
 	}
 }
 
-// Lost is closed when the lease is lost; Err then says why. It stays open after Release.
+// Lost is closed when the lease is lost; Err then says why. It stays open once the lease is given back or
+// kept. After a Release that failed, the lease is no longer renewed but still watched: it is lost at its
+// safe deadline unless a Release gives it back (or Keep keeps it) first.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Err is nil while the lease holds (or after Release), then a *LeaseLostError once Lost() is closed.
+// Err is nil while the lease holds (or once released or kept), then a *LeaseLostError once Lost() is closed.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,62 +171,66 @@ func (l *Lease) Remaining() time.Duration {
 // have ended anyway; ctx can end it sooner.
 //
 // A Release that returned an error (its ctx ended before the answer, the server refused) gave nothing back
-// for sure: calling it again tries again. Once one succeeded, or the lease was lost or kept, it returns nil.
+// for sure: calling it again tries again, and Keep keeps the lease instead. Until then the lease is not
+// renewed (it was let go of) but is still watched: it is lost (Lost, Err) at its safe deadline. Once a
+// Release succeeded, or the lease was lost or kept, Release returns nil and sends nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.releaseSettled {
 		l.mu.Unlock()
 		return nil
 	}
-	if !l.released {
-		// A safe deadline already passed is a loss even if its timer has not fired (a process frozen past
-		// it): the work just done may have run unlocked, and Err() must say so.
-		if !l.doneLocked() && !time.Now().Before(l.safeDeadline) {
-			l.loseLocked(LostDeadline, nil)
-		}
-		l.released = true
-		l.stopLocked()
+	// A safe deadline already passed is a loss even if its timer has not fired (a process frozen past it):
+	// the work just done may have run unlocked, and Err() must say so.
+	if !l.doneLocked() && !time.Now().Before(l.safeDeadline) {
+		l.loseLocked(LostDeadline, nil)
 	}
-	wasLost := l.lostErr != nil
-	safeDeadline := l.safeDeadline
-	l.mu.Unlock()
-	if wasLost {
-		l.settleRelease()
+	if l.lostErr != nil {
+		// Nothing to give back.
+		l.releaseSettled = true
+		l.mu.Unlock()
 		return nil
 	}
+	l.releasing++
+	l.stopLocked()
+	safeDeadline := l.safeDeadline
+	l.mu.Unlock()
 	err := l.client.releaseLease(ctx, l.kind, l.Key, l.OwnerToken, safeDeadline.Add(l.driftMargin))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releasing--
 	var kerr *Error
 	switch {
 	case err == nil, errors.Is(err, ErrNotOwner):
 		// Not ours any more (expired, force-released, or an earlier attempt's answer was lost): nothing to give back.
-		l.settleRelease()
+		l.settleLocked()
 		return nil
 	case errors.As(err, &kerr) && kerr.Retryable() && !time.Now().Before(safeDeadline):
 		// Unreachable until the lease's own end: the store frees it by TTL.
-		l.settleRelease()
+		l.settleLocked()
 		return nil
 	default:
+		// Nothing given back for sure: the lease may still be held, so its safe deadline is watched again
+		// (a loss reaches Err and Lost), though no longer renewed.
+		l.armDeadlineLocked()
 		return err
 	}
 }
 
-// settleRelease marks the release done: a later Release has nothing left to try.
-func (l *Lease) settleRelease() {
-	l.mu.Lock()
+// settleLocked marks the release done: a later Release has nothing left to try, and the lease is no longer
+// watched.
+func (l *Lease) settleLocked() {
 	l.releaseSettled = true
-	l.mu.Unlock()
+	l.stopLocked()
 }
 
 // Keep stops renewing and leaves the lease to run out by itself, without releasing it: for work done once
-// per period (a cron tick named in the key), so that a caller asking late cannot take the key again.
+// per period (a cron tick named in the key), so that a caller asking late cannot take the key again. After
+// a Release that failed too: a later Release then sends nothing.
 func (l *Lease) Keep() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.released {
-		l.released = true
-		l.releaseSettled = true
-		l.stopLocked()
-	}
+	l.settleLocked()
 }
 
 // start is called once after the grant. A grant that took longer than a renewal period to arrive (a long
@@ -279,7 +287,8 @@ func (l *Lease) renewLoop() {
 		case <-timer.C:
 		}
 		err := l.renewAttempt()
-		if l.done() {
+		// Stopped (released, kept or lost): a renewal cut short by it is no failure of the lease's.
+		if l.stopCtx.Err() != nil || l.done() {
 			return
 		}
 		if err == nil {
@@ -419,7 +428,8 @@ func (l *Lease) done() bool {
 	return l.doneLocked()
 }
 
-func (l *Lease) doneLocked() bool { return l.released || l.lostErr != nil }
+// doneLocked: nothing is to be renewed or watched any more for now (released, being released, kept or lost).
+func (l *Lease) doneLocked() bool { return l.releaseSettled || l.releasing > 0 || l.lostErr != nil }
 
 func (l *Lease) lose(reason LeaseLostReason, cause error) {
 	l.mu.Lock()
@@ -473,7 +483,9 @@ func runWithLease(ctx context.Context, lease *Lease, fn func(ctx context.Context
 	lostErr := lease.Err()
 	// The caller's ctx may be done by now; the release is bounded by the lease's own end instead.
 	releaseErr := lease.Release(context.Background())
-	if lostErr == nil {
+	// A deadline the release found passed is a loss too. One that passed after a failed release is not:
+	// fn had returned within it.
+	if lostErr == nil && releaseErr == nil {
 		lostErr = lease.Err()
 	}
 	switch {
