@@ -81,6 +81,16 @@ type Lease struct {
 	// asked is the last release request a renewal carried; listeners hear each new one once.
 	asked     *ReleaseRequested
 	listeners []func(ReleaseRequested)
+	// tells are the release requests still to be told, oldest first, each with the listeners it goes to;
+	// telling: a goroutine is telling them, one after another.
+	tells   []pendingTell
+	telling bool
+}
+
+// pendingTell is one release request to tell to the listeners there were when it was seen.
+type pendingTell struct {
+	listeners []func(ReleaseRequested)
+	asked     ReleaseRequested
 }
 
 func newLease(c *Client, kind leaseKind, g *Grant, sentAt time.Time, opts LeaseOptions) *Lease {
@@ -113,14 +123,27 @@ func (l *Lease) ReleaseRequested() *ReleaseRequested {
 
 // OnReleaseRequested calls fn (on a goroutine of its own, never the renewing one: fn may block) when a
 // renewal first carries a release request, and again when it is asked anew; at once (on this goroutine) if
-// one was already seen. A panic in fn is recovered.
+// one was already seen. Requests are told one after another, in the order the renewals carried them: fn is
+// not called for a request before its call for the one before has returned (a blocked fn holds up the
+// later ones, never the renewals). A panic in fn is recovered.
 func (l *Lease) OnReleaseRequested(fn func(ReleaseRequested)) {
 	l.mu.Lock()
-	l.listeners = append(l.listeners, fn)
-	asked := l.asked
+	known := l.asked
+	if known == nil {
+		l.listeners = append(l.listeners, fn)
+		l.mu.Unlock()
+		return
+	}
 	l.mu.Unlock()
-	if asked != nil {
-		fn(*asked)
+	// Added only once told of the known request, so that a request seen meanwhile is not told to it first
+	// (or at the same time) on the telling goroutine.
+	tell(fn, *known)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.listeners = append(l.listeners, fn)
+	if l.asked != known {
+		// Asked anew while fn heard the earlier request: it hears the latest next.
+		l.tellLocked([]func(ReleaseRequested){fn}, *l.asked)
 	}
 }
 
@@ -358,29 +381,51 @@ func (l *Lease) confirm(sentAt time.Time, r *Renewal) {
 	l.expiresAt = r.ExpiresAt
 	l.safeDeadline = sentAt.Add(r.TTL - l.driftMargin)
 	l.armDeadlineLocked()
-	var tell []func(ReleaseRequested)
 	asked := r.ReleaseRequested
 	if asked != nil && (l.asked == nil || !l.asked.At.Equal(asked.At) || l.asked.By != asked.By || l.asked.Reason != asked.Reason) {
 		l.asked = asked
-		tell = append(tell, l.listeners...)
+		if len(l.listeners) > 0 {
+			l.tellLocked(append([]func(ReleaseRequested){}, l.listeners...), *asked)
+		}
 	}
 	l.mu.Unlock()
-	// Outside the lock (a listener may read the lease), and on a goroutine of their own: a listener that
-	// blocks (waits for the work to finish before letting go) held up the renewals, and the lease was lost
-	// on a healthy server.
-	if len(tell) > 0 {
-		go tellListeners(tell, *asked)
+}
+
+// tellLocked queues a release request for listeners. They are told outside the lock (a listener may read
+// the lease), and on a goroutine other than the renewing one: a listener that blocks (waits for the work to
+// finish before letting go) held up the renewals, and the lease was lost on a healthy server. One goroutine
+// tells the queue in order: a goroutine for each request would let two run at once, the later one first.
+func (l *Lease) tellLocked(listeners []func(ReleaseRequested), asked ReleaseRequested) {
+	l.tells = append(l.tells, pendingTell{listeners: listeners, asked: asked})
+	if !l.telling {
+		l.telling = true
+		go l.tellInTurn()
 	}
 }
 
-// tellListeners calls each listener in turn; one that panics does not stop the others (nor the renewals).
-func tellListeners(listeners []func(ReleaseRequested), asked ReleaseRequested) {
-	for _, fn := range listeners {
-		func() {
-			defer func() { _ = recover() }()
-			fn(asked)
-		}()
+// tellInTurn tells the queued requests, oldest first, until none is left.
+func (l *Lease) tellInTurn() {
+	for {
+		l.mu.Lock()
+		if len(l.tells) == 0 {
+			l.telling = false
+			l.mu.Unlock()
+			return
+		}
+		next := l.tells[0]
+		l.tells[0] = pendingTell{}
+		l.tells = l.tells[1:]
+		l.mu.Unlock()
+		for _, fn := range next.listeners {
+			tell(fn, next.asked)
+		}
 	}
+}
+
+// tell calls one listener; one that panics does not stop the others (nor the renewals).
+func tell(fn func(ReleaseRequested), asked ReleaseRequested) {
+	defer func() { _ = recover() }()
+	fn(asked)
 }
 
 // renewDelay is about a third of the TTL, counted from the last confirmed send rather than from now, so a
