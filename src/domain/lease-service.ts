@@ -627,7 +627,8 @@ export class LeaseService {
         const ids = ordered.map((key) => lockId(namespace, key));
         await this.reserveQuotaSlots(namespace, ownerToken, ids, ttlMs + waitMs);
         try {
-          grant = await this.grantSetWaiting({ ...ask, lockDelayMs }, ordered, ownerToken, deadline, waited);
+          const granting = this.grantSet({ ...ask, lockDelayMs }, ordered, ownerToken, deadline, waited);
+          grant = await (waited === undefined ? granting : this.reportingWait(granting, waited));
         } catch (error) {
           // A set the store may have granted keeps its slots (leaseMayBeLive).
           if (!leaseMayBeLive(error)) await this.freeQuotaSlots(namespace, ownerToken, ids);
@@ -645,20 +646,13 @@ export class LeaseService {
   }
 
   /**
-   * grantSet, and for a set that may wait (`waited`), its wait reported as a queued acquire's is
-   * (keyholder_lock_wait_seconds): the time spent waiting for busy keys to change, 0 for a set granted at once.
+   * For a set that may wait: its wait reported as a queued acquire's is (keyholder_lock_wait_seconds),
+   * the time spent waiting for busy keys to change, 0 for a set granted at once.
    */
-  private async grantSetWaiting(
-    ask: LeaseSetAsk,
-    ordered: readonly string[],
-    ownerToken: string,
-    deadline: number,
-    waited: { seconds: number } | undefined,
-  ): Promise<LeaseSetGrant> {
-    if (waited === undefined) return this.grantSet(ask, ordered, ownerToken, deadline, undefined);
+  private async reportingWait(granting: Promise<LeaseSetGrant>, waited: { seconds: number }): Promise<LeaseSetGrant> {
     let granted = false;
     try {
-      const grant = await this.grantSet(ask, ordered, ownerToken, deadline, waited);
+      const grant = await granting;
       granted = true;
       return grant;
     } finally {

@@ -5,6 +5,9 @@ import { PROBLEM_CODES, type ProblemCode } from '../../domain/error-codes.js';
 export { PROBLEM_CODES, type ProblemCode };
 
 /** RFC 9457 problem details, plus keyholder's stable `code`. */
+/** A problem's optional count of milliseconds (a whole number, 0 or more), with what it says. */
+const optionalMs = (description: string) => z.number().int().nonnegative().optional().meta({ description });
+
 export const Problem = z
   .object({
     type: z.string().meta({ description: 'URI naming the problem type', examples: ['urn:keyholder:problem:lock_held'] }),
@@ -18,32 +21,20 @@ export const Problem = z
     detail: z.string().meta({ examples: ['lock "invoice:42" is held by another owner'] }),
     code: z.enum(PROBLEM_CODES).meta({ description: 'Stable machine-readable error code' }),
     instance: z.string().optional().meta({ description: 'The request path' }),
-    retryAfterMs: z
-      .number()
-      .int()
-      .nonnegative()
-      .optional()
-      .meta({
-        description:
-          'lock_held, semaphore_full, limit_mismatch, rwlock_held, too_many_waiters, quota_exceeded, rate_limited, ' +
-          'store_unavailable, overloaded and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in ' +
-          'whole seconds)',
-      }),
+    retryAfterMs: optionalMs(
+      'lock_held, semaphore_full, limit_mismatch, rwlock_held, too_many_waiters, quota_exceeded, rate_limited, ' +
+        'store_unavailable, overloaded and shutting_down: milliseconds after which a retry may succeed (Retry-After is the same, in ' +
+        'whole seconds)',
+    ),
     errors: z
       .array(z.object({ field: z.string(), message: z.string() }))
       .optional()
       .meta({ description: 'invalid_request: each offending field and what is wrong with it' }),
     store: z.enum(['memory', 'redis', 'etcd']).optional().meta({ description: 'store_unavailable on /readyz: the store kind' }),
-    maxWaitMs: z
-      .number()
-      .int()
-      .nonnegative()
-      .optional()
-      .meta({
-        description:
-          'invalid_request for a waitMs out of bounds: the longest waitMs this server takes (LOCK_MAX_WAIT_MS), so a client ' +
-          'that chose its wait itself can ask again within it',
-      }),
+    maxWaitMs: optionalMs(
+      'invalid_request for a waitMs out of bounds: the longest waitMs this server takes (LOCK_MAX_WAIT_MS), so a client ' +
+        'that chose its wait itself can ask again within it',
+    ),
   })
   .meta({ id: 'Problem', description: 'An error, as RFC 9457 problem details (application/problem+json).' });
 
