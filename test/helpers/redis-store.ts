@@ -1,5 +1,6 @@
 import type { RedisConnection } from '../../src/store/redis/client.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
+import type { KeySpace } from '../../src/store/redis/keys.js';
 import type { RedisServer } from './redis-server.js';
 import { vi } from 'vitest';
 
@@ -37,4 +38,16 @@ export async function eventually(check: () => Promise<unknown>, timeoutMs: numbe
   const started = Date.now();
   await vi.waitFor(check, { timeout: timeoutMs, interval: intervalMs });
   return Date.now() - started;
+}
+
+/** The quota units a namespace's shards count now (each shard's `n`), however they were taken. */
+export async function quotaUnitsCounted(server: RedisServer, keys: KeySpace, namespace: string): Promise<number> {
+  const raw = server.client();
+  try {
+    let units = 0;
+    for (const shard of keys.quotaShards(namespace)) units += Number((await raw.hget(shard.count, 'n')) ?? 0);
+    return units;
+  } finally {
+    raw.disconnect();
+  }
 }

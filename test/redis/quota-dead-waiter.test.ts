@@ -5,7 +5,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { until } from '../helpers/redis-admin.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { eventually } from '../helpers/redis-store.js';
+import { eventually, quotaUnitsCounted } from '../helpers/redis-store.js';
 import { withWords, type Worded } from '../helpers/store-words.js';
 
 /**
@@ -44,17 +44,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** The units the namespace's 16 quota shards count now. */
-async function unitsCounted(namespace: string): Promise<number> {
-  const raw = server.client();
-  try {
-    let sum = 0;
-    for (const shard of space.quotaShards(namespace)) sum += Number((await raw.hget(shard.count, 'n')) ?? 0);
-    return sum;
-  } finally {
-    raw.disconnect();
-  }
-}
+const unitsCounted = (namespace: string): Promise<number> => quotaUnitsCounted(server, space, namespace);
 
 it('a waiter whose wait ran out and was dropped by a hand-over before its cancel arrived gives its quota unit back', async () => {
   // A cap of 32 counted inside the lock scripts: two units per shard (the service asks this from 9,600 on,

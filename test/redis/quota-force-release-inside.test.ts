@@ -5,7 +5,7 @@ import { LockService } from '../../src/domain/lock-service.js';
 import { LockSetService } from '../../src/domain/lock-sets.js';
 import type { Store } from '../../src/domain/lease-store.js';
 import { KeySpace, QUOTA_INSIDE_FROM } from '../../src/store/redis/keys.js';
-import { openRedisStore } from '../helpers/redis-store.js';
+import { openRedisStore, quotaUnitsCounted } from '../helpers/redis-store.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { renewalsHeldAfterTheStore } from '../helpers/with-leases.js';
 
@@ -32,17 +32,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** The units a namespace's shards count now, whichever way they were taken. */
-async function unitsCounted(ns: string): Promise<number> {
-  const raw = server.client();
-  try {
-    let units = 0;
-    for (const shard of keys.quotaShards(ns)) units += Number((await raw.hget(shard.count, 'n')) ?? 0);
-    return units;
-  } finally {
-    raw.disconnect();
-  }
-}
+const unitsCounted = (namespace: string): Promise<number> => quotaUnitsCounted(server, keys, namespace);
 
 describe('a force release under a cap counted inside the lock scripts', () => {
   it("a plain lock's renewal racing its force release leaves no unit counted", async () => {
