@@ -53,10 +53,14 @@ export class Lease {
   private safeDeadlineAt: number;
   private readonly driftMarginMs: number;
   private readonly lostController = new AbortController();
-  /** Stops the renew loop (on release or loss). */
+  /** Stops the renew loop for good (on release, keep or loss). */
   private readonly stopController = new AbortController();
   private deadlineTimer: NodeJS.Timeout | undefined;
-  private released = false;
+  /**
+   * Releases under way: the lease is neither renewed nor watched meanwhile (work done before the release is
+   * not made a loss by a slow answer). One that fails puts the watch back.
+   */
+  private releasing = 0;
   /** A release gave the lease back or found nothing to give (or keep was called): nothing left to send. */
   private releaseSettled = false;
   private releaseRequestedValue: ReleaseRequested | null = null;
@@ -141,40 +145,56 @@ export class Lease {
   /**
    * Gives the lock back and stops renewing. Resolves once released, or when there is nothing to give back
    * (the lease was lost or expired). Retries an unreachable server until the lease would have ended anyway.
-   * A release that threw gave nothing back for sure: calling it again tries again.
+   * A release that threw gave nothing back for sure: calling it again tries again, and keep() keeps the
+   * lease instead. Until then the lease is not renewed (it was let go of) but is still watched: it is lost
+   * (signal, lost) at its safe deadline.
    */
   async release(): Promise<void> {
     if (this.releaseSettled) return;
-    if (!this.released) {
-      // Nothing to give back once lost. Asked before it is marked released: a deadline passed while its
-      // timer has not run is a loss too (see lost).
-      if (this.lost) return;
-      this.released = true;
-      this.stop();
+    // Nothing to give back once lost. Asked first: a deadline passed while its timer has not run is a
+    // loss too (see lost).
+    if (this.lost) {
+      this.releaseSettled = true;
+      return;
     }
+    this.releasing += 1;
+    this.stop();
+    let settled = false;
     try {
       await this.transport.release(this.key, this.ownerToken, this.safeDeadlineAt + this.driftMarginMs);
+      settled = true;
     } catch (err) {
       // Unreachable until the lease's own end: the store frees it by TTL, so there is nothing left to do.
       if (!(err instanceof KeyholderError && err.retryable && monotonicNow() >= this.safeDeadlineAt)) throw err;
+      settled = true;
+    } finally {
+      this.releasing -= 1;
+      if (settled) this.settle();
+      // Nothing given back for sure: the lease may still be held, so its safe deadline is watched again (a
+      // loss aborts the signal), though it is no longer renewed.
+      else this.armDeadline();
     }
-    this.releaseSettled = true;
   }
 
   /**
    * Stops renewing and leaves the lock held until its lease runs out, without releasing it. For work that
    * must happen once per period (a cron tick named in the key): kept, the key cannot be taken again by
-   * a caller that asks late, after the work is done.
+   * a caller that asks late, after the work is done. After a release that threw too: a later release()
+   * (withLock's own included) then sends nothing.
    */
   keep(): void {
-    if (this.released) return;
-    this.released = true;
-    this.releaseSettled = true;
-    this.stop();
+    this.settle();
   }
 
+  /** Nothing is to be renewed or watched any more for now: released, being released, kept or lost. */
   private get done(): boolean {
-    return this.released || this.signal.aborted;
+    return this.releaseSettled || this.releasing > 0 || this.signal.aborted;
+  }
+
+  /** The release is done (or keep was called): a later release has nothing left to send, nothing is watched. */
+  private settle(): void {
+    this.releaseSettled = true;
+    this.stop();
   }
 
   /** One renewal request, given up on at the safe deadline (nothing it could confirm is of use after it). */
@@ -214,7 +234,7 @@ export class Lease {
   private async renewLoop(): Promise<void> {
     let failures = 0;
     let delayMs = this.renewDelayMs();
-    while (!this.done) {
+    while (!this.stopped) {
       try {
         // ref: false, so a lease alone never keeps the process alive (a forgotten lease just expires).
         await sleep(delayMs, undefined, { signal: this.stopController.signal, ref: false });
@@ -224,12 +244,14 @@ export class Lease {
       const sentAt = monotonicNow();
       try {
         const renewal = this.ofThisLease(await this.renewOnce(sentAt));
-        if (this.done) return;
+        if (this.stopped) return;
         this.confirm(sentAt, renewal);
         failures = 0;
         delayMs = this.renewDelayMs();
       } catch (err) {
-        if (this.done) return;
+        // Stopped (released, kept or lost) meanwhile: a renewal cut short by it is no failure of the lease's,
+        // even once a release that failed has put the watch back.
+        if (this.stopped) return;
         if (err instanceof NotOwnerError) return this.lose('not_owner', err);
         if (!(err instanceof KeyholderError) || !err.retryable) return this.lose('renew_failed', err);
         failures += 1;
@@ -301,6 +323,11 @@ export class Lease {
     if (this.done) return;
     this.stop();
     this.lostController.abort(new LeaseLostError(this.key, reason, cause === undefined ? undefined : { cause }));
+  }
+
+  /** Renewals are over for good: released (or being released, even if that fails), kept or lost. */
+  private get stopped(): boolean {
+    return this.stopController.signal.aborted;
   }
 
   private stop(): void {
