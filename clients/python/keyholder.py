@@ -790,8 +790,11 @@ class Lease:
         # Covers a client clock running slow against the store's and a late timer: 50 ms + 2% of the TTL.
         self._drift_s = (drift_margin_ms if drift_margin_ms is not None else 50 + self.ttl_ms * 0.02) / 1000
         self._lock = threading.Lock()
+        # Set for good when renewals end: on release (even one that raises), or loss.
         self._stop = threading.Event()
-        self._released = False
+        # Releases under way: the lease is neither renewed nor watched meanwhile (work done before the release
+        # is not made a loss by a slow answer). One that raises puts the watch back.
+        self._releasing = 0
         # Set once a release was answered (or needs no answer): release() then sends nothing more.
         self._release_done = False
         self._deadline = sent_at + self.ttl_ms / 1000 - self._drift_s
@@ -821,33 +824,45 @@ class Lease:
     def release(self):
         """Gives the lease back and stops renewing; nothing to do if it was already lost. A release that
         raised gave nothing back for sure: calling it again sends the release again (once one succeeded,
-        nothing is sent)."""
+        nothing is sent). Until then the lease is not renewed (it was let go of) but is still watched: it is
+        lost (`lost`, `lost_reason` "deadline") at its safe deadline."""
         with self._lock:
             if self._release_done:
                 return
-            if not self._released:
-                # A safe deadline already passed is a loss even if its timer thread has not run yet (this
-                # process was frozen or starved past it): the work just done may have run unlocked, and must
-                # not look done.
-                if time.monotonic() >= self._deadline:
-                    self._lose_locked("deadline")
-                self._released = True
-                self._stop.set()
-                if self._deadline_timer:
-                    self._deadline_timer.cancel()
+            # A safe deadline already passed is a loss even if its timer thread has not run yet (this process
+            # was frozen or starved past it): the work just done may have run unlocked, and must not look done.
+            if not self._done_locked() and time.monotonic() >= self._deadline:
+                self._lose_locked("deadline")
+            if self._lost_flag():
+                self._release_done = True  # nothing to give back
+                return
+            self._releasing += 1
+            self._stop.set()
+            if self._deadline_timer:
+                self._deadline_timer.cancel()
+            deadline = self._deadline
         # The renew thread is not joined: it may be inside a renewal that waits up to the safe deadline, and
         # a renewal that reaches the server after the release is refused (not_owner) and ignored.
-        if self.lost.is_set():
-            return
+        settled = False
         try:
-            self._release_call(self._deadline + self._drift_s)
+            self._release_call(deadline + self._drift_s)
+            settled = True
         except NotOwnerError:
-            pass  # already not ours (expired, force-released, or an earlier attempt's answer was lost)
+            settled = True  # already not ours (expired, force-released, or an earlier attempt's answer was lost)
         except KeyholderError as err:
             # Unreachable until the lease's own end: the store frees it by TTL.
-            if not (err.retryable and time.monotonic() >= self._deadline):
+            if not (err.retryable and time.monotonic() >= deadline):
                 raise
-        self._release_done = True
+            settled = True
+        finally:
+            with self._lock:
+                self._releasing -= 1
+                if settled:
+                    self._release_done = True
+                elif not self._done_locked():
+                    # Nothing given back for sure: the lease may still be held, so its safe deadline is
+                    # watched again (a loss sets `lost`), though it is no longer renewed.
+                    self._arm_deadline()
 
     def _start(self, grant_may_be_older=False):
         # A grant that took longer than a renewal period to arrive is renewed at once (full safe window), as
@@ -894,15 +909,15 @@ class Lease:
             renewal = _no_longer_than_asked("renew", self._renew_call(asked, max(0.001, self._deadline - sent_at)), asked)
             self._check_same_lease(renewal)
         except NotOwnerError as err:
-            self._lose("not_owner", err)
+            self._lose_renewing("not_owner", err)
             return None
         except KeyholderError as err:
             if err.retryable:
                 return err
-            self._lose("renew_failed", err)
+            self._lose_renewing("renew_failed", err)
             return None
         with self._lock:
-            if self._released or self._lost_flag():
+            if self._stop.is_set():
                 return None
             if time.monotonic() >= self._deadline:
                 # Too late: the caller may already have been told to stop.
@@ -932,6 +947,13 @@ class Lease:
                 200,
             )
 
+    def _lose_renewing(self, reason, cause):
+        # Stopped (released, even by a release that raised, or lost) meanwhile: a renewal sent before is no
+        # failure of the lease's.
+        with self._lock:
+            if not self._stop.is_set():
+                self._lose_locked(reason, cause)
+
     def _renew_loop(self):
         failures = 0
         delay = self._renew_delay_s()
@@ -960,14 +982,18 @@ class Lease:
         # The flag alone, for use under self._lock (lost.is_set() takes the lock to count a passed deadline).
         return threading.Event.is_set(self.lost)
 
+    def _done_locked(self):
+        # Nothing is to be renewed or watched any more for now: released, being released, or lost.
+        return self._release_done or self._releasing > 0 or self._lost_flag()
+
     def _lose_if_past_deadline(self):
         with self._lock:
-            if not self._released and time.monotonic() >= self._deadline:
+            if not self._done_locked() and time.monotonic() >= self._deadline:
                 self._lose_locked("deadline")
 
     def _check_deadline(self):
         with self._lock:
-            if self._released or self._lost_flag():
+            if self._done_locked():
                 return
             if time.monotonic() >= self._deadline:
                 self._lose_locked("deadline")
@@ -979,7 +1005,7 @@ class Lease:
             self._lose_locked(reason, cause)
 
     def _lose_locked(self, reason, cause=None):
-        if self._released or self._lost_flag():
+        if self._done_locked():
             return
         self.lost_reason = reason
         self._lost_cause = cause

@@ -81,7 +81,13 @@ describe('Python client: transport faults a keyholder answer can meet', { timeou
           res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': at }).end('upstream unavailable');
           return;
         }
-        if (behaviour === 'release-500' && op === 'release' && times.length === 1) {
+        if (behaviour === 'release-500-slow-renew' && op === 'renew') {
+          // A renewal answered late (0.8 s), with a server error (not retried).
+          const problem = JSON.stringify({ type: 'urn:keyholder:problem:internal_error', code: 'internal_error', status: 500 });
+          setTimeout(() => res.writeHead(500, { 'content-type': 'application/problem+json' }).end(problem), 800);
+          return;
+        }
+        if (behaviour.startsWith('release-500') && op === 'release' && times.length === 1) {
           // The first release meets a server error (not retried); the next one is answered.
           const problem = JSON.stringify({ type: 'urn:keyholder:problem:internal_error', code: 'internal_error', status: 500 });
           res.writeHead(500, { 'content-type': 'application/problem+json' }).end(problem);
@@ -154,6 +160,60 @@ print(json.dumps({"first": first, "lost": lease.lost.is_set()}))
 `);
     expect(out).toEqual({ first: 'internal_error', lost: false });
     expect(seen.get('release-500-py:release')).toHaveLength(2);
+  });
+
+  it('Python: a lease whose release raised is no longer renewed but still watched: lost at its safe deadline; a release after that sends nothing', async () => {
+    const { out } = await runPython(`
+c = keyholder.Client(${JSON.stringify(`${base}/release-500-pylost`)})
+lease = c.acquire("k", ttl_ms=600)
+try:
+    lease.release()
+    first = "released"
+except keyholder.KeyholderError as err:
+    first = err.code
+lost = lease.lost.wait(5)  # the timer, not is_set()'s own check of the deadline
+lease.release()
+print(json.dumps({"first": first, "lost": lost, "reason": lease.lost_reason}))
+`);
+    expect(out).toEqual({ first: 'internal_error', lost: true, reason: 'deadline' });
+    expect(seen.get('release-500-pylost:release')).toHaveLength(1);
+  });
+
+  it('Python: a renewal sent before a release that raised, and answered after it, is no loss of its own: the lease is lost at its deadline', async () => {
+    const { out } = await runPython(`
+c = keyholder.Client(${JSON.stringify(`${base}/release-500-slow-renew-py`)})
+lease = c.acquire("k", ttl_ms=3000)
+time.sleep(1.3)  # the first renewal (about 1 s in) is answered only about 1.8 s in
+try:
+    lease.release()
+except keyholder.KeyholderError:
+    pass
+time.sleep(1.0)  # the renewal's answer has come (a server error), the 2.9 s safe deadline not yet
+early = lease.lost_reason
+lease.lost.wait(5)
+print(json.dumps({"early": early, "reason": lease.lost_reason}))
+`);
+    expect(out).toEqual({ early: null, reason: 'deadline' });
+    expect(seen.get('release-500-slow-renew-py:renew')).toHaveLength(1);
+  });
+
+  it('Python: a with block that went on past the safe deadline after its release raised ends in LeaseLostError', async () => {
+    const { out } = await runPython(`
+c = keyholder.Client(${JSON.stringify(`${base}/release-500-pywith`)})
+try:
+    with c.lock("k", ttl_ms=600) as lease:
+        try:
+            lease.release()
+        except keyholder.KeyholderError:
+            pass
+        time.sleep(1.0)  # past the 600 ms TTL: unlocked by now
+    out = {"raised": None}
+except keyholder.LeaseLostError as err:
+    out = {"raised": err.reason}
+print(json.dumps(out))
+`);
+    expect(out).toEqual({ raised: 'deadline' });
+    expect(seen.get('release-500-pywith:release')).toHaveLength(1);
   });
 
   it('TS (reference): Retry-After as an HTTP date is honoured', async () => {
