@@ -165,6 +165,21 @@ export class SentinelTopology {
     }
   }
 
+  /**
+   * SENTINEL FAILOVER of `name` through the sentinel on `port`, asked again while the sentinel answers
+   * NOGOODSLAVE: it picks only a replica whose INFO and pings it has seen lately, which a starved host can
+   * delay past the replica's sync. That answer changed nothing, so asking again is safe.
+   */
+  static async failover(port: number, name: string, timeoutMs = 30_000): Promise<void> {
+    // until() asks again after an error, and names the last one if the time runs out.
+    await until(
+      `sentinel to accept the failover of ${name}`,
+      timeoutMs,
+      () => withClient(port, async (c) => ((await c.call('SENTINEL', 'FAILOVER', name)) === 'OK' ? true : undefined)),
+      POLL_MS,
+    );
+  }
+
   /** kill -9 the current primary; resolves with its port. */
   async killPrimary(): Promise<number> {
     const port = await this.primaryPort();

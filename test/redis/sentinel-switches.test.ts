@@ -83,7 +83,7 @@ describe('Sentinel failover announcements', () => {
       expect(connections).toBe(1);
 
       const other = await nextSwitch(OTHER);
-      await withClient(sentinelPort, (c) => c.call('SENTINEL', 'FAILOVER', OTHER));
+      await SentinelTopology.failover(sentinelPort, OTHER);
       await other.announced;
       other.close();
       // The announcement reached the store's detector with this test's: one round trip later it was read.
@@ -93,7 +93,7 @@ describe('Sentinel failover announcements', () => {
 
       const own = await nextSwitch(SentinelTopology.NAME);
       const oldPrimary = await topology.primaryPort();
-      await withClient(sentinelPort, (c) => c.call('SENTINEL', 'FAILOVER', SentinelTopology.NAME));
+      await SentinelTopology.failover(sentinelPort, SentinelTopology.NAME);
       await own.announced;
       own.close();
       await topology.waitForNewPrimary(oldPrimary);
