@@ -460,6 +460,40 @@ describe('the namespace quota, counted per shard inside the lock scripts (_quota
       space.shardOf('c') === space.shardOf('a') ? 5 : 1,
     );
   });
+
+  it('a give-back its shard no longer counts (its second swept, at 0, or the shard gone) leaves the shard as it was', async () => {
+    const [a, b] = sameShard(`ns-${lockName}`);
+    const releaseOf = (k: LockKeys, ownerToken: string) => lua.scripts.run('release', { ...handOver, lockName, keys: k, ownerToken });
+    const secondOf = (reply: unknown) => String(Math.ceil(((reply as number[])[2] as number) / 1000));
+    const first = await acquire('owner-a', { keys: a, maxQuotaSlots: 5, ttlMs: 60_000 });
+    expect(first).toEqual([1, int, int]);
+    // Another unit, in a later second, that must stay counted as it is.
+    expect(await acquire('owner-b', { keys: b, maxQuotaSlots: 5, ttlMs: 120_000 })).toEqual([1, int, int]);
+    // a's second swept, as a take does once it has ended: its count gone, n less its unit.
+    await lua.raw.hdel(a.quota.count, secondOf(first));
+    await lua.raw.hincrby(a.quota.count, 'n', -1);
+    let shard = await lua.raw.hgetall(a.quota.count);
+    expect(await releaseOf(a, 'owner-a')).toBe(1);
+    expect(await lua.raw.hgetall(a.quota.count)).toEqual(shard);
+    // Its second at 0 (its unit given back before): not taken below it.
+    const next = await acquire('owner-a2', { keys: a, maxQuotaSlots: 5, ttlMs: 60_000 });
+    expect(next).toEqual([1, int, int]);
+    const count = Number(await lua.raw.hget(a.quota.count, secondOf(next)));
+    await lua.raw.hset(a.quota.count, secondOf(next), '0');
+    await lua.raw.hincrby(a.quota.count, 'n', -count);
+    shard = await lua.raw.hgetall(a.quota.count);
+    expect(await releaseOf(a, 'owner-a2')).toBe(1);
+    const after = await lua.raw.hgetall(a.quota.count);
+    // Left at 0 or dropped (a sweep reads an absent second as 0), never below; n as it was.
+    expect(after[secondOf(next)] ?? '0').toBe('0');
+    expect({ ...after, [secondOf(next)]: '0' }).toEqual(shard);
+    // The shard gone altogether (its keys expired): the release leaves no key of it behind.
+    expect(await releaseOf(b, 'owner-b')).toBe(1);
+    expect(await acquire('owner-a3', { keys: a, maxQuotaSlots: 5, ttlMs: 60_000 })).toEqual([1, int, int]);
+    await lua.raw.del(a.quota.count, a.quota.ends);
+    expect(await releaseOf(a, 'owner-a3')).toBe(1);
+    expect(await lua.raw.exists(a.quota.count, a.quota.ends)).toBe(0);
+  });
 });
 
 describe('renew.lua', () => {
@@ -994,6 +1028,23 @@ describe('the script table on the connection', () => {
         expect(listed).toHaveLength(1);
       } finally {
         client.disconnect();
+      }
+    });
+
+    it('what the library keeps between calls (digits made, owner tokens converted) reads right past the 256 it keeps at once', async () => {
+      // Each pair: a token never seen (its acquire converts it, its release finds it kept) and numbers
+      // never formatted (the lease length, so the record's expiry), 150 times over: the kept values
+      // start again more than once on the way.
+      for (let i = 0; i < 150; i++) {
+        const owner = newOwnerToken();
+        const ttlMs = 10_000 + i * 7;
+        expect(await acquire(owner, { ttlMs })).toEqual([1, int, int]);
+        expect(await lockField(lua.raw, keys.lock, 'o')).toBe(owner);
+        const pttl = await lua.raw.pttl(keys.lock);
+        expect(pttl).toBeLessThanOrEqual(ttlMs + GRACE_MS);
+        expect(pttl).toBeGreaterThan(ttlMs + GRACE_MS - 1_000);
+        expect(await release(owner)).toBe(1);
+        expect(await lockField(lua.raw, keys.lock, 'o')).toBeNull();
       }
     });
 

@@ -415,7 +415,13 @@ export const FUNCTION_SCRIPTS = [
 export type FunctionScript = (typeof FUNCTION_SCRIPTS)[number];
 
 /** _common.lua's clock read, which an EVAL script runs at its start; a library runs it at each call's. */
-const CLOCK_READ = /^do\n {2}local t = redis\.call\('TIME'\)\n([^]*?)^end\n/m;
+const CLOCK_READ = /^do\n {2}local t = call\('TIME'\)\n([^]*?)^end\n/m;
+/**
+ * _common.lua's read of the Redis and Lua functions it keeps as locals, which an EVAL script runs at its
+ * start; a library at its first call (its top level runs at its load, where Redis gives it only the
+ * loading API: redis.register_function, no redis.call, no math or string).
+ */
+const API_READ = /^do\n( {2}call, [^]*?)^end\n/m;
 /**
  * The includes' top-level values that a call sets (the rest are helpers, made once): a library keeps them
  * between calls, so each call starts them afresh, as an EVAL script's run would. publishedChanges is the
@@ -423,6 +429,11 @@ const CLOCK_READ = /^do\n {2}local t = redis\.call\('TIME'\)\n([^]*?)^end\n/m;
  * token's text and bytes would still read right, but are not left from another caller.
  */
 const PER_CALL_VALUES = ['knownText', 'knownBytes', 'publishedChanges'] as const;
+/**
+ * What the library keeps between calls, made at its first call (an EVAL script leaves it nil): the digits
+ * fmt made and the owner tokens' bytes knowOwner worked out (kept, _common.lua).
+ */
+const KEPT_VALUES = 'kept, keptCount = {}, 0';
 
 export interface FunctionLibrary {
   /** keyholder_ and 16 hex digits of the source's SHA1: a version's library never clashes with another's. */
@@ -441,25 +452,32 @@ export interface FunctionLibrary {
 export function functionLibrary(): FunctionLibrary {
   const common = loadScript('_common.lua');
   const clock = CLOCK_READ.exec(common);
-  if (clock === null)
-    throw new Error("_common.lua: its clock read (do ... redis.call('TIME') ... end) is not where the library expects it");
+  if (clock === null) throw new Error("_common.lua: its clock read (do ... call('TIME') ... end) is not where the library expects it");
+  const api = API_READ.exec(common);
+  if (api === null)
+    throw new Error('_common.lua: its read of the functions it keeps (do call, ... end) is not where the library expects it');
   const expand = includeExpander();
   const bodies = FUNCTION_SCRIPTS.map((script) => {
     const file = loadScript(SCRIPTS[script].file);
     const includes = (file.match(INCLUDE) ?? []).map((line) => expand(line)).join('\n');
     return { script, includes, body: file.replace(INCLUDE, '') };
   });
-  const helpers = `${common.replace(CLOCK_READ, '')}\n${bodies.map((b) => b.includes).join('\n')}`;
-  for (const value of PER_CALL_VALUES) {
+  const helpers = `${common.replace(CLOCK_READ, '').replace(API_READ, '')}\n${bodies.map((b) => b.includes).join('\n')}`;
+  for (const value of [...PER_CALL_VALUES, 'kept', 'keptCount']) {
     if (!new RegExp(`^local [\\w, ]*\\b${value}\\b`, 'm').test(helpers)) throw new Error(`function library: ${value} is not declared`);
   }
   const code = [
     helpers,
-    `local function readClock()\n  local t = redis.call('TIME')\n${clock[1]}end`,
+    `local function readApi()\n${api[1]}  ${KEPT_VALUES}\nend`,
+    `local function readClock()\n  local t = call('TIME')\n${clock[1]}end`,
     ...bodies.map(({ script, body }) => `local function ${script}Script(KEYS, ARGV)\n${body}\nend`),
     [
       'local function entry(script)',
       '  return function(KEYS, ARGV)',
+      // call is nil until the first call has read the functions (API_READ).
+      '    if not call then',
+      '      readApi()',
+      '    end',
       '    readClock()',
       `    ${PER_CALL_VALUES.join(', ')} = ${PER_CALL_VALUES.map(() => 'nil').join(', ')}`,
       '    local n = #ARGV',

@@ -2,7 +2,7 @@
 Shared include (not a command of its own): pulled in with `--- @include "_handover"` by the scripts
 that may find a lock free while callers are queued for it (acquire, release, force-release,
 heartbeat, the lock sets), by inspect, which counts the live waiters, and by the permit scripts, which
-share the queue. Uses nowMs, nowUs, fmt and isLive from _common.lua, readLock and friends from
+share the queue. Uses nowMs, nowUs, fmt, max and isLive from _common.lua, readLock and friends from
 _lock.lua. Defines:
 
   grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec) -> token, expiresAtMs   (updates cur;
@@ -52,7 +52,7 @@ The lock's watchers are told of every hand-over (publishChange, _watch.lua); a l
 -- ever left over from an earlier lease (an old idempotency key must never answer with a new owner's
 -- lease); so is an earlier lease's lock-delay (d). One SET writes the record and its expiry.
 local function grantLease(lockKey, cur, owner, ttlMs, holder, graceMs, idem, unitSec)
-  local token = math.max((cur[3] or 0) + 1, nowUs)
+  local token = max((cur[3] or 0) + 1, nowUs)
   local expiresAt = nowMs + ttlMs
   cur[1], cur[2], cur[3] = owner, expiresAt, token
   cur[4] = idem ~= '' and idem or nil
@@ -92,7 +92,7 @@ local function makeQueueHelpers()
     end
     local deadline, ttl = string.match(raw, '^%d+|(%d+)|(%d+)|')
     if deadline and string.byte(ttl, 1) ~= 48 then
-      quotaGive({keys[4], keys[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+      quotaGive(keys[4], math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
     end
   end
   function waiterLive(record)

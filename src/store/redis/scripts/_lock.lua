@@ -1,6 +1,7 @@
 --[[
 Shared include (not a command of its own): the lock record as the lock scripts read and write it. Pulled
-in by _handover.lua and by the renew scripts. Uses nowMs and fmt from _common.lua.
+in by _handover.lua and by the renew scripts. Uses nowMs, fmt and the library locals (call, floor, ceil, max,
+pack, unpackRecord) from _common.lua.
 
 A lock is ONE string key, its fields in a compact binary record, so that a plain held lock fits the
 smallest string Redis can keep it in. A string value of up to 28 bytes lives inside the key's own
@@ -54,9 +55,22 @@ local knownText, knownBytes
 
 local function knowOwner(text, hex)
   knownText = text
-  -- Three integers of 48, 40 and 40 bits: a double holds each exactly.
-  knownBytes = hex ~= '' and struct.pack('>I6I5I5', tonumber(string.sub(hex, 1, 12), 16),
-    tonumber(string.sub(hex, 13, 22), 16), tonumber(string.sub(hex, 23, 32), 16))
+  if hex == '' then
+    knownBytes = false
+    return
+  end
+  -- A function library keeps the bytes (kept, _common.lua): a lease's release (and renew) comes with the
+  -- token its acquire converted.
+  local bytes = kept and kept[hex]
+  if not bytes then
+    -- Three integers of 48, 40 and 40 bits: a double holds each exactly.
+    bytes = pack('>I6I5I5', tonumber(string.sub(hex, 1, 12), 16), tonumber(string.sub(hex, 13, 22), 16),
+      tonumber(string.sub(hex, 23, 32), 16))
+    if kept then
+      keepValue(hex, bytes)
+    end
+  end
+  knownBytes = bytes
 end
 
 -- The 16 bytes an owner token of the service encodes (22 base64url characters, no padding, as
@@ -145,16 +159,18 @@ local function readLock(lockKey)
     return cur
   end
   if not raw or raw == '' then
-    return {}
+    -- Made with room for the fields a grant sets (1-5, 8-10): filled one by one, an empty table is grown
+    -- (rehashed) three times or more; setting a field to nil adds its key too.
+    return {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
   end
   local tag = string.byte(raw, 1)
   if tag == 0x93 and #raw == 28 then
     -- The common case, a plain held lock: token, owner token's bytes, end relative to the token.
-    local _, t, bytes, delta = struct.unpack('>BI7c16i4', raw)
+    local _, t, bytes, delta = unpackRecord('>BI7c16i4', raw)
     local o = ownerText(bytes)
     -- cur[11], cur[12]: the owner token's bytes and the text they read as, so a write that keeps the owner
     -- (renew, a mark, a request) packs them again without converting the token back.
-    return {o, math.floor(t / 1000) + delta, t, nil, nil, nil, nil, nil, nil, nil, bytes, o}
+    return {o, floor(t / 1000) + delta, t, nil, nil, nil, nil, nil, nil, nil, bytes, o}
   end
   if tag < 0x80 or tag > 0x9f then
     -- A record of the version before the compact one (cmsgpack values in the order t, e, o, b, q, w, d,
@@ -214,12 +230,16 @@ end
 local function packLock(cur)
   local o, e, t = cur[1], cur[2], cur[3]
   local more = cur[4] or cur[5] or cur[6] or cur[7] or cur[8] or cur[9] or cur[10]
-  local delta = (t and e) and e - math.floor(t / 1000) or nil
+  if t and not (o and e) and not more then
+    -- A free lock keeping its last token (a release): 8 bytes, the tag and the token, in one pack.
+    return pack('>BI7', 0x90, t)
+  end
+  local delta = (t and e) and e - floor(t / 1000) or nil
   local near = delta and delta >= -2147483648 and delta <= 2147483647
   local bytes = o and (o == cur[12] and cur[11] or ownerBytes(o))
   if not more and near and bytes then
     -- A plain held lock: 28 bytes (see the header), no table built.
-    return struct.pack('>BI7c16i4', 0x93, t, bytes, delta)
+    return pack('>BI7c16i4', 0x93, t, bytes, delta)
   end
   if not (t or (o and e) or more) then
     -- Nothing to keep; the key still expires as asked.
@@ -227,7 +247,7 @@ local function packLock(cur)
   end
   local tag, body = 0x80, ''
   if t then
-    tag, body = tag + 16, struct.pack('>I7', t)
+    tag, body = tag + 16, pack('>I7', t)
   end
   if o and e then
     tag = tag + 1
@@ -258,11 +278,14 @@ end
 
 local function writeLock(lockKey, cur, ms)
   if ms == nil then
-    redis.call('SET', lockKey, packLock(cur), 'KEEPTTL')
+    call('SET', lockKey, packLock(cur), 'KEEPTTL')
     return
   end
-  local keep = math.max(1, ms, (cur[6] or 0) - nowMs, (cur[7] or 0) - nowMs)
-  redis.call('SET', lockKey, packLock(cur), 'PX', fmt(keep))
+  local q, w, keep = cur[6], cur[7], ms
+  if q or w then
+    keep = max(ms, (q or 0) - nowMs, (w or 0) - nowMs)
+  end
+  call('SET', lockKey, packLock(cur), 'PX', fmt(keep >= 1 and keep or 1))
 end
 
 local function queuedNow(cur)
@@ -274,5 +297,5 @@ local function watchedNow(cur)
 end
 
 local function unitSecond(cur)
-  return cur[8] or math.ceil(cur[2] / 1000)
+  return cur[8] or ceil(cur[2] / 1000)
 end

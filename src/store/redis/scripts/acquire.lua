@@ -70,15 +70,6 @@ moves it to the lease's new end.
 --- @include "_handover"
 --- @include "_quota"
 
--- Takes a quota unit counted to endMs, unless the shard is full: then returns the time until its
--- earliest counted second ends.
-local function takeQuotaSlot(endMs, cap)
-  if cap <= 0 then
-    return nil
-  end
-  return quotaTake({KEYS[4], KEYS[5]}, endMs, cap)
-end
-
 knowOwner(ARGV[1], ARGV[11])
 local graceMs = ARGV[4] + 0
 local ttlMs = ARGV[2] + 0
@@ -94,8 +85,10 @@ if not live and delayLeft == 0 and handOverFree(KEYS, cur, graceMs, ARGV[6], ARG
   live = true
 end
 if not live and delayLeft == 0 then
-  -- Free, and nobody live is queued.
-  local full = takeQuotaSlot(nowMs + ttlMs, maxQuotaSlots)
+  -- Free, and nobody live is queued. A quota unit counted to the lease's end, unless the shard is full:
+  -- then the time until its earliest counted second ends. (Written out here and below, not a helper: in
+  -- the function library a helper inside a script's body is a closure made on each call.)
+  local full = maxQuotaSlots > 0 and quotaTake(KEYS[4], KEYS[5], nowMs + ttlMs, maxQuotaSlots)
   if full then
     return {5, full}
   end
@@ -131,7 +124,7 @@ local refused = notQueued(KEYS, waitMs, tonumber(maxWaiters), retryAfter)
 if refused then
   return refused
 end
-local full = takeQuotaSlot(nowMs + waitMs + ttlMs, maxQuotaSlots)
+local full = maxQuotaSlots > 0 and quotaTake(KEYS[4], KEYS[5], nowMs + waitMs + ttlMs, maxQuotaSlots)
 if full then
   return {5, full}
 end

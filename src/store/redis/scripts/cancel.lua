@@ -32,7 +32,7 @@ if record then
   local deadline, ttl = string.match(record, '^%d+|(%d+)|(%d+)|')
   -- A length led by a 0: it took no unit (acquire.lua).
   if deadline and string.byte(ttl, 1) ~= 48 then
-    quotaGive({KEYS[4], KEYS[5]}, math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+    quotaGive(KEYS[4], math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
   end
 end
 -- The caller's "retry after": when the lease it waited behind (or the one that took its place) ends.

@@ -36,11 +36,10 @@ if ARGV[4] ~= '' and tonumber(cur[3]) ~= tonumber(ARGV[4]) then
 end
 
 local owner, holder, token, expiresAt = cur[1], cur[5] or '', tonumber(cur[3]), tonumber(cur[2])
--- Tested here, not in quotaGive, as in release.lua: a lease that took no unit (0) builds no shard table and
--- makes no call.
+-- Tested here, not in quotaGive, as in release.lua: a lease that took no unit (0) makes no quota call.
 local unit = unitSecond(cur)
 if unit ~= 0 then
-  quotaGive({KEYS[4], KEYS[5]}, unit)
+  quotaGive(KEYS[4], unit)
 end
 freeLease(KEYS[1], cur, tonumber(ARGV[1]))
 publishChange(ARGV[2], ARGV[3], cur)

@@ -24,7 +24,7 @@ if endMs <= nowMs or (ARGV[2] ~= '' and redis.call('ZSCORE', KEYS[2], 'u:' .. AR
   return 0
 end
 local second = quotaSecond(endMs)
-quotaAdd({KEYS[1], KEYS[2]}, second)
+quotaAdd(KEYS[1], KEYS[2], second)
 if ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[2], second, 'u:' .. ARGV[2])
 end

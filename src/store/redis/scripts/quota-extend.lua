@@ -17,7 +17,6 @@ Returns:
 ]]
 --- @include "_quota"
 
-local q = {KEYS[1], KEYS[2]}
 local member = 'u:' .. ARGV[1]
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
 local endMs = tonumber(ARGV[2])
@@ -34,7 +33,7 @@ end
 local second = quotaSecond(endMs)
 -- Still counted at its second: moved. Otherwise (missing, or its second already swept or given back) the
 -- unit is counted anew.
-local counted = known and quotaGive(q, known)
-quotaAdd(q, second)
+local counted = known and quotaGive(KEYS[1], known)
+quotaAdd(KEYS[1], KEYS[2], second)
 redis.call('ZADD', KEYS[2], second, member)
 return counted and 1 or 0

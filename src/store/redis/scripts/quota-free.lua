@@ -22,7 +22,7 @@ local member = 'u:' .. ARGV[1]
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
 local counted = known and not quotaRetired(known)
 if counted then
-  quotaGive({KEYS[1], KEYS[2]}, known)
+  quotaGive(KEYS[1], known)
 end
 local untilMs = tonumber(ARGV[2] or '')
 if not untilMs then

@@ -17,19 +17,18 @@ Returns:
 ]]
 --- @include "_quota"
 
-local q = {KEYS[1], KEYS[2]}
 local member = 'u:' .. ARGV[1]
 local second = quotaSecond(nowMs + tonumber(ARGV[2]))
 local known = tonumber(redis.call('ZSCORE', KEYS[2], member))
 -- A retired unit (quota-free.lua) counts nowhere: a slot asked for under its id is taken anew.
 if known and not quotaRetired(known) then
   if second > known then
-    quotaMove(q, known, second)
+    quotaMove(KEYS[1], KEYS[2], known, second)
     redis.call('ZADD', KEYS[2], second, member)
   end
   return {1}
 end
-local full = quotaTake(q, nowMs + tonumber(ARGV[2]), tonumber(ARGV[3]))
+local full = quotaTake(KEYS[1], KEYS[2], nowMs + tonumber(ARGV[2]), tonumber(ARGV[3]))
 if full then
   return {0, full}
 end

@@ -32,11 +32,11 @@ if cur[1] ~= ARGV[1] or not isLive(cur[1], expiresAt) then
   return 0
 end
 
--- Tested here, not in quotaGive: a lease that took no unit (0) then builds no shard table and makes no call
--- (1.7k fewer Redis instructions per acquire + release pair counted that way: callgrind, 300 pairs).
+-- Tested here, not in quotaGive: a lease that took no unit (0) then makes no quota call (1.7k fewer Redis
+-- instructions per acquire + release pair counted that way: callgrind, 300 pairs).
 local unit = unitSecond(cur)
 if unit ~= 0 then
-  quotaGive({KEYS[4], KEYS[5]}, unit)
+  quotaGive(KEYS[4], unit)
 end
 local graceMs = ARGV[2] + 0
 freeLease(KEYS[1], cur, graceMs)

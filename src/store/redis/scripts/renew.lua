@@ -37,7 +37,7 @@ local newExpiresAt = nowMs + ttl
 -- A lease that took no unit here (b = 0) moves none, and stays so.
 local from, to = unitSecond(cur), math.ceil(newExpiresAt / 1000)
 if from ~= 0 then
-  quotaMove({KEYS[2], KEYS[3]}, from, to)
+  quotaMove(KEYS[2], KEYS[3], from, to)
   cur[8] = nil
 end
 cur[2] = newExpiresAt
