@@ -8,32 +8,14 @@ import { KeyholderClient, KeyholderError, type Lease, LeaseLostError } from '../
  */
 describe('lease.release() after a release that failed', () => {
   it('sends the release again and resolves once the server confirms it', async () => {
-    const releases: number[] = [];
-    const answer = (status: number, body: unknown) =>
-      new Response(JSON.stringify(body), {
-        status,
-        headers: { 'content-type': status === 200 ? 'application/json' : 'application/problem+json' },
-      });
-    const fetch = async (request: Request) => {
-      const route = new URL(request.url).pathname.split('/').pop();
-      const expiresAt = new Date(Date.now() + 10_000).toISOString();
-      if (route === 'acquire')
-        return answer(200, { key: 'k', ownerToken: 'owner-token-0001', fencingToken: 7, ttlMs: 10_000, expiresAt, holder: null });
-      if (route === 'renew') return answer(200, { key: 'k', fencingToken: 7, ttlMs: 10_000, expiresAt });
-      releases.push(releases.length + 1);
-      // The first release meets a server error (not retried); the next one is answered.
-      return releases.length === 1
-        ? answer(500, { type: 'urn:keyholder:problem:internal_error', title: 'Internal error', status: 500, code: 'internal_error' })
-        : answer(200, { key: 'k', released: true });
-    };
-    const kh = new KeyholderClient({ baseUrl: 'http://127.0.0.1:1', fetch });
+    const { kh, releases } = failingFirstRelease(10_000);
     const lease = await kh.acquire('k', { ttlMs: 10_000 });
     await expect(lease.release()).rejects.toBeInstanceOf(KeyholderError);
     await lease.release();
-    expect(releases).toEqual([1, 2]);
+    expect(releases).toEqual(['failed', 'released']);
     // Once one succeeded, there is nothing left to give back.
     await lease.release();
-    expect(releases).toEqual([1, 2]);
+    expect(releases).toEqual(['failed', 'released']);
     expect(lease.signal.aborted).toBe(false);
   });
 
