@@ -153,10 +153,7 @@ export class Lease {
     if (this.releaseSettled) return;
     // Nothing to give back once lost. Asked first: a deadline passed while its timer has not run is a
     // loss too (see lost).
-    if (this.lost) {
-      this.releaseSettled = true;
-      return;
-    }
+    if (this.lost) return this.settle();
     this.releasing += 1;
     this.stop();
     let settled = false;

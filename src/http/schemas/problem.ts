@@ -4,10 +4,10 @@ import { PROBLEM_CODES, type ProblemCode } from '../../domain/error-codes.js';
 // Listed once, in the table of codes; re-exported for the HTTP layer's schemas and routes.
 export { PROBLEM_CODES, type ProblemCode };
 
-/** RFC 9457 problem details, plus keyholder's stable `code`. */
 /** A problem's optional count of milliseconds (a whole number, 0 or more), with what it says. */
 const optionalMs = (description: string) => z.number().int().nonnegative().optional().meta({ description });
 
+/** RFC 9457 problem details, plus keyholder's stable `code`. */
 export const Problem = z
   .object({
     type: z.string().meta({ description: 'URI naming the problem type', examples: ['urn:keyholder:problem:lock_held'] }),

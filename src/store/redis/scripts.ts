@@ -433,7 +433,7 @@ const PER_CALL_VALUES = ['knownText', 'knownBytes', 'publishedChanges'] as const
  * What the library keeps between calls, made at its first call (an EVAL script leaves it nil): the digits
  * fmt made and the owner tokens' bytes knowOwner worked out (kept, _common.lua).
  */
-const KEPT_VALUES = 'kept, keptCount = {}, 0';
+const KEPT_VALUES = { kept: '{}', keptCount: '0' } as const;
 
 export interface FunctionLibrary {
   /** keyholder_ and 16 hex digits of the source's SHA1: a version's library never clashes with another's. */
@@ -463,12 +463,12 @@ export function functionLibrary(): FunctionLibrary {
     return { script, includes, body: file.replace(INCLUDE, '') };
   });
   const helpers = `${common.replace(CLOCK_READ, '').replace(API_READ, '')}\n${bodies.map((b) => b.includes).join('\n')}`;
-  for (const value of [...PER_CALL_VALUES, 'kept', 'keptCount']) {
+  for (const value of [...PER_CALL_VALUES, ...Object.keys(KEPT_VALUES)]) {
     if (!new RegExp(`^local [\\w, ]*\\b${value}\\b`, 'm').test(helpers)) throw new Error(`function library: ${value} is not declared`);
   }
   const code = [
     helpers,
-    `local function readApi()\n${api[1]}  ${KEPT_VALUES}\nend`,
+    `local function readApi()\n${api[1]}  ${Object.keys(KEPT_VALUES).join(', ')} = ${Object.values(KEPT_VALUES).join(', ')}\nend`,
     `local function readClock()\n  local t = call('TIME')\n${clock[1]}end`,
     ...bodies.map(({ script, body }) => `local function ${script}Script(KEYS, ARGV)\n${body}\nend`),
     [
