@@ -1,6 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { LockStore } from '../helpers/store-words.js';
 import type { StoreHarness } from './lock-store.contract.js';
+import type { Clock } from '../../src/store/shared/clock.js';
 
 /**
  * Three handles on one shared store, as three keyholder instances have (the embedded store's peers are
@@ -25,3 +26,6 @@ export function useInstances(harness: StoreHarness): (i?: number) => LockStore {
  * compressed with it, as are the stores' own lease and wait timers.
  */
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** "Now" on the clock the harness's store reads (see StoreHarness.clock). */
+export const clockOf = (harness: StoreHarness): Clock => harness.clock ?? (() => Date.now());

@@ -7,6 +7,7 @@ import { withWords, type Worded } from '../helpers/store-words.js';
 /** The embedded store for the store contract, on the given clock (the monotonic wall clock by default). */
 export function memoryHarness(clock?: Clock): StoreHarness {
   return {
+    clock: clock ?? monotonicWallClock,
     open: async ({ fenceGraceMs, maxWaitersPerKey }) =>
       withWords(new MemoryStore({ fenceGraceMs, sweepIntervalMs: 0, maxWaitersPerKey, clock })),
     // One process, one map: every instance of the embedded store is the same store.

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { type LeaseKind, type LeaseStore } from '../../src/domain/lease-store.js';
 import type { StoreHarness } from './lock-store.contract.js';
-import { useInstances } from './contract-kit.js';
+import { clockOf, useInstances } from './contract-kit.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { lockIndex } from '../../src/domain/watch.js';
 
@@ -29,6 +29,7 @@ const KINDS: ReadonlyArray<{ kind: LeaseKind; capacity: number }> = [
  */
 export function describeReleaseRequestContract(name: string, harness: StoreHarness): void {
   describe(`release request contract: ${name}`, () => {
+    const now = clockOf(harness);
     const instance = useInstances(harness);
     // The port itself, not the words over it (test/helpers/store-words.ts).
     const leases = (i = 0): LeaseStore => instance(i).leases;
@@ -48,12 +49,12 @@ export function describeReleaseRequestContract(name: string, harness: StoreHarne
         expect(plain).toMatchObject({ renewed: true });
         expect(plain).not.toHaveProperty('releaseRequested');
 
-        const before = Date.now();
+        const before = now();
         const asked = await leases(1).requestRelease(kind, key, lease.fencingToken, { by: 'ops-key', reason: 'deploy' });
         expect(asked).toMatchObject({ by: 'ops-key', reason: 'deploy' });
         // The store's clock, on this machine: the same as ours, give or take a little.
         expect(asked?.atMs).toBeGreaterThanOrEqual(before - 50);
-        expect(asked?.atMs).toBeLessThanOrEqual(Date.now() + 50);
+        expect(asked?.atMs).toBeLessThanOrEqual(now() + 50);
 
         for (const i of [0, 2]) {
           const renewed = await leases(i).renew(kind, [key], lease.ownerToken, 5_000);

@@ -3,7 +3,7 @@ import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import { MAX_HOLDERS_SHOWN } from '../../src/domain/permit-values.js';
 import type { StoreHarness } from './lock-store.contract.js';
-import { sleep, useInstances } from './contract-kit.js';
+import { clockOf, sleep, useInstances } from './contract-kit.js';
 import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './permit-harness.js';
 
 /**
@@ -13,6 +13,7 @@ import { granted, permitsOf, takePermit, uniqueKey, type PermitCall } from './pe
  */
 export function describeSemaphoreContract(name: string, harness: StoreHarness): void {
   describe(`semaphore contract: ${name}`, () => {
+    const now = clockOf(harness);
     const store = useInstances(harness);
 
     const take = (key: string, limit: number, call: Partial<PermitCall> = {}, i = 0) =>
@@ -58,7 +59,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       // One permit is left to run out soon (a holder that crashed after its last renewal).
       const shortened = await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 200);
       if (!shortened.renewed) throw new Error('not renewed');
-      await sleep(shortened.expiresAtMs - Date.now() + 30);
+      await sleep(shortened.expiresAtMs - now() + 30);
       const next = granted(await take(key, 2, {}, 2));
       expect(next.fencingToken).toBeGreaterThan(long.fencingToken);
       expect(await permitsOf(store()).renewPermit('semaphore', key, short.ownerToken, 5_000)).toEqual({ renewed: false });
@@ -126,7 +127,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       const shortened = await permitsOf(store()).renewPermit('semaphore', key, holder.ownerToken, 300);
       if (!shortened.renewed) throw new Error('not renewed');
       const waiter = granted(await waiting);
-      expect(Date.now()).toBeGreaterThanOrEqual(shortened.expiresAtMs - 50);
+      expect(now()).toBeGreaterThanOrEqual(shortened.expiresAtMs - 50);
       expect(waiter.fencingToken).toBeGreaterThan(holder.fencingToken);
     });
 
@@ -188,7 +189,7 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
     it('permitQueue lists the live waiters head first with holder, arrival time and weight', async () => {
       const key = uniqueKey('sem-queue');
       const held = granted(await take(key, 1, { holder: 'holding', ttlMs: 30_000 }));
-      const before = Date.now();
+      const before = now();
       const first = take(key, 1, { holder: 'w1', waitMs: 20_000 }, 1);
       await waitersAre(key, 1);
       const second = take(key, 1, { waitMs: 20_000 }, 2);
@@ -228,9 +229,9 @@ export function describeSemaphoreContract(name: string, harness: StoreHarness): 
       expect(mismatch).toMatchObject({ acquired: false, reason: 'mismatch' });
       if (mismatch.acquired) return;
       expect(mismatch.retryAfterMs).toBeGreaterThan(2_000);
-      expect(mismatch.retryAfterMs).toBeLessThanOrEqual(long.expiresAtMs - Date.now() + 50);
+      expect(mismatch.retryAfterMs).toBeLessThanOrEqual(long.expiresAtMs - now() + 50);
       const state = await permitsOf(store()).inspectPermits('semaphore', key);
-      expect(state?.holders.map((h) => h.ttlRemainingMs > 1 && h.ttlRemainingMs <= h.expiresAtMs - Date.now() + 50)).toEqual([true, true]);
+      expect(state?.holders.map((h) => h.ttlRemainingMs > 1 && h.ttlRemainingMs <= h.expiresAtMs - now() + 50)).toEqual([true, true]);
     });
 
     it('a waiter whose caller leaves is taken out of the queue and answered with the reason it was given; the next waiter gets the room', async () => {

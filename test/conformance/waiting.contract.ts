@@ -4,7 +4,7 @@ import { TooManyWaitersError } from '../../src/domain/errors.js';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
 import type { AcquireOutcome, LockStore } from '../helpers/store-words.js';
 import type { StoreHarness } from './lock-store.contract.js';
-import { sleep, useInstances } from './contract-kit.js';
+import { clockOf, sleep, useInstances } from './contract-kit.js';
 
 const uniqueKey = (name: string) => `${name}:${randomUUID()}`;
 
@@ -21,6 +21,7 @@ function granted(r: Result): Granted {
 /** Waiting for a held lock: fair, prompt, bounded, and leak-free. Part of the one store contract. */
 export function describeWaitingContract(name: string, harness: StoreHarness): void {
   describe(`lock store contract, waiting: ${name}`, () => {
+    const now = clockOf(harness);
     const store = useInstances(harness);
 
     const acquire = async (
@@ -43,7 +44,7 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
     it('queue lists the live waiters head first with holder label and arrival time, never owner tokens', async () => {
       const key = uniqueKey('queue');
       const holder = granted(await acquire(store(0), key, { ttlMs: 30_000 }));
-      const before = Date.now();
+      const before = now();
       const waits: Array<Promise<AcquireOutcome>> = [];
       for (const [i, label] of ['first', 'second', ''].entries()) {
         waits.push(store(i % 2).acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 5_000, holder: label, waitMs: 20_000 }));
@@ -59,7 +60,7 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
         expect(q.weight).toBeUndefined();
         // The store's clock and this one are the same machine's: allow a little slack.
         expect(q.waitingSinceMs).toBeGreaterThanOrEqual(before - 1_000);
-        expect(q.waitingSinceMs).toBeLessThanOrEqual(Date.now() + 1_000);
+        expect(q.waitingSinceMs).toBeLessThanOrEqual(now() + 1_000);
       }
       expect(queued[0]!.waitingSinceMs).toBeLessThanOrEqual(queued[1]!.waitingSinceMs);
       expect(JSON.stringify(queued)).not.toContain(holder.ownerToken);
@@ -118,9 +119,9 @@ export function describeWaitingContract(name: string, harness: StoreHarness): vo
       const key = uniqueKey('timeout-retry');
       const holder = await acquire(store(0), key, { ttlMs: 3_000 });
       if (!holder.acquired) throw new Error('not granted');
-      const started = Date.now();
+      const started = now();
       const waiter = await acquire(store(1), key, { waitMs: 400 });
-      const answered = Date.now();
+      const answered = now();
       expect(waiter.acquired).toBe(false);
       if (waiter.acquired) return;
       // Between the lease's end as seen when the wait ended and when the answer arrived (plus clock slack).

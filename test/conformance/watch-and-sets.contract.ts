@@ -1,4 +1,4 @@
-import { sleep } from './contract-kit.js';
+import { clockOf, sleep } from './contract-kit.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lock-service.js';
@@ -25,6 +25,7 @@ function oneShard(count: number, stem: string, like = `${stem}0`): string[] {
 /** Watch index, lock-delay and lock sets: part of the one store contract on every store. */
 export function describeWatchAndSetsContract(name: string, harness: StoreHarness): void {
   describe(`lock store contract, watch, lock-delay, lock sets: ${name}`, () => {
+    const now = clockOf(harness);
     let a: LockStore;
     let b: LockStore;
     let watchB: ChangeWatch;
@@ -106,7 +107,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         if (!refused.acquired) expect(refused.retryAfterMs).toBeGreaterThan(300);
         const view = await b.inspectIndexed(key);
         expect(view.state).toBeNull();
-        expect(view.lockDelayUntilMs).toBeGreaterThan(Date.now());
+        expect(view.lockDelayUntilMs).toBeGreaterThan(now());
         await expect
           .poll(async () => (await b.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired, {
             timeout: 5_000,
@@ -149,7 +150,7 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
         });
         expect(waited.acquired).toBe(true);
         await expect.poll(async () => (await a.inspectIndexed(key)).state, { timeout: 5_000, interval: 20 }).toBeNull();
-        expect((await a.inspectIndexed(key)).lockDelayUntilMs).toBeGreaterThan(Date.now());
+        expect((await a.inspectIndexed(key)).lockDelayUntilMs).toBeGreaterThan(now());
         expect((await a.acquire({ id: key, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
       });
 
@@ -180,19 +181,19 @@ export function describeWatchAndSetsContract(name: string, harness: StoreHarness
           expect(refused.busyId).toBe(k2);
           // Until the held key's lease ends.
           expect(refused.retryAfterMs).toBeGreaterThan(1);
-          expect(refused.retryAfterMs).toBeLessThanOrEqual(single.expiresAtMs - Date.now() + 50);
+          expect(refused.retryAfterMs).toBeLessThanOrEqual(single.expiresAtMs - now() + 50);
         }
         expect(await a.inspect(k1)).toBeNull();
         expect(await a.inspect(k3)).toBeNull();
         await b.release(k2, single.ownerToken);
         const ownerToken = newOwnerToken();
-        const before = Date.now();
+        const before = now();
         const set = await sets().acquireSet({ ids: [k1, k2, k3], ownerToken, ttlMs: 5_000, holder: 'mover' });
         expect(set.acquired).toBe(true);
         if (!set.acquired) return;
         expect(set.fencingTokens[1]).toBeGreaterThan(single.fencingToken);
         expect(set.expiresAtMs).toBeGreaterThanOrEqual(before + 5_000 - 50);
-        expect(set.expiresAtMs).toBeLessThanOrEqual(Date.now() + 5_000 + 50);
+        expect(set.expiresAtMs).toBeLessThanOrEqual(now() + 5_000 + 50);
         expect((await b.acquire({ id: k3, ownerToken: newOwnerToken(), ttlMs: 1_000, holder: null })).acquired).toBe(false);
         expect((await b.inspect(k1))?.holder).toBe('mover');
         // Renew all or none; a renewal moves every key's lease and keeps its token.

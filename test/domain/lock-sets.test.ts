@@ -18,6 +18,8 @@ import type { Store } from '../../src/domain/lease-store.js';
 import { withLeases } from '../helpers/with-leases.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+// The embedded store's own clock, which parts from Date.now() while the system clock is slewed.
+import { monotonicWallClock } from '../../src/store/shared/clock.js';
 
 /**
  * Lock sets as the service promises them, over the embedded store in this process: all or none, one
@@ -66,13 +68,13 @@ describe('lock sets', () => {
 
   it('grants every key under one owner token, each with its own fencing token, in the order asked', async () => {
     const ns = uniqueNamespace();
-    const before = Date.now();
+    const before = monotonicWallClock();
     const grant = await sets.acquire(ns, ['b', 'c', 'a'], 30_000, { holder: 'transfer-1' });
     expect(grant.ownerToken).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(grant.ttlMs).toBe(30_000);
     expect(grant.holder).toBe('transfer-1');
     expect(grant.expiresAtMs).toBeGreaterThanOrEqual(before + 30_000 - 1);
-    expect(grant.expiresAtMs).toBeLessThanOrEqual(Date.now() + 30_000 + 1);
+    expect(grant.expiresAtMs).toBeLessThanOrEqual(monotonicWallClock() + 30_000 + 1);
     expect(grant.locks.map((l) => l.key)).toEqual(['b', 'c', 'a']);
     for (const { key, fencingToken } of grant.locks) {
       const state = await locks.inspect(ns, key);

@@ -23,6 +23,8 @@ import { MAX_READERS, RwLockService } from '../../src/domain/rwlocks.js';
 import { SemaphoreService } from '../../src/domain/semaphores.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+// The embedded store's own clock, which parts from Date.now() while the system clock is slewed.
+import { monotonicWallClock } from '../../src/store/shared/clock.js';
 
 /**
  * Semaphores and read/write locks as their services promise them, over the embedded store in this
@@ -74,12 +76,12 @@ describe('semaphores', () => {
 
   it('grants up to limit permits, each its own lease with a higher token; then semaphore_full with the time left', async () => {
     const ns = uniqueNamespace();
-    const before = Date.now();
+    const before = monotonicWallClock();
     const first = await r.semaphores.acquire(ns, 'pool', { limit: 2, ttlMs: 30_000, holder: 'w1' });
     expect(first).toMatchObject({ key: 'pool', ttlMs: 30_000, holder: 'w1' });
     expect(first.ownerToken).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(first.expiresAtMs).toBeGreaterThanOrEqual(before + 30_000 - 1);
-    expect(first.expiresAtMs).toBeLessThanOrEqual(Date.now() + 30_000 + 1);
+    expect(first.expiresAtMs).toBeLessThanOrEqual(monotonicWallClock() + 30_000 + 1);
     expect(first.decidedAt).toBeLessThanOrEqual(performance.now());
     const second = await r.semaphores.acquire(ns, 'pool', { limit: 2, ttlMs: 10_000 });
     expect(second.holder).toBeNull();
