@@ -302,7 +302,6 @@ export const EnvSchema = z
     FENCE_GRACE_MS: intFromEnv(1_000, 7 * 86_400_000, 600_000).describe(
       "How long a key's fencing counter outlives its lease (10 minutes); after it an idle key leaves no state.",
     ),
-    /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
     HISTORY: z
       .preprocess(emptyAsUndefined, z.enum(['on', 'off']).default('off'))
       .describe(
@@ -322,6 +321,7 @@ export const EnvSchema = z
         '(twice this for a grant whose release had not come yet: one recorded in the last half of a wait is left for the next batch, once, so its release folds into it). ' +
         'Longer batches cost less per event (a grant and its release often share one).',
     ),
+    /** 10 s: how long a graceful shutdown waits for in-flight requests before closing anyway. */
     SHUTDOWN_TIMEOUT_MS: intFromEnv(0, 600_000, 10_000).describe(
       "How long SIGTERM waits for in-flight requests before exiting anyway. Keep the orchestrator's grace period longer (compose: `stop_grace_period: 15s`).",
     ),

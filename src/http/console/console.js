@@ -103,11 +103,10 @@ function listParams(kind, cursor, limit) {
   return params;
 }
 
-/** One page of `kind` from the admin API: { entries, nextCursor }, or { unsupported } on a store without it. */
+/** One page of `kind` from the admin API: { entries, nextCursor }. */
 async function listPage(kind, cursor, limit) {
   const res = await api('GET', `/v1/${kind}?${listParams(kind, cursor, limit)}`);
   const body = await res.json();
-  if (res.status === 501) return { unsupported: body.detail || 'not supported by this store', entries: [], nextCursor: null };
   if (!res.ok) throw new Error(body.detail || `HTTP ${res.status}`);
   return { entries: kind === 'locks' ? body.locks : body.entries, nextCursor: body.nextCursor };
 }
@@ -125,7 +124,6 @@ async function currentPage(kind) {
   const prefix = state.namespace ? '' : state.prefix;
   const shown = (page) => (prefix ? page.entries.filter((e) => e.key.startsWith(prefix)) : page.entries);
   let page = await listPage(kind, state.cursors[state.page], PAGE_KEYS[kind]);
-  if (page.unsupported) return page;
   const entries = shown(page);
   for (let walked = 1; entries.length === 0 && page.nextCursor && walked < WALK_PAGES; walked++) {
     page = await listPage(kind, page.nextCursor, PAGE_KEYS[kind]);
@@ -534,7 +532,7 @@ function tick() {
 function renderCounts(counts) {
   for (const kind of KINDS) {
     const c = counts[kind];
-    $(`count-${kind}`).textContent = c === undefined ? '' : c.unsupported ? 'n/a' : `${c.keys}${c.more ? '+' : ''}`;
+    $(`count-${kind}`).textContent = c === undefined ? '' : `${c.keys}${c.more ? '+' : ''}`;
   }
 }
 
@@ -568,9 +566,9 @@ async function refresh() {
     if (generation !== state.generation) return;
     const fetchedAt = performance.now();
     const counts = Object.fromEntries(
-      rest.filter(Array.isArray).map(([k, p]) => [k, { keys: p.entries.length, more: p.nextCursor !== null, unsupported: p.unsupported }]),
+      rest.filter(Array.isArray).map(([k, p]) => [k, { keys: p.entries.length, more: p.nextCursor !== null }]),
     );
-    counts[kind] = { keys: page.entries.length, more: page.nextCursor !== null, unsupported: page.unsupported };
+    counts[kind] = { keys: page.entries.length, more: page.nextCursor !== null };
     for (const [, p] of rest.filter(Array.isArray)) for (const e of p.entries) state.namespaces.add(e.namespace);
     state.leases = leasesOf(kind, page.entries, fetchedAt);
     state.waiting = page.entries.reduce((n, e) => n + e.waiters, 0);
@@ -579,7 +577,7 @@ async function refresh() {
     storeAnswered();
     render();
     renderCounts(counts);
-    $('list-error').textContent = page.unsupported ? `${page.unsupported}` : '';
+    $('list-error').textContent = '';
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
     // The open key's queue and history follow the list (the queue changes as fast as the holders).
     void loadDetail();
