@@ -415,15 +415,16 @@ class Client:
         so it does not end a wait by itself)."""
         return self._watch(self.inspect, key, wait_ms, stop)
 
-    def force_release(self, key, namespace, fencing_token=None):
-        """Frees a lock whoever holds it (an admin key when the server checks keys). With `fencing_token`,
-        only the lease with that token: if another one holds the lock now, nothing changes and
-        HolderChangedError (409 holder_changed) is raised."""
+    def force_release(self, key, namespace, fencing_token=None, primitive="locks"):
+        """Frees a key whoever holds it (an admin key when the server checks keys). With `fencing_token`,
+        only the lease with that token: if no lease of the key has it now (another holds the lock, or that
+        permit ended), nothing changes and HolderChangedError (409 holder_changed) is raised.
+        `primitive`: "locks", "semaphores" or "rwlocks" (their answer's `evicted` lists every lease evicted)."""
         fields = {"namespace": namespace}
         if fencing_token is not None:
             fields["fencingToken"] = str(fencing_token)
         query = urllib.parse.urlencode(fields)
-        return self._call("DELETE", f"/v1/locks/{_quote(key)}?{query}", _FORCE_RELEASE)
+        return self._call("DELETE", f"/v1/{primitive}/{_quote(key)}?{query}", _FORCE_RELEASE)
 
     def request_release(self, key, namespace, fencing_token, reason=None, primitive="locks"):
         """Asks the holder of the lease with `fencing_token` to let go, without evicting it (an admin key when

@@ -20,6 +20,9 @@ export type LockRenewal = components['schemas']['LockRenewal'];
 export type LockStatus = components['schemas']['LockStatus'];
 export type LockList = components['schemas']['LockList'];
 export type ForceRelease = components['schemas']['ForceRelease'];
+export type PermitForceRelease = components['schemas']['PermitForceRelease'];
+/** The weighted primitives (a key of capacity N): their admin calls answer with every lease evicted. */
+export type PermitPrimitive = 'semaphores' | 'rwlocks';
 export type ReleaseRequested = components['schemas']['ReleaseRequested'];
 export type ReleaseRequestAnswer = components['schemas']['ReleaseRequestAnswer'];
 export type QueuedCaller = components['schemas']['QueuedCaller'];
@@ -424,43 +427,68 @@ export class KeyholderClient {
   }
 
   /**
-   * Frees a lock whoever holds it (needs an `admin` key when the server checks keys). With `fencingToken`,
-   * only the lease with that token is evicted: if another one holds the lock now, nothing changes and
-   * HolderChangedError (409 holder_changed) is thrown.
+   * Frees a key whoever holds it (needs an `admin` key when the server checks keys): a lock by default, a
+   * semaphore's or a read/write lock's leases with `primitive` (all of them, answered in `evicted`). With
+   * `fencingToken`, only the lease with that token is evicted: if no lease of the key has it now (another
+   * holds the lock, or that permit ended), nothing changes and HolderChangedError (409 holder_changed) is thrown.
    */
   async forceRelease(
     key: string,
     namespace: string,
-    options: CallOptions & { readonly fencingToken?: number } = {},
-  ): Promise<ForceRelease> {
-    const { fencingToken } = options;
+    options?: CallOptions & { readonly fencingToken?: number; readonly primitive?: 'locks' },
+  ): Promise<ForceRelease>;
+  async forceRelease(
+    key: string,
+    namespace: string,
+    options: CallOptions & { readonly fencingToken?: number; readonly primitive: PermitPrimitive },
+  ): Promise<PermitForceRelease>;
+  async forceRelease(
+    key: string,
+    namespace: string,
+    options: CallOptions & { readonly fencingToken?: number; readonly primitive?: 'locks' | PermitPrimitive } = {},
+  ): Promise<ForceRelease | PermitForceRelease> {
+    const { fencingToken, primitive = 'locks', ...call } = options;
     const query = fencingToken === undefined ? { namespace } : { namespace, fencingToken };
+    const params = { params: { path: { key }, query } };
+    if (primitive === 'locks') {
+      return this.call('forceRelease', answers.forceRelease, (signal) => this.api.DELETE('/v1/locks/{key}', { ...params, signal }), call);
+    }
     return this.call(
       'forceRelease',
-      answers.forceRelease,
-      (signal) => this.api.DELETE('/v1/locks/{key}', { params: { path: { key }, query }, signal }),
-      options,
+      answers.permitForceRelease,
+      (signal) =>
+        primitive === 'semaphores'
+          ? this.api.DELETE('/v1/semaphores/{key}', { ...params, signal })
+          : this.api.DELETE('/v1/rwlocks/{key}', { ...params, signal }),
+      call,
     );
   }
 
   /**
    * Asks the holder of the lease with `fencingToken` to let go, without evicting it (needs an `admin` key
-   * when the server checks keys). Its renewals carry the request from then on (a Lease of this client calls
-   * its onReleaseRequested listeners). If another lease holds the lock now, nothing is asked and
+   * when the server checks keys): a lock's lease by default, a semaphore's or a read/write lock's with
+   * `primitive`. Its renewals carry the request from then on (a Lease of this client calls its
+   * onReleaseRequested listeners). If no lease of the key has that token now, nothing is asked and
    * HolderChangedError (409 holder_changed) is thrown; NotFoundError when nobody holds it.
    */
   async requestRelease(
     key: string,
     namespace: string,
     fencingToken: number,
-    options: CallOptions & { readonly reason?: string } = {},
+    options: CallOptions & { readonly reason?: string; readonly primitive?: 'locks' | PermitPrimitive } = {},
   ): Promise<ReleaseRequestAnswer> {
-    const { reason, ...call } = options;
+    const { reason, primitive = 'locks', ...call } = options;
     const body = reason === undefined ? { fencingToken } : { fencingToken, reason };
+    const params = { params: { path: { key }, query: { namespace } }, body };
     return this.call(
       'requestRelease',
       answers.releaseRequestAnswer,
-      (signal) => this.api.POST('/v1/locks/{key}/release-request', { params: { path: { key }, query: { namespace } }, body, signal }),
+      (signal) =>
+        primitive === 'semaphores'
+          ? this.api.POST('/v1/semaphores/{key}/release-request', { ...params, signal })
+          : primitive === 'rwlocks'
+            ? this.api.POST('/v1/rwlocks/{key}/release-request', { ...params, signal })
+            : this.api.POST('/v1/locks/{key}/release-request', { ...params, signal }),
       call,
     );
   }

@@ -8,6 +8,8 @@ export {
   type CampaignOptions,
   type ObserveOptions,
   type ForceRelease,
+  type PermitForceRelease,
+  type PermitPrimitive,
   type QueuedCaller,
   type KeyholderClientOptions,
   type LockGrant,

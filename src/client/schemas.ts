@@ -85,6 +85,13 @@ export const forceRelease: z.ZodType<Schemas['ForceRelease']> = z.object({
   evicted: z.object({ holder, fencingToken: count }),
 });
 
+export const permitForceRelease: z.ZodType<Schemas['PermitForceRelease']> = z.object({
+  namespace: z.string(),
+  key: z.string(),
+  released: z.literal(true),
+  evicted: z.array(z.object({ holder, fencingToken: count })),
+});
+
 export const keyHistory: z.ZodType<Schemas['KeyHistory']> = z.object({
   key: z.string(),
   recording: z.boolean(),

@@ -5,6 +5,7 @@ import {
   LeaseLostError,
   LockHeldError,
   HolderChangedError,
+  NotFoundError,
   NotOwnerError,
   type RetryEvent,
   UnavailableError,
@@ -161,6 +162,60 @@ describe('TypeScript client against a real server (embedded store)', { timeout: 
     const refused = await kh.requestRelease(k, 'default', lease.fencingToken + 1).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(HolderChangedError);
     await lease.release();
+  });
+
+  it("forceRelease and requestRelease name a semaphore's or a read/write lock's lease with `primitive`", async () => {
+    // The client takes no permits itself: they are taken over plain HTTP, as another language's caller would.
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(`${server.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    const take = async (path: string, body: unknown) => {
+      const { status, json } = await post(path, body);
+      expect(status, JSON.stringify(json)).toBe(200);
+      return json as { ownerToken: string; fencingToken: number };
+    };
+    const s = key('sem');
+    const [a, b] = [
+      await take(`/v1/semaphores/${s}/acquire`, { limit: 2, ttlMs: 10_000 }),
+      await take(`/v1/semaphores/${s}/acquire`, { limit: 2, ttlMs: 10_000 }),
+    ];
+    const asked = await kh.requestRelease(s, 'default', a.fencingToken, { reason: 'drain', primitive: 'semaphores' });
+    expect(asked).toMatchObject({ key: s, fencingToken: a.fencingToken, releaseRequested: { reason: 'drain' } });
+    // The lease named hears it in its renewal; the other permit does not.
+    expect((await post(`/v1/semaphores/${s}/renew`, { ownerToken: a.ownerToken, ttlMs: 10_000 })).json).toMatchObject({
+      releaseRequested: asked.releaseRequested,
+    });
+    expect((await post(`/v1/semaphores/${s}/renew`, { ownerToken: b.ownerToken, ttlMs: 10_000 })).json).not.toHaveProperty(
+      'releaseRequested',
+    );
+    // A lock of the same name holds nothing: the call went to the semaphore, not to /v1/locks.
+    expect(await kh.requestRelease(s, 'default', a.fencingToken).catch((err: unknown) => err)).toBeInstanceOf(NotFoundError);
+
+    const evicted = await kh.forceRelease(s, 'default', { primitive: 'semaphores', fencingToken: a.fencingToken });
+    expect(evicted).toEqual({ namespace: 'default', key: s, released: true, evicted: [{ holder: null, fencingToken: a.fencingToken }] });
+    // The other permit is still its holder's; the one evicted is named no more.
+    expect((await post(`/v1/semaphores/${s}/renew`, { ownerToken: b.ownerToken, ttlMs: 10_000 })).status).toBe(200);
+    const again = await kh
+      .forceRelease(s, 'default', { primitive: 'semaphores', fencingToken: a.fencingToken })
+      .catch((err: unknown) => err);
+    expect(again).toBeInstanceOf(HolderChangedError);
+
+    const r = key('rw');
+    const reader = await take(`/v1/rwlocks/${r}/acquire`, { mode: 'read', ttlMs: 10_000 });
+    const other = await take(`/v1/rwlocks/${r}/acquire`, { mode: 'read', ttlMs: 10_000 });
+    expect(await kh.requestRelease(r, 'default', reader.fencingToken, { primitive: 'rwlocks' })).toMatchObject({
+      fencingToken: reader.fencingToken,
+    });
+    const all = await kh.forceRelease(r, 'default', { primitive: 'rwlocks' });
+    expect(all.evicted.map((e) => e.fencingToken).sort((x, y) => x - y)).toEqual(
+      [reader.fencingToken, other.fencingToken].sort((x, y) => x - y),
+    );
+    expect((await post(`/v1/rwlocks/${r}/renew`, { ownerToken: reader.ownerToken, ttlMs: 10_000 })).status).toBe(409);
   });
 
   it('inspect with queue: true lists the callers queued, head first, with their labels; without it, none', async () => {

@@ -214,6 +214,9 @@ describe('Python client: history recording and release requests in inspect answe
     const asked = { at: expect.any(String), by: expect.any(String), reason: 'drain' };
     expect(step['lock-asked']).toMatchObject({ releaseRequested: asked });
     expect(step['semaphore-asked']).toMatchObject({ first: null, second: { reason: null } });
+    const { evicted, left, first, second } = step['semaphore-evicted'] as Record<string, unknown>;
+    expect(evicted).toEqual([second]);
+    expect(left).toEqual([first]);
     const invalid = { error: 'InvalidResponseError', code: 'invalid_response' };
     expect(step['stand-in']).toEqual({
       step: 'stand-in',

@@ -85,6 +85,10 @@ def main(servers):
         holders = off.inspect_semaphore(sem)["holders"]
         shown = {h["fencingToken"]: h.get("releaseRequested") for h in holders}
         step("semaphore-asked", first=shown[first.fencing_token], second=shown[second.fencing_token])
+        # Evicting the lease asked only: the other permit stays its holder's.
+        evicted = off.force_release(sem, "default", fencing_token=second.fencing_token, primitive="semaphores")
+        left = [h["fencingToken"] for h in off.inspect_semaphore(sem)["holders"]]
+        step("semaphore-evicted", evicted=[e["fencingToken"] for e in evicted["evicted"]], left=left, second=second.fencing_token, first=first.fencing_token)
     finally:
         first.release()
         second.release()
