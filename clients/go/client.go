@@ -251,13 +251,17 @@ func (c *Client) ForceReleaseLease(ctx context.Context, key, namespace string, f
 // then on (Lease.ReleaseRequested, Lease.OnReleaseRequested). If another lease holds the lock now, nothing
 // is asked and the error is ErrHolderChanged; nobody holding it is ErrNotFound.
 func (c *Client) RequestRelease(ctx context.Context, key, namespace string, fencingToken int64, reason string) (*ReleaseAsked, error) {
+	return c.requestRelease(ctx, lockKind, "requestRelease", key, namespace, fencingToken, reason)
+}
+
+func (c *Client) requestRelease(ctx context.Context, kind leaseKind, op, key, namespace string, fencingToken int64, reason string) (*ReleaseAsked, error) {
 	body := map[string]interface{}{"fencingToken": fencingToken}
 	if reason != "" {
 		body["reason"] = reason
 	}
 	var out releaseAskedBody
 	err := c.call(ctx, request{
-		op: "requestRelease", method: http.MethodPost, path: lockKind.prefix + url.PathEscape(key) + "/release-request",
+		op: op, method: http.MethodPost, path: kind.prefix + url.PathEscape(key) + "/release-request",
 		query:   url.Values{"namespace": {namespace}},
 		body:    func() interface{} { return body },
 		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),

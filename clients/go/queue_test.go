@@ -232,20 +232,45 @@ func TestInspectShowsTheReleaseRequest(t *testing.T) {
 	if st, err := kh.InspectSemaphore(ctx, key); err != nil || len(st.Holders) != 1 || st.Holders[0].ReleaseRequested != nil {
 		t.Fatalf("permit before anyone asked: %+v, %v", st, err)
 	}
-	var out releaseAskedBody
-	err = kh.call(ctx, request{
-		op: "requestPermitRelease", method: "POST", path: permitKind.prefix + key + "/release-request",
-		query:   map[string][]string{"namespace": {"default"}},
-		body:    func() interface{} { return map[string]interface{}{"fencingToken": permit.FencingToken} },
-		timeout: 5 * time.Second,
-	}, &out)
-	if err != nil {
+	if _, err := kh.RequestPermitRelease(ctx, key, "default", permit.FencingToken, ""); err != nil {
 		t.Fatal(err)
 	}
 	st, err := kh.InspectSemaphore(ctx, key)
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].ReleaseRequested == nil ||
 		st.Holders[0].ReleaseRequested.Reason != "" || st.Holders[0].ReleaseRequested.By != "anonymous" {
 		t.Fatalf("permit after the request: %+v, %v", st, err)
+	}
+}
+
+func TestForceReleasePermitLeavesTheOtherPermitsAlone(t *testing.T) {
+	kh := newClient(t, Config{BaseURL: serverURL(t, urlEnv)})
+	ctx, key := testContext(t), testKey(t)
+	opts := PermitOptions{Limit: 2, TTL: 10 * time.Second}
+	first, err := kh.AcquirePermitGrant(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := kh.AcquirePermitGrant(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lock of the same name holds nothing: the call must go to the semaphore.
+	evicted, err := kh.ForceReleasePermit(ctx, key, "default", second.FencingToken)
+	if err != nil || len(evicted.Evicted) != 1 || evicted.Evicted[0].FencingToken != second.FencingToken {
+		t.Fatalf("evicting the permit named: %+v, %v", evicted, err)
+	}
+	if st, err := kh.InspectSemaphore(ctx, key); err != nil || len(st.Holders) != 1 || st.Holders[0].FencingToken != first.FencingToken {
+		t.Fatalf("the other permit must stay its holder's: %+v, %v", st, err)
+	}
+	if _, err := kh.ForceReleasePermit(ctx, key, "default", second.FencingToken); !errors.Is(err, ErrHolderChanged) {
+		t.Fatalf("a permit that is gone: want ErrHolderChanged, got %v", err)
+	}
+	all, err := kh.ForceReleaseSemaphore(ctx, key, "default")
+	if err != nil || len(all.Evicted) != 1 || all.Evicted[0].FencingToken != first.FencingToken {
+		t.Fatalf("evicting every permit: %+v, %v", all, err)
+	}
+	if _, err := kh.ForceReleaseSemaphore(ctx, key, "default"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("nobody holding one: want ErrNotFound, got %v", err)
 	}
 }
 

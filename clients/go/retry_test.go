@@ -291,7 +291,8 @@ func TestATTLLongerThanAskedIsABadResponse(t *testing.T) {
 }
 
 // A 200 that is not a keyholder answer ({} from a proxy) is refused by Inspect, InspectSemaphore,
-// ForceRelease and ForceReleaseLease, not read as a free lock, an empty semaphore or a force release.
+// ForceRelease, ForceReleaseLease, ForceReleaseSemaphore and ForceReleasePermit, not read as a free lock,
+// an empty semaphore or a force release.
 func TestInspectAndForceReleaseRefuseMalformedAnswers(t *testing.T) {
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeGrant(w, `{}`)
@@ -313,6 +314,12 @@ func TestInspectAndForceReleaseRefuseMalformedAnswers(t *testing.T) {
 	}
 	if f, err := kh.ForceReleaseLease(ctx, "k", "ns", 7); !errors.Is(err, ErrBadResponse) {
 		t.Errorf("ForceReleaseLease of {}: %+v, %v; want ErrBadResponse", f, err)
+	}
+	if f, err := kh.ForceReleaseSemaphore(ctx, "k", "ns"); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("ForceReleaseSemaphore of {}: %+v, %v; want ErrBadResponse", f, err)
+	}
+	if f, err := kh.ForceReleasePermit(ctx, "k", "ns", 7); !errors.Is(err, ErrBadResponse) {
+		t.Errorf("ForceReleasePermit of {}: %+v, %v; want ErrBadResponse", f, err)
 	}
 }
 

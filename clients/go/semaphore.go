@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -75,6 +76,39 @@ func (c *Client) RenewPermit(ctx context.Context, key, ownerToken string, ttl ti
 // ReleasePermit gives one permit back; ErrNotOwner when the token no longer holds it.
 func (c *Client) ReleasePermit(ctx context.Context, key, ownerToken string) error {
 	return c.releaseLease(ctx, permitKind, key, ownerToken, c.deadline(time.Now(), 0, 0))
+}
+
+// ForceReleaseSemaphore frees every permit of the semaphore whoever holds them (an admin key when the server
+// checks keys); each evicted holder's next renewal is refused with not_owner. Nobody holding one is ErrNotFound.
+func (c *Client) ForceReleaseSemaphore(ctx context.Context, key, namespace string) (*PermitsForceReleased, error) {
+	return c.forceReleasePermits(ctx, key, url.Values{"namespace": {namespace}})
+}
+
+// ForceReleasePermit frees only the permit whose lease has fencingToken, a stuck holder seen by
+// InspectSemaphore; the other permits stay their holders'. If no permit has that token now (it ended, or
+// was released), nothing changes and the error is ErrHolderChanged (409 holder_changed); nobody holding
+// one is ErrNotFound.
+func (c *Client) ForceReleasePermit(ctx context.Context, key, namespace string, fencingToken int64) (*PermitsForceReleased, error) {
+	return c.forceReleasePermits(ctx, key, url.Values{"namespace": {namespace}, "fencingToken": {strconv.FormatInt(fencingToken, 10)}})
+}
+
+func (c *Client) forceReleasePermits(ctx context.Context, key string, query url.Values) (*PermitsForceReleased, error) {
+	var out PermitsForceReleased
+	err := c.call(ctx, request{
+		op: "forceReleasePermits", method: http.MethodDelete, path: permitKind.prefix + url.PathEscape(key),
+		query:   query,
+		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RequestPermitRelease is RequestRelease for a semaphore permit: it asks the holder of the permit with
+// fencingToken to let go, and that permit's renewals carry the request (the other permits' do not).
+func (c *Client) RequestPermitRelease(ctx context.Context, key, namespace string, fencingToken int64, reason string) (*ReleaseAsked, error) {
+	return c.requestRelease(ctx, permitKind, "requestPermitRelease", key, namespace, fencingToken, reason)
 }
 
 // InspectSemaphore says who holds the semaphore's permits right now (never owner tokens).

@@ -220,6 +220,18 @@ type ForceReleased struct {
 	} `json:"evicted"`
 }
 
+// PermitsForceReleased is what a force release of a semaphore evicted: every permit, or the one named.
+type PermitsForceReleased struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Released  bool   `json:"released"`
+	Evicted   []struct {
+		Holder *string `json:"holder"`
+		// FencingToken is the evicted lease's.
+		FencingToken int64 `json:"fencingToken"`
+	} `json:"evicted"`
+}
+
 func parseTime(s *string) (time.Time, error) {
 	if s == nil {
 		return time.Time{}, errors.New("without expiresAt")
@@ -262,6 +274,13 @@ func (s *SemaphoreStatus) validate() error {
 		if _, err := parseTime(&h.ExpiresAt); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (f *PermitsForceReleased) validate() error {
+	if f.Key == "" || !f.Released || f.Evicted == nil {
+		return errors.New("force release answer without key, released: true or evicted")
 	}
 	return nil
 }
