@@ -214,14 +214,14 @@ describe('two instances on one Redis', () => {
     const a = keys.plain['team-b-key'];
     await redis.kill();
     for (const base of [one.url, two.url]) {
-      const started = Date.now();
+      const started = performance.now();
       const acquire = await call(base, 'POST', '/v1/locks/down/acquire', a, { ttlMs: 5_000 });
       const inspect = await call(base, 'GET', '/v1/locks/down', a);
       expect(acquire.status).toBe(503);
       expect(acquire.body.code).toBe('store_unavailable');
       expect(inspect.status).toBe(503);
       // Neither the store nor the rate limiter waits for a Redis that is not there.
-      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(performance.now() - started).toBeLessThan(4_000);
     }
     await redis.launch();
     await Promise.all([one.waitUntil('readyz'), two.waitUntil('readyz')]);

@@ -170,8 +170,8 @@ describe('slow clients', () => {
     socket.on('error', () => undefined);
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
-    const started = Date.now();
-    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)));
+    const started = performance.now();
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(performance.now() - started)));
     let sent = 0;
     // One byte a second: the whole request would take well over a minute.
     const timer = setInterval(() => {
@@ -208,13 +208,13 @@ describe('slow clients', () => {
     const request = `GET /v1/locks/slow-never-reads HTTP/1.1\r\nHost: 127.0.0.1\r\n${'X-Pad: 1\r\n'.repeat(20)}\r\n`;
     let sent = 0;
     const timer = setInterval(() => {
-      if (sent === 0) started = Date.now();
+      if (sent === 0) started = performance.now();
       if (!socket.destroyed && sent < request.length) socket.write(request[sent++] ?? '');
     }, 1_000);
     try {
       const server = await serverSide;
       const closedAfterMs = await Promise.race([
-        new Promise<number>((resolve) => server.once('close', () => resolve(Date.now() - started))),
+        new Promise<number>((resolve) => server.once('close', () => resolve(performance.now() - started))),
         sleep(15_000).then(() => -1),
       ]);
       expect(closedAfterMs).toBeGreaterThan(0);
@@ -235,16 +235,16 @@ describe('slow clients', () => {
     // either may run first; a client that did not read never saw the 408 path's close (its unread
     // answer held back the end of the stream), so the client's view failed on busy machines.
     const seen: Record<string, number | string> = {};
-    const started = Date.now();
+    const started = performance.now();
     let serverSide: Socket | undefined;
     const serverClosed = new Promise<number>((resolve) => {
       const onConnection = (s: Socket) => {
         if (s.remotePort !== socket.localPort) return;
         t.app.server.off('connection', onConnection);
         serverSide = s;
-        seen.acceptedAfterMs = Date.now() - started;
-        s.once('timeout', () => (seen.socketTimedOutAfterMs = Date.now() - started));
-        s.once('close', () => resolve(Date.now() - started));
+        seen.acceptedAfterMs = performance.now() - started;
+        s.once('timeout', () => (seen.socketTimedOutAfterMs = performance.now() - started));
+        s.once('close', () => resolve(performance.now() - started));
       };
       t.app.server.on('connection', onConnection);
     });
@@ -253,7 +253,7 @@ describe('slow clients', () => {
     // Reads whatever comes (a 408, if that path ran), so the client sees the end of the stream too.
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
-    const clientClosed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)));
+    const clientClosed = new Promise<number>((resolve) => socket.on('close', () => resolve(performance.now() - started)));
     try {
       const closedAfterMs = await Promise.race([serverClosed, sleep(15_000).then(() => -1)]);
       seen.answered = received.split('\r\n')[0] ?? '';

@@ -35,9 +35,9 @@ export async function openReplicatedStore(
 
 /** Retries `check` (vi.waitFor) until it resolves or the deadline passes; returns how long it took (ms). */
 export async function eventually(check: () => Promise<unknown>, timeoutMs: number, intervalMs = 20): Promise<number> {
-  const started = Date.now();
+  const started = performance.now();
   await vi.waitFor(check, { timeout: timeoutMs, interval: intervalMs });
-  return Date.now() - started;
+  return performance.now() - started;
 }
 
 /** The quota units a namespace's shards count now (each shard's `n`), however they were taken. */
