@@ -274,15 +274,19 @@ func (c *Client) requestRelease(ctx context.Context, kind leaseKind, op, key, na
 
 func (c *Client) forceRelease(ctx context.Context, key string, query url.Values) (*ForceReleased, error) {
 	var out ForceReleased
-	err := c.call(ctx, request{
-		op: "forceRelease", method: http.MethodDelete, path: lockKind.prefix + url.PathEscape(key),
-		query:   query,
-		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
-	}, &out)
-	if err != nil {
+	if err := c.deleteKey(ctx, "forceRelease", lockKind, key, query, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// deleteKey sends a force release (DELETE on the key) of a lock or a semaphore, its answer read into out.
+func (c *Client) deleteKey(ctx context.Context, op string, kind leaseKind, key string, query url.Values, out interface{}) error {
+	return c.call(ctx, request{
+		op: op, method: http.MethodDelete, path: kind.prefix + url.PathEscape(key),
+		query:   query,
+		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
+	}, out)
 }
 
 func (c *Client) renewLease(ctx context.Context, kind leaseKind, key, ownerToken string, ttl, timeout time.Duration, deadline time.Time) (*Renewal, error) {

@@ -94,12 +94,7 @@ func (c *Client) ForceReleasePermit(ctx context.Context, key, namespace string, 
 
 func (c *Client) forceReleasePermits(ctx context.Context, key string, query url.Values) (*PermitsForceReleased, error) {
 	var out PermitsForceReleased
-	err := c.call(ctx, request{
-		op: "forceReleasePermits", method: http.MethodDelete, path: permitKind.prefix + url.PathEscape(key),
-		query:   query,
-		timeout: c.requestTimeout, deadline: c.deadline(time.Now(), 0, 0),
-	}, &out)
-	if err != nil {
+	if err := c.deleteKey(ctx, "forceReleasePermits", permitKind, key, query, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
