@@ -6,8 +6,9 @@ import { withWords, type Worded } from '../helpers/store-words.js';
 
 /** The embedded store for the store contract, on the given clock (the monotonic wall clock by default). */
 export function memoryHarness(clock?: Clock): StoreHarness {
+  const now = clock ?? monotonicWallClock;
   return {
-    clock: clock ?? monotonicWallClock,
+    clock: now,
     open: async ({ fenceGraceMs, maxWaitersPerKey }) =>
       withWords(new MemoryStore({ fenceGraceMs, sweepIntervalMs: 0, maxWaitersPerKey, clock })),
     // One process, one map: every instance of the embedded store is the same store.
@@ -16,7 +17,6 @@ export function memoryHarness(clock?: Clock): StoreHarness {
     loseData: async (store) => {
       await store.close();
       // A restart takes far longer than a millisecond; the fencing floor (the clock, in microseconds) relies on it.
-      const now = clock ?? monotonicWallClock;
       const closedAt = now();
       await vi.waitFor(() => expect(now()).toBeGreaterThan(closedAt + 1), { interval: 1 });
       return withWords(new MemoryStore({ fenceGraceMs: 60_000, sweepIntervalMs: 0, clock }));

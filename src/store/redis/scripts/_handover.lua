@@ -90,9 +90,9 @@ local function makeQueueHelpers()
     if not keys[5] or not raw then
       return
     end
-    local deadline, ttl = string.match(raw, '^%d+|(%d+)|(%d+)|')
-    if deadline and string.byte(ttl, 1) ~= 48 then
-      quotaGive(keys[4], math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
+    local second = waiterUnitSecond(raw)
+    if second then
+      quotaGive(keys[4], second)
     end
   end
   function waiterLive(record)

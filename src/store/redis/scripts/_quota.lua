@@ -25,8 +25,20 @@ Defines:
   quotaGive(count, second) -> given  gives back one unit counted in second, if that second is still counted
   quotaMove(count, ends, fromSecond, toSecond)
   quotaRetired(score) -> whether a quota-slot unit's score marks it retired
+  waiterUnitSecond(record) -> the second a lock waiter's unit is counted in, nil when it took none
 where count and ends are the shard's two keys (no table of them: the lock pair builds none).
 ]]
+-- A lock waiter's unit is counted to the end of its wait plus its lease (acquire.lua), read from its waiter
+-- record ("aliveUntil|deadline|ttl|..."): nil when the record says it took none (a length led by a 0) or does
+-- not read so. Where the waiter's cancel (cancel.lua) and its drop from the queue (_handover.lua) give it back.
+local function waiterUnitSecond(record)
+  local deadline, ttl = string.match(record, '^%d+|(%d+)|(%d+)|')
+  if deadline and string.byte(ttl, 1) ~= 48 then
+    return math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000)
+  end
+  return nil
+end
+
 local function quotaSecond(endMs)
   return math.ceil(endMs / 1000)
 end

@@ -27,13 +27,10 @@ local live = isLive(cur[1], expiresAt)
 if not wasQueued and live and cur[1] == ARGV[2] then
   return {1, tonumber(cur[3]), expiresAt}
 end
-if record then
-  -- Its unit was counted to the end of its wait plus its lease (acquire.lua).
-  local deadline, ttl = string.match(record, '^%d+|(%d+)|(%d+)|')
-  -- A length led by a 0: it took no unit (acquire.lua).
-  if deadline and string.byte(ttl, 1) ~= 48 then
-    quotaGive(KEYS[4], math.ceil((tonumber(deadline) + tonumber(ttl)) / 1000))
-  end
+-- Its unit, if it took one, given back from the second it was counted in.
+local second = record and waiterUnitSecond(record)
+if second then
+  quotaGive(KEYS[4], second)
 end
 -- The caller's "retry after": when the lease it waited behind (or the one that took its place) ends.
 if live then
