@@ -7,7 +7,7 @@ import { eventually } from '../helpers/redis-store.js';
 import { describeStoreContract } from './lock-store.contract.js';
 import { describeHistoryContract } from './history.contract.js';
 import { EtcdHistory } from '../../src/store/etcd/etcd-history.js';
-import { monotonicWallClock } from '../../src/store/shared/clock.js';
+import { sharedWallClock } from '../../src/store/shared/clock.js';
 
 /** The same contract on a 3-member etcd cluster on loopback. */
 let cluster: EtcdCluster;
@@ -37,7 +37,7 @@ async function withClient<T>(run: (client: Etcd3) => Promise<T>): Promise<T> {
 
 describeStoreContract('etcd (3 members)', {
   // The store's default clock (it runs in this process).
-  clock: monotonicWallClock,
+  clock: sharedWallClock,
   open,
   peer: () => open({ fenceGraceMs: 60_000, maxWaitersPerKey: 5 }),
   // What an operator deleting the keys does; revisions keep counting up regardless.

@@ -1,7 +1,7 @@
 import { BrokenCircuitError, handleWhen, retry } from 'cockatiel';
 import { Etcd3, type IRequestOp, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { StoreUnavailableError } from '../../domain/errors.js';
-import { monotonicWallClock, type Clock } from '../shared/clock.js';
+import { sharedWallClock, type Clock } from '../shared/clock.js';
 import { startHeartbeat } from '../shared/wait-room.js';
 import type { LeaseStore, Store } from '../../domain/lease-store.js';
 import type { QuotaSlotOutcome } from '../../domain/lock-values.js';
@@ -58,8 +58,9 @@ const ENDED_DROPPED = 32;
  *   waiters in the same transaction; a waiter's instance learns it from a watch on the record.
  *
  * Time: etcd has no clock an application can read, so lease ends are computed on the keyholder
- * instance's clock. Instances must keep their clocks in step (NTP); skew between instances eats into
- * the lease exactly as a client's own clock error does.
+ * instance's clock: its wall clock as NTP keeps it, never read backwards (sharedWallClock). Instances
+ * must keep their clocks in step (NTP); skew between instances eats into the lease exactly as a
+ * client's own clock error does.
  */
 export class EtcdStore implements Store {
   readonly kind = 'etcd';
@@ -85,7 +86,7 @@ export class EtcdStore implements Store {
   constructor(options: EtcdStoreOptions) {
     this.keys = new EtcdKeys(options.keyPrefix);
     this.timeoutMs = options.commandTimeoutMs;
-    this.now = options.clock ?? monotonicWallClock;
+    this.now = options.clock ?? sharedWallClock;
     this.client = new Etcd3({
       hosts: [...options.endpoints],
       dialTimeout: Math.max(1000, options.commandTimeoutMs),
