@@ -1,7 +1,7 @@
 // @ts-check
 /* global process */
 /**
- * StrykerJS for the safety core (src/domain, src/store): `npm run test:mutants` runs it, then the
+ * StrykerJS for the safety core (src/domain, src/store, every store): `npm run test:mutants` runs it, then the
  * hand-written mutants (test/mutants/run.ts). The vitest config it uses runs only the tests that
  * exercise the safety core in-process (see test/mutants/vitest.config.ts).
  *
@@ -28,6 +28,8 @@ export const PARTS = {
     '!src/store/redis/{replies,keys,scripts,watch-marks,rate-allowance}.ts',
     'src/store/shared/wait-room.ts',
   ],
+  // The etcd store: its tests run against a real etcd cluster (one per runner, test/mutants/shared-etcd.ts).
+  etcd: ['src/store/etcd/**/*.ts'],
 };
 const part = /** @type {keyof typeof PARTS | undefined} */ (process.env.STRYKER_PART);
 const name = part ?? 'all';

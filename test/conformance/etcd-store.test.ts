@@ -14,7 +14,7 @@ let cluster: EtcdCluster;
 const PREFIX = 'contract/';
 
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(3);
+  cluster = await EtcdCluster.startShared(3);
 }, 60_000);
 afterAll(async () => {
   await cluster?.stop();

@@ -18,7 +18,7 @@ let proxy: FaultProxy;
 let store: Worded<EtcdStore>;
 
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(1);
+  cluster = await EtcdCluster.startShared(1);
   proxy = await FaultProxy.start(cluster.members[0]?.clientPort as number);
   store = withWords(
     new EtcdStore({

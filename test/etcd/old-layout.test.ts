@@ -16,7 +16,7 @@ let client: Etcd3;
 let store: Worded<EtcdStore>;
 
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(1);
+  cluster = await EtcdCluster.startShared(1);
   client = new Etcd3({ hosts: cluster.endpoints });
   store = withWords(new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: PREFIX, commandTimeoutMs: 2_000, fenceGraceMs: 60_000 }));
   await eventually(() => store.ping(), 10_000);

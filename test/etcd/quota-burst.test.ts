@@ -17,7 +17,7 @@ let cluster: EtcdCluster;
 let app: TestApp;
 
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(1);
+  cluster = await EtcdCluster.startShared(1);
   const store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'burst/', commandTimeoutMs: 5_000, fenceGraceMs: 60_000 });
   await eventually(() => store.ping(), 10_000);
   app = await buildTestApp({ store, limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 10_000 }, history: null });

@@ -13,7 +13,7 @@ import { buildTestApp, type TestApp } from '../helpers/test-app.js';
 let cluster: EtcdCluster;
 let app: TestApp;
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(1);
+  cluster = await EtcdCluster.startShared(1);
   const store = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'p2/', commandTimeoutMs: 5_000, fenceGraceMs: 60_000 });
   await eventually(() => store.ping(), 10_000);
   app = await buildTestApp({ store, limits: { ...DEFAULT_LIMITS, maxHeldLocksPerNamespace: 0 }, history: null });

@@ -19,7 +19,7 @@ let store: Worded<EtcdStore>;
 let inner: EtcdStore;
 
 beforeAll(async () => {
-  cluster = await EtcdCluster.start(1);
+  cluster = await EtcdCluster.startShared(1);
   raw = new Etcd3({ hosts: cluster.endpoints });
   inner = new EtcdStore({ endpoints: cluster.endpoints, keyPrefix: 'session/', commandTimeoutMs: 1_000, fenceGraceMs: 60_000 });
   store = withWords(inner);

@@ -2,7 +2,16 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import { freePort } from './redis-server.js';
+
+/**
+ * The client ports of a running etcd cluster that test files run one after another in this process may
+ * share (EtcdCluster.startShared), comma-separated, when something set one up (test/mutants/shared-etcd.ts,
+ * for the mutation run's etcd part, where a cluster started per file and per mutant cost more than most
+ * mutants' tests).
+ */
+export const SHARED_ETCD_PORTS_ENV = 'KEYHOLDER_TEST_SHARED_ETCD_PORTS';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -32,10 +41,36 @@ interface StatusReply {
  * test file. Short heartbeat and election timeouts, so a lost leader is replaced within about a second.
  */
 export class EtcdCluster {
+  /** Started by someone else for files that share it (startShared): never stopped or killed here. */
+  private shared = false;
+
   private constructor(
     readonly members: Member[],
     private readonly dir: string,
   ) {}
+
+  /**
+   * For a file that only talks to its cluster (never kills or restarts a member): the shared cluster when
+   * one is set up (SHARED_ETCD_PORTS_ENV), emptied of every key as a new one would be, and a cluster of its
+   * own otherwise. stop() then leaves the shared cluster running.
+   */
+  static async startShared(size = 3): Promise<EtcdCluster> {
+    const ports = (process.env[SHARED_ETCD_PORTS_ENV] ?? '')
+      .split(',')
+      .filter((p) => p !== '')
+      .map(Number);
+    if (ports.length === 0) return EtcdCluster.start(size);
+    const members = ports.map((clientPort, i) => ({ name: `m${i}`, clientPort, peerPort: 0, child: undefined }));
+    const cluster = new EtcdCluster(members, '');
+    cluster.shared = true;
+    const client = new Etcd3({ hosts: cluster.endpoints });
+    try {
+      await client.delete().all();
+    } finally {
+      client.close();
+    }
+    return cluster;
+  }
 
   static async start(size = 3): Promise<EtcdCluster> {
     assertEtcdInstalled();
@@ -147,6 +182,7 @@ export class EtcdCluster {
   }
 
   async kill(m: Member): Promise<void> {
+    if (this.shared) throw new Error('a shared etcd cluster is never killed by a test file: start one of its own (EtcdCluster.start)');
     const child = m.child;
     if (!child) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -160,6 +196,7 @@ export class EtcdCluster {
   }
 
   async stop(): Promise<void> {
+    if (this.shared) return;
     await Promise.all(this.members.map((m) => this.kill(m)));
     rmSync(this.dir, { recursive: true, force: true });
   }

@@ -15,9 +15,8 @@ if (process.env.KEEP_WORKER !== '0') await import('./keep-worker.js');
  * runs; the test worker itself is kept from run to run (keep-worker.ts). Those files are therefore left out: the rules they
  * check are checked in-process by the unit, lock-service and contract tests below, and the planted
  * mutants run them (test/mutants/run.ts). Also left out: the differential tests (one 19 s test that
- * reaches nearly every line of both stores), the Sentinel contract (the same RedisStore code as the
- * plain Redis contract) and the etcd contract (src/store/etcd is outside the scope, see
- * docs/testing.md).
+ * reaches nearly every line of both stores) and the Sentinel contract (the same RedisStore code as the
+ * plain Redis contract). The etcd contract runs in the etcd part only (a real cluster per runner).
  *
  * The embedded store's contract runs on a compressed fake clock here (memory-store-fast-clock.ts): the
  * same contract, about four times faster. test/conformance/memory-store.test.ts runs it on the real
@@ -102,6 +101,17 @@ const PART_FILES: Record<string, readonly string[]> = {
     // Cluster reaches; last, for the same reason.
     'test/redis/cluster-gate.test.ts',
   ],
+  // The etcd store against a real cluster, shared by the files that only talk to it (shared-etcd.ts); the
+  // files that stop or kill members (unreachable, member-down) start their own and are left to npm test.
+  etcd: [
+    'test/unit/wall-clock.test.ts',
+    'test/etcd/old-layout.test.ts',
+    'test/etcd/lost-reply.test.ts',
+    'test/etcd/session-lost.test.ts',
+    'test/etcd/quota-burst.test.ts',
+    'test/etcd/semaphore-burst.test.ts',
+    'test/conformance/etcd-store.test.ts',
+  ],
 };
 // The replies, keys, scripts and client code are reached by the same files (the store's tests reach the
 // client code).
@@ -121,7 +131,7 @@ export default defineConfig({
   test: {
     include: [...FILES],
     // The Redis part's files that only talk to their server share one per runner (RedisServer.startShared).
-    globalSetup: part?.startsWith('redis') ? ['test/mutants/shared-redis.ts'] : [],
+    globalSetup: part?.startsWith('redis') ? ['test/mutants/shared-redis.ts'] : part === 'etcd' ? ['test/mutants/shared-etcd.ts'] : [],
     sequence: { sequencer: FastestFirst },
     // StrykerJS switches mutants on at run time (static mutants are ignored), so the files need no fresh
     // module cache each: sharing one saves re-importing Fastify and ioredis for every file of every run.
