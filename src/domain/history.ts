@@ -47,6 +47,11 @@ export interface HistoryRecord {
    * readRecords gives the two back. Its time, as a release's: the instance's clock.
    */
   readonly releasedAt?: number;
+  /**
+   * The lease's grant time, on a record of the lease kept after its grant was trimmed (carryLeaseFacts):
+   * its time held is still known when it ends.
+   */
+  readonly grantedAt?: number;
 }
 
 /** Which key a history belongs to. */
@@ -140,6 +145,8 @@ export function encodeRecord(r: HistoryRecord): string {
   if (r.set) out += '|s';
   // As its distance from the grant (a few ms, mostly; negative if the clocks differ): some 3 bytes.
   if (r.releasedAt !== undefined) out += `|r${int36(r.releasedAt - r.at)}`;
+  // Whole (a grant's own time, as its line starts with it): history-append.lua hands it on as written.
+  if (r.grantedAt !== undefined) out += `|a${int36(r.grantedAt)}`;
   return out;
 }
 
@@ -155,6 +162,7 @@ function integral(r: HistoryRecord): boolean {
     safe(r.lockDelayMs) &&
     safe(r.releasedAt) &&
     (r.releasedAt === undefined || Number.isSafeInteger(r.releasedAt - r.at)) &&
+    safe(r.grantedAt) &&
     (r.lease === undefined || !UNSAFE.test(r.lease))
   );
 }
@@ -173,6 +181,7 @@ function encodeJson(r: HistoryRecord): string {
   if (r.reason !== undefined) out.y = r.reason;
   if (r.set) out.s = 1;
   if (r.releasedAt !== undefined) out.r = r.releasedAt;
+  if (r.grantedAt !== undefined) out.a = r.grantedAt;
   return JSON.stringify(out);
 }
 
@@ -245,6 +254,11 @@ function decodeCompact(text: string): HistoryRecord | null {
           if (gap !== undefined && kind === 'granted') record.releasedAt = at + gap;
           break;
         }
+        case 'a': {
+          const n = parse36(value);
+          if (n !== undefined) record.grantedAt = n;
+          break;
+        }
         // An unknown letter: a field a later version added; skipped.
       }
     }
@@ -286,6 +300,7 @@ function decodeJson(text: string): HistoryRecord | null {
   if (o.y === null || typeof o.y === 'string') record.reason = o.y;
   if (o.s === 1) record.set = true;
   if (num(o.r) !== undefined && kind === 'granted') record.releasedAt = num(o.r);
+  if (num(o.a) !== undefined) record.grantedAt = num(o.a);
   return record;
 }
 
@@ -294,7 +309,7 @@ function decodeJson(text: string): HistoryRecord | null {
  * record decoded (the unreadable skipped), a grant with its release folded in given back as the two
  * events it stands for, none older than `oldest`, and the last `eventsPerKey` of them. A store keeps
  * at most eventsPerKey records, so these are the key's last eventsPerKey events, as if each had been
- * stored alone. A grant left out hands its lock-delay on (carryLockDelays).
+ * stored alone. A grant left out hands its lock-delay, holder and time on (carryLeaseFacts).
  */
 export function readRecords(lines: readonly string[], oldest: number, eventsPerKey: number): HistoryRecord[] {
   const all: HistoryRecord[] = [];
@@ -321,7 +336,7 @@ export function readRecords(lines: readonly string[], oldest: number, eventsPerK
   }
   if (old === 0 && from === 0) return all;
   const keep = (i: number) => i >= from && (all[i] as HistoryRecord).at >= oldest;
-  carryLockDelays(all, keep);
+  carryLeaseFacts(all, keep);
   return all.filter((_, i) => keep(i));
 }
 
@@ -334,32 +349,44 @@ const sameLease = (a: HistoryRecord, b: HistoryRecord): boolean =>
   (a.lease !== undefined && a.lease === b.lease) || (a.fencingToken !== undefined && a.fencingToken === b.fencingToken);
 
 /**
- * Records of a key about to go (`keep(i)` false: trimmed past the events kept per key, or past the
- * retention) hand a lease's lock-delay on to the lease's next record, when that one leaves the lease going
- * (a renewal, a release request): the lock-delay is recorded with the grant alone, and a lease renewed
- * past the events kept would else expire with no lock-delay after it, the key seen free when it was shut.
- * Record to record, so it reaches the lease's first record kept; never past another lease's grant (a
- * lock-delay is a lock's, capacity 1: that grant came after this lease ended, so a key whose leases all
- * expire costs a look at one record, not the key's all). Replaces the records it changes (never
- * changes one in place); returns whether it changed any. Work only for a record that goes with a lock-delay:
- * none when nothing goes. history-append.lua does the same on Redis's lists.
+ * What a lease's records that go (`keep(i)` false: trimmed past the events kept per key, or past the
+ * retention) know of it and its later records may not: its lock-delay, its holder label and its grant time,
+ * all recorded with the grant alone. They are handed on to the lease's next record (its lock-delay only to
+ * one that leaves the lease going: a renewal, a release request): a lease renewed past the events kept
+ * would else expire with no lock-delay after it (the key seen free when it was shut), and end with no
+ * holder and no time held (who held the key, for how long, unknown). Record to record, so they reach the
+ * lease's first record kept;
+ * never past another lease's grant (a lock's leases follow one another, so that grant came after this
+ * lease ended, and a key whose leases all expire costs a look at one record, not the key's all; of a
+ * semaphore's or a read lock's leases granted between, a lease's facts stop there). Replaces the records
+ * it changes (never changes one in place); returns whether it changed any. Work only for a record that
+ * goes with such a fact: none when nothing goes. history-append.lua does the same on Redis's lists.
  */
-export function carryLockDelays(records: (HistoryRecord | null)[], keep: (i: number) => boolean): boolean {
+export function carryLeaseFacts(records: (HistoryRecord | null)[], keep: (i: number) => boolean): boolean {
   let changed = false;
   for (let j = 0; j < records.length; j++) {
     const r = records[j];
-    if (r == null || r.lockDelayMs === undefined || keep(j) || !goesOn(r)) continue;
+    if (r == null || keep(j) || !goesOn(r)) continue;
+    const grantedAt = r.kind === 'granted' ? r.at : r.grantedAt;
+    if (r.lockDelayMs === undefined && r.holder === undefined && grantedAt === undefined) continue;
     for (let k = j + 1; k < records.length; k++) {
       const next = records[k];
       if (next == null) continue;
       if (!sameLease(r, next)) {
-        // A lock-delay is a lock's (capacity 1): another lease's grant means this one had ended.
         if (next.kind === 'granted') break;
         continue;
       }
-      if (goesOn(next) && next.lockDelayMs === undefined) {
-        records[k] = { ...next, lockDelayMs: r.lockDelayMs };
-        changed = true;
+      // The lease's next record: its holder and grant time go to it whatever it is (its release names it by
+      // its digest alone), its lock-delay only to one that leaves it going (after a release there is none).
+      if (next.kind !== 'granted') {
+        const carried: MutableRecord = { ...next };
+        if (goesOn(next) && next.lockDelayMs === undefined && r.lockDelayMs !== undefined) carried.lockDelayMs = r.lockDelayMs;
+        if (next.holder === undefined && r.holder !== undefined) carried.holder = r.holder;
+        if (next.grantedAt === undefined && grantedAt !== undefined) carried.grantedAt = grantedAt;
+        if (carried.lockDelayMs !== next.lockDelayMs || carried.holder !== next.holder || carried.grantedAt !== next.grantedAt) {
+          records[k] = carried;
+          changed = true;
+        }
       }
       break;
     }
@@ -368,25 +395,31 @@ export function carryLockDelays(records: (HistoryRecord | null)[], keep: (i: num
 }
 
 /**
- * carryLockDelays over stored lines: the lines before `keep` go (a number), or those it marks false; the
- * lines kept that take a lock-delay on are written anew in place. Nothing is decoded unless a line that
- * goes may hold a lock-delay.
+ * carryLeaseFacts over stored lines: the lines before `keep` go (a number), or those it marks false; the
+ * lines kept that take a fact on are written anew in place. Nothing is decoded unless a line that goes may
+ * hold one.
  */
-export function carryLockDelaysInLines(lines: string[], keep: number | readonly boolean[]): void {
+export function carryLeaseFactsInLines(lines: string[], keep: number | readonly boolean[]): void {
   const kept = typeof keep === 'number' ? (i: number) => i >= keep : (i: number) => keep[i] === true;
-  // Stryker disable next-line BooleanLiteral: true skips only the look for a line with a lock-delay: all are decoded, same result
+  // Stryker disable next-line BooleanLiteral: true skips only the look for a line with a fact to hand on: all are decoded, same result
   let any = false;
   const last = typeof keep === 'number' ? Math.min(keep, lines.length) : lines.length;
-  for (let i = 0; i < last && !any; i++) if (!kept(i) && mayHoldLockDelay(lines[i] as string)) any = true;
+  for (let i = 0; i < last && !any; i++) if (!kept(i) && mayHandOn(lines[i] as string)) any = true;
   if (!any) return;
   const records = lines.map(decodeRecord);
   const before = [...records];
-  if (!carryLockDelays(records, kept)) return;
+  if (!carryLeaseFacts(records, kept)) return;
   for (let i = 0; i < lines.length; i++) if (records[i] !== before[i] && kept(i)) lines[i] = encodeRecord(records[i] as HistoryRecord);
 }
 
-/** The compact form's lock-delay field (no text holds a raw `|`), or the JSON form's. */
-const mayHoldLockDelay = (line: string): boolean => (line.startsWith('{') ? line.includes('"d"') : line.includes('|d'));
+/**
+ * Whether a line may hold a fact to hand on (carryLeaseFacts): a grant with no release folded in, or a
+ * record that took a lock-delay or a grant time on. The compact form (no text holds a raw `|`), or the JSON form.
+ */
+const mayHandOn = (line: string): boolean =>
+  line.startsWith('{')
+    ? line.includes('"d"') || line.includes('"a"') || (line.includes('"k":"g"') && !line.includes('"r"'))
+    : line.includes('|d') || line.includes('|a') || (line.startsWith('g') && !line.includes('|r'));
 
 /** The name a store files a key's history under: one per primitive, namespace and key. */
 export function historyName(key: HistoryKey): string {
@@ -641,6 +674,8 @@ const HANDOVER_SLACK_MS = 20;
 interface LeaseTrack {
   readonly fencingToken: number | null;
   readonly grant: HistoryRecord | null;
+  /** When it was granted: its grant's time, or, the grant trimmed, the time a later record carries (grantedAt). */
+  grantedAt: number | null;
   holder: string | null;
   expiresAt: number | null;
   lockDelayMs: number;
@@ -712,6 +747,7 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     const track: LeaseTrack = {
       fencingToken: r.fencingToken ?? null,
       grant: r.kind === 'granted' ? r : null,
+      grantedAt: r.kind === 'granted' ? r.at : (r.grantedAt ?? null),
       holder: r.holder ?? null,
       expiresAt: r.expiresAt ?? null,
       // Stryker disable next-line LogicalOperator: the record's lockDelayMs is set on the track just after; none reads as 0 (> 0 is false)
@@ -729,8 +765,11 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     // A lock set's release is recorded on every key it named; on a key where none of its lease's records
     // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there.
     const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && r.set !== true));
-    // A lease's lock-delay is on its grant, or, the grant trimmed, on its first record kept (carryLockDelays).
+    // A lease's lock-delay, holder and grant time are on its grant, or, the grant trimmed, on its first
+    // record kept (carryLeaseFacts).
     if (track && r.lockDelayMs !== undefined) track.lockDelayMs = r.lockDelayMs;
+    if (track && track.grantedAt === null && r.grantedAt !== undefined) track.grantedAt = r.grantedAt;
+    if (track && track.holder === null && r.holder != null) track.holder = r.holder;
     if (r.kind === 'released' && r.set === true && track === null) continue;
     // The store refuses the release of a lease that has ended, so a lock set's release recorded well after
     // its lease's end on this key names a key this token no longer held: nothing happened. A lease's own
@@ -775,7 +814,7 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
       });
     } else {
       if (track) track.end ??= r.at;
-      const held = track?.grant ? { heldMs: Math.max(0, r.at - track.grant.at) } : {};
+      const held = track?.grantedAt != null ? { heldMs: Math.max(0, r.at - track.grantedAt) } : {};
       entries.push({
         entry: { type: r.kind, ...base, ...extra, ...held, ...(r.by !== undefined ? { by: r.by } : {}) },
         track,
@@ -789,7 +828,10 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
     const at = track.expiresAt;
     track.end = at;
     const base = { at, fencingToken: track.fencingToken, holder: track.holder, ...(track.mode ? { mode: track.mode } : {}) };
-    entries.push({ entry: { type: 'expired', ...base, ...(track.grant ? { heldMs: Math.max(0, at - track.grant.at) } : {}) }, track });
+    entries.push({
+      entry: { type: 'expired', ...base, ...(track.grantedAt !== null ? { heldMs: Math.max(0, at - track.grantedAt) } : {}) },
+      track,
+    });
     if (track.lockDelayMs > 0) entries.push({ entry: { type: 'lock_delay', ...base, until: at + track.lockDelayMs }, track });
   }
 
@@ -805,9 +847,9 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
 
   const overlaps = (track: LeaseTrack | null, entry: TimelineEntry) => {
     if (entry.at >= since && entry.at <= until) return true;
-    if (!track?.grant) return false;
+    if (track?.grantedAt == null) return false;
     const end = track.end ?? track.expiresAt ?? Infinity;
-    return track.grant.at <= until && end >= since;
+    return track.grantedAt <= until && end >= since;
   };
   return out
     .filter(({ entry, track }) => overlaps(track, entry))

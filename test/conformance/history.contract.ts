@@ -107,7 +107,10 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
       expect(read.some((r) => r.kind === 'granted')).toBe(false);
       const events = timeline(read, Date.now());
       expect(events.filter((e) => e.type === 'expired')).toEqual([]);
-      expect(events.filter((e) => e.type === 'released')).toEqual([expect.objectContaining({ fencingToken: 3 })]);
+      // Ended by its release, with its holder and time held though its grant is gone.
+      expect(events.filter((e) => e.type === 'released')).toEqual([
+        expect.objectContaining({ fencingToken: 3, holder: 'long-job', heldMs: 100 * LIMITS.eventsPerKey + 10 }),
+      ]);
     });
 
     it('a lease with a lock-delay renewed past the events kept per key, then expired: its expiry, then its lock-delay', async () => {
@@ -141,9 +144,10 @@ export function describeHistoryContract(name: string, harness: HistoryHarness): 
         const read = await store.read(key);
         expect(read.filter((r) => r.kind === 'granted').map((r) => r.fencingToken)).toEqual([6]);
         const events = timeline(read, Date.now()).filter((e) => e.type !== 'renewed');
+        // Its holder and time held too, though its grant is gone: who held the key, and for how long.
         expect(events, `${perBatch} a batch`).toEqual([
-          expect.objectContaining({ type: 'expired', at: end, fencingToken: 5 }),
-          expect.objectContaining({ type: 'lock_delay', at: end, fencingToken: 5, until: end + 2_000 }),
+          expect.objectContaining({ type: 'expired', at: end, fencingToken: 5, holder: 'cron', heldMs: end - t }),
+          expect.objectContaining({ type: 'lock_delay', at: end, fencingToken: 5, holder: 'cron', until: end + 2_000 }),
           expect.objectContaining({ type: 'granted', fencingToken: 6 }),
           expect.objectContaining({ type: 'expired', at: end + 3_100, fencingToken: 6 }),
         ]);

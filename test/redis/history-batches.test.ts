@@ -228,7 +228,7 @@ describe('redis history: the append script', () => {
   });
 });
 
-describe("redis history: a lease's lock-delay in the lines trimmed", () => {
+describe("redis history: a lease's facts (lock-delay, holder, grant time) in the lines trimmed", () => {
   const APPEND = loadScript('history-append.lua');
 
   it("goes on to the lease's first line kept, line to line, and only to a line that leaves the lease going", async () => {
@@ -266,17 +266,44 @@ describe("redis history: a lease's lock-delay in the lines trimmed", () => {
         for (const line of lines.slice(from, to)) await client.eval(APPEND, 2, index, list, '60000', '5', '10', 1, '00', line);
       };
       const read = async () => (await client.lrange(list, 0, -1)).map((line) => decodeRecord(line));
-      const as = (i: number, lockDelayMs?: number) => ({ ...decodeRecord(lines[i] as string), ...(lockDelayMs ? { lockDelayMs } : {}) });
+      const as = (i: number, facts: Partial<HistoryRecord> = {}) => ({ ...decodeRecord(lines[i] as string), ...facts });
+      // What A's grant hands on: its lock-delay and its time (it names no holder).
+      const aFacts = { lockDelayMs: 2_000, grantedAt: at + 2 };
       await push(0, 8);
-      // A's grant gone: its lock-delay on the ask, the next line of its lease (nothing from the JSON line, nor the pair).
-      expect(await read()).toStrictEqual([as(3), as(4, 2_000), as(5), as(6), as(7)]);
+      // A's grant gone: its facts on the ask, the next line of its lease (nothing from the JSON line, nor the pair).
+      expect(await read()).toStrictEqual([as(3), as(4, aFacts), as(5), as(6), as(7)]);
       await push(8, 11);
       // Line to line, to A's last line kept.
-      expect(await read()).toStrictEqual([as(6), as(7, 2_000), as(8), as(9), as(10)]);
+      expect(await read()).toStrictEqual([as(6), as(7, aFacts), as(8), as(9), as(10)]);
       await push(11, lines.length);
-      // Neither C's release nor the line naming X after another grant took a lock-delay on.
+      // The line naming X after another grant took nothing on.
       const kept = await client.lrange(list, 0, -1);
       expect(kept).toEqual(lines.slice(-5));
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("hands a grant's holder label (or its lack of one) and time on; to the lease's release too, but not its lock-delay", async () => {
+    const client = server.client();
+    try {
+      const at = 1_796_225_617_711;
+      const cases: Array<[string, HistoryRecord['holder']]> = [
+        ['labelled', 'cron|job %1'],
+        ['unlabelled', null],
+      ];
+      for (const [name, holder] of cases) {
+        const index = `facts:{${name}}H`;
+        const list = `facts:{${name}}l`;
+        const lines = [
+          encodeRecord({ kind: 'granted', at, lease: 'A', fencingToken: 1, holder, expiresAt: at + 1_000, lockDelayMs: 2_000 }),
+          encodeRecord({ kind: 'released', at: at + 400, lease: 'A' }),
+        ];
+        // One line kept: the grant goes as its release is written.
+        for (const line of lines) await client.eval(APPEND, 2, index, list, '60000', '1', '10', 1, '00', line);
+        const kept = (await client.lrange(list, 0, -1)).map((line) => decodeRecord(line));
+        expect(kept, name).toStrictEqual([{ kind: 'released', at: at + 400, lease: 'A', holder, grantedAt: at }]);
+      }
     } finally {
       client.disconnect();
     }

@@ -30,15 +30,17 @@ describe('reading stored history records', () => {
     // A folded pair: the grant and the release each meet the bound on their own.
     const folded = encodeRecord({ ...grant, releasedAt: at + 5 });
     expect(readRecords([folded], at, 50)).toStrictEqual([grant, { kind: 'released', at: at + 5, lease }]);
-    expect(readRecords([folded], at + 5, 50)).toStrictEqual([{ kind: 'released', at: at + 5, lease }]);
+    // The release kept, its grant gone: it takes on the grant's holder and time (carryLeaseFacts).
+    expect(readRecords([folded], at + 5, 50)).toStrictEqual([{ kind: 'released', at: at + 5, lease, holder: null, grantedAt: at }]);
     expect(readRecords([folded], at + 6, 50)).toStrictEqual([]);
   });
 
-  it("a grant a read leaves out (past the retention, or past the events kept) hands its lock-delay on to its lease's next record", () => {
+  it("a grant a read leaves out (past the retention, or past the events kept) hands its lock-delay, holder and time on to its lease's next record", () => {
     const delayed: HistoryRecord = { ...grant, lockDelayMs: 2_000 };
     const renewal: HistoryRecord = { kind: 'renewed', at: at + 10, lease, fencingToken: 9, expiresAt: at + 30_010 };
+    const facts = { lockDelayMs: 2_000, holder: null, grantedAt: at };
     // Past the retention.
-    expect(readRecords([encodeRecord(delayed), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([{ ...renewal, lockDelayMs: 2_000 }]);
+    expect(readRecords([encodeRecord(delayed), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([{ ...renewal, ...facts }]);
     // Past the events kept: the short pairs of the leases after it are four events in two lines.
     const pair = (n: number): HistoryRecord => ({
       kind: 'granted',
@@ -50,16 +52,21 @@ describe('reading stored history records', () => {
     const lines = [delayed, renewal, pair(1), pair(2)].map(encodeRecord);
     const read = readRecords(lines, 0, 5);
     expect(read.some((r) => r.kind === 'granted' && r.lease === lease)).toBe(false);
-    expect(read[0]).toStrictEqual({ ...renewal, lockDelayMs: 2_000 });
+    expect(read[0]).toStrictEqual({ ...renewal, ...facts });
     // A lock-delay is a lock's: another lease's grant after it means its lease had ended; a line of its
     // lease after that takes nothing on.
     expect(readRecords([delayed, pair(1), renewal].map(encodeRecord), at + 1, 50).at(-1)).toStrictEqual(renewal);
-    // A lease that ended (its release) takes nothing on; nor does another lease, nor a grant without a lock-delay.
+    // A lease that ended (its release) takes its holder and grant time on, not its lock-delay (none follows
+    // a release); another lease takes nothing on; a grant without a lock-delay hands on the rest.
     const released: HistoryRecord = { kind: 'released', at: at + 10, lease };
-    expect(readRecords([encodeRecord(delayed), encodeRecord(released)], at + 1, 50)).toStrictEqual([released]);
+    expect(readRecords([encodeRecord(delayed), encodeRecord(released)], at + 1, 50)).toStrictEqual([
+      { ...released, holder: null, grantedAt: at },
+    ]);
     const another: HistoryRecord = { kind: 'renewed', at: at + 10, lease: 'another', fencingToken: 8, expiresAt: at + 30_010 };
     expect(readRecords([encodeRecord(delayed), encodeRecord(another)], at + 1, 50)).toStrictEqual([another]);
-    expect(readRecords([encodeRecord(grant), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([renewal]);
+    expect(readRecords([encodeRecord(grant), encodeRecord(renewal)], at + 1, 50)).toStrictEqual([
+      { ...renewal, holder: null, grantedAt: at },
+    ]);
   });
 
   it('a folded release of a grant without a lease id names no lease', () => {

@@ -1,5 +1,5 @@
 import { Etcd3, type IRequestOp } from 'etcd3';
-import { carryLockDelaysInLines, decodeRecord, encodeRecord, readRecords } from '../../domain/history.js';
+import { carryLeaseFactsInLines, decodeRecord, encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import { prefixEnd } from './etcd-keys.js';
@@ -111,8 +111,8 @@ export class EtcdHistory implements HistoryStore {
           skip--;
           return false;
         });
-        // A lease's lock-delay outlives its grant's line (see carryLockDelays).
-        carryLockDelaysInLines(all, keep);
+        // A lease's lock-delay, holder and grant time outlive its grant's line (see carryLeaseFacts).
+        carryLeaseFactsInLines(all, keep);
         const lines = all.filter((_, i) => keep[i]);
         return { request_put: { key: r.key, value: Buffer.from(lines.join('\n')), lease } };
       });

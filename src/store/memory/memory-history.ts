@@ -1,4 +1,4 @@
-import { carryLockDelaysInLines, encodeRecord, readRecords, historyName } from '../../domain/history.js';
+import { carryLeaseFactsInLines, encodeRecord, readRecords, historyName } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryRecord, HistoryStore } from '../../domain/history.js';
 
 /**
@@ -31,8 +31,8 @@ export class MemoryHistory implements HistoryStore {
       ring.events.push(encodeRecord(entry.record));
       if (ring.events.length > this.limits.eventsPerKey) {
         const cut = ring.events.length - this.limits.eventsPerKey;
-        // A lease's lock-delay outlives its grant's line (see carryLockDelays).
-        carryLockDelaysInLines(ring.events, cut);
+        // A lease's lock-delay, holder and grant time outlive its grant's line (see carryLeaseFacts).
+        carryLeaseFactsInLines(ring.events, cut);
         ring.events.splice(0, cut);
       }
       ring.last = now;

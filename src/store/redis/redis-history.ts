@@ -1,4 +1,4 @@
-import { carryLockDelays, encodeRecord, readRecords } from '../../domain/history.js';
+import { carryLeaseFacts, encodeRecord, readRecords } from '../../domain/history.js';
 import type { HistoryAppend, HistoryKey, HistoryLimits, HistoryPrimitive, HistoryRecord, HistoryStore } from '../../domain/history.js';
 import { lockId } from '../../domain/namespaces.js';
 import { StoreUnavailableError } from '../../domain/errors.js';
@@ -201,9 +201,9 @@ export class RedisHistory implements HistoryStore {
         args.push(lists.length, flags);
         for (const { events } of lists) {
           // Only a list's last eventsPerKey survive the trim: the rest are neither encoded nor sent (a lease's
-          // lock-delay handed on from them: see carryLockDelays).
+          // lock-delay, holder and grant time handed on from them: see carryLeaseFacts).
           const from = Math.max(0, events.length - eventsPerKey);
-          if (from > 0) carryLockDelays(events, (i) => i >= from);
+          if (from > 0) carryLeaseFacts(events, (i) => i >= from);
           let blob = encodeRecord(events[from] as HistoryRecord);
           for (let i = from + 1; i < events.length; i++) blob += `\n${encodeRecord(events[i] as HistoryRecord)}`;
           args.push(blob);

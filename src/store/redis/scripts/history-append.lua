@@ -2,8 +2,8 @@
 history-append: one atomic step of a lease history batch for one or more quota shards. Not built on
 _common.lua (it reads no lease): called with its key count first, as EVALSHA takes it.
 
-Each list keeps its last events (a lease's lock-delay in the lines that go is handed on to the lease's
-first line kept: see carry) and lives at least `retention` past its last write (its TTL). Its TTL is
+Each list keeps its last events (a lease's lock-delay, holder and grant time in the lines that go are
+handed on to the lease's first line kept: see carry) and lives at least `retention` past its last write (its TTL). Its TTL is
 set when the list is created (RPUSH answers a length equal to what it pushed: the list was not there) and
 when the caller asks (a flag per list); an index's likewise (ZADD added as many members as it then holds); the caller asks once per list per refresh period and sends a TTL of
 retention + 2 refresh periods, so a list it writes without a refresh still outlives that write by the
@@ -44,18 +44,43 @@ local function names(line, lease, token)
   return (lease and string.find(whole, lease, 1, true)) or (token and string.find(whole, token, 1, true))
 end
 
--- The lines `gone` (oldest first) leave the list: a lease's lock-delay (`|d`, recorded with its grant alone)
--- among them goes on to the lease's next line, if that one leaves the lease going, and so on to the lease's
--- first line kept, set anew there (LSET). As carryLockDelays in history.ts, which says why. A lock-delay is a
--- lock's (capacity 1): another lease's grant after the line means the lease had ended, so the search stops
--- there (a key whose leases all expire reads one line, not the list). Lines in the JSON form (written by
--- older versions) hand nothing on. Work only for a line that goes with a lock-delay.
+-- The facts a line that goes knows of its lease and its later lines may not (as carryLeaseFacts in
+-- history.ts, which says why): its lock-delay (`|d`, recorded with the grant alone), its holder label
+-- (`|h...`, `|H`: none) and its grant time (a grant's own time, its line's head; a line that took it on
+-- holds it as `|a`). Nil when it holds none, or is in the JSON form (written by older versions: it hands
+-- nothing on) or ends its lease.
+local function factsOf(line)
+  local kind = string.byte(line, 1)
+  if kind == 123 or not goesOn(line) then return nil end
+  local d = string.find(line, '|d', 1, true) and string.match(line, '|d([^|]*)')
+  local a = string.find(line, '|a', 1, true) and string.match(line, '|a([^|]*)')
+  if kind == 103 then a = string.match(line, '^g([^|]*)') end
+  local h = string.match(line, '|(h[^|]*)') or (string.find(line, '|H', 1, true) and 'H')
+  if not d and not a and not h then return nil end
+  return { d = d, a = a, h = h }
+end
+
+-- `later` (the lease's next line, not a grant) with the facts it lacks: the lock-delay only if it leaves
+-- the lease going (after a release there is none); nil if it takes none on.
+local function withFacts(later, facts)
+  local out = later
+  if facts.d and goesOn(later) and not string.find(later, '|d', 1, true) then out = out .. '|d' .. facts.d end
+  if facts.h and not string.find(later, '|h', 1, true) and not string.find(later, '|H', 1, true) then out = out .. '|' .. facts.h end
+  if facts.a and not string.find(later, '|a', 1, true) then out = out .. '|a' .. facts.a end
+  if out == later then return nil end
+  return out
+end
+
+-- The lines `gone` (oldest first) leave the list: a lease's facts (factsOf) among them go on to the lease's
+-- next line, and so on to the lease's first line kept, set anew there (LSET). Never past another lease's
+-- grant (a lock's leases follow one another: that grant came after this lease ended, so a key whose leases
+-- all expire reads one line, not the list). Work only for a line that goes with facts of its lease.
 local function carry(list, gone)
   local kept
   for j = 1, #gone do
-    local line = gone[j]
-    local d = string.find(line, '|d', 1, true) and string.byte(line, 1) ~= 123 and goesOn(line) and string.match(line, '|d([^|]*)')
-    if d then
+    local facts = factsOf(gone[j])
+    if facts then
+      local line = gone[j]
       local l, f = string.match(line, '|l([^|]*)'), string.match(line, '|f([^|]*)')
       local lease, token = l and ('|l' .. l .. '|'), f and ('|f' .. f .. '|')
       -- The lease's next line: 0 none, else its place (k) among the lines gone after this one (`inGone`), or kept.
@@ -85,13 +110,13 @@ local function carry(list, gone)
       end
       if at > 0 then
         local later = inGone and gone[at] or kept[at]
-        if goesOn(later) and not string.find(later, '|d', 1, true) then
-          later = later .. '|d' .. d
+        local changed = string.byte(later, 1) ~= 103 and withFacts(later, facts)
+        if changed then
           if inGone then
-            gone[at] = later
+            gone[at] = changed
           else
-            kept[at] = later
-            redis.call('LSET', list, string.format('%d', at - 1), later)
+            kept[at] = changed
+            redis.call('LSET', list, string.format('%d', at - 1), changed)
           end
         end
       end
@@ -144,14 +169,14 @@ while k <= #KEYS do
     -- its TTL; a list that was there keeps the one it has unless the caller asks for a refresh (byte 49: "1").
     if len == pushed or string.byte(flags, i - k + 1) == 49 then redis.call('PEXPIRE', KEYS[i], ttl) end
     -- A trim only when the list outgrew its cap: the lines that go are popped (not trimmed unseen), so a
-    -- lease's lock-delay among them is handed on (carry).
+    -- lease's facts among them are handed on (carry).
     if len > perKey then
       local cut = len - perKey
       if cut == 1 then
         -- One line (a list at its cap written again, the common trim): LPOP's plain answer, looked at
-        -- for a lock-delay before any table is made.
+        -- for facts to hand on before any table is made.
         local line = redis.call('LPOP', KEYS[i])
-        if string.find(line, '|d', 1, true) then carry(KEYS[i], { line }) end
+        if factsOf(line) then carry(KEYS[i], { line }) end
       else
         carry(KEYS[i], redis.call('LPOP', KEYS[i], string.format('%d', cut)))
       end
