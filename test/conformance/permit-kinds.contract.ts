@@ -37,5 +37,20 @@ export function describePermitKindsContract(name: string, harness: StoreHarness)
         expect(await permitsOf(store()).inspectPermits(kind, key), kind).toBeNull();
       }
     });
+
+    it('a key no lease holds takes the capacity its caller asks for, whatever its last lease was taken under', async () => {
+      for (const kind of PERMIT_KINDS) {
+        const key = `${uniqueKey('resized')}:k`;
+        const first = granted(await takePermit(store(), kind, key, { weight: 1, capacity: 1, ttlMs: 30_000 }));
+        expect(await permitsOf(store()).releasePermit(kind, key, first.ownerToken), kind).toBe(true);
+        // Its fencing counter outlives the lease (the grace), its capacity does not: a weight above the old
+        // capacity fits the new one, and a second caller asking the same capacity shares the key.
+        const wide = await takePermit(store(), kind, key, { weight: 2, capacity: 3, ttlMs: 30_000 });
+        expect(wide, kind).toMatchObject({ acquired: true });
+        const next = await takePermit(store(), kind, key, { weight: 1, capacity: 3, ttlMs: 30_000 });
+        expect(next, kind).toMatchObject({ acquired: true });
+        expect((await permitsOf(store()).inspectPermits(kind, key))?.holders, kind).toHaveLength(2);
+      }
+    });
   });
 }

@@ -109,8 +109,11 @@ export class MemoryLeases implements LeaseEngine {
     if (pool.leases.size > 0 && pool.capacity !== capacity) {
       return { acquired: false, reason: 'mismatch', capacity: pool.capacity, retryAfterMs: untilLast(pool, now) };
     }
+    // A key no lease holds is the caller's capacity (as on Redis and etcd): the pool outlives its last lease
+    // (its fencing counter, the grace), but not the capacity that lease was taken under, which would refuse
+    // a weight above it as full, on a free key.
+    pool.capacity = capacity;
     if (fits(pool, weight, now)) {
-      pool.capacity = capacity;
       const lease = this.grant(pool, { ownerToken, ttlMs, holder, weight, lockDelayMs }, now, idempotencyKey ?? null);
       return { acquired: true, fencingTokens: [lease.fencingToken], expiresAtMs: lease.expiresAtMs, decidedAt };
     }
@@ -166,9 +169,11 @@ export class MemoryLeases implements LeaseEngine {
       }, waitMs);
       const onAbort = () => {
         leave(true);
+        // Stryker disable next-line OptionalChaining: onAbort only ever runs as a listener on signal, so signal is set here
         const reason: unknown = signal?.reason;
         reject(reason instanceof Error ? reason : new WaitAbortedError());
       };
+      // Stryker disable next-line ObjectLiteral,BooleanLiteral: a signal aborts once, and leave() removes the listener then anyway
       signal?.addEventListener('abort', onAbort, { once: true });
       pool.queue.push(waiter);
       this.scheduleHandOver(pool);
@@ -541,6 +546,7 @@ function busyUntil(pool: Pool, now: number): number {
   const delayed = delayEnd(pool, now);
   if (delayed > 0) return delayed;
   // Callers queued for a free key are about to get it: a set does not jump their queue.
+  // Stryker disable next-line ArithmeticOperator: now - 1 still marks the key busy (a Unix clock is far above 1), and max(1, ceil(-1)) is 1
   return pool.queue.length > 0 ? now + 1 : 0;
 }
 
@@ -580,6 +586,7 @@ function firstEnding(pool: Pool, now: number, shown: number): { leases: Lease[];
   for (const lease of pool.leases.values()) {
     if (lease.expiresAtMs <= now) continue;
     count++;
+    // Stryker disable next-line ArithmeticOperator: no last, no skip: the lease goes in after the last and is popped at once (a fast path)
     const last = best[best.length - 1];
     if (best.length >= shown && last !== undefined && !endsBefore(lease, last)) continue;
     let at = best.length;
