@@ -4,6 +4,7 @@ import type { QueuedCaller, ReleaseRequest } from '../../domain/permit-values.js
 
 /** A record's JSON value; null for an absent, empty or unreadable one (treated as no record). */
 export function parseJson<T>(value: Buffer | undefined): T | null {
+  // Stryker disable next-line ConditionalExpression: JSON.parse throws on an absent or empty value, and the catch below answers null alike
   if (!value || value.length === 0) return null;
   try {
     return JSON.parse(value.toString('utf8')) as T;

@@ -41,6 +41,7 @@ export class HandOverWatches {
         if (this.room.hasWaitersOn(roomKey)) return;
         clearInterval(sweep);
         this.watchers.delete(roomKey);
+        // Stryker disable next-line OptionalChaining: watcher is always set here (made just above)
         void watcher?.then((w) => w.cancel()).catch(() => undefined);
       }, 5_000);
       sweep.unref();
