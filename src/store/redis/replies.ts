@@ -74,12 +74,18 @@ export function releaseRequestPayload(request: ReleaseRequestInput): string {
   return JSON.stringify([request.by, request.reason]);
 }
 
+const DIGITS = /^[0-9]{1,16}$/;
+
 /** A stored release request, "atMs|payload" (request-release.lua); undefined when it is not one. */
 function parseReleaseRequest(stored: unknown): ReleaseRequest | undefined {
   if (typeof stored !== 'string') return undefined;
   const bar = stored.indexOf('|');
-  const atMs = Number(stored.slice(0, bar));
-  if (bar < 0 || !Number.isSafeInteger(atMs)) return undefined;
+  // Digits only, as request-release.lua writes the time: Number() would also read '' as 0 and take hex,
+  // exponents, signs and spaces.
+  const time = stored.slice(0, bar);
+  if (bar < 0 || !DIGITS.test(time)) return undefined;
+  const atMs = Number(time);
+  if (!Number.isSafeInteger(atMs)) return undefined;
   try {
     const [by, reason] = JSON.parse(stored.slice(bar + 1)) as unknown[];
     if (typeof by === 'string' && (reason === null || typeof reason === 'string')) return { atMs, by, reason };

@@ -849,6 +849,7 @@ const BULK_HEADS = Array.from({ length: 256 }, (_, n) => `$${n}\r\n`);
  * pair, the largest allocation of the store's call path, against about 2 KB here.
  */
 export function commandText(name: string, args: readonly string[]): string {
+  // Stryker disable next-line ArrayDeclaration: every part is assigned below; the preset length only spares the array's growth
   const parts = new Array<string>(args.length * 3 + 1);
   parts[0] = `*${args.length + 1}\r\n$${Buffer.byteLength(name)}\r\n${name}\r\n`;
   let at = 1;
