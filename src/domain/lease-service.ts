@@ -267,6 +267,7 @@ export class LeaseService {
     const started = performance.now();
     const { kind, namespace, key, ttlMs, holder, waitMs, idempotency } = ask;
     // Only a waiting acquire learns how long it waited.
+    // Stryker disable next-line ObjectLiteral: grantWaiting sets seconds before it is read; unset, a report reads 0 as well
     const waited = waitMs > 0 ? { seconds: 0 } : undefined;
     try {
       const lane = this.lane(kind);
@@ -334,6 +335,7 @@ export class LeaseService {
     waited: { seconds: number } | undefined,
   ): Promise<DecidedGrant> {
     const { waitMs } = request.ask;
+    // Stryker disable next-line LogicalOperator: waited is undefined exactly when waitMs is 0 (acquire), so && decides as || does
     return waitMs === 0 || waited === undefined
       ? lane.quota.grantNow(request, () => this.acquireOnce(lane, request, refusals, undefined))
       : lane.quota.grantWaiting(request, waitMs, () => this.acquireWaiting(lane, request, refusals, waited));
@@ -413,6 +415,7 @@ export class LeaseService {
   private refuseIfLate(lane: Lane, request: Request, grant: DecidedGrant): Promise<void> | undefined {
     const { ttlMs } = request;
     const { decidedAt } = grant;
+    // Stryker disable next-line ObjectLiteral: a lease read as not fresh goes to FreshnessGuard.refuseIfLate, which checks it again in full
     if (isFresh({ ttlMs, decidedAt })) return undefined;
     const lease = { id: request.id, ownerToken: grant.replayed?.ownerToken ?? request.ownerToken, ttlMs, decidedAt };
     return lane.freshness.refuseIfLate(lease, request.idempotencyKey === undefined ? undefined : KEEP_FOR_KEY);
@@ -790,8 +793,12 @@ export class LeaseService {
     if (view.state === null && view.lockDelayUntilMs === undefined) return;
     // A lock-delay ends with nothing written (no change wakes the watch): sleep no longer than it runs,
     // so the set asks again then (and waits on whichever key is still busy), not at the longest busy end.
-    const delayLeftMs =
-      view.state === null && view.lockDelayUntilMs !== undefined ? Math.ceil(view.lockDelayUntilMs - Date.now()) + 1 : waitMs;
+    // Its end is on the store's clock: where this instance's clock reads it as past (ahead of the store's),
+    // how long is left is unknown here, and the set sleeps what the store's refusal said (waitMs), where a
+    // sleep of 1 ms had it ask again about every millisecond until the delay ended.
+    // Stryker disable next-line LogicalOperator: a lock-delay runs only while no lease is live (IndexedLockState), so || decides as &&
+    const byClock = view.state === null && view.lockDelayUntilMs !== undefined ? Math.ceil(view.lockDelayUntilMs - Date.now()) + 1 : waitMs;
+    const delayLeftMs = byClock > 1 ? byClock : waitMs;
     const leaveKey = this.waitGate.enterKey(id);
     const waitSignal = this.waitGate.waitSignal(signal);
     try {
@@ -813,6 +820,7 @@ export class LeaseService {
         max,
       );
       if (!slot.reserved) {
+        // Stryker disable next-line MethodExpression: slots from i on were never reserved; freeing an unknown slot does nothing
         await this.freeQuotaSlots(namespace, ownerToken, ids.slice(0, i));
         throw new QuotaExceededError(namespace, max, slot.retryAfterMs);
       }

@@ -175,11 +175,11 @@ export interface LeaseStoreHost {
 export interface Store extends LeaseStoreHost {
   readonly kind: StoreKind;
   /**
-   * The clock this process decides leases on, Unix ms, when it does (the embedded and etcd stores: the
-   * wall clock at start plus monotonic time since, which a later step of the wall clock leaves apart
-   * from Date.now()). The instance's own dates that are read beside the store's (history's releases
-   * and force releases) are taken on it. Absent: the store's clock is elsewhere (Redis's), and the
-   * instance's wall clock is the nearest.
+   * The clock this process decides leases on, Unix ms, when it does (the embedded store: the wall clock
+   * at start plus monotonic time since, which a later step of the wall clock leaves apart from Date.now();
+   * etcd: the wall clock as NTP keeps it, never read backwards). The instance's own dates that are read
+   * beside the store's (history's releases and force releases) are taken on it. Absent: the store's clock
+   * is elsewhere (Redis's), and the instance's wall clock is the nearest.
    */
   readonly clock?: () => number;
   /** Resolves when the store can serve requests; rejects otherwise. */

@@ -240,6 +240,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         }, waitMs);
         const onAbort = () => {
           done();
+          // Stryker disable next-line OptionalChaining: onAbort is only ever registered on a signal, so signal is set here
           reject(signal?.reason instanceof Error ? signal.reason : new WaitAbortedError());
         };
         const done = () => {
@@ -249,6 +250,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         };
         const watcher: Watcher<V> = { index, onChange, resolve, reject, done };
         entry.watchers.add(watcher);
+        // Stryker disable next-line ObjectLiteral,BooleanLiteral: a signal aborts once, and onAbort's done() removes the listener anyway
         signal?.addEventListener('abort', onAbort, { once: true });
       });
     } finally {
@@ -268,6 +270,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         clearTimeout(entry.linger);
         clearTimeout(entry.leaseEnd);
         this.watched.delete(id);
+        // Stryker disable next-line OptionalChaining: a lingering entry got past its subscription, which set stop
         entry.stop?.();
       }
     }
@@ -284,6 +287,7 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
         watchers: new Set(),
         subscribed: Promise.resolve(),
         checking: false,
+        // Stryker disable next-line BooleanLiteral: every check sets again to false before it reads it
         again: false,
         users: 0,
         readsStarted: 0,
@@ -400,9 +404,11 @@ export class ChangeWatch<V extends Watchable = IndexedView> {
     if (entry.users > 0 || entry.checking || this.watched.get(id) !== entry || entry.linger !== undefined) return;
     entry.linger = setTimeout(() => {
       entry.linger = undefined;
+      // Stryker disable next-line LogicalOperator: a caller's arrival clears this timer, so it fires only for an idle, watched entry
       if (entry.users > 0 || entry.checking || this.watched.get(id) !== entry) return;
       this.watched.delete(id);
       clearTimeout(entry.leaseEnd);
+      // Stryker disable next-line OptionalChaining: an idle, watched entry got past its subscription, which set stop
       entry.stop?.();
     }, LINGER_MS);
     entry.linger.unref();
