@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ChangeWatch, LINGER_MS, WAKE_TURN_BUDGET_MS, type WatchSource } from '../../src/domain/watch.js';
+import { ChangeWatch, LINGER_MS, WAKE_TURN_BUDGET_MS } from '../../src/domain/watch.js';
+import { settled, TestSource } from '../helpers/driven-watch-source.js';
 
 /**
  * How a key's blocking queries keep their one subscription, their one lease-end timer and their reads
@@ -10,66 +11,6 @@ import { ChangeWatch, LINGER_MS, WAKE_TURN_BUDGET_MS, type WatchSource } from '.
  * its budget; and a subscription lingers LINGER_MS after the last wait on it ends. Over a source the
  * test drives, as in watch.test.ts.
  */
-interface View {
-  readonly index: number;
-  /** When set, the view changes by itself this many ms after it was read. */
-  readonly endsInMs?: number;
-  readonly note?: string;
-}
-
-class DrivenSource implements WatchSource<View> {
-  views = new Map<string, View>();
-  reads = 0;
-  stops = 0;
-  /** When set, reads wait for it. */
-  readGate: Promise<void> | undefined;
-  private readonly listeners = new Map<string, Set<() => void>>();
-
-  async watchChanges(id: string, onChange: () => void): Promise<() => void> {
-    const set = this.listeners.get(id) ?? new Set();
-    set.add(onChange);
-    this.listeners.set(id, set);
-    return () => {
-      this.stops++;
-      set.delete(onChange);
-    };
-  }
-
-  async read(id: string): Promise<View> {
-    this.reads++;
-    await this.readGate;
-    return this.views.get(id) ?? { index: 1 };
-  }
-
-  changesByItselfInMs(view: View): number | undefined {
-    return view.endsInMs;
-  }
-
-  aged(view: View): View {
-    return { ...view, note: 'aged' };
-  }
-
-  /** The view changes; `announce` sends the change notice (an expiry sends none). */
-  set(id: string, view: View, announce = true): void {
-    this.views.set(id, view);
-    if (announce) this.notify(id);
-  }
-
-  notify(id: string): void {
-    for (const l of this.listeners.get(id) ?? []) l();
-  }
-}
-
-/** Whether `p` has settled after a few turns of the event loop (enough for every chain the watch starts). */
-const settled = async <T>(p: Promise<T>) => {
-  let done = false;
-  void p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-  return done;
-};
 
 afterEach(() => {
   vi.useRealTimers();
@@ -78,7 +19,7 @@ afterEach(() => {
 
 describe('a change nothing announced', () => {
   it("found by a caller's read, wakes the watchers still at the older index at once", async () => {
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const behind = watch.wait('k', 2, 10_000);
@@ -93,7 +34,7 @@ describe('a change nothing announced', () => {
   });
 
   it("a caller's read that finds the view changed only in what no watcher waits on costs no further read", async () => {
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const first = watch.wait('k', 2, 10_000);
@@ -110,7 +51,7 @@ describe('a change nothing announced', () => {
 
   it("a caller's read that finds the very view the watch holds leaves the lease-end timer where it was", async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     // The lease ends 100 ms after the first read.
     source.set('k', { index: 2, endsInMs: 100 });
@@ -131,7 +72,7 @@ describe('a change nothing announced', () => {
 
 describe('a check of the watchers', () => {
   it('notices that arrive while it reads cost one more read after it, not one each', async () => {
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const waiting = watch.wait('k', 2, 10_000);
@@ -153,7 +94,7 @@ describe('a check of the watchers', () => {
   it('answers every watcher in one pass while the budget lasts; a watcher that left during the pass is not answered', async () => {
     // The clock stands still (at a time other than 0): the pass's budget never runs out.
     vi.spyOn(performance, 'now').mockReturnValue(1_000);
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const events: string[] = [];
@@ -181,7 +122,7 @@ describe('a check of the watchers', () => {
     // Each reading of the clock is one budget after the last: every answer spends it.
     let now = 0;
     vi.spyOn(performance, 'now').mockImplementation(() => (now += WAKE_TURN_BUDGET_MS));
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const events: string[] = [];
@@ -198,7 +139,7 @@ describe('a check of the watchers', () => {
 describe("a key's subscription", () => {
   it('lingers LINGER_MS after the last wait on it ends, not after an earlier one', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const source = new DrivenSource();
+    const source = new TestSource();
     const watch = new ChangeWatch(source);
     source.set('k', { index: 2 });
     const long = watch.wait('k', 2, 10 * LINGER_MS);
