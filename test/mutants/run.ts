@@ -446,7 +446,7 @@ function strykerTable(s: StrykerSummary): string {
       `| \`${f.file}\` | ${f.score.toFixed(1)} | ${f.killed} | ${f.timeout} | ${f.survived} | ${f.noCoverage} | ${f.ignored} | ${f.errors} |`,
   );
   return [
-    '| file | score % | killed | timed out | survived | no coverage | ignored (static, string literals) | compile/runtime errors |',
+    '| file | score % | killed | timed out | survived | no coverage | ignored (static, string literals, marked equivalent) | compile/runtime errors |',
     '|---|---:|---:|---:|---:|---:|---:|---:|',
     ...rows,
     `| **all** | **${s.score.toFixed(1)}** | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.noCoverage} | ${s.ignored} | ${s.errors} |`,
@@ -508,7 +508,7 @@ function writeReport(): boolean {
     '## StrykerJS: src/domain and src/store',
     '',
     `Mutation score **${stryker.score.toFixed(1)} %** over the parts reported (bar: ${MIN_STRYKER_SCORE} %). Score = (killed + timed out) / (killed + timed out + survived + no coverage); ` +
-      'static mutants (module-level code) and string literals are left out (see docs/testing.md). Full reports: `reports/mutation/stryker-<part>.html`.',
+      'static mutants (module-level code), string literals and the mutants the code marks equivalent (`// Stryker disable next-line <mutator>: why`) are left out (see docs/testing.md). Full reports: `reports/mutation/stryker-<part>.html`.',
     '',
     '| part | score % | killed | timed out | survived | no coverage | run |',
     '|---|---:|---:|---:|---:|---:|---|',
