@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
+import { lockScriptCalls } from '../helpers/lock-scripts.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 /**
@@ -56,28 +57,7 @@ async function sent(command: string): Promise<number> {
   return stat('calls') + stat('rejected_calls');
 }
 
-const handOver = { graceMs: GRACE_MS, channelPrefix: space.grantChannelPrefix() };
-
-function acquire(scripts: Scripts, id: string, ownerToken: string): Promise<unknown> {
-  return scripts.run('acquire', {
-    ...handOver,
-    lockName: id,
-    keys: space.lockKeys(id),
-    ownerToken,
-    ttlMs: 10_000,
-    holder: '',
-    idempotencyKey: '',
-    waitMs: 0,
-    waiterId: '-',
-    instanceId: 'inst-a',
-    maxWaiters: 10,
-    livenessMs: 3_000,
-    maxQuotaSlots: 0,
-  });
-}
-
-const release = (scripts: Scripts, id: string, ownerToken: string, atOnce = false): Promise<unknown> =>
-  scripts.run('release', { ...handOver, lockName: id, keys: space.lockKeys(id), ownerToken }, atOnce);
+const { acquire, release } = lockScriptCalls(space, GRACE_MS);
 
 async function pair(scripts: Scripts): Promise<void> {
   const id = newLock();

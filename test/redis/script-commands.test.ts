@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newOwnerToken } from '../../src/domain/lease-service.js';
 import { KeySpace } from '../../src/store/redis/keys.js';
 import { defineScripts, type Scripts } from '../../src/store/redis/scripts.js';
+import { lockScriptCalls } from '../helpers/lock-scripts.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 /**
@@ -15,6 +16,7 @@ import { RedisServer } from '../helpers/redis-server.js';
  */
 const space = new KeySpace('cmd:');
 const GRACE_MS = 60_000;
+const { acquire } = lockScriptCalls(space, GRACE_MS);
 let server: RedisServer;
 let raw: Redis;
 const clients: Redis[] = [];
@@ -41,25 +43,6 @@ let n = 0;
 function names(): { lock: string; set: [string, string] } {
   n++;
   return { lock: `ns/lock-${n}`, set: [`ns/set-${n}-a`, `ns/set-${n}-b`] };
-}
-
-function acquire(scripts: Scripts, id: string, ownerToken: string): Promise<unknown> {
-  return scripts.run('acquire', {
-    graceMs: GRACE_MS,
-    channelPrefix: space.grantChannelPrefix(),
-    lockName: id,
-    keys: space.lockKeys(id),
-    ownerToken,
-    ttlMs: 10_000,
-    holder: '',
-    idempotencyKey: '',
-    waitMs: 0,
-    waiterId: '-',
-    instanceId: 'inst-a',
-    maxWaiters: 10,
-    livenessMs: 3_000,
-    maxQuotaSlots: 0,
-  });
 }
 
 function setAcquire(scripts: Scripts, ids: readonly string[], ownerToken: string): Promise<unknown> {
