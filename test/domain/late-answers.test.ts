@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, type MockInstance, vi } from 'vitest';
-import { LockHeldError, QuotaExceededError, StoreUnavailableError } from '../../src/domain/errors.js';
-import { LeaseService, type LeaseAsk, type LeaseRefusals } from '../../src/domain/lease-service.js';
+import { QuotaExceededError, StoreUnavailableError } from '../../src/domain/errors.js';
+import { LeaseService } from '../../src/domain/lease-service.js';
 import type { LeaseAcquire, LeaseStore } from '../../src/domain/lease-store.js';
 import { ownLag } from '../../src/domain/own-lag.js';
-import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
+import { embeddedStoreForFile, LIMITS, LOCK_REFUSALS, lockAsk, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * Answers that come back too late to hand out (the store decided more than half the TTL ago), and what
@@ -16,24 +16,8 @@ import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedd
  */
 const store = embeddedStoreForFile();
 
-const refusals: LeaseRefusals = {
-  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-};
-
 const TTL = 60_000;
 const LATE_BY = 60_000;
-
-const lockAsk = (namespace: string, key: string): LeaseAsk => ({
-  kind: 'lock',
-  namespace,
-  key,
-  capacity: 1,
-  weight: 1,
-  ttlMs: TTL,
-  holder: null,
-  waitMs: 0,
-});
 
 /** The embedded store's port, its grants of the keys in `late` answered as decided a minute ago, and its releases failing when asked. */
 function lateStore(late: ReadonlySet<string>): { leases: LeaseStore; failRelease: { on: boolean } } {
@@ -55,7 +39,7 @@ function lateStore(late: ReadonlySet<string>): { leases: LeaseStore; failRelease
 /** Whether the namespace has room for one more lease under its cap. */
 async function roomForOneMore(service: LeaseService, ns: string): Promise<boolean> {
   try {
-    const grant = await service.acquire(lockAsk(ns, 'one-more'), refusals);
+    const grant = await service.acquire(lockAsk(ns, 'one-more'), LOCK_REFUSALS);
     await service.release('lock', ns, 'one-more', grant.ownerToken);
     return true;
   } catch (error) {
@@ -70,14 +54,14 @@ describe('a grant answered too late', () => {
     const service = new LeaseService(leases, LIMITS);
     const ns = uniqueNamespace();
     const now = { ...lockAsk(ns, 'now'), idempotency: { callerId: 'c', key: 'i-1' } };
-    await expect(service.acquire(now, refusals)).rejects.toMatchObject({ leaseKept: true });
+    await expect(service.acquire(now, LOCK_REFUSALS)).rejects.toMatchObject({ leaseKept: true });
     expect(await service.inspect('lock', ns, 'now')).not.toBeNull();
     const waiting = { ...lockAsk(ns, 'waiting'), waitMs: 5_000, idempotency: { callerId: 'c', key: 'i-2' } };
-    await expect(service.acquire(waiting, refusals)).rejects.toMatchObject({ leaseKept: true });
+    await expect(service.acquire(waiting, LOCK_REFUSALS)).rejects.toMatchObject({ leaseKept: true });
     expect(await service.inspect('lock', ns, 'waiting')).not.toBeNull();
     // Without a key, nobody could get it back: given back.
     const { leases: plain } = lateStore(new Set(['plain']));
-    await expect(new LeaseService(plain, LIMITS).acquire(lockAsk(ns, 'plain'), refusals)).rejects.toMatchObject({ leaseKept: false });
+    await expect(new LeaseService(plain, LIMITS).acquire(lockAsk(ns, 'plain'), LOCK_REFUSALS)).rejects.toMatchObject({ leaseKept: false });
     expect(await service.inspect('lock', ns, 'plain')).toBeNull();
   });
 
@@ -86,7 +70,7 @@ describe('a grant answered too late', () => {
     const waits: Array<{ seconds: number; granted: boolean }> = [];
     const service = new LeaseService(leases, LIMITS, { waited: (seconds, granted) => waits.push({ seconds, granted }) });
     const ns = uniqueNamespace();
-    await expect(service.acquire({ ...lockAsk(ns, 'k'), waitMs: 5_000 }, refusals)).rejects.toMatchObject({ leaseKept: false });
+    await expect(service.acquire({ ...lockAsk(ns, 'k'), waitMs: 5_000 }, LOCK_REFUSALS)).rejects.toMatchObject({ leaseKept: false });
     expect(await service.inspect('lock', ns, 'k')).toBeNull();
     // The store granted it without a wait: no time in the queue to report.
     expect(waits).toStrictEqual([{ seconds: 0, granted: true }]);
@@ -95,9 +79,9 @@ describe('a grant answered too late', () => {
   it('a grant in time says whether it was asked with an Idempotency-Key (the last check before the answer keeps it then)', async () => {
     const service = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
-    const keyed = await service.acquire({ ...lockAsk(ns, 'a'), idempotency: { callerId: 'c', key: 'i-3' } }, refusals);
+    const keyed = await service.acquire({ ...lockAsk(ns, 'a'), idempotency: { callerId: 'c', key: 'i-3' } }, LOCK_REFUSALS);
     expect(keyed.idempotent).toBe(true);
-    expect((await service.acquire(lockAsk(ns, 'b'), refusals)).idempotent).toBe(false);
+    expect((await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS)).idempotent).toBe(false);
   });
 
   it('a lock set whose late grant could not be given back keeps its quota slots: it lives on to its end', async () => {
@@ -110,7 +94,7 @@ describe('a grant answered too late', () => {
     failRelease.on = false;
     expect(await service.inspect('lock', ns, 'a')).not.toBeNull();
     // Two of the three units are the set's still: one more lease fits, not two.
-    const c = await service.acquire(lockAsk(ns, 'c'), refusals);
+    const c = await service.acquire(lockAsk(ns, 'c'), LOCK_REFUSALS);
     expect(await roomForOneMore(service, ns)).toBe(false);
     await service.release('lock', ns, 'c', c.ownerToken);
   });
@@ -120,7 +104,7 @@ describe('the last check before the answer is written (confirmFresh)', () => {
   it('a late grant is given back with its quota slot', async () => {
     const service = new LeaseService(store.leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
-    const grant = await service.acquire(lockAsk(ns, 'k'), refusals);
+    const grant = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     await expect(service.confirmFresh('lock', ns, { ...grant, decidedAt: grant.decidedAt - LATE_BY })).rejects.toBeDefined();
     expect(await service.inspect('lock', ns, 'k')).toBeNull();
     expect(await roomForOneMore(service, ns)).toBe(true);
@@ -130,7 +114,7 @@ describe('the last check before the answer is written (confirmFresh)', () => {
     const service = new LeaseService(store.leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     for (const kept of [{ renewal: true as const }, { idempotent: true }]) {
       const ns = uniqueNamespace();
-      const grant = await service.acquire(lockAsk(ns, 'k'), refusals);
+      const grant = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
       const late = { key: 'k', ownerToken: grant.ownerToken, ttlMs: TTL, decidedAt: grant.decidedAt - LATE_BY, ...kept };
       await expect(service.confirmFresh('lock', ns, late)).rejects.toMatchObject({ leaseKept: true });
       expect(await service.inspect('lock', ns, 'k')).not.toBeNull();
@@ -142,7 +126,7 @@ describe('the last check before the answer is written (confirmFresh)', () => {
     const { leases, failRelease } = lateStore(new Set());
     const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
-    const grant = await service.acquire(lockAsk(ns, 'k'), refusals);
+    const grant = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     failRelease.on = true;
     await expect(service.confirmFresh('lock', ns, { ...grant, decidedAt: grant.decidedAt - LATE_BY })).rejects.toMatchObject({
       outcomeUnknown: true,
@@ -160,7 +144,7 @@ describe('the last check before the answer is written (confirmFresh)', () => {
     expect(await service.inspect('lock', ns, 'a')).toBeNull();
     expect(await service.inspect('lock', ns, 'b')).toBeNull();
     // Both units are free again: two leases fit under the cap of two.
-    const c = await service.acquire(lockAsk(ns, 'c'), refusals);
+    const c = await service.acquire(lockAsk(ns, 'c'), LOCK_REFUSALS);
     expect(await roomForOneMore(service, ns)).toBe(true);
     await service.release('lock', ns, 'c', c.ownerToken);
   });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { LockHeldError, NotOwnerError, QuotaExceededError, StoreUnavailableError } from '../../src/domain/errors.js';
-import { LeaseService, type LeaseRefusals } from '../../src/domain/lease-service.js';
+import { LeaseService } from '../../src/domain/lease-service.js';
 import type { LeaseStore } from '../../src/domain/lease-store.js';
 import { LockService } from '../../src/domain/lock-service.js';
-import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
+import { embeddedStoreForFile, LIMITS, LOCK_REFUSALS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * What the lease engine asks of its store around a refusal, over the embedded store with its calls
@@ -33,11 +33,6 @@ function counted(): { leases: LeaseStore; calls: { acquire: number; release: num
   });
   return { leases, calls, failAcquire };
 }
-
-const refusals: LeaseRefusals = {
-  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-};
 
 describe('lease engine: store calls around refusals', () => {
   it('a lock held by another costs one store acquire, with or without an Idempotency-Key', async () => {
@@ -131,7 +126,7 @@ describe('lease engine: quota slot calls', () => {
     const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 0 });
     const ns = uniqueNamespace();
     const ask = { kind: 'lock' as const, namespace: ns, key: 'k', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
-    const held = await service.acquire(ask, refusals);
+    const held = await service.acquire(ask, LOCK_REFUSALS);
     await service.renew('lock', ns, 'k', held.ownerToken, 60_000);
     await service.release('lock', ns, 'k', held.ownerToken);
     const set = await service.acquireSet({ namespace: ns, keys: ['a', 'b'], ttlMs: 60_000, holder: null, waitMs: 0, lockDelayMs: 0 });
@@ -164,7 +159,7 @@ describe('lease engine: quota slot calls', () => {
     const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 1 });
     const ns = uniqueNamespace();
     const ask = { kind: 'lock' as const, namespace: ns, key: 'k', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
-    await expect(service.acquire({ ...ask, idempotency: { callerId: 'c', key: 'i-3' } }, refusals)).rejects.toBeInstanceOf(
+    await expect(service.acquire({ ...ask, idempotency: { callerId: 'c', key: 'i-3' } }, LOCK_REFUSALS)).rejects.toBeInstanceOf(
       QuotaExceededError,
     );
     expect(acquires).toBe(1);
@@ -176,8 +171,8 @@ describe('lease engine without an observer', () => {
     const service = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
     const ask = { kind: 'lock' as const, namespace: ns, key: 'k', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
-    const held = await service.acquire(ask, refusals);
-    const waiting = service.acquire({ ...ask, waitMs: 10_000 }, refusals);
+    const held = await service.acquire(ask, LOCK_REFUSALS);
+    const waiting = service.acquire({ ...ask, waitMs: 10_000 }, LOCK_REFUSALS);
     await service.release('lock', ns, 'k', held.ownerToken);
     const handed = await waiting;
     expect(handed.fencingToken).toBeGreaterThan(held.fencingToken);

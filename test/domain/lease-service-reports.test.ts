@@ -1,17 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { LockHeldError, NotOwnerError, QuotaExceededError, ShuttingDownError } from '../../src/domain/errors.js';
-import {
-  LeaseService,
-  type LeaseAsk,
-  type LeaseRefusals,
-  type LeaseServiceObserver,
-  type LockSetOperation,
-} from '../../src/domain/lease-service.js';
+import { LeaseService, type LeaseServiceObserver, type LockSetOperation } from '../../src/domain/lease-service.js';
 import type { LeaseAcquire, LeaseStore } from '../../src/domain/lease-store.js';
 import { lockId } from '../../src/domain/namespaces.js';
 import { QUOTA_SLOT_MARGIN_MS } from '../../src/domain/quota.js';
-import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
+import { embeddedStoreForFile, LIMITS, LOCK_REFUSALS, lockAsk, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * What the lease engine reports as it works (metrics are built from it: a lock set's calls, their
@@ -24,23 +18,8 @@ import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedd
  */
 const store = embeddedStoreForFile();
 
-const refusals: LeaseRefusals = {
-  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-};
-
 const TTL = 60_000;
 
-const lockAsk = (namespace: string, key: string): LeaseAsk => ({
-  kind: 'lock',
-  namespace,
-  key,
-  capacity: 1,
-  weight: 1,
-  ttlMs: TTL,
-  holder: null,
-  waitMs: 0,
-});
 const setAsk = (namespace: string, keys: string[], waitMs = 0, signal?: AbortSignal) => ({
   namespace,
   keys,
@@ -99,7 +78,7 @@ describe("a lock set's calls as the observer sees them", () => {
     const { observer, reports } = observed();
     const service = new LeaseService(store.leases, LIMITS, observer);
     const ns = uniqueNamespace();
-    const held = await service.acquire(lockAsk(ns, 'b'), refusals);
+    const held = await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS);
     reports.operations.length = 0;
     const started = performance.now();
     const waiting = service.acquireSet(setAsk(ns, ['a', 'b'], 10_000));
@@ -149,7 +128,7 @@ describe("a lock set's calls as the observer sees them", () => {
     const { observer, reports } = observed();
     const service = new LeaseService(store.leases, LIMITS, observer);
     const ns = uniqueNamespace();
-    const held = await service.acquire(lockAsk(ns, 'k'), refusals);
+    const held = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     await service.renew('lock', ns, 'k', held.ownerToken, TTL);
     await service.inspect('lock', ns, 'k');
     expect(reports.operations.map(({ op, result, waitedSeconds }) => ({ op, result, waitedSeconds }))).toStrictEqual([
@@ -164,7 +143,7 @@ describe('a lease engine without an observer', () => {
   it("answers a lock set's refusals, waits and lost leases as one with an observer does", async () => {
     const service = new LeaseService(store.leases, LIMITS);
     const ns = uniqueNamespace();
-    const held = await service.acquire(lockAsk(ns, 'b'), refusals);
+    const held = await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS);
     await expect(service.acquireSet(setAsk(ns, ['a', 'b']))).rejects.toBeInstanceOf(LockHeldError);
     const waiting = service.acquireSet(setAsk(ns, ['a', 'b'], 10_000));
     await vi.waitFor(() => expect(service.changesOf('lock').size).toBe(1), { interval: 1 });
@@ -218,12 +197,12 @@ describe('what the lease engine asks of its store', () => {
     const { leases, acquires } = recorded();
     const service = new LeaseService(leases, { ...LIMITS, maxHeldLocksPerNamespace: 2 });
     const ns = uniqueNamespace();
-    await service.acquire(lockAsk(ns, 'a'), refusals);
-    const b = await service.acquire(lockAsk(ns, 'b'), refusals);
+    await service.acquire(lockAsk(ns, 'a'), LOCK_REFUSALS);
+    const b = await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS);
     acquires.length = 0;
     const ask = { ...lockAsk(ns, 'b'), waitMs: 10_000, idempotency: { callerId: 'c', key: 'i-1' } };
     // Settled into a value at once, so that its refusal is never an unhandled rejection meanwhile.
-    const answer = service.acquire(ask, refusals).then(
+    const answer = service.acquire(ask, LOCK_REFUSALS).then(
       () => 'granted',
       (error: unknown) => error,
     );
@@ -291,7 +270,7 @@ describe('a lock set that waits', () => {
       lockDelayMs: 50,
     });
     await vi.waitFor(async () => expect(await service.inspect('lock', ns, 'a')).toBeNull(), { interval: 1 });
-    const b = await service.acquire(lockAsk(ns, 'b'), refusals);
+    const b = await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS);
     const waiting = service.acquireSet(setAsk(ns, ['a', 'b'], 5_000));
     // First the set sleeps on 'a' (the first busy key), only as long as its lock-delay runs; then on 'b'.
     await vi.waitFor(() => expect(read).toContain(lockId(ns, 'b')), { timeout: 2_000, interval: 1 });
@@ -319,7 +298,7 @@ describe('a lock set that waits', () => {
     });
     const service = new LeaseService(leases, LIMITS);
     race.service = service;
-    race.b = await service.acquire(lockAsk(ns, 'b'), refusals);
+    race.b = await service.acquire(lockAsk(ns, 'b'), LOCK_REFUSALS);
     await expect(service.acquireSet(setAsk(ns, ['a', 'b'], 5_000))).rejects.toBeInstanceOf(ShuttingDownError);
     expect(await service.inspect('lock', ns, 'a')).toBeNull();
     expect(await service.inspect('lock', ns, 'b')).toBeNull();

@@ -1,14 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { LockHeldError, QuotaExceededError, StoreUnavailableError } from '../../src/domain/errors.js';
-import { LeaseService, type LeaseRefusals } from '../../src/domain/lease-service.js';
+import { QuotaExceededError, StoreUnavailableError } from '../../src/domain/errors.js';
+import { LeaseService } from '../../src/domain/lease-service.js';
 import type { LeaseStore } from '../../src/domain/lease-store.js';
-import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
+import { embeddedStoreForFile, LIMITS, LOCK_REFUSALS, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 const store = embeddedStoreForFile();
-const refusals: LeaseRefusals = {
-  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  mismatch: (key, _a, _l, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-};
 
 describe('a lock set granted as its caller left, whose give-back fails', () => {
   it('keeps its quota slots while its lease lives on', async () => {
@@ -41,6 +37,6 @@ describe('a lock set granted as its caller left, whose give-back fails', () => {
     // namespace's cap of 2, so there is no room for another lock (before, both slots were freed: two more
     // locks were granted beside the set's, four held under a cap of 2).
     const ask = { kind: 'lock' as const, namespace: ns, key: 'c', capacity: 1, weight: 1, ttlMs: 60_000, holder: null, waitMs: 0 };
-    await expect(service.acquire(ask, refusals)).rejects.toBeInstanceOf(QuotaExceededError);
+    await expect(service.acquire(ask, LOCK_REFUSALS)).rejects.toBeInstanceOf(QuotaExceededError);
   });
 });

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { LockHeldError, QuotaExceededError } from '../../src/domain/errors.js';
-import { LeaseService, type LeaseAsk, type LeaseRefusals } from '../../src/domain/lease-service.js';
+import { QuotaExceededError } from '../../src/domain/errors.js';
+import { LeaseService, type LeaseAsk } from '../../src/domain/lease-service.js';
 import type { LeaseAcquire, LeaseStore } from '../../src/domain/lease-store.js';
 import { lockId } from '../../src/domain/namespaces.js';
 import { leaseSlotId } from '../../src/domain/quota.js';
-import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedded-domain.js';
+import { embeddedStoreForFile, LIMITS, LOCK_REFUSALS, lockAsk, uniqueNamespace } from '../helpers/embedded-domain.js';
 
 /**
  * Who counts the namespace quota, over a store that can keep it inside its own lock steps (the Redis
@@ -15,11 +15,6 @@ import { embeddedStoreForFile, LIMITS, uniqueNamespace } from '../helpers/embedd
  * in for the store's lock steps; what the service asks of it is recorded.
  */
 const store = embeddedStoreForFile();
-
-const refusals: LeaseRefusals = {
-  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
-};
 
 const THRESHOLD = 10;
 
@@ -75,16 +70,6 @@ function recorded(quotaInside: boolean): Recorded {
   return { leases, acquires, slots, markOutside, quotaFull };
 }
 
-const lockAsk = (namespace: string, key: string): LeaseAsk => ({
-  kind: 'lock',
-  namespace,
-  key,
-  capacity: 1,
-  weight: 1,
-  ttlMs: 60_000,
-  holder: null,
-  waitMs: 0,
-});
 const semaphoreAsk = (namespace: string, key: string): LeaseAsk => ({ ...lockAsk(namespace, key), kind: 'semaphore', capacity: 3 });
 const setAsk = (namespace: string) => ({ namespace, keys: ['x', 'y'], ttlMs: 60_000, holder: null, waitMs: 0, lockDelayMs: 0 });
 
@@ -97,9 +82,9 @@ describe('who counts the namespace quota', () => {
     const rec = recorded(true);
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: THRESHOLD });
     const ns = uniqueNamespace();
-    await service.acquire(lockAsk(ns, 'k'), refusals);
+    await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     expect(rec.slots).toStrictEqual([]);
-    await service.acquire(semaphoreAsk(ns, 's'), refusals);
+    await service.acquire(semaphoreAsk(ns, 's'), LOCK_REFUSALS);
     expect(rec.slots.map((s) => s.call)).toStrictEqual(['reserveQuotaSlot']);
     await service.acquireSet(setAsk(ns));
     expect(quotaTerms(rec.acquires)).toStrictEqual([
@@ -114,8 +99,8 @@ describe('who counts the namespace quota', () => {
     const rec = recorded(true);
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: 4 });
     const ns = uniqueNamespace();
-    await service.acquire(lockAsk(ns, 'k'), refusals);
-    await service.acquire(semaphoreAsk(ns, 's'), refusals);
+    await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
+    await service.acquire(semaphoreAsk(ns, 's'), LOCK_REFUSALS);
     await service.acquireSet(setAsk(ns));
     expect(quotaTerms(rec.acquires)).toStrictEqual([
       { kind: 'lock', keys: 1, maxHeldInNamespace: undefined, quotaOutside: true },
@@ -129,7 +114,7 @@ describe('who counts the namespace quota', () => {
     const rec = recorded(true);
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: 0 });
     const ns = uniqueNamespace();
-    await service.acquire(lockAsk(ns, 'k'), refusals);
+    await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     await service.acquireSet(setAsk(ns));
     expect(quotaTerms(rec.acquires)).toStrictEqual([
       { kind: 'lock', keys: 1, maxHeldInNamespace: undefined, quotaOutside: undefined },
@@ -142,7 +127,7 @@ describe('who counts the namespace quota', () => {
     const rec = recorded(false);
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: 3 });
     const ns = uniqueNamespace();
-    await service.acquire(lockAsk(ns, 'k'), refusals);
+    await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     await service.acquireSet(setAsk(ns));
     expect(quotaTerms(rec.acquires)).toStrictEqual([
       { kind: 'lock', keys: 1, maxHeldInNamespace: undefined, quotaOutside: undefined },
@@ -157,7 +142,7 @@ describe('who counts the namespace quota', () => {
     const ns = uniqueNamespace();
     rec.quotaFull.on = true;
     const ask = { ...lockAsk(ns, 'k'), waitMs: 5_000, idempotency: { callerId: 'c', key: 'i-1' } };
-    await expect(service.acquire(ask, refusals)).rejects.toBeInstanceOf(QuotaExceededError);
+    await expect(service.acquire(ask, LOCK_REFUSALS)).rejects.toBeInstanceOf(QuotaExceededError);
     expect(rec.acquires).toHaveLength(1);
   });
 });
@@ -168,7 +153,7 @@ describe("a lock set's key renewed or evicted alone, under a cap the store keeps
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: THRESHOLD });
     const ns = uniqueNamespace();
     const set = await service.acquireSet(setAsk(ns));
-    const held = await service.acquire(lockAsk(ns, 'k'), refusals);
+    const held = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     rec.slots.length = 0;
     await service.renew('lock', ns, 'k', held.ownerToken, 60_000);
     expect(rec.slots).toStrictEqual([]);
@@ -184,7 +169,7 @@ describe("a lock set's key renewed or evicted alone, under a cap the store keeps
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: THRESHOLD });
     const ns = uniqueNamespace();
     const set = await service.acquireSet(setAsk(ns));
-    await service.acquire(lockAsk(ns, 'k'), refusals);
+    await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     rec.slots.length = 0;
     expect(await service.forceRelease('lock', ns, 'k')).toHaveLength(1);
     expect(rec.slots).toStrictEqual([]);
@@ -200,7 +185,7 @@ describe("a lock set's key renewed or evicted alone, under a cap the store keeps
     const rec = recorded(true);
     const service = new LeaseService(rec.leases, { ...LIMITS, maxHeldLocksPerNamespace: 3 });
     const ns = uniqueNamespace();
-    const held = await service.acquire(lockAsk(ns, 'k'), refusals);
+    const held = await service.acquire(lockAsk(ns, 'k'), LOCK_REFUSALS);
     rec.slots.length = 0;
     rec.markOutside.evictions = true;
     expect(await service.forceRelease('lock', ns, 'k')).toHaveLength(1);

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
+import { LockHeldError } from '../../src/domain/errors.js';
+import type { LeaseAsk, LeaseRefusals } from '../../src/domain/lease-service.js';
 import type { LeaseLimits } from '../../src/domain/limits.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 
@@ -19,3 +21,21 @@ export function embeddedStoreForFile(): MemoryStore {
   afterAll(() => store.close());
   return store;
 }
+
+/** A lock's refusals, as the lock service words them: a busy key, or (never for a lock) a mismatch, as held. */
+export const LOCK_REFUSALS: LeaseRefusals = {
+  full: (key, retryAfterMs) => new LockHeldError(key, retryAfterMs),
+  mismatch: (key, _asked, _live, retryAfterMs) => new LockHeldError(key, retryAfterMs),
+};
+
+/** A plain lock acquire through the lease service: one minute, no holder label, no wait. */
+export const lockAsk = (namespace: string, key: string): LeaseAsk => ({
+  kind: 'lock',
+  namespace,
+  key,
+  capacity: 1,
+  weight: 1,
+  ttlMs: 60_000,
+  holder: null,
+  waitMs: 0,
+});
