@@ -2,8 +2,9 @@ import { performance } from 'node:perf_hooks';
 import { Cluster, Command, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
-import { everyMasterNode, masterGate } from '../../src/store/redis/nodes.js';
+import { everyMasterNode, masterGate, readyForCalls, whenReadyForCalls } from '../../src/store/redis/nodes.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
+import { freePort } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 
 /**
@@ -168,5 +169,58 @@ describe('every master node (listings)', () => {
     const nodes = await everyMasterNode(client, TIMEOUT_MS);
     expect(nodes.map(nodeKey).sort()).toEqual(masters);
     for (const n of nodes) expect(n.status).toBe('ready');
+  });
+});
+
+describe('ready for calls (a Cluster client just made)', () => {
+  it('waits for every master connection, making the ones a Cluster client leaves for a first command', async () => {
+    const fresh = createRedisClient(cluster.connection, { commandTimeoutMs: TIMEOUT_MS }) as Cluster;
+    try {
+      expect(readyForCalls(fresh)).toBe(false);
+      const events = ['ready', 'end', 'refresh', '-node'] as const;
+      const before = events.map((e) => fresh.listenerCount(e));
+      await whenReadyForCalls(fresh, 10_000);
+      expect(readyForCalls(fresh)).toBe(true);
+      const masters = fresh.nodes('master');
+      expect(masters).toHaveLength(3);
+      for (const n of masters) expect(n.status).toBe('ready');
+      // It leaves no listener behind, on the client or on a master's connection.
+      expect(events.map((e) => fresh.listenerCount(e))).toEqual(before);
+      for (const n of masters) expect(n.listeners('ready').filter((l) => l.name === 'check')).toEqual([]);
+      // Ready already: resolved without a wait.
+      await whenReadyForCalls(fresh, 1);
+    } finally {
+      fresh.disconnect();
+    }
+  });
+
+  it('on one Redis asks the client only, and says its state when it gives up', async () => {
+    const plain = new Redis({ port: cluster.servers[0]?.port, lazyConnect: true });
+    try {
+      expect(readyForCalls(plain)).toBe(false);
+      await expect(whenReadyForCalls(plain, 50)).rejects.toThrow('not connected (wait)');
+      await plain.connect();
+      expect(readyForCalls(plain)).toBe(true);
+      await whenReadyForCalls(plain, 1);
+    } finally {
+      plain.disconnect();
+    }
+  });
+
+  it('refuses at once a client closed, and as soon as a client waited for ends', async () => {
+    const closed = new Redis({ lazyConnect: true });
+    closed.disconnect();
+    expect(closed.status).toBe('end');
+    // Its 'end' event is emitted on the next tick: long past by the time a later call asks.
+    await new Promise((resolve) => setImmediate(resolve));
+    await expect(whenReadyForCalls(closed, 5_000)).rejects.toThrow('not connected (closed)');
+    // Nothing listens on its port and it does not retry: it ends, and the wait with it, long before 5 s.
+    const doomed = new Redis({ port: await freePort(), retryStrategy: () => null, lazyConnect: true });
+    doomed.on('error', () => undefined);
+    const started = performance.now();
+    const waited = whenReadyForCalls(doomed, 5_000);
+    doomed.connect().catch(() => undefined);
+    await expect(waited).rejects.toThrow('not connected (closed)');
+    expect(performance.now() - started).toBeLessThan(4_000);
   });
 });
