@@ -690,23 +690,27 @@ interface LeaseTrack {
  * earliest), where sorted by its own date it came first and read as the end of a lease never granted.
  */
 function inGrantOrder(records: readonly HistoryRecord[]): HistoryRecord[] {
-  // Each lease's grant time by its digest and by its fencing token (a string and a number: one map).
-  const granted = new Map<string | number, number>();
-  const note = (id: string | number | undefined, at: number) => {
-    if (id !== undefined && !((granted.get(id) ?? Infinity) <= at)) granted.set(id, at);
+  // Each lease's grant (its time, and where it is among the records) by its digest and by its fencing
+  // token (a string and a number: one map).
+  const granted = new Map<string | number, { at: number; index: number }>();
+  const note = (id: string | number | undefined, at: number, index: number) => {
+    if (id !== undefined && !((granted.get(id)?.at ?? Infinity) <= at)) granted.set(id, { at, index });
   };
-  for (const r of records) {
-    if (r.kind !== 'granted') continue;
-    note(r.lease, r.at);
-    note(r.fencingToken, r.at);
-  }
+  records.forEach((r, index) => {
+    if (r.kind !== 'granted') return;
+    note(r.lease, r.at, index);
+    note(r.fencingToken, r.at, index);
+  });
   const moved = new Set<HistoryRecord>();
-  const dated = records.map((r) => {
+  const dated = records.map((r, index) => {
     if (r.kind === 'granted') return r;
-    const grantAt =
+    const grant =
       (r.lease !== undefined ? granted.get(r.lease) : undefined) ??
       (r.fencingToken !== undefined ? granted.get(r.fencingToken) : undefined);
-    if (grantAt === undefined || r.at >= grantAt) return r;
+    // In its grant's millisecond, a record stored before the grant (a release request recorded before the
+    // grant's own record was written) is moved too: the lease it names begins with that grant.
+    if (grant === undefined || r.at > grant.at || (r.at === grant.at && index > grant.index)) return r;
+    const grantAt = grant.at;
     const later = { ...r, at: grantAt };
     moved.add(later);
     return later;
@@ -763,8 +767,10 @@ export function timeline(records: readonly HistoryRecord[], nowMs: number, since
 
   for (const r of sorted) {
     // A lock set's release is recorded on every key it named; on a key where none of its lease's records
-    // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there.
-    const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && r.set !== true));
+    // is kept (its grant and renewals name it), the set did not hold that key: nothing happened there,
+    // unless the release carries its grant's facts, handed on from a grant on this key trimmed since
+    // (carryLeaseFacts): then it ended a lease held here.
+    const track = trackOf(r, r.kind !== 'released' || (r.lease !== undefined && (r.set !== true || r.grantedAt !== undefined)));
     // A lease's lock-delay, holder and grant time are on its grant, or, the grant trimmed, on its first
     // record kept (carryLeaseFacts).
     if (track && r.lockDelayMs !== undefined) track.lockDelayMs = r.lockDelayMs;

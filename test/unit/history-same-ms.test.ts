@@ -58,11 +58,16 @@ describe('a grant recorded again later (an Idempotency-Key retry answered with i
 });
 
 describe('a release request recorded before the grant it names, in the same millisecond', () => {
-  it('the grant is still shown, with its holder', () => {
+  it('the grant is still shown, with its holder, and the lease ends as if recorded in order', () => {
     const ask: HistoryRecord = { kind: 'release_requested', at: T, fencingToken: 1, by: 'ops', reason: null };
     const out = timeline([ask, grant(T, 1)], T + 1_000);
     expect(out.map((e) => e.type).sort()).toStrictEqual(['granted', 'release_requested']);
     expect(out.find((e) => e.type === 'granted')).toMatchObject({ at: T, fencingToken: 1, holder: 'h1', expiresAt: T + 30_000 });
+    // Past its end: it expired, held 30 s, as when the two were recorded grant first.
+    const later = timeline([ask, grant(T, 1)], T + 60_000);
+    expect(later).toStrictEqual(timeline([grant(T, 1), ask], T + 60_000));
+    expect(shown(later)).toStrictEqual(['granted@0:1', 'release_requested@0:1', 'expired@30000:1']);
+    expect(later[2]).toMatchObject({ heldMs: 30_000, holder: 'h1' });
   });
 });
 
@@ -98,7 +103,7 @@ describe("a lease's records kept after its grant was trimmed", () => {
     expect(out.map((e) => e.type)).not.toContain('expired');
   });
 
-  it("a lock set's release kept alone, its grant past the retention, reads without failing", () => {
+  it("a lock set's release kept alone, its grant past the retention: the end of the lease it held here", () => {
     const lines = [grant(T, 1, { set: true }), { kind: 'released', at: T + 20, lease: 'L1', set: true } as const, grant(T + 30, 2)].map(
       encodeRecord,
     );
@@ -106,6 +111,10 @@ describe("a lease's records kept after its grant was trimmed", () => {
     expect(records[0]).toMatchObject({ kind: 'released', holder: 'h1', grantedAt: T });
     let out: TimelineEntry[] = [];
     expect(() => (out = timeline(records, T + 1_000))).not.toThrow();
-    expect(shown(out).slice(-1)).toStrictEqual(['granted@30:2']);
+    expect(shown(out)).toStrictEqual(['released@20:null', 'granted@30:2']);
+    expect(out[0]).toMatchObject({ holder: 'h1', heldMs: 20 });
+    // Without the grant's facts (a key the set named but never held), nothing happened there.
+    const bare: HistoryRecord[] = [{ kind: 'released', at: T + 20, lease: 'L1', set: true }, grant(T + 30, 2)];
+    expect(shown(timeline(bare, T + 1_000))).toStrictEqual(['granted@30:2']);
   });
 });
