@@ -31,7 +31,8 @@ export class EtcdHistory implements HistoryStore {
   private closed = false;
 
   constructor(private readonly options: EtcdHistoryOptions) {
-    this.client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: Math.max(1000, options.commandTimeoutMs) });
+    // No dialTimeout: etcd3 1.1 declares it but never reads it; each call carries its own deadline (callOptions).
+    this.client = new Etcd3({ hosts: [...options.endpoints] });
   }
 
   private namespacePrefix(namespace: string): Buffer {

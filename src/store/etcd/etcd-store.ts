@@ -89,7 +89,8 @@ export class EtcdStore implements Store {
     this.now = options.clock ?? sharedWallClock;
     this.client = new Etcd3({
       hosts: [...options.endpoints],
-      dialTimeout: Math.max(1000, options.commandTimeoutMs),
+      // No dialTimeout: etcd3 1.1 declares it but never reads it. Each call carries its own deadline
+      // (callOptions), which bounds a connection that cannot be made as well.
       // A call is sent again by the client only when it never went out (its default re-sends after a lost
       // connection too, up to three times): a transaction etcd applied whose reply was lost, sent again,
       // fails its compare, and the engine read that as "not held": a release that freed the lock answered
@@ -234,6 +235,8 @@ export class EtcdStore implements Store {
       });
       if (txn.succeeded) return;
     }
+    // As reserveQuotaSlots: told, not taken for done (the slot would keep its old end).
+    throw new StoreUnavailableError('too much contention on one quota slot to extend it in time');
   }
 
   async freeQuotaSlot(namespace: string, quotaSlotId: string): Promise<void> {
