@@ -3,7 +3,14 @@ import { Cluster, Command, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
 import { everyMasterNode, masterGate, readyForCalls, whenReadyForCalls } from '../../src/store/redis/nodes.js';
+import { InvalidRequestError } from '../../src/domain/errors.js';
+import { newOwnerToken } from '../../src/domain/lock-service.js';
+import { lockId } from '../../src/domain/namespaces.js';
+import { KeySpace } from '../../src/store/redis/keys.js';
+import { RedisHistory } from '../../src/store/redis/redis-history.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
+import { withWords } from '../helpers/store-words.js';
 import { freePort } from '../helpers/redis-server.js';
 import { eventually } from '../helpers/redis-store.js';
 
@@ -222,5 +229,64 @@ describe('ready for calls (a Cluster client just made)', () => {
     doomed.connect().catch(() => undefined);
     await expect(waited).rejects.toThrow('not connected (closed)');
     expect(performance.now() - started).toBeLessThan(4_000);
+  });
+});
+
+/**
+ * The store's own rules that only a Cluster reaches, on this Cluster: a lock set's keys in one slot, and
+ * a history batch spread over every master, one call per shard.
+ */
+describe('the store on a Cluster', () => {
+  it('a lock set works when its keys share a shard, and is refused with invalid_request (keys) when they do not', async () => {
+    const prefix = 'gate-sets:';
+    const store = new RedisStore({ connection: cluster.connection, keyPrefix: prefix, commandTimeoutMs: TIMEOUT_MS, fenceGraceMs: 60_000 });
+    try {
+      await eventually(() => store.ping(), 10_000);
+      const sets = withWords(store).lockSets;
+      if (!sets) throw new Error('the Redis store has lock sets');
+      const space = new KeySpace(prefix);
+      const names = Array.from({ length: 64 }, (_v, i) => `s-${i}`);
+      const first = names[0] as string;
+      const same = names.find((n) => n !== first && space.shardOf(n) === space.shardOf(first)) as string;
+      const other = names.find((n) => space.shardOf(n) !== space.shardOf(first)) as string;
+      const ids = (...keys: string[]) => keys.map((k) => lockId('sets', k));
+      const owner = newOwnerToken();
+      expect((await sets.acquireSet({ ids: ids(first, same), ownerToken: owner, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      expect(await sets.releaseSet(ids(first, same), owner)).toBe(true);
+      // One key: one slot, whatever its shard.
+      const alone = newOwnerToken();
+      expect((await sets.acquireSet({ ids: ids(other), ownerToken: alone, ttlMs: 10_000, holder: null })).acquired).toBe(true);
+      expect(await sets.releaseSet(ids(other), alone)).toBe(true);
+      for (const apart of [ids(first, other), ids(first, same, other), ids(other, first)]) {
+        const refused = sets.acquireSet({ ids: apart, ownerToken: newOwnerToken(), ttlMs: 10_000, holder: null });
+        await expect(refused).rejects.toBeInstanceOf(InvalidRequestError);
+        await expect(refused).rejects.toMatchObject({ field: 'keys' });
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a history batch over every master: each key’s events kept, in one call per shard', async () => {
+    const limits = { eventsPerKey: 10, keysPerNamespace: 1_000, retentionMs: 60_000 };
+    const history = new RedisHistory({ connection: cluster.connection, keyPrefix: 'gate-history:', commandTimeoutMs: 2_000, limits });
+    try {
+      const at = Date.now();
+      const keys = Array.from({ length: 48 }, (_v, i) => ({ namespace: 'h', primitive: 'lock' as const, key: `k${i}` }));
+      const batch = keys.flatMap((k, i) => [
+        { ...k, record: { kind: 'granted' as const, at, lease: `L${i}`, fencingToken: i + 1, holder: `h${i}`, expiresAt: at + 5_000 } },
+        { ...k, record: { kind: 'released' as const, at: at + 1, lease: `L${i}` } },
+      ]);
+      await history.append(batch);
+      const masters = new Set(keys.map((k) => client.slots[new Command('get', [history.listKey(k)]).getSlot()]?.[0]));
+      expect(masters.size).toBe(3);
+      for (const [i, k] of keys.entries()) {
+        const records = await history.read(k);
+        expect(records.map((r) => r.kind)).toEqual(['granted', 'released']);
+        expect(records[0]).toMatchObject({ fencingToken: i + 1, holder: `h${i}` });
+      }
+    } finally {
+      await history.close();
+    }
   });
 });
