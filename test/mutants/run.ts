@@ -59,6 +59,10 @@ const ROOT = resolve(dirname(new URL(import.meta.url).pathname), '../..');
 const REPORT_DIR = join(ROOT, 'reports/mutation');
 const SANDBOXES = join(ROOT, '.tmp/planted');
 
+// A reported run runs each part's whole list of tests (vitest.config.ts): never a few files chosen for
+// a run aimed at some mutants.
+delete process.env.STRYKER_TEST_FILES;
+
 const { values: args } = parseArgs({
   options: {
     'skip-stryker': { type: 'boolean', default: false },

@@ -44,6 +44,8 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/unit/history-lines.test.ts',
     'test/unit/history-timeline.test.ts',
     'test/unit/history-recorder.test.ts',
+    'test/unit/history-handed-facts.test.ts',
+    'test/unit/history-same-ms.test.ts',
     'test/unit/watch-on-change.test.ts',
     'test/unit/memory-store-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
@@ -56,6 +58,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/domain/watch.test.ts',
     'test/domain/permits.test.ts',
     'test/domain/lock-sets.test.ts',
+    'test/domain/lock-set-delay-wait.test.ts',
     'test/domain/lock-service-answers.test.ts',
     'test/domain/lease-service-calls.test.ts',
     'test/domain/quota-renew-force-release.test.ts',
@@ -67,6 +70,7 @@ const PART_FILES: Record<string, readonly string[]> = {
   memory: [
     'test/unit/safety-core.test.ts',
     'test/unit/memory-store-clock.test.ts',
+    'test/unit/wall-clock.test.ts',
     'test/unit/memory-store-rules.test.ts',
     'test/unit/memory-permits-rules.test.ts',
     'test/unit/store-queue-shed.test.ts',
@@ -119,6 +123,7 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/redis/migrate-layout.test.ts',
     'test/redis/upgrade-layout.test.ts',
     'test/redis/close-while-down.test.ts',
+    'test/redis/store-connect-logs.test.ts',
     'test/redis/permit-scripts.test.ts',
     'test/redis/quota-force-release-inside.test.ts',
     'test/redis/quota-set-key-renew.test.ts',
@@ -135,6 +140,10 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/faults/reply-drop.test.ts',
     // Starts a primary and its replica of its own (some 2 s): last, so only a mutant every file above misses pays for it.
     'test/redis/replica-acks.test.ts',
+    // Each starts Sentinels or a Cluster of its own (about 3 s): the connection code only they reach (a
+    // Sentinel's switch of another master, the Cluster's subscriber), last for the same reason.
+    'test/redis/sentinel-switches.test.ts',
+    'test/redis/cluster-subscriber.test.ts',
     // Starts a 3-master Cluster of its own (seconds): the master gate's rules (nodes.ts), which only a
     // Cluster reaches; last, for the same reason.
     'test/redis/cluster-gate.test.ts',
@@ -153,6 +162,13 @@ const PART_FILES: Record<string, readonly string[]> = {
     'test/etcd/session-lost.test.ts',
     'test/etcd/quota-burst.test.ts',
     'test/etcd/semaphore-burst.test.ts',
+    'test/etcd/leases-hand-over.test.ts',
+    'test/etcd/leases-grants.test.ts',
+    'test/etcd/leases-contention.test.ts',
+    'test/etcd/leases-visits.test.ts',
+    'test/etcd/store-quota.test.ts',
+    'test/etcd/store-sweep.test.ts',
+    'test/etcd/store-plumbing.test.ts',
     'test/conformance/etcd-store.test.ts',
   ],
 };
@@ -161,7 +177,13 @@ const PART_FILES: Record<string, readonly string[]> = {
 PART_FILES['redis-codec'] = [...(PART_FILES.redis ?? [])];
 const part = process.env.STRYKER_PART;
 /** Without a part (a plain `stryker run` over the whole scope): every file, in the parts' order. */
-const FILES = part ? (PART_FILES[part] ?? []) : [...new Set(Object.values(PART_FILES).flat())];
+const ALL = part ? (PART_FILES[part] ?? []) : [...new Set(Object.values(PART_FILES).flat())];
+/**
+ * STRYKER_TEST_FILES (comma-separated): these files only, for a run aimed at a few mutants
+ * (`mutate: ['file.ts:from-to']`) and the tests written against them; never in a reported run.
+ */
+const chosen = (process.env.STRYKER_TEST_FILES ?? '').split(',').filter((f) => f !== '');
+const FILES = chosen.length > 0 ? chosen : ALL;
 
 class FastestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
