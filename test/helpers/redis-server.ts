@@ -161,7 +161,13 @@ export class RedisServer {
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;
     });
-    await this.waitUntilReady();
+    try {
+      await this.waitUntilReady();
+    } catch (err) {
+      // Not left running: a server that never answered is no one's to stop.
+      child.kill('SIGKILL');
+      throw err;
+    }
   }
 
   /** Polls with a fresh client until Redis answers PING (a loop, not vi.waitFor: bench/ runs this outside vitest). */
