@@ -1,12 +1,11 @@
 import type { ITxnRequest } from 'etcd3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { MAX_CAS_ROUNDS } from '../../src/store/etcd/etcd-records.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import {
   answeredWithin,
   engineWith,
-  leasesFixture,
+  fixtureForFile,
   one,
   poolRecord,
   putPool,
@@ -23,18 +22,9 @@ import { FakeClock } from '../helpers/fake-clock.js';
  * rounds the caller is told the store could not decide (503). The other instance's writes are made by
  * the test, just before the engine's change reaches etcd.
  */
-let cluster: EtcdCluster;
 let f: LeasesFixture;
 const clock = new FakeClock(Math.floor(Date.now()));
-
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  f = await leasesFixture(cluster, 'lct/', clock.now);
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  await cluster?.stop();
-});
+fixtureForFile('lct/', clock.now, (made) => (f = made));
 
 const firstKey = (request: ITxnRequest): Buffer => request.compare?.[0]?.key as Buffer;
 /** A hand-over's change compares the record and each waiter it takes. */

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LeaseAcquireOutcome } from '../../src/domain/lease-store.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
 import {
   engineWith,
-  leasesFixture,
+  fixtureForFile,
   one,
   poolRecord,
   putPool,
@@ -20,18 +19,9 @@ import { eventually } from '../helpers/redis-store.js';
  * lease, listing pages, etcd's watch on a record, and a waiter leaving just as it was handed a lease.
  * The store's clock is a fake one the test moves; timers stay real.
  */
-let cluster: EtcdCluster;
 let f: LeasesFixture;
 const clock = new FakeClock(Math.floor(Date.now()));
-
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  f = await leasesFixture(cluster, 'lgr/', clock.now);
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  await cluster?.stop();
-});
+fixtureForFile('lgr/', clock.now, (made) => (f = made));
 
 const tokenOf = (out: LeaseAcquireOutcome): number => {
   if (!out.acquired) throw new Error(`not acquired: ${JSON.stringify(out)}`);

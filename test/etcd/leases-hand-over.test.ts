@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { describe, expect, it } from 'vitest';
 import {
   answeredWithin,
-  leasesFixture,
+  fixtureForFile,
   one,
   poolRecord,
   putPool,
@@ -21,18 +20,9 @@ import { eventually } from '../helpers/redis-store.js';
  * on the way, and a queue longer than one read's heads is served to its end. The store's clock is a fake
  * one the test moves (lease and wait ends are on it); timers stay real.
  */
-let cluster: EtcdCluster;
 let f: LeasesFixture;
 const clock = new FakeClock(Math.floor(Date.now()));
-
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  f = await leasesFixture(cluster, 'lho/', clock.now);
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  await cluster?.stop();
-});
+fixtureForFile('lho/', clock.now, (made) => (f = made));
 
 /** A caller of another instance queued for a key, its wait ending `waitMs` from now. */
 const waiter = (o: string, waitMs: number, more: Partial<RawWaiter> = {}): RawWaiter => ({

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { engineWith, leasesFixture, one, type LeasesFixture } from '../helpers/etcd-leases-fixtures.js';
+import type { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { engineWith, fixtureForFile, one, type LeasesFixture } from '../helpers/etcd-leases-fixtures.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { eventually } from '../helpers/redis-store.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -15,14 +15,9 @@ import { freePort } from '../helpers/redis-server.js';
  */
 let cluster: EtcdCluster;
 let f: LeasesFixture;
-
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  f = await leasesFixture(cluster, 'lvi/');
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  await cluster?.stop();
+fixtureForFile('lvi/', undefined, (made, shared) => {
+  f = made;
+  cluster = shared;
 });
 
 describe('etcd lease engine: visits', () => {

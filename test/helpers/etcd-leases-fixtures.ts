@@ -4,7 +4,8 @@ import type { Clock } from '../../src/store/shared/clock.js';
 import { EtcdKeys } from '../../src/store/etcd/etcd-keys.js';
 import { EtcdLeases, type EtcdLeasesDeps } from '../../src/store/etcd/etcd-leases.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import type { EtcdCluster } from './etcd-cluster.js';
+import { afterAll, beforeAll } from 'vitest';
+import { EtcdCluster } from './etcd-cluster.js';
 import { eventually } from './redis-store.js';
 
 /**
@@ -40,6 +41,24 @@ export async function leasesFixture(cluster: EtcdCluster, keyPrefix: string, clo
       raw.close();
     },
   };
+}
+
+/**
+ * A file's fixture on the shared cluster (EtcdCluster.startShared): made before its tests and handed to
+ * `use` with the cluster, closed after them.
+ */
+export function fixtureForFile(keyPrefix: string, clock: Clock | undefined, use: (f: LeasesFixture, cluster: EtcdCluster) => void): void {
+  let cluster: EtcdCluster | undefined;
+  let made: LeasesFixture | undefined;
+  beforeAll(async () => {
+    cluster = await EtcdCluster.startShared(1);
+    made = await leasesFixture(cluster, keyPrefix, clock);
+    use(made, cluster);
+  }, 60_000);
+  afterAll(async () => {
+    await made?.close();
+    await cluster?.stop();
+  });
 }
 
 /** A one-key acquire of `kind` (a lock: capacity and weight 1). */
