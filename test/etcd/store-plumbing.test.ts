@@ -1,9 +1,9 @@
-import { Etcd3, type ITxnRequest, type ITxnResponse } from 'etcd3';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Etcd3, ITxnRequest, ITxnResponse } from 'etcd3';
+import { describe, expect, it, vi } from 'vitest';
 import { StoreUnavailableError, TooManyWaitersError } from '../../src/domain/errors.js';
 import { EtcdStore, type EtcdStoreOptions } from '../../src/store/etcd/etcd-store.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { ALIGNED_START_MS, beforeEachTxn, rawKey } from '../helpers/etcd-store-fixtures.js';
+import type { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, rawKey } from '../helpers/etcd-store-fixtures.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { eventually } from '../helpers/redis-store.js';
@@ -19,16 +19,9 @@ let raw: Etcd3;
 const opened: EtcdStore[] = [];
 let prefixes = 0;
 
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  raw = new Etcd3({ hosts: cluster.endpoints });
-}, 60_000);
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  raw?.close();
-  await cluster?.stop();
+etcdForFile(opened, (shared, client) => {
+  cluster = shared;
+  raw = client;
 });
 
 function open(options: Partial<EtcdStoreOptions> = {}): EtcdStore {

@@ -1,9 +1,9 @@
-import { Etcd3 } from 'etcd3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Etcd3 } from 'etcd3';
+import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { ALIGNED_START_MS, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
+import type { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { eventually } from '../helpers/redis-store.js';
 
@@ -18,16 +18,9 @@ let raw: Etcd3;
 const opened: EtcdStore[] = [];
 let prefixes = 0;
 
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  raw = new Etcd3({ hosts: cluster.endpoints });
-}, 60_000);
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  raw?.close();
-  await cluster?.stop();
+etcdForFile(opened, (shared, client) => {
+  cluster = shared;
+  raw = client;
 });
 
 /** A store of its own (its own key prefix) on a fake clock at a whole second. */

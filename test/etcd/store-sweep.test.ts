@@ -1,8 +1,8 @@
-import { Etcd3 } from 'etcd3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Etcd3 } from 'etcd3';
+import { describe, expect, it } from 'vitest';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
-import { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { ALIGNED_START_MS, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
+import type { EtcdCluster } from '../helpers/etcd-cluster.js';
+import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { eventually } from '../helpers/redis-store.js';
 import { withWords } from '../helpers/store-words.js';
@@ -18,16 +18,9 @@ const opened: EtcdStore[] = [];
 let prefixes = 0;
 const T = ALIGNED_START_MS;
 
-beforeAll(async () => {
-  cluster = await EtcdCluster.startShared(1);
-  raw = new Etcd3({ hosts: cluster.endpoints });
-}, 60_000);
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  raw?.close();
-  await cluster?.stop();
+etcdForFile(opened, (shared, client) => {
+  cluster = shared;
+  raw = client;
 });
 
 async function open(): Promise<{ store: EtcdStore; clock: FakeClock; prefix: string }> {

@@ -1,5 +1,29 @@
-import type { Etcd3, IKeyValue, ITxnRequest, ITxnResponse } from 'etcd3';
+import { Etcd3, type IKeyValue, type ITxnRequest, type ITxnResponse } from 'etcd3';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { EtcdCluster } from './etcd-cluster.js';
+
+/**
+ * A file's set-up on the shared cluster (EtcdCluster.startShared): the cluster and a plain client of the
+ * test's own handed to `use` before its tests; every store a test put in `opened` closed after it; the
+ * client and the cluster after the file.
+ */
+export function etcdForFile(opened: EtcdStore[], use: (cluster: EtcdCluster, raw: Etcd3) => void): void {
+  let cluster: EtcdCluster | undefined;
+  let raw: Etcd3 | undefined;
+  beforeAll(async () => {
+    cluster = await EtcdCluster.startShared(1);
+    raw = new Etcd3({ hosts: cluster.endpoints });
+    use(cluster, raw);
+  }, 60_000);
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((s) => s.close()));
+  });
+  afterAll(async () => {
+    raw?.close();
+    await cluster?.stop();
+  });
+}
 
 /** Unix ms on a whole second, so that the store's lease buckets (whole seconds) are exact in a test. */
 export const ALIGNED_START_MS = Date.UTC(2030, 0, 1);
