@@ -710,8 +710,7 @@ function inGrantOrder(records: readonly HistoryRecord[]): HistoryRecord[] {
     // In its grant's millisecond, a record stored before the grant (a release request recorded before the
     // grant's own record was written) is moved too: the lease it names begins with that grant.
     if (grant === undefined || r.at > grant.at || (r.at === grant.at && index > grant.index)) return r;
-    const grantAt = grant.at;
-    const later = { ...r, at: grantAt };
+    const later = { ...r, at: grant.at };
     moved.add(later);
     return later;
   });
