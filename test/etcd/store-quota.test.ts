@@ -3,9 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/domain/errors.js';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import type { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
-import { FakeClock } from '../helpers/fake-clock.js';
-import { eventually } from '../helpers/redis-store.js';
+import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, openOnFakeClock, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
 
 /**
  * The namespace quota's slots on etcd (EtcdStore.reserveQuotaSlot, extendQuotaSlot, retireQuotaSlot,
@@ -24,19 +22,7 @@ etcdForFile(opened, (shared, client) => {
 });
 
 /** A store of its own (its own key prefix) on a fake clock at a whole second. */
-async function open(prefix = `quota-${++prefixes}/`): Promise<{ store: EtcdStore; clock: FakeClock; prefix: string }> {
-  const clock = new FakeClock(ALIGNED_START_MS);
-  const store = new EtcdStore({
-    endpoints: cluster.endpoints,
-    keyPrefix: prefix,
-    commandTimeoutMs: 5_000,
-    fenceGraceMs: 1_000,
-    clock: clock.now,
-  });
-  opened.push(store);
-  await eventually(() => store.ping(), 10_000);
-  return { store, clock, prefix };
-}
+const open = (prefix = `quota-${++prefixes}/`) => openOnFakeClock(cluster, opened, prefix);
 
 const T = ALIGNED_START_MS;
 

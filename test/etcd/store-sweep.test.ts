@@ -2,9 +2,7 @@ import type { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import type { EtcdCluster } from '../helpers/etcd-cluster.js';
-import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
-import { FakeClock } from '../helpers/fake-clock.js';
-import { eventually } from '../helpers/redis-store.js';
+import { ALIGNED_START_MS, etcdForFile, beforeEachTxn, openOnFakeClock, rawJson, rawKey } from '../helpers/etcd-store-fixtures.js';
 import { withWords } from '../helpers/store-words.js';
 
 /**
@@ -23,20 +21,7 @@ etcdForFile(opened, (shared, client) => {
   raw = client;
 });
 
-async function open(): Promise<{ store: EtcdStore; clock: FakeClock; prefix: string }> {
-  const clock = new FakeClock(T);
-  const prefix = `sweep-${++prefixes}/`;
-  const store = new EtcdStore({
-    endpoints: cluster.endpoints,
-    keyPrefix: prefix,
-    commandTimeoutMs: 5_000,
-    fenceGraceMs: 1_000,
-    clock: clock.now,
-  });
-  opened.push(store);
-  await eventually(() => store.ping(), 10_000);
-  return { store, clock, prefix };
-}
+const open = () => openOnFakeClock(cluster, opened, `sweep-${++prefixes}/`);
 
 describe('etcd store: sweep', () => {
   it('drops what is past its keep-until (at this very millisecond too), keeps what is not and what has none', async () => {

@@ -1,7 +1,9 @@
 import { Etcd3, type IKeyValue, type ITxnRequest, type ITxnResponse } from 'etcd3';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import type { EtcdStore } from '../../src/store/etcd/etcd-store.js';
+import { EtcdStore } from '../../src/store/etcd/etcd-store.js';
 import { EtcdCluster } from './etcd-cluster.js';
+import { FakeClock } from './fake-clock.js';
+import { eventually } from './redis-store.js';
 
 /**
  * A file's set-up on the shared cluster (EtcdCluster.startShared): the cluster and a plain client of the
@@ -23,6 +25,28 @@ export function etcdForFile(opened: EtcdStore[], use: (cluster: EtcdCluster, raw
     raw?.close();
     await cluster?.stop();
   });
+}
+
+/**
+ * A store under `prefix` on a fake clock from ALIGNED_START_MS (the test moves it), put in `opened` (closed
+ * after the test, etcdForFile), resolved once it answers.
+ */
+export async function openOnFakeClock(
+  cluster: EtcdCluster,
+  opened: EtcdStore[],
+  prefix: string,
+): Promise<{ store: EtcdStore; clock: FakeClock; prefix: string }> {
+  const clock = new FakeClock(ALIGNED_START_MS);
+  const store = new EtcdStore({
+    endpoints: cluster.endpoints,
+    keyPrefix: prefix,
+    commandTimeoutMs: 5_000,
+    fenceGraceMs: 1_000,
+    clock: clock.now,
+  });
+  opened.push(store);
+  await eventually(() => store.ping(), 10_000);
+  return { store, clock, prefix };
 }
 
 /** Unix ms on a whole second, so that the store's lease buckets (whole seconds) are exact in a test. */
